@@ -1,0 +1,64 @@
+# zerocalc: the two commands people run are `make serve` and `make test` (see README).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+PLAN ?= examples/default-plan.json
+
+.PHONY: serve test site vendor venv tools-venv chromium trace dsprobe dsprobe-check fidelity bench clean
+
+# Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
+$(VENV)/.base: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# Ground-truth tools (torch CPU wheel, deepspeed without prebuilt ops, transformers, peft, accelerate).
+$(VENV)/.tools: $(VENV)/.base
+	$(PY) -m pip install -q torch==2.13.0
+	DS_BUILD_OPS=0 $(PY) -m pip install -q -e '.[dev,tools]'
+	touch $@
+
+venv: $(VENV)/.base
+tools-venv: $(VENV)/.tools
+
+# Debian's Chromium for the browser tests (playwright cannot download a browser here).
+chromium:
+	@command -v /usr/bin/chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+# Runtime files (PyScript, Pyodide, MicroPython) from the npm registry into assets/vendor/.
+vendor: node_modules/.package-lock.json
+	$(PYTHON) scripts/vendor.py
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
+
+# The deployable static folder _site/ (page, py/, vendored runtime, pre-rendered defaults).
+site: vendor
+	$(PYTHON) scripts/build_site.py
+
+serve: site
+	@echo "zerocalc: serving on http://localhost:$(PORT)/  (Ctrl-C to stop)"
+	cd _site && $(PYTHON) -m http.server $(PORT) --bind 127.0.0.1
+
+test: tools-venv chromium site
+	$(PY) -m pytest
+
+trace: tools-venv
+	$(PY) -m tools.memtrace $(PLAN)
+
+dsprobe: tools-venv
+	$(PY) -m tools.dsprobe $(PLAN)
+
+dsprobe-check: tools-venv
+	$(PY) -m tools.dsprobe.check
+
+fidelity: tools-venv
+	$(PY) scripts/fidelity.py
+
+bench: venv
+	$(PY) scripts/bench_engine.py
+
+clean:
+	rm -rf _site assets/vendor node_modules $(VENV)
