@@ -1,0 +1,51 @@
+"""Configs out (ds_config, HF TrainingArguments, PEFT, accelerate, launch) and in (ds_config.json, config.json).
+
+Pure functions of the plan (a ``zerocalc.Plan`` or a plan-v1 dict); they return dicts/strings and do no I/O,
+so the page (Pyodide) and the CLI share them.
+"""
+from __future__ import annotations
+
+import json
+
+from .accelerate import accelerate_config, accelerate_yaml
+from .ds_config import ExportError, check_expressible, ds_config, ds_key_notes, ds_warnings, placeholders
+from .hf import training_arguments_kwargs, training_arguments_snippet
+from .imports import ConfigImportError, ImportResult, apply_model_config, import_ds_config, import_model_config
+from .launch import launch_commands, launch_text
+from .peft import bnb_config_kwargs, lora_config_kwargs, peft_snippet
+
+TARGETS = ("ds", "hf", "peft", "accelerate", "launch")
+STYLES = ("explicit", "auto")
+
+
+def run_export(plan, target: str, style: str = "explicit") -> str:
+    """The text for ``zerocalc export --plan FILE --to TARGET [--style explicit|auto]``.
+
+    ds: the ds_config JSON (style explicit or auto); hf: TrainingArguments snippet (pair it with the auto
+    ds_config); peft: LoraConfig (+ BitsAndBytesConfig for QLoRA); accelerate: YAML; launch: commands.
+    Raises ExportError (``.key`` names the plan key) when the plan cannot be written in that format."""
+    if target not in TARGETS:
+        raise ExportError("to", f"unknown target {target!r}; one of {', '.join(TARGETS)}")
+    if style not in STYLES:
+        raise ExportError("style", f"unknown style {style!r}; one of {', '.join(STYLES)}")
+    if target == "ds":
+        return json.dumps(ds_config(plan, style), indent=2) + "\n"
+    if target == "hf":
+        return training_arguments_snippet(plan)
+    if target == "peft":
+        return peft_snippet(plan)
+    if target == "accelerate":
+        return accelerate_yaml(plan)
+    return launch_text(plan)
+
+
+def export_warnings(plan) -> list:
+    """Warnings {id, severity, message} the engine merges into its own (see ds_config.ds_warnings)."""
+    return ds_warnings(plan)
+
+
+__all__ = ["run_export", "export_warnings", "ExportError", "ConfigImportError", "ImportResult", "ds_config",
+           "ds_key_notes", "ds_warnings", "placeholders", "check_expressible", "training_arguments_kwargs",
+           "training_arguments_snippet", "lora_config_kwargs", "bnb_config_kwargs", "peft_snippet",
+           "accelerate_config", "accelerate_yaml", "launch_commands", "launch_text", "import_ds_config",
+           "import_model_config", "apply_model_config", "TARGETS", "STYLES"]

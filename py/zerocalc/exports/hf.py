@@ -1,0 +1,105 @@
+"""Hugging Face ``TrainingArguments`` snippet for a plan (transformers 5.24 argument names).
+
+With DeepSpeed the snippet points ``deepspeed=`` at the "auto"-style ds_config (ds_config.py), whose "auto"
+keys the Trainer fills from these arguments (integrations/deepspeed.py trainer_config_process); the values
+here are the plan's, so the filled config is the estimated one. transformers 5.24 names gradient
+checkpointing ``activation_checkpointing`` (``gradient_checkpointing`` is its deprecated alias) and offloads
+checkpointed activations with ``activation_checkpointing_kwargs={"offload": True}``.
+"""
+from __future__ import annotations
+
+from ._plan import plan_dict
+from .ds_config import DS_OPTIMIZER_TYPES, ExportError, check_expressible
+
+# plan optimizer -> TrainingArguments.optim (transformers.training_args.OptimizerNames)
+HF_OPTIM = {"adamw": "adamw_torch_fused", "adamw-8bit": "adamw_bnb_8bit", "paged-adamw-8bit": "paged_adamw_8bit",
+            "paged-adamw-32bit": "paged_adamw_32bit", "adafactor": "adafactor", "sgd": "sgd", "lion": "lion_32bit"}
+HF_ATTN = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
+TORCH_DTYPE = {"bf16-mixed": None, "fp16-mixed": None, "fp32": None, "bf16-pure": "torch.bfloat16"}
+
+
+def training_arguments_kwargs(plan, ds_config_path: str = "ds_config.json") -> dict:
+    """The TrainingArguments keyword arguments that carry the plan (values as Python objects)."""
+    p = plan_dict(plan)
+    if p["optimizer_in_backward"]:
+        raise ExportError("optimizer_in_backward", "the HF Trainer has no optimizer-in-backward mode")
+    prec, fw = p["precision"], p["framework"]
+    kw = {"output_dir": "out",
+          "per_device_train_batch_size": int(p["micro_batch_size"]),
+          "gradient_accumulation_steps": int(p["gradient_accumulation_steps"])}
+    if prec == "bf16-mixed" or (prec == "bf16-pure" and fw == "deepspeed"):
+        kw["bf16"] = True  # DeepSpeed: fills bf16.enabled; pure bf16 comes from the config's bf16 master keys
+    elif prec == "fp16-mixed":
+        kw["fp16"] = True
+    if p["activation_checkpointing"] == "full":
+        kw["activation_checkpointing"] = True
+        if p["activation_offloading"]:
+            kw["activation_checkpointing_kwargs"] = {"offload": True}
+    kw["optim"] = HF_OPTIM[p["optimizer"]]
+    if p["optimizer"] == "lion":
+        kw["adam_beta2"] = 0.99  # Lion's usual (0.9, 0.99); the Trainer passes adam_beta1/2 as its betas
+    gc = p["deepspeed"].get("gradient_clipping")
+    if gc not in (None, "auto"):
+        kw["max_grad_norm"] = float(gc)
+    if fw == "deepspeed":
+        check_expressible(p)
+        kw["deepspeed"] = ds_config_path
+    elif fw == "fsdp":
+        kw["fsdp"] = _fsdp_string(p)
+    return kw
+
+
+def _fsdp_string(p) -> str:
+    stage = int(p["zero_stage"])
+    if stage not in (2, 3):
+        raise ExportError("zero_stage", "FSDP shards at stage 2 (shard_grad_op) or 3 (full_shard)")
+    parts = ["full_shard" if stage == 3 else "shard_grad_op"]
+    if p["offload_params"] == "cpu" or p["offload_optimizer"] == "cpu":
+        if p["offload_params"] != p["offload_optimizer"]:
+            raise ExportError("offload_optimizer", "FSDP's CPU offload moves parameters, gradients and the optimizer "
+                              "step together: offload_params and offload_optimizer must both be cpu")
+        parts.append("offload")
+    elif "nvme" in (p["offload_params"], p["offload_optimizer"]):
+        raise ExportError("offload_params", "FSDP cannot offload to NVMe")
+    parts.append("auto_wrap")
+    return " ".join(parts)
+
+
+def training_arguments_snippet(plan, ds_config_path: str = "ds_config.json") -> str:
+    """Python source: model loading line (attention, dtype) as a comment and the TrainingArguments call."""
+    p = plan_dict(plan)
+    kw = training_arguments_kwargs(p, ds_config_path)
+    lines = ["from transformers import TrainingArguments", ""]
+    model = p["model"] if isinstance(p["model"], str) else p["model"].get("name", "custom model")
+    dtype = TORCH_DTYPE[p["precision"]]
+    load = f'attn_implementation="{HF_ATTN[p["attention"]]}"' + (f", dtype={dtype}" if dtype else "")
+    lines.append(f"# model: AutoModelForCausalLM.from_pretrained(<{model}>, {load})")
+    lines.append(f"# sequences of {p['seq_len']} tokens (tokenizer / SFTConfig max_length)")
+    if p["method"] in ("lora", "qlora"):
+        lines.append("# LoRA/QLoRA: see `zerocalc export --to peft`")
+    if p["loss"] == "chunked":
+        lines.append("# chunked loss: use_liger_kernel=True (needs liger-kernel) or a chunked cross-entropy")
+    if p["activation_checkpointing"] == "selective":
+        lines.append("# selective checkpointing: not a TrainingArguments option (torchtune / custom wrapping)")
+    if p["activation_offloading"] and p["activation_checkpointing"] != "full":
+        lines.append("# activation offloading without checkpointing: not a TrainingArguments option")
+    lines.append("args = TrainingArguments(")
+    for k, v in kw.items():
+        comment = ""
+        if k == "optim" and p["framework"] == "deepspeed" and p["optimizer"] in DS_OPTIMIZER_TYPES:
+            comment = "  # unused: the ds_config's optimizer block builds DeepSpeed's optimizer"
+        if k == "deepspeed":
+            comment = "  # zerocalc export --to ds --style auto > " + ds_config_path
+        lines.append(f"    {k}={_py(v)},{comment}")
+    lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def _py(v) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_py(k)}: {_py(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_py(x) for x in v) + "]"
+    return repr(v)
