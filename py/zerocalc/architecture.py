@@ -26,6 +26,7 @@ class Tensor:
     component: str     # embedding, attention, mlp, routed_experts, shared_experts, router, norm, lm_head, other
     module: str        # owning module path (ZeRO-3 gathers per module)
     linear: str = ""   # leaf linear name LoRA can target ("q_proj"), or "" when not a 2-D linear weight
+    shape: tuple = ()  # (rows, cols) for matrices, (E, rows, cols) for fused experts; () for vectors
 
 
 @dataclass(frozen=True)
@@ -153,12 +154,19 @@ class _Builder:
     def __init__(self):
         self.tensors: list[Tensor] = []
 
-    def param(self, module: str, pname: str, numel: int, component: str, linear: str = "") -> None:
-        self.tensors.append(Tensor(f"{module}.{pname}", numel, component, module, linear))
+    def param(self, module: str, pname: str, numel: int, component: str, linear: str = "",
+              shape: tuple = ()) -> None:
+        self.tensors.append(Tensor(f"{module}.{pname}", numel, component, module, linear, shape))
+
+    def matrix(self, module: str, pname: str, shape: tuple, component: str, linear: str = "") -> None:
+        numel = 1
+        for d in shape:
+            numel *= d
+        self.param(module, pname, numel, component, linear, shape)
 
     def linear(self, module: str, d_in: int, d_out: int, component: str, bias: bool = False) -> None:
         leaf = module.rsplit(".", 1)[-1]
-        self.param(module, "weight", d_in * d_out, component, leaf)
+        self.matrix(module, "weight", (d_out, d_in), component, leaf)
         if bias:
             self.param(module, "bias", d_out, component)
 
@@ -195,7 +203,7 @@ def _llama_like(c: _Cfg, model_type: str) -> ModelArch:
     mla = _mla_spec(c, model_type)
 
     b = _Builder()
-    b.param("model.embed_tokens", "weight", vocab * h, "embedding")
+    b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     block_linears: list[Linear] = []
     dense_linears: list[Linear] = []
     for i in range(n_layers):
@@ -250,7 +258,7 @@ def _llama_like(c: _Cfg, model_type: str) -> ModelArch:
             dense_linears = att + mlp
     b.norm("model.norm", h)
     if not tied:
-        b.param("lm_head", "weight", vocab * h, "lm_head", "lm_head")
+        b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     if not block_linears:
         block_linears = dense_linears
     return ModelArch(
@@ -279,22 +287,22 @@ def _moe_block(b: _Builder, p: str, h: int, moe: MoE, model_type: str, out: list
     """Router + fused experts (+ shared expert) as transformers 5 registers them."""
     e, ei = moe.num_experts, moe.expert_intermediate
     if model_type == "gpt_oss":
-        b.param(f"{p}.mlp.router", "weight", e * h, "router")
+        b.matrix(f"{p}.mlp.router", "weight", (e, h), "router")
         b.param(f"{p}.mlp.router", "bias", e, "router")
-        b.param(f"{p}.mlp.experts", "gate_up_proj", e * h * 2 * ei, "routed_experts")
+        b.matrix(f"{p}.mlp.experts", "gate_up_proj", (e, h, 2 * ei), "routed_experts")
         b.param(f"{p}.mlp.experts", "gate_up_proj_bias", e * 2 * ei, "routed_experts")
-        b.param(f"{p}.mlp.experts", "down_proj", e * ei * h, "routed_experts")
+        b.matrix(f"{p}.mlp.experts", "down_proj", (e, ei, h), "routed_experts")
         b.param(f"{p}.mlp.experts", "down_proj_bias", e * h, "routed_experts")
         out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
         return
     if model_type.startswith("deepseek"):
-        b.param(f"{p}.mlp.experts", "gate_up_proj", e * 2 * ei * h, "routed_experts")
-        b.param(f"{p}.mlp.experts", "down_proj", e * h * ei, "routed_experts")
-        b.param(f"{p}.mlp.gate", "weight", e * h, "router")  # e_score_correction_bias is a buffer
+        b.matrix(f"{p}.mlp.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
+        b.matrix(f"{p}.mlp.experts", "down_proj", (e, h, ei), "routed_experts")
+        b.matrix(f"{p}.mlp.gate", "weight", (e, h), "router")  # e_score_correction_bias is a buffer
     else:
-        b.param(f"{p}.mlp.gate", "weight", e * h, "router")
-        b.param(f"{p}.mlp.experts", "gate_up_proj", e * 2 * ei * h, "routed_experts")
-        b.param(f"{p}.mlp.experts", "down_proj", e * h * ei, "routed_experts")
+        b.matrix(f"{p}.mlp.gate", "weight", (e, h), "router")
+        b.matrix(f"{p}.mlp.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
+        b.matrix(f"{p}.mlp.experts", "down_proj", (e, h, ei), "routed_experts")
     out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
     if moe.shared_intermediate:
         si = moe.shared_intermediate
@@ -356,8 +364,8 @@ def _classic(c: _Cfg, model_type: str) -> ModelArch:
     max_pos = c.cfg.get("max_position_embeddings", c.cfg.get("n_positions"))
     if model_type == "gpt2":
         n_pos = c.int("n_positions", "max_position_embeddings", default=1024)
-        b.param("transformer.wte", "weight", vocab * h, "embedding")
-        b.param("transformer.wpe", "weight", n_pos * h, "embedding")
+        b.matrix("transformer.wte", "weight", (vocab, h), "embedding")
+        b.matrix("transformer.wpe", "weight", (n_pos, h), "embedding")
         for i in range(n_layers):
             p = f"transformer.h.{i}"
             b.norm(f"{p}.ln_1", h, bias=True)
@@ -370,8 +378,8 @@ def _classic(c: _Cfg, model_type: str) -> ModelArch:
         b.norm("transformer.ln_f", h, bias=True)
     elif model_type == "bert":
         n_pos = c.int("max_position_embeddings", default=512)
-        b.param("embeddings.word_embeddings", "weight", vocab * h, "embedding")
-        b.param("embeddings.position_embeddings", "weight", n_pos * h, "embedding")
+        b.matrix("embeddings.word_embeddings", "weight", (vocab, h), "embedding")
+        b.matrix("embeddings.position_embeddings", "weight", (n_pos, h), "embedding")
         b.param("embeddings.token_type_embeddings", "weight", c.int("type_vocab_size", default=2) * h, "embedding")
         b.norm("embeddings.LayerNorm", h, bias=True)
         for i in range(n_layers):
@@ -390,7 +398,7 @@ def _classic(c: _Cfg, model_type: str) -> ModelArch:
         kv = 1 if c.bool("multi_query", True) else heads
         kv = c.int("num_kv_heads", default=kv) if c.bool("new_decoder_architecture", False) else kv
         bias = c.bool("bias", False)
-        b.param("transformer.word_embeddings", "weight", vocab * h, "embedding")
+        b.matrix("transformer.word_embeddings", "weight", (vocab, h), "embedding")
         qkv = (heads + 2 * kv) * hd
         for i in range(n_layers):
             p = f"transformer.h.{i}"
@@ -404,10 +412,10 @@ def _classic(c: _Cfg, model_type: str) -> ModelArch:
         b.norm("transformer.ln_f", h, bias=True)
     elif model_type in ("bloom", "gpt_neox"):
         if model_type == "bloom":
-            b.param("transformer.word_embeddings", "weight", vocab * h, "embedding")
+            b.matrix("transformer.word_embeddings", "weight", (vocab, h), "embedding")
             b.norm("transformer.word_embeddings_layernorm", h, bias=True)
         else:
-            b.param("gpt_neox.embed_in", "weight", vocab * h, "embedding")
+            b.matrix("gpt_neox.embed_in", "weight", (vocab, h), "embedding")
         root = "transformer.h" if model_type == "bloom" else "gpt_neox.layers"
         att = "self_attention" if model_type == "bloom" else "attention"
         for i in range(n_layers):
@@ -425,10 +433,10 @@ def _classic(c: _Cfg, model_type: str) -> ModelArch:
                Linear("dense_4h_to_h", inter, h)]
         b.norm("transformer.ln_f" if model_type == "bloom" else "gpt_neox.final_layer_norm", h, bias=True)
         if not tied:
-            b.param("embed_out", "weight", vocab * h, "lm_head", "embed_out")
+            b.matrix("embed_out", "weight", (vocab, h), "lm_head", "embed_out")
         tied = True  # handled above
     elif model_type == "phi":
-        b.param("model.embed_tokens", "weight", vocab * h, "embedding")
+        b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
         for i in range(n_layers):
             p = f"model.layers.{i}"
             for name in ("q_proj", "k_proj", "v_proj"):
@@ -446,7 +454,7 @@ def _classic(c: _Cfg, model_type: str) -> ModelArch:
     else:
         raise PlanError("model.model_type", f"unsupported model_type {model_type!r}")
     if not tied:
-        b.param("lm_head", "weight", vocab * h, "lm_head", "lm_head")
+        b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     gpt2_like_norms = 1 if model_type in ("falcon", "phi") else 2
     return ModelArch(
         name=c.str("name", model_type), model_type=model_type, family=family, hidden_size=h,
@@ -471,7 +479,7 @@ def _t5(c: _Cfg, model_type: str) -> ModelArch:
     tied = c.bool("tie_word_embeddings", True)
     inner = heads * d_kv
     b = _Builder()
-    b.param("shared", "weight", vocab * d, "embedding")
+    b.matrix("shared", "weight", (vocab, d), "embedding")
     mlp_names = ("wi_0", "wi_1") if gated else ("wi",)
 
     def block(p: str, cross: bool, first: bool) -> None:
@@ -495,7 +503,7 @@ def _t5(c: _Cfg, model_type: str) -> ModelArch:
         block(f"decoder.block.{i}", True, i == 0)
     b.norm("decoder.final_layer_norm", d)
     if not tied:
-        b.param("lm_head", "weight", vocab * d, "lm_head", "lm_head")
+        b.matrix("lm_head", "weight", (vocab, d), "lm_head", "lm_head")
     blk = [Linear(n, d, inner) for n in ("q", "k", "v")] + [Linear("o", inner, d)] + \
           [Linear(n, d, d_ff) for n in mlp_names] + [Linear("wo", d_ff, d)]
     return ModelArch(

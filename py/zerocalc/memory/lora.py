@@ -1,0 +1,101 @@
+"""LoRA / QLoRA: which tensors train, and what the frozen base costs.
+
+- Adapters (PEFT `LoraLayer.update_layer`): for each targeted nn.Linear, `lora_A` (r x d_in) and
+  `lora_B` (d_out x r): r*(d_in + d_out) parameters.
+- 4-bit base (bitsandbytes `Linear4bit`, `QuantState`): every nn.Linear of the decoder blocks is
+  quantized, not only the LoRA targets; embeddings, norms and the output head stay 16-bit
+  (transformers keeps `lm_head` out: `get_keys_to_not_convert`). Storage: 0.5 B per weight
+  (two 4-bit codes per byte) plus the absmax of each 64-element block: fp32 (4 B / 64) without
+  double quantization; with it an 8-bit absmax per block plus an fp32 absmax per 256 blocks
+  (bitsandbytes functional.quantize_4bit, compress_statistics=True).
+- 8-bit base (LLM.int8, `Linear8bitLt`): 1 B per weight plus an fp32 scale per output row (SCB).
+- transformers 5 stores MoE experts as fused 3-D parameters, not nn.Linear: bitsandbytes leaves them
+  16-bit and PEFT cannot target them with `target_modules` (an advice warning says so).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..architecture import Linear, ModelArch
+from ..plan import Plan
+
+NF4_BLOCK = 64          # bitsandbytes 4-bit blocksize (Linear4bit default)
+DQ_GROUP = 256          # double quantization: absmax values per second-level fp32 scale
+
+
+@dataclass(frozen=True)
+class Adapter:
+    name: str
+    d_in: int
+    d_out: int
+    rank: int
+
+    @property
+    def numel(self) -> int:
+        return self.rank * (self.d_in + self.d_out)
+
+
+def layer_adapters(arch: ModelArch, plan: Plan, linears: tuple[Linear, ...]) -> tuple[Adapter, ...]:
+    """Adapters PEFT attaches to one block: every nn.Linear whose leaf name is a target."""
+    targets = set(plan.lora.targets)
+    return tuple(Adapter(lin.name, lin.d_in, lin.d_out, plan.lora.rank)
+                 for lin in linears if lin.name in targets and lin.count == 1)
+
+
+def block_linears_per_layer(arch: ModelArch) -> list[tuple[Linear, ...]]:
+    dense = arch.moe.dense_layers if arch.moe else arch.num_layers
+    return [arch.dense_block_linears if i < dense else arch.block_linears for i in range(arch.num_layers)]
+
+
+def adapter_params(arch: ModelArch, plan: Plan) -> int:
+    """Trainable LoRA parameters of the whole model (lm_head too when targeted)."""
+    if plan.method == "full":
+        return 0
+    total = sum(a.numel for lins in block_linears_per_layer(arch) for a in layer_adapters(arch, plan, lins))
+    if "lm_head" in plan.lora.targets:
+        total += plan.lora.rank * (arch.hidden_size + arch.vocab_size)
+    return total
+
+
+def largest_adapter(arch: ModelArch, plan: Plan) -> int:
+    sizes = [a.numel // 2 for lins in block_linears_per_layer(arch) for a in layer_adapters(arch, plan, lins)]
+    return max(sizes + [0])
+
+
+def matched_targets(arch: ModelArch, plan: Plan) -> tuple[str, ...]:
+    names = set(arch.linear_names()) | {"lm_head"}
+    return tuple(t for t in plan.lora.targets if t in names)
+
+
+def quantized_linear_bytes(numel: int, d_out: int, plan: Plan) -> int:
+    """Bytes of one quantized weight matrix (storage + statistics)."""
+    q = plan.quantization
+    if q.type == "int8":
+        return numel + 4 * d_out                                 # int8 codes + fp32 row scales (SCB)
+    blocks = -(-numel // NF4_BLOCK)
+    packed = -(-numel // 2)                                     # two 4-bit codes per byte
+    if q.double_quant:
+        return packed + blocks + 4 * -(-blocks // DQ_GROUP)      # uint8 absmax + fp32 second level
+    return packed + 4 * blocks                                  # fp32 absmax per 64-block
+
+
+def quantized_base(arch: ModelArch) -> tuple[int, int, tuple[tuple[int, int], ...]]:
+    """(numel quantized, numel kept 16-bit, (numel, d_out) of each quantized matrix)."""
+    mats = []
+    for t in arch.tensors:
+        in_block = ".layers." in t.name or ".h." in t.name or ".layer." in t.name or ".block." in t.name
+        if t.linear and in_block and len(t.shape) == 2:
+            mats.append((t.numel, t.shape[0]))
+    quant = sum(n for n, _ in mats)
+    return quant, arch.total_params - quant, tuple(mats)
+
+
+def qlora_base_bytes(arch: ModelArch, plan: Plan, kept_dtype: int) -> int:
+    """Frozen base of a QLoRA model: quantized linears + 16-bit embeddings, norms, head."""
+    _, kept, mats = quantized_base(arch)
+    return sum(quantized_linear_bytes(n, d_out, plan) for n, d_out in mats) + kept * kept_dtype
+
+
+def largest_quantized_matrix(arch: ModelArch) -> int:
+    _, _, mats = quantized_base(arch)
+    return max((n for n, _ in mats), default=0)

@@ -1,0 +1,49 @@
+"""Bytes per element of each kind of tensor, by precision regime and framework.
+
+The regimes as the tools really run them:
+- DeepSpeed with `bf16`/`fp16` enabled: the module holds 16-bit weights; the ZeRO optimizer keeps an
+  fp32 master partition and fp32 Adam states (deepspeed/runtime/zero/stage_1_and_2.py,
+  stage3.py). DeepSpeed has no "pure bf16" mode for full training, so bf16-pure there is the same as
+  bf16-mixed (a warning says so).
+- PyTorch AMP (single, DDP: HF Trainer `bf16=True`): weights, gradients and optimizer states stay
+  fp32; autocast makes 16-bit copies for the matmuls (torch.amp.autocast; tracer.md §4).
+- FSDP MixedPrecision(param_dtype=bf16): fp32 sharded parameters and gradients, 16-bit gathered
+  copies for compute.
+- bf16-pure (torchtune style): everything bf16, AdamW states in the parameter dtype.
+- fp32: everything 4 bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..plan import Plan
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    weight: int          # resident trainable weights as the module holds them (DeepSpeed: 16-bit flat)
+    compute: int         # activations and the weights the matmuls read
+    grad: int            # gradients as autograd produces them
+    master: int          # separate fp32 master copy per trainable element (0 = none)
+    state: int           # optimizer state element (Adam m or v) for 32-bit optimizers
+    frozen: int          # frozen (LoRA base) weights
+    adapter: int         # LoRA adapter weights (PEFT keeps them fp32 by default: autocast_adapter_dtype)
+    autocast: bool       # matmuls under torch.autocast (16-bit copies of fp32 tensors)
+
+
+def dtypes_for(plan: Plan) -> Dtypes:
+    p, fw = plan.precision, plan.framework
+    if p == "fp32":
+        return Dtypes(weight=4, compute=4, grad=4, master=0, state=4, frozen=4, adapter=4, autocast=False)
+    if p == "bf16-pure" and fw != "deepspeed":
+        return Dtypes(weight=2, compute=2, grad=2, master=0, state=2, frozen=2, adapter=2, autocast=False)
+    if fw == "deepspeed":
+        # 16-bit module weights and grads, fp32 master + states inside the ZeRO/FP16 optimizer. The
+        # engine casts the whole module (adapters included) to 16 bits and does not autocast
+        # (engine._configure_distributed_model: module.bfloat16() / module.half()).
+        return Dtypes(weight=2, compute=2, grad=2, master=4, state=4, frozen=2, adapter=2, autocast=False)
+    if plan.method != "full":
+        # HF Trainer bf16=True with PEFT: 16-bit frozen base, fp32 adapters, autocast on.
+        return Dtypes(weight=2, compute=2, grad=4, master=0, state=4, frozen=2, adapter=4, autocast=True)
+    # AMP full fine-tuning (single / DDP / FSDP mixed precision): fp32 weights, grads, states.
+    return Dtypes(weight=4, compute=2, grad=4, master=0, state=4, frozen=4, adapter=4, autocast=True)
