@@ -1,0 +1,361 @@
+// zerocalc page glue (main thread). Reads the form into a plan-v1 dict, asks the engine for the view
+// (Python: py/app/view.py, running in a Pyodide worker started through PyScript), and copies the view
+// into the DOM. No arithmetic here, and user text only ever goes in through textContent / value.
+// Why plain JS on the main thread: it keeps the main thread free while Pyodide boots (the page is
+// usable at once, with figures pre-rendered at build time) — see scripts/bench_page.py.
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
+const html = document.documentElement;
+const form = $("#plan");
+const presets = JSON.parse($("#zc-presets").textContent);
+const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i;
+const PASTE = "model_config_json";
+
+let engine = null;          // the worker's exports once Python is up
+let busy = false;           // one request in flight; later inputs coalesce into one more
+let dirty = false;
+let lastGood = null;        // last plan the engine accepted: a bad field falls back to its value here
+let pasted = null;          // the parsed config.json of a custom model
+let targetsOverride = null; // lora.targets from a share link, until the model's checkboxes exist
+let clientErrors = {};      // found before the engine: config.json syntax, share-link problems
+let updates = 0;
+
+// ---- form -> plan ---------------------------------------------------------------------------------
+
+function valueOf(el) {
+  const kind = el.dataset.type;
+  if (kind === "bool") return el.checked;
+  if (kind === "tribool") return el.value === "" ? undefined : el.value === "true";
+  if (kind === "int" || kind === "num") return NUMBER.test(el.value) ? Number(el.value) : el.value;
+  return el.value;           // text the engine cannot read is sent as is: it names the key
+}
+
+function setPath(obj, dotted, value) {
+  const keys = dotted.split(".");
+  let o = obj;
+  for (const k of keys.slice(0, -1)) o = (o[k] ??= {});
+  o[keys[keys.length - 1]] = value;
+}
+
+function customModel() {
+  const m = { ...(pasted || {}) };
+  for (const el of $$("#custom-model [name^='model.']")) {
+    const key = el.name.slice("model.".length);
+    if (el.type === "checkbox") m[key] = el.checked;
+    else if (el.value.trim() !== "") m[key] = valueOf(el);
+  }
+  if (!m.name) m.name = "Custom model";
+  return m;
+}
+
+function readForm() {
+  const plan = { schema: 1 };
+  const targets = [];
+  for (const el of form.elements) {
+    const name = el.name;
+    if (!name || name === PASTE || name.startsWith("model.") || name.startsWith("gpu.")) continue;
+    if (el.type === "radio" && !el.checked) continue;
+    if (name === "lora.targets") { if (el.checked) targets.push(el.value); continue; }
+    const v = valueOf(el);
+    if (v === undefined) continue;
+    if (name.startsWith("deepspeed.") && v === "") continue;   // empty knob = DeepSpeed's default
+    setPath(plan, name, v);
+  }
+  setPath(plan, "lora.targets", targetsOverride ?? targets);
+  if (plan.model === "custom") plan.model = customModel();
+  if (plan.gpu === "custom") plan.gpu = { name: $("[name='gpu.name']").value,
+                                          memory_gib: valueOf($("[name='gpu.memory_gib']")) };
+  return plan;
+}
+
+// ---- engine round trip ----------------------------------------------------------------------------
+
+function request() {
+  if (!engine) { document.body.dataset.stale = "true"; status("loading", "Engine still starting — your changes are kept and applied when it is ready."); return; }
+  if (busy) { dirty = true; return; }
+  busy = true; dirty = false;
+  const t0 = performance.now();
+  const req = JSON.stringify({ plan: readForm(), good: lastGood });
+  engine.compute(req)
+    .then((text) => apply(JSON.parse(text), t0))
+    .catch((err) => showGlobal("The engine failed on this plan: " + err))
+    .finally(() => { busy = false; if (dirty) request(); });
+}
+
+// ---- view -> DOM ------------------------------------------------------------------------------------
+
+function put(el, fig) {
+  if (!fig) return;
+  if (el.textContent !== fig.text) el.textContent = fig.text;
+  if (fig.bytes !== undefined && fig.bytes !== null) el.dataset.bytes = String(fig.bytes);
+  else delete el.dataset.bytes;
+}
+
+function el(tag, attrs = {}, text) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function renderComponents(components) {
+  const stack = $("#stack");
+  const rows = $("#rows");
+  stack.replaceChildren(...components.map((c) => el("span", {
+    class: `seg seg-${c.key}`, "data-seg": c.key, style: `width:${c.width}%`, title: `${c.label}: ${c.text}` })));
+  rows.replaceChildren(...components.map((c) => {
+    const tr = el("tr", { "data-comp": c.key });
+    const th = el("th", { scope: "row" });
+    th.append(el("i", { class: `sw seg-${c.key}` }), document.createTextNode(c.label));
+    const bar = el("td", { class: "barcell" });
+    bar.append(el("span", { class: `bar seg-${c.key}`, style: `width:${c.width}%` }));
+    tr.append(th, bar, el("td", { class: "num", "data-out": `per_gpu.components.${c.key}` }), el("td", { class: "num share" }, c.share));
+    return tr;
+  }));
+}
+
+function renderChecklist(warnings) {
+  const items = warnings.length ? warnings.map((w) => {
+    const li = el("li", { class: `sev-${w.severity}`, "data-warning": w.id });
+    li.append(el("span", { class: "sev" }, w.severity), el("span", { class: "msg" }, w.message));
+    return li;
+  }) : [(() => { const li = el("li", { class: "sev-ok" });
+    li.append(el("span", { class: "sev" }, "ok"), el("span", { class: "msg" }, "No warnings for this plan.")); return li; })()];
+  $("#checklist").replaceChildren(...items);
+}
+
+function renderTargets(available, chosen) {
+  const box = $("#targets");
+  const have = $$("input", box).map((i) => i.value);
+  const same = have.length === available.length && have.every((t, i) => t === available[i]);
+  if (!same) {
+    box.replaceChildren(...available.map((t) => {
+      const label = el("label", { class: "target" });
+      const input = el("input", { type: "checkbox", name: "lora.targets", value: t, "data-type": "list" });
+      label.append(input, document.createTextNode(" "), el("code", {}, t));
+      return label;
+    }));
+  }
+  for (const input of $$("input", box)) input.checked = chosen.includes(input.value);
+}
+
+function errorSlot(key) {
+  const slot = (k) => $(`[data-error-for="${CSS.escape(k)}"]`);
+  if (slot(key)) return slot(key);
+  if (key.startsWith("model.") && pasted) return slot(PASTE);
+  const parts = key.split(".");
+  while (parts.length > 1) { parts.pop(); if (slot(parts.join("."))) return slot(parts.join(".")); }
+  return slot("plan");
+}
+
+function renderErrors(errors) {
+  for (const p of $$("[data-error-for]")) { p.hidden = true; p.textContent = ""; }
+  for (const f of $$(".invalid")) f.classList.remove("invalid");
+  for (const i of $$("[aria-invalid]")) i.removeAttribute("aria-invalid");
+  for (const [key, message] of Object.entries(errors)) {
+    const p = errorSlot(key);
+    p.textContent = p.hidden ? message : p.textContent + " " + message;
+    p.hidden = false;
+    const field = p.closest("[data-field]");
+    if (field) field.classList.add("invalid");
+    for (const input of $$(`[name="${CSS.escape(key)}"]`)) input.setAttribute("aria-invalid", "true");
+  }
+}
+
+function apply(v, t0) {
+  if (v.fatal) { showGlobal("Engine error: " + v.fatal); return; }
+  renderComponents(v.components);
+  renderChecklist(v.warnings);
+  const targetError = Object.keys(v.errors).some((k) => k.startsWith("lora.targets"));
+  if (!targetError) renderTargets(v.targets, v.plan.lora.targets);
+  targetsOverride = null;
+  for (const e of $$("[data-out]")) put(e, v.out[e.dataset.out]);
+  for (const e of $$("[data-view]")) put(e, v.view[e.dataset.view]);
+  $("#cap-line").style.left = `${v.capacity_pct}%`;
+  $("#oom").hidden = v.fits;
+  document.body.dataset.fits = String(v.fits);
+  document.body.dataset.offloaded = String(v.offloaded);
+  document.body.dataset.method = v.plan.method;
+  const pre = $("[data-export='ds_config']");
+  if (pre.textContent !== v.ds_config.text) pre.textContent = v.ds_config.text;
+  $("#config-note").textContent = v.ds_config.note;
+  $("#config-note").hidden = !v.ds_config.note;
+  renderErrors({ ...v.errors, ...clientErrors });
+  lastGood = v.plan;
+  const url = location.pathname + location.search + v.share;
+  $("#share-url").value = location.origin + url;
+  if (location.hash !== v.share) history.replaceState(null, "", url);
+  delete document.body.dataset.stale;
+  html.dataset.updates = String(++updates);
+  html.dataset.updateMs = (performance.now() - t0).toFixed(2);
+  if (html.dataset.engine !== "ready") {
+    html.dataset.engine = "ready";
+    html.dataset.readyMs = performance.now().toFixed(1);
+    status("ready", "Engine ready — every change recomputes in your browser.");
+  }
+}
+
+function status(state, text) {
+  $("#engine-status").dataset.state = state;
+  $("#engine-text").textContent = text;
+}
+
+function showGlobal(message) {
+  clientErrors.plan = message;
+  renderErrors(clientErrors);
+}
+
+// ---- custom model / GPU, pasted config.json, share link -------------------------------------------
+
+function fillDims(cfg) {
+  const src = cfg && !("hidden_size" in cfg) && cfg.text_config ? cfg.text_config : cfg || {};
+  for (const input of $$("#custom-model [name^='model.']")) {
+    const key = input.name.slice("model.".length);
+    if (input.type === "checkbox") input.checked = Boolean(src[key]);
+    else if (input.tagName === "SELECT") input.value = src[key] ?? "llama";
+    else input.value = src[key] ?? "";
+  }
+}
+
+function syncCustomVisibility() {
+  $("#custom-model").hidden = $("#f-model").value !== "custom";
+  $("#custom-gpu").hidden = $("#f-gpu").value !== "custom";
+}
+
+let prevModel = $("#f-model").value;
+let prevGpu = $("#f-gpu").value;
+
+function onModelSelect() {
+  const value = $("#f-model").value;
+  if (value === "custom" && !pasted && presets.models[prevModel]) fillDims(presets.models[prevModel]);
+  if (value !== "custom") prevModel = value;
+  syncCustomVisibility();
+}
+
+function onGpuSelect() {
+  const value = $("#f-gpu").value;
+  if (value === "custom" && presets.gpus[prevGpu]) $("[name='gpu.memory_gib']").value = String(presets.gpus[prevGpu].memory_gib);
+  if (value !== "custom") prevGpu = value;
+  syncCustomVisibility();
+}
+
+function onPaste() {
+  const text = $(`[name=${PASTE}]`).value.trim();
+  delete clientErrors[PASTE];
+  if (!text) { pasted = null; return true; }
+  let obj;
+  try { obj = JSON.parse(text); } catch (e) {
+    clientErrors[PASTE] = `config.json is not valid JSON (${e.message}); the model is unchanged.`;
+    return false;
+  }
+  if (!obj || typeof obj !== "object" || Array.isArray(obj)) {
+    clientErrors[PASTE] = "config.json must be a JSON object like {\"hidden_size\": 4096, …}; the model is unchanged.";
+    return false;
+  }
+  pasted = obj;
+  fillDims(obj);
+  $("#f-model").value = "custom";
+  syncCustomVisibility();
+  return true;
+}
+
+function setField(name, value) {
+  const inputs = $$(`[name="${CSS.escape(name)}"]`, form);
+  if (!inputs.length) return false;
+  for (const input of inputs) {
+    if (input.type === "radio") input.checked = String(value) === input.value;
+    else if (input.type === "checkbox") input.checked = value === true;
+    else if (input.dataset.type === "tribool") input.value = value === true ? "true" : value === false ? "false" : "";
+    else input.value = typeof value === "string" ? value : JSON.stringify(value);
+  }
+  return true;
+}
+
+function loadShareLink() {
+  const m = location.hash.match(/^#plan=(.*)$/s);
+  if (!m) return false;
+  let plan;
+  try { plan = JSON.parse(decodeURIComponent(m[1])); } catch (e) {
+    clientErrors.plan = `The share link's plan is not valid JSON (${e.message}); showing the default plan.`;
+    return false;
+  }
+  if (!plan || typeof plan !== "object" || Array.isArray(plan)) { clientErrors.plan = "The share link's plan must be a JSON object."; return false; }
+  const unknown = [];
+  for (const [key, value] of Object.entries(plan)) {
+    if (key === "schema") continue;
+    if (key === "model" && value && typeof value === "object") {
+      $(`[name=${PASTE}]`).value = JSON.stringify(value, null, 2); onPaste(); continue;
+    }
+    if (key === "gpu" && value && typeof value === "object") {
+      setField("gpu", "custom"); setField("gpu.name", value.name ?? "Custom GPU"); setField("gpu.memory_gib", value.memory_gib ?? ""); continue;
+    }
+    if (key === "lora" && value && typeof value === "object" && "targets" in value) targetsOverride = value.targets;
+    if (value && typeof value === "object" && !Array.isArray(value)) {
+      for (const [k2, v2] of Object.entries(value)) if (!(key === "lora" && k2 === "targets") && !setField(`${key}.${k2}`, v2)) unknown.push(`${key}.${k2}`);
+      continue;
+    }
+    if (!setField(key, value)) unknown.push(key);
+  }
+  if (unknown.length) clientErrors.plan = "The share link has keys this page does not know (ignored): " + unknown.join(", ");
+  prevModel = $("#f-model").value === "custom" ? prevModel : $("#f-model").value;
+  prevGpu = $("#f-gpu").value === "custom" ? prevGpu : $("#f-gpu").value;
+  syncCustomVisibility();
+  document.body.dataset.method = form.elements.method.value;
+  return true;
+}
+
+// ---- buttons ---------------------------------------------------------------------------------------
+
+async function copyText(text, button) {
+  try { await navigator.clipboard.writeText(text); } catch {
+    const ta = el("textarea"); ta.value = text; document.body.append(ta); ta.select();
+    document.execCommand("copy"); ta.remove();
+  }
+  const label = button.textContent;
+  button.textContent = "Copied ✓";
+  setTimeout(() => { button.textContent = label; }, 1500);
+}
+
+$("#copy-config").addEventListener("click", (e) => copyText($("[data-export='ds_config']").textContent, e.currentTarget));
+$("#copy-link").addEventListener("click", (e) => copyText($("#share-url").value, e.currentTarget));
+$("#download-config").addEventListener("click", () => {
+  const blob = new Blob([$("[data-export='ds_config']").textContent + "\n"], { type: "application/json" });
+  const a = el("a", { href: URL.createObjectURL(blob), download: "ds_config.json" });
+  document.body.append(a); a.click(); a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+});
+
+// ---- wiring and boot --------------------------------------------------------------------------------
+
+form.addEventListener("submit", (e) => e.preventDefault());
+form.addEventListener("input", (e) => {
+  const name = e.target.name;
+  if (name === "model") onModelSelect();
+  if (name === "gpu") onGpuSelect();
+  if (name === "method") document.body.dataset.method = e.target.value;
+  if (name === PASTE && !onPaste()) { renderErrors(clientErrors); return; }
+  request();
+});
+
+const shared = loadShareLink();
+syncCustomVisibility();
+if (shared) { document.body.dataset.stale = "true"; status("loading", "Starting the engine… computing the shared plan."); }
+if (Object.keys(clientErrors).length) renderErrors(clientErrors);
+
+async function boot() {
+  const here = (path) => new URL(path, import.meta.url).href;
+  try {
+    const { PyWorker } = await import("./vendor/pyscript/core.js");
+    const worker = await PyWorker(here("../py/app/worker.py"), {
+      config: here("../pyscript.json"),
+      version: here("./vendor/pyodide/pyodide.mjs"),   // PyWorker ignores `interpreter`; never the CDN
+    });
+    engine = worker.sync;
+    request();
+  } catch (err) {
+    html.dataset.engine = "failed";
+    status("failed", "The engine could not start (" + err + "). The figures shown are for the default plan.");
+  }
+}
+boot();

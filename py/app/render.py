@@ -1,0 +1,252 @@
+"""HTML for the page, rendered at build time under CPython (scripts/build_site.py).
+
+The form controls come from the engine's own lists of allowed values (zerocalc.plan), so a new
+optimizer or preset appears without touching the page. Figures come from view.view(); the markup of
+the lists (component rows, checklist, LoRA targets) is the same that assets/app.js builds at run time.
+Every user-visible string goes through html.escape.
+"""
+from __future__ import annotations
+
+import json
+from html import escape
+
+from zerocalc import plan as P
+from zerocalc.architecture import SUPPORTED_MODEL_TYPES
+from zerocalc.presets import GPUS, MODELS
+
+from .view import CUSTOM_DIMS, FAMILY_LABELS
+
+LABELS = {
+    "framework": {"deepspeed": "DeepSpeed ZeRO", "fsdp": "PyTorch FSDP", "ddp": "PyTorch DDP",
+                  "single": "Single GPU, no wrapper"},
+    "offload": {"none": "none (all on GPU)", "cpu": "CPU RAM", "nvme": "NVMe (ZeRO-Infinity)"},
+    "precision": {"bf16-mixed": "bf16 mixed (fp32 master weights)", "fp16-mixed": "fp16 mixed (fp32 master weights)",
+                  "bf16-pure": "bf16 pure (no fp32 copy)", "fp32": "fp32"},
+    "optimizer": {"adamw": "AdamW", "adamw-8bit": "AdamW 8-bit (bitsandbytes)",
+                  "paged-adamw-8bit": "Paged AdamW 8-bit", "paged-adamw-32bit": "Paged AdamW 32-bit",
+                  "adafactor": "Adafactor", "sgd": "SGD (momentum)", "lion": "Lion"},
+    "activation_checkpointing": {"none": "none (keep all activations)", "full": "full (recompute each layer)",
+                                 "selective": "selective (attention only)"},
+    "attention": {"flash": "FlashAttention (no s×s scores)", "sdpa": "PyTorch SDPA", "eager": "eager (s×s scores)"},
+    "loss": {"standard": "standard cross-entropy", "chunked": "chunked / fused cross-entropy"},
+    "method": {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA (4/8-bit base)"},
+}
+STAGES = (
+    (0, "Stage 0", "nothing sharded: every GPU holds weights, gradients and optimizer states (DDP)"),
+    (1, "Stage 1", "optimizer states sharded across GPUs"),
+    (2, "Stage 2", "optimizer states and gradients sharded"),
+    (3, "Stage 3", "optimizer states, gradients and weights sharded; layers gathered on use"),
+)
+DS_INT_KNOBS = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_max_live_parameters",
+                "stage3_max_reuse_distance", "stage3_param_persistence_threshold", "sub_group_size")
+DS_BOOL_KNOBS = ("overlap_comm", "contiguous_gradients", "zero_init")
+
+
+def e(x) -> str:
+    return escape(str(x), quote=True)
+
+
+# --- form controls ---------------------------------------------------------------------------------
+
+
+def _field(name: str, label: str, control: str, hint: str = "", cls: str = "") -> str:
+    hint_html = f'<small class="hint">{e(hint)}</small>' if hint else ""
+    return (f'<div class="field {cls}" data-field="{e(name)}"><label for="f-{e(name)}">{e(label)}</label>'
+            f'{control}{hint_html}<p class="err" data-error-for="{e(name)}" role="alert" hidden></p></div>')
+
+
+def _select(name: str, options, value, kind: str = "str") -> str:
+    opts = "".join(f'<option value="{e(v)}"{" selected" if v == value else ""}>{e(t)}</option>'
+                   for v, t in options)
+    return f'<select id="f-{e(name)}" name="{e(name)}" data-type="{kind}">{opts}</select>'
+
+
+def _number(name: str, value, kind: str = "int", placeholder: str = "") -> str:
+    mode = "numeric" if kind == "int" else "decimal"
+    val = "" if value is None else e(value)
+    ph = f' placeholder="{e(placeholder)}"' if placeholder else ""
+    return (f'<input id="f-{e(name)}" name="{e(name)}" type="text" inputmode="{mode}" autocomplete="off" '
+            f'spellcheck="false" data-type="{kind}" value="{val}"{ph}>')
+
+
+def _check(name: str, label: str, checked: bool, hint: str = "") -> str:
+    hint_html = f'<small class="hint">{e(hint)}</small>' if hint else ""
+    return (f'<div class="field check" data-field="{e(name)}"><label><input type="checkbox" id="f-{e(name)}" '
+            f'name="{e(name)}" data-type="bool"{" checked" if checked else ""}> {e(label)}</label>{hint_html}'
+            f'<p class="err" data-error-for="{e(name)}" role="alert" hidden></p></div>')
+
+
+def _choices(name: str, values, value, labels=None, kind="str") -> str:
+    labels = labels or {}
+    return _select(name, [(v, labels.get(v, v)) for v in values], value, kind)
+
+
+def model_select(value: str) -> str:
+    groups: dict[str, list] = {}
+    for m in MODELS.values():
+        groups.setdefault(m.family, []).append(m)
+    parts = []
+    for fam, models in groups.items():
+        opts = "".join(f'<option value="{e(m.id)}"{" selected" if m.id == value else ""}>{e(m.name)}</option>'
+                       for m in models)
+        parts.append(f'<optgroup label="{e(FAMILY_LABELS.get(fam, fam))}">{opts}</optgroup>')
+    parts.append('<optgroup label="Your own"><option value="custom">Custom dimensions / pasted config.json'
+                 '</option></optgroup>')
+    return f'<select id="f-model" name="model" data-type="model">{"".join(parts)}</select>'
+
+
+def gpu_select(value: str) -> str:
+    groups: dict[str, list] = {}
+    for g in GPUS.values():
+        groups.setdefault(g.vendor or "Other", []).append(g)
+    parts = []
+    for vendor, gpus in groups.items():
+        opts = "".join(f'<option value="{e(g.id)}"{" selected" if g.id == value else ""}>'
+                       f'{e(g.name)} · {g.memory_bytes / 2**30:g} GiB</option>' for g in gpus)
+        parts.append(f'<optgroup label="{e(vendor)}">{opts}</optgroup>')
+    parts.append('<optgroup label="Your own"><option value="custom">Custom GPU</option></optgroup>')
+    return f'<select id="f-gpu" name="gpu" data-type="gpu">{"".join(parts)}</select>'
+
+
+def section_model(p: dict) -> str:
+    dims = "".join(_field(f"model.{d}", d, _number(f"model.{d}", None)) for d in CUSTOM_DIMS)
+    types = _select("model.model_type", [(t, t) for t in SUPPORTED_MODEL_TYPES], "llama")
+    custom = (
+        '<fieldset class="custom" id="custom-model" hidden><legend>Custom model (config.json fields)</legend>'
+        + _field("model.model_type", "model_type", types)
+        + f'<div class="grid">{dims}</div>'
+        + _check("model.tie_word_embeddings", "tie_word_embeddings (lm_head shares the embedding)", False)
+        + '<div class="field wide" data-field="model_config_json"><label for="f-model_config_json">'
+          'Paste a Hugging Face config.json</label>'
+          '<textarea id="f-model_config_json" name="model_config_json" rows="5" spellcheck="false" '
+          'placeholder="{&quot;model_type&quot;: &quot;llama&quot;, &quot;hidden_size&quot;: 4096, …}"></textarea>'
+          '<small class="hint">Its fields fill the dimensions above; MoE fields (num_local_experts, '
+          'num_experts_per_tok, moe_intermediate_size, …) are read from it too. Nothing leaves your browser.</small>'
+          '<p class="err" data-error-for="model_config_json" role="alert" hidden></p></div>'
+        + '</fieldset>')
+    gpu_custom = ('<fieldset class="custom" id="custom-gpu" hidden><legend>Custom GPU</legend><div class="grid">'
+                  + _field("gpu.name", "name", '<input id="f-gpu.name" name="gpu.name" type="text" '
+                           'data-type="str" value="My GPU" autocomplete="off">')
+                  + _field("gpu.memory_gib", "memory (GiB)", _number("gpu.memory_gib", 80, "num"),
+                           "what nvidia-smi reports as total, in GiB")
+                  + '</div></fieldset>')
+    return (_field("model", "Model", model_select(p["model"] if isinstance(p["model"], str) else "custom"),
+                   "All presets, grouped by family. Parameter counts are exact for each config.", "wide")
+            + custom
+            + _field("gpu", "GPU", gpu_select(p["gpu"] if isinstance(p["gpu"], str) else "custom"), "", "wide")
+            + gpu_custom
+            + '<div class="grid">'
+            + _field("gpus_per_node", "GPUs per node", _number("gpus_per_node", p["gpus_per_node"]))
+            + _field("nodes", "Nodes", _number("nodes", p["nodes"]))
+            + '</div>')
+
+
+def section_zero(p: dict) -> str:
+    radios = "".join(
+        f'<label class="stage"><input type="radio" name="zero_stage" value="{s}" data-type="int"'
+        f'{" checked" if s == p["zero_stage"] else ""}><b>{e(t)}</b><span>{e(why)}</span></label>'
+        for s, t, why in STAGES)
+    ds = p.get("deepspeed") or {}
+    knobs = "".join(_field(f"deepspeed.{k}", k, _number(f"deepspeed.{k}", ds.get(k), "int", "DeepSpeed default"))
+                    for k in DS_INT_KNOBS)
+    bools = "".join(_field(f"deepspeed.{k}", k, _select(f"deepspeed.{k}", [("", "DeepSpeed default"),
+                                                                          ("true", "true"), ("false", "false")],
+                                                        {True: "true", False: "false"}.get(ds.get(k), ""),
+                                                        "tribool"))
+                    for k in DS_BOOL_KNOBS)
+    return (_field("framework", "Framework", _choices("framework", P.FRAMEWORKS, p["framework"], LABELS["framework"]),
+                   "", "wide")
+            + f'<fieldset class="stages" data-field="zero_stage"><legend>ZeRO stage (FSDP: 2 = SHARD_GRAD_OP, '
+              f'3 = FULL_SHARD)</legend>{radios}<p class="err" data-error-for="zero_stage" role="alert" hidden>'
+              f'</p></fieldset>'
+            + '<div class="grid">'
+            + _field("offload_optimizer", "Optimizer offload",
+                     _choices("offload_optimizer", P.OFFLOAD_DEVICES, p["offload_optimizer"], LABELS["offload"]))
+            + _field("offload_params", "Parameter offload (stage 3)",
+                     _choices("offload_params", P.OFFLOAD_DEVICES, p["offload_params"], LABELS["offload"]))
+            + _field("precision", "Precision", _choices("precision", P.PRECISIONS, p["precision"], LABELS["precision"]))
+            + _field("optimizer", "Optimizer", _choices("optimizer", P.OPTIMIZERS, p["optimizer"], LABELS["optimizer"]))
+            + '</div>'
+            + _check("optimizer_in_backward", "Optimizer step in backward (gradients freed per parameter)",
+                     p["optimizer_in_backward"])
+            + f'<details class="knobs"><summary>DeepSpeed knobs (zero_optimization)</summary>'
+              f'<div class="grid">{knobs}{bools}</div><small class="hint">Empty = DeepSpeed 0.19 default. '
+              f'Bucket sizes are in elements, not bytes.</small></details>')
+
+
+def section_batch(p: dict) -> str:
+    return ('<div class="grid">'
+            + _field("micro_batch_size", "Micro-batch per GPU", _number("micro_batch_size", p["micro_batch_size"]))
+            + _field("gradient_accumulation_steps", "Gradient accumulation",
+                     _number("gradient_accumulation_steps", p["gradient_accumulation_steps"]))
+            + _field("seq_len", "Sequence length (tokens)", _number("seq_len", p["seq_len"]))
+            + _field("activation_checkpointing", "Activation checkpointing",
+                     _choices("activation_checkpointing", P.CHECKPOINTING, p["activation_checkpointing"],
+                              LABELS["activation_checkpointing"]))
+            + _field("attention", "Attention", _choices("attention", P.ATTENTIONS, p["attention"], LABELS["attention"]))
+            + _field("loss", "Loss", _choices("loss", P.LOSSES, p["loss"], LABELS["loss"]))
+            + '</div>'
+            + _check("activation_offloading", "Offload saved activations to host RAM", p["activation_offloading"]))
+
+
+def targets_html(available, chosen) -> str:
+    chosen = set(chosen)
+    return "".join(f'<label class="target"><input type="checkbox" name="lora.targets" value="{e(t)}" '
+                   f'data-type="list"{" checked" if t in chosen else ""}> <code>{e(t)}</code></label>'
+                   for t in available)
+
+
+def section_lora(p: dict, available) -> str:
+    lo, q = p["lora"], p["quantization"]
+    methods = "".join(f'<label class="pill"><input type="radio" name="method" value="{m}" data-type="str"'
+                      f'{" checked" if m == p["method"] else ""}> {e(LABELS["method"][m])}</label>'
+                      for m in P.METHODS)
+    return (f'<fieldset class="pills" data-field="method"><legend>Method</legend>{methods}'
+            f'<p class="err" data-error-for="method" role="alert" hidden></p></fieldset>'
+            + '<div class="lora-only"><div class="grid">'
+            + _field("lora.rank", "Rank r", _number("lora.rank", lo["rank"]))
+            + _field("lora.alpha", "Alpha", _number("lora.alpha", lo["alpha"], "num"))
+            + _field("lora.dropout", "Dropout", _number("lora.dropout", lo["dropout"], "num"))
+            + '</div>'
+            + f'<fieldset class="targets" data-field="lora.targets"><legend>Target modules (names as in this model)'
+              f'</legend><div id="targets">{targets_html(available, lo["targets"])}</div>'
+              f'<p class="err" data-error-for="lora.targets" role="alert" hidden></p></fieldset></div>'
+            + '<div class="qlora-only"><div class="grid">'
+            + _field("quantization.type", "Quantization", _choices("quantization.type", P.QUANT_TYPES, q["type"]))
+            + _field("quantization.compute_dtype", "Compute dtype",
+                     _choices("quantization.compute_dtype", P.COMPUTE_DTYPES, q["compute_dtype"]))
+            + '</div>'
+            + _check("quantization.double_quant", "Double quantization (quantize the scales too)", q["double_quant"])
+            + '</div>')
+
+
+# --- figures ---------------------------------------------------------------------------------------
+
+
+def component_rows(components) -> str:
+    return "".join(
+        f'<tr data-comp="{e(c["key"])}"><th scope="row"><i class="sw seg-{e(c["key"])}"></i>{e(c["label"])}</th>'
+        f'<td class="barcell"><span class="bar seg-{e(c["key"])}" style="width:{c["width"]}%"></span></td>'
+        f'<td class="num" data-out="per_gpu.components.{e(c["key"])}" data-bytes="{c["bytes"]}">{e(c["text"])}</td>'
+        f'<td class="num share">{e(c["share"])}</td></tr>' for c in components)
+
+
+def stack_segments(components) -> str:
+    return "".join(f'<span class="seg seg-{e(c["key"])}" data-seg="{e(c["key"])}" style="width:{c["width"]}%" '
+                   f'title="{e(c["label"])}: {e(c["text"])}"></span>' for c in components)
+
+
+def checklist(warnings) -> str:
+    if not warnings:
+        return '<li class="sev-ok"><span class="sev">ok</span><span class="msg">No warnings for this plan.</span></li>'
+    return "".join(f'<li class="sev-{e(w["severity"])}" data-warning="{e(w["id"])}"><span class="sev">'
+                   f'{e(w["severity"])}</span><span class="msg">{e(w["message"])}</span></li>' for w in warnings)
+
+
+def presets_json() -> str:
+    """Data the page needs before the engine is up: preset dims (to seed the custom-model form)."""
+    models = {m.id: {"name": m.name, "model_type": m.model_type,
+                     **{k: m.config[k] for k in CUSTOM_DIMS + ("tie_word_embeddings",) if k in m.config}}
+              for m in MODELS.values()}
+    gpus = {g.id: {"name": g.name, "memory_gib": g.memory_bytes / 2**30} for g in GPUS.values()}
+    return json.dumps({"models": models, "gpus": gpus}, separators=(",", ":")).replace("</", "<\\/")

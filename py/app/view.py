@@ -1,0 +1,263 @@
+"""The page's view model: form values in, every figure the page shows out, as plain text + integers.
+
+One pure function, ``compute(request)``, used twice with the same code: by scripts/build_site.py under
+CPython (the default plan is pre-rendered into index.html) and by py/app/worker.py under Pyodide (every
+input). assets/app.js only copies the result into the DOM (textContent, attributes, widths).
+
+Bad values: ``Plan.from_dict`` names the first bad key (PlanError.key); that key is put back to its
+last good value and the plan parsed again, so every bad field gets its own message and the other
+settings still apply.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+from urllib.parse import quote
+
+from zerocalc import DEFAULT_PLAN, Plan, PlanError, estimate
+from zerocalc.architecture import resolve_model
+from zerocalc.presets import GPUS, MODELS
+
+GIB = 1 << 30
+
+# Component order and labels of the breakdown (estimate key per_gpu.components.<name>).
+COMPONENTS = (
+    ("weights", "Weights"),
+    ("gradients", "Gradients"),
+    ("optimizer_states", "Optimizer states"),
+    ("activations", "Activations"),
+    ("logits", "Logits"),
+    ("lora_adapters", "LoRA adapters"),
+    ("buffers", "DeepSpeed buffers"),
+    ("runtime", "Runtime"),
+)
+LABELS = dict(COMPONENTS)
+
+FAMILY_LABELS = {
+    "llama3": "Llama 3", "llama2": "Llama 2", "mistral": "Mistral", "mixtral": "Mixtral (MoE)",
+    "qwen2.5": "Qwen 2.5", "qwen3": "Qwen 3", "qwen3_moe": "Qwen 3 MoE", "gemma2": "Gemma 2",
+    "gemma3": "Gemma 3", "phi3": "Phi", "deepseek_v3": "DeepSeek (MoE)", "gpt_oss": "gpt-oss (MoE)",
+    "olmo2": "OLMo 2", "falcon": "Falcon", "gpt2": "GPT-2", "bert": "BERT",
+}
+
+# Custom-model dimensions the form offers (config.json field names; more come from a pasted config).
+CUSTOM_DIMS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+               "head_dim", "intermediate_size", "vocab_size")
+
+MAX_ROUNDS = 32   # error-recovery passes; a plan has fewer keys than this
+
+
+def gib(n: int | float) -> str:
+    """Bytes -> '61.23 GiB' (GiB = 2**30 bytes, the unit nvidia-smi and PyTorch report in)."""
+    return f"{n / GIB:,.2f} GiB"
+
+
+def count(n: int) -> str:
+    """Parameter/token counts: 8.03 B, 41.9 M, 65,536."""
+    for size, unit in ((10**12, "T"), (10**9, "B"), (10**6, "M")):
+        if n >= size:
+            return f"{n / size:,.2f} {unit}"
+    return f"{n:,}"
+
+
+def pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "0.0%"
+
+
+# --- plan with per-field recovery ------------------------------------------------------------------
+
+
+def _get(d: Mapping, path: list[str]) -> tuple[bool, Any]:
+    cur: Any = d
+    for p in path:
+        if not isinstance(cur, Mapping) or p not in cur:
+            return False, None
+        cur = cur[p]
+    return True, cur
+
+
+def _put_back(data: dict, good: dict, key: str) -> bool:
+    """Replace ``key`` (dotted) in ``data`` by its value in ``good``; drop it when good has none.
+    Falls back to the top-level key (a bad ``model.hidden_size`` puts back the whole model)."""
+    parts = key.split(".")
+    for depth in range(len(parts), 0, -1):
+        path = parts[:depth]
+        parent_ok, parent = _get(data, path[:-1])
+        if not parent_ok or not isinstance(parent, dict) or path[-1] not in parent:
+            continue
+        found, value = _get(good, path)
+        if found:
+            if parent[path[-1]] == value:
+                continue
+            parent[path[-1]] = json.loads(json.dumps(value))
+        else:
+            del parent[path[-1]]
+        return True
+    return False
+
+
+def parse_with_recovery(data: Any, good: dict | None = None) -> tuple[Plan, dict]:
+    """-> (plan, {key: message}). Each bad key takes its last good value (``good``, a full plan dict)."""
+    good = good or DEFAULT_PLAN.to_dict()
+    if not isinstance(data, Mapping):
+        return Plan.from_dict(good), {"plan": "the plan must be a JSON object"}
+    work = json.loads(json.dumps(data))
+    errors: dict[str, str] = {}
+    for _ in range(MAX_ROUNDS):
+        try:
+            return Plan.from_dict(work), errors
+        except PlanError as e:
+            key = e.key or "plan"
+            errors.setdefault(key, str(e))
+            if not _put_back(work, good, key):
+                break
+    return Plan.from_dict(good), errors
+
+
+def share_fragment(plan: Plan) -> str:
+    """'#plan=<url-encoded JSON of the keys that differ from the default plan>' (plan-v1)."""
+    full, base = plan.to_dict(), DEFAULT_PLAN.to_dict()
+    diff = {k: v for k, v in full.items() if k != "schema" and v != base.get(k)}
+    text = json.dumps({"schema": 1, **diff}, separators=(",", ":"))
+    return "#plan=" + quote(text, safe=":,{}[]\"")
+
+
+# --- the view --------------------------------------------------------------------------------------
+
+
+def _model_info(plan: Plan) -> dict:
+    arch = resolve_model(plan.model)
+    if isinstance(plan.model, str):
+        name = MODELS[plan.model].name
+    else:
+        name = str(plan.model.get("name") or arch.name or "Custom model")
+    moe = f" · MoE {arch.moe.num_experts}×, top-{arch.moe.experts_per_token}" if arch.moe else ""
+    return {"name": name, "detail": f"{arch.num_layers} layers · hidden {arch.hidden_size:,}{moe}",
+            "targets": list(arch.linear_names()), "arch": arch}
+
+
+def _gpu_info(plan: Plan, capacity: int) -> dict:
+    world = plan.world_size
+    if isinstance(plan.gpu, str):
+        g = GPUS[plan.gpu]
+        name = g.name
+        link = g.interconnect
+        bw = g.link_gb_s if g.link_gb_s is not None else g.pcie_gb_s
+        link_text = f"{link} · {bw:,.0f} GB/s per GPU" if bw else link
+    else:
+        name = str(plan.gpu.get("name") or "Custom GPU")
+        link_text = "link not given"
+    nodes = f" on {plan.nodes} nodes" if plan.nodes > 1 else ""
+    return {"name": name, "topology": f"{world} × {name}{nodes}",
+            "total_vram": capacity * world, "link": link_text}
+
+
+def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
+    """Plan -> everything the page shows. Text is plain (the page sets textContent, never HTML)."""
+    est = estimate(plan).to_dict()
+    pg = est["per_gpu"]
+    cap, used = pg["capacity_bytes"], pg["device_used_bytes"]
+    model, gpu = _model_info(plan), None
+    gpu = _gpu_info(plan, cap)
+    comps = pg["components"]
+    names = [k for k, _ in COMPONENTS if k in comps] + [k for k in comps if k not in LABELS]
+    comp_total = sum(comps.values()) or 1
+    scale = max(cap, used, 1)   # the stacked bar's full width: the capacity, or the demand when over
+    components = [{"key": k, "label": LABELS.get(k, k.replace("_", " ").capitalize()), "bytes": comps[k],
+                   "text": gib(comps[k]), "share": pct(comps[k], comp_total),
+                   "width": round(100 * comps[k] / scale, 3)} for k in names]
+    fits = bool(est["fits"])
+    margin = cap - used
+    verdict = (f"Fits with {gib(margin)} headroom" if fits else f"Out of memory by {gib(-margin)}")
+    driver = est.get("primary_driver")
+    min_gpus = est.get("min_gpus")
+    stage = f"ZeRO stage {plan.zero_stage}" if plan.framework == "deepspeed" else plan.framework.upper()
+    if min_gpus is None:
+        min_text = f"No number of {gpu['name']} GPUs fits this plan at {stage}."
+    else:
+        min_text = f"At least {min_gpus} × {gpu['name']} fit this plan at {stage}."
+    host = est.get("host_per_node_bytes") or 0
+    offloaded = plan.offload_optimizer != "none" or plan.offload_params != "none" or plan.activation_offloading
+    trainable, total = est["trainable_params"], est["total_params"]
+
+    out = {   # data-out="<estimate key>" -> {text, bytes?}
+        "total_params": {"text": count(total)},
+        "trainable_params": {"text": count(trainable)},
+        "per_gpu.device_used_bytes": {"text": gib(used), "bytes": used},
+        "per_gpu.capacity_bytes": {"text": gib(cap), "bytes": cap},
+        "per_gpu.peak_allocated_bytes": {"text": gib(pg["peak_allocated_bytes"]),
+                                         "bytes": pg["peak_allocated_bytes"]},
+        "per_gpu.peak_reserved_bytes": {"text": gib(pg["peak_reserved_bytes"]), "bytes": pg["peak_reserved_bytes"]},
+        "fits": {"text": verdict},
+        "primary_driver": {"text": LABELS.get(driver, str(driver or "—"))},
+        "min_gpus": {"text": "none" if min_gpus is None else str(min_gpus)},
+        "host_per_node_bytes": {"text": gib(host), "bytes": host},
+        "tokens_per_step": {"text": f"{est['tokens_per_step']:,}"},
+        "global_batch_size": {"text": f"{est['global_batch_size']:,}"},
+    }
+    for c in components:
+        out[f"per_gpu.components.{c['key']}"] = {"text": c["text"], "bytes": c["bytes"]}
+    views = {   # data-view="<name>" -> {text, bytes?}: derived figures that are not estimate keys
+        "model.name": {"text": model["name"]},
+        "model.detail": {"text": model["detail"]},
+        "cluster.topology": {"text": gpu["topology"]},
+        "cluster.total_vram": {"text": gib(gpu["total_vram"]), "bytes": gpu["total_vram"]},
+        "cluster.link": {"text": gpu["link"]},
+        "trainable.share": {"text": pct(trainable, total)},
+        "usage.share": {"text": pct(used, cap)},
+        "oom.needed": {"text": gib(used), "bytes": used},
+        "oom.driver_bytes": {"text": gib(comps.get(driver, 0)), "bytes": comps.get(driver, 0)},
+        "oom.min_gpus": {"text": min_text},
+        "batch.detail": {"text": f"{plan.micro_batch_size} micro × {plan.gradient_accumulation_steps} accum × "
+                                 f"{plan.world_size} GPUs, {plan.seq_len:,} tokens each"},
+    }
+    warnings = [{"id": str(w.get("id", "")), "severity": str(w.get("severity", "info")),
+                 "message": str(w.get("message", ""))} for w in est.get("warnings", [])]
+    return {
+        "plan": plan.to_dict(),
+        "errors": dict(errors or {}),
+        "share": share_fragment(plan),
+        "out": out,
+        "view": views,
+        "components": components,
+        "capacity_pct": round(100 * cap / scale, 3),
+        "usage_pct": round(100 * used / scale, 3),
+        "fits": fits,
+        "offloaded": bool(offloaded),
+        "warnings": warnings,
+        "targets": model["targets"],
+        "ds_config": ds_config_text(plan),
+        "estimate": est,
+    }
+
+
+def ds_config_text(plan: Plan) -> dict:
+    """{'text': pretty JSON, 'note': why there is none} from zerocalc.exports.ds_config."""
+    try:
+        from zerocalc.exports.ds_config import ds_config
+    except ImportError:   # exporter not shipped: a minimal config that is still right for the plan
+        return {"text": json.dumps(_minimal_ds_config(plan), indent=2), "note": ""}
+    try:
+        return {"text": json.dumps(ds_config(plan), indent=2), "note": ""}
+    except ValueError as e:   # ExportError: e.g. the plan uses FSDP, not DeepSpeed
+        return {"text": "", "note": str(e)}
+
+
+def _minimal_ds_config(plan: Plan) -> dict:
+    cfg: dict = {"train_micro_batch_size_per_gpu": plan.micro_batch_size,
+                 "gradient_accumulation_steps": plan.gradient_accumulation_steps,
+                 "zero_optimization": {"stage": plan.zero_stage}}
+    if plan.precision.startswith("bf16"):
+        cfg["bf16"] = {"enabled": True}
+    elif plan.precision.startswith("fp16"):
+        cfg["fp16"] = {"enabled": True}
+    for key, block in (("offload_optimizer", "offload_optimizer"), ("offload_params", "offload_param")):
+        if getattr(plan, key) != "none":
+            cfg["zero_optimization"][block] = {"device": getattr(plan, key)}
+    return cfg
+
+
+def compute(request: Mapping) -> dict:
+    """{'plan': plan-v1 dict from the form, 'good': last good full plan dict or None} -> view."""
+    plan, errors = parse_with_recovery(request.get("plan", {}), request.get("good"))
+    return view(plan, errors)

@@ -1,0 +1,24 @@
+"""Pyodide worker entry of the page (PyScript PyWorker; assets/app.js calls ``compute``).
+
+Runs the engine off the main thread, so the page stays responsive while Pyodide boots and every
+input costs the main thread only a JSON parse and a few DOM writes. Requests and answers cross the
+worker boundary as JSON strings (structured clone of plain text is the cheapest path).
+No DOM access here: this file must also import under CPython (tests/test_page_view.py does).
+"""
+import json
+import traceback
+
+from app.view import compute as _compute
+
+
+def compute(request_json):
+    """'{"plan": {...form values...}, "good": {...last good plan...}|null}' -> view JSON (py/app/view.py)."""
+    try:
+        return json.dumps(_compute(json.loads(request_json)))
+    except Exception as e:   # an engine bug must reach the page as a message, not a hung promise
+        return json.dumps({"fatal": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]})
+
+
+compute(json.dumps({"plan": {}}))   # import and warm every engine module before the page is told "ready"
+
+__export__ = ["compute"]

@@ -1,0 +1,127 @@
+"""Build the deployable static folder _site/ (what `make serve` serves and GitHub Pages publishes).
+
+    python3 scripts/build_site.py            # after scripts/vendor.py
+
+_site/ holds: index.html with the default plan's figures pre-rendered by the CPython engine (so the
+correct numbers are on screen at first paint, long before Pyodide is up), assets/ (CSS, JS, icon,
+vendored runtime), py/ (the engine and the worker, the same files CPython imports), pyscript.json
+whose `files` lists every module of py/zerocalc/ and py/app/ (generated here, so a new module ships
+without editing a list), and .nojekyll.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import shutil
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "py"))
+
+from zerocalc import DEFAULT_PLAN, __version__  # noqa: E402
+from app import render, view  # noqa: E402
+
+SITE = ROOT / "_site"
+PACKAGES = ("zerocalc", "app")          # shipped to the browser under py/
+SHIP_SUFFIXES = (".py", ".json")
+ASSETS = ("app.css", "app.js", "icon.svg")
+# Slots replaced verbatim: everything in them is already escaped HTML or a number.
+SLOT = re.compile(r"\{\{(\w+)\}\}")
+# An empty element carrying data-out / data-view: filled with the figure's text (+ data-bytes).
+FIGURE = re.compile(r'<(\w+)([^<>]*?)\sdata-(out|view)="([^"]+)"([^<>]*)></\1>')
+
+
+def engine_files() -> dict[str, str]:
+    """PyScript `files` map: ./py/<pkg>/<path> -> ./<pkg>/<path> (the worker's cwd is on sys.path)."""
+    files = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / "py" / pkg).rglob("*")):
+            if path.suffix in SHIP_SUFFIXES and path.is_file() and "__pycache__" not in path.parts:
+                rel = path.relative_to(ROOT / "py").as_posix()
+                files[f"./py/{rel}"] = f"./{rel}"
+    return files
+
+
+def fill_figures(html: str, v: dict) -> str:
+    missing = []
+
+    def sub(m: re.Match) -> str:
+        tag, pre, kind, key, post = m.groups()
+        fig = v["out" if kind == "out" else "view"].get(key)
+        if fig is None:
+            missing.append(f"data-{kind}={key}")
+            return m.group(0)
+        extra = f' data-bytes="{int(fig["bytes"])}"' if fig.get("bytes") is not None else ""
+        return f'<{tag}{pre} data-{kind}="{key}"{extra}{post}>{render.e(fig["text"])}</{tag}>'
+
+    out = FIGURE.sub(sub, html)
+    if missing:
+        raise SystemExit("build_site.py: no figure for " + ", ".join(sorted(set(missing))))
+    return out
+
+
+def render_page(template: str, versions: dict) -> tuple[str, dict]:
+    v = view.compute({"plan": {}})
+    p = v["plan"]
+    slots = {
+        "fits": "true" if v["fits"] else "false",
+        "method": p["method"],
+        "offloaded": "true" if v["offloaded"] else "false",
+        "section_model": render.section_model(p),
+        "section_zero": render.section_zero(p),
+        "section_batch": render.section_batch(p),
+        "section_lora": render.section_lora(p, v["targets"]),
+        "stack": render.stack_segments(v["components"]),
+        "capacity_pct": str(v["capacity_pct"]),
+        "rows": render.component_rows(v["components"]),
+        "oom_hidden": "hidden" if v["fits"] else "",
+        "checklist": render.checklist(v["warnings"]),
+        "ds_config": render.e(v["ds_config"]["text"]),
+        "config_note": render.e(v["ds_config"]["note"]),
+        "config_note_hidden": "" if v["ds_config"]["note"] else "hidden",
+        "share": render.e(v["share"]),
+        "presets": render.presets_json(),
+        "version": render.e(__version__),
+        "pyodide_version": render.e(versions.get("pyodide", "?")),
+        "pyscript_version": render.e(versions.get("@pyscript/core", "?")),
+    }
+    unknown = sorted(set(SLOT.findall(template)) - set(slots))
+    if unknown:
+        raise SystemExit("build_site.py: template slots without a value: " + ", ".join(unknown))
+    html = SLOT.sub(lambda m: slots[m.group(1)], template)
+    return fill_figures(html, v), v
+
+
+def main() -> int:
+    vendor = ROOT / "assets" / "vendor"
+    if not (vendor / "manifest.json").exists():
+        print("build_site.py: assets/vendor/ is missing; run `make vendor` first", file=sys.stderr)
+        return 1
+    versions = json.loads((vendor / "manifest.json").read_text())
+    html, v = render_page((ROOT / "index.html").read_text(), versions)
+    if SITE.exists():
+        shutil.rmtree(SITE)
+    (SITE / "assets").mkdir(parents=True)
+    (SITE / "index.html").write_text(html)
+    (SITE / ".nojekyll").write_text("")
+    for name in ASSETS:
+        shutil.copyfile(ROOT / "assets" / name, SITE / "assets" / name)
+    shutil.copytree(vendor, SITE / "assets" / "vendor")
+    files = engine_files()
+    for src in files:
+        dst = SITE / src[2:]
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / src[2:], dst)
+    config = {"interpreter": "./assets/vendor/pyodide/pyodide.mjs", "files": files}
+    (SITE / "pyscript.json").write_text(json.dumps(config, indent=1) + "\n")
+    # The pre-rendered estimate, for tests and for anyone checking the page against the CLI.
+    (SITE / "default-estimate.json").write_text(json.dumps(v["estimate"], indent=1, sort_keys=True) + "\n")
+    size = sum(f.stat().st_size for f in SITE.rglob("*") if f.is_file())
+    print(f"build_site.py: {SITE.relative_to(ROOT)}/ ({size / 2**20:.1f} MiB, {len(files)} engine files; "
+          f"default plan pre-rendered: {v['out']['per_gpu.device_used_bytes']['text']} per GPU)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
