@@ -174,7 +174,14 @@ def model_config(p: dict) -> dict:
 
 
 def hidden_size(p: dict) -> int:
-    """hidden_size as HF's trainer_config_finalize reads it (hidden_size, else max(hidden_sizes))."""
+    """hidden_size as HF's trainer_config_finalize reads model.config.hidden_size (GPT-2's n_embd is mapped
+    to it by transformers' attribute_map): the engine's ModelArch.hidden_size, else the config's field."""
+    try:
+        from zerocalc.architecture import resolve_model
+    except ImportError:
+        pass
+    else:
+        return int(resolve_model(p["model"]).hidden_size)
     cfg = model_config(p)
     if "hidden_size" in cfg:
         return int(cfg["hidden_size"])

@@ -14,7 +14,7 @@ import copy
 import json
 from dataclasses import dataclass, field
 
-from ._plan import (DS_DEFAULTS, HF_HIDDEN_SIZE_KEYS, ds_default, hf_auto_value, hidden_size, plan_dict,
+from ._plan import (HF_HIDDEN_SIZE_KEYS, ds_default, hf_auto_value, hidden_size, plan_dict,
                     resolved_knob, world_size)
 from .ds_config import DS_OPTIMIZER_TYPES, NVME_PLACEHOLDER
 
@@ -449,48 +449,36 @@ def _validate_with_engine(p):
     try:
         Plan.from_dict(p)
     except PlanError as e:
-        raise ConfigImportError(getattr(e, "key", "plan"), str(e)) from None
+        key = e.key
+        if key == "deepspeed.gradient_clipping":
+            key = "gradient_clipping"
+        elif key.startswith("deepspeed."):
+            key = "zero_optimization." + key[len("deepspeed."):]
+        raise ConfigImportError(key, getattr(e, "message", str(e))) from None
 
 
 # ---------------------------------------------------------------- model config.json
-MODEL_INT_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
-MODEL_OPTIONAL_INT_FIELDS = ("num_key_value_heads", "head_dim", "num_local_experts", "n_routed_experts",
-                             "num_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
-                             "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
-                             "first_k_dense_replace", "shared_expert_intermediate_size")
 
 
 def import_model_config(config) -> dict:
-    """A model's config.json (text or dict) -> the plan's model object (plan-v1: a whole config.json is a
-    valid value). A multimodal config's text_config is lifted to the top. Required: hidden_size,
-    num_hidden_layers, num_attention_heads, intermediate_size (or moe_intermediate_size), vocab_size."""
+    """A model's config.json (text or dict) -> the plan's model object. plan-v1 takes a whole config.json
+    as the model value; the engine's architecture.model_from_config validates it (dense, MoE, MLA; a
+    multimodal config's text_config). Errors name the field as ``config.json.<field>``."""
     cfg = parse_json(config, "config.json")
-    if "hidden_size" not in cfg and isinstance(cfg.get("text_config"), dict):
-        text = cfg["text_config"]
-        cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **text}
-    for k in MODEL_INT_FIELDS:
-        if k not in cfg:
-            if k == "intermediate_size" and "moe_intermediate_size" in cfg:
-                continue
-            raise ConfigImportError(f"config.json.{k}", "missing; zerocalc needs it to count parameters")
-        _int(f"config.json.{k}", cfg[k], 1)
-    for k in MODEL_OPTIONAL_INT_FIELDS:
-        if cfg.get(k) is not None:
-            _int(f"config.json.{k}", cfg[k], 0)
-    if "tie_word_embeddings" in cfg and not isinstance(cfg["tie_word_embeddings"], bool):
-        raise ConfigImportError("config.json.tie_word_embeddings", f"expected true or false, got {cfg['tie_word_embeddings']!r}")
     if "name" not in cfg:
         name = cfg.get("_name_or_path") or cfg.get("model_type")
         if isinstance(name, str) and name:
             cfg["name"] = name
     try:
-        from zerocalc.architecture import resolve_model
-    except Exception:
+        from zerocalc.architecture import model_from_config
+        from zerocalc.plan import PlanError
+    except ImportError:
         return cfg
     try:
-        resolve_model(cfg)
-    except Exception as e:
-        raise ConfigImportError(f"config.json.{getattr(e, 'key', '') or 'model'}".rstrip("."), str(e)) from None
+        model_from_config(cfg)
+    except PlanError as e:
+        key = e.key.replace("model", "config.json", 1) if e.key.startswith("model") else e.key
+        raise ConfigImportError(key, getattr(e, "message", str(e))) from None
     return cfg
 
 
