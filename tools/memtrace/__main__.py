@@ -1,0 +1,36 @@
+"""python -m tools.memtrace PLAN.json [--json OUT.json] [--dump-saved]
+
+Traces one steady-state training step of a single-GPU plan-v1 on FakeTensors and prints the peak and
+its breakdown; --json writes the full result (bytes), --dump-saved adds every saved tensor.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.memtrace", description=__doc__.splitlines()[2])
+    ap.add_argument("plan", help="plan-v1 JSON file ('-' for stdin)")
+    ap.add_argument("--json", dest="json_out", help="write the result JSON here ('-' = stdout)")
+    ap.add_argument("--dump-saved", action="store_true", help="include every saved tensor in the JSON")
+    a = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    plan = json.load(sys.stdin if a.plan == "-" else open(a.plan))
+    from .report import table  # noqa: PLC0415
+    from .trace import trace  # noqa: PLC0415
+    res = trace(plan, dump_saved=a.dump_saved)
+    if a.json_out == "-":
+        json.dump(res, sys.stdout, indent=1)
+    else:
+        print(table(res))
+        if a.json_out:
+            with open(a.json_out, "w") as f:
+                json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Build the Hugging Face model of a plan on `meta`, then swap in CPU FakeTensors.
+
+tracer.md §1a: building inside FakeTensorMode breaks on peft's Module.to() (swap_tensors refuses
+tensors with weakrefs), so the model is built on meta and every parameter/buffer is replaced by a
+FakeTensor of the same shape/stride/dtype; a memo keeps tied weights tied.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+
+from .hfconfig import hf_config_dict
+from .plan import TracePlan
+from .qlora import quantize_targets
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def precision_dtypes(plan: TracePlan) -> dict:
+    """Weight / adapter / autocast dtypes per precision regime (what HF Trainer + peft do).
+
+    full:   bf16-mixed / fp16-mixed: fp32 weights (master) + autocast; bf16-pure: bf16, no autocast;
+            fp32: fp32, no autocast.
+    lora/qlora: the frozen base is loaded in the half dtype (bf16 for bf16-*, fp16 for fp16-mixed,
+            fp32 for fp32); adapters are fp32 under *-mixed (peft autocast_adapter_dtype=True) and
+            run under autocast, bf16 under bf16-pure (no autocast).
+    """
+    p, peft = plan.precision, plan.method in ("lora", "qlora")
+    half = torch.float16 if p == "fp16-mixed" else torch.bfloat16
+    if p == "fp32":
+        return {"base": torch.float32, "adapter": torch.float32, "autocast": None}
+    if p == "bf16-pure":
+        return {"base": torch.bfloat16, "adapter": torch.bfloat16, "autocast": None}
+    return {"base": half if peft else torch.float32, "adapter": torch.float32, "autocast": half}
+
+
+def hf_config(plan: TracePlan, attn: str):
+    from transformers import AutoConfig  # noqa: PLC0415
+    d = hf_config_dict(plan.model)
+    mt = d.pop("model_type")
+    cfg = AutoConfig.for_model(mt, **d)
+    cfg.use_cache = False
+    return cfg
+
+
+FLASH = "memtrace_fa"
+
+
+def flash_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+                            is_causal=None, **kwargs):
+    """FlashAttention-2's memory profile on CPU FakeTensors (tracer.md §1c).
+
+    CPU SDPA with is_causal, enable_gqa and no mask runs _scaled_dot_product_flash_attention_for_cpu,
+    which saves q, k and v (kv heads), the output and an fp32 logsumexp (b,a,s): FA2's saved set.
+    Like FA2 it ignores the dense mask (causal and sliding windows are kernel arguments), keeps no
+    dropout mask (FA2 regenerates it from the RNG state) and applies softcap in-kernel. Plain "sdpa"
+    would instead materialise masks for sliding-window layers and fall back to the s^2 math kernel
+    when dropout > 0 on CPU, neither of which happens on a GPU with FA2.
+    """
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, is_causal=query.shape[2] > 1, scale=scaling,
+        enable_gqa=key.shape[1] != query.shape[1])
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register_flash() -> None:
+    from transformers import AttentionInterface  # noqa: PLC0415
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS  # noqa: PLC0415
+    AttentionInterface.register(FLASH, flash_attention_forward)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(FLASH, ALL_MASK_ATTENTION_FUNCTIONS["flash_attention_2"])
+
+
+def attn_impl(plan: TracePlan) -> str:
+    """flash/sdpa -> FA2 profile (our registered kernel); eager -> HF eager."""
+    return "eager" if plan.attention == "eager" else FLASH
+
+
+def build_meta_model(plan: TracePlan, gc_context_fn=None):
+    """-> (model on meta with GC/LoRA/QLoRA applied, hf config, dtypes)."""
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415
+    dt = precision_dtypes(plan)
+    attn = attn_impl(plan)
+    if attn == FLASH:
+        register_flash()
+    cfg = hf_config(plan, attn)
+    kw = {"attn_implementation": attn}
+    if getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None):
+        kw["experts_implementation"] = "grouped_mm"    # the default on CUDA sm80+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dt["base"], **kw)
+    model.train()
+    if plan.activation_checkpointing in ("full", "selective"):
+        gk = {"use_reentrant": False}
+        if gc_context_fn is not None:
+            gk["context_fn"] = gc_context_fn
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gk)
+    if plan.method == "qlora":
+        with torch.device("meta"):
+            quantize_targets(model, plan.lora_targets, plan.quant_type, plan.double_quant,
+                             DTYPES.get(plan.compute_dtype, torch.bfloat16), dt["base"])
+    if plan.method in ("lora", "qlora"):
+        from peft import LoraConfig, get_peft_model  # noqa: PLC0415
+        lc = LoraConfig(r=plan.lora_rank, lora_alpha=plan.lora_alpha, lora_dropout=plan.lora_dropout,
+                        target_modules=list(plan.lora_targets), task_type="CAUSAL_LM")
+        with torch.device("meta"):
+            model = get_peft_model(model, lc, autocast_adapter_dtype=False)
+    return model, cfg, dt
+
+
+def fakeify(model: nn.Module, fake_mode, adapter_dtype) -> dict:
+    """Replace params/buffers by CPU FakeTensors (ties kept); LoRA params get `adapter_dtype`.
+
+    Returns {"lora": [params], "buffers": [tensors]} for labelling.
+    """
+    memo: dict[int, torch.Tensor] = {}
+    lora, buffers = [], []
+    with fake_mode:
+        for mname, mod in model.named_modules():
+            is_lora = ".lora_" in f".{mname}" or mname.startswith("lora_")
+            for n, p in list(mod._parameters.items()):
+                if p is None:
+                    continue
+                if id(p) not in memo:
+                    dtype = adapter_dtype if is_lora else p.dtype
+                    memo[id(p)] = nn.Parameter(torch.empty_strided(p.shape, p.stride(), dtype=dtype, device="cpu"),
+                                               requires_grad=p.requires_grad)
+                    if is_lora:
+                        lora.append(memo[id(p)])
+                mod._parameters[n] = memo[id(p)]
+            for n, b in list(mod._buffers.items()):
+                if b is None:
+                    continue
+                if id(b) not in memo:
+                    memo[id(b)] = torch.empty_strided(b.shape, b.stride(), dtype=b.dtype, device="cpu")
+                    buffers.append(memo[id(b)])
+                mod._buffers[n] = memo[id(b)]
+    return {"lora": lora, "buffers": buffers}
+
+
+@contextlib.contextmanager
+def hf_patches():
+    """Undo HF's "FakeTensor means tracing" packed-sequence guess (tracer.md §1b).
+
+    transformers.masking_utils.find_packed_sequence_indices cannot prove a fake batch unpacked and
+    returns a packed mask, which materialises a (b,1,s,s) mask per layer and disables GQA in SDPA.
+    A real unpacked batch returns None, so we return None.
+    """
+    import transformers.masking_utils as mu  # noqa: PLC0415
+    orig = mu.find_packed_sequence_indices
+    mu.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        mu.find_packed_sequence_indices = orig
+
+
+@contextlib.contextmanager
+def cuda_like_dropout():
+    """CPU F.dropout saves a mask in the input dtype; CUDA calls native_dropout and saves a bool mask.
+
+    Route F.dropout to aten.native_dropout for the CUDA profile (tracer.md §1i).
+    """
+    F = torch.nn.functional
+    orig = F.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if not training or p == 0.0:
+            return input
+        return torch.ops.aten.native_dropout(input, p, True)[0]
+
+    F.dropout = dropout
+    try:
+        yield
+    finally:
+        F.dropout = orig

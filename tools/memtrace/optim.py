@@ -1,0 +1,78 @@
+"""The plan's optimizer, as HF Trainer builds it (transformers TrainingArguments.optim), on FakeTensors.
+
+adamw             torch.optim.AdamW(fused=True) = HF `adamw_torch_fused`, the Trainer default for
+                  torch >= 2.8. States exp_avg/exp_avg_sq in the param dtype; the fused kernel makes
+                  no temporaries.
+sgd               torch.optim.SGD(lr) = HF `sgd` (momentum 0): no state.
+adafactor         transformers.optimization.Adafactor(scale_parameter=False, relative_step=False)
+                  = HF `adafactor`: factored fp32 row/col second moments; fp32 working copies in step.
+adamw-8bit, paged-adamw-8bit   EMULATED bnb AdamW8bit (blockwise): two uint8 states of numel bytes
+                  + fp32 absmax per 256-element block each; params under 4096 elements keep two fp32
+                  states (bnb min_8bit_size). Fused CUDA kernel: no temporaries.
+paged-adamw-32bit EMULATED bnb PagedAdamW32bit: two fp32 states (bnb 32-bit optimizers keep fp32
+                  states whatever the param dtype). Fused kernel: no temporaries.
+lion              EMULATED bnb Lion 32-bit (HF `lion_32bit`): one fp32 state. No temporaries.
+Paged states live in CUDA managed memory (cudaMallocManaged), which torch.cuda.max_memory_allocated
+does not see; the tracer still counts them as optimizer states and labels them "paged".
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+BNB_BLOCK = 256          # bnb blockwise 8-bit optimizer block size
+BNB_MIN_8BIT = 4096      # bnb Optimizer8bit min_8bit_size
+
+
+class EmulatedBnbOptimizer(torch.optim.Optimizer):
+    """Allocates bnb-like states on the first step; the step itself is a fused in-place kernel."""
+
+    def __init__(self, params, n_states: int, bits: int, paged: bool):
+        super().__init__(params, {"lr": 1e-5})
+        self.n_states, self.bits, self.paged = n_states, bits, paged
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0
+                    eight = self.bits == 8 and p.numel() >= BNB_MIN_8BIT
+                    for i in range(1, self.n_states + 1):
+                        if eight:
+                            st[f"state{i}"] = torch.empty(p.shape, dtype=torch.uint8, device=p.device)
+                            st[f"absmax{i}"] = torch.empty(math.ceil(p.numel() / BNB_BLOCK), dtype=torch.float32,
+                                                           device=p.device)
+                        else:
+                            st[f"state{i}"] = torch.empty(p.shape, dtype=torch.float32, device=p.device)
+                st["step"] += 1
+        return None
+
+
+def make_optimizer(name: str, params):
+    params = [p for p in params if p.requires_grad]
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-5, fused=True)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-5)
+    if name == "adafactor":
+        from transformers.optimization import Adafactor  # noqa: PLC0415
+        return Adafactor(params, lr=1e-5, scale_parameter=False, relative_step=False)
+    if name in ("adamw-8bit", "paged-adamw-8bit"):
+        return EmulatedBnbOptimizer(params, 2, 8, paged=name.startswith("paged"))
+    if name == "paged-adamw-32bit":
+        return EmulatedBnbOptimizer(params, 2, 32, paged=True)
+    if name == "lion":
+        return EmulatedBnbOptimizer(params, 1, 32, paged=False)
+    raise ValueError(f"optimizer {name!r} not supported by the tracer")
+
+
+def state_tensors(opt) -> list:
+    out = []
+    for st in opt.state.values():
+        out.extend(v for v in st.values() if isinstance(v, torch.Tensor))
+    return out

@@ -1,0 +1,161 @@
+"""One steady-state training step of a plan on FakeTensors, with live-storage accounting.
+
+Sequence (HF Trainer's training_step, single GPU, tracer.md §1e):
+  warm-up: every trainable param gets a zero grad, optimizer.step(), zero_grad(set_to_none=True),
+           so the optimizer states exist and the traced step is step >= 2;
+  if gradient_accumulation_steps > 1 the grads already exist (zeros) before the traced micro-step,
+           as in every micro-step after the first (autograd then accumulates in place);
+  forward  under autocast for *-mixed: out = model(input_ids, labels); loss = out.loss; del out
+           (Trainer.compute_loss drops the outputs, so the bf16 logits die before backward);
+  backward loss.backward(); step optimizer.step(); zero_grad(set_to_none=True).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+
+import torch
+
+from .build import build_meta_model, cuda_like_dropout, fakeify, hf_patches
+from .optim import make_optimizer, state_tensors
+from .plan import TracePlan, from_dict
+from .tracker import CATS, Snapshot, StorageTracker
+
+_ACTIVE: dict = {}   # the running tracker, for the checkpoint recompute context
+
+
+@contextlib.contextmanager
+def _recompute_phase():
+    tr = _ACTIVE.get("tracker")
+    prev = tr.phase if tr else None
+    if tr:
+        tr.set_phase("recompute")
+    try:
+        yield
+    finally:
+        if tr:
+            tr.set_phase(prev)
+
+
+def _gc_context_fn():
+    return contextlib.nullcontext(), _recompute_phase()
+
+
+def _vocab(cfg) -> int:
+    return int(getattr(cfg, "vocab_size", 0) or 0)
+
+
+def components(snap: Snapshot) -> dict:
+    """Tracker keys at one moment -> the report's components (bytes). See README in __init__."""
+    k = snap.by_key
+    def s(pred):
+        return sum(v for (c, sub), v in k.items() if pred(c, sub))
+    return {
+        "weights": s(lambda c, sub: c == "weight" and sub in ("", "quant_stats")),
+        "lora_adapters": s(lambda c, sub: c == "weight" and sub == "lora"),
+        "buffers": s(lambda c, sub: c == "weight" and sub == "buffer"),
+        "gradients": s(lambda c, sub: c == "grad"),
+        "optimizer_states": s(lambda c, sub: c == "opt"),
+        "activations": s(lambda c, sub: c in ("act", "recomp") and sub != "logits"),
+        "logits": s(lambda c, sub: sub == "logits" and c in ("act", "recomp", "temp")),
+        "temporaries": s(lambda c, sub: c == "temp" and sub != "logits"),
+    }
+
+
+def _quant_buffer_ids(model) -> set:
+    from .qlora import FakeQuantLinear  # noqa: PLC0415
+    return {id(b) for m in model.modules() if isinstance(m, FakeQuantLinear) for b in m._buffers.values()}
+
+
+def _snap_dict(snap: Snapshot) -> dict:
+    return {"bytes": snap.total, "phase": snap.phase, "op": snap.op, "components": components(snap),
+            "by_category": {c: snap.by_cat.get(c, 0) for c in CATS}}
+
+
+def trace(plan_d: dict, dump_saved: bool = False) -> dict:
+    """Trace one steady-state step of a plan-v1 dict; returns the report dict (bytes)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
+    t0 = time.perf_counter()
+    plan: TracePlan = from_dict(plan_d)
+    model, cfg, dt = build_meta_model(plan, gc_context_fn=_gc_context_fn)
+    fm = FakeTensorMode(allow_non_fake_inputs=False)
+    tagged = fakeify(model, fm, dt["adapter"])
+    b, s = plan.micro_batch_size, plan.seq_len
+    V = _vocab(cfg)
+    tr = StorageTracker(logits_numel=b * s * V, vocab=V)
+    saved = None
+    with hf_patches(), cuda_like_dropout(), fm:
+        tr.phase = "setup"
+        lora_ids = {id(p) for p in tagged["lora"]}
+        for p in model.parameters():
+            tr.register(p, "weight", "lora" if id(p) in lora_ids else "")
+        qbufs = _quant_buffer_ids(model)
+        for bf in tagged["buffers"]:
+            # QLoRA quantization stats are part of the quantized weights, not model buffers
+            tr.register(bf, "weight", "quant_stats" if id(bf) in qbufs else "buffer")
+        ids = torch.zeros(b, s, dtype=torch.long)
+        tr.register(ids, "act", "input")
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = make_optimizer(plan.optimizer, params)
+        for p in params:
+            p.register_post_accumulate_grad_hook(lambda p: tr.relabel(p.grad, "grad", ""))
+        _ACTIVE["tracker"] = tr
+        with tr:
+            tr.set_phase("warmup")
+            for p in params:
+                p.grad = torch.zeros_like(p)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            for t in state_tensors(opt):
+                tr.relabel(t, "opt", "paged" if getattr(opt, "paged", False) else "")
+            tr.set_phase("setup")
+            if plan.gradient_accumulation_steps > 1:
+                for p in params:
+                    p.grad = torch.zeros_like(p)
+                    tr.relabel(p.grad, "grad", "")
+            tr.peak, tr.phase_peak = Snapshot(), {}
+            tr.mark("start")
+            t1 = time.perf_counter()
+            tr.set_phase("forward")
+            ac = torch.autocast("cpu", dtype=dt["autocast"]) if dt["autocast"] else contextlib.nullcontext()
+            if dump_saved:
+                from .dump import SavedRecorder  # noqa: PLC0415
+                saved = SavedRecorder(model)
+            with ac, (saved.hooks() if saved else contextlib.nullcontext()):
+                out = model(input_ids=ids, labels=ids)
+            loss = out.loss
+            del out
+            tr.mark("forward_end")
+            if saved:
+                saved.finish(tr)
+            tr.set_phase("backward")
+            loss.backward()
+            del loss
+            tr.mark("backward_end")
+            tr.set_phase("step")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            tr.mark("step_end")
+            t2 = time.perf_counter()
+        _ACTIVE.clear()
+    fwd_end = tr.marks["forward_end"]
+    res = {
+        "plan": plan_d,
+        "model_type": cfg.model_type,
+        "attn_implementation": "eager" if plan.attention == "eager" else "flash (FA2 profile via CPU SDPA flash)",
+        "peak_bytes": tr.peak.total,
+        "peak_phase": tr.peak.phase,
+        "peak_op": tr.peak.op,
+        "peak": _snap_dict(tr.peak),
+        "saved_activations_forward_end": sum(v for (c, sub), v in fwd_end.by_key.items()
+                                             if c == "act" and sub not in ("input",)),
+        "forward_end": _snap_dict(fwd_end),
+        "phase_peaks": {ph: _snap_dict(sn) for ph, sn in tr.phase_peak.items()},
+        "marks": {m: _snap_dict(sn) for m, sn in tr.marks.items()},
+        "inplace_accumulations": tr.inplace_hits,
+        "trainable_params": sum(p.numel() for p in params),
+        "seconds": {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)},
+    }
+    if saved:
+        res["saved_tensors"] = saved.table
+    return res

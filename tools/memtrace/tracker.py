@@ -1,0 +1,184 @@
+"""Storage tracker: live bytes per category over one training step on FakeTensors.
+
+A TorchDispatchMode entered inside the FakeTensorMode. Every storage an op outputs is registered
+once, with its nbytes, and a weakref finalizer frees it when the last tensor/saved variable goes
+away (Python storage objects are kept alive by the tensors, so the finalizer fires exactly then).
+Recipe and pitfalls: /work/shared/research/tracer.md §1g-§1i.
+
+Categories
+  weight  parameters and buffers (incl. LoRA adapters and QLoRA packed storage; see `sub`)
+  grad    .grad of a parameter (relabelled by a post-accumulate-grad hook)
+  opt     optimizer states (relabelled after the warm-up step)
+  act     created in forward (what survives forward end is what autograd saved)
+  recomp  created while a checkpointed layer is recomputed in backward (saved for its backward)
+  temp    created in backward (outside recompute) or in the optimizer step
+Every storage also carries a `logits` flag when its tensor is (b, s, V)-sized with last dim V,
+so the logits / loss tensors can be reported apart from the decoder activations.
+
+In-place gradient accumulation (tracer.md §1h): autograd sums two gradients for the same tensor in
+place on real dense tensors (InputBuffer::accumulate when it holds the only reference), but always
+out of place on FakeTensors. In backward, an aten.add.Tensor whose first operand is a temp made by an
+earlier autograd node, whose second operand was made by the current node, and whose output has the
+same size, takes over the first operand's bytes (no growth), as the real in-place add would.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+CATS = ("weight", "grad", "opt", "act", "recomp", "temp")
+PHASE_CAT = {"setup": "weight", "forward": "act", "backward": "temp", "recompute": "recomp",
+             "step": "temp", "warmup": "opt"}
+
+
+@dataclass
+class Rec:
+    nbytes: int
+    cat: str
+    sub: str = ""          # finer label: "lora", "buffer", "qlora_packed", "logits", op name ...
+    node: int = 0          # id of the autograd node that produced it (backward only)
+    op: str = ""
+    shape: tuple = ()
+    dtype: str = ""
+    where: str = ""        # module path that produced it (only when a `where` callback is set)
+
+
+@dataclass
+class Snapshot:
+    total: int = 0
+    by_cat: dict = field(default_factory=dict)       # cat -> bytes
+    by_key: dict = field(default_factory=dict)       # (cat, sub) -> bytes
+    phase: str = ""
+    op: str = ""
+
+
+class StorageTracker(TorchDispatchMode):
+    """Counts live storages per category; keeps the global and per-phase peaks and named marks."""
+
+    def __init__(self, logits_numel: int = 0, vocab: int = 0, record_saved: bool = False):
+        super().__init__()
+        self.live: dict[int, Rec] = {}
+        self.cur: dict[tuple, int] = {}
+        self.total = 0
+        self.phase = "setup"
+        self.peak = Snapshot()
+        self.phase_peak: dict[str, Snapshot] = {}
+        self.marks: dict[str, Snapshot] = {}
+        self.logits_numel = logits_numel
+        self.vocab = vocab
+        self.inplace_accum = True
+        self.inplace_hits = 0
+        self.last_op = ""
+        self.where = None      # optional callable -> current module path
+
+    # -- registration -------------------------------------------------------------------------
+    def register(self, t: torch.Tensor, cat: str, sub: str = "", op: str = "") -> None:
+        st = t.untyped_storage()
+        key = id(st)
+        if key in self.live:
+            return
+        rec = Rec(st.nbytes(), cat, sub or self._sub_for(t), op=op, shape=tuple(t.shape), dtype=str(t.dtype))
+        if self.where is not None:
+            rec.where = self.where()
+        if self.phase in ("backward", "recompute"):
+            node = torch._C._current_autograd_node()
+            rec.node = id(node) if node is not None else 0
+        self.live[key] = rec
+        self._add(rec, rec.nbytes)
+        weakref.finalize(st, self._free, key)
+        self._check_peak()
+
+    def relabel(self, t: torch.Tensor, cat: str, sub: str | None = None) -> None:
+        """Move an already counted storage to another category (registers it if new)."""
+        rec = self.live.get(id(t.untyped_storage()))
+        if rec is None:
+            self.register(t, cat, sub or "")
+            return
+        self._add(rec, -rec.nbytes)
+        rec.cat = cat
+        if sub is not None:
+            rec.sub = sub
+        self._add(rec, rec.nbytes)
+
+    def _sub_for(self, t: torch.Tensor) -> str:
+        if self.vocab and t.dim() >= 1 and t.shape[-1] == self.vocab and t.numel() >= self.logits_numel // 2 \
+                and self.phase not in ("setup", "warmup"):
+            return "logits"
+        return ""
+
+    def _free(self, key: int) -> None:
+        rec = self.live.pop(key, None)
+        if rec is not None:
+            self._add(rec, -rec.nbytes)
+
+    def _add(self, rec: Rec, n: int) -> None:
+        self.total += n
+        k = (rec.cat, rec.sub)
+        self.cur[k] = self.cur.get(k, 0) + n
+
+    # -- peaks -----------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        by_cat = dict.fromkeys(CATS, 0)
+        by_key = {k: v for k, v in self.cur.items() if v}
+        for (c, _), v in by_key.items():
+            by_cat[c] = by_cat.get(c, 0) + v
+        return Snapshot(self.total, by_cat, by_key, self.phase, self.last_op)
+
+    def _check_peak(self) -> None:
+        pp = self.phase_peak.get(self.phase)
+        if self.total > self.peak.total or pp is None or self.total > pp.total:
+            snap = self.snapshot()
+            if self.total > self.peak.total:
+                self.peak = snap
+            if pp is None or self.total > pp.total:
+                self.phase_peak[self.phase] = snap
+
+    def mark(self, name: str) -> Snapshot:
+        self.marks[name] = self.snapshot()
+        return self.marks[name]
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self._check_peak()
+
+    # -- dispatch ----------------------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.__name__ if hasattr(func, "__name__") else str(func)
+        self.last_op = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else name
+        take_over = None
+        if self.inplace_accum and self.phase in ("backward", "recompute") and func is torch.ops.aten.add.Tensor:
+            take_over = self._inplace_candidate(args)
+        out = func(*args, **kwargs)
+        if take_over is not None and isinstance(out, torch.Tensor) and out.untyped_storage().nbytes() == take_over.nbytes:
+            # the real engine would have done old.add_(new): the old buffer's bytes become the output's
+            self._add(take_over, -take_over.nbytes)
+            take_over.nbytes = 0
+            self.inplace_hits += 1
+        cat = PHASE_CAT[self.phase]
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self.register(t, cat, op=self.last_op)
+        return out
+
+    def _inplace_candidate(self, args):
+        if len(args) < 2 or not all(isinstance(a, torch.Tensor) for a in args[:2]):
+            return None
+        a, b = args[0], args[1]
+        ra = self.live.get(id(a.untyped_storage()))
+        rb = self.live.get(id(b.untyped_storage()))
+        node = torch._C._current_autograd_node()
+        if ra is None or rb is None or node is None or ra.cat not in ("temp", "recomp"):
+            return None
+        if ra.node != id(node) and rb.node == id(node) and a.shape == b.shape and a.dtype == b.dtype \
+                and a.is_contiguous() and a.untyped_storage().nbytes() == a.numel() * a.element_size():
+            return ra
+        return None
+
+
+def gib(n: int) -> float:
+    return n / 2**30
