@@ -12,6 +12,7 @@ module registration order is parameter order; MoE experts are one module with fu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping
 
 from .plan import PlanError
@@ -72,7 +73,7 @@ class ModelArch:
     block_linears: tuple[Linear, ...]   # the linears of one (MoE, if any) decoder block
     dense_block_linears: tuple[Linear, ...]  # the linears of a dense block (MoE models' first layers)
 
-    @property
+    @cached_property
     def total_params(self) -> int:
         return sum(t.numel for t in self.tensors)
 
@@ -82,7 +83,7 @@ class ModelArch:
             out[t.component] = out.get(t.component, 0) + t.numel
         return out
 
-    @property
+    @cached_property
     def largest_tensor(self) -> int:
         return max(t.numel for t in self.tensors)
 
@@ -92,9 +93,19 @@ class ModelArch:
             out[t.module] = out.get(t.module, 0) + t.numel
         return out
 
-    @property
+    @cached_property
     def largest_module(self) -> int:
         return max(self.module_sizes().values())
+
+    @cached_property
+    def block_matrices(self) -> tuple[tuple[int, int], ...]:
+        """(numel, d_out) of every 2-D linear weight inside the blocks (what bitsandbytes quantizes)."""
+        out = []
+        for t in self.tensors:
+            in_block = any(seg in t.name for seg in (".layers.", ".h.", ".layer.", ".block."))
+            if t.linear and in_block and len(t.shape) == 2:
+                out.append((t.numel, t.shape[0]))
+        return tuple(out)
 
     @property
     def kv_dim(self) -> int:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..architecture import Linear, ModelArch
 from ..plan import Plan
@@ -37,8 +38,12 @@ class Adapter:
 
 def layer_adapters(arch: ModelArch, plan: Plan, linears: tuple[Linear, ...]) -> tuple[Adapter, ...]:
     """Adapters PEFT attaches to one block: every nn.Linear whose leaf name is a target."""
-    targets = set(plan.lora.targets)
-    return tuple(Adapter(lin.name, lin.d_in, lin.d_out, plan.lora.rank)
+    return _adapters(linears, plan.lora.targets, plan.lora.rank)
+
+
+@lru_cache(maxsize=256)
+def _adapters(linears: tuple[Linear, ...], targets: tuple[str, ...], rank: int) -> tuple[Adapter, ...]:
+    return tuple(Adapter(lin.name, lin.d_in, lin.d_out, rank)
                  for lin in linears if lin.name in targets and lin.count == 1)
 
 
@@ -51,7 +56,7 @@ def adapter_params(arch: ModelArch, plan: Plan) -> int:
     """Trainable LoRA parameters of the whole model (lm_head too when targeted)."""
     if plan.method == "full":
         return 0
-    total = sum(a.numel for lins in block_linears_per_layer(arch) for a in layer_adapters(arch, plan, lins))
+    total = sum(sum(a.numel for a in layer_adapters(arch, plan, lins)) for lins in block_linears_per_layer(arch))
     if "lm_head" in plan.lora.targets:
         total += plan.lora.rank * (arch.hidden_size + arch.vocab_size)
     return total
@@ -81,13 +86,9 @@ def quantized_linear_bytes(numel: int, d_out: int, plan: Plan) -> int:
 
 def quantized_base(arch: ModelArch) -> tuple[int, int, tuple[tuple[int, int], ...]]:
     """(numel quantized, numel kept 16-bit, (numel, d_out) of each quantized matrix)."""
-    mats = []
-    for t in arch.tensors:
-        in_block = ".layers." in t.name or ".h." in t.name or ".layer." in t.name or ".block." in t.name
-        if t.linear and in_block and len(t.shape) == 2:
-            mats.append((t.numel, t.shape[0]))
+    mats = arch.block_matrices
     quant = sum(n for n, _ in mats)
-    return quant, arch.total_params - quant, tuple(mats)
+    return quant, arch.total_params - quant, mats
 
 
 def qlora_base_bytes(arch: ModelArch, plan: Plan, kept_dtype: int) -> int:

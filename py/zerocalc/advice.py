@@ -1,0 +1,146 @@
+"""Warnings and the checklist: what a DeepSpeed user would want to hear about a plan.
+
+Each warning is {"id", "severity" (error | warning | info), "message", "fix"}; ids are stable so
+the page, tests and users can refer to them.
+"""
+from __future__ import annotations
+
+from .memory import deepspeed as ds
+from .memory.lora import matched_targets
+
+GIB = 1 << 30
+
+
+def _w(wid: str, severity: str, message: str, fix: str = "") -> dict:
+    return {"id": wid, "severity": severity, "message": message, "fix": fix}
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def warnings(est) -> list[dict]:
+    plan, arch, gpu, pg = est.plan, est.arch, est.gpu, est.per_gpu
+    out: list[dict] = []
+    if not est.fits:
+        over = pg.device_used - est.capacity_bytes
+        fix = (f"at ZeRO-{plan.zero_stage} the plan fits on {est.min_gpus} GPUs of this kind"
+               if est.min_gpus else "no number of these GPUs fits it at this stage")
+        out.append(_w("out-of-memory", "error",
+                      f"Out of memory by {_gib(over)}: {_gib(pg.device_used)} needed per GPU, "
+                      f"{_gib(est.capacity_bytes)} available; the largest part is {est.primary_driver}.", fix + "."))
+    if plan.precision.startswith("bf16") and not gpu.bf16_supported:
+        out.append(_w("bf16-unsupported", "error", f"{gpu.name} has no bf16 support.",
+                      "Use fp16-mixed (with loss scaling) or fp32."))
+    if plan.precision == "fp16-mixed" and gpu.bf16_supported:
+        out.append(_w("fp16-on-bf16-gpu", "info", "fp16 needs loss scaling and can overflow; this GPU supports bf16.",
+                      "Prefer bf16-mixed: same memory, no loss scaling."))
+    if plan.framework == "deepspeed":
+        out += _deepspeed_warnings(est)
+    if plan.framework == "fsdp" and plan.zero_stage == 3 and plan.world_size > 1 and _pcie_only(gpu.interconnect):
+        out.append(_w("fsdp-full-shard-pcie", "warning",
+                      "FULL_SHARD all-gathers every layer twice per step; over PCIe this is slow.",
+                      "Consider SHARD_GRAD_OP (zero_stage 2) or hybrid sharding within a node."))
+    maxpos = arch.max_positions
+    if isinstance(maxpos, int) and plan.seq_len > maxpos:
+        out.append(_w("seq-exceeds-positions", "warning",
+                      f"seq_len {plan.seq_len} is longer than the model's {maxpos} positions.",
+                      "Shorten the sequence or extend the context (RoPE scaling) deliberately."))
+    if plan.method != "full":
+        missing = [t for t in plan.lora.targets if t not in matched_targets(arch, plan)]
+        if missing:
+            out.append(_w("lora-targets-missing", "warning",
+                          f"No module named {', '.join(missing)} in {arch.name}; those targets add nothing.",
+                          f"Modules of this model: {', '.join(arch.linear_names())}."))
+        if arch.moe:
+            out.append(_w("moe-experts-not-adapted", "info",
+                          "transformers 5 stores MoE experts as fused 3-D parameters: LoRA target_modules "
+                          "cannot adapt them and bitsandbytes leaves them 16-bit.",
+                          "Target attention (and shared experts), or use PEFT target_parameters."))
+    if plan.optimizer.startswith("paged"):
+        out.append(_w("paged-optimizer", "info",
+                      "Paged optimizer states live in CUDA unified memory: torch.cuda.max_memory_allocated "
+                      "does not show them, nvidia-smi does.", ""))
+    if plan.optimizer_in_backward and plan.gradient_accumulation_steps > 1:
+        out.append(_w("optimizer-in-backward-accumulation", "error",
+                      "Stepping the optimizer inside backward cannot accumulate gradients.",
+                      "Set gradient_accumulation_steps to 1."))
+    comps = pg.components
+    total = max(1, pg.device_used)
+    if comps["logits"] > total // 5 and plan.loss == "standard":
+        out.append(_w("logits-dominate", "warning",
+                      f"The loss over a {arch.vocab_size:,}-token vocabulary holds {_gib(comps['logits'])} "
+                      f"(fp32 log-softmax and its gradients).",
+                      "Use a chunked or fused cross-entropy (loss: chunked), or a smaller micro-batch."))
+    if plan.activation_checkpointing == "none" and comps["activations"] > total // 3:
+        out.append(_w("checkpointing-off", "info",
+                      f"Activations take {_gib(comps['activations'])}.",
+                      "Full activation checkpointing keeps one input per layer at the cost of ~1/3 more compute."))
+    if plan.attention == "eager" and plan.seq_len >= 1024:
+        out.append(_w("eager-attention", "info", "Eager attention keeps the s x s softmax per layer.",
+                      "Use flash or sdpa attention."))
+    if plan.framework == "ddp" and plan.method == "full":
+        out.append(_w("ddp-replicates", "info",
+                      "DDP keeps the full weights, gradients, optimizer states and a gradient bucket copy on "
+                      "every GPU.", "ZeRO-1/2 or FSDP shard the optimizer states and gradients."))
+    return out
+
+
+def _pcie_only(interconnect: str) -> bool:
+    s = interconnect.lower()
+    return "pcie" in s or "none" in s
+
+
+def _deepspeed_warnings(est) -> list[dict]:
+    plan, arch, gpu, pg = est.plan, est.arch, est.gpu, est.per_gpu
+    out: list[dict] = []
+    k = ds.knobs(plan, arch)
+    if plan.offload_params != "none" and plan.zero_stage < 3:
+        out.append(_w("offload-params-ignored", "warning",
+                      f"DeepSpeed accepts offload_param at ZeRO-{plan.zero_stage} and silently ignores it: "
+                      "parameters stay on the GPU.", "Use ZeRO-3 to offload parameters, or drop offload_param."))
+    if plan.offload_optimizer == "nvme" and plan.zero_stage in (1, 2):
+        out.append(_w("nvme-is-cpu-below-stage3", "info",
+                      "At ZeRO-1/2 an nvme optimizer offload behaves as cpu offload (no swapping).", ""))
+    if "nvme" in (plan.offload_optimizer, plan.offload_params):
+        out.append(_w("nvme-path-required", "info",
+                      "NVMe offload needs nvme_path; DeepSpeed's config parser does not check it, "
+                      "deepspeed.initialize fails without it.", "Set nvme_path in the generated ds_config."))
+    if plan.precision == "bf16-pure":
+        out.append(_w("deepspeed-bf16-pure", "info",
+                      "DeepSpeed keeps fp32 master weights whenever bf16 is enabled; bf16-pure is estimated "
+                      "as bf16-mixed.", ""))
+    if plan.zero_stage == 3 and plan.world_size > 1 and _pcie_only(gpu.interconnect):
+        out.append(_w("zero3-pcie", "warning",
+                      "ZeRO-3 all-gathers the parameters in forward and backward and reduce-scatters the "
+                      "gradients: over PCIe-only GPUs this is often slower than ZeRO-2 with offload.",
+                      "Prefer ZeRO-2 (with optimizer offload if needed) on PCIe machines."))
+    if plan.zero_stage == 3:
+        from .estimate import _per_gpu, _static
+        st = est.static if getattr(est, "static", None) is not None else _static(plan, arch)
+        z2 = _per_gpu(plan.with_changes(zero_stage=2, offload_params="none"), st, gpu)
+        if z2.device_used < pg.device_used:
+            out.append(_w("zero3-costs-more", "warning",
+                          f"ZeRO-3 needs {_gib(pg.device_used)} per GPU here, ZeRO-2 {_gib(z2.device_used)}: "
+                          "on this model the stage-3 buffers (bucket, prefetch, gathered layers, step sub-group) "
+                          "outweigh what sharding the weights saves.",
+                          "Use ZeRO-2, or shrink reduce_bucket_size / stage3_prefetch_bucket_size / sub_group_size."))
+        step = pg.detail.get("step_transient", 0)
+        if pg.phase == "step" and step > est.capacity_bytes // 10:
+            out.append(_w("zero3-sub-group", "info",
+                          f"The optimizer step's sub-group transient is {_gib(step)}.",
+                          "Lower sub_group_size (e.g. 1e8) to shrink it."))
+    ipg = pg.deepspeed_buffers.get("ipg_bucket", 0)
+    if plan.method != "full" and plan.zero_stage in (1, 2) and ipg > 4 * 2 * est.trainable_params:
+        out.append(_w("bucket-larger-than-adapters", "info",
+                      f"The reduce bucket ({_gib(ipg)}) is allocated at full size even though the adapters "
+                      f"have only {est.trainable_params:,} parameters.",
+                      "Set reduce_bucket_size to 'auto' or a few times the adapter size."))
+    if k.overlap_comm and plan.zero_stage in (1, 2):
+        out.append(_w("overlap-comm-doubles-bucket", "info",
+                      "overlap_comm doubles the reduce bucket at ZeRO-1/2.", ""))
+    if plan.offload_optimizer != "none" or plan.offload_params != "none":
+        out.append(_w("host-memory", "info",
+                      f"Each node needs about {_gib(est.host_per_node_bytes)} of host RAM "
+                      "(pinned buffers are rounded up to powers of two by PyTorch).", ""))
+    return out

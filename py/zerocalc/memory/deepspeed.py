@@ -1,0 +1,357 @@
+"""DeepSpeed 0.19 ZeRO: the buffers each rank allocates, from the allocation sites.
+
+Sources (deepspeed 0.19.8 as installed from PyPI; research/deepspeed.md §2, measured byte-exact on CPU
+ranks in research/deepspeed-cpu.md §3-4):
+- stage 0: runtime/fp16/fused_optimizer.py FP16_Optimizer (bf16 too since 0.17.6, PR #7515);
+- stages 1/2: runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer;
+- stage 3: runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3, partition_parameters.py,
+  partitioned_param_coordinator.py;
+- knobs and defaults: runtime/zero/config.py, offload_config.py.
+P is the trainable element count (what the optimizer sees); frozen LoRA bases are handled apart.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..architecture import ModelArch
+from ..plan import Plan
+from .optimizers import sharded_states
+from .terms import AFTER_BWD, ALL, BWD, FWD_BWD, Term, gpu, host
+
+# DeepSpeed 0.19.8 defaults (runtime/zero/config.py)
+DEFAULTS = {"reduce_bucket_size": 500_000_000, "contiguous_gradients": True,
+            "stage3_prefetch_bucket_size": 50_000_000, "stage3_max_live_parameters": 1_000_000_000,
+            "stage3_max_reuse_distance": 1_000_000_000, "stage3_param_persistence_threshold": 100_000,
+            "sub_group_size": 1_000_000_000, "zero_hpz_partition_size": 1, "zero_init": True,
+            "gradient_clipping": 0.0}
+ALLREDUCE_BUCKET = 500_000_000      # engine.MEMORY_OPT_ALLREDUCE_SIZE, hard-coded (stage 0)
+NORM_CHUNK = 250_000_000            # stage3 _constant_buffered_norm2 chunk (offload)
+NVME_OPT_BUFFERS = 4                # offload_optimizer.buffer_count
+NVME_PARAM_BUFFERS, NVME_PARAM_BUFFER_SIZE = 5, 100_000_000   # offload_param.buffer_count / buffer_size
+
+
+@dataclass(frozen=True)
+class Knobs:
+    reduce_bucket_size: int
+    overlap_comm: bool
+    contiguous_gradients: bool
+    prefetch_bucket_size: int
+    max_live_parameters: int
+    max_reuse_distance: int
+    persistence_threshold: int
+    sub_group_size: int
+    hpz: int
+    zero_init: bool
+
+
+def knobs(plan: Plan, arch: ModelArch) -> Knobs:
+    """The plan's `deepspeed` knobs with DeepSpeed's defaults filled in; "auto" takes the value the
+    Hugging Face integration writes (transformers integrations/deepspeed.py trainer_config_finalize:
+    h*h, 0.9*h*h, 10*h)."""
+    d = {**DEFAULTS, **dict(plan.deepspeed)}
+    h = arch.hidden_size
+    auto = {"reduce_bucket_size": h * h, "stage3_prefetch_bucket_size": int(0.9 * h * h),
+            "stage3_param_persistence_threshold": 10 * h}
+    for k, v in auto.items():
+        if d.get(k) == "auto":
+            d[k] = v
+    overlap = d.get("overlap_comm")
+    if overlap is None:
+        overlap = plan.zero_stage == 3          # validator overlap_comm_valid: None -> stage 3 only
+    return Knobs(reduce_bucket_size=int(d["reduce_bucket_size"]), overlap_comm=bool(overlap),
+                 contiguous_gradients=bool(d["contiguous_gradients"]),
+                 prefetch_bucket_size=int(d["stage3_prefetch_bucket_size"]),
+                 max_live_parameters=int(d["stage3_max_live_parameters"]),
+                 max_reuse_distance=int(d["stage3_max_reuse_distance"]),
+                 persistence_threshold=int(d["stage3_param_persistence_threshold"]),
+                 sub_group_size=int(d["sub_group_size"]), hpz=int(d["zero_hpz_partition_size"]),
+                 zero_init=bool(d["zero_init"]))
+
+
+# --- partition arithmetic (stage 1/2) ---------------------------------------------------------------
+
+
+def padded_partition(total: int, world: int) -> int:
+    """Stage 1/2 flatten each param group padded to a multiple of 2*world elements
+    (stage_1_and_2.py: `align_dense_tensors(..., alignment)`), then split it into world partitions."""
+    align = 2 * world
+    padded = -(-total // align) * align
+    return padded // world
+
+
+@lru_cache(maxsize=512)
+def partition_overlap(sizes: tuple[int, ...], world: int) -> tuple[int, int]:
+    """(max over ranks of the numel of params that overlap the rank's partition, the largest slice of
+    one param inside one partition). The gradient partition (`grads_in_partition`) is sized by the first
+    (research/deepspeed-cpu.md §3.2: 'exact overlap formula'), the fp64 norm copy by the second.
+
+    Only ranks whose partition holds a parameter boundary can overlap several params; every other rank
+    lies inside one param. So O(T log T) in the tensor count, whatever the world size."""
+    from bisect import bisect_right
+    part = padded_partition(sum(sizes), world)
+    starts, ends, acc = [], [], 0
+    for n in sizes:
+        starts.append(acc)
+        acc += n
+        ends.append(acc)
+    prefix = [0]
+    for n in sizes:
+        prefix.append(prefix[-1] + n)
+
+    def overlap(rank: int) -> int:
+        lo, hi = rank * part, (rank + 1) * part
+        i = bisect_right(ends, lo)                 # first param ending after lo
+        j = bisect_right(starts, hi - 1) - 1       # last param starting before hi
+        return prefix[j + 1] - prefix[i] if j >= i else 0
+
+    best = 0
+    ranks = {min(world - 1, a // part) for a in starts} | {min(world - 1, (b - 1) // part) for b in ends if b > 0}
+    for r in ranks:
+        best = max(best, overlap(r))
+    largest_slice = 0
+    for a, b in zip(starts, ends):
+        n = b - a
+        if n == 0:
+            continue
+        first_cut = -(-a // part) * part if a % part else a + part
+        if first_cut >= b:
+            sl = n
+        else:
+            last_cut = ((b - 1) // part) * part
+            sl = max(first_cut - a, b - last_cut, part if last_cut - first_cut >= part else 0)
+            inner = first_cut - a == 0
+            if inner:
+                sl = max(sl, min(part, n))
+            best = max(best, n if (last_cut > first_cut or (a % part == 0 and b - a >= part)) else 0)
+        largest_slice = max(largest_slice, min(sl, part))
+    return best, largest_slice
+
+
+def _partition_overlap_reference(sizes: list[int], world: int) -> tuple[int, int]:
+    """Rank-by-rank version of partition_overlap (tests check the fast one against it)."""
+    part = padded_partition(sum(sizes), world)
+    best, largest_slice, start = 0, 0, 0
+    spans = []
+    for n in sizes:
+        spans.append((start, start + n))
+        start += n
+    for r in range(world):
+        lo, hi = r * part, (r + 1) * part
+        total = 0
+        for a, b in spans:
+            if a < hi and b > lo:
+                total += b - a
+                largest_slice = max(largest_slice, min(b, hi) - max(a, lo))
+        best = max(best, total)
+    return best, largest_slice
+
+
+# --- terms per stage ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trainable:
+    """What the ZeRO optimizer is given."""
+    sizes: tuple[int, ...]      # numel of each trainable tensor, in parameter order
+    component: str              # "weights" for full fine-tuning, "lora_adapters" for LoRA
+    grad_component: str         # "gradients" or "lora_adapters"
+    state_component: str        # "optimizer_states" or "lora_adapters"
+
+    @property
+    def numel(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def largest(self) -> int:
+        return max(self.sizes) if self.sizes else 0
+
+
+def zero_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_bytes: int, all_sizes: tuple[int, ...],
+               wbytes: int, gas: int) -> list[Term]:
+    """Model-state and buffer terms of one rank (the busiest) for DeepSpeed at plan.zero_stage.
+
+    wbytes: bytes of the module's trainable weights (2 with bf16/fp16, 4 with fp32).
+    frozen_bytes: the frozen base on this rank (whole at stage 0-2; stage 3 shards it here).
+    all_sizes: numel of every module parameter (trainable and frozen) for stage 3 partitioning."""
+    k = knobs(plan, arch)
+    n = plan.world_size
+    stage = plan.zero_stage
+    fp32 = wbytes == 4
+    if stage == 0:
+        return _stage0(plan, tr, frozen_bytes, wbytes, n, gas)
+    if stage in (1, 2):
+        return _stage12(plan, tr, frozen_bytes, wbytes, n, k, fp32, gas)
+    return _stage3(plan, arch, tr, all_sizes, wbytes, n, k, fp32)
+
+
+def _grad_phases(gas: int) -> frozenset:
+    """Gradients kept across micro-steps live through the next forward when accumulating."""
+    return ALL if gas > 1 else AFTER_BWD
+
+
+def _stage0(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, gas: int) -> list[Term]:
+    p = tr.numel
+    t = [gpu("frozen_params", "weights", frozen)] if frozen else []
+    if wb == 4:
+        # fp32 without a mixed-precision wrapper: the client optimizer as is.
+        return t + [gpu("flat_16bit_params", tr.component, 4 * p),
+                    gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, p, 4)),
+                    gpu("gradients", tr.grad_component, 4 * p, _grad_phases(gas))]
+    t += [
+        gpu("flat_16bit_params", tr.component, 2 * p),                   # fp16_groups_flat
+        gpu("fp32_master", tr.state_component, 4 * p),                   # fp32_groups_flat, not partitioned
+        gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, p, 4)),
+        gpu("gradients", tr.grad_component, 2 * p, _grad_phases(gas)),
+        # step(): each grad cast to fp32 (a list, 4P) and flattened (4P) before the 16-bit grads go
+        gpu("step_transient", "buffers", 8 * p, {"step"}),
+    ]
+    if n > 1:
+        # buffered_allreduce_fallback: buckets close after exceeding 5e8 elements
+        t.append(gpu("allreduce_bucket", "buffers", 2 * min(p, ALLREDUCE_BUCKET + tr.largest), {"bwd_end"}))
+    return t
+
+
+def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, fp32: bool, gas: int) -> list[Term]:
+    p = tr.numel
+    part = padded_partition(p, n)
+    overlap, max_slice = partition_overlap(tuple(tr.sizes), n)
+    gb = 4 if fp32 else 2
+    ipg = gb * k.reduce_bucket_size * (2 if k.overlap_comm else 1) if k.contiguous_gradients else 0
+    t: list[Term] = []
+    if frozen:
+        t.append(gpu("frozen_params", "weights", frozen))                # untouched by ZeRO 1/2
+    t.append(gpu("flat_16bit_params", tr.component, wb * p))            # bit16_groups_flat
+    offload = plan.offload_optimizer != "none"
+    if not offload:
+        t += [
+            gpu("fp32_master", tr.state_component, 4 * part),            # single_partition_of_fp32_groups
+            gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, 4)),
+            gpu("ipg_bucket", "buffers", ipg, BWD),                     # setup_buckets, freed after backward
+        ]
+        grad_live = _grad_phases(gas) if plan.zero_stage == 2 else AFTER_BWD
+        t.append(gpu("grad_partition", tr.grad_component, gb * overlap, grad_live))
+        if plan.zero_stage == 1:
+            # stage 1 reduces only at the accumulation boundary: every 16-bit grad is kept until then
+            t.append(gpu("bit16_grads", tr.grad_component, gb * p, _grad_phases(gas) - {"step"} | {"bwd_end"}))
+        elif tr.largest > k.reduce_bucket_size:
+            t.append(gpu("unbucketed_grad", "buffers", gb * tr.largest, {"bwd_end"}))
+        # step: flat 16-bit copy of the partition grads (2P/N) then its fp32 copy (4P/N), or the
+        # fp64 copy of each grad slice for the norm (get_grad_norm_direct), whichever is larger
+        step = max((0 if fp32 else gb * part) + 4 * part, 8 * max_slice)
+        t.append(gpu("step_transient", "buffers", step, {"step"}))
+        return t
+    # ZeRO-Offload (stage 1/2 keep nvme as cpu): the GPU keeps the 16-bit params, the bucket and a
+    # staging buffer of the largest param; the host keeps master, grads and states.
+    L = tr.largest
+    t += [
+        gpu("ipg_bucket", "buffers", ipg, BWD),
+        gpu("offload_temp_grad_buffers", "buffers", gb * L),            # temp_grad_buffer_for_gpu_offload
+        # backward: fp64 copy of each param's slice for the norm (set_norm_for_param_grad_in_gpu) and
+        # clones of grads larger than the bucket (_offload_gradient_safety_enabled)
+        gpu("fp64_norm_copy", "buffers", 8 * min(L, part) + (gb * L if L > k.reduce_bucket_size else 0), {"bwd_end"}),
+    ]
+    pin = True                                                          # pin_memory default since 0.19.5
+    t += [
+        host("fp32_master", 4 * part, pin),
+        host("fp32_grad_partition", 4 * part, pin),
+        host("offload_16bit_staging", gb * part, pin),
+        host("offload_temp_grad_buffers", gb * L, pin),                 # temp_grad_buffer_for_cpu_offload
+        host("optimizer_states", sharded_states(plan.optimizer, part, 4)),   # DeepSpeedCPUAdam, pageable
+    ]
+    if gas > 1:
+        t.append(host("accumulated_grads", gb * part, pin))
+    return t
+
+
+def persistent_numel(all_sizes: tuple[int, ...], k: Knobs) -> int:
+    """Tensors with numel <= stage3_param_persistence_threshold stay gathered on every rank
+    (partition_parameters.py / parameter_offload.mark_persistent_parameters)."""
+    return sum(s for s in all_sizes if s <= k.persistence_threshold)
+
+
+def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ...], wb: int, n: int,
+            k: Knobs, fp32: bool) -> list[Term]:
+    p = tr.numel
+    part = sum(-(-s // n) for s in tr.sizes)                            # each tensor padded to N
+    part_all = sum(-(-s // n) for s in all_sizes)
+    pers = persistent_numel(all_sizes, k)
+    nonpers = sum(all_sizes) - pers
+    gb = 4 if fp32 else 2
+    M = arch.largest_module
+    t: list[Term] = []
+    offp = plan.offload_params != "none"
+    offo = plan.offload_optimizer != "none"
+    frozen_part = part_all - part
+    if offp:
+        pin = plan.offload_params == "cpu"
+        t.append(host("param_partition_16bit", wb * part_all, pin))
+        if plan.offload_params == "nvme":
+            t.append(host("nvme_param_buffers", NVME_PARAM_BUFFERS * NVME_PARAM_BUFFER_SIZE * wb, False))
+    else:
+        t.append(gpu("param_partition_16bit", tr.component, wb * part))
+        if frozen_part:
+            t.append(gpu("frozen_partition_16bit", "weights", wb * frozen_part))
+    # persistent params are released during step() and re-gathered after it
+    t.append(gpu("persistent_params", "weights", wb * pers, FWD_BWD))
+    if k.hpz > 1:
+        t.append(gpu("hpz_secondary_partition", "weights", wb * sum(all_sizes) // k.hpz))
+    # Gathered working set. At the forward->backward turn every parameter within
+    # stage3_max_reuse_distance elements stays gathered; prefetch adds up to the bucket.
+    turn = min(nonpers, k.max_reuse_distance + min(k.prefetch_bucket_size, k.max_live_parameters) + M)
+    working = min(nonpers, M + min(k.prefetch_bucket_size, k.max_live_parameters))
+    t.append(gpu("gathered_params", "buffers", wb * turn, {"fwd", "loss_bwd"}))
+    t.append(gpu("gathered_params_bwd", "buffers", wb * working, {"bwd_end"}))
+    # backward: full-size 16-bit grads of the module being reduced
+    t.append(gpu("module_grads", "buffers", gb * M, {"bwd_end"}))
+    if not offo:
+        t += [
+            gpu("fp32_master", tr.state_component, 0 if fp32 else 4 * part),
+            gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, 4)),
+            gpu("grad_partition", tr.grad_component, gb * part),      # grad_partitions_flat_buffer
+            gpu("ipg_bucket", "buffers", gb * k.reduce_bucket_size),   # one buffer, from init
+            # per sub-group: flat 16-bit copy of the grads then the fp32 grad
+            gpu("step_transient", "buffers", (gb + 4) * min(k.sub_group_size, part), {"step"}),
+        ]
+        return t
+    t += [
+        gpu("ipg_bucket", "buffers", gb * k.reduce_bucket_size),
+        gpu("fp64_norm_copy", "buffers", 8 * min(NORM_CHUNK, part), {"step"}),
+    ]
+    if plan.offload_optimizer == "cpu":
+        t += [
+            host("fp32_master", 4 * part),                               # unpinned clone
+            host("fp32_grad_partition", 4 * part, True),
+            host("grad_partition", gb * part, True),
+            host("optimizer_states", sharded_states(plan.optimizer, part, 4)),
+        ]
+    else:
+        sub = min(k.sub_group_size, part)
+        t += [
+            host("nvme_swap_buffers", NVME_OPT_BUFFERS * sub * 4),      # DeepNVMe locked, exact size
+            host("fp32_grad_partition", 4 * part, True),
+            host("grad_partition", gb * part, True),
+        ]
+    return t
+
+
+def host_loading_bytes(plan: Plan, arch: ModelArch) -> int:
+    """Host RAM one rank needs while the model loads: without zero.Init every process materialises
+    the whole model in 16 bits (from_pretrained with torch_dtype; DeepSpeed issue #5290)."""
+    k = knobs(plan, arch)
+    if plan.zero_stage == 3 and k.zero_init:
+        return 2 * arch.largest_module
+    return 2 * arch.total_params
+
+
+def placement(terms: list[Term]) -> dict[str, int]:
+    """Buffer name -> bytes on one rank (GPU and host), for exports and the probe comparison."""
+    out: dict[str, int] = {}
+    for t in terms:
+        key = t.name if t.place == "gpu" else f"host.{t.name}"
+        out[key] = out.get(key, 0) + t.nbytes
+    return out
+
+
+__all__ = ["knobs", "zero_terms", "Trainable", "placement", "host_loading_bytes", "partition_overlap",
+           "padded_partition", "persistent_numel", "Knobs", "ALL", "Term"]
