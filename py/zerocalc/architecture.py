@@ -69,6 +69,9 @@ class ModelArch:
     causal_lm: bool               # has a language-model head and a next-token loss
     moe: MoE | None
     mla: Mapping | None
+    attn_softcap: bool            # Gemma 2: tanh soft-capping of the attention scores (eager path)
+    final_softcap: bool           # Gemma 2: tanh soft-capping of the logits
+    dropout: float                # config dropout on attention/residual (GPT-2, BERT: 0.1)
     tensors: tuple[Tensor, ...]
     block_linears: tuple[Linear, ...]   # the linears of one (MoE, if any) decoder block
     dense_block_linears: tuple[Linear, ...]  # the linears of a dense block (MoE models' first layers)
@@ -278,7 +281,9 @@ def _llama_like(c: _Cfg, model_type: str) -> ModelArch:
         intermediate_size=inter, vocab_size=vocab, tied_embeddings=tied,
         max_positions=c.cfg.get("max_position_embeddings"), gated_mlp=True, norm="rmsnorm",
         norms_per_layer=norms_per_layer, qk_norm=qk_norm, causal_lm=True, moe=moe, mla=mla,
-        tensors=tuple(b.tensors), block_linears=tuple(block_linears), dense_block_linears=tuple(dense_linears))
+        attn_softcap=bool(c.cfg.get("attn_logit_softcapping")), final_softcap=bool(c.cfg.get("final_logit_softcapping")),
+        dropout=0.0, tensors=tuple(b.tensors), block_linears=tuple(block_linears),
+        dense_block_linears=tuple(dense_linears))
 
 
 def _moe_spec(c: _Cfg, model_type: str, inter: int) -> MoE | None:
@@ -472,8 +477,17 @@ def _classic(c: _Cfg, model_type: str) -> ModelArch:
         num_layers=n_layers, num_heads=heads, num_kv_heads=kv, head_dim=hd, intermediate_size=inter,
         vocab_size=vocab, tied_embeddings=c.bool("tie_word_embeddings", model_type in ("gpt2", "bert", "bloom")),
         max_positions=max_pos, gated_mlp=False, norm="layernorm", norms_per_layer=gpt2_like_norms, qk_norm="",
-        causal_lm=causal, moe=None, mla=None, tensors=tuple(b.tensors), block_linears=tuple(blk),
+        causal_lm=causal, moe=None, mla=None, attn_softcap=False, final_softcap=False,
+        dropout=_classic_dropout(c, model_type), tensors=tuple(b.tensors), block_linears=tuple(blk),
         dense_block_linears=tuple(blk))
+
+
+def _classic_dropout(c: _Cfg, model_type: str) -> float:
+    for key in ("resid_pdrop", "hidden_dropout_prob", "hidden_dropout", "resid_dropout", "dropout_rate"):
+        v = c.cfg.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+    return 0.1 if model_type in ("gpt2", "bert") else 0.0
 
 
 def _t5(c: _Cfg, model_type: str) -> ModelArch:
@@ -521,7 +535,8 @@ def _t5(c: _Cfg, model_type: str) -> ModelArch:
         name=c.str("name", model_type), model_type=model_type, family="t5", hidden_size=d,
         num_layers=n_enc + n_dec, num_heads=heads, num_kv_heads=heads, head_dim=d_kv, intermediate_size=d_ff,
         vocab_size=vocab, tied_embeddings=tied, max_positions=None, gated_mlp=gated, norm="rmsnorm",
-        norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, tensors=tuple(b.tensors),
+        norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False,
+        final_softcap=False, dropout=float(c.cfg.get("dropout_rate", 0.1) or 0.0), tensors=tuple(b.tensors),
         block_linears=tuple(blk), dense_block_linears=tuple(blk))
 
 

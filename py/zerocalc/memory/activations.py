@@ -61,12 +61,14 @@ class Ctx:
 # --- op rules -------------------------------------------------------------------------------------
 
 
-def rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, gemma: bool = False) -> str:
-    """HF LlamaRMSNorm / Gemma RMSNorm: returns the key of the output (dtype c.res)."""
+def rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, gemma: bool = False, groups: int = 1) -> str:
+    """HF LlamaRMSNorm / Gemma RMSNorm over the last dim d, `groups` norms per token (per-head q/k
+    norms). Returns the key of the output (dtype c.res)."""
     needs_grad = not (c.first_layer and not c.train_base)
     if needs_grad:
         # hs = x.to(float32): a new fp32 tensor, or x itself when already fp32 (pow keeps it)
         ss.save(f"{key}.fp32" if c.res != 4 else x, 4 * c.tokens * d)
+        ss.save(f"{key}.rsqrt", 4 * c.tokens * groups)          # rsqrt(variance + eps), fp32 (b, s, 1)
     if c.train_base:
         # weight * hs.to(dtype): the normalised tensor is kept for the weight gradient.
         # Gemma multiplies in fp32: output * (1 + weight.float()).
@@ -110,9 +112,18 @@ def attention_core(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, q_dim: int, 
         ss.save(f"{key}.k_rep", e * t * q_dim)
         ss.save(f"{key}.v_rep", e * t * q_dim)
         scores = a * c.seq * c.seq * c.batch
-        ss.save(f"{key}.softmax", 4 * scores)
-        if e != 4:
-            ss.save(f"{key}.probs", e * scores)
+        if arch.family in ("llama", "gemma"):
+            if arch.attn_softcap:
+                ss.save(f"{key}.softcap_tanh", e * scores)     # Gemma 2: tanh(scores / cap) * cap
+            ss.save(f"{key}.softmax", 4 * scores)               # softmax(dtype=float32)
+            if e != 4:
+                ss.save(f"{key}.probs", e * scores)             # .to(query.dtype)
+        else:
+            # GPT-2 / BERT eager: softmax in the input dtype, then attention dropout (mask + output)
+            ss.save(f"{key}.softmax", e * scores)
+            if arch.dropout > 0:
+                ss.save(f"{key}.attn_drop_mask", MASK * scores)
+                ss.save(f"{key}.attn_drop", e * scores)
         ss.save(f"{key}.out", e * t * q_dim)
     else:
         # FlashAttention-2 / SDPA flash kernel: q, k, v, output, fp32 logsumexp (b, a, s).
@@ -184,9 +195,9 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
         for name in ("q_proj", "k_proj", "v_proj"):
             linear(ss, c, y, e_lin, lins[name], ads.get(name))
         if arch.qk_norm:
-            per = arch.head_dim if arch.qk_norm == "head" else None
-            rmsnorm(ss, _no_first(c), "q_norm", "q", q_dim if per is None else q_dim, gemma)
-            rmsnorm(ss, _no_first(c), "k_norm", "k", kv_dim, gemma)
+            per_head = arch.qk_norm == "head"
+            rmsnorm(ss, _no_first(c), "q_norm", "q", q_dim, gemma, arch.num_heads if per_head else 1)
+            rmsnorm(ss, _no_first(c), "k_norm", "k", kv_dim, gemma, arch.num_kv_heads if per_head else 1)
         out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
         o = lins["o_proj"]
     linear(ss, c, out, 2 if c.autocast else c.e, o, ads.get("o_proj"))
@@ -222,6 +233,9 @@ def _moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, x_bytes: int, lins: dict
     ss.save("moe.act", e * n)
     ss.save("moe.prod", e * n)
     ss.save("moe.expert_out", e * t * k * arch.hidden_size)     # kept for the routing-weight product
+    # top-k indices, the permutation/sort/inverse indices (int64) and routing weights (fp32):
+    # 40 bytes per token and chosen expert, plus the router's fp32 row sums (traced, mixtral)
+    ss.save("moe.routing_index", 40 * t * k + 4 * t)
     if moe.shared_intermediate:
         shared = {name: lins[name] for name in ("gate_proj", "up_proj") if name in lins}
         shared["down_proj"] = Linear("down_proj", moe.shared_intermediate, arch.hidden_size)
@@ -245,7 +259,7 @@ def classic_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
     lins = list(linears)
     ads = {ad.name: ad for ad in adapters}
     ss.save("ln1.in", c.res * t * h)
-    ss.save("ln1.stats", 8 * t)
+    ss.save("ln1.stats", 4 * t)                                 # mean and rstd
     for lin in lins[: len(lins) - 2]:
         if lin.d_in == h and lin.d_out >= h and lin.name not in ("dense", "c_proj"):
             linear(ss, c, "ln1.out", c.res, lin, ads.get(lin.name))
@@ -253,11 +267,11 @@ def classic_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
     o = next((lin for lin in lins if lin.name in ("c_proj", "dense") and lin.d_in == h and lin.d_out == h), None)
     if o is not None:
         linear(ss, c, out, e, o, ads.get(o.name))
-    dropout = arch.family in ("gpt2", "bert")
+    dropout = arch.dropout > 0
     if dropout:
         ss.save("resid_drop1", MASK * t * h)
     ss.save("ln2.in", c.res * t * h)
-    ss.save("ln2.stats", 8 * t)
+    ss.save("ln2.stats", 4 * t)
     up, down = lins[-2], lins[-1]
     linear(ss, c, "ln2.out", c.res, up, ads.get(up.name))
     n = t * up.d_out
@@ -323,6 +337,31 @@ def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool) -> Ctx:
                first_layer=first)
 
 
+def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
+    """Outside the blocks: the final norm, lm_head's input (when lm_head trains), the rotary cos/sin
+    (two (1, s, head_dim) tensors in the residual dtype) and input ids / labels (int64)."""
+    if not arch.causal_lm:
+        return 0
+    c = context(plan, arch, dt, False)
+    t, h = c.tokens, arch.hidden_size
+    ss = SavedSet()
+    ss.save("ids_labels", 16 * t)
+    if arch.family in ("llama", "gemma", "t5"):
+        y = rmsnorm(ss, c, "final_norm", "resid_final", h, arch.family == "gemma")
+        ss.save("rope_cos_sin", 2 * c.res * plan.seq_len * arch.head_dim)
+    else:
+        ss.save("ln_f.in", c.res * t * h)
+        ss.save("ln_f.stats", 4 * t)
+        y = "ln_f.out"
+        if arch.dropout > 0:
+            ss.save("embed_drop_mask", MASK * t * h)
+    head_adapter = None
+    if plan.method != "full" and "lm_head" in plan.lora.targets:
+        head_adapter = Adapter("lm_head", h, arch.vocab_size, plan.lora.rank)
+    linear(ss, c, y, c.res, Linear("lm_head", h, arch.vocab_size), head_adapter)
+    return ss.total
+
+
 def _selective(plan: Plan) -> Plan:
     """Selective recomputation (Korthikanti et al. 2022 §4): the attention core is recomputed, so the
     s² tensors are never kept; the rest of the block is kept as without checkpointing."""
@@ -353,13 +392,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
     else:
         stack = sum(layers)
         recompute = 0
-    # After the stack: the final norm (as a block norm) and rotary cos/sin (two (b, s, head_dim)).
-    head = 0
-    if arch.causal_lm:
-        final = 4 * t * h + (res * t * h if plan.method == "full" else 0)
-        head = final + (2 * 2 * t * arch.head_dim if arch.family in ("llama", "gemma") else 0)
-        if plan.attention == "eager" and arch.family in ("llama", "gemma") and plan.activation_checkpointing != "selective":
-            head += 2 * plan.seq_len * plan.seq_len * plan.micro_batch_size   # shared (b,1,s,s) 16-bit mask
+    head = _head_saved(plan, arch, dt)
     e = 2 if dt.autocast else dt.compute
     temp = e * t * (2 * arch.intermediate_size + 2 * h)
     if plan.attention == "eager":

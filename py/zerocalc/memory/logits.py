@@ -41,4 +41,7 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int) -> Logits:
         return Logits(saved=saved, forward_peak=raw + saved + upcast // CHUNKS,
                       backward_peak=saved + 8 * n // CHUNKS)
     saved = 4 * n
+    if arch.final_softcap:
+        # Gemma 2: logits = tanh(logits / cap) * cap keeps the 16-bit tanh output (traced: 14·s·b·V)
+        saved += compute_bytes * n
     return Logits(saved=saved, forward_peak=raw + upcast + saved, backward_peak=saved + 8 * n)
