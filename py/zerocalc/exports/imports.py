@@ -223,6 +223,8 @@ def import_ds_config(config, plan) -> ImportResult:
         if k in ("stage", "offload_optimizer", "offload_param"):
             continue
         if k in ZERO_INT_KNOBS or k in ZERO_BOOL_KNOBS:
+            if v is None and k == "overlap_comm":
+                v = ds_default(k, stage)  # Optional in DeepSpeed: null = the stage's default
             if k in ZERO_INT_KNOBS:
                 v = _int(kp, v, minimum=1 if k == "reduce_bucket_size" else 0, allow_auto=True)
             else:
