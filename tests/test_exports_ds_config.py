@@ -141,19 +141,49 @@ def test_run_export_ds_is_json():
 
 
 def test_key_notes_read_bytes_from_the_estimate():
-    est = {"per_gpu": {"components": {"activations": 1000, "logits": 24, "weights": 7},
+    est = {"per_gpu": {"components": {"activations": 1000, "logits": 24, "weights": 7, "gradients": 5,
+                                      "optimizer_states": 11},
                        "deepspeed_buffers": {"ipg_bucket": 2_000_000_000, "grad_partition": 5,
-                                             "optimizer_states": 11, "fp32_master": 13}},
+                                             "fp64_norm_copy": 17}},
            "host_per_node_bytes": 99}
-    out = ds_key_notes({"zero_stage": 2}, estimate=est)
-    notes = {n["key"]: n for n in out["notes"]}
+    notes = {n["key"]: n for n in ds_key_notes({"zero_stage": 2, "offload_optimizer": "cpu"}, estimate=est)}
     assert notes["zero_optimization.reduce_bucket_size"]["bytes"] == 2_000_000_000
     assert notes["train_micro_batch_size_per_gpu"]["bytes"] == 1024  # activations 1000 + logits 24
-    assert notes["zero_optimization.stage"]["bytes"] == 11 + 5 + 13
+    assert notes["zero_optimization.stage"]["bytes"] == 7 + 5 + 11
+    assert notes["gradient_clipping"]["bytes"] == 17
     assert notes["train_batch_size"]["bytes"] == 0
-    assert all(n["what"] for n in out["notes"])
-    assert out["missing_terms"] == []
-    # a term the estimate lacks is reported, never invented
-    out = ds_key_notes({"zero_stage": 3}, estimate=est)
-    assert "b:gathered_params" in out["missing_terms"]
-    assert {n["key"]: n for n in out["notes"]}["zero_optimization.sub_group_size"]["bytes"] is None
+    assert notes["zero_optimization.offload_optimizer.device"] == {
+        "key": "zero_optimization.offload_optimizer.device", "value": "cpu", "what": notes[
+            "zero_optimization.offload_optimizer.device"]["what"], "bytes": 99, "where": "host", "terms": ["host"],
+        "placeholder": False}
+    assert all(n["what"] for n in notes.values())
+    # a term the estimate does not list costs nothing in this plan
+    notes = {n["key"]: n for n in ds_key_notes({"zero_stage": 3}, estimate=est)}
+    assert notes["zero_optimization.sub_group_size"]["bytes"] == 0
+
+
+def test_key_notes_with_the_engine():
+    from zerocalc import Plan
+    from zerocalc.estimate import estimate
+    plan = Plan.from_dict({"zero_stage": 3, "offload_optimizer": "nvme"})
+    est = estimate(plan).to_dict()
+    notes = {n["key"]: n for n in ds_key_notes(plan)}
+    assert notes["zero_optimization.reduce_bucket_size"]["bytes"] == \
+        est["per_gpu"]["deepspeed_buffers"].get("ipg_bucket", 0) > 0
+    assert notes["zero_optimization.offload_optimizer.nvme_path"]["placeholder"] is True
+
+
+def test_note_terms_are_engine_term_names():
+    """Every buffer name the notes read is produced by the engine for some DeepSpeed plan."""
+    from zerocalc import Plan
+    from zerocalc.estimate import estimate
+    from zerocalc.exports.ds_config import note_term_names
+    seen = set()
+    for st in (0, 1, 2, 3):
+        for oo, op in (("none", "none"), ("cpu", "none"), ("nvme", "nvme"), ("cpu", "cpu")):
+            if (st == 0 and oo != "none") or (st < 3 and op != "none"):
+                continue
+            p = {"zero_stage": st, "offload_optimizer": oo, "offload_params": op, "gpus_per_node": 8, "nodes": 2,
+                 "deepspeed": {"zero_hpz_partition_size": 8} if st == 3 else {}}
+            seen |= set(estimate(Plan.from_dict(p)).to_dict()["per_gpu"]["deepspeed_buffers"])
+    assert note_term_names() - seen == set()

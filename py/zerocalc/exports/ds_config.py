@@ -206,31 +206,34 @@ def ds_warnings(plan) -> list:
 
 
 # Per key: one line on what it does, and which estimate terms it sizes (summed for "what it costs").
-# Term refs: "b:<name>" = per_gpu.deepspeed_buffers[name], "c:<name>" = per_gpu.components[name],
-# "host" = host_per_node_bytes. An empty list: the key changes no memory of its own.
+# Term refs: "b:<name>" = per_gpu.deepspeed_buffers[name] (engine term names, memory/deepspeed.py; "host.<name>"
+# for host-side ones), "c:<name>" = per_gpu.components[name], "host" = host_per_node_bytes. The engine lists
+# only terms with bytes in this plan, so an absent name costs 0 here. An empty list: no memory of its own.
+_HOST_OFFLOAD = ["host"]
 KEY_NOTES = {
     "train_batch_size": ("global batch per optimizer step = micro x accumulation x data-parallel ranks; "
                          "DeepSpeed refuses a product that does not match", []),
     "train_micro_batch_size_per_gpu": ("samples per GPU per forward/backward: activations and logits scale with it",
                                        ["c:activations", "c:logits"]),
     "gradient_accumulation_steps": ("micro-batches per optimizer step; gradients accumulate in place", []),
-    "zero_optimization": ("ZeRO sharding and its buffers", []),
-    "gradient_clipping": ("clip the global gradient norm (the norm is computed in a small fp64/fp32 transient)", []),
-    "fp16.enabled": ("fp16 weights and gradients with fp32 master weights and dynamic loss scaling",
-                     ["c:weights", "b:fp32_master"]),
+    "gradient_clipping": ("clip the global gradient norm; the norm is taken over fp64 copies of the gradients",
+                          ["b:fp64_norm_copy"]),
+    "fp16": ("fp16 mixed precision with dynamic loss scaling (loss_scale 0 = dynamic)", []),
+    "fp16.enabled": ("fp16 weights and gradients, fp32 master weights", ["c:weights", "c:gradients"]),
+    "bf16": ("bf16 mixed precision", []),
     "bf16.enabled": ("bf16 weights and gradients (fp32 master weights unless bf16_master_weights_and_grads)",
-                     ["c:weights", "b:fp32_master"]),
-    "bf16.bf16_master_weights_and_grads": ("master weights and gradients stay bf16: no fp32 copy",
-                                           ["b:fp32_master"]),
+                     ["c:weights", "c:gradients"]),
+    "bf16.bf16_master_weights_and_grads": ("master weights and gradients stay bf16: no fp32 copy", []),
     "bf16.bf16_optimizer_states": ("optimizer moments kept in bf16 (2 B each instead of 4)",
-                                   ["b:optimizer_states"]),
+                                   ["c:optimizer_states"]),
     "optimizer": ("DeepSpeed's fused optimizer (CPU Adam/Lion when offloaded); its states are sharded by ZeRO",
-                  ["b:optimizer_states"]),
-    "zero_allow_untested_optimizer": ("lets ZeRO wrap a client (non-DeepSpeed) optimizer", ["b:optimizer_states"]),
+                  ["c:optimizer_states"]),
+    "zero_allow_untested_optimizer": ("lets ZeRO wrap a client (non-DeepSpeed) optimizer", []),
     "zero_force_ds_cpu_optimizer": ("false: keep the client optimizer when offloading instead of DeepSpeed's CPU Adam",
                                     []),
+    "zero_optimization": ("ZeRO sharding and its buffers", []),
     "zero_optimization.stage": ("0 replicate all; 1 shard optimizer states; 2 also gradients; 3 also parameters",
-                                ["b:optimizer_states", "b:grad_partition", "b:fp32_master"]),
+                                ["c:weights", "c:gradients", "c:optimizer_states"]),
     "zero_optimization.reduce_bucket_size": ("elements per gradient reduce bucket (the IPG bucket)",
                                              ["b:ipg_bucket"]),
     "zero_optimization.overlap_comm": ("overlap gradient reduction with backward; stages 1-2 keep a second IPG bucket",
@@ -238,27 +241,29 @@ KEY_NOTES = {
     "zero_optimization.contiguous_gradients": ("copy gradients into one contiguous partition buffer as they are reduced",
                                                ["b:grad_partition"]),
     "zero_optimization.stage3_prefetch_bucket_size": ("elements of parameters gathered ahead of use",
-                                                      ["b:gathered_params"]),
+                                                      ["b:gathered_params", "b:gathered_params_bwd"]),
     "zero_optimization.stage3_param_persistence_threshold": ("parameters smaller than this stay whole on every GPU",
                                                              ["b:persistent_params"]),
     "zero_optimization.stage3_max_live_parameters": ("cap on gathered parameter elements alive at once",
-                                                     ["b:gathered_params"]),
+                                                     ["b:gathered_params", "b:gathered_params_bwd"]),
     "zero_optimization.stage3_max_reuse_distance": ("a parameter reused within this many elements stays gathered",
-                                                    ["b:gathered_params"]),
+                                                    ["b:gathered_params", "b:gathered_params_bwd"]),
     "zero_optimization.sub_group_size": ("elements per optimizer-step tile (fp32 transient, NVMe swap buffer)",
-                                         ["b:step_transient"]),
+                                         ["b:step_transient", "b:host.nvme_swap_buffers"]),
     "zero_optimization.zero_hpz_partition_size": ("ZeRO++ hpZ: a secondary copy of the parameters sharded within "
-                                                  "this many ranks (one node)", ["b:hpz_secondary_params"]),
+                                                  "this many ranks (one node)", ["b:hpz_secondary_partition"]),
     "zero_optimization.offload_optimizer": ("fp32 master weights and optimizer states live in host memory; "
-                                            "the step runs on the CPU", ["host"]),
+                                            "the step runs on the CPU (host RAM per node)", _HOST_OFFLOAD),
     "zero_optimization.offload_optimizer.device": ("cpu: pinned host RAM; nvme: swapped to a local NVMe drive",
-                                                   ["host"]),
-    "zero_optimization.offload_optimizer.pin_memory": ("page-locked host buffers (fast copies; host RAM is "
-                                                       "rounded up to powers of two)", ["host"]),
+                                                   _HOST_OFFLOAD),
+    "zero_optimization.offload_optimizer.pin_memory": ("page-locked host buffers (fast copies; PyTorch rounds each "
+                                                       "to a power of two)", _HOST_OFFLOAD),
     "zero_optimization.offload_optimizer.nvme_path": ("FILL IN: a directory on a local NVMe drive", []),
-    "zero_optimization.offload_param": ("16-bit parameters live in host memory and are fetched per layer", ["host"]),
-    "zero_optimization.offload_param.device": ("cpu: pinned host RAM; nvme: swapped to a local NVMe drive", ["host"]),
-    "zero_optimization.offload_param.pin_memory": ("page-locked host buffers for the parameters", ["host"]),
+    "zero_optimization.offload_param": ("16-bit parameters live in host memory and are fetched per layer "
+                                        "(host RAM per node)", _HOST_OFFLOAD),
+    "zero_optimization.offload_param.device": ("cpu: pinned host RAM; nvme: swapped to a local NVMe drive",
+                                               _HOST_OFFLOAD),
+    "zero_optimization.offload_param.pin_memory": ("page-locked host buffers for the parameters", _HOST_OFFLOAD),
     "zero_optimization.offload_param.nvme_path": ("FILL IN: a directory on a local NVMe drive", []),
     "activation_checkpointing": ("DeepSpeed's checkpointing (for models calling deepspeed.checkpointing): keep only "
                                  "layer inputs and recompute in backward", ["c:activations"]),
@@ -271,38 +276,44 @@ def _flatten(cfg: dict, prefix: str = ""):
     for k, v in cfg.items():
         path = f"{prefix}{k}"
         yield path, v
-        if isinstance(v, dict) and k not in ("optimizer",):
+        if isinstance(v, dict) and k != "optimizer":
             yield from _flatten(v, path + ".")
 
 
-def _term_bytes(ref: str, est: dict):
+def _term_bytes(ref: str, est: dict) -> int:
     per_gpu = est.get("per_gpu", {})
     if ref == "host":
-        return est.get("host_per_node_bytes")
+        return int(est.get("host_per_node_bytes") or 0)
     kind, name = ref.split(":", 1)
     table = per_gpu.get("deepspeed_buffers" if kind == "b" else "components") or {}
-    return table.get(name)
+    return int(table.get(name, 0))
 
 
-def ds_key_notes(plan, style: str = "explicit", estimate=None) -> dict:
-    """The page's per-key lines: {"notes": [{key, value, what, bytes, terms, placeholder}], "missing_terms": [...]}.
+def ds_key_notes(plan, style: str = "explicit", estimate=None) -> list:
+    """The page's per-key lines, in config order: [{key, value, what, bytes, where, terms, placeholder}].
 
-    bytes is the sum of the estimate's terms the key sizes (per GPU; "host" = host RAM per node), read from
-    ``zerocalc.estimate(plan).to_dict()`` (or ``estimate``, an Estimate or its dict); None when a term is
-    absent from the estimate (listed in missing_terms). Keys with no memory of their own cost 0."""
+    bytes: the estimate's terms the key sizes, summed (where "gpu": per GPU; "host": host RAM per node),
+    read from ``zerocalc.estimate(plan).to_dict()`` (or ``estimate``: an Estimate or its dict); 0 for keys
+    with no memory of their own. Sub-keys without memory effect (loss scaling, optimizer hyper-parameters,
+    checkpointing switches) are described by their block and not listed."""
     cfg = ds_config(plan, style)
     if estimate is None:
-        from zerocalc import estimate as _estimate  # engine
-        estimate = _estimate(plan)
+        from zerocalc import Plan
+        from zerocalc.estimate import estimate as _estimate  # (zerocalc.estimate the name is shadowed by the module)
+        estimate = _estimate(plan if hasattr(plan, "to_dict") else Plan.from_dict(plan))
     est = estimate.to_dict() if hasattr(estimate, "to_dict") else estimate
-    notes, missing = [], []
+    notes = []
     for key, value in _flatten(cfg):
         what, refs = KEY_NOTES.get(key, (None, None))
         if what is None:
-            continue  # blocks and sub-keys without memory effect (loss scaling, hyper-parameters, ...)
-        vals = [_term_bytes(r, est) for r in refs]
-        missing += [r for r, v in zip(refs, vals) if v is None and r not in missing]
-        total = None if any(v is None for v in vals) else sum(vals)
-        notes.append({"key": key, "value": value, "what": what, "bytes": total, "terms": list(refs),
-                      "placeholder": value == NVME_PLACEHOLDER})
-    return {"notes": notes, "missing_terms": missing}
+            continue
+        notes.append({"key": key, "value": value, "what": what,
+                      "bytes": sum(_term_bytes(r, est) for r in refs),
+                      "where": "host" if refs == _HOST_OFFLOAD else "gpu",
+                      "terms": list(refs), "placeholder": value == NVME_PLACEHOLDER})
+    return notes
+
+
+def note_term_names() -> set:
+    """Every engine term name the notes read (for a test that keeps them in step with the engine)."""
+    return {r.split(":", 1)[1] for _, refs in KEY_NOTES.values() for r in refs if r.startswith("b:")}
