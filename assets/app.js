@@ -73,6 +73,7 @@ function readForm() {
 
 function request() {
   if (!engine) { document.body.dataset.stale = "true"; status("loading", "Engine still starting — your changes are kept and applied when it is ready."); return; }
+  html.dataset.pending = "true";
   if (busy) { dirty = true; return; }
   busy = true; dirty = false;
   const t0 = performance.now();
@@ -80,7 +81,7 @@ function request() {
   engine.compute(req)
     .then((text) => apply(JSON.parse(text), t0))
     .catch((err) => showGlobal("The engine failed on this plan: " + err))
-    .finally(() => { busy = false; if (dirty) request(); });
+    .finally(() => { busy = false; if (dirty) request(); else delete html.dataset.pending; });
 }
 
 // ---- view -> DOM ------------------------------------------------------------------------------------
@@ -118,7 +119,9 @@ function renderComponents(components) {
 function renderChecklist(warnings) {
   const items = warnings.length ? warnings.map((w) => {
     const li = el("li", { class: `sev-${w.severity}`, "data-warning": w.id });
-    li.append(el("span", { class: "sev" }, w.severity), el("span", { class: "msg" }, w.message));
+    const msg = el("span", { class: "msg" }, w.message);
+    if (w.fix) msg.append(el("span", { class: "fix" }, w.fix));
+    li.append(el("span", { class: "sev" }, w.severity), msg);
     return li;
   }) : [(() => { const li = el("li", { class: "sev-ok" });
     li.append(el("span", { class: "sev" }, "ok"), el("span", { class: "msg" }, "No warnings for this plan.")); return li; })()];

@@ -240,7 +240,9 @@ def checklist(warnings) -> str:
     if not warnings:
         return '<li class="sev-ok"><span class="sev">ok</span><span class="msg">No warnings for this plan.</span></li>'
     return "".join(f'<li class="sev-{e(w["severity"])}" data-warning="{e(w["id"])}"><span class="sev">'
-                   f'{e(w["severity"])}</span><span class="msg">{e(w["message"])}</span></li>' for w in warnings)
+                   f'{e(w["severity"])}</span><span class="msg">{e(w["message"])}'
+                   + (f'<span class="fix">{e(w["fix"])}</span>' if w["fix"] else "")
+                   + '</span></li>' for w in warnings)
 
 
 def presets_json() -> str:

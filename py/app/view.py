@@ -14,7 +14,8 @@ import json
 from typing import Any, Mapping
 from urllib.parse import quote
 
-from zerocalc import DEFAULT_PLAN, Plan, PlanError, estimate
+from zerocalc import DEFAULT_PLAN, Plan, PlanError
+from zerocalc.estimate import estimate  # the package attribute is shadowed by this module once imported
 from zerocalc.architecture import resolve_model
 from zerocalc.presets import GPUS, MODELS
 
@@ -45,6 +46,7 @@ CUSTOM_DIMS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_k
                "head_dim", "intermediate_size", "vocab_size")
 
 MAX_ROUNDS = 32   # error-recovery passes; a plan has fewer keys than this
+_DEFAULT_DICT = DEFAULT_PLAN.to_dict()
 
 
 def gib(n: int | float) -> str:
@@ -98,7 +100,7 @@ def _put_back(data: dict, good: dict, key: str) -> bool:
 
 def parse_with_recovery(data: Any, good: dict | None = None) -> tuple[Plan, dict]:
     """-> (plan, {key: message}). Each bad key takes its last good value (``good``, a full plan dict)."""
-    good = good or DEFAULT_PLAN.to_dict()
+    good = good or _DEFAULT_DICT
     if not isinstance(data, Mapping):
         return Plan.from_dict(good), {"plan": "the plan must be a JSON object"}
     work = json.loads(json.dumps(data))
@@ -114,9 +116,9 @@ def parse_with_recovery(data: Any, good: dict | None = None) -> tuple[Plan, dict
     return Plan.from_dict(good), errors
 
 
-def share_fragment(plan: Plan) -> str:
+def share_fragment(plan: Plan, full: dict | None = None) -> str:
     """'#plan=<url-encoded JSON of the keys that differ from the default plan>' (plan-v1)."""
-    full, base = plan.to_dict(), DEFAULT_PLAN.to_dict()
+    full, base = full or plan.to_dict(), _DEFAULT_DICT
     diff = {k: v for k, v in full.items() if k != "schema" and v != base.get(k)}
     text = json.dumps({"schema": 1, **diff}, separators=(",", ":"))
     return "#plan=" + quote(text, safe=":,{}[]\"")
@@ -212,11 +214,13 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
                                  f"{plan.world_size} GPUs, {plan.seq_len:,} tokens each"},
     }
     warnings = [{"id": str(w.get("id", "")), "severity": str(w.get("severity", "info")),
-                 "message": str(w.get("message", ""))} for w in est.get("warnings", [])]
+                 "message": str(w.get("message", "")), "fix": str(w.get("fix") or "")}
+                for w in est.get("warnings", [])]
+    full = plan.to_dict()
     return {
-        "plan": plan.to_dict(),
+        "plan": full,
         "errors": dict(errors or {}),
-        "share": share_fragment(plan),
+        "share": share_fragment(plan, full),
         "out": out,
         "view": views,
         "components": components,
@@ -257,7 +261,17 @@ def _minimal_ds_config(plan: Plan) -> dict:
     return cfg
 
 
+def fit_targets(plan: Plan) -> Plan:
+    """LoRA targets the model does not have at all (a Llama list on GPT-2 after a model switch) become
+    every linear of the new model's blocks, which is what the page's checkboxes then show."""
+    names = resolve_model(plan.model).linear_names()
+    if not names or any(t in names for t in plan.lora.targets):
+        return plan
+    lora = plan.to_dict()["lora"]
+    return plan.with_changes(lora={**lora, "targets": list(names)})
+
+
 def compute(request: Mapping) -> dict:
     """{'plan': plan-v1 dict from the form, 'good': last good full plan dict or None} -> view."""
     plan, errors = parse_with_recovery(request.get("plan", {}), request.get("good"))
-    return view(plan, errors)
+    return view(fit_targets(plan), errors)

@@ -19,6 +19,4 @@ def compute(request_json):
         return json.dumps({"fatal": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]})
 
 
-compute(json.dumps({"plan": {}}))   # import and warm every engine module before the page is told "ready"
-
 __export__ = ["compute"]
