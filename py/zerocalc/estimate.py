@@ -100,6 +100,7 @@ class Estimate:
                 "host_bytes": pg.host_per_rank,
                 "host_detail": dict(pg.host_detail),
             },
+            "capacity_bytes": self.capacity_bytes,
             "fits": self.fits,
             "headroom_bytes": self.capacity_bytes - pg.device_used,
             "primary_driver": self.primary_driver,

@@ -9,9 +9,10 @@ Traced (research/tracer.md §3):
   gradient and _log_softmax_backward_data's fp32 output = 12·s·b·V.
 With V = 128,256 and s·b = 8192 that is 11.7 GiB, the term most calculators leave out.
 
-Chunked loss (torchtune CEWithChunkedOutputLoss, 8 chunks; Liger/Cut-CE keep even less): the
-16-bit logits are chunked, each chunk is upcast and reduced on its own, so the fp32 copy and the
-backward gradients exist for one chunk at a time; the fp32 log_softmax of every chunk is kept.
+Chunked loss (torchtune CEWithChunkedOutputLoss with 8 output chunks, compiled; LitGPT's
+chunked_cross_entropy; Liger/Cut-CE keep even less): the 16-bit logits of every chunk are kept for
+the backward, while the fp32 upcast, log-softmax and gradients exist for one chunk at a time (the
+compiled cross-entropy keeps only its input and a per-row logsumexp).
 """
 from __future__ import annotations
 
@@ -37,9 +38,7 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int) -> Logits:
     raw = compute_bytes * n                      # lm_head output in the compute dtype
     upcast = 0 if compute_bytes == 4 else 4 * n  # logits.float(): a copy unless already fp32
     if plan.loss == "chunked":
-        saved = 4 * n
-        return Logits(saved=saved, forward_peak=raw + saved + upcast // CHUNKS,
-                      backward_peak=saved + 8 * n // CHUNKS)
+        return Logits(saved=raw, forward_peak=raw + 8 * n // CHUNKS, backward_peak=raw + 12 * n // CHUNKS)
     saved = 4 * n
     if arch.final_softcap:
         # Gemma 2: logits = tanh(logits / cap) * cap keeps the 16-bit tanh output (traced: 14·s·b·V)

@@ -1,0 +1,208 @@
+"""Command line: `zerocalc estimate`, `zerocalc presets`, `zerocalc export`.
+
+Bad input exits 2 with one line naming the key and what is allowed; nothing prints a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .plan import DEFAULT_PLAN, PlanError, parse_plan
+from .presets import GPUS, MODELS
+
+GIB = 1 << 30
+
+# Flags that override a key of the plan file: (flag, plan key, kind)
+OVERRIDES = (
+    ("--model", "model", str), ("--gpu", "gpu", str), ("--gpus-per-node", "gpus_per_node", int),
+    ("--nodes", "nodes", int), ("--framework", "framework", str), ("--zero-stage", "zero_stage", int),
+    ("--offload-optimizer", "offload_optimizer", str), ("--offload-params", "offload_params", str),
+    ("--precision", "precision", str), ("--optimizer", "optimizer", str),
+    ("--micro-batch-size", "micro_batch_size", int),
+    ("--gradient-accumulation-steps", "gradient_accumulation_steps", int), ("--seq-len", "seq_len", int),
+    ("--activation-checkpointing", "activation_checkpointing", str), ("--attention", "attention", str),
+    ("--loss", "loss", str), ("--method", "method", str),
+    ("--lora-rank", "lora.rank", int), ("--quant-type", "quantization.type", str),
+)
+
+
+class CliError(Exception):
+    pass
+
+
+def _read_plan(path: str | None) -> dict:
+    if path is None:
+        return {}
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise CliError(f"plan: cannot read {path}: {e.strerror}")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CliError(f"plan: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})")
+    if not isinstance(data, dict):
+        raise CliError("plan: must be a JSON object")
+    return data
+
+
+def _convert(key: str, raw: str, kind) -> Any:
+    if kind is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise CliError(f"{key}: must be an integer, got {raw!r}")
+    return raw
+
+
+def _set_path(d: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    for p in parts[:-1]:
+        d = d.setdefault(p, {}) if isinstance(d.get(p, {}), dict) else d
+    d[parts[-1]] = value
+
+
+def build_plan(args) -> Any:
+    data = _read_plan(args.plan)
+    for flag, key, kind in OVERRIDES:
+        raw = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if raw is not None:
+            _set_path(data, key, _convert(key, raw, kind))
+    for item in args.set or ():
+        if "=" not in item:
+            raise CliError(f"--set: expected key=value, got {item!r}")
+        key, raw = item.split("=", 1)
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        _set_path(data, key.strip(), value)
+    return parse_plan(data)
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:8.2f}"
+
+
+def format_table(est) -> str:
+    d = est.to_dict()
+    pg = d["per_gpu"]
+    plan = est.plan
+    lines = [
+        f"zerocalc  {est.arch.name} on {plan.world_size} x {est.gpu.name} ({plan.framework}"
+        + (f" ZeRO-{plan.zero_stage}" if plan.framework == "deepspeed" else "") + f", {plan.precision}, {plan.method})",
+        f"peak phase: {pg['peak_phase']}   (GiB = 2^30 bytes)",
+        "",
+        f"{'per GPU':<28}{'GiB':>8}",
+    ]
+    total = max(1, pg["device_used_bytes"])
+    for name, b in pg["components"].items():
+        lines.append(f"  {name:<26}{_gib(b)}  {100 * b / total:5.1f} %")
+    lines += [
+        f"{'peak allocated':<28}{_gib(pg['peak_allocated_bytes'])}   torch.cuda.max_memory_allocated",
+        f"{'peak reserved':<28}{_gib(pg['peak_reserved_bytes'])}   torch.cuda.max_memory_reserved",
+        f"{'device used':<28}{_gib(pg['device_used_bytes'])}   nvidia-smi",
+        f"{'capacity':<28}{_gib(d['capacity_bytes'])}",
+        "",
+    ]
+    head = d["headroom_bytes"]
+    verdict = f"FITS with {head / GIB:.2f} GiB headroom" if d["fits"] else f"OUT OF MEMORY by {-head / GIB:.2f} GiB"
+    lines.append(f"{verdict}; largest part: {d['primary_driver']}; min GPUs at this stage: {d['min_gpus']}")
+    lines.append(f"host RAM per node: {d['host_per_node_bytes'] / GIB:.2f} GiB; tokens/step: {d['tokens_per_step']:,}; "
+                 f"global batch: {d['global_batch_size']}; trainable: {d['trainable_params']:,} of {d['total_params']:,}")
+    if pg["detail"]:
+        lines += ["", "detail at the peak:"]
+        for name, b in sorted(pg["detail"].items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {name:<26}{_gib(b)}")
+    if d["warnings"]:
+        lines += ["", "warnings:"]
+        for w in d["warnings"]:
+            fix = f" -> {w['fix']}" if w.get("fix") else ""
+            lines.append(f"  [{w['severity']}] {w['id']}: {w['message']}{fix}")
+    return "\n".join(lines) + "\n"
+
+
+def _cmd_estimate(args) -> int:
+    from .estimate import estimate
+    est = estimate(build_plan(args))
+    if args.format == "json":
+        sys.stdout.write(json.dumps(est.to_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(format_table(est))
+    return 0
+
+
+def _cmd_presets(args) -> int:
+    if args.kind == "models":
+        for m in MODELS.values():
+            print(f"{m.id:<22} {m.params_total / 1e9:8.2f}B  {m.name}")
+    else:
+        for g in GPUS.values():
+            print(f"{g.id:<18} {g.memory_bytes / GIB:7.2f} GiB  {g.name}")
+    return 0
+
+
+def _cmd_export(args) -> int:
+    from .exports import ExportError, run_export
+    plan = build_plan(args)
+    try:
+        sys.stdout.write(run_export(plan, args.to, args.style))
+    except ExportError as e:
+        raise CliError(str(e))
+    return 0
+
+
+def _add_plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", help="plan-v1 JSON file, or - for stdin (every key optional)")
+    for flag, key, _ in OVERRIDES:
+        p.add_argument(flag, metavar="VALUE", help=f"override plan key {key}")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override any plan key (dotted, JSON value), e.g. deepspeed.overlap_comm=true")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="zerocalc", description="GPU memory planner for LLM training "
+                                 "(DeepSpeed ZeRO, FSDP, DDP, LoRA/QLoRA). All sizes in GiB = 2^30 bytes.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("estimate", help="per-GPU and per-node memory of a plan")
+    _add_plan_args(e)
+    e.add_argument("--format", choices=("table", "json"), default="table")
+    e.set_defaults(fn=_cmd_estimate)
+    pr = sub.add_parser("presets", help="list model or GPU presets")
+    pr.add_argument("kind", choices=("models", "gpus"))
+    pr.set_defaults(fn=_cmd_presets)
+    x = sub.add_parser("export", help="write ds_config / HF / PEFT / accelerate / launch settings for a plan")
+    _add_plan_args(x)
+    x.add_argument("--to", required=True, choices=("ds", "hf", "peft", "accelerate", "launch"))
+    x.add_argument("--style", choices=("explicit", "auto"), default="explicit",
+                   help="ds_config with numbers, or with the keys the HF integration fills left as auto")
+    x.set_defaults(fn=_cmd_export)
+    return ap
+
+
+class _Parser(argparse.ArgumentParser):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:           # argparse already printed its one-line usage error
+        return int(e.code or 0)
+    try:
+        return args.fn(args)
+    except (PlanError, CliError) as e:
+        print(f"zerocalc: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["main", "build_plan", "format_table", "DEFAULT_PLAN"]

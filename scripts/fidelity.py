@@ -1,0 +1,151 @@
+"""How far off is the engine? Errors against published measurements and the fake-tensor tracer.
+
+    python scripts/fidelity.py [--public PATH] [--no-tracer] [--quick] [--records]
+
+Public set (../shared/validation/public.json): each record's plan is estimated and compared with the
+prediction that matches its metric (allocated/active/unknown -> peak_allocated_bytes, reserved ->
+peak_reserved_bytes, device_used -> device_used_bytes). Records of quality `unsupported` are left out
+of the statistics, as the data's README says. Per source group and overall: median and p90 of
+|error|, bias (median signed error), and OOM recall (runs that ran out of memory predicted as not
+fitting). Nothing is tuned per record.
+
+Tracer grid (tools/memtrace): the engine's single-GPU components against real training steps traced
+on fake tensors (needs the tools venv: torch, transformers, peft).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "py"))
+sys.path.insert(0, str(ROOT))
+
+from zerocalc import Plan, estimate  # noqa: E402
+
+DEFAULT_PUBLIC = ROOT.parent / "shared" / "validation" / "public.json"
+METRIC_KEY = {"allocated": "peak_allocated_bytes", "active": "peak_allocated_bytes",
+              "unknown": "peak_allocated_bytes", "reserved": "peak_reserved_bytes",
+              "device_used": "device_used_bytes"}
+
+
+def predict(record: dict) -> tuple[int, bool]:
+    est = estimate(Plan.from_dict(record["plan"]))
+    return est.to_dict()["per_gpu"][METRIC_KEY[record["metric"]]], est.fits
+
+
+def _p90(xs: list[float]) -> float:
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = 0.9 * (len(xs) - 1)
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def summarize(rows: list[dict]) -> dict:
+    errs = [r["error"] for r in rows if r["error"] is not None]
+    ooms = [r for r in rows if r["outcome"] == "oom"]
+    ok = [r for r in rows if r["outcome"] == "ok"]
+    return {
+        "n": len(errs),
+        "median_abs": statistics.median([abs(e) for e in errs]) if errs else float("nan"),
+        "p90_abs": _p90([abs(e) for e in errs]),
+        "bias": statistics.median(errs) if errs else float("nan"),
+        "oom_recall": (sum(1 for r in ooms if not r["fits"]) / len(ooms)) if ooms else None,
+        "n_oom": len(ooms),
+        "false_oom": sum(1 for r in ok if not r["fits"]),
+    }
+
+
+def public_rows(path: pathlib.Path) -> list[dict]:
+    rows = []
+    for rec in json.loads(path.read_text()):
+        if rec["quality"] == "unsupported":
+            continue
+        pred, fits = predict(rec)
+        meas = rec["measured_bytes"]
+        err = (pred - meas) / meas if meas else None
+        rows.append({"id": rec["id"], "group": rec["source_group"], "metric": rec["metric"], "pred": pred,
+                     "measured": meas, "error": err, "fits": fits, "outcome": rec["outcome"],
+                     "quality": rec["quality"]})
+    return rows
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return "nan" if x != x else f"{100 * x:+.1f}%"
+    return str(x)
+
+
+def print_table(title: str, groups: dict[str, dict]) -> None:
+    print(f"\n## {title}\n")
+    print("| source | n | median abs err | p90 abs err | bias | OOM recall | false OOM |")
+    print("|---|---|---|---|---|---|---|")
+    for name, s in groups.items():
+        recall = "-" if s["oom_recall"] is None else f"{s['oom_recall'] * s['n_oom']:.0f}/{s['n_oom']}"
+        med = _fmt(s["median_abs"]).lstrip("+")
+        p90 = _fmt(s["p90_abs"]).lstrip("+")
+        print(f"| {name} | {s['n']} | {med} | {p90} | {_fmt(s['bias'])} | {recall} | {s['false_oom']} |")
+
+
+def run_public(path: pathlib.Path, show_records: bool) -> dict:
+    rows = public_rows(path)
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["group"], []).append(r)
+    table = {g: summarize(rs) for g, rs in sorted(groups.items())}
+    measured = [r for r in rows if r["quality"] == "measured"]
+    table["**all measured**"] = summarize(measured)
+    table["**all (measured + approximate)**"] = summarize(rows)
+    print_table(f"Engine vs published measurements ({path.name}; `unsupported` records left out)", table)
+    by_metric: dict[str, list[dict]] = {}
+    for r in rows:
+        by_metric.setdefault(r["metric"], []).append(r)
+    print_table("By metric", {m: summarize(rs) for m, rs in sorted(by_metric.items())})
+    if show_records:
+        print("\n| record | metric | measured GiB | predicted GiB | error |")
+        print("|---|---|---|---|---|")
+        for r in rows:
+            m = "OOM" if r["measured"] is None else f"{r['measured'] / 2**30:.2f}"
+            print(f"| {r['id']} | {r['metric']} | {m} | {r['pred'] / 2**30:.2f} | {_fmt(r['error'])} |")
+    return table
+
+
+def run_tracer(quick: bool) -> None:
+    try:
+        from tools.memtrace import grid
+    except ImportError as e:  # the tracer needs torch/transformers/peft
+        print(f"\n## Engine vs tracer grid\n\nskipped: {e}")
+        return
+    plans = [g for g in grid.GRID if g.get("quick") or not quick]
+    results = grid.run_grid(plans)
+    report = getattr(grid, "compare_report", None)
+    if report is not None:
+        print(report(results))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--public", type=pathlib.Path, default=DEFAULT_PUBLIC)
+    ap.add_argument("--no-tracer", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="the tracer's quick subset only")
+    ap.add_argument("--records", action="store_true", help="print every record")
+    args = ap.parse_args(argv)
+    if args.public.exists():
+        run_public(args.public, args.records)
+    else:
+        print(f"no public validation set at {args.public}")
+    if not args.no_tracer:
+        run_tracer(args.quick)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
