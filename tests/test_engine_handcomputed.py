@@ -165,7 +165,7 @@ def test_single_gpu_llama_1b_tracer_case():
                            "framework": "single", "precision": "bf16-pure", "micro_batch_size": 1,
                            "gradient_accumulation_steps": 1, "seq_len": 2048, "attention": "sdpa"})
     est = estimate(plan)
-    allocated = est.per_gpu.peak_allocated_bytes - 32 * MIB    # minus the sm90 cuBLAS workspace
+    allocated = est.per_gpu.peak_allocated - 32 * MIB    # minus the sm90 cuBLAS workspace
     assert abs(allocated / GIB - 13.19) < 0.01
     assert est.per_gpu.components["weights"] == 2 * p1
     assert est.per_gpu.components["optimizer_states"] == 4 * p1
