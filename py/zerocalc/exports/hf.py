@@ -77,6 +77,13 @@ def training_arguments_snippet(plan, ds_config_path: str = "ds_config.json") -> 
     lines.append(f"# sequences of {p['seq_len']} tokens (tokenizer / SFTConfig max_length)")
     if p["method"] in ("lora", "qlora"):
         lines.append("# LoRA/QLoRA: see `zerocalc export --to peft`")
+    if p["framework"] == "deepspeed" and int(p["zero_stage"]) == 3:
+        if p["deepspeed"].get("zero_init", True):
+            lines.append("# ZeRO-3: create these args BEFORE from_pretrained, so the model is built under "
+                         "deepspeed.zero.Init (zero_init)")
+        else:
+            lines.append("# zero_init false: call from_pretrained BEFORE creating these args (each rank then "
+                         "loads the whole model first)")
     if p["loss"] == "chunked":
         lines.append("# chunked loss: use_liger_kernel=True (needs liger-kernel) or a chunked cross-entropy")
     if p["activation_checkpointing"] == "selective":
