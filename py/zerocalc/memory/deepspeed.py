@@ -267,14 +267,26 @@ def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, 
 def persistent_numel(all_sizes: tuple[int, ...], k: Knobs) -> int:
     """Tensors with numel <= stage3_param_persistence_threshold stay gathered on every rank
     (partition_parameters.py / parameter_offload.mark_persistent_parameters)."""
-    return sum(s for s in all_sizes if s <= k.persistence_threshold)
+    return _persistent(all_sizes, k.persistence_threshold)
+
+
+@lru_cache(maxsize=256)
+def _persistent(sizes: tuple[int, ...], threshold: int) -> int:
+    return sum(s for s in sizes if s <= threshold)
+
+
+@lru_cache(maxsize=1024)
+def stage3_partition(sizes: tuple[int, ...], world: int) -> int:
+    """Elements of one rank's stage-3 partition: every tensor is padded to a multiple of the world
+    (partition_parameters.py _partition_param: ceil(numel / world))."""
+    return sum(-(-s // world) for s in sizes)
 
 
 def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ...], wb: int, n: int,
             k: Knobs, fp32: bool) -> list[Term]:
     p = tr.numel
-    part = sum(-(-s // n) for s in tr.sizes)                            # each tensor padded to N
-    part_all = sum(-(-s // n) for s in all_sizes)
+    part = stage3_partition(tuple(tr.sizes), n)                          # each tensor padded to N
+    part_all = stage3_partition(all_sizes, n)
     pers = persistent_numel(all_sizes, k)
     nonpers = sum(all_sizes) - pers
     gb = 4 if fp32 else 2
