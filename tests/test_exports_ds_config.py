@@ -120,6 +120,7 @@ def test_activation_checkpointing_block():
     ({"zero_stage": 0, "precision": "bf16-pure"}, "precision"),
     ({"zero_stage": 2, "offload_params": "cpu"}, "offload_params"),
     ({"optimizer_in_backward": True}, "optimizer_in_backward"),
+    ({"zero_stage": 2, "precision": "bf16-pure", "offload_optimizer": "cpu", "optimizer": "lion"}, "optimizer"),
 ])
 def test_inexpressible_plans_name_the_key(plan, key):
     with pytest.raises(ExportError) as e:

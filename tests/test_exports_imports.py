@@ -204,6 +204,8 @@ def expressible_plans(draw):
     if draw(st.booleans()):
         knobs["gradient_clipping"] = draw(st.sampled_from([0.0, 0.3, 1.0, 2, 5.5]))
     p["deepspeed"] = knobs
+    if p["precision"] == "bf16-pure" and p["offload_optimizer"] != "none":
+        p["optimizer"] = "adamw"  # ZeRO needs DeepSpeedCPUAdam for bf16 master weights with offload
     return p
 
 

@@ -53,6 +53,10 @@ def check_expressible(p: dict) -> None:
     if p["precision"] == "bf16-pure" and stage == 0:
         raise ExportError("precision", "pure bf16 needs ZeRO stage 1-3 in DeepSpeed (bf16_master_weights_and_grads); "
                           "at stage 0 DeepSpeed keeps fp32 master weights")
+    if p["precision"] == "bf16-pure" and p["offload_optimizer"] != "none" and p["optimizer"] != "adamw":
+        raise ExportError("optimizer", "pure bf16 with optimizer offload needs DeepSpeed's CPU Adam (optimizer adamw): "
+                          "ZeRO asserts DeepSpeedCPUAdam for bf16 master weights when offloading "
+                          "(stage_1_and_2.py/stage3.py _enforce_cpu_offload)")
     if p["offload_optimizer"] != "none" and stage == 0:
         raise ExportError("offload_optimizer", "optimizer offload needs ZeRO stage 1-3; DeepSpeed ignores it at stage 0")
     if p["offload_params"] != "none" and stage != 3:
