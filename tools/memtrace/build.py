@@ -175,3 +175,41 @@ def cuda_like_dropout():
         yield
     finally:
         F.dropout = orig
+
+
+class _GroupedMMEmulated(torch.autograd.Function):
+    """Shape/storage-faithful stand-in for torch grouped_mm on non-bf16 inputs.
+
+    The CPU/meta grouped_mm accepts bf16 only; with fp32 master weights (bf16-mixed full FT of a MoE,
+    where transformers casts the input to the weight dtype) we keep grouped_mm's allocations: forward
+    output (S, N), saved input and weight; backward grad_input (S, K) and grad_weight (E, K, N).
+    """
+
+    @staticmethod
+    def forward(ctx, x, w, offs):
+        ctx.save_for_backward(x, w)
+        return x.new_empty(x.shape[0], w.shape[-1])
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        gx = x.new_empty(x.shape) if ctx.needs_input_grad[0] else None
+        gw = w.new_empty(w.shape) if ctx.needs_input_grad[1] else None
+        return gx, gw, None
+
+
+@contextlib.contextmanager
+def grouped_mm_any_dtype():
+    from transformers.integrations import moe  # noqa: PLC0415
+    orig = moe._grouped_mm
+
+    def gmm(input, weight, offs):
+        if weight.dtype == torch.bfloat16:
+            return orig(input, weight, offs)
+        return _GroupedMMEmulated.apply(input.to(weight.dtype), weight, offs)
+
+    moe._grouped_mm = gmm
+    try:
+        yield
+    finally:
+        moe._grouped_mm = orig
