@@ -188,3 +188,12 @@ def test_note_terms_are_engine_term_names():
                  "deepspeed": {"zero_hpz_partition_size": 8} if st == 3 else {}}
             seen |= set(estimate(Plan.from_dict(p)).to_dict()["per_gpu"]["deepspeed_buffers"])
     assert note_term_names() - seen == set()
+
+
+def test_export_warnings_leave_out_what_the_engine_says_itself():
+    from zerocalc.exports import export_warnings
+    plan = {"zero_stage": 3, "offload_optimizer": "nvme", "optimizer": "sgd", "activation_offloading": True}
+    assert {w["id"] for w in ds_warnings(plan)} == {"ds-nvme-path", "ds-client-optimizer-offload",
+                                                    "ds-activation-offload"}
+    assert [w["id"] for w in export_warnings(plan)] == ["ds-client-optimizer-offload", "ds-activation-offload"]
+    assert export_warnings({"framework": "fsdp", "zero_stage": 3, "activation_offloading": True}) == []

@@ -39,9 +39,16 @@ def run_export(plan, target: str, style: str = "explicit") -> str:
     return launch_text(plan)
 
 
+# ds_warnings ids the engine's advice already gives under its own ids (advice._deepspeed_warnings:
+# offload-params-ignored, nvme-path-required; the Plan refuses optimizer offload at stage 0).
+_ENGINE_HAS = {"ds-offload-param-ignored", "ds-nvme-path", "ds-offload-optimizer-ignored"}
+
+
 def export_warnings(plan) -> list:
-    """Warnings {id, severity, message} the engine merges into its own (see ds_config.ds_warnings)."""
-    return ds_warnings(plan)
+    """The export warnings {id, severity, message} the engine does not give itself, for the engine to merge
+    into its warnings: a client optimizer with optimizer offload, activation offloading that a ds_config
+    cannot express. (ds_config.ds_warnings has the full list, for a ds_config shown on its own.)"""
+    return [w for w in ds_warnings(plan) if w["id"] not in _ENGINE_HAS]
 
 
 __all__ = ["run_export", "export_warnings", "ExportError", "ConfigImportError", "ImportResult", "ds_config",

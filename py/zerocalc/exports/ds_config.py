@@ -199,8 +199,8 @@ def ds_warnings(plan) -> list:
     if p["optimizer"] not in DS_OPTIMIZER_TYPES and p["offload_optimizer"] != "none":
         out.append({"id": "ds-client-optimizer-offload", "severity": "info",
                     "message": f"{p['optimizer']} is not a DeepSpeed optimizer: with optimizer offload it steps on "
-                               "the CPU as a client optimizer (zero_force_ds_cpu_optimizer: false), and must have a "
-                               "CPU implementation (bitsandbytes 8-bit/paged optimizers do not)"})
+                               "the CPU as a client optimizer (zero_force_ds_cpu_optimizer: false): it must run on CPU "
+                               "tensors, and it is slower than DeepSpeed's CPU Adam"})
     if p["activation_offloading"] and p["activation_checkpointing"] != "full":
         out.append({"id": "ds-activation-offload", "severity": "info",
                     "message": "DeepSpeed offloads activations only for checkpointed layers "
