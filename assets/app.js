@@ -20,6 +20,7 @@ let pasted = null;          // the parsed config.json of a custom model
 let targetsOverride = null; // lora.targets from a share link, until the model's checkboxes exist
 let clientErrors = {};      // found before the engine: config.json syntax, share-link problems
 let updates = 0;
+let urlTimer = 0;
 
 // ---- form -> plan ---------------------------------------------------------------------------------
 
@@ -103,17 +104,28 @@ function el(tag, attrs = {}, text) {
 function renderComponents(components) {
   const stack = $("#stack");
   const rows = $("#rows");
-  stack.replaceChildren(...components.map((c) => el("span", {
-    class: `seg seg-${c.key}`, "data-seg": c.key, style: `width:${c.width}%`, title: `${c.label}: ${c.text}` })));
-  rows.replaceChildren(...components.map((c) => {
-    const tr = el("tr", { "data-comp": c.key });
-    const th = el("th", { scope: "row" });
-    th.append(el("i", { class: `sw seg-${c.key}` }), document.createTextNode(c.label));
-    const bar = el("td", { class: "barcell" });
-    bar.append(el("span", { class: `bar seg-${c.key}`, style: `width:${c.width}%` }));
-    tr.append(th, bar, el("td", { class: "num", "data-out": `per_gpu.components.${c.key}` }), el("td", { class: "num share" }, c.share));
-    return tr;
-  }));
+  const keys = components.map((c) => c.key).join(",");
+  if (rows.dataset.keys !== keys) {   // rebuild only when the set of components changes
+    stack.replaceChildren(...components.map((c) => el("span", { class: `seg seg-${c.key}`, "data-seg": c.key })));
+    rows.replaceChildren(...components.map((c) => {
+      const tr = el("tr", { "data-comp": c.key });
+      const th = el("th", { scope: "row" });
+      th.append(el("i", { class: `sw seg-${c.key}` }), document.createTextNode(c.label));
+      const bar = el("td", { class: "barcell" });
+      bar.append(el("span", { class: `bar seg-${c.key}` }));
+      tr.append(th, bar, el("td", { class: "num", "data-out": `per_gpu.components.${c.key}` }), el("td", { class: "num share" }));
+      return tr;
+    }));
+    rows.dataset.keys = keys;
+  }
+  components.forEach((c, i) => {
+    const seg = stack.children[i];
+    seg.style.width = `${c.width}%`;
+    seg.title = `${c.label}: ${c.text}`;
+    const tr = rows.children[i];
+    tr.querySelector(".bar").style.width = `${c.width}%`;
+    tr.querySelector(".share").textContent = c.share;
+  });
 }
 
 function renderChecklist(warnings) {
@@ -168,6 +180,7 @@ function renderErrors(errors) {
 
 function apply(v, t0) {
   if (v.fatal) { showGlobal("Engine error: " + v.fatal); return; }
+  const tApply = performance.now();
   renderComponents(v.components);
   renderChecklist(v.warnings);
   const targetError = Object.keys(v.errors).some((k) => k.startsWith("lora.targets"));
@@ -176,6 +189,7 @@ function apply(v, t0) {
   for (const e of $$("[data-out]")) put(e, v.out[e.dataset.out]);
   for (const e of $$("[data-view]")) put(e, v.view[e.dataset.view]);
   $("#cap-line").style.left = `${v.capacity_pct}%`;
+  $("#over").style.left = `${v.capacity_pct}%`;
   $("#oom").hidden = v.fits;
   document.body.dataset.fits = String(v.fits);
   document.body.dataset.offloaded = String(v.offloaded);
@@ -188,10 +202,13 @@ function apply(v, t0) {
   lastGood = v.plan;
   const url = location.pathname + location.search + v.share;
   $("#share-url").value = location.origin + url;
-  if (location.hash !== v.share) history.replaceState(null, "", url);
+  clearTimeout(urlTimer);   // the address bar follows the plan, off the input's critical path
+  urlTimer = setTimeout(() => { if (location.hash !== v.share) history.replaceState(null, "", url); }, 250);
   delete document.body.dataset.stale;
   html.dataset.updates = String(++updates);
-  html.dataset.updateMs = (performance.now() - t0).toFixed(2);
+  html.dataset.updateMs = (performance.now() - t0).toFixed(2);   // input -> DOM written
+  html.dataset.pyMs = String(v.py_ms);                            // of which Python in the worker
+  html.dataset.applyMs = (performance.now() - tApply).toFixed(2); // and DOM writes here
   if (html.dataset.engine !== "ready") {
     html.dataset.engine = "ready";
     html.dataset.readyMs = performance.now().toFixed(1);
