@@ -107,9 +107,19 @@ def _deepspeed_warnings(est) -> list[dict]:
                       "NVMe offload needs nvme_path; DeepSpeed's config parser does not check it, "
                       "deepspeed.initialize fails without it.", "Set nvme_path in the generated ds_config."))
     if plan.precision == "bf16-pure":
-        out.append(_w("deepspeed-bf16-pure", "info",
-                      "DeepSpeed keeps fp32 master weights whenever bf16 is enabled; bf16-pure is estimated "
-                      "as bf16-mixed.", ""))
+        out.append(_w("deepspeed-bf16-master", "info",
+                      "bf16-pure in DeepSpeed is bf16_master_weights_and_grads + bf16_optimizer_states: master "
+                      "copy, gradients and Adam moments in bf16 (stages 1-3; with optimizer offload it needs "
+                      "DeepSpeed's CPU Adam).", "Keep bf16-mixed if the run needs fp32 master weights."))
+        if plan.zero_stage == 0:
+            out.append(_w("deepspeed-bf16-pure-stage0", "error",
+                          "DeepSpeed supports bf16 master weights only at ZeRO stages 1-3.", "Use ZeRO-1 or higher."))
+    try:
+        from .exports import export_warnings
+        seen = {w["id"] for w in out}
+        out += [dict(w, fix=w.get("fix", "")) for w in export_warnings(plan) if w["id"] not in seen]
+    except ImportError:  # exports are optional for the engine
+        pass
     if plan.zero_stage == 3 and plan.world_size > 1 and _pcie_only(gpu.interconnect):
         out.append(_w("zero3-pcie", "warning",
                       "ZeRO-3 all-gathers the parameters in forward and backward and reduce-scatters the "

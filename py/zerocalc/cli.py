@@ -154,6 +154,26 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _cmd_import(args) -> int:
+    """Read a ds_config.json into the plan: print the new plan, and on stderr what was not represented."""
+    from .exports import ConfigImportError, import_ds_config
+    plan = build_plan(args)
+    try:
+        text = open(args.ds, encoding="utf-8").read()
+    except OSError as e:
+        raise CliError(f"ds: cannot read {args.ds}: {e.strerror}")
+    try:
+        res = import_ds_config(text, plan)
+    except ConfigImportError as e:
+        raise CliError(str(e))
+    sys.stdout.write(json.dumps(res.plan, indent=2) + "\n")
+    for item in res.not_represented:
+        print(f"not in the plan: {item['key']} ({item['reason']})", file=sys.stderr)
+    for w in res.warnings:
+        print(f"[{w['severity']}] {w['id']}: {w['message']}", file=sys.stderr)
+    return 0
+
+
 def _add_plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", help="plan-v1 JSON file, or - for stdin (every key optional)")
     for flag, key, _ in OVERRIDES:
@@ -179,11 +199,11 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--style", choices=("explicit", "auto"), default="explicit",
                    help="ds_config with numbers, or with the keys the HF integration fills left as auto")
     x.set_defaults(fn=_cmd_export)
+    im = sub.add_parser("import", help="read a ds_config.json into a plan (prints the plan JSON)")
+    _add_plan_args(im)
+    im.add_argument("--ds", required=True, metavar="FILE", help="ds_config.json, explicit or HF auto")
+    im.set_defaults(fn=_cmd_import)
     return ap
-
-
-class _Parser(argparse.ArgumentParser):
-    pass
 
 
 def main(argv: list[str] | None = None) -> int:

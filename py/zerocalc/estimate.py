@@ -177,7 +177,7 @@ def _model_state_terms(plan: Plan, st: _Static) -> list[Term]:
     gbytes = dt.grad if plan.method == "full" else (dt.adapter if not dt.autocast else 4)
     if plan.framework == "deepspeed":
         frozen = st.frozen_bytes if plan.zero_stage < 3 else 0
-        return ds.zero_terms(plan, st.arch, tr, frozen, st.all_sizes, wbytes, gas)
+        return ds.zero_terms(plan, st.arch, tr, frozen, st.all_sizes, wbytes, gas, dt.master or 4, dt.state)
     sbytes = dt.state if plan.method == "full" else max(dt.state, dt.adapter)
     if plan.framework == "fsdp":
         return fsdp_terms(plan, st.arch, tr, st.frozen_numel, st.frozen_bytes, wbytes, gbytes, sbytes,

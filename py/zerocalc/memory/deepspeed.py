@@ -168,10 +168,12 @@ class Trainable:
 
 
 def zero_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_bytes: int, all_sizes: tuple[int, ...],
-               wbytes: int, gas: int) -> list[Term]:
+               wbytes: int, gas: int, master: int = 4, state: int = 4) -> list[Term]:
     """Model-state and buffer terms of one rank (the busiest) for DeepSpeed at plan.zero_stage.
 
     wbytes: bytes of the module's trainable weights (2 with bf16/fp16, 4 with fp32).
+    master, state: bytes of the master copy and of one optimizer state element (4, or 2 with
+    bf16_master_weights_and_grads + bf16_optimizer_states).
     frozen_bytes: the frozen base on this rank (whole at stage 0-2; stage 3 shards it here).
     all_sizes: numel of every module parameter (trainable and frozen) for stage 3 partitioning."""
     k = knobs(plan, arch)
@@ -181,8 +183,8 @@ def zero_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_bytes: int, al
     if stage == 0:
         return _stage0(plan, tr, frozen_bytes, wbytes, n, gas)
     if stage in (1, 2):
-        return _stage12(plan, tr, frozen_bytes, wbytes, n, k, fp32, gas)
-    return _stage3(plan, arch, tr, all_sizes, wbytes, n, k, fp32)
+        return _stage12(plan, tr, frozen_bytes, wbytes, n, k, fp32, gas, master, state)
+    return _stage3(plan, arch, tr, all_sizes, wbytes, n, k, fp32, master, state)
 
 
 def _grad_phases(gas: int) -> frozenset:
@@ -212,7 +214,8 @@ def _stage0(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, gas: int) -
     return t
 
 
-def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, fp32: bool, gas: int) -> list[Term]:
+def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, fp32: bool, gas: int,
+             master: int = 4, state: int = 4) -> list[Term]:
     p = tr.numel
     part = padded_partition(p, n)
     overlap, max_slice = partition_overlap(tuple(tr.sizes), n)
@@ -225,8 +228,8 @@ def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, 
     offload = plan.offload_optimizer != "none"
     if not offload:
         t += [
-            gpu("fp32_master", tr.state_component, 4 * part),            # single_partition_of_fp32_groups
-            gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, 4)),
+            gpu("fp32_master", tr.state_component, master * part),       # single_partition_of_fp32_groups
+            gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, state)),
             gpu("ipg_bucket", "buffers", ipg, BWD),                     # setup_buckets, freed after backward
         ]
         grad_live = _grad_phases(gas) if plan.zero_stage == 2 else AFTER_BWD
@@ -238,7 +241,7 @@ def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, 
             t.append(gpu("unbucketed_grad", "buffers", gb * tr.largest, {"bwd_end"}))
         # step: flat 16-bit copy of the partition grads (2P/N) then its fp32 copy (4P/N), or the
         # fp64 copy of each grad slice for the norm (get_grad_norm_direct), whichever is larger
-        step = max((0 if fp32 else gb * part) + 4 * part, 8 * max_slice)
+        step = max((0 if fp32 else gb * part) + (0 if master == gb else master * part), 8 * max_slice)
         t.append(gpu("step_transient", "buffers", step, {"step"}))
         return t
     # ZeRO-Offload (stage 1/2 keep nvme as cpu): the GPU keeps the 16-bit params, the bucket and a
@@ -253,11 +256,11 @@ def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, 
     ]
     pin = True                                                          # pin_memory default since 0.19.5
     t += [
-        host("fp32_master", 4 * part, pin),
-        host("fp32_grad_partition", 4 * part, pin),
+        host("fp32_master", master * part, pin),
+        host("fp32_grad_partition", master * part, pin),
         host("offload_16bit_staging", gb * part, pin),
         host("offload_temp_grad_buffers", gb * L, pin),                 # temp_grad_buffer_for_cpu_offload
-        host("optimizer_states", sharded_states(plan.optimizer, part, 4)),   # DeepSpeedCPUAdam, pageable
+        host("optimizer_states", sharded_states(plan.optimizer, part, state)),   # DeepSpeedCPUAdam, pageable
     ]
     if gas > 1:
         t.append(host("accumulated_grads", gb * part, pin))
@@ -283,7 +286,7 @@ def stage3_partition(sizes: tuple[int, ...], world: int) -> int:
 
 
 def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ...], wb: int, n: int,
-            k: Knobs, fp32: bool) -> list[Term]:
+            k: Knobs, fp32: bool, master: int = 4, state: int = 4) -> list[Term]:
     p = tr.numel
     part = stage3_partition(tuple(tr.sizes), n)                          # each tensor padded to N
     part_all = stage3_partition(all_sizes, n)
@@ -318,12 +321,13 @@ def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ..
     t.append(gpu("module_grads", "buffers", gb * M, {"bwd_end"}))
     if not offo:
         t += [
-            gpu("fp32_master", tr.state_component, 0 if fp32 else 4 * part),
-            gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, 4)),
+            gpu("fp32_master", tr.state_component, 0 if fp32 else master * part),
+            gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, state)),
             gpu("grad_partition", tr.grad_component, gb * part),      # grad_partitions_flat_buffer
             gpu("ipg_bucket", "buffers", gb * k.reduce_bucket_size),   # one buffer, from init
             # per sub-group: flat 16-bit copy of the grads then the fp32 grad
-            gpu("step_transient", "buffers", (gb + 4) * min(k.sub_group_size, part), {"step"}),
+            gpu("step_transient", "buffers", (gb + (4 if master == 4 else 0)) * min(k.sub_group_size, part),
+                {"step"}),
         ]
         return t
     t += [
@@ -332,10 +336,10 @@ def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ..
     ]
     if plan.offload_optimizer == "cpu":
         t += [
-            host("fp32_master", 4 * part),                               # unpinned clone
-            host("fp32_grad_partition", 4 * part, True),
+            host("fp32_master", master * part),                          # unpinned clone
+            host("fp32_grad_partition", master * part, True),
             host("grad_partition", gb * part, True),
-            host("optimizer_states", sharded_states(plan.optimizer, part, 4)),
+            host("optimizer_states", sharded_states(plan.optimizer, part, state)),
         ]
     else:
         sub = min(k.sub_group_size, part)

@@ -3,8 +3,9 @@
 The regimes as the tools really run them:
 - DeepSpeed with `bf16`/`fp16` enabled: the module holds 16-bit weights; the ZeRO optimizer keeps an
   fp32 master partition and fp32 Adam states (deepspeed/runtime/zero/stage_1_and_2.py,
-  stage3.py). DeepSpeed has no "pure bf16" mode for full training, so bf16-pure there is the same as
-  bf16-mixed (a warning says so).
+  stage3.py). bf16-pure in DeepSpeed is `bf16.bf16_master_weights_and_grads` +
+  `bf16_optimizer_states` (stages 1-3; base_optimizer._configure_master_weights): master copy,
+  gradients and Adam moments all bf16, which is what the ds_config export writes.
 - PyTorch AMP (single, DDP: HF Trainer `bf16=True`): weights, gradients and optimizer states stay
   fp32; autocast makes 16-bit copies for the matmuls (torch.amp.autocast; tracer.md §4).
 - FSDP MixedPrecision(param_dtype=bf16): fp32 sharded parameters and gradients, 16-bit gathered
@@ -37,6 +38,8 @@ def dtypes_for(plan: Plan) -> Dtypes:
         return Dtypes(weight=4, compute=4, grad=4, master=0, state=4, frozen=4, adapter=4, autocast=False)
     if p == "bf16-pure" and fw != "deepspeed":
         return Dtypes(weight=2, compute=2, grad=2, master=0, state=2, frozen=2, adapter=2, autocast=False)
+    if fw == "deepspeed" and p == "bf16-pure":
+        return Dtypes(weight=2, compute=2, grad=2, master=2, state=2, frozen=2, adapter=2, autocast=False)
     if fw == "deepspeed":
         # 16-bit module weights and grads, fp32 master + states inside the ZeRO/FP16 optimizer. The
         # engine casts the whole module (adapters included) to 16 bits and does not autocast
