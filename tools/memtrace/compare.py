@@ -2,7 +2,9 @@
 
 Mapping (tracer -> engine `per_gpu.components`):
   weights           base params (+ QLoRA packed 4-bit storage and its absmax/quant stats)  -> weights
-  lora_adapters     LoRA A/B params                                                     -> lora_adapters
+  lora_adapters     LoRA A/B params; for method lora/qlora also the adapters' gradients and
+                    optimizer states (the engine books the whole trainable LoRA state there
+                    and reports optimizer_states/gradients 0 for them)                -> lora_adapters
   buffers           model buffers (RoPE inv_freq, ...)                                   -> buffers
   gradients         .grad storages live at the peak                                     -> gradients
   optimizer_states  optimizer state tensors (incl. step counters)                       -> optimizer_states
@@ -38,6 +40,10 @@ def engine_breakdown(plan: dict) -> dict:
 def trace_targets(res: dict, engine_has_temporaries: bool) -> dict:
     c = dict(res["peak"]["components"])
     t = {k: c.get(k, 0) for k in COMPARED}
+    if res["plan"].get("method", "full") in ("lora", "qlora"):
+        # only adapters are trainable: their grads and optimizer states are LoRA state for the engine
+        t["lora_adapters"] += t["gradients"] + t["optimizer_states"]
+        t["gradients"] = t["optimizer_states"] = 0
     if engine_has_temporaries:
         t["temporaries"] = c.get("temporaries", 0)
     else:
