@@ -21,6 +21,7 @@ let targetsOverride = null; // lora.targets from a share link, until the model's
 let clientErrors = {};      // found before the engine: config.json syntax, share-link problems
 let updates = 0;
 let urlTimer = 0;
+let lastShare = "";
 
 // ---- form -> plan ---------------------------------------------------------------------------------
 
@@ -200,6 +201,7 @@ function apply(v, t0) {
   $("#config-note").hidden = !v.ds_config.note;
   renderErrors({ ...v.errors, ...clientErrors });
   lastGood = v.plan;
+  lastShare = v.share;
   const url = location.pathname + location.search + v.share;
   $("#share-url").value = location.origin + url;
   clearTimeout(urlTimer);   // the address bar follows the plan, off the input's critical path
@@ -363,8 +365,16 @@ syncCustomVisibility();
 if (shared) { document.body.dataset.stale = "true"; status("loading", "Starting the engine… computing the shared plan."); }
 if (Object.keys(clientErrors).length) renderErrors(clientErrors);
 
+const BOOT_TIMEOUT_MS = 90_000;   // a slow phone takes ~30 s; a runtime that never answers must not spin forever
+
+function failed(reason) {
+  html.dataset.engine = "failed";
+  status("failed", "The engine could not start (" + reason + "). The figures shown are for the default plan; reload to retry.");
+}
+
 async function boot() {
   const here = (path) => new URL(path, import.meta.url).href;
+  const watchdog = setTimeout(() => { if (!engine) failed(`no answer after ${BOOT_TIMEOUT_MS / 1000} s`); }, BOOT_TIMEOUT_MS);
   try {
     const { PyWorker } = await import("./vendor/pyscript/core.js");
     const worker = await PyWorker(here("../py/app/worker.py"), {
@@ -374,8 +384,26 @@ async function boot() {
     engine = worker.sync;
     request();
   } catch (err) {
-    html.dataset.engine = "failed";
-    status("failed", "The engine could not start (" + err + "). The figures shown are for the default plan.");
+    failed(String(err && err.message ? err.message : err));
+  } finally {
+    clearTimeout(watchdog);
   }
 }
+
+// A share link pasted into this tab's address bar: load it like a fresh visit.
+const DEFAULT_TARGETS = $$("[name='lora.targets']:checked").map((i) => i.value);
+window.addEventListener("hashchange", () => {
+  if (!location.hash.startsWith("#plan=") || location.hash === lastShare) return;
+  clientErrors = {};
+  pasted = null;
+  form.reset();                       // back to the default plan (the HTML's own values) ...
+  targetsOverride = DEFAULT_TARGETS;  // ... whose targets the rebuilt checkboxes no longer carry
+  prevModel = $("#f-model").value;
+  prevGpu = $("#f-gpu").value;
+  loadShareLink();                    // ... then the link's keys on top
+  syncCustomVisibility();
+  document.body.dataset.method = form.elements.method.value;
+  renderErrors(clientErrors);
+  request();
+});
 boot();

@@ -216,3 +216,24 @@ def test_share_link_opens_the_plan_and_reports_bad_keys(offline_page):
     expect(page.locator("[data-error-for='micro_batch_size']")).to_be_visible()
     assert_shows(page, {"model": "qwen2.5-7b", "zero_stage": 3, "seq_len": 8192})
     assert page.js_errors == []
+
+
+def test_share_link_pasted_into_the_same_tab_replaces_the_plan(offline_page):
+    page = offline_page
+    open_app(page, "#plan=" + quote(json.dumps({"schema": 1, "zero_stage": 3, "seq_len": 1024})))
+    assert_shows(page, {"zero_stage": 3, "seq_len": 1024})
+    n = int(page.get_attribute("html", "data-updates"))
+    page.evaluate("h => { location.hash = h; }", "#plan=" + quote(json.dumps({"schema": 1, "nodes": 2})))
+    settle(page, n)
+    assert_shows(page, {"nodes": 2})          # stage and seq_len are back to the defaults
+    assert page.is_checked("[name='zero_stage'][value='2']")
+
+
+def test_engine_that_cannot_start_says_so_and_keeps_the_figures(offline_page):
+    page = offline_page
+    page.context.route("**/zerocalc/estimate.py", lambda route: route.abort())
+    page.goto(page.base + "/index.html")
+    page.wait_for_selector("html[data-engine='failed']", state="attached", timeout=READY)
+    assert "could not start" in page.inner_text("#engine-status")
+    want, _ = expected_figures({})
+    assert page.evaluate(FIGURES_JS) == want
