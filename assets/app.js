@@ -4,6 +4,8 @@
 // Why plain JS on the main thread: it keeps the main thread free while Pyodide boots (the page is
 // usable at once, with figures pre-rendered at build time) — see scripts/bench_page.py.
 
+import { engine as engineReady } from "./engine.js";
+
 const $ = (sel, root = document) => root.querySelector(sel);
 const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
 const html = document.documentElement;
@@ -373,14 +375,9 @@ function failed(reason) {
 }
 
 async function boot() {
-  const here = (path) => new URL(path, import.meta.url).href;
   const watchdog = setTimeout(() => { if (!engine) failed(`no answer after ${BOOT_TIMEOUT_MS / 1000} s`); }, BOOT_TIMEOUT_MS);
   try {
-    const { PyWorker } = await import("./vendor/pyscript/core.js");
-    const worker = await PyWorker(here("../py/app/worker.py"), {
-      config: here("../pyscript.json"),
-      version: here("./vendor/pyodide/pyodide.mjs"),   // PyWorker ignores `interpreter`; never the CDN
-    });
+    const worker = await engineReady;
     engine = worker.sync;
     request();
   } catch (err) {

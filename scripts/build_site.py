@@ -25,7 +25,7 @@ from app import render, view  # noqa: E402
 SITE = ROOT / "_site"
 PACKAGES = ("zerocalc", "app")          # shipped to the browser under py/
 SHIP_SUFFIXES = (".py", ".json")
-ASSETS = ("app.css", "app.js", "icon.svg")
+ASSETS = ("app.css", "app.js", "engine.js", "icon.svg")
 # Slots replaced verbatim: everything in them is already escaped HTML or a number.
 SLOT = re.compile(r"\{\{(\w+)\}\}")
 # An empty element carrying data-out / data-view: filled with the figure's text (+ data-bytes).

@@ -80,7 +80,13 @@ def test_share_fragment_round_trips_through_plan_from_dict():
     frag = view.share_fragment(plan)
     assert frag.startswith("#plan=")
     assert Plan.from_dict(json.loads(unquote(frag[len("#plan="):]))) == plan
-    assert view.share_fragment(DEFAULT_PLAN) == "#plan=" + '{"schema":1}'.replace('"', '"')
+    assert view.share_fragment(DEFAULT_PLAN) == "#plan={%22schema%22:1}"
+
+
+def test_fragment_quoting_matches_urllib():
+    from urllib.parse import quote
+    text = '{"model":{"name":"Mé & co <x>","hidden_size":64},"lora":{"targets":["q_proj"]}} %'
+    assert view._quote(text) == quote(text, safe=":,{}[]-._~")
 
 
 def test_lora_targets_follow_the_model():
