@@ -53,3 +53,28 @@ def test_engine_matches_trace(entry, traced):
     eng = engine_breakdown(plan_of(entry))
     rows = compare(res, eng)
     assert all(r["ok"] for r in rows), "\n" + format_rows(entry["id"], res, eng, rows)
+
+
+def test_trace_matches_golden(traced):
+    """The tracer itself against its committed reference output (tools/memtrace/golden/grid.json).
+
+    The traces above are run afresh; this only flags when the traced step changed (a transformers / peft /
+    torch upgrade, or a tracer change): then inspect and regenerate with
+    `python -m tools.memtrace.grid --write-golden`. 0.5 % tolerance on the peak and every component.
+    """
+    import json  # noqa: PLC0415
+
+    from tools.memtrace.grid import GOLDEN, slim  # noqa: PLC0415
+    golden = json.load(open(GOLDEN))["results"]
+    bad = []
+    for pid, res in traced.items():
+        if pid not in golden or "error" in res:
+            bad.append(f"{pid}: {'no golden entry' if pid not in golden else res['error']}")
+            continue
+        got, ref = slim(res), golden[pid]
+        pairs = [("peak", got["peak_bytes"], ref["peak_bytes"])] + [
+            (k, got["components"][k], ref["components"][k]) for k in ref["components"]]
+        for name, g, r in pairs:
+            if abs(g - r) > max(0.005 * r, 2**20):
+                bad.append(f"{pid}: {name} traced {g / 2**30:.3f} GiB, golden {r / 2**30:.3f} GiB")
+    assert not bad, "\n".join(bad)

@@ -109,7 +109,19 @@ def run_grid(plans: list, jobs: int = 2) -> list:
         return list(ex.map(_worker, plans))
 
 
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "grid.json")
+
+
+def slim(res: dict) -> dict:
+    """What the golden file keeps of a result (bytes)."""
+    return {"peak_bytes": res["peak_bytes"], "peak_phase": res["peak_phase"], "peak_op": res["peak_op"],
+            "components": res["peak"]["components"],
+            "saved_activations_forward_end": res["saved_activations_forward_end"],
+            "phase_peaks": {k: v["bytes"] for k, v in res["phase_peaks"].items()}}
+
+
 if __name__ == "__main__":
+    # python -m tools.memtrace.grid [--quick] [--write-golden] [OUT.json]
     import json
     import sys
     quick = "--quick" in sys.argv
@@ -121,3 +133,11 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[-1].endswith(".json"):
         with open(sys.argv[-1], "w") as f:
             json.dump(out, f, indent=1)
+    if "--write-golden" in sys.argv and not quick:
+        import torch
+        import transformers
+        import peft
+        with open(GOLDEN, "w") as f:
+            json.dump({"versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                                    "peft": peft.__version__},
+                       "results": {r["id"]: slim(r) for r in out if "error" not in r}}, f, indent=1)

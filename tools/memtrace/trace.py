@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from .cuda_autocast import cuda_autocast_policy
 from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches
 from .optim import make_optimizer, state_tensors
 from .plan import TracePlan, from_dict
@@ -84,7 +85,7 @@ def trace(plan_d: dict, dump_saved: bool = False) -> dict:
     V = _vocab(cfg)
     tr = StorageTracker(logits_numel=b * s * V, vocab=V)
     saved = None
-    with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), fm:
+    with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), cuda_autocast_policy(dt["autocast"] is not None), fm:
         tr.phase = "setup"
         lora_ids = {id(p) for p in tagged["lora"]}
         for p in model.parameters():
