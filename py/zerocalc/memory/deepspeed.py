@@ -17,7 +17,7 @@ from functools import lru_cache
 from ..architecture import ModelArch
 from ..plan import Plan
 from .optimizers import sharded_states
-from .terms import AFTER_BWD, ALL, BWD, FWD_BWD, Term, gpu, host
+from .terms import AFTER_BWD, ALL, BWD, FWD_BWD, STEP_NORM, Term, gpu, host
 
 # DeepSpeed 0.19.8 defaults (runtime/zero/config.py)
 DEFAULTS = {"reduce_bucket_size": 500_000_000, "contiguous_gradients": True,
@@ -239,10 +239,12 @@ def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, 
             t.append(gpu("bit16_grads", tr.grad_component, gb * p, _grad_phases(gas) - {"step"} | {"bwd_end"}))
         elif tr.largest > k.reduce_bucket_size:
             t.append(gpu("unbucketed_grad", "buffers", gb * tr.largest, {"bwd_end"}))
-        # step: flat 16-bit copy of the partition grads (2P/N) then its fp32 copy (4P/N), or the
-        # fp64 copy of each grad slice for the norm (get_grad_norm_direct), whichever is larger
-        step = max((0 if fp32 else gb * part) + (0 if master == gb else master * part), 8 * max_slice)
+        # step: flat 16-bit copy of the partition grads (2P/N) then its fp32 copy (4P/N); before that,
+        # the norm: an fp64 copy of each grad slice (get_grad_norm_direct, `g.to(float64)`, even with
+        # gradient_clipping 0) - the two are never alive together
+        step = (0 if fp32 else gb * part) + (0 if master == gb else master * part)
         t.append(gpu("step_transient", "buffers", step, {"step"}))
+        t.append(gpu("fp64_norm_copy", "buffers", 8 * max_slice, {STEP_NORM}))
         return t
     # ZeRO-Offload (stage 1/2 keep nvme as cpu): the GPU keeps the 16-bit params, the bucket and a
     # staging buffer of the largest param; the host keeps master, grads and states.
@@ -250,10 +252,14 @@ def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, 
     t += [
         gpu("ipg_bucket", "buffers", ipg, BWD),
         gpu("offload_temp_grad_buffers", "buffers", gb * L),            # temp_grad_buffer_for_gpu_offload
-        # backward: fp64 copy of each param's slice for the norm (set_norm_for_param_grad_in_gpu) and
-        # clones of grads larger than the bucket (_offload_gradient_safety_enabled)
-        gpu("fp64_norm_copy", "buffers", 8 * min(L, part) + (gb * L if L > k.reduce_bucket_size else 0), {"bwd_end"}),
+        # backward: fp64 copy of each param's slice for the norm (set_norm_for_param_grad_in_gpu), the
+        # fp32 cast of a slice before its copy to the host (async_inplace_copy_grad_to_fp32_buffer_from_gpu)
+        # and clones of grads larger than the bucket (_offload_gradient_safety_enabled)
+        gpu("fp64_norm_copy", "buffers", 8 * max_slice, {"bwd_end"}),
+        gpu("offload_fp32_grad_slice", "buffers", 4 * max_slice, {"bwd_end"}),
     ]
+    if L > k.reduce_bucket_size:
+        t.append(gpu("offload_grad_clone", "buffers", gb * L, {"bwd_end"}))
     pin = True                                                          # pin_memory default since 0.19.5
     t += [
         host("fp32_master", master * part, pin),
@@ -289,6 +295,7 @@ def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ..
             k: Knobs, fp32: bool, master: int = 4, state: int = 4) -> list[Term]:
     p = tr.numel
     part = stage3_partition(tuple(tr.sizes), n)                          # each tensor padded to N
+    max_part = -(-tr.largest // n)                                      # largest per-param partition
     part_all = stage3_partition(all_sizes, n)
     pers = persistent_numel(all_sizes, k)
     nonpers = sum(all_sizes) - pers
@@ -328,11 +335,17 @@ def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ..
             # per sub-group: flat 16-bit copy of the grads then the fp32 grad
             gpu("step_transient", "buffers", (gb + (4 if master == 4 else 0)) * min(k.sub_group_size, part),
                 {"step"}),
+            # the norm before it: fp64 copy of each param's grad partition (get_grad_norm_direct)
+            gpu("fp64_norm_copy", "buffers", 8 * max_part, {STEP_NORM}),
         ]
         return t
     t += [
         gpu("ipg_bucket", "buffers", gb * k.reduce_bucket_size),
-        gpu("fp64_norm_copy", "buffers", 8 * min(NORM_CHUNK, part), {"step"}),
+        # backward, at the boundary: each param's grad partition cast to fp32 before the host copy
+        # (_offload_grad_partition_at_boundary) and its fp64 norm in 250M-element chunks
+        # (_constant_buffered_norm2)
+        gpu("offload_fp32_grad_slice", "buffers", 4 * max_part, {"bwd_end"}),
+        gpu("fp64_norm_copy", "buffers", 8 * min(NORM_CHUNK, max_part), {"bwd_end"}),
     ]
     if plan.offload_optimizer == "cpu":
         t += [

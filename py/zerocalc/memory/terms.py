@@ -4,14 +4,17 @@ Phases of one steady-state step (step >= 2, optimizer states exist):
 - ``fwd``:      end of forward (activations kept, the loss being computed);
 - ``loss_bwd``: start of backward, inside the loss gradient (all activations + 12·s·b·V logits);
 - ``bwd_end``:  end of backward (all gradients, DeepSpeed reduce buffers);
-- ``step``:     the optimizer step (fp32 gradient copies, norm copies).
+- ``step``:     the optimizer step (flat and fp32 gradient copies);
+- ``step_norm``: inside the step, the gradient norm (fp64 copies), before the step's own transients:
+                 everything of ``step`` but the ``step_transient`` term.
 A term is the same size in every phase it lives in; transients are terms that live in one phase.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-PHASES = ("fwd", "loss_bwd", "bwd_end", "step")
+STEP_NORM = "step_norm"
+PHASES = ("fwd", "loss_bwd", "bwd_end", "step", STEP_NORM)
 ALL = frozenset(PHASES)
 FWD_BWD = frozenset(("fwd", "loss_bwd", "bwd_end"))
 BWD = frozenset(("loss_bwd", "bwd_end"))
@@ -32,6 +35,8 @@ class Term:
     allocator: bool = True    # gpu: inside PyTorch's caching allocator (paged optimizer states are not)
 
     def live(self, phase: str) -> int:
+        if phase == STEP_NORM and self.name != "step_transient" and "step" in self.phases:
+            return self.nbytes
         return self.nbytes if phase in self.phases else 0
 
 
