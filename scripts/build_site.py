@@ -1,6 +1,6 @@
 """Build the deployable static folder _site/ (what `make serve` serves and GitHub Pages publishes).
 
-    python3 scripts/build_site.py            # after scripts/vendor.py
+    python3 scripts/build_site.py [--out DIR]     # after scripts/vendor.py; DIR defaults to _site/
 
 _site/ holds: index.html with the default plan's figures pre-rendered by the CPython engine (so the
 correct numbers are on screen at first paint, long before Pyodide is up), assets/ (CSS, JS, icon,
@@ -10,6 +10,7 @@ without editing a list), and .nojekyll.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pathlib
@@ -76,7 +77,7 @@ console.log(JSON.stringify(out));
 """
 
 
-def compile_pyc(files: dict[str, str]) -> dict[str, str]:
+def compile_pyc(files: dict[str, str], site: pathlib.Path) -> dict[str, str]:
     """-> extra `files` entries for the .pyc of every shipped .py; {} (and a note) without node."""
     pyodide = ROOT / "node_modules" / "pyodide"
     vendored = json.loads((ROOT / "assets" / "vendor" / "manifest.json").read_text())["pyodide"]
@@ -90,7 +91,7 @@ def compile_pyc(files: dict[str, str]) -> dict[str, str]:
         script, lst = pathlib.Path(tmp) / "pyc.mjs", pathlib.Path(tmp) / "files.json"
         script.write_text(PYC_JS % {"pyodide": json.dumps((pyodide / "pyodide.mjs").as_uri())})
         lst.write_text(json.dumps(rels))
-        res = subprocess.run(["node", str(script), str(SITE), str(lst)], capture_output=True, text=True, check=True)
+        res = subprocess.run(["node", str(script), str(site), str(lst)], capture_output=True, text=True, check=True)
     out = json.loads(res.stdout.strip().splitlines()[-1])
     return {f"./py/{rel}": f"./{rel}" for rel in out}
 
@@ -153,33 +154,51 @@ def render_page(template: str, versions: dict) -> tuple[str, dict]:
     return fill_figures(html, v), v
 
 
-def main() -> int:
+def build(site: pathlib.Path) -> dict:
+    """Write the whole site into ``site`` (an empty or missing folder); returns the default view."""
     vendor = ROOT / "assets" / "vendor"
-    if not (vendor / "manifest.json").exists():
-        print("build_site.py: assets/vendor/ is missing; run `make vendor` first", file=sys.stderr)
-        return 1
     versions = json.loads((vendor / "manifest.json").read_text())
     html, v = render_page((ROOT / "index.html").read_text(), versions)
-    if SITE.exists():
-        shutil.rmtree(SITE)
-    (SITE / "assets").mkdir(parents=True)
-    (SITE / "index.html").write_text(html)
-    (SITE / ".nojekyll").write_text("")
+    (site / "assets").mkdir(parents=True)
+    (site / "index.html").write_text(html)
+    (site / ".nojekyll").write_text("")
     for name in ASSETS:
-        shutil.copyfile(ROOT / "assets" / name, SITE / "assets" / name)
-    shutil.copytree(vendor, SITE / "assets" / "vendor")
+        shutil.copyfile(ROOT / "assets" / name, site / "assets" / name)
+    shutil.copytree(vendor, site / "assets" / "vendor")
     files = engine_files()
     for src in files:
-        dst = SITE / src[2:]
+        dst = site / src[2:]
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / src[2:], dst)
-    files.update(compile_pyc(files))
+    files.update(compile_pyc(files, site))
     config = {"interpreter": "./assets/vendor/pyodide/pyodide.mjs", "files": files}
-    (SITE / "pyscript.json").write_text(json.dumps(config, indent=1) + "\n")
+    (site / "pyscript.json").write_text(json.dumps(config, indent=1) + "\n")
     # The pre-rendered estimate, for tests and for anyone checking the page against the CLI.
-    (SITE / "default-estimate.json").write_text(json.dumps(v["estimate"], indent=1, sort_keys=True) + "\n")
-    size = sum(f.stat().st_size for f in SITE.rglob("*") if f.is_file())
-    print(f"build_site.py: {SITE.relative_to(ROOT)}/ ({size / 2**20:.1f} MiB, {len(files)} engine files incl. .pyc; "
+    (site / "default-estimate.json").write_text(json.dumps(v["estimate"], indent=1, sort_keys=True) + "\n")
+    v["n_files"] = len(files)
+    return v
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="Build the static site.")
+    ap.add_argument("--out", type=pathlib.Path, default=SITE, help="target folder (default: _site/)")
+    out = ap.parse_args().out.resolve()
+    if not (ROOT / "assets" / "vendor" / "manifest.json").exists():
+        print("build_site.py: assets/vendor/ is missing; run `make vendor` first", file=sys.stderr)
+        return 1
+    # Build next to the target and swap it in, so a server (or a parallel test run) never sees half a site.
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
+    try:
+        v = build(tmp / "site")
+        old = tmp / "old"
+        if out.exists():
+            out.rename(old)
+        (tmp / "site").rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    print(f"build_site.py: {where}/ ({size / 2**20:.1f} MiB, {v['n_files']} engine files incl. .pyc; "
           f"default plan pre-rendered: {v['out']['per_gpu.device_used_bytes']['text']} per GPU)")
     return 0
 

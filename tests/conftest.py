@@ -1,6 +1,7 @@
-"""Shared fixtures. The browser section serves _site/ on a loopback port of its own and drives Debian's
-Chromium (or Playwright's own browser where /usr/bin/chromium is missing, e.g. GitHub's runners) with
-every non-loopback request aborted. Recipe and pitfalls: ../shared/research/stack.md."""
+"""Shared fixtures. The browser section serves a fresh build of the site (what `make site` writes to
+_site/) on a loopback port of its own, and drives Debian's Chromium (or Playwright's own browser where
+/usr/bin/chromium is missing, e.g. on GitHub's runners) with every non-loopback request aborted.
+Recipe and pitfalls: ../shared/research/stack.md."""
 from __future__ import annotations
 
 import functools
@@ -30,15 +31,16 @@ ALLOWED_CONSOLE = ("SharedArrayBuffer", "Atomics")
 
 # ---- the built site ------------------------------------------------------------------------------------
 
-def build_site() -> pathlib.Path:
-    """(Re)build _site/ from the working tree so the browser tests always test the current code."""
+def build_site(out: pathlib.Path = SITE) -> pathlib.Path:
+    """Build the site from the working tree (scripts/build_site.py), so the tests test the current code."""
     if not (ROOT / "assets" / "vendor" / "manifest.json").exists():
         if not shutil.which("npm"):
             pytest.fail("assets/vendor/ is missing and npm is not installed: run `make vendor`")
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT, check=True)
         subprocess.run([sys.executable, "scripts/vendor.py"], cwd=ROOT, check=True)
-    subprocess.run([sys.executable, "scripts/build_site.py"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    return SITE
+    subprocess.run([sys.executable, "scripts/build_site.py", "--out", str(out)], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+    return out
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -50,8 +52,10 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="session")
-def site() -> pathlib.Path:
-    return build_site()
+def site(tmp_path_factory) -> pathlib.Path:
+    """A private build of the site for this test session: what `make site` puts in _site/, built from
+    the current tree, and safe from another run rebuilding _site/ meanwhile."""
+    return build_site(tmp_path_factory.mktemp("zerocalc") / "_site")
 
 
 @pytest.fixture(scope="session")
