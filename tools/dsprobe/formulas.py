@@ -100,8 +100,9 @@ def expected_z3(spec: dict, params: list) -> list[dict]:
     nonpers = sum(k for _, k, _ in part if k > thr)
     # fwd->bwd turn: params re-used within max_reuse_distance elements (or prefetched) stay gathered.
     # With reuse >= the whole non-persistent model (default 1e9) every one stays; with reuse 0 and
-    # prefetch 0 none does; the probe measured prefetch 1e6 keeping the whole model again (deepspeed-cpu.md §3.3).
-    gathered = 2 * nonpers if (reuse >= nonpers or pbs > 0) else 0
+    # prefetch 0 none stays beyond the module in use; the probe measured prefetch 1e6 keeping the whole model again (deepspeed-cpu.md §3.3).
+    # otherwise only the module in use: its largest non-persistent tensor (the fetch unit is a leaf module)
+    gathered = 2 * nonpers if (reuse >= nonpers or pbs > 0) else 2 * max((k for _, k, _ in part if k > thr), default=0)
     maxpart = max(pp for pp, _, t in part if t)
     d = {"param_partition_16bit": 2 * sp, "persistent_params": 2 * persistent, "fp32_master": 4 * sp,
          "optimizer_states": 8 * sp, "grad_partition": 2 * sp, "ipg_bucket": 2 * rbs,

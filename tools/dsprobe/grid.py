@@ -27,7 +27,7 @@ GRID: list[tuple[str, dict]] = [
     ("s2w2_rbshi_ov1", dict(zero_stage=2, gpus_per_node=2,
                             deepspeed={"reduce_bucket_size": RBS_HI, "overlap_comm": True})),
     ("s2w4_ov1", dict(zero_stage=2, gpus_per_node=4, deepspeed={"reduce_bucket_size": RBS_LO, "overlap_comm": True})),
-    ("s2w4_off", dict(zero_stage=2, gpus_per_node=4, offload_optimizer="cpu",
+    ("s2w2_off", dict(zero_stage=2, gpus_per_node=2, offload_optimizer="cpu",
                       deepspeed={"reduce_bucket_size": RBS_LO})),
     ("s2w2_fp16", dict(zero_stage=2, gpus_per_node=2, precision="fp16-mixed",
                        deepspeed={"reduce_bucket_size": RBS_LO})),
