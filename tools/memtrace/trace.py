@@ -51,7 +51,7 @@ def components(snap: Snapshot) -> dict:
     k = snap.by_key
     def s(pred):
         return sum(v for (c, sub), v in k.items() if pred(c, sub))
-    return {
+    comps = {
         "weights": s(lambda c, sub: c == "weight" and sub in ("", "quant_stats")),
         "lora_adapters": s(lambda c, sub: c == "weight" and sub == "lora"),
         "buffers": s(lambda c, sub: c == "weight" and sub == "buffer"),
@@ -61,6 +61,12 @@ def components(snap: Snapshot) -> dict:
         "logits": s(lambda c, sub: sub == "logits" and c in ("act", "recomp", "temp")),
         "temporaries": s(lambda c, sub: c == "temp" and sub != "logits"),
     }
+    # a gradient that backward has produced but AccumulateGrad has not yet stored in .grad (e.g. the
+    # embedding's, at the end of backward) is a gradient, not a transient: move it there
+    pending = sum(n for r, n in snap.temps if r.became_grad and r.sub != "logits")
+    comps["gradients"] += pending
+    comps["temporaries"] -= pending
+    return comps
 
 
 def _quant_buffer_ids(model) -> set:

@@ -45,6 +45,7 @@ class Rec:
     shape: tuple = ()
     dtype: str = ""
     where: str = ""        # module path that produced it (only when a `where` callback is set)
+    became_grad: bool = False   # a backward temporary that autograd then stored as a param's .grad
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Snapshot:
     by_key: dict = field(default_factory=dict)       # (cat, sub) -> bytes
     phase: str = ""
     op: str = ""
+    temps: list = field(default_factory=list)        # [(Rec, nbytes)] temps live at this moment
 
 
 class StorageTracker(TorchDispatchMode):
@@ -62,6 +64,7 @@ class StorageTracker(TorchDispatchMode):
     def __init__(self, logits_numel: int = 0, vocab: int = 0, record_saved: bool = False):
         super().__init__()
         self.live: dict[int, Rec] = {}
+        self.temps: dict[int, Rec] = {}      # live storages with cat "temp"
         self.cur: dict[tuple, int] = {}
         self.total = 0
         self.phase = "setup"
@@ -99,6 +102,8 @@ class StorageTracker(TorchDispatchMode):
             self.register(t, cat, sub or "")
             return
         self._add(rec, -rec.nbytes)
+        if rec.cat == "temp" and cat == "grad":
+            rec.became_grad = True
         rec.cat = cat
         if sub is not None:
             rec.sub = sub
@@ -116,6 +121,11 @@ class StorageTracker(TorchDispatchMode):
             self._add(rec, -rec.nbytes)
 
     def _add(self, rec: Rec, n: int) -> None:
+        if rec.cat == "temp":
+            if n > 0:
+                self.temps[id(rec)] = rec
+            else:
+                self.temps.pop(id(rec), None)
         self.total += n
         k = (rec.cat, rec.sub)
         self.cur[k] = self.cur.get(k, 0) + n
@@ -126,7 +136,8 @@ class StorageTracker(TorchDispatchMode):
         by_key = {k: v for k, v in self.cur.items() if v}
         for (c, _), v in by_key.items():
             by_cat[c] = by_cat.get(c, 0) + v
-        return Snapshot(self.total, by_cat, by_key, self.phase, self.last_op)
+        temps = [(r, r.nbytes) for r in self.temps.values()]
+        return Snapshot(self.total, by_cat, by_key, self.phase, self.last_op, temps)
 
     def _check_peak(self) -> None:
         pp = self.phase_peak.get(self.phase)
