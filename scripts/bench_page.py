@@ -145,6 +145,7 @@ def main() -> int:
     ready, bare = med(r["ready"] for r in page_runs), med(r["ready"] for r in bare_runs)
     blocked, bare_blocked = med(r["blocked"] for r in page_runs), med(r["blocked"] for r in bare_runs)
     correct = all(str(r["figure_bytes"]) == str(expected) for r in page_runs)
+    ratios = sorted(p["ready"] / b["ready"] for p, b in zip(page_runs, bare_runs))
     p95 = pctl(ups, .95)
     rows = [
         ("correct figures on screen (FCP)", f"{figures:.0f} ms", "never before ready", "<= 500 ms",
@@ -159,6 +160,15 @@ def main() -> int:
     print(f"{'figure':34} {'zerocalc page':>16} {'bare loadPyodide':>18}  {'budget':24} ok")
     for name, ours, theirs, budget, ok in rows:
         print(f"{name:34} {ours:>16} {theirs:>18}  {budget:24} {'PASS' if ok else 'FAIL'}")
+    print(f"ready / bare per run (paired, sorted): {' '.join(f'{r:.2f}' for r in ratios)}; "
+          f"median {med(ratios):.2f}; ready spread {min(r['ready'] for r in page_runs):.0f}-"
+          f"{max(r['ready'] for r in page_runs):.0f} ms, bare {min(r['ready'] for r in bare_runs):.0f}-"
+          f"{max(r['ready'] for r in bare_runs):.0f} ms")
+    try:
+        import os
+        print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    except OSError:
+        pass
     return 0 if all(r[-1] for r in rows) else 2
 
 
