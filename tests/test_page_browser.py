@@ -115,6 +115,13 @@ def test_changing_inputs_updates_everything(offline_page):
     # the share link holds exactly this plan
     link = page.input_value("#share-url")
     assert Plan.from_dict(json.loads(unquote(link.split("#plan=", 1)[1]))) == Plan.from_dict(plan)
+    # a custom GPU: seeded with the previous preset's capacity, then edited
+    page.select_option("[name='gpu']", "custom")
+    # the H100 SXM preset reports 81,559 MiB = 79.647 GiB (nvidia-smi), not the marketed 80 GB
+    assert float(page.input_value("[name='gpu.memory_gib']")) == 81_559 / 1024
+    change(page, lambda: page.fill("[name='gpu.memory_gib']", "24"))
+    plan["gpu"] = {"name": "My GPU", "memory_gib": 24}
+    assert_shows(page, plan)
     # GPT-2's checkboxes carry GPT-2's module names
     change(page, lambda: page.select_option("[name='model']", "gpt2"))
     names = page.eval_on_selector_all("[name='lora.targets']", "els => els.map(e => e.value)")
