@@ -80,7 +80,8 @@ def check_parsed(ds, d, plan: dict):
     assert d.bfloat16_config.enabled == (p.precision in ("bf16-mixed", "bf16-pure"))
     assert d.bfloat16_config.bf16_master_weights_and_grads == (p.precision == "bf16-pure")
     assert d.bfloat16_config.bf16_optimizer_states == (p.precision == "bf16-pure")
-    assert d.optimizer_name == {"adamw": "adamw", "lion": "lion"}.get(p.optimizer)
+    # stage 0: no optimizer block (the Trainer hands its own to DeepSpeed: FP16_UnfusedOptimizer)
+    assert d.optimizer_name == ({"adamw": "adamw", "lion": "lion"}.get(p.optimizer) if p.zero_stage >= 1 else None)
     if p.optimizer not in ("adamw", "lion") and p.zero_stage >= 1:
         assert d.zero_allow_untested_optimizer is True
         assert d.zero_force_ds_cpu_optimizer is (p.offload_optimizer == "none")

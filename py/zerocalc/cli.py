@@ -182,8 +182,15 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
                    help="override any plan key (dotted, JSON value), e.g. deepspeed.overlap_comm=true")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line (exit 2), like every other bad input."""
+
+    def error(self, message):
+        self.exit(2, f"zerocalc: {message}\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="zerocalc", description="GPU memory planner for LLM training "
+    ap = _Parser(prog="zerocalc", description="GPU memory planner for LLM training "
                                  "(DeepSpeed ZeRO, FSDP, DDP, LoRA/QLoRA). All sizes in GiB = 2^30 bytes.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("estimate", help="per-GPU and per-node memory of a plan")

@@ -193,6 +193,8 @@ def _activation_terms(plan: Plan, st: _Static) -> list[Term]:
         gpu("logits_forward", "logits", lg.forward_peak, {"fwd"}),
         gpu("logits_backward", "logits", lg.backward_peak, {"loss_bwd"}),
     ]
+    # the gradients in flight inside the layer being back-propagated (the last one is layer 0)
+    t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, {"bwd_end"}))
     if a.autocast_weight_copies:
         t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies, {"fwd", "loss_bwd"}))
     if st.dequant:
@@ -206,7 +208,7 @@ def _recompute_terms(plan: Plan, st: _Static) -> list[Term]:
     a = st.acts
     if plan.activation_checkpointing != "full":
         return []
-    return [gpu("recomputed_layer", "activations", a.recompute_layer + a.layer_backward_temp, {RECOMPUTE})]
+    return [gpu("recomputed_layer", "activations", a.recompute_layer, {RECOMPUTE})]
 
 
 def _per_gpu(plan: Plan, st: _Static, spec: GpuSpec) -> PerGpu:
@@ -266,15 +268,13 @@ def _host_per_node(plan: Plan, st: _Static, pg: PerGpu) -> int:
     return ranks * max(pg.host_per_rank, loading)
 
 
-def _world_candidates(plan: Plan) -> list[tuple[int, int]]:
-    """(gpus_per_node, nodes) layouts to try, in increasing GPU count."""
+MAX_NODES_SEARCHED = 4096
+
+
+def _layout(plan: Plan, i: int) -> tuple[int, int]:
+    """The i-th layout in increasing GPU count: 1..gpus_per_node GPUs on one node, then whole nodes."""
     per = plan.gpus_per_node
-    out = [(g, 1) for g in range(1, per + 1)]
-    nodes = 2
-    while nodes <= 4096:
-        out.append((per, nodes))
-        nodes *= 2
-    return out
+    return (i + 1, 1) if i < per else (per, i - per + 2)
 
 
 def _min_gpus(plan: Plan, st: _Static, spec: GpuSpec) -> int | None:
@@ -283,23 +283,36 @@ def _min_gpus(plan: Plan, st: _Static, spec: GpuSpec) -> int | None:
     if plan.framework in ("single", "ddp"):
         fits = _per_gpu(plan, st, spec).device_used <= spec.capacity_bytes
         return 1 if fits else None
-    cands = _world_candidates(plan)
-    lo, hi = 0, len(cands) - 1
+    last = plan.gpus_per_node + MAX_NODES_SEARCHED - 2
 
     def fits(i: int) -> bool:
-        g, n = cands[i]
+        g, n = _layout(plan, i)
         p = replace(plan, gpus_per_node=g, nodes=n)   # same plan, another world: no re-validation
         return _per_gpu(p, st, spec).device_used <= spec.capacity_bytes
 
-    if not fits(hi):
-        return None
-    while lo < hi:
+    # bracket by doubling from the plan's own layout, then bisect (per-GPU memory falls with the count)
+    here = plan.gpus_per_node - 1 + (plan.nodes - 1)
+    if fits(here):
+        lo, hi = -1, here
+        step = 1
+        while hi - step >= 0 and fits(hi - step):
+            hi, step = hi - step, step * 2
+        lo = max(-1, hi - step)
+    else:
+        lo, hi, step = here, here + 1, 1
+        while hi <= last and not fits(hi):
+            lo, hi, step = hi, hi + step * 2, step * 2
+        if hi > last:
+            if not fits(last):
+                return None
+            hi = last
+    while hi - lo > 1:
         mid = (lo + hi) // 2
         if fits(mid):
             hi = mid
         else:
-            lo = mid + 1
-    g, n = cands[lo]
+            lo = mid
+    g, n = _layout(plan, hi)
     return g * n
 
 

@@ -52,7 +52,8 @@ DEEPSPEED_INT_KNOBS = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "sta
                        "stage3_max_reuse_distance", "stage3_param_persistence_threshold", "sub_group_size",
                        "zero_hpz_partition_size")
 DEEPSPEED_BOOL_KNOBS = ("overlap_comm", "contiguous_gradients", "zero_init")
-DEEPSPEED_AUTO_OK = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold")
+DEEPSPEED_AUTO_OK = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+                     "gradient_clipping")
 DEEPSPEED_KNOBS = DEEPSPEED_INT_KNOBS + DEEPSPEED_BOOL_KNOBS + ("gradient_clipping",)
 
 

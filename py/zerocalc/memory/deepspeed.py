@@ -24,7 +24,7 @@ DEFAULTS = {"reduce_bucket_size": 500_000_000, "contiguous_gradients": True,
             "stage3_prefetch_bucket_size": 50_000_000, "stage3_max_live_parameters": 1_000_000_000,
             "stage3_max_reuse_distance": 1_000_000_000, "stage3_param_persistence_threshold": 100_000,
             "sub_group_size": 1_000_000_000, "zero_hpz_partition_size": 1, "zero_init": True,
-            "gradient_clipping": 0.0}
+            "gradient_clipping": 1.0}   # GRADIENT_CLIPPING_DEFAULT (runtime/constants.py)
 ALLREDUCE_BUCKET = 500_000_000      # engine.MEMORY_OPT_ALLREDUCE_SIZE, hard-coded (stage 0)
 NORM_CHUNK = 250_000_000            # stage3 _constant_buffered_norm2 chunk (offload)
 NVME_OPT_BUFFERS = 4                # offload_optimizer.buffer_count
@@ -200,13 +200,16 @@ def _stage0(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, gas: int) -
         return t + [gpu("flat_16bit_params", tr.component, 4 * p),
                     gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, p, 4)),
                     gpu("gradients", tr.grad_component, 4 * p, _grad_phases(gas))]
+    # The exported config has no optimizer block at stage 0, so the Trainer's torch optimizer is wrapped
+    # in FP16_UnfusedOptimizer (fp16/unfused_optimizer.py): per-parameter 16-bit weights and fp32 master
+    # copies, and at the step each gradient cast to fp32 (4P). (DeepSpeed's own FusedAdam would get
+    # FP16_Optimizer, which also flattens the fp32 grads: 8P.)
     t += [
-        gpu("flat_16bit_params", tr.component, 2 * p),                   # fp16_groups_flat
-        gpu("fp32_master", tr.state_component, 4 * p),                   # fp32_groups_flat, not partitioned
+        gpu("flat_16bit_params", tr.component, 2 * p),
+        gpu("fp32_master", tr.state_component, 4 * p),                   # not partitioned
         gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, p, 4)),
         gpu("gradients", tr.grad_component, 2 * p, _grad_phases(gas)),
-        # step(): each grad cast to fp32 (a list, 4P) and flattened (4P) before the 16-bit grads go
-        gpu("step_transient", "buffers", 8 * p, {"step"}),
+        gpu("step_transient", "buffers", 4 * p, {"step"}),
     ]
     if n > 1:
         # buffered_allreduce_fallback: buckets close after exceeding 5e8 elements
