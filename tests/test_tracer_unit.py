@@ -118,3 +118,23 @@ def test_gc_saves_only_layer_inputs():
     # position_ids the checkpointed layers keep as inputs for their recompute (8*s)
     expected = L * 2 * bs * H + 4 * S * HD + 8 * bs * H + 4 * bs + 4 * bs * V + 8 * bs + 8 * S
     assert abs(r["saved_activations_forward_end"] - expected) <= 16
+
+
+def test_cpu_autocast_follows_cuda_fp32_list():
+    """aten autocast_mode.cpp (CUDA): pow/layer_norm run in fp32, softmax/sum without dtype give fp32;
+    linear stays bf16. Outside the policy context, CPU autocast leaves pow in bf16."""
+    import torch  # noqa: PLC0415
+
+    from tools.memtrace.cuda_autocast import cuda_autocast_policy  # noqa: PLC0415
+    x = torch.ones(4, 8, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.ones(8, 8, dtype=torch.float32)
+    with cuda_autocast_policy(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.pow(x, 3.0).dtype == torch.float32
+        assert torch.softmax(x, -1).dtype == torch.float32
+        assert x.sum().dtype == torch.float32
+        assert torch.nn.functional.layer_norm(x, (8,)).dtype == torch.float32
+        assert torch.nn.functional.linear(x, w).dtype == torch.bfloat16
+        torch.pow(x, 3.0).sum().backward()       # the cast is recorded by autograd
+    assert x.grad is not None and x.grad.dtype == torch.bfloat16
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.pow(x, 3.0).dtype == torch.bfloat16
