@@ -21,7 +21,11 @@ def main(argv=None) -> int:
     plan = json.load(sys.stdin if a.plan == "-" else open(a.plan))
     from .report import table  # noqa: PLC0415
     from .trace import trace  # noqa: PLC0415
-    res = trace(plan, dump_saved=a.dump_saved)
+    try:
+        res = trace(plan, dump_saved=a.dump_saved)
+    except ValueError as e:      # unsupported plan feature or invalid plan: one line, no traceback
+        print(f"memtrace: error: {e}", file=sys.stderr)
+        return 2
     if a.json_out == "-":
         json.dump(res, sys.stdout, indent=1)
     else:

@@ -31,14 +31,30 @@ class TracePlan:
     compute_dtype: str = "bf16"
 
 
+# plan features the tracer does not emulate: refuse instead of tracing something else
+_UNSUPPORTED = {
+    ("activation_checkpointing", "selective"): "HF has no selective checkpointing to trace",
+    ("activation_offloading", True): "activation offloading is not emulated",
+    ("loss", "chunked"): "chunked / fused cross-entropy is not emulated",
+    ("optimizer_in_backward", True): "optimizer-in-backward is not emulated",
+}
+
+
 def from_dict(d: dict) -> TracePlan:
-    """plan-v1 dict -> TracePlan (contract defaults for missing keys)."""
+    """plan-v1 dict -> TracePlan (contract defaults for missing keys).
+
+    Raises ValueError naming the key for features the tracer does not emulate. Sharding keys (framework,
+    zero_stage, offload_*) are ignored: the trace is always one process, no wrapper (single-GPU view).
+    """
     d = dict(d)
     try:  # the engine's parser validates keys and values when it is there
         from zerocalc import Plan  # noqa: PLC0415
         d = Plan.from_dict(d).to_dict()
     except ImportError:
         pass
+    for (key, value), why in _UNSUPPORTED.items():
+        if d.get(key) == value:
+            raise ValueError(f"{key}={value!r}: {why}")
     lora = d.get("lora") or {}
     q = d.get("quantization") or {}
     return TracePlan(
