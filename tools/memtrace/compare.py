@@ -86,3 +86,17 @@ def format_rows(pid: str, res: dict, eng: dict, rows: list) -> str:
     out.append("  engine detail (GiB): " + ", ".join(f"{k}={v / g:.3f}" for k, v in eng["detail"].items()
                                                     if isinstance(v, (int, float))))
     return "\n".join(out)
+
+
+def compare_results(results: list) -> list[dict]:
+    """run_grid() results -> [{id, rows, ok, error}] (engine evaluated on each result's own plan)."""
+    out = []
+    for res in results:
+        if "error" in res:
+            out.append({"id": res.get("id"), "rows": [], "ok": False, "error": res["error"]})
+            continue
+        eng = engine_breakdown(res["plan"])
+        rows = compare(res, eng)
+        out.append({"id": res.get("id"), "rows": rows, "ok": all(r["ok"] for r in rows), "error": None,
+                    "table": format_rows(res.get("id") or "", res, eng, rows)})
+    return out
