@@ -50,7 +50,7 @@ function customModel() {
     else if (el.value.trim() !== "") m[key] = valueOf(el);
   }
   if (!m.name) m.name = "Custom model";
-  return m;
+  return m;   // a pasted config's extra fields (MoE, rope, ...) ride along; the form's dimensions win
 }
 
 function readForm() {
@@ -309,7 +309,7 @@ function loadShareLink() {
   for (const [key, value] of Object.entries(plan)) {
     if (key === "schema") continue;
     if (key === "model" && value && typeof value === "object") {
-      $(`[name=${PASTE}]`).value = JSON.stringify(value, null, 2); onPaste(); continue;
+      $(`[name=${PASTE}]`).value = JSON.stringify(value, null, 2); $("#paste-config").open = true; onPaste(); continue;
     }
     if (key === "gpu" && value && typeof value === "object") {
       setField("gpu", "custom"); setField("gpu.name", value.name ?? "Custom GPU"); setField("gpu.memory_gib", value.memory_gib ?? ""); continue;

@@ -170,12 +170,13 @@ def test_bad_values_are_reported_next_to_the_field(offline_page, bads):
     expect(page.locator("[data-error-for='micro_batch_size']")).to_be_hidden()
     assert_shows(page, {"seq_len": 2048, "micro_batch_size": 1})
     # a malformed config.json: message by the paste box, model unchanged, user text never parsed as HTML
-    page.select_option("[name='model']", "custom")
+    page.click("#paste-config summary")
     page.fill("[name='model_config_json']", '{"hidden_size": 4096, <img src=x onerror="window.pwned=1">')
     msg = page.locator("[data-error-for='model_config_json']")
     expect(msg).to_be_visible()
     assert "config.json" in msg.inner_text()
     assert page.locator("img[src='x']").count() == 0 and not page.evaluate("window.pwned")
+    assert_shows(page, {"seq_len": 2048, "micro_batch_size": 1})          # the model is unchanged
     # a good config.json becomes the model
     cfg = {**MODELS["llama-3.2-1b"].hf_config, "name": "pasted"}
     change(page, lambda: page.fill("[name='model_config_json']", json.dumps(cfg)))

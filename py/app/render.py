@@ -95,6 +95,11 @@ def model_select(value: str) -> str:
     return f'<select id="f-model" name="model" data-type="model">{"".join(parts)}</select>'
 
 
+def _gib_label(n: int) -> str:
+    gib = n / 2**30
+    return f"{gib:.0f} GiB" if gib == int(gib) else f"{gib:.1f} GiB"
+
+
 def gpu_select(value: str) -> str:
     groups: dict[str, list] = {}
     for g in GPUS.values():
@@ -102,7 +107,7 @@ def gpu_select(value: str) -> str:
     parts = []
     for vendor, gpus in groups.items():
         opts = "".join(f'<option value="{e(g.id)}"{" selected" if g.id == value else ""}>'
-                       f'{e(g.name)} · {g.memory_bytes / 2**30:g} GiB</option>' for g in gpus)
+                       f'{e(g.name)} · {_gib_label(g.memory_bytes)}</option>' for g in gpus)
         parts.append(f'<optgroup label="{e(vendor)}">{opts}</optgroup>')
     parts.append('<optgroup label="Your own"><option value="custom">Custom GPU</option></optgroup>')
     return f'<select id="f-gpu" name="gpu" data-type="gpu">{"".join(parts)}</select>'
@@ -116,13 +121,6 @@ def section_model(p: dict) -> str:
         + _field("model.model_type", "model_type", types)
         + f'<div class="grid">{dims}</div>'
         + _check("model.tie_word_embeddings", "tie_word_embeddings (lm_head shares the embedding)", False)
-        + '<div class="field wide" data-field="model_config_json"><label for="f-model_config_json">'
-          'Paste a Hugging Face config.json</label>'
-          '<textarea id="f-model_config_json" name="model_config_json" rows="5" spellcheck="false" '
-          'placeholder="{&quot;model_type&quot;: &quot;llama&quot;, &quot;hidden_size&quot;: 4096, …}"></textarea>'
-          '<small class="hint">Its fields fill the dimensions above; MoE fields (num_local_experts, '
-          'num_experts_per_tok, moe_intermediate_size, …) are read from it too. Nothing leaves your browser.</small>'
-          '<p class="err" data-error-for="model_config_json" role="alert" hidden></p></div>'
         + '</fieldset>')
     gpu_custom = ('<fieldset class="custom" id="custom-gpu" hidden><legend>Custom GPU</legend><div class="grid">'
                   + _field("gpu.name", "name", '<input id="f-gpu.name" name="gpu.name" type="text" '
@@ -130,8 +128,19 @@ def section_model(p: dict) -> str:
                   + _field("gpu.memory_gib", "memory (GiB)", _number("gpu.memory_gib", 80, "num"),
                            "what nvidia-smi reports as total, in GiB")
                   + '</div></fieldset>')
+    paste = ('<details class="paste" id="paste-config"><summary>Your own model: paste a Hugging Face '
+             'config.json</summary>'
+             '<div class="field wide" data-field="model_config_json"><label for="f-model_config_json" class="sr">'
+             'config.json</label>'
+             '<textarea id="f-model_config_json" name="model_config_json" rows="6" spellcheck="false" '
+             'placeholder="{&quot;model_type&quot;: &quot;llama&quot;, &quot;hidden_size&quot;: 4096, …}"></textarea>'
+             '<small class="hint">Its fields become a custom model (the dimensions below); MoE fields '
+             '(num_local_experts, num_experts_per_tok, moe_intermediate_size, …) are read from it too. '
+             'Nothing leaves your browser.</small>'
+             '<p class="err" data-error-for="model_config_json" role="alert" hidden></p></div></details>')
     return (_field("model", "Model", model_select(p["model"] if isinstance(p["model"], str) else "custom"),
                    "All presets, grouped by family. Parameter counts are exact for each config.", "wide")
+            + paste
             + custom
             + _field("gpu", "GPU", gpu_select(p["gpu"] if isinstance(p["gpu"], str) else "custom"), "", "wide")
             + gpu_custom
