@@ -114,7 +114,7 @@ def test_engine_matches_probe(grid, name):
     plan = dict(plans([name])[0][1])
     eng = engine_buffers(plan)
     assert eng is not None, "estimate(plan).to_dict()['per_gpu']['deepspeed_buffers'] is missing"
-    rows = compare(busiest(grid[name]), eng)
+    rows = compare(busiest(grid[name]), eng, name)
     bad = [f"{r['name']}: probe {r['probe']:,} engine {r['engine']:,}" for r in rows if r["exact"] and r["dev"]]
     assert not bad, f"{name}: " + "; ".join(bad)
     assert {r["name"] for r in rows if r["exact"]} <= set(EXACT)
