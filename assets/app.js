@@ -377,8 +377,7 @@ function failed(reason) {
 async function boot() {
   const watchdog = setTimeout(() => { if (!engine) failed(`no answer after ${BOOT_TIMEOUT_MS / 1000} s`); }, BOOT_TIMEOUT_MS);
   try {
-    const worker = await engineReady;
-    engine = worker.sync;
+    engine = await engineReady;
     request();
   } catch (err) {
     failed(String(err && err.message ? err.message : err));

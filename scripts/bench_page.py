@@ -1,6 +1,9 @@
 """Speed benchmark of the page against a bare `loadPyodide` page, measured in the same run.
 
-    python scripts/bench_page.py [--runs 5] [--updates 20]     # needs _site/ (make site) and playwright
+    python scripts/bench_page.py [--runs 5] [--updates 20] [--pyscript]   # needs _site/ (make site), playwright
+
+--pyscript also measures the page with the engine run by PyScript's PyWorker (index.html?runtime=pyscript)
+instead of the plain module worker, in the same alternation.
 
 Every run is a fresh Chromium with a fresh profile (cold: nothing cached), offline through
 `--host-resolver-rules` (not Playwright routing, which disables the HTTP cache; stack.md §3). Page and
@@ -117,6 +120,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--updates", type=int, default=20)
+    ap.add_argument("--pyscript", action="store_true", help="also measure the PyScript PyWorker variant")
     a = ap.parse_args()
     if not (SITE / "index.html").exists():
         print("bench_page.py: build the site first (make site)", file=sys.stderr)
@@ -129,11 +133,16 @@ def main() -> int:
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=tmp))
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{httpd.server_address[1]}"
-        page_runs, bare_runs = [], []
+        page_runs, bare_runs, pys_runs = [], [], []
         with sync_playwright() as pw:
             for i in range(a.runs):
                 page_runs.append(one_run(pw, base + "/site/index.html", a.updates))
                 bare_runs.append(one_run(pw, base + "/bare.html", 0))
+                if a.pyscript:
+                    pys_runs.append(one_run(pw, base + "/site/index.html?runtime=pyscript", a.updates))
+                    q = pys_runs[-1]
+                    print(f"       PyScript PyWorker variant: ready {q['ready']:.0f} ms, blocked {q['blocked']:.0f} ms, "
+                          f"update p95 {pctl(q['updates'], .95):.1f} ms", flush=True)
                 p, b = page_runs[-1], bare_runs[-1]
                 print(f"run {i + 1}: page figures {p['fcp']:.0f} ms, ready {p['ready']:.0f} ms, blocked "
                       f"{p['blocked']:.0f} ms, update p95 {pctl(p['updates'], .95):.1f} ms | bare ready "
@@ -164,6 +173,12 @@ def main() -> int:
           f"median {med(ratios):.2f}; ready spread {min(r['ready'] for r in page_runs):.0f}-"
           f"{max(r['ready'] for r in page_runs):.0f} ms, bare {min(r['ready'] for r in bare_runs):.0f}-"
           f"{max(r['ready'] for r in bare_runs):.0f} ms")
+    if pys_runs:
+        pr = med(r["ready"] for r in pys_runs)
+        pu = [u for r in pys_runs for u in r["updates"]]
+        print(f"PyScript PyWorker variant: ready {pr:.0f} ms ({pr / bare:.2f} x bare), blocked "
+              f"{med(r['blocked'] for r in pys_runs):.0f} ms, update p50 / p95 {pctl(pu, .5):.1f} / "
+              f"{pctl(pu, .95):.1f} ms")
     try:
         import os
         print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

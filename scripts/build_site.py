@@ -29,7 +29,7 @@ from app import render, view  # noqa: E402
 SITE = ROOT / "_site"
 PACKAGES = ("zerocalc", "app")          # shipped to the browser under py/
 SHIP_SUFFIXES = (".py", ".json")
-ASSETS = ("app.css", "app.js", "engine.js", "icon.svg")
+ASSETS = ("app.css", "app.js", "engine.js", "worker.js", "icon.svg")
 # Slots replaced verbatim: everything in them is already escaped HTML or a number.
 SLOT = re.compile(r"\{\{(\w+)\}\}")
 # An empty element carrying data-out / data-view: filled with the figure's text (+ data-bytes).
@@ -114,13 +114,6 @@ def fill_figures(html: str, v: dict) -> str:
     return out
 
 
-def preload_links() -> str:
-    """Fetch PyScript's entry and main chunk while the page parses (names carry content hashes)."""
-    vendor = ROOT / "assets" / "vendor" / "pyscript"
-    names = ["core.js"] + sorted(p.name for p in vendor.glob("core-*.js"))
-    return "\n".join(f'<link rel="modulepreload" href="./assets/vendor/pyscript/{n}">' for n in names)
-
-
 def render_page(template: str, versions: dict) -> tuple[str, dict]:
     v = view.compute({"plan": {}})
     p = v["plan"]
@@ -142,7 +135,6 @@ def render_page(template: str, versions: dict) -> tuple[str, dict]:
         "config_note_hidden": "" if v["ds_config"]["note"] else "hidden",
         "share": render.e(v["share"]),
         "presets": render.presets_json(),
-        "preload": preload_links(),
         "version": render.e(__version__),
         "pyodide_version": render.e(versions.get("pyodide", "?")),
         "pyscript_version": render.e(versions.get("@pyscript/core", "?")),
