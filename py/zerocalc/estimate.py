@@ -25,7 +25,8 @@ from .plan import Plan
 from .presets import GPUS
 
 GIB = 1 << 30
-RECOMPUTE = "recompute"
+RECOMPUTE = "recompute"          # checkpointing: the last layer recomputed, nearly all gradients there
+RECOMPUTE_TOP = "recompute_top"  # checkpointing: the first layer recomputed, every checkpoint input alive
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,8 @@ def _model_state_terms(plan: Plan, st: _Static) -> list[Term]:
 def _activation_terms(plan: Plan, st: _Static) -> list[Term]:
     a, lg = st.acts, st.logits
     t = [
-        gpu("saved_activations", "activations", a.stack_saved + a.head_saved, {"fwd", "loss_bwd"}),
+        gpu("saved_activations", "activations", a.stack_saved, {"fwd", "loss_bwd", RECOMPUTE_TOP}),
+        gpu("head_activations", "activations", a.head_saved, {"fwd", "loss_bwd"}),
         gpu("logits_forward", "logits", lg.forward_peak, {"fwd"}),
         gpu("logits_backward", "logits", lg.backward_peak, {"loss_bwd"}),
     ]
@@ -197,8 +199,12 @@ def _activation_terms(plan: Plan, st: _Static) -> list[Term]:
     t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, {"bwd_end"}))
     if a.autocast_weight_copies:
         t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies, {"fwd", "loss_bwd"}))
+    if a.autocast_cache_forward:
+        # cached until the autocast context exits at the end of forward, not kept by checkpointed layers
+        t.append(gpu("autocast_cache_forward", "activations", a.autocast_cache_forward, {"fwd"}))
     if st.dequant:
-        t.append(gpu("qlora_dequant_buffer", "buffers", st.dequant, {"fwd", "loss_bwd", "bwd_end"}))
+        # one 16-bit dequantized weight exists only inside a layer's forward, backward or recompute
+        t.append(gpu("qlora_dequant_buffer", "activations", st.dequant, {"bwd_end", RECOMPUTE}))
     return t
 
 
@@ -208,7 +214,25 @@ def _recompute_terms(plan: Plan, st: _Static) -> list[Term]:
     a = st.acts
     if plan.activation_checkpointing != "full":
         return []
-    return [gpu("recomputed_layer", "activations", a.recompute_layer, {RECOMPUTE})]
+    t = [gpu("recomputed_layer", "activations", a.recompute_layer, {RECOMPUTE, RECOMPUTE_TOP})]
+    replicated = plan.framework in ("single", "ddp")
+    if replicated and plan.method == "full":
+        # at the top layer's recompute only the head's gradients exist (lm_head, final norm)
+        head = sum(tt.numel for tt in st.arch.tensors if tt.component in ("lm_head", "norm") and
+                   not any(seg in tt.name for seg in (".layers.", ".h.", ".layer.", ".block.")))
+        if st.arch.tied_embeddings:
+            head += st.arch.vocab_size * st.arch.hidden_size
+        t.append(gpu("grads_at_top_recompute", "gradients", st.dt.grad * head, {RECOMPUTE_TOP}))
+    if replicated and plan.method == "full" and not plan.optimizer_in_backward:
+        # the last recompute (layer 0) runs before layer 0's and the embedding's gradients exist
+        arch = st.arch
+        first = sum(tt.numel for tt in arch.tensors if ".0." in tt.name and tt.component != "embedding"
+                    and tt.name.split(".0.")[0].endswith(("layers", "h", "layer", "block")))
+        emb = sum(tt.numel for tt in arch.tensors if tt.component == "embedding")
+        if arch.tied_embeddings and arch.causal_lm:
+            emb -= arch.vocab_size * arch.hidden_size     # lm_head's gradient (the tied weight's) exists
+        t.append(gpu("grads_not_yet_produced", "gradients", -st.dt.grad * (first + emb), {RECOMPUTE}))
+    return t
 
 
 def _per_gpu(plan: Plan, st: _Static, spec: GpuSpec) -> PerGpu:
@@ -216,13 +240,24 @@ def _per_gpu(plan: Plan, st: _Static, spec: GpuSpec) -> PerGpu:
     rt = runtime(spec.compute_capability, plan.world_size)
     terms.append(gpu("cublas_workspace", "runtime", rt.cublas_workspace))
     gpu_terms = [t for t in terms if t.place == "gpu"]
-    phases = list(PHASES) + ([RECOMPUTE] if plan.activation_checkpointing == "full" else [])
+    phases = list(PHASES) + ([RECOMPUTE, RECOMPUTE_TOP] if plan.activation_checkpointing == "full" else [])
+    replicated = plan.framework in ("single", "ddp")
 
     def live(t: Term, ph: str) -> int:
+        if ph == RECOMPUTE_TOP:
+            if RECOMPUTE_TOP in t.phases:
+                return t.nbytes
+            if t.name in ("head_activations", "tied_embedding_grad", "grads_not_yet_produced",
+                          "recomputed_layer") or t.component == "logits":
+                return 0
+            if replicated and t.name == "gradients":
+                return 0                      # only the head's exist yet: grads_at_top_recompute
+            return t.nbytes if "bwd_end" in t.phases else 0
         if ph == RECOMPUTE:
             # recompute happens inside backward: everything of the end-of-backward state is there
             return t.nbytes if (RECOMPUTE in t.phases or ("bwd_end" in t.phases and t.name not in
-                                                         ("saved_activations",))) else 0
+                                                         ("saved_activations", "tied_embedding_grad",
+                                                          "head_activations"))) else 0
         return t.live(ph)
 
     alloc = {ph: sum(live(t, ph) for t in gpu_terms if t.allocator) for ph in phases}

@@ -258,11 +258,13 @@ def classic_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
     e = 2 if c.autocast else c.e
     lins = list(linears)
     ads = {ad.name: ad for ad in adapters}
-    ss.save("ln1.in", c.res * t * h)
+    ln_in = 4 if c.autocast else c.res                           # autocast runs layer_norm in fp32
+    ss.save("ln1.in", ln_in * t * h)
     ss.save("ln1.stats", 4 * t)                                 # mean and rstd
+    ln_out = 4 if c.autocast else c.res
     for lin in lins[: len(lins) - 2]:
         if lin.d_in == h and lin.d_out >= h and lin.name not in ("dense", "c_proj"):
-            linear(ss, c, "ln1.out", c.res, lin, ads.get(lin.name))
+            linear(ss, c, "ln1.out", ln_out, lin, ads.get(lin.name))
     out = attention_core(ss, c, arch, "attn", arch.q_dim, arch.q_dim)
     o = next((lin for lin in lins if lin.name in ("c_proj", "dense") and lin.d_in == h and lin.d_out == h), None)
     if o is not None:
@@ -270,15 +272,20 @@ def classic_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
     dropout = arch.dropout > 0
     if dropout:
         ss.save("resid_drop1", MASK * t * h)
-    ss.save("ln2.in", c.res * t * h)
+    ss.save("ln2.in", ln_in * t * h)
     ss.save("ln2.stats", 4 * t)
     up, down = lins[-2], lins[-1]
-    linear(ss, c, "ln2.out", c.res, up, ads.get(up.name))
+    linear(ss, c, "ln2.out", ln_out, up, ads.get(up.name))
     n = t * up.d_out
-    act_saves = 4 if arch.family in ("gpt2", "phi") else 1     # gelu_new (python) vs fused gelu
-    for i in range(act_saves):
-        ss.save(f"gelu.{i}", e * n)
-    linear(ss, c, "gelu.out", e, down, ads.get(down.name))
+    if arch.family in ("gpt2", "phi"):
+        # gelu_new in python: 0.5·x·(1 + tanh(√(2/π)(x + 0.044715·x³))). Under CUDA autocast `pow` runs
+        # in fp32, so its input copy, tanh and 1 + tanh are fp32 (14 bytes per element vs 8).
+        gelu_bytes, out_bytes = (14, 4) if c.autocast else (4 * e, e)
+        ss.save("gelu", gelu_bytes * n)
+    else:
+        ss.save("gelu", e * n)                                   # fused GeLU keeps its input
+        out_bytes = e
+    linear(ss, c, "gelu.out", out_bytes, down, ads.get(down.name))
     if dropout:
         ss.save("resid_drop2", MASK * t * h)
     return ss.total
@@ -320,8 +327,9 @@ class Activations:
     stack_saved: int             # what the stack keeps until backward (checkpointing applied)
     head_saved: int              # final norm + rotary cos/sin (logits are separate: memory/logits.py)
     recompute_layer: int         # one layer's saved set rebuilt during backward (checkpointing)
-    layer_backward_temp: int     # gradients in flight inside one layer's backward
-    autocast_weight_copies: int  # 16-bit weight copies autocast caches for the backward
+    layer_backward_temp: int     # the gradient flowing between layers (2·s·b·h in the compute dtype)
+    autocast_weight_copies: int  # 16-bit weight copies autocast caches and the matmuls keep for backward
+    autocast_cache_forward: int  # copies cached during forward but not kept (checkpointed layers)
     host_offloaded: int          # bytes moved to host by activation offloading
 
     @property
@@ -350,7 +358,7 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
         y = rmsnorm(ss, c, "final_norm", "resid_final", h, arch.family == "gemma")
         ss.save("rope_cos_sin", 2 * c.res * plan.seq_len * arch.head_dim)
     else:
-        ss.save("ln_f.in", c.res * t * h)
+        ss.save("ln_f.in", (4 if c.autocast else c.res) * t * h)
         ss.save("ln_f.stats", 4 * t)
         y = "ln_f.out"
         if arch.dropout > 0:
@@ -358,7 +366,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
     head_adapter = None
     if plan.method != "full" and "lm_head" in plan.lora.targets:
         head_adapter = Adapter("lm_head", h, arch.vocab_size, plan.lora.rank)
-    linear(ss, c, y, c.res, Linear("lm_head", h, arch.vocab_size), head_adapter)
+    y_bytes = 4 if c.autocast and arch.family not in ("llama", "gemma", "t5") else c.res
+    linear(ss, c, y, y_bytes, Linear("lm_head", h, arch.vocab_size), head_adapter)
     return ss.total
 
 
@@ -389,17 +398,36 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
         # HF gradient_checkpointing (non-reentrant): each decoder layer keeps only its input.
         stack = arch.num_layers * res * t * h
         recompute = full_layer
+        if plan.attention == "eager":
+            # The recompute's peak is the softmax backward: the fp32 softmax output, its fp32 gradient
+            # and the softmax-backward output (12·a·s²·b) - the MLP's tensors are already gone (traced).
+            flash = block_saved_bytes(arch, context(plan.with_changes(attention="flash"), arch, dt, False),
+                                      per_layer_linears[-1], layer_adapters(arch, plan, per_layer_linears[-1])
+                                      if plan.method != "full" else ())
+            scores = arch.num_heads * plan.seq_len * plan.seq_len * plan.micro_batch_size
+            recompute = max(flash, 12 * scores + 2 * (2 if dt.autocast else dt.compute) * t * h)
+        if arch.moe:
+            # the peak of a recomputed MoE layer is inside the experts' backward: the weighted outputs
+            # and the down-projection input are consumed, and the gradients of gate/up/product are in
+            # flight (3 x the expert width per routed token; traced, mixtral)
+            e_m = 2 if dt.autocast else dt.compute
+            routed = t * arch.moe.experts_per_token
+            recompute = recompute - e_m * routed * (h + arch.moe.expert_intermediate) \
+                + 3 * e_m * routed * arch.moe.expert_intermediate
+        if arch.family not in ("llama", "gemma", "t5") and plan.attention == "eager":
+            # the (b, 1, s, s) 16-bit mask is a checkpoint input of every layer (one tensor)
+            stack += 2 * plan.seq_len * plan.seq_len * plan.micro_batch_size
     else:
         stack = sum(layers)
         recompute = 0
     head = _head_saved(plan, arch, dt)
     e = 2 if dt.autocast else dt.compute
-    temp = e * t * (2 * arch.intermediate_size + 2 * h)
-    if plan.attention == "eager":
-        temp += 10 * arch.num_heads * plan.seq_len * plan.seq_len * plan.micro_batch_size
-    # Autocast caches a 16-bit copy of every fp32 weight a matmul reads and the matmul keeps it for
-    # the backward (torch autocast weight cache): the whole linear stack under AMP (the tied
-    # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True.
+    temp = e * t * h
+    # Autocast caches a 16-bit copy of every fp32 weight a matmul reads (cache_enabled, until forward
+    # ends) and the matmul keeps it for the backward: the whole linear stack under AMP (the tied
+    # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
+    # layers keep nothing: their copies die at forward end and are cast again in the recompute; only
+    # lm_head's copy (outside the checkpointed layers) stays saved (traced).
     copies = 0
     if dt.autocast and plan.method == "full" and dt.weight == 4:
         copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear)
@@ -408,10 +436,15 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:
         from .lora import adapter_params
         copies = 2 * adapter_params(arch, plan)
+    cache_forward = 0
+    if copies and plan.activation_checkpointing == "full":
+        kept = 2 * arch.vocab_size * h if plan.method == "full" and arch.causal_lm else 0
+        cache_forward, copies = copies - kept, kept
     offloaded = 0
     if plan.activation_offloading:
         # torchtune OffloadActivations: saved tensors stream to host; about two layers stay resident.
         keep = min(stack, 2 * max(layers) if plan.activation_checkpointing != "full" else 2 * res * t * h)
         offloaded, stack = stack - keep, keep
     return Activations(layers=tuple(layers), stack_saved=stack, head_saved=head, recompute_layer=recompute,
-                       layer_backward_temp=temp, autocast_weight_copies=copies, host_offloaded=offloaded)
+                       layer_backward_temp=temp, autocast_weight_copies=copies,
+                       autocast_cache_forward=cache_forward, host_offloaded=offloaded)

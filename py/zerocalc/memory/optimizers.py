@@ -10,7 +10,8 @@
 - Adafactor (transformers.optimization.Adafactor, defaults beta1=None, factored): a row and a column
   second-moment vector per matrix (shape[:-1] and shape[:-2]+shape[-1:]), the full second moment for
   vectors; state in the gradient dtype.
-- SGD with momentum: one momentum buffer. Lion: one exp_avg.
+- SGD: HF Trainer's `optim="sgd"` builds torch.optim.SGD with momentum 0, which keeps no state
+  (traced; torchtune's configs too). Lion: one exp_avg.
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def adafactor_bytes(shape: tuple, numel: int, state_bytes: int) -> int:
 def states_per_element(optimizer: str, state_bytes: int) -> float:
     """Average bytes of state per trainable element for large tensors (for sharded formulas)."""
     return {"adamw": 2 * state_bytes, "paged-adamw-32bit": 8, "adamw-8bit": 2 * (1 + 4 / BNB_BLOCK),
-            "paged-adamw-8bit": 2 * (1 + 4 / BNB_BLOCK), "sgd": state_bytes, "lion": state_bytes,
+            "paged-adamw-8bit": 2 * (1 + 4 / BNB_BLOCK), "sgd": 0, "lion": state_bytes,
             "adafactor": 0.0}[optimizer]
 
 
@@ -77,8 +78,9 @@ def optimizer_states(optimizer: str, tensors: Iterable[tuple[tuple, int]], state
             total += adam8bit_bytes(numel)
         elif optimizer == "adafactor":
             total += adafactor_bytes(shape, numel, state_bytes)
-        else:  # sgd (momentum), lion
+        elif optimizer == "lion":
             total += state_bytes * numel
+        # sgd: no state
     if optimizer.startswith("paged"):
         return OptimizerStates(0, total)
     return OptimizerStates(total, 0)
