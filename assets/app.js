@@ -1,8 +1,8 @@
 // zerocalc page glue (main thread). Reads the form into a plan-v1 dict, asks the engine for the view
-// (Python: py/app/view.py, running in a Pyodide worker started through PyScript), and copies the view
+// (Python: py/app/view.py, running in a Pyodide Web Worker, see assets/engine.js), and copies the view
 // into the DOM. No arithmetic here, and user text only ever goes in through textContent / value.
-// Why plain JS on the main thread: it keeps the main thread free while Pyodide boots (the page is
-// usable at once, with figures pre-rendered at build time) — see scripts/bench_page.py.
+// Why plain JS on the main thread: nothing to boot, so the page (pre-rendered at build time) takes input
+// at first paint and the main thread stays free while Pyodide starts — see scripts/bench_page.py.
 
 import { engine as engineReady } from "./engine.js";
 

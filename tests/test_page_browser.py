@@ -245,3 +245,14 @@ def test_engine_that_cannot_start_says_so_and_keeps_the_figures(offline_page):
     assert "could not start" in page.inner_text("#engine-status")
     want, _ = expected_figures({})
     assert page.evaluate(FIGURES_JS) == want
+
+
+def test_pyscript_runtime_variant_runs_the_same_engine(offline_page):
+    """index.html?runtime=pyscript: the same worker.py and `files` map, run by PyScript's PyWorker."""
+    page = offline_page
+    page.goto(page.base + "/index.html?runtime=pyscript")
+    page.wait_for_selector("html[data-engine='ready']", state="attached", timeout=READY)
+    settle(page, 0)
+    change(page, lambda: page.fill("[name='seq_len']", "2048"))
+    assert_shows(page, {"seq_len": 2048})
+    assert page.blocked == []

@@ -1,4 +1,5 @@
-"""Pyodide worker entry of the page (PyScript PyWorker; assets/app.js calls ``compute``).
+"""Pyodide worker entry of the page: assets/worker.js imports it and calls ``compute`` for every request
+(with ``?runtime=pyscript`` PyScript's PyWorker runs it instead and exposes ``compute`` via __export__).
 
 Runs the engine off the main thread, so the page stays responsive while Pyodide boots and every
 input costs the main thread only a JSON parse and a few DOM writes. Requests and answers cross the
