@@ -22,6 +22,7 @@ let pasted = null;          // the parsed config.json of a custom model
 let targetsOverride = null; // lora.targets from a share link, until the model's checkboxes exist
 let clientErrors = {};      // found before the engine: config.json syntax, share-link problems
 let updates = 0;
+let touched = false;        // any input before the engine was ready
 let urlTimer = 0;
 let lastShare = "";
 
@@ -213,11 +214,14 @@ function apply(v, t0) {
   html.dataset.updateMs = (performance.now() - t0).toFixed(2);   // input -> DOM written
   html.dataset.pyMs = String(v.py_ms);                            // of which Python in the worker
   html.dataset.applyMs = (performance.now() - tApply).toFixed(2); // and DOM writes here
-  if (html.dataset.engine !== "ready") {
-    html.dataset.engine = "ready";
-    html.dataset.readyMs = performance.now().toFixed(1);
-    status("ready", "Engine ready — every change recomputes in your browser.");
-  }
+  markReady();
+}
+
+function markReady() {
+  if (html.dataset.engine === "ready") return;
+  html.dataset.engine = "ready";
+  html.dataset.readyMs = performance.now().toFixed(1);
+  status("ready", "Engine ready — every change recomputes in your browser.");
 }
 
 function status(state, text) {
@@ -354,6 +358,7 @@ $("#download-config").addEventListener("click", () => {
 
 form.addEventListener("submit", (e) => e.preventDefault());
 form.addEventListener("input", (e) => {
+  touched = true;
   const name = e.target.name;
   if (name === "model") onModelSelect();
   if (name === "gpu") onGpuSelect();
@@ -378,7 +383,10 @@ async function boot() {
   const watchdog = setTimeout(() => { if (!engine) failed(`no answer after ${BOOT_TIMEOUT_MS / 1000} s`); }, BOOT_TIMEOUT_MS);
   try {
     engine = await engineReady;
-    request();
+    // Untouched default page: its pre-rendered figures are the engine's (tests/test_page_site.py), so the
+    // engine is ready as soon as it can answer. Anything typed or shared before now is computed first.
+    if (touched || shared || Object.keys(clientErrors).length) request();
+    else markReady();
   } catch (err) {
     failed(String(err && err.message ? err.message : err));
   } finally {

@@ -35,4 +35,7 @@ boot().then((compute) => {
     self.postMessage({ id, text: out });
   };
   self.postMessage({ ready: true });
+  // The page already shows the default plan (pre-rendered), so "ready" does not wait for a first answer;
+  // this warm-up pays the first call's one-off costs (lazy imports, preset architecture) meanwhile.
+  setTimeout(() => { try { compute('{"plan": {}}'); } catch (err) { /* the next real call reports it */ } }, 0);
 }, (err) => self.postMessage({ error: String(err && err.message ? err.message : err) }));

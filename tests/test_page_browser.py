@@ -30,7 +30,7 @@ FIGURES_JS = """() => { const out = {};
 def open_app(page, fragment=""):
     page.goto(page.base + "/index.html" + fragment)
     page.wait_for_selector("html[data-engine='ready']", state="attached", timeout=READY)
-    settle(page, 0)
+    settle(page, 0 if fragment else -1)   # an untouched default page is ready without a first answer
 
 
 def settle(page, after: int):
@@ -71,11 +71,14 @@ def test_default_page_equals_engine_offline(offline_page):
     want, est = expected_figures({})
     assert page.evaluate(FIGURES_JS) == want
     page.wait_for_selector("html[data-engine='ready']", state="attached", timeout=READY)
-    settle(page, 0)
     est = assert_shows(page, {})
     assert json.loads(page.inner_text("[data-export='ds_config']")) == ds_config(Plan.from_dict({}))
     assert page.locator("#checklist li[data-warning]").count() == len(est["warnings"])
     expect(page.locator("#oom")).to_be_visible() if not est["fits"] else expect(page.locator("#oom")).to_be_hidden()
+    # the in-browser engine agrees: a no-op edit recomputes the default plan in Pyodide
+    change(page, lambda: page.fill("[name='micro_batch_size']", "2"))
+    assert_shows(page, {})
+    assert json.loads(page.inner_text("[data-export='ds_config']")) == ds_config(Plan.from_dict({}))
     # nothing left the machine, nothing failed, and the guard really blocks
     assert page.blocked == [] and page.js_errors == []
     assert page.evaluate("fetch('https://cdn.jsdelivr.net/npm/pyodide').then(() => true, () => false)") is False
@@ -252,7 +255,7 @@ def test_pyscript_runtime_variant_runs_the_same_engine(offline_page):
     page = offline_page
     page.goto(page.base + "/index.html?runtime=pyscript")
     page.wait_for_selector("html[data-engine='ready']", state="attached", timeout=READY)
-    settle(page, 0)
+    settle(page, -1)
     change(page, lambda: page.fill("[name='seq_len']", "2048"))
     assert_shows(page, {"seq_len": 2048})
     assert page.blocked == []
