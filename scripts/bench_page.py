@@ -17,6 +17,9 @@ bare runs alternate so that machine noise hits both alike. Figures (ms since nav
             --updates changes of micro_batch_size; p50 and p95
 
 Budgets (issue 3): figures <= 500 ms, blocked <= 300 ms, ready <= 1.1 x bare ready, update p95 <= 16 ms.
+The ready verdict uses the median of the per-run ratios page/bare: each pair runs back to back, so a
+machine whose load drifts during the benchmark (other jobs on a 2-core box) hits both alike. The ratio of
+the two medians is printed as well.
 """
 from __future__ import annotations
 
@@ -160,17 +163,17 @@ def main() -> int:
         ("correct figures on screen (FCP)", f"{figures:.0f} ms", "never before ready", "<= 500 ms",
          figures <= 500 and correct),
         ("main thread blocked until ready", f"{blocked:.0f} ms", f"{bare_blocked:.0f} ms", "<= 300 ms", blocked <= 300),
-        ("ready for input", f"{ready:.0f} ms", f"{bare:.0f} ms", f"<= 1.1 x bare = {1.1 * bare:.0f} ms",
-         ready <= 1.1 * bare),
+        ("ready for input", f"{ready:.0f} ms", f"{bare:.0f} ms",
+         f"paired ratio {med(ratios):.2f} <= 1.1", med(ratios) <= 1.1),
         ("input -> DOM updated, p50 / p95", f"{pctl(ups, .5):.1f} / {p95:.1f} ms", "-", "p95 <= 16 ms", p95 <= 16),
     ]
     print(f"\nmedians of {a.runs} cold runs each (fresh browser, offline), {len(ups)} updates in all; "
           f"pre-rendered bytes equal the CPython estimate in every run: {correct}")
-    print(f"{'figure':34} {'zerocalc page':>16} {'bare loadPyodide':>18}  {'budget':24} ok")
+    print(f"{'figure':34} {'zerocalc page':>16} {'bare loadPyodide':>18}  {'budget':28} ok")
     for name, ours, theirs, budget, ok in rows:
-        print(f"{name:34} {ours:>16} {theirs:>18}  {budget:24} {'PASS' if ok else 'FAIL'}")
+        print(f"{name:34} {ours:>16} {theirs:>18}  {budget:28} {'PASS' if ok else 'FAIL'}")
     print(f"ready / bare per run (paired, sorted): {' '.join(f'{r:.2f}' for r in ratios)}; "
-          f"median {med(ratios):.2f}; ready spread {min(r['ready'] for r in page_runs):.0f}-"
+          f"median {med(ratios):.2f}; ratio of medians {ready / bare:.2f}; ready spread {min(r['ready'] for r in page_runs):.0f}-"
           f"{max(r['ready'] for r in page_runs):.0f} ms, bare {min(r['ready'] for r in bare_runs):.0f}-"
           f"{max(r['ready'] for r in bare_runs):.0f} ms")
     if pys_runs:
