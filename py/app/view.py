@@ -153,7 +153,7 @@ def _gpu_info(plan: Plan, capacity: int) -> dict:
         name = g.name
         link = g.interconnect
         bw = g.link_gb_s if g.link_gb_s is not None else g.pcie_gb_s
-        link_text = f"{link} · {bw:,.0f} GB/s per GPU" if bw else link
+        link_text = f"{link} · {bw:,.0f} GB/s per GPU each way" if bw else link
     else:
         name = str(plan.gpu.get("name") or "Custom GPU")
         link_text = "link not given"
