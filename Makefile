@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace dsprobe dsprobe-check fidelity bench clean
+.PHONY: serve test site vendor venv tools-venv chromium trace dsprobe dsprobe-check fidelity bench bench-page clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -26,7 +26,7 @@ tools-venv: $(VENV)/.tools
 
 # Debian's Chromium for the browser tests (playwright cannot download a browser here).
 chromium:
-	@command -v /usr/bin/chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	@test -n "$(CHROMIUM_SKIP_APT)" || command -v /usr/bin/chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 # Runtime files (PyScript, Pyodide, MicroPython) from the npm registry into assets/vendor/.
 vendor: node_modules/.package-lock.json
@@ -59,6 +59,9 @@ fidelity: tools-venv
 
 bench: venv
 	$(PY) scripts/bench_engine.py
+
+bench-page: venv site
+	$(PY) scripts/bench_page.py
 
 clean:
 	rm -rf _site assets/vendor node_modules $(VENV)

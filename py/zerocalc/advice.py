@@ -52,7 +52,13 @@ def warnings(est) -> list[dict]:
             out.append(_w("lora-targets-missing", "warning",
                           f"No module named {', '.join(missing)} in {arch.name}; those targets add nothing.",
                           f"Modules of this model: {', '.join(arch.linear_names())}."))
-        if arch.moe:
+        from .memory.lora import ADAPTED_EXPERTS
+        if arch.moe and arch.model_type in ADAPTED_EXPERTS:
+            out.append(_w("moe-experts-adapted", "warning",
+                          "PEFT adapts the fused expert weights of this model through gate_proj/up_proj/down_proj "
+                          "and keeps a merged 16-bit copy of every expert per layer for the backward.",
+                          "Leave gate_proj, up_proj and down_proj out of the targets to adapt attention only."))
+        elif arch.moe:
             out.append(_w("moe-experts-not-adapted", "info",
                           "transformers 5 stores MoE experts as fused 3-D parameters: LoRA target_modules "
                           "cannot adapt them and bitsandbytes leaves them 16-bit.",

@@ -109,8 +109,10 @@ def attention_core(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, q_dim: int, 
         # matmul(q, repeat_kv(k)^T): q and the repeated K; softmax(fp32) and its copy in q's dtype;
         # matmul(probs, repeat_kv(v)): the repeated V; output transposed and made contiguous.
         ss.save(f"{key}.q", e * t * q_dim)
-        ss.save(f"{key}.k_rep", e * t * q_dim)
-        ss.save(f"{key}.v_rep", e * t * q_dim)
+        # repeat_kv copies K and V to every query head; with one KV head (MQA) expand+reshape is a view
+        rep = kv_dim if arch.num_kv_heads == 1 and arch.family in ("llama", "gemma") else q_dim
+        ss.save(f"{key}.k_rep", e * t * rep)
+        ss.save(f"{key}.v_rep", e * t * rep)
         scores = a * c.seq * c.seq * c.batch
         if arch.family in ("llama", "gemma"):
             if arch.attn_softcap:
@@ -124,7 +126,7 @@ def attention_core(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, q_dim: int, 
             if arch.dropout > 0:
                 ss.save(f"{key}.attn_drop_mask", MASK * scores)
                 ss.save(f"{key}.attn_drop", e * scores)
-        ss.save(f"{key}.out", e * t * q_dim)
+        # the contiguous output is kept only by a trainable o_proj (linear() saves it under this key)
     else:
         # FlashAttention-2 / SDPA flash kernel: q, k, v, output, fp32 logsumexp (b, a, s).
         ss.save(f"{key}.q", e * t * q_dim)
@@ -236,6 +238,14 @@ def _moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, x_bytes: int, lins: dict
     # top-k indices, the permutation/sort/inverse indices (int64) and routing weights (fp32):
     # 40 bytes per token and chosen expert, plus the router's fp32 row sums (traced, mixtral)
     ss.save("moe.routing_index", 40 * t * k + 4 * t)
+    expert_ads = [ad for name, ad in ads.items() if name.startswith("experts.")]
+    if expert_ads:
+        # PEFT's ParamWrapper merges W + ΔW for all experts in forward (baddbmm) and the grouped matmul
+        # keeps the merged 16-bit weights: a second copy of the layer's experts (traced, qwen3-moe)
+        if any(".gate_up_proj." in ad.name for ad in expert_ads):
+            ss.save("moe.merged_gate_up", e * moe.num_experts * 2 * moe.expert_intermediate * arch.hidden_size)
+        if any(".down_proj." in ad.name for ad in expert_ads):
+            ss.save("moe.merged_down", e * moe.num_experts * moe.expert_intermediate * arch.hidden_size)
     if moe.shared_intermediate:
         shared = {name: lins[name] for name in ("gate_proj", "up_proj") if name in lins}
         shared["down_proj"] = Linear("down_proj", moe.shared_intermediate, arch.hidden_size)
@@ -405,7 +415,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
                                       per_layer_linears[-1], layer_adapters(arch, plan, per_layer_linears[-1])
                                       if plan.method != "full" else ())
             scores = arch.num_heads * plan.seq_len * plan.seq_len * plan.micro_batch_size
-            recompute = max(flash, 12 * scores + 2 * (2 if dt.autocast else dt.compute) * t * h)
+            recompute = max(flash, 12 * scores + 8 * (2 if dt.autocast else dt.compute) * t * h)
         if arch.moe:
             # the peak of a recomputed MoE layer is inside the experts' backward: the weighted outputs
             # and the down-projection input are consumed, and the gradients of gate/up/product are in
@@ -414,9 +424,15 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
             routed = t * arch.moe.experts_per_token
             recompute = recompute - e_m * routed * (h + arch.moe.expert_intermediate) \
                 + 3 * e_m * routed * arch.moe.expert_intermediate
-        if arch.family not in ("llama", "gemma", "t5") and plan.attention == "eager":
-            # the (b, 1, s, s) 16-bit mask is a checkpoint input of every layer (one tensor)
-            stack += 2 * plan.seq_len * plan.seq_len * plan.micro_batch_size
+        if plan.attention == "eager":
+            # the 4-D (b, 1, s, s) mask is a checkpoint input of every layer (one tensor): bool in the
+            # Llama lineage (masking_utils), additive 16-bit in GPT-2/BERT
+            mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") else 2
+            masks = 2 if arch.family == "gemma" else 1          # Gemma: a sliding-window and a global mask
+            stack += masks * mask_bytes * plan.seq_len * plan.seq_len * plan.micro_batch_size
+        if arch.family not in ("llama", "gemma", "t5"):
+            # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced)
+            stack += res * t * h
     else:
         stack = sum(layers)
         recompute = 0

@@ -36,15 +36,30 @@ class Adapter:
         return self.rank * (self.d_in + self.d_out)
 
 
+# Models whose fused 3-D expert parameters PEFT 0.21 adapts from the usual target names (ParamWrapper):
+# gate_proj and up_proj each put an adapter on gate_up_proj, down_proj one on down_proj, r per expert
+# (traced: qwen3-moe; Mixtral's experts are not matched by the same names).
+ADAPTED_EXPERTS = ("qwen3_moe",)
+
+
 def layer_adapters(arch: ModelArch, plan: Plan, linears: tuple[Linear, ...]) -> tuple[Adapter, ...]:
     """Adapters PEFT attaches to one block: every nn.Linear whose leaf name is a target."""
-    return _adapters(linears, plan.lora.targets, plan.lora.rank)
+    return _adapters(linears, plan.lora.targets, plan.lora.rank, arch.model_type in ADAPTED_EXPERTS)
 
 
 @lru_cache(maxsize=256)
-def _adapters(linears: tuple[Linear, ...], targets: tuple[str, ...], rank: int) -> tuple[Adapter, ...]:
-    return tuple(Adapter(lin.name, lin.d_in, lin.d_out, rank)
-                 for lin in linears if lin.name in targets and lin.count == 1)
+def _adapters(linears: tuple[Linear, ...], targets: tuple[str, ...], rank: int,
+              fused_experts: bool) -> tuple[Adapter, ...]:
+    out = [Adapter(lin.name, lin.d_in, lin.d_out, rank) for lin in linears if lin.name in targets and lin.count == 1]
+    if fused_experts:
+        for lin in linears:
+            if lin.count == 1:
+                continue
+            names = ("gate_proj", "up_proj") if lin.name == "gate_up_proj" else (lin.name,)
+            for n in names:
+                if n in targets:
+                    out.append(Adapter(f"experts.{lin.name}.{n}", lin.d_in, lin.d_out, rank * lin.count))
+    return tuple(out)
 
 
 def block_linears_per_layer(arch: ModelArch) -> list[tuple[Linear, ...]]:
