@@ -118,17 +118,41 @@ def run_public(path: pathlib.Path, show_records: bool) -> dict:
     return table
 
 
-def run_tracer(quick: bool) -> None:
+def run_tracer(quick: bool, show_tables: bool) -> None:
+    """Per plan: the engine's peak and each component against the trace (tools/memtrace)."""
     try:
-        from tools.memtrace import grid
+        from tools.memtrace.compare import compare_results
+        from tools.memtrace.grid import GRID, run_grid
     except ImportError as e:  # the tracer needs torch/transformers/peft
         print(f"\n## Engine vs tracer grid\n\nskipped: {e}")
         return
-    plans = [g for g in grid.GRID if g.get("quick") or not quick]
-    results = grid.run_grid(plans)
-    report = getattr(grid, "compare_report", None)
-    if report is not None:
-        print(report(results))
+    plans = [g for g in GRID if g.get("quick") or not quick]
+    results = compare_results(run_grid(plans))
+    print(f"\n## Engine vs the traced training step (tools/memtrace, {len(results)} plans, single GPU)\n")
+    print("| plan | peak error | worst component | its error | within 3 % |")
+    print("|---|---|---|---|---|")
+    peak_errs, worst_all, ok = [], [], 0
+    for r in results:
+        if r["error"]:
+            print(f"| {r['id']} | - | - | trace failed: {r['error'][:60]} | no |")
+            continue
+        rows = {row["name"]: row for row in r["rows"]}
+        peak = rows.get("peak")
+        comp = [row for row in r["rows"] if row["name"] != "peak"]
+        worst = max(comp, key=lambda row: abs(row["diff"]))
+        pe = peak["rel"] if peak else float("nan")
+        peak_errs.append(abs(pe))
+        worst_all.append(abs(worst["diff"]))
+        ok += r["ok"]
+        print(f"| {r['id']} | {100 * pe:+.2f}% | {worst['name']} | {worst['diff'] / 2**30:+.3f} GiB "
+              f"({100 * worst['rel']:+.1f}%) | {'yes' if r['ok'] else 'no'} |")
+    if peak_errs:
+        print(f"\n{ok}/{len(results)} plans within 3 % on every component; peak |error| median "
+              f"{100 * statistics.median(peak_errs):.2f}%, max {100 * max(peak_errs):.2f}%")
+    if show_tables:
+        for r in results:
+            if r.get("table"):
+                print("\n```\n" + r["table"] + "\n```")
 
 
 def main(argv=None) -> int:
@@ -143,7 +167,7 @@ def main(argv=None) -> int:
     else:
         print(f"no public validation set at {args.public}")
     if not args.no_tracer:
-        run_tracer(args.quick)
+        run_tracer(args.quick, args.records)
     return 0
 
 

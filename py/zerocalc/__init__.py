@@ -4,8 +4,9 @@
     est = estimate(Plan.from_dict({"model": "llama-3.1-8b", "zero_stage": 3}))
 """
 from .plan import DEFAULT_PLAN, Plan, PlanError
-from . import estimate as _estimate_module   # load the submodule first, then bind the function:
-from .estimate import estimate               # `zerocalc.estimate` is the function, not the module
+# Importing the submodule binds `zerocalc.estimate` to it; the from-import then rebinds the name to the
+# function, and later `import zerocalc.estimate` finds the module in sys.modules without rebinding.
+from .estimate import estimate
 
 __version__ = "0.1.0"
 

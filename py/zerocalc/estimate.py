@@ -20,7 +20,7 @@ from .memory.lora import adapter_params, block_linears_per_layer, layer_adapters
     qlora_base_bytes
 from .memory.precision import Dtypes, dtypes_for
 from .memory.runtime import allocator_slack, runtime
-from .memory.terms import BWD, COMPONENTS, PHASES, Term, gpu, next_pow2
+from .memory.terms import COMPONENTS, PHASES, Term, gpu, next_pow2
 from .plan import Plan
 from .presets import GPUS
 

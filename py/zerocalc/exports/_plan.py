@@ -11,48 +11,15 @@ import copy
 import json
 import os
 
-# plan-v1 defaults (contracts/plan-v1.md: "a missing key takes the default shown").
-PLAN_DEFAULTS = {
-    "schema": 1,
-    "model": "llama-3.1-8b",
-    "gpu": "a100-sxm4-80gb",
-    "gpus_per_node": 4,
-    "nodes": 1,
-    "framework": "deepspeed",
-    "zero_stage": 2,
-    "offload_optimizer": "none",
-    "offload_params": "none",
-    "precision": "bf16-mixed",
-    "optimizer": "adamw",
-    "micro_batch_size": 2,
-    "gradient_accumulation_steps": 4,
-    "seq_len": 4096,
-    "activation_checkpointing": "none",
-    "activation_offloading": False,
-    "attention": "flash",
-    "loss": "standard",
-    "optimizer_in_backward": False,
-    "method": "full",
-    "deepspeed": {},
-    "lora": {"rank": 16, "alpha": 32, "dropout": 0.05,
-             "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]},
-    "quantization": {"type": "nf4", "double_quant": True, "compute_dtype": "bf16"},
-}
+from ..memory.deepspeed import DEFAULTS as _ENGINE_DS_DEFAULTS
+from ..plan import DEFAULT_PLAN
 
-# DeepSpeed 0.19.8 defaults of the knobs a plan can carry (runtime/zero/config.py DeepSpeedZeroConfig;
-# gradient_clipping: runtime/constants.py GRADIENT_CLIPPING_DEFAULT = 1.0).
+# plan-v1 defaults (contracts/plan-v1.md: "a missing key takes the default shown"), from the engine's Plan.
+PLAN_DEFAULTS = DEFAULT_PLAN.to_dict()
+
+# DeepSpeed 0.19.8 defaults of the knobs a plan can carry, shared with the engine (memory/deepspeed.py).
 # overlap_comm has no fixed default: validator overlap_comm_valid makes it True at stage 3, else False.
-DS_DEFAULTS = {
-    "reduce_bucket_size": 500_000_000,
-    "contiguous_gradients": True,
-    "stage3_prefetch_bucket_size": 50_000_000,
-    "stage3_param_persistence_threshold": 100_000,
-    "stage3_max_live_parameters": 1_000_000_000,
-    "stage3_max_reuse_distance": 1_000_000_000,
-    "sub_group_size": 1_000_000_000,
-    "zero_hpz_partition_size": 1,
-    "gradient_clipping": 1.0,
-}
+DS_DEFAULTS = {k: v for k, v in _ENGINE_DS_DEFAULTS.items() if k != "zero_init"}
 
 # Knobs the Hugging Face integration fills from the model's hidden size h
 # (transformers/integrations/deepspeed.py HfTrainerDeepSpeedConfig.trainer_config_finalize; accelerate

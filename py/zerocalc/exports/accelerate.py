@@ -12,7 +12,7 @@ import json
 import re
 
 from ._plan import plan_dict, world_size
-from .ds_config import ExportError, check_expressible
+from .ds_config import check_expressible
 from .hf import _fsdp_string
 
 MIXED_PRECISION = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp32": "no", "bf16-pure": "no"}

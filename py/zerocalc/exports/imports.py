@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ._plan import (HF_HIDDEN_SIZE_KEYS, ds_default, hf_auto_value, hidden_size, plan_dict,
                     resolved_knob, world_size)
-from .ds_config import DS_OPTIMIZER_TYPES, NVME_PLACEHOLDER
+from .ds_config import NVME_PLACEHOLDER
 
 
 class ConfigImportError(ValueError):

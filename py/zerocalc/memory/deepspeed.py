@@ -296,7 +296,6 @@ def stage3_partition(sizes: tuple[int, ...], world: int) -> int:
 
 def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ...], wb: int, n: int,
             k: Knobs, fp32: bool, master: int = 4, state: int = 4) -> list[Term]:
-    p = tr.numel
     part = stage3_partition(tuple(tr.sizes), n)                          # each tensor padded to N
     max_part = -(-tr.largest // n)                                      # largest per-param partition
     part_all = stage3_partition(all_sizes, n)
