@@ -27,13 +27,7 @@ EXACT = ("flat_16bit_params", "param_partition_16bit", "persistent_params", "fp3
 INFO = ("param_grads_16bit", "allgather_buffer", "reduce_transient", "offload_grad_clone")
 # Measured behaviour the engine does not reproduce yet, with the rule as far as it is understood. Reported
 # on their own line and in the summary, never silently dropped; a deviation elsewhere still fails.
-KNOWN = {
-    ("s3w2_pbs1e6_reuse0", "gathered_params"):
-        "stage3_max_reuse_distance 0 with prefetch on: the prefetcher marks the parameters it scans past as "
-        "fetched for a later step (partitioned_param_coordinator.__params_to_release skips them), and in this "
-        "small model every parameter stays gathered; the engine's window rule (reuse + prefetch + largest "
-        "module) gives less. Default knobs and prefetch 0 match exactly.",
-}
+KNOWN: dict = {}
 # The engine's names for the live 16-bit .grad tensors, by stage (memory/deepspeed.py); the probe sees one thing.
 GRAD_ALIASES = ("gradients", "bit16_grads", "unbucketed_grad", "module_grads")
 

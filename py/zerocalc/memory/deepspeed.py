@@ -320,9 +320,15 @@ def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ..
     t.append(gpu("persistent_params", "weights", wb * pers, FWD_BWD))
     if k.hpz > 1:
         t.append(gpu("hpz_secondary_partition", "weights", wb * sum(all_sizes) // k.hpz))
-    # Gathered working set. At the forward->backward turn every parameter within
-    # stage3_max_reuse_distance elements stays gathered; prefetch adds up to the bucket.
-    turn = min(nonpers, k.max_reuse_distance + min(k.prefetch_bucket_size, k.max_live_parameters) + M)
+    # Gathered working set at the forward->backward turn (partitioned_param_coordinator.py):
+    # - release skips every parameter used again within stage3_max_reuse_distance elements;
+    # - with prefetching on, the prefetcher marks each parameter it fetches with the step of its last use
+    #   (its backward), and __params_to_release keeps marked parameters: everything prefetched in forward
+    #   stays gathered until its backward, until stage3_max_live_parameters stops the prefetching
+    #   (measured: a release log on CPU ranks shows forward marks equal to the backward step ids);
+    # - plus the module in use and one prefetch bucket.
+    kept = max(k.max_reuse_distance, k.max_live_parameters if k.prefetch_bucket_size > 0 else 0)
+    turn = min(nonpers, kept + min(k.prefetch_bucket_size, k.max_live_parameters) + M)
     working = min(nonpers, M + min(k.prefetch_bucket_size, k.max_live_parameters))
     t.append(gpu("gathered_params", "buffers", wb * turn, {"fwd", "loss_bwd"}))
     t.append(gpu("gathered_params_bwd", "buffers", wb * working, {"bwd_end"}))
