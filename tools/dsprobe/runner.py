@@ -33,6 +33,20 @@ def _entry(rank, spec, port, outdir, ext_dir):
     run_rank(rank, spec, port, outdir, ext_dir)
 
 
+SHM_DIR = Path("/dev/shm")
+
+
+def remove_shm_buffers(port: int) -> None:
+    """DeepSpeed's CPU shm_comm op (built inside init_distributed) leaves a 66 MiB shared-memory file per
+    rank, `deepspeed_allreduce_buffer_<i>_<addr>_<port>_<rank>`, that nothing deletes: a grid of runs
+    would fill /dev/shm (RAM) until the OOM killer stops the ranks. Remove this run's files."""
+    for f in SHM_DIR.glob(f"deepspeed_allreduce_buffer_*_{port}_*"):
+        try:
+            f.unlink()
+        except OSError:
+            pass
+
+
 def run_spec(spec: dict, ext_dir: str | None = None) -> dict:
     """Run the probe for a spec (spec.build_spec) and return {"spec", "ranks": [per-rank dict], "wall_s"}."""
     import torch.multiprocessing as mp
@@ -40,9 +54,10 @@ def run_spec(spec: dict, ext_dir: str | None = None) -> dict:
     ext_dir = ext_dir or os.environ.get("TORCH_EXTENSIONS_DIR") or str(REPO / ".torch_extensions")
     os.makedirs(ext_dir, exist_ok=True)
     t0 = time.perf_counter()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="dsprobe-") as out:
         try:
-            mp.spawn(_entry, args=(spec, free_port(), out, ext_dir), nprocs=spec["world"], join=True)
+            mp.spawn(_entry, args=(spec, port, out, ext_dir), nprocs=spec["world"], join=True)
         except Exception:
             for r in range(spec["world"]):
                 log = Path(out, f"rank{r}.log")
@@ -50,5 +65,7 @@ def run_spec(spec: dict, ext_dir: str | None = None) -> dict:
                     tail = log.read_text(errors="replace").splitlines()[-25:]
                     print(f"--- rank {r} log (tail) ---", *tail, sep="\n", file=sys.stderr)
             raise
+        finally:
+            remove_shm_buffers(port)
         ranks = [json.loads(Path(out, f"rank{r}.json").read_text()) for r in range(spec["world"])]
     return {"spec": spec, "ranks": ranks, "wall_s": round(time.perf_counter() - t0, 1)}
