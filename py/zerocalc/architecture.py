@@ -101,6 +101,27 @@ class ModelArch:
         return max(self.module_sizes().values())
 
     @cached_property
+    def tensor_sizes(self) -> tuple[int, ...]:
+        return tuple(t.numel for t in self.tensors)
+
+    @cached_property
+    def tensor_shapes(self) -> tuple[tuple[tuple, int], ...]:
+        return tuple((t.shape, t.numel) for t in self.tensors)
+
+    @cached_property
+    def layer_sizes(self) -> tuple[int, ...]:
+        """Parameters of each numbered block (decoder layer), in order: FSDP's auto-wrap units."""
+        sizes: dict[str, int] = {}
+        for t in self.tensors:
+            parts = t.name.split(".")
+            for i, part in enumerate(parts[:-1]):
+                if part.isdigit():
+                    key = ".".join(parts[: i + 1])
+                    sizes[key] = sizes.get(key, 0) + t.numel
+                    break
+        return tuple(sizes.values())
+
+    @cached_property
     def block_matrices(self) -> tuple[tuple[int, int], ...]:
         """(numel, d_out) of every 2-D linear weight inside the blocks (what bitsandbytes quantizes)."""
         out = []

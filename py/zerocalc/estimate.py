@@ -136,8 +136,7 @@ class _Static:
 def _static(plan: Plan, arch: ModelArch) -> _Static:
     dt = dtypes_for(plan)
     if plan.method == "full":
-        sizes = tuple(t.numel for t in arch.tensors)
-        shapes = tuple((t.shape, t.numel) for t in arch.tensors)
+        sizes, shapes = arch.tensor_sizes, arch.tensor_shapes
         tr = ds.Trainable(sizes, "weights", "gradients", "optimizer_states")
         frozen_bytes, frozen_numel, frozen_sizes = 0, 0, ()
     else:
@@ -334,13 +333,12 @@ def _min_gpus(plan: Plan, st: _Static, spec: GpuSpec) -> int | None:
             hi, step = hi - step, step * 2
         lo = max(-1, hi - step)
     else:
+        if not fits(last):                           # not even the largest layout fits
+            return None
         lo, hi, step = here, here + 1, 1
         while hi <= last and not fits(hi):
             lo, hi, step = hi, hi + step * 2, step * 2
-        if hi > last:
-            if not fits(last):
-                return None
-            hi = last
+        hi = min(hi, last)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if fits(mid):

@@ -60,7 +60,7 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     n = plan.world_size
     p = tr.numel
     shard = -(-p // n)
-    layer_sizes = _unit_sizes(arch)
+    layer_sizes = arch.layer_sizes
     unit = max(layer_sizes) if layer_sizes else arch.total_params
     root = arch.total_params - sum(layer_sizes)
     t: list[Term] = []
@@ -85,15 +85,3 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     # backward: unsharded gradients of the unit being reduced and its reduce-scatter input
     t.append(gpu("unsharded_unit_grads", "buffers", 2 * gbytes * min(unit, p), BWD))
     return t
-
-
-def _unit_sizes(arch: ModelArch) -> list[int]:
-    sizes: dict[str, int] = {}
-    for tt in arch.tensors:
-        parts = tt.name.split(".")
-        for i, part in enumerate(parts[:-1]):
-            if part.isdigit():
-                key = ".".join(parts[: i + 1])
-                sizes[key] = sizes.get(key, 0) + tt.numel
-                break
-    return list(sizes.values())
