@@ -245,28 +245,11 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
 
 def ds_config_text(plan: Plan) -> dict:
     """{'text': pretty JSON, 'note': why there is none} from zerocalc.exports.ds_config."""
-    try:
-        from zerocalc.exports.ds_config import ds_config
-    except ImportError:   # exporter not shipped: a minimal config that is still right for the plan
-        return {"text": json.dumps(_minimal_ds_config(plan), indent=2), "note": ""}
+    from zerocalc.exports.ds_config import ds_config
     try:
         return {"text": json.dumps(ds_config(plan), indent=2), "note": ""}
     except ValueError as e:   # ExportError: e.g. the plan uses FSDP, not DeepSpeed
         return {"text": "", "note": str(e)}
-
-
-def _minimal_ds_config(plan: Plan) -> dict:
-    cfg: dict = {"train_micro_batch_size_per_gpu": plan.micro_batch_size,
-                 "gradient_accumulation_steps": plan.gradient_accumulation_steps,
-                 "zero_optimization": {"stage": plan.zero_stage}}
-    if plan.precision.startswith("bf16"):
-        cfg["bf16"] = {"enabled": True}
-    elif plan.precision.startswith("fp16"):
-        cfg["fp16"] = {"enabled": True}
-    for key, block in (("offload_optimizer", "offload_optimizer"), ("offload_params", "offload_param")):
-        if getattr(plan, key) != "none":
-            cfg["zero_optimization"][block] = {"device": getattr(plan, key)}
-    return cfg
 
 
 def fit_targets(plan: Plan) -> Plan:

@@ -120,12 +120,9 @@ def _deepspeed_warnings(est) -> list[dict]:
         if plan.zero_stage == 0:
             out.append(_w("deepspeed-bf16-pure-stage0", "error",
                           "DeepSpeed supports bf16 master weights only at ZeRO stages 1-3.", "Use ZeRO-1 or higher."))
-    try:
-        from .exports import export_warnings
-        seen = {w["id"] for w in out}
-        out += [dict(w, fix=w.get("fix", "")) for w in export_warnings(plan) if w["id"] not in seen]
-    except ImportError:  # exports are optional for the engine
-        pass
+    from .exports import export_warnings
+    seen = {w["id"] for w in out}
+    out += [dict(w, fix=w.get("fix", "")) for w in export_warnings(plan) if w["id"] not in seen]
     if plan.zero_stage == 3 and plan.world_size > 1 and _pcie_only(gpu.interconnect):
         out.append(_w("zero3-pcie", "warning",
                       "ZeRO-3 all-gathers the parameters in forward and backward and reduce-scatters the "
