@@ -184,3 +184,37 @@ def test_bad_plan_is_a_message_not_a_traceback():
         Plan.from_dict({"micro_batch_size": 0})
     assert e.value.key == "micro_batch_size"
     assert "1" in str(e.value)
+
+
+def test_paged_optimizer_states_page_out_instead_of_running_out_of_memory():
+    """bitsandbytes paged optimizers put their states in CUDA managed memory (cudaMallocManaged,
+    bitsandbytes functional.get_paged): when the GPU is full the driver evicts pages to host RAM,
+    so they never cause an out-of-memory. torchtune's llama3_1/8B_full_single_device on a 24 GiB
+    RTX 4090: pure bf16, paged 8-bit AdamW stepped inside backward, checkpointing, chunked loss."""
+    from zerocalc.architecture import resolve_model
+    sizes = [t.numel for t in resolve_model("llama-3.1-8b").tensors]
+    assert min(sizes) >= 4096                          # every tensor gets 8-bit states (min_8bit_size)
+    # per tensor: two uint8 states + one fp32 absmax per 256-element block for each
+    states = sum(2 * (n + 4 * -(-n // 256)) for n in sizes)
+    assert states == 2 * P + 8 * sum(-(-n // 256) for n in sizes)
+    d = {"model": "llama-3.1-8b", "gpu": "rtx-4090", "gpus_per_node": 1, "framework": "single",
+         "precision": "bf16-pure", "optimizer": "paged-adamw-8bit", "optimizer_in_backward": True,
+         "gradient_accumulation_steps": 1, "micro_batch_size": 2, "seq_len": 2048,
+         "activation_checkpointing": "full", "attention": "sdpa", "loss": "chunked", "method": "full"}
+    est = estimate(Plan.from_dict(d))
+    pg = est.per_gpu
+    weights = 2 * P
+    assert pg.peak_allocated > weights and pg.peak_allocated + pg.detail["cuda_context"] < est.capacity_bytes
+    resident = pg.detail.get("paged_optimizer_states", 0)
+    evicted = pg.host_detail["paged_evicted"]
+    assert resident + evicted == states
+    # the managed pages fill exactly what the allocator and the context leave
+    assert resident == est.capacity_bytes - pg.peak_reserved - pg.detail["cuda_context"]
+    assert pg.device_used == est.capacity_bytes and est.fits
+    assert any(w["id"] == "paged-optimizer" and "host RAM" in w["message"] for w in est.warnings)
+    # on an 80 GB part every page stays resident and nothing goes to the host
+    big = estimate(Plan.from_dict({**d, "gpu": "h100-sxm-80gb"})).per_gpu
+    assert big.detail["paged_optimizer_states"] == states and "paged_evicted" not in big.host_detail
+    # the same states without paging sit in the allocator, and then the plan does not fit
+    unpaged = estimate(Plan.from_dict({**d, "optimizer": "adamw-8bit"}))
+    assert unpaged.per_gpu.peak_allocated >= pg.peak_allocated + states and not unpaged.fits

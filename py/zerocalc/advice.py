@@ -64,9 +64,13 @@ def warnings(est) -> list[dict]:
                           "cannot adapt them and bitsandbytes leaves them 16-bit.",
                           "Target attention (and shared experts), or use PEFT target_parameters."))
     if plan.optimizer.startswith("paged"):
+        evicted = est.per_gpu.host_detail.get("paged_evicted", 0)
+        tail = (f" {_gib(evicted)} of them will not fit and are paged out to host RAM, which slows "
+                "every step." if evicted else "")
         out.append(_w("paged-optimizer", "info",
                       "Paged optimizer states live in CUDA unified memory: torch.cuda.max_memory_allocated "
-                      "does not show them, nvidia-smi does.", ""))
+                      "does not show them, nvidia-smi does, and the driver pages them out to host RAM "
+                      "instead of running out of memory." + tail, ""))
     if plan.optimizer_in_backward and plan.gradient_accumulation_steps > 1:
         out.append(_w("optimizer-in-backward-accumulation", "error",
                       "Stepping the optimizer inside backward cannot accumulate gradients.",

@@ -263,16 +263,25 @@ def _per_gpu(plan: Plan, st: _Static, spec: GpuSpec) -> PerGpu:
     peak_phase = max(phases, key=lambda ph: alloc[ph])
     peak_alloc = alloc[peak_phase]
     slack = allocator_slack(peak_alloc)
-    paged = sum(live(t, peak_phase) for t in gpu_terms if not t.allocator)
     reserved = peak_alloc + slack
-    used = reserved + rt.outside_allocator + paged
+    # Paged (CUDA managed) memory sits on the GPU only as far as the rest leaves room; the driver
+    # evicts the remainder to host RAM instead of failing, so it never causes an out-of-memory.
+    room = max(0, spec.capacity_bytes - reserved - rt.outside_allocator)
     comps = {c: 0 for c in COMPONENTS}
     detail: dict[str, int] = {}
+    paged = evicted = 0
     for t in gpu_terms:
         b = live(t, peak_phase)
+        if b and not t.allocator:
+            resident = min(b, room)
+            room -= resident
+            paged += resident
+            evicted += b - resident
+            b = resident
         if b:
             comps[t.component] += b
             detail[t.name] = detail.get(t.name, 0) + b
+    used = reserved + rt.outside_allocator + paged
     comps["runtime"] += slack + rt.outside_allocator
     detail["allocator_cache"] = slack
     detail["cuda_context"] = rt.cuda_context
@@ -284,6 +293,8 @@ def _per_gpu(plan: Plan, st: _Static, spec: GpuSpec) -> PerGpu:
             host_detail[t.name] = host_detail.get(t.name, 0) + (next_pow2(t.nbytes) if t.pinned else t.nbytes)
     if st.acts.host_offloaded:
         host_detail["offloaded_activations"] = st.acts.host_offloaded
+    if evicted:
+        host_detail["paged_evicted"] = evicted
     ds_buffers = {}
     if plan.framework == "deepspeed":
         ds_buffers = {t.name if t.place == "gpu" else f"host.{t.name}": t.nbytes for t in terms

@@ -1,7 +1,7 @@
 """Allocation-site formulas for each named buffer, per rank, from the parameter order (hand-derived).
 
 A reference for the engine's DeepSpeed terms and the "formula that explains it" column of
-notes/dsprobe-results.md; check.py compares the probe with the ENGINE, the probe self-test compares the
+the probe's results tables (notes.py); check.py compares the probe with the ENGINE, the probe self-test compares the
 probe with THIS. Sources: DeepSpeed 0.19.8 runtime/zero/stage_1_and_2.py, stage3.py, partition_parameters.py,
 parameter_offload.py, runtime/fp16/unfused_optimizer.py, runtime/engine.py; facts in
 shared/research/deepspeed-cpu.md §3-4.

@@ -1,5 +1,5 @@
 """python -m tools.dsprobe.notes GRID.json  -> markdown tables of measured buffers per config and rank,
-with the allocation-site formula's value (formulas.py) next to each, for notes/dsprobe-results.md."""
+with the allocation-site formula's value (formulas.py) next to each, for a results note (markdown)."""
 from __future__ import annotations
 
 import json

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from ..architecture import ModelArch
 from ..plan import Plan
-from .optimizers import sharded_states
+from .optimizers import is_paged, sharded_states
 from .terms import AFTER_BWD, ALL, BWD, FWD_BWD, STEP_NORM, Term, gpu, host
 
 # DeepSpeed 0.19.8 defaults (runtime/zero/config.py)
@@ -198,7 +198,8 @@ def _stage0(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, gas: int) -
     if wb == 4:
         # fp32 without a mixed-precision wrapper: the client optimizer as is.
         return t + [gpu("flat_16bit_params", tr.component, 4 * p),
-                    gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, p, 4)),
+                    gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, p, 4),
+                        allocator=not is_paged(plan.optimizer)),
                     gpu("gradients", tr.grad_component, 4 * p, _grad_phases(gas))]
     # The exported config has no optimizer block at stage 0, so the Trainer's torch optimizer is wrapped
     # in FP16_UnfusedOptimizer (fp16/unfused_optimizer.py): per-parameter 16-bit weights and fp32 master
@@ -207,7 +208,8 @@ def _stage0(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, gas: int) -
     t += [
         gpu("flat_16bit_params", tr.component, 2 * p),
         gpu("fp32_master", tr.state_component, 4 * p),                   # not partitioned
-        gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, p, 4)),
+        gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, p, 4),
+            allocator=not is_paged(plan.optimizer)),
         gpu("gradients", tr.grad_component, 2 * p, _grad_phases(gas)),
         gpu("step_transient", "buffers", 4 * p, {"step"}),
     ]
@@ -232,7 +234,8 @@ def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, 
     if not offload:
         t += [
             gpu("fp32_master", tr.state_component, master * part),       # single_partition_of_fp32_groups
-            gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, state)),
+            gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, state),
+                allocator=not is_paged(plan.optimizer)),
             gpu("ipg_bucket", "buffers", ipg, BWD),                     # setup_buckets, freed after backward
         ]
         grad_live = _grad_phases(gas) if plan.zero_stage == 2 else AFTER_BWD
@@ -337,7 +340,8 @@ def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ..
     if not offo:
         t += [
             gpu("fp32_master", tr.state_component, 0 if fp32 else master * part),
-            gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, state)),
+            gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, state),
+                allocator=not is_paged(plan.optimizer)),
             gpu("grad_partition", tr.grad_component, gb * part),      # grad_partitions_flat_buffer
             gpu("ipg_bucket", "buffers", gb * k.reduce_bucket_size),   # one buffer, from init
             # per sub-group: flat 16-bit copy of the grads then the fp32 grad

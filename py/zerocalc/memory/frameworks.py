@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..architecture import ModelArch
 from ..plan import Plan
 from .deepspeed import Trainable
-from .optimizers import optimizer_states
+from .optimizers import is_paged, optimizer_states, sharded_states
 from .terms import AFTER_BWD, ALL, BWD, Term, gpu, host
 
 
@@ -65,7 +65,6 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     root = arch.total_params - sum(layer_sizes)
     t: list[Term] = []
     off = plan.offload_params != "none" or plan.offload_optimizer != "none"
-    from .optimizers import sharded_states
     if off:
         t += [host("fsdp_param_shards", wbytes * shard + frozen_bytes_whole // n, True),
               host("fsdp_grad_shards", gbytes * shard, True),
@@ -74,7 +73,8 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
         t += [gpu("param_shards", tr.component, wbytes * shard)]
         if frozen_bytes_whole:
             t.append(gpu("frozen_param_shards", "weights", -(-frozen_bytes_whole // n)))
-        t += [gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, shard, sbytes)),
+        t += [gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, shard, sbytes),
+                  allocator=not is_paged(plan.optimizer)),
               gpu("grad_shards", tr.grad_component, gbytes * shard, ALL if gas > 1 else AFTER_BWD)]
     # 16-bit gathered copies for compute (a separate copy only when shards are in another dtype
     # or sharded at all): the current and the prefetched unit, and the root unit.

@@ -81,9 +81,14 @@ def optimizer_states(optimizer: str, tensors: Iterable[tuple[tuple, int]], state
         elif optimizer == "lion":
             total += state_bytes * numel
         # sgd: no state
-    if optimizer.startswith("paged"):
+    if is_paged(optimizer):
         return OptimizerStates(0, total)
     return OptimizerStates(total, 0)
+
+
+def is_paged(optimizer: str) -> bool:
+    """bitsandbytes paged optimizers keep their states in CUDA managed memory, outside the allocator."""
+    return optimizer.startswith("paged")
 
 
 def sharded_states(optimizer: str, numel: int, state_bytes: int) -> int:

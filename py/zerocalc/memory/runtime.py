@@ -8,8 +8,9 @@
 - NCCL communicators (world > 1): channel buffers of NCCL_BUFFSIZE (4 MiB) per peer and channel and
   proxy state; about 0.25 GiB per process on one node, outside the allocator.
 - Caching allocator: `max_memory_reserved` exceeds `max_memory_allocated` by the blocks cached
-  after transients and the rounding of large blocks to 2 MiB. Modelled as a fraction of the step's
-  transient bytes plus a 2 MiB-per-segment rounding, not a flat factor on everything.
+  after transients and the rounding of large blocks to 2 MiB. Modelled as a flat fraction of the
+  peak (`allocator_slack`), an empirical figure shown as its own line; a segment-level model would
+  need the order and sizes of every allocation, which the plan does not fix.
 """
 from __future__ import annotations
 
