@@ -18,15 +18,14 @@ from .memory.frameworks import ddp_terms, fsdp_terms, single_terms
 from .memory.logits import Logits, logits
 from .memory.lora import adapter_params, block_linears_per_layer, layer_adapters, largest_quantized_matrix, \
     qlora_base_bytes
-from .memory.precision import Dtypes, dtypes_for
+from .memory.precision import Dtypes, dtypes_for, module_dtypes
 from .memory.runtime import allocator_slack, runtime
-from .memory.terms import COMPONENTS, PHASES, Term, gpu, next_pow2
+from .memory.terms import (BWD_TOP, COMPONENTS, PHASES, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, Term, gpu,
+                           next_pow2)
 from .plan import Plan
 from .presets import GPUS
 
 GIB = 1 << 30
-RECOMPUTE = "recompute"          # checkpointing: the last layer recomputed, nearly all gradients there
-RECOMPUTE_TOP = "recompute_top"  # checkpointing: the first layer recomputed, every checkpoint input alive
 
 
 @dataclass(frozen=True)
@@ -161,7 +160,7 @@ def _static(plan: Plan, arch: ModelArch) -> _Static:
         scale = frozen_bytes / max(1, frozen_numel * 2)
         frozen_sizes = tuple(max(1, int(t.numel * scale)) for t in arch.tensors)
     all_sizes = tuple(tr.sizes) + frozen_sizes
-    acts = activations(plan, arch, dt)
+    acts = activations(plan, arch, module_dtypes(plan, dt))
     lg = logits(plan, arch, 2 if dt.autocast else dt.compute)
     dequant = dt.compute * largest_quantized_matrix(arch) if plan.method == "qlora" else 0
     return _Static(arch, dt, tr, shapes, frozen_bytes, frozen_numel, all_sizes, acts, lg, dequant)
@@ -189,7 +188,7 @@ def _model_state_terms(plan: Plan, st: _Static) -> list[Term]:
 def _activation_terms(plan: Plan, st: _Static) -> list[Term]:
     a, lg = st.acts, st.logits
     t = [
-        gpu("saved_activations", "activations", a.stack_saved, {"fwd", "loss_bwd", RECOMPUTE_TOP}),
+        gpu("saved_activations", "activations", a.stack_saved, {"fwd", "loss_bwd"} | TOP_BWD),
         gpu("head_activations", "activations", a.head_saved, {"fwd", "loss_bwd"}),
         gpu("logits_forward", "logits", lg.forward_peak, {"fwd"}),
         gpu("logits_backward", "logits", lg.backward_peak, {"loss_bwd"}),
@@ -239,16 +238,21 @@ def _per_gpu(plan: Plan, st: _Static, spec: GpuSpec) -> PerGpu:
     rt = runtime(spec.compute_capability, plan.world_size)
     terms.append(gpu("cublas_workspace", "runtime", rt.cublas_workspace))
     gpu_terms = [t for t in terms if t.place == "gpu"]
-    phases = list(PHASES) + ([RECOMPUTE, RECOMPUTE_TOP] if plan.activation_checkpointing == "full" else [])
+    if plan.activation_checkpointing == "full":
+        phases = list(PHASES) + [RECOMPUTE, RECOMPUTE_TOP]
+    else:
+        phases = list(PHASES) + ([BWD_TOP] if plan.framework == "fsdp" else [])
     replicated = plan.framework in ("single", "ddp")
 
     def live(t: Term, ph: str) -> int:
-        if ph == RECOMPUTE_TOP:
-            if RECOMPUTE_TOP in t.phases:
+        if ph in TOP_BWD:
+            if ph in t.phases:
                 return t.nbytes
             if t.name in ("head_activations", "tied_embedding_grad", "grads_not_yet_produced",
-                          "recomputed_layer") or t.component == "logits":
+                          "recomputed_layer", "fsdp_root_grads", "grad_shards_last") or t.component == "logits":
                 return 0
+            if t.name == "grad_shards" and "fwd" not in t.phases:
+                return 0                      # FSDP: nothing reduce-scattered yet at the top layer
             if replicated and t.name == "gradients":
                 return 0                      # only the head's exist yet: grads_at_top_recompute
             return t.nbytes if "bwd_end" in t.phases else 0
@@ -256,14 +260,19 @@ def _per_gpu(plan: Plan, st: _Static, spec: GpuSpec) -> PerGpu:
             # recompute happens inside backward: everything of the end-of-backward state is there
             return t.nbytes if (RECOMPUTE in t.phases or ("bwd_end" in t.phases and t.name not in
                                                          ("saved_activations", "tied_embedding_grad",
-                                                          "head_activations"))) else 0
+                                                          "head_activations", "fsdp_root_grads",
+                                                          "grad_shards_last"))) else 0
         return t.live(ph)
 
-    alloc = {ph: sum(live(t, ph) for t in gpu_terms if t.allocator) for ph in phases}
+    alloc = {ph: sum(live(t, ph) for t in gpu_terms if t.allocator and not t.cached) for ph in phases}
     peak_phase = max(phases, key=lambda ph: alloc[ph])
     peak_alloc = alloc[peak_phase]
     slack = allocator_slack(peak_alloc)
-    reserved = peak_alloc + slack
+    # blocks another stream keeps cached (FSDP's all-gather stream) raise reserved in the phases where
+    # no tensor occupies them
+    held = max(alloc[ph] + sum(live(t, ph) for t in gpu_terms if t.cached) for ph in phases)
+    stream_cache = held - peak_alloc
+    reserved = peak_alloc + stream_cache + slack
     # Paged (CUDA managed) memory sits on the GPU only as far as the rest leaves room; the driver
     # evicts the remainder to host RAM instead of failing, so it never causes an out-of-memory.
     room = max(0, spec.capacity_bytes - reserved - rt.outside_allocator)
@@ -271,6 +280,8 @@ def _per_gpu(plan: Plan, st: _Static, spec: GpuSpec) -> PerGpu:
     detail: dict[str, int] = {}
     paged = evicted = 0
     for t in gpu_terms:
+        if t.cached:
+            continue
         b = live(t, peak_phase)
         if b and not t.allocator:
             resident = min(b, room)
@@ -282,8 +293,10 @@ def _per_gpu(plan: Plan, st: _Static, spec: GpuSpec) -> PerGpu:
             comps[t.component] += b
             detail[t.name] = detail.get(t.name, 0) + b
     used = reserved + rt.outside_allocator + paged
-    comps["runtime"] += slack + rt.outside_allocator
+    comps["runtime"] += slack + stream_cache + rt.outside_allocator
     detail["allocator_cache"] = slack
+    if stream_cache:
+        detail["stream_cache"] = stream_cache
     detail["cuda_context"] = rt.cuda_context
     if rt.nccl:
         detail["nccl"] = rt.nccl

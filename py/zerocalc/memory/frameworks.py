@@ -19,7 +19,7 @@ from ..architecture import ModelArch
 from ..plan import Plan
 from .deepspeed import Trainable
 from .optimizers import is_paged, optimizer_states, sharded_states
-from .terms import AFTER_BWD, ALL, BWD, Term, gpu, host
+from .terms import AFTER_BWD, ALL, MID_BWD, RECOMPUTE, TOP_BWD, Term, gpu, host
 
 
 def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int, wbytes: int, gbytes: int,
@@ -57,12 +57,30 @@ def ddp_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int, w
 
 def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, frozen_bytes_whole: int,
                wbytes: int, gbytes: int, sbytes: int, compute: int, gas: int) -> list[Term]:
+    """FSDP1 as accelerate wraps it (transformer-layer units, the rest in the root unit; LoRA adapters
+    as their own units via peft's fsdp_auto_wrap_policy). Measured on CPU ranks by tools/fsdpprobe:
+    - the root unit (embeddings, final norm, lm_head) is gathered at the start of forward and kept
+      until its post-backward at the very end (FullyShardedDataParallel._post_forward skips the root);
+    - a layer unit is gathered for its forward and resharded after it (FULL_SHARD), so the end of
+      forward and the loss hold the root only; SHARD_GRAD_OP keeps every unit from forward to backward;
+    - in backward the current unit and the one prefetched (BACKWARD_PRE) are gathered, with the current
+      unit's unsharded gradient in the gathered dtype and its reduce-scatter output shard;
+    - lm_head's gradient (use_orig_params: a view of the root's flat parameter) waits in autograd until
+      the embedding's gradient completes the root's flat gradient at the end of backward, when the
+      views' gradients and the flat gradient (their cat) coexist.
+    The loss-gradient moment (logits) is taken before any layer unit is gathered for backward; the
+    layer-by-layer backward moments are the checkpointing phases (and `bwd_top` without checkpointing).
+    Modelled from the source, not measurable on CPU ranks (which run synchronously, one stream): in
+    backward a unit's unsharded gradient lives until its asynchronous reduce-scatter ends, so two are
+    counted; the all-gather stream's pool of two units stays reserved while no unit is gathered.
+    tools/fsdpprobe/check.py allows the engine that margin over the CPU probe."""
     n = plan.world_size
     p = tr.numel
     shard = -(-p // n)
     layer_sizes = arch.layer_sizes
     unit = max(layer_sizes) if layer_sizes else arch.total_params
     root = arch.total_params - sum(layer_sizes)
+    full = plan.method == "full"
     t: list[Term] = []
     off = plan.offload_params != "none" or plan.offload_optimizer != "none"
     if off:
@@ -73,15 +91,35 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
         t += [gpu("param_shards", tr.component, wbytes * shard)]
         if frozen_bytes_whole:
             t.append(gpu("frozen_param_shards", "weights", -(-frozen_bytes_whole // n)))
-        t += [gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, shard, sbytes),
-                  allocator=not is_paged(plan.optimizer)),
-              gpu("grad_shards", tr.grad_component, gbytes * shard, ALL if gas > 1 else AFTER_BWD)]
-    # 16-bit gathered copies for compute (a separate copy only when shards are in another dtype
-    # or sharded at all): the current and the prefetched unit, and the root unit.
-    if plan.zero_stage == 2:
-        t.append(gpu("gathered_params", "buffers", compute * arch.total_params, {"fwd", "loss_bwd", "bwd_end"}))
+        t.append(gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, shard, sbytes),
+                     allocator=not is_paged(plan.optimizer)))
+        grad_phases = ALL if gas > 1 else AFTER_BWD
+        # the root's and the bottom layer's shards arrive last, after the bottom layer's backward
+        last = min(shard, -(-(root + unit) // n)) if full and gas == 1 else 0
+        t.append(gpu("grad_shards", tr.grad_component, gbytes * (shard - last), grad_phases))
+        if last:
+            t.append(gpu("grad_shards_last", tr.grad_component, gbytes * last, grad_phases))
+    # gathered copies in the compute dtype (QLoRA: the packed 4-bit layers as stored)
+    if plan.method == "qlora" and layer_sizes:
+        layer_bytes = (frozen_bytes_whole - compute * root) * unit // sum(layer_sizes)
     else:
-        t.append(gpu("gathered_params", "buffers", compute * (2 * unit + root), {"fwd", "loss_bwd", "bwd_end"}))
-    # backward: unsharded gradients of the unit being reduced and its reduce-scatter input
-    t.append(gpu("unsharded_unit_grads", "buffers", 2 * gbytes * min(unit, p), BWD))
+        layer_bytes = compute * unit
+    t.append(gpu("gathered_root", "buffers", compute * root, {"fwd", "loss_bwd", "bwd_end"}))
+    if plan.zero_stage == 2:
+        # SHARD_GRAD_OP keeps each unit from its forward to its post-backward reshard
+        t.append(gpu("gathered_layers", "buffers", layer_bytes * len(layer_sizes), {"fwd", "loss_bwd"} | TOP_BWD))
+        t.append(gpu("gathered_units", "buffers", 2 * layer_bytes, {RECOMPUTE}))
+    else:
+        t.append(gpu("gathered_units", "buffers", 2 * layer_bytes, MID_BWD))
+    # The all-gathers run on FSDP's unshard stream, whose blocks the compute stream cannot reuse: the
+    # caching allocator keeps them for that stream (per-stream pools) while no unit is gathered.
+    t.append(gpu("unshard_stream_pool", "runtime", 2 * layer_bytes, {"fwd", "loss_bwd", "bwd_end"}, cached=True))
+    # the unit being back-propagated and the previous one, whose unsharded gradient waits for its
+    # reduce-scatter on the post-backward stream (record_stream), in the gathered dtype
+    unit_grad = unit if full else max(tr.sizes, default=0)
+    t.append(gpu("unsharded_unit_grads", "buffers", 2 * compute * unit_grad, MID_BWD))
+    if full and arch.causal_lm:
+        head = arch.vocab_size * arch.hidden_size
+        t.append(gpu("lm_head_grad", "gradients", compute * head, MID_BWD))
+        t.append(gpu("fsdp_root_grads", "gradients", 2 * compute * root, {"bwd_end"}))
     return t

@@ -15,7 +15,7 @@ The regimes as the tools really run them:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..plan import Plan
 
@@ -50,3 +50,17 @@ def dtypes_for(plan: Plan) -> Dtypes:
         return Dtypes(weight=2, compute=2, grad=4, master=0, state=4, frozen=2, adapter=4, autocast=True)
     # AMP full fine-tuning (single / DDP / FSDP mixed precision): fp32 weights, grads, states.
     return Dtypes(weight=4, compute=2, grad=4, master=0, state=4, frozen=4, adapter=4, autocast=True)
+
+
+def module_dtypes(plan: Plan, dt: Dtypes) -> Dtypes:
+    """The dtypes the module computes with, for the activation model. FSDP with accelerate's bf16/fp16
+    policy, MixedPrecision(param_dtype=reduce_dtype=buffer_dtype=16-bit) (accelerate
+    FullyShardedDataParallelPlugin.set_mixed_precision), gathers 16-bit copies of the fp32 shards:
+    autocast finds 16-bit weights and makes no copies, and the residual stream is 16-bit. LoRA adapters
+    keep their stored dtype here: PEFT casts each adapter's input to `lora_A.weight.dtype` before the
+    adapter's own FSDP unit gathers it, so it sees the fp32 shard and every adapter keeps a 16-bit
+    autocast copy of its input, as without FSDP. Measured on CPU ranks (tools/fsdpprobe). Elsewhere the
+    module holds what it stores."""
+    if plan.framework == "fsdp" and dt.autocast:
+        return replace(dt, weight=dt.compute, frozen=dt.compute)
+    return dt
