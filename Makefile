@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace dsprobe dsprobe-check fidelity bench bench-page clean
+.PHONY: serve test site vendor venv tools-venv chromium trace dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity bench bench-page clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -53,6 +53,12 @@ dsprobe: tools-venv
 
 dsprobe-check: tools-venv
 	$(PY) -m tools.dsprobe.check
+
+fsdpprobe: tools-venv
+	$(PY) -m tools.fsdpprobe $(PLAN)
+
+fsdpprobe-check: tools-venv
+	$(PY) -m tools.fsdpprobe.check
 
 fidelity: tools-venv
 	$(PY) scripts/fidelity.py

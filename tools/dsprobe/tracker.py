@@ -17,7 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-_SKIP_DIRS = ("/torch/", "/tools/dsprobe/", "/contextlib.py", "/functools.py", "/deepspeed/utils/nvtx.py",
+_SKIP_DIRS = ("/torch/", "/tools/dsprobe/", "/tools/fsdpprobe/", "/contextlib.py", "/functools.py", "/deepspeed/utils/nvtx.py",
               "/typing_extensions.py")
 
 

@@ -1,0 +1,117 @@
+"""python -m tools.fsdpprobe.check [--only NAME ...] [--json OUT]
+
+Runs the grid on CPU ranks with real FSDP and compares, per plan, zerocalc's allocated bytes (minus the
+cuBLAS workspace, which a CPU run has not) with the busiest rank:
+- the optimizer step (engine phase `step` vs the probe's peak during step): the sharded parameters,
+  gradients and optimizer states, which must agree within STEP_TOL;
+- the step's peak (engine: max over its phases; probe: max over forward, backward, step), which may
+  exceed the probe by at most what only a GPU holds, plus PEAK_TOL: a second unsharded unit gradient
+  waiting for its asynchronous reduce-scatter, and the prefetched unit a synchronous CPU rank may not
+  have gathered yet (both one unit in 16 bits); and never fall short by more than PEAK_TOL.
+Ends with ONE line: grid size and the largest deviation.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from tools.dsprobe.spec import SMALL_LLAMA  # the DeepSpeed probe's model: P = 6,965,504
+
+BASE = {"schema": 1, "model": {"name": "small-llama", **SMALL_LLAMA}, "gpu": "a100-sxm4-80gb",
+        "framework": "fsdp", "nodes": 1, "micro_batch_size": 2, "gradient_accumulation_steps": 1,
+        "seq_len": 128, "optimizer": "adamw", "attention": "eager"}
+# a small vocabulary and wider layers: the layer-by-layer backward, not the loss, is the peak
+WIDE = {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 4,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 1024, "tie_word_embeddings": False}
+LORA = {"rank": 16, "alpha": 32, "dropout": 0.0,
+        "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+GRID: list[tuple[str, dict]] = [
+    ("s3w2_pure", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure", method="full")),
+    ("s3w2_mixed", dict(zero_stage=3, gpus_per_node=2, precision="bf16-mixed", method="full")),
+    ("s3w4_mixed_ac", dict(zero_stage=3, gpus_per_node=4, precision="bf16-mixed", method="full",
+                           activation_checkpointing="full")),
+    ("s2w2_mixed", dict(zero_stage=2, gpus_per_node=2, precision="bf16-mixed", method="full")),
+    ("s3w2_pure_lora_ac", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure", method="lora", lora=LORA,
+                               activation_checkpointing="full")),
+    ("s3w2_mixed_lora", dict(zero_stage=3, gpus_per_node=2, precision="bf16-mixed", method="lora", lora=LORA)),
+    ("wide_s3w2_pure", dict(model={"name": "fsdpprobe-wide", **WIDE}, zero_stage=3, gpus_per_node=2,
+                            precision="bf16-pure", method="full")),
+    ("wide_s3w2_mixed_ac", dict(model={"name": "fsdpprobe-wide", **WIDE}, zero_stage=3, gpus_per_node=2,
+                                precision="bf16-mixed", method="full", activation_checkpointing="full")),
+    ("wide_s2w2_mixed_ac", dict(model={"name": "fsdpprobe-wide", **WIDE}, zero_stage=2, gpus_per_node=2,
+                                precision="bf16-mixed", method="full", activation_checkpointing="full")),
+]
+STEP_TOL = 0.01
+PEAK_TOL = 0.05
+
+
+def plans(names=None) -> list[tuple[str, dict]]:
+    return [(n, {**BASE, **o}) for n, o in GRID if names is None or n in names]
+
+
+def busiest(res: dict) -> dict:
+    """Per phase, the largest peak over ranks."""
+    return {ph: max(r["phases"][ph]["peak"] for r in res["ranks"]) for ph in ("fwd", "bwd", "step")}
+
+
+def engine_view(plan: dict) -> dict:
+    """zerocalc's allocated bytes per phase (minus the cuBLAS workspace) and one layer unit in 16 bits."""
+    from zerocalc import Plan, estimate
+    from zerocalc.architecture import resolve_model
+
+    pg = estimate(Plan.from_dict(plan)).per_gpu
+    ws = pg.detail.get("cublas_workspace", 0)
+    phases = {k: v - ws for k, v in pg.phase_allocated.items()}
+    return {"phases": phases, "peak": max(phases.values()),
+            "unit16": 2 * max(resolve_model(plan["model"]).layer_sizes)}
+
+
+def compare(plan: dict, res: dict) -> dict:
+    """Deviations as fractions of the probe's figure; `ok` when within the tolerances above."""
+    e, p = engine_view(plan), busiest(res)
+    step_dev = (e["phases"]["step"] - p["step"]) / p["step"]
+    probe_peak = max(p.values())
+    over = e["peak"] - probe_peak
+    allowance = 2 * e["unit16"] + PEAK_TOL * probe_peak
+    peak_dev = over / probe_peak
+    ok = abs(step_dev) <= STEP_TOL and -PEAK_TOL * probe_peak <= over <= allowance
+    return {"probe": p, "engine": e["phases"], "step_dev": step_dev, "peak_dev": peak_dev,
+            "allowance": allowance / probe_peak, "ok": ok}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.fsdpprobe.check")
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    from .runner import run_spec
+    from .spec import build_spec
+
+    t0 = time.perf_counter()
+    rows, worst = [], (0.0, "")
+    for name, plan in plans(a.only):
+        res = run_spec(build_spec(plan))
+        c = compare(plan, res)
+        rows.append({"name": name, **c, "wall_s": res["wall_s"]})
+        mb = 1e6
+        print(f"{name:20s} {res['wall_s']:5.1f} s  step {c['step_dev']:+6.2%}  peak {c['peak_dev']:+6.2%} "
+              f"(allowed {-PEAK_TOL:+.0%}..{c['allowance']:+.1%})  probe fwd/bwd/step "
+              + "/".join(f"{c['probe'][k] / mb:.1f}" for k in ("fwd", "bwd", "step"))
+              + "  engine " + " ".join(f"{k} {v / mb:.1f}" for k, v in c["engine"].items())
+              + ("" if c["ok"] else "  OUT OF TOLERANCE"))
+        for dev in (c["step_dev"], c["peak_dev"]):
+            if abs(dev) > abs(worst[0]):
+                worst = (dev, name)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1, default=str)
+    bad = [r["name"] for r in rows if not r["ok"]]
+    print(f"fsdpprobe-check: grid {len(rows)} plans ({time.perf_counter() - t0:.0f} s); largest deviation "
+          f"{worst[0]:+.2%} ({worst[1]}); " + (f"out of tolerance: {', '.join(bad)}" if bad else "all within tolerance"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""plan-v1 dict -> the probe's run spec; plans the probe cannot run are refused with the key to change."""
+from __future__ import annotations
+
+
+class SpecError(ValueError):
+    pass
+
+
+def build_spec(plan: dict, *, steps: int = 3) -> dict:
+    def need(key, allowed, default):
+        v = plan.get(key, default)
+        if v not in allowed:
+            raise SpecError(f"{key}={v!r}: the probe runs {', '.join(map(repr, allowed))}")
+        return v
+
+    need("framework", ("fsdp",), None)
+    need("offload_params", ("none",), "none")
+    need("offload_optimizer", ("none",), "none")
+    need("optimizer", ("adamw",), "adamw")
+    need("gradient_accumulation_steps", (1,), 4)
+    model = plan.get("model")
+    if not isinstance(model, dict) or "model_type" not in model:
+        raise SpecError("model: give a small model as an HF config object with model_type (CPU ranks)")
+    method = need("method", ("full", "lora"), "full")
+    lora = None
+    if method == "lora":
+        lc = plan.get("lora", {})
+        lora = {"rank": lc.get("rank", 16), "alpha": lc.get("alpha", 32), "dropout": lc.get("dropout", 0.05),
+                "targets": lc.get("targets", ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                              "down_proj"])}
+    return {"model": {k: v for k, v in model.items() if k != "name"},
+            "world": plan.get("gpus_per_node", 4) * plan.get("nodes", 1),
+            "zero_stage": need("zero_stage", (2, 3), 2),
+            "precision": need("precision", ("bf16-mixed", "bf16-pure"), "bf16-mixed"),
+            "attention": {"flash": "sdpa", "sdpa": "sdpa", "eager": "eager"}[plan.get("attention", "flash")],
+            "checkpointing": need("activation_checkpointing", ("none", "full"), "none") == "full",
+            "micro_batch": plan.get("micro_batch_size", 2), "seq_len": plan.get("seq_len", 4096),
+            "lora": lora, "steps": steps}

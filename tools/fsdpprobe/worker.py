@@ -1,0 +1,123 @@
+"""One CPU rank: build the HF model, wrap it in FSDP the way accelerate does, run steps under the tracker.
+
+The FSDP1 wrapper as accelerate 1.x builds it for the HF Trainer (FullyShardedDataParallelPlugin defaults,
+transformers' update_fsdp_plugin_peft for LoRA): transformer-layer auto wrap (peft's
+fsdp_auto_wrap_policy with LoRA: adapters as their own units), use_orig_params=True,
+limit_all_gathers=True, backward_prefetch=BACKWARD_PRE, forward_prefetch=False; bf16-mixed is
+MixedPrecision(param_dtype=reduce_dtype=buffer_dtype=bf16) plus autocast over an fp32 module (LoRA: a
+bf16 base with fp32 adapters), bf16-pure a bf16 module without either. Fused torch AdamW over the trainable parameters, zero_grad(set_to_none).
+Phases per step k: fwd{k} (forward and loss), bwd{k}, step{k} (optimizer step and zero_grad).
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import json
+import os
+
+
+def _env(rank: int, world: int, port: int) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
+                      WORLD_SIZE=str(world), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+                      TRANSFORMERS_VERBOSITY="error")
+
+
+def _model(spec, torch):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    fields = dict(spec["model"])
+    cfg = AutoConfig.for_model(fields.pop("model_type"), **fields)
+    torch.manual_seed(0)
+    mixed = spec["precision"] == "bf16-mixed"
+    # bf16-mixed: an fp32 module for full fine-tuning; with LoRA a bf16 base whose adapters PEFT keeps
+    # in fp32 (autocast_adapter_dtype), as the engine's precision regimes say (memory/precision.py)
+    fp32_module = mixed and not spec["lora"]
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32 if fp32_module else torch.bfloat16,
+                                             attn_implementation=spec["attention"])
+    if spec["checkpointing"]:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if spec["lora"]:
+        from peft import LoraConfig, get_peft_model
+
+        lc = spec["lora"]
+        model = get_peft_model(model, LoraConfig(r=lc["rank"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
+                                                 target_modules=list(lc["targets"]), task_type="CAUSAL_LM"))
+        if not mixed:
+            model.to(torch.bfloat16)            # bf16-pure: adapters in the module dtype too
+    return model, cfg
+
+
+def _fsdp(model, spec, torch):
+    from torch.distributed.fsdp import BackwardPrefetch, MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
+    if spec["lora"]:
+        from peft.utils.other import fsdp_auto_wrap_policy
+
+        policy = fsdp_auto_wrap_policy(model)
+    else:
+        layer_cls = {type(m) for m in model.modules() if type(m).__name__ in model._no_split_modules}
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls=layer_cls)
+    mp = None
+    if spec["precision"] == "bf16-mixed":
+        mp = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16, buffer_dtype=torch.bfloat16)
+    strategy = ShardingStrategy.FULL_SHARD if spec["zero_stage"] == 3 else ShardingStrategy.SHARD_GRAD_OP
+    return FSDP(model, auto_wrap_policy=policy, sharding_strategy=strategy, mixed_precision=mp,
+                use_orig_params=True, limit_all_gathers=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE,
+                forward_prefetch=False, device_id=torch.device("cpu"))
+
+
+def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
+    _env(rank, spec["world"], port)
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.fsdp._flat_param as flat_param_mod
+
+    from .tracker import ResizeTracker, phase_stats
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    tr = ResizeTracker()
+
+    def watched(fn):
+        def wrapper(tensor, *args):
+            out = fn(tensor, *args)
+            tr.track(tensor, fn.__name__)
+            tr.resync()
+            return out
+        return wrapper
+
+    flat_param_mod._alloc_storage = watched(flat_param_mod._alloc_storage)
+    flat_param_mod._free_storage = watched(flat_param_mod._free_storage)
+    mixed = spec["precision"] == "bf16-mixed"
+    with tr:
+        model, cfg = _model(spec, torch)
+        wrapped = _fsdp(model, spec, torch)
+        opt = torch.optim.AdamW([p for p in wrapped.parameters() if p.requires_grad], lr=1e-4, fused=True)
+        g = torch.Generator().manual_seed(1234 + rank)
+        ids = torch.randint(0, cfg.vocab_size, (spec["micro_batch"], spec["seq_len"]), generator=g)
+        for k in range(1, spec["steps"] + 1):
+            # storages caught in reference cycles die at a garbage collection, whose timing would move
+            # them between phases from run to run: collect at every phase boundary
+            gc.collect()
+            tr.mark(f"fwd{k}")
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
+                loss = wrapped(input_ids=ids, labels=ids).loss
+            tr.mark(f"bwd{k}")
+            loss.backward()
+            del loss
+            gc.collect()
+            tr.mark(f"step{k}")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        tr.mark("end")
+    stats = phase_stats(tr)
+    k = spec["steps"] - 1 if spec["steps"] > 1 else 1          # a steady step: states exist before it
+    res = {"rank": rank, "world": spec["world"],
+           "phases": {ph: stats.get(f"{ph}{k}", {"peak": 0, "end": 0}) for ph in ("fwd", "bwd", "step")},
+           "before": stats.get(f"step{k - 1}", stats.get("init"))["end"] if k > 1 else None}
+    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
+        json.dump(res, f)
+    dist.barrier()
+    dist.destroy_process_group()
