@@ -23,7 +23,7 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "py"))
 
-from zerocalc import DEFAULT_PLAN, __version__  # noqa: E402
+from zerocalc import __version__  # noqa: E402
 from app import render, view  # noqa: E402
 
 SITE = ROOT / "_site"

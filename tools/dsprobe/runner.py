@@ -49,23 +49,30 @@ def remove_shm_buffers(port: int) -> None:
 
 def run_spec(spec: dict, ext_dir: str | None = None) -> dict:
     """Run the probe for a spec (spec.build_spec) and return {"spec", "ranks": [per-rank dict], "wall_s"}."""
-    import torch.multiprocessing as mp
-
     ext_dir = ext_dir or os.environ.get("TORCH_EXTENSIONS_DIR") or str(REPO / ".torch_extensions")
     os.makedirs(ext_dir, exist_ok=True)
     t0 = time.perf_counter()
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="dsprobe-") as out:
         try:
-            mp.spawn(_entry, args=(spec, port, out, ext_dir), nprocs=spec["world"], join=True)
-        except Exception:
-            for r in range(spec["world"]):
-                log = Path(out, f"rank{r}.log")
-                if log.exists():
-                    tail = log.read_text(errors="replace").splitlines()[-25:]
-                    print(f"--- rank {r} log (tail) ---", *tail, sep="\n", file=sys.stderr)
-            raise
+            ranks = spawn_ranks(_entry, (spec, port, out, ext_dir), spec["world"], out)
         finally:
             remove_shm_buffers(port)
-        ranks = [json.loads(Path(out, f"rank{r}.json").read_text()) for r in range(spec["world"])]
     return {"spec": spec, "ranks": ranks, "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def spawn_ranks(entry, args: tuple, world: int, out: str) -> list[dict]:
+    """torch.multiprocessing.spawn `world` ranks of entry(rank, *args); each writes <out>/rank<r>.json and
+    logs to rank<r>.log, whose tail is printed when a rank fails."""
+    import torch.multiprocessing as mp
+
+    try:
+        mp.spawn(entry, args=args, nprocs=world, join=True)
+    except Exception:
+        for r in range(world):
+            log = Path(out, f"rank{r}.log")
+            if log.exists():
+                tail = log.read_text(errors="replace").splitlines()[-25:]
+                print(f"--- rank {r} log (tail) ---", *tail, sep="\n", file=sys.stderr)
+        raise
+    return [json.loads(Path(out, f"rank{r}.json").read_text()) for r in range(world)]

@@ -1,14 +1,11 @@
 """Launch one FSDP probe run on N CPU ranks (torch.multiprocessing.spawn) and collect each rank's JSON."""
 from __future__ import annotations
 
-import json
 import os
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-from tools.dsprobe.runner import free_port
+from tools.dsprobe.runner import free_port, spawn_ranks
 
 
 def _entry(rank, spec, port, outdir):
@@ -22,19 +19,7 @@ def _entry(rank, spec, port, outdir):
 
 def run_spec(spec: dict) -> dict:
     """{"spec", "ranks": [per-rank dict], "wall_s"} for a spec (spec.build_spec)."""
-    import torch.multiprocessing as mp
-
     t0 = time.perf_counter()
-    port = free_port()
     with tempfile.TemporaryDirectory(prefix="fsdpprobe-") as out:
-        try:
-            mp.spawn(_entry, args=(spec, port, out), nprocs=spec["world"], join=True)
-        except Exception:
-            for r in range(spec["world"]):
-                log = Path(out, f"rank{r}.log")
-                if log.exists():
-                    tail = log.read_text(errors="replace").splitlines()[-25:]
-                    print(f"--- rank {r} log (tail) ---", *tail, sep="\n", file=sys.stderr)
-            raise
-        ranks = [json.loads(Path(out, f"rank{r}.json").read_text()) for r in range(spec["world"])]
+        ranks = spawn_ranks(_entry, (spec, free_port(), out), spec["world"], out)
     return {"spec": spec, "ranks": ranks, "wall_s": round(time.perf_counter() - t0, 1)}

@@ -121,7 +121,7 @@ def describe(title, cfg, extra, dims_extra) -> str:
     l0 = poly(per_layer.get(0, []), dims)
     if l0 != poly(L1, dims):
         out.append(f"  (layer 0: {l0})")
-    out.append(f"**Outside the layers:** " + "; ".join(
+    out.append("**Outside the layers:** " + "; ".join(
         f"{symbolic(r['nbytes'], r['shape'], r['dtype'], dims)} {r['dtype']} {r['op']} ({r['saved_in'] or 'loss'})"
         for r in outside if r["nbytes"] > 8))
     out.append(f"**Saved at forward end (whole model, this config):** {res['saved_activations_forward_end']} B; "
