@@ -5,9 +5,10 @@ cuBLAS workspace, which a CPU run has not) with the busiest rank:
 - the optimizer step (engine phase `step` vs the probe's peak during step): the sharded parameters,
   gradients and optimizer states, which must agree within STEP_TOL;
 - the step's peak (engine: max over its phases; probe: max over forward, backward, step), which may
-  exceed the probe by at most what only a GPU holds, plus PEAK_TOL: a second unsharded unit gradient
-  waiting for its asynchronous reduce-scatter, and the prefetched unit a synchronous CPU rank may not
-  have gathered yet (both one unit in 16 bits); and never fall short by more than PEAK_TOL.
+  exceed the probe by at most two units in 16 bits plus PEAK_TOL, and never fall short by more than
+  PEAK_TOL. The two units: a second unsharded unit gradient waiting for its asynchronous reduce-scatter
+  (a GPU holds it, a synchronous CPU rank does not), and the bottom layer counted with a prefetched unit
+  it does not have (the engine's conservative choice, memory/frameworks.py).
 Ends with ONE line: grid size and the largest deviation.
 """
 from __future__ import annotations

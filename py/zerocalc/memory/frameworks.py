@@ -63,8 +63,9 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
       until its post-backward at the very end (FullyShardedDataParallel._post_forward skips the root);
     - a layer unit is gathered for its forward and resharded after it (FULL_SHARD), so the end of
       forward and the loss hold the root only; SHARD_GRAD_OP keeps every unit from forward to backward;
-    - in backward the current unit and the one prefetched (BACKWARD_PRE) are gathered, with the current
-      unit's unsharded gradient in the gathered dtype and its reduce-scatter output shard;
+    - in backward the current unit and the one prefetched (BACKWARD_PRE) are gathered, with the
+      unit's unsharded gradient in the gathered dtype (the bottom layer, with nothing left to prefetch,
+      is counted with two units too: one unit conservative);
     - lm_head's gradient (use_orig_params: a view of the root's flat parameter) waits in autograd until
       the embedding's gradient completes the root's flat gradient at the end of backward, when the
       views' gradients and the flat gradient (their cat) coexist.
@@ -113,7 +114,8 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
         t.append(gpu("gathered_units", "buffers", 2 * layer_bytes, MID_BWD))
     # The all-gathers run on FSDP's unshard stream, whose blocks the compute stream cannot reuse: the
     # caching allocator keeps them for that stream (per-stream pools) while no unit is gathered.
-    t.append(gpu("unshard_stream_pool", "runtime", 2 * layer_bytes, {"fwd", "loss_bwd", "bwd_end"}, cached=True))
+    pool_phases = {"fwd", "loss_bwd", "bwd_end"} if plan.zero_stage == 3 else {"bwd_end"}
+    t.append(gpu("unshard_stream_pool", "runtime", 2 * layer_bytes, pool_phases, cached=True))
     # the unit being back-propagated and the previous one, whose unsharded gradient waits for its
     # reduce-scatter on the post-backward stream (record_stream), in the gathered dtype
     unit_grad = unit if full else max(tr.sizes, default=0)
