@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .memory import deepspeed as ds
 from .memory.lora import matched_targets
+from .memory.optimizers import is_paged
 
 GIB = 1 << 30
 
@@ -63,7 +64,7 @@ def warnings(est) -> list[dict]:
                           "transformers 5 stores MoE experts as fused 3-D parameters: LoRA target_modules "
                           "cannot adapt them and bitsandbytes leaves them 16-bit.",
                           "Target attention (and shared experts), or use PEFT target_parameters."))
-    if plan.optimizer.startswith("paged"):
+    if is_paged(plan.optimizer):
         evicted = est.per_gpu.host_detail.get("paged_evicted", 0)
         tail = (f" {_gib(evicted)} of them will not fit and are paged out to host RAM, which slows "
                 "every step." if evicted else "")
