@@ -1,7 +1,7 @@
 // Starts the engine as early as possible: this module is loaded `async` from the top of <head>, so the
 // Pyodide worker is on its way while the rest of the page is still being parsed. assets/app.js imports
 // the same module instance and awaits `engine`: an object whose compute(requestJSON) resolves to the
-// view JSON of py/app/worker.py.
+// view JSON of py/app/worker.py, and call(name, requestJSON) to the answer of any entry of its CALLS.
 //
 // Default: a plain module Worker (assets/worker.js) running Pyodide. `?runtime=pyscript` runs the same
 // worker.py through PyScript's PyWorker instead; scripts/bench_page.py --pyscript measures both (PyScript's
@@ -15,9 +15,10 @@ function viaWorker() {
     const worker = boot.worker;
     const waiting = new Map();
     let next = 0;
-    const compute = (text) => new Promise((res) => { const id = next++; waiting.set(id, res); worker.postMessage({ id, text }); });
+    const call = (fn, text) => new Promise((res) => { const id = next++; waiting.set(id, res); worker.postMessage({ id, fn, text }); });
+    const compute = (text) => call("compute", text);
     worker.onmessage = ({ data }) => {
-      if (data.ready) resolve({ compute });
+      if (data.ready) resolve({ compute, call });
       else if (data.error) reject(new Error(data.error));
       else { waiting.get(data.id)?.(data.text); waiting.delete(data.id); }
     };
@@ -32,7 +33,7 @@ async function viaPyScript() {
     config: here("../pyscript.json"),
     version: here("./vendor/pyodide/pyodide.mjs"),   // PyWorker ignores `interpreter`: never the CDN
   });
-  return { compute: (text) => worker.sync.compute(text) };
+  return { compute: (text) => worker.sync.call("compute", text), call: (fn, text) => worker.sync.call(fn, text) };
 }
 
 const runtime = new URLSearchParams(location.search).get("runtime");

@@ -29,7 +29,7 @@ from app import render, view  # noqa: E402
 SITE = ROOT / "_site"
 PACKAGES = ("zerocalc", "app")          # shipped to the browser under py/
 SHIP_SUFFIXES = (".py", ".json")
-ASSETS = ("app.css", "app.js", "engine.js", "worker.js", "icon.svg")
+ASSET_SUFFIXES = (".css", ".js", ".svg", ".png", ".json", ".webmanifest")   # every page asset beside vendor/
 # Slots replaced verbatim: everything in them is already escaped HTML or a number.
 SLOT = re.compile(r"\{\{(\w+)\}\}")
 # An empty element carrying data-out / data-view: filled with the figure's text (+ data-bytes).
@@ -154,8 +154,9 @@ def build(site: pathlib.Path) -> dict:
     (site / "assets").mkdir(parents=True)
     (site / "index.html").write_text(html)
     (site / ".nojekyll").write_text("")
-    for name in ASSETS:
-        shutil.copyfile(ROOT / "assets" / name, site / "assets" / name)
+    for path in sorted((ROOT / "assets").iterdir()):
+        if path.is_file() and path.suffix in ASSET_SUFFIXES:
+            shutil.copyfile(path, site / "assets" / path.name)
     shutil.copytree(vendor, site / "assets" / "vendor")
     files = engine_files()
     for src in files:

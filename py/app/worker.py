@@ -1,9 +1,11 @@
-"""Pyodide worker entry of the page: assets/worker.js imports it and calls ``compute`` for every request
-(with ``?runtime=pyscript`` PyScript's PyWorker runs it instead and exposes ``compute`` via __export__).
+"""Pyodide worker entry of the page: assets/worker.js imports it and calls ``call(name, request_json)`` for
+every request (with ``?runtime=pyscript`` PyScript's PyWorker runs it instead and exposes ``call`` via
+__export__).
 
 Runs the engine off the main thread, so the page stays responsive while Pyodide boots and every
 input costs the main thread only a JSON parse and a few DOM writes. Requests and answers cross the
 worker boundary as JSON strings (structured clone of plain text is the cheapest path).
+Each page feature registers one function in CALLS: JSON-decoded request in, JSON-encodable answer out.
 No DOM access here: this file must also import under CPython (tests/test_page_view.py does).
 """
 import json
@@ -13,16 +15,36 @@ import traceback
 from app.view import compute as _compute
 
 
-def compute(request_json):
-    """'{"plan": {...form values...}, "good": {...last good plan...}|null}' -> view JSON (py/app/view.py)."""
+def _view(request):
+    v = _compute(request)
+    del v["estimate"]   # the page shows the view; the raw estimate is for CPython callers
+    return v
+
+
+# name -> function(request: dict) -> dict; assets/engine.js `engine.call(name, text)` reaches them.
+CALLS = {
+    "compute": _view,
+}
+
+
+def call(name, request_json):
+    """(call name, request JSON) -> answer JSON, with ``py_ms`` (engine + view time, for the benchmark).
+    An engine bug reaches the page as {"fatal": message}, never as a hung promise."""
     t0 = time.perf_counter()
     try:
-        v = _compute(json.loads(request_json))
-        del v["estimate"]   # the page shows the view; the raw estimate is for CPython callers
-        v["py_ms"] = round((time.perf_counter() - t0) * 1000, 2)   # engine + view time, for the benchmark
-        return json.dumps(v)
-    except Exception as e:   # an engine bug must reach the page as a message, not a hung promise
+        fn = CALLS.get(name)
+        if fn is None:
+            return json.dumps({"fatal": f"unknown engine call {name!r}"})
+        out = fn(json.loads(request_json))
+        out["py_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        return json.dumps(out)
+    except Exception as e:
         return json.dumps({"fatal": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]})
 
 
-__export__ = ["compute"]
+def compute(request_json):
+    """'{"plan": {...form values...}, "good": {...last good plan...}|null}' -> view JSON (py/app/view.py)."""
+    return call("compute", request_json)
+
+
+__export__ = ["call", "compute"]

@@ -373,7 +373,9 @@ def _min_gpus(plan: Plan, st: _Static, spec: GpuSpec) -> int | None:
     return g * n
 
 
-def estimate(plan: Plan) -> Estimate:
+def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
+    """The estimate of one plan. ``search_min_gpus=False`` skips the min_gpus search (min_gpus is then
+    None): the planner, which asks it once per stage, uses that for its many other candidates."""
     arch = resolve_model(plan.model)
     spec = gpu_spec(plan.gpu)
     st = _static(plan, arch)
@@ -388,7 +390,7 @@ def estimate(plan: Plan) -> Estimate:
         primary_driver=driver, host_per_node_bytes=_host_per_node(plan, st, pg), tokens_per_step=tokens,
         global_batch_size=plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
         trainable_params=trainable, total_params=arch.total_params + (trainable if plan.method != "full" else 0),
-        min_gpus=_min_gpus(plan, st, spec), static=st)
+        min_gpus=_min_gpus(plan, st, spec) if search_min_gpus else None, static=st)
     return _with_warnings(est)
 
 
