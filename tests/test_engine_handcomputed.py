@@ -56,7 +56,7 @@ def test_seed_example_every_term():
     master = 4 * part                                       # fp32 partition          8,030,261,248
     adam = 8 * part                                         # exp_avg + exp_avg_sq   16,060,522,496
     ipg = 2 * 500_000_000                                   # reduce bucket, overlap_comm off at stage 2
-    from zerocalc.architecture import resolve_model
+    from zerocalc.model import resolve_model
     sizes = [tt.numel for tt in resolve_model("llama-3.1-8b").tensors]
     gradpart = 2 * _grad_partition_by_hand(sizes, N)        # kept across the 4 micro-steps
     assert 2 * part <= gradpart <= 2 * (part + 2 * L)
@@ -121,7 +121,7 @@ def test_deepspeed_zero2_estimator_reproduced():
 
 
 def None_arch():
-    from zerocalc.architecture import resolve_model
+    from zerocalc.model import resolve_model
     return resolve_model("llama-3.1-8b")
 
 
@@ -191,7 +191,7 @@ def test_paged_optimizer_states_page_out_instead_of_running_out_of_memory():
     bitsandbytes functional.get_paged): when the GPU is full the driver evicts pages to host RAM,
     so they never cause an out-of-memory. torchtune's llama3_1/8B_full_single_device on a 24 GiB
     RTX 4090: pure bf16, paged 8-bit AdamW stepped inside backward, checkpointing, chunked loss."""
-    from zerocalc.architecture import resolve_model
+    from zerocalc.model import resolve_model
     sizes = [t.numel for t in resolve_model("llama-3.1-8b").tensors]
     assert min(sizes) >= 4096                          # every tensor gets 8-bit states (min_8bit_size)
     # per tensor: two uint8 states + one fp32 absmax per 256-element block for each
@@ -211,7 +211,7 @@ def test_paged_optimizer_states_page_out_instead_of_running_out_of_memory():
     # the managed pages fill exactly what the allocator and the context leave
     assert resident == est.capacity_bytes - pg.peak_reserved - pg.detail["cuda_context"]
     assert pg.device_used == est.capacity_bytes and est.fits
-    assert any(w["id"] == "paged-optimizer" and "host RAM" in w["message"] for w in est.warnings)
+    assert any(w.id == "paged-optimizer" and "host RAM" in w.message for w in est.warnings)
     # on an 80 GB part every page stays resident and nothing goes to the host
     big = estimate(Plan.from_dict({**d, "gpu": "h100-sxm-80gb"})).per_gpu
     assert big.detail["paged_optimizer_states"] == states and "paged_evicted" not in big.host_detail

@@ -168,7 +168,7 @@ def test_key_notes_with_the_engine():
     from zerocalc.estimate import estimate
     plan = Plan.from_dict({"zero_stage": 3, "offload_optimizer": "nvme"})
     est = estimate(plan).to_dict()
-    notes = {n["key"]: n for n in ds_key_notes(plan)}
+    notes = {n["key"]: n for n in ds_key_notes(plan, est)}
     assert notes["zero_optimization.reduce_bucket_size"]["bytes"] == \
         est["per_gpu"]["deepspeed_buffers"].get("ipg_bucket", 0) > 0
     assert notes["zero_optimization.offload_optimizer.nvme_path"]["placeholder"] is True

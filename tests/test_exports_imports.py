@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zerocalc import Plan
-from zerocalc.exports import ConfigImportError, apply_model_config, ds_config, import_ds_config, import_model_config
+from zerocalc.exports import ds_config
+from zerocalc.imports import ConfigImportError, apply_model_config, import_ds_config, import_model_config
 
 BASE = {"model": "llama-3.1-8b", "gpus_per_node": 4, "nodes": 1}  # world 4
 

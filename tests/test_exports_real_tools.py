@@ -14,7 +14,8 @@ import types
 import pytest
 
 from zerocalc import Plan, PlanError
-from zerocalc.exports import (ExportError, accelerate_config, accelerate_yaml, ds_config, import_ds_config,
+from zerocalc.imports import import_ds_config
+from zerocalc.exports import (ExportError, accelerate_config, accelerate_yaml, ds_config,
                               launch_commands, peft_snippet, training_arguments_snippet)
 
 pytestmark = pytest.mark.tools
@@ -49,7 +50,7 @@ def ds():
 
 
 def _hidden(model):
-    from zerocalc.architecture import resolve_model
+    from zerocalc.model import resolve_model
     return resolve_model(model).hidden_size
 
 

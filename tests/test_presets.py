@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from zerocalc.architecture import model_from_config, resolve_model
+from zerocalc.model import model_from_config, resolve_model
 from zerocalc.presets import GPUS, MODELS
 
 REF = pathlib.Path(__file__).resolve().parents[2] / "shared" / "reference"

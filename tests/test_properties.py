@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 from zerocalc import Plan, estimate
+from zerocalc.memory.inputs import step_inputs
 from zerocalc.plan import (ATTENTIONS, CHECKPOINTING, COMPUTE_DTYPES, LOSSES, METHODS, OPTIMIZERS, PRECISIONS,
                            QUANT_TYPES)
 
@@ -325,9 +326,10 @@ def test_cpu_optimizer_offload_helps_full_finetuning_with_adam_on_one_node(d):
 def test_checkpointing_never_saves_more_activations(d, mode):
     none = estimate(Plan.from_dict({**d, "activation_checkpointing": "none"}))
     ckpt = estimate(Plan.from_dict({**d, "activation_checkpointing": mode}))
-    # what autograd keeps from forward to backward (estimate.py _Static.acts, memory/activations.py)
-    assert ckpt.static.acts.saved_total <= none.static.acts.saved_total
-    assert ckpt.static.acts.stack_saved <= none.static.acts.stack_saved
+    # what autograd keeps from forward to backward (memory/activations.py)
+    a_none, a_ckpt = step_inputs(none.plan).acts, step_inputs(ckpt.plan).acts
+    assert a_ckpt.saved_total <= a_none.saved_total
+    assert a_ckpt.stack_saved <= a_none.stack_saved
     # and the saved set as the estimate shows it at the end of forward
     f_none = none.per_gpu.phase_allocated["fwd"]
     f_ckpt = ckpt.per_gpu.phase_allocated["fwd"]
@@ -374,7 +376,7 @@ def test_full_checkpointing_keeps_one_input_per_layer(d):
         # the 4-D (b, 1, s, s) mask is a checkpoint input too: bool in the Llama lineage (two for Gemma's
         # sliding/global layers), additive 16-bit in GPT-2/BERT (traced)
         extra = (2 if arch.family == "gemma" else 1) * (1 if llama_like else 2) * d["seq_len"] ** 2 * d["micro_batch_size"]
-    stack = full.static.acts.stack_saved - extra
+    stack = step_inputs(full.plan).acts.stack_saved - extra
     per_elem = stack // (inputs * tokens * arch.hidden_size)
     assert stack == inputs * tokens * arch.hidden_size * per_elem
     assert per_elem in (2, 4)

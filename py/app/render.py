@@ -11,7 +11,7 @@ import json
 from html import escape
 
 from zerocalc import plan as P
-from zerocalc.architecture import SUPPORTED_MODEL_TYPES
+from zerocalc.model import SUPPORTED_MODEL_TYPES
 from zerocalc.presets import GPUS, MODELS
 
 from .view import CUSTOM_DIMS, FAMILY_LABELS

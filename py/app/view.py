@@ -15,7 +15,6 @@ from typing import Any, Mapping
 
 from zerocalc import DEFAULT_PLAN, Plan, PlanError
 from zerocalc.estimate import estimate  # the package attribute is shadowed by this module once imported
-from zerocalc.architecture import resolve_model
 from zerocalc.presets import GPUS, MODELS
 
 GIB = 1 << 30
@@ -28,10 +27,13 @@ COMPONENTS = (
     ("activations", "Activations"),
     ("logits", "Logits"),
     ("lora_adapters", "LoRA adapters"),
-    ("buffers", "DeepSpeed buffers"),
+    ("buffers", "Buffers"),
     ("runtime", "Runtime"),
 )
 LABELS = dict(COMPONENTS)
+# Whose buffers they are: DeepSpeed's buckets and gathered parameters, FSDP's gathered units, DDP's buckets.
+BUFFER_LABELS = {"deepspeed": "DeepSpeed buffers", "fsdp": "FSDP buffers", "ddp": "DDP gradient buckets",
+                 "single": "Buffers"}
 
 FAMILY_LABELS = {
     "llama3": "Llama 3", "llama2": "Llama 2", "mistral": "Mistral", "mixtral": "Mixtral (MoE)",
@@ -136,7 +138,7 @@ def _quote(text: str) -> str:
 
 
 def _model_info(plan: Plan) -> dict:
-    arch = resolve_model(plan.model)
+    arch = plan.arch
     if isinstance(plan.model, str):
         name = MODELS[plan.model].name
     else:
@@ -173,7 +175,8 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
     names = [k for k, _ in COMPONENTS if k in comps] + [k for k in comps if k not in LABELS]
     comp_total = sum(comps.values()) or 1
     scale = max(cap, used, 1)   # the stacked bar's full width: the capacity, or the demand when over
-    components = [{"key": k, "label": LABELS.get(k, k.replace("_", " ").capitalize()), "bytes": comps[k],
+    labels = {**LABELS, "buffers": BUFFER_LABELS[plan.framework]}
+    components = [{"key": k, "label": labels.get(k, k.replace("_", " ").capitalize()), "bytes": comps[k],
                    "text": gib(comps[k]), "share": pct(comps[k], comp_total),
                    "width": round(100 * comps[k] / scale, 3)} for k in names]
     fits = bool(est["fits"])
@@ -255,7 +258,7 @@ def ds_config_text(plan: Plan) -> dict:
 def fit_targets(plan: Plan) -> Plan:
     """LoRA targets the model does not have at all (a Llama list on GPT-2 after a model switch) become
     every linear of the new model's blocks, which is what the page's checkboxes then show."""
-    names = resolve_model(plan.model).linear_names()
+    names = plan.arch.linear_names()
     if not names or any(t in names for t in plan.lora.targets):
         return plan
     lora = plan.to_dict()["lora"]

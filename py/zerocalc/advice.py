@@ -1,26 +1,25 @@
-"""Warnings and the checklist: what a DeepSpeed user would want to hear about a plan.
+"""Warnings and the checklist: what a DeepSpeed, FSDP or LoRA user would want to hear about a plan.
 
-Each warning is {"id", "severity" (error | warning | info), "message", "fix"}; ids are stable so
-the page, tests and users can refer to them.
+A reader of results: ``warnings(est)`` takes an Estimate (result.py) and returns typed Warnings
+{id, severity (error | warning | info), message, fix}; ids are stable so the page, tests and users can
+refer to them. Counterfactuals (what ZeRO-2 would need) come computed in the Estimate; nothing here
+calls back into estimate.
 """
 from __future__ import annotations
 
-from .memory import deepspeed as ds
-from .memory.lora import matched_targets
+from .exports import export_warnings
+from .knobs import knobs
+from .memory.lora import ADAPTED_EXPERTS, matched_targets
 from .memory.optimizers import is_paged
-
-GIB = 1 << 30
-
-
-def _w(wid: str, severity: str, message: str, fix: str = "") -> dict:
-    return {"id": wid, "severity": severity, "message": message, "fix": fix}
+from .result import Estimate, Warning
+from .units import gib_text as _gib
 
 
-def _gib(n: int) -> str:
-    return f"{n / GIB:.2f} GiB"
+def _w(wid: str, severity: str, message: str, fix: str = "") -> Warning:
+    return Warning(wid, severity, message, fix)
 
 
-def warnings(est) -> list[dict]:
+def warnings(est: Estimate) -> list[Warning]:
     plan, arch, gpu, pg = est.plan, est.arch, est.gpu, est.per_gpu
     out: list[dict] = []
     if not est.fits:
@@ -53,7 +52,6 @@ def warnings(est) -> list[dict]:
             out.append(_w("lora-targets-missing", "warning",
                           f"No module named {', '.join(missing)} in {arch.name}; those targets add nothing.",
                           f"Modules of this model: {', '.join(arch.linear_names())}."))
-        from .memory.lora import ADAPTED_EXPERTS
         if arch.moe and arch.model_type in ADAPTED_EXPERTS:
             out.append(_w("moe-experts-adapted", "warning",
                           "PEFT adapts the fused expert weights of this model through gate_proj/up_proj/down_proj "
@@ -102,10 +100,10 @@ def _pcie_only(interconnect: str) -> bool:
     return "pcie" in s or "none" in s
 
 
-def _deepspeed_warnings(est) -> list[dict]:
-    plan, arch, gpu, pg = est.plan, est.arch, est.gpu, est.per_gpu
-    out: list[dict] = []
-    k = ds.knobs(plan, arch)
+def _deepspeed_warnings(est: Estimate) -> list[Warning]:
+    plan, gpu, pg = est.plan, est.gpu, est.per_gpu
+    out: list[Warning] = []
+    k = knobs(plan)
     if plan.offload_params != "none" and plan.zero_stage < 3:
         out.append(_w("offload-params-ignored", "warning",
                       f"DeepSpeed accepts offload_param at ZeRO-{plan.zero_stage} and silently ignores it: "
@@ -125,21 +123,19 @@ def _deepspeed_warnings(est) -> list[dict]:
         if plan.zero_stage == 0:
             out.append(_w("deepspeed-bf16-pure-stage0", "error",
                           "DeepSpeed supports bf16 master weights only at ZeRO stages 1-3.", "Use ZeRO-1 or higher."))
-    from .exports import export_warnings
-    seen = {w["id"] for w in out}
-    out += [dict(w, fix=w.get("fix", "")) for w in export_warnings(plan) if w["id"] not in seen]
+    seen = {w.id for w in out}
+    out += [_w(w["id"], w["severity"], w["message"], w.get("fix", "")) for w in export_warnings(plan)
+            if w["id"] not in seen]
     if plan.zero_stage == 3 and plan.world_size > 1 and _pcie_only(gpu.interconnect):
         out.append(_w("zero3-pcie", "warning",
                       "ZeRO-3 all-gathers the parameters in forward and backward and reduce-scatters the "
                       "gradients: over PCIe-only GPUs this is often slower than ZeRO-2 with offload.",
                       "Prefer ZeRO-2 (with optimizer offload if needed) on PCIe machines."))
     if plan.zero_stage == 3:
-        from .estimate import _per_gpu, _static
-        st = est.static if getattr(est, "static", None) is not None else _static(plan, arch)
-        z2 = _per_gpu(plan.with_changes(zero_stage=2, offload_params="none"), st, gpu)
-        if z2.device_used < pg.device_used:
+        z2 = est.zero2_device_used
+        if z2 is not None and z2 < pg.device_used:
             out.append(_w("zero3-costs-more", "warning",
-                          f"ZeRO-3 needs {_gib(pg.device_used)} per GPU here, ZeRO-2 {_gib(z2.device_used)}: "
+                          f"ZeRO-3 needs {_gib(pg.device_used)} per GPU here, ZeRO-2 {_gib(z2)}: "
                           "on this model the stage-3 buffers (bucket, prefetch, gathered layers, step sub-group) "
                           "outweigh what sharding the weights saves.",
                           "Use ZeRO-2, or shrink reduce_bucket_size / stage3_prefetch_bucket_size / sub_group_size."))

@@ -12,7 +12,7 @@ from typing import Any
 from .plan import DEFAULT_PLAN, PlanError, parse_plan
 from .presets import GPUS, MODELS
 
-GIB = 1 << 30
+from .units import GIB
 
 # Flags that override a key of the plan file: (flag, plan key, kind)
 OVERRIDES = (
@@ -156,7 +156,7 @@ def _cmd_export(args) -> int:
 
 def _cmd_import(args) -> int:
     """Read a ds_config.json into the plan: print the new plan, and on stderr what was not represented."""
-    from .exports import ConfigImportError, import_ds_config
+    from .imports import ConfigImportError, import_ds_config
     plan = build_plan(args)
     try:
         text = open(args.ds, encoding="utf-8").read()

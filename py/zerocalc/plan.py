@@ -2,27 +2,23 @@
 
 Every key is optional; a missing key takes the contract's default. Unknown keys, wrong types and
 impossible values raise PlanError naming the key, e.g. ``micro_batch_size: must be an integer from 1
-to 65536, got 0``. Nothing here knows about memory.
+to 65536, got 0``. Nothing here knows about memory. The model and the GPU are resolved once per plan
+(``plan.arch``, ``plan.gpu_spec``): every layer above reads those, never ``plan.model`` again.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from .errors import PlanError
+from .hardware import GpuSpec, gpu_spec
+from .model import ModelArch, resolve_model
 from .presets import GPUS, MODELS
 
 SCHEMA = 1
-
-
-class PlanError(ValueError):
-    """A bad value in a plan. ``key`` is the dotted plan key (``lora.rank``)."""
-
-    def __init__(self, key: str, message: str):
-        super().__init__(f"{key}: {message}")
-        self.key = key
-        self.message = message
 
 
 # Allowed values, in the order the UI lists them.
@@ -97,6 +93,16 @@ class Plan:
     deepspeed: Mapping = field(default_factory=lambda: MappingProxyType({}))
     lora: LoraSettings = LoraSettings()
     quantization: QuantSettings = QuantSettings()
+
+    @cached_property
+    def arch(self) -> ModelArch:
+        """The model's tensor inventory (zerocalc.model), built once per plan (and memoised across plans)."""
+        return resolve_model(self.model)
+
+    @cached_property
+    def gpu_spec(self) -> GpuSpec:
+        """The accelerator: capacity, bf16 support, link (zerocalc.hardware)."""
+        return gpu_spec(self.gpu)
 
     @property
     def world_size(self) -> int:
@@ -180,12 +186,9 @@ def _parse_model(value: Any) -> Any:
         if value not in MODELS:
             raise PlanError("model", f"unknown preset {_show(value)}; see `zerocalc presets models`")
         return value
-    obj = _mapping("model", value)
-    # Deep validation of architecture fields happens in architecture.model_from_config, which
-    # raises PlanError("model.<field>", ...); call it here so a bad model is caught at parse time.
-    from .architecture import model_from_config
-    model_from_config(obj)
-    return _freeze(obj)
+    obj = _freeze(_mapping("model", value))
+    resolve_model(obj)   # raises PlanError("model.<field>", ...): a bad model is caught at parse time
+    return obj
 
 
 def _parse_gpu(value: Any) -> Any:
@@ -299,6 +302,15 @@ def parse_plan(data: Any) -> Plan:
     return plan
 
 
+def as_plan(plan: Any) -> Plan:
+    """A Plan as is, or a plan-v1 mapping parsed (PlanError names the key): what the exporters accept."""
+    if isinstance(plan, Plan):
+        return plan
+    if isinstance(plan, Mapping):
+        return parse_plan(plan)
+    raise TypeError(f"expected a Plan or a plan-v1 mapping, got {type(plan).__name__}")
+
+
 def _check_consistency(plan: Plan) -> None:
     """Combinations no real run can have (the ones that are merely unwise become warnings)."""
     if plan.framework == "single" and plan.world_size != 1:
@@ -315,8 +327,6 @@ def _check_consistency(plan: Plan) -> None:
         raise PlanError(key, "fsdp offloads to cpu only; nvme is DeepSpeed ZeRO-Infinity")
     if plan.framework == "deepspeed" and plan.zero_stage == 0 and plan.offload_optimizer != "none":
         raise PlanError("offload_optimizer", "DeepSpeed offloads the optimizer only at ZeRO stage 1-3")
-    if plan.method == "qlora" and plan.precision == "fp32" and plan.quantization.compute_dtype != "fp32":
-        pass  # legal: fp32 adapters with a 16-bit compute dtype
 
 
 def _freeze(obj: Mapping) -> Mapping:
@@ -352,4 +362,4 @@ def plan_to_dict(plan: Plan) -> dict:
     return out
 
 
-__all__ = ["Plan", "PlanError", "parse_plan", "plan_to_dict", "DEFAULT_PLAN", "replace"]
+__all__ = ["Plan", "PlanError", "parse_plan", "plan_to_dict", "as_plan", "DEFAULT_PLAN"]

@@ -60,7 +60,7 @@ def busiest(res: dict) -> dict:
 def engine_view(plan: dict) -> dict:
     """zerocalc's allocated bytes per phase (minus the cuBLAS workspace) and one layer unit in 16 bits."""
     from zerocalc import Plan, estimate
-    from zerocalc.architecture import resolve_model
+    from zerocalc.model import resolve_model
 
     pg = estimate(Plan.from_dict(plan)).per_gpu
     ws = pg.detail.get("cublas_workspace", 0)

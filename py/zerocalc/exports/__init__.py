@@ -1,7 +1,7 @@
-"""Configs out (ds_config, HF TrainingArguments, PEFT, accelerate, launch) and in (ds_config.json, config.json).
+"""Configs out: ds_config, HF TrainingArguments, PEFT, accelerate, launch (configs in: zerocalc.imports).
 
-Pure functions of the plan (a ``zerocalc.Plan`` or a plan-v1 dict); they return dicts/strings and do no I/O,
-so the page (Pyodide) and the CLI share them.
+Pure functions of a typed ``zerocalc.Plan`` (a plan-v1 dict is parsed first); they return dicts/strings, do
+no I/O and never estimate, so the page (Pyodide) and the CLI share them.
 """
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import json
 from .accelerate import accelerate_config, accelerate_yaml
 from .ds_config import ExportError, check_expressible, ds_config, ds_key_notes, ds_warnings, placeholders
 from .hf import training_arguments_kwargs, training_arguments_snippet
-from .imports import ConfigImportError, ImportResult, apply_model_config, import_ds_config, import_model_config
 from .launch import launch_commands, launch_text
 from .peft import bnb_config_kwargs, lora_config_kwargs, peft_snippet
 
@@ -51,8 +50,7 @@ def export_warnings(plan) -> list:
     return [w for w in ds_warnings(plan) if w["id"] not in _ENGINE_HAS]
 
 
-__all__ = ["run_export", "export_warnings", "ExportError", "ConfigImportError", "ImportResult", "ds_config",
-           "ds_key_notes", "ds_warnings", "placeholders", "check_expressible", "training_arguments_kwargs",
-           "training_arguments_snippet", "lora_config_kwargs", "bnb_config_kwargs", "peft_snippet",
-           "accelerate_config", "accelerate_yaml", "launch_commands", "launch_text", "import_ds_config",
-           "import_model_config", "apply_model_config", "TARGETS", "STYLES"]
+__all__ = ["run_export", "export_warnings", "ExportError", "ds_config", "ds_key_notes", "ds_warnings",
+           "placeholders", "check_expressible", "training_arguments_kwargs", "training_arguments_snippet",
+           "lora_config_kwargs", "bnb_config_kwargs", "peft_snippet", "accelerate_config", "accelerate_yaml",
+           "launch_commands", "launch_text", "TARGETS", "STYLES"]

@@ -11,41 +11,41 @@ from __future__ import annotations
 import json
 import re
 
-from ._plan import plan_dict, world_size
+from ..plan import as_plan
 from .ds_config import check_expressible
-from .hf import _fsdp_string
+from .hf import fsdp_option_string
 
 MIXED_PRECISION = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "fp32": "no", "bf16-pure": "no"}
 
 
 def accelerate_config(plan, ds_config_path: str = "ds_config.json") -> dict:
-    p = plan_dict(plan)
-    fw, stage = p["framework"], int(p["zero_stage"])
-    n = world_size(p)
-    mp = MIXED_PRECISION[p["precision"]]
+    plan = as_plan(plan)
+    fw, stage = plan.framework, plan.zero_stage
+    n = plan.world_size
+    mp = MIXED_PRECISION[plan.precision]
     cfg = {"compute_environment": "LOCAL_MACHINE", "debug": False}
     if fw == "deepspeed":
-        check_expressible(p)
+        check_expressible(plan)
         ds = {"deepspeed_config_file": ds_config_path}
         if stage == 3:
-            ds["zero3_init_flag"] = bool(p["deepspeed"].get("zero_init", True))
-        if p["nodes"] > 1:
+            ds["zero3_init_flag"] = bool(plan.deepspeed.get("zero_init", True))
+        if plan.nodes > 1:
             ds["deepspeed_multinode_launcher"] = "standard"
         cfg["deepspeed_config"] = ds
         cfg["distributed_type"] = "DEEPSPEED"
-        if p["precision"] == "bf16-pure":
+        if plan.precision == "bf16-pure":
             mp = "bf16"  # DeepSpeed's bf16 block (with bf16 master weights) carries pure bf16
     elif fw == "fsdp":
-        _fsdp_string(p)  # raises for what FSDP cannot express
+        fsdp_option_string(plan)  # raises for what FSDP cannot express
         cfg["distributed_type"] = "FSDP"
         cfg["fsdp_config"] = {
             "fsdp_version": 2,
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
             "fsdp_reshard_after_forward": stage == 3,
-            "fsdp_offload_params": p["offload_params"] == "cpu",
+            "fsdp_offload_params": plan.offload_params == "cpu",
             "fsdp_cpu_ram_efficient_loading": True,
             "fsdp_state_dict_type": "SHARDED_STATE_DICT",
-            "fsdp_activation_checkpointing": p["activation_checkpointing"] == "full",
+            "fsdp_activation_checkpointing": plan.activation_checkpointing == "full",
         }
     elif fw == "ddp":
         cfg["distributed_type"] = "MULTI_GPU" if n > 1 else "NO"
@@ -55,7 +55,7 @@ def accelerate_config(plan, ds_config_path: str = "ds_config.json") -> dict:
     cfg["machine_rank"] = 0
     cfg["main_training_function"] = "main"
     cfg["mixed_precision"] = mp
-    cfg["num_machines"] = int(p["nodes"])
+    cfg["num_machines"] = plan.nodes
     cfg["num_processes"] = n if fw != "single" else 1
     cfg["rdzv_backend"] = "static"
     cfg["same_network"] = True
@@ -64,15 +64,15 @@ def accelerate_config(plan, ds_config_path: str = "ds_config.json") -> dict:
 
 
 def accelerate_yaml(plan, ds_config_path: str = "ds_config.json") -> str:
-    p = plan_dict(plan)
-    cfg = accelerate_config(p, ds_config_path)
+    plan = as_plan(plan)
+    cfg = accelerate_config(plan, ds_config_path)
     head = ["# accelerate launch --config_file accelerate.yaml train.py   (zerocalc export --to accelerate)"]
-    if p["nodes"] > 1:
+    if plan.nodes > 1:
         head.append("# multi-node: on each node set machine_rank (0..%d) and main_process_ip/main_process_port"
-                    % (p["nodes"] - 1))
-    if p["precision"] == "bf16-pure" and p["framework"] != "deepspeed":
+                    % (plan.nodes - 1))
+    if plan.precision == "bf16-pure" and plan.framework != "deepspeed":
         head.append("# pure bf16: load the model with dtype=torch.bfloat16 (mixed_precision: 'no')")
-    if p["framework"] == "fsdp" and p["activation_checkpointing"] == "selective":
+    if plan.framework == "fsdp" and plan.activation_checkpointing == "selective":
         head.append("# selective activation checkpointing is not an accelerate option")
     return "\n".join(head) + "\n" + to_yaml(cfg)
 

@@ -8,14 +8,14 @@ Sources: DeepSpeed 0.19.8 runtime/config.py (batch arithmetic ``_set_batch_relat
 runtime/zero/config.py + offload_config.py (zero_optimization keys and defaults), runtime/precision_config.py
 (fp16/bf16 blocks), runtime/base_optimizer.py ``_configure_master_weights`` (bf16 master weights and
 optimizer states = pure bf16, ZeRO 1-3 only); transformers integrations/deepspeed.py (which keys "auto"
-may take); research notes shared/research/deepspeed.md §3, §5, §6.
+may take); knob defaults and "auto" fills from zerocalc.knobs (shared with the engine); docs/deepspeed.md §3, §5, §6.
 """
 from __future__ import annotations
 
-from ._plan import (HF_HIDDEN_SIZE_KEYS, hf_auto_value, hidden_size, plan_dict, resolved_knob, world_size)
+from ..knobs import HF_HIDDEN_SIZE_KEYS, NVME_PLACEHOLDER, fills_auto, resolved
+from ..plan import Plan, as_plan
 
 STYLES = ("explicit", "auto")
-NVME_PLACEHOLDER = "/local_nvme"
 
 # plan optimizer -> DeepSpeed optimizer type (DEEPSPEED_OPTIMIZERS in runtime/config.py). Everything else is
 # a client optimizer (torch / bitsandbytes / transformers) handed to deepspeed.initialize or built by the Trainer.
@@ -44,25 +44,25 @@ class ExportError(ValueError):
         self.key = key
 
 
-def check_expressible(p: dict) -> None:
-    """Raise ExportError when a ds_config cannot mean this plan (p: full plan dict)."""
-    stage = int(p["zero_stage"])
-    if p["framework"] != "deepspeed":
-        raise ExportError("framework", f"a ds_config describes DeepSpeed; this plan uses {p['framework']} "
+def check_expressible(plan: Plan) -> None:
+    """Raise ExportError when a ds_config cannot mean this plan."""
+    stage = plan.zero_stage
+    if plan.framework != "deepspeed":
+        raise ExportError("framework", f"a ds_config describes DeepSpeed; this plan uses {plan.framework} "
                           "(export the accelerate or launch config instead)")
-    if p["precision"] == "bf16-pure" and stage == 0:
+    if plan.precision == "bf16-pure" and stage == 0:
         raise ExportError("precision", "pure bf16 needs ZeRO stage 1-3 in DeepSpeed (bf16_master_weights_and_grads); "
                           "at stage 0 DeepSpeed keeps fp32 master weights")
-    if p["precision"] == "bf16-pure" and p["offload_optimizer"] != "none" and p["optimizer"] != "adamw":
+    if plan.precision == "bf16-pure" and plan.offload_optimizer != "none" and plan.optimizer != "adamw":
         raise ExportError("optimizer", "pure bf16 with optimizer offload needs DeepSpeed's CPU Adam (optimizer adamw): "
                           "ZeRO asserts DeepSpeedCPUAdam for bf16 master weights when offloading "
                           "(stage_1_and_2.py/stage3.py _enforce_cpu_offload)")
-    if p["offload_optimizer"] != "none" and stage == 0:
+    if plan.offload_optimizer != "none" and stage == 0:
         raise ExportError("offload_optimizer", "optimizer offload needs ZeRO stage 1-3; DeepSpeed ignores it at stage 0")
-    if p["offload_params"] != "none" and stage != 3:
+    if plan.offload_params != "none" and stage != 3:
         raise ExportError("offload_params", "parameter offload needs ZeRO stage 3; DeepSpeed silently ignores "
                           "offload_param at lower stages")
-    if p["optimizer_in_backward"]:
+    if plan.optimizer_in_backward:
         raise ExportError("optimizer_in_backward", "DeepSpeed has no optimizer-in-backward mode")
 
 
@@ -72,12 +72,11 @@ def ds_config(plan, style: str = "explicit") -> dict:
     knobs the plan sets to "auto") are left as "auto"."""
     if style not in STYLES:
         raise ExportError("style", f"unknown style {style!r}; one of {', '.join(STYLES)}")
-    p = plan_dict(plan)
-    check_expressible(p)
+    plan = as_plan(plan)
+    check_expressible(plan)
     auto = style == "auto"
-    stage = int(p["zero_stage"])
-    mbs, gas = int(p["micro_batch_size"]), int(p["gradient_accumulation_steps"])
-    knobs = p["deepspeed"]
+    stage = plan.zero_stage
+    mbs, gas = plan.micro_batch_size, plan.gradient_accumulation_steps
 
     cfg = {}
     if auto:
@@ -87,12 +86,12 @@ def ds_config(plan, style: str = "explicit") -> dict:
         cfg["gradient_clipping"] = "auto"
     else:
         # train_batch_size = micro x accumulation x data-parallel ranks (DeepSpeedConfig._batch_assertion)
-        cfg["train_batch_size"] = mbs * gas * world_size(p)
+        cfg["train_batch_size"] = mbs * gas * plan.world_size
         cfg["train_micro_batch_size_per_gpu"] = mbs
         cfg["gradient_accumulation_steps"] = gas
-        cfg["gradient_clipping"] = float(resolved_knob(p, "gradient_clipping"))
+        cfg["gradient_clipping"] = float(resolved(plan, "gradient_clipping"))
 
-    prec = p["precision"]
+    prec = plan.precision
     fp16 = {"enabled": "auto" if auto else prec == "fp16-mixed"}
     if auto or prec == "fp16-mixed":
         fp16.update(FP16_LOSS_SCALING)
@@ -104,7 +103,7 @@ def ds_config(plan, style: str = "explicit") -> dict:
     cfg["fp16"] = fp16
     cfg["bf16"] = bf16
 
-    opt = p["optimizer"]
+    opt = plan.optimizer
     # At stage 0 no optimizer block: the Trainer's own (fused torch AdamW) is handed to DeepSpeed, which
     # wraps it in FP16_UnfusedOptimizer - per-parameter fp32 grads at the step (4 B/param), where its
     # FusedAdam would get FP16_Optimizer and flatten them twice (8 B/param; research/deepspeed-cpu.md §3.1).
@@ -118,32 +117,26 @@ def ds_config(plan, style: str = "explicit") -> dict:
         # otherwise insist on its own CPU optimizer (zero_force_ds_cpu_optimizer, default true).
         if stage >= 1:
             cfg["zero_allow_untested_optimizer"] = True
-        if p["offload_optimizer"] != "none":
+        if plan.offload_optimizer != "none":
             cfg["zero_force_ds_cpu_optimizer"] = False
 
     zero = {"stage": stage}
-    hidden = None
     if stage >= 1:
-        if any(knobs.get(k) == "auto" for k in HF_HIDDEN_SIZE_KEYS):
-            hidden = hidden_size(p)
-        for k in STAGE12_KNOBS:
-            zero[k] = _knob_value(p, k, auto, hidden)
-        if stage == 3:
-            for k in STAGE3_KNOBS:
-                zero[k] = _knob_value(p, k, auto, hidden)
-        if p["offload_optimizer"] != "none":
-            zero["offload_optimizer"] = _offload_block(p["offload_optimizer"])
-        if stage == 3 and p["offload_params"] != "none":
-            zero["offload_param"] = _offload_block(p["offload_params"])
-        if stage == 3 and "zero_hpz_partition_size" in knobs:
-            zero["zero_hpz_partition_size"] = int(resolved_knob(p, "zero_hpz_partition_size"))
+        for k in STAGE12_KNOBS + (STAGE3_KNOBS if stage == 3 else ()):
+            zero[k] = _knob_value(plan, k, auto)
+        if plan.offload_optimizer != "none":
+            zero["offload_optimizer"] = _offload_block(plan.offload_optimizer)
+        if stage == 3 and plan.offload_params != "none":
+            zero["offload_param"] = _offload_block(plan.offload_params)
+        if stage == 3 and "zero_hpz_partition_size" in plan.deepspeed:
+            zero["zero_hpz_partition_size"] = int(resolved(plan, "zero_hpz_partition_size"))
     cfg["zero_optimization"] = zero
 
-    if p["activation_checkpointing"] == "full":
+    if plan.activation_checkpointing == "full":
         # used by models that call deepspeed.checkpointing (HF models: TrainingArguments.gradient_checkpointing)
         cfg["activation_checkpointing"] = {
             "partition_activations": False,
-            "cpu_checkpointing": bool(p["activation_offloading"]),
+            "cpu_checkpointing": plan.activation_offloading,
             "contiguous_memory_optimization": False,
             "number_checkpoints": None,
             "synchronize_checkpoint_boundary": False,
@@ -152,11 +145,10 @@ def ds_config(plan, style: str = "explicit") -> dict:
     return cfg
 
 
-def _knob_value(p, key, auto, hidden):
-    if auto and p["deepspeed"].get(key) == "auto" and key in HF_HIDDEN_SIZE_KEYS \
-            and hf_auto_value(key, 1, int(p["zero_stage"])) is not None:
+def _knob_value(plan: Plan, key: str, auto: bool):
+    if auto and plan.deepspeed.get(key) == "auto" and key in HF_HIDDEN_SIZE_KEYS and fills_auto(key, plan.zero_stage):
         return "auto"
-    v = resolved_knob(p, key, hidden)
+    v = resolved(plan, key)
     return bool(v) if key in ("overlap_comm", "contiguous_gradients") else int(v)
 
 
@@ -182,29 +174,29 @@ def placeholders(cfg: dict, prefix: str = "") -> list:
 def ds_warnings(plan) -> list:
     """Warnings for plan settings DeepSpeed accepts silently but ignores, or that need the user's hand.
     Each is {id, severity, message}; the engine merges them into its warnings."""
-    p = plan_dict(plan)
-    if p["framework"] != "deepspeed":
+    plan = as_plan(plan)
+    if plan.framework != "deepspeed":
         return []
-    stage = int(p["zero_stage"])
+    stage = plan.zero_stage
     out = []
-    if p["offload_params"] != "none" and stage != 3:
+    if plan.offload_params != "none" and stage != 3:
         out.append({"id": "ds-offload-param-ignored", "severity": "warning",
                     "message": f"offload_param at ZeRO stage {stage} is accepted by DeepSpeed and ignored: "
                                "parameters stay on the GPU; parameter offload needs stage 3"})
-    if p["offload_optimizer"] != "none" and stage == 0:
+    if plan.offload_optimizer != "none" and stage == 0:
         out.append({"id": "ds-offload-optimizer-ignored", "severity": "warning",
                     "message": "offload_optimizer at ZeRO stage 0 is ignored by DeepSpeed; use stage 1-3"})
-    if "nvme" in (p["offload_optimizer"], p["offload_params"] if stage == 3 else "none"):
+    if "nvme" in (plan.offload_optimizer, plan.offload_params if stage == 3 else "none"):
         out.append({"id": "ds-nvme-path", "severity": "info",
                     "message": f"NVMe offload: replace the placeholder nvme_path {NVME_PLACEHOLDER!r} with a "
                                "directory on a local NVMe drive; DeepSpeed accepts a config without one and fails "
                                "only in deepspeed.initialize"})
-    if p["optimizer"] not in DS_OPTIMIZER_TYPES and p["offload_optimizer"] != "none":
+    if plan.optimizer not in DS_OPTIMIZER_TYPES and plan.offload_optimizer != "none":
         out.append({"id": "ds-client-optimizer-offload", "severity": "info",
-                    "message": f"{p['optimizer']} is not a DeepSpeed optimizer: with optimizer offload it steps on "
+                    "message": f"{plan.optimizer} is not a DeepSpeed optimizer: with optimizer offload it steps on "
                                "the CPU as a client optimizer (zero_force_ds_cpu_optimizer: false): it must run on CPU "
                                "tensors, and it is slower than DeepSpeed's CPU Adam"})
-    if p["activation_offloading"] and p["activation_checkpointing"] != "full":
+    if plan.activation_offloading and plan.activation_checkpointing != "full":
         out.append({"id": "ds-activation-offload", "severity": "info",
                     "message": "DeepSpeed offloads activations only for checkpointed layers "
                                "(activation_checkpointing.cpu_checkpointing); the ds_config cannot express "
@@ -296,18 +288,15 @@ def _term_bytes(ref: str, est: dict) -> int:
     return int(table.get(name, 0))
 
 
-def ds_key_notes(plan, style: str = "explicit", estimate=None) -> list:
-    """The page's per-key lines, in config order: [{key, value, what, bytes, where, terms, placeholder}].
+def ds_key_notes(plan, estimate, style: str = "explicit") -> list:
+    """Per-key lines of the plan's ds_config, in config order: [{key, value, what, bytes, where, terms,
+    placeholder}].
 
-    bytes: the estimate's terms the key sizes, summed (where "gpu": per GPU; "host": host RAM per node),
-    read from ``zerocalc.estimate(plan).to_dict()`` (or ``estimate``: an Estimate or its dict); 0 for keys
-    with no memory of their own. Sub-keys without memory effect (loss scaling, optimizer hyper-parameters,
-    checkpointing switches) are described by their block and not listed."""
+    bytes: the terms of ``estimate`` (an Estimate of this plan, or its dict: the caller estimates, the
+    exporter never does) that the key sizes, summed (where "gpu": per GPU; "host": host RAM per node); 0 for
+    keys with no memory of their own. Sub-keys without memory effect (loss scaling, optimizer
+    hyper-parameters, checkpointing switches) are described by their block and not listed."""
     cfg = ds_config(plan, style)
-    if estimate is None:
-        from zerocalc import Plan
-        from zerocalc.estimate import estimate as _estimate  # (zerocalc.estimate the name is shadowed by the module)
-        estimate = _estimate(plan if hasattr(plan, "to_dict") else Plan.from_dict(plan))
     est = estimate.to_dict() if hasattr(estimate, "to_dict") else estimate
     notes = []
     for key, value in _flatten(cfg):

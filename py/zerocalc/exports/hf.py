@@ -8,8 +8,9 @@ checkpointed activations with ``activation_checkpointing_kwargs={"offload": True
 """
 from __future__ import annotations
 
-from ._plan import plan_dict
+from ..plan import Plan, as_plan
 from .ds_config import DS_OPTIMIZER_TYPES, ExportError, check_expressible
+from .pyfmt import py_literal
 
 # plan optimizer -> TrainingArguments.optim (transformers.training_args.OptimizerNames)
 HF_OPTIM = {"adamw": "adamw_torch_fused", "adamw-8bit": "adamw_bnb_8bit", "paged-adamw-8bit": "paged_adamw_8bit",
@@ -20,46 +21,48 @@ TORCH_DTYPE = {"bf16-mixed": None, "fp16-mixed": None, "fp32": None, "bf16-pure"
 
 def training_arguments_kwargs(plan, ds_config_path: str = "ds_config.json") -> dict:
     """The TrainingArguments keyword arguments that carry the plan (values as Python objects)."""
-    p = plan_dict(plan)
-    if p["optimizer_in_backward"]:
+    plan = as_plan(plan)
+    if plan.optimizer_in_backward:
         raise ExportError("optimizer_in_backward", "the HF Trainer has no optimizer-in-backward mode")
-    prec, fw = p["precision"], p["framework"]
+    prec, fw = plan.precision, plan.framework
     kw = {"output_dir": "out",
-          "per_device_train_batch_size": int(p["micro_batch_size"]),
-          "gradient_accumulation_steps": int(p["gradient_accumulation_steps"])}
+          "per_device_train_batch_size": plan.micro_batch_size,
+          "gradient_accumulation_steps": plan.gradient_accumulation_steps}
     if prec == "bf16-mixed" or (prec == "bf16-pure" and fw == "deepspeed"):
         kw["bf16"] = True  # DeepSpeed: fills bf16.enabled; pure bf16 comes from the config's bf16 master keys
     elif prec == "fp16-mixed":
         kw["fp16"] = True
-    if p["activation_checkpointing"] == "full":
+    if plan.activation_checkpointing == "full":
         kw["activation_checkpointing"] = True
-        if p["activation_offloading"]:
+        if plan.activation_offloading:
             kw["activation_checkpointing_kwargs"] = {"offload": True}
-    kw["optim"] = HF_OPTIM[p["optimizer"]]
-    if p["optimizer"] == "lion":
+    kw["optim"] = HF_OPTIM[plan.optimizer]
+    if plan.optimizer == "lion":
         kw["adam_beta2"] = 0.99  # Lion's usual (0.9, 0.99); the Trainer passes adam_beta1/2 as its betas
-    gc = p["deepspeed"].get("gradient_clipping")
+    gc = plan.deepspeed.get("gradient_clipping")
     if gc not in (None, "auto"):
         kw["max_grad_norm"] = float(gc)
     if fw == "deepspeed":
-        check_expressible(p)
+        check_expressible(plan)
         kw["deepspeed"] = ds_config_path
     elif fw == "fsdp":
-        kw["fsdp"] = _fsdp_string(p)
+        kw["fsdp"] = fsdp_option_string(plan)
     return kw
 
 
-def _fsdp_string(p) -> str:
-    stage = int(p["zero_stage"])
+def fsdp_option_string(plan: Plan) -> str:
+    """TrainingArguments.fsdp for an FSDP plan ("full_shard offload auto_wrap"); ExportError names the key
+    FSDP cannot express."""
+    stage = plan.zero_stage
     if stage not in (2, 3):
         raise ExportError("zero_stage", "FSDP shards at stage 2 (shard_grad_op) or 3 (full_shard)")
     parts = ["full_shard" if stage == 3 else "shard_grad_op"]
-    if p["offload_params"] == "cpu" or p["offload_optimizer"] == "cpu":
-        if p["offload_params"] != p["offload_optimizer"]:
+    if plan.offload_params == "cpu" or plan.offload_optimizer == "cpu":
+        if plan.offload_params != plan.offload_optimizer:
             raise ExportError("offload_optimizer", "FSDP's CPU offload moves parameters, gradients and the optimizer "
                               "step together: offload_params and offload_optimizer must both be cpu")
         parts.append("offload")
-    elif "nvme" in (p["offload_params"], p["offload_optimizer"]):
+    elif "nvme" in (plan.offload_params, plan.offload_optimizer):
         raise ExportError("offload_params", "FSDP cannot offload to NVMe")
     parts.append("auto_wrap")
     return " ".join(parts)
@@ -67,46 +70,36 @@ def _fsdp_string(p) -> str:
 
 def training_arguments_snippet(plan, ds_config_path: str = "ds_config.json") -> str:
     """Python source: model loading line (attention, dtype) as a comment and the TrainingArguments call."""
-    p = plan_dict(plan)
-    kw = training_arguments_kwargs(p, ds_config_path)
+    plan = as_plan(plan)
+    kw = training_arguments_kwargs(plan, ds_config_path)
     lines = ["from transformers import TrainingArguments", ""]
-    model = p["model"] if isinstance(p["model"], str) else p["model"].get("name", "custom model")
-    dtype = TORCH_DTYPE[p["precision"]]
-    load = f'attn_implementation="{HF_ATTN[p["attention"]]}"' + (f", dtype={dtype}" if dtype else "")
+    model = plan.model if isinstance(plan.model, str) else plan.model.get("name", "custom model")
+    dtype = TORCH_DTYPE[plan.precision]
+    load = f'attn_implementation="{HF_ATTN[plan.attention]}"' + (f", dtype={dtype}" if dtype else "")
     lines.append(f"# model: AutoModelForCausalLM.from_pretrained(<{model}>, {load})")
-    lines.append(f"# sequences of {p['seq_len']} tokens (tokenizer / SFTConfig max_length)")
-    if p["method"] in ("lora", "qlora"):
+    lines.append(f"# sequences of {plan.seq_len} tokens (tokenizer / SFTConfig max_length)")
+    if plan.method in ("lora", "qlora"):
         lines.append("# LoRA/QLoRA: see `zerocalc export --to peft`")
-    if p["framework"] == "deepspeed" and int(p["zero_stage"]) == 3:
-        if p["deepspeed"].get("zero_init", True):
+    if plan.framework == "deepspeed" and plan.zero_stage == 3:
+        if plan.deepspeed.get("zero_init", True):
             lines.append("# ZeRO-3: create these args BEFORE from_pretrained, so the model is built under "
                          "deepspeed.zero.Init (zero_init)")
         else:
             lines.append("# zero_init false: call from_pretrained BEFORE creating these args (each rank then "
                          "loads the whole model first)")
-    if p["loss"] == "chunked":
+    if plan.loss == "chunked":
         lines.append("# chunked loss: use_liger_kernel=True (needs liger-kernel) or a chunked cross-entropy")
-    if p["activation_checkpointing"] == "selective":
+    if plan.activation_checkpointing == "selective":
         lines.append("# selective checkpointing: not a TrainingArguments option (torchtune / custom wrapping)")
-    if p["activation_offloading"] and p["activation_checkpointing"] != "full":
+    if plan.activation_offloading and plan.activation_checkpointing != "full":
         lines.append("# activation offloading without checkpointing: not a TrainingArguments option")
     lines.append("args = TrainingArguments(")
     for k, v in kw.items():
         comment = ""
-        if k == "optim" and p["framework"] == "deepspeed" and p["optimizer"] in DS_OPTIMIZER_TYPES:
+        if k == "optim" and plan.framework == "deepspeed" and plan.optimizer in DS_OPTIMIZER_TYPES:
             comment = "  # unused: the ds_config's optimizer block builds DeepSpeed's optimizer"
         if k == "deepspeed":
             comment = "  # zerocalc export --to ds --style auto > " + ds_config_path
-        lines.append(f"    {k}={_py(v)},{comment}")
+        lines.append(f"    {k}={py_literal(v)},{comment}")
     lines.append(")")
     return "\n".join(lines) + "\n"
-
-
-def _py(v) -> str:
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{_py(k)}: {_py(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, list):
-        return "[" + ", ".join(_py(x) for x in v) + "]"
-    return repr(v)

@@ -6,7 +6,7 @@ $MASTER_ADDR / $NODE_RANK placeholders that the cluster (or the user) fills.
 """
 from __future__ import annotations
 
-from ._plan import plan_dict, world_size
+from ..plan import as_plan
 
 PORT = 29500
 
@@ -15,8 +15,8 @@ def launch_commands(plan, script: str = "train.py", ds_config_path: str = "ds_co
                     accelerate_path: str = "accelerate.yaml") -> dict:
     """{launcher name: command line}; DeepSpeed plans get deepspeed + accelerate, FSDP accelerate + torchrun,
     DDP torchrun + accelerate, single python."""
-    p = plan_dict(plan)
-    fw, gpn, nodes = p["framework"], int(p["gpus_per_node"]), int(p["nodes"])
+    plan = as_plan(plan)
+    fw, gpn, nodes = plan.framework, plan.gpus_per_node, plan.nodes
     multi = nodes > 1
     out = {}
     if fw == "single":
@@ -27,7 +27,7 @@ def launch_commands(plan, script: str = "train.py", ds_config_path: str = "ds_co
                                 f"--master_addr $MASTER_ADDR --master_port {PORT} {script} --deepspeed {ds_config_path}")
         else:
             out["deepspeed"] = f"deepspeed --num_gpus {gpn} {script} --deepspeed {ds_config_path}"
-    acc = f"accelerate launch --config_file {accelerate_path} --num_processes {world_size(p)} --num_machines {nodes}"
+    acc = f"accelerate launch --config_file {accelerate_path} --num_processes {plan.world_size} --num_machines {nodes}"
     if multi:
         acc += f" --machine_rank $NODE_RANK --main_process_ip $MASTER_ADDR --main_process_port {PORT}"
     out["accelerate"] = f"{acc} {script}"
@@ -40,14 +40,14 @@ def launch_commands(plan, script: str = "train.py", ds_config_path: str = "ds_co
 
 
 def launch_text(plan, script: str = "train.py") -> str:
-    p = plan_dict(plan)
-    cmds = launch_commands(p, script)
+    plan = as_plan(plan)
+    cmds = launch_commands(plan, script)
     lines = []
-    if p["framework"] == "deepspeed" and p["nodes"] > 1:
+    if plan.framework == "deepspeed" and plan.nodes > 1:
         lines.append("# hostfile for deepspeed (one line per node; passwordless ssh between nodes):")
-        lines += [f"#   node-{i} slots={p['gpus_per_node']}" for i in range(p["nodes"])]
-    if p["nodes"] > 1 and ("accelerate" in cmds or "torchrun" in cmds):
-        lines.append(f"# accelerate / torchrun: run on every node, NODE_RANK = 0..{p['nodes'] - 1}")
+        lines += [f"#   node-{i} slots={plan.gpus_per_node}" for i in range(plan.nodes)]
+    if plan.nodes > 1 and ("accelerate" in cmds or "torchrun" in cmds):
+        lines.append(f"# accelerate / torchrun: run on every node, NODE_RANK = 0..{plan.nodes - 1}")
     for name, cmd in cmds.items():
         lines += [f"# {name}", cmd]
     return "\n".join(lines) + "\n"

@@ -1,7 +1,7 @@
 """DeepSpeed 0.19 ZeRO: the buffers each rank allocates, from the allocation sites.
 
 Sources (deepspeed 0.19.8 as installed from PyPI; research/deepspeed.md §2, measured byte-exact on CPU
-ranks in research/deepspeed-cpu.md §3-4):
+ranks in docs/deepspeed-cpu.md §3-4):
 - stage 0: runtime/fp16/fused_optimizer.py FP16_Optimizer (bf16 too since 0.17.6, PR #7515);
 - stages 1/2: runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer;
 - stage 3: runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3, partition_parameters.py,
@@ -14,59 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..architecture import ModelArch
+from ..knobs import Knobs, knobs
+from ..model import ModelArch
 from ..plan import Plan
+from ..units import ceil_div
 from .optimizers import is_paged, sharded_states
-from .terms import AFTER_BWD, ALL, BWD, FWD_BWD, STEP_NORM, Term, gpu, host
+from .terms import AFTER_BWD, ALL, ALLOCATOR, BWD, BWD_END, FWD_BWD, MANAGED, STEP, STEP_NORM, Term, gpu, host
 
-# DeepSpeed 0.19.8 defaults (runtime/zero/config.py)
-DEFAULTS = {"reduce_bucket_size": 500_000_000, "contiguous_gradients": True,
-            "stage3_prefetch_bucket_size": 50_000_000, "stage3_max_live_parameters": 1_000_000_000,
-            "stage3_max_reuse_distance": 1_000_000_000, "stage3_param_persistence_threshold": 100_000,
-            "sub_group_size": 1_000_000_000, "zero_hpz_partition_size": 1, "zero_init": True,
-            "gradient_clipping": 1.0}   # GRADIENT_CLIPPING_DEFAULT (runtime/constants.py)
 ALLREDUCE_BUCKET = 500_000_000      # engine.MEMORY_OPT_ALLREDUCE_SIZE, hard-coded (stage 0)
 NORM_CHUNK = 250_000_000            # stage3 _constant_buffered_norm2 chunk (offload)
 NVME_OPT_BUFFERS = 4                # offload_optimizer.buffer_count
 NVME_PARAM_BUFFERS, NVME_PARAM_BUFFER_SIZE = 5, 100_000_000   # offload_param.buffer_count / buffer_size
-
-
-@dataclass(frozen=True)
-class Knobs:
-    reduce_bucket_size: int
-    overlap_comm: bool
-    contiguous_gradients: bool
-    prefetch_bucket_size: int
-    max_live_parameters: int
-    max_reuse_distance: int
-    persistence_threshold: int
-    sub_group_size: int
-    hpz: int
-    zero_init: bool
-
-
-def knobs(plan: Plan, arch: ModelArch) -> Knobs:
-    """The plan's `deepspeed` knobs with DeepSpeed's defaults filled in; "auto" takes the value the
-    Hugging Face integration writes (transformers integrations/deepspeed.py trainer_config_finalize:
-    h*h, 0.9*h*h, 10*h)."""
-    d = {**DEFAULTS, **dict(plan.deepspeed)}
-    h = arch.hidden_size
-    auto = {"reduce_bucket_size": h * h, "stage3_prefetch_bucket_size": int(0.9 * h * h),
-            "stage3_param_persistence_threshold": 10 * h}
-    for k, v in auto.items():
-        if d.get(k) == "auto":
-            d[k] = v
-    overlap = d.get("overlap_comm")
-    if overlap is None:
-        overlap = plan.zero_stage == 3          # validator overlap_comm_valid: None -> stage 3 only
-    return Knobs(reduce_bucket_size=int(d["reduce_bucket_size"]), overlap_comm=bool(overlap),
-                 contiguous_gradients=bool(d["contiguous_gradients"]),
-                 prefetch_bucket_size=int(d["stage3_prefetch_bucket_size"]),
-                 max_live_parameters=int(d["stage3_max_live_parameters"]),
-                 max_reuse_distance=int(d["stage3_max_reuse_distance"]),
-                 persistence_threshold=int(d["stage3_param_persistence_threshold"]),
-                 sub_group_size=int(d["sub_group_size"]), hpz=int(d["zero_hpz_partition_size"]),
-                 zero_init=bool(d["zero_init"]))
 
 
 # --- partition arithmetic (stage 1/2) ---------------------------------------------------------------
@@ -76,7 +34,7 @@ def padded_partition(total: int, world: int) -> int:
     """Stage 1/2 flatten each param group padded to a multiple of 2*world elements
     (stage_1_and_2.py: `align_dense_tensors(..., alignment)`), then split it into world partitions."""
     align = 2 * world
-    padded = -(-total // align) * align
+    padded = ceil_div(total, align) * align
     return padded // world
 
 
@@ -114,7 +72,7 @@ def partition_overlap(sizes: tuple[int, ...], world: int) -> tuple[int, int]:
         n = b - a
         if n == 0:
             continue
-        first_cut = -(-a // part) * part if a % part else a + part
+        first_cut = ceil_div(a, part) * part if a % part else a + part
         if first_cut >= b:
             sl = n
         else:
@@ -125,25 +83,6 @@ def partition_overlap(sizes: tuple[int, ...], world: int) -> tuple[int, int]:
                 sl = max(sl, min(part, n))
             best = max(best, n if (last_cut > first_cut or (a % part == 0 and b - a >= part)) else 0)
         largest_slice = max(largest_slice, min(sl, part))
-    return best, largest_slice
-
-
-def _partition_overlap_reference(sizes: list[int], world: int) -> tuple[int, int]:
-    """Rank-by-rank version of partition_overlap (tests check the fast one against it)."""
-    part = padded_partition(sum(sizes), world)
-    best, largest_slice, start = 0, 0, 0
-    spans = []
-    for n in sizes:
-        spans.append((start, start + n))
-        start += n
-    for r in range(world):
-        lo, hi = r * part, (r + 1) * part
-        total = 0
-        for a, b in spans:
-            if a < hi and b > lo:
-                total += b - a
-                largest_slice = max(largest_slice, min(b, hi) - max(a, lo))
-        best = max(best, total)
     return best, largest_slice
 
 
@@ -176,7 +115,7 @@ def zero_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_bytes: int, al
     bf16_master_weights_and_grads + bf16_optimizer_states).
     frozen_bytes: the frozen base on this rank (whole at stage 0-2; stage 3 shards it here).
     all_sizes: numel of every module parameter (trainable and frozen) for stage 3 partitioning."""
-    k = knobs(plan, arch)
+    k = knobs(plan)
     n = plan.world_size
     stage = plan.zero_stage
     fp32 = wbytes == 4
@@ -185,6 +124,11 @@ def zero_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_bytes: int, al
     if stage in (1, 2):
         return _stage12(plan, tr, frozen_bytes, wbytes, n, k, fp32, gas, master, state)
     return _stage3(plan, arch, tr, all_sizes, wbytes, n, k, fp32, master, state)
+
+
+def _states_place(plan: Plan) -> str:
+    """bitsandbytes paged optimizers keep their states in CUDA managed memory (memory/optimizers.py)."""
+    return MANAGED if is_paged(plan.optimizer) else ALLOCATOR
 
 
 def _grad_phases(gas: int) -> frozenset:
@@ -199,7 +143,7 @@ def _stage0(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, gas: int) -
         # fp32 without a mixed-precision wrapper: the client optimizer as is.
         return t + [gpu("flat_16bit_params", tr.component, 4 * p),
                     gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, p, 4),
-                        allocator=not is_paged(plan.optimizer)),
+                        where=_states_place(plan)),
                     gpu("gradients", tr.grad_component, 4 * p, _grad_phases(gas))]
     # The exported config has no optimizer block at stage 0, so the Trainer's torch optimizer is wrapped
     # in FP16_UnfusedOptimizer (fp16/unfused_optimizer.py): per-parameter 16-bit weights and fp32 master
@@ -209,13 +153,13 @@ def _stage0(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, gas: int) -
         gpu("flat_16bit_params", tr.component, 2 * p),
         gpu("fp32_master", tr.state_component, 4 * p),                   # not partitioned
         gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, p, 4),
-            allocator=not is_paged(plan.optimizer)),
+            where=_states_place(plan)),
         gpu("gradients", tr.grad_component, 2 * p, _grad_phases(gas)),
         gpu("step_transient", "buffers", 4 * p, {"step"}),
     ]
     if n > 1:
         # buffered_allreduce_fallback: buckets close after exceeding 5e8 elements
-        t.append(gpu("allreduce_bucket", "buffers", 2 * min(p, ALLREDUCE_BUCKET + tr.largest), {"bwd_end"}))
+        t.append(gpu("allreduce_bucket", "buffers", 2 * min(p, ALLREDUCE_BUCKET + tr.largest), BWD_END))
     return t
 
 
@@ -235,16 +179,16 @@ def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, 
         t += [
             gpu("fp32_master", tr.state_component, master * part),       # single_partition_of_fp32_groups
             gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, state),
-                allocator=not is_paged(plan.optimizer)),
+                where=_states_place(plan)),
             gpu("ipg_bucket", "buffers", ipg, BWD),                     # setup_buckets, freed after backward
         ]
         grad_live = _grad_phases(gas) if plan.zero_stage == 2 else AFTER_BWD
         t.append(gpu("grad_partition", tr.grad_component, gb * overlap, grad_live))
         if plan.zero_stage == 1:
             # stage 1 reduces only at the accumulation boundary: every 16-bit grad is kept until then
-            t.append(gpu("bit16_grads", tr.grad_component, gb * p, _grad_phases(gas) - {"step"} | {"bwd_end"}))
+            t.append(gpu("bit16_grads", tr.grad_component, gb * p, (ALL - {"step"}) if gas > 1 else BWD_END))
         elif tr.largest > k.reduce_bucket_size:
-            t.append(gpu("unbucketed_grad", "buffers", gb * tr.largest, {"bwd_end"}))
+            t.append(gpu("unbucketed_grad", "buffers", gb * tr.largest, BWD_END))
         # step: flat 16-bit copy of the partition grads (2P/N) then its fp32 copy (4P/N); before that,
         # the norm: an fp64 copy of each grad slice (get_grad_norm_direct, `g.to(float64)`, even with
         # gradient_clipping 0) - the two are never alive together
@@ -261,11 +205,11 @@ def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, 
         # backward: fp64 copy of each param's slice for the norm (set_norm_for_param_grad_in_gpu), the
         # fp32 cast of a slice before its copy to the host (async_inplace_copy_grad_to_fp32_buffer_from_gpu)
         # and clones of grads larger than the bucket (_offload_gradient_safety_enabled)
-        gpu("fp64_norm_copy", "buffers", 8 * max_slice, {"bwd_end"}),
-        gpu("offload_fp32_grad_slice", "buffers", 4 * max_slice, {"bwd_end"}),
+        gpu("fp64_norm_copy", "buffers", 8 * max_slice, BWD_END),
+        gpu("offload_fp32_grad_slice", "buffers", 4 * max_slice, BWD_END),
     ]
     if L > k.reduce_bucket_size:
-        t.append(gpu("offload_grad_clone", "buffers", gb * L, {"bwd_end"}))
+        t.append(gpu("offload_grad_clone", "buffers", gb * L, BWD_END))
     pin = True                                                          # pin_memory default since 0.19.5
     t += [
         host("fp32_master", master * part, pin),
@@ -294,13 +238,13 @@ def _persistent(sizes: tuple[int, ...], threshold: int) -> int:
 def stage3_partition(sizes: tuple[int, ...], world: int) -> int:
     """Elements of one rank's stage-3 partition: every tensor is padded to a multiple of the world
     (partition_parameters.py _partition_param: ceil(numel / world))."""
-    return sum(-(-s // world) for s in sizes)
+    return sum(ceil_div(s, world) for s in sizes)
 
 
 def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ...], wb: int, n: int,
             k: Knobs, fp32: bool, master: int = 4, state: int = 4) -> list[Term]:
     part = stage3_partition(tuple(tr.sizes), n)                          # each tensor padded to N
-    max_part = -(-tr.largest // n)                                      # largest per-param partition
+    max_part = ceil_div(tr.largest, n)                                     # largest per-param partition
     part_all = stage3_partition(all_sizes, n)
     pers = persistent_numel(all_sizes, k)
     nonpers = sum(all_sizes) - pers
@@ -334,14 +278,14 @@ def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ..
     turn = min(nonpers, kept + min(k.prefetch_bucket_size, k.max_live_parameters) + M)
     working = min(nonpers, M + min(k.prefetch_bucket_size, k.max_live_parameters))
     t.append(gpu("gathered_params", "buffers", wb * turn, {"fwd", "loss_bwd"}))
-    t.append(gpu("gathered_params_bwd", "buffers", wb * working, {"bwd_end"}))
+    t.append(gpu("gathered_params_bwd", "buffers", wb * working, BWD_END))
     # backward: full-size 16-bit grads of the module being reduced
-    t.append(gpu("module_grads", "buffers", gb * M, {"bwd_end"}))
+    t.append(gpu("module_grads", "buffers", gb * M, BWD_END))
     if not offo:
         t += [
             gpu("fp32_master", tr.state_component, 0 if fp32 else master * part),
             gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, part, state),
-                allocator=not is_paged(plan.optimizer)),
+                where=_states_place(plan)),
             gpu("grad_partition", tr.grad_component, gb * part),      # grad_partitions_flat_buffer
             gpu("ipg_bucket", "buffers", gb * k.reduce_bucket_size),   # one buffer, from init
             # per sub-group: flat 16-bit copy of the grads then the fp32 grad
@@ -356,8 +300,8 @@ def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ..
         # backward, at the boundary: each param's grad partition cast to fp32 before the host copy
         # (_offload_grad_partition_at_boundary) and its fp64 norm in 250M-element chunks
         # (_constant_buffered_norm2)
-        gpu("offload_fp32_grad_slice", "buffers", 4 * max_part, {"bwd_end"}),
-        gpu("fp64_norm_copy", "buffers", 8 * min(NORM_CHUNK, max_part), {"bwd_end"}),
+        gpu("offload_fp32_grad_slice", "buffers", 4 * max_part, BWD_END),
+        gpu("fp64_norm_copy", "buffers", 8 * min(NORM_CHUNK, max_part), BWD_END),
     ]
     if plan.offload_optimizer == "cpu":
         t += [
@@ -379,20 +323,11 @@ def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ..
 def host_loading_bytes(plan: Plan, arch: ModelArch) -> int:
     """Host RAM one rank needs while the model loads: without zero.Init every process materialises
     the whole model in 16 bits (from_pretrained with torch_dtype; DeepSpeed issue #5290)."""
-    k = knobs(plan, arch)
+    k = knobs(plan)
     if plan.zero_stage == 3 and k.zero_init:
         return 2 * arch.largest_module
     return 2 * arch.total_params
 
 
-def placement(terms: list[Term]) -> dict[str, int]:
-    """Buffer name -> bytes on one rank (GPU and host), for exports and the probe comparison."""
-    out: dict[str, int] = {}
-    for t in terms:
-        key = t.name if t.place == "gpu" else f"host.{t.name}"
-        out[key] = out.get(key, 0) + t.nbytes
-    return out
-
-
-__all__ = ["knobs", "zero_terms", "Trainable", "placement", "host_loading_bytes", "partition_overlap",
-           "padded_partition", "persistent_numel", "Knobs", "ALL", "Term"]
+__all__ = ["zero_terms", "Trainable", "host_loading_bytes", "partition_overlap", "padded_partition",
+           "persistent_numel", "stage3_partition"]

@@ -15,11 +15,13 @@
 """
 from __future__ import annotations
 
-from ..architecture import ModelArch
+from ..model import ModelArch
 from ..plan import Plan
+from ..units import ceil_div
 from .deepspeed import Trainable
 from .optimizers import is_paged, optimizer_states, sharded_states
-from .terms import AFTER_BWD, ALL, MID_BWD, RECOMPUTE, TOP_BWD, Term, gpu, host
+from .terms import (AFTER_BWD, ALL, ALLOCATOR, BWD_END, FWD_BWD, MANAGED, MID_BWD, RECOMPUTE, STEP, STREAM_CACHE,
+                    TOP_BWD, Term, gpu, host)
 
 
 def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int, wbytes: int, gbytes: int,
@@ -32,19 +34,21 @@ def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int
     states = optimizer_states(plan.optimizer, shapes, sbytes)
     t.append(gpu("optimizer_states", tr.state_component, states.allocator_bytes))
     if states.paged_bytes:
-        t.append(gpu("paged_optimizer_states", tr.state_component, states.paged_bytes, allocator=False))
+        t.append(gpu("paged_optimizer_states", tr.state_component, states.paged_bytes, where=MANAGED))
+    # At the top layer's backward only the head's gradients exist (estimate.py's grads_at_top_recompute),
+    # so the whole gradient set is alive from the bottom layer's recompute on, not at the top.
     if plan.optimizer_in_backward:
         # each parameter is stepped and its gradient freed inside backward: one gradient at a time
-        t.append(gpu("gradients", tr.grad_component, gbytes * tr.largest, AFTER_BWD - {"step"}))
+        t.append(gpu("gradients", tr.grad_component, gbytes * tr.largest, {"bwd_end", RECOMPUTE}))
     else:
-        t.append(gpu("gradients", tr.grad_component, gbytes * p, ALL if gas > 1 else AFTER_BWD))
+        t.append(gpu("gradients", tr.grad_component, gbytes * p, (ALL if gas > 1 else AFTER_BWD) - TOP_BWD))
         if tr.component == "weights" and arch.tied_embeddings and arch.causal_lm:
-            # the embedding's gradient exists before autograd adds it into lm_head's (tied)
+            # the embedding's gradient exists before autograd adds it into lm_head's (tied), at the very end
             t.append(gpu("tied_embedding_grad", "gradients", gbytes * arch.vocab_size * arch.hidden_size,
                          {"bwd_end"}))
     if plan.optimizer == "adafactor":
         # non-fused update: the squared gradient and the update of the largest tensor
-        t.append(gpu("optimizer_step_temps", "buffers", 2 * 4 * tr.largest, {"step"}))
+        t.append(gpu("optimizer_step_temps", "buffers", 2 * 4 * tr.largest, STEP))
     return t
 
 
@@ -77,7 +81,7 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     tools/fsdpprobe/check.py allows the engine that margin over the CPU probe."""
     n = plan.world_size
     p = tr.numel
-    shard = -(-p // n)
+    shard = ceil_div(p, n)
     layer_sizes = arch.layer_sizes
     unit = max(layer_sizes) if layer_sizes else arch.total_params
     root = arch.total_params - sum(layer_sizes)
@@ -91,21 +95,23 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     else:
         t += [gpu("param_shards", tr.component, wbytes * shard)]
         if frozen_bytes_whole:
-            t.append(gpu("frozen_param_shards", "weights", -(-frozen_bytes_whole // n)))
+            t.append(gpu("frozen_param_shards", "weights", ceil_div(frozen_bytes_whole, n)))
         t.append(gpu("optimizer_states", tr.state_component, sharded_states(plan.optimizer, shard, sbytes),
-                     allocator=not is_paged(plan.optimizer)))
-        grad_phases = ALL if gas > 1 else AFTER_BWD
+                     where=MANAGED if is_paged(plan.optimizer) else ALLOCATOR))
+        # reduce-scattered shards: accumulated ones live through the whole step; fresh ones appear from the
+        # layer-by-layer backward on, but nothing is reduce-scattered yet at the top layer
+        grad_phases = ALL if gas > 1 else AFTER_BWD - TOP_BWD
         # the root's and the bottom layer's shards arrive last, after the bottom layer's backward
-        last = min(shard, -(-(root + unit) // n)) if full and gas == 1 else 0
+        last = min(shard, ceil_div(root + unit, n)) if full and gas == 1 else 0
         t.append(gpu("grad_shards", tr.grad_component, gbytes * (shard - last), grad_phases))
         if last:
-            t.append(gpu("grad_shards_last", tr.grad_component, gbytes * last, grad_phases))
+            t.append(gpu("grad_shards_last", tr.grad_component, gbytes * last, grad_phases - MID_BWD))
     # gathered copies in the compute dtype (QLoRA: the packed 4-bit layers as stored)
     if plan.method == "qlora" and layer_sizes:
         layer_bytes = (frozen_bytes_whole - compute * root) * unit // sum(layer_sizes)
     else:
         layer_bytes = compute * unit
-    t.append(gpu("gathered_root", "buffers", compute * root, {"fwd", "loss_bwd", "bwd_end"}))
+    t.append(gpu("gathered_root", "buffers", compute * root, FWD_BWD))
     if plan.zero_stage == 2:
         # SHARD_GRAD_OP keeps each unit from its forward to its post-backward reshard
         t.append(gpu("gathered_layers", "buffers", layer_bytes * len(layer_sizes), {"fwd", "loss_bwd"} | TOP_BWD))
@@ -114,8 +120,8 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
         t.append(gpu("gathered_units", "buffers", 2 * layer_bytes, MID_BWD))
     # The all-gathers run on FSDP's unshard stream, whose blocks the compute stream cannot reuse: the
     # caching allocator keeps them for that stream (per-stream pools) while no unit is gathered.
-    pool_phases = {"fwd", "loss_bwd", "bwd_end"} if plan.zero_stage == 3 else {"bwd_end"}
-    t.append(gpu("unshard_stream_pool", "runtime", 2 * layer_bytes, pool_phases, cached=True))
+    pool_phases = FWD_BWD if plan.zero_stage == 3 else BWD_END
+    t.append(gpu("unshard_stream_pool", "runtime", 2 * layer_bytes, pool_phases, where=STREAM_CACHE))
     # the unit being back-propagated and the previous one, whose unsharded gradient waits for its
     # reduce-scatter on the post-backward stream (record_stream), in the gathered dtype
     unit_grad = unit if full else max(tr.sizes, default=0)
@@ -123,5 +129,5 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     if full and arch.causal_lm:
         head = arch.vocab_size * arch.hidden_size
         t.append(gpu("lm_head_grad", "gradients", compute * head, MID_BWD))
-        t.append(gpu("fsdp_root_grads", "gradients", 2 * compute * root, {"bwd_end"}))
+        t.append(gpu("fsdp_root_grads", "gradients", 2 * compute * root, {"bwd_end"}))   # at the very end only
     return t

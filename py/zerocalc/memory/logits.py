@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..architecture import ModelArch
+from ..model import ModelArch
 from ..plan import Plan
 
 CHUNKS = 8

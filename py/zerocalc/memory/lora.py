@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..architecture import Linear, ModelArch
+from ..model import Linear, ModelArch
 from ..plan import Plan
 
 NF4_BLOCK = 64          # bitsandbytes 4-bit blocksize (Linear4bit default)

@@ -9,34 +9,23 @@
   proxy state; about 0.25 GiB per process on one node, outside the allocator.
 - Caching allocator: `max_memory_reserved` exceeds `max_memory_allocated` by the blocks cached
   after transients and the rounding of large blocks to 2 MiB. Modelled as a flat fraction of the
-  peak (`allocator_slack`), an empirical figure shown as its own line; a segment-level model would
+  peak (`allocator_reserve`), an empirical figure shown as its own line; a segment-level model would
   need the order and sizes of every allocation, which the plan does not fix.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-MIB = 1 << 20
-GIB = 1 << 30
+from ..units import MIB
+from .terms import ALL, DRIVER, RESERVE, Term, gpu
 
 
-@dataclass(frozen=True)
-class Runtime:
-    cuda_context: int
-    nccl: int
-    cublas_workspace: int
-
-    @property
-    def outside_allocator(self) -> int:
-        return self.cuda_context + self.nccl
-
-
-def runtime(compute_capability: str | None, world: int) -> Runtime:
+def runtime_terms(compute_capability: str | None, world: int) -> list[Term]:
+    """The CUDA context and NCCL (outside the allocator) and the cuBLAS workspace (inside it)."""
     major = _major(compute_capability)
-    context = 512 * MIB if major >= 8 else 320 * MIB
-    workspace = 32 * MIB if major >= 9 else 12 * MIB
-    nccl = 256 * MIB if world > 1 else 0
-    return Runtime(cuda_context=context, nccl=nccl, cublas_workspace=workspace)
+    t = [gpu("cublas_workspace", "runtime", 32 * MIB if major >= 9 else 12 * MIB),
+         gpu("cuda_context", "runtime", 512 * MIB if major >= 8 else 320 * MIB, where=DRIVER)]
+    if world > 1:
+        t.append(gpu("nccl", "runtime", 256 * MIB, where=DRIVER))
+    return t
 
 
 def _major(cc: str | None) -> int:
@@ -49,10 +38,16 @@ def _major(cc: str | None) -> int:
 RESERVE_FRACTION = 0.06
 
 
-def allocator_slack(peak_allocated: int) -> int:
+def allocator_reserve(peak_allocated: int) -> Term:
     """Reserved minus allocated at the peak: blocks the caching allocator keeps after transients and
     cannot reuse for differently sized requests, and the rounding of large blocks to 2 MiB. Not
-    derivable from the plan alone; research/tracer.md §5 reports `max_memory_reserved` 5-15 % above
+    derivable from the plan alone; docs/tracer.md §5 reports `max_memory_reserved` 5-15 % above
     `max_memory_allocated` for training steps. 6 % is the low-middle of that band (an empirical
     figure, shown as its own `allocator_cache` line)."""
-    return int(peak_allocated * RESERVE_FRACTION)
+    return Term("allocator_cache", "runtime", int(peak_allocated * RESERVE_FRACTION), ALL, RESERVE)
+
+
+def stream_cache(nbytes: int) -> Term:
+    """Blocks cached for another stream (FSDP's all-gather stream) in the phases where no tensor occupies
+    them: reserved, never allocated (memory/frameworks.py unshard_stream_pool)."""
+    return Term("stream_cache", "runtime", nbytes, ALL, RESERVE)

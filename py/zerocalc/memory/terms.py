@@ -1,64 +1,81 @@
-"""A memory term: bytes that live on the GPU (or the host) during some phases of a training step.
+"""A memory term: bytes that live somewhere during some moments of a steady training step.
+
+Every term declares its whole lifetime (the set of phases it is alive in) and where its bytes live; the
+aggregator (estimate.py) sums the live terms of each phase without knowing any term by name.
 
 Phases of one steady-state step (step >= 2, optimizer states exist):
-- ``fwd``:      end of forward (activations kept, the loss being computed);
-- ``loss_bwd``: start of backward, inside the loss gradient (all activations + 12·s·b·V logits);
-- ``bwd_end``:  end of backward (all gradients, DeepSpeed reduce buffers);
-- ``step``:     the optimizer step (flat and fp32 gradient copies);
-- ``step_norm``: inside the step, the gradient norm (fp64 copies), before the step's own transients:
-                 everything of ``step`` but the ``step_transient`` term.
-Layer-by-layer backward moments (estimate.py): ``recompute`` / ``recompute_top`` with full checkpointing
-(the bottom / top layer recomputed), ``bwd_top`` for FSDP without it (the top layer's backward, whose
-units are gathered one by one).
+- ``fwd``:       end of forward (activations kept, the loss being computed);
+- ``loss_bwd``:  start of backward, inside the loss gradient (all activations + 12·s·b·V logits);
+- ``bwd_end``:   end of backward (all gradients, DeepSpeed reduce buffers);
+- ``step``:      the optimizer step (flat and fp32 gradient copies);
+- ``step_norm``: inside the step, the gradient norm (fp64 copies), before the step's own transients.
+Layer-by-layer backward moments, evaluated where they exist (``phases_of``): ``recompute`` /
+``recompute_top`` with full checkpointing (the bottom / top layer recomputed), ``bwd_top`` for FSDP
+without it (the top layer's backward, whose units are gathered one by one).
 A term is the same size in every phase it lives in; transients are terms that live in one phase.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+FWD, LOSS_BWD, BWD_END_PHASE, STEP_PHASE = "fwd", "loss_bwd", "bwd_end", "step"
 STEP_NORM = "step_norm"
 RECOMPUTE = "recompute"          # checkpointing: the last layer recomputed, nearly all gradients there
 RECOMPUTE_TOP = "recompute_top"  # checkpointing: the first layer recomputed, every checkpoint input alive
 BWD_TOP = "bwd_top"              # FSDP without checkpointing: the top layer's backward, all activations alive
-PHASES = ("fwd", "loss_bwd", "bwd_end", "step", STEP_NORM)
-ALL = frozenset(PHASES)
-FWD_BWD = frozenset(("fwd", "loss_bwd", "bwd_end"))
-BWD = frozenset(("loss_bwd", "bwd_end"))
-AFTER_BWD = frozenset(("bwd_end", "step"))
+PHASES = (FWD, LOSS_BWD, BWD_END_PHASE, STEP_PHASE, STEP_NORM)
 MID_BWD = frozenset((RECOMPUTE, RECOMPUTE_TOP, BWD_TOP))   # layer-by-layer backward moments
 TOP_BWD = frozenset((RECOMPUTE_TOP, BWD_TOP))              # the top layer's backward (with / without checkpointing)
 
+# Lifetimes, as sets of phases. "Backward" includes its layer-by-layer moments.
+ALL = frozenset(PHASES) | MID_BWD                          # allocated before the step and never freed
+STEP = frozenset((STEP_PHASE, STEP_NORM))                  # the whole optimizer step
+BWD_END = frozenset((BWD_END_PHASE,)) | MID_BWD            # during backward, until its end
+BWD = BWD_END | {LOSS_BWD}                                 # from the loss gradient to the end of backward
+FWD_BWD = BWD | {FWD}                                      # from forward to the end of backward
+AFTER_BWD = BWD_END | STEP                                 # produced in backward, used by the step
+
 COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "logits", "lora_adapters",
               "buffers", "runtime")
+
+# Where a term's bytes live.
+ALLOCATOR = "allocator"          # GPU, PyTorch's caching allocator: counted by max_memory_allocated
+MANAGED = "managed"              # GPU, CUDA managed (paged) memory: resident as far as there is room
+STREAM_CACHE = "stream_cache"    # GPU, blocks the allocator keeps for another stream: reserved, no tensor
+RESERVE = "reserve"              # GPU, reserved by the allocator beyond the live tensors (cache, rounding)
+DRIVER = "driver"                # GPU, outside the allocator: CUDA context, NCCL buffers
+HOST_PINNED = "host_pinned"      # host, page-locked through PyTorch (rounded to a power of two)
+HOST_PAGEABLE = "host_pageable"  # host, ordinary memory
+ON_GPU = frozenset((ALLOCATOR, MANAGED, STREAM_CACHE, RESERVE, DRIVER))
 
 
 @dataclass(frozen=True)
 class Term:
     name: str                 # detail key, e.g. "fp32_master", "ipg_bucket"
-    component: str            # one of COMPONENTS
+    component: str            # one of COMPONENTS ("host" for host-side buffers)
     nbytes: int
-    phases: frozenset = ALL
-    place: str = "gpu"        # "gpu" or "host"
-    pinned: bool = False      # host: page-locked through PyTorch (rounded to a power of two)
-    allocator: bool = True    # gpu: inside PyTorch's caching allocator (paged optimizer states are not)
-    cached: bool = False      # gpu: blocks the allocator keeps for another stream, no tensor in them
-                              # (counted in reserved, not in allocated)
+    phases: frozenset = ALL   # every phase the term is alive in
+    where: str = ALLOCATOR
 
     def live(self, phase: str) -> int:
-        if phase == STEP_NORM and self.name != "step_transient" and "step" in self.phases:
-            return self.nbytes
         return self.nbytes if phase in self.phases else 0
 
-
-def gpu(name: str, component: str, nbytes: int, phases=ALL, allocator: bool = True, cached: bool = False) -> Term:
-    return Term(name, component, int(nbytes), frozenset(phases), "gpu", False, allocator, cached)
-
-
-def host(name: str, nbytes: int, pinned: bool = False) -> Term:
-    return Term(name, "host", int(nbytes), ALL, "host", pinned)
+    @property
+    def on_gpu(self) -> bool:
+        return self.where in ON_GPU
 
 
-def next_pow2(n: int) -> int:
-    """PyTorch's CachingHostAllocator rounds every pinned block up to a power of two
-    (ATen/core/CachingHostAllocator.h, torch 2.13; research/deepspeed.md §2.8)."""
-    return 0 if n <= 0 else 1 << (n - 1).bit_length()
+def gpu(name: str, component: str, nbytes: int, phases=ALL, where: str = ALLOCATOR) -> Term:
+    return Term(name, component, int(nbytes), frozenset(phases), where)
+
+
+def host(name: str, nbytes: int, pinned: bool = False, component: str = "host") -> Term:
+    return Term(name, component, int(nbytes), ALL, HOST_PINNED if pinned else HOST_PAGEABLE)
+
+
+def phases_of(plan) -> tuple[str, ...]:
+    """The moments of this plan's step: the steady phases, plus the layer-by-layer backward moments
+    that exist (recompute with full checkpointing; the top layer's backward under FSDP without it)."""
+    if plan.activation_checkpointing == "full":
+        return PHASES + (RECOMPUTE, RECOMPUTE_TOP)
+    return PHASES + ((BWD_TOP,) if plan.framework == "fsdp" else ())

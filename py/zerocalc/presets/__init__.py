@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 _HERE = pathlib.Path(__file__).resolve().parent
-MIB = 1 << 20
+from ..units import MIB
 
 
 @dataclass(frozen=True)

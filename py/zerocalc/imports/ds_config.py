@@ -1,4 +1,4 @@
-"""Configs in: a pasted ds_config.json -> plan updates; a model's config.json -> a plan model object.
+"""Configs in: a pasted ds_config.json -> plan updates.
 
 Imports never mutate: they return a new plan dict (or raise ConfigImportError naming the key, the current
 plan untouched). Every key of a pasted ds_config is accounted for: applied to the plan, or listed in
@@ -11,38 +11,12 @@ runtime/precision_config.py; a leftover "auto" is dropped by DeepSpeed's pydanti
 from __future__ import annotations
 
 import copy
-import json
-from dataclasses import dataclass, field
 
-from ._plan import (HF_HIDDEN_SIZE_KEYS, ds_default, hf_auto_value, hidden_size, plan_dict,
-                    resolved_knob, world_size)
-from .ds_config import NVME_PLACEHOLDER
+from ..knobs import HF_HIDDEN_SIZE_KEYS, NVME_PLACEHOLDER, ds_default, fills_auto, resolve_knob
+from ..model import resolve_model
+from .common import (NO_EFFECT, NOT_MODELLED, ConfigImportError, ImportResult, base_plan_dict, parse_json,
+                     read_bool, read_int, read_obj, validate_plan_dict)
 
-
-class ConfigImportError(ValueError):
-    """A pasted config cannot be imported; ``key`` names the offending key (dotted path)."""
-
-    def __init__(self, key: str, message: str):
-        super().__init__(f"{key}: {message}")
-        self.key = key
-
-
-@dataclass
-class ImportResult:
-    plan: dict                                          # the new full plan-v1 dict
-    applied: list = field(default_factory=list)         # {key, plan_key, value}: read into the plan
-    not_represented: list = field(default_factory=list)  # {key, value, reason}: not in the plan
-    warnings: list = field(default_factory=list)        # {id, severity, message}
-
-    def to_dict(self) -> dict:
-        return {"plan": self.plan, "applied": self.applied, "not_represented": self.not_represented,
-                "warnings": self.warnings}
-
-
-NO_EFFECT = "no memory effect"
-NOT_MODELLED = "changes memory but zerocalc does not model it"
-
-# Top-level keys DeepSpeed 0.19.8 knows that change no memory zerocalc models.
 TOP_NO_EFFECT = {
     "steps_per_print", "wall_clock_breakdown", "dump_state", "prescale_gradients", "gradient_predivide_factor",
     "gradient_allreduce_op", "scheduler", "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger",
@@ -100,53 +74,6 @@ ACT_KEYS = {"partition_activations", "cpu_checkpointing", "contiguous_memory_opt
             "synchronize_checkpoint_boundary", "profile"}
 
 
-def parse_json(text, what: str) -> dict:
-    """A JSON object from text (or a dict, copied); errors name ``what`` and the position."""
-    if isinstance(text, dict):
-        return copy.deepcopy(text)
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
-    if not isinstance(text, str):
-        raise ConfigImportError(what, f"expected JSON text or an object, got {type(text).__name__}")
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigImportError(what, f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    if not isinstance(obj, dict):
-        raise ConfigImportError(what, f"expected a JSON object at the top, got {type(obj).__name__}")
-    return obj
-
-
-def _int(key, v, minimum=0, allow_auto=False):
-    if allow_auto and v == "auto":
-        return "auto"
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ConfigImportError(key, "expected an integer" + (' or "auto"' if allow_auto else "") + f", got {v!r}")
-    if isinstance(v, float):
-        if not v.is_integer():
-            raise ConfigImportError(key, f"expected an integer, got {v!r}")
-        v = int(v)
-    if v < minimum:
-        raise ConfigImportError(key, f"must be >= {minimum}, got {v}")
-    return v
-
-
-def _bool(key, v, allow_auto=False):
-    if allow_auto and v == "auto":
-        return "auto"
-    if not isinstance(v, bool):
-        raise ConfigImportError(key, "expected true or false" + (' or "auto"' if allow_auto else "") + f", got {v!r}")
-    return v
-
-
-def _obj(key, v):
-    if v is None:
-        return {}
-    if not isinstance(v, dict):
-        raise ConfigImportError(key, f"expected an object, got {type(v).__name__}")
-    return v
-
-
 def import_ds_config(config, plan) -> ImportResult:
     """Read a ds_config (JSON text or dict; explicit numbers or HF "auto") into a copy of ``plan``.
 
@@ -155,7 +82,7 @@ def import_ds_config(config, plan) -> ImportResult:
     activation checkpointing, and the deepspeed knobs (only those whose value differs from what the plan
     already runs with, so plan -> ds_config -> plan is the identity)."""
     cfg = parse_json(config, "ds_config")
-    base = plan_dict(plan)
+    base = base_plan_dict(plan)
     new = copy.deepcopy(base)
     res = ImportResult(plan=new)
     seen = set()
@@ -168,10 +95,10 @@ def import_ds_config(config, plan) -> ImportResult:
 
     new["framework"] = "deepspeed"
     # --- zero_optimization: stage first (knob defaults depend on it)
-    zero = _obj("zero_optimization", cfg.get("zero_optimization"))
+    zero = read_obj("zero_optimization", cfg.get("zero_optimization"))
     seen.add("zero_optimization")
     zero = {ZERO_ALIASES.get(k, k): v for k, v in zero.items()}
-    stage = _int("zero_optimization.stage", zero.get("stage", 0))
+    stage = read_int("zero_optimization.stage", zero.get("stage", 0))
     if stage > 3:
         raise ConfigImportError("zero_optimization.stage", f"must be 0, 1, 2 or 3, got {stage}")
     new["zero_stage"] = stage
@@ -181,7 +108,7 @@ def import_ds_config(config, plan) -> ImportResult:
     for ds_key, plan_key, allowed in (("offload_optimizer", "offload_optimizer", OFFLOAD_OPT_KEYS),
                                       ("offload_param", "offload_params", OFFLOAD_PARAM_KEYS)):
         path = f"zero_optimization.{ds_key}"
-        block = _obj(path, zero.get(ds_key))
+        block = read_obj(path, zero.get(ds_key))
         device = block.get("device", "none")
         if device not in ("none", "cpu", "nvme"):
             raise ConfigImportError(f"{path}.device", f"must be none, cpu or nvme, got {device!r}")
@@ -208,7 +135,7 @@ def import_ds_config(config, plan) -> ImportResult:
                     res.warnings.append(_nvme_warning(path))
                 skip(kp, v, NO_EFFECT)
             elif k == "pin_memory":
-                _bool(kp, v)
+                read_bool(kp, v)
                 skip(kp, v, NO_EFFECT if v else NOT_MODELLED + " (zerocalc assumes pinned host buffers)")
             else:
                 skip(kp, v, NOT_MODELLED if v != OFFLOAD_DEFAULTS.get(k) else "DeepSpeed's default")
@@ -216,8 +143,10 @@ def import_ds_config(config, plan) -> ImportResult:
             res.warnings.append(_nvme_warning(path))
 
     # --- zero knobs: set only where the value differs from what the new plan runs with
-    hidden = None
     knobs = new["deepspeed"]
+
+    def hidden():
+        return resolve_model(new["model"]).hidden_size
     for k, v in zero.items():
         kp = f"zero_optimization.{k}"
         if k in ("stage", "offload_optimizer", "offload_param"):
@@ -226,20 +155,16 @@ def import_ds_config(config, plan) -> ImportResult:
             if v is None and k == "overlap_comm":
                 v = ds_default(k, stage)  # Optional in DeepSpeed: null = the stage's default
             if k in ZERO_INT_KNOBS:
-                v = _int(kp, v, minimum=1 if k == "reduce_bucket_size" else 0, allow_auto=True)
+                v = read_int(kp, v, minimum=1 if k == "reduce_bucket_size" else 0, allow_auto=True)
             else:
-                v = _bool(kp, v, allow_auto=True)
-            if v == "auto" and not (k in HF_HIDDEN_SIZE_KEYS and hf_auto_value(k, 1, stage) is not None):
+                v = read_bool(kp, v, allow_auto=True)
+            if v == "auto" and not (k in HF_HIDDEN_SIZE_KEYS and fills_auto(k, stage)):
                 v = ds_default(k, stage)  # DeepSpeed drops an "auto" nobody fills: its default applies
             if v == "auto":
                 if knobs.get(k) != "auto":
                     knobs[k] = "auto"
-            else:
-                if hidden is None and knobs.get(k) == "auto":
-                    hidden = _hidden_or_none(new)
-                current = resolved_knob(new, k, hidden) if (knobs.get(k) != "auto" or hidden) else None
-                if current != v:
-                    knobs[k] = v
+            elif resolve_knob(knobs, k, stage, hidden) != v:
+                knobs[k] = v
             apply(kp, f"deepspeed.{k}", v)
         elif k in ZERO_NO_EFFECT:
             skip(kp, v, NO_EFFECT)
@@ -257,7 +182,7 @@ def import_ds_config(config, plan) -> ImportResult:
     opt = cfg.get("optimizer")
     seen.add("optimizer")
     if opt is not None:
-        opt = _obj("optimizer", opt)
+        opt = read_obj("optimizer", opt)
         typ = opt.get("type")
         if not isinstance(typ, str):
             raise ConfigImportError("optimizer.type", f"expected a name, got {typ!r}")
@@ -269,7 +194,7 @@ def import_ds_config(config, plan) -> ImportResult:
         else:
             skip("optimizer.type", typ, f"DeepSpeed optimizer {typ!r} is not modelled; the plan keeps "
                                         f"{new['optimizer']}")
-        for k, v in _obj("optimizer.params", opt.get("params")).items():
+        for k, v in read_obj("optimizer.params", opt.get("params")).items():
             skip(f"optimizer.params.{k}", v, NO_EFFECT)
         for k, v in opt.items():
             if k not in ("type", "params"):
@@ -286,7 +211,7 @@ def import_ds_config(config, plan) -> ImportResult:
         if v != "auto":
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise ConfigImportError("gradient_clipping", f"expected a number >= 0 or \"auto\", got {v!r}")
-            if float(resolved_knob(new, "gradient_clipping")) != float(v):
+            if float(resolve_knob(knobs, "gradient_clipping", stage, hidden)) != float(v):
                 knobs["gradient_clipping"] = float(v)
             apply("gradient_clipping", "deepspeed.gradient_clipping", v)
         elif knobs.get("gradient_clipping") not in (None, "auto"):
@@ -296,10 +221,10 @@ def import_ds_config(config, plan) -> ImportResult:
     # --- activation checkpointing
     seen.add("activation_checkpointing")
     if "activation_checkpointing" in cfg:
-        act = _obj("activation_checkpointing", cfg["activation_checkpointing"])
+        act = read_obj("activation_checkpointing", cfg["activation_checkpointing"])
         new["activation_checkpointing"] = "full"
         apply("activation_checkpointing", "activation_checkpointing", "full")
-        off = _bool("activation_checkpointing.cpu_checkpointing", act.get("cpu_checkpointing", False))
+        off = read_bool("activation_checkpointing.cpu_checkpointing", act.get("cpu_checkpointing", False))
         new["activation_offloading"] = off
         apply("activation_checkpointing.cpu_checkpointing", "activation_offloading", off)
         for k, v in act.items():
@@ -325,15 +250,8 @@ def import_ds_config(config, plan) -> ImportResult:
             skip(k, v, "unknown to DeepSpeed 0.19.8: it accepts and ignores unknown top-level keys (a typo?)")
             res.warnings.append(_unknown_warning(k))
 
-    _validate_with_engine(new)
+    validate_plan_dict(new)
     return res
-
-
-def _hidden_or_none(p):
-    try:
-        return hidden_size(p)
-    except Exception:
-        return None
 
 
 def _unknown_warning(key):
@@ -348,13 +266,13 @@ def _nvme_warning(path):
 
 
 def _import_precision(cfg, base, new, stage, apply, skip, res):
-    fp16 = _obj("fp16", cfg.get("fp16"))
+    fp16 = read_obj("fp16", cfg.get("fp16"))
     bf16_key = "bf16" if "bf16" in cfg or "bfloat16" not in cfg else "bfloat16"
-    bf16 = _obj(bf16_key, cfg.get(bf16_key))
-    fe = _bool("fp16.enabled", fp16.get("enabled", False), allow_auto=True)
-    be = _bool(f"{bf16_key}.enabled", bf16.get("enabled", False), allow_auto=True)
-    master = _bool(f"{bf16_key}.bf16_master_weights_and_grads", bf16.get("bf16_master_weights_and_grads", False))
-    states = _bool(f"{bf16_key}.bf16_optimizer_states", bf16.get("bf16_optimizer_states", False))
+    bf16 = read_obj(bf16_key, cfg.get(bf16_key))
+    fe = read_bool("fp16.enabled", fp16.get("enabled", False), allow_auto=True)
+    be = read_bool(f"{bf16_key}.enabled", bf16.get("enabled", False), allow_auto=True)
+    master = read_bool(f"{bf16_key}.bf16_master_weights_and_grads", bf16.get("bf16_master_weights_and_grads", False))
+    states = read_bool(f"{bf16_key}.bf16_optimizer_states", bf16.get("bf16_optimizer_states", False))
     if states and not master:
         raise ConfigImportError(f"{bf16_key}.bf16_optimizer_states",
                                 "requires bf16_master_weights_and_grads (DeepSpeedConfig asserts it)")
@@ -397,11 +315,11 @@ def _import_precision(cfg, base, new, stage, apply, skip, res):
 
 
 def _import_batch(cfg, base, new, apply, res):
-    world = world_size(base)
-    t = _int("train_batch_size", cfg["train_batch_size"], 1, True) if "train_batch_size" in cfg else None
-    m = (_int("train_micro_batch_size_per_gpu", cfg["train_micro_batch_size_per_gpu"], 1, True)
+    world = int(base["gpus_per_node"]) * int(base["nodes"])
+    t = read_int("train_batch_size", cfg["train_batch_size"], 1, True) if "train_batch_size" in cfg else None
+    m = (read_int("train_micro_batch_size_per_gpu", cfg["train_micro_batch_size_per_gpu"], 1, True)
          if "train_micro_batch_size_per_gpu" in cfg else None)
-    g = (_int("gradient_accumulation_steps", cfg["gradient_accumulation_steps"], 1, True)
+    g = (read_int("gradient_accumulation_steps", cfg["gradient_accumulation_steps"], 1, True)
          if "gradient_accumulation_steps" in cfg else None)
     mv = base["micro_batch_size"] if m == "auto" else m
     gv = base["gradient_accumulation_steps"] if g == "auto" else g
@@ -440,53 +358,3 @@ def _divide(key, a, b, what):
     if b <= 0 or a % b or a // b < 1:
         raise ConfigImportError(key, f"does not divide into whole micro-batches: {what}")
     return a // b
-
-
-def _validate_with_engine(p):
-    """Let the engine's Plan check the result (when the engine is present); errors keep the key."""
-    try:
-        from zerocalc import Plan, PlanError
-    except Exception:
-        return
-    try:
-        Plan.from_dict(p)
-    except PlanError as e:
-        key = e.key
-        if key == "deepspeed.gradient_clipping":
-            key = "gradient_clipping"
-        elif key.startswith("deepspeed."):
-            key = "zero_optimization." + key[len("deepspeed."):]
-        raise ConfigImportError(key, getattr(e, "message", str(e))) from None
-
-
-# ---------------------------------------------------------------- model config.json
-
-
-def import_model_config(config) -> dict:
-    """A model's config.json (text or dict) -> the plan's model object. plan-v1 takes a whole config.json
-    as the model value; the engine's architecture.model_from_config validates it (dense, MoE, MLA; a
-    multimodal config's text_config). Errors name the field as ``config.json.<field>``."""
-    cfg = parse_json(config, "config.json")
-    if "name" not in cfg:
-        name = cfg.get("_name_or_path") or cfg.get("model_type")
-        if isinstance(name, str) and name:
-            cfg["name"] = name
-    try:
-        from zerocalc.architecture import model_from_config
-        from zerocalc.plan import PlanError
-    except ImportError:
-        return cfg
-    try:
-        model_from_config(cfg)
-    except PlanError as e:
-        key = e.key.replace("model", "config.json", 1) if e.key.startswith("model") else e.key
-        raise ConfigImportError(key, getattr(e, "message", str(e))) from None
-    return cfg
-
-
-def apply_model_config(config, plan) -> dict:
-    """A new plan dict with ``model`` set from a pasted config.json (the current plan is not touched)."""
-    new = plan_dict(plan)
-    new["model"] = import_model_config(config)
-    _validate_with_engine(new)
-    return new

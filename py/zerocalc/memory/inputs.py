@@ -1,0 +1,135 @@
+"""The per-plan inputs of the aggregator and the terms that do not belong to one subject module.
+
+``step_inputs`` computes everything that does not depend on the number of GPUs (dtypes, what trains, the
+frozen base, activations, logits), so the min_gpus search reuses it. ``model_state_terms`` dispatches to
+the framework's terms (DeepSpeed, FSDP, DDP, single); ``activation_terms`` and ``recompute_terms`` place the
+activation and logits figures in the phases where they are alive.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import ModelArch
+from ..plan import Plan
+from . import deepspeed as ds
+from .activations import Activations, activations
+from .frameworks import ddp_terms, fsdp_terms, single_terms
+from .logits import Logits, logits
+from .lora import block_linears_per_layer, largest_quantized_matrix, layer_adapters, qlora_base_bytes
+from .precision import Dtypes, dtypes_for, module_dtypes
+from .terms import BWD_END, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, Term, gpu
+
+
+@dataclass(frozen=True)
+class StepInputs:
+    """Everything that does not depend on the number of GPUs (reused by the min_gpus search)."""
+    arch: ModelArch
+    dt: Dtypes
+    trainable: ds.Trainable
+    shapes: tuple                    # (shape, numel) of trainable tensors (optimizer states)
+    frozen_bytes: int                # whole frozen base on one GPU
+    frozen_numel: int
+    all_sizes: tuple                 # module params for ZeRO-3 partitioning (16-bit element units)
+    acts: Activations
+    logits: Logits
+    dequant: int                     # QLoRA: 16-bit copy of the largest quantized weight
+
+
+def step_inputs(plan: Plan) -> StepInputs:
+    arch = plan.arch
+    dt = dtypes_for(plan)
+    if plan.method == "full":
+        sizes, shapes = arch.tensor_sizes, arch.tensor_shapes
+        tr = ds.Trainable(sizes, "weights", "gradients", "optimizer_states")
+        frozen_bytes, frozen_numel, frozen_sizes = 0, 0, ()
+    else:
+        ad_sizes, ad_shapes = [], []
+        for lins in block_linears_per_layer(arch):
+            for a in layer_adapters(arch, plan, lins):
+                ad_sizes += [a.rank * a.d_in, a.d_out * a.rank]
+                ad_shapes += [((a.rank, a.d_in), a.rank * a.d_in), ((a.d_out, a.rank), a.d_out * a.rank)]
+        if "lm_head" in plan.lora.targets:
+            r = plan.lora.rank
+            ad_sizes += [r * arch.hidden_size, arch.vocab_size * r]
+            ad_shapes += [((r, arch.hidden_size), r * arch.hidden_size), ((arch.vocab_size, r), arch.vocab_size * r)]
+        tr = ds.Trainable(tuple(ad_sizes), "lora_adapters", "lora_adapters", "lora_adapters")
+        shapes = tuple(ad_shapes)
+        frozen_numel = arch.total_params
+        if plan.method == "qlora":
+            frozen_bytes = qlora_base_bytes(arch, plan, dt.frozen)
+        else:
+            frozen_bytes = frozen_numel * dt.frozen
+        # ZeRO-3 partitions the frozen base too; in 16-bit element units (QLoRA's packed storage is
+        # kept in a 16-bit quant_storage dtype so DeepSpeed can shard it)
+        scale = frozen_bytes / max(1, frozen_numel * 2)
+        frozen_sizes = tuple(max(1, int(t.numel * scale)) for t in arch.tensors)
+    all_sizes = tuple(tr.sizes) + frozen_sizes
+    acts = activations(plan, arch, module_dtypes(plan, dt))
+    lg = logits(plan, arch, 2 if dt.autocast else dt.compute)
+    dequant = dt.compute * largest_quantized_matrix(arch) if plan.method == "qlora" else 0
+    return StepInputs(arch, dt, tr, shapes, frozen_bytes, frozen_numel, all_sizes, acts, lg, dequant)
+
+
+def model_state_terms(plan: Plan, si: StepInputs) -> list[Term]:
+    """Weights, gradients, optimizer states and the framework's buffers of the busiest rank."""
+    dt, tr = si.dt, si.trainable
+    gas = plan.gradient_accumulation_steps
+    wbytes = dt.weight if plan.method == "full" else dt.adapter
+    gbytes = dt.grad if plan.method == "full" else (dt.adapter if not dt.autocast else 4)
+    if plan.framework == "deepspeed":
+        frozen = si.frozen_bytes if plan.zero_stage < 3 else 0
+        return ds.zero_terms(plan, si.arch, tr, frozen, si.all_sizes, wbytes, gas, dt.master or 4, dt.state)
+    sbytes = dt.state if plan.method == "full" else max(dt.state, dt.adapter)
+    if plan.framework == "fsdp":
+        return fsdp_terms(plan, si.arch, tr, si.frozen_numel, si.frozen_bytes, wbytes, gbytes, sbytes,
+                          2 if dt.autocast else dt.compute, gas)
+    fn = ddp_terms if plan.framework == "ddp" else single_terms
+    return fn(plan, si.arch, tr, si.shapes, si.frozen_bytes, wbytes, gbytes, sbytes, gas)
+
+
+def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
+    """Saved activations (kept to their layer's backward), the head's, logits, backward temporaries."""
+    a, lg = si.acts, si.logits
+    t = [
+        gpu("saved_activations", "activations", a.stack_saved, {"fwd", "loss_bwd"} | TOP_BWD),
+        gpu("head_activations", "activations", a.head_saved, {"fwd", "loss_bwd"}),
+        gpu("logits_forward", "logits", lg.forward_peak, {"fwd"}),
+        gpu("logits_backward", "logits", lg.backward_peak, {"loss_bwd"}),
+    ]
+    # the gradients in flight inside the layer being back-propagated (the last one is layer 0)
+    t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, BWD_END))
+    if a.autocast_weight_copies:
+        t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies, {"fwd", "loss_bwd"}))
+    if a.autocast_cache_forward:
+        # cached until the autocast context exits at the end of forward, not kept by checkpointed layers
+        t.append(gpu("autocast_cache_forward", "activations", a.autocast_cache_forward, {"fwd"}))
+    if si.dequant:
+        # one 16-bit dequantized weight exists only inside a layer's forward, backward or recompute
+        t.append(gpu("qlora_dequant_buffer", "activations", si.dequant, BWD_END))
+    if a.host_offloaded:
+        t.append(gpu("offloaded_activations", "activations", a.host_offloaded, where=HOST_PAGEABLE))
+    return t
+
+
+def recompute_terms(plan: Plan, si: StepInputs) -> list[Term]:
+    """Full checkpointing: during backward each layer is recomputed and back-propagated in turn,
+    on top of nearly all gradients (the end-of-backward state)."""
+    a, arch = si.acts, si.arch
+    if plan.activation_checkpointing != "full":
+        return []
+    t = [gpu("recomputed_layer", "activations", a.recompute_layer, {RECOMPUTE, RECOMPUTE_TOP})]
+    replicated = plan.framework in ("single", "ddp")
+    if replicated and plan.method == "full":
+        # at the top layer's recompute only the head's gradients exist (lm_head, final norm)
+        head = arch.numel_where(outside_blocks=True, components=("lm_head", "norm"))
+        if arch.tied_embeddings:
+            head += arch.vocab_size * arch.hidden_size
+        t.append(gpu("grads_at_top_recompute", "gradients", si.dt.grad * head, {RECOMPUTE_TOP}))
+    if replicated and plan.method == "full" and not plan.optimizer_in_backward:
+        # the last recompute (layer 0) runs before layer 0's and the embedding's gradients exist
+        first = arch.numel_where(layer=0, exclude=("embedding",))
+        emb = arch.numel_where(components=("embedding",))
+        if arch.tied_embeddings and arch.causal_lm:
+            emb -= arch.vocab_size * arch.hidden_size     # lm_head's gradient (the tied weight's) exists
+        t.append(gpu("grads_not_yet_produced", "gradients", -si.dt.grad * (first + emb), {RECOMPUTE}))
+    return t

@@ -1,0 +1,76 @@
+"""The model package: a Hugging Face config.json (or a preset id) -> ModelArch, the tensor inventory.
+
+One module per family (`llama.py`: the Llama lineage incl. MoE and MLA; `classic.py`: GPT-2, BERT,
+Falcon, BLOOM, GPT-NeoX, Phi-1/2, T5), the shared dataclasses in `arch.py`, config reading in
+`config.py`. ``resolve_model`` memoises: a plan's model is built once, however many layers ask.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any, Mapping
+
+from ..errors import PlanError
+from ..presets import MODELS
+from .arch import Linear, ModelArch, MoE, Tensor
+from .classic import classic, t5
+from .config import ConfigReader
+from .llama import LLAMA_LIKE, llama_like
+
+CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi"}
+T5 = {"t5", "mt5"}
+SUPPORTED_MODEL_TYPES = tuple(sorted(LLAMA_LIKE | CLASSIC | T5))
+
+
+def model_from_config(cfg: Mapping) -> ModelArch:
+    """A Hugging Face config.json (as a mapping) -> ModelArch. Raises PlanError naming the field.
+
+    A missing ``model_type`` is read as a Llama-style decoder (the most common custom case)."""
+    if not isinstance(cfg, Mapping):
+        raise PlanError("model", "must be a preset id or a config.json object")
+    c = ConfigReader(cfg)
+    if "text_config" in cfg and isinstance(cfg["text_config"], Mapping) and not c.has("hidden_size"):
+        merged = {**cfg["text_config"], "name": cfg.get("name", cfg["text_config"].get("model_type", "model"))}
+        return model_from_config(merged)
+    model_type = c.str("model_type", "llama")
+    if model_type in CLASSIC:
+        return classic(c, model_type)
+    if model_type in T5:
+        return t5(c, model_type)
+    # Unknown decoder types are read as Llama-style when they carry the usual fields.
+    if model_type not in LLAMA_LIKE and not c.has("intermediate_size"):
+        raise PlanError("model.model_type", f"unsupported model_type {model_type!r}; supported: "
+                                            + ", ".join(SUPPORTED_MODEL_TYPES))
+    return llama_like(c, model_type)
+
+
+def resolve_model(model: Any) -> ModelArch:
+    """plan.model (preset id or config mapping) -> ModelArch, memoised: presets by id, custom configs by
+    their canonical JSON (building DeepSeek-V3's inventory takes milliseconds; a page request asks often)."""
+    if isinstance(model, str):
+        return _preset(model)
+    if not isinstance(model, Mapping):
+        raise PlanError("model", "must be a preset id or a config.json object")
+    return _custom(json.dumps(_thaw(model), sort_keys=True, default=str))
+
+
+@lru_cache(maxsize=None)
+def _preset(model_id: str) -> ModelArch:
+    preset = MODELS[model_id]
+    return model_from_config({**preset.hf_config, "name": preset.name})
+
+
+@lru_cache(maxsize=64)
+def _custom(canonical: str) -> ModelArch:
+    return model_from_config(json.loads(canonical))
+
+
+def _thaw(v):
+    if isinstance(v, Mapping):
+        return {k: _thaw(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_thaw(x) for x in v]
+    return v
+
+
+__all__ = ["ModelArch", "Tensor", "Linear", "MoE", "model_from_config", "resolve_model", "SUPPORTED_MODEL_TYPES"]

@@ -1,0 +1,139 @@
+"""The model as the engine sees it: every parameter tensor, in `model.parameters()` order, with its
+component, owning module and block index, and the linears LoRA can target.
+
+From the tensor inventory everything else is derived: the parameter count by component (equal to
+`computed_total` of validation/reference/models.json for every preset: transformers 5.24 modules on the
+meta device, tied lm_head counted once), the largest tensor and module (DeepSpeed's bucket and ZeRO-3
+fetch terms), FSDP's wrap units (one per block), persistent small parameters (ZeRO-3), and the matrices
+bitsandbytes quantizes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Mapping
+
+@dataclass(frozen=True)
+class Tensor:
+    """One parameter tensor."""
+    name: str          # HF-style path, e.g. "layers.3.self_attn.q_proj.weight"
+    numel: int
+    component: str     # embedding, attention, mlp, routed_experts, shared_experts, router, norm, lm_head, other
+    module: str        # owning module path (ZeRO-3 gathers per module)
+    linear: str = ""   # leaf linear name LoRA can target ("q_proj"), or "" when not a 2-D linear weight
+    shape: tuple = ()  # (rows, cols) for matrices, (E, rows, cols) for fused experts; () for vectors
+    block: str = ""    # the numbered block holding it ("model.layers.3"), "" outside the blocks
+    layer: int | None = None   # that block's index in its stack (T5: within the encoder or the decoder)
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A linear layer inside one block: LoRA and QLoRA work on these."""
+    name: str
+    d_in: int
+    d_out: int
+    count: int = 1     # identical linears in the block (fused MoE experts count E)
+
+
+@dataclass(frozen=True)
+class MoE:
+    num_experts: int
+    experts_per_token: int
+    expert_intermediate: int
+    shared_intermediate: int     # 0 when there is no shared expert
+    dense_layers: int            # leading layers with a dense MLP (DeepSeek first_k_dense_replace)
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    name: str
+    model_type: str
+    family: str                   # activation profile: "llama", "gemma", "gpt2", "bert", "neox", "t5", ...
+    hidden_size: int
+    num_layers: int               # decoder layers (for T5: encoder + decoder blocks)
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tied_embeddings: bool
+    max_positions: int | None
+    gated_mlp: bool
+    norm: str                     # "rmsnorm" or "layernorm"
+    norms_per_layer: int
+    qk_norm: str                  # "", "head" (per head_dim) or "full" (OLMo 2: over the projection)
+    causal_lm: bool               # has a language-model head and a next-token loss
+    moe: MoE | None
+    mla: Mapping | None
+    attn_softcap: bool            # Gemma 2: tanh soft-capping of the attention scores (eager path)
+    final_softcap: bool           # Gemma 2: tanh soft-capping of the logits
+    dropout: float                # config dropout on attention/residual (GPT-2, BERT: 0.1)
+    tensors: tuple[Tensor, ...]
+    block_linears: tuple[Linear, ...]   # the linears of one (MoE, if any) decoder block
+    dense_block_linears: tuple[Linear, ...]  # the linears of a dense block (MoE models' first layers)
+
+    @cached_property
+    def total_params(self) -> int:
+        return sum(t.numel for t in self.tensors)
+
+    def params_by_component(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tensors:
+            out[t.component] = out.get(t.component, 0) + t.numel
+        return out
+
+    @cached_property
+    def largest_tensor(self) -> int:
+        return max(t.numel for t in self.tensors)
+
+    def module_sizes(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tensors:
+            out[t.module] = out.get(t.module, 0) + t.numel
+        return out
+
+    @cached_property
+    def largest_module(self) -> int:
+        return max(self.module_sizes().values())
+
+    @cached_property
+    def tensor_sizes(self) -> tuple[int, ...]:
+        return tuple(t.numel for t in self.tensors)
+
+    @cached_property
+    def tensor_shapes(self) -> tuple[tuple[tuple, int], ...]:
+        return tuple((t.shape, t.numel) for t in self.tensors)
+
+    @cached_property
+    def layer_sizes(self) -> tuple[int, ...]:
+        """Parameters of each numbered block (decoder layer), in order: FSDP's auto-wrap units."""
+        sizes: dict[str, int] = {}
+        for t in self.tensors:
+            if t.block:
+                sizes[t.block] = sizes.get(t.block, 0) + t.numel
+        return tuple(sizes.values())
+
+    @cached_property
+    def block_matrices(self) -> tuple[tuple[int, int], ...]:
+        """(numel, d_out) of every 2-D linear weight inside the blocks (what bitsandbytes quantizes)."""
+        return tuple((t.numel, t.shape[0]) for t in self.tensors if t.linear and t.block and len(t.shape) == 2)
+
+    def numel_where(self, *, layer: int | None = -1, outside_blocks: bool = False, components=None,
+                    exclude=()) -> int:
+        """Parameters of the tensors in block index ``layer`` (or outside every block), optionally only of
+        the given components, without the excluded ones."""
+        return sum(t.numel for t in self.tensors
+                   if (not t.block if outside_blocks else (layer == -1 or t.layer == layer))
+                   and (components is None or t.component in components) and t.component not in exclude)
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_heads * self.head_dim
+
+    def linear_names(self) -> tuple[str, ...]:
+        names = [lin.name for lin in self.dense_block_linears + self.block_linears]
+        return tuple(dict.fromkeys(names))
