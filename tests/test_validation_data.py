@@ -47,3 +47,19 @@ def test_reference_copy_has_its_sources():
     gpus = json.loads((ROOT / "data" / "reference" / "gpus.json").read_text())["gpus"]
     assert all(m.get("source") for m in models)
     assert len(models) == 39 and len(gpus) == 31
+
+
+def test_build_script_keeps_exactly_the_facts():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("build_validation", ROOT / "scripts" / "build_validation.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rec = {k: k for k in FIELDS} | {"extra_note": "dropped", "id": "r1"}
+    assert list(mod.slim_record(rec)) == FIELDS and mod.slim_record(rec)["id"] == "r1"
+    del rec["metric"]
+    try:
+        mod.slim_record(rec)
+    except ValueError as e:
+        assert "'metric'" in str(e) and "'r1'" in str(e)
+    else:
+        raise AssertionError("a record without metric must be refused")
