@@ -6,7 +6,7 @@
 instead of the plain module worker, in the same alternation.
 
 Every run is a fresh Chromium with a fresh profile (cold: nothing cached), offline through
-`--host-resolver-rules` (not Playwright routing, which disables the HTTP cache; stack.md §3). Page and
+`--host-resolver-rules` (not Playwright routing, which disables the HTTP cache; docs/page-runtime.md §3). Page and
 bare runs alternate so that machine noise hits both alike. Figures (ms since navigation start):
 
   figures   first contentful paint, with the default plan's numbers already in it (pre-rendered; the

@@ -1,15 +1,25 @@
-"""Regenerate py/zerocalc/presets/{models,gpus}.json from ../shared/reference/.
+"""Regenerate the engine's presets and the repository's reference copy from ../shared/reference/.
 
-The engine ships a slim copy (only what it computes with, plus the source line) so the page loads
-fast; tests/test_presets.py checks the copy against the reference when ../shared is present.
+    python scripts/build_presets.py [--shared DIR]   (DIR defaults to ../shared beside the checkout)
+
+Writes two things:
+- py/zerocalc/presets/{models,gpus}.json: the slim copy the engine ships (only what it computes with,
+  plus the source line), so the page loads fast;
+- data/reference/{models,gpus}.json: the reference files byte for byte (per record its sources, notes,
+  official counts and how they were checked), so a clone with nothing beside it still has them.
+  tests/test_presets.py checks the slim copy against this copy; tools/memtrace/hfconfig.py falls back
+  to it. See data/README.md.
 """
+import argparse
 import json
 import pathlib
+import shutil
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-REF = ROOT.parent / "shared" / "reference"
+SHARED = ROOT.parent / "shared"
 OUT = ROOT / "py" / "zerocalc" / "presets"
+REF_COPY = ROOT / "data" / "reference"
 
 MODEL_KEYS = ("id", "name", "family", "hf_repo", "model_type", "architecture", "config")
 GPU_KEYS = ("id", "name", "vendor", "architecture", "compute_capability", "form_factor",
@@ -32,15 +42,22 @@ def slim_gpus(ref: dict) -> list[dict]:
     return [{k: g.get(k) for k in GPU_KEYS} for g in ref["gpus"]]
 
 
-def main() -> int:
-    if not REF.is_dir():
-        print(f"no reference folder at {REF}", file=sys.stderr)
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shared", type=pathlib.Path, default=SHARED, help="the shared folder (default ../shared)")
+    ref = ap.parse_args(argv).shared / "reference"
+    if not ref.is_dir():
+        print(f"no reference folder at {ref}", file=sys.stderr)
         return 1
-    models = slim_models(json.loads((REF / "models.json").read_text()))
-    gpus = slim_gpus(json.loads((REF / "gpus.json").read_text()))
+    models = slim_models(json.loads((ref / "models.json").read_text()))
+    gpus = slim_gpus(json.loads((ref / "gpus.json").read_text()))
     (OUT / "models.json").write_text(json.dumps(models, indent=1) + "\n")
     (OUT / "gpus.json").write_text(json.dumps(gpus, indent=1) + "\n")
-    print(f"{len(models)} models, {len(gpus)} GPUs -> {OUT}")
+    REF_COPY.mkdir(parents=True, exist_ok=True)
+    for name in ("models.json", "gpus.json"):
+        shutil.copyfile(ref / name, REF_COPY / name)
+    print(f"{len(models)} models, {len(gpus)} GPUs -> {OUT.relative_to(ROOT)}; "
+          f"full copy -> {REF_COPY.relative_to(ROOT)}")
     return 0
 
 

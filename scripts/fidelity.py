@@ -2,8 +2,9 @@
 
     python scripts/fidelity.py [--public PATH] [--no-tracer] [--quick] [--records]
 
-Public set (../shared/validation/public.json): each record's plan is estimated and compared with the
-prediction that matches its metric (allocated/active/unknown -> peak_allocated_bytes, reserved ->
+Public set (validation/public.json, the repository's copy made by scripts/build_validation.py; format
+and sources in validation/README.md): each record's plan is estimated and compared with the prediction
+that matches its metric (allocated/active/unknown -> peak_allocated_bytes, reserved ->
 peak_reserved_bytes, device_used -> device_used_bytes). Records of quality `unsupported` are left out
 of the statistics, as the data's README says. Per source group and overall: median and p90 of
 |error|, bias (median signed error), and OOM recall (runs that ran out of memory predicted as not
@@ -26,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from zerocalc import Plan, estimate  # noqa: E402
 
-DEFAULT_PUBLIC = ROOT.parent / "shared" / "validation" / "public.json"
+DEFAULT_PUBLIC = ROOT / "validation" / "public.json"
 METRIC_KEY = {"allocated": "peak_allocated_bytes", "active": "peak_allocated_bytes",
               "unknown": "peak_allocated_bytes", "reserved": "peak_reserved_bytes",
               "device_used": "device_used_bytes"}

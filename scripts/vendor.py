@@ -1,7 +1,7 @@
 """Copy the runtime files the page loads from node_modules/ into assets/vendor/.
 
 Run after `npm ci` (the Makefile's `vendor` target does both). Only the files the browser fetches
-are copied (stack.md, "Files actually fetched at runtime"): Pyodide's five runtime files and
+are copied (docs/page-runtime.md §3, "Files actually fetched at runtime"): Pyodide's five runtime files and
 PyScript's dist chunks (`*.js`, `*.css`; no source maps). A manifest.json records versions, sizes
 and sha256 so a build can be traced back to package-lock.json.
 """
@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 NODE = ROOT / "node_modules"
 OUT = ROOT / "assets" / "vendor"
 
-# Pyodide: loadPyodide() always needs these five (stack.md §1, pitfall 4); nothing else is fetched.
+# Pyodide: loadPyodide() always needs these five (docs/page-runtime.md §1 and §6, pitfall 4); nothing else is fetched.
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip",
                  "pyodide-lock.json")
 

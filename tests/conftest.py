@@ -1,7 +1,7 @@
 """Shared fixtures. The browser section serves a fresh build of the site (what `make site` writes to
 _site/) on a loopback port of its own, and drives Debian's Chromium (or Playwright's own browser where
 /usr/bin/chromium is missing, e.g. on GitHub's runners) with every non-loopback request aborted.
-Recipe and pitfalls: ../shared/research/stack.md."""
+Recipe and pitfalls: docs/page-runtime.md."""
 from __future__ import annotations
 
 import functools
@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = ROOT / "_site"
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-# No --headless / --user-data-dir: Playwright adds both itself (stack.md §2).
+# No --headless / --user-data-dir: Playwright adds both itself (docs/page-runtime.md §2).
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-dev-shm-usage",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-default-apps", "--disable-extensions"]

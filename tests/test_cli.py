@@ -18,7 +18,7 @@ from zerocalc.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-# Ids of ../shared/reference/models.json and gpus.json (the contract's preset lists), written out here.
+# Ids of data/reference/models.json and gpus.json (the contract's preset lists), written out here.
 MODEL_IDS = [
     "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-2-7b", "llama-2-13b",
     "llama-2-70b", "mistral-7b-v0.3", "mixtral-8x7b", "mistral-nemo-12b", "qwen2.5-0.5b", "qwen2.5-1.5b",

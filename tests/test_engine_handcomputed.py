@@ -1,7 +1,7 @@
 """Hand-computed cases: every term's arithmetic written out here, not read from the engine.
 
-Sources of the rules: research/deepspeed.md §2 (allocation sites), research/deepspeed-cpu.md §3-4
-(byte-exact on the real engine), research/tracer.md §3 (saved tensors of the HF step).
+Sources of the rules: docs/deepspeed.md §2 (allocation sites), docs/deepspeed-cpu.md §3-4
+(byte-exact on the real engine), docs/tracer.md §3 (saved tensors of the HF step).
 """
 import pytest
 
@@ -104,7 +104,7 @@ def test_seed_example_fits_with_checkpointing():
 
 def test_deepspeed_zero2_estimator_reproduced():
     """estimate_zero2_model_states_mem_needs (no offload): GPU 2P + 18P/N, for total_params 8.03e9:
-    52,195,000,000 B on 4 GPUs and 34,127,500,000 B on 8 (research/deepspeed.md §4.1)."""
+    52,195,000,000 B on 4 GPUs and 34,127,500,000 B on 8 (docs/deepspeed.md §4.1)."""
     p = 8_030_000_000
     for n, expected in ((4, 52_195_000_000), (8, 34_127_500_000)):
         sizes = (p // (n * 1000),) * (n * 1000)              # partitions fall on parameter boundaries
@@ -116,7 +116,7 @@ def test_deepspeed_zero2_estimator_reproduced():
                        + terms["grad_partition"] + 4 * p // n)
         assert ours_states == expected
         # Deliberate difference: the step also flattens the 16-bit grads before the fp32 cast
-        # (measured: step peak 2P + 20P/N, research/deepspeed-cpu.md §3.2).
+        # (measured: step peak 2P + 20P/N, docs/deepspeed-cpu.md §3.2).
         assert terms["step_transient"] == 2 * p // n + 4 * p // n
 
 
@@ -158,7 +158,7 @@ def test_zero2_offload_host_by_hand():
 
 
 def test_single_gpu_llama_1b_tracer_case():
-    """research/tracer.md §2, 1B s2048 b1 sdpa, pure bf16 + fused AdamW with bf16 moments:
+    """docs/tracer.md §2, 1B s2048 b1 sdpa, pure bf16 + fused AdamW with bf16 moments:
     peak 13.19 GiB at the start of backward = weights 2P + moments 4P + saved 4.33 GiB + 8·s·b·V."""
     p1 = 1_235_814_400
     plan = Plan.from_dict({"model": "llama-3.2-1b", "gpu": "h100-sxm-80gb", "gpus_per_node": 1,

@@ -3,7 +3,7 @@ size, transformers' TrainingArguments + HfTrainerDeepSpeedConfig "auto" filling,
 BitsAndBytesConfig, accelerate's config loader and launch parser, the deepspeed / torchrun launch parsers.
 
 World size: DeepSpeedConfig asks deepspeed.comm.get_rank/get_world_size and silently falls back to 1 without
-a process group, so both are replaced for the duration of one parse (shared/research/deepspeed.md §6).
+a process group, so both are replaced for the duration of one parse (docs/deepspeed.md §6).
 """
 import itertools
 import json

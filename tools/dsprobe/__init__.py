@@ -2,7 +2,7 @@
 
 Dev-only ground truth for zerocalc's DeepSpeed terms; never shipped to the browser. Entry points:
 ``python -m tools.dsprobe PLAN.json`` (make dsprobe PLAN=...) and ``python -m tools.dsprobe.check``
-(make dsprobe-check). Method and pitfalls: shared/research/deepspeed-cpu.md.
+(make dsprobe-check). Method and pitfalls: docs/deepspeed-cpu.md.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Runs the plan on gpus_per_node*nodes CPU ranks with the real DeepSpeed engine and prints every named
 buffer per rank, the busiest rank, and the model-state peak per phase. A plan whose model is a preset id
-runs the small Llama of deepspeed-cpu.md instead (say so in the output); give plan.model as an HF config
+runs the small Llama of docs/deepspeed-cpu.md instead (say so in the output); give plan.model as an HF config
 object to probe another small model.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ A reference for the engine's DeepSpeed terms and the "formula that explains it" 
 the probe's results tables (notes.py); check.py compares the probe with the ENGINE, the probe self-test compares the
 probe with THIS. Sources: DeepSpeed 0.19.8 runtime/zero/stage_1_and_2.py, stage3.py, partition_parameters.py,
 parameter_offload.py, runtime/fp16/unfused_optimizer.py, runtime/engine.py; facts in
-shared/research/deepspeed-cpu.md §3-4.
+docs/deepspeed-cpu.md §3-4.
 
 params: [(name, numel, trainable)] in module order (model.named_parameters(); DeepSpeed flattens the
 optimizer's one param group in this order). b = 2 bytes (bf16/fp16).
@@ -47,7 +47,7 @@ def expected(spec: dict, params: list) -> list[dict]:
     p = sum(tr)
     rbs = int(z.get("reduce_bucket_size", DEFAULTS["reduce_bucket_size"]))
     out = []
-    if stage == 0:  # FP16_UnfusedOptimizer with a client torch optimizer (deepspeed-cpu.md §2)
+    if stage == 0:  # FP16_UnfusedOptimizer with a client torch optimizer (docs/deepspeed-cpu.md §2)
         for _ in range(n):
             out.append({"flat_16bit_params": 2 * p, "fp32_master": 4 * p, "optimizer_states": 8 * p,
                         "param_grads_16bit": 2 * p,  # all 16-bit grads, backward -> step
@@ -100,7 +100,7 @@ def expected_z3(spec: dict, params: list) -> list[dict]:
     nonpers = sum(k for _, k, _ in part if k > thr)
     # fwd->bwd turn: params re-used within max_reuse_distance elements (or prefetched) stay gathered.
     # With reuse >= the whole non-persistent model (default 1e9) every one stays; with reuse 0 and
-    # prefetch 0 none stays beyond the module in use; the probe measured prefetch 1e6 keeping the whole model again (deepspeed-cpu.md §3.3).
+    # prefetch 0 none stays beyond the module in use; the probe measured prefetch 1e6 keeping the whole model again (docs/deepspeed-cpu.md §3.3).
     # otherwise only the module in use: its largest non-persistent tensor (the fetch unit is a leaf module)
     gathered = 2 * nonpers if (reuse >= nonpers or pbs > 0) else 2 * max((k for _, k, _ in part if k > thr), default=0)
     maxpart = max(pp for pp, _, t in part if t)

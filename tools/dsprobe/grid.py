@@ -1,6 +1,6 @@
 """The comparison grid: small plans that exercise every DeepSpeed buffer rule on the small Llama.
 
-Knobs are scaled to the model (deepspeed-cpu.md §5): the largest tensor is L = 2,097,152 elements
+Knobs are scaled to the model (docs/deepspeed-cpu.md §5): the largest tensor is L = 2,097,152 elements
 (embed_tokens, lm_head), so reduce_bucket_size 5e5 is below it and 3e6 above it; stage-3 prefetch/reuse
 /persistence knobs are set below and above the layer sizes. Each entry is (name, plan overrides).
 fp16 runs only at world 2: CPU fp16 kernels are slow (a 4-rank fp16 step took ~6 s vs ~1 s in bf16).

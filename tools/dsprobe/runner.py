@@ -1,6 +1,6 @@
 """Launch one probe run: N CPU ranks with torch.multiprocessing.spawn, collect each rank's JSON.
 
-A fresh MASTER_PORT per run (TIME_WAIT after a previous run, deepspeed-cpu.md §5). JIT-built DeepSpeed ops
+A fresh MASTER_PORT per run (TIME_WAIT after a previous run, docs/deepspeed-cpu.md §5). JIT-built DeepSpeed ops
 (shm_comm, built inside init_distributed) are cached in TORCH_EXTENSIONS_DIR, by default
 <repo>/.torch_extensions (git-ignored), so a CI run builds them once.
 """

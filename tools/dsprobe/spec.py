@@ -1,6 +1,6 @@
 """Plan-v1 dict -> what the probe runs: DeepSpeed config, model config, world size, LoRA settings.
 
-Pure functions, no torch import (tested without the heavy stack). Contract: shared/contracts/plan-v1.md.
+Pure functions, no torch import (tested without the heavy stack). Contract: docs/plan-v1.md.
 Knob defaults are DeepSpeed 0.19.8's (runtime/zero/config.py); a knob missing from the plan is not written
 into the ds_config, so DeepSpeed applies its own default.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 
-# The small Llama of shared/research/deepspeed-cpu.md §1: P = 6,965,504 parameters, largest tensor L = 2,097,152.
+# The small Llama of docs/deepspeed-cpu.md §1: P = 6,965,504 parameters, largest tensor L = 2,097,152.
 SMALL_LLAMA = {
     "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
     "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 8192, "tie_word_embeddings": False,

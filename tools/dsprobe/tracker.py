@@ -6,7 +6,7 @@ and a ``weakref.finalize`` on the storage records its release. The event log (al
 phase marks) is replayed afterwards, once every record has its final label, to get exact per-label and
 per-phase peaks (labels are only known after the engine built its buffers; see labels.py).
 
-Adapted from the spike in shared/research/deepspeed-cpu.md §1 (tracker B of tracer.md).
+Adapted from the spike in docs/deepspeed-cpu.md §1 (tracker B of docs/tracer.md).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One CPU rank: build the model, run deepspeed.initialize + steps under the storage tracker, write JSON.
 
-Recipe: shared/research/deepspeed-cpu.md §1 (DS_ACCELERATOR=cpu, gloo, one thread per rank). Labels are
+Recipe: docs/deepspeed-cpu.md §1 (DS_ACCELERATOR=cpu, gloo, one thread per rank). Labels are
 (re)assigned after init, after each forward, late in each backward (hook on the first trainable param in
 module order, whose grad is among the last), just before and after the inner torch optimizer's step
 (catches the fp32 grads of the master), and after each step; param grads are named in a tensor hook.

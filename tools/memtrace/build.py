@@ -1,6 +1,6 @@
 """Build the Hugging Face model of a plan on `meta`, then swap in CPU FakeTensors.
 
-tracer.md §1a: building inside FakeTensorMode breaks on peft's Module.to() (swap_tensors refuses
+docs/tracer.md §1a: building inside FakeTensorMode breaks on peft's Module.to() (swap_tensors refuses
 tensors with weakrefs), so the model is built on meta and every parameter/buffer is replaced by a
 FakeTensor of the same shape/stride/dtype; a memo keeps tied weights tied.
 """
@@ -50,7 +50,7 @@ FLASH = "memtrace_fa"
 
 def flash_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
                             is_causal=None, **kwargs):
-    """FlashAttention-2's memory profile on CPU FakeTensors (tracer.md §1c).
+    """FlashAttention-2's memory profile on CPU FakeTensors (docs/tracer.md §1c).
 
     CPU SDPA with is_causal, enable_gqa and no mask runs _scaled_dot_product_flash_attention_for_cpu,
     which saves q, k and v (kv heads), the output and an fp32 logsumexp (b,a,s): FA2's saved set.
@@ -141,7 +141,7 @@ def fakeify(model: nn.Module, fake_mode, adapter_dtype) -> dict:
 
 @contextlib.contextmanager
 def hf_patches():
-    """Undo HF's "FakeTensor means tracing" packed-sequence guess (tracer.md §1b).
+    """Undo HF's "FakeTensor means tracing" packed-sequence guess (docs/tracer.md §1b).
 
     transformers.masking_utils.find_packed_sequence_indices cannot prove a fake batch unpacked and
     returns a packed mask, which materialises a (b,1,s,s) mask per layer and disables GQA in SDPA.
@@ -160,7 +160,7 @@ def hf_patches():
 def cuda_like_dropout():
     """CPU F.dropout saves a mask in the input dtype; CUDA calls native_dropout and saves a bool mask.
 
-    Route F.dropout to aten.native_dropout for the CUDA profile (tracer.md §1i).
+    Route F.dropout to aten.native_dropout for the CUDA profile (docs/tracer.md §1i).
     """
     F = torch.nn.functional
     orig = F.dropout

@@ -1,6 +1,6 @@
 """Make CPU autocast follow CUDA autocast's fp32 op lists while tracing.
 
-The tracer runs CPU autocast (FakeTensors must stay on CPU, tracer.md §1d). CPU and CUDA autocast agree on
+The tracer runs CPU autocast (FakeTensors must stay on CPU, docs/tracer.md §1d). CPU and CUDA autocast agree on
 the ops that go to bf16 (linear, matmul, bmm, addmm, baddbmm, scaled_dot_product_attention) but not on the
 ops CUDA forces to fp32: on CUDA `pow`, `rsqrt`, `exp`, `log`, `layer_norm`, ... run in fp32 (their bf16
 inputs are cast up) and `softmax`/`log_softmax`/`sum`/`cumsum` without an explicit dtype produce fp32

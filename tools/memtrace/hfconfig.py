@@ -1,7 +1,8 @@
 """Model preset -> Hugging Face config dict (with `model_type`).
 
-Prefers the engine's presets (`zerocalc.presets.MODELS[id].hf_config`); falls back to
-shared/reference/models.json (`config` + `model_type`) until/unless the engine is importable.
+Prefers the engine's presets (`zerocalc.presets.MODELS[id].hf_config`); falls back to the
+repository's copy of the reference file, data/reference/models.json (`config` + `model_type`; written by
+scripts/build_presets.py), found relative to this file, or to the file named by $ZEROCALC_MODELS_JSON.
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 # keys in models.json that are annotations, not HF config fields
 _NOT_HF = {"head_dim_equals_hidden_over_heads", "name"}
-_REFERENCE = Path(os.environ.get("ZEROCALC_MODELS_JSON", "/work/shared/reference/models.json"))
+_REPO = Path(__file__).resolve().parents[2]
+_REFERENCE = Path(os.environ.get("ZEROCALC_MODELS_JSON", _REPO / "data" / "reference" / "models.json"))
 
 
 def _from_engine(model_id: str) -> dict | None:

@@ -1,4 +1,4 @@
-"""The plan-v1 fields the tracer needs, with the contract's defaults (shared/contracts/plan-v1.md).
+"""The plan-v1 fields the tracer needs, with the contract's defaults (docs/plan-v1.md).
 
 The engine's `zerocalc.Plan` validates the plan and fills the contract's defaults. Only single-GPU plans
 are traced: sharding is not modelled here.

@@ -1,6 +1,6 @@
 """One steady-state training step of a plan on FakeTensors, with live-storage accounting.
 
-Sequence (HF Trainer's training_step, single GPU, tracer.md §1e):
+Sequence (HF Trainer's training_step, single GPU, docs/tracer.md §1e):
   warm-up: every trainable param gets a zero grad, optimizer.step(), zero_grad(set_to_none=True),
            so the optimizer states exist and the traced step is step >= 2;
   if gradient_accumulation_steps > 1 the grads already exist (zeros) before the traced micro-step,

@@ -3,7 +3,7 @@
 A TorchDispatchMode entered inside the FakeTensorMode. Every storage an op outputs is registered
 once, with its nbytes, and a weakref finalizer frees it when the last tensor/saved variable goes
 away (Python storage objects are kept alive by the tensors, so the finalizer fires exactly then).
-Recipe and pitfalls: /work/shared/research/tracer.md §1g-§1i.
+Recipe and pitfalls: docs/tracer.md §1g-§1i.
 
 Categories
   weight  parameters and buffers (incl. LoRA adapters and QLoRA packed storage; see `sub`)
@@ -15,7 +15,7 @@ Categories
 Every storage also carries a `logits` flag when its tensor is (b, s, V)-sized with last dim V,
 so the logits / loss tensors can be reported apart from the decoder activations.
 
-In-place gradient accumulation (tracer.md §1h): autograd sums two gradients for the same tensor in
+In-place gradient accumulation (docs/tracer.md §1h): autograd sums two gradients for the same tensor in
 place on real dense tensors (InputBuffer::accumulate when it holds the only reference), but always
 out of place on FakeTensors. In backward, an aten.add.Tensor whose first operand is a temp made by an
 earlier autograd node, whose second operand was made by the current node, and whose output has the
