@@ -106,7 +106,7 @@ def ds_config(plan, style: str = "explicit") -> dict:
     opt = plan.optimizer
     # At stage 0 no optimizer block: the Trainer's own (fused torch AdamW) is handed to DeepSpeed, which
     # wraps it in FP16_UnfusedOptimizer - per-parameter fp32 grads at the step (4 B/param), where its
-    # FusedAdam would get FP16_Optimizer and flatten them twice (8 B/param; research/deepspeed-cpu.md §3.1).
+    # FusedAdam would get FP16_Optimizer and flatten them twice (8 B/param; docs/deepspeed-cpu.md §3.1).
     if opt in DS_OPTIMIZER_TYPES and stage >= 1:
         params = dict(ADAMW_PARAMS if opt == "adamw" else LION_PARAMS)
         if auto:

@@ -6,7 +6,7 @@ plan untouched). Every key of a pasted ds_config is accounted for: applied to th
 
 DeepSpeed semantics followed: runtime/config.py ``_set_batch_related_parameters`` / ``_batch_assertion``
 (batch triple), runtime/zero/config.py (keys, aliases, stage-dependent overlap_comm default),
-runtime/precision_config.py; a leftover "auto" is dropped by DeepSpeed's pydantic base (deepspeed.md §5).
+runtime/precision_config.py; a leftover "auto" is dropped by DeepSpeed's pydantic base (docs/deepspeed.md §5).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Each block is written as the sequence of ops the Hugging Face modelling code run
 (transformers 5.x `modeling_llama.py` and relatives), and every op records what its backward needs
 (`SavedSet.save`). A tensor saved by several ops (the norm output read by q, k and v) counts once:
 keys name the storage. The per-op rules were read off traces of the real step on fake tensors
-(research/tracer.md §3, dump of saved tensors) and match them within 0.1 % for Llama 3.2 1B and
+(docs/tracer.md §3, dump of saved tensors) and match them within 0.1 % for Llama 3.2 1B and
 Llama 3.1 8B:
 
 - HF RMSNorm is unfused: it keeps the fp32 upcast of its input and, when its weight trains, the

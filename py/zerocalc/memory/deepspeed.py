@@ -1,6 +1,6 @@
 """DeepSpeed 0.19 ZeRO: the buffers each rank allocates, from the allocation sites.
 
-Sources (deepspeed 0.19.8 as installed from PyPI; research/deepspeed.md §2, measured byte-exact on CPU
+Sources (deepspeed 0.19.8 as installed from PyPI; docs/deepspeed.md §2, measured byte-exact on CPU
 ranks in docs/deepspeed-cpu.md §3-4):
 - stage 0: runtime/fp16/fused_optimizer.py FP16_Optimizer (bf16 too since 0.17.6, PR #7515);
 - stages 1/2: runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer;
@@ -42,7 +42,7 @@ def padded_partition(total: int, world: int) -> int:
 def partition_overlap(sizes: tuple[int, ...], world: int) -> tuple[int, int]:
     """(max over ranks of the numel of params that overlap the rank's partition, the largest slice of
     one param inside one partition). The gradient partition (`grads_in_partition`) is sized by the first
-    (research/deepspeed-cpu.md §3.2: 'exact overlap formula'), the fp64 norm copy by the second.
+    (docs/deepspeed-cpu.md §3.2: 'exact overlap formula'), the fp64 norm copy by the second.
 
     Only ranks whose partition holds a parameter boundary can overlap several params; every other rank
     lies inside one param. So O(T log T) in the tensor count, whatever the world size."""

@@ -2,7 +2,7 @@
 
 - single: weights, gradients (kept across micro-steps when accumulating) and optimizer states, all
   whole on the GPU. HF Trainer's default optimizer is fused AdamW (`adamw_torch_fused`), which adds
-  no step temporaries (research/tracer.md §4).
+  no step temporaries (docs/tracer.md §4).
 - ddp: the same, plus the DDP Reducer's flat gradient buckets: with `gradient_as_bucket_view=False`
   (the default in torch and accelerate) the buckets are separate tensors covering every trainable
   parameter (torch/csrc/distributed/c10d/reducer.cpp initialize_buckets).

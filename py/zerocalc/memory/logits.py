@@ -2,7 +2,7 @@
 
 transformers 5 `ForCausalLMLoss` upcasts the logits (`logits.float()`), pads the labels instead of
 shifting the logits (no shifted copy), and calls `cross_entropy`, i.e. log_softmax + nll_loss.
-Traced (research/tracer.md §3):
+Traced (docs/tracer.md §3):
 - kept from forward to backward: the fp32 log_softmax output, 4·s·b·V bytes;
 - end of forward: 16-bit logits + fp32 copy + log_softmax = (2 + 4 + 4)·s·b·V (fp32 model: 8·s·b·V);
 - start of backward (the step's peak without checkpointing): the saved log_softmax, nll_loss's fp32

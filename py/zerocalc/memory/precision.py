@@ -7,7 +7,7 @@ The regimes as the tools really run them:
   `bf16_optimizer_states` (stages 1-3; base_optimizer._configure_master_weights): master copy,
   gradients and Adam moments all bf16, which is what the ds_config export writes.
 - PyTorch AMP (single, DDP: HF Trainer `bf16=True`): weights, gradients and optimizer states stay
-  fp32; autocast makes 16-bit copies for the matmuls (torch.amp.autocast; tracer.md §4).
+  fp32; autocast makes 16-bit copies for the matmuls (torch.amp.autocast; docs/tracer.md §4).
 - FSDP MixedPrecision(param_dtype=bf16): fp32 sharded parameters and gradients, 16-bit gathered
   copies for compute.
 - bf16-pure (torchtune style): everything bf16, AdamW states in the parameter dtype.

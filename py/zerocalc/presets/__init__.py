@@ -1,4 +1,4 @@
-"""Model and GPU presets (ids as in ../shared/reference/{models,gpus}.json).
+"""Model and GPU presets (ids as in data/reference/{models,gpus}.json).
 
 Data is a slim copy made by scripts/build_presets.py; loading is plain JSON so it works the same
 in CPython and Pyodide.
