@@ -17,7 +17,7 @@ from zerocalc import DEFAULT_PLAN, Plan, PlanError
 from zerocalc.estimate import estimate  # the package attribute is shadowed by this module once imported
 from zerocalc.presets import GPUS, MODELS
 
-GIB = 1 << 30
+from zerocalc.units import GIB
 
 # Component order and labels of the breakdown (estimate key per_gpu.components.<name>).
 COMPONENTS = (

@@ -19,7 +19,7 @@ from ..model import ModelArch
 from ..plan import Plan
 from ..units import ceil_div
 from .optimizers import is_paged, sharded_states
-from .terms import AFTER_BWD, ALL, ALLOCATOR, BWD, BWD_END, FWD_BWD, MANAGED, STEP, STEP_NORM, Term, gpu, host
+from .terms import AFTER_BWD, ALL, ALLOCATOR, BWD, BWD_END, FWD_BWD, MANAGED, STEP_NORM, Term, gpu, host
 
 ALLREDUCE_BUCKET = 500_000_000      # engine.MEMORY_OPT_ALLREDUCE_SIZE, hard-coded (stage 0)
 NORM_CHUNK = 250_000_000            # stage3 _constant_buffered_norm2 chunk (offload)

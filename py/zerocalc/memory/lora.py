@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..model import Linear, ModelArch
+from ..units import ceil_div
 from ..plan import Plan
 
 NF4_BLOCK = 64          # bitsandbytes 4-bit blocksize (Linear4bit default)
@@ -92,10 +93,10 @@ def quantized_linear_bytes(numel: int, d_out: int, plan: Plan) -> int:
     q = plan.quantization
     if q.type == "int8":
         return numel + 4 * d_out                                 # int8 codes + fp32 row scales (SCB)
-    blocks = -(-numel // NF4_BLOCK)
-    packed = -(-numel // 2)                                     # two 4-bit codes per byte
+    blocks = ceil_div(numel, NF4_BLOCK)
+    packed = ceil_div(numel, 2)                                     # two 4-bit codes per byte
     if q.double_quant:
-        return packed + blocks + 4 * -(-blocks // DQ_GROUP)      # uint8 absmax + fp32 second level
+        return packed + blocks + 4 * ceil_div(blocks, DQ_GROUP)      # uint8 absmax + fp32 second level
     return packed + 4 * blocks                                  # fp32 absmax per 64-block
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from ..units import ceil_div
+
 BNB_BLOCK = 256
 BNB_MIN_8BIT_SIZE = 4096
 
@@ -47,7 +49,7 @@ def adam8bit_bytes(numel: int) -> int:
     """Two uint8 states + an fp32 absmax per 256-block each; small tensors stay 32-bit."""
     if numel < BNB_MIN_8BIT_SIZE:
         return 2 * 4 * numel
-    blocks = -(-numel // BNB_BLOCK)
+    blocks = ceil_div(numel, BNB_BLOCK)
     return 2 * (numel + 4 * blocks)
 
 
