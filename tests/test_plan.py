@@ -42,6 +42,13 @@ CONTRACT_EXAMPLE = {
              "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]},
     "quantization": {"type": "nf4", "double_quant": True, "compute_dtype": "bf16"},
 }
+# Extension 1's example (plan-v1.md, "the defaults are today's stack"), and its new keys' defaults.
+EXTENSION_1_DEFAULTS = {
+    "stack": {"trainer": "hf-trainer", "transformers": "5", "peft_adapter_dtype": "auto", "kbit_prepare": "auto",
+              "bitsandbytes": "current", "optimizer_impl": "auto", "compile": "none", "fsdp_version": 1,
+              "cuda_context": "lazy"},
+    "lora.modules_to_save": [], "quantization.bits": 4, "quantization.group_size": 128,
+}
 
 # A small Llama-style config.json (what a user pastes for a custom model).
 TINY_LLAMA = {
@@ -82,8 +89,15 @@ def test_defaults_equal_the_contract_example():
     for key, value in CONTRACT_EXAMPLE.items():
         if key == "deepspeed":
             continue   # the default plan gives no knob: DeepSpeed's own defaults apply (checked below)
-        assert d[key] == value, key
-    assert set(d) == set(CONTRACT_EXAMPLE)
+        got = {k: v for k, v in d[key].items() if f"{key}.{k}" not in EXTENSION_1_DEFAULTS} \
+            if isinstance(value, dict) else d[key]
+        assert got == value, key
+    assert set(d) == set(CONTRACT_EXAMPLE) | {"stack"}
+    assert d["stack"] == EXTENSION_1_DEFAULTS["stack"]
+    for dotted, value in EXTENSION_1_DEFAULTS.items():
+        if "." in dotted:
+            section, k = dotted.split(".")
+            assert d[section][k] == value, dotted
 
 
 def test_contract_example_deepspeed_knobs_are_deepspeeds_defaults():
@@ -173,7 +187,7 @@ def test_round_trip(d):
     # through JSON text too (the CLI file and the page's share link)
     assert Plan.from_dict(json.loads(json.dumps(out))) == p
     # to_dict names every key and is a fixed point
-    assert set(out) == set(CONTRACT_EXAMPLE)
+    assert set(out) == set(CONTRACT_EXAMPLE) | {"stack"}
     assert Plan.from_dict(out).to_dict() == out
 
 

@@ -7,7 +7,6 @@ to 65536, got 0``. Nothing here knows about memory. The model and the GPU are re
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from types import MappingProxyType
@@ -15,6 +14,9 @@ from typing import Any, Mapping
 
 from .errors import PlanError
 from .hardware import GpuSpec, gpu_spec
+from .stack import StackSettings, check_stack, parse_stack
+from .values import (check_bool, check_choice, check_int, check_mapping, check_number, reject_unknown,
+                     show)
 from .model import ModelArch, resolve_model
 from .presets import GPUS, MODELS
 
@@ -26,11 +28,12 @@ FRAMEWORKS = ("deepspeed", "fsdp", "ddp", "single")
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 PRECISIONS = ("bf16-mixed", "fp16-mixed", "bf16-pure", "fp32")
 OPTIMIZERS = ("adamw", "adamw-8bit", "paged-adamw-8bit", "paged-adamw-32bit", "adafactor", "sgd", "lion")
-CHECKPOINTING = ("none", "full", "selective")
+CHECKPOINTING = ("none", "full", "selective", "selective-op")
 ATTENTIONS = ("flash", "sdpa", "eager")
 LOSSES = ("standard", "chunked")
 METHODS = ("full", "lora", "qlora")
-QUANT_TYPES = ("nf4", "fp4", "int8")
+QUANT_TYPES = ("nf4", "fp4", "int8", "gptq")
+GPTQ_BITS = (4, 8)
 COMPUTE_DTYPES = ("bf16", "fp16", "fp32")
 LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -59,6 +62,7 @@ class LoraSettings:
     alpha: float = 32
     dropout: float = 0.05
     targets: tuple[str, ...] = LLAMA_TARGETS
+    modules_to_save: tuple[str, ...] = ()     # PEFT modules_to_save: trained in full beside the adapters
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class QuantSettings:
     type: str = "nf4"
     double_quant: bool = True
     compute_dtype: str = "bf16"
+    bits: int = 4                             # gptq only
+    group_size: int = 128                     # gptq only; -1 = one group per column
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,7 @@ class Plan:
     deepspeed: Mapping = field(default_factory=lambda: MappingProxyType({}))
     lora: LoraSettings = LoraSettings()
     quantization: QuantSettings = QuantSettings()
+    stack: StackSettings = StackSettings()
 
     @cached_property
     def arch(self) -> ModelArch:
@@ -125,68 +132,15 @@ class Plan:
 
 DEFAULT_PLAN = Plan()
 
-# --- value checks ---------------------------------------------------------------------------------
-
-
-def _int(key: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PlanError(key, f"must be an integer from {lo} to {hi}, got {_show(value)}")
-    if isinstance(value, float):
-        if not math.isfinite(value) or value != int(value):
-            raise PlanError(key, f"must be a whole number from {lo} to {hi}, got {_show(value)}")
-        value = int(value)
-    if not lo <= value <= hi:
-        raise PlanError(key, f"must be an integer from {lo} to {hi}, got {_show(value)}")
-    return value
-
-
-def _number(key: str, value: Any, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise PlanError(key, f"must be a number from {lo} to {hi}, got {_show(value)}")
-    if not lo <= value <= hi:
-        raise PlanError(key, f"must be a number from {lo} to {hi}, got {_show(value)}")
-    return value
-
-
-def _bool(key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise PlanError(key, f"must be true or false, got {_show(value)}")
-    return value
-
-
-def _choice(key: str, value: Any, allowed: tuple) -> Any:
-    if isinstance(value, bool) or value not in allowed:
-        raise PlanError(key, f"must be one of {', '.join(str(a) for a in allowed)}; got {_show(value)}")
-    return value
-
-
-def _show(value: Any) -> str:
-    text = repr(value) if isinstance(value, str) else str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _mapping(key: str, value: Any) -> Mapping:
-    if not isinstance(value, Mapping):
-        raise PlanError(key, f"must be an object, got {_show(value)}")
-    return value
-
-
-def _reject_unknown(prefix: str, data: Mapping, known) -> None:
-    for k in data:
-        if k not in known:
-            name = f"{prefix}.{k}" if prefix else str(k)
-            raise PlanError(name, f"unknown key (allowed: {', '.join(known)})")
-
-
 # --- sections ------------------------------------------------------------------------------------
 
 
 def _parse_model(value: Any) -> Any:
     if isinstance(value, str):
         if value not in MODELS:
-            raise PlanError("model", f"unknown preset {_show(value)}; see `zerocalc presets models`")
+            raise PlanError("model", f"unknown preset {show(value)}; see `zerocalc presets models`")
         return value
-    obj = _freeze(_mapping("model", value))
+    obj = _freeze(check_mapping("model", value))
     resolve_model(obj)   # raises PlanError("model.<field>", ...): a bad model is caught at parse time
     return obj
 
@@ -194,22 +148,22 @@ def _parse_model(value: Any) -> Any:
 def _parse_gpu(value: Any) -> Any:
     if isinstance(value, str):
         if value not in GPUS:
-            raise PlanError("gpu", f"unknown preset {_show(value)}; see `zerocalc presets gpus`")
+            raise PlanError("gpu", f"unknown preset {show(value)}; see `zerocalc presets gpus`")
         return value
-    obj = _mapping("gpu", value)
+    obj = check_mapping("gpu", value)
     if "memory_gib" not in obj:
         raise PlanError("gpu.memory_gib", "a custom GPU needs memory_gib (its capacity in GiB)")
-    _number("gpu.memory_gib", obj["memory_gib"], 1, 65536)
+    check_number("gpu.memory_gib", obj["memory_gib"], 1, 65536)
     if "name" in obj and not isinstance(obj["name"], str):
-        raise PlanError("gpu.name", f"must be a string, got {_show(obj['name'])}")
+        raise PlanError("gpu.name", f"must be a string, got {show(obj['name'])}")
     if "bf16_supported" in obj:
-        _bool("gpu.bf16_supported", obj["bf16_supported"])
+        check_bool("gpu.bf16_supported", obj["bf16_supported"])
     return _freeze(obj)
 
 
 def _parse_deepspeed(value: Any) -> Mapping:
-    obj = _mapping("deepspeed", value)
-    _reject_unknown("deepspeed", obj, DEEPSPEED_KNOBS)
+    obj = check_mapping("deepspeed", value)
+    reject_unknown("deepspeed", obj, DEEPSPEED_KNOBS)
     out = {}
     for k, v in obj.items():
         key = f"deepspeed.{k}"
@@ -219,42 +173,52 @@ def _parse_deepspeed(value: Any) -> Mapping:
                                      + ", ".join(DEEPSPEED_AUTO_OK))
             out[k] = "auto"
         elif k in DEEPSPEED_BOOL_KNOBS:
-            out[k] = _bool(key, v)
+            out[k] = check_bool(key, v)
         elif k == "gradient_clipping":
-            out[k] = _number(key, v, 0, 1e9)
+            out[k] = check_number(key, v, 0, 1e9)
         elif k == "zero_hpz_partition_size":
-            out[k] = _int(key, v, 1, MAX_GPUS_PER_NODE)
+            out[k] = check_int(key, v, 1, MAX_GPUS_PER_NODE)
         else:
             lo = 1 if k in ("reduce_bucket_size", "sub_group_size") else 0
-            out[k] = _int(key, v, lo, MAX_BUFFER_ELEMENTS)
+            out[k] = check_int(key, v, lo, MAX_BUFFER_ELEMENTS)
     return MappingProxyType(out)
 
 
-def _parse_lora(value: Any) -> LoraSettings:
-    obj = _mapping("lora", value)
-    _reject_unknown("lora", obj, ("rank", "alpha", "dropout", "targets"))
-    d = LoraSettings()
-    rank = _int("lora.rank", obj.get("rank", d.rank), 1, MAX_LORA_RANK)
-    alpha = _number("lora.alpha", obj.get("alpha", d.alpha), 0, 1e6)
-    dropout = _number("lora.dropout", obj.get("dropout", d.dropout), 0, 0.999)
-    targets = obj.get("targets", d.targets)
-    if isinstance(targets, str) or not isinstance(targets, (list, tuple)) or not targets:
-        raise PlanError("lora.targets", f"must be a non-empty list of module names, got {_show(targets)}")
-    for t in targets:
+def _module_names(key: str, names: Any, allow_empty: bool) -> tuple[str, ...]:
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or (not names and not allow_empty):
+        raise PlanError(key, f"must be a {'' if allow_empty else 'non-empty '}list of module names, got {show(names)}")
+    for t in names:
         if not isinstance(t, str) or not t or not t.replace("_", "").replace(".", "").isalnum():
-            raise PlanError("lora.targets", f"module names are words like q_proj, got {_show(t)}")
-    return LoraSettings(rank=rank, alpha=alpha, dropout=dropout, targets=tuple(dict.fromkeys(targets)))
+            raise PlanError(key, f"module names are words like q_proj, got {show(t)}")
+    return tuple(dict.fromkeys(names))
+
+
+def _parse_lora(value: Any) -> LoraSettings:
+    obj = check_mapping("lora", value)
+    reject_unknown("lora", obj, ("rank", "alpha", "dropout", "targets", "modules_to_save"))
+    d = LoraSettings()
+    rank = check_int("lora.rank", obj.get("rank", d.rank), 1, MAX_LORA_RANK)
+    alpha = check_number("lora.alpha", obj.get("alpha", d.alpha), 0, 1e6)
+    dropout = check_number("lora.dropout", obj.get("dropout", d.dropout), 0, 0.999)
+    targets = _module_names("lora.targets", obj.get("targets", d.targets), False)
+    to_save = _module_names("lora.modules_to_save", obj.get("modules_to_save", d.modules_to_save), True)
+    return LoraSettings(rank=rank, alpha=alpha, dropout=dropout, targets=targets, modules_to_save=to_save)
 
 
 def _parse_quant(value: Any) -> QuantSettings:
-    obj = _mapping("quantization", value)
-    _reject_unknown("quantization", obj, ("type", "double_quant", "compute_dtype"))
+    obj = check_mapping("quantization", value)
+    reject_unknown("quantization", obj, ("type", "double_quant", "compute_dtype", "bits", "group_size"))
     d = QuantSettings()
+    group = obj.get("group_size", d.group_size)
+    if group != -1:
+        group = check_int("quantization.group_size", group, 1, 1 << 20)
     return QuantSettings(
-        type=_choice("quantization.type", obj.get("type", d.type), QUANT_TYPES),
-        double_quant=_bool("quantization.double_quant", obj.get("double_quant", d.double_quant)),
-        compute_dtype=_choice("quantization.compute_dtype", obj.get("compute_dtype", d.compute_dtype),
-                              COMPUTE_DTYPES))
+        type=check_choice("quantization.type", obj.get("type", d.type), QUANT_TYPES),
+        double_quant=check_bool("quantization.double_quant", obj.get("double_quant", d.double_quant)),
+        compute_dtype=check_choice("quantization.compute_dtype", obj.get("compute_dtype", d.compute_dtype),
+                              COMPUTE_DTYPES),
+        bits=check_choice("quantization.bits", check_int("quantization.bits", obj.get("bits", d.bits), 1, 64), GPTQ_BITS),
+        group_size=group)
 
 
 _TOP_KEYS = ("schema",) + tuple(f.name for f in fields(Plan))
@@ -263,40 +227,41 @@ _TOP_KEYS = ("schema",) + tuple(f.name for f in fields(Plan))
 def parse_plan(data: Any) -> Plan:
     """plan-v1 mapping -> Plan. Raises PlanError naming the first bad key."""
     if not isinstance(data, Mapping):
-        raise PlanError("plan", f"must be a JSON object, got {_show(data)}")
-    _reject_unknown("", data, _TOP_KEYS)
+        raise PlanError("plan", f"must be a JSON object, got {show(data)}")
+    reject_unknown("", data, _TOP_KEYS)
     if "schema" in data and (isinstance(data["schema"], bool) or data["schema"] != SCHEMA):
-        raise PlanError("schema", f"this zerocalc reads plan schema {SCHEMA}, got {_show(data['schema'])}")
+        raise PlanError("schema", f"this zerocalc reads plan schema {SCHEMA}, got {show(data['schema'])}")
     d = DEFAULT_PLAN
     get = data.get
     plan = Plan(
         model=_parse_model(get("model", d.model)),
         gpu=_parse_gpu(get("gpu", d.gpu)),
-        gpus_per_node=_int("gpus_per_node", get("gpus_per_node", d.gpus_per_node), 1, MAX_GPUS_PER_NODE),
-        nodes=_int("nodes", get("nodes", d.nodes), 1, MAX_NODES),
-        framework=_choice("framework", get("framework", d.framework), FRAMEWORKS),
-        zero_stage=_choice("zero_stage", _int("zero_stage", get("zero_stage", d.zero_stage), 0, 3), (0, 1, 2, 3)),
-        offload_optimizer=_choice("offload_optimizer", get("offload_optimizer", d.offload_optimizer),
+        gpus_per_node=check_int("gpus_per_node", get("gpus_per_node", d.gpus_per_node), 1, MAX_GPUS_PER_NODE),
+        nodes=check_int("nodes", get("nodes", d.nodes), 1, MAX_NODES),
+        framework=check_choice("framework", get("framework", d.framework), FRAMEWORKS),
+        zero_stage=check_choice("zero_stage", check_int("zero_stage", get("zero_stage", d.zero_stage), 0, 3), (0, 1, 2, 3)),
+        offload_optimizer=check_choice("offload_optimizer", get("offload_optimizer", d.offload_optimizer),
                                   OFFLOAD_DEVICES),
-        offload_params=_choice("offload_params", get("offload_params", d.offload_params), OFFLOAD_DEVICES),
-        precision=_choice("precision", get("precision", d.precision), PRECISIONS),
-        optimizer=_choice("optimizer", get("optimizer", d.optimizer), OPTIMIZERS),
-        micro_batch_size=_int("micro_batch_size", get("micro_batch_size", d.micro_batch_size), 1, MAX_MICRO_BATCH),
-        gradient_accumulation_steps=_int("gradient_accumulation_steps",
+        offload_params=check_choice("offload_params", get("offload_params", d.offload_params), OFFLOAD_DEVICES),
+        precision=check_choice("precision", get("precision", d.precision), PRECISIONS),
+        optimizer=check_choice("optimizer", get("optimizer", d.optimizer), OPTIMIZERS),
+        micro_batch_size=check_int("micro_batch_size", get("micro_batch_size", d.micro_batch_size), 1, MAX_MICRO_BATCH),
+        gradient_accumulation_steps=check_int("gradient_accumulation_steps",
                                          get("gradient_accumulation_steps", d.gradient_accumulation_steps),
                                          1, MAX_ACCUMULATION),
-        seq_len=_int("seq_len", get("seq_len", d.seq_len), 1, MAX_SEQ_LEN),
-        activation_checkpointing=_choice("activation_checkpointing",
+        seq_len=check_int("seq_len", get("seq_len", d.seq_len), 1, MAX_SEQ_LEN),
+        activation_checkpointing=check_choice("activation_checkpointing",
                                          get("activation_checkpointing", d.activation_checkpointing),
                                          CHECKPOINTING),
-        activation_offloading=_bool("activation_offloading", get("activation_offloading", d.activation_offloading)),
-        attention=_choice("attention", get("attention", d.attention), ATTENTIONS),
-        loss=_choice("loss", get("loss", d.loss), LOSSES),
-        optimizer_in_backward=_bool("optimizer_in_backward", get("optimizer_in_backward", d.optimizer_in_backward)),
-        method=_choice("method", get("method", d.method), METHODS),
+        activation_offloading=check_bool("activation_offloading", get("activation_offloading", d.activation_offloading)),
+        attention=check_choice("attention", get("attention", d.attention), ATTENTIONS),
+        loss=check_choice("loss", get("loss", d.loss), LOSSES),
+        optimizer_in_backward=check_bool("optimizer_in_backward", get("optimizer_in_backward", d.optimizer_in_backward)),
+        method=check_choice("method", get("method", d.method), METHODS),
         deepspeed=_parse_deepspeed(get("deepspeed", {})),
         lora=_parse_lora(get("lora", {})),
         quantization=_parse_quant(get("quantization", {})),
+        stack=parse_stack(get("stack", {})),
     )
     _check_consistency(plan)
     return plan
@@ -327,6 +292,7 @@ def _check_consistency(plan: Plan) -> None:
         raise PlanError(key, "fsdp offloads to cpu only; nvme is DeepSpeed ZeRO-Infinity")
     if plan.framework == "deepspeed" and plan.zero_stage == 0 and plan.offload_optimizer != "none":
         raise PlanError("offload_optimizer", "DeepSpeed offloads the optimizer only at ZeRO stage 1-3")
+    check_stack(plan)
 
 
 def _freeze(obj: Mapping) -> Mapping:
@@ -353,9 +319,13 @@ def plan_to_dict(plan: Plan) -> dict:
     for f in fields(Plan):
         v = getattr(plan, f.name)
         if isinstance(v, LoraSettings):
-            v = {"rank": v.rank, "alpha": v.alpha, "dropout": v.dropout, "targets": list(v.targets)}
+            v = {"rank": v.rank, "alpha": v.alpha, "dropout": v.dropout, "targets": list(v.targets),
+                 "modules_to_save": list(v.modules_to_save)}
         elif isinstance(v, QuantSettings):
-            v = {"type": v.type, "double_quant": v.double_quant, "compute_dtype": v.compute_dtype}
+            v = {"type": v.type, "double_quant": v.double_quant, "compute_dtype": v.compute_dtype, "bits": v.bits,
+                 "group_size": v.group_size}
+        elif isinstance(v, StackSettings):
+            v = {f.name: getattr(v, f.name) for f in fields(StackSettings)}
         else:
             v = _thaw(v)
         out[f.name] = v
