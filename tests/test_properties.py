@@ -123,8 +123,36 @@ def plans(draw, frameworks=("deepspeed", "fsdp", "ddp", "single"), stages=(0, 1,
         "quantization": {"type": draw(st.sampled_from(QUANT_TYPES)), "double_quant": draw(st.booleans()),
                          "compute_dtype": draw(st.sampled_from(COMPUTE_DTYPES))},
     }
+    d["stack"] = draw(stacks(d))
+    if d["activation_checkpointing"] == "selective-op" and d["stack"]["trainer"] != "torchtitan":
+        d["activation_checkpointing"] = "full"
+    if d["quantization"]["type"] == "gptq" and (d["stack"]["trainer"] in ("torchtune", "litgpt", "torchtitan")
+                                                or d["precision"] == "fp32"):
+        d["quantization"]["type"] = "nf4"
     Plan.from_dict(d)          # the strategy must only produce valid plans
     return d
+
+
+@st.composite
+def stacks(draw, d):
+    """A software stack the plan's framework and method can run (stack.py refuses the others)."""
+    trainers = ["hf-trainer", "custom-loop"]
+    if d["framework"] in ("single", "fsdp"):
+        trainers += ["torchtune", "litgpt"] + (["torchtitan"] if d["method"] == "full" else [])
+    trainer = draw(st.sampled_from(trainers))
+    own = trainer in ("torchtune", "litgpt", "torchtitan")
+    out = {"trainer": trainer, "transformers": "5" if own else draw(st.sampled_from(["5", "4.46", "4.45"])),
+           "peft_adapter_dtype": draw(st.sampled_from(["auto", "fp32", "base"])),
+           "kbit_prepare": draw(st.sampled_from(["auto", True, False])),
+           "bitsandbytes": "current" if trainer in ("torchtune", "torchtitan") else
+           draw(st.sampled_from(["current", "0.42"])),
+           "compile": draw(st.sampled_from(["none", "model", "model+loss"])),
+           "cuda_context": draw(st.sampled_from(["lazy", "eager"]))}
+    if d["optimizer"] == "adamw" and d["framework"] != "deepspeed":
+        out["optimizer_impl"] = draw(st.sampled_from(["auto", "fused", "foreach", "single-tensor"]))
+    if d["framework"] == "fsdp":
+        out["fsdp_version"] = draw(st.sampled_from([1, 2]))
+    return out
 
 
 def est_dict(d: dict) -> dict:

@@ -25,7 +25,7 @@ from .units import next_pow2
 def terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Every term of the busiest rank, in a stable order (the detail lists follow it)."""
     return (model_state_terms(plan, si) + activation_terms(plan, si) + recompute_terms(plan, si)
-            + runtime_terms(plan.gpu_spec.compute_capability, plan.world_size))
+            + runtime_terms(plan.gpu_spec.compute_capability, plan.world_size, si.stack.cuda_context_eager))
 
 
 def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec) -> PerGpu:

@@ -1,6 +1,7 @@
 """Which software trains the model (contract plan-v1, Extension 1: ``stack``): the keys, their parsing, and
-the combinations the software cannot run (refused naming the key). What each trainer implies for memory
-is the engine's business (memory/stack.py)."""
+the combinations the software cannot run (refused naming the key). Keys that merely do not apply (an
+optimizer_impl with a non-torch optimizer, fsdp_version without FSDP) are ignored, as the software ignores
+them. What each trainer implies for memory is the engine's business (memory/stack.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -78,10 +79,5 @@ def check_stack(plan) -> None:
     if plan.activation_checkpointing == "selective-op" and trainer != "torchtitan":
         raise PlanError("activation_checkpointing", "selective-op is torchtitan's op-level policy; other trainers "
                                                     "have none, full or selective")
-    if s.fsdp_version == 2 and plan.framework != "fsdp":
-        raise PlanError("stack.fsdp_version", "fsdp_version 2 (fully_shard) needs framework fsdp")
-    if s.optimizer_impl != "auto" and (plan.optimizer != "adamw" or plan.framework == "deepspeed"):
-        raise PlanError("stack.optimizer_impl", "fused / foreach / single-tensor choose torch's AdamW; DeepSpeed and "
-                                                "other optimizers bring their own")
     if plan.quantization.type == "gptq" and plan.method == "qlora" and plan.precision == "fp32":
         raise PlanError("quantization.type", "GPTQ kernels compute in 16 bits; use a 16-bit precision")

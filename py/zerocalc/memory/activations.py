@@ -13,6 +13,7 @@ from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, block_saved_bytes, linear, rmsnorm
 from .lora import Adapter, adapter_params, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
+from .stack import effective_stack
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,18 @@ class Activations:
         return self.stack_saved + self.head_saved + self.autocast_weight_copies
 
 
+QUANT_COMPUTE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
 def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool) -> Ctx:
     s, b = plan.seq_len, plan.micro_batch_size
+    stack = effective_stack(plan)
     return Ctx(tokens=s * b, seq=s, batch=b, e=dt.compute, res=dt.weight if plan.method == "full" else dt.frozen,
                autocast=dt.autocast, train_base=plan.method == "full", adapter_bytes=dt.adapter,
                dropout=plan.lora.dropout if plan.method != "full" else 0.0, attention=plan.attention,
-               first_layer=first)
+               first_layer=first,
+               quant_input=QUANT_COMPUTE_BYTES[plan.quantization.compute_dtype] if stack.bnb_keeps_inputs else 0,
+               compiled=stack.compile != "none", fused_gelu=stack.trainer in ("litgpt", "torchtune"))
 
 
 def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
@@ -62,7 +69,18 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
         head_adapter = Adapter("lm_head", h, arch.vocab_size, plan.lora.rank)
     y_bytes = 4 if c.autocast and arch.family not in ("llama", "gemma", "t5") else c.res
     linear(ss, c, y, y_bytes, Linear("lm_head", h, arch.vocab_size), head_adapter)
+    if plan.method != "full" and "lm_head" in plan.lora.modules_to_save:
+        ss.save(y, y_bytes * t * h)              # the trainable lm_head copy keeps its input for its gradient
     return ss.total
+
+
+def selective_op_layer(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
+    """torchtitan's op-level selective checkpointing (torchtitan/models/llama/parallelize_llama.py
+    `_save_list` policy): per block the outputs of the saved `aten.mm`s (every second one: wq, wv, w1, w2 in
+    the block's order), the SDPA output and its fp32 logsumexp, and the block input the checkpoint wrapper
+    keeps: 2·t·(4h + kv + I) + 4·a·t bytes in 16 bits (docs/stacks.md; everything else is recomputed)."""
+    t, e = plan.seq_len * plan.micro_batch_size, dt.compute
+    return e * t * (4 * arch.hidden_size + arch.kv_dim + arch.intermediate_size) + 4 * arch.num_heads * t
 
 
 def _selective(plan: Plan) -> Plan:
@@ -117,6 +135,9 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
         if arch.family not in ("llama", "gemma", "t5"):
             # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced)
             stack += res * t * h
+    elif plan.activation_checkpointing == "selective-op":
+        stack = arch.num_layers * selective_op_layer(plan, arch, dt)
+        recompute = 0
     else:
         stack = sum(layers)
         recompute = 0

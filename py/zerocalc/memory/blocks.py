@@ -54,6 +54,9 @@ class Ctx:
     dropout: float
     attention: str       # flash / sdpa / eager
     first_layer: bool    # nothing before layer 0 needs a gradient under LoRA
+    quant_input: int = 0     # bitsandbytes < 0.43.2: each 4-bit linear keeps its input, in this many bytes
+    compiled: bool = False   # torch.compile'd blocks: pointwise ops fused and recomputed in backward
+    fused_gelu: bool = False  # one GELU kernel (LitGPT, torchtune) instead of transformers' python gelu_new
 
 
 # --- op rules -------------------------------------------------------------------------------------
@@ -63,6 +66,14 @@ def rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, gemma: bool = False,
     """HF LlamaRMSNorm / Gemma RMSNorm over the last dim d, `groups` norms per token (per-head q/k
     norms). Returns the key of the output (dtype c.res)."""
     needs_grad = not (c.first_layer and not c.train_base)
+    if c.compiled:
+        # torch.compile: the partitioner (torch/_functorch/partitioners.py min_cut_rematerialization_partition)
+        # keeps the fused region's input and the per-row rsqrt, and recomputes the upcast and the normalised
+        # tensor in backward
+        if needs_grad or c.train_base:
+            ss.save(x, c.res * c.tokens * d)
+            ss.save(f"{key}.rsqrt", 4 * c.tokens * groups)
+        return f"{key}.out"
     if needs_grad:
         # hs = x.to(float32): a new fp32 tensor, or x itself when already fp32 (pow keeps it)
         ss.save(f"{key}.fp32" if c.res != 4 else x, 4 * c.tokens * d)
@@ -82,6 +93,10 @@ def linear(ss: SavedSet, c: Ctx, x: str, x_bytes: int, lin: Linear, adapter: Ada
             ss.save(f"{x}.bf16.{lin.name}", 2 * n_in)          # autocast's own 16-bit copy
         else:
             ss.save(x, x_bytes * n_in)
+    elif c.quant_input and lin.count == 1:
+        # bitsandbytes < 0.43.2 MatMul4Bit.forward: ctx.tensors = (A, B), A = x.to(compute_dtype) (a copy when
+        # the dtypes differ), kept until the graph is freed although the backward never reads it
+        ss.save(x if x_bytes == c.quant_input else f"{x}.bnb.{lin.name}", c.quant_input * n_in)
     if adapter is None:
         return
     a = c.adapter_bytes
@@ -148,8 +163,12 @@ def gated_mlp(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, linears: dic
         linear(ss, c, x, x_bytes, linears["up_proj"], adapters.get("up_proj"))
         ss.save(f"{key}.gate", e * n)                           # act backward needs its input
         ss.save(f"{key}.up", e * n)                             # mul backward needs both factors
-    ss.save(f"{key}.act", e * n)
     down = linears["down_proj"]
+    if c.compiled:
+        # torch.compile fuses silu(gate) * up: the matmul outputs are saved, the product (down_proj's input)
+        # is recomputed from them in backward (min-cut partitioner: pointwise ops are cheap to rematerialise)
+        return
+    ss.save(f"{key}.act", e * n)
     if c.train_base:
         ss.save(f"{key}.prod", e * n)
     elif adapters.get("down_proj"):
@@ -253,8 +272,7 @@ def _moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, x_bytes: int, lins: dict
 def _no_first(c: Ctx) -> Ctx:
     if not c.first_layer:
         return c
-    return Ctx(c.tokens, c.seq, c.batch, c.e, c.res, c.autocast, c.train_base, c.adapter_bytes, c.dropout,
-               c.attention, False)
+    return replace(c, first_layer=False)
 
 
 def classic_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -285,7 +303,7 @@ def classic_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
     up, down = lins[-2], lins[-1]
     linear(ss, c, "ln2.out", ln_out, up, ads.get(up.name))
     n = t * up.d_out
-    if arch.family in ("gpt2", "phi"):
+    if arch.family in ("gpt2", "phi") and not (c.fused_gelu or c.compiled):
         # gelu_new in python: 0.5·x·(1 + tanh(√(2/π)(x + 0.044715·x³))). Under CUDA autocast `pow` runs
         # in fp32, so its input copy, tanh and 1 + tanh are fp32 (14 bytes per element vs 8).
         gelu_bytes, out_bytes = (14, 4) if c.autocast else (4 * e, e)
@@ -305,8 +323,7 @@ def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
     if arch.family == "t5":
         # Encoder-decoder blocks approximated by a decoder block with eager attention and T5's
         # RMS-style norm (position bias makes SDPA fall back to the math kernel).
-        c2 = Ctx(c.tokens, c.seq, c.batch, c.e, c.res, c.autocast, c.train_base, c.adapter_bytes, c.dropout,
-                 "eager", c.first_layer)
+        c2 = replace(c, attention="eager")
         return llama_block(_t5_as_llama(arch), c2, _t5_linears(linears), adapters)
     return classic_block(arch, c, linears, adapters)
 

@@ -24,8 +24,21 @@ from .terms import (AFTER_BWD, ALL, ALLOCATOR, BWD_END, FWD_BWD, MANAGED, MID_BW
                     TOP_BWD, Term, gpu, host)
 
 
+def adamw_step_temps(impl: str, sbytes: int, numel: int, largest: int) -> list[Term]:
+    """torch AdamW's step transients (torch/optim/adam.py, AdamW = Adam with decoupled decay in torch 2.x):
+    foreach `_multi_tensor_adam` allocates `exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)` for the whole
+    group (+1 copy of the second moment); single-tensor `_single_tensor_adam` makes
+    `(exp_avg_sq.sqrt() / bias_correction2_sqrt)` per parameter (two temporaries of the largest one); fused
+    adds none. Traced: docs/tracer.md §4 (8B: foreach +2P bytes in bf16, single-tensor ~2 x the embedding)."""
+    if impl == "foreach":
+        return [gpu("optimizer_step_temps", "buffers", sbytes * numel, {"step"})]
+    if impl == "single-tensor":
+        return [gpu("optimizer_step_temps", "buffers", 2 * sbytes * largest, {"step"})]
+    return []
+
+
 def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int, wbytes: int, gbytes: int,
-                 sbytes: int, gas: int) -> list[Term]:
+                 sbytes: int, gas: int, impl: str = "fused") -> list[Term]:
     p = tr.numel
     t: list[Term] = []
     if frozen:
@@ -49,18 +62,21 @@ def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int
     if plan.optimizer == "adafactor":
         # non-fused update: the squared gradient and the update of the largest tensor
         t.append(gpu("optimizer_step_temps", "buffers", 2 * 4 * tr.largest, STEP))
+    if plan.optimizer == "adamw":
+        t += adamw_step_temps(impl, sbytes, p, tr.largest)
     return t
 
 
 def ddp_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int, wbytes: int, gbytes: int,
-              sbytes: int, gas: int) -> list[Term]:
-    t = single_terms(plan, arch, tr, shapes, frozen, wbytes, gbytes, sbytes, gas)
+              sbytes: int, gas: int, impl: str = "fused") -> list[Term]:
+    t = single_terms(plan, arch, tr, shapes, frozen, wbytes, gbytes, sbytes, gas, impl)
     t.append(gpu("ddp_grad_buckets", "buffers", gbytes * tr.numel))
     return t
 
 
 def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, frozen_bytes_whole: int,
-               wbytes: int, gbytes: int, sbytes: int, compute: int, gas: int) -> list[Term]:
+               wbytes: int, gbytes: int, sbytes: int, compute: int, gas: int, impl: str = "fused",
+               version: int = 1, keep_last_block: bool = False) -> list[Term]:
     """FSDP1 as accelerate wraps it (transformer-layer units, the rest in the root unit; LoRA adapters
     as their own units via peft's fsdp_auto_wrap_policy). Measured on CPU ranks by tools/fsdpprobe:
     - the root unit (embeddings, final norm, lm_head) is gathered at the start of forward and kept
@@ -130,4 +146,10 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
         head = arch.vocab_size * arch.hidden_size
         t.append(gpu("lm_head_grad", "gradients", compute * head, MID_BWD))
         t.append(gpu("fsdp_root_grads", "gradients", 2 * compute * root, {"bwd_end"}))   # at the very end only
+    if version == 2 and keep_last_block and plan.zero_stage == 3:
+        # torchtitan parallelize_llama: fully_shard(block, reshard_after_forward=layer_id < n_layers - 1): the
+        # last block stays gathered from its forward to its backward, which comes first
+        t.append(gpu("gathered_last_block", "buffers", layer_bytes, {"fwd", "loss_bwd"} | TOP_BWD))
+    if plan.optimizer == "adamw" and not off:
+        t += adamw_step_temps(impl, sbytes, shard, ceil_div(tr.largest, n))
     return t

@@ -15,9 +15,11 @@ from . import deepspeed as ds
 from .activations import Activations, activations
 from .frameworks import ddp_terms, fsdp_terms, single_terms
 from .logits import Logits, logits
-from .lora import block_linears_per_layer, largest_quantized_matrix, layer_adapters, qlora_base_bytes
+from .lora import (block_linears_per_layer, largest_quantized_matrix, layer_adapters, modules_to_save_numel,
+                   qlora_base_bytes)
 from .precision import Dtypes, dtypes_for, module_dtypes
-from .terms import BWD_END, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, Term, gpu
+from .stack import Stack, effective_stack
+from .terms import ALL, BWD_END, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, Term, gpu
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class StepInputs:
     """Everything that does not depend on the number of GPUs (reused by the min_gpus search)."""
     arch: ModelArch
     dt: Dtypes
+    stack: Stack
     trainable: ds.Trainable
     shapes: tuple                    # (shape, numel) of trainable tensors (optimizer states)
     frozen_bytes: int                # whole frozen base on one GPU
@@ -38,8 +41,13 @@ class StepInputs:
 def step_inputs(plan: Plan) -> StepInputs:
     arch = plan.arch
     dt = dtypes_for(plan)
+    stack = effective_stack(plan)
+    # LitGPT's convert_hf_checkpoint gives a tied model its own lm_head (a copy of the embedding)
+    head_copy = arch.vocab_size * arch.hidden_size if stack.separate_lm_head else 0
     if plan.method == "full":
         sizes, shapes = arch.tensor_sizes, arch.tensor_shapes
+        if head_copy:
+            sizes, shapes = sizes + (head_copy,), shapes + (((arch.vocab_size, arch.hidden_size), head_copy),)
         tr = ds.Trainable(sizes, "weights", "gradients", "optimizer_states")
         frozen_bytes, frozen_numel, frozen_sizes = 0, 0, ()
     else:
@@ -52,11 +60,16 @@ def step_inputs(plan: Plan) -> StepInputs:
             r = plan.lora.rank
             ad_sizes += [r * arch.hidden_size, arch.vocab_size * r]
             ad_shapes += [((r, arch.hidden_size), r * arch.hidden_size), ((arch.vocab_size, r), arch.vocab_size * r)]
+        saved = modules_to_save_numel(arch, plan)
+        if saved:
+            # trained in full beside the adapters, counted in the adapters' group (their dtype and optimizer)
+            ad_sizes.append(saved)
+            ad_shapes.append(((saved,), saved))
         tr = ds.Trainable(tuple(ad_sizes), "lora_adapters", "lora_adapters", "lora_adapters")
         shapes = tuple(ad_shapes)
-        frozen_numel = arch.total_params
+        frozen_numel = arch.total_params + head_copy
         if plan.method == "qlora":
-            frozen_bytes = qlora_base_bytes(arch, plan, dt.frozen)
+            frozen_bytes = qlora_base_bytes(arch, plan, dt.frozen) + head_copy * dt.frozen
         else:
             frozen_bytes = frozen_numel * dt.frozen
         # ZeRO-3 partitions the frozen base too; in 16-bit element units (QLoRA's packed storage is
@@ -65,9 +78,9 @@ def step_inputs(plan: Plan) -> StepInputs:
         frozen_sizes = tuple(max(1, int(t.numel * scale)) for t in arch.tensors)
     all_sizes = tuple(tr.sizes) + frozen_sizes
     acts = activations(plan, arch, module_dtypes(plan, dt))
-    lg = logits(plan, arch, 2 if dt.autocast else dt.compute)
+    lg = logits(plan, arch, 2 if dt.autocast else dt.compute, stack)
     dequant = dt.compute * largest_quantized_matrix(arch) if plan.method == "qlora" else 0
-    return StepInputs(arch, dt, tr, shapes, frozen_bytes, frozen_numel, all_sizes, acts, lg, dequant)
+    return StepInputs(arch, dt, stack, tr, shapes, frozen_bytes, frozen_numel, all_sizes, acts, lg, dequant)
 
 
 def model_state_terms(plan: Plan, si: StepInputs) -> list[Term]:
@@ -75,16 +88,18 @@ def model_state_terms(plan: Plan, si: StepInputs) -> list[Term]:
     dt, tr = si.dt, si.trainable
     gas = plan.gradient_accumulation_steps
     wbytes = dt.weight if plan.method == "full" else dt.adapter
-    gbytes = dt.grad if plan.method == "full" else (dt.adapter if not dt.autocast else 4)
+    gbytes = dt.grad if plan.method == "full" else dt.adapter     # adapter gradients in the adapters' dtype
     if plan.framework == "deepspeed":
         frozen = si.frozen_bytes if plan.zero_stage < 3 else 0
         return ds.zero_terms(plan, si.arch, tr, frozen, si.all_sizes, wbytes, gas, dt.master or 4, dt.state)
     sbytes = dt.state if plan.method == "full" else max(dt.state, dt.adapter)
+    impl = si.stack.optimizer_impl
     if plan.framework == "fsdp":
         return fsdp_terms(plan, si.arch, tr, si.frozen_numel, si.frozen_bytes, wbytes, gbytes, sbytes,
-                          2 if dt.autocast else dt.compute, gas)
+                          2 if dt.autocast else dt.compute, gas, impl, si.stack.fsdp_version,
+                          keep_last_block=si.stack.trainer == "torchtitan")
     fn = ddp_terms if plan.framework == "ddp" else single_terms
-    return fn(plan, si.arch, tr, si.shapes, si.frozen_bytes, wbytes, gbytes, sbytes, gas)
+    return fn(plan, si.arch, tr, si.shapes, si.frozen_bytes, wbytes, gbytes, sbytes, gas, impl)
 
 
 def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
@@ -96,6 +111,10 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         gpu("logits_forward", "logits", lg.forward_peak, {"fwd"}),
         gpu("logits_backward", "logits", lg.backward_peak, {"loss_bwd"}),
     ]
+    if lg.kept_by_loop:
+        # the model output the loop still references: this step's from the loss on, the previous step's
+        # during the next forward (rebound only when that forward returns)
+        t.append(gpu("logits_kept_by_loop", "logits", lg.kept_by_loop, ALL))
     # the gradients in flight inside the layer being back-propagated (the last one is layer 0)
     t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, BWD_END))
     if a.autocast_weight_copies:

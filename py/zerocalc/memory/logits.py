@@ -1,18 +1,29 @@
-"""Logits and the cross-entropy loss: the terms that scale with the vocabulary.
+"""Logits and the cross-entropy loss: the terms that scale with the vocabulary, per loss path.
 
-transformers 5 `ForCausalLMLoss` upcasts the logits (`logits.float()`), pads the labels instead of
-shifting the logits (no shifted copy), and calls `cross_entropy`, i.e. log_softmax + nll_loss.
-Traced (docs/tracer.md §3):
-- kept from forward to backward: the fp32 log_softmax output, 4·s·b·V bytes;
-- end of forward: 16-bit logits + fp32 copy + log_softmax = (2 + 4 + 4)·s·b·V (fp32 model: 8·s·b·V);
-- start of backward (the step's peak without checkpointing): the saved log_softmax, nll_loss's fp32
-  gradient and _log_softmax_backward_data's fp32 output = 12·s·b·V.
-With V = 128,256 and s·b = 8192 that is 11.7 GiB, the term most calculators leave out.
-
-Chunked loss (torchtune CEWithChunkedOutputLoss with 8 output chunks, compiled; LitGPT's
-chunked_cross_entropy; Liger/Cut-CE keep even less): the 16-bit logits of every chunk are kept for
-the backward, while the fp32 upcast, log-softmax and gradients exist for one chunk at a time (the
-compiled cross-entropy keeps only its input and a per-row logsumexp).
+n = s·b·V; c = the logits' compute dtype (2 under bf16/fp16, 4 in fp32); n' = (s-1)·b·V where a loss
+shifts a copy of the logits instead of the labels.
+- transformers 5 (`ForCausalLMLoss`: `logits.float()`, labels padded instead of logits shifted, then
+  log_softmax + nll_loss). Traced (docs/tracer.md §3): kept from forward to backward the fp32 log_softmax
+  4n; end of forward c·n + 4n (upcast) + 4n = 10n in bf16; start of backward the saved log_softmax,
+  nll_loss's fp32 gradient and _log_softmax_backward_data's output = 12n.
+- transformers 4.46-4.57 (`ForCausalLMLoss` upcasts, then `shift_logits = logits[..., :-1, :].contiguous()`):
+  the shifted fp32 copy 4n' on top at the end of forward; the loss runs on n' rows.
+- transformers <= 4.45 (the model's forward does `logits = logits.float()`, the loss shifts a copy): the
+  16-bit logits die at the upcast; end of forward 4n + 4n' + 4n'; the model output holds the fp32 logits.
+- torchtune 0.x (TransformerDecoder returns `self.output(h).float()`; recipes shift the labels and
+  `del logits` before backward): end of forward max(c·n + 4n, 8n), backward 12n.
+- torchtitan (`cross_entropy(pred.float(), ...)`, then `del pred`): as transformers 5.
+- LitGPT (Oct 2023 finetune scripts: `model(input_ids, lm_head_chunk_size=128)`, then
+  `cross_entropy` on each 16-bit chunk, lit_gpt/utils.py chunked_cross_entropy): the 16-bit chunks c·n and
+  their 16-bit log_softmax c·n' are kept; backward holds them plus one chunk's two gradients.
+Chunked loss (`loss: chunked`: torchtune CEWithChunkedOutputLoss with 8 output chunks, compiled; LitGPT's
+chunked_cross_entropy; Liger/Cut-CE keep even less): the 16-bit logits of every chunk are kept for the
+backward, while the fp32 upcast, log-softmax and gradients exist for one chunk at a time.
+Compiled loss (`stack.compile: model+loss`): inductor fuses log_softmax + nll into one kernel that keeps its
+input and a per-row fp32 logsumexp and recomputes the softmax in backward (modelled from the partitioner's
+rule of saving the inputs of fused regions; not traced).
+``kept_by_loop``: the logits a loop that holds the model output (custom-loop, LitGPT) keeps through
+backward and the step, and until the next forward returns (memory/stack.py).
 """
 from __future__ import annotations
 
@@ -20,8 +31,10 @@ from dataclasses import dataclass
 
 from ..model import ModelArch
 from ..plan import Plan
+from .stack import Stack
 
 CHUNKS = 8
+LITGPT_CHUNK = 128        # lm_head_chunk_size of LitGPT's finetune scripts
 
 
 @dataclass(frozen=True)
@@ -29,18 +42,41 @@ class Logits:
     saved: int          # kept across forward -> backward
     forward_peak: int   # all logits-related bytes alive at the end of forward
     backward_peak: int  # all logits-related bytes alive at the start of backward
+    kept_by_loop: int = 0   # the model output a loop keeps referenced (custom-loop, LitGPT)
 
 
-def logits(plan: Plan, arch: ModelArch, compute_bytes: int) -> Logits:
+def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Logits:
     if not arch.causal_lm:
         return Logits(0, 0, 0)
-    n = plan.seq_len * plan.micro_batch_size * arch.vocab_size
-    raw = compute_bytes * n                      # lm_head output in the compute dtype
-    upcast = 0 if compute_bytes == 4 else 4 * n  # logits.float(): a copy unless already fp32
+    s, b, V = plan.seq_len, plan.micro_batch_size, arch.vocab_size
+    n = s * b * V
+    shifted = (s - 1) * b * V
+    c = compute_bytes
+    raw = c * n                                  # lm_head output in the compute dtype
+    upcast = 0 if c == 4 else 4 * n              # logits.float(): a copy unless already fp32
+    kept = raw if stack.loop_keeps_output else 0
     if plan.loss == "chunked":
-        return Logits(saved=raw, forward_peak=raw + 8 * n // CHUNKS, backward_peak=raw + 12 * n // CHUNKS)
-    saved = 4 * n
-    if arch.final_softcap:
-        # Gemma 2: logits = tanh(logits / cap) * cap keeps the 16-bit tanh output (traced: 14·s·b·V)
-        saved += compute_bytes * n
-    return Logits(saved=saved, forward_peak=raw + upcast + saved, backward_peak=saved + 8 * n)
+        return Logits(saved=raw, forward_peak=raw + 8 * n // CHUNKS, backward_peak=raw + 12 * n // CHUNKS,
+                      kept_by_loop=kept)
+    softcap = c * n if arch.final_softcap else 0   # Gemma 2: the 16-bit tanh output (traced: 14·s·b·V)
+    if stack.compile == "model+loss":
+        lse = 4 * s * b
+        return Logits(saved=raw + lse, forward_peak=raw + lse, backward_peak=raw + lse + raw, kept_by_loop=kept)
+    path = stack.loss_path
+    if path == "litgpt":
+        chunk = LITGPT_CHUNK * b * V
+        return Logits(saved=c * shifted, forward_peak=raw + c * shifted,
+                      backward_peak=c * shifted + 2 * c * chunk, kept_by_loop=kept)
+    if path == "hf445":
+        lsm = 4 * shifted
+        fwd = max(raw + 4 * n, 4 * n + 4 * shifted + lsm)
+        return Logits(saved=lsm + softcap, forward_peak=fwd + softcap, backward_peak=lsm + softcap + 8 * shifted,
+                      kept_by_loop=4 * n if stack.loop_keeps_output else 0)
+    if path == "hf446":
+        lsm = 4 * shifted
+        return Logits(saved=lsm + softcap, forward_peak=raw + upcast + 4 * shifted + lsm + softcap,
+                      backward_peak=lsm + softcap + 8 * shifted, kept_by_loop=kept)
+    if path == "torchtune":
+        return Logits(saved=4 * n, forward_peak=max(raw + upcast, 8 * n), backward_peak=12 * n, kept_by_loop=0)
+    saved = 4 * n + softcap
+    return Logits(saved=saved, forward_peak=raw + upcast + saved, backward_peak=saved + 8 * n, kept_by_loop=kept)

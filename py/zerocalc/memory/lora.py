@@ -89,8 +89,16 @@ def matched_targets(arch: ModelArch, plan: Plan) -> tuple[str, ...]:
 
 
 def quantized_linear_bytes(numel: int, d_out: int, plan: Plan) -> int:
-    """Bytes of one quantized weight matrix (storage + statistics)."""
+    """Bytes of one quantized weight matrix (storage + statistics).
+
+    GPTQ (auto-gptq / optimum `QuantLinear` buffers, d_in x d_out, g groups of group_size input rows, one
+    group per column when group_size is -1): qweight int32 packing d_in·d_out·bits/8 bytes, qzeros packing
+    g·d_out·bits/8, fp16 scales 2·g·d_out, int32 g_idx 4·d_in."""
     q = plan.quantization
+    if q.type == "gptq":
+        d_in = numel // d_out
+        groups = 1 if q.group_size == -1 else ceil_div(d_in, q.group_size)
+        return numel * q.bits // 8 + groups * d_out * q.bits // 8 + 2 * groups * d_out + 4 * d_in
     if q.type == "int8":
         return numel + 4 * d_out                                 # int8 codes + fp32 row scales (SCB)
     blocks = ceil_div(numel, NF4_BLOCK)
@@ -111,6 +119,17 @@ def qlora_base_bytes(arch: ModelArch, plan: Plan, kept_dtype: int) -> int:
     """Frozen base of a QLoRA model: quantized linears + 16-bit embeddings, norms, head."""
     _, kept, mats = quantized_base(arch)
     return sum(quantized_linear_bytes(n, d_out, plan) for n, d_out in mats) + kept * kept_dtype
+
+
+def modules_to_save_numel(arch: ModelArch, plan: Plan) -> int:
+    """PEFT `modules_to_save`: each named module gets a trainable copy beside the frozen original
+    (peft/utils/other.py ModulesToSaveWrapper: copy.deepcopy(original_module)). A tied lm_head's copy is a
+    new V x h matrix."""
+    names = plan.lora.modules_to_save
+    total = sum(t.numel for t in arch.tensors if any(t.module == n or t.module.endswith("." + n) for n in names))
+    if "lm_head" in names and arch.tied_embeddings and arch.causal_lm:
+        total += arch.vocab_size * arch.hidden_size
+    return total
 
 
 def largest_quantized_matrix(arch: ModelArch) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..plan import Plan
+from .stack import effective_stack
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,20 @@ class Dtypes:
 
 
 def dtypes_for(plan: Plan) -> Dtypes:
+    dt = _regime(plan)
+    stack = effective_stack(plan)
+    if plan.method != "full" and plan.framework != "deepspeed" and dt.compute == 2:
+        # PEFT >= 0.12 keeps adapters fp32 on a 16-bit base (autocast_adapter_dtype); older PEFT, torchtune and
+        # LitGPT build them in the base dtype (memory/stack.py)
+        dt = replace(dt, adapter=4 if stack.adapter_dtype == "fp32" else 2)
+    if stack.kbit_prepare:
+        # peft prepare_model_for_kbit_training: every non-quantized parameter (embeddings, norms, head) to fp32,
+        # so the residual stream the layers read and save is fp32 too
+        dt = replace(dt, frozen=4)
+    return dt
+
+
+def _regime(plan: Plan) -> Dtypes:
     p, fw = plan.precision, plan.framework
     if p == "fp32":
         return Dtypes(weight=4, compute=4, grad=4, master=0, state=4, frozen=4, adapter=4, autocast=False)

@@ -18,11 +18,17 @@ from ..units import MIB
 from .terms import ALL, DRIVER, RESERVE, Term, gpu
 
 
-def runtime_terms(compute_capability: str | None, world: int) -> list[Term]:
-    """The CUDA context and NCCL (outside the allocator) and the cuBLAS workspace (inside it)."""
+EAGER_CONTEXT = 1343 * MIB   # transformers v4.27 perf_train_gpu_one: "GPU memory occupied: 1343 MB" on a V100
+
+
+def runtime_terms(compute_capability: str | None, world: int, eager_context: bool = False) -> list[Term]:
+    """The CUDA context and NCCL (outside the allocator) and the cuBLAS workspace (inside it). An eager
+    context (CUDA < 11.7 / PyTorch < 1.13 load every kernel module at start) takes what the HF
+    single-GPU performance guide measured for a bare PyTorch process."""
     major = _major(compute_capability)
+    context = EAGER_CONTEXT if eager_context else (512 * MIB if major >= 8 else 320 * MIB)
     t = [gpu("cublas_workspace", "runtime", 32 * MIB if major >= 9 else 12 * MIB),
-         gpu("cuda_context", "runtime", 512 * MIB if major >= 8 else 320 * MIB, where=DRIVER)]
+         gpu("cuda_context", "runtime", context, where=DRIVER)]
     if world > 1:
         t.append(gpu("nccl", "runtime", 256 * MIB, where=DRIVER))
     return t

@@ -1,0 +1,76 @@
+"""What the software that runs the step implies for memory: the plan's ``stack`` keys resolved per trainer.
+
+Each trainer fixes the ``auto`` values (contract plan-v1, Extension 1) and brings its own loop, loss and
+model code. ``effective_stack(plan)`` returns the resolved choices; the memory modules read them. Sources
+per rule (read in the libraries' code; docs/stacks.md lists the leads and which are traced):
+- adapters: PEFT >= 0.12 `get_peft_model(autocast_adapter_dtype=True)` keeps LoRA weights fp32 on a 16-bit
+  base (peft/tuners/tuners_utils.py `_cast_adapter_dtype`); before 0.12 they took the base layer's dtype;
+  torchtune's and LitGPT's own LoRA layers are built in the model dtype. DeepSpeed casts the whole module
+  (memory/precision.py). Traced: docs/tracer.md §3 (fp32 adapters, no autocast: every adapted input saved
+  as an fp32 copy).
+- optimizer: HF Trainer's default `optim` is `adamw_torch_fused` in transformers 5 and `adamw_torch`
+  (torch's foreach AdamW on CUDA) in 4.x; torch.optim.AdamW defaults to foreach on CUDA (torch/optim/
+  optimizer.py `_default_to_fused_or_foreach`), which a plain loop and LitGPT get; torchtune's recipe
+  configs and torchtitan set fused. Traced: docs/tracer.md §4 (foreach +1 copy of exp_avg_sq).
+- the loss: transformers 5 `ForCausalLMLoss` upcasts and pads the labels; 4.46-4.57 upcasts and shifts a
+  `.contiguous()` copy; <= 4.45 the model's forward returns fp32 logits (`logits = logits.float()`) and the
+  loss shifts a copy; torchtune's TransformerDecoder returns `self.output(h).float()` and the recipe shifts
+  the labels and `del logits` before backward; torchtitan upcasts `pred.float()` in the loss and deletes
+  `pred`; LitGPT (Oct 2023 finetune scripts) chunks lm_head by 128 positions and runs `cross_entropy` on
+  each bf16 chunk (lit_gpt/utils.py chunked_cross_entropy).
+- what the loop keeps: a plain loop (`out = model(**batch); out.loss.backward()`) and LitGPT's
+  (`logits = model(...)`) keep the model output referenced through backward and the step, until the next
+  forward returns; the HF Trainer's `compute_loss` drops it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..plan import Plan
+
+MODEL_CODE = {"hf-trainer": "hf", "custom-loop": "hf", "torchtune": "torchtune", "litgpt": "litgpt",
+              "torchtitan": "torchtitan"}
+
+
+@dataclass(frozen=True)
+class Stack:
+    trainer: str
+    loss_path: str             # hf5, hf446, hf445, torchtune, torchtitan, litgpt
+    loop_keeps_output: bool    # the model output (logits) stays referenced through backward and the step
+    adapter_dtype: str         # fp32 or base
+    kbit_prepare: bool
+    bnb_keeps_inputs: bool     # bitsandbytes < 0.43.2 MatMul4Bit: ctx.tensors = (A, B)
+    optimizer_impl: str        # fused, foreach, single-tensor, or "own" (DeepSpeed, bitsandbytes, ...)
+    compile: str               # none, model, model+loss
+    fsdp_version: int
+    cuda_context_eager: bool
+    separate_lm_head: bool     # LitGPT's convert_hf_checkpoint copies a tied embedding into lm_head
+
+
+def effective_stack(plan: Plan) -> Stack:
+    s, trainer = plan.stack, plan.stack.trainer
+    code = MODEL_CODE[trainer]
+    loss_path = {"5": "hf5", "4.46": "hf446", "4.45": "hf445"}[s.transformers] if code == "hf" else code
+    if s.peft_adapter_dtype != "auto":
+        adapter = s.peft_adapter_dtype
+    else:
+        adapter = "base" if trainer in ("torchtune", "litgpt") else "fp32"
+    if s.optimizer_impl != "auto":
+        impl = s.optimizer_impl
+    elif plan.optimizer != "adamw" or plan.framework == "deepspeed":
+        impl = "own"
+    elif trainer == "hf-trainer":
+        impl = "fused" if s.transformers == "5" else "foreach"
+    elif trainer in ("torchtune", "torchtitan"):
+        impl = "fused"
+    else:
+        impl = "foreach"
+    quant4 = plan.method == "qlora" and plan.quantization.type in ("nf4", "fp4")
+    return Stack(
+        trainer=trainer, loss_path=loss_path, loop_keeps_output=trainer in ("custom-loop", "litgpt"),
+        adapter_dtype=adapter, kbit_prepare=plan.method == "qlora" and s.kbit_prepare is True,
+        bnb_keeps_inputs=quant4 and s.bitsandbytes == "0.42" and trainer not in ("torchtune", "torchtitan"),
+        optimizer_impl=impl, compile=s.compile,
+        fsdp_version=2 if trainer in ("torchtune", "torchtitan") else s.fsdp_version,
+        cuda_context_eager=s.cuda_context == "eager",
+        separate_lm_head=trainer == "litgpt" and plan.arch.tied_embeddings)
