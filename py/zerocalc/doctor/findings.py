@@ -113,9 +113,16 @@ def plan_findings(o, phase, est: dict) -> list:
     if keys:
         est_phase = max(pg["phases"][k] for k in keys)
         label = f"{phase} ({'/'.join(keys)})"
-    elif phase in ("load", "init", "save"):
+    elif phase == "load":
         est_phase = pg["components"]["weights"]
-        label = f"{phase} (weights)"
+        label = "load (weights)"
+    elif phase == "init":
+        c = pg["components"]
+        est_phase = c["weights"] + c["gradients"] + c["optimizer_states"]
+        label = "init (weights, gradients and optimizer states)"
+    elif phase == "save" and "step" in pg["phases"]:
+        est_phase = pg["phases"]["step"]
+        label = "save (the state resident after the step)"
     else:
         est_phase = pg["peak_allocated_bytes"]
         label = f"the peak ({pg['peak_phase']})"

@@ -35,7 +35,7 @@ class Diagnosis:
         d = {
             "kind": self.kind, "phase": self.phase,
             "gpu_total_bytes": o.gpu_total_bytes if o else None,
-            "tried_to_allocate_bytes": (o.tried_to_allocate_bytes if o else None) or self.host_tried_to_allocate_bytes,
+            "tried_to_allocate_bytes": o.tried_to_allocate_bytes if o else self.host_tried_to_allocate_bytes,
             "allocated_bytes": o.allocated_bytes if o else None,
             "reserved_unallocated_bytes": o.reserved_unallocated_bytes if o else None,
             "free_bytes": o.free_bytes if o else None,

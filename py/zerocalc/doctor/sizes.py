@@ -47,5 +47,5 @@ def format_gib(n: int | None) -> str:
     if n is None:
         return "?"
     if abs(n) < (1 << 30):
-        return f"{n / (1 << 20):.0f} MiB" if abs(n) >= (1 << 20) else f"{n} bytes"
+        return f"{n / (1 << 20):.2f} MiB" if abs(n) >= (1 << 20) else f"{n} bytes"
     return f"{n / (1 << 30):.2f} GiB"
