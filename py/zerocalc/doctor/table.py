@@ -15,7 +15,8 @@ def format_table(d: dict) -> str:
         lines.append("")
         for label, b in shown:
             lines.append(f"  {label:<24}{format_gib(b):>12}   ({b:,} bytes)")
-        lines.append(f"  {'fragmentation':<24}{'yes' if d['fragmentation'] else 'no':>12}")
+        if d.get("reserved_unallocated_bytes") is not None:
+            lines.append(f"  {'fragmentation':<24}{'yes' if d['fragmentation'] else 'no':>12}")
     if d.get("nccl"):
         n = d["nccl"]
         lines += ["", f"  NCCL {n['op']} seq {n['seq']}, timeout {n['timeout_ms']} ms, ran {n['ran_for_ms']} ms"]
