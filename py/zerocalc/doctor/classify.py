@@ -6,7 +6,9 @@ Markers are the exact strings the software prints:
   (deepspeed/launcher/launch.py ``sigkill_handler``: "... exits with return code = -9"), torchrun
   (torch/distributed/elastic/multiprocessing/api.py: "failed (exitcode: -9)", "Signal 9 (SIGKILL) received by
   PID"), the shell's bare "Killed"; c10's CPU allocator ("DefaultCPUAllocator: can't allocate memory: you
-  tried to allocate N bytes", alloc_cpu.cpp); pinned host memory (``pin_memory`` / cudaHostAlloc failing
+  tried to allocate N bytes", alloc_cpu.cpp); DataLoader workers out of /dev/shm ("Unexpected bus error
+  encountered in worker. This might be caused by insufficient shared memory (shm)",
+  torch/utils/data/_utils/signal_handling.py); pinned host memory (``pin_memory`` / cudaHostAlloc failing
   with "CUDA error: out of memory" or "invalid argument").
 * NCCL: ProcessGroupNCCL's watchdog ("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=...,
   OpType=..., Timeout(ms)=...) ran for N milliseconds before timing out"); NCCL return codes
@@ -37,6 +39,8 @@ HOST_KILL = (
 )
 CPU_ALLOC = re.compile(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate "
                        r"(\d+) bytes")
+DATALOADER_SHM = re.compile(r"insufficient shared memory \(shm\)|DataLoader worker \(pid \d+\) is killed by signal: Bus "
+                            r"error|out of shared memory")
 PINNED_FRAME = re.compile(r"pin_memory|cudaHostAlloc|CachingHostAllocator|cudaMallocHost|pinned", re.IGNORECASE)
 PINNED_ERROR = re.compile(r"CUDA error: (?:out of memory|invalid argument)")
 

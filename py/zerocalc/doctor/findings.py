@@ -27,12 +27,20 @@ def _f(fid, severity, message):
     return {"id": fid, "severity": severity, "message": message}
 
 
+def _names_this_process(o) -> bool:
+    """The 2.x "this process has X in use" figure, when it is usable: at least what its own allocator holds
+    (WSL2 and MIG report 0 bytes there)."""
+    held = (o.allocated_bytes or 0) + (o.reserved_unallocated_bytes or 0)
+    return o.this_process_bytes is not None and o.this_process_bytes >= held
+
+
 def other_memory(o) -> int | None:
     """Bytes on the GPU held by something other than this process's allocator (None if not computable)."""
     if o.gpu_total_bytes is None or o.free_bytes is None:
         return None
-    if o.this_process_bytes is not None:
+    if _names_this_process(o):
         return o.gpu_total_bytes - o.free_bytes - o.this_process_bytes
+    # "this process has 0 bytes in use" below its own allocator's figures (WSL2 / MIG accounting): not usable
     if o.processes:
         return None                      # which "Process N" is ours is not stated
     if o.allocated_bytes is None or o.reserved_unallocated_bytes is None:
@@ -82,7 +90,7 @@ def cuda_oom_findings(o, device) -> list:
                       f"{g(o.reserved_unallocated_bytes)} was cached by PyTorch but unallocated, more than the "
                       f"{g(t)} requested: fragmentation; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"))
     other = other_memory(o)
-    limit = OTHER_PROCESS_MIN if o.this_process_bytes is not None else OTHER_PROCESS_MIN + CONTEXT_ALLOWANCE
+    limit = OTHER_PROCESS_MIN if _names_this_process(o) else OTHER_PROCESS_MIN + CONTEXT_ALLOWANCE
     if other is not None and other >= limit:
         out.append(_f("other_process", "warning",
                       f"{g(other)} of the GPU was held outside this process's PyTorch allocator (another process, "

@@ -70,6 +70,8 @@ def _kind(text: str, oom):
         return "cuda_oom", oom.wording
     if classify.CPU_ALLOC.search(text):
         return "host_oom", "cpu_allocator"
+    if classify.DATALOADER_SHM.search(text):
+        return "host_oom", "dataloader_shm"
     if classify.host_kill(text):
         return "host_oom", "killed"
     sub = classify.nccl_error_kind(text)
@@ -93,6 +95,11 @@ def _host_findings(text, sub, est):
                       "pinning host memory failed (cudaHostAlloc behind pin_memory): the OS limits page-locked "
                       "RAM (WSL2 and containers especially); set pin_memory false in the DataLoader and in "
                       "DeepSpeed's offload_optimizer/offload_param, or give the machine more locked memory"))
+    elif sub == "dataloader_shm":
+        out.append(_f("dataloader_shm", "error",
+                      "DataLoader workers ran out of shared memory (/dev/shm, 64 MiB by default in Docker): run the "
+                      "container with --shm-size=16g or --ipc=host, or use fewer DataLoader workers (num_workers, "
+                      "dataloader_num_workers)"))
     elif sub == "cpu_allocator":
         n = int(classify.CPU_ALLOC.search(text).group(1))
         out.append(_f("cpu_allocator", "error",
