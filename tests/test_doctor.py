@@ -308,3 +308,45 @@ def test_plan_changes_are_valid_plan_v1(mbs, seq, stage, ckpt):
         assert estimate(new).to_dict()["fits"]
         if "micro_batch_size" in d["plan_changes"]:      # the global batch is kept (or grows to the next whole step)
             assert new.micro_batch_size * new.gradient_accumulation_steps >= mbs * 4
+
+
+# ------------------------------------------------------------------------------------------ phase rules, by hand
+
+OOM_LINE = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+
+
+def frames(*lines):
+    return "Traceback (most recent call last):\n" + "\n".join(f'  File "{f}"' for f in lines) + "\n" + OOM_LINE
+
+
+def test_phase_innermost_frame_decides():
+    # trainer -> compute_loss -> model(**inputs) -> forward: the innermost phase frame (forward) decides
+    assert diagnose(frames("trainer.py, line 1, in training_step", "trainer.py, line 2, in compute_loss",
+                           "module.py, line 3, in _call_impl", "modeling_llama.py, line 4, in forward")).phase == "forward"
+    # ... -> forward -> loss_function -> cross_entropy: loss
+    assert diagnose(frames("modeling_llama.py, line 4, in forward", "loss_utils.py, line 5, in ForCausalLMLoss",
+                           "functional.py, line 6, in cross_entropy")).phase == "loss"
+    # optimizer.step -> adamw -> _init_group: step
+    assert diagnose(frames("trainer.py, line 1, in _inner_training_loop", "optimizer.py, line 2, in wrapper",
+                           "adamw.py, line 3, in _init_group")).phase == "step"
+
+
+def test_forward_below_backward_is_recomputation():
+    """Reentrant checkpointing (torch/utils/checkpoint.py) runs the layer's forward inside backward."""
+    text = frames("trainer.py, line 1, in training_step", "accelerator.py, line 2, in backward",
+                  "autograd/__init__.py, line 3, in backward", "checkpoint.py, line 4, in backward",
+                  "modeling_llama.py, line 5, in forward")
+    assert diagnose(text).phase == "backward"
+
+
+def test_a_200_kib_log_is_read_quickly():
+    """The page accepts 200 KiB: adversarial inputs (unclosed parentheses after the watchdog anchor, a run of
+    digits after the OOM anchor, thousands of frames) stay linear."""
+    import time
+    cases = ["Watchdog caught collective operation timeout: WorkNCCL(" + "(a" * 100_000,
+             "CUDA out of memory. Tried to allocate " + "1" * 200_000,
+             '  File "x.py", line 1, in forward\n' * 6000 + OOM_LINE]
+    t0 = time.perf_counter()
+    kinds = [diagnose(c).kind for c in cases]
+    assert time.perf_counter() - t0 < 5.0
+    assert kinds == ["none", "cuda_oom", "cuda_oom"]

@@ -44,7 +44,7 @@ DATALOADER_SHM = re.compile(r"insufficient shared memory \(shm\)|DataLoader work
 PINNED_FRAME = re.compile(r"pin_memory|cudaHostAlloc|CachingHostAllocator|cudaMallocHost|pinned", re.IGNORECASE)
 PINNED_ERROR = re.compile(r"CUDA error: (?:out of memory|invalid argument)")
 
-WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(([^)]*(?:\([^)]*\)[^)]*)*)\) ran "
+WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(([^()]*(?:\([^()]*\)[^()]*)*)\) ran "
                       r"for (\d+) milliseconds")
 NCCL_SHM = re.compile(r"Error while (?:creating|attaching to) shared memory segment|shm_open failed|/dev/shm/nccl-"
                       r"|NCCL_SHM", re.IGNORECASE)
