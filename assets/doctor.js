@@ -44,7 +44,7 @@ function render(root, answer, plan) {
   fact("Phase", d.phase, { "data-doctor": "phase", "data-value": r.phase });
   fact("Device", d.device, { "data-doctor": "device" });
   for (const f of d.fields) fact(f.label, f.text, { "data-doctor": f.key, "data-bytes": String(f.bytes) });
-  if (r.kind === "cuda_oom") fact("Fragmentation", d.fragmentation, { "data-doctor": "fragmentation", "data-value": String(r.fragmentation) });
+  if (r.kind === "cuda_oom" && r.reserved_unallocated_bytes !== null) fact("Fragmentation", d.fragmentation, { "data-doctor": "fragmentation", "data-value": String(r.fragmentation) });
   if (d.nccl) fact("Collective", d.nccl, { "data-doctor": "nccl" });
   out.append(dl);
   if (answer.plan_error) out.append(el("p", answer.plan_error, { class: "doctor-note", "data-doctor": "plan-error" }));

@@ -64,3 +64,24 @@ def test_oversize_log_gets_the_message(offline_page):
     assert "paste at most 200 KB" in page.inner_text("#doctor-msg")
     assert page.locator("#doctor-out > *").count() == 0
     assert page.blocked == [] and page.js_errors == []
+
+
+def test_plan_changes_apply_to_the_plan(offline_page):
+    """llamafactory-7532 (an OOM in the optimizer step) against the share link's plan (micro batch 4 x 4096 tokens,
+    which does not fit 80 GiB): the proposed change is applied through the share link and the form shows it."""
+    page = offline_page
+    plan = {"micro_batch_size": 4}
+    open_page(page, "#plan=" + quote(json.dumps(plan)))
+    text = (LOGS / "llamafactory-7532.txt").read_text(encoding="utf-8")
+    diagnose_in_page(page, text)
+    want = diagnose(text, Plan.from_dict(plan)).to_dict()
+    assert want["plan_changes"]
+    shown = page.eval_on_selector_all("[data-doctor=plan-changes] li", "els => els.map(e => e.textContent)")
+    assert shown == [f"{k} = {v}" for k, v in want["plan_changes"].items()]
+    assert page.locator("[data-doctor=fragmentation]").count() == 0     # the excerpt prints no cache figure
+    page.click("#doctor-apply")
+    key, value = next(iter(want["plan_changes"].items()))
+    page.wait_for_function(f"decodeURIComponent(location.hash).includes('\"{key}\":')", timeout=30_000)
+    page.wait_for_function(f"document.querySelector('#plan [name={key}]:checked, #plan select[name={key}]')?.value === '{value}'",
+                           timeout=30_000)
+    assert page.blocked == [] and page.js_errors == []
