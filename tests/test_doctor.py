@@ -345,8 +345,16 @@ def test_a_200_kib_log_is_read_quickly():
     import time
     cases = ["Watchdog caught collective operation timeout: WorkNCCL(" + "(a" * 100_000,
              "CUDA out of memory. Tried to allocate " + "1" * 200_000,
-             '  File "x.py", line 1, in forward\n' * 6000 + OOM_LINE]
+             '  File "x.py", line 1, in forward\n' * 6000 + OOM_LINE,
+             "Traceback (most recent call last):\n" + "a" * 200_000 + "\n" + "b." * 100_000]
     t0 = time.perf_counter()
     kinds = [diagnose(c).kind for c in cases]
     assert time.perf_counter() - t0 < 5.0
-    assert kinds == ["none", "cuda_oom", "cuda_oom"]
+    assert kinds == ["none", "cuda_oom", "cuda_oom", "other"]
+
+
+def test_an_unknown_error_is_named():
+    d = diagnose("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+                 "KeyError: 'input_ids'\n").to_dict()
+    assert d["kind"] == "other" and d["findings"][0]["id"] == "unrecognised_error"
+    assert "KeyError: 'input_ids'" in d["findings"][0]["message"]

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .. import estimate
 from . import candidates, classify, findings
 from .oom import OomNumbers, parse_oom
 from .sizes import format_gib as g
 
 _TRACE = re.compile(r"Traceback \(most recent call last\)|\b\w*(?:Error|Exception): ")
+_LAST_ERROR = re.compile(r"^\W{0,20}([\w.]{0,200}(?:Error|Exception)): (.+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -167,12 +169,17 @@ def _other_findings(text, sub, plan):
             changes = {"quantization": {"type": "nf4"}}
         elif plan is not None and "8bit" in plan.optimizer:
             changes = {"optimizer": "adamw"}
+    else:
+        errors = _LAST_ERROR.findall(text)
+        if errors:
+            name, msg = errors[-1]
+            out.append(_f("unrecognised_error", "info",
+                          f"not a memory, NCCL, bf16 or bitsandbytes failure the doctor knows: {name}: {msg.strip()[:300]}"))
     return out, changes
 
 
 def diagnose(text: str, plan=None) -> Diagnosis:
     """Read a pasted log (and the plan it ran, if given) into the doctor's result."""
-    from .. import estimate
     oom = parse_oom(text)
     kind, sub = _kind(text, oom)
     if kind != "cuda_oom":
