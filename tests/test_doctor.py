@@ -117,6 +117,12 @@ def test_other_process_is_quantified():
     assert other and other[0]["message"].startswith("1.18 GiB")
     # with it free: 1.66 + 1.18 = 2.84 GiB would have been available
     assert "2.84 GiB would have been available" in other[0]["message"]
+    # instructlab-2666: 22.05 GiB - 10.81 MiB - 17.05 GiB = 4.99 GiB, where the log names process 43872 with 4.97 GiB
+    d3 = diagnose(log(next(e for e in INDEX if e["id"] == "instructlab-2666"))).to_dict()
+    assert next(f["message"] for f in d3["findings"] if f["id"] == "other_process").startswith("4.99 GiB")
+    # fireredtts2-17: 11.66 GiB - 9.81 MiB - 9.74 GiB = 1.91 GiB; the two other processes print 618 MiB + 1.28 GiB
+    d4 = diagnose(log(next(e for e in INDEX if e["id"] == "fireredtts2-17"))).to_dict()
+    assert next(f["message"] for f in d4["findings"] if f["id"] == "other_process").startswith("1.91 GiB")
     # mygirlgpt-11: 4.00 - 41.56 MiB - 3.44 = 0.52 GiB, the CUDA context's order: not flagged
     d2 = diagnose(log(next(e for e in INDEX if e["id"] == "mygirlgpt-11"))).to_dict()
     assert not [f for f in d2["findings"] if f["id"] == "other_process"]

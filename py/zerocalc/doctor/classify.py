@@ -69,7 +69,8 @@ PHASE_RULES = (
     ("init", re.compile(r"deepspeed\.initialize|DeepSpeedEngine\(|_configure_distributed_model|_broadcast_model"
                         r"|_configure_optimizer|_configure_zero_optimizer|initialize_optimizer_states|"
                         r"_move_model_to_device|accelerator\.prepare|\.prepare\(|FullyShardedDataParallel\(|"
-                        r"fully_shard\(|init_process_group|\bmodel\.cuda\(\)|module\.to\(self\.device\)")),
+                        r"fully_shard\(|init_process_group|\bmodel\.cuda\(\)|module\.to\(self\.device\)|"
+                        r"\bin _apply\b")),
     ("step", re.compile(r"optimizer\.step|optimizer_step|_take_model_step|\bstep\(\)|\bin step\b|adamw?\.py|"
                         r"_init_group|exp_avg|_multi_tensor_adam|_single_tensor_adam|_fused_adam|_foreach_|"
                         r"_maybe_opt_step|clip_grad_norm|unscale_|scaler\.step|cpu_adam|"
