@@ -13,6 +13,7 @@ import time
 import traceback
 
 from app.view import compute as _compute
+from app.doctor import view as _doctor
 
 
 def _view(request):
@@ -24,6 +25,7 @@ def _view(request):
 # name -> function(request: dict) -> dict; assets/engine.js `engine.call(name, text)` reaches them.
 CALLS = {
     "compute": _view,
+    "doctor": _doctor,
 }
 
 

@@ -174,6 +174,24 @@ def _cmd_import(args) -> int:
     return 0
 
 
+def _cmd_doctor(args) -> int:
+    """Read a crash log (file or - for stdin) and, with --plan, set it against the plan's estimate."""
+    from .doctor import diagnose
+    from .doctor.table import format_table as doctor_table
+    try:
+        raw = sys.stdin.buffer.read() if args.log == "-" else open(args.log, "rb").read()
+    except OSError as e:
+        raise CliError(f"log: cannot read {args.log}: {e.strerror}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CliError(f"log: not UTF-8 text (byte {e.start})")
+    plan = parse_plan(_read_plan(args.plan)) if args.plan else None
+    d = diagnose(text, plan).to_dict()
+    sys.stdout.write(json.dumps(d, indent=2) + "\n" if args.format == "json" else doctor_table(d))
+    return 0
+
+
 def _add_plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", help="plan-v1 JSON file, or - for stdin (every key optional)")
     for flag, key, _ in OVERRIDES:
@@ -210,6 +228,11 @@ def parser() -> argparse.ArgumentParser:
     _add_plan_args(im)
     im.add_argument("--ds", required=True, metavar="FILE", help="ds_config.json, explicit or HF auto")
     im.set_defaults(fn=_cmd_import)
+    dr = sub.add_parser("doctor", help="read a CUDA OOM / host-kill / NCCL crash log: cause, numbers, what to change")
+    dr.add_argument("--log", required=True, metavar="FILE", help="the pasted log, or - for stdin")
+    dr.add_argument("--plan", help="plan-v1 JSON file the run used (findings then compare with its estimate)")
+    dr.add_argument("--format", choices=("table", "json"), default="table")
+    dr.set_defaults(fn=_cmd_doctor)
     return ap
 
 

@@ -1,0 +1,92 @@
+"""Plan changes that would have fitted, found by re-estimating candidates with the engine.
+
+A stand-in for the planner's ``fit()`` (issue 10): ``search(plan, need_bytes)`` tries the standard levers one at
+a time and then cumulatively, each a plan-v1 change validated by ``Plan.from_dict`` and estimated with
+``estimate(..., search_min_gpus=False)``; a candidate is kept when it frees at least ``need_bytes`` on the
+busiest GPU and the changed plan fits the GPU. Replace ``search`` with the planner's options when it lands;
+callers only read ``Option``.
+
+Levers, least disruptive first: full activation checkpointing (Hugging Face ``gradient_checkpointing``),
+chunked cross-entropy, half the micro batch with twice the accumulation (same global batch), an 8-bit
+(paged) optimizer, ZeRO-3 / FULL_SHARD, optimizer offload to CPU.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import Plan, PlanError, estimate
+
+
+@dataclass(frozen=True)
+class Option:
+    label: str
+    changes: dict          # plan keys -> values, merged into the plan dict
+    device_used_bytes: int
+    saves_bytes: int       # busiest-GPU device_used before minus after
+    fits: bool
+
+
+def _levers(p: dict) -> list:
+    out = []
+    if p.get("activation_checkpointing", "none") != "full":
+        out.append(("full activation checkpointing", {"activation_checkpointing": "full"}))
+    if p.get("loss", "standard") != "chunked":
+        out.append(("chunked cross-entropy loss", {"loss": "chunked"}))
+    mbs, gas = int(p.get("micro_batch_size", 2)), int(p.get("gradient_accumulation_steps", 4))
+    if mbs > 1:
+        half = mbs // 2
+        # keep micro x accumulation: exact when mbs is even, else the nearest accumulation above
+        new_gas = -(-mbs * gas // half)
+        out.append((f"micro_batch_size {mbs} -> {half} with gradient_accumulation_steps {gas} -> {new_gas}",
+                    {"micro_batch_size": half, "gradient_accumulation_steps": new_gas}))
+    if p.get("optimizer", "adamw") in ("adamw", "paged-adamw-32bit") and p.get("method", "full") == "full":
+        out.append(("8-bit paged AdamW (bitsandbytes)", {"optimizer": "paged-adamw-8bit"}))
+    if p.get("framework") in ("deepspeed", "fsdp") and int(p.get("zero_stage", 2)) < 3:
+        out.append(("ZeRO stage 3" if p.get("framework") == "deepspeed" else "FSDP FULL_SHARD", {"zero_stage": 3}))
+    if p.get("framework") == "deepspeed" and p.get("offload_optimizer", "none") == "none":
+        out.append(("optimizer states offloaded to CPU", {"offload_optimizer": "cpu"}))
+    return out
+
+
+def _merge(base: dict, changes: dict) -> dict:
+    out = dict(base)
+    for k, v in changes.items():
+        out[k] = {**out[k], **v} if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _try(base: dict, changes: dict):
+    try:
+        d = estimate(Plan.from_dict(_merge(base, changes)), search_min_gpus=False).to_dict()
+    except (PlanError, ValueError):
+        return None
+    return d
+
+
+def search(plan: Plan, need_bytes: int, limit: int = 3) -> list:
+    """Up to ``limit`` options that free ``need_bytes`` and fit, single levers first, then cumulative ones."""
+    base = plan.to_dict()
+    before = estimate(plan, search_min_gpus=False).to_dict()
+    used0 = before["per_gpu"]["device_used_bytes"]
+    cap = before["capacity_bytes"]
+    found, acc, acc_label = [], {}, []
+    levers = _levers(base)
+    for label, ch in levers:
+        d = _try(base, ch)
+        if d is None:
+            continue
+        used = d["per_gpu"]["device_used_bytes"]
+        if used0 - used >= need_bytes and used <= cap:
+            found.append(Option(label, ch, used, used0 - used, True))
+    if not found:
+        for label, ch in levers:
+            trial = _merge(acc, ch)
+            d = _try(base, trial)
+            if d is None:
+                continue
+            acc, acc_label = trial, acc_label + [label]
+            used = d["per_gpu"]["device_used_bytes"]
+            if used0 - used >= need_bytes and used <= cap:
+                found.append(Option(" + ".join(acc_label), dict(acc), used, used0 - used, True))
+                break
+    return found[:limit]
