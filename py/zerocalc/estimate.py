@@ -24,6 +24,7 @@ from .memory.terms import (BWD_TOP, COMPONENTS, PHASES, RECOMPUTE, RECOMPUTE_TOP
                            next_pow2)
 from .plan import Plan
 from .presets import GPUS
+from .step import step_estimate
 
 GIB = 1 << 30
 
@@ -78,6 +79,7 @@ class Estimate:
     min_gpus: int | None
     warnings: tuple = field(default=())
     static: object = field(default=None, repr=False, compare=False)   # reused by advice
+    step: object = field(default=None, repr=False, compare=False)     # step.Step (Extension 2)
 
     def to_dict(self) -> dict:
         pg = self.per_gpu
@@ -111,6 +113,7 @@ class Estimate:
             "total_params": self.total_params,
             "min_gpus": self.min_gpus,
             "warnings": [dict(w) for w in self.warnings],
+            **(self.step.to_dict() if self.step is not None else {}),
         }
 
 
@@ -390,7 +393,9 @@ def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
         primary_driver=driver, host_per_node_bytes=_host_per_node(plan, st, pg), tokens_per_step=tokens,
         global_batch_size=plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
         trainable_params=trainable, total_params=arch.total_params + (trainable if plan.method != "full" else 0),
-        min_gpus=_min_gpus(plan, st, spec) if search_min_gpus else None, static=st)
+        min_gpus=_min_gpus(plan, st, spec) if search_min_gpus else None, static=st,
+        step=step_estimate(plan, arch, plan.gpu,
+                           offloaded_activation_bytes=pg.host_detail.get("offloaded_activations", 0)))
     return _with_warnings(est)
 
 

@@ -55,6 +55,7 @@ DEEPSPEED_BOOL_KNOBS = ("overlap_comm", "contiguous_gradients", "zero_init")
 DEEPSPEED_AUTO_OK = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
                      "gradient_clipping")
 DEEPSPEED_KNOBS = DEEPSPEED_INT_KNOBS + DEEPSPEED_BOOL_KNOBS + ("gradient_clipping",)
+NETWORK_KINDS = ("infiniband", "roce", "ethernet", "efa")    # plan-v1 Extension 2: `network`
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class Plan:
     deepspeed: Mapping = field(default_factory=lambda: MappingProxyType({}))
     lora: LoraSettings = LoraSettings()
     quantization: QuantSettings = QuantSettings()
+    network: Mapping = field(default_factory=lambda: MappingProxyType({}))   # Extension 2; {} = the stated default
 
     @property
     def world_size(self) -> int:
@@ -227,6 +229,18 @@ def _parse_deepspeed(value: Any) -> Mapping:
     return MappingProxyType(out)
 
 
+def _parse_network(value: Any) -> Mapping:
+    """Extension 2: inter-node bandwidth per GPU, per direction (Gb/s), and the fabric's kind."""
+    obj = _mapping("network", value)
+    _reject_unknown("network", obj, ("gbps_per_gpu", "kind"))
+    out = {}
+    if "gbps_per_gpu" in obj:
+        out["gbps_per_gpu"] = _number("network.gbps_per_gpu", obj["gbps_per_gpu"], 1e-3, 1e6)
+    if "kind" in obj:
+        out["kind"] = _choice("network.kind", obj["kind"], NETWORK_KINDS)
+    return MappingProxyType(out)
+
+
 def _parse_lora(value: Any) -> LoraSettings:
     obj = _mapping("lora", value)
     _reject_unknown("lora", obj, ("rank", "alpha", "dropout", "targets"))
@@ -294,6 +308,7 @@ def parse_plan(data: Any) -> Plan:
         deepspeed=_parse_deepspeed(get("deepspeed", {})),
         lora=_parse_lora(get("lora", {})),
         quantization=_parse_quant(get("quantization", {})),
+        network=_parse_network(get("network", {})),
     )
     _check_consistency(plan)
     return plan
