@@ -12,7 +12,9 @@ HF Trainer); ZeRO-1 reduces at the accumulation boundary; ZeRO-2 and ZeRO-3 redu
 Time (NCCL `doc/PERFORMANCE.md` bus-bandwidth conventions): a ring all-reduce of S bytes over n ranks
 moves S·2(n−1)/n per rank (algbw = busbw·n/(2(n−1))), reduce-scatter and all-gather S·(n−1)/n; the bus
 bandwidth is the slowest link the ring crosses (NVLink inside an NVSwitch node, PCIe in a PCIe-only node or
-one whose NVLink bridges join pairs only, the network per GPU between nodes) at ``LINK_EFFICIENCY``.
+one whose NVLink bridges join pairs only; between nodes NCCL runs one ring per NIC rail, each crossing a node
+boundary once, so the inter-node bus bandwidth is the node's NICs together: per-GPU network x GPUs per
+node, capped by the intra-node link) at ``LINK_EFFICIENCY``.
 Overlap: DDP's buckets and DeepSpeed's with ``overlap_comm`` (default on at stage 3 only, DeepSpeed
 `zero/config.py` overlap_comm validator) run behind backward, ZeRO-3/FSDP prefetch the next module's
 all-gather behind the current one's compute; what exceeds the compute window, plus the one bucket (or
@@ -55,8 +57,8 @@ def link_for(plan, rates: Rates) -> tuple[str, float]:
     """(link name, usable bus bandwidth in bytes/s) of a ring over all the plan's GPUs."""
     intra = ("nvlink", rates.nvlink_bytes_s) if rates.nvlink_bytes_s else ("pcie", rates.pcie_bytes_s)
     if plan.nodes > 1:
-        name, bw = ("network", rates.network_bytes_s) if rates.network_bytes_s <= intra[1] else intra
-        return name, bw * LINK_EFFICIENCY
+        rails = rates.network_bytes_s * plan.gpus_per_node
+        return "network", min(rails, intra[1]) * LINK_EFFICIENCY
     return intra[0], intra[1] * LINK_EFFICIENCY
 
 

@@ -9,10 +9,11 @@ Conventions (what is counted):
   C ≈ 6N per token); with LoRA/QLoRA the frozen base needs no weight gradient, only the activation
   gradient: 2·P, plus the adapters' own 2·r·(d_in+d_out) forward and 4·r·(d_in+d_out) backward
   (Hu et al. 2021, LoRA §4: "we do not need to calculate the gradients ... for most parameters");
-- attention scores and values: 2 matmuls of 2·s·d per token and layer for the full s×s square,
-  halved for causal kernels that skip the masked half (flash attention and SDPA's causal path;
-  eager attention computes the whole square and masks it) - PaLM (Chowdhery et al. 2022) App. B counts
-  6N + 12·L·H·Q·T per token for training (non-causal); backward of attention = 2 x forward;
+- attention scores and values: 2 matmuls of 2·s·(H·d_head) per token and layer, the full s×s square
+  (PaLM, Chowdhery et al. 2022, App. B: 6N + 12·L·H·Q·T per token for training), backward = 2 x forward.
+  Causal kernels skip the masked half, but the published utilisations this model's efficiencies come
+  from (torchtitan's and llm-foundry's MFU) count the full square, so the time uses the same accounting;
+  ``attention_forward_flops(..., causal_skip=True)`` gives the halved count for reference;
 - recompute: full activation checkpointing re-runs every decoder layer's forward once in backward
   (HF `gradient_checkpointing`; Korthikanti et al. 2022 §4: +1 forward, HFU vs MFU), selective
   (Megatron's) re-runs only the attention core (Korthikanti et al. 2022 §5).
@@ -94,8 +95,7 @@ def flops_per_token(arch, plan) -> Flops:
     blocks, head = block_matmul_params(arch)
     p = blocks + head
     adapters = adapter_matmul_params(arch, plan)
-    causal_skip = plan.attention in ("flash", "sdpa") and arch.causal_lm
-    attn = attention_forward_flops(arch, plan.seq_len, causal_skip)
+    attn = attention_forward_flops(arch, plan.seq_len, causal_skip=False)
     forward = 2.0 * p + attn + 2.0 * adapters
     if plan.method == "full":
         backward = 4.0 * p + 2 * attn
