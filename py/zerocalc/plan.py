@@ -361,6 +361,8 @@ def plan_to_dict(plan: Plan) -> dict:
             v = {"rank": v.rank, "alpha": v.alpha, "dropout": v.dropout, "targets": list(v.targets)}
         elif isinstance(v, QuantSettings):
             v = {"type": v.type, "double_quant": v.double_quant, "compute_dtype": v.compute_dtype}
+        elif f.name == "network" and not v:
+            continue                  # Extension 2 key: omitted while it takes the stated default
         else:
             v = _thaw(v)
         out[f.name] = v
