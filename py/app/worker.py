@@ -12,6 +12,7 @@ import json
 import time
 import traceback
 
+from app.fit_view import fit_call as _fit_call
 from app.view import compute as _compute
 
 
@@ -24,6 +25,7 @@ def _view(request):
 # name -> function(request: dict) -> dict; assets/engine.js `engine.call(name, text)` reaches them.
 CALLS = {
     "compute": _view,
+    "fit": _fit_call,        # the "What fits" panel (app/fit_view.py)
 }
 
 
