@@ -153,3 +153,19 @@ def test_offload_never_reduces_step_time(d, device, params):
     base = Plan.from_dict({**d, "zero_stage": off.zero_stage})
     arch = resolve_model(p.model)
     assert step_estimate(off, arch).time_s >= step_estimate(base, arch).time_s
+
+
+def test_custom_gpu_rates_are_used_and_checked():
+    g = {"name": "card", "memory_gib": 48, "compute_capability": "8.6", "bf16_dense_tflops": 100,
+         "memory_bandwidth_gb_s": 500}
+    p = Plan.from_dict({"gpu": g, "gpus_per_node": 1, "framework": "single", "zero_stage": 0,
+                        "model": "llama-3.2-1b", "gradient_accumulation_steps": 1})
+    s = step_estimate(p, resolve_model(p.model))
+    f = s.flops
+    tokens = 2 * 4096
+    # sm86 takes the Ampere figure (60 %) of the given 100 TFLOP/s
+    assert math.isclose(s.forward_s, tokens * f.forward / (100e12 * 0.6))
+    assert s.rates.hbm_bytes_s == 500e9
+    with pytest.raises(PlanError) as e:
+        Plan.from_dict({"gpu": {**g, "bf16_dense_tflops": "fast"}})
+    assert e.value.key == "gpu.bf16_dense_tflops"

@@ -56,6 +56,7 @@ DEEPSPEED_AUTO_OK = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage
                      "gradient_clipping")
 DEEPSPEED_KNOBS = DEEPSPEED_INT_KNOBS + DEEPSPEED_BOOL_KNOBS + ("gradient_clipping",)
 NETWORK_KINDS = ("infiniband", "roce", "ethernet", "efa")    # plan-v1 Extension 2: `network`
+GPU_RATES = ("bf16_dense_tflops", "fp16_dense_tflops", "memory_bandwidth_gb_s", "link_gb_s", "pcie_gb_s")
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,9 @@ def _parse_gpu(value: Any) -> Any:
         raise PlanError("gpu.name", f"must be a string, got {_show(obj['name'])}")
     if "bf16_supported" in obj:
         _bool("gpu.bf16_supported", obj["bf16_supported"])
+    for rate in GPU_RATES:                     # Extension 2: optional rates of a custom GPU
+        if obj.get(rate) is not None:
+            _number(f"gpu.{rate}", obj[rate], 1e-3, 1e7)
     return _freeze(obj)
 
 
