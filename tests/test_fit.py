@@ -101,3 +101,18 @@ def test_maxima_are_exact(model, gpu, gpus, stage, ckpt, method):
         else:
             assert estimate(p.with_changes(**{key: m}), search_min_gpus=False).fits
             assert not estimate(p.with_changes(**{key: m + 1}), search_min_gpus=False).fits
+
+
+def test_estimate_cli_step_block_and_training_cost():
+    rc, out = _cli("estimate")
+    assert rc == 0 and "step:" in out and "tokens/s per GPU" in out and "reduce_scatter" in out
+    rc, out = _cli("estimate", "--train-tokens", "1e9", "--price-per-gpu-hour", "2", "--format", "json")
+    d = json.loads(out)
+    t = d["step"]["train"]
+    assert t["tokens"] == 1e9 and abs(t["cost"] - 2 * t["gpu_hours"]) < 1e-9
+    assert list(d)[-2:] == ["step", "communication"]
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "zerocalc", "estimate", "--price-per-gpu-hour", "-1",
+                        "--train-tokens", "5"], capture_output=True, text=True, env={"PYTHONPATH": "py"})
+    assert r.returncode == 2 and r.stderr == "zerocalc: price_per_gpu_hour: must be a number >= 0, got -1.0\n"

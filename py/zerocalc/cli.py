@@ -86,8 +86,8 @@ def _gib(n: int) -> str:
     return f"{n / GIB:8.2f}"
 
 
-def format_table(est) -> str:
-    d = est.to_dict()
+def format_table(est, d: dict | None = None) -> str:
+    d = d or est.to_dict()
     pg = d["per_gpu"]
     plan = est.plan
     lines = [
@@ -195,7 +195,7 @@ def _cmd_estimate(args) -> int:
         if args.format == "json":
             sys.stdout.write(json.dumps(d, indent=2) + "\n")
         else:
-            sys.stdout.write(format_table(est) + "\n".join(format_step(d)[1:]) + "\n")
+            sys.stdout.write(format_table(est, d))
         return 0
     if args.format == "json":
         sys.stdout.write(json.dumps(est.to_dict(), indent=2) + "\n")
