@@ -185,6 +185,70 @@ def tune_rows() -> list[dict]:
     return out
 
 
+FMS = "https://github.com/foundation-model-stack/fms-acceleration/blob/main/scripts/benchmarks/refs/a100_80gb.csv"
+FMS_HEADER = ("acceleration_framework_config_file,epoch,fp16,framework_config,index,learning_rate,lora_alpha,lora_dropout,"
+              "model_name_or_path,num_gpus,nvidia_mem_reserved,peak_torch_mem_alloc_in_bytes,peft_method,"
+              "per_device_train_batch_size,r,target_modules,torch_mem_alloc_in_bytes,train_loss,train_runtime,"
+              "train_samples_per_second,train_steps_per_second,train_tokens_per_second")
+FMS_ROWS = [
+    ",0.04,,none,0,2e-5,,,mistralai/Mistral-7B-v0.1,1,77705.0,72971724288.0,,4,,,44004763136.0,0.9278398831685384,177.1092,0.678,0.169,2775.237",
+    ",0.04,,none,1,2e-5,,,mistralai/Mistral-7B-v0.1,2,44706.0,36762859520.0,,2,,,29521119232.0,0.8970902442932129,91.086,1.317,0.329,2698.11",
+    ",0.09,,none,2,2e-5,,,mistralai/Mistral-7B-v0.1,1,74383.0,72972117504.0,,8,,,44005156352.0,0.9879656155904134,322.458,0.744,0.093,3048.583",
+    ",0.09,,none,3,2e-5,,,mistralai/Mistral-7B-v0.1,2,53907.0,36763056128.0,,4,,,29521315840.0,0.9259945551554362,167.7727,1.431,0.179,2929.678",
+    ",0.04,,none,12,2e-4,16,0.0,mistralai/Mistral-7B-v0.1,1,29731.0,26108963328.0,lora,4,16,q_proj k_proj v_proj o_proj,15119590912.0,0.9096682230631511,136.624,0.878,0.22,3597.611",
+    ",0.04,,none,13,2e-4,16,0.0,mistralai/Mistral-7B-v0.1,2,18697.0,15123161088.0,lora,2,16,q_proj k_proj v_proj o_proj,7850391552.0,0.8918854713439941,82.0311,1.463,0.366,2995.936",
+    ",0.09,,none,14,2e-4,16,0.0,mistralai/Mistral-7B-v0.1,1,43195.0,37098695168.0,lora,8,16,q_proj k_proj v_proj o_proj,15119984128.0,0.962119706471761,270.6301,0.887,0.111,3632.412",
+    ",0.09,,none,15,2e-4,16,0.0,mistralai/Mistral-7B-v0.1,2,26235.0,21433753600.0,lora,4,16,q_proj k_proj v_proj o_proj,7850588160.0,0.9218235015869141,143.8184,1.669,0.209,3417.643",
+    ",0.04,,none,17,2e-4,16,0.0,mistralai/Mixtral-8x7B-Instruct-v0.1,2,62617.0,57540387840.0,lora,2,16,q_proj k_proj v_proj o_proj,47311452160.0,0.9361546834309896,179.3128,0.669,0.167,1370.566",
+    ",0.09,,none,19,2e-4,16,0.0,mistralai/Mixtral-8x7B-Instruct-v0.1,2,69848.0,64347637760.0,lora,4,16,q_proj k_proj v_proj o_proj,47311648768.0,0.9383139928181966,280.8919,0.854,0.107,1749.855",
+    "sample-configurations/baseline-peft-bnb-nf4-sample-configuration.yaml,0.04,True,baseline-peft-bnb,24,2e-4,16,0.0,mistralai/Mistral-7B-v0.1,1,27023.0,22825932800.0,lora,4,16,q_proj k_proj v_proj o_proj,5368221184.0,0.9589527130126954,178.8061,0.671,0.168,2748.9",
+    "sample-configurations/baseline-peft-bnb-nf4-sample-configuration.yaml,0.04,True,baseline-peft-bnb,25,2e-4,16,0.0,mistralai/Mistral-7B-v0.1,2,13530.0,9974622720.0,lora,2,16,q_proj k_proj v_proj o_proj,2727018496.0,0.9154380798339844,87.3652,1.374,0.343,2813.02",
+    "sample-configurations/baseline-peft-bnb-nf4-sample-configuration.yaml,0.09,True,baseline-peft-bnb,26,2e-4,16,0.0,mistralai/Mistral-7B-v0.1,1,47145.0,40278956032.0,lora,8,16,q_proj k_proj v_proj o_proj,5368614400.0,0.9702634493509928,341.2286,0.703,0.088,2880.884",
+    "sample-configurations/baseline-peft-bnb-nf4-sample-configuration.yaml,0.09,True,baseline-peft-bnb,27,2e-4,16,0.0,mistralai/Mistral-7B-v0.1,2,21502.0,16587205120.0,lora,4,16,q_proj k_proj v_proj o_proj,2727215104.0,0.914565912882487,149.9341,1.601,0.2,3278.241",
+    "sample-configurations/baseline-peft-bnb-nf4-sample-configuration.yaml,0.04,True,baseline-peft-bnb,28,2e-4,16,0.0,mistralai/Mixtral-8x7B-Instruct-v0.1,1,48313.0,46419968512.0,lora,4,16,q_proj k_proj v_proj o_proj,25726225920.0,0.9744932492574055,351.8623,0.341,0.085,1396.91",
+    "sample-configurations/baseline-peft-bnb-nf4-sample-configuration.yaml,0.04,True,baseline-peft-bnb,29,2e-4,16,0.0,mistralai/Mixtral-8x7B-Instruct-v0.1,2,25549.0,21922782720.0,lora,2,16,q_proj k_proj v_proj o_proj,13219233792.0,0.9303209940592448,171.4299,0.7,0.175,1433.589",
+    "sample-configurations/baseline-peft-bnb-nf4-sample-configuration.yaml,0.09,True,baseline-peft-bnb,30,2e-4,16,0.0,mistralai/Mixtral-8x7B-Instruct-v0.1,1,69931.0,67089150464.0,lora,8,16,q_proj k_proj v_proj o_proj,25726619136.0,0.9745417594909668,629.837,0.381,0.048,1560.785",
+    "sample-configurations/baseline-peft-bnb-nf4-sample-configuration.yaml,0.09,True,baseline-peft-bnb,31,2e-4,16,0.0,mistralai/Mixtral-8x7B-Instruct-v0.1,2,32957.0,29384115200.0,lora,4,16,q_proj k_proj v_proj o_proj,13219430400.0,0.9310146331787109,300.5119,0.799,0.1,1635.609",
+    "sample-configurations/baseline-peft-bnb-nf4-sample-configuration.yaml,0.04,True,baseline-peft-bnb,33,2e-4,16,0.0,NousResearch/Llama-2-70b-hf,2,52634.0,46524471808.0,lora,2,16,q_proj k_proj v_proj o_proj,19172741120.0,1.0399916648864747,584.3145,0.205,0.051,420.595",
+]
+FMS_MODELS = {"mistralai/Mistral-7B-v0.1": "mistral-7b-v0.3", "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b",
+              "NousResearch/Llama-2-70b-hf": "llama-2-70b"}
+
+
+def fms_rows() -> list[dict]:
+    keys = FMS_HEADER.split(",")
+    out = []
+    for text in FMS_ROWS:
+        r = dict(zip(keys, text.split(",")))
+        qlora = r["framework_config"] == "baseline-peft-bnb"
+        lora = r["peft_method"] == "lora"
+        n = int(r["num_gpus"])
+        plan = {"schema": 1, "model": FMS_MODELS[r["model_name_or_path"]], "gpu": "a100-sxm4-80gb",
+                "gpus_per_node": n, "nodes": 1, "framework": "fsdp", "zero_stage": 3,
+                "precision": "fp16-mixed" if qlora else "bf16-pure", "optimizer": "adamw",
+                "micro_batch_size": int(r["per_device_train_batch_size"]), "gradient_accumulation_steps": 1,
+                "seq_len": 4096, "activation_checkpointing": "full", "attention": "flash",
+                "method": "qlora" if qlora else "lora" if lora else "full"}
+        if lora:
+            plan["lora"] = {"rank": int(r["r"]), "alpha": int(r["lora_alpha"]), "dropout": 0.0,
+                            "targets": r["target_modules"].split()}
+        if qlora:
+            plan["quantization"] = {"type": "nf4", "double_quant": True, "compute_dtype": "fp16"}
+        out.append({"id": f"fms_a100_{r['index']}", "source": "fms-acceleration",
+                    "source_group": "fms-acceleration benchmarks refs/a100_80gb.csv (HF Trainer + accelerate FSDP)",
+                    "source_url": FMS, "quote": text, "plan": plan,
+                    "measured_tokens_per_s_per_gpu": float(r["train_tokens_per_second"]), "quality": "approximate",
+                    "mapping_notes": "columns: " + FMS_HEADER + "; HF Trainer train_tokens_per_second is per device "
+                                     "(include_tokens_per_second); scripts/benchmarks/defaults.yaml: "
+                                     "gradient_checkpointing True, gradient_accumulation_steps 1, use_flash_attn; "
+                                     "accelerate.yaml: FSDP FULL_SHARD, mixed_precision 'no'; scenarios.yaml: "
+                                     "torch_dtype float16 (fp16 weights: bf16-pure stands in, same sizes and A100 "
+                                     "rate; fp16 AMP for the bnb QLoRA rows); sequence 4096 packed, derived: "
+                                     "tokens/s / steps/s / batch = ~4100 tokens per sample; Mistral-7B-v0.1 as the "
+                                     "v0.3 preset (vocabulary 32000 vs 32768)"})
+    return out
+
+
 PEFT_BASE = "https://github.com/huggingface/peft/blob/main/method_comparison/MetaMathQA/results/"
 
 
@@ -211,7 +275,7 @@ def peft_rows() -> list[dict]:
 
 
 def main() -> None:
-    rows = foundry_rows() + titan_rows() + tune_rows() + peft_rows()
+    rows = foundry_rows() + titan_rows() + tune_rows() + fms_rows() + peft_rows()
     path = ROOT / "validation" / "throughput.json"
     path.write_text(json.dumps(rows, indent=1) + "\n")
     print(f"{len(rows)} rows -> {path}")
