@@ -169,3 +169,15 @@ def test_custom_gpu_rates_are_used_and_checked():
     with pytest.raises(PlanError) as e:
         Plan.from_dict({"gpu": {**g, "bf16_dense_tflops": "fast"}})
     assert e.value.key == "gpu.bf16_dense_tflops"
+
+
+def test_throughput_data_is_sourced_and_parses():
+    import json
+    import pathlib
+    rows = json.loads((pathlib.Path(__file__).resolve().parents[1] / "validation" / "throughput.json").read_text())
+    assert len(rows) >= 25 and len({r["source"] for r in rows}) >= 4
+    assert len({r["id"] for r in rows}) == len(rows)
+    for r in rows:
+        assert r["source_url"].startswith("https://") and r["quote"].strip()
+        assert r["measured_tokens_per_s_per_gpu"] > 0
+        Plan.from_dict(r["plan"])
