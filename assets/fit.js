@@ -54,6 +54,8 @@ function renderRows(v) {
     tr.append(td);
     body.append(tr);
   });
+  const ul = $("#fit-advice");
+  ul.replaceChildren(...v.advice.map((a) => el("li", {}, a)));
   $("#fit-summary").textContent =
     `This plan: ${fmt(v.gib, 2)} of ${fmt(v.capacity_gib, 2)} GiB per GPU (${v.fits ? "fits" : "out of memory"}), ` +
     `${fmt(v.tokens_per_s_per_gpu)} tokens/s per GPU at ${fmt(100 * v.mfu, 1)} % MFU. ` +

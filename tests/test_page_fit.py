@@ -25,6 +25,8 @@ def test_fit_view_rows_apply_their_fragment():
     totals = [p["total_gib"] for p in seq]
     assert totals == sorted(totals)                    # memory never falls as the sequence grows
     assert [s["stage"] for s in v["charts"]["stages"]] == [0, 1, 2, 3]
+    ck = [r for r in v["rows"] if r["changes"] == {"activation_checkpointing": "full"}][0]
+    assert f"full activation checkpointing: {ck['gib']:.2f} GiB, fits, −{abs(ck['delta_pct']):.1f} % tokens/s" in v["advice"]
 
 
 pytest.importorskip("pytest_playwright")
@@ -38,6 +40,7 @@ def test_apply_an_option_changes_form_and_figures(offline_page):
     page.wait_for_selector("#fit[data-state='ready']", state="attached", timeout=60_000)
     rows = page.locator("#fit-rows tr")
     assert rows.count() >= 3
+    assert page.locator("#fit-advice li", has_text="full activation checkpointing: ").count() == 1
     before = page.get_attribute("[data-out='per_gpu.device_used_bytes']", "data-bytes")
     # the full-checkpointing option: apply it
     row = page.locator("#fit-rows tr", has_text="activation_checkpointing = full").first
