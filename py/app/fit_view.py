@@ -10,8 +10,9 @@ No DOM here; it imports under CPython (tests/test_fit_view in tests/test_page_fi
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from zerocalc import PlanError, estimate, fit
-from zerocalc.plan import replace
 
 from app.view import parse_with_recovery, share_fragment
 

@@ -113,11 +113,10 @@ def trainable_params(arch, plan) -> int:
 def optimizer_step_time(plan, trainable: int, rates: Rates) -> float:
     """GPU optimizer step, memory-bound (fused AdamW reads and writes every state once): per parameter of
     the rank's partition 2 x (master or weight + states) + gradient (+ the 16-bit copy under mixed
-    precision) bytes, over HBM bandwidth at ``HBM_EFFICIENCY``."""
+    precision) bytes, over HBM bandwidth at ``HBM_EFFICIENCY``. With ``optimizer_in_backward`` the same
+    bytes move inside backward; they are counted here all the same."""
     if plan.offload_optimizer != "none" or (plan.framework == "fsdp" and plan.offload_params != "none"):
         return 0.0
-    if plan.optimizer_in_backward and plan.method == "full":
-        pass          # the same bytes, moved into backward: still counted here
     mixed = plan.precision.endswith("mixed")
     w = 4 if (mixed or plan.precision == "fp32") else 2
     states = {"adamw": 2 * w, "paged-adamw-32bit": 8, "adamw-8bit": 2, "paged-adamw-8bit": 2, "adafactor": 0.1,
