@@ -16,7 +16,8 @@ Conventions (what is counted):
   ``attention_forward_flops(..., causal_skip=True)`` gives the halved count for reference;
 - recompute: full activation checkpointing re-runs every decoder layer's forward once in backward
   (HF `gradient_checkpointing`; Korthikanti et al. 2022 §4: +1 forward, HFU vs MFU), selective
-  (Megatron's) re-runs only the attention core (Korthikanti et al. 2022 §5).
+  (Megatron's) re-runs only the attention core (Korthikanti et al. 2022 §5), torchtitan's selective-op
+  (`torchtitan/.../activation_checkpoint.py`, every second matmul's output recomputed) half the block matmuls.
 """
 from __future__ import annotations
 
@@ -105,6 +106,10 @@ def flops_per_token(arch, plan) -> Flops:
         recompute = 2.0 * blocks + attn + 2.0 * adapters
     elif plan.activation_checkpointing == "selective":
         recompute = attn
+    elif plan.activation_checkpointing == "selective-op":
+        # torchtitan's op-level policy (Extension 1, once the plan has it): matmul outputs are saved except
+        # every second one, so about half the block matmuls run again; the attention outputs are saved
+        recompute = 1.0 * blocks
     else:
         recompute = 0.0
     return Flops(p, adapters, forward, backward, recompute, attn)
