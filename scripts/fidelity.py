@@ -167,6 +167,8 @@ def main(argv=None) -> int:
         run_public(args.public, args.records)
     else:
         print(f"no public validation set at {args.public}")
+    from scripts.fidelity_throughput import run_throughput   # the step-time model against measured throughput
+    run_throughput(records=args.records)
     if not args.no_tracer:
         run_tracer(args.quick, args.records)
     return 0

@@ -12,6 +12,7 @@ import json
 import time
 import traceback
 
+from app.fit_view import fit_call as _fit_call
 from app.view import compute as _compute
 from app.doctor import view as _doctor
 
@@ -26,6 +27,7 @@ def _view(request):
 CALLS = {
     "compute": _view,
     "doctor": _doctor,
+    "fit": _fit_call,        # the "What fits" panel (app/fit_view.py)
 }
 
 

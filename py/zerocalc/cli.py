@@ -86,8 +86,8 @@ def _gib(n: int) -> str:
     return f"{n / GIB:8.2f}"
 
 
-def format_table(est) -> str:
-    d = est.to_dict()
+def format_table(est, d: dict | None = None) -> str:
+    d = d or est.to_dict()
     pg = d["per_gpu"]
     plan = est.plan
     lines = [
@@ -116,6 +116,7 @@ def format_table(est) -> str:
         lines += ["", "detail at the peak:"]
         for name, b in sorted(pg["detail"].items(), key=lambda kv: -kv[1]):
             lines.append(f"  {name:<26}{_gib(b)}")
+    lines += format_step(d)
     if d["warnings"]:
         lines += ["", "warnings:"]
         for w in d["warnings"]:
@@ -124,9 +125,78 @@ def format_table(est) -> str:
     return "\n".join(lines) + "\n"
 
 
+def format_step(d: dict) -> list[str]:
+    """The step block of the estimate table (plan-v1 Extension 2)."""
+    st, comm = d.get("step"), d.get("communication") or {}
+    if not st:
+        return []
+    lines = ["", f"step: {st['time_s']:.3f} s   {st['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU   "
+                 f"MFU {100 * st['mfu']:.1f} % (assumed hardware efficiency {100 * st['hardware_efficiency']:.0f} % "
+                 f"of {st['peak_tflops']:.0f} TFLOP/s)",
+             f"  compute {st['compute_s']:.3f} s + exposed communication {st['exposed_communication_s']:.3f} s "
+             f"(of {st['communication_s']:.3f} s) + offload {st['offload_s']:.3f} s",
+             f"  efficiency: {st['efficiency_source']}"]
+    for name, c in comm.items():
+        lines.append(f"  {name:<15}{c['bytes'] / GIB:9.2f} GiB/step over {c['link']:<8}{c['time_s']:8.3f} s")
+    net = st["network"]
+    lines.append(f"  network: {net['gbps_per_gpu']:g} Gb/s per GPU {net['kind']}"
+                 + (" (default)" if net["defaulted"] else ""))
+    tr = st.get("train")
+    if tr:
+        cost = f", cost {tr['cost']:,.2f}" if tr["cost"] is not None else ""
+        lines.append(f"  {tr['tokens']:,.0f} tokens: {tr['time_s'] / 3600:,.2f} h, {tr['gpu_hours']:,.1f} GPU-hours{cost}")
+    lines += [f"  note: {n}" for n in st.get("notes", ())]
+    return lines
+
+
+def _with_train(est, args) -> dict:
+    """estimate dict, its step recomputed when --train-tokens / --price-per-gpu-hour are given."""
+    d = est.to_dict()
+    tokens, price = getattr(args, "train_tokens", None), getattr(args, "price_per_gpu_hour", None)
+    for key, v in (("train_tokens", tokens), ("price_per_gpu_hour", price)):
+        if v is not None and not v >= 0:
+            raise CliError(f"{key}: must be a number >= 0, got {v}")
+    if price is not None and tokens is None:
+        raise CliError("price_per_gpu_hour: needs --train-tokens (the cost is of training that many tokens)")
+    if tokens is not None:
+        from dataclasses import replace
+        d.update(replace(est.step, train_tokens=tokens, price_per_gpu_hour=price).to_dict())
+    return d
+
+
+def format_fit(d: dict) -> str:
+    """`zerocalc fit` as a table."""
+    def g(n):
+        return f"{n / GIB:7.2f}"
+    lines = [f"plan: {'fits' if d['fits'] else 'OUT OF MEMORY'} at {g(d['device_used_bytes']).strip()} GiB, "
+             f"{d['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU",
+             f"max micro-batch: {d['max_micro_batch_size']}   max sequence length: {d['max_seq_len']}",
+             "min GPUs by stage: " + ", ".join(f"{k}: {v}" for k, v in d["min_gpus"].items()), "",
+             f"{'#':>2}  {'fits':<4} {'GiB':>7} {'tokens/s/GPU':>13} {'step s':>8}  change"]
+    for i, o in enumerate(d["options"], 1):
+        ch = ", ".join(f"{k}={v}" for k, v in o["changes"].items())
+        lines.append(f"{i:>2}  {'yes' if o['fits'] else 'no':<4} {g(o['device_used_bytes'])} "
+                     f"{o['tokens_per_s_per_gpu']:13,.0f} {o['step_time_s']:8.3f}  {ch}")
+    return "\n".join(lines) + "\n"
+
+
+def _cmd_fit(args) -> int:
+    from .fit import fit
+    d = fit(build_plan(args)).to_dict()
+    sys.stdout.write(json.dumps(d, indent=2) + "\n" if args.format == "json" else format_fit(d))
+    return 0
+
+
 def _cmd_estimate(args) -> int:
     from .estimate import estimate
     est = estimate(build_plan(args))
+    if getattr(args, "train_tokens", None) is not None or getattr(args, "price_per_gpu_hour", None) is not None:
+        d = _with_train(est, args)
+        if args.format == "json":
+            sys.stdout.write(json.dumps(d, indent=2) + "\n")
+        else:
+            sys.stdout.write(format_table(est, d))
+        return 0
     if args.format == "json":
         sys.stdout.write(json.dumps(est.to_dict(), indent=2) + "\n")
     else:
@@ -214,7 +284,13 @@ def parser() -> argparse.ArgumentParser:
     e = sub.add_parser("estimate", help="per-GPU and per-node memory of a plan")
     _add_plan_args(e)
     e.add_argument("--format", choices=("table", "json"), default="table")
+    e.add_argument("--train-tokens", type=float, metavar="N", help="tokens to train: time, GPU-hours (and cost)")
+    e.add_argument("--price-per-gpu-hour", type=float, metavar="PRICE", help="cost of one GPU-hour (no default)")
     e.set_defaults(fn=_cmd_estimate)
+    ft = sub.add_parser("fit", help="what fits: max micro-batch and sequence, min GPUs per stage, ranked options")
+    _add_plan_args(ft)
+    ft.add_argument("--format", choices=("table", "json"), default="table")
+    ft.set_defaults(fn=_cmd_fit)
     pr = sub.add_parser("presets", help="list model or GPU presets")
     pr.add_argument("kind", choices=("models", "gpus"))
     pr.set_defaults(fn=_cmd_presets)

@@ -19,6 +19,7 @@ from .memory.runtime import allocator_reserve, runtime_terms, stream_cache
 from .memory.terms import (ALLOCATOR, COMPONENTS, DRIVER, HOST_PINNED, MANAGED, STREAM_CACHE, Term, phases_of)
 from .plan import Plan
 from .result import Estimate, PerGpu
+from .step import step_estimate
 from .units import next_pow2
 
 
@@ -156,7 +157,9 @@ def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
         trainable_params=si.trainable.numel,
         total_params=arch.total_params + (si.trainable.numel if plan.method != "full" else 0),
         min_gpus=_min_gpus(plan, si, spec) if search_min_gpus else None,
-        zero2_device_used=_zero2_device_used(plan, si, spec))
+        zero2_device_used=_zero2_device_used(plan, si, spec),
+        step=step_estimate(plan, arch, plan.gpu,
+                           offloaded_activation_bytes=pg.host_detail.get("offloaded_activations", 0)))
     return replace(est, warnings=tuple(advice.warnings(est)))
 
 

@@ -54,6 +54,8 @@ DEEPSPEED_BOOL_KNOBS = ("overlap_comm", "contiguous_gradients", "zero_init")
 DEEPSPEED_AUTO_OK = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
                      "gradient_clipping")
 DEEPSPEED_KNOBS = DEEPSPEED_INT_KNOBS + DEEPSPEED_BOOL_KNOBS + ("gradient_clipping",)
+NETWORK_KINDS = ("infiniband", "roce", "ethernet", "efa")    # plan-v1 Extension 2: `network`
+GPU_RATES = ("bf16_dense_tflops", "fp16_dense_tflops", "memory_bandwidth_gb_s", "link_gb_s", "pcie_gb_s")
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class Plan:
     lora: LoraSettings = LoraSettings()
     quantization: QuantSettings = QuantSettings()
     stack: StackSettings = StackSettings()
+    network: Mapping = field(default_factory=lambda: MappingProxyType({}))   # Extension 2; {} = the stated default
 
     @cached_property
     def arch(self) -> ModelArch:
@@ -158,6 +161,9 @@ def _parse_gpu(value: Any) -> Any:
         raise PlanError("gpu.name", f"must be a string, got {show(obj['name'])}")
     if "bf16_supported" in obj:
         check_bool("gpu.bf16_supported", obj["bf16_supported"])
+    for rate in GPU_RATES:                     # Extension 2: optional rates of a custom GPU
+        if obj.get(rate) is not None:
+            check_number(f"gpu.{rate}", obj[rate], 1e-3, 1e7)
     return _freeze(obj)
 
 
@@ -191,6 +197,18 @@ def _module_names(key: str, names: Any, allow_empty: bool) -> tuple[str, ...]:
         if not isinstance(t, str) or not t or not t.replace("_", "").replace(".", "").isalnum():
             raise PlanError(key, f"module names are words like q_proj, got {show(t)}")
     return tuple(dict.fromkeys(names))
+
+
+def _parse_network(value: Any) -> Mapping:
+    """Extension 2: inter-node bandwidth per GPU, per direction (Gb/s), and the fabric's kind."""
+    obj = check_mapping("network", value)
+    reject_unknown("network", obj, ("gbps_per_gpu", "kind"))
+    out = {}
+    if "gbps_per_gpu" in obj:
+        out["gbps_per_gpu"] = check_number("network.gbps_per_gpu", obj["gbps_per_gpu"], 1e-3, 1e6)
+    if "kind" in obj:
+        out["kind"] = check_choice("network.kind", obj["kind"], NETWORK_KINDS)
+    return MappingProxyType(out)
 
 
 def _parse_lora(value: Any) -> LoraSettings:
@@ -262,6 +280,7 @@ def parse_plan(data: Any) -> Plan:
         lora=_parse_lora(get("lora", {})),
         quantization=_parse_quant(get("quantization", {})),
         stack=parse_stack(get("stack", {})),
+        network=_parse_network(get("network", {})),
     )
     _check_consistency(plan)
     return plan
@@ -326,6 +345,8 @@ def plan_to_dict(plan: Plan) -> dict:
                  "group_size": v.group_size}
         elif isinstance(v, StackSettings):
             v = {f.name: getattr(v, f.name) for f in fields(StackSettings)}
+        elif f.name == "network" and not v:
+            continue                  # Extension 2 key: omitted while it takes the stated default
         else:
             v = _thaw(v)
         out[f.name] = v

@@ -57,6 +57,7 @@ class Estimate:
     warnings: tuple = field(default=())            # of Warning
     # Counterfactuals the verdicts need, computed by estimate.py (advice never calls back):
     zero2_device_used: int | None = None            # ZeRO-3 plans: the same plan at ZeRO-2, nvidia-smi bytes
+    step: object = field(default=None, repr=False, compare=False)     # step.Step (Extension 2)
 
     def to_dict(self) -> dict:
         pg = self.per_gpu
@@ -90,4 +91,5 @@ class Estimate:
             "total_params": self.total_params,
             "min_gpus": self.min_gpus,
             "warnings": [w.to_dict() for w in self.warnings],
+            **(self.step.to_dict() if self.step is not None else {}),
         }

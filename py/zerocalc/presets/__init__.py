@@ -47,6 +47,9 @@ class GpuPreset:
     typical_gpus_per_node: int | None
     compute_capability: str | None
     memory_gb_marketed: float | None
+    bf16_dense_tflops: float | None = None     # peak dense tensor-core rates (the step-time model)
+    fp16_dense_tflops: float | None = None
+    memory_bandwidth_gb_s: float | None = None
 
 
 def _load(name: str) -> list:
@@ -82,7 +85,9 @@ def _gpu(rec: dict) -> GpuPreset:
         pcie_gb_s=pcie.get("per_direction_gb_s"),
         typical_gpus_per_node=rec.get("typical_gpus_per_node"),
         compute_capability=rec.get("compute_capability"),
-        memory_gb_marketed=rec.get("memory_gb_marketed"))
+        memory_gb_marketed=rec.get("memory_gb_marketed"),
+        bf16_dense_tflops=rec.get("bf16_dense_tflops"), fp16_dense_tflops=rec.get("fp16_dense_tflops"),
+        memory_bandwidth_gb_s=rec.get("memory_bandwidth_gb_s"))
 
 
 MODELS: Mapping[str, ModelPreset] = MappingProxyType({r["id"]: _model(r) for r in _load("models.json")})

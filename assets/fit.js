@@ -1,0 +1,179 @@
+// "What fits" panel: asks the engine's CALLS["fit"] (py/app/fit_view.py) for the plan in the address bar
+// (#plan=..., or the default), shows the ranked options (each with a button that applies it: setting
+// location.hash to the changed plan's fragment, which app.js loads into the form on hashchange) and draws
+// the engine's series as inline SVG. User-visible text goes in with textContent only.
+import { engine } from "./engine.js";
+
+const $ = (s, root = document) => root.querySelector(s);
+const SVG = "http://www.w3.org/2000/svg";
+const COMPONENTS = ["weights", "gradients", "optimizer_states", "activations", "logits", "lora_adapters", "buffers", "runtime"];
+const NAMES = { optimizer_states: "optimizer states", lora_adapters: "LoRA adapters" };
+const nice = (c) => NAMES[c] || c;
+let seq = 0;
+let timer = null;
+let runs = 0;
+
+function planFromHash() {
+  const m = location.hash.match(/^#plan=(.*)$/s);
+  if (!m) return {};
+  try {
+    const p = JSON.parse(decodeURIComponent(m[1]));
+    return p && typeof p === "object" && !Array.isArray(p) ? p : {};
+  } catch (e) { return {}; }
+}
+
+function el(tag, attrs = {}, text) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function svg(tag, attrs = {}, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function fmt(n, digits = 0) { return Number(n).toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits }); }
+
+function renderRows(v) {
+  const body = $("#fit-rows");
+  body.replaceChildren();
+  v.rows.forEach((r, i) => {
+    const tr = el("tr", { "data-fits": String(r.fits), "data-fit-option": String(i) });
+    tr.append(el("td", {}, r.label), el("td", { class: "fit-change" }, r.change_text),
+      el("td", { class: "num", "data-bytes": String(r.device_used_bytes) }, fmt(r.gib, 2)),
+      el("td", { class: "fit-verdict" }, r.fits ? "fits" : "out of memory"),
+      el("td", { class: "num" }, `${fmt(r.tokens_per_s_per_gpu)} (${r.delta_pct > 0 ? "+" : ""}${fmt(r.delta_pct, 1)} %)`));
+    const td = el("td");
+    const b = el("button", { type: "button", "data-fragment": r.fragment, "aria-label": `Apply: ${r.label}` }, "Apply");
+    b.addEventListener("click", () => { location.hash = r.fragment; });
+    td.append(b);
+    tr.append(td);
+    body.append(tr);
+  });
+  const ul = $("#fit-advice");
+  ul.replaceChildren(...v.advice.map((a) => el("li", {}, a)));
+  $("#fit-summary").textContent =
+    `This plan: ${fmt(v.gib, 2)} of ${fmt(v.capacity_gib, 2)} GiB per GPU (${v.fits ? "fits" : "out of memory"}), ` +
+    `${fmt(v.tokens_per_s_per_gpu)} tokens/s per GPU at ${fmt(100 * v.mfu, 1)} % MFU. ` +
+    `Largest micro-batch that fits: ${v.max_micro_batch_size ?? "none"}; longest sequence: ${v.max_seq_len ?? "none"}. ` +
+    "Fewest GPUs by stage: " + Object.entries(v.min_gpus).map(([k, n]) => `${k}: ${n ?? "none"}`).join(", ") + ".";
+}
+
+// A chart: <svg role="img"> with <title>/<desc>, plus a visually hidden table with the same numbers.
+function figure(id, title, desc, header, rows, draw) {
+  const box = $(`[data-fit-chart='${id}']`);
+  box.replaceChildren();
+  const W = 340, H = 190;
+  const s = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-labelledby": `fit-${id}-t fit-${id}-d`, class: "fit-svg" });
+  s.append(svg("title", { id: `fit-${id}-t` }, title), svg("desc", { id: `fit-${id}-d` }, desc));
+  draw(s, W, H);
+  const cap = el("p", { class: "fit-chart-title", "aria-hidden": "true" }, title);
+  const t = el("table", { class: "sr" });
+  t.append(el("caption", {}, title));
+  const hr = el("tr");
+  for (const h of header) hr.append(el("th", { scope: "col" }, h));
+  t.append(hr);
+  for (const r of rows) { const tr = el("tr"); for (const c of r) tr.append(el("td", {}, String(c))); t.append(tr); }
+  box.append(cap, s, t);
+}
+
+function stacked(id, title, series, xName) {
+  const pts = series.points;
+  const max = Math.max(series.capacity_gib, ...pts.map((p) => p.total_gib)) * 1.05 || 1;
+  const desc = `${title}. ` + pts.map((p) => `${xName} ${p.x}: ${fmt(p.total_gib, 1)} GiB${p.fits ? "" : " (out of memory)"}`).join("; ") +
+    `. Capacity ${fmt(series.capacity_gib, 1)} GiB.`;
+  const rows = pts.map((p) => [p.x, ...COMPONENTS.map((c) => fmt(p.components[c], 2)), fmt(p.total_gib, 2)]);
+  figure(id, title, desc, [xName, ...COMPONENTS.map(nice), "device used GiB"], rows, (s, W, H) => {
+    const L = 36, B = 22, T = 8, w = (W - L - 6) / Math.max(1, pts.length);
+    const y = (g) => H - B - (g / max) * (H - B - T);
+    s.append(svg("line", { x1: L, x2: W - 4, y1: y(0), y2: y(0), class: "fit-axis" }));
+    for (const g of [0, max / 2, max]) s.append(svg("text", { x: L - 4, y: y(g) + 3, class: "fit-tick", "text-anchor": "end" }, fmt(g)));
+    pts.forEach((p, i) => {
+      let acc = 0;
+      const x = L + i * w + w * 0.15;
+      for (const c of COMPONENTS) {
+        const g = p.components[c];
+        if (!g) continue;
+        s.append(svg("rect", { x, width: w * 0.7, y: y(acc + g), height: Math.max(0, y(acc) - y(acc + g)), class: `fit-c-${c}` }));
+        acc += g;
+      }
+      s.append(svg("text", { x: x + w * 0.35, y: H - 8, class: "fit-tick", "text-anchor": "middle" }, String(p.x)));
+    });
+    s.append(svg("line", { x1: L, x2: W - 4, y1: y(series.capacity_gib), y2: y(series.capacity_gib), class: "fit-cap" }));
+  });
+}
+
+function splitChart(splits) {
+  const max = Math.max(...splits.map((s) => s.time_s)) || 1;
+  const parts = [["compute_s", "compute"], ["exposed_communication_s", "exposed communication"], ["offload_s", "offload"]];
+  const desc = "Step time split. " + splits.map((s) => `${s.label}: ${fmt(s.time_s, 2)} s (compute ${fmt(s.compute_s, 2)}, ` +
+    `exposed communication ${fmt(s.exposed_communication_s, 2)}, offload ${fmt(s.offload_s, 2)})`).join("; ") + ".";
+  figure("step_split", "Step time: compute / exposed communication / offload", desc,
+    ["plan", "compute s", "exposed communication s", "offload s", "tokens/s per GPU"],
+    splits.map((s) => [s.label, fmt(s.compute_s, 3), fmt(s.exposed_communication_s, 3), fmt(s.offload_s, 3), fmt(s.tokens_per_s_per_gpu)]),
+    (g, W, H) => {
+      const L = 4, h = (H - 10) / Math.max(1, splits.length);
+      splits.forEach((s, i) => {
+        let acc = 0;
+        const y = 4 + i * h;
+        for (const [k, name] of parts) {
+          const w = (s[k] / max) * (W - L - 8);
+          if (w > 0) {
+            const r = svg("rect", { x: L + acc, y: y + h * 0.42, width: w, height: h * 0.45, class: `fit-t-${k}` });
+            r.append(svg("title", {}, `${name}: ${fmt(s[k], 3)} s`));
+            g.append(r);
+          }
+          acc += w;
+        }
+        g.append(svg("text", { x: L, y: y + h * 0.36, class: "fit-tick" }, `${s.label} — ${fmt(s.time_s, 2)} s`));
+      });
+    });
+}
+
+function stagesChart(stages, capacity) {
+  if (!stages.length) { $("[data-fit-chart='stages']").replaceChildren(); return; }
+  const series = { capacity_gib: capacity, points: stages.map((s) => ({ ...s, x: s.label })) };
+  stacked("stages", "Memory per GPU by stage (ZeRO / FSDP side by side)", series, "stage");
+}
+
+function render(v) {
+  renderRows(v);
+  stacked("seq_len", "Memory per GPU vs sequence length", v.charts.seq_len, "sequence length");
+  stacked("micro_batch_size", "Memory per GPU vs micro-batch", v.charts.micro_batch_size, "micro-batch");
+  stacked("gpus", "Memory per GPU vs GPU count", v.charts.gpus, "GPUs");
+  splitChart(v.charts.step_split);
+  stagesChart(v.charts.stages, v.capacity_gib);
+}
+
+async function run() {
+  const my = ++seq;
+  const sec = $("#fit");
+  sec.dataset.state = "busy";
+  const api = await engine;
+  const t0 = performance.now();
+  const text = await api.call("fit", JSON.stringify({ plan: planFromHash() }));
+  if (my !== seq) return;
+  const v = JSON.parse(text);
+  if (v.fatal) { $("#fit-summary").textContent = `The planner failed: ${v.fatal}`; sec.dataset.state = "failed"; return; }
+  render(v);
+  sec.dataset.ms = (performance.now() - t0).toFixed(1);   // request -> answer, worker round trip included
+  sec.dataset.pyMs = String(v.py_ms);
+  sec.dataset.share = v.share;
+  sec.dataset.runs = String(++runs);
+  sec.dataset.state = "ready";
+}
+
+function later(ms) { clearTimeout(timer); timer = setTimeout(run, ms); }
+
+window.addEventListener("hashchange", () => later(0));
+document.addEventListener("DOMContentLoaded", () => {
+  const form = $("#plan");
+  // app.js writes the form's plan into the address bar 250 ms after each answer; read it after that
+  if (form) for (const ev of ["input", "change"]) form.addEventListener(ev, () => later(700));
+  $("#fit-refresh")?.addEventListener("click", () => later(0));
+  engine.then(() => later(0), () => { $("#fit-summary").textContent = "The engine did not start."; });
+});

@@ -1,0 +1,232 @@
+"""The planner: what fits, how fast, and what to change (plan-v1 Extension 2, ``zerocalc fit``).
+
+    fit(plan) -> Fit;  Fit.to_dict() -> {"max_micro_batch_size", "max_seq_len", "min_gpus", "options"}
+
+Every figure is a real estimate: the maxima are exact integer searches over ``estimate()`` (memory never
+falls when the micro-batch or the sequence grows, so "N fits and N+1 does not" is found by doubling then
+bisection), ``min_gpus`` is the estimate's own search at each ZeRO stage (FSDP: SHARD_GRAD_OP and
+FULL_SHARD), and every option is ``estimate(plan.with_changes(**changes))``, ranked fitting first, then by
+tokens per second per GPU. Estimates of the same plan are computed once per call (memoised by the plan's
+JSON), candidates skip the min_gpus search (``search_min_gpus=False``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from .estimate import estimate
+from .plan import MAX_MICRO_BATCH, MAX_SEQ_LEN, Plan, PlanError
+from .presets import GPUS
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Option:
+    changes: dict
+    label: str
+    device_used_bytes: int
+    capacity_bytes: int
+    fits: bool
+    step_time_s: float
+    tokens_per_s_per_gpu: float
+
+    def to_dict(self) -> dict:
+        return {"changes": dict(self.changes), "label": self.label, "device_used_bytes": self.device_used_bytes,
+                "capacity_bytes": self.capacity_bytes, "fits": self.fits, "step_time_s": self.step_time_s,
+                "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu}
+
+
+@dataclass(frozen=True)
+class Fit:
+    plan: Plan
+    fits: bool
+    device_used_bytes: int
+    tokens_per_s_per_gpu: float
+    max_micro_batch_size: int | None
+    max_seq_len: int | None
+    min_gpus: dict
+    options: tuple = field(default=())
+    estimates: int = 0                 # estimate() calls made (the budget is 100)
+
+    def to_dict(self) -> dict:
+        return {"fits": self.fits, "device_used_bytes": self.device_used_bytes,
+                "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+                "max_micro_batch_size": self.max_micro_batch_size, "max_seq_len": self.max_seq_len,
+                "min_gpus": dict(self.min_gpus), "options": [o.to_dict() for o in self.options],
+                "estimate_calls": self.estimates}
+
+
+class _Memo:
+    """estimate() once per distinct plan in one fit() call."""
+
+    def __init__(self):
+        self.cache: dict = {}
+        self.calls = 0
+
+    def __call__(self, plan: Plan, search_min_gpus: bool = False):
+        key = (json.dumps(plan.to_dict(), sort_keys=True), search_min_gpus)
+        if key not in self.cache:
+            self.calls += 1
+            self.cache[key] = estimate(plan, search_min_gpus=search_min_gpus)
+        return self.cache[key]
+
+
+def _max_int(fits, start: int, hi_limit: int) -> int | None:
+    """Largest n in [1, hi_limit] with fits(n), for a monotone fits (true up to some n, false after):
+    double (or halve) from ``start`` to bracket, then bisect."""
+    start = max(1, min(start, hi_limit))
+    if fits(start):
+        lo, hi = start, None
+        while hi is None:
+            nxt = min(lo * 2, hi_limit)
+            if nxt == lo:
+                return lo
+            if fits(nxt):
+                lo = nxt
+            else:
+                hi = nxt
+    else:
+        hi, lo = start, None
+        while lo is None:
+            if hi == 1:
+                return None
+            nxt = max(1, hi // 2)
+            if fits(nxt):
+                lo = nxt
+            else:
+                hi = nxt
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _stage_plan(plan: Plan, stage: int) -> Plan:
+    """The plan at another stage, with offloads the stage cannot have turned off."""
+    ch: dict = {"zero_stage": stage}
+    if stage < 3 and plan.offload_params != "none":
+        ch["offload_params"] = "none"
+    if stage == 0 and plan.offload_optimizer != "none":
+        ch["offload_optimizer"] = "none"
+    return plan.with_changes(**ch)
+
+
+def min_gpus_by_stage(plan: Plan, memo) -> dict:
+    """Fewest GPUs of this kind that fit, per ZeRO stage (deepspeed), per FSDP mode, or DDP's 1/None."""
+    if plan.framework == "fsdp":
+        stages = (2, 3)
+    elif plan.framework == "deepspeed":
+        stages = (0, 1, 2, 3)
+    else:
+        return {"0": memo(plan, True).min_gpus}
+    out = {}
+    for s in stages:
+        try:
+            out[str(s)] = memo(_stage_plan(plan, s), True).min_gpus
+        except PlanError:
+            out[str(s)] = None
+    return out
+
+
+def _candidates(plan: Plan, max_mbs: int | None, min_gpus: dict) -> list[tuple[dict, str]]:
+    """Concrete changes worth estimating for this plan (each a dict of plan keys -> values)."""
+    out: list[tuple[dict, str]] = []
+    if plan.activation_checkpointing != "full":
+        out.append(({"activation_checkpointing": "full"}, "full activation checkpointing"))
+    if plan.activation_checkpointing == "none":
+        out.append(({"activation_checkpointing": "selective"}, "selective activation checkpointing"))
+    total = plan.micro_batch_size * plan.gradient_accumulation_steps
+    target = min(plan.micro_batch_size - 1, max_mbs or 1)
+    if plan.micro_batch_size > 1:
+        mbs = max(d for d in range(1, target + 1) if total % d == 0)
+        out.append(({"micro_batch_size": mbs, "gradient_accumulation_steps": total // mbs},
+                    f"micro-batch {mbs} x accumulation {total // mbs} (same global batch)"))
+    if max_mbs and max_mbs > plan.micro_batch_size:
+        mbs = max(d for d in range(1, max_mbs + 1) if total % d == 0)
+        if mbs > plan.micro_batch_size:
+            out.append(({"micro_batch_size": mbs, "gradient_accumulation_steps": total // mbs},
+                        f"micro-batch {mbs} x accumulation {total // mbs} (same global batch)"))
+    if plan.framework == "deepspeed":
+        for s in (1, 2, 3):
+            if s != plan.zero_stage:
+                out.append(({"zero_stage": s}, f"ZeRO stage {s}"))
+        if plan.offload_optimizer == "none" and plan.zero_stage >= 1:
+            out.append(({"offload_optimizer": "cpu"}, "offload the optimizer to CPU (ZeRO-Offload)"))
+        if plan.zero_stage < 3 and plan.offload_optimizer == "none":
+            out.append(({"zero_stage": 3, "offload_optimizer": "cpu"}, "ZeRO-3 + optimizer offload to CPU"))
+        if plan.offload_params == "none":
+            out.append(({"zero_stage": 3, "offload_optimizer": "cpu", "offload_params": "cpu"},
+                        "ZeRO-3 + optimizer and parameter offload to CPU"))
+    elif plan.framework == "fsdp":
+        other = 2 if plan.zero_stage == 3 else 3
+        out.append(({"zero_stage": other}, "FSDP " + ("SHARD_GRAD_OP" if other == 2 else "FULL_SHARD")))
+        if plan.offload_params == "none":
+            out.append(({"offload_params": "cpu", "zero_stage": 3}, "FSDP FULL_SHARD with CPU offload"))
+    elif plan.framework == "ddp":
+        out.append(({"framework": "deepspeed", "zero_stage": 2}, "DeepSpeed ZeRO-2 instead of DDP"))
+        out.append(({"framework": "deepspeed", "zero_stage": 3}, "DeepSpeed ZeRO-3 instead of DDP"))
+    if plan.loss != "chunked":
+        out.append(({"loss": "chunked"}, "chunked cross-entropy (no full fp32 logits)"))
+    if plan.activation_checkpointing != "full" and plan.loss != "chunked":
+        out.append(({"activation_checkpointing": "full", "loss": "chunked"},
+                    "full activation checkpointing + chunked cross-entropy"))
+    if plan.optimizer in ("adamw", "paged-adamw-32bit"):
+        out.append(({"optimizer": "adamw-8bit"}, "8-bit AdamW (bitsandbytes)"))
+        out.append(({"optimizer": "paged-adamw-8bit"}, "paged 8-bit AdamW (bitsandbytes)"))
+    if plan.method == "full":
+        out.append(({"method": "lora"}, "LoRA instead of full fine-tuning"))
+    if plan.method != "qlora":
+        out.append(({"method": "qlora"}, "QLoRA (4-bit base + LoRA)"))
+    here, per = plan.world_size, plan.gpus_per_node
+    if plan.framework in ("deepspeed", "fsdp"):
+        for stage, need in min_gpus.items():
+            if need and need > here:
+                nodes = -(-need // per)
+                ch = {"nodes": nodes} if int(stage) == plan.zero_stage else {"zero_stage": int(stage), "nodes": nodes}
+                out.append((ch, f"{nodes * per} GPUs ({nodes} nodes of {per})"
+                            + ("" if int(stage) == plan.zero_stage else f" at stage {stage}")))
+    g = GPUS.get(plan.gpu) if isinstance(plan.gpu, str) else None
+    typical = g.typical_gpus_per_node if g else None
+    if plan.framework not in ("single",) and typical and typical > per and plan.nodes == 1:
+        out.append(({"gpus_per_node": typical}, f"{typical} GPUs on one node"))
+    return out
+
+
+def fit(plan: Plan, *, max_options: int = 16) -> Fit:
+    """Maxima, minimum GPUs per stage and ranked options for ``plan`` (see the module docstring)."""
+    memo = _Memo()
+    base = memo(plan)
+
+    def fits_with(**ch) -> bool:
+        return memo(plan.with_changes(**ch)).fits
+
+    max_mbs = _max_int(lambda n: fits_with(micro_batch_size=n), plan.micro_batch_size, MAX_MICRO_BATCH)
+    max_seq = _max_int(lambda n: fits_with(seq_len=n), plan.seq_len, MAX_SEQ_LEN)
+    mins = min_gpus_by_stage(plan, memo)
+    options = []
+    seen = set()
+    for changes, label in _candidates(plan, max_mbs, mins):
+        try:
+            changed = plan.with_changes(**changes)
+        except PlanError:
+            continue
+        key = json.dumps(changed.to_dict(), sort_keys=True)
+        if key in seen or changed == plan:
+            continue
+        seen.add(key)
+        e = memo(changed)
+        st = e.step
+        options.append(Option(changes=changes, label=label, device_used_bytes=e.per_gpu.device_used,
+                              capacity_bytes=e.capacity_bytes, fits=e.fits, step_time_s=st.time_s,
+                              tokens_per_s_per_gpu=st.tokens_per_s_per_gpu))
+    options.sort(key=lambda o: (not o.fits, -o.tokens_per_s_per_gpu, o.device_used_bytes))
+    return Fit(plan=plan, fits=base.fits, device_used_bytes=base.per_gpu.device_used,
+               tokens_per_s_per_gpu=base.step.tokens_per_s_per_gpu, max_micro_batch_size=max_mbs,
+               max_seq_len=max_seq, min_gpus=mins, options=tuple(options[:max_options]), estimates=memo.calls)
+
+
+__all__ = ["fit", "Fit", "Option"]

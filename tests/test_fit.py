@@ -1,0 +1,118 @@
+"""The planner: exact maxima, min GPUs per stage, options that equal the estimate of the changed plan."""
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+
+from hypothesis import given, settings, strategies as st
+
+from zerocalc import Plan, estimate, fit
+from zerocalc.cli import main
+
+SEED = json.load(open("examples/default-plan.json"))
+
+
+def _cli(*args) -> tuple[int, str]:
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main(list(args))
+    return rc, buf.getvalue()
+
+
+def test_seed_example_options_equal_their_estimates():
+    rc, out = _cli("fit", "--plan", "examples/default-plan.json", "--format", "json")
+    assert rc == 0
+    d = json.loads(out)
+    assert d == fit(Plan.from_dict(SEED)).to_dict()                  # CLI and Python agree
+    opts = d["options"]
+    assert len(opts) >= 3 and any(o["fits"] for o in opts)
+    base = Plan.from_dict(SEED)
+    for o in opts:
+        e = estimate(base.with_changes(**o["changes"])).to_dict()      # what `zerocalc estimate` prints
+        assert o["device_used_bytes"] == e["per_gpu"]["device_used_bytes"]
+        assert o["fits"] == e["fits"]
+        assert o["step_time_s"] == e["step"]["time_s"]
+        assert o["tokens_per_s_per_gpu"] == e["step"]["tokens_per_s_per_gpu"]
+    # fitting options first, then by tokens/s
+    keys = [(not o["fits"], -o["tokens_per_s_per_gpu"]) for o in opts]
+    assert keys == sorted(keys)
+    # the seed is 30 GiB out of memory; full checkpointing is one of the ways out (60.3 GiB)
+    ck = [o for o in opts if o["changes"] == {"activation_checkpointing": "full"}]
+    assert ck and ck[0]["fits"] and ck[0]["device_used_bytes"] < 61 * 2**30
+
+
+def test_micro_batch_option_keeps_the_global_batch():
+    d = fit(Plan.from_dict(SEED)).to_dict()
+    for o in d["options"]:
+        ch = o["changes"]
+        if "micro_batch_size" in ch:
+            assert ch["micro_batch_size"] * ch["gradient_accumulation_steps"] == 2 * 4
+
+
+def test_seed_maxima_are_exact_and_min_gpus_per_stage():
+    f = fit(Plan.from_dict(SEED))
+    p = Plan.from_dict(SEED)
+    m = f.max_micro_batch_size
+    assert estimate(p.with_changes(micro_batch_size=m)).fits
+    assert not estimate(p.with_changes(micro_batch_size=m + 1)).fits
+    s = f.max_seq_len
+    assert estimate(p.with_changes(seq_len=s)).fits and not estimate(p.with_changes(seq_len=s + 1)).fits
+    assert set(f.min_gpus) == {"0", "1", "2", "3"}
+    assert f.min_gpus["3"] == estimate(p.with_changes(zero_stage=3)).min_gpus
+    assert f.estimates <= 100
+
+
+def test_nothing_fits_gives_null_maxima():
+    p = Plan.from_dict({"model": "llama-3.1-70b", "gpu": "rtx-4090", "gpus_per_node": 1, "framework": "single",
+                        "zero_stage": 0})
+    f = fit(p)
+    assert f.max_micro_batch_size is None and f.max_seq_len is None
+    assert f.min_gpus == {"0": None}
+
+
+def test_fsdp_min_gpus_keys_and_table_output():
+    f = fit(Plan.from_dict({"framework": "fsdp", "zero_stage": 3}))
+    assert set(f.min_gpus) == {"2", "3"}
+    rc, out = _cli("fit")
+    assert rc == 0 and "max micro-batch" in out and "tokens/s/GPU" in out
+
+
+def test_fit_bad_plan_is_one_line():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "zerocalc", "fit", "--set", "network.kind=smoke"],
+                       capture_output=True, text=True, env={"PYTHONPATH": "py"})
+    assert r.returncode == 2 and r.stderr.startswith("zerocalc: network.kind:") and r.stderr.count("\n") == 1
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b"]),
+       st.sampled_from(["a100-sxm4-40gb", "rtx-4090", "h100-sxm-80gb"]),
+       st.sampled_from([1, 2, 4]), st.sampled_from([0, 2, 3]), st.sampled_from(["none", "full"]),
+       st.sampled_from(["full", "lora"]))
+def test_maxima_are_exact(model, gpu, gpus, stage, ckpt, method):
+    p = Plan.from_dict({"model": model, "gpu": gpu, "gpus_per_node": gpus, "zero_stage": stage,
+                        "activation_checkpointing": ckpt, "method": method, "seq_len": 2048})
+    f = fit(p)
+    for key, m in (("micro_batch_size", f.max_micro_batch_size), ("seq_len", f.max_seq_len)):
+        if m is None:
+            assert not estimate(p.with_changes(**{key: 1}), search_min_gpus=False).fits
+        else:
+            assert estimate(p.with_changes(**{key: m}), search_min_gpus=False).fits
+            assert not estimate(p.with_changes(**{key: m + 1}), search_min_gpus=False).fits
+
+
+def test_estimate_cli_step_block_and_training_cost():
+    rc, out = _cli("estimate")
+    assert rc == 0 and "step:" in out and "tokens/s per GPU" in out and "reduce_scatter" in out
+    rc, out = _cli("estimate", "--train-tokens", "1e9", "--price-per-gpu-hour", "2", "--format", "json")
+    d = json.loads(out)
+    t = d["step"]["train"]
+    assert t["tokens"] == 1e9 and abs(t["cost"] - 2 * t["gpu_hours"]) < 1e-9
+    assert list(d)[-2:] == ["step", "communication"]
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "zerocalc", "estimate", "--price-per-gpu-hour", "-1",
+                        "--train-tokens", "5"], capture_output=True, text=True, env={"PYTHONPATH": "py"})
+    assert r.returncode == 2 and r.stderr == "zerocalc: price_per_gpu_hour: must be a number >= 0, got -1.0\n"
