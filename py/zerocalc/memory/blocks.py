@@ -123,7 +123,7 @@ def attention_core(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, q_dim: int, 
         # matmul(probs, repeat_kv(v)): the repeated V; output transposed and made contiguous.
         ss.save(f"{key}.q", e * t * q_dim)
         # repeat_kv copies K and V to every query head; with one KV head (MQA) expand+reshape is a view
-        rep = kv_dim if arch.num_kv_heads == 1 and arch.family in ("llama", "gemma") else q_dim
+        rep = kv_dim if arch.num_kv_heads == 1 and arch.family in ("llama", "gemma", "bigcode") else q_dim
         ss.save(f"{key}.k_rep", e * t * rep)
         ss.save(f"{key}.v_rep", e * t * rep)
         scores = a * c.seq * c.seq * c.batch
@@ -291,7 +291,8 @@ def classic_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
     for lin in lins[: len(lins) - 2]:
         if lin.d_in == h and lin.d_out >= h and lin.name not in ("dense", "c_proj"):
             linear(ss, c, "ln1.out", ln_out, lin, ads.get(lin.name))
-    out = attention_core(ss, c, arch, "attn", arch.q_dim, arch.q_dim)
+    # GPT-BigCode's multi-query attention keeps one K/V head (the other classic blocks are multi-head here)
+    out = attention_core(ss, c, arch, "attn", arch.q_dim, arch.kv_dim if arch.family == "bigcode" else arch.q_dim)
     o = next((lin for lin in lins if lin.name in ("c_proj", "dense") and lin.d_in == h and lin.d_out == h), None)
     if o is not None:
         linear(ss, c, out, e, o, ads.get(o.name))

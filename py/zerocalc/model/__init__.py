@@ -17,7 +17,7 @@ from .classic import classic, t5
 from .config import ConfigReader
 from .llama import LLAMA_LIKE, llama_like
 
-CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi"}
+CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
 T5 = {"t5", "mt5"}
 SUPPORTED_MODEL_TYPES = tuple(sorted(LLAMA_LIKE | CLASSIC | T5))
 
@@ -25,7 +25,9 @@ SUPPORTED_MODEL_TYPES = tuple(sorted(LLAMA_LIKE | CLASSIC | T5))
 def model_from_config(cfg: Mapping) -> ModelArch:
     """A Hugging Face config.json (as a mapping) -> ModelArch. Raises PlanError naming the field.
 
-    A missing ``model_type`` is read as a Llama-style decoder (the most common custom case)."""
+    A missing ``model_type`` is read as a Llama-style decoder (the most common custom case); a model_type
+    the engine does not model is refused by name, never built as another architecture (a GPT-BigCode model
+    built as a Llama gets a third too many parameters)."""
     if not isinstance(cfg, Mapping):
         raise PlanError("model", "must be a preset id or a config.json object")
     c = ConfigReader(cfg)
@@ -37,9 +39,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return classic(c, model_type)
     if model_type in T5:
         return t5(c, model_type)
-    # Unknown decoder types are read as Llama-style when they carry the usual fields.
-    if model_type not in LLAMA_LIKE and not c.has("intermediate_size"):
-        raise PlanError("model.model_type", f"unsupported model_type {model_type!r}; supported: "
+    if model_type not in LLAMA_LIKE:
+        raise PlanError("model.model_type", f"model_type {model_type!r} is not modelled; modelled: "
                                             + ", ".join(SUPPORTED_MODEL_TYPES))
     return llama_like(c, model_type)
 

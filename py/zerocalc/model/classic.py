@@ -17,9 +17,9 @@ def classic(c: ConfigReader, model_type: str) -> ModelArch:
     kv = heads
     b = TensorList()
     blk: list[Linear] = []
-    tied = c.bool("tie_word_embeddings", model_type in ("gpt2", "bert", "bloom", "falcon"))
+    tied = c.bool("tie_word_embeddings", model_type in ("gpt2", "bert", "bloom", "falcon", "gpt_bigcode"))
     family = {"gpt2": "gpt2", "bert": "bert", "falcon": "falcon", "bloom": "bloom", "gpt_neox": "neox",
-              "phi": "phi"}.get(model_type, "gpt2")
+              "phi": "phi", "gpt_bigcode": "bigcode"}.get(model_type, "gpt2")
     causal = model_type != "bert"
     max_pos = c.cfg.get("max_position_embeddings", c.cfg.get("n_positions"))
     if model_type == "gpt2":
@@ -35,6 +35,24 @@ def classic(c: ConfigReader, model_type: str) -> ModelArch:
             b.linear(f"{p}.mlp.c_fc", h, inter, "mlp", bias=True)
             b.linear(f"{p}.mlp.c_proj", inter, h, "mlp", bias=True)
         blk = [Linear("c_attn", h, 3 * h), Linear("c_proj", h, h), Linear("c_fc", h, inter), Linear("c_proj", inter, h)]
+        b.norm("transformer.ln_f", h, bias=True)
+    elif model_type == "gpt_bigcode":
+        # modeling_gpt_bigcode.py: a GPT-2 block (LayerNorm, biased nn.Linear, tanh GELU) whose attention is
+        # multi-query by default (multi_query=True: c_attn projects to h + 2·head_dim, one K/V head)
+        kv = 1 if c.bool("multi_query", True) else heads
+        n_pos = c.int("n_positions", "max_position_embeddings", default=2048)
+        qkv = h + 2 * kv * hd
+        b.matrix("transformer.wte", "weight", (vocab, h), "embedding")
+        b.matrix("transformer.wpe", "weight", (n_pos, h), "embedding")
+        for i in range(n_layers):
+            p = f"transformer.h.{i}"
+            b.norm(f"{p}.ln_1", h, bias=True)
+            b.linear(f"{p}.attn.c_attn", h, qkv, "attention", bias=True)
+            b.linear(f"{p}.attn.c_proj", h, h, "attention", bias=True)
+            b.norm(f"{p}.ln_2", h, bias=True)
+            b.linear(f"{p}.mlp.c_fc", h, inter, "mlp", bias=True)
+            b.linear(f"{p}.mlp.c_proj", inter, h, "mlp", bias=True)
+        blk = [Linear("c_attn", h, qkv), Linear("c_proj", h, h), Linear("c_fc", h, inter), Linear("c_proj", inter, h)]
         b.norm("transformer.ln_f", h, bias=True)
     elif model_type == "bert":
         n_pos = c.int("max_position_embeddings", default=512)
@@ -119,7 +137,8 @@ def classic(c: ConfigReader, model_type: str) -> ModelArch:
     return ModelArch(
         name=c.str("name", model_type), model_type=model_type, family=family, hidden_size=h,
         num_layers=n_layers, num_heads=heads, num_kv_heads=kv, head_dim=hd, intermediate_size=inter,
-        vocab_size=vocab, tied_embeddings=c.bool("tie_word_embeddings", model_type in ("gpt2", "bert", "bloom")),
+        vocab_size=vocab,
+        tied_embeddings=c.bool("tie_word_embeddings", model_type in ("gpt2", "bert", "bloom", "gpt_bigcode")),
         max_positions=max_pos, gated_mlp=False, norm="layernorm", norms_per_layer=gpt2_like_norms, qk_norm="",
         causal_lm=causal, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=_classic_dropout(c, model_type), tensors=tuple(b.tensors), block_linears=tuple(blk),

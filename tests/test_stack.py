@@ -1,0 +1,182 @@
+"""The software stack (plan-v1 Extension 1): hand-computed differences between stacks, and the combinations
+the software cannot run. Every expected figure is written out from the rule's source (memory/stack.py,
+memory/logits.py, memory/frameworks.py), not read from the engine."""
+import pytest
+
+from zerocalc import Plan, PlanError, estimate
+from zerocalc.memory.inputs import step_inputs
+from zerocalc.memory.lora import quantized_linear_bytes
+from zerocalc.model import model_from_config
+
+MIB, GIB = 1 << 20, 1 << 30
+L1B = {"model": "llama-3.2-1b", "gpu": "h200-sxm-141gb", "framework": "single", "gpus_per_node": 1,
+       "gradient_accumulation_steps": 1, "seq_len": 2048, "micro_batch_size": 1}
+P_1B = 1_235_814_400                   # Llama 3.2 1B parameters (models.json computed_total)
+V, H, I_1B, LAYERS_1B = 128_256, 2048, 8192, 16
+
+
+def est(**changes):
+    d = {**L1B, **changes}
+    return estimate(Plan.from_dict(d))
+
+
+def phase(e, name):
+    return e.per_gpu.phase_allocated[name]
+
+
+def test_eager_cuda_context_is_the_measured_1343_mib():
+    lazy = est(gpu="a100-sxm4-80gb")
+    eager = est(gpu="a100-sxm4-80gb", stack={"cuda_context": "eager"})
+    # sm80 lazy context 512 MiB; the HF guide's bare-process reading 1343 MiB
+    assert eager.per_gpu.device_used - lazy.per_gpu.device_used == (1343 - 512) * MIB
+    assert eager.per_gpu.peak_allocated == lazy.per_gpu.peak_allocated
+
+
+@pytest.mark.parametrize("impl, extra", [
+    ("fused", 0),
+    ("foreach", 2 * P_1B),                       # one bf16 copy of exp_avg_sq for every parameter
+    ("single-tensor", 2 * 2 * V * H),            # sqrt and division temporaries of the largest tensor (embedding)
+])
+def test_adamw_implementation_step_transient(impl, extra):
+    fused = est(precision="bf16-pure", stack={"optimizer_impl": "fused"})
+    other = est(precision="bf16-pure", stack={"optimizer_impl": impl})
+    assert phase(other, "step") - phase(fused, "step") == extra
+    assert phase(other, "step_norm") == phase(fused, "step_norm")   # the norm runs before the update
+
+
+def test_hf_trainer_of_transformers_4_defaults_to_foreach():
+    a = est(precision="bf16-pure", stack={"transformers": "4.46"})
+    b = est(precision="bf16-pure", stack={"transformers": "4.46", "optimizer_impl": "foreach"})
+    assert phase(a, "step") == phase(b, "step")
+    assert phase(a, "step") - phase(est(precision="bf16-pure"), "step") == 2 * P_1B
+
+
+def test_custom_loop_keeps_the_output_logits_through_backward_and_into_the_next_forward():
+    hf = est(precision="bf16-pure")
+    # a plain loop's torch AdamW is foreach by default; fused here, to see the logits alone
+    loop = est(precision="bf16-pure", stack={"trainer": "custom-loop", "optimizer_impl": "fused"})
+    kept = 2 * 2048 * V                          # this step's bf16 logits (the previous step's during forward)
+    for ph in ("fwd", "loss_bwd", "bwd_end", "step"):
+        assert phase(loop, ph) - phase(hf, ph) == kept, ph
+
+
+def test_transformers_445_returns_fp32_logits_that_a_loop_keeps():
+    hf5 = est(precision="bf16-pure", stack={"trainer": "custom-loop"})
+    old = est(precision="bf16-pure", stack={"trainer": "custom-loop", "transformers": "4.45"})
+    n, shifted = 2048 * V, 2047 * V
+    # transformers 5: fwd bf16 2n + upcast 4n + log_softmax 4n, the loop keeps 2n (previous step);
+    # 4.45: max(2n + 4n, 4n + shifted copy 4n' + log_softmax 4n'), the loop keeps the fp32 4n
+    assert phase(old, "fwd") - phase(hf5, "fwd") == (4 * n + 4 * n + 4 * shifted + 4 * shifted) - (2 * n + 10 * n)
+    # backward: saved 4n' + two fp32 gradients 8n' against 12n; kept 4n against 2n
+    assert phase(old, "loss_bwd") - phase(hf5, "loss_bwd") == (12 * shifted + 4 * n) - (12 * n + 2 * n)
+
+
+def test_transformers_446_shifts_an_fp32_copy():
+    hf5, t446 = est(precision="bf16-pure"), est(precision="bf16-pure", stack={"transformers": "4.46"})
+    n, shifted = 2048 * V, 2047 * V
+    assert phase(t446, "fwd") - phase(hf5, "fwd") == (2 * n + 4 * n + 4 * shifted + 4 * shifted) - 10 * n
+    assert phase(t446, "loss_bwd") - phase(hf5, "loss_bwd") == 12 * shifted - 12 * n
+
+
+def test_peft_adapters_fp32_by_default_and_base_dtype_before_peft_012():
+    # docs/tracer.md §4: LoRA on Llama 3.2 1B, s2048 b1, bf16 base without autocast: 10.19 GiB with fp32
+    # adapters (peft's default) and 8.37 GiB with bf16 adapters (traced peaks)
+    lora = {"rank": 16, "alpha": 32, "dropout": 0.0}
+    fp32 = est(precision="bf16-pure", method="lora", lora=lora)
+    base = est(precision="bf16-pure", method="lora", lora=lora, stack={"peft_adapter_dtype": "base"})
+    assert abs(fp32.per_gpu.peak_allocated / GIB - 10.19) / 10.19 < 0.03
+    assert abs(base.per_gpu.peak_allocated / GIB - 8.37) / 8.37 < 0.03
+    # torchtune builds its LoRA layers in the model dtype
+    tt = est(precision="bf16-pure", method="lora", lora=lora, stack={"trainer": "torchtune"})
+    assert step_inputs(tt.plan).dt.adapter == 2 and step_inputs(fp32.plan).dt.adapter == 4
+
+
+def test_old_bitsandbytes_keeps_every_4bit_input():
+    kw = dict(precision="bf16-pure", method="qlora", lora={"rank": 16, "alpha": 32, "dropout": 0.0})
+    new = step_inputs(est(**kw).plan).acts
+    old = step_inputs(est(**kw, stack={"bitsandbytes": "0.42"}).plan).acts
+    t = 2048
+    # per layer the bf16 inputs the fp32 adapters do not keep already: the two norm outputs (q/k/v and gate/up
+    # share theirs) and down_proj's input; o_proj's input is the attention output flash already saves
+    assert old.stack_saved - new.stack_saved == LAYERS_1B * (2 * t * H + 2 * t * H + 2 * t * I_1B)
+
+
+def test_kbit_prepare_keeps_the_unquantized_parameters_in_fp32():
+    kw = dict(precision="bf16-pure", method="qlora")
+    a = step_inputs(est(**kw).plan)
+    b = step_inputs(est(**kw, stack={"kbit_prepare": True}).plan)
+    quantized = sum(n for n, _ in a.arch.block_matrices)
+    assert b.frozen_bytes - a.frozen_bytes == 2 * (P_1B - quantized)     # 4 instead of 2 bytes each
+
+
+def test_gptq_storage_of_one_matrix():
+    plan = Plan.from_dict({"method": "qlora", "quantization": {"type": "gptq", "bits": 4, "group_size": 128}})
+    # 4096 x 4096, 32 groups: qweight 4096*4096/2, qzeros 32*4096/2, fp16 scales 2*32*4096, int32 g_idx 4*4096
+    assert quantized_linear_bytes(4096 * 4096, 4096, plan) == 8_388_608 + 65_536 + 262_144 + 16_384
+
+
+def test_modules_to_save_trains_a_copy_of_lm_head():
+    lora = {"modules_to_save": ["lm_head"]}
+    a = estimate(Plan.from_dict({"method": "lora"}))
+    b = estimate(Plan.from_dict({"method": "lora", "lora": lora}))
+    assert b.trainable_params - a.trainable_params == 128_256 * 4096     # Llama 3.1 8B's untied lm_head
+
+
+def test_litgpt_gives_a_tied_model_its_own_lm_head():
+    a = estimate(Plan.from_dict({**L1B, "precision": "bf16-pure"}))
+    b = estimate(Plan.from_dict({**L1B, "precision": "bf16-pure", "stack": {"trainer": "litgpt"}}))
+    assert b.trainable_params - a.trainable_params == V * H
+
+
+def test_gpt_bigcode_is_a_multi_query_gpt2_block():
+    # StarCoder (bigcode/starcoder config.json): wte 49152x6144, wpe 8192x6144; per layer two LayerNorms
+    # (weight + bias), c_attn 6144 -> 6144 + 2*128 with bias, c_proj, c_fc 6144 -> 24576, c_proj back; ln_f
+    h, inter, kv = 6144, 24576, 2 * 128
+    layer = 4 * h + (h * (h + kv) + h + kv) + (h * h + h) + (h * inter + inter) + (inter * h + h)
+    expected = 49152 * h + 8192 * h + 40 * layer + 2 * h
+    cfg = {"model_type": "gpt_bigcode", "n_embd": h, "n_layer": 40, "n_head": 48, "n_inner": inter,
+           "vocab_size": 49152, "n_positions": 8192}
+    arch = model_from_config(cfg)
+    assert arch.total_params == expected and arch.num_kv_heads == 1
+
+
+def test_an_unmodelled_model_type_is_refused_by_name():
+    with pytest.raises(PlanError) as e:
+        Plan.from_dict({"model": {"model_type": "mamba", "hidden_size": 64, "num_hidden_layers": 2,
+                                  "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100}})
+    assert e.value.key == "model.model_type" and "mamba" in str(e.value) and "gpt_bigcode" in str(e.value)
+
+
+@pytest.mark.parametrize("plan, key", [
+    ({"stack": {"trainer": "torchtitan"}, "framework": "fsdp", "zero_stage": 3, "method": "qlora"}, "method"),
+    ({"stack": {"trainer": "torchtitan"}}, "framework"),                      # the default plan is DeepSpeed
+    ({"stack": {"trainer": "torchtune"}, "framework": "ddp"}, "framework"),
+    ({"stack": {"trainer": "litgpt", "transformers": "4.45"}, "framework": "single", "gpus_per_node": 1},
+     "stack.transformers"),
+    ({"activation_checkpointing": "selective-op"}, "activation_checkpointing"),
+    ({"stack": {"trainer": "torchtune", "bitsandbytes": "0.42"}, "framework": "fsdp", "zero_stage": 3},
+     "stack.bitsandbytes"),
+    ({"stack": {"trainer": "torchtune"}, "framework": "fsdp", "zero_stage": 3, "method": "qlora",
+      "quantization": {"type": "gptq"}}, "quantization.type"),
+    ({"stack": {"trainer": "deepspeed"}}, "stack.trainer"),
+    ({"stack": {"kbit_prepare": "maybe"}}, "stack.kbit_prepare"),
+])
+def test_software_that_cannot_run_is_refused_naming_the_key(plan, key):
+    with pytest.raises(PlanError) as e:
+        Plan.from_dict(plan)
+    assert e.value.key == key
+
+
+def test_selective_op_saves_torchtitans_list():
+    p = {**L1B, "precision": "bf16-pure", "framework": "fsdp", "zero_stage": 3, "gpus_per_node": 2,
+         "stack": {"trainer": "torchtitan"}, "activation_checkpointing": "selective-op"}
+    acts = step_inputs(Plan.from_dict(p)).acts
+    t, kv, a = 2048, 512, 32
+    assert acts.stack_saved == LAYERS_1B * (2 * t * (4 * H + kv + I_1B) + 4 * a * t)
+
+
+def test_a_plan_without_stack_is_todays_default_stack():
+    assert estimate(Plan.from_dict({})).to_dict() == estimate(Plan.from_dict({"stack": {
+        "trainer": "hf-trainer", "transformers": "5", "peft_adapter_dtype": "auto", "kbit_prepare": "auto",
+        "bitsandbytes": "current", "optimizer_impl": "auto", "compile": "none", "fsdp_version": 1,
+        "cuda_context": "lazy"}})).to_dict()
