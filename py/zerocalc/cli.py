@@ -158,6 +158,8 @@ def _cmd_import(args) -> int:
     """Read a ds_config.json into the plan: print the new plan, and on stderr what was not represented."""
     from .exports import ConfigImportError, import_ds_config
     plan = build_plan(args)
+    if args.config:
+        return _cmd_import_config(args, plan)
     try:
         text = open(args.ds, encoding="utf-8").read()
     except OSError as e:
@@ -167,6 +169,43 @@ def _cmd_import(args) -> int:
     except ConfigImportError as e:
         raise CliError(str(e))
     sys.stdout.write(json.dumps(res.plan, indent=2) + "\n")
+    for item in res.not_represented:
+        print(f"not in the plan: {item['key']} ({item['reason']})", file=sys.stderr)
+    for w in res.warnings:
+        print(f"[{w['severity']}] {w['id']}: {w['message']}", file=sys.stderr)
+    return 0
+
+
+def _cmd_import_config(args, plan) -> int:
+    """`zerocalc import --config FILE`: any trainer config (format from the content); a DeepSpeed JSON the
+    file names is read from beside it (or as given) when it exists."""
+    import os
+    from .imports import MAX_BYTES, ConfigImportError, import_config
+    path = args.config
+    try:
+        if os.path.getsize(path) > MAX_BYTES:
+            raise CliError(f"{path}: is {os.path.getsize(path) // 1024} KB; configs over {MAX_BYTES // 1024} KB "
+                           "are refused")
+        text = open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise CliError(f"config: cannot read {path}: {e.strerror}")
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: not UTF-8 text")
+
+    def loader(ref):
+        for cand in (os.path.join(os.path.dirname(os.path.abspath(path)), ref), ref,
+                     os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(ref))):
+            if os.path.isfile(cand):
+                with open(cand, encoding="utf-8") as f:
+                    return f.read()
+        return None
+
+    try:
+        res = import_config(text, plan.to_dict(), loader=loader, what=path)
+    except ConfigImportError as e:
+        raise CliError(str(e))
+    sys.stdout.write(json.dumps(res.plan, indent=2) + "\n")
+    print(f"format: {res.format}", file=sys.stderr)
     for item in res.not_represented:
         print(f"not in the plan: {item['key']} ({item['reason']})", file=sys.stderr)
     for w in res.warnings:
@@ -206,9 +245,12 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--style", choices=("explicit", "auto"), default="explicit",
                    help="ds_config with numbers, or with the keys the HF integration fills left as auto")
     x.set_defaults(fn=_cmd_export)
-    im = sub.add_parser("import", help="read a ds_config.json into a plan (prints the plan JSON)")
+    im = sub.add_parser("import", help="read a trainer config or ds_config.json into a plan (prints the plan JSON)")
     _add_plan_args(im)
-    im.add_argument("--ds", required=True, metavar="FILE", help="ds_config.json, explicit or HF auto")
+    src = im.add_mutually_exclusive_group(required=True)
+    src.add_argument("--ds", metavar="FILE", help="ds_config.json, explicit or HF auto")
+    src.add_argument("--config", metavar="FILE", help="axolotl / LLaMA-Factory / torchtune YAML, accelerate config, "
+                     "TrainingArguments / TRL JSON or ds_config (format from the content)")
     im.set_defaults(fn=_cmd_import)
     return ap
 
