@@ -10,7 +10,7 @@ import copy
 import json
 import re
 
-from ..exports.imports import ConfigImportError, ImportResult, import_ds_config
+from ..exports.imports import ConfigImportError, ImportResult, import_ds_config, parse_json
 from ..presets import MODELS
 
 NO_EFFECT = "no memory effect"
@@ -279,8 +279,7 @@ def _normalise_ds(b: Builder, key, cfg):
     """``sub_group_size: 0`` (axolotl's zero3 configs): DeepSpeed's stage3 ``_create_fp16_sub_groups`` then
     closes a sub-group after every parameter, exactly as with 1, the smallest size a plan takes."""
     if isinstance(cfg, str):
-        from .detect import parse_text
-        cfg = parse_text(cfg, key)
+        cfg = parse_json(cfg, key)
     zero = cfg.get("zero_optimization")
     if isinstance(zero, dict) and zero.get("sub_group_size") == 0:
         cfg = {**cfg, "zero_optimization": {**zero, "sub_group_size": 1}}

@@ -111,8 +111,6 @@ def import_llamafactory(cfg: dict, plan, loader=None):
     dgc = take("disable_gradient_checkpointing")
     off = dgc is not None and as_bool("disable_gradient_checkpointing", dgc)
     b.set("disable_gradient_checkpointing", "activation_checkpointing", "none" if off else "full", default=dgc is None)
-    if take("enable_activation_offloading") or cfg.get("use_unsloth_gc"):
-        b.set("enable_activation_offloading", "activation_offloading", True)
     fa = take("flash_attn")
     fa_s = "auto" if fa is None else str(fa).lower()
     if fa_s in ATTN:

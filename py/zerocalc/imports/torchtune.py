@@ -3,7 +3,7 @@
 Read from torchtune 0.6.1 (the wheel's ``recipes/*.py`` and ``recipes/configs``): the ``model._component_``
 builder names the model and the method (``lora_<model>`` LoRA, ``qlora_<model>`` QLoRA: torchao NF4 with
 double-quantized scales, computed in the model dtype); ``lora_attn_modules`` (q_proj, k_proj, v_proj,
-``output_proj`` = o_proj), ``apply_lora_to_mlp`` (w1, w2, w3 = gate_proj, down_proj, up_proj),
+``output_proj`` = o_proj), ``apply_lora_to_mlp`` (w1, w3, w2 = gate_proj, up_proj, down_proj),
 ``apply_lora_to_output`` (the output head); builder defaults lora_rank 8, lora_alpha 16, lora_dropout 0.0.
 The whole model is kept in ``dtype`` (bf16 -> bf16-pure: no fp32 master weights; fp32 -> fp32).
 ``batch_size`` is per device; ``loss: CEWithChunkedOutputLoss`` -> chunked; ``enable_activation_checkpointing``
@@ -34,7 +34,7 @@ BUILDERS = {
 }
 # torchtune module names -> the HF names the plan's LoRA targets use (torchtune/models/convert_weights.py).
 MODULES = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "output_proj": "o_proj"}
-MLP = ["gate_proj", "down_proj", "up_proj"]  # w1, w2, w3
+MLP = ["gate_proj", "up_proj", "down_proj"]  # w1, w3, w2 (in the plan's usual order)
 OPTIMIZERS = {
     "torch.optim.AdamW": "adamw", "torch.optim.Adam": "adamw", "torch.optim.SGD": "sgd",
     "bitsandbytes.optim.PagedAdamW": "paged-adamw-32bit", "bitsandbytes.optim.PagedAdamW32bit": "paged-adamw-32bit",
