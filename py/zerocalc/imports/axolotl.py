@@ -198,6 +198,8 @@ def import_axolotl(cfg: dict, plan, loader=None):
         import_deepspeed_ref(b, "deepspeed", ds, loader, bundled_ds.AXOLOTL)
     elif fsdp or fsdp_cfg:
         set_fsdp(b, "fsdp", fsdp or ["full_shard"], fsdp_cfg, "fsdp_config")
+        if "fsdp_version" in cfg:
+            b.skip("fsdp_version", take("fsdp_version"), "FSDP1 and FSDP2 are estimated alike (" + NO_STACK + ")")
     else:
         not_deepspeed_or_fsdp(b, "deepspeed")
         if ds is not None:
