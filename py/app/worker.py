@@ -12,6 +12,7 @@ import json
 import time
 import traceback
 
+from app.importer import import_view as _import_view
 from app.view import compute as _compute
 
 
@@ -24,6 +25,7 @@ def _view(request):
 # name -> function(request: dict) -> dict; assets/engine.js `engine.call(name, text)` reaches them.
 CALLS = {
     "compute": _view,
+    "import_config": _import_view,
 }
 
 
