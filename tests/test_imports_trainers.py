@@ -230,6 +230,19 @@ ACCELERATE = {
     "tests__test_configs__0_12_0.yaml": {"framework": "single", "gpus_per_node": 1, "precision": "fp32"},
     "tests__test_configs__latest_fsdp.yaml": {"framework": "fsdp", "gpus_per_node": 1, "precision": "fp32"},
 }
+ACCELERATE.update({
+    # TRL's accelerate configs: 8 processes on 1 machine, bf16
+    "trl__deepspeed_zero1.yaml": {"framework": "deepspeed", "zero_stage": 1, "gpus_per_node": 8,
+                                  "precision": "bf16-mixed", "deepspeed.zero_init": False},
+    "trl__deepspeed_zero2.yaml": {"framework": "deepspeed", "zero_stage": 2, "offload_optimizer": "none",
+                                  "deepspeed.zero_init": False},
+    "trl__deepspeed_zero3.yaml": {"framework": "deepspeed", "zero_stage": 3, "offload_params": "none",
+                                  "deepspeed.zero_init": True},
+    # fsdp_reshard_after_forward FULL_SHARD (FSDP1 spelling) / true (FSDP2): fully sharded
+    "trl__fsdp1.yaml": {"framework": "fsdp", "zero_stage": 3, "activation_checkpointing": "none"},
+    "trl__fsdp2.yaml": {"framework": "fsdp", "zero_stage": 3, "offload_params": "none"},
+    "trl__multi_gpu.yaml": {"framework": "ddp", "gpus_per_node": 8, "nodes": 1},
+})
 ACC_UNMAPPED = {
     "config_yaml_templates__deepspeed.yaml": {"deepspeed_config.deepspeed_config_file"},  # the JSON is not beside it
     "config_yaml_templates__fp8.yaml": {"mixed_precision"},
@@ -251,6 +264,11 @@ HF = {
     "grpo-accounting-finetune__model_file_training_args.json": ("trl", {
         "precision": "fp16-mixed", "optimizer": "paged-adamw-8bit", "micro_batch_size": 6,
         "gradient_accumulation_steps": 2, "framework": "ddp", "activation_checkpointing": "none"}),
+    # TRL CLI config: model Qwen2.5-0.5B; SFTConfig defaults max_length 1024, gradient checkpointing, bf16;
+    # TrainingArguments' per_device_train_batch_size 8
+    "trl__cli_configs__example_config.yaml": ("trl", {
+        "model": "qwen2.5-0.5b", "seq_len": 1024, "activation_checkpointing": "full", "precision": "bf16-mixed",
+        "micro_batch_size": 8, "gradient_accumulation_steps": 1, "framework": "ddp"}),
     "DRMOE__training_args.json": ("hf-training-args", {"precision": "fp16-mixed", "micro_batch_size": 8,
                                                        "gradient_accumulation_steps": 1, "framework": "deepspeed"}),
     "cbdetect__training_args.json": ("hf-training-args", {"precision": "fp16-mixed", "micro_batch_size": 8}),
@@ -259,7 +277,7 @@ HF = {
         "precision": "fp32", "micro_batch_size": 4, "gradient_accumulation_steps": 2, "optimizer": "adamw"}),
 }
 for _f in sorted(os.listdir(os.path.join(DATA, "hf"))):
-    if _f.startswith("transformers5__"):
+    if _f.startswith("transformers5__") and _f.endswith(".json"):
         with open(os.path.join(DATA, "hf", _f.replace(".json", ".expected"))) as _e:
             HF[_f] = tuple(json.load(_e))
 

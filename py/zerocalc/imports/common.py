@@ -303,9 +303,10 @@ _SHARDING = {"full_shard": 3, "shard_grad_op": 2, "hybrid_shard": 3, "hybrid_sha
 
 def set_fsdp(b: Builder, key, fsdp, config, cfg_key):
     """HF TrainingArguments ``fsdp`` (str or list: full_shard / shard_grad_op / hybrid_shard / offload /
-    auto_wrap) plus ``fsdp_config`` (keys with or without the ``fsdp_`` prefix, as accelerate writes them:
+    auto_wrap; ``true`` in transformers 5, whose fsdp_config carries reshard_after_forward and cpu_offload)
+    plus ``fsdp_config`` (keys with or without the ``fsdp_`` prefix, as accelerate writes them:
     sharding_strategy, offload_params, reshard_after_forward (FSDP2), version, activation_checkpointing)."""
-    words = as_list(key, fsdp) if fsdp else []
+    words = as_list(key, fsdp) if fsdp and not isinstance(fsdp, bool) else []  # transformers >= 5.x: fsdp: true
     words = [w2 for w in words for w2 in w.split()]
     conf = {k[5:] if k.startswith("fsdp_") else k: (k, v) for k, v in as_obj(cfg_key, config).items()}
     stage = None
@@ -328,6 +329,8 @@ def set_fsdp(b: Builder, key, fsdp, config, cfg_key):
             stage = 3 if v else 2
         elif str(v).lower() in _SHARDING:
             stage = _SHARDING[str(v).lower()]
+    if "cpu_offload" in conf and "offload_params" not in conf:  # transformers 5 fsdp_config spelling
+        conf["offload_params"] = conf.pop("cpu_offload")
     if "offload_params" in conf:
         k, v = conf["offload_params"]
         seen.add(k)

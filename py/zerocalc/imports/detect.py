@@ -94,8 +94,8 @@ def detect(cfg: dict) -> str:
     if sum(k in cfg for k in LLAMA_FACTORY_KEYS) >= 1 and "per_device_train_batch_size" in cfg or \
             sum(k in cfg for k in LLAMA_FACTORY_KEYS) >= 2:
         return "llamafactory"
-    if any(k in cfg for k in HF_KEYS):
-        from .hf_args import is_trl
+    from .hf_args import is_trl
+    if any(k in cfg for k in HF_KEYS) or is_trl(cfg):
         return "trl" if is_trl(cfg) else "hf-training-args"
     raise ConfigImportError("config", "not a format zerocalc reads (ds_config, TrainingArguments/TRL JSON, "
                                       "accelerate, axolotl, LLaMA-Factory or torchtune): none of their keys is here")

@@ -4,7 +4,8 @@ keys: model_name_or_path, attn_implementation, dtype, use_peft, lora_*, load_in_
 
 Defaults of transformers 5 ``training_args.py`` (per_device_train_batch_size 8, gradient_accumulation_steps 1,
 optim adamw_torch_fused, bf16/fp16 off: fp32) and TRL ``SFTConfig`` (max_length 1024; ``max_seq_length`` in
-TRL < 0.20). ``deepspeed`` is a path or an inline ds_config; ``fsdp`` a string or list (full_shard,
+TRL < 0.20), with SFTConfig's own overrides: gradient_checkpointing and bf16 (unless fp16) default to True.
+``deepspeed`` is a path or an inline ds_config; ``fsdp`` a string or list (full_shard,
 shard_grad_op, offload, ...) with ``fsdp_config``; ``use_liger_kernel`` patches the fused linear
 cross-entropy (loss chunked). bf16 is AMP over the model's load dtype: bf16-mixed, unless TRL's ``dtype`` /
 ``torch_dtype`` loads a full fine-tune in bfloat16 without DeepSpeed (bf16-pure: no fp32 master weights).
@@ -21,11 +22,20 @@ TRL_KEYS = ("max_length", "max_seq_length", "packing", "dataset_text_field", "co
 
 
 def is_trl(cfg: dict) -> bool:
-    return any(k in cfg for k in TRL_KEYS)
+    """TRL config keys, or a TRL CLI config (``trl sft --config``: ScriptArguments' dataset_name + ModelConfig's
+    model_name_or_path, without the ``do_train`` / ``do_eval`` switches of transformers' example scripts)."""
+    return any(k in cfg for k in TRL_KEYS) or ("dataset_name" in cfg and "model_name_or_path" in cfg
+                                               and "do_train" not in cfg and "do_eval" not in cfg)
+
+
+def is_trl_sft(cfg: dict) -> bool:
+    """An SFT config: TRL and none of GRPO's / DPO's own keys."""
+    return is_trl(cfg) and not any(k in cfg for k in ("num_generations", "beta", "max_prompt_length"))
 
 
 def import_hf_args(cfg: dict, plan, loader=None):
     fmt = "trl" if is_trl(cfg) else "hf-training-args"
+    sft = is_trl_sft(cfg)
     b = Builder(fmt, plan)
     seen = set()
 
@@ -75,14 +85,15 @@ def import_hf_args(cfg: dict, plan, loader=None):
             b.set(k, "seq_len", as_int(k, take(k)))
             break
     else:
-        if fmt == "trl" and "num_generations" not in cfg:
+        if sft:
             b.set("max_length", "seq_len", 1024, default=True)
     if cfg.get("packing"):
         b.skip("packing", take("packing"), "packing fills every sample to max_length: the plan already counts "
                                            "full-length samples")
     # --- activations, attention, loss, optimizer
     gc = take("gradient_checkpointing")
-    on = gc is not None and as_bool("gradient_checkpointing", gc)
+    # TRL SFTConfig (trl/trainer/sft_config.py): gradient_checkpointing defaults to True, bf16 to True unless fp16
+    on = as_bool("gradient_checkpointing", gc) if gc is not None else sft
     b.set("gradient_checkpointing", "activation_checkpointing", "full" if on else "none", default=gc is None)
     impl = take("attn_implementation")
     if impl:
@@ -99,8 +110,13 @@ def import_hf_args(cfg: dict, plan, loader=None):
         b.set("adafactor", "optimizer", "adafactor")
     # --- precision
     bf16, fp16 = take("bf16"), take("fp16")
+    bf16_default = bf16 is None and sft and not fp16
+    if bf16_default:
+        bf16 = True
     dtype = take("dtype") or take("torch_dtype")
-    if bf16:
+    if bf16 and bf16_default:
+        b.set("bf16", "precision", "bf16-mixed", default=True)
+    elif bf16:
         pure = dtype in ("bfloat16", "bf16") and b.plan["method"] == "full" and not cfg.get("deepspeed")
         b.set("bf16", "precision", "bf16-pure" if pure else "bf16-mixed")
     elif fp16:
