@@ -10,7 +10,7 @@ LLaMA-Factory YAML (llamafactory.py), torchtune recipe YAML (torchtune.py). Pure
 """
 from __future__ import annotations
 
-from ..exports.imports import ConfigImportError, ImportResult, import_ds_config
+from .builder import ConfigImportError, ImportResult, import_ds_config
 from .accelerate_config import import_accelerate
 from .axolotl import import_axolotl
 from .detect import FORMATS, MAX_BYTES, detect, is_json, parse_text

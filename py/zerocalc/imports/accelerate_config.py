@@ -10,8 +10,8 @@ fsdp_activation_checkpointing). accelerate's own defaults: zero_stage 2, offload
 """
 from __future__ import annotations
 
-from ..exports.imports import ConfigImportError
-from .common import (EMPTY, NO_EFFECT, NOT_MODELLED, Builder, as_bool, as_int, as_number, as_obj,
+from .builder import ConfigImportError
+from .builder import (EMPTY, NO_EFFECT, NOT_MODELLED, Builder, as_bool, as_int, as_number, as_obj,
                      import_deepspeed_ref, set_fsdp)
 
 DS_NO_EFFECT = ("zero3_save_16bit_model", "deepspeed_multinode_launcher", "deepspeed_hostfile",

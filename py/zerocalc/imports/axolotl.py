@@ -14,7 +14,7 @@ adamw_torch_fused).
 from __future__ import annotations
 
 from . import bundled_ds
-from .common import (EMPTY, NO_EFFECT, NO_STACK, NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_list,
+from .builder import (EMPTY, NO_EFFECT, NO_STACK, NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_list,
                      as_number, as_obj, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp,
                      set_fsdp, set_model, set_optimizer)
 

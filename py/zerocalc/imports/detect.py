@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 
-from ..exports.imports import ConfigImportError
+from .builder import ConfigImportError
 
 FORMATS = ("ds_config", "hf-training-args", "trl", "accelerate", "axolotl", "llamafactory", "torchtune")
 AXOLOTL_KEYS = ("base_model", "adapter", "sequence_len", "micro_batch_size", "lora_target_linear", "sample_packing",

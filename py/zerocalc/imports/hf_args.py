@@ -12,7 +12,7 @@ cross-entropy (loss chunked). bf16 is AMP over the model's load dtype: bf16-mixe
 """
 from __future__ import annotations
 
-from .common import (EMPTY, NO_EFFECT, NO_STACK, NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_list,
+from .builder import (EMPTY, NO_EFFECT, NO_STACK, NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_list,
                      as_number, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp, set_fsdp,
                      set_model, set_optimizer)
 

@@ -13,7 +13,7 @@ HF TrainingArguments ones (per_device_train_batch_size 8, gradient_accumulation_
 from __future__ import annotations
 
 from . import bundled_ds
-from .common import (NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_list, as_number, as_obj,
+from .builder import (NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_list, as_number, as_obj,
                      import_deepspeed_ref, not_deepspeed_or_fsdp, set_model, set_optimizer)
 
 ATTN = {"auto": "sdpa", "fa2": "flash", "fa3": "flash", "sdpa": "sdpa", "disabled": "eager", "eager": "eager"}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from .common import (NO_EFFECT, NO_STACK, NOT_MODELLED, Builder, as_bool, as_int, as_list, as_number, as_obj,
+from .builder import (NO_EFFECT, NO_STACK, NOT_MODELLED, Builder, as_bool, as_int, as_list, as_number, as_obj,
                      describe_model)
 
 # torchtune model builders (without the lora_/qlora_ prefix) -> preset (same architecture only).
