@@ -11,9 +11,7 @@ import os
 import sys
 from urllib.parse import quote
 
-from zerocalc.imports import ConfigImportError, MAX_BYTES, import_config, is_json
-from zerocalc.plan import DEFAULT_PLAN, PlanError
-
+MAX_BYTES = 200 * 1024  # as zerocalc.imports.MAX_BYTES (checked there too)
 YAML_DIR = "/tmp/zerocalc-pyyaml"
 
 
@@ -41,6 +39,7 @@ def yaml_available() -> bool:
 
 
 def share_hash(plan: dict) -> str:
+    from zerocalc.plan import DEFAULT_PLAN
     default = json.loads(json.dumps(DEFAULT_PLAN.to_dict()))
     diff = {k: v for k, v in plan.items() if default.get(k) != v and k != "schema"}
     return "#plan=" + quote(json.dumps(diff, separators=(",", ":")), safe="")
@@ -48,7 +47,10 @@ def share_hash(plan: dict) -> str:
 
 def import_view(request: dict) -> dict:
     """{"text", "plan" (current plan-v1 dict or null), "yaml_files" (optional)} -> {"format", "plan", "hash",
-    "applied", "not_represented", "warnings"} or {"error"} (one line) / {"needs_yaml": true}."""
+    "applied", "not_represented", "warnings"} or {"error"} (one line) / {"needs_yaml": true}.
+    The importers are imported here, on the first import, so the worker's start-up does not pay for them."""
+    from zerocalc.imports import ConfigImportError, import_config, is_json
+    from zerocalc.plan import PlanError
     text = request.get("text")
     if not isinstance(text, str) or not text.strip():
         return {"error": "Paste a config file first."}
