@@ -25,7 +25,6 @@ def plans(draw):
     if fw == "fsdp" and stage == 2:
         offp = "none"
     method = draw(st.sampled_from(["full", "lora", "qlora"]))
-    attn = draw(st.sampled_from(ATTN4[:1] + [ATTN4[1:2], ATTN4[2:]] and ATTN4)) if False else None
     targets = draw(st.sampled_from([ATTN4, ["q_proj", "v_proj"], ATTN4 + MLP, ["q_proj", "v_proj", "o_proj"] + MLP]))
     gc = draw(st.sampled_from(["none", "full"]))
     p = {"model": draw(st.sampled_from(MODELS)), "framework": fw, "zero_stage": stage, "gpus_per_node": gpus,
@@ -42,7 +41,6 @@ def plans(draw):
                   "dropout": draw(st.sampled_from([0.0, 0.05, 0.1])), "targets": targets},
          "quantization": {"type": draw(st.sampled_from(["nf4", "fp4", "int8"])), "double_quant": draw(st.booleans()),
                           "compute_dtype": draw(st.sampled_from(["bf16", "fp16", "fp32"]))}}
-    del attn
     try:
         return json.loads(json.dumps(Plan.from_dict(p).to_dict()))
     except PlanError:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from zerocalc.imports import ConfigImportError, detect, import_config, parse_text
 
