@@ -389,3 +389,14 @@ def test_cli_bad_file_exit_2(tmp_path):
 def test_cli_ds_still_works():
     r = _cli("import", "--ds", os.path.join(DATA, "llamafactory", "deepspeed", "ds_z3_config.json"))
     assert r.returncode == 0 and json.loads(r.stdout)["zero_stage"] == 3
+
+
+def test_transformers5_activation_checkpointing_offload():
+    # transformers 5 TrainingArguments: activation_checkpointing + activation_checkpointing_kwargs {"offload": true}
+    text = json.dumps({"output_dir": "o", "per_device_train_batch_size": 2, "activation_checkpointing": True,
+                       "activation_checkpointing_kwargs": {"offload": True}, "gradient_checkpointing": True})
+    check(import_config(text, {}), {"activation_checkpointing": "full", "activation_offloading": True,
+                                    "micro_batch_size": 2})
+    bad = json.dumps({"output_dir": "o", "activation_checkpointing": True, "gradient_checkpointing": False})
+    with pytest.raises(ConfigImportError, match="gradient_checkpointing"):
+        import_config(bad, {})

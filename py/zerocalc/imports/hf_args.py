@@ -12,9 +12,9 @@ cross-entropy (loss chunked). bf16 is AMP over the model's load dtype: bf16-mixe
 """
 from __future__ import annotations
 
-from .builder import (EMPTY, NO_EFFECT, NO_STACK, NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_list,
-                     as_number, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp, set_fsdp,
-                     set_model, set_optimizer)
+from .builder import (EMPTY, NO_EFFECT, NO_STACK, NOT_MODELLED, Builder, ConfigImportError, all_linear, as_bool,
+                      as_int, as_list, as_number, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp,
+                      set_fsdp, set_model, set_optimizer)
 
 TRL_KEYS = ("max_length", "max_seq_length", "packing", "dataset_text_field", "completion_only_loss",
             "assistant_only_loss", "num_generations", "beta", "max_prompt_length", "max_completion_length",
@@ -91,10 +91,20 @@ def import_hf_args(cfg: dict, plan, loader=None):
         b.skip("packing", take("packing"), "packing fills every sample to max_length: the plan already counts "
                                            "full-length samples")
     # --- activations, attention, loss, optimizer
-    gc = take("gradient_checkpointing")
+    # transformers 5: activation_checkpointing (+ _kwargs {"offload": true}); gradient_checkpointing is its old name.
     # TRL SFTConfig (trl/trainer/sft_config.py): gradient_checkpointing defaults to True, bf16 to True unless fp16
-    on = as_bool("gradient_checkpointing", gc) if gc is not None else sft
-    b.set("gradient_checkpointing", "activation_checkpointing", "full" if on else "none", default=gc is None)
+    gkey = "activation_checkpointing" if cfg.get("activation_checkpointing") is not None else "gradient_checkpointing"
+    gc = cfg.get(gkey)
+    seen.update(("activation_checkpointing", "gradient_checkpointing"))
+    on = as_bool(gkey, gc) if gc is not None else sft
+    other = "gradient_checkpointing" if gkey == "activation_checkpointing" else "activation_checkpointing"
+    if cfg.get(other) is not None and as_bool(other, cfg[other]) != on:
+        raise ConfigImportError(other, f"says {cfg[other]!r} while {gkey} says {gc!r}")
+    b.set(gkey, "activation_checkpointing", "full" if on else "none", default=gc is None)
+    akw = take("activation_checkpointing_kwargs")
+    if isinstance(akw, dict) and "offload" in akw:
+        b.set("activation_checkpointing_kwargs.offload", "activation_offloading",
+              as_bool("activation_checkpointing_kwargs.offload", akw["offload"]) and on)
     impl = take("attn_implementation")
     if impl:
         a = attention_from_impl(impl)
