@@ -31,6 +31,7 @@ chromium:
 # Runtime files (PyScript, Pyodide, MicroPython) from the npm registry into assets/vendor/.
 vendor: node_modules/.package-lock.json
 	$(PYTHON) scripts/vendor.py
+	$(PYTHON) scripts/vendor_yaml.py
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 

@@ -13,6 +13,7 @@ import time
 import traceback
 
 from app.fit_view import fit_call as _fit_call
+from app.importer import import_view as _import_view
 from app.view import compute as _compute
 from app.doctor import view as _doctor
 
@@ -28,6 +29,7 @@ CALLS = {
     "compute": _view,
     "doctor": _doctor,
     "fit": _fit_call,        # the "What fits" panel (app/fit_view.py)
+    "import_config": _import_view,
 }
 
 

@@ -218,6 +218,10 @@ def _cmd_export(args) -> int:
     from .exports import ExportError, run_export
     plan = build_plan(args)
     try:
+        if args.to in ("axolotl", "llamafactory", "torchtune"):
+            from .exports.trainers import trainer_yaml
+            sys.stdout.write(trainer_yaml(plan, args.to))
+            return 0
         sys.stdout.write(run_export(plan, args.to, args.style))
     except ExportError as e:
         raise CliError(str(e))
@@ -228,6 +232,8 @@ def _cmd_import(args) -> int:
     """Read a ds_config.json into the plan: print the new plan, and on stderr what was not represented."""
     from .imports import ConfigImportError, import_ds_config
     plan = build_plan(args)
+    if args.config:
+        return _cmd_import_config(args, plan)
     try:
         text = open(args.ds, encoding="utf-8").read()
     except OSError as e:
@@ -259,6 +265,43 @@ def _cmd_doctor(args) -> int:
     plan = parse_plan(_read_plan(args.plan)) if args.plan else None
     d = diagnose(text, plan).to_dict()
     sys.stdout.write(json.dumps(d, indent=2) + "\n" if args.format == "json" else doctor_table(d))
+    return 0
+
+
+def _cmd_import_config(args, plan) -> int:
+    """`zerocalc import --config FILE`: any trainer config (format from the content); a DeepSpeed JSON the
+    file names is read from beside it (or as given) when it exists."""
+    import os
+    from .imports import MAX_BYTES, ConfigImportError, import_config
+    path = args.config
+    try:
+        if os.path.getsize(path) > MAX_BYTES:
+            raise CliError(f"{path}: is {os.path.getsize(path) // 1024} KB; configs over {MAX_BYTES // 1024} KB "
+                           "are refused")
+        text = open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise CliError(f"config: cannot read {path}: {e.strerror}")
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: not UTF-8 text")
+
+    def loader(ref):
+        for cand in (os.path.join(os.path.dirname(os.path.abspath(path)), ref), ref,
+                     os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(ref))):
+            if os.path.isfile(cand):
+                with open(cand, encoding="utf-8") as f:
+                    return f.read()
+        return None
+
+    try:
+        res = import_config(text, plan.to_dict(), loader=loader, what=path)
+    except ConfigImportError as e:
+        raise CliError(str(e))
+    sys.stdout.write(json.dumps(res.plan, indent=2) + "\n")
+    print(f"format: {res.format}", file=sys.stderr)
+    for item in res.not_represented:
+        print(f"not in the plan: {item['key']} ({item['reason']})", file=sys.stderr)
+    for w in res.warnings:
+        print(f"[{w['severity']}] {w['id']}: {w['message']}", file=sys.stderr)
     return 0
 
 
@@ -296,13 +339,17 @@ def parser() -> argparse.ArgumentParser:
     pr.set_defaults(fn=_cmd_presets)
     x = sub.add_parser("export", help="write ds_config / HF / PEFT / accelerate / launch settings for a plan")
     _add_plan_args(x)
-    x.add_argument("--to", required=True, choices=("ds", "hf", "peft", "accelerate", "launch"))
+    x.add_argument("--to", required=True, choices=("ds", "hf", "peft", "accelerate", "launch",
+                                                        "axolotl", "llamafactory", "torchtune"))
     x.add_argument("--style", choices=("explicit", "auto"), default="explicit",
                    help="ds_config with numbers, or with the keys the HF integration fills left as auto")
     x.set_defaults(fn=_cmd_export)
-    im = sub.add_parser("import", help="read a ds_config.json into a plan (prints the plan JSON)")
+    im = sub.add_parser("import", help="read a trainer config or ds_config.json into a plan (prints the plan JSON)")
     _add_plan_args(im)
-    im.add_argument("--ds", required=True, metavar="FILE", help="ds_config.json, explicit or HF auto")
+    src = im.add_mutually_exclusive_group(required=True)
+    src.add_argument("--ds", metavar="FILE", help="ds_config.json, explicit or HF auto")
+    src.add_argument("--config", metavar="FILE", help="axolotl / LLaMA-Factory / torchtune YAML, accelerate config, "
+                     "TrainingArguments / TRL JSON or ds_config (format from the content)")
     im.set_defaults(fn=_cmd_import)
     dr = sub.add_parser("doctor", help="read a CUDA OOM / host-kill / NCCL crash log: cause, numbers, what to change")
     dr.add_argument("--log", required=True, metavar="FILE", help="the pasted log, or - for stdin")

@@ -1,11 +1,53 @@
-"""Configs in: ds_config.json, a model's config.json (and trainer configs) -> a plan.
+"""Configs in: read the trainer configs users already have (plan-v1 Extension 4).
 
-Imports never mutate: they return a new plan dict (or raise ConfigImportError naming the key, the current
-plan untouched). Every key of a pasted config is accounted for: applied to the plan, or listed in
-``not_represented`` with the reason.
+``import_config(text, plan)`` recognises the format from the content (detect.py) and returns an
+ImportResult: the new full plan dict (keys the file does not set keep ``plan``'s values; the trainer's own
+defaults where its file relies on them), ``applied`` and ``not_represented`` (every file key it cannot map,
+with the reason). Formats: DeepSpeed ds_config (ds_config.py), HF TrainingArguments /
+TRL config JSON (hf_args.py), accelerate config YAML (accelerate_config.py), axolotl YAML (axolotl.py),
+LLaMA-Factory YAML (llamafactory.py), torchtune recipe YAML (torchtune.py). Pure: no file or network access;
+``loader(path) -> text | None`` lets the caller supply a file a config refers to (a DeepSpeed JSON path).
 """
+from __future__ import annotations
+
 from .common import ConfigImportError, ImportResult
 from .ds_config import import_ds_config
 from .model_config import apply_model_config, import_model_config
+from .accelerate_config import import_accelerate
+from .axolotl import import_axolotl
+from .detect import FORMATS, MAX_BYTES, detect, is_json, parse_text
+from .hf_args import import_hf_args
+from .llamafactory import import_llamafactory
+from .torchtune import import_torchtune
 
-__all__ = ["ConfigImportError", "ImportResult", "import_ds_config", "import_model_config", "apply_model_config"]
+
+def import_config(text, plan=None, *, loader=None, fmt: str | None = None, what: str = "config") -> ImportResult:
+    """Text (JSON or YAML) of a trainer config -> ImportResult; ``result.to_dict()["format"]`` names the
+    format. ConfigImportError (``.key`` names the file key) for bad input."""
+    cfg = parse_text(text, what)
+    fmt = fmt or detect(cfg)
+    if fmt not in FORMATS:
+        raise ConfigImportError("format", f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+    if fmt == "ds_config":
+        res = import_ds_config(cfg, plan if plan is not None else {})
+    elif fmt in ("hf-training-args", "trl"):
+        res = import_hf_args(cfg, plan, loader=loader)
+    elif fmt == "accelerate":
+        res = import_accelerate(cfg, plan, loader=loader)
+    elif fmt == "axolotl":
+        res = import_axolotl(cfg, plan, loader=loader)
+    elif fmt == "llamafactory":
+        res = import_llamafactory(cfg, plan, loader=loader)
+    else:
+        res = import_torchtune(cfg, plan, text=text if isinstance(text, str) else None, loader=loader)
+    res.format = fmt
+    return res
+
+
+def result_dict(res: ImportResult) -> dict:
+    """ImportResult -> JSON-able dict with the format."""
+    return {**res.to_dict(), "format": getattr(res, "format", None)}
+
+
+__all__ = ["import_config", "result_dict", "detect", "parse_text", "is_json", "FORMATS", "MAX_BYTES",
+           "ConfigImportError", "ImportResult", "import_ds_config", "import_model_config", "apply_model_config"]
