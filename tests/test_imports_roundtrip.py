@@ -45,6 +45,7 @@ def plans(draw, target=None):
                   "dropout": draw(st.sampled_from([0.0, 0.05, 0.1])), "targets": targets},
          "quantization": {"type": draw(st.sampled_from(["nf4", "fp4", "int8"])), "double_quant": draw(st.booleans()),
                           "compute_dtype": draw(st.sampled_from(["bf16", "fp16", "fp32"]))}}
+    p["stack"] = {"trainer": "torchtune" if tt else "hf-trainer"}   # what the trainer's file implies
     try:
         return json.loads(json.dumps(Plan.from_dict(p).to_dict()))
     except PlanError:
@@ -70,7 +71,8 @@ def test_round_trip_some_plan_each_target():
     for target, plan in (("axolotl", {"model": "qwen3-8b", "method": "qlora", "framework": "deepspeed", "zero_stage": 3}),
                          ("llamafactory", {"method": "lora", "framework": "ddp"}),
                          ("torchtune", {"model": "llama-3.2-1b", "framework": "single", "gpus_per_node": 1,
-                                        "precision": "bf16-pure", "attention": "sdpa", "loss": "chunked"})):
+                                        "precision": "bf16-pure", "attention": "sdpa", "loss": "chunked",
+                                        "stack": {"trainer": "torchtune"}})):
         full = json.loads(json.dumps(Plan.from_dict(plan).to_dict()))
         ds_text = json.dumps(ds_config(full)) if full["framework"] == "deepspeed" else None
         res = import_config(trainer_yaml(full, target), full, loader=lambda p: ds_text)

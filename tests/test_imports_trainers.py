@@ -102,7 +102,7 @@ AXOLOTL_UNMAPPED = {
     "llama-3__lora-1b.yml": {"datasets", "learning_rate", "sample_packing", "wandb_project", "special_tokens"},
     "mistral__qlora.yml": {"base_model"},  # Mistral-7B-v0.1 is not a preset (v0.3 is)
     "llama-3__lora-8b.yml": {"base_model"},  # Llama 3 (not 3.1) 8B: not a preset
-    "gpt-oss__gpt-oss-20b-fft-fsdp2.yaml": {"fsdp_version", "optimizer"},  # torchao adamw_torch_8bit
+    "gpt-oss__gpt-oss-20b-fft-fsdp2.yaml": {"optimizer"},  # torchao adamw_torch_8bit
 }
 
 
@@ -197,7 +197,7 @@ TORCHTUNE = {
 }
 TT_UNMAPPED = {
     "mistral__7B_full_low_memory.yaml": {"model._component_"},  # torchtune's mistral_7b is v0.1
-    "llama3_1__8B_lora.yaml": {"tokenizer.max_seq_len", "optimizer.lr", "optimizer.fused", "checkpointer"},
+    "llama3_1__8B_lora.yaml": {"tokenizer.max_seq_len", "optimizer.lr", "checkpointer"},
 }
 
 
@@ -245,7 +245,6 @@ ACCELERATE.update({
 ACC_UNMAPPED = {
     "config_yaml_templates__deepspeed.yaml": {"deepspeed_config.deepspeed_config_file"},  # the JSON is not beside it
     "config_yaml_templates__fp8.yaml": {"mixed_precision"},
-    "llamafactory__fsdp2_config.yaml": {"fsdp_config.fsdp_version"},
 }
 
 
@@ -400,3 +399,21 @@ def test_transformers5_activation_checkpointing_offload():
     bad = json.dumps({"output_dir": "o", "activation_checkpointing": True, "gradient_checkpointing": False})
     with pytest.raises(ConfigImportError, match="gradient_checkpointing"):
         import_config(bad, {})
+
+
+# The software-stack keys (plan-v1 Extension 1) the files set, written from the files: the trainer each format
+# runs under, axolotl's `fsdp_version: 2`, accelerate's `fsdp_config.fsdp_version: 2`, torchtune's
+# `optimizer: {fused: True}` and `compile: False`.
+STACK_FROM_FILES = [
+    ("axolotl", "gpt-oss__gpt-oss-20b-fft-fsdp2.yaml", {"trainer": "hf-trainer", "fsdp_version": 2}),
+    ("accelerate", "llamafactory__fsdp2_config.yaml", {"fsdp_version": 2}),
+    ("torchtune", "llama3_1__8B_lora.yaml", {"trainer": "torchtune", "optimizer_impl": "fused", "compile": "none"}),
+]
+
+
+@pytest.mark.parametrize("trainer, name, stack", STACK_FROM_FILES)
+def test_stack_keys_read_from_the_files(trainer, name, stack):
+    text = open(os.path.join(DATA, trainer, name), encoding="utf-8").read()
+    res = import_config(text, {"framework": "fsdp", "zero_stage": 3} if trainer == "accelerate" else None)
+    for k, v in stack.items():
+        assert res.plan["stack"][k] == v, k

@@ -14,7 +14,7 @@ adamw_torch_fused).
 from __future__ import annotations
 
 from . import bundled_ds
-from .builder import (EMPTY, NO_EFFECT, NO_STACK, NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_list,
+from .builder import (EMPTY, NO_EFFECT, NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_list,
                      as_number, as_obj, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp,
                      set_fsdp, set_model, set_optimizer)
 
@@ -199,7 +199,7 @@ def import_axolotl(cfg: dict, plan, loader=None):
     elif fsdp or fsdp_cfg:
         set_fsdp(b, "fsdp", fsdp or ["full_shard"], fsdp_cfg, "fsdp_config")
         if "fsdp_version" in cfg:
-            b.skip("fsdp_version", take("fsdp_version"), "FSDP1 and FSDP2 are estimated alike (" + NO_STACK + ")")
+            b.set_fsdp_version("fsdp_version", take("fsdp_version"))
     else:
         not_deepspeed_or_fsdp(b, "deepspeed")
         if ds is not None:
@@ -209,7 +209,7 @@ def import_axolotl(cfg: dict, plan, loader=None):
         if k in cfg and cfg[k] not in (None, False):
             b.skip(k, take(k), NOT_MODELLED)
     if cfg.get("torch_compile"):
-        b.skip("torch_compile", take("torch_compile"), "torch.compile changes activation memory; " + NO_STACK)
+        b.set_compile("torch_compile", take("torch_compile"))
     b.rest(cfg, seen)
     return b.result()
 

@@ -20,7 +20,9 @@ from ..presets import MODELS
 NO_EFFECT = "no memory effect"
 NOT_MODELLED = "changes memory but zerocalc does not model it"
 EMPTY = "empty: the trainer's default"
-NO_STACK = "plan-v1's stack keys are not in this engine yet"
+# the trainer each format's file runs under (plan-v1 Extension 1 stack.trainer)
+TRAINER_OF = {"axolotl": "hf-trainer", "llamafactory": "hf-trainer", "hf-training-args": "hf-trainer",
+              "trl": "hf-trainer", "torchtune": "torchtune"}
 
 # Key-name patterns of settings that move no GPU memory (data, logging, schedule, saving, evaluation, hub).
 _NO_EFFECT_RE = re.compile(
@@ -50,7 +52,19 @@ class Builder:
         self.applied: list = []
         self.not_represented: list = []
         self.warnings: list = []
+        if fmt in TRAINER_OF:
+            self.set("(format)", "stack.trainer", TRAINER_OF[fmt], default=True)
 
+    def set_fsdp_version(self, key, value):
+        """FSDP1 (FullyShardedDataParallel) or FSDP2 (fully_shard): stack.fsdp_version."""
+        v = as_int(key, value)
+        if v not in (1, 2):
+            raise ConfigImportError(key, f"FSDP version is 1 or 2, got {v}")
+        self.set(key, "stack.fsdp_version", v)
+
+    def set_compile(self, key, value, mode="model"):
+        """torch.compile of the model (HF Trainer torch_compile) or of the model and the loss (torchtune)."""
+        self.set(key, "stack.compile", mode if as_bool(key, value) else "none")
     def set(self, key, plan_key, value, default=False):
         """Set ``plan_key`` (dotted) from file key ``key`` (default=True: the trainer's default, the file
         does not set it)."""
@@ -358,7 +372,7 @@ def set_fsdp(b: Builder, key, fsdp, config, cfg_key):
     if "version" in conf:
         k, v = conf["version"]
         seen.add(k)
-        b.skip(f"{cfg_key}.{k}", v, "FSDP1 and FSDP2 are estimated alike (" + NO_STACK + ")")
+        b.set_fsdp_version(f"{cfg_key}.{k}", v)
     for name, (k, v) in conf.items():
         if k not in seen:
             b.skip(f"{cfg_key}.{k}", v, NO_EFFECT if name in _FSDP_NO_EFFECT else no_effect_reason(name))

@@ -12,7 +12,7 @@ cross-entropy (loss chunked). bf16 is AMP over the model's load dtype: bf16-mixe
 """
 from __future__ import annotations
 
-from .builder import (EMPTY, NO_EFFECT, NO_STACK, NOT_MODELLED, Builder, ConfigImportError, all_linear, as_bool,
+from .builder import (EMPTY, NO_EFFECT, NOT_MODELLED, Builder, ConfigImportError, all_linear, as_bool,
                       as_int, as_list, as_number, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp,
                       set_fsdp, set_model, set_optimizer)
 
@@ -145,7 +145,7 @@ def import_hf_args(cfg: dict, plan, loader=None):
             b.skip("fsdp_config", fcfg, "fsdp is off: no effect")
     for k in ("torch_compile",):
         if cfg.get(k):
-            b.skip(k, take(k), "torch.compile changes activation memory; " + NO_STACK)
+            b.set_compile(k, take(k))
     for k in ("gradient_checkpointing_kwargs", "fsdp_min_num_params", "fsdp_transformer_layer_cls_to_wrap",
               "accelerator_config", "half_precision_backend", "fp16_opt_level", "ddp_find_unused_parameters",
               "optim_args", "tp_size"):

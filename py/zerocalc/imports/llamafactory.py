@@ -137,8 +137,7 @@ def import_llamafactory(cfg: dict, plan, loader=None):
             b.skip(k, take(k), NOT_MODELLED)
     for k in ("torch_compile",):
         if cfg.get(k):
-            b.skip(k, take(k), "torch.compile changes activation memory; plan-v1's stack keys are not in this "
-                               "engine yet")
+            b.set_compile(k, take(k))
     as_obj("config", cfg)
     b.rest(cfg, seen)
     return b.result()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from .builder import (NO_EFFECT, NO_STACK, NOT_MODELLED, Builder, as_bool, as_int, as_list, as_number, as_obj,
+from .builder import (NO_EFFECT, NOT_MODELLED, Builder, as_bool, as_int, as_list, as_number, as_obj,
                      describe_model)
 
 # torchtune model builders (without the lora_/qlora_ prefix) -> preset (same architecture only).
@@ -178,7 +178,10 @@ def import_torchtune(cfg: dict, plan, text=None, loader=None):
                                                  f"{b.plan['optimizer']}")
     for k, v in opt.items():
         if k != "_component_":
-            b.skip(f"optimizer.{k}", v, NO_EFFECT if k != "fused" else "fused or foreach AdamW: " + NO_STACK)
+            if k == "fused" and b.plan["optimizer"] == "adamw":
+                b.set(f"optimizer.{k}", "stack.optimizer_impl", "fused" if as_bool(f"optimizer.{k}", v) else "foreach")
+            else:
+                b.skip(f"optimizer.{k}", v, NO_EFFECT)
     loss = as_obj("loss", take("loss"))
     lc = loss.get("_component_", "")
     if lc:
@@ -188,7 +191,7 @@ def import_torchtune(cfg: dict, plan, text=None, loader=None):
             b.skip("loss._component_", lc, "a preference/RL loss: memory as cross-entropy fine-tuning")
     comp_flag = take("compile")
     if comp_flag:
-        b.skip("compile", comp_flag, "torch.compile of the model and loss changes activation memory; " + NO_STACK)
+        b.set_compile("compile", comp_flag, "model+loss")
     elif comp_flag is not None:
         b.skip("compile", comp_flag, NO_EFFECT)
     for k in ("teacher_model", "ref_checkpointer", "ref_model", "reward_and_value_model", "quantizer"):
