@@ -218,10 +218,6 @@ def _cmd_export(args) -> int:
     from .exports import ExportError, run_export
     plan = build_plan(args)
     try:
-        if args.to in ("axolotl", "llamafactory", "torchtune"):
-            from .exports.trainers import trainer_yaml
-            sys.stdout.write(trainer_yaml(plan, args.to))
-            return 0
         sys.stdout.write(run_export(plan, args.to, args.style))
     except ExportError as e:
         raise CliError(str(e))
@@ -339,8 +335,8 @@ def parser() -> argparse.ArgumentParser:
     pr.set_defaults(fn=_cmd_presets)
     x = sub.add_parser("export", help="write ds_config / HF / PEFT / accelerate / launch settings for a plan")
     _add_plan_args(x)
-    x.add_argument("--to", required=True, choices=("ds", "hf", "peft", "accelerate", "launch",
-                                                        "axolotl", "llamafactory", "torchtune"))
+    x.add_argument("--to", required=True, choices=("ds", "hf", "peft", "accelerate", "launch", "axolotl",
+                                                   "llamafactory", "torchtune", "litgpt", "torchtitan"))
     x.add_argument("--style", choices=("explicit", "auto"), default="explicit",
                    help="ds_config with numbers, or with the keys the HF integration fills left as auto")
     x.set_defaults(fn=_cmd_export)

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import json
 
+from ..plan import as_plan
+from ..stack import OWN_MODEL_CODE
+
 from .accelerate import accelerate_config, accelerate_yaml
 from .ds_config import ExportError, check_expressible, ds_config, ds_key_notes, ds_warnings, placeholders
 from .hf import training_arguments_kwargs, training_arguments_snippet
 from .launch import launch_commands, launch_text
+from .launchers import litgpt_command, torchtitan_toml
+from .trainers import TRAINER_TARGETS, trainer_yaml
 from .peft import bnb_config_kwargs, lora_config_kwargs, peft_snippet
 
-TARGETS = ("ds", "hf", "peft", "accelerate", "launch")
+HF_TARGETS = ("ds", "hf", "peft", "accelerate", "launch")
+TARGETS = HF_TARGETS + TRAINER_TARGETS + ("litgpt", "torchtitan")
 STYLES = ("explicit", "auto")
 
 
@@ -27,6 +33,16 @@ def run_export(plan, target: str, style: str = "explicit") -> str:
         raise ExportError("to", f"unknown target {target!r}; one of {', '.join(TARGETS)}")
     if style not in STYLES:
         raise ExportError("style", f"unknown style {style!r}; one of {', '.join(STYLES)}")
+    trainer = as_plan(plan).stack.trainer
+    if target in ("hf", "peft", "accelerate") and trainer in OWN_MODEL_CODE:
+        raise ExportError("stack.trainer", f"this plan runs {trainer}, not the Hugging Face Trainer; "
+                                           f"export --to {trainer} instead")
+    if target in TRAINER_TARGETS:
+        return trainer_yaml(plan, target)
+    if target == "litgpt":
+        return litgpt_command(plan)
+    if target == "torchtitan":
+        return torchtitan_toml(plan)
     if target == "ds":
         return json.dumps(ds_config(plan, style), indent=2) + "\n"
     if target == "hf":
@@ -53,4 +69,5 @@ def export_warnings(plan) -> list:
 __all__ = ["run_export", "export_warnings", "ExportError", "ds_config", "ds_key_notes", "ds_warnings",
            "placeholders", "check_expressible", "training_arguments_kwargs", "training_arguments_snippet",
            "lora_config_kwargs", "bnb_config_kwargs", "peft_snippet", "accelerate_config", "accelerate_yaml",
-           "launch_commands", "launch_text", "TARGETS", "STYLES"]
+           "launch_commands", "launch_text", "litgpt_command", "torchtitan_toml", "trainer_yaml", "TARGETS",
+           "STYLES"]
