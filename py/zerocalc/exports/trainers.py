@@ -8,8 +8,9 @@ Trainer semantics as documented in zerocalc/imports/{axolotl,llamafactory,torcht
 """
 from __future__ import annotations
 
-import json
 
+from ..plan import Plan, as_plan
+from ..presets import MODELS
 from .accelerate import to_yaml
 from .ds_config import ExportError
 from .hf import HF_ATTN, HF_OPTIM
@@ -18,46 +19,39 @@ TRAINER_TARGETS = ("axolotl", "llamafactory", "torchtune")
 DS_PATH = "ds_config.json"
 
 
-def _full(plan) -> dict:
-    from zerocalc.plan import Plan
-    p = plan if hasattr(plan, "to_dict") else Plan.from_dict(plan)
-    return json.loads(json.dumps(p.to_dict()))
-
-
-def _hub_id(p) -> str | None:
-    from zerocalc.presets import MODELS
-    m = p["model"]
+def _hub_id(p: Plan) -> str | None:
+    m = p.model
     return MODELS[m].hf_repo if isinstance(m, str) and m in MODELS else None
 
 
 def _no_selective(p):
-    if p["activation_checkpointing"] not in ("none", "full"):
-        raise ExportError("activation_checkpointing", f"{p['activation_checkpointing']} checkpointing has no "
+    if p.activation_checkpointing not in ("none", "full"):
+        raise ExportError("activation_checkpointing", f"{p.activation_checkpointing} checkpointing has no "
                                                       "switch in this trainer (full or none)")
-    if p["activation_offloading"] and p["activation_checkpointing"] != "full":
+    if p.activation_offloading and p.activation_checkpointing != "full":
         raise ExportError("activation_offloading", "this trainer offloads only checkpointed activations")
 
 
 def _no_single_cluster(p):
-    if p["framework"] == "single" and p["gpus_per_node"] * p["nodes"] > 1:
+    if p.framework == "single" and p.gpus_per_node * p.nodes > 1:
         raise ExportError("framework", "single runs one process: set gpus_per_node and nodes to 1")
-    if p["framework"] in ("ddp", "single") and (p["offload_optimizer"] != "none" or p["offload_params"] != "none"):
+    if p.framework in ("ddp", "single") and (p.offload_optimizer != "none" or p.offload_params != "none"):
         raise ExportError("offload_optimizer", "offload needs DeepSpeed or FSDP")
 
 
 def _fsdp_offload(p) -> bool:
-    if p["offload_optimizer"] != p["offload_params"] and p["zero_stage"] == 3 or \
-            (p["zero_stage"] == 2 and p["offload_params"] != "none"):
+    if p.offload_optimizer != p.offload_params and p.zero_stage == 3 or \
+            (p.zero_stage == 2 and p.offload_params != "none"):
         raise ExportError("offload_optimizer", "FSDP's CPU offload moves parameters and the optimizer step together")
-    if "nvme" in (p["offload_optimizer"], p["offload_params"]):
+    if "nvme" in (p.offload_optimizer, p.offload_params):
         raise ExportError("offload_optimizer", "FSDP offloads to cpu only")
-    if p["zero_stage"] not in (2, 3):
+    if p.zero_stage not in (2, 3):
         raise ExportError("zero_stage", "FSDP shards at stage 2 (shard_grad_op) or 3 (full_shard)")
-    return p["offload_optimizer"] == "cpu"
+    return p.offload_optimizer == "cpu"
 
 
 def _dtype(p) -> str:
-    return {"bf16-mixed": "bf16", "bf16-pure": "bf16", "fp16-mixed": "fp16", "fp32": "fp32"}[p["precision"]]
+    return {"bf16-mixed": "bf16", "bf16-pure": "bf16", "fp16-mixed": "fp16", "fp32": "fp32"}[p.precision]
 
 
 # ------------------------------------------------------------------ axolotl
@@ -65,53 +59,53 @@ def _dtype(p) -> str:
 
 def axolotl_config(plan) -> dict:
     """The axolotl keys for the plan (see zerocalc/imports/axolotl.py for their meaning)."""
-    p = _full(plan)
+    p = as_plan(plan)
     _no_selective(p)
     _no_single_cluster(p)
-    if p["optimizer_in_backward"]:
+    if p.optimizer_in_backward:
         raise ExportError("optimizer_in_backward", "axolotl (HF Trainer) has no optimizer-in-backward mode")
     out = {}
     hub = _hub_id(p)
     if hub:
         out["base_model"] = hub
-    dtype, method, fw = _dtype(p), p["method"], p["framework"]
+    dtype, method, fw = _dtype(p), p.method, p.framework
     pure_ok = method == "full" and fw != "deepspeed"
-    if p["precision"] == "bf16-pure" and not pure_ok:
+    if p.precision == "bf16-pure" and not pure_ok:
         raise ExportError("precision", "axolotl keeps fp32 masters here (DeepSpeed / adapters): bf16-mixed")
-    if p["precision"] == "bf16-mixed" and pure_ok and dtype == "bf16":
+    if p.precision == "bf16-mixed" and pure_ok and dtype == "bf16":
         raise ExportError("precision", "axolotl loads a full fine-tune in bf16 without fp32 masters: bf16-pure")
     if method != "full":
-        q = p["quantization"]
-        if method == "qlora" and q["type"] == "int8":
+        q = p.quantization
+        if method == "qlora" and q.type == "int8":
             out["adapter"], out["load_in_8bit"] = "lora", True
         elif method == "qlora":
-            if q["compute_dtype"] != dtype:
+            if q.compute_dtype != dtype:
                 raise ExportError("quantization.compute_dtype", f"axolotl computes in the load dtype ({dtype})")
             out["adapter"], out["load_in_4bit"] = "qlora", True
-            if q["type"] != "nf4" or not q["double_quant"]:
-                out["bnb_config_kwargs"] = {"bnb_4bit_quant_type": q["type"],
-                                            "bnb_4bit_use_double_quant": q["double_quant"]}
+            if q.type != "nf4" or not q.double_quant:
+                out["bnb_config_kwargs"] = {"bnb_4bit_quant_type": q.type,
+                                            "bnb_4bit_use_double_quant": q.double_quant}
         else:
             out["adapter"] = "lora"
-        lo = p["lora"]
-        out.update({"lora_r": lo["rank"], "lora_alpha": lo["alpha"], "lora_dropout": lo["dropout"],
-                    "lora_target_modules": list(lo["targets"])})
-    out.update({"sequence_len": p["seq_len"], "micro_batch_size": p["micro_batch_size"],
-                "gradient_accumulation_steps": p["gradient_accumulation_steps"],
-                "gradient_checkpointing": p["activation_checkpointing"] == "full"})
-    if p["activation_offloading"]:
+        lo = p.lora
+        out.update({"lora_r": lo.rank, "lora_alpha": lo.alpha, "lora_dropout": lo.dropout,
+                    "lora_target_modules": list(lo.targets)})
+    out.update({"sequence_len": p.seq_len, "micro_batch_size": p.micro_batch_size,
+                "gradient_accumulation_steps": p.gradient_accumulation_steps,
+                "gradient_checkpointing": p.activation_checkpointing == "full"})
+    if p.activation_offloading:
         out["activation_offloading"] = True
-    out["attn_implementation"] = HF_ATTN[p["attention"]]
-    if p["loss"] == "chunked":
+    out["attn_implementation"] = HF_ATTN[p.attention]
+    if p.loss == "chunked":
         out["plugins"] = ["axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"]
-    out["optimizer"] = HF_OPTIM[p["optimizer"]]
+    out["optimizer"] = HF_OPTIM[p.optimizer]
     out["bf16"] = dtype == "bf16"
     out["fp16"] = dtype == "fp16"
     if fw == "deepspeed":
         out["deepspeed"] = DS_PATH
     elif fw == "fsdp":
         off = _fsdp_offload(p)
-        out["fsdp"] = ["full_shard" if p["zero_stage"] == 3 else "shard_grad_op", "auto_wrap"]
+        out["fsdp"] = ["full_shard" if p.zero_stage == 3 else "shard_grad_op", "auto_wrap"]
         out["fsdp_config"] = {"fsdp_offload_params": off}
     return out
 
@@ -123,52 +117,52 @@ LF_ATTN = {"flash": "fa2", "sdpa": "sdpa", "eager": "disabled"}
 
 def llamafactory_config(plan) -> dict:
     """The LLaMA-Factory training arguments for the plan (see zerocalc/imports/llamafactory.py)."""
-    p = _full(plan)
+    p = as_plan(plan)
     _no_selective(p)
     _no_single_cluster(p)
-    if p["optimizer_in_backward"]:
+    if p.optimizer_in_backward:
         raise ExportError("optimizer_in_backward", "LLaMA-Factory has no optimizer-in-backward mode")
-    if p["activation_offloading"]:
+    if p.activation_offloading:
         raise ExportError("activation_offloading", "LLaMA-Factory has no activation offloading switch")
-    if p["framework"] == "fsdp":
+    if p.framework == "fsdp":
         raise ExportError("framework", "LLaMA-Factory runs FSDP from an accelerate config: use --to accelerate")
     out = {}
     hub = _hub_id(p)
     if hub:
         out["model_name_or_path"] = hub
     out["stage"] = "sft"
-    dtype, method = _dtype(p), p["method"]
+    dtype, method = _dtype(p), p.method
     if method == "full":
         out["finetuning_type"] = "full"
     else:
         out["finetuning_type"] = "lora"
         if method == "qlora":
-            q = p["quantization"]
-            if q["type"] == "int8":
+            q = p.quantization
+            if q.type == "int8":
                 out["quantization_bit"] = 8
             else:
-                if q["compute_dtype"] != dtype:
+                if q.compute_dtype != dtype:
                     raise ExportError("quantization.compute_dtype", f"LLaMA-Factory computes in {dtype}")
-                out.update({"quantization_bit": 4, "quantization_type": q["type"],
-                            "double_quantization": q["double_quant"]})
-        lo = p["lora"]
-        out.update({"lora_rank": lo["rank"], "lora_alpha": lo["alpha"], "lora_dropout": lo["dropout"],
-                    "lora_target": ",".join(lo["targets"])})
-    out.update({"cutoff_len": p["seq_len"], "per_device_train_batch_size": p["micro_batch_size"],
-                "gradient_accumulation_steps": p["gradient_accumulation_steps"],
-                "disable_gradient_checkpointing": p["activation_checkpointing"] == "none",
-                "flash_attn": LF_ATTN[p["attention"]], "enable_liger_kernel": p["loss"] == "chunked",
-                "optim": HF_OPTIM[p["optimizer"]]})
-    prec = p["precision"]
+                out.update({"quantization_bit": 4, "quantization_type": q.type,
+                            "double_quantization": q.double_quant})
+        lo = p.lora
+        out.update({"lora_rank": lo.rank, "lora_alpha": lo.alpha, "lora_dropout": lo.dropout,
+                    "lora_target": ",".join(lo.targets)})
+    out.update({"cutoff_len": p.seq_len, "per_device_train_batch_size": p.micro_batch_size,
+                "gradient_accumulation_steps": p.gradient_accumulation_steps,
+                "disable_gradient_checkpointing": p.activation_checkpointing == "none",
+                "flash_attn": LF_ATTN[p.attention], "enable_liger_kernel": p.loss == "chunked",
+                "optim": HF_OPTIM[p.optimizer]})
+    prec = p.precision
     if prec == "bf16-pure":
-        if p["framework"] == "deepspeed":
+        if p.framework == "deepspeed":
             raise ExportError("precision", "pure bf16 under DeepSpeed comes from the ds_config's bf16 master keys")
         out["pure_bf16"] = True
     elif prec == "bf16-mixed":
         out["bf16"] = True
     elif prec == "fp16-mixed":
         out["fp16"] = True
-    if p["framework"] == "deepspeed":
+    if p.framework == "deepspeed":
         out["deepspeed"] = DS_PATH
     return out
 
@@ -186,24 +180,24 @@ def torchtune_config(plan) -> dict:
     """The torchtune recipe keys for the plan (see zerocalc/imports/torchtune.py); ``_recipe`` holds the
     ``tune run`` command (written as the header comment)."""
     from zerocalc.imports.torchtune import BUILDERS
-    p = _full(plan)
+    p = as_plan(plan)
     _no_selective(p)
-    if p["attention"] != "sdpa":
+    if p.attention != "sdpa":
         raise ExportError("attention", "torchtune's attention is torch SDPA: attention sdpa")
-    builder = next((k for k, v in BUILDERS.items() if v == p["model"]), None)
+    builder = next((k for k, v in BUILDERS.items() if v == p.model), None)
     if builder is None:
-        raise ExportError("model", f"no torchtune builder for {p['model']!r}")
-    method = p["method"]
+        raise ExportError("model", f"no torchtune builder for {p.model!r}")
+    method = p.method
     prefix = {"full": "", "lora": "lora_", "qlora": "qlora_"}[method]
     family = {"llama3_1": "llama3_1", "llama3_2": "llama3_2", "llama2_": "llama2", "qwen2_5": "qwen2_5",
               "gemma2": "gemma2", "phi3": "phi3", "phi4": "phi4"}
     fam = next(v for k, v in family.items() if builder.startswith(k))
     model = {"_component_": f"torchtune.models.{fam}.{prefix}{builder}"}
-    if p["precision"] not in ("bf16-pure", "fp32"):
+    if p.precision not in ("bf16-pure", "fp32"):
         raise ExportError("precision", "torchtune trains in bf16 (bf16-pure) or fp32")
-    dtype = "bf16" if p["precision"] == "bf16-pure" else "fp32"
+    dtype = "bf16" if p.precision == "bf16-pure" else "fp32"
     if method != "full":
-        t = list(p["lora"]["targets"])
+        t = list(p.lora.targets)
         mlp = [x for x in t if x in TT_MLP]
         if mlp and len(mlp) != 3:
             raise ExportError("lora.targets", "torchtune puts LoRA on all of w1, w2, w3 or none (apply_lora_to_mlp)")
@@ -217,35 +211,35 @@ def torchtune_config(plan) -> dict:
         if t != [x for x in t if x in TT_ATTN] + list(TT_MLP if mlp else ()) + (["lm_head"] if "lm_head" in t else []):
             raise ExportError("lora.targets", "order as torchtune builds them: attention, gate/up/down, lm_head")
         model.update({"lora_attn_modules": attn, "apply_lora_to_mlp": bool(mlp),
-                      "apply_lora_to_output": "lm_head" in t, "lora_rank": p["lora"]["rank"],
-                      "lora_alpha": p["lora"]["alpha"], "lora_dropout": p["lora"]["dropout"]})
+                      "apply_lora_to_output": "lm_head" in t, "lora_rank": p.lora.rank,
+                      "lora_alpha": p.lora.alpha, "lora_dropout": p.lora.dropout})
         if method == "qlora":
-            q = p["quantization"]
-            if q["type"] != "nf4" or not q["double_quant"] or q["compute_dtype"] != dtype:
+            q = p.quantization
+            if q.type != "nf4" or not q.double_quant or q.compute_dtype != dtype:
                 raise ExportError("quantization.type", f"torchtune QLoRA is NF4 with double quantization in {dtype}")
-    out = {"model": model, "tokenizer": {"max_seq_len": p["seq_len"]}, "batch_size": p["micro_batch_size"],
-           "gradient_accumulation_steps": p["gradient_accumulation_steps"]}
-    if p["optimizer"] not in TT_OPTIM:
-        raise ExportError("optimizer", f"no torchtune optimizer component for {p['optimizer']}")
-    out["optimizer"] = {"_component_": TT_OPTIM[p["optimizer"]]}
-    out["optimizer_in_bwd"] = p["optimizer_in_backward"]
-    out["loss"] = {"_component_": "torchtune.modules.loss.CEWithChunkedOutputLoss" if p["loss"] == "chunked"
+    out = {"model": model, "tokenizer": {"max_seq_len": p.seq_len}, "batch_size": p.micro_batch_size,
+           "gradient_accumulation_steps": p.gradient_accumulation_steps}
+    if p.optimizer not in TT_OPTIM:
+        raise ExportError("optimizer", f"no torchtune optimizer component for {p.optimizer}")
+    out["optimizer"] = {"_component_": TT_OPTIM[p.optimizer]}
+    out["optimizer_in_bwd"] = p.optimizer_in_backward
+    out["loss"] = {"_component_": "torchtune.modules.loss.CEWithChunkedOutputLoss" if p.loss == "chunked"
                    else "torch.nn.CrossEntropyLoss"}
     out["dtype"] = dtype
-    out["enable_activation_checkpointing"] = p["activation_checkpointing"] == "full"
-    out["enable_activation_offloading"] = p["activation_offloading"]
+    out["enable_activation_checkpointing"] = p.activation_checkpointing == "full"
+    out["enable_activation_offloading"] = p.activation_offloading
     kind = "full_finetune" if method == "full" else "lora_finetune"
-    fw = p["framework"]
+    fw = p.framework
     if fw == "single":
-        if p["gpus_per_node"] * p["nodes"] != 1:
+        if p.gpus_per_node * p.nodes != 1:
             raise ExportError("gpus_per_node", "a single-device recipe runs on one GPU")
         recipe = f"tune run {kind}_single_device"
     elif fw == "fsdp":
         off = _fsdp_offload(p)
-        out["fsdp_reshard_after_forward"] = p["zero_stage"] == 3
+        out["fsdp_reshard_after_forward"] = p.zero_stage == 3
         out["fsdp_cpu_offload"] = off
-        nodes = f"--nnodes {p['nodes']} " if p["nodes"] > 1 else ""
-        recipe = f"tune run {nodes}--nproc_per_node {p['gpus_per_node']} {kind}_distributed"
+        nodes = f"--nnodes {p.nodes} " if p.nodes > 1 else ""
+        recipe = f"tune run {nodes}--nproc_per_node {p.gpus_per_node} {kind}_distributed"
     else:
         raise ExportError("framework", "torchtune runs one device or FSDP2: framework single or fsdp")
     out["_recipe"] = recipe
