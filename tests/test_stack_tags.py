@@ -70,3 +70,12 @@ def test_merge_group_then_record_override_and_null_removes():
     assert tagged_plan(rec, tags)["stack"] == {"compile": "model", "trainer": "torchtune", "fsdp_version": 2}
     assert rec["plan"]["stack"] == {"compile": "model"}           # the record is not changed
     assert tagged_plan({"id": "y", "source_group": "h", "plan": {"schema": 1}}, tags) == {"schema": 1}
+
+
+def test_fidelity_applies_the_tags_to_every_scored_record():
+    sys.path.insert(0, str(ROOT))
+    from scripts import fidelity
+    plain = fidelity.public_rows(ROOT / "validation" / "public.json")
+    tagged = fidelity.public_rows(ROOT / "validation" / "public.json", TAGS)
+    assert [r["id"] for r in tagged] == [r["id"] for r in plain]
+    assert len(tagged) == sum(r["quality"] != "unsupported" for r in RECORDS)
