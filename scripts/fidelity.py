@@ -63,11 +63,14 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
-def public_rows(path: pathlib.Path) -> list[dict]:
+def public_rows(path: pathlib.Path, stack_tags: dict | None = None) -> list[dict]:
     rows = []
     for rec in json.loads(path.read_text()):
         if rec["quality"] == "unsupported":
             continue
+        if stack_tags is not None:          # validation/public-stack.json (validation/STACKS.md)
+            from scripts.stack_tags import tagged_plan
+            rec = {**rec, "plan": tagged_plan(rec, stack_tags)}
         pred, fits = predict(rec)
         meas = rec["measured_bytes"]
         err = (pred - meas) / meas if meas else None
@@ -96,8 +99,8 @@ def print_table(title: str, groups: dict[str, dict]) -> None:
         print(f"| {name} | {s['n']} | {med} | {p90} | {_fmt(s['bias'])} | {recall} | {s['false_oom']} |")
 
 
-def run_public(path: pathlib.Path, show_records: bool) -> dict:
-    rows = public_rows(path)
+def run_public(path: pathlib.Path, show_records: bool, stack_tags: dict | None = None) -> dict:
+    rows = public_rows(path, stack_tags)
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r["group"], []).append(r)
@@ -105,7 +108,8 @@ def run_public(path: pathlib.Path, show_records: bool) -> dict:
     measured = [r for r in rows if r["quality"] == "measured"]
     table["**all measured**"] = summarize(measured)
     table["**all (measured + approximate)**"] = summarize(rows)
-    print_table(f"Engine vs published measurements ({path.name}; `unsupported` records left out)", table)
+    tagged = "; stack-tagged" if stack_tags is not None else ""
+    print_table(f"Engine vs published measurements ({path.name}{tagged}; `unsupported` records left out)", table)
     by_metric: dict[str, list[dict]] = {}
     for r in rows:
         by_metric.setdefault(r["metric"], []).append(r)
@@ -162,9 +166,15 @@ def main(argv=None) -> int:
     ap.add_argument("--no-tracer", action="store_true")
     ap.add_argument("--quick", action="store_true", help="the tracer's quick subset only")
     ap.add_argument("--records", action="store_true", help="print every record")
+    ap.add_argument("--stack-tags", type=pathlib.Path, default=None,
+                    help="apply the stack tags of this file (validation/public-stack.json) to every plan")
     args = ap.parse_args(argv)
     if args.public.exists():
-        run_public(args.public, args.records)
+        tags = None
+        if args.stack_tags is not None:
+            from scripts.stack_tags import load_tags
+            tags = load_tags(args.stack_tags)
+        run_public(args.public, args.records, tags)
     else:
         print(f"no public validation set at {args.public}")
     from scripts.fidelity_throughput import run_throughput   # the step-time model against measured throughput
