@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from zerocalc import Plan, estimate  # noqa: E402
 
 DEFAULT_PUBLIC = ROOT / "validation" / "public.json"
+DEFAULT_TAGS = ROOT / "validation" / "public-stack.json"
 METRIC_KEY = {"allocated": "peak_allocated_bytes", "active": "peak_allocated_bytes",
               "unknown": "peak_allocated_bytes", "reserved": "peak_reserved_bytes",
               "device_used": "device_used_bytes"}
@@ -123,6 +124,29 @@ def run_public(path: pathlib.Path, show_records: bool, stack_tags: dict | None =
     return table
 
 
+def run_public_compare(path: pathlib.Path, stack_tags: dict) -> None:
+    """Per source group: the error with the stack tags (validation/public-stack.json) and without them (every
+    plan run as today's default stack)."""
+    tagged, plain = public_rows(path, stack_tags), public_rows(path, None)
+    def groups(rows):
+        out: dict[str, list[dict]] = {}
+        for r in rows:
+            out.setdefault(r["group"], []).append(r)
+        return out
+    gt, gp = groups(tagged), groups(plain)
+    print(f"\n## With and without the stack tags ({path.name}, validation/public-stack.json)\n")
+    print("| source | n | median (tags) | p90 (tags) | bias (tags) | median (no tags) | p90 (no tags) | bias (no tags) |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = [(g, summarize(gt[g]), summarize(gp[g])) for g in sorted(gt)]
+    rows.append(("**all measured**", summarize([r for r in tagged if r["quality"] == "measured"]),
+                 summarize([r for r in plain if r["quality"] == "measured"])))
+    rows.append(("**all (measured + approximate)**", summarize(tagged), summarize(plain)))
+    for g, a, b in rows:
+        print(f"| {g} | {a['n']} | {_fmt(a['median_abs']).lstrip('+')} | {_fmt(a['p90_abs']).lstrip('+')} | "
+              f"{_fmt(a['bias'])} | {_fmt(b['median_abs']).lstrip('+')} | {_fmt(b['p90_abs']).lstrip('+')} | "
+              f"{_fmt(b['bias'])} |")
+
+
 def run_tracer(quick: bool, show_tables: bool) -> None:
     """Per plan: the engine's peak and each component against the trace (tools/memtrace)."""
     try:
@@ -166,15 +190,18 @@ def main(argv=None) -> int:
     ap.add_argument("--no-tracer", action="store_true")
     ap.add_argument("--quick", action="store_true", help="the tracer's quick subset only")
     ap.add_argument("--records", action="store_true", help="print every record")
-    ap.add_argument("--stack-tags", type=pathlib.Path, default=None,
-                    help="apply the stack tags of this file (validation/public-stack.json) to every plan")
+    ap.add_argument("--stack-tags", type=pathlib.Path, default=DEFAULT_TAGS,
+                    help="the stack tags applied to every plan (default validation/public-stack.json)")
+    ap.add_argument("--no-stack-tags", action="store_true", help="score every plan as today's default stack")
     args = ap.parse_args(argv)
     if args.public.exists():
         tags = None
-        if args.stack_tags is not None:
+        if not args.no_stack_tags and args.stack_tags.exists():
             from scripts.stack_tags import load_tags
             tags = load_tags(args.stack_tags)
         run_public(args.public, args.records, tags)
+        if tags is not None:
+            run_public_compare(args.public, tags)
     else:
         print(f"no public validation set at {args.public}")
     from scripts.fidelity_throughput import run_throughput   # the step-time model against measured throughput
