@@ -4,7 +4,7 @@ import pathlib
 import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-CITE = re.compile(r"docs/([a-z0-9-]+\.md)((?:\s*(?:§|, §|-§|-)\s*[0-9]+[a-z]?(?:\.[0-9]+)?)*)")
+CITE = re.compile(r"(?<![\w/.])docs/([a-z0-9-]+\.md)((?:\s*(?:§|, §|-§|-)\s*[0-9]+[a-z]?(?:\.[0-9]+)?)*)")
 SECTION = re.compile(r"[0-9]+[a-z]?(?:\.[0-9]+)?")
 
 

@@ -16,7 +16,7 @@ from ..presets import GPUS
 EFFICIENCY = {
     "sm70": (0.30, "Megatron-LM (Shoeybi et al. 2019, arXiv 1909.08053 §5): one V100 sustains 39 TFLOP/s, "
                    "30 % of peak"),
-    "sm80": (0.60, "torchtitan docs/performance.md: Llama 2 13B, FSDP2, no activation checkpointing, 64 A100: "
+    "sm80": (0.60, "torchtitan performance.md (pytorch/torchtitan, docs folder): Llama 2 13B, FSDP2, no activation checkpointing, 64 A100: "
                    "61.1 % MFU (= HFU, nothing recomputed); Llama 3 8B selective AC 56.8-58.2 %"),
     "sm8x": (0.60, "Ampere/Ada workstation and consumer GPUs: the sm80 figure (torchtitan, A100) applied to "
                    "the datasheet dense bf16 rate with fp32 accumulation"),
