@@ -1,10 +1,9 @@
 """Plan changes that would have fitted, found by re-estimating candidates with the engine.
 
-A stand-in for the planner's ``fit()`` (issue 10): ``search(plan, need_bytes)`` tries the standard levers one at
-a time and then cumulatively, each a plan-v1 change validated by ``Plan.from_dict`` and estimated with
-``estimate(..., search_min_gpus=False)``; a candidate is kept when it frees at least ``need_bytes`` on the
-busiest GPU and the changed plan fits the GPU. Replace ``search`` with the planner's options when it lands;
-callers only read ``Option``.
+``search(plan, need_bytes)`` takes the planner's ranked options (zerocalc.fit: every one a real estimate of the
+changed plan) that free at least ``need_bytes`` on the busiest GPU and fit; when none does, it tries the
+standard levers cumulatively, each a plan-v1 change validated by ``Plan.from_dict`` and estimated with
+``estimate(..., search_min_gpus=False)``. Callers only read ``Option``.
 
 Levers, least disruptive first: full activation checkpointing (Hugging Face ``gradient_checkpointing``),
 chunked cross-entropy, half the micro batch with twice the accumulation (same global batch), an 8-bit
@@ -15,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import Plan, PlanError, estimate
+from ..fit import fit
 
 
 @dataclass(frozen=True)
@@ -71,13 +71,9 @@ def search(plan: Plan, need_bytes: int, limit: int = 3) -> list:
     cap = before["capacity_bytes"]
     found, acc, acc_label = [], {}, []
     levers = _levers(base)
-    for label, ch in levers:
-        d = _try(base, ch)
-        if d is None:
-            continue
-        used = d["per_gpu"]["device_used_bytes"]
-        if used0 - used >= need_bytes and used <= cap:
-            found.append(Option(label, ch, used, used0 - used, True))
+    for o in fit(plan).options:                       # ranked: fitting first, then by tokens/s
+        if o.fits and used0 - o.device_used_bytes >= need_bytes:
+            found.append(Option(o.label, dict(o.changes), o.device_used_bytes, used0 - o.device_used_bytes, True))
     if not found:
         for label, ch in levers:
             trial = _merge(acc, ch)
