@@ -18,7 +18,9 @@ function isJson(text) {
 
 async function fetchYaml() {
   const base = new URL("./vendor/pyyaml/", import.meta.url);
-  const index = await (await fetch(new URL("files.json", base))).json();
+  const r = await fetch(new URL("files.json", base));
+  if (!r.ok) throw new Error("this build of the page has no YAML parser (scripts/vendor_yaml.py did not run); paste JSON instead");
+  const index = await r.json();
   const out = {};
   await Promise.all(index.files.map(async (f) => { out[f.path] = await (await fetch(new URL(f.path, base))).text(); }));
   return out;
