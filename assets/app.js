@@ -13,6 +13,11 @@ const form = $("#plan");
 const presets = JSON.parse($("#zc-presets").textContent);
 const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i;
 const PASTE = "model_config_json";
+// Size limits on what a user (or a link) hands the page: a real config.json is a few KiB, a plan a few hundred
+// bytes. Bigger input is refused with a message, before any parsing.
+const PASTE_LIMIT = 256 * 1024;   // characters of a pasted config.json
+const LINK_LIMIT = 64 * 1024;     // characters of a share link's #plan= fragment
+const kib = (n) => `${Math.ceil(n / 1024).toLocaleString("en")} KiB`;
 
 let engine = null;          // the worker's exports once Python is up
 let busy = false;           // one request in flight; later inputs coalesce into one more
@@ -25,6 +30,7 @@ let updates = 0;
 let touched = false;        // any input before the engine was ready
 let urlTimer = 0;
 let lastShare = "";
+let engineFailed = false;   // the runtime could not start: the form still edits the share link
 
 // ---- form -> plan ---------------------------------------------------------------------------------
 
@@ -77,6 +83,7 @@ function readForm() {
 // ---- engine round trip ----------------------------------------------------------------------------
 
 function request() {
+  if (engineFailed) { shareFromForm(); return; }
   if (!engine) { document.body.dataset.stale = "true"; status("loading", "Engine still starting — your changes are kept and applied when it is ready."); return; }
   html.dataset.pending = "true";
   if (busy) { dirty = true; return; }
@@ -229,6 +236,19 @@ function status(state, text) {
   $("#engine-text").textContent = text;
 }
 
+// Without an engine the share link still follows the form: the whole plan as read from the form (plan-v1).
+function shareFromForm() {
+  let plan;
+  try { plan = readForm(); } catch { return; }
+  const share = "#plan=" + encodeURIComponent(JSON.stringify(plan));
+  lastShare = share;
+  const url = location.pathname + location.search + share;
+  $("#share-url").value = location.origin + url;
+  html.dataset.shareUpdates = String(Number(html.dataset.shareUpdates || 0) + 1);
+  clearTimeout(urlTimer);
+  urlTimer = setTimeout(() => { if (location.hash !== share) history.replaceState(null, "", url); }, 250);
+}
+
 function showGlobal(message) {
   clientErrors.plan = message;
   renderErrors(clientErrors);
@@ -269,8 +289,13 @@ function onGpuSelect() {
 }
 
 function onPaste() {
-  const text = $(`[name=${PASTE}]`).value.trim();
+  const raw = $(`[name=${PASTE}]`).value;
   delete clientErrors[PASTE];
+  if (raw.length > PASTE_LIMIT) {
+    clientErrors[PASTE] = `config.json is ${kib(raw.length)}; the limit is ${kib(PASTE_LIMIT)} (a real one is a few KiB). The model is unchanged.`;
+    return false;
+  }
+  const text = raw.trim();
   if (!text) { pasted = null; return true; }
   let obj;
   try { obj = JSON.parse(text); } catch (e) {
@@ -303,6 +328,10 @@ function setField(name, value) {
 function loadShareLink() {
   const m = location.hash.match(/^#plan=(.*)$/s);
   if (!m) return false;
+  if (m[1].length > LINK_LIMIT) {
+    clientErrors.plan = `The share link's plan is ${kib(m[1].length)}; the limit is ${kib(LINK_LIMIT)}. Showing the default plan.`;
+    return false;
+  }
   let plan;
   try { plan = JSON.parse(decodeURIComponent(m[1])); } catch (e) {
     clientErrors.plan = `The share link's plan is not valid JSON (${e.message}); showing the default plan.`;
@@ -375,8 +404,14 @@ if (Object.keys(clientErrors).length) renderErrors(clientErrors);
 const BOOT_TIMEOUT_MS = 90_000;   // a slow phone takes ~30 s; a runtime that never answers must not spin forever
 
 function failed(reason) {
+  if (engine) return;
+  engineFailed = true;
   html.dataset.engine = "failed";
-  status("failed", "The engine could not start (" + reason + "). The figures shown are for the default plan; reload to retry.");
+  html.dataset.engineError = reason;
+  const what = document.body.dataset.stale === "true" ? "The figures shown are still the default plan's, not this plan's"
+                                                      : "The figures shown are for the default plan";
+  status("failed", `The engine could not start (${reason}). ${what}; the form and the share link still work. Reload to retry.`);
+  shareFromForm();
 }
 
 async function boot() {

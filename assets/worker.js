@@ -3,9 +3,34 @@
 // scripts/build_site.py), fetched while Pyodide compiles. Then py/app/worker.py answers every request:
 // {id, fn, text: request JSON} -> {id, text: answer JSON} (fn names an entry of py/app/worker.py CALLS;
 // "compute" by default). The worker never touches the DOM.
+//
+// Faults say so: a runtime file that cannot be fetched (the .wasm, python_stdlib.zip, pyodide-lock.json,
+// pyscript.json, an engine file) is reported to the page at once as {error}, instead of leaving Pyodide's
+// emscripten loader waiting forever (its own "Failed to fetch" reaches only the console).
 import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
 
 const site = new URL("../", import.meta.url);
+let reported = false;
+
+function fail(message) {
+  if (reported) return;
+  reported = true;
+  self.postMessage({ error: message });
+}
+
+const rawFetch = self.fetch.bind(self);
+const short = (input) => String(input && input.url ? input.url : input).replace(site.href, "");
+self.fetch = async (input, init) => {
+  let r;
+  try { r = await rawFetch(input, init); } catch (err) {
+    fail(`could not fetch ${short(input)}: ${err && err.message ? err.message : err}`);
+    throw err;
+  }
+  if (!r.ok) fail(`${r.status} ${r.statusText} for ${short(input)}`);
+  return r;
+};
+self.addEventListener("unhandledrejection", (e) => fail(String(e.reason && e.reason.message ? e.reason.message : e.reason)));
+self.addEventListener("error", (e) => fail(e.message || "the engine worker failed"));
 
 async function fetchBytes(path) {
   const r = await fetch(new URL(path, site));
@@ -17,8 +42,12 @@ async function boot() {
   const files = fetch(new URL("pyscript.json", site))
     .then((r) => { if (!r.ok) throw new Error(`${r.status} for pyscript.json`); return r.json(); })
     .then((config) => Promise.all(Object.entries(config.files).map(async ([src, dst]) => [dst, await fetchBytes(src)])));
-  files.catch(() => {});   // awaited below; this only avoids an "unhandled" report while Pyodide loads
-  const pyodide = await loadPyodide({ indexURL: new URL("./vendor/pyodide/", import.meta.url).href });
+  // A missing engine file fails the boot now, not after Pyodide has finished loading.
+  const filesFailed = files.then(() => new Promise(() => {}));
+  const pyodide = await Promise.race([
+    loadPyodide({ indexURL: new URL("./vendor/pyodide/", import.meta.url).href }),
+    filesFailed,
+  ]);
   const home = "/home/pyodide/";   // Pyodide's cwd, on sys.path: ./zerocalc/... imports as zerocalc
   for (const [dst, bytes] of await files) {
     const path = home + dst.replace(/^\.\//, "");
@@ -29,6 +58,7 @@ async function boot() {
 }
 
 boot().then((call) => {
+  if (reported) return;
   self.onmessage = (e) => {
     const { id, fn, text } = e.data;
     let out;
@@ -39,4 +69,4 @@ boot().then((call) => {
   // The page already shows the default plan (pre-rendered), so "ready" does not wait for a first answer;
   // this warm-up pays the first call's one-off costs (lazy imports, preset architecture) meanwhile.
   setTimeout(() => { try { call("compute", '{"plan": {}}'); } catch (err) { /* the next real call reports it */ } }, 0);
-}, (err) => self.postMessage({ error: String(err && err.message ? err.message : err) }));
+}, (err) => fail(String(err && err.message ? err.message : err)));

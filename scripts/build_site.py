@@ -153,6 +153,7 @@ def build(site: pathlib.Path) -> dict:
     html, v = render_page((ROOT / "index.html").read_text(), versions)
     (site / "assets").mkdir(parents=True)
     (site / "index.html").write_text(html)
+    (site / "assets" / "prerender.css").write_text(render.prerender_css(v["components"], v["capacity_pct"]))
     (site / ".nojekyll").write_text("")
     for path in sorted((ROOT / "assets").iterdir()):
         if path.is_file() and path.suffix in ASSET_SUFFIXES:
