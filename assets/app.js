@@ -376,12 +376,91 @@ async function copyText(text, button) {
 
 $("#copy-config").addEventListener("click", (e) => copyText($("[data-export='ds_config']").textContent, e.currentTarget));
 $("#copy-link").addEventListener("click", (e) => copyText($("#share-url").value, e.currentTarget));
-$("#download-config").addEventListener("click", () => {
-  const blob = new Blob([$("[data-export='ds_config']").textContent + "\n"], { type: "application/json" });
-  const a = el("a", { href: URL.createObjectURL(blob), download: "ds_config.json" });
+$("#download-config").addEventListener("click", () =>
+  save(new Blob([$("[data-export='ds_config']").textContent + "\n"], { type: "application/json" }), "ds_config.json"));
+
+// ---- theme: light / dark (prefers-color-scheme unless the toggle says otherwise; remembered) ---------
+
+const darkQuery = matchMedia("(prefers-color-scheme: dark)");
+const theme = () => html.dataset.theme || (darkQuery.matches ? "dark" : "light");
+function paintThemeToggle() { $("#theme-toggle").setAttribute("aria-pressed", String(theme() === "dark")); }
+$("#theme-toggle").addEventListener("click", () => {
+  html.dataset.theme = theme() === "dark" ? "light" : "dark";
+  try { localStorage.setItem("zerocalc-theme", html.dataset.theme); } catch { /* not remembered */ }
+  paintThemeToggle();
+});
+darkQuery.addEventListener("change", paintThemeToggle);
+paintThemeToggle();
+
+// ---- the breakdown as CSV and as a PNG chart (drawn from the figures on screen) ---------------------
+
+function breakdown() {
+  const rows = $$("#rows tr[data-comp]").map((tr) => {
+    const cell = tr.querySelector("[data-out]");
+    return { key: tr.dataset.comp, label: tr.querySelector("th").textContent.trim(), bytes: Number(cell.dataset.bytes),
+             text: cell.textContent.trim(), share: tr.querySelector(".share").textContent.trim() };
+  });
+  const total = (key, label) => { const d = $(`.totals [data-out="${key}"]`) || $(`[data-out="${key}"]`);
+    return { key: key.replace("per_gpu.", ""), label, bytes: Number(d.dataset.bytes), text: d.textContent.trim(), share: "" }; };
+  const totals = [total("per_gpu.peak_allocated_bytes", "Peak allocated"), total("per_gpu.peak_reserved_bytes", "Peak reserved"),
+                  total("per_gpu.device_used_bytes", "Device used (nvidia-smi)"), total("per_gpu.capacity_bytes", "GPU capacity")];
+  return { rows, totals };
+}
+
+// A cell as CSV: quoted, and never read as a formula by a spreadsheet (=, +, -, @ at the start).
+const csvCell = (v) => { let t = String(v); if (/^[=+\-@\t\r]/.test(t)) t = "'" + t;
+  return /[",\n\r']/.test(t) || t !== String(v) ? `"${t.replace(/"/g, '""')}"` : t; };
+
+function breakdownCSV() {
+  const { rows, totals } = breakdown();
+  const lines = [["component", "label", "bytes", "GiB", "share"]];
+  for (const r of [...rows, ...totals]) lines.push([r.key, r.label, r.bytes, r.text.replace(/ GiB$/, ""), r.share]);
+  return lines.map((l) => l.map(csvCell).join(",")).join("\r\n") + "\r\n";
+}
+
+function save(blob, name) {
+  const a = el("a", { href: URL.createObjectURL(blob), download: name });
   document.body.append(a); a.click(); a.remove();
   setTimeout(() => URL.revokeObjectURL(a.href), 1000);
-});
+}
+
+function drawChart() {
+  const { rows, totals } = breakdown();
+  const css = getComputedStyle(html);
+  const v = (name) => css.getPropertyValue(name).trim();
+  const W = 960, pad = 32, rowH = 30, barY = 96, barH = 44;
+  const H = barY + barH + 40 + rows.length * rowH + 2 * rowH + pad;
+  const canvas = el("canvas", { width: String(W * 2), height: String(H * 2) });
+  const g = canvas.getContext("2d");
+  g.scale(2, 2);
+  g.fillStyle = v("--panel"); g.fillRect(0, 0, W, H);
+  g.fillStyle = v("--ink"); g.font = "600 20px system-ui, sans-serif"; g.textBaseline = "middle";
+  const model = $("[data-view='model.name']").textContent, cluster = $("[data-view='cluster.topology']").textContent;
+  g.fillText(`Per-GPU memory at the peak: ${model}, ${cluster}`.slice(0, 90), pad, 34);
+  g.font = "15px system-ui, sans-serif"; g.fillStyle = v("--muted");
+  const used = totals[2], cap = totals[3];
+  g.fillText(`${used.text} used (nvidia-smi) of ${cap.text} · ${$("[data-out='fits']").textContent}`.slice(0, 110), pad, 64);
+  const scale = (W - 2 * pad) / Math.max(cap.bytes, rows.reduce((a, r) => a + r.bytes, 0), 1);
+  let x = pad;
+  for (const r of rows) { const w = r.bytes * scale; g.fillStyle = v(`--c-${r.key}`) || "#888"; g.fillRect(x, barY, w, barH); x += w; }
+  g.strokeStyle = v("--ink"); g.setLineDash([6, 4]); g.lineWidth = 2;
+  const cx = pad + cap.bytes * scale;
+  g.beginPath(); g.moveTo(cx, barY - 10); g.lineTo(cx, barY + barH + 10); g.stroke(); g.setLineDash([]);
+  let y = barY + barH + 40;
+  g.font = "15px system-ui, sans-serif";
+  for (const r of [...rows, ...totals]) {
+    if (r.share) { g.fillStyle = v(`--c-${r.key}`) || "#888"; g.fillRect(pad, y - 8, 16, 16); }
+    g.fillStyle = v("--ink"); g.textAlign = "left"; g.fillText(r.label, pad + 26, y);
+    g.textAlign = "right"; g.fillText(r.text, W - pad - 90, y);
+    g.fillStyle = v("--muted"); g.fillText(r.share, W - pad, y);
+    y += rowH;
+  }
+  return canvas;
+}
+
+$("#copy-csv").addEventListener("click", (e) => copyText(breakdownCSV(), e.currentTarget));
+$("#download-csv").addEventListener("click", () => save(new Blob([breakdownCSV()], { type: "text/csv" }), "zerocalc-breakdown.csv"));
+$("#download-png").addEventListener("click", () => drawChart().toBlob((b) => save(b, "zerocalc-breakdown.png"), "image/png"));
 
 // ---- wiring and boot --------------------------------------------------------------------------------
 
