@@ -30,7 +30,9 @@ let updates = 0;
 let touched = false;        // any input before the engine was ready
 let urlTimer = 0;
 let lastShare = "";
-let engineFailed = false;   // the runtime could not start: the form still edits the share link
+let engineFailed = false;
+const embedded = html.dataset.embed === "1";   // ?embed=1, set by assets/boot.js
+const framed = window.parent !== window;   // the runtime could not start: the form still edits the share link
 
 // ---- form -> plan ---------------------------------------------------------------------------------
 
@@ -213,7 +215,8 @@ function apply(v, t0) {
   lastGood = v.plan;
   lastShare = v.share;
   const url = location.pathname + location.search + v.share;
-  $("#share-url").value = location.origin + url;
+  showShare(v.share);
+  if (embedded && framed) postEstimate(v);
   clearTimeout(urlTimer);   // the address bar follows the plan, off the input's critical path
   urlTimer = setTimeout(() => { if (location.hash !== v.share) history.replaceState(null, "", url); }, 250);
   delete document.body.dataset.stale;
@@ -236,6 +239,31 @@ function status(state, text) {
   $("#engine-text").textContent = text;
 }
 
+// The share link, the full-page link of the embed view and the <iframe> snippet, for a #plan= fragment.
+function showShare(fragment) {
+  const params = new URLSearchParams(location.search);
+  params.delete("embed");
+  const rest = params.toString();
+  const full = location.origin + location.pathname + (rest ? "?" + rest : "") + fragment;
+  $("#share-url").value = embedded ? full : location.origin + location.pathname + location.search + fragment;
+  $("#embed-open").href = full;
+  params.set("embed", "1");
+  const src = location.origin + location.pathname + "?" + params.toString() + fragment;
+  $("#embed-snippet").value = `<iframe src="${src.replace(/"/g, "%22")}" title="zerocalc: GPU memory plan" width="100%" height="900" loading="lazy"></iframe>`;
+}
+
+// Embedded (?embed=1 in a frame): each estimate goes to the embedding page. The message carries the estimate
+// as plan-v1's estimate dict (py/app/embed.py), the plan, the share link and this view's height (to size the frame).
+function postEstimate(v) {
+  engine.call("estimate", JSON.stringify({ plan: v.plan })).then((text) => {
+    const est = JSON.parse(text);
+    if (est.fatal) return;
+    delete est.py_ms;
+    window.parent.postMessage({ type: "zerocalc:estimate", schema: 1, plan: v.plan, estimate: est.estimate, fits: v.fits,
+                                url: $("#embed-open").href, height: document.documentElement.scrollHeight }, "*");
+  });
+}
+
 // Without an engine the share link still follows the form: the whole plan as read from the form (plan-v1).
 function shareFromForm() {
   let plan;
@@ -243,7 +271,7 @@ function shareFromForm() {
   const share = "#plan=" + encodeURIComponent(JSON.stringify(plan));
   lastShare = share;
   const url = location.pathname + location.search + share;
-  $("#share-url").value = location.origin + url;
+  showShare(share);
   html.dataset.shareUpdates = String(Number(html.dataset.shareUpdates || 0) + 1);
   clearTimeout(urlTimer);
   urlTimer = setTimeout(() => { if (location.hash !== share) history.replaceState(null, "", url); }, 250);
@@ -376,6 +404,7 @@ async function copyText(text, button) {
 
 $("#copy-config").addEventListener("click", (e) => copyText($("[data-export='ds_config']").textContent, e.currentTarget));
 $("#copy-link").addEventListener("click", (e) => copyText($("#share-url").value, e.currentTarget));
+$("#copy-embed").addEventListener("click", (e) => copyText($("#embed-snippet").value, e.currentTarget));
 $("#download-config").addEventListener("click", () =>
   save(new Blob([$("[data-export='ds_config']").textContent + "\n"], { type: "application/json" }), "ds_config.json"));
 
@@ -476,6 +505,7 @@ form.addEventListener("input", (e) => {
 });
 
 const shared = loadShareLink();
+showShare(location.hash.startsWith("#plan=") ? location.hash : $("#share-url").value.replace(/^[^#]*/, ""));
 syncCustomVisibility();
 if (shared) { document.body.dataset.stale = "true"; status("loading", "Starting the engine… computing the shared plan."); }
 if (Object.keys(clientErrors).length) renderErrors(clientErrors);
@@ -499,7 +529,7 @@ async function boot() {
     engine = await engineReady;
     // Untouched default page: its pre-rendered figures are the engine's (tests/test_page_site.py), so the
     // engine is ready as soon as it can answer. Anything typed or shared before now is computed first.
-    if (touched || shared || Object.keys(clientErrors).length) request();
+    if (touched || shared || embedded || Object.keys(clientErrors).length) request();
     else markReady();
   } catch (err) {
     failed(String(err && err.message ? err.message : err));

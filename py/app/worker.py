@@ -12,6 +12,7 @@ import json
 import time
 import traceback
 
+from app.embed import estimate_call as _estimate
 from app.view import compute as _compute
 
 
@@ -24,6 +25,7 @@ def _view(request):
 # name -> function(request: dict) -> dict; assets/engine.js `engine.call(name, text)` reaches them.
 CALLS = {
     "compute": _view,
+    "estimate": _estimate,   # the embed view's postMessage (py/app/embed.py)
 }
 
 
