@@ -11,6 +11,7 @@ without editing a list), and .nojekyll.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import pathlib
@@ -169,8 +170,51 @@ def build(site: pathlib.Path) -> dict:
     (site / "pyscript.json").write_text(json.dumps(config, indent=1) + "\n")
     # The pre-rendered estimate, for tests and for anyone checking the page against the CLI.
     (site / "default-estimate.json").write_text(json.dumps(v["estimate"], indent=1, sort_keys=True) + "\n")
+    write_manifest(site)
+    v["sw_version"] = write_service_worker(site)   # last: its list and hash cover every file written above
     v["n_files"] = len(files)
     return v
+
+
+# Not precached: the service worker itself (the browser fetches it to look for a new deploy), and files only for
+# people (.nojekyll).
+NOT_PRECACHED = ("sw.js", ".nojekyll")
+
+
+def precache(site: pathlib.Path) -> tuple[str, list[str]]:
+    """-> (version, files): every file of the built site, relative to its root, and a version that is the
+    SHA-256 (first 16 hex digits) of all their paths and contents, so any change to any file is a new version."""
+    files, h = [], hashlib.sha256()
+    for path in sorted(p for p in site.rglob("*") if p.is_file()):
+        rel = path.relative_to(site).as_posix()
+        if rel in NOT_PRECACHED:
+            continue
+        files.append(rel)
+        h.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()[:16], files
+
+
+def write_service_worker(site: pathlib.Path) -> str:
+    """_site/sw.js from the template ./sw.js with this build's version and precache list; -> the version."""
+    version, files = precache(site)
+    text = (ROOT / "sw.js").read_text().replace("{{version}}", version).replace("{{files}}", json.dumps(files, indent=1))
+    (site / "sw.js").write_text(text)
+    return version
+
+
+def write_manifest(site: pathlib.Path) -> None:
+    """The web app manifest (installable page): name, start URL, colours and the committed PNG icons
+    (scripts/make_icons.py rasterises assets/icon.svg)."""
+    icons = [{"src": "assets/icon.svg", "sizes": "any", "type": "image/svg+xml"}]
+    for size in (192, 512):
+        if (site / "assets" / f"icon-{size}.png").exists():
+            icons.append({"src": f"assets/icon-{size}.png", "sizes": f"{size}x{size}", "type": "image/png",
+                          "purpose": "any"})
+    manifest = {"name": "zerocalc — GPU memory planner", "short_name": "zerocalc",
+                "description": "What each GPU and node holds when training an LLM with DeepSpeed ZeRO, FSDP, LoRA or QLoRA.",
+                "start_url": "./index.html", "scope": "./", "display": "standalone",
+                "background_color": "#f5f7fa", "theme_color": "#14263f", "icons": icons}
+    (site / "manifest.webmanifest").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
 
 
 def main() -> int:
@@ -193,7 +237,8 @@ def main() -> int:
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     print(f"build_site.py: {where}/ ({size / 2**20:.1f} MiB, {v['n_files']} engine files incl. .pyc; "
-          f"default plan pre-rendered: {v['out']['per_gpu.device_used_bytes']['text']} per GPU)")
+          f"default plan pre-rendered: {v['out']['per_gpu.device_used_bytes']['text']} per GPU; "
+          f"service worker version {v['sw_version']})")
     return 0
 
 

@@ -52,7 +52,7 @@ HOST = """<!doctype html><meta charset="utf-8"><title>docs page</title>
 <h1>Our training docs</h1><iframe id="zc" title="zerocalc" width="640" height="900" src="SRC"></iframe>"""
 
 
-def test_embed_posts_the_estimate_to_the_parent(offline_page, site):
+def test_embed_posts_the_estimate_to_the_parent(offline_page):
     page = offline_page
     page.goto(page.base + "/index.html#plan=" + quote(json.dumps(PLAN)))
     page.wait_for_selector("html[data-engine='ready']", state="attached", timeout=READY)
@@ -62,7 +62,9 @@ def test_embed_posts_the_estimate_to_the_parent(offline_page, site):
     assert m, snippet
     src = html.unescape(m.group(1))
     assert "?embed=1#plan=" in src
-    (site / "embed-host.html").write_text(HOST.replace("SRC", src.replace(page.base, "")))
+    # the docs page, served at the site's origin by the test (the shared site folder stays untouched)
+    page.route(page.base + "/embed-host.html",
+               lambda r: r.fulfill(status=200, content_type="text/html", body=HOST.replace("SRC", src.replace(page.base, ""))))
     page.goto(page.base + "/embed-host.html")
     page.wait_for_function("() => window.got.length > 0", timeout=READY)
     msg = page.evaluate("() => window.got[window.got.length - 1]")
