@@ -12,7 +12,8 @@
   } catch (e) { /* storage disabled: follow prefers-color-scheme */ }
   if (q.get("runtime") === "pyscript") return;
   try {
-    var worker = new Worker("./assets/worker.js", { type: "module", name: "zerocalc-engine" });
+    var boot = q.get("boot") === "normal" ? "?boot=normal" : "";   // skip the engine snapshot (tests, benchmark)
+    var worker = new Worker("./assets/worker.js" + boot, { type: "module", name: "zerocalc-engine" });
     var early = [];
     worker.onmessage = function (e) { early.push(e); };
     worker.onerror = function (e) { early.push(e); };

@@ -4,6 +4,12 @@
 // {id, fn, text: request JSON} -> {id, text: answer JSON} (fn names an entry of py/app/worker.py CALLS;
 // "compute" by default). The worker never touches the DOM.
 //
+// Boot from a snapshot: scripts/build_site.py saves Pyodide's memory after importing the engine and answering the
+// default plan (assets/engine.snapshot, gzip); restoring it skips Python's start-up and every import. Pyodide's
+// snapshot API is experimental (pinned version, package.json): if the snapshot is missing or fails to restore, the
+// worker boots Pyodide normally and says which boot it was ({ready, boot: "snapshot" | "normal"}).
+// ?boot=normal skips the snapshot (tests compare both boots; scripts/bench_page.py measures both).
+//
 // Faults say so: a runtime file that cannot be fetched (the .wasm, python_stdlib.zip, pyodide-lock.json,
 // pyscript.json, an engine file) is reported to the page at once as {error}, instead of leaving Pyodide's
 // emscripten loader waiting forever (its own "Failed to fetch" reaches only the console).
@@ -38,26 +44,49 @@ async function fetchBytes(path) {
   return new Uint8Array(await r.arrayBuffer());
 }
 
+async function fetchSnapshot() {
+  const r = await rawFetch(new URL("assets/engine.snapshot", site));   // not a fault when missing: boot normally
+  if (!r.ok) throw new Error(`${r.status} for the snapshot`);
+  const buf = await r.arrayBuffer();
+  const head = new Uint8Array(buf, 0, 2);
+  if (head[0] !== 0x1f || head[1] !== 0x8b) return new Uint8Array(buf);   // a server already decoded the gzip
+  return new Uint8Array(await new Response(new Blob([buf]).stream().pipeThrough(new DecompressionStream("gzip"))).arrayBuffer());
+}
+
+const indexURL = new URL("./vendor/pyodide/", import.meta.url).href;
+const wantSnapshot = new URL(self.location.href).searchParams.get("boot") !== "normal";
+
+async function startPython() {
+  if (wantSnapshot) {
+    try {
+      const snapshot = fetchSnapshot();
+      snapshot.catch(() => {});   // awaited inside loadPyodide; a rejection here is not an "unhandled" fault
+      return { pyodide: await loadPyodide({ indexURL, _loadSnapshot: snapshot }), boot: "snapshot" };
+    } catch (err) {
+      if (reported) throw err;   // a runtime file is missing: a normal boot cannot work either
+      console.warn("zerocalc: the engine snapshot did not restore; booting normally:", err);
+    }
+  }
+  return { pyodide: await loadPyodide({ indexURL }), boot: "normal" };
+}
+
 async function boot() {
   const files = fetch(new URL("pyscript.json", site))
     .then((r) => { if (!r.ok) throw new Error(`${r.status} for pyscript.json`); return r.json(); })
     .then((config) => Promise.all(Object.entries(config.files).map(async ([src, dst]) => [dst, await fetchBytes(src)])));
   // A missing engine file fails the boot now, not after Pyodide has finished loading.
   const filesFailed = files.then(() => new Promise(() => {}));
-  const pyodide = await Promise.race([
-    loadPyodide({ indexURL: new URL("./vendor/pyodide/", import.meta.url).href }),
-    filesFailed,
-  ]);
+  const { pyodide, boot: how } = await Promise.race([startPython(), filesFailed]);
   const home = "/home/pyodide/";   // Pyodide's cwd, on sys.path: ./zerocalc/... imports as zerocalc
   for (const [dst, bytes] of await files) {
     const path = home + dst.replace(/^\.\//, "");
     pyodide.FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
     pyodide.FS.writeFile(path, bytes);
   }
-  return pyodide.pyimport("app.worker").call;
+  return { call: pyodide.pyimport("app.worker").call, how };
 }
 
-boot().then((call) => {
+boot().then(({ call, how }) => {
   if (reported) return;
   self.onmessage = (e) => {
     const { id, fn, text } = e.data;
@@ -65,7 +94,7 @@ boot().then((call) => {
     try { out = call(fn || "compute", text); } catch (err) { out = JSON.stringify({ fatal: String(err) }); }
     self.postMessage({ id, text: out });
   };
-  self.postMessage({ ready: true });
+  self.postMessage({ ready: true, boot: how });
   // The page already shows the default plan (pre-rendered), so "ready" does not wait for a first answer;
   // this warm-up pays the first call's one-off costs (lazy imports, preset architecture) meanwhile.
   setTimeout(() => { try { call("compute", '{"plan": {}}'); } catch (err) { /* the next real call reports it */ } }, 0);
