@@ -529,6 +529,7 @@ async function boot() {
   try {
     engine = await engineReady;
     html.dataset.engineBoot = engine.boot || "pyscript";   // "snapshot" | "normal" (assets/worker.js)
+    if (engine.times) html.dataset.engineTimes = JSON.stringify(engine.times);   // worker-side milestones, ms
     // Untouched default page: its pre-rendered figures are the engine's (tests/test_page_site.py), so the
     // engine is ready as soon as it can answer. Anything typed or shared before now is computed first.
     if (touched || shared || embedded || Object.keys(clientErrors).length) request();

@@ -19,7 +19,7 @@ function viaWorker() {
     const call = (fn, text) => new Promise((res) => { const id = next++; waiting.set(id, res); worker.postMessage({ id, fn, text }); });
     const compute = (text) => call("compute", text);
     worker.onmessage = ({ data }) => {
-      if (data.ready) resolve({ compute, call, boot: data.boot });
+      if (data.ready) resolve({ compute, call, boot: data.boot, times: data.times });
       else if (data.error) reject(new Error(data.error));
       else { waiting.get(data.id)?.(data.text); waiting.delete(data.id); }
     };

@@ -17,6 +17,7 @@ import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
 
 const site = new URL("../", import.meta.url);
 let reported = false;
+const times = { worker_start: performance.now() };   // ms since the worker started; sent with {ready} (benchmark)
 
 function fail(message) {
   if (reported) return;
@@ -46,11 +47,20 @@ async function fetchBytes(path) {
 
 async function fetchSnapshot() {
   const r = await rawFetch(new URL("assets/engine.snapshot", site));   // not a fault when missing: boot normally
-  if (!r.ok) throw new Error(`${r.status} for the snapshot`);
-  const buf = await r.arrayBuffer();
-  const head = new Uint8Array(buf, 0, 2);
-  if (head[0] !== 0x1f || head[1] !== 0x8b) return new Uint8Array(buf);   // a server already decoded the gzip
-  return new Uint8Array(await new Response(new Blob([buf]).stream().pipeThrough(new DecompressionStream("gzip"))).arrayBuffer());
+  if (!r.ok || !r.body) throw new Error(`${r.status} for the snapshot`);
+  // Inflate while it downloads. The first bytes tell gzip (as built) from bytes a server already decoded.
+  const reader = r.body.getReader();
+  const first = await reader.read();
+  if (first.done) throw new Error("the snapshot is empty");
+  const body = new ReadableStream({
+    start(c) { c.enqueue(first.value); },
+    async pull(c) { const { done, value } = await reader.read(); if (done) c.close(); else c.enqueue(value); },
+    cancel(why) { reader.cancel(why); },
+  });
+  const gz = first.value[0] === 0x1f && first.value[1] === 0x8b;
+  const raw = new Uint8Array(await new Response(gz ? body.pipeThrough(new DecompressionStream("gzip")) : body).arrayBuffer());
+  times.snapshot_ready = performance.now();
+  return raw;
 }
 
 const indexURL = new URL("./vendor/pyodide/", import.meta.url).href;
@@ -77,8 +87,11 @@ async function boot() {
   // A missing engine file fails the boot now, not after Pyodide has finished loading.
   const filesFailed = files.then(() => new Promise(() => {}));
   const { pyodide, boot: how } = await Promise.race([startPython(), filesFailed]);
+  times.python_up = performance.now();
   const home = "/home/pyodide/";   // Pyodide's cwd, on sys.path: ./zerocalc/... imports as zerocalc
-  for (const [dst, bytes] of await files) {
+  const engineFiles = await files;
+  times.files_fetched = performance.now();
+  for (const [dst, bytes] of engineFiles) {
     const path = home + dst.replace(/^\.\//, "");
     pyodide.FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
     pyodide.FS.writeFile(path, bytes);
@@ -94,7 +107,8 @@ boot().then(({ call, how }) => {
     try { out = call(fn || "compute", text); } catch (err) { out = JSON.stringify({ fatal: String(err) }); }
     self.postMessage({ id, text: out });
   };
-  self.postMessage({ ready: true, boot: how });
+  times.ready = performance.now();
+  self.postMessage({ ready: true, boot: how, times });
   // The page already shows the default plan (pre-rendered), so "ready" does not wait for a first answer;
   // this warm-up pays the first call's one-off costs (lazy imports, preset architecture) meanwhile.
   setTimeout(() => { try { call("compute", '{"plan": {}}'); } catch (err) { /* the next real call reports it */ } }, 0);
