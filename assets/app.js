@@ -563,7 +563,7 @@ boot();
 // Registered once the engine is up, off the boot's critical path. A new deploy installs beside the running one; the page
 // offers a reload, which lets it take over (the old version keeps serving until then: never a mix).
 function registerServiceWorker() {
-  if (!("serviceWorker" in navigator) || !/^https?:$/.test(location.protocol)) return;
+  if (!("serviceWorker" in navigator) || !/^https?:$/.test(location.protocol) || /[?&]nosw\b/.test(location.search)) return;
   const offer = (reg) => {
     if (!reg.waiting || !navigator.serviceWorker.controller) return;
     $("#sw-update").hidden = false;

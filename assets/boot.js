@@ -6,10 +6,9 @@
   var html = document.documentElement;
   var q = new URLSearchParams(location.search);
   if (q.get("embed") === "1") html.setAttribute("data-embed", "1");
-  try {
-    var theme = localStorage.getItem("zerocalc-theme");
-    if (theme === "dark" || theme === "light") html.setAttribute("data-theme", theme);
-  } catch (e) { /* storage disabled: follow prefers-color-scheme */ }
+  var theme = q.get("theme");   // ?theme=light|dark (an embedding page matching its own), else the remembered toggle
+  try { if (theme !== "dark" && theme !== "light") theme = localStorage.getItem("zerocalc-theme"); } catch (e) { /* none */ }
+  if (theme === "dark" || theme === "light") html.setAttribute("data-theme", theme);
   if (q.get("runtime") === "pyscript") return;
   try {
     var boot = q.get("boot") === "normal" ? "?boot=normal" : "";   // skip the engine snapshot (tests, benchmark)

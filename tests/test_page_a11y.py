@@ -68,6 +68,8 @@ def test_theme_follows_the_system_and_the_toggle_is_remembered(offline_page):
     page.reload()
     page.wait_for_selector("#theme-toggle")
     assert page.get_attribute("html", "data-theme") == "light" and luminance(bg(page, ":root")) > 0.8
+    page.goto(page.base + "/index.html?embed=1&theme=dark")        # an embedding page picks the theme
+    assert page.get_attribute("html", "data-theme") == "dark" and luminance(bg(page, ":root")) < 0.2
     page.emulate_media(media="print", color_scheme="dark")         # print is light, without the controls
     page.evaluate("() => { document.documentElement.dataset.theme = 'dark'; }")
     assert luminance(bg(page, ":root")) > 0.8
