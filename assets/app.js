@@ -13,6 +13,11 @@ const form = $("#plan");
 const presets = JSON.parse($("#zc-presets").textContent);
 const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i;
 const PASTE = "model_config_json";
+// Size limits on what a user (or a link) hands the page: a real config.json is a few KiB, a plan a few hundred
+// bytes. Bigger input is refused with a message, before any parsing.
+const PASTE_LIMIT = 256 * 1024;   // characters of a pasted config.json
+const LINK_LIMIT = 64 * 1024;     // characters of a share link's #plan= fragment
+const kib = (n) => `${Math.ceil(n / 1024).toLocaleString("en")} KiB`;
 
 let engine = null;          // the worker's exports once Python is up
 let busy = false;           // one request in flight; later inputs coalesce into one more
@@ -25,6 +30,9 @@ let updates = 0;
 let touched = false;        // any input before the engine was ready
 let urlTimer = 0;
 let lastShare = "";
+let engineFailed = false;
+const embedded = html.dataset.embed === "1";   // ?embed=1, set by assets/boot.js
+const framed = window.parent !== window;   // the runtime could not start: the form still edits the share link
 
 // ---- form -> plan ---------------------------------------------------------------------------------
 
@@ -32,6 +40,8 @@ function valueOf(el) {
   const kind = el.dataset.type;
   if (kind === "bool") return el.checked;
   if (kind === "tribool") return el.value === "" ? undefined : el.value === "true";
+  if (kind === "autobool") return el.value === "auto" ? "auto" : el.value === "true";
+  if (kind === "csv") return el.value.split(",").map((t) => t.trim()).filter((t) => t !== "");
   if (kind === "int" || kind === "num") return NUMBER.test(el.value) ? Number(el.value) : el.value;
   return el.value;           // text the engine cannot read is sent as is: it names the key
 }
@@ -64,7 +74,7 @@ function readForm() {
     if (name === "lora.targets") { if (el.checked) targets.push(el.value); continue; }
     const v = valueOf(el);
     if (v === undefined) continue;
-    if (name.startsWith("deepspeed.") && v === "") continue;   // empty knob = DeepSpeed's default
+    if ((name.startsWith("deepspeed.") || name.startsWith("network.")) && v === "") continue;   // empty = the default
     setPath(plan, name, v);
   }
   setPath(plan, "lora.targets", targetsOverride ?? targets);
@@ -77,6 +87,7 @@ function readForm() {
 // ---- engine round trip ----------------------------------------------------------------------------
 
 function request() {
+  if (engineFailed) { shareFromForm(); return; }
   if (!engine) { document.body.dataset.stale = "true"; status("loading", "Engine still starting — your changes are kept and applied when it is ready."); return; }
   html.dataset.pending = "true";
   if (busy) { dirty = true; return; }
@@ -206,11 +217,13 @@ function apply(v, t0) {
   lastGood = v.plan;
   lastShare = v.share;
   const url = location.pathname + location.search + v.share;
-  $("#share-url").value = location.origin + url;
+  showShare(v.share);
+  if (embedded && framed) postEstimate(v);
   clearTimeout(urlTimer);   // the address bar follows the plan, off the input's critical path
   urlTimer = setTimeout(() => { if (location.hash !== v.share) history.replaceState(null, "", url); }, 250);
   delete document.body.dataset.stale;
   html.dataset.updates = String(++updates);
+  if (updates === 1) html.dataset.firstAnswerMs = performance.now().toFixed(1);   // a share link's own figures
   html.dataset.updateMs = (performance.now() - t0).toFixed(2);   // input -> DOM written
   html.dataset.pyMs = String(v.py_ms);                            // of which Python in the worker
   html.dataset.applyMs = (performance.now() - tApply).toFixed(2); // and DOM writes here
@@ -227,6 +240,44 @@ function markReady() {
 function status(state, text) {
   $("#engine-status").dataset.state = state;
   $("#engine-text").textContent = text;
+}
+
+// The share link, the full-page link of the embed view and the <iframe> snippet, for a #plan= fragment.
+function showShare(fragment) {
+  const params = new URLSearchParams(location.search);
+  params.delete("embed");
+  const rest = params.toString();
+  const full = location.origin + location.pathname + (rest ? "?" + rest : "") + fragment;
+  $("#share-url").value = embedded ? full : location.origin + location.pathname + location.search + fragment;
+  $("#embed-open").href = full;
+  params.set("embed", "1");
+  const src = location.origin + location.pathname + "?" + params.toString() + fragment;
+  $("#embed-snippet").value = `<iframe src="${src.replace(/"/g, "%22")}" title="zerocalc: GPU memory plan" width="100%" height="900" loading="lazy"></iframe>`;
+}
+
+// Embedded (?embed=1 in a frame): each estimate goes to the embedding page. The message carries the estimate
+// as plan-v1's estimate dict (py/app/embed.py), the plan, the share link and this view's height (to size the frame).
+function postEstimate(v) {
+  engine.call("estimate", JSON.stringify({ plan: v.plan })).then((text) => {
+    const est = JSON.parse(text);
+    if (est.fatal) return;
+    delete est.py_ms;
+    window.parent.postMessage({ type: "zerocalc:estimate", schema: 1, plan: v.plan, estimate: est.estimate, fits: v.fits,
+                                url: $("#embed-open").href, height: document.documentElement.scrollHeight }, "*");
+  });
+}
+
+// Without an engine the share link still follows the form: the whole plan as read from the form (plan-v1).
+function shareFromForm() {
+  let plan;
+  try { plan = readForm(); } catch { return; }
+  const share = "#plan=" + encodeURIComponent(JSON.stringify(plan));
+  lastShare = share;
+  const url = location.pathname + location.search + share;
+  showShare(share);
+  html.dataset.shareUpdates = String(Number(html.dataset.shareUpdates || 0) + 1);
+  clearTimeout(urlTimer);
+  urlTimer = setTimeout(() => { if (location.hash !== share) history.replaceState(null, "", url); }, 250);
 }
 
 function showGlobal(message) {
@@ -269,8 +320,13 @@ function onGpuSelect() {
 }
 
 function onPaste() {
-  const text = $(`[name=${PASTE}]`).value.trim();
+  const raw = $(`[name=${PASTE}]`).value;
   delete clientErrors[PASTE];
+  if (raw.length > PASTE_LIMIT) {
+    clientErrors[PASTE] = `config.json is ${kib(raw.length)}; the limit is ${kib(PASTE_LIMIT)} (a real one is a few KiB). The model is unchanged.`;
+    return false;
+  }
+  const text = raw.trim();
   if (!text) { pasted = null; return true; }
   let obj;
   try { obj = JSON.parse(text); } catch (e) {
@@ -295,6 +351,8 @@ function setField(name, value) {
     if (input.type === "radio") input.checked = String(value) === input.value;
     else if (input.type === "checkbox") input.checked = value === true;
     else if (input.dataset.type === "tribool") input.value = value === true ? "true" : value === false ? "false" : "";
+    else if (input.dataset.type === "autobool") input.value = String(value);
+    else if (input.dataset.type === "csv") input.value = Array.isArray(value) ? value.join(", ") : String(value);
     else input.value = typeof value === "string" ? value : JSON.stringify(value);
   }
   return true;
@@ -303,6 +361,10 @@ function setField(name, value) {
 function loadShareLink() {
   const m = location.hash.match(/^#plan=(.*)$/s);
   if (!m) return false;
+  if (m[1].length > LINK_LIMIT) {
+    clientErrors.plan = `The share link's plan is ${kib(m[1].length)}; the limit is ${kib(LINK_LIMIT)}. Showing the default plan.`;
+    return false;
+  }
   let plan;
   try { plan = JSON.parse(decodeURIComponent(m[1])); } catch (e) {
     clientErrors.plan = `The share link's plan is not valid JSON (${e.message}); showing the default plan.`;
@@ -347,12 +409,92 @@ async function copyText(text, button) {
 
 $("#copy-config").addEventListener("click", (e) => copyText($("[data-export='ds_config']").textContent, e.currentTarget));
 $("#copy-link").addEventListener("click", (e) => copyText($("#share-url").value, e.currentTarget));
-$("#download-config").addEventListener("click", () => {
-  const blob = new Blob([$("[data-export='ds_config']").textContent + "\n"], { type: "application/json" });
-  const a = el("a", { href: URL.createObjectURL(blob), download: "ds_config.json" });
+$("#copy-embed").addEventListener("click", (e) => copyText($("#embed-snippet").value, e.currentTarget));
+$("#download-config").addEventListener("click", () =>
+  save(new Blob([$("[data-export='ds_config']").textContent + "\n"], { type: "application/json" }), "ds_config.json"));
+
+// ---- theme: light / dark (prefers-color-scheme unless the toggle says otherwise; remembered) ---------
+
+const darkQuery = matchMedia("(prefers-color-scheme: dark)");
+const theme = () => html.dataset.theme || (darkQuery.matches ? "dark" : "light");
+function paintThemeToggle() { $("#theme-toggle").setAttribute("aria-pressed", String(theme() === "dark")); }
+$("#theme-toggle").addEventListener("click", () => {
+  html.dataset.theme = theme() === "dark" ? "light" : "dark";
+  try { localStorage.setItem("zerocalc-theme", html.dataset.theme); } catch { /* not remembered */ }
+  paintThemeToggle();
+});
+darkQuery.addEventListener("change", paintThemeToggle);
+paintThemeToggle();
+
+// ---- the breakdown as CSV and as a PNG chart (drawn from the figures on screen) ---------------------
+
+function breakdown() {
+  const rows = $$("#rows tr[data-comp]").map((tr) => {
+    const cell = tr.querySelector("[data-out]");
+    return { key: tr.dataset.comp, label: tr.querySelector("th").textContent.trim(), bytes: Number(cell.dataset.bytes),
+             text: cell.textContent.trim(), share: tr.querySelector(".share").textContent.trim() };
+  });
+  const total = (key, label) => { const d = $(`.totals [data-out="${key}"]`) || $(`[data-out="${key}"]`);
+    return { key: key.replace("per_gpu.", ""), label, bytes: Number(d.dataset.bytes), text: d.textContent.trim(), share: "" }; };
+  const totals = [total("per_gpu.peak_allocated_bytes", "Peak allocated"), total("per_gpu.peak_reserved_bytes", "Peak reserved"),
+                  total("per_gpu.device_used_bytes", "Device used (nvidia-smi)"), total("per_gpu.capacity_bytes", "GPU capacity")];
+  return { rows, totals };
+}
+
+// A cell as CSV: quoted, and never read as a formula by a spreadsheet (=, +, -, @ at the start).
+const csvCell = (v) => { let t = String(v); if (/^[=+\-@\t\r]/.test(t)) t = "'" + t;
+  return /[",\n\r']/.test(t) || t !== String(v) ? `"${t.replace(/"/g, '""')}"` : t; };
+
+function breakdownCSV() {
+  const { rows, totals } = breakdown();
+  const lines = [["component", "label", "bytes", "GiB", "share"]];
+  for (const r of [...rows, ...totals]) lines.push([r.key, r.label, r.bytes, r.text.replace(/ GiB$/, ""), r.share]);
+  return lines.map((l) => l.map(csvCell).join(",")).join("\r\n") + "\r\n";
+}
+
+function save(blob, name) {
+  const a = el("a", { href: URL.createObjectURL(blob), download: name });
   document.body.append(a); a.click(); a.remove();
   setTimeout(() => URL.revokeObjectURL(a.href), 1000);
-});
+}
+
+function drawChart() {
+  const { rows, totals } = breakdown();
+  const css = getComputedStyle(html);
+  const v = (name) => css.getPropertyValue(name).trim();
+  const W = 960, pad = 32, rowH = 30, barY = 96, barH = 44;
+  const H = barY + barH + 40 + rows.length * rowH + 2 * rowH + pad;
+  const canvas = el("canvas", { width: String(W * 2), height: String(H * 2) });
+  const g = canvas.getContext("2d");
+  g.scale(2, 2);
+  g.fillStyle = v("--panel"); g.fillRect(0, 0, W, H);
+  g.fillStyle = v("--ink"); g.font = "600 20px system-ui, sans-serif"; g.textBaseline = "middle";
+  const model = $("[data-view='model.name']").textContent, cluster = $("[data-view='cluster.topology']").textContent;
+  g.fillText(`Per-GPU memory at the peak: ${model}, ${cluster}`.slice(0, 90), pad, 34);
+  g.font = "15px system-ui, sans-serif"; g.fillStyle = v("--muted");
+  const used = totals[2], cap = totals[3];
+  g.fillText(`${used.text} used (nvidia-smi) of ${cap.text} · ${$("[data-out='fits']").textContent}`.slice(0, 110), pad, 64);
+  const scale = (W - 2 * pad) / Math.max(cap.bytes, rows.reduce((a, r) => a + r.bytes, 0), 1);
+  let x = pad;
+  for (const r of rows) { const w = r.bytes * scale; g.fillStyle = v(`--c-${r.key}`) || "#888"; g.fillRect(x, barY, w, barH); x += w; }
+  g.strokeStyle = v("--ink"); g.setLineDash([6, 4]); g.lineWidth = 2;
+  const cx = pad + cap.bytes * scale;
+  g.beginPath(); g.moveTo(cx, barY - 10); g.lineTo(cx, barY + barH + 10); g.stroke(); g.setLineDash([]);
+  let y = barY + barH + 40;
+  g.font = "15px system-ui, sans-serif";
+  for (const r of [...rows, ...totals]) {
+    if (r.share) { g.fillStyle = v(`--c-${r.key}`) || "#888"; g.fillRect(pad, y - 8, 16, 16); }
+    g.fillStyle = v("--ink"); g.textAlign = "left"; g.fillText(r.label, pad + 26, y);
+    g.textAlign = "right"; g.fillText(r.text, W - pad - 90, y);
+    g.fillStyle = v("--muted"); g.fillText(r.share, W - pad, y);
+    y += rowH;
+  }
+  return canvas;
+}
+
+$("#copy-csv").addEventListener("click", (e) => copyText(breakdownCSV(), e.currentTarget));
+$("#download-csv").addEventListener("click", () => save(new Blob([breakdownCSV()], { type: "text/csv" }), "zerocalc-breakdown.csv"));
+$("#download-png").addEventListener("click", () => drawChart().toBlob((b) => save(b, "zerocalc-breakdown.png"), "image/png"));
 
 // ---- wiring and boot --------------------------------------------------------------------------------
 
@@ -368,6 +510,7 @@ form.addEventListener("input", (e) => {
 });
 
 const shared = loadShareLink();
+showShare(location.hash.startsWith("#plan=") ? location.hash : $("#share-url").value.replace(/^[^#]*/, ""));
 syncCustomVisibility();
 if (shared) { document.body.dataset.stale = "true"; status("loading", "Starting the engine… computing the shared plan."); }
 if (Object.keys(clientErrors).length) renderErrors(clientErrors);
@@ -375,17 +518,25 @@ if (Object.keys(clientErrors).length) renderErrors(clientErrors);
 const BOOT_TIMEOUT_MS = 90_000;   // a slow phone takes ~30 s; a runtime that never answers must not spin forever
 
 function failed(reason) {
+  if (engine) return;
+  engineFailed = true;
   html.dataset.engine = "failed";
-  status("failed", "The engine could not start (" + reason + "). The figures shown are for the default plan; reload to retry.");
+  html.dataset.engineError = reason;
+  const what = document.body.dataset.stale === "true" ? "The figures shown are still the default plan's, not this plan's"
+                                                      : "The figures shown are for the default plan";
+  status("failed", `The engine could not start (${reason}). ${what}; the form and the share link still work. Reload to retry.`);
+  shareFromForm();
 }
 
 async function boot() {
   const watchdog = setTimeout(() => { if (!engine) failed(`no answer after ${BOOT_TIMEOUT_MS / 1000} s`); }, BOOT_TIMEOUT_MS);
   try {
     engine = await engineReady;
+    html.dataset.engineBoot = engine.boot || "pyscript";   // "snapshot" | "normal" (assets/worker.js)
+    if (engine.times) html.dataset.engineTimes = JSON.stringify(engine.times);   // worker-side milestones, ms
     // Untouched default page: its pre-rendered figures are the engine's (tests/test_page_site.py), so the
     // engine is ready as soon as it can answer. Anything typed or shared before now is computed first.
-    if (touched || shared || Object.keys(clientErrors).length) request();
+    if (touched || shared || embedded || Object.keys(clientErrors).length) request();
     else markReady();
   } catch (err) {
     failed(String(err && err.message ? err.message : err));
@@ -411,3 +562,38 @@ window.addEventListener("hashchange", () => {
   request();
 });
 boot();
+
+// ---- offline and installable: the service worker (sw.js, generated by scripts/build_site.py) -------------
+// Registered once the engine is up, off the boot's critical path. A new deploy installs beside the running one; the page
+// offers a reload, which lets it take over (the old version keeps serving until then: never a mix).
+function registerServiceWorker() {
+  if (!("serviceWorker" in navigator) || !/^https?:$/.test(location.protocol) || /[?&]nosw\b/.test(location.search)) return;
+  const offer = (reg) => {
+    if (!reg.waiting || !navigator.serviceWorker.controller) return;
+    $("#sw-update").hidden = false;
+    html.dataset.swUpdate = "ready";
+  };
+  navigator.serviceWorker.register("./sw.js").then((reg) => {
+    offer(reg);
+    reg.addEventListener("updatefound", () => {
+      const sw = reg.installing;
+      sw?.addEventListener("statechange", () => { if (sw.state === "installed") offer(reg); });
+    });
+    navigator.serviceWorker.ready.then(() => { html.dataset.offline = "ready"; });
+  }).catch(() => { /* blocked (private mode, tests): the page works online as before */ });
+  let reloading = false;
+  navigator.serviceWorker.addEventListener("controllerchange", () => {
+    if (html.dataset.swUpdate !== "accepted" || reloading) return;
+    reloading = true;
+    location.reload();
+  });
+  $("#sw-reload").addEventListener("click", () => {
+    navigator.serviceWorker.getRegistration().then((reg) => {
+      if (!reg || !reg.waiting) return;
+      html.dataset.swUpdate = "accepted";
+      reg.waiting.postMessage("skip-waiting");
+    });
+  });
+}
+// After the engine has booted (or failed): the precache download must not compete with the runtime's own.
+engineReady.then(registerServiceWorker, registerServiceWorker);

@@ -11,14 +11,15 @@ const here = (path) => new URL(path, import.meta.url).href;
 function viaWorker() {
   return new Promise((resolve, reject) => {
     // index.html's first inline script has usually started the worker already.
-    const boot = window.zerocalcBoot || { worker: new Worker(here("./worker.js"), { type: "module", name: "zerocalc-engine" }), early: [] };
+    const boot = window.zerocalcBoot || { worker: new Worker(here("./worker.js") + (/[?&]boot=normal\b/.test(location.search) ? "?boot=normal" : ""),
+                                                         { type: "module", name: "zerocalc-engine" }), early: [] };
     const worker = boot.worker;
     const waiting = new Map();
     let next = 0;
     const call = (fn, text) => new Promise((res) => { const id = next++; waiting.set(id, res); worker.postMessage({ id, fn, text }); });
     const compute = (text) => call("compute", text);
     worker.onmessage = ({ data }) => {
-      if (data.ready) resolve({ compute, call });
+      if (data.ready) resolve({ compute, call, boot: data.boot, times: data.times });
       else if (data.error) reject(new Error(data.error));
       else { waiting.get(data.id)?.(data.text); waiting.delete(data.id); }
     };

@@ -3,9 +3,41 @@
 // scripts/build_site.py), fetched while Pyodide compiles. Then py/app/worker.py answers every request:
 // {id, fn, text: request JSON} -> {id, text: answer JSON} (fn names an entry of py/app/worker.py CALLS;
 // "compute" by default). The worker never touches the DOM.
+//
+// Boot from a snapshot: scripts/build_site.py saves Pyodide's memory after importing the engine and answering the
+// default plan (assets/engine.snapshot, gzip); restoring it skips Python's start-up and every import. Pyodide's
+// snapshot API is experimental (pinned version, package.json): if the snapshot is missing or fails to restore, the
+// worker boots Pyodide normally and says which boot it was ({ready, boot: "snapshot" | "normal"}).
+// ?boot=normal skips the snapshot (tests compare both boots; scripts/bench_page.py measures both).
+//
+// Faults say so: a runtime file that cannot be fetched (the .wasm, python_stdlib.zip, pyodide-lock.json,
+// pyscript.json, an engine file) is reported to the page at once as {error}, instead of leaving Pyodide's
+// emscripten loader waiting forever (its own "Failed to fetch" reaches only the console).
 import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
 
 const site = new URL("../", import.meta.url);
+let reported = false;
+const times = { worker_start: performance.now() };   // ms since the worker started; sent with {ready} (benchmark)
+
+function fail(message) {
+  if (reported) return;
+  reported = true;
+  self.postMessage({ error: message });
+}
+
+const rawFetch = self.fetch.bind(self);
+const short = (input) => String(input && input.url ? input.url : input).replace(site.href, "");
+self.fetch = async (input, init) => {
+  let r;
+  try { r = await rawFetch(input, init); } catch (err) {
+    fail(`could not fetch ${short(input)}: ${err && err.message ? err.message : err}`);
+    throw err;
+  }
+  if (!r.ok) fail(`${r.status} ${r.statusText} for ${short(input)}`);
+  return r;
+};
+self.addEventListener("unhandledrejection", (e) => fail(String(e.reason && e.reason.message ? e.reason.message : e.reason)));
+self.addEventListener("error", (e) => fail(e.message || "the engine worker failed"));
 
 async function fetchBytes(path) {
   const r = await fetch(new URL(path, site));
@@ -13,30 +45,71 @@ async function fetchBytes(path) {
   return new Uint8Array(await r.arrayBuffer());
 }
 
+async function fetchSnapshot() {
+  const r = await rawFetch(new URL("assets/engine.snapshot", site));   // not a fault when missing: boot normally
+  if (!r.ok || !r.body) throw new Error(`${r.status} for the snapshot`);
+  // Inflate while it downloads. The first bytes tell gzip (as built) from bytes a server already decoded.
+  const reader = r.body.getReader();
+  const first = await reader.read();
+  if (first.done) throw new Error("the snapshot is empty");
+  const body = new ReadableStream({
+    start(c) { c.enqueue(first.value); },
+    async pull(c) { const { done, value } = await reader.read(); if (done) c.close(); else c.enqueue(value); },
+    cancel(why) { reader.cancel(why); },
+  });
+  const gz = first.value[0] === 0x1f && first.value[1] === 0x8b;
+  const raw = new Uint8Array(await new Response(gz ? body.pipeThrough(new DecompressionStream("gzip")) : body).arrayBuffer());
+  times.snapshot_ready = performance.now();
+  return raw;
+}
+
+const indexURL = new URL("./vendor/pyodide/", import.meta.url).href;
+const wantSnapshot = new URL(self.location.href).searchParams.get("boot") !== "normal";
+
+async function startPython() {
+  if (wantSnapshot) {
+    try {
+      const snapshot = fetchSnapshot();
+      snapshot.catch(() => {});   // awaited inside loadPyodide; a rejection here is not an "unhandled" fault
+      return { pyodide: await loadPyodide({ indexURL, _loadSnapshot: snapshot }), boot: "snapshot" };
+    } catch (err) {
+      if (reported) throw err;   // a runtime file is missing: a normal boot cannot work either
+      console.warn("zerocalc: the engine snapshot did not restore; booting normally:", err);
+    }
+  }
+  return { pyodide: await loadPyodide({ indexURL }), boot: "normal" };
+}
+
 async function boot() {
   const files = fetch(new URL("pyscript.json", site))
     .then((r) => { if (!r.ok) throw new Error(`${r.status} for pyscript.json`); return r.json(); })
     .then((config) => Promise.all(Object.entries(config.files).map(async ([src, dst]) => [dst, await fetchBytes(src)])));
-  files.catch(() => {});   // awaited below; this only avoids an "unhandled" report while Pyodide loads
-  const pyodide = await loadPyodide({ indexURL: new URL("./vendor/pyodide/", import.meta.url).href });
+  // A missing engine file fails the boot now, not after Pyodide has finished loading.
+  const filesFailed = files.then(() => new Promise(() => {}));
+  const { pyodide, boot: how } = await Promise.race([startPython(), filesFailed]);
+  times.python_up = performance.now();
   const home = "/home/pyodide/";   // Pyodide's cwd, on sys.path: ./zerocalc/... imports as zerocalc
-  for (const [dst, bytes] of await files) {
+  const engineFiles = await files;
+  times.files_fetched = performance.now();
+  for (const [dst, bytes] of engineFiles) {
     const path = home + dst.replace(/^\.\//, "");
     pyodide.FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
     pyodide.FS.writeFile(path, bytes);
   }
-  return pyodide.pyimport("app.worker").call;
+  return { call: pyodide.pyimport("app.worker").call, how };
 }
 
-boot().then((call) => {
+boot().then(({ call, how }) => {
+  if (reported) return;
   self.onmessage = (e) => {
     const { id, fn, text } = e.data;
     let out;
     try { out = call(fn || "compute", text); } catch (err) { out = JSON.stringify({ fatal: String(err) }); }
     self.postMessage({ id, text: out });
   };
-  self.postMessage({ ready: true });
+  times.ready = performance.now();
+  self.postMessage({ ready: true, boot: how, times });
   // The page already shows the default plan (pre-rendered), so "ready" does not wait for a first answer;
   // this warm-up pays the first call's one-off costs (lazy imports, preset architecture) meanwhile.
   setTimeout(() => { try { call("compute", '{"plan": {}}'); } catch (err) { /* the next real call reports it */ } }, 0);
-}, (err) => self.postMessage({ error: String(err && err.message ? err.message : err) }));
+}, (err) => fail(String(err && err.message ? err.message : err)));

@@ -11,6 +11,7 @@ without editing a list), and .nojekyll.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import pathlib
@@ -96,6 +97,51 @@ def compile_pyc(files: dict[str, str], site: pathlib.Path) -> dict[str, str]:
     return {f"./py/{rel}": f"./{rel}" for rel in out}
 
 
+# Pyodide memory snapshot (experimental API of the pinned Pyodide, see package.json): boot the vendored runtime
+# under node, import the engine and answer the default plan once (every module the page needs is then imported
+# and initialised), and save the WebAssembly memory. The page's worker restores it instead of starting Python
+# (assets/worker.js), and falls back to a normal boot if that fails. gzip: 30 MiB of memory, mostly zeros.
+SNAPSHOT = "assets/engine.snapshot"
+SNAP_JS = r"""
+import { loadPyodide, version } from %(pyodide)s;
+import fs from "node:fs";
+import path from "node:path";
+import zlib from "node:zlib";
+const [site, out] = process.argv.slice(-2);
+const config = JSON.parse(fs.readFileSync(path.join(site, "pyscript.json"), "utf8"));
+const py = await loadPyodide({ _makeSnapshot: true, env: { HOME: "/home/pyodide" } });
+for (const [src, dst] of Object.entries(config.files)) {
+  const p = "/home/pyodide/" + dst.replace(/^\.\//, "");
+  py.FS.mkdirTree(path.dirname(p));
+  py.FS.writeFile(p, fs.readFileSync(path.join(site, src)));
+}
+const call = py.pyimport("app.worker").call;
+const answer = JSON.parse(call("compute", '{"plan": {}}'));
+call.destroy();
+if (answer.fatal) throw new Error(answer.fatal);
+const snap = py.makeMemorySnapshot();
+fs.writeFileSync(out, zlib.gzipSync(snap, { level: 6 }));
+console.log(JSON.stringify({ version, bytes: snap.length, figure: answer.out["per_gpu.device_used_bytes"].bytes }));
+"""
+
+
+def make_snapshot(site: pathlib.Path) -> dict | None:
+    """-> {"version", "bytes", "figure"} of the snapshot written to site/assets/engine.snapshot, or None (and a
+    note) without node or node_modules/pyodide: the page then boots Pyodide normally."""
+    pyodide = ROOT / "node_modules" / "pyodide"
+    if os.environ.get("ZEROCALC_NO_SNAPSHOT") or not shutil.which("node") or not (pyodide / "pyodide.mjs").exists():
+        print("build_site.py: no node/pyodide here; no engine snapshot (the page boots Pyodide normally)")
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        script = pathlib.Path(tmp) / "snap.mjs"
+        script.write_text(SNAP_JS % {"pyodide": json.dumps((pyodide / "pyodide.mjs").as_uri())})
+        res = subprocess.run(["node", str(script), str(site), str(site / SNAPSHOT)], capture_output=True, text=True)
+    if res.returncode != 0:
+        print("build_site.py: the engine snapshot failed (the page boots normally):\n" + res.stderr[-2000:])
+        return None
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 def fill_figures(html: str, v: dict) -> str:
     missing = []
 
@@ -125,6 +171,7 @@ def render_page(template: str, versions: dict) -> tuple[str, dict]:
         "section_zero": render.section_zero(p),
         "section_batch": render.section_batch(p),
         "section_lora": render.section_lora(p, v["targets"]),
+        "section_software": render.section_software(p),
         "stack": render.stack_segments(v["components"]),
         "capacity_pct": str(v["capacity_pct"]),
         "rows": render.component_rows(v["components"]),
@@ -153,6 +200,7 @@ def build(site: pathlib.Path) -> dict:
     html, v = render_page((ROOT / "index.html").read_text(), versions)
     (site / "assets").mkdir(parents=True)
     (site / "index.html").write_text(html)
+    (site / "assets" / "prerender.css").write_text(render.prerender_css(v["components"], v["capacity_pct"]))
     (site / ".nojekyll").write_text("")
     for path in sorted((ROOT / "assets").iterdir()):
         if path.is_file() and path.suffix in ASSET_SUFFIXES:
@@ -168,8 +216,55 @@ def build(site: pathlib.Path) -> dict:
     (site / "pyscript.json").write_text(json.dumps(config, indent=1) + "\n")
     # The pre-rendered estimate, for tests and for anyone checking the page against the CLI.
     (site / "default-estimate.json").write_text(json.dumps(v["estimate"], indent=1, sort_keys=True) + "\n")
+    snap = make_snapshot(site)
+    if snap and snap["figure"] != v["estimate"]["per_gpu"]["device_used_bytes"]:
+        raise SystemExit("build_site.py: the snapshot's engine disagrees with CPython on the default plan")
+    v["snapshot"] = snap
+    write_manifest(site)
+    v["sw_version"] = write_service_worker(site)   # last: its list and hash cover every file written above
     v["n_files"] = len(files)
     return v
+
+
+# Not precached: the service worker itself (the browser fetches it to look for a new deploy), and files only for
+# people (.nojekyll).
+NOT_PRECACHED = ("sw.js", ".nojekyll")
+
+
+def precache(site: pathlib.Path) -> tuple[str, list[str]]:
+    """-> (version, files): every file of the built site, relative to its root, and a version that is the
+    SHA-256 (first 16 hex digits) of all their paths and contents, so any change to any file is a new version."""
+    files, h = [], hashlib.sha256()
+    for path in sorted(p for p in site.rglob("*") if p.is_file()):
+        rel = path.relative_to(site).as_posix()
+        if rel in NOT_PRECACHED:
+            continue
+        files.append(rel)
+        h.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()[:16], files
+
+
+def write_service_worker(site: pathlib.Path) -> str:
+    """_site/sw.js from the template ./sw.js with this build's version and precache list; -> the version."""
+    version, files = precache(site)
+    text = (ROOT / "sw.js").read_text().replace("{{version}}", version).replace("{{files}}", json.dumps(files, indent=1))
+    (site / "sw.js").write_text(text)
+    return version
+
+
+def write_manifest(site: pathlib.Path) -> None:
+    """The web app manifest (installable page): name, start URL, colours and the committed PNG icons
+    (scripts/make_icons.py rasterises assets/icon.svg)."""
+    icons = [{"src": "assets/icon.svg", "sizes": "any", "type": "image/svg+xml"}]
+    for size in (192, 512):
+        if (site / "assets" / f"icon-{size}.png").exists():
+            icons.append({"src": f"assets/icon-{size}.png", "sizes": f"{size}x{size}", "type": "image/png",
+                          "purpose": "any"})
+    manifest = {"name": "zerocalc — GPU memory planner", "short_name": "zerocalc",
+                "description": "What each GPU and node holds when training an LLM with DeepSpeed ZeRO, FSDP, LoRA or QLoRA.",
+                "start_url": "./index.html", "scope": "./", "display": "standalone",
+                "background_color": "#f5f7fa", "theme_color": "#14263f", "icons": icons}
+    (site / "manifest.webmanifest").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
 
 
 def main() -> int:
@@ -192,7 +287,10 @@ def main() -> int:
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     where = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     print(f"build_site.py: {where}/ ({size / 2**20:.1f} MiB, {v['n_files']} engine files incl. .pyc; "
-          f"default plan pre-rendered: {v['out']['per_gpu.device_used_bytes']['text']} per GPU)")
+          f"default plan pre-rendered: {v['out']['per_gpu.device_used_bytes']['text']} per GPU; "
+          f"service worker version {v['sw_version']}; "
+          + (f"engine snapshot {(out / SNAPSHOT).stat().st_size / 2**20:.1f} MiB gzip of {v['snapshot']['bytes'] / 2**20:.0f} MiB)"
+             if v.get("snapshot") else "no engine snapshot)"))
     return 0
 
 

@@ -25,7 +25,7 @@ def open_page(page, fragment=""):
 def diagnose_in_page(page, text):
     page.fill("textarea[name=crash_log]", text)
     page.click("#doctor-run")
-    page.wait_for_function("['done','failed','too-large'].includes(document.getElementById('doctor').dataset.state)",
+    page.wait_for_function("() => ['done','failed','too-large'].includes(document.getElementById('doctor').dataset.state)",
                            timeout=30_000)
 
 
@@ -81,7 +81,7 @@ def test_plan_changes_apply_to_the_plan(offline_page):
     assert page.locator("[data-doctor=fragmentation]").count() == 0     # the excerpt prints no cache figure
     page.click("#doctor-apply")
     key, value = next(iter(want["plan_changes"].items()))
-    page.wait_for_function(f"decodeURIComponent(location.hash).includes('\"{key}\":')", timeout=30_000)
-    page.wait_for_function(f"document.querySelector('#plan [name={key}]:checked, #plan select[name={key}]')?.value === '{value}'",
+    page.wait_for_function(f"() => decodeURIComponent(location.hash).includes('\"{key}\":')", timeout=30_000)
+    page.wait_for_function(f"() => document.querySelector('#plan [name={key}]:checked, #plan select[name={key}]')?.value === '{value}'",
                            timeout=30_000)
     assert page.blocked == [] and page.js_errors == []

@@ -48,12 +48,12 @@ def test_apply_an_option_changes_form_and_figures(offline_page):
     n = int(page.get_attribute("html", "data-updates") or 0)
     runs = int(page.get_attribute("#fit", "data-runs"))
     row.get_by_role("button").click()
-    page.wait_for_function(f"Number(document.documentElement.dataset.updates || 0) > {n} && "
+    page.wait_for_function(f"() => Number(document.documentElement.dataset.updates || 0) > {n} && "
                            "!document.documentElement.dataset.pending", timeout=30_000)
     assert page.locator("[name='activation_checkpointing']").input_value() == "full"
     after = page.get_attribute("[data-out='per_gpu.device_used_bytes']", "data-bytes")
     assert after != before and int(after) == want
-    page.wait_for_function(f"Number(document.querySelector('#fit').dataset.runs) > {runs} && "
+    page.wait_for_function(f"() => Number(document.querySelector('#fit').dataset.runs) > {runs} && "
                            "document.querySelector('#fit').dataset.state === 'ready'", timeout=30_000)
     # the panel now plans from the applied plan: no option proposes full checkpointing again
     assert page.locator("#fit-rows tr", has_text="activation_checkpointing = full").count() == 0

@@ -11,6 +11,7 @@ import pytest
 
 from zerocalc import DEFAULT_PLAN, Plan
 from zerocalc.estimate import estimate
+from zerocalc.stack import StackSettings
 from zerocalc.plan import DEEPSPEED_KNOBS, LoraSettings, QuantSettings
 from zerocalc.presets import MODELS, GPUS
 
@@ -122,13 +123,16 @@ def _plan_keys():
     keys |= {f"lora.{f.name}" for f in fields(LoraSettings)}
     keys |= {f"quantization.{f.name}" for f in fields(QuantSettings)}
     keys |= {"gpu.name", "gpu.memory_gib"}
+    keys |= {f"stack.{f.name}" for f in fields(StackSettings)}
+    keys |= {"network.gbps_per_gpu", "network.kind"}
     return keys
 
 
 def test_every_input_is_named_by_its_plan_key(page):
     keys = _plan_keys()
     names = {a["name"] for _, a in page.controls if a.get("name")}
-    for name in names - {"model_config_json", "crash_log"}:   # crash_log: the doctor box (not a plan key)
+    # not plan keys: the config.json box, the doctor's log box, the import box (text and file)
+    for name in names - {"model_config_json", "crash_log", "import_config_text", "import_config_file"}:
         if name.startswith("model."):
             # config.json fields of a custom model: each one is accepted by Plan.from_dict
             cfg = {**MODELS["llama-3.2-1b"].hf_config}

@@ -11,6 +11,7 @@ import json
 from html import escape
 
 from zerocalc import plan as P
+from zerocalc import stack as S
 from zerocalc.model import SUPPORTED_MODEL_TYPES
 from zerocalc.presets import GPUS, MODELS
 
@@ -26,7 +27,8 @@ LABELS = {
                   "paged-adamw-8bit": "Paged AdamW 8-bit", "paged-adamw-32bit": "Paged AdamW 32-bit",
                   "adafactor": "Adafactor", "sgd": "SGD (momentum)", "lion": "Lion"},
     "activation_checkpointing": {"none": "none (keep all activations)", "full": "full (recompute each layer)",
-                                 "selective": "selective (attention only)"},
+                                 "selective": "selective (Megatron: attention core recomputed)",
+                                 "selective-op": "selective-op (torchtitan's op-level policy)"},
     "attention": {"flash": "FlashAttention (no s×s scores)", "sdpa": "PyTorch SDPA", "eager": "eager (s×s scores)"},
     "loss": {"standard": "standard cross-entropy", "chunked": "chunked / fused cross-entropy"},
     "method": {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA (4/8-bit base)"},
@@ -147,6 +149,12 @@ def section_model(p: dict) -> str:
             + '<div class="grid">'
             + _field("gpus_per_node", "GPUs per node", _number("gpus_per_node", p["gpus_per_node"]))
             + _field("nodes", "Nodes", _number("nodes", p["nodes"]))
+            + _field("network.gbps_per_gpu", "Network between nodes (Gb/s per GPU)",
+                     _number("network.gbps_per_gpu", (p.get("network") or {}).get("gbps_per_gpu"), "num",
+                             "default: 400 (8x400 Gb/s class)"))
+            + _field("network.kind", "Network kind",
+                     _select("network.kind", [("", "default")] + [(k, k) for k in P.NETWORK_KINDS],
+                             (p.get("network") or {}).get("kind", "")))
             + '</div>')
 
 
@@ -198,6 +206,46 @@ def section_batch(p: dict) -> str:
             + _check("activation_offloading", "Offload saved activations to host RAM", p["activation_offloading"]))
 
 
+SOFTWARE_LABELS = {
+    "stack.trainer": {"hf-trainer": "Hugging Face Trainer (TRL, axolotl, LLaMA-Factory)",
+                      "custom-loop": "A plain PyTorch loop over HF models", "torchtune": "torchtune",
+                      "litgpt": "LitGPT", "torchtitan": "torchtitan"},
+    "stack.transformers": {"5": "5.x", "4.46": "4.46 - 4.57", "4.45": "4.45 or older"},
+    "stack.peft_adapter_dtype": {"auto": "the trainer's (PEFT >= 0.12: fp32)", "fp32": "fp32", "base": "the base's (PEFT < 0.12)"},
+    "stack.kbit_prepare": {"auto": "the trainer's", "true": "yes (prepare_model_for_kbit_training)", "false": "no"},
+    "stack.bitsandbytes": {"current": "current (>= 0.43.2)", "0.42": "< 0.43.2 (keeps 4-bit inputs)"},
+    "stack.optimizer_impl": {"auto": "the trainer's", "fused": "fused", "foreach": "foreach", "single-tensor": "single-tensor"},
+    "stack.compile": {"none": "none", "model": "the model", "model+loss": "the model and the loss"},
+    "stack.fsdp_version": {1: "FSDP1 (FullyShardedDataParallel)", 2: "FSDP2 (fully_shard)"},
+    "stack.cuda_context": {"lazy": "lazy (CUDA >= 11.7)", "eager": "eager (CUDA < 11.7, ~1.3 GiB)"},
+}
+
+
+def section_software(p: dict) -> str:
+    """Which software trains the model (plan-v1 Extension 1): the trainer, and its versions under "advanced"."""
+    st = p["stack"]
+
+    def sel(key, values, kind="str"):
+        labels = SOFTWARE_LABELS[key]
+        cur = st[key.split(".", 1)[1]]
+        cur = {True: "true", False: "false"}.get(cur, cur) if kind == "autobool" else cur
+        return _select(key, [(str(v).lower() if isinstance(v, bool) else v, labels.get(v, str(v))) for v in values],
+                       cur, kind)
+    advanced = "".join(_field(k, label, sel(k, vals, kind)) for k, label, vals, kind in (
+        ("stack.transformers", "transformers", S.TRANSFORMERS_ERAS, "str"),
+        ("stack.peft_adapter_dtype", "PEFT adapter dtype", S.ADAPTER_DTYPES, "str"),
+        ("stack.kbit_prepare", "prepare_model_for_kbit_training", ("auto", "true", "false"), "autobool"),
+        ("stack.bitsandbytes", "bitsandbytes", S.BNB_ERAS, "str"),
+        ("stack.optimizer_impl", "torch AdamW implementation", S.OPTIMIZER_IMPLS, "str"),
+        ("stack.compile", "torch.compile", S.COMPILE_MODES, "str"),
+        ("stack.fsdp_version", "FSDP version", S.FSDP_VERSIONS, "int"),
+        ("stack.cuda_context", "CUDA context", S.CUDA_CONTEXTS, "str")))
+    return (_field("stack.trainer", "Training software", sel("stack.trainer", S.TRAINERS),
+                   "Whose loop, loss and model code run: the same plan allocates differently under each.", "wide")
+            + f'<details class="knobs" id="software-advanced"><summary>Library versions (advanced)</summary>'
+              f'<div class="grid">{advanced}</div></details>')
+
+
 def targets_html(available, chosen) -> str:
     chosen = set(chosen)
     return "".join(f'<label class="target"><input type="checkbox" name="lora.targets" value="{e(t)}" '
@@ -219,11 +267,19 @@ def section_lora(p: dict, available) -> str:
             + '</div>'
             + f'<fieldset class="targets" data-field="lora.targets"><legend>Target modules (names as in this model)'
               f'</legend><div id="targets">{targets_html(available, lo["targets"])}</div>'
-              f'<p class="err" data-error-for="lora.targets" role="alert" hidden></p></fieldset></div>'
+              f'<p class="err" data-error-for="lora.targets" role="alert" hidden></p></fieldset>'
+            + _field("lora.modules_to_save", "Modules trained in full (modules_to_save)",
+                     f'<input id="f-lora.modules_to_save" name="lora.modules_to_save" type="text" data-type="csv" '
+                     f'autocomplete="off" spellcheck="false" value="{e(", ".join(lo["modules_to_save"]))}" '
+                     f'placeholder="e.g. embed_tokens, lm_head">', "comma-separated module names", "wide")
+            + '</div>'
             + '<div class="qlora-only"><div class="grid">'
             + _field("quantization.type", "Quantization", _choices("quantization.type", P.QUANT_TYPES, q["type"]))
             + _field("quantization.compute_dtype", "Compute dtype",
                      _choices("quantization.compute_dtype", P.COMPUTE_DTYPES, q["compute_dtype"]))
+            + _field("quantization.bits", "GPTQ bits", _choices("quantization.bits", P.GPTQ_BITS, q["bits"], kind="int"))
+            + _field("quantization.group_size", "GPTQ group size", _number("quantization.group_size", q["group_size"]),
+                     "-1: one group per column")
             + '</div>'
             + _check("quantization.double_quant", "Double quantization (quantize the scales too)", q["double_quant"])
             + '</div>')
@@ -233,16 +289,26 @@ def section_lora(p: dict, available) -> str:
 
 
 def component_rows(components) -> str:
+    """The breakdown table's rows; their bar widths are in prerender_css (no style attributes: CSP)."""
     return "".join(
         f'<tr data-comp="{e(c["key"])}"><th scope="row"><i class="sw seg-{e(c["key"])}"></i>{e(c["label"])}</th>'
-        f'<td class="barcell"><span class="bar seg-{e(c["key"])}" style="width:{c["width"]}%"></span></td>'
+        f'<td class="barcell"><span class="bar seg-{e(c["key"])}"></span></td>'
         f'<td class="num" data-out="per_gpu.components.{e(c["key"])}" data-bytes="{c["bytes"]}">{e(c["text"])}</td>'
         f'<td class="num share">{e(c["share"])}</td></tr>' for c in components)
 
 
 def stack_segments(components) -> str:
-    return "".join(f'<span class="seg seg-{e(c["key"])}" data-seg="{e(c["key"])}" style="width:{c["width"]}%" '
+    return "".join(f'<span class="seg seg-{e(c["key"])}" data-seg="{e(c["key"])}" '
                    f'title="{e(c["label"])}: {e(c["text"])}"></span>' for c in components)
+
+
+def prerender_css(components, capacity_pct) -> str:
+    """assets/prerender.css of the built page: the default plan's bar widths and capacity line, as CSS rules
+    (the Content-Security-Policy forbids style attributes; assets/app.js sets them through the CSSOM later)."""
+    rules = [f'#stack [data-seg="{c["key"]}"], #rows [data-comp="{c["key"]}"] .bar {{ width: {float(c["width"])}%; }}'
+             for c in components if str(c["key"]).replace("_", "").isalnum()]
+    rules.append(f"#over, #cap-line {{ left: {float(capacity_pct)}%; }}")
+    return "/* generated by scripts/build_site.py: the default plan's widths */\n" + "\n".join(rules) + "\n"
 
 
 def checklist(warnings) -> str:

@@ -14,6 +14,7 @@ import traceback
 
 from app.fit_view import fit_call as _fit_call
 from app.importer import import_view as _import_view
+from app.embed import estimate_call as _estimate
 from app.view import compute as _compute
 from app.doctor import view as _doctor
 
@@ -30,6 +31,7 @@ CALLS = {
     "doctor": _doctor,
     "fit": _fit_call,        # the "What fits" panel (app/fit_view.py)
     "import_config": _import_view,
+    "estimate": _estimate,   # the embed view's postMessage (py/app/embed.py)
 }
 
 
