@@ -82,6 +82,9 @@ def test_plan_changes_apply_to_the_plan(offline_page):
     page.click("#doctor-apply")
     key, value = next(iter(want["plan_changes"].items()))
     page.wait_for_function(f"() => decodeURIComponent(location.hash).includes('\"{key}\":')", timeout=30_000)
-    page.wait_for_function(f"() => document.querySelector('#plan [name={key}]:checked, #plan select[name={key}]')?.value === '{value}'",
-                           timeout=30_000)
+    # every proposed key reaches its form control (radio, select or text input)
+    for key, value in want["plan_changes"].items():
+        page.wait_for_function(f"() => [...document.querySelectorAll('#plan [name=\"{key}\"]')]"
+                               f".some(el => (el.type !== 'radio' || el.checked) && el.value === '{value}')",
+                               timeout=30_000)
     assert page.blocked == [] and page.js_errors == []
