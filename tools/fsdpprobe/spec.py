@@ -27,7 +27,10 @@ def build_spec(plan: dict, *, steps: int = 3) -> dict:
         lc = plan.get("lora", {})
         lora = {"rank": lc.get("rank", 16), "alpha": lc.get("alpha", 32), "dropout": lc.get("dropout", 0.05),
                 "targets": lc.get("targets", ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                              "down_proj"])}
+                                              "down_proj"]),
+                # PEFT >= 0.12 keeps adapters fp32 (autocast_adapter_dtype); stack.peft_adapter_dtype "base" is the
+                # older PEFT that builds them in the base dtype (zerocalc memory/stack.py)
+                "adapter_dtype": "base" if plan.get("stack", {}).get("peft_adapter_dtype") == "base" else "fp32"}
     return {"model": {k: v for k, v in model.items() if k != "name"},
             "world": plan.get("gpus_per_node", 4) * plan.get("nodes", 1),
             "zero_stage": need("zero_stage", (2, 3), 2),

@@ -5,7 +5,8 @@ transformers' update_fsdp_plugin_peft for LoRA): transformer-layer auto wrap (pe
 fsdp_auto_wrap_policy with LoRA: adapters as their own units), use_orig_params=True,
 limit_all_gathers=True, backward_prefetch=BACKWARD_PRE, forward_prefetch=False; bf16-mixed is
 MixedPrecision(param_dtype=reduce_dtype=buffer_dtype=bf16) plus autocast over an fp32 module (LoRA: a
-bf16 base with fp32 adapters), bf16-pure a bf16 module without either. Fused torch AdamW over the trainable parameters, zero_grad(set_to_none).
+bf16 base with fp32 adapters), bf16-pure a bf16 module without either (LoRA: PEFT's fp32 adapters, or bf16
+ones for stack.peft_adapter_dtype "base"). Fused torch AdamW over the trainable parameters, zero_grad(set_to_none).
 Phases per step k: fwd{k} (forward and loss), bwd{k}, step{k} (optimizer step and zero_grad).
 """
 from __future__ import annotations
@@ -42,8 +43,8 @@ def _model(spec, torch):
         lc = spec["lora"]
         model = get_peft_model(model, LoraConfig(r=lc["rank"], lora_alpha=lc["alpha"], lora_dropout=lc["dropout"],
                                                  target_modules=list(lc["targets"]), task_type="CAUSAL_LM"))
-        if not mixed:
-            model.to(torch.bfloat16)            # bf16-pure: adapters in the module dtype too
+        if lc.get("adapter_dtype") == "base":
+            model.to(torch.bfloat16)            # PEFT < 0.12: adapters in the module dtype too
     return model, cfg
 
 
