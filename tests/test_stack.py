@@ -61,9 +61,10 @@ def test_custom_loop_keeps_the_output_logits_through_backward_and_into_the_next_
 
 
 def test_transformers_445_returns_fp32_logits_that_a_loop_keeps():
-    hf5 = est(precision="bf16-pure", stack={"trainer": "custom-loop"})
-    old = est(precision="bf16-pure", stack={"trainer": "custom-loop", "transformers": "4.45"})
-    n, shifted = 2048 * V, 2047 * V
+    kw = dict(precision="bf16-pure", micro_batch_size=2)
+    hf5 = est(**kw, stack={"trainer": "custom-loop"})
+    old = est(**kw, stack={"trainer": "custom-loop", "transformers": "4.45"})
+    n, shifted = 2 * 2048 * V, 2 * 2047 * V
     # transformers 5: fwd bf16 2n + upcast 4n + log_softmax 4n, the loop keeps 2n (previous step);
     # 4.45: max(2n + 4n, 4n + shifted copy 4n' + log_softmax 4n'), the loop keeps the fp32 4n
     assert phase(old, "fwd") - phase(hf5, "fwd") == (4 * n + 4 * n + 4 * shifted + 4 * shifted) - (2 * n + 10 * n)
@@ -71,11 +72,14 @@ def test_transformers_445_returns_fp32_logits_that_a_loop_keeps():
     assert phase(old, "loss_bwd") - phase(hf5, "loss_bwd") == (12 * shifted + 4 * n) - (12 * n + 2 * n)
 
 
-def test_transformers_446_shifts_an_fp32_copy():
-    hf5, t446 = est(precision="bf16-pure"), est(precision="bf16-pure", stack={"transformers": "4.46"})
-    n, shifted = 2048 * V, 2047 * V
-    assert phase(t446, "fwd") - phase(hf5, "fwd") == (2 * n + 4 * n + 4 * shifted + 4 * shifted) - 10 * n
-    assert phase(t446, "loss_bwd") - phase(hf5, "loss_bwd") == 12 * shifted - 12 * n
+def test_transformers_446_shifts_an_fp32_copy_of_more_than_one_sequence():
+    for b in (1, 2):
+        hf5 = est(precision="bf16-pure", micro_batch_size=b)
+        t446 = est(precision="bf16-pure", micro_batch_size=b, stack={"transformers": "4.46"})
+        n, shifted = b * 2048 * V, b * 2047 * V
+        copy = 4 * shifted if b > 1 else 0        # logits[..., :-1, :] of one sequence is already contiguous
+        assert phase(t446, "fwd") - phase(hf5, "fwd") == (2 * n + 4 * n + copy + 4 * shifted) - 10 * n
+        assert phase(t446, "loss_bwd") - phase(hf5, "loss_bwd") == 12 * shifted - 12 * n
 
 
 def test_peft_adapters_fp32_by_default_and_base_dtype_before_peft_012():

@@ -26,6 +26,7 @@ class Activations:
     autocast_weight_copies: int  # 16-bit weight copies autocast caches and the matmuls keep for backward
     autocast_cache_forward: int  # copies cached during forward but not kept (checkpointed layers)
     host_offloaded: int          # bytes moved to host by activation offloading
+    quant_inputs: int = 0        # bitsandbytes < 0.43.2: every 4-bit layer's input held as a ctx attribute
 
     @property
     def saved_total(self) -> int:
@@ -43,7 +44,9 @@ def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool) -> Ctx:
                dropout=plan.lora.dropout if plan.method != "full" else 0.0, attention=plan.attention,
                first_layer=first,
                quant_input=QUANT_COMPUTE_BYTES[plan.quantization.compute_dtype] if stack.bnb_keeps_inputs else 0,
-               compiled=stack.compile != "none", fused_gelu=stack.trainer in ("litgpt", "torchtune"))
+               compiled=stack.compile != "none", fused_gelu=stack.trainer in ("litgpt", "torchtune"),
+               kv_expanded=(plan.attention == "sdpa" and stack.loss_path in ("hf445", "hf446"))
+               or stack.trainer == "litgpt")
 
 
 def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
@@ -160,6 +163,14 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
     if copies and plan.activation_checkpointing == "full":
         kept = 2 * arch.vocab_size * h if plan.method == "full" and arch.causal_lm else 0
         cache_forward, copies = copies - kept, kept
+    quant_inputs = _quant_inputs(plan, arch) if effective_stack(plan).bnb_keeps_inputs else 0
+    if quant_inputs and plan.activation_checkpointing == "full":
+        # MatMul4Bit keeps A as ctx.tensors, an attribute the checkpoint's saved-tensor hooks never see: the
+        # checkpointed layers keep every 4-bit input anyway (traced: tools/memtrace/golden/stacks, bnb042 rows)
+        stack += quant_inputs
+    if plan.method == "qlora" and dt.autocast and dt.frozen == 4 and arch.causal_lm:
+        # kbit_prepare makes lm_head's weight fp32: autocast caches its 16-bit copy and the matmul keeps it
+        copies += 2 * arch.vocab_size * h
     offloaded = 0
     if plan.activation_offloading:
         # torchtune OffloadActivations: saved tensors stream to host; about two layers stay resident.
@@ -167,4 +178,22 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
         offloaded, stack = stack - keep, keep
     return Activations(layers=tuple(layers), stack_saved=stack, head_saved=head, recompute_layer=recompute,
                        layer_backward_temp=temp, autocast_weight_copies=copies,
-                       autocast_cache_forward=cache_forward, host_offloaded=offloaded)
+                       autocast_cache_forward=cache_forward, host_offloaded=offloaded, quant_inputs=quant_inputs)
+
+
+def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
+    """The distinct inputs of one block's 4-bit linears, in the quantization compute dtype, over all layers:
+    the Llama lineage's q/k/v input, o_proj's input, gate/up's input and down_proj's input (6·s·b·h + 2·s·b·I
+    per layer in bf16 for a multi-head-width attention); other blocks: every linear's input."""
+    t = plan.seq_len * plan.micro_batch_size
+    e = QUANT_COMPUTE_BYTES[plan.quantization.compute_dtype]
+    total = 0
+    for lins in block_linears_per_layer(arch):
+        names = {lin.name: lin for lin in lins if lin.count == 1}
+        if arch.family in ("llama", "gemma") and "down_proj" in names:
+            widths = [arch.hidden_size, names["o_proj"].d_in if "o_proj" in names else arch.q_dim,
+                      arch.hidden_size, names["down_proj"].d_in]
+        else:
+            widths = [lin.d_in for lin in names.values()]
+        total += e * t * sum(widths)
+    return total

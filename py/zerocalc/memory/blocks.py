@@ -56,6 +56,7 @@ class Ctx:
     first_layer: bool    # nothing before layer 0 needs a gradient under LoRA
     quant_input: int = 0     # bitsandbytes < 0.43.2: each 4-bit linear keeps its input, in this many bytes
     compiled: bool = False   # torch.compile'd blocks: pointwise ops fused and recomputed in backward
+    kv_expanded: bool = False  # SDPA given K/V repeated to every query head (transformers 4.x sdpa, LitGPT)
     fused_gelu: bool = False  # one GELU kernel (LitGPT, torchtune) instead of transformers' python gelu_new
 
 
@@ -141,7 +142,11 @@ def attention_core(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, q_dim: int, 
                 ss.save(f"{key}.attn_drop", e * scores)
         # the contiguous output is kept only by a trainable o_proj (linear() saves it under this key)
     else:
-        # FlashAttention-2 / SDPA flash kernel: q, k, v, output, fp32 logsumexp (b, a, s).
+        # FlashAttention-2 / SDPA flash kernel: q, k, v, output, fp32 logsumexp (b, a, s). transformers 4.x's
+        # LlamaSdpaAttention calls repeat_kv before SDPA and LitGPT expands k/v for grouped queries, so there
+        # SDPA saves K and V at every head's width (traced: tools/memtrace/golden/stacks, +4·s·b·(h - kv)/layer)
+        if c.kv_expanded and not (arch.num_kv_heads == 1 and arch.family == "bigcode"):
+            kv_dim = q_dim
         ss.save(f"{key}.q", e * t * q_dim)
         ss.save(f"{key}.k", e * t * kv_dim)
         ss.save(f"{key}.v", e * t * kv_dim)

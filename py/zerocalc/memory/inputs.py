@@ -111,6 +111,10 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         gpu("logits_forward", "logits", lg.forward_peak, {"fwd"}),
         gpu("logits_backward", "logits", lg.backward_peak, {"loss_bwd"}),
     ]
+    if a.quant_inputs and si.stack.loop_keeps_output:
+        # the previous step's out.loss keeps its graph, and so bitsandbytes' ctx-held inputs, until the next
+        # forward returns (traced: tools/memtrace/golden/stacks l1b-qlora-mixed-bnb042-custom)
+        t.append(gpu("previous_step_quant_inputs", "activations", a.quant_inputs, {"fwd"}))
     if lg.kept_by_loop:
         # the model output the loop still references: this step's from the loss on, the previous step's
         # during the next forward (rebound only when that forward returns)

@@ -7,11 +7,14 @@ shifts a copy of the logits instead of the labels.
   4n; end of forward c·n + 4n (upcast) + 4n = 10n in bf16; start of backward the saved log_softmax,
   nll_loss's fp32 gradient and _log_softmax_backward_data's output = 12n.
 - transformers 4.46-4.57 (`ForCausalLMLoss` upcasts, then `shift_logits = logits[..., :-1, :].contiguous()`):
-  the shifted fp32 copy 4n' on top at the end of forward; the loss runs on n' rows.
+  the shifted fp32 copy 4n' on top at the end of forward (b > 1; one sequence's slice needs no copy); the
+  loss runs on n' rows.
 - transformers <= 4.45 (the model's forward does `logits = logits.float()`, the loss shifts a copy): the
   16-bit logits die at the upcast; end of forward 4n + 4n' + 4n'; the model output holds the fp32 logits.
 - torchtune 0.x (TransformerDecoder returns `self.output(h).float()`; recipes shift the labels and
-  `del logits` before backward): end of forward max(c·n + 4n, 8n), backward 12n.
+  `del logits` before backward): end of forward max(c·n + 4n, 8n), backward 12n; its uncompiled
+  CEWithChunkedOutputLoss saves every chunk's fp32 log_softmax (4n) while the 16-bit chunks live to the
+  recipe's `del logits`.
 - torchtitan (`cross_entropy(pred.float(), ...)`, then `del pred`): as transformers 5.
 - LitGPT (Oct 2023 finetune scripts: `model(input_ids, lm_head_chunk_size=128)`, then
   `cross_entropy` on each 16-bit chunk, lit_gpt/utils.py chunked_cross_entropy): the 16-bit chunks c·n and
@@ -55,6 +58,11 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
     raw = c * n                                  # lm_head output in the compute dtype
     upcast = 0 if c == 4 else 4 * n              # logits.float(): a copy unless already fp32
     kept = raw if stack.loop_keeps_output else 0
+    if plan.loss == "chunked" and stack.trainer == "torchtune" and stack.compile == "none":
+        # CEWithChunkedOutputLoss uncompiled: each of the 8 bf16 chunks is upcast and its fp32 log_softmax
+        # saved; the bf16 chunks live until the recipe's `del logits` (traced: tt-l1b-full-chunked)
+        return Logits(saved=4 * n, forward_peak=raw + 4 * n + 4 * n // CHUNKS,
+                      backward_peak=4 * n + 8 * n // CHUNKS, kept_by_loop=0)
     if plan.loss == "chunked":
         return Logits(saved=raw, forward_peak=raw + 8 * n // CHUNKS, backward_peak=raw + 12 * n // CHUNKS,
                       kept_by_loop=kept)
@@ -67,14 +75,17 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         chunk = LITGPT_CHUNK * b * V
         return Logits(saved=c * shifted, forward_peak=raw + c * shifted,
                       backward_peak=c * shifted + 2 * c * chunk, kept_by_loop=kept)
+    # `logits[..., :-1, :].contiguous()` copies only when b > 1: with one sequence the slice is already
+    # contiguous (traced: the 4.45 / 4.48 rows of tools/memtrace/golden/stacks)
+    shift_copy = 4 * shifted if b > 1 else 0
     if path == "hf445":
         lsm = 4 * shifted
-        fwd = max(raw + 4 * n, 4 * n + 4 * shifted + lsm)
+        fwd = max(raw + 4 * n, 4 * n + shift_copy + lsm)
         return Logits(saved=lsm + softcap, forward_peak=fwd + softcap, backward_peak=lsm + softcap + 8 * shifted,
                       kept_by_loop=4 * n if stack.loop_keeps_output else 0)
     if path == "hf446":
         lsm = 4 * shifted
-        return Logits(saved=lsm + softcap, forward_peak=raw + upcast + 4 * shifted + lsm + softcap,
+        return Logits(saved=lsm + softcap, forward_peak=raw + upcast + shift_copy + lsm + softcap,
                       backward_peak=lsm + softcap + 8 * shifted, kept_by_loop=kept)
     if path == "torchtune":
         return Logits(saved=4 * n, forward_peak=max(raw + upcast, 8 * n), backward_peak=12 * n, kept_by_loop=0)
