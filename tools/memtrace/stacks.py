@@ -65,6 +65,12 @@ STACKS = [
     _p("l1b-full-pure-tf445-custom", transformers="4.45", trainer="custom-loop", optimizer_impl="fused"),
     _p("l1b-full-pure-tf446", transformers="4.46", optimizer_impl="fused"),
     _p("l1b-full-pure-tf446-custom", transformers="4.46", trainer="custom-loop", optimizer_impl="fused"),
+    # b = 2: logits[..., :-1, :].contiguous() copies only when b > 1 (for b = 1 the slice is already contiguous)
+    _p("l1b-full-pure-s1024-b2-tf445", seq=1024, mb=2, transformers="4.45", optimizer_impl="fused"),
+    _p("l1b-full-pure-s1024-b2-tf445-custom", seq=1024, mb=2, transformers="4.45", trainer="custom-loop",
+       optimizer_impl="fused"),
+    _p("l1b-full-pure-s1024-b2-tf446", seq=1024, mb=2, transformers="4.46", optimizer_impl="fused"),
+    _p("l1b-full-pure-s1024-b2-custom", seq=1024, mb=2, trainer="custom-loop", optimizer_impl="fused"),
 ]
 
 
@@ -80,7 +86,8 @@ def default_twin(entry: dict) -> dict:
 
 def _twin_name(t: dict) -> str:
     """A default-stack twin's file name: what distinguishes the plans of the grid."""
-    return "-".join([t["method"], t["precision"], "gc" if t["activation_checkpointing"] == "full" else "nogc"])
+    return "-".join([t["method"], t["precision"], "gc" if t["activation_checkpointing"] == "full" else "nogc",
+                     f"s{t['seq_len']}", f"b{t['micro_batch_size']}"])
 
 
 def twin_of(entry: dict) -> str:
