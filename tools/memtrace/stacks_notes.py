@@ -1,1 +1,29 @@
-NOTES = ""
+"""The mechanisms seen in the stack grid's traces (hand-written; the numbers above them are generated)."""
+
+NOTES = """## What differs, and which tensors (s, b, h, V, I, L, P as in docs/tracer.md §3; bytes)
+
+| stack key | measured difference from the default stack | mechanism seen in the trace |
+|---|---|---|
+| `trainer: custom-loop` (tf 5) | **+2sbV** at every moment from the forward's end to the next forward's return (+0.489 GiB at s·b 2048), full, LoRA and QLoRA alike; logits at the loss backward 14sbV instead of 12sbV | `out` (a `CausalLMOutputWithPast`) keeps `out.logits`, the bf16 lm_head output, through backward and the step; it is rebound only when the next `model(**batch)` returns, so step 2's forward runs with step 1's logits alive. HF Trainer's `compute_loss` returns only the loss. |
+| `trainer: custom-loop`, `optimizer_impl: auto` | + the foreach transient (below): torch's own default on CUDA | `torch.optim.AdamW(params)` without flags picks foreach for CUDA tensors |
+| `optimizer_impl: foreach` | step peak = end of backward **+ P·(state itemsize)**: +2P with bf16 states (bf16-pure), +4P with fp32 (bf16-mixed) | `_multi_tensor_adamw`: `exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)` is a full copy of the second moments, alive until the `_foreach_addcdiv_` |
+| `optimizer_impl: single-tensor` | step peak = end of backward **+ itemsize·(2·max param numel + numel of the param before it)** (1B: 2·V·h·2 = +0.979 GiB in bf16, +1.957 GiB in fp32) | `_single_tensor_adamw`: `exp_avg_sq.sqrt()` and the division by `bias_correction2_sqrt` are two temporaries of the parameter's size; the previous iteration's `denom` is still bound when the next one is made |
+| `optimizer_impl: fused` | +0 | `_fused_adamw_` works in place |
+| `peft_adapter_dtype: fp32` vs `base` (bf16-pure, no autocast) | saved activations **+L·(20sbh + 2sbI + 14sbr)** (1B: +1.757 GiB); adapters and their states ×2 | PEFT's `lora.Linear.forward` casts `x.to(lora_A.weight.dtype)`: each adapted input gets an fp32 copy that lora_A saves, and the fp32 lora_A output is what lora_B saves. `base` (bf16 adapters) is the tracer's `auto` under bf16-pure; **PEFT ≥ 0.12's real default is fp32** (`autocast_adapter_dtype=True`), so `auto` must mean fp32 for plain PyTorch/HF Trainer under bf16-pure |
+| `kbit_prepare: true`, no checkpointing (QLoRA bf16-mixed) | weights **+2·(non-4-bit 16-bit params)** (embed/lm_head +2Vh, norms; +0.489 GiB for tied 1B); saved activations +1.99 GiB at 1B s2048 | `prepare_model_for_kbit_training` casts every bf16 parameter that is not `Params4bit` to fp32: the embedding output and the residual stream become fp32, so the norms save fp32 values and each 4-bit layer's `x.to(compute_dtype)` makes a bf16 copy; under autocast the lm_head matmul saves a bf16 copy of the fp32 weight (2Vh) |
+| `kbit_prepare: true`, checkpointing | saved activations **+2sbh·L + 2Vh** (+ fp32 cos/sin) = +0.615 GiB at 1B s2048 | the checkpointed layer inputs are fp32 (4sbh instead of 2sbh), plus autocast's bf16 lm_head weight copy |
+| `bitsandbytes: 0.42`, checkpointing | saved activations **+L·(6sbh + 2sbI)** (+0.875 GiB at 1B s2048): checkpointing no longer drops the 4-bit layers' inputs | `MatMul4Bit.forward` (bitsandbytes < 0.43.2) sets `ctx.tensors = (A, B)`, a ctx attribute that non-reentrant checkpointing's saved-tensor hooks cannot see, so A (q/k/v input, o_proj input, gate/up input: 2sbh each; down_proj input 2sbI) lives until the graph is freed. **Emulated from the source, not run** (bitsandbytes was not installed: it needs CUDA for its kernels; the emulation keeps the same ctx attribute on the tracer's 4-bit stand-in, tools/memtrace/qlora.py) |
+| `bitsandbytes: 0.42`, no checkpointing | +0.742 GiB at 1B s2048 (layer 0 keeps one input fewer than the other layers, which already save some of them) | as above |
+| `bitsandbytes: 0.42` + `custom-loop` | +1.617 GiB at the peak, now in **forward** (step 2) | `out.loss` keeps the previous step's graph, so its ctx attributes (every 4-bit input of step 1) live until the next forward returns: two steps' worth of inputs at once |
+| `transformers: 4.45` (4.45.2, peft 0.11.1), HF Trainer | logits: forward peak **8sbV at b = 1, 12sbV at b ≥ 2** (5.x: 10sbV); loss backward 12sbV as in 5.x; activations +4sb(h − kv)·L (+0.188 GiB) | `LlamaForCausalLM.forward` does `logits = logits.float()` (the bf16 logits die at once) then `logits[..., :-1, :].contiguous()`, which copies only when b > 1 (for b = 1 the slice is already contiguous). Activations: HF's `LlamaSdpaAttention` of that era calls `repeat_kv`, so SDPA saves K and V expanded to every head (a flash-attn-2 user would not see this) |
+| `transformers: 4.45`, custom loop | **+4sbV** kept (fp32 `out.logits`) through backward, the step and the next forward (+0.979 GiB at s·b 2048); loss backward 16sbV | the returned logits are the fp32 upcast |
+| `transformers: 4.46` (4.48.3, peft 0.14.0), HF Trainer | logits: forward peak **10sbV at b = 1, 14sbV at b ≥ 2** (bf16 logits + fp32 upcast + shifted copy + log-softmax); loss backward 12sbV; activations +0.312 GiB (repeat_kv as 4.45, plus 2sbh per layer) | `ForCausalLMLoss`: `logits.float()` then `logits[..., :-1, :].contiguous()` in `loss_utils`; the model keeps the bf16 logits in the output. The extra 2sbh per layer was not attributed (transposed attention output kept by `sdpa_attention_forward`, to confirm with `--dump-saved`) |
+| `transformers: 4.46`, custom loop | +2sbV kept (bf16 `out.logits`), as in 5.x | |
+
+## Not traced (and why)
+
+- **torchtune 0.6.1, LitGPT 0.5.13, torchtitan 0.3.0**: not traced in this session (time); the tracer refuses
+  `stack.trainer` torchtune / litgpt / torchtitan naming the key rather than trace HF code in their place.
+- **FSDP2 (`fully_shard`) through tools/fsdpprobe**, **torch.compile's partitioner saved set**: not done.
+- **bitsandbytes 0.42 itself**: not installed; its saved set is reproduced from the source (above).
+"""
