@@ -85,9 +85,12 @@ def select(quick: bool) -> list:
 def _worker(entry: dict) -> dict:
     import warnings  # noqa: PLC0415
     warnings.filterwarnings("ignore")
-    from .trace import trace  # noqa: PLC0415
     t = time.perf_counter()
     try:
+        if (entry.get("stack") or {}).get("trainer") == "torchtune":
+            from .tune import trace_tune as trace  # noqa: PLC0415
+        else:
+            from .trace import trace  # noqa: PLC0415
         res = trace(plan_of(entry))
     except Exception as e:  # report, don't lose the rest of the grid
         res = {"error": f"{type(e).__name__}: {e}"}

@@ -49,7 +49,7 @@ _STACK_TRACED = {
 }
 
 
-def from_dict(d: dict) -> TracePlan:
+def from_dict(d: dict, trainers: tuple = ("hf-trainer", "custom-loop")) -> TracePlan:
     """plan-v1 dict -> TracePlan (contract defaults for missing keys).
 
     Raises ValueError naming the key for features the tracer does not emulate. Sharding keys (framework,
@@ -57,15 +57,19 @@ def from_dict(d: dict) -> TracePlan:
     """
     from zerocalc import Plan  # noqa: PLC0415  (validates keys and values, fills the contract's defaults)
     d = Plan.from_dict(dict(d)).to_dict()
+    st = d.get("stack") or {}
+    own = st.get("trainer") in ("torchtune", "litgpt", "torchtitan")
     for (key, value), why in _UNSUPPORTED.items():
+        if own and key == "loss":
+            continue                    # torchtune's CEWithChunkedOutputLoss is its own code, traced as is
         if d.get(key) == value:
             raise ValueError(f"{key}={value!r}: {why}")
-    st = d.get("stack") or {}
-    for key, ok in _STACK_TRACED.items():
+    for key, ok in {**_STACK_TRACED, "trainer": trainers}.items():
         if key in st and st[key] not in ok:
             raise ValueError(f"stack.{key}={st[key]!r}: this tracer runs the Hugging Face model code only "
                              f"(traced: {', '.join(map(str, ok))})")
-    _check_transformers_era(str(st.get("transformers", "5")))
+    if not own:
+        _check_transformers_era(str(st.get("transformers", "5")))
     lora, q = d["lora"], d["quantization"]
     return TracePlan(
         model=d["model"],

@@ -23,15 +23,16 @@ COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "logits
               "temporaries")
 # the moments each file reports: tracker marks, plus the step's own peak and the overall peak
 MOMENTS = ("forward_end", "backward_start", "backward_end", "step", "peak")
-VENVS = {"5": None, "4.46": ".venv-tf448", "4.45": ".venv-tf445"}
+VENVS = {"5": None, "4.46": ".venv-tf448", "4.45": ".venv-tf445", "torchtune": ".venv-torchtune"}
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def _p(pid, method="full", precision="bf16-pure", ckpt="none", seq=2048, mb=1, model="llama-3.2-1b", **stack):
+def _p(pid, method="full", precision="bf16-pure", ckpt="none", seq=2048, mb=1, model="llama-3.2-1b", loss="standard",
+       **stack):
     d = {"id": pid, "schema": 1, "model": model, "gpu": "h200-sxm-141gb", "framework": "single", "gpus_per_node": 1,
          "nodes": 1, "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
          "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt, "attention": "flash",
-         "loss": "standard", "method": method, "stack": dict(stack)}
+         "loss": loss, "method": method, "stack": dict(stack)}
     if method in ("lora", "qlora"):
         d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": list(TARGETS)}
     if method == "qlora":
@@ -65,6 +66,12 @@ STACKS = [
     _p("l1b-full-pure-tf445-custom", transformers="4.45", trainer="custom-loop", optimizer_impl="fused"),
     _p("l1b-full-pure-tf446", transformers="4.46", optimizer_impl="fused"),
     _p("l1b-full-pure-tf446-custom", transformers="4.46", trainer="custom-loop", optimizer_impl="fused"),
+    # 6. torchtune 0.6.1 (own Llama, bf16 LoRA, CEWithChunkedOutputLoss; tools/memtrace/tune.py)
+    _p("tt-l1b-full-chunked", trainer="torchtune", loss="chunked"),
+    _p("tt-l1b-full-standard", trainer="torchtune"),
+    _p("tt-l1b-full-gc-chunked", ckpt="full", trainer="torchtune", loss="chunked"),
+    _p("tt-l1b-lora-chunked", "lora", trainer="torchtune", loss="chunked"),
+    _p("tt-l1b-lora-gc-chunked", "lora", ckpt="full", trainer="torchtune", loss="chunked"),
     # b = 2: logits[..., :-1, :].contiguous() copies only when b > 1 (for b = 1 the slice is already contiguous)
     _p("l1b-full-pure-s1024-b2-tf445", seq=1024, mb=2, transformers="4.45", optimizer_impl="fused"),
     _p("l1b-full-pure-s1024-b2-tf445-custom", seq=1024, mb=2, transformers="4.45", trainer="custom-loop",
@@ -75,11 +82,24 @@ STACKS = [
 
 
 def era(entry: dict) -> str:
+    """Which venv traces the entry: a transformers era, or "torchtune" (.venv-torchtune)."""
+    if entry["stack"].get("trainer") == "torchtune":
+        return "torchtune"
     return str(entry["stack"].get("transformers", "5"))
+
+
+def venv_era() -> str:
+    try:
+        import transformers  # noqa: PLC0415
+    except ImportError:
+        return "torchtune"
+    from .plan import era_of  # noqa: PLC0415
+    return era_of(transformers.__version__)
 
 
 def default_twin(entry: dict) -> dict:
     d = {k: v for k, v in entry.items() if k != "stack"}
+    d["loss"] = "standard"            # the default stack (HF) has no chunked loss
     d["id"] = entry["id"] + "@default"
     return d
 
@@ -95,11 +115,14 @@ def twin_of(entry: dict) -> str:
 
 
 def versions() -> dict:
-    import peft  # noqa: PLC0415
-    import torch  # noqa: PLC0415
-    import transformers  # noqa: PLC0415
-    return {"python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__,
-            "peft": peft.__version__}
+    import importlib  # noqa: PLC0415
+    out = {"python": sys.version.split()[0]}
+    for name in ("torch", "transformers", "peft", "torchtune", "torchao"):
+        try:
+            out[name] = importlib.import_module(name).__version__
+        except ImportError:
+            pass
+    return out
 
 
 def summary(res: dict) -> dict:
@@ -156,9 +179,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     cmd = argv[0] if argv else "run"
     if cmd == "run":
-        from .plan import era_of  # noqa: PLC0415
-        import transformers  # noqa: PLC0415
-        here = argv[argv.index("--era") + 1] if "--era" in argv else era_of(transformers.__version__)
+        here = argv[argv.index("--era") + 1] if "--era" in argv else venv_era()
         run(_select(argv, lambda e: era(e) == here))
     elif cmd == "defaults":
         twins, seen = [], set()
