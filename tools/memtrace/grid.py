@@ -87,8 +87,11 @@ def _worker(entry: dict) -> dict:
     warnings.filterwarnings("ignore")
     t = time.perf_counter()
     try:
-        if (entry.get("stack") or {}).get("trainer") == "torchtune":
+        trainer = (entry.get("stack") or {}).get("trainer")
+        if trainer == "torchtune":
             from .tune import trace_tune as trace  # noqa: PLC0415
+        elif trainer == "litgpt":
+            from .lit import trace_lit as trace  # noqa: PLC0415
         else:
             from .trace import trace  # noqa: PLC0415
         res = trace(plan_of(entry))

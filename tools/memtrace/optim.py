@@ -66,6 +66,8 @@ def adamw_impl(impl: str, trainer: str = "hf-trainer", transformers_era: str = "
         return impl
     if trainer == "hf-trainer" and transformers_era == "5":
         return "fused"
+    if trainer == "litgpt":
+        return "foreach"     # litgpt 0.5.13 default optimizer "AdamW": torch.optim.AdamW without flags
     if trainer == "torchtune":
         return "fused"       # torchtune 0.6.1 recipes/configs: optimizer torch.optim.AdamW, fused: True
     return "foreach"

@@ -23,7 +23,7 @@ COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "logits
               "temporaries")
 # the moments each file reports: tracker marks, plus the step's own peak and the overall peak
 MOMENTS = ("forward_end", "backward_start", "backward_end", "step", "peak")
-VENVS = {"5": None, "4.46": ".venv-tf448", "4.45": ".venv-tf445", "torchtune": ".venv-torchtune"}
+VENVS = {"5": None, "4.46": ".venv-tf448", "4.45": ".venv-tf445", "torchtune": ".venv-torchtune", "litgpt": ".venv-litgpt"}
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -72,6 +72,9 @@ STACKS = [
     _p("tt-l1b-full-gc-chunked", ckpt="full", trainer="torchtune", loss="chunked"),
     _p("tt-l1b-lora-chunked", "lora", trainer="torchtune", loss="chunked"),
     _p("tt-l1b-lora-gc-chunked", "lora", ckpt="full", trainer="torchtune", loss="chunked"),
+    # 6. LitGPT 0.5.13 (own GPT, bf16-true, chunked bf16 cross-entropy, loop variables kept; tools/memtrace/lit.py)
+    _p("lit-l1b-full", trainer="litgpt"),
+    _p("lit-l1b-lora", "lora", trainer="litgpt"),
     # b = 2: logits[..., :-1, :].contiguous() copies only when b > 1 (for b = 1 the slice is already contiguous)
     _p("l1b-full-pure-s1024-b2-tf445", seq=1024, mb=2, transformers="4.45", optimizer_impl="fused"),
     _p("l1b-full-pure-s1024-b2-tf445-custom", seq=1024, mb=2, transformers="4.45", trainer="custom-loop",
@@ -83,8 +86,8 @@ STACKS = [
 
 def era(entry: dict) -> str:
     """Which venv traces the entry: a transformers era, or "torchtune" (.venv-torchtune)."""
-    if entry["stack"].get("trainer") == "torchtune":
-        return "torchtune"
+    if entry["stack"].get("trainer") in ("torchtune", "litgpt"):
+        return entry["stack"]["trainer"]
     return str(entry["stack"].get("transformers", "5"))
 
 
@@ -92,7 +95,8 @@ def venv_era() -> str:
     try:
         import transformers  # noqa: PLC0415
     except ImportError:
-        return "torchtune"
+        import importlib.util  # noqa: PLC0415
+        return "litgpt" if importlib.util.find_spec("litgpt") else "torchtune"
     from .plan import era_of  # noqa: PLC0415
     return era_of(transformers.__version__)
 
@@ -115,12 +119,12 @@ def twin_of(entry: dict) -> str:
 
 
 def versions() -> dict:
-    import importlib  # noqa: PLC0415
+    from importlib import metadata  # noqa: PLC0415
     out = {"python": sys.version.split()[0]}
-    for name in ("torch", "transformers", "peft", "torchtune", "torchao"):
+    for name in ("torch", "transformers", "peft", "torchtune", "torchao", "litgpt", "lightning"):
         try:
-            out[name] = importlib.import_module(name).__version__
-        except ImportError:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
             pass
     return out
 
