@@ -58,10 +58,21 @@ trace: tools-venv
 	.venv-tf448/bin/pip install -q torch==2.13.0 "transformers>=4.48,<4.49" "peft>=0.14,<0.15" accelerate numpy
 	touch $@
 
-trace-stacks: tools-venv .venv-tf445/.ok .venv-tf448/.ok
+.venv-torchtune/.ok:
+	$(PYTHON) -m venv .venv-torchtune
+	.venv-torchtune/bin/pip install -q torch==2.13.0 torchtune==0.6.1 torchao==0.10.0 numpy
+	touch $@
+.venv-litgpt/.ok:
+	$(PYTHON) -m venv .venv-litgpt
+	.venv-litgpt/bin/pip install -q torch==2.13.0 litgpt==0.5.13 numpy
+	touch $@
+
+trace-stacks: tools-venv .venv-tf445/.ok .venv-tf448/.ok .venv-torchtune/.ok .venv-litgpt/.ok
 	$(PY) -m tools.memtrace.stacks run
 	PYTHONPATH=$(CURDIR)/py .venv-tf445/bin/python -m tools.memtrace.stacks run
 	PYTHONPATH=$(CURDIR)/py .venv-tf448/bin/python -m tools.memtrace.stacks run
+	PYTHONPATH=$(CURDIR)/py .venv-torchtune/bin/python -m tools.memtrace.stacks run
+	PYTHONPATH=$(CURDIR)/py .venv-litgpt/bin/python -m tools.memtrace.stacks run
 	$(PY) -m tools.memtrace.stacks defaults
 	$(PY) -m tools.memtrace.stacks readme
 

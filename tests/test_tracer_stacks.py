@@ -151,3 +151,42 @@ def test_pinned_transformers_custom_loop_logits(venv, era, kept):
     assert out.returncode == 0, out.stderr[-2000:]
     # 4.45: the model's forward upcasts, out.logits is fp32 (4sbV); 4.46-4.57: bf16 (2sbV), as in 5.x
     assert json.loads(out.stdout.strip().splitlines()[-1]) == kept * SB * V
+
+
+# -- 6. other trainers' own code (make trace-stacks venvs): checked only when present ------------------------
+L1B_P = 1235814400           # Llama 3.2 1B parameters, embedding tied to lm_head
+L1B_V, L1B_H = 128256, 2048
+
+
+def _run_in(venv, module, func, p):
+    py = os.path.join(ROOT, venv, "bin", "python")
+    if not os.path.exists(py):
+        pytest.skip(f"{venv} absent (built by `make trace-stacks`)")
+    code = (f"import json,sys,warnings; warnings.filterwarnings('ignore'); from {module} import {func} as t;"
+            "r=t(json.loads(sys.argv[1])); print(json.dumps({'peak': r['peak'], 'marks': r['marks'],"
+            " 'phase_peaks': r['phase_peaks']}))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "py")]))
+    out = subprocess.run([py, "-c", code, json.dumps(p)], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_torchtune_chunked_loss():
+    p = plan({"trainer": "torchtune"}, model="llama-3.2-1b", seq_len=64, loss="chunked")
+    r = _run_in(".venv-torchtune", "tools.memtrace.tune", "trace_tune", p)
+    sbv = 64 * B * L1B_V
+    # after `del logits` only the 8 chunks' fp32 log-softmax outputs are saved: 4sbV
+    assert r["marks"]["forward_end"]["components"]["logits"] == 4 * sbv
+    # the loss backward works chunk by chunk: 3 fp32 tensors of one chunk (12sbV / 8), not 12sbV
+    assert r["phase_peaks"]["backward"]["components"]["logits"] <= 12 * sbv // 8
+    assert r["peak"]["components"]["weights"] == 2 * L1B_P           # bf16, tied like the HF model
+
+
+def test_litgpt_untied_lm_head_and_kept_logits():
+    p = plan({"trainer": "litgpt"}, model="llama-3.2-1b", seq_len=64)
+    r = _run_in(".venv-litgpt", "tools.memtrace.lit", "trace_lit", p)
+    # Config "Llama-3.2-1B" has its own lm_head: P + V*h parameters, bf16
+    assert r["peak"]["components"]["weights"] == 2 * (L1B_P + L1B_V * L1B_H)
+    # `logits` (bf16, b x s x V) is a loop variable: still bound after the step
+    assert r["marks"]["step_end"]["components"]["logits"] == 2 * 64 * B * L1B_V

@@ -19,11 +19,18 @@ NOTES = """## What differs, and which tensors (s, b, h, V, I, L, P as in docs/tr
 | `transformers: 4.45`, custom loop | **+4sbV** kept (fp32 `out.logits`) through backward, the step and the next forward (+0.979 GiB at s·b 2048); loss backward 16sbV | the returned logits are the fp32 upcast |
 | `transformers: 4.46` (4.48.3, peft 0.14.0), HF Trainer | logits: forward peak **10sbV at b = 1, 14sbV at b ≥ 2** (bf16 logits + fp32 upcast + shifted copy + log-softmax); loss backward 12sbV; activations +0.312 GiB (repeat_kv as 4.45, plus 2sbh per layer) | `ForCausalLMLoss`: `logits.float()` then `logits[..., :-1, :].contiguous()` in `loss_utils`; the model keeps the bf16 logits in the output. The extra 2sbh per layer was not attributed (transposed attention output kept by `sdpa_attention_forward`, to confirm with `--dump-saved`) |
 | `transformers: 4.46`, custom loop | +2sbV kept (bf16 `out.logits`), as in 5.x | |
+| `trainer: torchtune` (0.6.1, torchao 0.10.0), full, `loss: chunked` | peak 12.567 vs 13.190: logits at the loss backward **12sbV/8** (one chunk's three fp32 tensors) instead of 12sbV; forward peak 4sbV (saved log-softmax) + 2sbV (bf16 chunks) + 4sbV/8 (one chunk's upcast); saved activations +0.445 GiB; buffers +0.031 GiB | `CEWithChunkedOutputLoss` upcasts each of the 8 bf16 output chunks inside its `compute_cross_entropy`; the recipe `del logits` before backward. torchtune's RoPE (`Llama3ScaledRoPE.forward`) works on `x.float()`, so q and k are saved in fp32 (not attributed op by op); the RoPE cache buffer is (max_seq_len 131072, 32, 2) fp32 |
+| `trainer: torchtune`, full, `loss: standard` | logits as HF (12sbV at the loss backward), forward peak 8sbV | `TransformerDecoder.forward` returns `self.output(h).float()` when not chunked: the fp32 logits are the model's output |
+| `trainer: torchtune`, checkpointing | peak moves to the end of backward (`embedding_dense_backward`, tied embedding) at 9.736 vs HF's 9.998 at the loss backward | `set_activation_checkpointing(..., {TransformerSelfAttentionLayer})` saves each layer's bf16 input as HF's does (+0.007 GiB) |
+| `trainer: torchtune`, LoRA (bf16 adapters, no autocast) | peak 7.247 (forward, a chunk's `nll_loss_forward`) vs 8.374 for HF with bf16 adapters; saved activations +0.187 GiB | as above; adapters are bf16 because the model is built under `set_default_dtype(bf16)` |
+| `trainer: litgpt` (0.5.13, lightning 2.6.6), full | weights **+2Vh** (untied lm_head, +0.489 GiB), gradients and states likewise; step peak with foreach +2P' (P' = P + Vh); **+2sbV** (bf16 `logits`) held through backward, the step and the next forward; log-softmax kept in **bf16** (2sbV), loss backward ≈ 4sbV | `Config.from_name("Llama-3.2-1B")` builds `lm_head = nn.Linear(...)` apart from `wte`; `fit()` binds `logits = model(input_ids)` as a loop variable; `chunked_cross_entropy` splits the bf16 logits into 128-row chunks and calls `F.cross_entropy` without upcasting; optimizer "AdamW" without flags = foreach. Saved activations +0.571 GiB vs HF (K/V expanded to every head before SDPA, and more; not attributed op by op) |
+| `trainer: litgpt`, LoRA | peak 7.281 vs 8.374; the lm_head runs in 128-token chunks (`lm_head_chunk_size=128`), each CE chunk's log-softmax in bf16 | `finetune/lora.py` `model(input_ids, lm_head_chunk_size=128)` |
 
 ## Not traced (and why)
 
-- **torchtune 0.6.1, LitGPT 0.5.13, torchtitan 0.3.0**: not traced in this session (time); the tracer refuses
-  `stack.trainer` torchtune / litgpt / torchtitan naming the key rather than trace HF code in their place.
+- **torchtitan 0.3.0**: not traced (time); `tools.memtrace.trace` refuses `stack.trainer: torchtitan` naming the
+  key rather than trace HF code in its place. torchtune's and LitGPT's QLoRA (torchao NF4 / bitsandbytes) are
+  not traced either.
 - **FSDP2 (`fully_shard`) through tools/fsdpprobe**, **torch.compile's partitioner saved set**: not done.
 - **bitsandbytes 0.42 itself**: not installed; its saved set is reproduced from the source (above).
 """

@@ -54,7 +54,8 @@ def table(out_dir: str, entries: list) -> str:
             lines.append(f"| {e['id']} | {st} | not traced (venv absent) | | | | | | | |")
             continue
         v = rec["versions"]
-        ver = f"tf {v['transformers']}, peft {v['peft']}, torch {v['torch']}"
+        ver = ", ".join(f"{k} {v[k]}" for k in ("transformers", "peft", "torchtune", "torchao", "litgpt", "torch")
+                        if k in v)
         b = rec["bytes"]
         pk = b["peak"]
         comp = " / ".join(_g(pk[c]) for c in SHORT)
