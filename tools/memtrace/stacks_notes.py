@@ -28,9 +28,17 @@ NOTES = """## What differs, and which tensors (s, b, h, V, I, L, P as in docs/tr
 
 ## Not traced (and why)
 
-- **torchtitan 0.3.0**: not traced (time); `tools.memtrace.trace` refuses `stack.trainer: torchtitan` naming the
-  key rather than trace HF code in its place. torchtune's and LitGPT's QLoRA (torchao NF4 / bitsandbytes) are
-  not traced either.
-- **FSDP2 (`fully_shard`) through tools/fsdpprobe**, **torch.compile's partitioner saved set**: not done.
-- **bitsandbytes 0.42 itself**: not installed; its saved set is reproduced from the source (above).
+- **torchtitan 0.3.0**: `pip install torchtitan==0.3.0` (torch 2.13.0) installed, but the package it gives is a
+  config-registry code base (`Trainer.Config`, `ChunkedLossWrapper` as the debug model's default loss, models
+  llama3 / qwen3 / deepseek_v3 ...), not the Dec-2024 `train.py` the leads describe; wiring its model registry
+  and loss wrapper into the tracer did not fit in this session. `tools.memtrace.trace` refuses
+  `stack.trainer: torchtitan` naming the key rather than trace HF code in its place.
+- **FSDP2 (`fully_shard`) through tools/fsdpprobe**, **torch.compile's partitioner saved set**: not done (time).
+- **bitsandbytes 0.42 itself**: not installed (its kernels need CUDA); its saved set is reproduced from the
+  source (above).
+- **QLoRA under torchtune (torchao NF4) and LitGPT (bitsandbytes plugin, lm_head included)**, LitGPT's FSDP
+  FULL_STATE_DICT load peak: not traced.
+- The 4.x eras were traced with HF's own `sdpa` attention (no FA2 hook exists there), so their activation
+  deltas include `repeat_kv`; a user with `attn_implementation="flash_attention_2"` would not pay it. The
+  logits deltas are independent of that.
 """
