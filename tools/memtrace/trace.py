@@ -78,7 +78,7 @@ def _quant_buffer_ids(model) -> set:
     return {id(b) for m in model.modules() if isinstance(m, FakeQuantLinear) for b in m._buffers.values()}
 
 
-def _snap_dict(snap: Snapshot) -> dict:
+def snap_dict(snap: Snapshot) -> dict:
     return {"bytes": snap.total, "phase": snap.phase, "op": snap.op, "components": components(snap),
             "by_category": {c: snap.by_cat.get(c, 0) for c in CATS}}
 
@@ -182,17 +182,17 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
         "peak_bytes": tr.peak.total,
         "peak_phase": tr.peak.phase,
         "peak_op": tr.peak.op,
-        "peak": _snap_dict(tr.peak),
+        "peak": snap_dict(tr.peak),
         "saved_activations_forward_end": sum(v for (c, sub), v in fwd_end.by_key.items()
                                              if c == "act" and sub not in ("input",)),
-        "forward_end": _snap_dict(fwd_end),
-        "phase_peaks": {ph: _snap_dict(sn) for ph, sn in tr.phase_peak.items()},
-        "marks": {m: _snap_dict(sn) for m, sn in tr.marks.items()},
+        "forward_end": snap_dict(fwd_end),
+        "phase_peaks": {ph: snap_dict(sn) for ph, sn in tr.phase_peak.items()},
+        "marks": {m: snap_dict(sn) for m, sn in tr.marks.items()},
         "inplace_accumulations": tr.inplace_hits,
         "peak_step": worst + 1,
-        "steps": [{"peak": _snap_dict(st["peak"]),
-                   "phase_peaks": {ph: _snap_dict(sn) for ph, sn in st["phase_peak"].items()},
-                   "marks": {m: _snap_dict(sn) for m, sn in st["marks"].items()}} for st in per_step],
+        "steps": [{"peak": snap_dict(st["peak"]),
+                   "phase_peaks": {ph: snap_dict(sn) for ph, sn in st["phase_peak"].items()},
+                   "marks": {m: snap_dict(sn) for m, sn in st["marks"].items()}} for st in per_step],
         "optimizer_impl": adamw_impl(plan.optimizer_impl, plan.trainer, plan.transformers)
                           if plan.optimizer == "adamw" else None,
         "adapter_dtype": str(dt["adapter"]).replace("torch.", ""),
