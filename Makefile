@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity bench bench-page clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity bench bench-page clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -48,6 +48,34 @@ test: tools-venv chromium site
 
 trace: tools-venv
 	$(PY) -m tools.memtrace $(PLAN)
+
+# Stack grid (tools/memtrace/stacks.py): pinned transformers eras in their own venvs (not part of `make test`).
+.venv-tf445/.ok:
+	$(PYTHON) -m venv .venv-tf445
+	.venv-tf445/bin/pip install -q torch==2.13.0 transformers==4.45.2 "peft<0.12" accelerate numpy
+	touch $@
+.venv-tf448/.ok:
+	$(PYTHON) -m venv .venv-tf448
+	.venv-tf448/bin/pip install -q torch==2.13.0 "transformers>=4.48,<4.49" "peft>=0.14,<0.15" accelerate numpy
+	touch $@
+
+.venv-torchtune/.ok:
+	$(PYTHON) -m venv .venv-torchtune
+	.venv-torchtune/bin/pip install -q torch==2.13.0 torchtune==0.6.1 torchao==0.10.0 numpy
+	touch $@
+.venv-litgpt/.ok:
+	$(PYTHON) -m venv .venv-litgpt
+	.venv-litgpt/bin/pip install -q torch==2.13.0 litgpt==0.5.13 numpy
+	touch $@
+
+trace-stacks: tools-venv .venv-tf445/.ok .venv-tf448/.ok .venv-torchtune/.ok .venv-litgpt/.ok
+	$(PY) -m tools.memtrace.stacks run
+	PYTHONPATH=$(CURDIR)/py .venv-tf445/bin/python -m tools.memtrace.stacks run
+	PYTHONPATH=$(CURDIR)/py .venv-tf448/bin/python -m tools.memtrace.stacks run
+	PYTHONPATH=$(CURDIR)/py .venv-torchtune/bin/python -m tools.memtrace.stacks run
+	PYTHONPATH=$(CURDIR)/py .venv-litgpt/bin/python -m tools.memtrace.stacks run
+	$(PY) -m tools.memtrace.stacks defaults
+	$(PY) -m tools.memtrace.stacks readme
 
 dsprobe: tools-venv
 	$(PY) -m tools.dsprobe $(PLAN)

@@ -26,14 +26,24 @@ def precision_dtypes(plan: TracePlan) -> dict:
     lora/qlora: the frozen base is loaded in the half dtype (bf16 for bf16-*, fp16 for fp16-mixed,
             fp32 for fp32); adapters are fp32 under *-mixed (peft autocast_adapter_dtype=True) and
             run under autocast, bf16 under bf16-pure (no autocast).
+    stack.peft_adapter_dtype overrides the adapter dtype: fp32 (PEFT >= 0.12 autocast_adapter_dtype=True)
+    or base (the base layer's dtype: PEFT < 0.12, or a framework that casts the whole module); auto keeps
+    the rule above.
     """
     p, peft = plan.precision, plan.method in ("lora", "qlora")
     half = torch.float16 if p == "fp16-mixed" else torch.bfloat16
     if p == "fp32":
-        return {"base": torch.float32, "adapter": torch.float32, "autocast": None}
-    if p == "bf16-pure":
-        return {"base": torch.bfloat16, "adapter": torch.bfloat16, "autocast": None}
-    return {"base": half if peft else torch.float32, "adapter": torch.float32, "autocast": half}
+        d = {"base": torch.float32, "adapter": torch.float32, "autocast": None}
+    elif p == "bf16-pure":
+        d = {"base": torch.bfloat16, "adapter": torch.bfloat16, "autocast": None}
+    else:
+        d = {"base": half if peft else torch.float32, "adapter": torch.float32, "autocast": half}
+    ad = getattr(plan, "peft_adapter_dtype", "auto")
+    if ad == "fp32":
+        d["adapter"] = torch.float32
+    elif ad == "base":
+        d["adapter"] = d["base"]
+    return d
 
 
 def hf_config(plan: TracePlan, attn: str):
@@ -65,6 +75,19 @@ def flash_attention_forward(module, query, key, value, attention_mask, dropout=0
     return out.transpose(1, 2).contiguous(), None
 
 
+def has_attention_interface() -> bool:
+    """transformers >= 4.48 has AttentionInterface; older releases pick the attention class by name."""
+    try:
+        from transformers import AttentionInterface  # noqa: PLC0415, F401
+    except ImportError:
+        return False
+    try:
+        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS  # noqa: PLC0415, F401
+    except ImportError:
+        return False
+    return True
+
+
 def register_flash() -> None:
     from transformers import AttentionInterface  # noqa: PLC0415
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS  # noqa: PLC0415
@@ -73,8 +96,14 @@ def register_flash() -> None:
 
 
 def attn_impl(plan: TracePlan) -> str:
-    """flash/sdpa -> FA2 profile (our registered kernel); eager -> HF eager."""
-    return "eager" if plan.attention == "eager" else FLASH
+    """flash/sdpa -> FA2 profile (our registered kernel); eager -> HF eager.
+
+    Without AttentionInterface (transformers < 4.48, or 4.48-4.5x without masking_utils) flash/sdpa run HF's
+    own "sdpa" class of that release, as a user of that release gets without flash-attn installed.
+    """
+    if plan.attention == "eager":
+        return "eager"
+    return FLASH if has_attention_interface() else "sdpa"
 
 
 def build_meta_model(plan: TracePlan, gc_context_fn=None):
@@ -88,18 +117,30 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     kw = {"attn_implementation": attn}
     if getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None):
         kw["experts_implementation"] = "grouped_mm"    # the default on CUDA sm80+
+    import transformers  # noqa: PLC0415
+    dkw = {"dtype": dt["base"]} if int(transformers.__version__.split(".")[0]) >= 5 else {"torch_dtype": dt["base"]}
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dt["base"], **kw)
+        model = AutoModelForCausalLM.from_config(cfg, **dkw, **kw)
     model.train()
-    if plan.activation_checkpointing in ("full", "selective"):
-        gk = {"use_reentrant": False}
-        if gc_context_fn is not None:
-            gk["context_fn"] = gc_context_fn
+    gk = {"use_reentrant": False}
+    if gc_context_fn is not None:
+        gk["context_fn"] = gc_context_fn
+    ckpt = plan.activation_checkpointing in ("full", "selective")
+    if ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gk)
     if plan.method == "qlora":
         with torch.device("meta"):
             quantize_targets(model, plan.lora_targets, plan.quant_type, plan.double_quant,
-                             DTYPES.get(plan.compute_dtype, torch.bfloat16), dt["base"])
+                             DTYPES.get(plan.compute_dtype, torch.bfloat16), dt["base"],
+                             keep_input=getattr(plan, "bitsandbytes", "current") == "0.42")
+    if plan.method in ("lora", "qlora") and getattr(plan, "kbit_prepare", "auto") is True:
+        # peft.prepare_model_for_kbit_training (peft/utils/other.py): freezes the base, casts every 16-bit
+        # parameter that is not a bnb Params4bit to fp32, and (for a k-bit model) enables checkpointing
+        from peft import prepare_model_for_kbit_training  # noqa: PLC0415
+        model.is_loaded_in_4bit = plan.method == "qlora"
+        with torch.device("meta"):
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=ckpt,
+                                                    gradient_checkpointing_kwargs=gk)
     if plan.method in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model  # noqa: PLC0415
         lc = LoraConfig(r=plan.lora_rank, lora_alpha=plan.lora_alpha, lora_dropout=plan.lora_dropout,
@@ -147,8 +188,12 @@ def hf_patches():
     returns a packed mask, which materialises a (b,1,s,s) mask per layer and disables GQA in SDPA.
     A real unpacked batch returns None, so we return None.
     """
-    import transformers.masking_utils as mu  # noqa: PLC0415
-    orig = mu.find_packed_sequence_indices
+    try:
+        import transformers.masking_utils as mu  # noqa: PLC0415
+        orig = mu.find_packed_sequence_indices
+    except (ImportError, AttributeError):        # transformers < 4.53: no packed-sequence detection
+        yield
+        return
     mu.find_packed_sequence_indices = lambda position_ids: None
     try:
         yield
@@ -200,8 +245,12 @@ class _GroupedMMEmulated(torch.autograd.Function):
 
 @contextlib.contextmanager
 def grouped_mm_any_dtype():
-    from transformers.integrations import moe  # noqa: PLC0415
-    orig = moe._grouped_mm
+    try:
+        from transformers.integrations import moe  # noqa: PLC0415
+        orig = moe._grouped_mm
+    except (ImportError, AttributeError):        # transformers 4.x: experts are one nn.Linear each
+        yield
+        return
 
     def gmm(input, weight, offs):
         if weight.dtype == torch.bfloat16:

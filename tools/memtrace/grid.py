@@ -85,9 +85,15 @@ def select(quick: bool) -> list:
 def _worker(entry: dict) -> dict:
     import warnings  # noqa: PLC0415
     warnings.filterwarnings("ignore")
-    from .trace import trace  # noqa: PLC0415
     t = time.perf_counter()
     try:
+        trainer = (entry.get("stack") or {}).get("trainer")
+        if trainer == "torchtune":
+            from .tune import trace_tune as trace  # noqa: PLC0415
+        elif trainer == "litgpt":
+            from .lit import trace_lit as trace  # noqa: PLC0415
+        else:
+            from .trace import trace  # noqa: PLC0415
         res = trace(plan_of(entry))
     except Exception as e:  # report, don't lose the rest of the grid
         res = {"error": f"{type(e).__name__}: {e}"}

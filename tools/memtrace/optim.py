@@ -2,7 +2,8 @@
 
 adamw             torch.optim.AdamW(fused=True) = HF `adamw_torch_fused`, the Trainer default for
                   torch >= 2.8. States exp_avg/exp_avg_sq in the param dtype; the fused kernel makes
-                  no temporaries.
+                  no temporaries. stack.optimizer_impl foreach / single-tensor: AdamW(foreach=True) /
+                  AdamW(foreach=False, fused=False), traced as torch runs them (adamw_impl).
 sgd               torch.optim.SGD(lr) = HF `sgd` (momentum 0): no state.
 adafactor         transformers.optimization.Adafactor(scale_parameter=False, relative_step=False)
                   = HF `adafactor`: factored fp32 row/col second moments; fp32 working copies in step.
@@ -53,9 +54,32 @@ class EmulatedBnbOptimizer(torch.optim.Optimizer):
         return None
 
 
-def make_optimizer(name: str, params):
+def adamw_impl(impl: str, trainer: str = "hf-trainer", transformers_era: str = "5") -> str:
+    """stack.optimizer_impl -> "fused" | "foreach" | "single-tensor" ("auto" = the trainer's default).
+
+    hf-trainer: `adamw_torch_fused` is TrainingArguments' default optim in transformers 5 (torch >= 2.8);
+    in the 4.x eras the default `adamw_torch` builds torch.optim.AdamW without flags, which on CUDA
+    picks foreach (torch/optim/optimizer.py _default_to_fused_or_foreach). custom-loop: torch's own
+    default on CUDA, foreach.
+    """
+    if impl != "auto":
+        return impl
+    if trainer == "hf-trainer" and transformers_era == "5":
+        return "fused"
+    if trainer == "litgpt":
+        return "foreach"     # litgpt 0.5.13 default optimizer "AdamW": torch.optim.AdamW without flags
+    if trainer == "torchtune":
+        return "fused"       # torchtune 0.6.1 recipes/configs: optimizer torch.optim.AdamW, fused: True
+    return "foreach"
+
+
+def make_optimizer(name: str, params, impl: str = "fused"):
     params = [p for p in params if p.requires_grad]
     if name == "adamw":
+        if impl == "foreach":
+            return torch.optim.AdamW(params, lr=1e-5, foreach=True)
+        if impl == "single-tensor":
+            return torch.optim.AdamW(params, lr=1e-5, foreach=False, fused=False)
         return torch.optim.AdamW(params, lr=1e-5, fused=True)
     if name == "sgd":
         return torch.optim.SGD(params, lr=1e-5)

@@ -26,6 +26,13 @@ class TracePlan:
     quant_type: str
     double_quant: bool
     compute_dtype: str
+    # plan-v1 Extension 1 (`stack`): the software whose step is traced (docs/tracer.md §7)
+    trainer: str = "hf-trainer"
+    transformers: str = "5"
+    peft_adapter_dtype: str = "auto"
+    kbit_prepare: object = "auto"
+    bitsandbytes: str = "current"
+    optimizer_impl: str = "auto"
 
 
 # plan features the tracer does not emulate: refuse instead of tracing something else
@@ -35,9 +42,14 @@ _UNSUPPORTED = {
     ("loss", "chunked"): "chunked / fused cross-entropy is not emulated",
     ("optimizer_in_backward", True): "optimizer-in-backward is not emulated",
 }
+# stack values this tracer runs: the HF model code (in whichever transformers this venv has)
+_STACK_TRACED = {
+    "trainer": ("hf-trainer", "custom-loop"),
+    "compile": ("none",),
+}
 
 
-def from_dict(d: dict) -> TracePlan:
+def from_dict(d: dict, trainers: tuple = ("hf-trainer", "custom-loop")) -> TracePlan:
     """plan-v1 dict -> TracePlan (contract defaults for missing keys).
 
     Raises ValueError naming the key for features the tracer does not emulate. Sharding keys (framework,
@@ -45,9 +57,19 @@ def from_dict(d: dict) -> TracePlan:
     """
     from zerocalc import Plan  # noqa: PLC0415  (validates keys and values, fills the contract's defaults)
     d = Plan.from_dict(dict(d)).to_dict()
+    st = d.get("stack") or {}
+    own = st.get("trainer") in ("torchtune", "litgpt", "torchtitan")
     for (key, value), why in _UNSUPPORTED.items():
+        if own and key == "loss":
+            continue                    # torchtune's CEWithChunkedOutputLoss is its own code, traced as is
         if d.get(key) == value:
             raise ValueError(f"{key}={value!r}: {why}")
+    for key, ok in {**_STACK_TRACED, "trainer": trainers}.items():
+        if key in st and st[key] not in ok:
+            raise ValueError(f"stack.{key}={st[key]!r}: this tracer runs the Hugging Face model code only "
+                             f"(traced: {', '.join(map(str, ok))})")
+    if not own:
+        _check_transformers_era(str(st.get("transformers", "5")))
     lora, q = d["lora"], d["quantization"]
     return TracePlan(
         model=d["model"],
@@ -67,4 +89,27 @@ def from_dict(d: dict) -> TracePlan:
         quant_type=q["type"],
         double_quant=bool(q["double_quant"]),
         compute_dtype=q["compute_dtype"],
+        trainer=st.get("trainer", "hf-trainer"),
+        transformers=str(st.get("transformers", "5")),
+        peft_adapter_dtype=st.get("peft_adapter_dtype", "auto"),
+        kbit_prepare=st.get("kbit_prepare", "auto"),
+        bitsandbytes=st.get("bitsandbytes", "current"),
+        optimizer_impl=st.get("optimizer_impl", "auto"),
     )
+
+
+# stack.transformers era -> the installed transformers versions that are that era (contract Extension 1)
+def era_of(version: str) -> str:
+    major, minor = (int(x) for x in version.split(".")[:2])
+    if major >= 5:
+        return "5"
+    return "4.46" if minor >= 46 else "4.45"
+
+
+def _check_transformers_era(era: str) -> None:
+    """The traced code is the installed transformers: refuse a plan that names another era."""
+    import transformers  # noqa: PLC0415
+    have = era_of(transformers.__version__)
+    if have != era:
+        raise ValueError(f"stack.transformers={era!r}: this venv has transformers {transformers.__version__} "
+                         f"(era {have!r}); run the pinned venv (make trace-stacks)")

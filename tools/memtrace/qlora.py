@@ -9,6 +9,10 @@ bitsandbytes needs CUDA, so its storage and its forward/backward allocations are
   forward  (bnb.autograd MatMul4Bit.forward): dequantize the full weight to a compute-dtype
            temporary, F.linear, save only the packed weight (the input is NOT saved).
   backward: dequantize again to a temporary, grad_input = grad_output @ W.
+  stack.bitsandbytes 0.42 (bitsandbytes < 0.43.2): MatMul4Bit.forward also keeps `ctx.tensors = (A, B)`,
+           a plain ctx attribute (not save_for_backward), so each 4-bit layer's compute-dtype input stays alive
+           until the autograd graph itself is freed (after backward, when the loss goes), not when the node
+           runs. Emulated as the same ctx attribute (keep_input=True).
   Int8 (LLM.int8 storage only): int8 weight 1 B/param + fp32 row scale per output row; the
   forward/backward are emulated like 4-bit (dequantized temporary), which is an approximation.
 """
@@ -25,9 +29,11 @@ BLOCK2 = 256        # nested (double) quantization block size
 
 class _DequantMatmul(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, packed, shape, dtype):
+    def forward(ctx, x, packed, shape, dtype, keep_input=False):
         w = torch.empty(shape, dtype=dtype, device=x.device)        # dequantize_4bit output
         ctx.save_for_backward(packed)
+        if keep_input:
+            ctx.tensors = (x, packed)       # bitsandbytes <= 0.43.1 MatMul4Bit.forward
         ctx.shape, ctx.dtype = shape, dtype
         return torch.nn.functional.linear(x, w)
 
@@ -35,15 +41,16 @@ class _DequantMatmul(torch.autograd.Function):
     def backward(ctx, grad_out):
         (packed,) = ctx.saved_tensors
         w = torch.empty(ctx.shape, dtype=ctx.dtype, device=grad_out.device)
-        return torch.matmul(grad_out, w.to(grad_out.dtype)), None, None, None
+        return torch.matmul(grad_out, w.to(grad_out.dtype)), None, None, None, None
 
 
 class FakeQuantLinear(nn.Linear):
     """Stand-in for bnb Linear4bit / Linear8bitLt: packed storage + block stats, dequant temporaries."""
 
     def __init__(self, in_features, out_features, bias, quant_type="nf4", double_quant=True,
-                 compute_dtype=torch.bfloat16, bias_dtype=torch.bfloat16):
+                 compute_dtype=torch.bfloat16, bias_dtype=torch.bfloat16, keep_input=False):
         nn.Module.__init__(self)
+        self.keep_input = keep_input
         self.in_features, self.out_features = in_features, out_features
         self.compute_dtype = compute_dtype
         n = in_features * out_features
@@ -68,19 +75,22 @@ class FakeQuantLinear(nn.Linear):
     def forward(self, x):
         inp_dtype = x.dtype
         x = x.to(self.compute_dtype)
-        out = _DequantMatmul.apply(x, self.weight, (self.out_features, self.in_features), self.compute_dtype)
+        out = _DequantMatmul.apply(x, self.weight, (self.out_features, self.in_features), self.compute_dtype,
+                                   self.keep_input)
         if self.bias is not None:
             out = out + self.bias.to(self.compute_dtype)
         return out.to(inp_dtype)
 
 
-def quantize_targets(model: nn.Module, targets, quant_type, double_quant, compute_dtype, base_dtype) -> int:
+def quantize_targets(model: nn.Module, targets, quant_type, double_quant, compute_dtype, base_dtype,
+                     keep_input=False) -> int:
     """Replace every nn.Linear whose name ends in a target with FakeQuantLinear; returns the count."""
     n = 0
     for name, mod in list(model.named_modules()):
         for cname, child in list(mod.named_children()):
             if type(child) is nn.Linear and cname in targets:
                 setattr(mod, cname, FakeQuantLinear(child.in_features, child.out_features, child.bias is not None,
-                                                    quant_type, double_quant, compute_dtype, base_dtype))
+                                                    quant_type, double_quant, compute_dtype, base_dtype,
+                                                    keep_input))
                 n += 1
     return n

@@ -1,6 +1,7 @@
 """One steady-state training step of a plan on FakeTensors, with live-storage accounting.
 
-Sequence (HF Trainer's training_step, single GPU, docs/tracer.md §1e):
+Sequence (HF Trainer's training_step, single GPU, docs/tracer.md §1e), run for two consecutive steps
+(docs/tracer.md §7) so that what a loop keeps from the previous step shows:
   warm-up: every trainable param gets a zero grad, optimizer.step(), zero_grad(set_to_none=True),
            so the optimizer states exist and the traced step is step >= 2;
   if gradient_accumulation_steps > 1 the grads already exist (zeros) before the traced micro-step,
@@ -8,6 +9,9 @@ Sequence (HF Trainer's training_step, single GPU, docs/tracer.md §1e):
   forward  under autocast for *-mixed: out = model(input_ids, labels); loss = out.loss; del out
            (Trainer.compute_loss drops the outputs, so the bf16 logits die before backward);
   backward loss.backward(); step optimizer.step(); zero_grad(set_to_none=True).
+stack.trainer custom-loop (a plain PyTorch loop over an HF model):
+  out = model(input_ids, labels); out.loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+  with `out` referenced through backward and the step, and rebound only when the next forward returns.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import torch
 
 from .cuda_autocast import cuda_autocast_policy
 from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches
-from .optim import make_optimizer, state_tensors
+from .optim import adamw_impl, make_optimizer, state_tensors
 from .plan import TracePlan, from_dict
 from .tracker import CATS, Snapshot, StorageTracker
 
@@ -74,13 +78,17 @@ def _quant_buffer_ids(model) -> set:
     return {id(b) for m in model.modules() if isinstance(m, FakeQuantLinear) for b in m._buffers.values()}
 
 
-def _snap_dict(snap: Snapshot) -> dict:
+def snap_dict(snap: Snapshot) -> dict:
     return {"bytes": snap.total, "phase": snap.phase, "op": snap.op, "components": components(snap),
             "by_category": {c: snap.by_cat.get(c, 0) for c in CATS}}
 
 
-def trace(plan_d: dict, dump_saved: bool = False) -> dict:
-    """Trace one steady-state step of a plan-v1 dict; returns the report dict (bytes)."""
+def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
+    """Trace `steps` consecutive steady-state steps of a plan-v1 dict; returns the report dict (bytes).
+
+    The top-level peak / phase_peaks / marks are those of the step with the highest peak (ties: the last),
+    so what a loop keeps from the previous step shows; `steps` has every step's peak and marks.
+    """
     from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
     t0 = time.perf_counter()
     plan: TracePlan = from_dict(plan_d)
@@ -103,7 +111,8 @@ def trace(plan_d: dict, dump_saved: bool = False) -> dict:
         ids = torch.zeros(b, s, dtype=torch.long)
         tr.register(ids, "act", "input")
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = make_optimizer(plan.optimizer, params)
+        opt = make_optimizer(plan.optimizer, params,
+                             adamw_impl(plan.optimizer_impl, plan.trainer, plan.transformers))
         for p in params:
             p.register_post_accumulate_grad_hook(lambda p: tr.relabel(p.grad, "grad", ""))
         _ACTIVE["tracker"] = tr
@@ -115,36 +124,56 @@ def trace(plan_d: dict, dump_saved: bool = False) -> dict:
             opt.zero_grad(set_to_none=True)
             for t in state_tensors(opt):
                 tr.relabel(t, "opt", "paged" if getattr(opt, "paged", False) else "")
-            tr.set_phase("setup")
-            if plan.gradient_accumulation_steps > 1:
-                for p in params:
-                    p.grad = torch.zeros_like(p)
-                    tr.relabel(p.grad, "grad", "")
-            tr.peak, tr.phase_peak = Snapshot(), {}
-            tr.mark("start")
-            t1 = time.perf_counter()
-            tr.set_phase("forward")
             ac = torch.autocast("cpu", dtype=dt["autocast"]) if dt["autocast"] else contextlib.nullcontext()
             if dump_saved:
                 from .dump import SavedRecorder  # noqa: PLC0415
                 saved = SavedRecorder(model)
-            with ac, (saved.hooks() if saved else contextlib.nullcontext()):
-                out = model(input_ids=ids, labels=ids)
-            loss = out.loss
-            del out
-            tr.mark("forward_end")
-            if saved:
-                saved.finish(tr)
-            tr.set_phase("backward")
-            loss.backward()
-            del loss
-            tr.mark("backward_end")
-            tr.set_phase("step")
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            tr.mark("step_end")
+            custom = plan.trainer == "custom-loop"
+            per_step = []
+            out = None
+            t1 = time.perf_counter()
+            for i in range(steps):
+                tr.set_phase("setup")
+                if plan.gradient_accumulation_steps > 1:
+                    for p in params:      # a later micro-step: the gradients already exist
+                        p.grad = torch.zeros_like(p)
+                        tr.relabel(p.grad, "grad", "")
+                tr.peak, tr.phase_peak, tr.marks = Snapshot(), {}, {}
+                tr.mark("start")
+                tr.set_phase("forward")
+                rec = saved.hooks() if (saved and i == steps - 1) else contextlib.nullcontext()
+                with ac, rec:
+                    new = model(input_ids=ids, labels=ids)
+                # custom loop: `out = model(**batch)` rebinds `out` only now, so the previous step's output
+                # (its logits, its loss and through it the graph's ctx attributes) lived until here
+                out = new
+                del new
+                tr.mark("forward_return")
+                if custom:
+                    loss = None          # out.loss.backward(): `out` (logits included) stays referenced
+                else:
+                    loss = out.loss      # Trainer.compute_loss returns the loss and drops the outputs
+                    out = None
+                tr.mark("forward_end")
+                if saved and i == steps - 1:
+                    saved.finish(tr)
+                tr.set_phase("backward")
+                tr.mark("backward_start")
+                (out.loss if custom else loss).backward()
+                loss = None
+                tr.mark("backward_end")
+                tr.set_phase("step")
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                tr.mark("step_end")
+                per_step.append({"peak": tr.peak, "phase_peak": dict(tr.phase_peak), "marks": dict(tr.marks)})
+            out = None
+            tr.mark("after_loop")
+            per_step[-1]["marks"]["after_loop"] = tr.marks["after_loop"]
             t2 = time.perf_counter()
         _ACTIVE.clear()
+    worst = max(range(len(per_step)), key=lambda j: (per_step[j]["peak"].total, j))
+    tr.peak, tr.phase_peak, tr.marks = per_step[worst]["peak"], per_step[worst]["phase_peak"], per_step[worst]["marks"]
     fwd_end = tr.marks["forward_end"]
     res = {
         "plan": plan_d,
@@ -153,13 +182,20 @@ def trace(plan_d: dict, dump_saved: bool = False) -> dict:
         "peak_bytes": tr.peak.total,
         "peak_phase": tr.peak.phase,
         "peak_op": tr.peak.op,
-        "peak": _snap_dict(tr.peak),
+        "peak": snap_dict(tr.peak),
         "saved_activations_forward_end": sum(v for (c, sub), v in fwd_end.by_key.items()
                                              if c == "act" and sub not in ("input",)),
-        "forward_end": _snap_dict(fwd_end),
-        "phase_peaks": {ph: _snap_dict(sn) for ph, sn in tr.phase_peak.items()},
-        "marks": {m: _snap_dict(sn) for m, sn in tr.marks.items()},
+        "forward_end": snap_dict(fwd_end),
+        "phase_peaks": {ph: snap_dict(sn) for ph, sn in tr.phase_peak.items()},
+        "marks": {m: snap_dict(sn) for m, sn in tr.marks.items()},
         "inplace_accumulations": tr.inplace_hits,
+        "peak_step": worst + 1,
+        "steps": [{"peak": snap_dict(st["peak"]),
+                   "phase_peaks": {ph: snap_dict(sn) for ph, sn in st["phase_peak"].items()},
+                   "marks": {m: snap_dict(sn) for m, sn in st["marks"].items()}} for st in per_step],
+        "optimizer_impl": adamw_impl(plan.optimizer_impl, plan.trainer, plan.transformers)
+                          if plan.optimizer == "adamw" else None,
+        "adapter_dtype": str(dt["adapter"]).replace("torch.", ""),
         "trainable_params": sum(p.numel() for p in params),
         "seconds": {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)},
     }

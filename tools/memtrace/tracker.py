@@ -185,10 +185,27 @@ class StorageTracker(TorchDispatchMode):
         node = torch._C._current_autograd_node()
         if ra is None or rb is None or node is None or ra.cat not in ("temp", "recomp"):
             return None
-        if ra.node != id(node) and rb.node == id(node) and a.shape == b.shape and a.dtype == b.dtype \
-                and a.is_contiguous() and a.untyped_storage().nbytes() == a.numel() * a.element_size():
+        # autograd's InputBuffer::accumulate adds in place when the buffer is non-overlapping and dense
+        # (torch/csrc/autograd/input_buffer.cpp can_accumulate_inplace), transposed weight grads included
+        # the new gradient was made by the current node, or reaches it through a view's backward (the weight
+        # gradient of F.linear is mm(...) seen through TBackward0)
+        fresh = rb.node == id(node) or (node.name() in _VIEW_BACKWARDS and rb.node not in (0, ra.node))
+        if ra.node != id(node) and fresh and a.shape == b.shape and a.dtype == b.dtype \
+                and _dense(a) and a.untyped_storage().nbytes() == a.numel() * a.element_size():
             return ra
         return None
+
+
+_VIEW_BACKWARDS = ("TBackward0", "TransposeBackward0", "PermuteBackward0", "ViewBackward0", "UnsafeViewBackward0",
+                   "ReshapeAliasBackward0")
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: some permutation of the dims is contiguous (a transpose counts)."""
+    if t.is_contiguous():
+        return True
+    order = sorted(range(t.dim()), key=lambda d: (t.stride(d), t.size(d)), reverse=True)
+    return t.permute(order).is_contiguous()
 
 
 def gib(n: int) -> float:

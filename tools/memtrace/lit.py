@@ -1,0 +1,151 @@
+"""LitGPT's own training step on FakeTensors (plan-v1 `stack.trainer: litgpt`; run in .venv-litgpt).
+
+What runs (litgpt 0.5.13, litgpt/finetune/full.py and finetune/lora.py, `fit`): LitGPT's `GPT` (or
+`litgpt.lora.GPT` with `mark_only_lora_as_trainable`) built from `Config.from_name("Llama-3.2-1B")` in bf16
+(Fabric precision "bf16-true": weights and LoRA in bf16, no autocast), `model.max_seq_length` set to the
+sequence length (rebuilds the RoPE cos/sin buffers), no activation checkpointing on one device. The step:
+  full: logits = model(input_ids); loss = chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])
+  lora: logits = model(input_ids, lm_head_chunk_size=128); logits[-1] = logits[-1][..., :-1, :];
+        loss = chunked_cross_entropy(logits, targets[..., 1:])
+  fabric.backward(loss); optimizer.step(); optimizer.zero_grad()
+`logits` and `loss` are loop variables: they stay bound until the next iteration rebinds them (after the next
+forward returns). The optimizer is litgpt's default "AdamW" = torch.optim.AdamW without flags (foreach on
+CUDA). Two consecutive steps, as trace.trace.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .build import fakeify
+from .optim import adamw_impl, make_optimizer, state_tensors
+from .plan import from_dict
+from .trace import snap_dict
+from .tracker import Snapshot, StorageTracker
+
+NAMES = {"llama-3.2-1b": "Llama-3.2-1B"}
+LM_HEAD_CHUNK = 128       # finetune/lora.py: model(input_ids, lm_head_chunk_size=128)
+
+
+def build(plan):
+    if plan.model not in NAMES:
+        raise ValueError(f"model={plan.model!r}: the LitGPT tracer builds {', '.join(NAMES)} only")
+    if plan.precision != "bf16-pure":
+        raise ValueError("precision: LitGPT's finetune scripts default to bf16-true (use bf16-pure)")
+    if plan.activation_checkpointing != "none":
+        raise ValueError("activation_checkpointing: LitGPT 0.5.13's single-device finetune scripts do not checkpoint")
+    if plan.method == "lora":
+        from litgpt.lora import GPT, Config, mark_only_lora_as_trainable  # noqa: PLC0415
+        t = set(plan.lora_targets)
+        cfg = Config.from_name(NAMES[plan.model], lora_r=plan.lora_rank, lora_alpha=plan.lora_alpha,
+                               lora_dropout=plan.lora_dropout, lora_query="q_proj" in t, lora_key="k_proj" in t,
+                               lora_value="v_proj" in t, lora_projection="o_proj" in t,
+                               lora_mlp=bool(t & {"gate_proj", "up_proj", "down_proj"}), lora_head=False)
+    elif plan.method == "full":
+        from litgpt import Config  # noqa: PLC0415
+        from litgpt.model import GPT  # noqa: PLC0415
+        cfg = Config.from_name(NAMES[plan.model])
+    else:
+        raise ValueError("method: the LitGPT tracer runs full and lora")
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device("meta"):
+            model = GPT(cfg)
+    finally:
+        torch.set_default_dtype(prev)
+    if plan.method == "lora":
+        mark_only_lora_as_trainable(model)
+    model.train()
+    return model
+
+
+def trace_lit(plan_d: dict, steps: int = 2) -> dict:
+    from litgpt.utils import chunked_cross_entropy  # noqa: PLC0415
+    from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
+    t0 = time.perf_counter()
+    plan = from_dict(plan_d, trainers=("litgpt",))
+    model = build(plan)
+    fm = FakeTensorMode(allow_non_fake_inputs=False)
+    fakeify(model, fm, torch.bfloat16)
+    b, s = plan.micro_batch_size, plan.seq_len
+    V = model.config.padded_vocab_size
+    lora = plan.method == "lora"
+    # logits-sized: the lm_head chunks (b, 128, V) and chunked_cross_entropy's 128-row chunks (128, V)
+    tr = StorageTracker(logits_numel=LM_HEAD_CHUNK * V, vocab=V)
+    impl = adamw_impl(plan.optimizer_impl, "litgpt", "5")
+    with fm:
+        model.max_seq_length = s           # fit(): rebuilds cos/sin for the longest sequence
+        lora_ids = {id(p) for p in model.parameters() if p.requires_grad} if lora else set()
+        for p in model.parameters():
+            tr.register(p, "weight", "lora" if id(p) in lora_ids else "")
+        for bf in model.buffers():
+            tr.register(bf, "weight", "buffer")
+        input_ids = torch.zeros(b, s, dtype=torch.long)
+        targets = torch.zeros(b, s, dtype=torch.long)
+        for t in (input_ids, targets):
+            tr.register(t, "act", "input")
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = make_optimizer(plan.optimizer, params, impl)
+        for p in params:
+            p.register_post_accumulate_grad_hook(lambda p: tr.relabel(p.grad, "grad", ""))
+        per_step = []
+        with tr:
+            tr.set_phase("warmup")
+            for p in params:
+                p.grad = torch.zeros_like(p)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            for t in state_tensors(opt):
+                tr.relabel(t, "opt", "")
+            t1 = time.perf_counter()
+            logits = loss = None
+            for _ in range(steps):
+                tr.set_phase("setup")
+                tr.peak, tr.phase_peak, tr.marks = Snapshot(), {}, {}
+                tr.mark("start")
+                tr.set_phase("forward")
+                if lora:
+                    new = model(input_ids, lm_head_chunk_size=LM_HEAD_CHUNK)
+                    logits = new                # the previous step's logits die only here
+                    del new
+                    logits[-1] = logits[-1][..., :-1, :]
+                    tr.mark("forward_return")
+                    loss = chunked_cross_entropy(logits, targets[..., 1:])
+                else:
+                    new = model(input_ids)
+                    logits = new
+                    del new
+                    tr.mark("forward_return")
+                    loss = chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])
+                tr.mark("forward_end")
+                tr.set_phase("backward")
+                tr.mark("backward_start")
+                loss.backward()                 # fabric.backward(loss / accumulation) on one device
+                tr.mark("backward_end")
+                tr.set_phase("step")
+                opt.step()
+                opt.zero_grad()
+                tr.mark("step_end")
+                per_step.append({"peak": tr.peak, "phase_peak": dict(tr.phase_peak), "marks": dict(tr.marks)})
+            t2 = time.perf_counter()
+    worst = max(range(len(per_step)), key=lambda j: (per_step[j]["peak"].total, j))
+    w = per_step[worst]
+    fwd_end = w["marks"]["forward_end"]
+    return {
+        "plan": plan_d, "model_type": "litgpt Llama-3.2-1B", "peak_bytes": w["peak"].total,
+        "peak_phase": w["peak"].phase, "peak_op": w["peak"].op, "peak": snap_dict(w["peak"]),
+        "saved_activations_forward_end": sum(v for (c, sub), v in fwd_end.by_key.items()
+                                             if c == "act" and sub != "input"),
+        "forward_end": snap_dict(fwd_end),
+        "phase_peaks": {ph: snap_dict(sn) for ph, sn in w["phase_peak"].items()},
+        "marks": {m: snap_dict(sn) for m, sn in w["marks"].items()},
+        "peak_step": worst + 1,
+        "steps": [{"peak": snap_dict(st["peak"]),
+                   "phase_peaks": {ph: snap_dict(sn) for ph, sn in st["phase_peak"].items()},
+                   "marks": {m: snap_dict(sn) for m, sn in st["marks"].items()}} for st in per_step],
+        "optimizer_impl": impl, "adapter_dtype": "bfloat16",
+        "trainable_params": sum(p.numel() for p in params),
+        "seconds": {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)},
+    }

@@ -1,0 +1,208 @@
+"""The stack grid: plans with a plan-v1 `stack` (Extension 1), traced with the real software of that stack.
+
+Each entry is traced by the venv whose transformers is the entry's era (`VENVS`: the tools venv for
+transformers 5, `.venv-tf445` for 4.45.2, `.venv-tf448` for 4.48.x; built by `make trace-stacks`), and its
+default-stack twin (the same plan without `stack`) by the tools venv. Results go to
+`golden/stacks/<id>.json` (plan, versions, bytes per component at each measured moment, the peak, and the
+difference from the default-stack twin); `golden/stacks/README.md` is the summary table.
+
+  python -m tools.memtrace.stacks run [--era 5|4.46|4.45] [--only ID,...]   trace the entries of this venv
+  python -m tools.memtrace.stacks defaults [--only ID,...]                   trace the default-stack twins
+  python -m tools.memtrace.stacks readme                                     write golden/stacks/README.md
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "golden", "stacks")
+COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "logits", "lora_adapters", "buffers",
+              "temporaries")
+# the moments each file reports: tracker marks, plus the step's own peak and the overall peak
+MOMENTS = ("forward_end", "backward_start", "backward_end", "step", "peak")
+VENVS = {"5": None, "4.46": ".venv-tf448", "4.45": ".venv-tf445", "torchtune": ".venv-torchtune", "litgpt": ".venv-litgpt"}
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _p(pid, method="full", precision="bf16-pure", ckpt="none", seq=2048, mb=1, model="llama-3.2-1b", loss="standard",
+       **stack):
+    d = {"id": pid, "schema": 1, "model": model, "gpu": "h200-sxm-141gb", "framework": "single", "gpus_per_node": 1,
+         "nodes": 1, "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
+         "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt, "attention": "flash",
+         "loss": loss, "method": method, "stack": dict(stack)}
+    if method in ("lora", "qlora"):
+        d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": list(TARGETS)}
+    if method == "qlora":
+        d["quantization"] = {"type": "nf4", "double_quant": True, "compute_dtype": "bf16"}
+    return d
+
+
+STACKS = [
+    # 1. the custom loop (out referenced through backward and until the next forward returns)
+    _p("l1b-full-pure-custom", trainer="custom-loop", optimizer_impl="fused"),
+    _p("l1b-lora-mixed-custom", "lora", "bf16-mixed", trainer="custom-loop", optimizer_impl="fused"),
+    _p("l1b-qlora-mixed-custom", "qlora", "bf16-mixed", trainer="custom-loop", optimizer_impl="fused"),
+    _p("l1b-full-pure-custom-auto", trainer="custom-loop"),
+    # 2. torch AdamW implementations (checkpointed, so the step transient is visible next to the gradients)
+    _p("l1b-full-pure-gc-foreach", ckpt="full", optimizer_impl="foreach"),
+    _p("l1b-full-pure-gc-single", ckpt="full", optimizer_impl="single-tensor"),
+    _p("l1b-full-mixed-gc-foreach", precision="bf16-mixed", ckpt="full", optimizer_impl="foreach"),
+    _p("l1b-full-mixed-gc-single", precision="bf16-mixed", ckpt="full", optimizer_impl="single-tensor"),
+    # 3. PEFT adapter dtype under bf16-pure (no autocast), prepare_model_for_kbit_training
+    _p("l1b-lora-pure-fp32", "lora", peft_adapter_dtype="fp32"),
+    _p("l1b-lora-pure-base", "lora", peft_adapter_dtype="base"),
+    _p("l1b-qlora-mixed-kbit", "qlora", "bf16-mixed", kbit_prepare=True),
+    _p("l1b-qlora-mixed-gc-kbit", "qlora", "bf16-mixed", "full", kbit_prepare=True),
+    # 5. bitsandbytes < 0.43.2: MatMul4Bit keeps its input (emulated from its source, see qlora.py)
+    _p("l1b-qlora-mixed-bnb042", "qlora", "bf16-mixed", bitsandbytes="0.42"),
+    _p("l1b-qlora-mixed-gc-bnb042", "qlora", "bf16-mixed", "full", bitsandbytes="0.42"),
+    _p("l1b-qlora-mixed-bnb042-custom", "qlora", "bf16-mixed", bitsandbytes="0.42", trainer="custom-loop",
+       optimizer_impl="fused"),
+    # 4. older transformers (pinned venvs): logits upcast in forward / in ForCausalLMLoss, shifted copies
+    _p("l1b-full-pure-tf445", transformers="4.45", optimizer_impl="fused"),
+    _p("l1b-full-pure-tf445-custom", transformers="4.45", trainer="custom-loop", optimizer_impl="fused"),
+    _p("l1b-full-pure-tf446", transformers="4.46", optimizer_impl="fused"),
+    _p("l1b-full-pure-tf446-custom", transformers="4.46", trainer="custom-loop", optimizer_impl="fused"),
+    # 6. torchtune 0.6.1 (own Llama, bf16 LoRA, CEWithChunkedOutputLoss; tools/memtrace/tune.py)
+    _p("tt-l1b-full-chunked", trainer="torchtune", loss="chunked"),
+    _p("tt-l1b-full-standard", trainer="torchtune"),
+    _p("tt-l1b-full-gc-chunked", ckpt="full", trainer="torchtune", loss="chunked"),
+    _p("tt-l1b-lora-chunked", "lora", trainer="torchtune", loss="chunked"),
+    _p("tt-l1b-lora-gc-chunked", "lora", ckpt="full", trainer="torchtune", loss="chunked"),
+    # 6. LitGPT 0.5.13 (own GPT, bf16-true, chunked bf16 cross-entropy, loop variables kept; tools/memtrace/lit.py)
+    _p("lit-l1b-full", trainer="litgpt"),
+    _p("lit-l1b-lora", "lora", trainer="litgpt"),
+    # b = 2: logits[..., :-1, :].contiguous() copies only when b > 1 (for b = 1 the slice is already contiguous)
+    _p("l1b-full-pure-s1024-b2-tf445", seq=1024, mb=2, transformers="4.45", optimizer_impl="fused"),
+    _p("l1b-full-pure-s1024-b2-tf445-custom", seq=1024, mb=2, transformers="4.45", trainer="custom-loop",
+       optimizer_impl="fused"),
+    _p("l1b-full-pure-s1024-b2-tf446", seq=1024, mb=2, transformers="4.46", optimizer_impl="fused"),
+    _p("l1b-full-pure-s1024-b2-custom", seq=1024, mb=2, trainer="custom-loop", optimizer_impl="fused"),
+]
+
+
+def era(entry: dict) -> str:
+    """Which venv traces the entry: a transformers era, or "torchtune" (.venv-torchtune)."""
+    if entry["stack"].get("trainer") in ("torchtune", "litgpt"):
+        return entry["stack"]["trainer"]
+    return str(entry["stack"].get("transformers", "5"))
+
+
+def venv_era() -> str:
+    try:
+        import transformers  # noqa: PLC0415
+    except ImportError:
+        import importlib.util  # noqa: PLC0415
+        return "litgpt" if importlib.util.find_spec("litgpt") else "torchtune"
+    from .plan import era_of  # noqa: PLC0415
+    return era_of(transformers.__version__)
+
+
+def default_twin(entry: dict) -> dict:
+    d = {k: v for k, v in entry.items() if k != "stack"}
+    d["loss"] = "standard"            # the default stack (HF) has no chunked loss
+    d["id"] = entry["id"] + "@default"
+    return d
+
+
+def _twin_name(t: dict) -> str:
+    """A default-stack twin's file name: what distinguishes the plans of the grid."""
+    return "-".join([t["method"], t["precision"], "gc" if t["activation_checkpointing"] == "full" else "nogc",
+                     f"s{t['seq_len']}", f"b{t['micro_batch_size']}"])
+
+
+def twin_of(entry: dict) -> str:
+    return "default-" + _twin_name(entry)
+
+
+def versions() -> dict:
+    from importlib import metadata  # noqa: PLC0415
+    out = {"python": sys.version.split()[0]}
+    for name in ("torch", "transformers", "peft", "torchtune", "torchao", "litgpt", "lightning"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def summary(res: dict) -> dict:
+    """A trace result -> {moment: {"bytes", components...}} (bytes; moments as MOMENTS)."""
+    def one(snap):
+        return {"bytes": snap["bytes"], **{c: snap["components"][c] for c in COMPONENTS}}
+    m = res["marks"]
+    out = {k: one(m[k]) for k in ("forward_end", "backward_start", "backward_end")}
+    out["step"] = one(res["phase_peaks"]["step"])
+    out["peak"] = one(res["peak"])
+    out["peak"].update(phase=res["peak_phase"], op=res["peak_op"], step=res["peak_step"])
+    out["forward_peak"] = one(res["phase_peaks"]["forward"])
+    out["backward_peak"] = one(res["phase_peaks"]["backward"])
+    out["steps_peak_bytes"] = [s["peak"]["bytes"] for s in res["steps"]]
+    return out
+
+
+def _write(path: str, obj: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=False)
+        f.write("\n")
+
+
+def run(entries: list, jobs: int = 2, defaults: bool = False) -> None:
+    from .grid import run_grid  # noqa: PLC0415
+    t0 = time.perf_counter()
+    res = run_grid(entries, jobs=jobs)
+    ver = versions()
+    for e, r in zip(entries, res):
+        pid = e["id"]
+        if "error" in r:
+            print(pid, "ERROR", r["error"])
+            continue
+        rec = {"id": pid, "plan": {k: v for k, v in e.items() if k != "id"}, "versions": ver,
+               "optimizer_impl": r.get("optimizer_impl"), "adapter_dtype": r.get("adapter_dtype"),
+               "trainable_params": r["trainable_params"], "bytes": summary(r), "wall_s": r["wall_s"]}
+        path = os.path.join(OUT, "_default", pid + ".json") if defaults else os.path.join(OUT, pid + ".json")
+        _write(path, rec)
+        print(pid, f"{r['peak_bytes'] / 2**30:.3f} GiB {r['peak_phase']} step {r['peak_step']} {r['wall_s']} s")
+    print(f"total {time.perf_counter() - t0:.1f} s")
+
+
+def _select(argv, pred) -> list:
+    only = None
+    if "--only" in argv:
+        only = set(argv[argv.index("--only") + 1].split(","))
+    return [e for e in STACKS if pred(e) and (only is None or e["id"] in only)]
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    import warnings  # noqa: PLC0415
+    warnings.filterwarnings("ignore")
+    cmd = argv[0] if argv else "run"
+    if cmd == "run":
+        here = argv[argv.index("--era") + 1] if "--era" in argv else venv_era()
+        run(_select(argv, lambda e: era(e) == here))
+    elif cmd == "defaults":
+        twins, seen = [], set()
+        for e in _select(argv, lambda e: True):
+            t = default_twin(e)
+            key = json.dumps({k: v for k, v in t.items() if k != "id"}, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                t["id"] = "default-" + _twin_name(t)
+                twins.append(t)
+        run(twins, defaults=True)
+    elif cmd == "readme":
+        from .stacks_readme import write_readme  # noqa: PLC0415
+        write_readme(OUT, STACKS)
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
