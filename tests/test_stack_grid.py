@@ -1,0 +1,39 @@
+"""The engine against the stack grid: the real training step of other trainers and library releases, traced on
+fake tensors by tools/memtrace (results in tools/memtrace/golden/stacks/, `make trace-stacks` re-runs them in
+pinned venvs). The engine's peak allocated bytes must lie within 3 % of each traced peak. Known deviations are
+strict xfails with the mechanism the engine does not reproduce yet (so a fix shows up as XPASS)."""
+import json
+import pathlib
+
+import pytest
+
+from zerocalc import Plan, estimate
+
+GRID = pathlib.Path(__file__).resolve().parents[1] / "tools" / "memtrace" / "golden" / "stacks"
+ROWS = sorted(GRID.glob("*.json"))
+KNOWN = {
+    "l1b-qlora-mixed-kbit": "kbit_prepare without checkpointing: +1.99 GiB of activations the trace does not break "
+                            "down op by op (fp32 residual stream through the 4-bit layers); the engine models the "
+                            "fp32 weights, norms and lm_head copy only",
+    "lit-l1b-lora": "LitGPT LoRA: the engine counts every 128-token chunk's bf16 log_softmax at the end of forward "
+                    "(+4.6 %); the traced peak comes earlier in forward",
+    "tt-l1b-full-chunked": "torchtune: its RoPE works on x.float() and keeps fp32 q/k (+0.445 GiB, not attributed "
+                           "op by op)",
+    "tt-l1b-full-standard": "torchtune: fp32 RoPE activations as above",
+}
+
+
+def test_the_grid_covers_every_traced_trainer():
+    trainers = {json.loads(p.read_text())["plan"].get("stack", {}).get("trainer", "hf-trainer") for p in ROWS}
+    assert {"hf-trainer", "custom-loop", "torchtune", "litgpt"} <= trainers
+    assert len(ROWS) >= 25
+
+
+@pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
+def test_engine_within_3_percent_of_the_traced_peak(path, request):
+    row = json.loads(path.read_text())
+    if row["id"] in KNOWN:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN[row["id"]]))
+    traced = row["bytes"]["peak"]["bytes"]
+    engine = estimate(Plan.from_dict(row["plan"])).per_gpu.peak_allocated
+    assert abs(engine - traced) / traced <= 0.03, (engine / 2**30, traced / 2**30)
