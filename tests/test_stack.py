@@ -184,3 +184,16 @@ def test_a_plan_without_stack_is_todays_default_stack():
         "trainer": "hf-trainer", "transformers": "5", "peft_adapter_dtype": "auto", "kbit_prepare": "auto",
         "bitsandbytes": "current", "optimizer_impl": "auto", "compile": "none", "fsdp_version": 1,
         "cuda_context": "lazy"}})).to_dict()
+
+
+def test_old_bitsandbytes_inputs_survive_only_non_reentrant_checkpointing():
+    kw = dict(precision="bf16-pure", method="qlora", activation_checkpointing="full",
+              lora={"rank": 16, "alpha": 32, "dropout": 0.0})
+    base5 = step_inputs(est(**kw).plan).acts.stack_saved
+    old5 = step_inputs(est(**kw, stack={"bitsandbytes": "0.42"}).plan).acts.stack_saved
+    # transformers 5 checkpoints non-reentrantly: every layer keeps its q/k/v, o_proj, gate/up and down inputs
+    assert old5 - base5 == LAYERS_1B * 2 * 2048 * (3 * H + I_1B)
+    # transformers 4.x's gradient_checkpointing_enable defaults to use_reentrant=True: no graph, nothing kept
+    base4 = step_inputs(est(**kw, stack={"transformers": "4.46"}).plan).acts.stack_saved
+    old4 = step_inputs(est(**kw, stack={"transformers": "4.46", "bitsandbytes": "0.42"}).plan).acts.stack_saved
+    assert old4 == base4

@@ -163,11 +163,17 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
     if copies and plan.activation_checkpointing == "full":
         kept = 2 * arch.vocab_size * h if plan.method == "full" and arch.causal_lm else 0
         cache_forward, copies = copies - kept, kept
-    quant_inputs = _quant_inputs(plan, arch) if effective_stack(plan).bnb_keeps_inputs else 0
+    st = effective_stack(plan)
+    quant_inputs = _quant_inputs(plan, arch) if st.bnb_keeps_inputs else 0
     if quant_inputs and plan.activation_checkpointing == "full":
-        # MatMul4Bit keeps A as ctx.tensors, an attribute the checkpoint's saved-tensor hooks never see: the
-        # checkpointed layers keep every 4-bit input anyway (traced: tools/memtrace/golden/stacks, bnb042 rows)
-        stack += quant_inputs
+        if st.reentrant_checkpointing:
+            # reentrant checkpointing runs the layers' forward under no_grad: MatMul4Bit sees no input needing a
+            # gradient and keeps nothing (ctx.tensors = (None, None)); the recompute's graph dies with its backward
+            quant_inputs = 0
+        else:
+            # MatMul4Bit keeps A as ctx.tensors, an attribute the non-reentrant checkpoint's saved-tensor hooks
+            # never see: the layers keep every 4-bit input (traced: tools/memtrace/golden/stacks, bnb042 rows)
+            stack += quant_inputs
     if plan.method == "qlora" and dt.autocast and dt.frozen == 4 and arch.causal_lm:
         # kbit_prepare makes lm_head's weight fp32: autocast caches its 16-bit copy and the matmul keeps it
         copies += 2 * arch.vocab_size * h

@@ -18,6 +18,9 @@ per rule (read in the libraries' code; docs/stacks.md lists the leads and which 
   the labels and `del logits` before backward; torchtitan upcasts `pred.float()` in the loss and deletes
   `pred`; LitGPT (Oct 2023 finetune scripts) chunks lm_head by 128 positions and runs `cross_entropy` on
   each bf16 chunk (lit_gpt/utils.py chunked_cross_entropy).
+- checkpointing: transformers 4.35-4.57 `gradient_checkpointing_enable` defaults to `use_reentrant=True` (the
+  checkpointed forward runs under no_grad, builds no graph); transformers 5's `activation_checkpointing_enable`
+  defaults to non-reentrant, as do torchtune's, LitGPT's and torchtitan's checkpoint wrappers.
 - what the loop keeps: a plain loop (`out = model(**batch); out.loss.backward()`) and LitGPT's
   (`logits = model(...)`) keep the model output referenced through backward and the step, until the next
   forward returns; the HF Trainer's `compute_loss` drops it.
@@ -45,6 +48,7 @@ class Stack:
     fsdp_version: int
     cuda_context_eager: bool
     separate_lm_head: bool     # LitGPT's convert_hf_checkpoint copies a tied embedding into lm_head
+    reentrant_checkpointing: bool   # transformers 4.x gradient_checkpointing_enable defaults to use_reentrant=True
 
 
 def effective_stack(plan: Plan) -> Stack:
@@ -73,4 +77,5 @@ def effective_stack(plan: Plan) -> Stack:
         optimizer_impl=impl, compile=s.compile,
         fsdp_version=2 if trainer in ("torchtune", "torchtitan") else s.fsdp_version,
         cuda_context_eager=s.cuda_context == "eager",
-        separate_lm_head=trainer == "litgpt" and plan.arch.tied_embeddings)
+        separate_lm_head=trainer == "litgpt" and plan.arch.tied_embeddings,
+        reentrant_checkpointing=loss_path in ("hf445", "hf446"))
