@@ -193,6 +193,19 @@ def render_page(template: str, versions: dict) -> tuple[str, dict]:
     return fill_figures(html, v), v
 
 
+ENGINE_ARCHIVE = "assets/engine.zip"
+
+
+def write_engine_archive(site: pathlib.Path, files: dict[str, str]) -> None:
+    """Every engine file (the `files` map of pyscript.json: .py and their .pyc) in one zip, laid out as the
+    worker's home directory wants them: the worker fetches one file instead of ~150 (stored, not deflated:
+    most of it is bytecode and the server may compress the transfer)."""
+    import zipfile
+    with zipfile.ZipFile(site / ENGINE_ARCHIVE, "w", zipfile.ZIP_STORED) as z:
+        for src, dst in sorted(files.items()):
+            z.write(site / src[2:], dst[2:])
+
+
 def build(site: pathlib.Path) -> dict:
     """Write the whole site into ``site`` (an empty or missing folder); returns the default view."""
     vendor = ROOT / "assets" / "vendor"
@@ -214,6 +227,7 @@ def build(site: pathlib.Path) -> dict:
     files.update(compile_pyc(files, site))
     config = {"interpreter": "./assets/vendor/pyodide/pyodide.mjs", "files": files}
     (site / "pyscript.json").write_text(json.dumps(config, indent=1) + "\n")
+    write_engine_archive(site, files)
     # The pre-rendered estimate, for tests and for anyone checking the page against the CLI.
     (site / "default-estimate.json").write_text(json.dumps(v["estimate"], indent=1, sort_keys=True) + "\n")
     snap = make_snapshot(site)

@@ -244,7 +244,7 @@ def test_share_link_pasted_into_the_same_tab_replaces_the_plan(offline_page):
 
 def test_engine_that_cannot_start_says_so_and_keeps_the_figures(offline_page):
     page = offline_page
-    page.context.route("**/zerocalc/estimate.py", lambda route: route.abort())
+    page.context.route("**/assets/engine.zip", lambda route: route.abort())   # the engine files, one archive
     page.goto(page.base + "/index.html")
     page.wait_for_selector("html[data-engine='failed']", state="attached", timeout=READY)
     assert "could not start" in page.inner_text("#engine-status")
