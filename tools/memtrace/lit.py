@@ -21,7 +21,7 @@ import torch
 from .build import fakeify
 from .optim import adamw_impl, make_optimizer, state_tensors
 from .plan import from_dict
-from .trace import snap_dict
+from .trace import steps_result
 from .tracker import Snapshot, StorageTracker
 
 NAMES = {"llama-3.2-1b": "Llama-3.2-1B"}
@@ -130,22 +130,5 @@ def trace_lit(plan_d: dict, steps: int = 2) -> dict:
                 tr.mark("step_end")
                 per_step.append({"peak": tr.peak, "phase_peak": dict(tr.phase_peak), "marks": dict(tr.marks)})
             t2 = time.perf_counter()
-    worst = max(range(len(per_step)), key=lambda j: (per_step[j]["peak"].total, j))
-    w = per_step[worst]
-    fwd_end = w["marks"]["forward_end"]
-    return {
-        "plan": plan_d, "model_type": "litgpt Llama-3.2-1B", "peak_bytes": w["peak"].total,
-        "peak_phase": w["peak"].phase, "peak_op": w["peak"].op, "peak": snap_dict(w["peak"]),
-        "saved_activations_forward_end": sum(v for (c, sub), v in fwd_end.by_key.items()
-                                             if c == "act" and sub != "input"),
-        "forward_end": snap_dict(fwd_end),
-        "phase_peaks": {ph: snap_dict(sn) for ph, sn in w["phase_peak"].items()},
-        "marks": {m: snap_dict(sn) for m, sn in w["marks"].items()},
-        "peak_step": worst + 1,
-        "steps": [{"peak": snap_dict(st["peak"]),
-                   "phase_peaks": {ph: snap_dict(sn) for ph, sn in st["phase_peak"].items()},
-                   "marks": {m: snap_dict(sn) for m, sn in st["marks"].items()}} for st in per_step],
-        "optimizer_impl": impl, "adapter_dtype": "bfloat16",
-        "trainable_params": sum(p.numel() for p in params),
-        "seconds": {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)},
-    }
+    return steps_result(per_step, plan_d, "litgpt Llama-3.2-1B", impl, sum(p.numel() for p in params),
+                        {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)})

@@ -202,3 +202,26 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
     if saved:
         res["saved_tensors"] = saved.table
     return res
+
+
+def steps_result(per_step: list, plan_d: dict, model_type: str, impl: str, trainable: int, seconds: dict) -> dict:
+    """The result dict of a traced own-code trainer (tune.py, lit.py): the worse of the steps, its phase peaks
+    and marks, and every step's, in the fields the stack grid reads."""
+    worst = max(range(len(per_step)), key=lambda j: (per_step[j]["peak"].total, j))
+    w = per_step[worst]
+    fwd_end = w["marks"]["forward_end"]
+    return {
+        "plan": plan_d, "model_type": model_type, "peak_bytes": w["peak"].total,
+        "peak_phase": w["peak"].phase, "peak_op": w["peak"].op, "peak": snap_dict(w["peak"]),
+        "saved_activations_forward_end": sum(v for (c, sub), v in fwd_end.by_key.items()
+                                             if c == "act" and sub != "input"),
+        "forward_end": snap_dict(fwd_end),
+        "phase_peaks": {ph: snap_dict(sn) for ph, sn in w["phase_peak"].items()},
+        "marks": {m: snap_dict(sn) for m, sn in w["marks"].items()},
+        "peak_step": worst + 1,
+        "steps": [{"peak": snap_dict(st["peak"]),
+                   "phase_peaks": {ph: snap_dict(sn) for ph, sn in st["phase_peak"].items()},
+                   "marks": {m: snap_dict(sn) for m, sn in st["marks"].items()}} for st in per_step],
+        "optimizer_impl": impl, "adapter_dtype": "bfloat16", "trainable_params": trainable,
+        "seconds": seconds,
+    }

@@ -21,7 +21,7 @@ import torch
 from .build import cuda_like_dropout, fakeify
 from .optim import adamw_impl, make_optimizer, state_tensors
 from .plan import from_dict
-from .trace import snap_dict
+from .trace import steps_result
 from .tracker import Snapshot, StorageTracker
 
 CHUNKS = 8       # CEWithChunkedOutputLoss(num_output_chunks=8), the recipes' default
@@ -131,23 +131,6 @@ def trace_tune(plan_d: dict, steps: int = 2) -> dict:
                 tr.mark("step_end")
                 per_step.append({"peak": tr.peak, "phase_peak": dict(tr.phase_peak), "marks": dict(tr.marks)})
             t2 = time.perf_counter()
-    worst = max(range(len(per_step)), key=lambda j: (per_step[j]["peak"].total, j))
-    w = per_step[worst]
-    fwd_end = w["marks"]["forward_end"]
-    return {
-        "plan": plan_d, "model_type": "torchtune llama3_2", "peak_bytes": w["peak"].total,
-        "peak_phase": w["peak"].phase, "peak_op": w["peak"].op, "peak": snap_dict(w["peak"]),
-        "saved_activations_forward_end": sum(v for (c, sub), v in fwd_end.by_key.items()
-                                             if c == "act" and sub != "input"),
-        "forward_end": snap_dict(fwd_end),
-        "phase_peaks": {ph: snap_dict(sn) for ph, sn in w["phase_peak"].items()},
-        "marks": {m: snap_dict(sn) for m, sn in w["marks"].items()},
-        "peak_step": worst + 1,
-        "steps": [{"peak": snap_dict(st["peak"]),
-                   "phase_peaks": {ph: snap_dict(sn) for ph, sn in st["phase_peak"].items()},
-                   "marks": {m: snap_dict(sn) for m, sn in st["marks"].items()}} for st in per_step],
-        "optimizer_impl": impl, "adapter_dtype": "bfloat16",
-        "trainable_params": sum(p.numel() for p in params),
-        "seconds": {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)},
-    }
+    return steps_result(per_step, plan_d, "torchtune llama3_2", impl, sum(p.numel() for p in params),
+                        {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)})
 
