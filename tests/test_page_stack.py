@@ -1,0 +1,39 @@
+"""The page's Training software panel (plan-v1 Extension 1): choosing a trainer recomputes the figures the way the
+CPython engine does, and the share link carries the stack keys both ways."""
+import json
+from urllib.parse import quote, unquote
+
+import pytest
+
+pytest.importorskip("pytest_playwright")
+
+from test_page_browser import assert_shows, change, open_app  # noqa: E402
+
+
+def test_choosing_the_training_software_recomputes_and_shares(offline_page):
+    page = offline_page
+    open_app(page)
+    change(page, lambda: page.select_option("[name='stack.trainer']", "custom-loop"))
+    assert_shows(page, {"stack": {"trainer": "custom-loop"}})          # the loop keeps the logits: more memory
+    page.locator("#software-advanced summary").click()
+    change(page, lambda: page.select_option("[name='stack.transformers']", "4.45"))
+    assert_shows(page, {"stack": {"trainer": "custom-loop", "transformers": "4.45"}})
+    plan = json.loads(unquote(page.input_value("#share-url").split("#plan=", 1)[1]))
+    assert plan["stack"]["trainer"] == "custom-loop" and plan["stack"]["transformers"] == "4.45"
+    assert page.js_errors == [] and page.blocked == []
+
+
+def test_a_share_link_with_a_stack_fills_the_panel(offline_page):
+    page = offline_page
+    shared = {"schema": 1, "framework": "single", "gpus_per_node": 1, "method": "qlora",
+              "stack": {"trainer": "litgpt", "bitsandbytes": "0.42", "kbit_prepare": True},
+              "lora": {"modules_to_save": ["lm_head"]}, "network": {"gbps_per_gpu": 100}}
+    open_app(page, "#plan=" + quote(json.dumps(shared)))
+    assert page.input_value("[name='stack.trainer']") == "litgpt"
+    assert page.input_value("[name='stack.bitsandbytes']") == "0.42"
+    assert page.input_value("[name='stack.kbit_prepare']") == "true"
+    assert page.input_value("[name='lora.modules_to_save']") == "lm_head"
+    assert page.input_value("[name='network.gbps_per_gpu']") == "100"
+    assert_shows(page, {k: v for k, v in shared.items() if k != "schema"})
+    assert page.locator("[data-error-for='plan']").is_hidden()
+    assert page.js_errors == [] and page.blocked == []
