@@ -19,7 +19,7 @@ import time
 import torch
 
 from .build import fakeify
-from .optim import adamw_impl, make_optimizer, state_tensors
+from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import from_dict
 from .trace import steps_result
 from .tracker import Snapshot, StorageTracker
@@ -88,17 +88,10 @@ def trace_lit(plan_d: dict, steps: int = 2) -> dict:
             tr.register(t, "act", "input")
         params = [p for p in model.parameters() if p.requires_grad]
         opt = make_optimizer(plan.optimizer, params, impl)
-        for p in params:
-            p.register_post_accumulate_grad_hook(lambda p: tr.relabel(p.grad, "grad", ""))
+        label_grads(params, tr)
         per_step = []
         with tr:
-            tr.set_phase("warmup")
-            for p in params:
-                p.grad = torch.zeros_like(p)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            for t in state_tensors(opt):
-                tr.relabel(t, "opt", "")
+            warm_up(opt, params, tr)
             t1 = time.perf_counter()
             logits = loss = None
             for _ in range(steps):

@@ -100,3 +100,21 @@ def state_tensors(opt) -> list:
     for st in opt.state.values():
         out.extend(v for v in st.values() if isinstance(v, torch.Tensor))
     return out
+
+
+def label_grads(params, tr) -> None:
+    """Each gradient is labelled a gradient once AccumulateGrad has stored it (the tracker's categories)."""
+    for p in params:
+        p.register_post_accumulate_grad_hook(lambda p: tr.relabel(p.grad, "grad", ""))
+
+
+def warm_up(opt, params, tr) -> None:
+    """One optimizer step on zero gradients inside the tracker, so the optimizer states exist (a steady-state
+    step), then label them optimizer states (paged ones apart)."""
+    tr.set_phase("warmup")
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    for t in state_tensors(opt):
+        tr.relabel(t, "opt", "paged" if getattr(opt, "paged", False) else "")

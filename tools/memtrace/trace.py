@@ -22,7 +22,7 @@ import torch
 
 from .cuda_autocast import cuda_autocast_policy
 from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches
-from .optim import adamw_impl, make_optimizer, state_tensors
+from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import TracePlan, from_dict
 from .tracker import CATS, Snapshot, StorageTracker
 
@@ -113,17 +113,10 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
         params = [p for p in model.parameters() if p.requires_grad]
         opt = make_optimizer(plan.optimizer, params,
                              adamw_impl(plan.optimizer_impl, plan.trainer, plan.transformers))
-        for p in params:
-            p.register_post_accumulate_grad_hook(lambda p: tr.relabel(p.grad, "grad", ""))
+        label_grads(params, tr)
         _ACTIVE["tracker"] = tr
         with tr:
-            tr.set_phase("warmup")
-            for p in params:
-                p.grad = torch.zeros_like(p)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            for t in state_tensors(opt):
-                tr.relabel(t, "opt", "paged" if getattr(opt, "paged", False) else "")
+            warm_up(opt, params, tr)
             ac = torch.autocast("cpu", dtype=dt["autocast"]) if dt["autocast"] else contextlib.nullcontext()
             if dump_saved:
                 from .dump import SavedRecorder  # noqa: PLC0415
