@@ -90,18 +90,37 @@ def _kind(text: str, oom):
     return "none", None
 
 
+# The fixed advice per sub-kind (the log's numbers go into the others).
+_HOST_MESSAGES = {
+    "pinned": ("pinned_memory",
+               "pinning host memory failed (cudaHostAlloc behind pin_memory): the OS limits page-locked "
+               "RAM (WSL2 and containers especially); set pin_memory false in the DataLoader and in "
+               "DeepSpeed's offload_optimizer/offload_param, or give the machine more locked memory"),
+    "dataloader_shm": ("dataloader_shm",
+                       "DataLoader workers ran out of shared memory (/dev/shm, 64 MiB by default in Docker): run the "
+                       "container with --shm-size=16g or --ipc=host, or use fewer DataLoader workers (num_workers, "
+                       "dataloader_num_workers)"),
+}
+_NCCL_MESSAGES = {
+    "shm": ("nccl_shm",
+            "NCCL could not create its shared-memory segment in /dev/shm (too small or not writable, "
+            "typical in Docker's 64 MiB default): run the container with --shm-size=16g (or --ipc=host), "
+            "or NCCL_SHM_DISABLE=1 at some speed cost"),
+    "ib": ("nccl_ib",
+           "NCCL's InfiniBand transport got an error completion (a link, GID or RDMA setup problem, not "
+           "memory): check ibstat/ib_write_bw between the nodes, NCCL_IB_GID_INDEX, or test with "
+           "NCCL_IB_DISABLE=1"),
+    "system": ("nccl_system",
+               "NCCL returned a system error (a socket, shared-memory or driver call failed): rerun with "
+               "NCCL_DEBUG=INFO; the WARN line before the error names the failing call"),
+}
+
+
 def _host_findings(text, sub, est):
     out = []
-    if sub == "pinned":
-        out.append(_f("pinned_memory", "error",
-                      "pinning host memory failed (cudaHostAlloc behind pin_memory): the OS limits page-locked "
-                      "RAM (WSL2 and containers especially); set pin_memory false in the DataLoader and in "
-                      "DeepSpeed's offload_optimizer/offload_param, or give the machine more locked memory"))
-    elif sub == "dataloader_shm":
-        out.append(_f("dataloader_shm", "error",
-                      "DataLoader workers ran out of shared memory (/dev/shm, 64 MiB by default in Docker): run the "
-                      "container with --shm-size=16g or --ipc=host, or use fewer DataLoader workers (num_workers, "
-                      "dataloader_num_workers)"))
+    if sub in _HOST_MESSAGES:
+        fid, message = _HOST_MESSAGES[sub]
+        out.append(_f(fid, "error", message))
     elif sub == "cpu_allocator":
         n = int(classify.CPU_ALLOC.search(text).group(1))
         out.append(_f("cpu_allocator", "error",
@@ -124,20 +143,9 @@ def _nccl_findings(text, kind, sub, n):
     out = []
     if kind == "nccl_timeout" and n is not None:
         out.append(_f("nccl_timeout", "error", _timeout_message(n)))
-    if sub == "shm":
-        out.append(_f("nccl_shm", "error",
-                      "NCCL could not create its shared-memory segment in /dev/shm (too small or not writable, "
-                      "typical in Docker's 64 MiB default): run the container with --shm-size=16g (or --ipc=host), "
-                      "or NCCL_SHM_DISABLE=1 at some speed cost"))
-    elif sub == "ib":
-        out.append(_f("nccl_ib", "error",
-                      "NCCL's InfiniBand transport got an error completion (a link, GID or RDMA setup problem, not "
-                      "memory): check ibstat/ib_write_bw between the nodes, NCCL_IB_GID_INDEX, or test with "
-                      "NCCL_IB_DISABLE=1"))
-    elif sub == "system":
-        out.append(_f("nccl_system", "error",
-                      "NCCL returned a system error (a socket, shared-memory or driver call failed): rerun with "
-                      "NCCL_DEBUG=INFO; the WARN line before the error names the failing call"))
+    if sub in _NCCL_MESSAGES:
+        fid, message = _NCCL_MESSAGES[sub]
+        out.append(_f(fid, "error", message))
     return out
 
 
