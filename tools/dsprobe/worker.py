@@ -12,6 +12,8 @@ import json
 import os
 import time
 
+from .gloo import release_on_return
+
 
 def _env(rank: int, world: int, port: int, ext_dir: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
@@ -53,6 +55,7 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str, ext_dir: str) -> Non
     import torch
 
     torch.set_num_threads(1)
+    release_on_return(torch)
     import deepspeed
     from deepspeed.accelerator import get_accelerator
 

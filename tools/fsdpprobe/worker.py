@@ -75,9 +75,11 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
     import torch.distributed as dist
     import torch.distributed.fsdp._flat_param as flat_param_mod
 
+    from tools.dsprobe.gloo import release_on_return
     from .tracker import ResizeTracker, phase_stats
 
     torch.set_num_threads(1)
+    release_on_return(torch)
     dist.init_process_group("gloo")
     tr = ResizeTracker()
 
