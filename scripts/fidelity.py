@@ -29,6 +29,7 @@ from zerocalc import Plan, estimate  # noqa: E402
 
 DEFAULT_PUBLIC = ROOT / "validation" / "public.json"
 DEFAULT_TAGS = ROOT / "validation" / "public-stack.json"
+DEFAULT_CORRECTIONS = ROOT / "validation" / "public-corrections.json"
 METRIC_KEY = {"allocated": "peak_allocated_bytes", "active": "peak_allocated_bytes",
               "unknown": "peak_allocated_bytes", "reserved": "peak_reserved_bytes",
               "device_used": "device_used_bytes"}
@@ -64,11 +65,14 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
-def public_rows(path: pathlib.Path, stack_tags: dict | None = None) -> list[dict]:
+def public_rows(path: pathlib.Path, stack_tags: dict | None = None, corrections: dict | None = None) -> list[dict]:
     rows = []
     for rec in json.loads(path.read_text()):
         if rec["quality"] == "unsupported":
             continue
+        if corrections is not None:         # validation/public-corrections.json: keys the plans omit
+            from scripts.plan_corrections import corrected_plan
+            rec = {**rec, "plan": corrected_plan(rec, corrections)}
         if stack_tags is not None:          # validation/public-stack.json (validation/STACKS.md)
             from scripts.stack_tags import tagged_plan
             rec = {**rec, "plan": tagged_plan(rec, stack_tags)}
@@ -100,8 +104,9 @@ def print_table(title: str, groups: dict[str, dict]) -> None:
         print(f"| {name} | {s['n']} | {med} | {p90} | {_fmt(s['bias'])} | {recall} | {s['false_oom']} |")
 
 
-def run_public(path: pathlib.Path, show_records: bool, stack_tags: dict | None = None) -> dict:
-    rows = public_rows(path, stack_tags)
+def run_public(path: pathlib.Path, show_records: bool, stack_tags: dict | None = None,
+               corrections: dict | None = None) -> dict:
+    rows = public_rows(path, stack_tags, corrections)
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r["group"], []).append(r)
@@ -109,7 +114,8 @@ def run_public(path: pathlib.Path, show_records: bool, stack_tags: dict | None =
     measured = [r for r in rows if r["quality"] == "measured"]
     table["**all measured**"] = summarize(measured)
     table["**all (measured + approximate)**"] = summarize(rows)
-    tagged = "; stack-tagged" if stack_tags is not None else ""
+    tagged = ("; stack-tagged" if stack_tags is not None else "") + (
+        "; plan corrections" if corrections is not None else "")
     print_table(f"Engine vs published measurements ({path.name}{tagged}; `unsupported` records left out)", table)
     by_metric: dict[str, list[dict]] = {}
     for r in rows:
@@ -124,10 +130,10 @@ def run_public(path: pathlib.Path, show_records: bool, stack_tags: dict | None =
     return table
 
 
-def run_public_compare(path: pathlib.Path, stack_tags: dict) -> None:
+def run_public_compare(path: pathlib.Path, stack_tags: dict, corrections: dict | None = None) -> None:
     """Per source group: the error with the stack tags (validation/public-stack.json) and without them (every
-    plan run as today's default stack)."""
-    tagged, plain = public_rows(path, stack_tags), public_rows(path, None)
+    plan run as today's default stack); the plan corrections, when given, apply to both."""
+    tagged, plain = public_rows(path, stack_tags, corrections), public_rows(path, None, corrections)
     def groups(rows):
         out: dict[str, list[dict]] = {}
         for r in rows:
@@ -193,15 +199,21 @@ def main(argv=None) -> int:
     ap.add_argument("--stack-tags", type=pathlib.Path, default=DEFAULT_TAGS,
                     help="the stack tags applied to every plan (default validation/public-stack.json)")
     ap.add_argument("--no-stack-tags", action="store_true", help="score every plan as today's default stack")
+    ap.add_argument("--no-corrections", action="store_true",
+                    help="score the plans as published, without validation/public-corrections.json")
     args = ap.parse_args(argv)
     if args.public.exists():
         tags = None
         if not args.no_stack_tags and args.stack_tags.exists():
             from scripts.stack_tags import load_tags
             tags = load_tags(args.stack_tags)
-        run_public(args.public, args.records, tags)
+        fixes = None
+        if not args.no_corrections and DEFAULT_CORRECTIONS.exists():
+            from scripts.plan_corrections import load_corrections
+            fixes = load_corrections(DEFAULT_CORRECTIONS)
+        run_public(args.public, args.records, tags, fixes)
         if tags is not None:
-            run_public_compare(args.public, tags)
+            run_public_compare(args.public, tags, fixes)
     else:
         print(f"no public validation set at {args.public}")
     from scripts.fidelity_throughput import run_throughput   # the step-time model against measured throughput
