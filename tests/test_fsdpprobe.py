@@ -85,3 +85,64 @@ def test_engine_matches_fsdp_on_cpu_ranks(fsdp_grid):
         if not c["ok"]:
             bad[name] = (round(c["step_dev"], 4), round(c["peak_dev"], 4), round(c["allowance"], 4))
     assert not bad, bad
+
+
+@pytest.fixture(scope="session")
+def lit_rows():
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")
+    from tools.fsdpprobe.check import LIT, plans
+    from tools.fsdpprobe.runner import run_spec
+    from tools.fsdpprobe.spec import build_spec
+
+    return {name: (plan, run_spec(build_spec(plan))) for name, plan in plans(grid=LIT)}
+
+
+def _fwd(res):
+    from tools.fsdpprobe.check import busiest
+    return busiest(res)["fwd"]
+
+
+@pytest.mark.tools
+@pytest.mark.slow
+@pytest.mark.parametrize("g2, g1, grads", [
+    # no_sync keeps every unit's unsharded gradient (bf16, the gathered dtype) into the next forward
+    ("s3w2_mixed_g2", "s3w2_mixed", 2 * P),
+    ("s3w4_mixed_g2", "s3w4_mixed_ac", None),     # other checkpointing: compared with the engine only
+    ("s3w2_mixed_lora_g2", "s3w2_mixed_lora", None),
+])
+def test_no_sync_keeps_unsharded_gradients_into_the_next_forward(fsdp_grid, g2, g1, grads):
+    from tools.fsdpprobe.check import engine_view
+
+    plan, res = fsdp_grid[g2]
+    if grads is not None:
+        # 2 B x P over the whole model, whatever the world size (not the sharded 4 B x P / world)
+        assert _fwd(res) - _fwd(fsdp_grid[g1][1]) == grads
+    one = {**plan, "gradient_accumulation_steps": 1}
+    engine_delta = engine_view(plan)["phases"]["fwd"] - engine_view(one)["phases"]["fwd"]
+    if g1 != "s3w4_mixed_ac":
+        assert engine_delta == _fwd(res) - _fwd(fsdp_grid[g1][1])
+    else:
+        assert engine_delta == 2 * P                  # the full model's unsharded gradients, in bf16
+
+
+@pytest.mark.tools
+@pytest.mark.slow
+def test_lora_inside_layer_units_grads_cover_the_frozen_weights(fsdp_grid, lit_rows):
+    """LitGPT under Lightning's FSDP: a layer unit's flat parameter holds frozen weights and adapters, so its
+    gradient covers the whole unit. Adapters: rank 16 on q,k,v,o (256x256, 256x64 twice, 256x256) and
+    gate, up, down (256x688): 16 x (512 + 320 + 320 + 512 + 3 x 944) = 71,936 per layer, 287,744 in all."""
+    from tools.fsdpprobe.check import busiest, engine_view
+
+    adapters, layers = 287_744, 4 * 692_736
+    lit = busiest(lit_rows["lit_s3w2_lora"][1])
+    peft = busiest(fsdp_grid["s3w2_pure_lora_base"][1])
+    # the step holds the reduce-scattered flat gradient: (layers + adapters) / 2 instead of adapters / 2
+    extra = 2 * (layers + adapters) // 2 - 2 * adapters // 2            # 2,770,944 B in bf16
+    assert extra <= lit["step"] - peft["step"] <= extra * 1.04           # FSDP pads each unit's flat parameter
+    # accumulation keeps the layer units' whole unsharded gradients into the next forward
+    kept = _fwd(lit_rows["lit_s3w2_lora_g2"][1]) - _fwd(lit_rows["lit_s3w2_lora"][1])
+    assert kept == 2 * (layers + adapters)                               # 6,117,376 B
+    plan = lit_rows["lit_s3w2_lora_g2"][0]
+    one = {**plan, "gradient_accumulation_steps": 1}
+    assert engine_view(plan)["phases"]["fwd"] - engine_view(one)["phases"]["fwd"] == kept

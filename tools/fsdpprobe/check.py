@@ -43,13 +43,31 @@ GRID: list[tuple[str, dict]] = [
                                 precision="bf16-mixed", method="full", activation_checkpointing="full")),
     ("wide_s2w2_mixed_ac", dict(model={"name": "fsdpprobe-wide", **WIDE}, zero_stage=2, gpus_per_node=2,
                                 precision="bf16-mixed", method="full", activation_checkpointing="full")),
+    # accumulation: the first micro-step runs under no_sync(), as accelerate's accumulate() does
+    ("s3w2_mixed_g2", dict(zero_stage=3, gpus_per_node=2, precision="bf16-mixed", method="full",
+                           gradient_accumulation_steps=2)),
+    ("s3w4_mixed_g2", dict(zero_stage=3, gpus_per_node=4, precision="bf16-mixed", method="full",
+                           gradient_accumulation_steps=2)),
+    ("s3w2_mixed_lora_g2", dict(zero_stage=3, gpus_per_node=2, precision="bf16-mixed", method="lora", lora=LORA,
+                                gradient_accumulation_steps=2)),
+    ("s3w2_pure_lora_base", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure", method="lora", lora=LORA,
+                                 stack={"peft_adapter_dtype": "base"})),
+]
+# Lightning's wrapping (LitGPT: auto_wrap_policy={Block}, LoRA inside the layer units) on the HF model: the
+# probe runs HF's loss and loop, not LitGPT's, so these rows are compared by differences (the wrap's and the
+# accumulation's), not whole (tests/test_fsdpprobe.py)
+LIT: list[tuple[str, dict]] = [
+    ("lit_s3w2_lora", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure", method="lora", lora=LORA,
+                           stack={"trainer": "litgpt"})),
+    ("lit_s3w2_lora_g2", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure", method="lora", lora=LORA,
+                              gradient_accumulation_steps=2, stack={"trainer": "litgpt"})),
 ]
 STEP_TOL = 0.01
 PEAK_TOL = 0.05
 
 
-def plans(names=None) -> list[tuple[str, dict]]:
-    return [(n, {**BASE, **o}) for n, o in GRID if names is None or n in names]
+def plans(names=None, grid=GRID) -> list[tuple[str, dict]]:
+    return [(n, {**BASE, **o}) for n, o in grid if names is None or n in names]
 
 
 def busiest(res: dict) -> dict:

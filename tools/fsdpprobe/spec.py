@@ -17,7 +17,7 @@ def build_spec(plan: dict, *, steps: int = 3) -> dict:
     need("offload_params", ("none",), "none")
     need("offload_optimizer", ("none",), "none")
     need("optimizer", ("adamw",), "adamw")
-    need("gradient_accumulation_steps", (1,), 4)
+    gas = need("gradient_accumulation_steps", (1, 2), 4)
     model = plan.get("model")
     if not isinstance(model, dict) or "model_type" not in model:
         raise SpecError("model: give a small model as an HF config object with model_type (CPU ranks)")
@@ -30,7 +30,9 @@ def build_spec(plan: dict, *, steps: int = 3) -> dict:
                                               "down_proj"]),
                 # PEFT >= 0.12 keeps adapters fp32 (autocast_adapter_dtype); stack.peft_adapter_dtype "base" is the
                 # older PEFT that builds them in the base dtype (zerocalc memory/stack.py)
-                "adapter_dtype": "base" if plan.get("stack", {}).get("peft_adapter_dtype") == "base" else "fp32"}
+                # older PEFT, and LitGPT's own LoRA layers, build them in the base dtype (zerocalc memory/stack.py)
+                "adapter_dtype": "base" if plan.get("stack", {}).get("peft_adapter_dtype") == "base"
+                or plan.get("stack", {}).get("trainer") == "litgpt" else "fp32"}
     return {"model": {k: v for k, v in model.items() if k != "name"},
             "world": plan.get("gpus_per_node", 4) * plan.get("nodes", 1),
             "zero_stage": need("zero_stage", (2, 3), 2),
@@ -38,4 +40,7 @@ def build_spec(plan: dict, *, steps: int = 3) -> dict:
             "attention": {"flash": "sdpa", "sdpa": "sdpa", "eager": "eager"}[plan.get("attention", "flash")],
             "checkpointing": need("activation_checkpointing", ("none", "full"), "none") == "full",
             "micro_batch": plan.get("micro_batch_size", 2), "seq_len": plan.get("seq_len", 4096),
-            "lora": lora, "steps": steps}
+            "lora": lora, "steps": steps, "gas": gas,
+            # LitGPT (Lightning FSDPStrategy(auto_wrap_policy={Block})) keeps its LoRA layers inside the layer
+            # units; the HF Trainer path wraps peft's adapters as their own units (fsdp_auto_wrap_policy)
+            "wrap": "layers" if plan.get("stack", {}).get("trainer") == "litgpt" else "peft"}

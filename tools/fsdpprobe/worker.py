@@ -11,6 +11,7 @@ Phases per step k: fwd{k} (forward and loss), bwd{k}, step{k} (optimizer step an
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import json
@@ -53,7 +54,7 @@ def _fsdp(model, spec, torch):
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
 
-    if spec["lora"]:
+    if spec["lora"] and spec.get("wrap", "peft") == "peft":
         from peft.utils.other import fsdp_auto_wrap_policy
 
         policy = fsdp_auto_wrap_policy(model)
@@ -100,25 +101,35 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
         opt = torch.optim.AdamW([p for p in wrapped.parameters() if p.requires_grad], lr=1e-4, fused=True)
         g = torch.Generator().manual_seed(1234 + rank)
         ids = torch.randint(0, cfg.vocab_size, (spec["micro_batch"], spec["seq_len"]), generator=g)
+        gas = spec.get("gas", 1)
         for k in range(1, spec["steps"] + 1):
-            # storages caught in reference cycles die at a garbage collection, whose timing would move
-            # them between phases from run to run: collect at every phase boundary
-            gc.collect()
-            tr.mark(f"fwd{k}")
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
-                loss = wrapped(input_ids=ids, labels=ids).loss
-            tr.mark(f"bwd{k}")
-            loss.backward()
-            del loss
-            gc.collect()
+            for m in range(gas):
+                # accumulation micro-steps run under no_sync(), as accelerate's accumulate() (sync_each_batch
+                # False, the default) and Lightning's no_backward_sync do
+                sync = contextlib.nullcontext() if m == gas - 1 else wrapped.no_sync()
+                # storages caught in reference cycles die at a garbage collection, whose timing would move
+                # them between phases from run to run: collect at every phase boundary
+                gc.collect()
+                tr.mark(f"fwd{k}.{m}")
+                with sync:
+                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
+                        loss = wrapped(input_ids=ids, labels=ids).loss
+                    tr.mark(f"bwd{k}.{m}")
+                    loss.backward()
+                    del loss
+                gc.collect()
             tr.mark(f"step{k}")
             opt.step()
             opt.zero_grad(set_to_none=True)
         tr.mark("end")
     stats = phase_stats(tr)
     k = spec["steps"] - 1 if spec["steps"] > 1 else 1          # a steady step: states exist before it
-    res = {"rank": rank, "world": spec["world"],
-           "phases": {ph: stats.get(f"{ph}{k}", {"peak": 0, "end": 0}) for ph in ("fwd", "bwd", "step")},
+    none = {"peak": 0, "end": 0}
+    micro = range(spec.get("gas", 1))
+    phases = {ph: {"peak": max(stats.get(f"{ph}{k}.{m}", none)["peak"] for m in micro),
+                   "end": stats.get(f"{ph}{k}.{micro[-1]}", none)["end"]} for ph in ("fwd", "bwd")}
+    phases["step"] = stats.get(f"step{k}", none)
+    res = {"rank": rank, "world": spec["world"], "phases": phases,
            "before": stats.get(f"step{k - 1}", stats.get("init"))["end"] if k > 1 else None}
     with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
         json.dump(res, f)

@@ -39,8 +39,11 @@ QUANT_COMPUTE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool) -> Ctx:
     s, b = plan.seq_len, plan.micro_batch_size
     stack = effective_stack(plan)
+    # FSDP1 with LoRA inside the layer units: the frozen weights are views of a flat parameter that requires
+    # grad, so autograd saves what full fine-tuning saves (tools/fsdpprobe lit_s3w2_lora)
+    train_base = plan.method == "full" or stack.fsdp_adapters_in_units
     return Ctx(tokens=s * b, seq=s, batch=b, e=dt.compute, res=dt.weight if plan.method == "full" else dt.frozen,
-               autocast=dt.autocast, train_base=plan.method == "full", adapter_bytes=dt.adapter,
+               autocast=dt.autocast, train_base=train_base, adapter_bytes=dt.adapter,
                dropout=plan.lora.dropout if plan.method != "full" else 0.0, attention=plan.attention,
                first_layer=first,
                quant_input=QUANT_COMPUTE_BYTES[plan.quantization.compute_dtype] if stack.bnb_keeps_inputs else 0,

@@ -76,7 +76,8 @@ def ddp_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int, w
 
 def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, frozen_bytes_whole: int,
                wbytes: int, gbytes: int, sbytes: int, compute: int, gas: int, impl: str = "fused",
-               version: int = 1, keep_last_block: bool = False) -> list[Term]:
+               version: int = 1, keep_last_block: bool = False, no_sync: bool = False,
+               adapters_in_units: bool = False) -> list[Term]:
     """FSDP1 as accelerate wraps it (transformer-layer units, the rest in the root unit; LoRA adapters
     as their own units via peft's fsdp_auto_wrap_policy). Measured on CPU ranks by tools/fsdpprobe:
     - the root unit (embeddings, final norm, lm_head) is gathered at the start of forward and kept
@@ -94,7 +95,15 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     Modelled from the source, not measurable on CPU ranks (which run synchronously, one stream): in
     backward a unit's unsharded gradient lives until its asynchronous reduce-scatter ends, so two are
     counted; the all-gather stream's pool of two units stays reserved while no unit is gathered.
-    tools/fsdpprobe/check.py allows the engine that margin over the CPU probe."""
+    tools/fsdpprobe/check.py allows the engine that margin over the CPU probe.
+    Accumulation under FSDP1 `no_sync()` (``no_sync``: accelerate's accumulate, Lightning's
+    no_backward_sync): `_post_backward_hook` returns before the reduce-scatter while gradients are not
+    synced, so each unit keeps its unsharded flat gradient (gathered dtype) from the first micro-step's
+    backward to the last one's; the reduce-scattered shards exist only from that last backward on.
+    ``adapters_in_units`` (LitGPT under Lightning's FSDPStrategy): a layer unit's flat parameter holds the
+    frozen weights and the LoRA layers, so it requires grad and its gradient covers the whole unit, the
+    frozen weights included (FSDP's docs warn of "higher than expected gradient memory"). Traced:
+    tools/fsdpprobe grid (s3w2_mixed_g2, s3w4_mixed_g2, s3w2_lora_g2, lit_s3w2_lora, lit_s3w2_lora_g2)."""
     n = plan.world_size
     p = tr.numel
     shard = ceil_div(p, n)
@@ -102,6 +111,11 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     unit = max(layer_sizes) if layer_sizes else arch.total_params
     root = arch.total_params - sum(layer_sizes)
     full = plan.method == "full"
+    in_units = adapters_in_units and not full
+    accumulate_unsharded = no_sync and gas > 1 and version == 1
+    # numel of the flat parameters that require grad: every unit (full), the layer units with their
+    # adapters (LoRA inside the units), or the adapters' own units
+    grad_numel = arch.total_params if full else (sum(layer_sizes) + p if in_units else p)
     t: list[Term] = []
     off = plan.offload_params != "none" or plan.offload_optimizer != "none"
     if off:
@@ -116,10 +130,15 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
                      where=MANAGED if is_paged(plan.optimizer) else ALLOCATOR))
         # reduce-scattered shards: accumulated ones live through the whole step; fresh ones appear from the
         # layer-by-layer backward on, but nothing is reduce-scattered yet at the top layer
-        grad_phases = ALL if gas > 1 else AFTER_BWD - TOP_BWD
+        once = gas == 1 or accumulate_unsharded     # the shards appear in one (the last) backward
+        # under no_sync the last backward turns each unit's kept unsharded gradient into its shard, so
+        # until the step the shards take no more than the unsharded gradients they replace
+        grad_phases = STEP if accumulate_unsharded else AFTER_BWD - TOP_BWD if once else ALL
         # the root's and the bottom layer's shards arrive last, after the bottom layer's backward
-        last = min(shard, ceil_div(root + unit, n)) if full and gas == 1 else 0
-        t.append(gpu("grad_shards", tr.grad_component, gbytes * (shard - last), grad_phases))
+        last = min(shard, ceil_div(root + unit, n)) if full and once else 0
+        # the reduce-scattered flat gradient covers the frozen weights of a unit it shares with adapters
+        grad_shard = ceil_div(grad_numel, n) if in_units else shard
+        t.append(gpu("grad_shards", tr.grad_component, gbytes * (grad_shard - last), grad_phases))
         if last:
             t.append(gpu("grad_shards_last", tr.grad_component, gbytes * last, grad_phases - MID_BWD))
     # gathered copies in the compute dtype (QLoRA: the packed 4-bit layers as stored)
@@ -140,8 +159,10 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     t.append(gpu("unshard_stream_pool", "runtime", 2 * layer_bytes, pool_phases, where=STREAM_CACHE))
     # the unit being back-propagated and the previous one, whose unsharded gradient waits for its
     # reduce-scatter on the post-backward stream (record_stream), in the gathered dtype
-    unit_grad = unit if full else max(tr.sizes, default=0)
+    unit_grad = unit if full or in_units else max(tr.sizes, default=0)
     t.append(gpu("unsharded_unit_grads", "buffers", 2 * compute * unit_grad, MID_BWD))
+    if accumulate_unsharded:
+        t.append(gpu("no_sync_unsharded_grads", "gradients", compute * grad_numel, FWD_BWD))
     if full and arch.causal_lm:
         head = arch.vocab_size * arch.hidden_size
         t.append(gpu("lm_head_grad", "gradients", compute * head, MID_BWD))

@@ -97,7 +97,8 @@ def model_state_terms(plan: Plan, si: StepInputs) -> list[Term]:
     if plan.framework == "fsdp":
         return fsdp_terms(plan, si.arch, tr, si.frozen_numel, si.frozen_bytes, wbytes, gbytes, sbytes,
                           2 if dt.autocast else dt.compute, gas, impl, si.stack.fsdp_version,
-                          keep_last_block=si.stack.trainer == "torchtitan")
+                          keep_last_block=si.stack.trainer == "torchtitan", no_sync=si.stack.fsdp_no_sync,
+                          adapters_in_units=si.stack.fsdp_adapters_in_units)
     fn = ddp_terms if plan.framework == "ddp" else single_terms
     return fn(plan, si.arch, tr, si.shapes, si.frozen_bytes, wbytes, gbytes, sbytes, gas, impl)
 

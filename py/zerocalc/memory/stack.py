@@ -49,6 +49,8 @@ class Stack:
     cuda_context_eager: bool
     separate_lm_head: bool     # LitGPT's convert_hf_checkpoint copies a tied embedding into lm_head
     reentrant_checkpointing: bool   # transformers 4.x gradient_checkpointing_enable defaults to use_reentrant=True
+    fsdp_no_sync: bool         # FSDP1 accumulation micro-steps run under no_sync() (unsharded gradients kept)
+    fsdp_adapters_in_units: bool    # FSDP1: the LoRA layers share the layer units' flat parameters
 
 
 def effective_stack(plan: Plan) -> Stack:
@@ -70,12 +72,20 @@ def effective_stack(plan: Plan) -> Stack:
     else:
         impl = "foreach"
     quant4 = plan.method == "qlora" and plan.quantization.type in ("nf4", "fp4")
+    version = 2 if trainer in ("torchtune", "torchtitan") else s.fsdp_version
     return Stack(
         trainer=trainer, loss_path=loss_path, loop_keeps_output=trainer in ("custom-loop", "litgpt"),
         adapter_dtype=adapter, kbit_prepare=plan.method == "qlora" and s.kbit_prepare is True,
         bnb_keeps_inputs=quant4 and s.bitsandbytes == "0.42" and trainer not in ("torchtune", "torchtitan"),
         optimizer_impl=impl, compile=s.compile,
-        fsdp_version=2 if trainer in ("torchtune", "torchtitan") else s.fsdp_version,
+        fsdp_version=version,
         cuda_context_eager=s.cuda_context == "eager",
         separate_lm_head=trainer == "litgpt" and plan.arch.tied_embeddings,
-        reentrant_checkpointing=loss_path in ("hf445", "hf446"))
+        reentrant_checkpointing=loss_path in ("hf445", "hf446"),
+        # accelerate's Accelerator.accumulate (the HF Trainer; sync_each_batch False by default) and Lightning
+        # Fabric's no_backward_sync (LitGPT's finetune scripts) enter FSDP1's no_sync() on accumulation steps
+        fsdp_no_sync=plan.framework == "fsdp" and version == 1 and trainer in ("hf-trainer", "litgpt"),
+        # Lightning FSDPStrategy(auto_wrap_policy={Block}) with use_orig_params=True (lightning/fabric/strategies/
+        # fsdp.py, 2.1): LitGPT's LoRA layers are flattened with the frozen weights of their block
+        fsdp_adapters_in_units=plan.framework == "fsdp" and version == 1 and trainer == "litgpt"
+        and plan.method != "full")
