@@ -55,6 +55,7 @@ class Ctx:
     attention: str       # flash / sdpa / eager
     first_layer: bool    # nothing before layer 0 needs a gradient under LoRA
     quant_input: int = 0     # bitsandbytes < 0.43.2: each 4-bit linear keeps its input, in this many bytes
+    quant_out_as_input: bool = False  # bnb Linear4bit bases: output cast back to the input's dtype (QLoRA)
     compiled: bool = False   # torch.compile'd blocks: pointwise ops fused and recomputed in backward
     kv_expanded: bool = False  # SDPA given K/V repeated to every query head (transformers 4.x sdpa, LitGPT)
     fused_gelu: bool = False  # one GELU kernel (LitGPT, torchtune) instead of transformers' python gelu_new
@@ -159,6 +160,11 @@ def gated_mlp(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, linears: dic
               d_inter: int, count: int = 1) -> None:
     """SwiGLU / GeGLU: down(act(gate(x)) * up(x)). `count` > 1: MoE, tokens x top-k copies."""
     e = 2 if c.autocast else c.e
+    if c.quant_out_as_input and count == 1:
+        # bitsandbytes Linear4bit.forward returns matmul_4bit(x.to(compute_dtype), ...).to(inp_dtype) and PEFT's
+        # lora Linear4bit adds its 16-bit output to that result: under kbit_prepare (fp32 residual stream, autocast)
+        # gate/up outputs, the activation and the product are fp32 (silu and mul are not autocast ops; traced)
+        e = x_bytes
     n = c.tokens * d_inter * count
     if "gate_up_proj" in linears:
         linear(ss, c, x, x_bytes, linears["gate_up_proj"], adapters.get("gate_up_proj"))
