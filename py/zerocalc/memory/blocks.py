@@ -119,6 +119,8 @@ def linear(ss: SavedSet, c: Ctx, x: str, x_bytes: int, lin: Linear, adapter: Ada
 def attention_core(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, q_dim: int, kv_dim: int) -> str:
     """Scaled dot-product attention. Returns the output key (the o_proj input)."""
     e = 2 if c.autocast else c.e
+    if c.quant_out_as_input and not c.autocast:
+        e = c.res      # 4-bit q/k/v outputs in the norm output's dtype: fp32 under kbit_prepare, fp32 SDPA (traced)
     t, a = c.tokens, arch.num_heads
     if c.attention == "eager":
         # matmul(q, repeat_kv(k)^T): q and the repeated K; softmax(fp32) and its copy in q's dtype;
@@ -230,7 +232,7 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
             rmsnorm(ss, _no_first(c), "k_norm", "k", kv_dim, gemma, arch.num_kv_heads if per_head else 1)
         out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
         o = lins["o_proj"]
-    linear(ss, c, out, 2 if c.autocast else c.e, o, ads.get("o_proj"))
+    linear(ss, c, out, 2 if c.autocast else (c.res if c.quant_out_as_input else c.e), o, ads.get("o_proj"))
     if arch.model_type == "olmo2":
         rmsnorm(ss, _no_first(c), "post_attn_norm", "o_out", h)
         y2 = "resid2"
