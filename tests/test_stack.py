@@ -113,6 +113,48 @@ def test_kbit_prepare_keeps_the_unquantized_parameters_in_fp32():
     assert b.frozen_bytes - a.frozen_bytes == 2 * (P_1B - quantized)     # 4 instead of 2 bytes each
 
 
+def test_kbit_prepare_without_checkpointing_saves_the_mlp_in_fp32():
+    # QLoRA bf16-mixed (autocast), all 7 projections, s 2048 b 1, no checkpointing. prepare_model_for_kbit_training
+    # makes the residual stream fp32; bnb Linear4bit.forward returns `... .to(inp_dtype)`, so gate_proj's and
+    # up_proj's outputs and silu's output (kept by silu and mul) are fp32: +2 B x 3 x s*I per layer. The norms keep
+    # fp32 inputs with or without kbit; SDPA keeps autocast's bf16 q/k/v either way. Outside the layers: RoPE
+    # cos/sin (two (1, s, head_dim 64) tensors) +2 B each, and autocast's bf16 copy of the fp32 lm_head (2Vh).
+    lora = {"rank": 16, "alpha": 32, "dropout": 0.0,
+            "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+    kw = dict(precision="bf16-mixed", method="qlora", lora=lora)
+    a = step_inputs(est(**kw).plan).acts
+    b = step_inputs(est(**kw, stack={"kbit_prepare": True}).plan).acts
+    t = 2048
+    assert b.stack_saved - a.stack_saved == LAYERS_1B * 3 * 2 * t * I_1B == 1_610_612_736
+    assert b.head_saved - a.head_saved == 2 * 2 * t * 64 == 524_288
+    assert b.autocast_weight_copies - a.autocast_weight_copies == 2 * V * H == 525_336_576
+    # the traced difference (tools/memtrace/golden/stacks/l1b-qlora-mixed-kbit.json against its default twin,
+    # activations at forward end: 5_996_380_176 - 3_859_906_576) is the sum of the three, to the byte
+    assert b.saved_total - a.saved_total == 1_610_612_736 + 524_288 + 525_336_576 == 2_136_473_600
+
+
+def test_kbit_prepare_without_autocast_runs_attention_in_fp32():
+    # QLoRA bf16-pure (no autocast), fp32 adapters, as above. The 4-bit q/k/v outputs come back in the fp32 norm
+    # output's dtype, so RoPE and SDPA run in fp32, and nothing casts the LoRA inputs: per layer
+    #   + 3 x 2 x s*I          gate/up/silu outputs fp32 (as under autocast)
+    #   + 2 x s x (2q + 2kv)   SDPA's q, k, v and output fp32 instead of bf16 (q = h = 2048, kv = 512)
+    #   - 4 x s x q            o_proj's LoRA reads the fp32 attention output itself, no fp32 copy
+    #   - 5 x 4 x s*h          q/k/v/gate/up LoRA: no fp32 copy of a bf16 norm output each ...
+    #   + 2 x 4 x s*h          ... the two fp32 norm outputs are saved themselves
+    lora = {"rank": 16, "alpha": 32, "dropout": 0.0,
+            "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+    kw = dict(precision="bf16-pure", method="qlora", lora=lora)
+    a = step_inputs(est(**kw).plan).acts
+    b = step_inputs(est(**kw, stack={"kbit_prepare": True}).plan).acts
+    t, q, kv = 2048, 2048, 512
+    per_layer = 6 * t * I_1B + 2 * t * (2 * q + 2 * kv) - 4 * t * q - 20 * t * H + 8 * t * H
+    assert per_layer == 100_663_296 + 20_971_520 - 16_777_216 - 83_886_080 + 33_554_432 == 54_525_952
+    assert b.stack_saved - a.stack_saved == LAYERS_1B * per_layer
+    # traced (tools/memtrace, this plan with stack.peft_adapter_dtype fp32, kbit true minus false, saved at forward
+    # end): 7_110_672_400 - 6_237_732_880 = 872_939_520 = 16 x 54_525_952 + the fp32 RoPE cos/sin (2 x 2 x s x 64)
+    assert b.saved_total - a.saved_total == LAYERS_1B * per_layer + 2 * 2 * t * 64 == 872_939_520
+
+
 def test_gptq_storage_of_one_matrix():
     plan = Plan.from_dict({"method": "qlora", "quantization": {"type": "gptq", "bits": 4, "group_size": 128}})
     # 4096 x 4096, 32 groups: qweight 4096*4096/2, qzeros 32*4096/2, fp16 scales 2*32*4096, int32 g_idx 4*4096

@@ -12,9 +12,6 @@ from zerocalc import Plan, estimate
 GRID = pathlib.Path(__file__).resolve().parents[1] / "tools" / "memtrace" / "golden" / "stacks"
 ROWS = sorted(GRID.glob("*.json"))
 KNOWN = {
-    "l1b-qlora-mixed-kbit": "kbit_prepare without checkpointing: +1.99 GiB of activations the trace does not break "
-                            "down op by op (fp32 residual stream through the 4-bit layers); the engine models the "
-                            "fp32 weights, norms and lm_head copy only",
     "lit-l1b-lora": "LitGPT LoRA: the engine counts every 128-token chunk's bf16 log_softmax at the end of forward "
                     "(+4.6 %); the traced peak comes earlier in forward",
     "tt-l1b-full-chunked": "torchtune: its RoPE works on x.float() and keeps fp32 q/k (+0.445 GiB, not attributed "

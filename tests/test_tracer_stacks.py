@@ -123,6 +123,14 @@ def test_kbit_prepare_casts_to_fp32(ckpt):
         extra = k["saved_activations_forward_end"] - q["saved_activations_forward_end"]
         low = L * 2 * SB * H + 2 * V * H                        # 16384 + 65536 = 81920
         assert low <= extra <= low + 4 * SB * HD
+    else:
+        # without checkpointing the residual stream is fp32: bnb Linear4bit.forward casts its output back to the
+        # input's dtype (.to(inp_dtype)) and PEFT adds the bf16 LoRA output to it, so gate/up outputs, silu's
+        # output (all saved by silu / mul) are fp32 instead of bf16: +2 B x 3 x sbI per layer. Norm inputs
+        # (fp32 either way) and SDPA's q/k/v (autocast's bf16 copies instead of bf16 originals) do not change;
+        # the two (1, s, hd) RoPE cos/sin go fp32 (+2 B each); lm_head keeps autocast's bf16 weight copy (2Vh)
+        extra = k["saved_activations_forward_end"] - q["saved_activations_forward_end"]
+        assert extra == L * 3 * 2 * SB * I + 2 * 2 * S * HD + 2 * V * H == 98304 + 2048 + 65536
 
 
 def test_bnb_042_keeps_each_4bit_input_through_checkpointing():

@@ -1,7 +1,8 @@
-"""python -m tools.memtrace PLAN.json [--json OUT.json] [--dump-saved]
+"""python -m tools.memtrace PLAN.json [--json OUT.json] [--dump-saved] [--saved-table]
 
 Traces one steady-state training step of a single-GPU plan-v1 on FakeTensors and prints the peak and
-its breakdown; --json writes the full result (bytes), --dump-saved adds every saved tensor.
+its breakdown; --json writes the full result (bytes), --dump-saved adds every saved tensor,
+--saved-table prints them grouped by saving module (layers folded), op, dtype and shape.
 """
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ def main(argv=None) -> int:
     ap.add_argument("plan", help="plan-v1 JSON file ('-' for stdin)")
     ap.add_argument("--json", dest="json_out", help="write the result JSON here ('-' = stdout)")
     ap.add_argument("--dump-saved", action="store_true", help="include every saved tensor in the JSON")
+    ap.add_argument("--saved-table", action="store_true",
+                    help="print the saved tensors at forward end grouped by module, op, dtype and shape")
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     plan = json.load(sys.stdin if a.plan == "-" else open(a.plan))
     from .report import table  # noqa: PLC0415
     from .trace import trace  # noqa: PLC0415
     try:
-        res = trace(plan, dump_saved=a.dump_saved)
+        res = trace(plan, dump_saved=a.dump_saved or a.saved_table)
     except ValueError as e:      # unsupported plan feature or invalid plan: one line, no traceback
         print(f"memtrace: error: {e}", file=sys.stderr)
         return 2
@@ -30,6 +33,9 @@ def main(argv=None) -> int:
         json.dump(res, sys.stdout, indent=1)
     else:
         print(table(res))
+        if a.saved_table:
+            from .dump import saved_summary  # noqa: PLC0415
+            print(saved_summary(res["saved_tensors"]))
         if a.json_out:
             with open(a.json_out, "w") as f:
                 json.dump(res, f, indent=1)

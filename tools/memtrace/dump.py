@@ -122,3 +122,21 @@ def symbolic(nbytes: int, shape, dtype: str, dims: dict) -> str:
 def layer_of(path: str):
     m = _LAYER.search("." + path + ".")
     return int(m.group(2)) if m else None
+
+
+def saved_summary(table: list) -> str:
+    """The saved tensors at forward end (SavedRecorder.table) grouped by the module that saved them (layer
+    index folded to N), the op that made them, dtype and shape: one line per group with its count and bytes,
+    so two traces (e.g. stack.kbit_prepare true / false) can be compared op by op."""
+    groups: dict = {}
+    for t in table:
+        site = _LAYER.sub(".layers.N.", "." + t["saved_in"] + ".").strip(".")
+        made = _LAYER.sub(".layers.N.", "." + (t["made_in"] or "") + ".").strip(".")
+        k = (site, made, t["op"], t["dtype"], tuple(t["shape"]))
+        n, b = groups.get(k, (0, 0))
+        groups[k] = (n + 1, b + t["nbytes"])
+    lines = [f"{'MiB':>10} {'n':>4}  saved in | made in | op | dtype | shape"]
+    for (site, made, op, dtype, shape), (n, b) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"{b / 2**20:10.2f} {n:4d}  {site} | {made} | {op} | {dtype} | {list(shape)}")
+    lines.append(f"{sum(b for _, b in groups.values()) / 2**20:10.2f}       total")
+    return "\n".join(lines)

@@ -56,6 +56,8 @@ STACKS = [
     _p("l1b-lora-pure-base", "lora", peft_adapter_dtype="base"),
     _p("l1b-qlora-mixed-kbit", "qlora", "bf16-mixed", kbit_prepare=True),
     _p("l1b-qlora-mixed-gc-kbit", "qlora", "bf16-mixed", "full", kbit_prepare=True),
+    # without autocast the 4-bit layers' fp32 outputs reach SDPA: fp32 attention (fp32 adapters, PEFT's default)
+    _p("l1b-qlora-pure-kbit-fp32", "qlora", kbit_prepare=True, peft_adapter_dtype="fp32"),
     # 5. bitsandbytes < 0.43.2: MatMul4Bit keeps its input (emulated from its source, see qlora.py)
     _p("l1b-qlora-mixed-bnb042", "qlora", "bf16-mixed", bitsandbytes="0.42"),
     _p("l1b-qlora-mixed-gc-bnb042", "qlora", "bf16-mixed", "full", bitsandbytes="0.42"),

@@ -47,6 +47,7 @@ def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool) -> Ctx:
                dropout=plan.lora.dropout if plan.method != "full" else 0.0, attention=plan.attention,
                first_layer=first,
                quant_input=QUANT_COMPUTE_BYTES[plan.quantization.compute_dtype] if stack.bnb_keeps_inputs else 0,
+               quant_out_as_input=plan.method == "qlora" and plan.quantization.type in ("nf4", "fp4"),
                compiled=stack.compile != "none", fused_gelu=stack.trainer in ("litgpt", "torchtune"),
                kv_expanded=(plan.attention == "sdpa" and stack.loss_path in ("hf445", "hf446"))
                or stack.trainer == "litgpt")

@@ -55,6 +55,7 @@ class Ctx:
     attention: str       # flash / sdpa / eager
     first_layer: bool    # nothing before layer 0 needs a gradient under LoRA
     quant_input: int = 0     # bitsandbytes < 0.43.2: each 4-bit linear keeps its input, in this many bytes
+    quant_out_as_input: bool = False  # bnb Linear4bit bases: output cast back to the input's dtype (QLoRA)
     compiled: bool = False   # torch.compile'd blocks: pointwise ops fused and recomputed in backward
     kv_expanded: bool = False  # SDPA given K/V repeated to every query head (transformers 4.x sdpa, LitGPT)
     fused_gelu: bool = False  # one GELU kernel (LitGPT, torchtune) instead of transformers' python gelu_new
@@ -118,6 +119,8 @@ def linear(ss: SavedSet, c: Ctx, x: str, x_bytes: int, lin: Linear, adapter: Ada
 def attention_core(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, q_dim: int, kv_dim: int) -> str:
     """Scaled dot-product attention. Returns the output key (the o_proj input)."""
     e = 2 if c.autocast else c.e
+    if c.quant_out_as_input and not c.autocast:
+        e = c.res      # 4-bit q/k/v outputs in the norm output's dtype: fp32 under kbit_prepare, fp32 SDPA (traced)
     t, a = c.tokens, arch.num_heads
     if c.attention == "eager":
         # matmul(q, repeat_kv(k)^T): q and the repeated K; softmax(fp32) and its copy in q's dtype;
@@ -159,6 +162,11 @@ def gated_mlp(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, linears: dic
               d_inter: int, count: int = 1) -> None:
     """SwiGLU / GeGLU: down(act(gate(x)) * up(x)). `count` > 1: MoE, tokens x top-k copies."""
     e = 2 if c.autocast else c.e
+    if c.quant_out_as_input and count == 1:
+        # bitsandbytes Linear4bit.forward returns matmul_4bit(x.to(compute_dtype), ...).to(inp_dtype) and PEFT's
+        # lora Linear4bit adds its 16-bit output to that result: under kbit_prepare (fp32 residual stream, autocast)
+        # gate/up outputs, the activation and the product are fp32 (silu and mul are not autocast ops; traced)
+        e = x_bytes
     n = c.tokens * d_inter * count
     if "gate_up_proj" in linears:
         linear(ss, c, x, x_bytes, linears["gate_up_proj"], adapters.get("gate_up_proj"))
@@ -224,7 +232,7 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
             rmsnorm(ss, _no_first(c), "k_norm", "k", kv_dim, gemma, arch.num_kv_heads if per_head else 1)
         out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
         o = lins["o_proj"]
-    linear(ss, c, out, 2 if c.autocast else c.e, o, ads.get("o_proj"))
+    linear(ss, c, out, 2 if c.autocast else (c.res if c.quant_out_as_input else c.e), o, ads.get("o_proj"))
     if arch.model_type == "olmo2":
         rmsnorm(ss, _no_first(c), "post_attn_norm", "o_out", h)
         y2 = "resid2"
