@@ -239,3 +239,33 @@ def test_old_bitsandbytes_inputs_survive_only_non_reentrant_checkpointing():
     base4 = step_inputs(est(**kw, stack={"transformers": "4.46"}).plan).acts.stack_saved
     old4 = step_inputs(est(**kw, stack={"transformers": "4.46", "bitsandbytes": "0.42"}).plan).acts.stack_saved
     assert old4 == base4
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_torchtune_saves_expanded_kv_and_fp32_normalised_tensors(method):
+    # torchtune 0.6.1 against HF (bf16 adapters both), Llama 3.2 1B, s 2048, b 1, bf16-pure, no checkpointing.
+    # modules/attention.py MultiHeadAttention.forward expands k and v to the 32 query heads before SDPA (a
+    # copy that SDPA saves): 2 tensors x 2 bytes x (h - kv) more per token and layer, full and LoRA.
+    # modules/rms_norm.py RMSNorm: F.rms_norm(x.float(), weight=bf16 scale) falls back to aten's composite,
+    # whose weight mul keeps the fp32 normalised tensor (4 bytes) where HF keeps hs.to(bf16) (2 bytes): only
+    # when the scale trains (full), for the 2 norms of each layer and the final norm.
+    # Its RoPE multiplies by its fp32 cache buffer: no (1, s, head_dim) bf16 cos/sin saved (HF: 2 of them).
+    t, kv, head_dim = 2048, 512, 64
+    kw = dict(precision="bf16-pure", method=method, lora={"rank": 16, "alpha": 32, "dropout": 0.0})
+    hf = step_inputs(est(**kw, stack={"peft_adapter_dtype": "base"}).plan).acts
+    tt = step_inputs(est(**kw, stack={"trainer": "torchtune"}).plan).acts
+    kv_expand = 2 * 2 * t * (H - kv)                       # 6,144 B per token and layer
+    norms = 2 * (4 - 2) * t * H if method == "full" else 0  # 8,192 B per token and layer (full)
+    assert tt.stack_saved - hf.stack_saved == LAYERS_1B * (kv_expand + norms)
+    final_norm = (4 - 2) * t * H if method == "full" else 0
+    assert tt.head_saved - hf.head_saved == final_norm - 2 * 2 * t * head_dim
+    # traced (tools/memtrace/golden/stacks, tt-l1b-*-chunked vs default): +0.445 GiB full, +0.187 GiB LoRA
+    traced = {"full": 0.445, "lora": 0.187}[method]
+    assert abs((tt.saved_total - hf.saved_total) / GIB - traced) < 0.002
+
+
+def test_torchtune_checkpointed_layers_keep_only_their_inputs():
+    kw = dict(precision="bf16-pure", activation_checkpointing="full")
+    hf = step_inputs(est(**kw).plan).acts
+    tt = step_inputs(est(**kw, stack={"trainer": "torchtune"}).plan).acts
+    assert tt.stack_saved == hf.stack_saved == LAYERS_1B * 2 * 2048 * H

@@ -14,9 +14,6 @@ ROWS = sorted(GRID.glob("*.json"))
 KNOWN = {
     "lit-l1b-lora": "LitGPT LoRA: the engine counts every 128-token chunk's bf16 log_softmax at the end of forward "
                     "(+4.6 %); the traced peak comes earlier in forward",
-    "tt-l1b-full-chunked": "torchtune: its RoPE works on x.float() and keeps fp32 q/k (+0.445 GiB, not attributed "
-                           "op by op)",
-    "tt-l1b-full-standard": "torchtune: fp32 RoPE activations as above",
 }
 
 

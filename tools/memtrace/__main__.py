@@ -1,4 +1,5 @@
 """python -m tools.memtrace PLAN.json [--json OUT.json] [--dump-saved] [--saved-table]
+(torchtune plans: from .venv-torchtune)
 
 Traces one steady-state training step of a single-GPU plan-v1 on FakeTensors and prints the peak and
 its breakdown; --json writes the full result (bytes), --dump-saved adds every saved tensor,
@@ -23,7 +24,10 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     plan = json.load(sys.stdin if a.plan == "-" else open(a.plan))
     from .report import table  # noqa: PLC0415
-    from .trace import trace  # noqa: PLC0415
+    if (plan.get("stack") or {}).get("trainer") == "torchtune":    # torchtune's own loop (.venv-torchtune)
+        from .tune import trace_tune as trace  # noqa: PLC0415
+    else:
+        from .trace import trace  # noqa: PLC0415
     try:
         res = trace(plan, dump_saved=a.dump_saved or a.saved_table)
     except ValueError as e:      # unsupported plan feature or invalid plan: one line, no traceback

@@ -14,6 +14,7 @@ with torch.optim.AdamW(fused=True), the 0.6.1 configs' optimizer. Two consecutiv
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -57,7 +58,9 @@ def build(plan):
     return model
 
 
-def trace_tune(plan_d: dict, steps: int = 2) -> dict:
+def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
+    """Trace `steps` steps of torchtune's loop; `dump_saved` adds every tensor autograd saved in the last
+    step's forward (module path, producing op, shape, dtype, bytes: tools/memtrace/dump.py SavedRecorder)."""
     from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
     from torchtune.modules.loss import CEWithChunkedOutputLoss  # noqa: PLC0415
     t0 = time.perf_counter()
@@ -96,15 +99,23 @@ def trace_tune(plan_d: dict, steps: int = 2) -> dict:
         opt = make_optimizer(plan.optimizer, params, impl)
         label_grads(params, tr)
         per_step = []
+        saved = None
+        if dump_saved:
+            from .dump import SavedRecorder  # noqa: PLC0415
+            from .trace import _ACTIVE  # noqa: PLC0415
+            _ACTIVE["tracker"] = tr
+            saved = SavedRecorder(model)
         with tr:
             warm_up(opt, params, tr)
             t1 = time.perf_counter()
-            for _ in range(steps):
+            for i in range(steps):
                 tr.set_phase("setup")
                 tr.peak, tr.phase_peak, tr.marks = Snapshot(), {}, {}
                 tr.mark("start")
                 tr.set_phase("forward")
-                logits = model(tokens)
+                rec = saved.hooks() if (saved and i == steps - 1) else contextlib.nullcontext()
+                with rec:
+                    logits = model(tokens)
                 tr.mark("forward_return")
                 lab = torch.hstack((labels[..., 1:], ignore))
                 if not isinstance(logits, list):
@@ -113,6 +124,8 @@ def trace_tune(plan_d: dict, steps: int = 2) -> dict:
                 loss = loss_fn(logits, lab) * (b * s)
                 del logits, lab
                 tr.mark("forward_end")
+                if saved and i == steps - 1:
+                    saved.finish(tr)
                 tr.set_phase("backward")
                 tr.mark("backward_start")
                 loss.backward()
@@ -124,6 +137,11 @@ def trace_tune(plan_d: dict, steps: int = 2) -> dict:
                 tr.mark("step_end")
                 per_step.append({"peak": tr.peak, "phase_peak": dict(tr.phase_peak), "marks": dict(tr.marks)})
             t2 = time.perf_counter()
-    return steps_result(per_step, plan_d, "torchtune llama3_2", impl, sum(p.numel() for p in params),
-                        {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)})
+    res = steps_result(per_step, plan_d, "torchtune llama3_2", impl, sum(p.numel() for p in params),
+                       {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)})
+    if saved:
+        from .trace import _ACTIVE  # noqa: PLC0415
+        _ACTIVE.clear()
+        res["saved_tensors"] = saved.table
+    return res
 

@@ -50,12 +50,13 @@ def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool) -> Ctx:
                quant_out_as_input=plan.method == "qlora" and plan.quantization.type in ("nf4", "fp4"),
                compiled=stack.compile != "none", fused_gelu=stack.trainer in ("litgpt", "torchtune"),
                kv_expanded=(plan.attention == "sdpa" and stack.loss_path in ("hf445", "hf446"))
-               or stack.trainer == "litgpt")
+               or stack.trainer in ("litgpt", "torchtune"),
+               fp32_norm_out=stack.trainer == "torchtune")
 
 
 def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
     """Outside the blocks: the final norm, lm_head's input (when lm_head trains), the rotary cos/sin
-    (two (1, s, head_dim) tensors in the residual dtype) and input ids / labels (int64)."""
+    (two (1, s, head_dim) tensors in the residual dtype; none under torchtune) and input ids / labels (int64)."""
     if not arch.causal_lm:
         return 0
     c = context(plan, arch, dt, False)
@@ -64,7 +65,10 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
     ss.save("ids_labels", 16 * t)
     if arch.family in ("llama", "gemma", "t5"):
         y = rmsnorm(ss, c, "final_norm", "resid_final", h, arch.family == "gemma")
-        ss.save("rope_cos_sin", 2 * c.res * plan.seq_len * arch.head_dim)
+        if effective_stack(plan).trainer != "torchtune":
+            # torchtune's RoPE multiplies by slices of its fp32 cache buffer, which is all it saves
+            # (models/llama3_1/_position_embeddings.py:181-184 Llama3ScaledRoPE.forward; traced)
+            ss.save("rope_cos_sin", 2 * c.res * plan.seq_len * arch.head_dim)
     else:
         ss.save("ln_f.in", (4 if c.autocast else c.res) * t * h)
         ss.save("ln_f.stats", 4 * t)

@@ -14,7 +14,8 @@ Llama 3.1 8B:
 - PEFT LoRA casts the input to the adapter dtype (a copy per adapter unless the dtypes match), keeps it
   for lora_A and keeps lora_A's output (r per token) for lora_B; dropout adds a 1-byte CUDA mask and its
   own output.
-- Flash/SDPA attention keeps q, k, v (kv heads), the output and an fp32 logsumexp per head and token;
+- Flash/SDPA attention keeps q, k, v (kv heads; every query head where the code expands them first:
+  transformers 4.x sdpa, LitGPT, torchtune), the output and an fp32 logsumexp per head and token;
   eager attention keeps the repeated K/V, the fp32 softmax and its 16-bit copy (6·a·s²·b bytes).
 """
 from __future__ import annotations
@@ -59,6 +60,7 @@ class Ctx:
     compiled: bool = False   # torch.compile'd blocks: pointwise ops fused and recomputed in backward
     kv_expanded: bool = False  # SDPA given K/V repeated to every query head (transformers 4.x sdpa, LitGPT)
     fused_gelu: bool = False  # one GELU kernel (LitGPT, torchtune) instead of transformers' python gelu_new
+    fp32_norm_out: bool = False  # torchtune RMSNorm: the scale multiplies the fp32 normalised tensor and keeps it
 
 
 # --- op rules -------------------------------------------------------------------------------------
@@ -82,8 +84,12 @@ def rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, gemma: bool = False,
         ss.save(f"{key}.rsqrt", 4 * c.tokens * groups)          # rsqrt(variance + eps), fp32 (b, s, 1)
     if c.train_base:
         # weight * hs.to(dtype): the normalised tensor is kept for the weight gradient.
-        # Gemma multiplies in fp32: output * (1 + weight.float()).
-        ss.save(f"{key}.normed", (4 if gemma else c.res) * c.tokens * d)
+        # Gemma multiplies in fp32: output * (1 + weight.float()). torchtune 0.6.1 (modules/rms_norm.py:38
+        # RMSNorm.forward) calls F.rms_norm(x.float(), weight=scale) with a bf16 scale: the dtypes differ, so
+        # torch's rms_norm_symint falls back to rms_norm_composite on every device (torch 2.13
+        # aten/src/ATen/native/layer_norm.cpp:346, "Cannot dispatch to fused implementation"), whose
+        # `upcasted_result.mul(weight)` keeps the fp32 normalised tensor (traced: 4·s·b·h bytes, not 2·s·b·h)
+        ss.save(f"{key}.normed", (4 if gemma or c.fp32_norm_out else c.res) * c.tokens * d)
     return f"{key}.out"
 
 
@@ -146,8 +152,10 @@ def attention_core(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, q_dim: int, 
         # the contiguous output is kept only by a trainable o_proj (linear() saves it under this key)
     else:
         # FlashAttention-2 / SDPA flash kernel: q, k, v, output, fp32 logsumexp (b, a, s). transformers 4.x's
-        # LlamaSdpaAttention calls repeat_kv before SDPA and LitGPT expands k/v for grouped queries, so there
-        # SDPA saves K and V at every head's width (traced: tools/memtrace/golden/stacks, +4·s·b·(h - kv)/layer)
+        # LlamaSdpaAttention calls repeat_kv before SDPA, LitGPT expands k/v for grouped queries and torchtune
+        # 0.6.1 (modules/attention.py:290-291 MultiHeadAttention.forward) does k.unsqueeze(2).expand().flatten(1, 2),
+        # a copy: there SDPA saves K and V at every head's width (traced: tools/memtrace/golden/stacks,
+        # +4·s·b·(h - kv)/layer)
         if c.kv_expanded and not (arch.num_kv_heads == 1 and arch.family == "bigcode"):
             kv_dim = q_dim
         ss.save(f"{key}.q", e * t * q_dim)
