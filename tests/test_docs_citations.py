@@ -12,7 +12,7 @@ def _sources():
     for pattern in ("*.py", "*.md", "*.js", "*.html"):
         for path in ROOT.rglob(pattern):
             rel = path.relative_to(ROOT).parts
-            if rel[0] in {".git", "node_modules", "_site", ".venv"} or "vendor" in rel:
+            if rel[0] in {".git", "node_modules", "_site"} or rel[0].startswith(".venv") or "vendor" in rel:
                 continue
             yield path
 

@@ -269,3 +269,27 @@ def test_torchtune_checkpointed_layers_keep_only_their_inputs():
     hf = step_inputs(est(**kw).plan).acts
     tt = step_inputs(est(**kw, stack={"trainer": "torchtune"}).plan).acts
     assert tt.stack_saved == hf.stack_saved == LAYERS_1B * 2 * 2048 * H
+
+
+def test_fabric_bf16_mixed_lora_is_an_fp32_model_with_a_16_bit_copy_per_matmul_call():
+    """LitGPT under Fabric "bf16-mixed": the model and its LoRA layers are fp32; each frozen linear's 16-bit
+    autocast copy is kept by its matmul (autocast caches only leaves that require grad), lm_head's once per
+    128-position chunk; the chunks' logits are cast to fp32 (convert_output). Llama 3.2 1B, s 2048, rank 16 on
+    every linear (traced: tools/memtrace/golden/stacks/lit-l1b-lora-mixed.json)."""
+    h, kv, inter, layers, V, r = 2048, 512, 8192, 16, 128256, 16
+    block_linears = layers * (h * h + 2 * h * kv + h * h + 3 * h * inter)           # 973,078,528
+    P = block_linears + V * h + layers * 2 * h + h                                 # tied: 1,235,814,400
+    adapters = layers * r * ((h + h) + 2 * (h + kv) + (h + h) + 2 * (h + inter) + (inter + h))   # 11,272,192
+    plan = Plan.from_dict({"model": "llama-3.2-1b", "framework": "single", "gpus_per_node": 1, "precision": "bf16-mixed",
+                           "method": "lora",
+                           "seq_len": 2048,
+                           "micro_batch_size": 1, "gradient_accumulation_steps": 1, "stack": {"trainer": "litgpt"},
+                           "lora": {"rank": r, "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                            "up_proj", "down_proj"]}})
+    d = estimate(plan).per_gpu.detail
+    assert d["frozen_params"] == 4 * (P + V * h)           # LitGPT's separate lm_head copy, fp32
+    assert d["trainable_params"] == 4 * adapters
+    chunks = 2048 // 128
+    assert d["autocast_weight_copies"] == 2 * adapters + 2 * block_linears + 2 * V * h * chunks
+    n = 2048 * V
+    assert d["logits_kept_by_loop"] == 4 * n               # the loop's fp32 `logits`

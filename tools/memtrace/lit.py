@@ -2,7 +2,8 @@
 
 What runs (litgpt 0.5.13, litgpt/finetune/full.py and finetune/lora.py, `fit`): LitGPT's `GPT` (or
 `litgpt.lora.GPT` with `mark_only_lora_as_trainable`) built from `Config.from_name("Llama-3.2-1B")` in bf16
-(Fabric precision "bf16-true": weights and LoRA in bf16, no autocast), `model.max_seq_length` set to the
+(Fabric precision "bf16-true": weights and LoRA in bf16, no autocast; or "bf16-mixed": an fp32 model, its
+forward under autocast and its output cast to fp32, as Fabric's wrapper does), `model.max_seq_length` set to the
 sequence length (rebuilds the RoPE cos/sin buffers), no activation checkpointing on one device. The step:
   full: logits = model(input_ids); loss = chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])
   lora: logits = model(input_ids, lm_head_chunk_size=128); logits[-1] = logits[-1][..., :-1, :];
@@ -19,6 +20,7 @@ import time
 import torch
 
 from .build import fakeify
+from .cuda_autocast import cuda_autocast_policy
 from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import from_dict
 from .trace import steps_result
@@ -31,8 +33,8 @@ LM_HEAD_CHUNK = 128       # finetune/lora.py: model(input_ids, lm_head_chunk_siz
 def build(plan):
     if plan.model not in NAMES:
         raise ValueError(f"model={plan.model!r}: the LitGPT tracer builds {', '.join(NAMES)} only")
-    if plan.precision != "bf16-pure":
-        raise ValueError("precision: LitGPT's finetune scripts default to bf16-true (use bf16-pure)")
+    if plan.precision not in ("bf16-pure", "bf16-mixed"):
+        raise ValueError("precision: LitGPT runs bf16-true (bf16-pure) or Fabric's bf16-mixed")
     if plan.activation_checkpointing != "none":
         raise ValueError("activation_checkpointing: LitGPT 0.5.13's single-device finetune scripts do not checkpoint")
     if plan.method == "lora":
@@ -49,7 +51,9 @@ def build(plan):
     else:
         raise ValueError("method: the LitGPT tracer runs full and lora")
     prev = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
+    # Fabric "bf16-true" builds the model under torch.bfloat16 as default dtype; "bf16-mixed" (lightning/fabric/
+    # plugins/precision/amp.py MixedPrecision) changes no dtype at init: an fp32 model, autocast in forward
+    torch.set_default_dtype(torch.float32 if plan.precision == "bf16-mixed" else torch.bfloat16)
     try:
         with torch.device("meta"):
             model = GPT(cfg)
@@ -68,14 +72,26 @@ def trace_lit(plan_d: dict, steps: int = 2) -> dict:
     plan = from_dict(plan_d, trainers=("litgpt",))
     model = build(plan)
     fm = FakeTensorMode(allow_non_fake_inputs=False)
-    fakeify(model, fm, torch.bfloat16)
+    mixed = plan.precision == "bf16-mixed"
+    fakeify(model, fm, torch.float32 if mixed else torch.bfloat16)
     b, s = plan.micro_batch_size, plan.seq_len
     V = model.config.padded_vocab_size
     lora = plan.method == "lora"
     # logits-sized: the lm_head chunks (b, 128, V) and chunked_cross_entropy's 128-row chunks (128, V)
     tr = StorageTracker(logits_numel=LM_HEAD_CHUNK * V, vocab=V)
     impl = adamw_impl(plan.optimizer_impl, "litgpt", "5")
-    with fm:
+    def forward(*args, **kwargs):
+        """Fabric's _FabricModule.forward: MixedPrecision.forward_context() = torch.autocast(bf16) around the
+        module's forward, then convert_output casts floating outputs to the default dtype (fp32)."""
+        if not mixed:
+            return model(*args, **kwargs)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(*args, **kwargs)
+        if isinstance(out, list):
+            return [o.to(torch.float32) for o in out]
+        return out.to(torch.float32)
+
+    with cuda_autocast_policy(mixed), fm:
         model.max_seq_length = s           # fit(): rebuilds cos/sin for the longest sequence
         lora_ids = {id(p) for p in model.parameters() if p.requires_grad} if lora else set()
         for p in model.parameters():
@@ -100,14 +116,14 @@ def trace_lit(plan_d: dict, steps: int = 2) -> dict:
                 tr.mark("start")
                 tr.set_phase("forward")
                 if lora:
-                    new = model(input_ids, lm_head_chunk_size=LM_HEAD_CHUNK)
+                    new = forward(input_ids, lm_head_chunk_size=LM_HEAD_CHUNK)
                     logits = new                # the previous step's logits die only here
                     del new
                     logits[-1] = logits[-1][..., :-1, :]
                     tr.mark("forward_return")
                     loss = chunked_cross_entropy(logits, targets[..., 1:])
                 else:
-                    new = model(input_ids)
+                    new = forward(input_ids)
                     logits = new
                     del new
                     tr.mark("forward_return")

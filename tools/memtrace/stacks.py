@@ -77,6 +77,8 @@ STACKS = [
     # 6. LitGPT 0.5.13 (own GPT, bf16-true, chunked bf16 cross-entropy, loop variables kept; tools/memtrace/lit.py)
     _p("lit-l1b-full", trainer="litgpt"),
     _p("lit-l1b-lora", "lora", trainer="litgpt"),
+    # Fabric bf16-mixed: an fp32 model under autocast, outputs cast back to fp32 (the Oct-2023 tutorial's default)
+    _p("lit-l1b-lora-mixed", "lora", "bf16-mixed", trainer="litgpt"),
     # b = 2: logits[..., :-1, :].contiguous() copies only when b > 1 (for b = 1 the slice is already contiguous)
     _p("l1b-full-pure-s1024-b2-tf445", seq=1024, mb=2, transformers="4.45", optimizer_impl="fused"),
     _p("l1b-full-pure-s1024-b2-tf445-custom", seq=1024, mb=2, transformers="4.45", trainer="custom-loop",

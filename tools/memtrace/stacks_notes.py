@@ -25,7 +25,8 @@ NOTES = """## What differs, and which tensors (s, b, h, V, I, L, P as in docs/tr
 | `trainer: torchtune`, checkpointing | peak moves to the end of backward (`embedding_dense_backward`, tied embedding) at 9.736 vs HF's 9.998 at the loss backward | `set_activation_checkpointing(..., {TransformerSelfAttentionLayer})` saves each layer's bf16 input as HF's does (+0.007 GiB) |
 | `trainer: torchtune`, LoRA (bf16 adapters, no autocast) | peak 7.247 (forward, a chunk's `nll_loss_forward`) vs 8.374 for HF with bf16 adapters; saved activations +0.187 GiB | the K/V expansion as above (the norms' scales are frozen, so their fp32 product is not kept); adapters are bf16 because the model is built under `set_default_dtype(bf16)` |
 | `trainer: litgpt` (0.5.13, lightning 2.6.6), full | weights **+2Vh** (untied lm_head, +0.489 GiB), gradients and states likewise; step peak with foreach +2P' (P' = P + Vh); **+2sbV** (bf16 `logits`) held through backward, the step and the next forward; log-softmax kept in **bf16** (2sbV), loss backward ≈ 4sbV | `Config.from_name("Llama-3.2-1B")` builds `lm_head = nn.Linear(...)` apart from `wte`; `fit()` binds `logits = model(input_ids)` as a loop variable; `chunked_cross_entropy` splits the bf16 logits into 128-row chunks and calls `F.cross_entropy` without upcasting; optimizer "AdamW" without flags = foreach. Saved activations +0.571 GiB vs HF (K/V expanded to every head before SDPA, and more; not attributed op by op) |
-| `trainer: litgpt`, LoRA | peak 7.281 vs 8.374; the lm_head runs in 128-token chunks (`lm_head_chunk_size=128`), each CE chunk's log-softmax in bf16 | `finetune/lora.py` `model(input_ids, lm_head_chunk_size=128)` |
+| `trainer: litgpt`, LoRA | peak 7.281 vs 8.374; the lm_head runs in 128-token chunks (`lm_head_chunk_size=128`), each CE chunk's log-softmax in bf16; the previous step's `logits` die when the new forward returns, before the loss runs | `finetune/lora.py` `model(input_ids, lm_head_chunk_size=128)` |
+| `trainer: litgpt`, LoRA, Fabric `bf16-mixed` | weights **fp32** (+4P'); each frozen linear's bf16 autocast copy kept by its matmul (**+2·linears**) and lm_head's once per chunk (**+2Vh·s/128**); logits cast to **fp32** (convert_output), the 16-bit chunks and their casts coexisting while it runs | `lightning/fabric/plugins/precision/amp.py` `MixedPrecision`: no init dtype, `forward_context()` = autocast, `convert_output()` to the default dtype; autocast caches only leaves that require grad |
 
 ## Not traced (and why)
 
@@ -37,8 +38,9 @@ NOTES = """## What differs, and which tensors (s, b, h, V, I, L, P as in docs/tr
 - **FSDP2 (`fully_shard`) through tools/fsdpprobe**, **torch.compile's partitioner saved set**: not done (time).
 - **bitsandbytes 0.42 itself**: not installed (its kernels need CUDA); its saved set is reproduced from the
   source (above).
-- **QLoRA under torchtune (torchao NF4) and LitGPT (bitsandbytes plugin, lm_head included)**, LitGPT's FSDP
-  FULL_STATE_DICT load peak: not traced.
+- **QLoRA under torchtune (torchao NF4) and LitGPT (bitsandbytes plugin, lm_head included)**: not traced.
+  LitGPT's FSDP rows: the gap was FSDP1 `no_sync()` accumulation with LoRA inside the layer units, traced
+  through tools/fsdpprobe (docs/stacks.md).
 - The 4.x eras were traced with HF's own `sdpa` attention (no FA2 hook exists there), so their activation
   deltas include `repeat_kv`; a user with `attn_implementation="flash_attention_2"` would not pay it. The
   logits deltas are independent of that.

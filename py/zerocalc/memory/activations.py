@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, block_saved_bytes, linear, rmsnorm
+from .logits import LITGPT_CHUNK
 from .lora import Adapter, adapter_params, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import effective_stack
@@ -167,6 +168,14 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
             copies += 2 * arch.vocab_size * h
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:
         copies = 2 * adapter_params(arch, plan)
+        if dt.frozen == 4 and plan.method == "lora":
+            # fp32 frozen weights (Fabric bf16-mixed): autocast caches only leaves that require grad, so each
+            # call casts a new 16-bit copy and the matmul keeps it for its input's gradient; LitGPT's LoRA loop
+            # runs lm_head once per 128-position chunk, each chunk with its own copy (traced: lit-l1b-lora-mixed;
+            # layer 0's q/k/v input needs no gradient and keeps none, counted anyway: 2·h·(h + 2·kv) bytes)
+            calls = -(-plan.seq_len // LITGPT_CHUNK) if effective_stack(plan).trainer == "litgpt" else 1
+            copies += 2 * sum(tt.numel for tt in arch.tensors if tt.linear)
+            copies += 2 * arch.vocab_size * h * calls if arch.causal_lm else 0
     cache_forward = 0
     if copies and plan.activation_checkpointing == "full":
         kept = 2 * arch.vocab_size * h if plan.method == "full" and arch.causal_lm else 0

@@ -56,8 +56,9 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
     shifted = (s - 1) * b * V
     c = compute_bytes
     raw = c * n                                  # lm_head output in the compute dtype
+    o = 4 if stack.fabric_mixed else c           # Fabric's convert_output: the model's outputs cast to fp32
     upcast = 0 if c == 4 else 4 * n              # logits.float(): a copy unless already fp32
-    kept = raw if stack.loop_keeps_output else 0
+    kept = o * n if stack.loop_keeps_output else 0
     if plan.loss == "chunked" and stack.trainer == "torchtune" and stack.compile == "none":
         # CEWithChunkedOutputLoss uncompiled: each of the 8 bf16 chunks is upcast and its fp32 log_softmax
         # saved; the bf16 chunks live until the recipe's `del logits` (traced: tt-l1b-full-chunked)
@@ -72,9 +73,16 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         return Logits(saved=raw + lse, forward_peak=raw + lse, backward_peak=raw + lse + raw, kept_by_loop=kept)
     path = stack.loss_path
     if path == "litgpt":
+        # each chunk's log_softmax saved in the output dtype; under Fabric bf16-mixed the 16-bit chunks and
+        # their fp32 casts coexist while convert_output runs. The loop's previous `logits` (kept_by_loop, counted
+        # in every phase) lives until the new forward returns, so it meets the new chunks (and their casts) but
+        # not the loss's log-softmaxes: the forward peak is the larger moment, less what kept_by_loop counts
+        # (traced: lit-l1b-lora, lit-l1b-lora-mixed)
         chunk = LITGPT_CHUNK * b * V
-        return Logits(saved=c * shifted, forward_peak=raw + c * shifted,
-                      backward_peak=c * shifted + 2 * c * chunk, kept_by_loop=kept)
+        returning = kept + raw + (o * n if o != c else 0)
+        fwd = max(returning, o * n + o * shifted) - kept
+        return Logits(saved=o * shifted, forward_peak=fwd, backward_peak=o * shifted + 2 * o * chunk,
+                      kept_by_loop=kept)
     # `logits[..., :-1, :].contiguous()` copies only when b > 1: with one sequence the slice is already
     # contiguous (traced: the 4.45 / 4.48 rows of tools/memtrace/golden/stacks)
     shift_copy = 4 * shifted if b > 1 else 0

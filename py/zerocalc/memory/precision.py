@@ -40,6 +40,9 @@ def dtypes_for(plan: Plan) -> Dtypes:
         # PEFT >= 0.12 keeps adapters fp32 on a 16-bit base (autocast_adapter_dtype); older PEFT, torchtune and
         # LitGPT build them in the base dtype (memory/stack.py)
         dt = replace(dt, adapter=4 if stack.adapter_dtype == "fp32" else 2)
+    if stack.fabric_mixed and plan.method != "full":
+        # Fabric "bf16-mixed" builds the whole model in fp32, the frozen base and LitGPT's LoRA layers alike
+        dt = replace(dt, frozen=4, adapter=4)
     if stack.kbit_prepare:
         # peft prepare_model_for_kbit_training: every non-quantized parameter (embeddings, norms, head) to fp32,
         # so the residual stream the layers read and save is fp32 too

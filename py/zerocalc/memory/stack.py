@@ -51,6 +51,7 @@ class Stack:
     reentrant_checkpointing: bool   # transformers 4.x gradient_checkpointing_enable defaults to use_reentrant=True
     fsdp_no_sync: bool         # FSDP1 accumulation micro-steps run under no_sync() (unsharded gradients kept)
     fsdp_adapters_in_units: bool    # FSDP1: the LoRA layers share the layer units' flat parameters
+    fabric_mixed: bool         # Lightning Fabric "bf16-mixed": an fp32 model, autocast, outputs cast to fp32
 
 
 def effective_stack(plan: Plan) -> Stack:
@@ -88,4 +89,7 @@ def effective_stack(plan: Plan) -> Stack:
         # Lightning FSDPStrategy(auto_wrap_policy={Block}) with use_orig_params=True (lightning/fabric/strategies/
         # fsdp.py, 2.1): LitGPT's LoRA layers are flattened with the frozen weights of their block
         fsdp_adapters_in_units=plan.framework == "fsdp" and version == 1 and trainer == "litgpt"
-        and plan.method != "full")
+        and plan.method != "full",
+        # lightning/fabric/plugins/precision/amp.py MixedPrecision: no dtype at init (the model and its LoRA
+        # layers stay fp32), forward_context() = torch.autocast, convert_output() casts outputs to fp32
+        fabric_mixed=trainer == "litgpt" and plan.precision == "bf16-mixed" and plan.framework != "deepspeed")
