@@ -31,7 +31,10 @@ def _p(pid, method="full", precision="bf16-pure", ckpt="none", seq=2048, mb=1, m
        **stack):
     d = {"id": pid, "schema": 1, "model": model, "gpu": "h200-sxm-141gb", "framework": "single", "gpus_per_node": 1,
          "nodes": 1, "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
-         "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt, "attention": "flash",
+         "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt,
+         # the 4.x eras have no AttentionInterface hook for the FA2 profile: they run HF's own "sdpa" class
+         # (tools/memtrace/build.py attention_impl), so their rows say sdpa
+         "attention": "sdpa" if stack.get("transformers") in ("4.45", "4.46") else "flash",
          "loss": loss, "method": method, "stack": dict(stack)}
     if method in ("lora", "qlora"):
         d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": list(TARGETS)}

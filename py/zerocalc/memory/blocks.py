@@ -59,6 +59,7 @@ class Ctx:
     quant_out_as_input: bool = False  # bnb Linear4bit bases: output cast back to the input's dtype (QLoRA)
     compiled: bool = False   # torch.compile'd blocks: pointwise ops fused and recomputed in backward
     kv_expanded: bool = False  # SDPA given K/V repeated to every query head (transformers 4.x sdpa, LitGPT)
+    attn_out_copied: bool = False   # o_proj reads a contiguous copy of SDPA's (saved) output
     fused_gelu: bool = False  # one GELU kernel (LitGPT, torchtune) instead of transformers' python gelu_new
     fp32_norm_out: bool = False  # torchtune RMSNorm: the scale multiplies the fp32 normalised tensor and keeps it
 
@@ -163,6 +164,11 @@ def attention_core(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, q_dim: int, 
         ss.save(f"{key}.v", e * t * kv_dim)
         ss.save(f"{key}.out", e * t * q_dim)
         ss.save(f"{key}.lse", 4 * a * t)
+        if c.attn_out_copied:
+            # transformers 4.48 integrations/sdpa_attention.py `attn_output.transpose(1, 2).contiguous()`, LitGPT
+            # 0.5 model.py CausalSelfAttention.forward `y.reshape(B, T, ...)` of SDPA's transposed output: o_proj
+            # reads (and, when it trains, saves) a copy while SDPA keeps its own output (traced: tf446, lit rows)
+            return f"{key}.out_copy"
     return f"{key}.out"
 
 

@@ -83,8 +83,26 @@ def step_inputs(plan: Plan) -> StepInputs:
     return StepInputs(arch, dt, stack, tr, shapes, frozen_bytes, frozen_numel, all_sizes, acts, lg, dequant)
 
 
+def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
+    """Model buffers worth counting: torchtune's rotary cache, (max_seq_len, head_dim / 2, 2) fp32 cos/sin built
+    for the builder's max_seq_len (the Llama builders pass the HF config's max_position_embeddings) and
+    registered once per model (torchtune/models/llama3_1/_position_embeddings.py Llama3ScaledRoPE
+    build_rope_cache; traced: 32 MiB for Llama 3.2 1B, tools/memtrace/golden/stacks/tt-l1b-*). HF's
+    inv_freq buffers are a few hundred bytes."""
+    a = si.arch
+    if si.stack.trainer != "torchtune" or a.family != "llama" or not a.max_positions:
+        return []
+    return [gpu("rope_cache", "buffers", 4 * a.max_positions * a.head_dim, ALL)]
+
+
 def model_state_terms(plan: Plan, si: StepInputs) -> list[Term]:
-    """Weights, gradients, optimizer states and the framework's buffers of the busiest rank."""
+    """Weights, gradients, optimizer states, the framework's and the model's buffers of the busiest rank."""
+    return framework_state_terms(plan, si) + model_buffer_terms(plan, si)
+
+
+def framework_state_terms(plan: Plan, si: StepInputs) -> list[Term]:
+    """Weights, gradients, optimizer states and buffers as the framework (DeepSpeed, FSDP, DDP, one process)
+    holds them."""
     dt, tr = si.dt, si.trainable
     gas = plan.gradient_accumulation_steps
     wbytes = dt.weight if plan.method == "full" else dt.adapter
