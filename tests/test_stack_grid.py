@@ -19,7 +19,7 @@ KNOWN = {
 
 def test_the_grid_covers_every_traced_trainer():
     trainers = {json.loads(p.read_text())["plan"].get("stack", {}).get("trainer", "hf-trainer") for p in ROWS}
-    assert {"hf-trainer", "custom-loop", "torchtune", "litgpt"} <= trainers
+    assert {"hf-trainer", "custom-loop", "torchtune", "litgpt", "torchtitan"} <= trainers
     assert len(ROWS) >= 25
 
 
