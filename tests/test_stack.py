@@ -218,7 +218,9 @@ def test_selective_op_saves_torchtitans_list():
          "stack": {"trainer": "torchtitan"}, "activation_checkpointing": "selective-op"}
     acts = step_inputs(Plan.from_dict(p)).acts
     t, kv, a = 2048, 512, 32
-    assert acts.stack_saved == LAYERS_1B * (2 * t * (4 * H + kv + I_1B) + 4 * a * t)
+    # per block (torchtitan 0.3.0, fused wqkv): wqkv (h + 2kv), w1 (I), w2 (h), attention out (h) + fp32 lse,
+    # block input (h); wo and w3 (every second mm) recomputed
+    assert acts.stack_saved == LAYERS_1B * (2 * t * ((H + 2 * kv) + I_1B + H + H + H) + 4 * a * t)
 
 
 def test_a_plan_without_stack_is_todays_default_stack():
