@@ -223,6 +223,17 @@ def test_selective_op_saves_torchtitans_list():
     assert acts.stack_saved == LAYERS_1B * (2 * t * ((H + 2 * kv) + I_1B + H + H + H) + 4 * a * t)
 
 
+def test_torchtitan_rmsnorm_is_cudas_fused_kernel():
+    # nn.RMSNorm with bf16 input and weight runs _fused_rms_norm on CUDA: it keeps the bf16 input (2 B) and the
+    # fp32 rstd; HF's LlamaRMSNorm keeps an fp32 copy (4 B), the rsqrt and the bf16 normalised tensor (2 B)
+    kw = {**L1B, "precision": "bf16-pure", "zero_stage": 0}
+    titan = step_inputs(Plan.from_dict({**kw, "stack": {"trainer": "torchtitan"}})).acts
+    hf = step_inputs(Plan.from_dict({**kw, "stack": {"trainer": "custom-loop"}})).acts
+    t = 2048
+    assert hf.stack_saved - titan.stack_saved == LAYERS_1B * 2 * (4 + 2 - 2) * t * H
+    assert hf.head_saved - titan.head_saved == (4 + 2 - 2) * t * H           # the final norm
+
+
 def test_a_plan_without_stack_is_todays_default_stack():
     assert estimate(Plan.from_dict({})).to_dict() == estimate(Plan.from_dict({"stack": {
         "trainer": "hf-trainer", "transformers": "5", "peft_adapter_dtype": "auto", "kbit_prepare": "auto",

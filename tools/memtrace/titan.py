@@ -22,7 +22,8 @@ and zeroes gradients instead of freeing them; the trace runs the eager path torc
 attention is FlexAttention compiled by inductor (`models/common/attention.py` FlexAttention, the only backend
 0.3.0 accepts for language models besides varlen): on CPU fake tensors it is stood in for by CPU flash SDPA
 (causal, GQA), which keeps the same tensors for backward (q, k, v, out, fp32 logsumexp), and SelectiveAC's save
-set gets that op in place of `torch._higher_order_ops.flex_attention` / `inductor_compiled_code`.
+set gets that op in place of `torch._higher_order_ops.flex_attention` / `inductor_compiled_code`. nn.RMSNorm
+takes CUDA's fused path (`cuda_fused_rms_norm`: the CPU build would decompose it and save two fp32 tensors).
 """
 from __future__ import annotations
 
@@ -58,6 +59,30 @@ def flex_on_cpu():
         yield
     finally:
         FlexAttention.compiled_flex_attn = prev
+
+
+def _rms_norm_math(x, normalized_shape, weight, eps):
+    dims = tuple(range(-len(normalized_shape), 0))
+    xf = x.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(dims, keepdim=True) + (torch.finfo(xf.dtype).eps if eps is None else eps))
+    out = xf * rstd
+    return (out if weight is None else out * weight.float()).to(x.dtype), rstd
+
+
+@contextlib.contextmanager
+def cuda_fused_rms_norm():
+    """nn.RMSNorm as it runs on CUDA. torch 2.13's `rms_norm_symint` (aten/src/ATen/native/layer_norm.cpp) calls
+    `at::_fused_rms_norm` whenever input and weight dtypes match; a CUDA build registers a CUDA kernel for it,
+    so autograd records one `FusedRmsNormBackward0` that saves the input and the fp32 rstd. The CPU build has
+    no CPU kernel, only the CompositeImplicitAutograd decomposition, which saves an fp32 copy of the input and
+    the fp32 normalised tensor (+6 B per element). Registering a CPU kernel (the same math; FakeTensorMode
+    never calls it) makes the CPU dispatcher take CUDA's autograd path."""
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("_fused_rms_norm", _rms_norm_math, "CPU")
+    try:
+        yield
+    finally:
+        lib._destroy()
 
 
 def build(plan):
@@ -143,7 +168,7 @@ def trace_titan(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
             from .trace import _ACTIVE  # noqa: PLC0415
             _ACTIVE["tracker"] = tr
             saved = SavedRecorder(model)
-        with tr, flex_on_cpu():
+        with tr, flex_on_cpu(), cuda_fused_rms_norm():
             warm_up(opt, params, tr)
             t1 = time.perf_counter()
             for i in range(steps):

@@ -51,7 +51,7 @@ def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool) -> Ctx:
                compiled=stack.compile != "none", fused_gelu=stack.trainer in ("litgpt", "torchtune"),
                kv_expanded=(plan.attention == "sdpa" and stack.loss_path in ("hf445", "hf446"))
                or stack.trainer in ("litgpt", "torchtune"),
-               fp32_norm_out=stack.trainer == "torchtune")
+               fp32_norm_out=stack.trainer == "torchtune", fused_norm=stack.trainer == "torchtitan")
 
 
 def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
