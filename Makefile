@@ -67,13 +67,19 @@ trace: tools-venv
 	$(PYTHON) -m venv .venv-litgpt
 	.venv-litgpt/bin/pip install -q torch==2.13.0 litgpt==0.5.13 numpy
 	touch $@
+# torchtitan 0.3.0 imports triton at import time (distributed/minimal_async_ep/kernels.py), even on CPU
+.venv-torchtitan/.ok:
+	$(PYTHON) -m venv .venv-torchtitan
+	.venv-torchtitan/bin/pip install -q torch==2.13.0 torchtitan==0.3.0 triton numpy
+	touch $@
 
-trace-stacks: tools-venv .venv-tf445/.ok .venv-tf448/.ok .venv-torchtune/.ok .venv-litgpt/.ok
+trace-stacks: tools-venv .venv-tf445/.ok .venv-tf448/.ok .venv-torchtune/.ok .venv-litgpt/.ok .venv-torchtitan/.ok
 	$(PY) -m tools.memtrace.stacks run
 	PYTHONPATH=$(CURDIR)/py .venv-tf445/bin/python -m tools.memtrace.stacks run
 	PYTHONPATH=$(CURDIR)/py .venv-tf448/bin/python -m tools.memtrace.stacks run
 	PYTHONPATH=$(CURDIR)/py .venv-torchtune/bin/python -m tools.memtrace.stacks run
 	PYTHONPATH=$(CURDIR)/py .venv-litgpt/bin/python -m tools.memtrace.stacks run
+	PYTHONPATH=$(CURDIR)/py .venv-torchtitan/bin/python -m tools.memtrace.stacks run
 	$(PY) -m tools.memtrace.stacks defaults
 	$(PY) -m tools.memtrace.stacks readme
 

@@ -218,7 +218,20 @@ def test_selective_op_saves_torchtitans_list():
          "stack": {"trainer": "torchtitan"}, "activation_checkpointing": "selective-op"}
     acts = step_inputs(Plan.from_dict(p)).acts
     t, kv, a = 2048, 512, 32
-    assert acts.stack_saved == LAYERS_1B * (2 * t * (4 * H + kv + I_1B) + 4 * a * t)
+    # per block (torchtitan 0.3.0, fused wqkv): wqkv (h + 2kv), w1 (I), w2 (h), attention out (h) + fp32 lse,
+    # block input (h); wo and w3 (every second mm) recomputed
+    assert acts.stack_saved == LAYERS_1B * (2 * t * ((H + 2 * kv) + I_1B + H + H + H) + 4 * a * t)
+
+
+def test_torchtitan_rmsnorm_is_cudas_fused_kernel():
+    # nn.RMSNorm with bf16 input and weight runs _fused_rms_norm on CUDA: it keeps the bf16 input (2 B) and the
+    # fp32 rstd; HF's LlamaRMSNorm keeps an fp32 copy (4 B), the rsqrt and the bf16 normalised tensor (2 B)
+    kw = {**L1B, "precision": "bf16-pure", "zero_stage": 0}
+    titan = step_inputs(Plan.from_dict({**kw, "stack": {"trainer": "torchtitan"}})).acts
+    hf = step_inputs(Plan.from_dict({**kw, "stack": {"trainer": "custom-loop"}})).acts
+    t = 2048
+    assert hf.stack_saved - titan.stack_saved == LAYERS_1B * 2 * (4 + 2 - 2) * t * H
+    assert hf.head_saved - titan.head_saved == (4 + 2 - 2) * t * H           # the final norm
 
 
 def test_a_plan_without_stack_is_todays_default_stack():

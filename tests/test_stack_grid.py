@@ -16,7 +16,7 @@ KNOWN: dict[str, str] = {}     # id -> the mechanism the engine does not reprodu
 
 def test_the_grid_covers_every_traced_trainer():
     trainers = {json.loads(p.read_text())["plan"].get("stack", {}).get("trainer", "hf-trainer") for p in ROWS}
-    assert {"hf-trainer", "custom-loop", "torchtune", "litgpt"} <= trainers
+    assert {"hf-trainer", "custom-loop", "torchtune", "litgpt", "torchtitan"} <= trainers
     assert len(ROWS) >= 25
 
 

@@ -1,5 +1,5 @@
 """python -m tools.memtrace PLAN.json [--json OUT.json] [--dump-saved] [--saved-table]
-(torchtune plans: from .venv-torchtune)
+(torchtune plans: from .venv-torchtune; torchtitan plans: from .venv-torchtitan)
 
 Traces one steady-state training step of a single-GPU plan-v1 on FakeTensors and prints the peak and
 its breakdown; --json writes the full result (bytes), --dump-saved adds every saved tensor,
@@ -26,6 +26,8 @@ def main(argv=None) -> int:
     from .report import table  # noqa: PLC0415
     if (plan.get("stack") or {}).get("trainer") == "torchtune":    # torchtune's own loop (.venv-torchtune)
         from .tune import trace_tune as trace  # noqa: PLC0415
+    elif (plan.get("stack") or {}).get("trainer") == "torchtitan":  # torchtitan's own step (.venv-torchtitan)
+        from .titan import trace_titan as trace  # noqa: PLC0415
     else:
         from .trace import trace  # noqa: PLC0415
     try:

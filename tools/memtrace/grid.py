@@ -92,6 +92,8 @@ def _worker(entry: dict) -> dict:
             from .tune import trace_tune as trace  # noqa: PLC0415
         elif trainer == "litgpt":
             from .lit import trace_lit as trace  # noqa: PLC0415
+        elif trainer == "torchtitan":
+            from .titan import trace_titan as trace  # noqa: PLC0415
         else:
             from .trace import trace  # noqa: PLC0415
         res = trace(plan_of(entry))

@@ -23,7 +23,8 @@ COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "logits
               "temporaries")
 # the moments each file reports: tracker marks, plus the step's own peak and the overall peak
 MOMENTS = ("forward_end", "backward_start", "backward_end", "step", "peak")
-VENVS = {"5": None, "4.46": ".venv-tf448", "4.45": ".venv-tf445", "torchtune": ".venv-torchtune", "litgpt": ".venv-litgpt"}
+VENVS = {"5": None, "4.46": ".venv-tf448", "4.45": ".venv-tf445", "torchtune": ".venv-torchtune", "litgpt": ".venv-litgpt",
+         "torchtitan": ".venv-torchtitan"}
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -82,6 +83,11 @@ STACKS = [
     _p("lit-l1b-lora", "lora", trainer="litgpt"),
     # Fabric bf16-mixed: an fp32 model under autocast, outputs cast back to fp32 (the Oct-2023 tutorial's default)
     _p("lit-l1b-lora-mixed", "lora", "bf16-mixed", trainer="litgpt"),
+    # 6. torchtitan 0.3.0 (own Llama3Model, training.dtype bfloat16, pred.float() loss, its FullAC/SelectiveAC;
+    # no fully_shard, eager step; tools/memtrace/titan.py)
+    _p("titan-l1b-full-none", trainer="torchtitan", optimizer_impl="fused"),
+    _p("titan-l1b-full-full", ckpt="full", trainer="torchtitan", optimizer_impl="fused"),
+    _p("titan-l1b-full-selop", ckpt="selective-op", trainer="torchtitan", optimizer_impl="fused"),
     # b = 2: logits[..., :-1, :].contiguous() copies only when b > 1 (for b = 1 the slice is already contiguous)
     _p("l1b-full-pure-s1024-b2-tf445", seq=1024, mb=2, transformers="4.45", optimizer_impl="fused"),
     _p("l1b-full-pure-s1024-b2-tf445-custom", seq=1024, mb=2, transformers="4.45", trainer="custom-loop",
@@ -93,7 +99,7 @@ STACKS = [
 
 def era(entry: dict) -> str:
     """Which venv traces the entry: a transformers era, or "torchtune" (.venv-torchtune)."""
-    if entry["stack"].get("trainer") in ("torchtune", "litgpt"):
+    if entry["stack"].get("trainer") in ("torchtune", "litgpt", "torchtitan"):
         return entry["stack"]["trainer"]
     return str(entry["stack"].get("transformers", "5"))
 
@@ -103,7 +109,10 @@ def venv_era() -> str:
         import transformers  # noqa: PLC0415
     except ImportError:
         import importlib.util  # noqa: PLC0415
-        return "litgpt" if importlib.util.find_spec("litgpt") else "torchtune"
+        for name in ("litgpt", "torchtitan"):
+            if importlib.util.find_spec(name):
+                return name
+        return "torchtune"
     from .plan import era_of  # noqa: PLC0415
     return era_of(transformers.__version__)
 
@@ -128,7 +137,8 @@ def twin_of(entry: dict) -> str:
 def versions() -> dict:
     from importlib import metadata  # noqa: PLC0415
     out = {"python": sys.version.split()[0]}
-    for name in ("torch", "transformers", "peft", "torchtune", "torchao", "litgpt", "lightning"):
+    for name in ("torch", "transformers", "peft", "torchtune", "torchao", "litgpt", "lightning",
+                 "torchtitan"):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

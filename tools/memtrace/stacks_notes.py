@@ -28,13 +28,13 @@ NOTES = """## What differs, and which tensors (s, b, h, V, I, L, P as in docs/tr
 | `trainer: litgpt`, LoRA | peak 7.281 vs 8.374; the lm_head runs in 128-token chunks (`lm_head_chunk_size=128`), each CE chunk's log-softmax in bf16; the previous step's `logits` die when the new forward returns, before the loss runs | `finetune/lora.py` `model(input_ids, lm_head_chunk_size=128)` |
 | `trainer: litgpt`, LoRA, Fabric `bf16-mixed` | weights **fp32** (+4P'); each frozen linear's bf16 autocast copy kept by its matmul (**+2·linears**) and lm_head's once per chunk (**+2Vh·s/128**); logits cast to **fp32** (convert_output), the 16-bit chunks and their casts coexisting while it runs | `lightning/fabric/plugins/precision/amp.py` `MixedPrecision`: no init dtype, `forward_context()` = autocast, `convert_output()` to the default dtype; autocast caches only leaves that require grad |
 
+| `trainer: torchtitan` (0.3.0), full, bf16 (`training.dtype`), none / full / selective-op | against HF (no checkpointing): saved activations **−L·2·4sbh − 4sbh** (the norms), −0.516 GiB at 1B s2048; buffers +0.008 GiB (each of the 16 attentions has its own complex64 RoPE cache, s × hd/2); logits as HF; selective-op saved **2t(4h + 2kv + I) + 4at** per layer | `nn.RMSNorm` → `at::_fused_rms_norm` on CUDA (input + fp32 rstd saved; the CPU build decomposes it, so the trace emulates CUDA's dispatch, `titan.py cuda_fused_rms_norm`); `SelectiveAC` keeps `compute_intensive_ops` outputs except every second mm of the block: of the fused wqkv, wo, w1, w3, w2 it keeps wqkv, w1, w2; FlexAttention stood in by CPU flash SDPA (same saved set); `CrossEntropyLoss` upcasts `pred.float()`, then `del pred` |
 ## Not traced (and why)
 
-- **torchtitan 0.3.0**: `pip install torchtitan==0.3.0` (torch 2.13.0) installed, but the package it gives is a
-  config-registry code base (`Trainer.Config`, `ChunkedLossWrapper` as the debug model's default loss, models
-  llama3 / qwen3 / deepseek_v3 ...), not the Dec-2024 `train.py` the leads describe; wiring its model registry
-  and loss wrapper into the tracer did not fit in this session. `tools.memtrace.trace` refuses
-  `stack.trainer: torchtitan` naming the key rather than trace HF code in its place.
+- **torchtitan's own single-GPU default**: 0.3.0 applies `fully_shard` at world size 1 (bf16
+  MixedPrecisionPolicy over fp32 parameters) and captures forward+backward in a CUDA graph; the trace runs
+  `training.dtype = "bfloat16"`, eager, without `fully_shard` (no process group on fake tensors), and not the
+  8B config's `ChunkedLossWrapper`.
 - **FSDP2 (`fully_shard`) through tools/fsdpprobe**, **torch.compile's partitioner saved set**: not done (time).
 - **bitsandbytes 0.42 itself**: not installed (its kernels need CUDA); its saved set is reproduced from the
   source (above).

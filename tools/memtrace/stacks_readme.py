@@ -54,7 +54,7 @@ def table(out_dir: str, entries: list) -> str:
             lines.append(f"| {e['id']} | {st} | not traced (venv absent) | | | | | | | |")
             continue
         v = rec["versions"]
-        ver = ", ".join(f"{k} {v[k]}" for k in ("transformers", "peft", "torchtune", "torchao", "litgpt", "torch")
+        ver = ", ".join(f"{k} {v[k]}" for k in ("transformers", "peft", "torchtune", "torchao", "litgpt", "torchtitan", "torch")
                         if k in v)
         b = rec["bytes"]
         pk = b["peak"]

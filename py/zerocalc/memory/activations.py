@@ -52,7 +52,7 @@ def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool) -> Ctx:
                compiled=stack.compile != "none", fused_gelu=stack.trainer in ("litgpt", "torchtune"),
                kv_expanded=(plan.attention == "sdpa" and stack.loss_path in ("hf445", "hf446"))
                or stack.trainer in ("litgpt", "torchtune"),
-               fp32_norm_out=stack.trainer == "torchtune",
+               fp32_norm_out=stack.trainer == "torchtune", fused_norm=stack.trainer == "torchtitan",
                attn_out_copied=(plan.attention == "sdpa" and stack.loss_path == "hf446") or stack.trainer == "litgpt")
 
 
@@ -88,12 +88,16 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
 
 
 def selective_op_layer(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
-    """torchtitan's op-level selective checkpointing (torchtitan/models/llama/parallelize_llama.py
-    `_save_list` policy): per block the outputs of the saved `aten.mm`s (every second one: wq, wv, w1, w2 in
-    the block's order), the SDPA output and its fp32 logsumexp, and the block input the checkpoint wrapper
-    keeps: 2·t·(4h + kv + I) + 4·a·t bytes in 16 bits (docs/stacks.md; everything else is recomputed)."""
+    """torchtitan's op-level selective checkpointing (torchtitan 0.3.0 distributed/activation_checkpoint.py
+    `SelectiveAC._wrap_block`: the outputs of the save set, `compute_intensive_ops` (aten.mm among them) and
+    the attention op, are kept, except every second mm of the block, counted per block forward). 0.3.0's
+    Llama 3 fuses wq/wk/wv into one `wqkv` (models/llama3/__init__.py `_build_llama3_layers(fuse_qkv=True)`),
+    so the block's mms run wqkv, wo, w1, w3, w2 and wqkv (h + 2kv), w1 (I) and w2 (h) are kept; with the
+    attention output (h) and its fp32 logsumexp, and the block input the checkpoint wrapper keeps (h):
+    2·t·(4h + 2kv + I) + 4·a·t bytes in 16 bits. Traced on fake tensors (tools/memtrace/titan.py,
+    titan-l1b-full-selop: 68 MiB per 1B layer at s 2048)."""
     t, e = plan.seq_len * plan.micro_batch_size, dt.compute
-    return e * t * (4 * arch.hidden_size + arch.kv_dim + arch.intermediate_size) + 4 * arch.num_heads * t
+    return e * t * (4 * arch.hidden_size + 2 * arch.kv_dim + arch.intermediate_size) + 4 * arch.num_heads * t
 
 
 def _selective(plan: Plan) -> Plan:

@@ -62,6 +62,7 @@ class Ctx:
     attn_out_copied: bool = False   # o_proj reads a contiguous copy of SDPA's (saved) output
     fused_gelu: bool = False  # one GELU kernel (LitGPT, torchtune) instead of transformers' python gelu_new
     fp32_norm_out: bool = False  # torchtune RMSNorm: the scale multiplies the fp32 normalised tensor and keeps it
+    fused_norm: bool = False  # nn.RMSNorm with matching dtypes (torchtitan): CUDA's one-kernel _fused_rms_norm
 
 
 # --- op rules -------------------------------------------------------------------------------------
@@ -78,6 +79,14 @@ def rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, gemma: bool = False,
         if needs_grad or c.train_base:
             ss.save(x, c.res * c.tokens * d)
             ss.save(f"{key}.rsqrt", 4 * c.tokens * groups)
+        return f"{key}.out"
+    if c.fused_norm:
+        # torchtitan's RMSNorm is nn.RMSNorm: F.rms_norm -> torch 2.13 rms_norm_symint (layer_norm.cpp) calls
+        # at::_fused_rms_norm when input and weight dtypes match, a CUDA kernel whose FusedRmsNormBackward0
+        # saves the input and the fp32 rstd (derivatives.yaml _fused_rms_norm). Traced with the CUDA dispatch
+        # emulated (tools/memtrace/titan.py cuda_fused_rms_norm; the CPU build decomposes it instead)
+        ss.save(x, c.res * c.tokens * d)
+        ss.save(f"{key}.rsqrt", 4 * c.tokens * groups)
         return f"{key}.out"
     if needs_grad:
         # hs = x.to(float32): a new fp32 tensor, or x itself when already fp32 (pow keeps it)

@@ -87,12 +87,18 @@ def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Model buffers worth counting: torchtune's rotary cache, (max_seq_len, head_dim / 2, 2) fp32 cos/sin built
     for the builder's max_seq_len (the Llama builders pass the HF config's max_position_embeddings) and
     registered once per model (torchtune/models/llama3_1/_position_embeddings.py Llama3ScaledRoPE
-    build_rope_cache; traced: 32 MiB for Llama 3.2 1B, tools/memtrace/golden/stacks/tt-l1b-*). HF's
-    inv_freq buffers are a few hundred bytes."""
+    build_rope_cache; traced: 32 MiB for Llama 3.2 1B, tools/memtrace/golden/stacks/tt-l1b-*); torchtitan
+    0.3.0's, one per attention layer, (seq_len, head_dim / 2) complex64 sized to `training.seq_len` by
+    `update_from_config` (traced: 8 MiB for 1B at s 2048, titan-l1b-*). HF's inv_freq buffers are a few
+    hundred bytes."""
     a = si.arch
-    if si.stack.trainer != "torchtune" or a.family != "llama" or not a.max_positions:
+    if a.family != "llama":
         return []
-    return [gpu("rope_cache", "buffers", 4 * a.max_positions * a.head_dim, ALL)]
+    if si.stack.trainer == "torchtune" and a.max_positions:
+        return [gpu("rope_cache", "buffers", 4 * a.max_positions * a.head_dim, ALL)]
+    if si.stack.trainer == "torchtitan":
+        return [gpu("rope_cache", "buffers", a.num_layers * 4 * plan.seq_len * a.head_dim, ALL)]
+    return []
 
 
 def model_state_terms(plan: Plan, si: StepInputs) -> list[Term]:
