@@ -53,7 +53,9 @@ def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool) -> Ctx:
                kv_expanded=(plan.attention == "sdpa" and stack.loss_path in ("hf445", "hf446"))
                or stack.trainer in ("litgpt", "torchtune"),
                fp32_norm_out=stack.trainer == "torchtune", fused_norm=stack.trainer == "torchtitan",
-               attn_out_copied=(plan.attention == "sdpa" and stack.loss_path == "hf446") or stack.trainer == "litgpt")
+               # compiled, SDPA's output and o_proj's contiguous input are two tensors (tools/memtrace/compiled.py)
+               attn_out_copied=(plan.attention == "sdpa" and (stack.loss_path == "hf446" or stack.compile != "none"))
+               or stack.trainer == "litgpt")
 
 
 def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:

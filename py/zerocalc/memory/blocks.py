@@ -200,11 +200,11 @@ def gated_mlp(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, linears: dic
         ss.save(f"{key}.gate", e * n)                           # act backward needs its input
         ss.save(f"{key}.up", e * n)                             # mul backward needs both factors
     down = linears["down_proj"]
-    if c.compiled:
-        # torch.compile fuses silu(gate) * up: the matmul outputs are saved, the product (down_proj's input)
-        # is recomputed from them in backward (min-cut partitioner: pointwise ops are cheap to rematerialise)
-        return
-    ss.save(f"{key}.act", e * n)
+    if not c.compiled:
+        ss.save(f"{key}.act", e * n)
+    # torch.compile fuses silu(gate) * up: the partitioner (torch/_functorch/partitioners.py
+    # min_cut_rematerialization_partition, compiler="inductor") recomputes silu(gate) in backward but keeps
+    # the product, down_proj's input (read on CPU: tools/memtrace/compiled.py)
     if c.train_base:
         ss.save(f"{key}.prod", e * n)
     elif adapters.get("down_proj"):

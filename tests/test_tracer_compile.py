@@ -1,0 +1,52 @@
+"""torch.compile's saved set, read from the partitioner on CPU (tools/memtrace/compiled.py), against the engine's
+compiled-block rule (memory/blocks.py, `stack.compile`)."""
+import warnings
+
+import pytest
+
+pytestmark = [pytest.mark.tools]
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+from zerocalc import Plan  # noqa: E402
+from zerocalc.memory.activations import activations  # noqa: E402
+from zerocalc.memory.precision import dtypes_for, module_dtypes  # noqa: E402
+
+H, I, A, KV, S = 256, 688, 8, 64, 96          # hidden, intermediate, heads, kv width (2 heads x 32), tokens
+TINY = {"name": "tiny", "model_type": "llama", "hidden_size": H, "intermediate_size": I, "num_attention_heads": A,
+        "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 1000, "tie_word_embeddings": False}
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _partition(**kw):
+    from tools.memtrace.compiled import layer_saved_bytes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return layer_saved_bytes(hidden=H, intermediate=I, heads=A, kv_heads=2, seq=S, **kw)
+
+
+def _engine_middle_layer(method):
+    d = {"model": TINY, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": method,
+         "seq_len": S, "micro_batch_size": 1, "attention": "sdpa",
+         "stack": {"trainer": "custom-loop", "compile": "model", "peft_adapter_dtype": "base"}}
+    if method == "lora":
+        d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": TARGETS}
+    plan = Plan.from_dict(d)
+    return activations(plan, plan.arch, module_dtypes(plan, dtypes_for(plan))).layers[1]
+
+
+def test_partition_of_a_full_layer_by_hand():
+    """min_cut_rematerialization_partition(compiler="inductor") keeps: the layer input, each norm's rsqrt and its
+    normalised output (the matmuls' input), q, k, v, SDPA's output and fp32 logsumexp, o_proj's contiguous
+    input, the residual, gate, up and their product (down_proj's input); silu(gate) is recomputed."""
+    t = 2 * S * H                                                  # one (s, h) bf16 tensor: 49,152 B
+    expected = 7 * t + 2 * 4 * S + 2 * (2 * S * KV) + 4 * A * S + 3 * (2 * S * I)
+    assert expected == 768_768
+    assert _partition()["bytes"] == expected
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_engine_compiled_layer_matches_the_partition(method):
+    assert _engine_middle_layer(method) == _partition(lora_rank=16 if method == "lora" else 0)["bytes"]

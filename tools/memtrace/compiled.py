@@ -1,0 +1,86 @@
+"""What torch.compile keeps for backward: the partitioner's saved set, read on CPU.
+
+torch.compile (inductor) splits the joint forward/backward graph with
+`torch/_functorch/partitioners.py min_cut_rematerialization_partition(compiler="inductor")`; the tensors the
+forward graph hands to the backward graph are what a compiled region keeps alive. This module runs that
+partition through AOTAutograd on one real Hugging Face decoder layer (small dimensions, real CPU tensors,
+no kernel compiled: the forward and backward graphs run eagerly) and returns the bytes of every saved
+activation, the layer's input included and the parameters, the rotary cos/sin and the incoming gradient
+left out. Per-layer bytes scale with the dimensions, so the engine's compiled-block rule is checked
+against them exactly (tests/test_tracer_compile.py).
+
+Where it cannot be read here: inductor's own codegen may still drop or add buffers after the partition
+(not in the saved set, transient), CUDA-only kernels (FlashAttention-2's custom op, fused RMSNorm) partition
+as their CPU stand-ins do, and `torch._functorch.config.activation_memory_budget` below 1 changes the
+partition (the default, 1.0, is what is read).
+"""
+from __future__ import annotations
+
+import functools
+
+
+def layer_saved_bytes(hidden=256, intermediate=688, heads=8, kv_heads=2, seq=96, compiled=True,
+                      lora_rank=0, attention="sdpa") -> dict:
+    """Saved activation bytes of one middle decoder layer (its input requires grad) in bf16, full
+    fine-tuning or LoRA (PEFT on every linear, adapters in bf16). Returns {"bytes": int, "tensors": [...]}."""
+    import torch  # noqa: PLC0415
+    from functorch.compile import min_cut_rematerialization_partition  # noqa: PLC0415
+    from torch._functorch.aot_autograd import aot_module_simplified  # noqa: PLC0415
+    from transformers import LlamaConfig  # noqa: PLC0415
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding  # noqa: PLC0415
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=hidden, intermediate_size=intermediate, num_attention_heads=heads,
+                      num_key_value_heads=kv_heads, num_hidden_layers=1, vocab_size=1000,
+                      attn_implementation=attention)
+    layer = LlamaDecoderLayer(cfg, 0).to(torch.bfloat16)
+    if lora_rank:
+        from peft import LoraConfig, inject_adapter_in_model  # noqa: PLC0415
+        targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+        layer = inject_adapter_in_model(LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0,
+                                                   target_modules=targets), layer).to(torch.bfloat16)
+        for n, p in layer.named_parameters():
+            p.requires_grad_("lora_" in n)
+    cos, sin = LlamaRotaryEmbedding(cfg)(torch.zeros(1, dtype=torch.bfloat16), torch.arange(seq)[None])
+    x = torch.randn(1, seq, hidden, dtype=torch.bfloat16, requires_grad=True)
+    # the backward graph sees fake tensors: parameters, buffers and cos/sin are told apart by shape and dtype
+    # (seq must differ from every weight dimension, checked here)
+    not_acts = {(tuple(t.shape), t.dtype) for t in [*layer.parameters(), *layer.buffers(), cos, sin]}
+    dims = {d for t in layer.parameters() for d in t.shape}
+    if seq in dims:
+        raise ValueError(f"seq={seq} equals a weight dimension; pick another")
+    seen: dict = {}
+
+    def fw_compiler(gm, example_inputs):
+        return gm
+
+    def bw_compiler(gm, example_inputs):
+        names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        seen["saved"] = [(name, t) for name, t in zip(names, example_inputs)
+                         if isinstance(t, torch.Tensor) and not name.startswith("tangents")]
+        return gm
+
+    def backend(gm, example_inputs):
+        part = (functools.partial(min_cut_rematerialization_partition, compiler="inductor") if compiled
+                else None)
+        kw = {"partition_fn": part} if part else {}
+        return aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler, **kw)
+
+    def run(x, c, s):
+        out = layer(x, position_embeddings=(c, s), attention_mask=None)
+        return out[0] if isinstance(out, tuple) else out
+
+    torch._dynamo.reset()
+    y = torch.compile(run, backend=backend)(x, cos, sin)
+    y.float().sum().backward()
+    tensors, total = [], 0
+    for name, t in seen["saved"]:
+        if (tuple(t.shape), t.dtype) in not_acts:
+            continue
+        nbytes = t.numel() * t.element_size()
+        total += nbytes
+        tensors.append((name, tuple(t.shape), str(t.dtype).replace("torch.", ""), nbytes))
+    return {"bytes": total, "tensors": tensors}
+
+
+__all__ = ["layer_saved_bytes"]
