@@ -8,6 +8,14 @@ MixedPrecision(param_dtype=reduce_dtype=buffer_dtype=bf16) plus autocast over an
 bf16 base with fp32 adapters), bf16-pure a bf16 module without either (LoRA: PEFT's fp32 adapters, or bf16
 ones for stack.peft_adapter_dtype "base"). Fused torch AdamW over the trainable parameters, zero_grad(set_to_none).
 Phases per step k: fwd{k} (forward and loss), bwd{k}, step{k} (optimizer step and zero_grad).
+
+FSDP2 (spec fsdp_version 2) as torchtune's shard_model and torchtitan's apply_fsdp apply it: fully_shard on
+every decoder layer (LoRA adapters inside their layer: FSDP2 shards per parameter, so frozen weights get no
+gradient), then on the root, each with reshard_after_forward=True, over a 1-D CPU device mesh; bf16-mixed is
+MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (torchtitan's default mixed_precision_reduce) with
+accelerate's autocast kept (no copies: the gathered weights are bf16 already), bf16-pure a bf16 module with
+no policy. FSDP2 frees and re-allocates unsharded parameters by resizing storage too
+(torch/distributed/fsdp/_fully_shard/_fsdp_param.py alloc_storage/free_storage), watched like FSDP1's.
 """
 from __future__ import annotations
 
@@ -70,11 +78,46 @@ def _fsdp(model, spec, torch):
                 forward_prefetch=False, device_id=torch.device("cpu"))
 
 
+def _fully_shard(model, spec, torch):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh("cpu", (spec["world"],))
+    mp = MixedPrecisionPolicy()
+    if spec["precision"] == "bf16-mixed":
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    reshard = spec["zero_stage"] == 3
+    layers = [m for m in model.modules() if type(m).__name__ in _no_split(model)]
+    for layer in layers:
+        fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+    return model
+
+
+def _dump(tr, path):
+    """Debug aid (FSDPPROBE_DUMP=1): the live storages by site, largest first."""
+    by: dict = {}
+    for key, rec in tr.live.items():
+        n = tr._size.get(key, rec.nbytes)
+        k = (rec.site, str(rec.dtype), rec.op)
+        by[k] = (by.get(k, (0, 0))[0] + n, by.get(k, (0, 0))[1] + 1)
+    with open(path, "w") as f:
+        for k, (n, c) in sorted(by.items(), key=lambda kv: -kv[1][0]):
+            f.write(f"{n:>12,} {c:4d} {k}\n")
+
+
+def _no_split(model):
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return set(base._no_split_modules)
+
+
 def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
     _env(rank, spec["world"], port)
     import torch
     import torch.distributed as dist
     import torch.distributed.fsdp._flat_param as flat_param_mod
+    import torch.distributed.fsdp._fully_shard._fsdp_param as fsdp2_param_mod
+    import torch.distributed.fsdp._fully_shard._fsdp_param_group as fsdp2_group_mod
 
     from tools.dsprobe.gloo import release_on_return
     from .tracker import ResizeTracker, phase_stats
@@ -94,10 +137,15 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
 
     flat_param_mod._alloc_storage = watched(flat_param_mod._alloc_storage)
     flat_param_mod._free_storage = watched(flat_param_mod._free_storage)
+    # FSDP2: _fsdp_param_group imports alloc_storage by name, so both modules' bindings are replaced
+    fsdp2_param_mod.alloc_storage = watched(fsdp2_param_mod.alloc_storage)
+    fsdp2_param_mod.free_storage = watched(fsdp2_param_mod.free_storage)
+    fsdp2_group_mod.alloc_storage = fsdp2_param_mod.alloc_storage
+    v2 = spec.get("fsdp_version", 1) == 2
     mixed = spec["precision"] == "bf16-mixed"
     with tr:
         model, cfg = _model(spec, torch)
-        wrapped = _fsdp(model, spec, torch)
+        wrapped = _fully_shard(model, spec, torch) if v2 else _fsdp(model, spec, torch)
         opt = torch.optim.AdamW([p for p in wrapped.parameters() if p.requires_grad], lr=1e-4, fused=True)
         g = torch.Generator().manual_seed(1234 + rank)
         ids = torch.randint(0, cfg.vocab_size, (spec["micro_batch"], spec["seq_len"]), generator=g)
@@ -106,7 +154,7 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
             for m in range(gas):
                 # accumulation micro-steps run under no_sync(), as accelerate's accumulate() (sync_each_batch
                 # False, the default) and Lightning's no_backward_sync do
-                sync = contextlib.nullcontext() if m == gas - 1 else wrapped.no_sync()
+                sync = contextlib.nullcontext() if m == gas - 1 or v2 else wrapped.no_sync()
                 # storages caught in reference cycles die at a garbage collection, whose timing would move
                 # them between phases from run to run: collect at every phase boundary
                 gc.collect()
@@ -119,6 +167,8 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
                     del loss
                 gc.collect()
             tr.mark(f"step{k}")
+            if os.environ.get("FSDPPROBE_DUMP") and k == spec["steps"] - 1:
+                _dump(tr, os.path.join(outdir, f"live{rank}.txt"))
             opt.step()
             opt.zero_grad(set_to_none=True)
         tr.mark("end")
