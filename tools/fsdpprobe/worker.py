@@ -12,10 +12,12 @@ Phases per step k: fwd{k} (forward and loss), bwd{k}, step{k} (optimizer step an
 FSDP2 (spec fsdp_version 2) as torchtune's shard_model and torchtitan's apply_fsdp apply it: fully_shard on
 every decoder layer (LoRA adapters inside their layer: FSDP2 shards per parameter, so frozen weights get no
 gradient), then on the root, each with reshard_after_forward=True, over a 1-D CPU device mesh; bf16-mixed is
-MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (torchtitan's default mixed_precision_reduce) with
-accelerate's autocast kept (no copies: the gathered weights are bf16 already), bf16-pure a bf16 module with
-no policy. FSDP2 frees and re-allocates unsharded parameters by resizing storage too
-(torch/distributed/fsdp/_fully_shard/_fsdp_param.py alloc_storage/free_storage), watched like FSDP1's.
+an fp32 module with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16) as accelerate 1.15 builds it for
+FSDP2 (FullyShardedDataParallelPlugin.set_mixed_precision; spec reduce_dtype "fp32" is torchtitan's default
+mixed_precision_reduce), with accelerate's autocast kept (no copies: the gathered weights are bf16 already),
+bf16-pure a bf16 module with no policy (torchtune). FSDP2 frees and re-allocates unsharded parameters by
+resizing storage too (torch/distributed/fsdp/_fully_shard/_fsdp_param.py alloc_storage/free_storage), watched
+like FSDP1's; its reduce-scatter runs without gloo's copy of the input (_no_copy_reduce_scatter).
 """
 from __future__ import annotations
 
@@ -85,13 +87,37 @@ def _fully_shard(model, spec, torch):
     mesh = init_device_mesh("cpu", (spec["world"],))
     mp = MixedPrecisionPolicy()
     if spec["precision"] == "bf16-mixed":
-        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        reduce = torch.float32 if spec.get("reduce_dtype") == "fp32" else torch.bfloat16
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce)
     reshard = spec["zero_stage"] == 3
     layers = [m for m in model.modules() if type(m).__name__ in _no_split(model)]
     for layer in layers:
         fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+    comm = _no_copy_reduce_scatter(torch)
+    for m in [*layers, model]:
+        m.set_custom_reduce_scatter(comm)
     return model
+
+
+def _no_copy_reduce_scatter(torch):
+    """gloo's reduce-scatter copies its whole input into a temporary (traced: one `split` storage the size
+    of the input, freed after), which NCCL does not; FSDP2's reduce-scatter input is a whole unit's
+    gradient in the reduce dtype, so that copy would read as a GPU's memory. The same collective as an
+    in-place all-reduce of the input (gloo allocates nothing for it) and a copy of this rank's chunk into
+    FSDP2's output: on every rank FSDP2 holds exactly its input and output buffers, as over NCCL."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter
+    from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllocMixin
+
+    class NoCopyReduceScatter(DefaultAllocMixin, ReduceScatter):
+        def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+            dist.all_reduce(input_tensor, op=op, group=group)
+            n = output_tensor.numel()
+            output_tensor.copy_(input_tensor[dist.get_rank(group) * n:(dist.get_rank(group) + 1) * n])
+            return None
+
+    return NoCopyReduceScatter()
 
 
 def _dump(tr, path):
@@ -104,6 +130,30 @@ def _dump(tr, path):
     with open(path, "w") as f:
         for k, (n, c) in sorted(by.items(), key=lambda kv: -kv[1][0]):
             f.write(f"{n:>12,} {c:4d} {k}\n")
+
+
+def _dump_peak(tr, phase, path):
+    """Debug aid: the storages live at the peak of one phase (resizes summed per site), by site."""
+    live, recs, cur, best, ph, mi = {}, {}, 0, (-1, {}), "init", 0
+    for i, (sign, rec) in enumerate(tr.events):
+        while mi < len(tr.marks) and tr.marks[mi][0] <= i:
+            ph = tr.marks[mi][1]
+            mi += 1
+        cur += sign * rec.nbytes
+        key = id(rec) if rec.key is not None else f"resize {rec.site}"
+        live[key] = live.get(key, 0) + sign * rec.nbytes
+        recs.setdefault(key, rec)
+        if ph == phase and cur > best[0]:
+            best = (cur, {k: v for k, v in live.items() if v})
+    by: dict = {}
+    for k, v in best[1].items():
+        r = recs[k]
+        g = (r.site, str(r.dtype), r.op if r.key is not None else "resize", r.phase)
+        by[g] = by.get(g, 0) + v
+    with open(path, "w") as f:
+        f.write(f"peak {best[0]:,}\n")
+        for g, v in sorted(by.items(), key=lambda kv: -abs(kv[1])):
+            f.write(f"{v:>12,} {g}\n")
 
 
 def _no_split(model):
@@ -125,6 +175,11 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
     torch.set_num_threads(1)
     release_on_return(torch)
     dist.init_process_group("gloo")
+    if os.environ.get("FSDPPROBE_DUMP"):                   # debug: name FSDP's own allocation sites
+        import tools.dsprobe.tracker as dst
+        dst._SKIP_DIRS = tuple(d for d in dst._SKIP_DIRS if d != "/torch/") + (
+            "/torch/_", "/torch/nn/", "/torch/utils/", "/torch/autograd/", "/torch/optim/", "/torch/overrides",
+            "/torch/distributed/tensor/", "/torch/distributed/utils", "/torch/distributed/distributed_c10d")
     tr = ResizeTracker()
 
     def watched(fn):
@@ -173,6 +228,8 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
             opt.zero_grad(set_to_none=True)
         tr.mark("end")
     stats = phase_stats(tr)
+    if os.environ.get("FSDPPROBE_DUMP"):
+        _dump_peak(tr, f"bwd{spec['steps'] - 1}.0", os.path.join(outdir, f"peak{rank}.txt"))
     k = spec["steps"] - 1 if spec["steps"] > 1 else 1          # a steady step: states exist before it
     none = {"peak": 0, "end": 0}
     micro = range(spec.get("gas", 1))
