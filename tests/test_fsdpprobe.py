@@ -1,7 +1,7 @@
 """Real PyTorch FSDP on CPU ranks vs zerocalc's FSDP terms (tools/fsdpprobe).
 
-The tracker's resize bookkeeping and replay are checked without any distributed run; the grid (nine
-plans, about a minute on 2 cores) runs once per session. Checks: the probe against hand arithmetic for
+The tracker's resize bookkeeping and replay are checked without any distributed run; the grid (FSDP1 and
+FSDP2 plans, a few minutes on 2 cores) runs once per session. Checks: the probe against hand arithmetic for
 the small Llama, then every plan of the grid within the tolerances stated in tools/fsdpprobe/check.py.
 """
 from __future__ import annotations
