@@ -11,10 +11,10 @@ Phases per step k: fwd{k} (forward and loss), bwd{k}, step{k} (optimizer step an
 
 FSDP2 (spec fsdp_version 2) as torchtune's shard_model and torchtitan's apply_fsdp apply it: fully_shard on
 every decoder layer (LoRA adapters inside their layer: FSDP2 shards per parameter, so frozen weights get no
-gradient), then on the root, each with reshard_after_forward=True, over a 1-D CPU device mesh; bf16-mixed is
-an fp32 module with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16) as accelerate 1.15 builds it for
-FSDP2 (FullyShardedDataParallelPlugin.set_mixed_precision; spec reduce_dtype "fp32" is torchtitan's default
-mixed_precision_reduce), with accelerate's autocast kept (no copies: the gathered weights are bf16 already),
+gradient), then on the root, each with reshard_after_forward=True (False for zero_stage 2), over a 1-D CPU
+device mesh; bf16-mixed is an fp32 module with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16) as
+accelerate 1.15 builds it for FSDP2 (FullyShardedDataParallelPlugin.set_mixed_precision; spec reduce_dtype
+"fp32" is torchtitan's default mixed_precision_reduce), with accelerate's autocast kept (no copies: the gathered weights are bf16 already),
 bf16-pure a bf16 module with no policy (torchtune). FSDP2 frees and re-allocates unsharded parameters by
 resizing storage too (torch/distributed/fsdp/_fully_shard/_fsdp_param.py alloc_storage/free_storage), watched
 like FSDP1's; its reduce-scatter runs without gloo's copy of the input (_no_copy_reduce_scatter).
