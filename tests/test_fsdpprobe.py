@@ -1,7 +1,7 @@
 """Real PyTorch FSDP on CPU ranks vs zerocalc's FSDP terms (tools/fsdpprobe).
 
-The tracker's resize bookkeeping and replay are checked without any distributed run; the grid (nine
-plans, about a minute on 2 cores) runs once per session. Checks: the probe against hand arithmetic for
+The tracker's resize bookkeeping and replay are checked without any distributed run; the grid (FSDP1 and
+FSDP2 plans, a few minutes on 2 cores) runs once per session. Checks: the probe against hand arithmetic for
 the small Llama, then every plan of the grid within the tolerances stated in tools/fsdpprobe/check.py.
 """
 from __future__ import annotations
@@ -146,3 +146,88 @@ def test_lora_inside_layer_units_grads_cover_the_frozen_weights(fsdp_grid, lit_r
     plan = lit_rows["lit_s3w2_lora_g2"][0]
     one = {**plan, "gradient_accumulation_steps": 1}
     assert engine_view(plan)["phases"]["fwd"] - engine_view(one)["phases"]["fwd"] == kept
+
+
+@pytest.mark.tools
+@pytest.mark.slow
+def test_fsdp2_step_by_hand(fsdp_grid):
+    """FSDP2 shards each parameter on dim 0 (padded to a multiple of the world; every dim of the small Llama
+    and of its LoRA matrices divides by 2 and 4): full fine-tuning holds P / world of each state, LoRA the
+    adapters' shards (PEFT's fp32) beside the frozen bf16 base's shards."""
+    from tools.fsdpprobe.check import busiest
+
+    pure = busiest(fsdp_grid["v2_s3w2_pure"][1])["step"]
+    assert 8 * (P // 2) <= pure <= 8 * (P // 2) + 4096             # bf16: params, grads, exp_avg, exp_avg_sq
+    mixed = busiest(fsdp_grid["v2_s3w4_mixed_ac"][1])["step"]
+    assert 16 * (P // 4) <= mixed <= 16 * (P // 4) + 4096          # fp32: 4 + 4 + 8 bytes, 4 ranks
+    adapters = 287_744                                              # see the LitGPT test below
+    lora = busiest(fsdp_grid["v2_s3w2_pure_lora_ac"][1])["step"]
+    want = 16 * adapters // 2 + 2 * P // 2                          # 2,301,952 + 6,965,504 B
+    assert want <= lora <= want + 4096
+
+
+@pytest.fixture(scope="session")
+def fp32_reduce():
+    """v2_wide_s3w2_mixed with torchtitan's MixedPrecisionPolicy(reduce_dtype=fp32)."""
+    pytest.importorskip("transformers")
+    from tools.fsdpprobe.check import plans
+    from tools.fsdpprobe.runner import run_spec
+    from tools.fsdpprobe.spec import build_spec
+
+    plan = dict(plans(["v2_wide_s3w2_mixed"]))["v2_wide_s3w2_mixed"]
+    return plan, run_spec({**build_spec(plan), "reduce_dtype": "fp32"})
+
+
+@pytest.mark.tools
+@pytest.mark.slow
+def test_fsdp2_fp32_reduce_keeps_the_previous_units_input_in_fp32(fsdp_grid, fp32_reduce, monkeypatch):
+    """FSDP2's reduce-scatter input (the reduce dtype) of the unit just back-propagated stays referenced while
+    the next unit's bf16 gradients are computed: an fp32 reduce adds 2 B per element of one layer unit.
+    The wide layer: q, o 512x512, k, v 512x256, gate, up, down 512x1536, two norms of 512."""
+    import zerocalc.memory.inputs as inputs
+    from tools.fsdpprobe.check import busiest, engine_view
+
+    unit = 2 * 512 * 512 + 2 * 512 * 256 + 3 * 512 * 1536 + 2 * 512  # 3,146,752
+    bf16 = busiest(fsdp_grid["v2_wide_s3w2_mixed"][1])["bwd"]
+    fp32 = busiest(fp32_reduce[1])["bwd"]
+    assert fp32 - bf16 == 2 * unit                                    # 6,293,504 B
+    plan = fp32_reduce[0]
+    before = engine_view(plan)["phases"]["bwd_top"]
+    monkeypatch.setattr(inputs, "fsdp2_reduce_bytes", lambda plan, trainer: 4)
+    assert engine_view(plan)["phases"]["bwd_top"] - before == 2 * unit
+
+
+def test_fsdp2_reduce_dtype_by_trainer():
+    """torchtitan's mixed_precision_reduce defaults to fp32; accelerate's FSDP2 policy and torchtune reduce in
+    bf16. At the end of backward the root's bf16 gradients sit beside its reduce-scatter input."""
+    from zerocalc import Plan
+    from zerocalc.memory.inputs import model_state_terms, step_inputs
+
+    base = {"schema": 1, "model": "llama-3.1-8b", "gpu": "h200-sxm-141gb", "framework": "fsdp", "nodes": 1,
+            "gpus_per_node": 8, "zero_stage": 3, "micro_batch_size": 1, "gradient_accumulation_steps": 1,
+            "seq_len": 4096, "optimizer": "adamw", "precision": "bf16-mixed", "method": "full"}
+
+    def root_grads(stack):
+        plan = Plan.from_dict({**base, "stack": stack})
+        return {t.name: t.nbytes for t in model_state_terms(plan, step_inputs(plan))}["fsdp_root_grads"]
+    root = 2 * 128_256 * 4096 + 4096                                 # embeddings, lm_head, final norm
+    assert root_grads({"trainer": "torchtitan"}) == (2 + 4) * root   # 6,304,063,488 B
+    assert root_grads({"fsdp_version": 2}) == (2 + 2) * root
+    assert root_grads({"fsdp_version": 1}) == 2 * 2 * root           # FSDP1: view grads and their flat cat
+
+
+@pytest.mark.tools
+@pytest.mark.slow
+def test_fsdp2_reshards_the_root_after_forward(fsdp_grid):
+    """fully_shard(model, reshard_after_forward=True), as torchtune, torchtitan and accelerate pass it: only an
+    unset (auto) flag keeps the root gathered (torch _fsdp_state.py FSDPState._lazy_init clears the root's
+    post_forward_mesh_info only if _auto_reshard_after_forward). FSDP1 keeps the root from forward to backward.
+    With the HF loss inside the model, the root is freed after the loss and gathered again at backward's
+    start, so no phase peak moves here; the end of forward holds 2 B x root less. Not modelled (a loss
+    computed outside the model, torchtune's and torchtitan's, would run without the root): the root is the
+    embeddings, lm_head and the final norm, 2 x 8192 x 256 + 256 elements."""
+    def fwd_end(res):
+        return max(r["phases"]["fwd"]["end"] for r in res["ranks"])
+    root = 2 * 8192 * 256 + 256                                       # 4,194,560
+    gap = fwd_end(fsdp_grid["s3w2_pure"][1]) - fwd_end(fsdp_grid["v2_s3w2_pure"][1])
+    assert abs(gap - 2 * root) <= 1024                                # 8,389,120 B, within small buffers

@@ -1,5 +1,5 @@
-"""fsdpprobe: run PyTorch FSDP (FSDP1, as accelerate and the HF Trainer configure it) on CPU ranks and
-measure what each rank holds, phase by phase.
+"""fsdpprobe: run PyTorch FSDP (FSDP1, as accelerate and the HF Trainer configure it, or FSDP2's fully_shard
+for stack.fsdp_version 2) on CPU ranks and measure what each rank holds, phase by phase.
 
 Dev-only ground truth for zerocalc's FSDP terms (memory/frameworks.py); never shipped to the browser.
 Entry points: ``python -m tools.fsdpprobe PLAN.json`` and ``python -m tools.fsdpprobe.check``

@@ -53,6 +53,18 @@ GRID: list[tuple[str, dict]] = [
     ("s3w2_pure_lora_base", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure", method="lora", lora=LORA,
                                  stack={"peft_adapter_dtype": "base"})),
 ]
+# FSDP2 (stack.fsdp_version 2): fully_shard per decoder layer, then the root (tools/fsdpprobe/worker.py);
+# bf16-mixed reduces in bf16 as accelerate's FSDP2 policy does (the fp32 reduce of torchtitan: tests/test_fsdpprobe.py)
+V2 = {"fsdp_version": 2}
+GRID += [
+    ("v2_s3w2_pure", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure", method="full", stack=V2)),
+    ("v2_s3w4_mixed_ac", dict(zero_stage=3, gpus_per_node=4, precision="bf16-mixed", method="full",
+                              activation_checkpointing="full", stack=V2)),
+    ("v2_s3w2_pure_lora_ac", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure", method="lora", lora=LORA,
+                                  activation_checkpointing="full", stack=V2)),
+    ("v2_wide_s3w2_mixed", dict(model={"name": "fsdpprobe-wide", **WIDE}, zero_stage=3, gpus_per_node=2,
+                                precision="bf16-mixed", method="full", stack=V2)),
+]
 # Lightning's wrapping (LitGPT: auto_wrap_policy={Block}, LoRA inside the layer units) on the HF model: the
 # probe runs HF's loss and loop, not LitGPT's, so these rows are compared by differences (the wrap's and the
 # accumulation's), not whole (tests/test_fsdpprobe.py)

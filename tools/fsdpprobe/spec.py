@@ -43,4 +43,6 @@ def build_spec(plan: dict, *, steps: int = 3) -> dict:
             "lora": lora, "steps": steps, "gas": gas,
             # LitGPT (Lightning FSDPStrategy(auto_wrap_policy={Block})) keeps its LoRA layers inside the layer
             # units; the HF Trainer path wraps peft's adapters as their own units (fsdp_auto_wrap_policy)
+            # FSDP2 (fully_shard per decoder layer, then the root); torchtitan's unresharded last block is not run
+            "fsdp_version": 2 if plan.get("stack", {}).get("fsdp_version") == 2 else 1,
             "wrap": "layers" if plan.get("stack", {}).get("trainer") == "litgpt" else "peft"}

@@ -6,10 +6,19 @@ FSDP1 keeps one storage object per unsharded flat parameter and frees it with
 records a storage's size once, at creation, so those would look alive all the time. Here every live
 storage's current size is re-read after each FSDP alloc/free and at phase marks, and each change is
 logged as a signed delta event.
+
+FSDP2 keeps its sharded parameters, gradients and the optimizer states of them as DTensors: wrapper
+subclasses whose own storage reports the global size but holds nothing. The tracker sees the op that
+produced the DTensor (a dispatch mode runs before the subclass) and records the local tensors inside it
+(__tensor_flatten__) instead.
 """
 from __future__ import annotations
 
 import weakref
+
+import torch
+
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from tools.dsprobe.tracker import Rec, StorageTracker
 
@@ -21,6 +30,12 @@ class ResizeTracker(StorageTracker):
         self._size: dict[int, int] = {}
 
     def _add(self, t, op):
+        if is_traceable_wrapper_subclass(t):            # a DTensor: its local shard holds the bytes
+            for name in t.__tensor_flatten__()[0]:
+                inner = getattr(t, name)
+                if isinstance(inner, torch.Tensor):
+                    self._add(inner, op)
+            return
         st = t.untyped_storage()
         key = st._cdata
         if key in self.live or st.nbytes() == 0:

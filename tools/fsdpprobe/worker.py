@@ -8,6 +8,16 @@ MixedPrecision(param_dtype=reduce_dtype=buffer_dtype=bf16) plus autocast over an
 bf16 base with fp32 adapters), bf16-pure a bf16 module without either (LoRA: PEFT's fp32 adapters, or bf16
 ones for stack.peft_adapter_dtype "base"). Fused torch AdamW over the trainable parameters, zero_grad(set_to_none).
 Phases per step k: fwd{k} (forward and loss), bwd{k}, step{k} (optimizer step and zero_grad).
+
+FSDP2 (spec fsdp_version 2) as torchtune's shard_model and torchtitan's apply_fsdp apply it: fully_shard on
+every decoder layer (LoRA adapters inside their layer: FSDP2 shards per parameter, so frozen weights get no
+gradient), then on the root, each with reshard_after_forward=True (False for zero_stage 2), over a 1-D CPU
+device mesh; bf16-mixed is an fp32 module with MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16) as
+accelerate 1.15 builds it for FSDP2 (FullyShardedDataParallelPlugin.set_mixed_precision; spec reduce_dtype
+"fp32" is torchtitan's default mixed_precision_reduce), with accelerate's autocast kept (no copies: the gathered weights are bf16 already),
+bf16-pure a bf16 module with no policy (torchtune). FSDP2 frees and re-allocates unsharded parameters by
+resizing storage too (torch/distributed/fsdp/_fully_shard/_fsdp_param.py alloc_storage/free_storage), watched
+like FSDP1's; its reduce-scatter runs without gloo's copy of the input (_no_copy_reduce_scatter).
 """
 from __future__ import annotations
 
@@ -70,11 +80,94 @@ def _fsdp(model, spec, torch):
                 forward_prefetch=False, device_id=torch.device("cpu"))
 
 
+def _fully_shard(model, spec, torch):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh("cpu", (spec["world"],))
+    mp = MixedPrecisionPolicy()
+    if spec["precision"] == "bf16-mixed":
+        reduce = torch.float32 if spec.get("reduce_dtype") == "fp32" else torch.bfloat16
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce)
+    reshard = spec["zero_stage"] == 3
+    layers = [m for m in model.modules() if type(m).__name__ in _no_split(model)]
+    for layer in layers:
+        fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+    comm = _no_copy_reduce_scatter(torch)
+    for m in [*layers, model]:
+        m.set_custom_reduce_scatter(comm)
+    return model
+
+
+def _no_copy_reduce_scatter(torch):
+    """gloo's reduce-scatter copies its whole input into a temporary (traced: one `split` storage the size
+    of the input, freed after), which NCCL does not; FSDP2's reduce-scatter input is a whole unit's
+    gradient in the reduce dtype, so that copy would read as a GPU's memory. The same collective as an
+    in-place all-reduce of the input (gloo allocates nothing for it) and a copy of this rank's chunk into
+    FSDP2's output: on every rank FSDP2 holds exactly its input and output buffers, as over NCCL."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter
+    from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllocMixin
+
+    class NoCopyReduceScatter(DefaultAllocMixin, ReduceScatter):
+        def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+            dist.all_reduce(input_tensor, op=op, group=group)
+            n = output_tensor.numel()
+            output_tensor.copy_(input_tensor[dist.get_rank(group) * n:(dist.get_rank(group) + 1) * n])
+            return None
+
+    return NoCopyReduceScatter()
+
+
+def _dump(tr, path):
+    """Debug aid (FSDPPROBE_DUMP=1): the live storages by site, largest first."""
+    by: dict = {}
+    for key, rec in tr.live.items():
+        n = tr._size.get(key, rec.nbytes)
+        k = (rec.site, str(rec.dtype), rec.op)
+        by[k] = (by.get(k, (0, 0))[0] + n, by.get(k, (0, 0))[1] + 1)
+    with open(path, "w") as f:
+        for k, (n, c) in sorted(by.items(), key=lambda kv: -kv[1][0]):
+            f.write(f"{n:>12,} {c:4d} {k}\n")
+
+
+def _dump_peak(tr, phase, path):
+    """Debug aid: the storages live at the peak of one phase (resizes summed per site), by site."""
+    live, recs, cur, best, ph, mi = {}, {}, 0, (-1, {}), "init", 0
+    for i, (sign, rec) in enumerate(tr.events):
+        while mi < len(tr.marks) and tr.marks[mi][0] <= i:
+            ph = tr.marks[mi][1]
+            mi += 1
+        cur += sign * rec.nbytes
+        key = id(rec) if rec.key is not None else f"resize {rec.site}"
+        live[key] = live.get(key, 0) + sign * rec.nbytes
+        recs.setdefault(key, rec)
+        if ph == phase and cur > best[0]:
+            best = (cur, {k: v for k, v in live.items() if v})
+    by: dict = {}
+    for k, v in best[1].items():
+        r = recs[k]
+        g = (r.site, str(r.dtype), r.op if r.key is not None else "resize", r.phase)
+        by[g] = by.get(g, 0) + v
+    with open(path, "w") as f:
+        f.write(f"peak {best[0]:,}\n")
+        for g, v in sorted(by.items(), key=lambda kv: -abs(kv[1])):
+            f.write(f"{v:>12,} {g}\n")
+
+
+def _no_split(model):
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return set(base._no_split_modules)
+
+
 def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
     _env(rank, spec["world"], port)
     import torch
     import torch.distributed as dist
     import torch.distributed.fsdp._flat_param as flat_param_mod
+    import torch.distributed.fsdp._fully_shard._fsdp_param as fsdp2_param_mod
+    import torch.distributed.fsdp._fully_shard._fsdp_param_group as fsdp2_group_mod
 
     from tools.dsprobe.gloo import release_on_return
     from .tracker import ResizeTracker, phase_stats
@@ -82,6 +175,11 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
     torch.set_num_threads(1)
     release_on_return(torch)
     dist.init_process_group("gloo")
+    if os.environ.get("FSDPPROBE_DUMP"):                   # debug: name FSDP's own allocation sites
+        import tools.dsprobe.tracker as dst
+        dst._SKIP_DIRS = tuple(d for d in dst._SKIP_DIRS if d != "/torch/") + (
+            "/torch/_", "/torch/nn/", "/torch/utils/", "/torch/autograd/", "/torch/optim/", "/torch/overrides",
+            "/torch/distributed/tensor/", "/torch/distributed/utils", "/torch/distributed/distributed_c10d")
     tr = ResizeTracker()
 
     def watched(fn):
@@ -94,10 +192,15 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
 
     flat_param_mod._alloc_storage = watched(flat_param_mod._alloc_storage)
     flat_param_mod._free_storage = watched(flat_param_mod._free_storage)
+    # FSDP2: _fsdp_param_group imports alloc_storage by name, so both modules' bindings are replaced
+    fsdp2_param_mod.alloc_storage = watched(fsdp2_param_mod.alloc_storage)
+    fsdp2_param_mod.free_storage = watched(fsdp2_param_mod.free_storage)
+    fsdp2_group_mod.alloc_storage = fsdp2_param_mod.alloc_storage
+    v2 = spec.get("fsdp_version", 1) == 2
     mixed = spec["precision"] == "bf16-mixed"
     with tr:
         model, cfg = _model(spec, torch)
-        wrapped = _fsdp(model, spec, torch)
+        wrapped = _fully_shard(model, spec, torch) if v2 else _fsdp(model, spec, torch)
         opt = torch.optim.AdamW([p for p in wrapped.parameters() if p.requires_grad], lr=1e-4, fused=True)
         g = torch.Generator().manual_seed(1234 + rank)
         ids = torch.randint(0, cfg.vocab_size, (spec["micro_batch"], spec["seq_len"]), generator=g)
@@ -106,7 +209,7 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
             for m in range(gas):
                 # accumulation micro-steps run under no_sync(), as accelerate's accumulate() (sync_each_batch
                 # False, the default) and Lightning's no_backward_sync do
-                sync = contextlib.nullcontext() if m == gas - 1 else wrapped.no_sync()
+                sync = contextlib.nullcontext() if m == gas - 1 or v2 else wrapped.no_sync()
                 # storages caught in reference cycles die at a garbage collection, whose timing would move
                 # them between phases from run to run: collect at every phase boundary
                 gc.collect()
@@ -119,10 +222,14 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
                     del loss
                 gc.collect()
             tr.mark(f"step{k}")
+            if os.environ.get("FSDPPROBE_DUMP") and k == spec["steps"] - 1:
+                _dump(tr, os.path.join(outdir, f"live{rank}.txt"))
             opt.step()
             opt.zero_grad(set_to_none=True)
         tr.mark("end")
     stats = phase_stats(tr)
+    if os.environ.get("FSDPPROBE_DUMP"):
+        _dump_peak(tr, f"bwd{spec['steps'] - 1}.0", os.path.join(outdir, f"peak{rank}.txt"))
     k = spec["steps"] - 1 if spec["steps"] > 1 else 1          # a steady step: states exist before it
     none = {"peak": 0, "end": 0}
     micro = range(spec.get("gas", 1))

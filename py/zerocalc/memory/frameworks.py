@@ -74,10 +74,19 @@ def ddp_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int, w
     return t
 
 
+def fsdp2_reduce_bytes(plan: Plan, trainer: str) -> int:
+    """Bytes per element of FSDP2's reduce-scatter (MixedPrecisionPolicy.reduce_dtype; 0: the gathered
+    dtype). torchtitan reduces in fp32 under bf16 parameters (its default mixed_precision_reduce "float32",
+    torchtitan/config/job_config.py); accelerate's FSDP2 policy reduces in its param_dtype
+    (FullyShardedDataParallelPlugin.set_mixed_precision, accelerate 1.15: reduce_dtype=dtype) and torchtune
+    sets no policy, so both reduce in the gathered dtype."""
+    return 4 if trainer == "torchtitan" and plan.precision == "bf16-mixed" else 0
+
+
 def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, frozen_bytes_whole: int,
                wbytes: int, gbytes: int, sbytes: int, compute: int, gas: int, impl: str = "fused",
                version: int = 1, keep_last_block: bool = False, no_sync: bool = False,
-               adapters_in_units: bool = False) -> list[Term]:
+               adapters_in_units: bool = False, reduce_bytes: int = 0) -> list[Term]:
     """FSDP1 as accelerate wraps it (transformer-layer units, the rest in the root unit; LoRA adapters
     as their own units via peft's fsdp_auto_wrap_policy). Measured on CPU ranks by tools/fsdpprobe:
     - the root unit (embeddings, final norm, lm_head) is gathered at the start of forward and kept
@@ -103,7 +112,17 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     ``adapters_in_units`` (LitGPT under Lightning's FSDPStrategy): a layer unit's flat parameter holds the
     frozen weights and the LoRA layers, so it requires grad and its gradient covers the whole unit, the
     frozen weights included (FSDP's docs warn of "higher than expected gradient memory"). Traced:
-    tools/fsdpprobe grid (s3w2_mixed_g2, s3w4_mixed_g2, s3w2_lora_g2, lit_s3w2_lora, lit_s3w2_lora_g2)."""
+    tools/fsdpprobe grid (s3w2_mixed_g2, s3w4_mixed_g2, s3w2_lora_g2, lit_s3w2_lora, lit_s3w2_lora_g2).
+    FSDP2 (``version`` 2, fully_shard) is FSDP1 with per-parameter sharding, except the gradients' way out
+    (torch 2.13 torch/distributed/fsdp/_fully_shard): a group's post_backward (_fsdp_param_group.py) reshards,
+    then foreach_reduce (_fsdp_collectives.py) copies the unsharded gradients into one reduce-scatter input
+    in the policy's ``reduce_bytes`` (MixedPrecisionPolicy.reduce_dtype) and frees them
+    (``unsharded_grads.clear()``); the input stays referenced (comm_ctx.reduce_scatter_states,
+    reduce_scatter_max_input_buffers = 1) until the next group's post_backward. So a unit's unsharded
+    gradients sit beside the previous unit's reduce-scatter input, and the root's beside its own:
+    (compute + reduce) bytes per element where FSDP1 has two gathered-dtype gradients; the same in bf16,
+    2 B more per element with torchtitan's fp32 reduce. Measured on CPU ranks (v2_* rows, and the fp32
+    reduce of the wide model: tests/test_fsdpprobe.py)."""
     n = plan.world_size
     p = tr.numel
     shard = ceil_div(p, n)
@@ -160,13 +179,16 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     # the unit being back-propagated and the previous one, whose unsharded gradient waits for its
     # reduce-scatter on the post-backward stream (record_stream), in the gathered dtype
     unit_grad = unit if full or in_units else max(tr.sizes, default=0)
-    t.append(gpu("unsharded_unit_grads", "buffers", 2 * compute * unit_grad, MID_BWD))
+    # FSDP2: the previous unit's reduce-scatter input (reduce dtype) instead of its unsharded gradient
+    second = (reduce_bytes or compute) if version == 2 else compute
+    t.append(gpu("unsharded_unit_grads", "buffers", (compute + second) * unit_grad, MID_BWD))
     if accumulate_unsharded:
         t.append(gpu("no_sync_unsharded_grads", "gradients", compute * grad_numel, FWD_BWD))
     if full and arch.causal_lm:
         head = arch.vocab_size * arch.hidden_size
         t.append(gpu("lm_head_grad", "gradients", compute * head, MID_BWD))
-        t.append(gpu("fsdp_root_grads", "gradients", 2 * compute * root, {"bwd_end"}))   # at the very end only
+        # at the very end only: FSDP1's view gradients and their flat cat; FSDP2's gradients and reduce input
+        t.append(gpu("fsdp_root_grads", "gradients", (compute + second) * root, {"bwd_end"}))
     if version == 2 and keep_last_block and plan.zero_stage == 3:
         # torchtitan parallelize_llama: fully_shard(block, reshard_after_forward=layer_id < n_layers - 1): the
         # last block stays gathered from its forward to its backward, which comes first

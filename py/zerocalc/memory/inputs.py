@@ -13,7 +13,7 @@ from ..model import ModelArch
 from ..plan import Plan
 from . import deepspeed as ds
 from .activations import Activations, activations
-from .frameworks import ddp_terms, fsdp_terms, single_terms
+from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .logits import Logits, logits
 from .lora import (block_linears_per_layer, largest_quantized_matrix, layer_adapters, modules_to_save_numel,
                    qlora_base_bytes)
@@ -122,7 +122,8 @@ def framework_state_terms(plan: Plan, si: StepInputs) -> list[Term]:
         return fsdp_terms(plan, si.arch, tr, si.frozen_numel, si.frozen_bytes, wbytes, gbytes, sbytes,
                           2 if dt.autocast else dt.compute, gas, impl, si.stack.fsdp_version,
                           keep_last_block=si.stack.trainer == "torchtitan", no_sync=si.stack.fsdp_no_sync,
-                          adapters_in_units=si.stack.fsdp_adapters_in_units)
+                          adapters_in_units=si.stack.fsdp_adapters_in_units,
+                          reduce_bytes=fsdp2_reduce_bytes(plan, si.stack.trainer))
     fn = ddp_terms if plan.framework == "ddp" else single_terms
     return fn(plan, si.arch, tr, si.shapes, si.frozen_bytes, wbytes, gbytes, sbytes, gas, impl)
 
