@@ -11,6 +11,10 @@ via `set_num_output_chunks`, each upcast to fp32 inside the loss) with plan `los
   logits = model(tokens); labels = hstack(labels[..., 1:], ignore); loss = loss_fn(logits, labels) * n
   del logits; loss.backward(); optimizer.step(); optimizer.zero_grad(set_to_none=True)
 with torch.optim.AdamW(fused=True), the 0.6.1 configs' optimizer. Two consecutive steps, as trace.trace.
+QLoRA (`method: qlora`) is `qlora_llama3_2_1b` (lora_llama3_2_1b with quantize_base=True): every decoder linear
+holds a torchao NF4Tensor (`to_nf4`, block 64, scaler block 256, double quantization); built on meta, each is
+rebuilt around CPU FakeTensor inner tensors (`fake_nf4`), which the tracker counts as weights (the wrapper
+itself owns no storage); torchao's own `LinearNF4` and dequantisation run unchanged under FakeTensorMode.
 """
 from __future__ import annotations
 
