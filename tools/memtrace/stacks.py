@@ -78,6 +78,11 @@ STACKS = [
     _p("tt-l1b-full-gc-chunked", ckpt="full", trainer="torchtune", loss="chunked"),
     _p("tt-l1b-lora-chunked", "lora", trainer="torchtune", loss="chunked"),
     _p("tt-l1b-lora-gc-chunked", "lora", ckpt="full", trainer="torchtune", loss="chunked"),
+    # qlora_llama3_2_1b: torchao NF4Tensor base weights (block 64, scalers double-quantized per 256), bf16 adapters
+    _p("tt-l1b-qlora-chunked", "qlora", trainer="torchtune", loss="chunked"),
+    _p("tt-l1b-qlora-gc-chunked", "qlora", ckpt="full", trainer="torchtune", loss="chunked"),
+    # s 128: torchao's dequantisation transient (14 B per element of the largest weight) sets the peak
+    _p("tt-l1b-qlora-s128-chunked", "qlora", seq=128, trainer="torchtune", loss="chunked"),
     # 6. LitGPT 0.5.13 (own GPT, bf16-true, chunked bf16 cross-entropy, loop variables kept; tools/memtrace/lit.py)
     _p("lit-l1b-full", trainer="litgpt"),
     _p("lit-l1b-lora", "lora", trainer="litgpt"),

@@ -27,7 +27,7 @@ import weakref
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 
 CATS = ("weight", "grad", "opt", "act", "recomp", "temp")
@@ -80,6 +80,11 @@ class StorageTracker(TorchDispatchMode):
 
     # -- registration -------------------------------------------------------------------------
     def register(self, t: torch.Tensor, cat: str, sub: str = "", op: str = "") -> None:
+        if is_traceable_wrapper_subclass(t):
+            # a wrapper subclass (torchao NF4Tensor) owns no storage: its inner tensors hold the bytes
+            for name in t.__tensor_flatten__()[0]:
+                self.register(getattr(t, name), cat, sub, op)
+            return
         st = t.untyped_storage()
         key = id(st)
         if key in self.live:

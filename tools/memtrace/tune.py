@@ -11,6 +11,10 @@ via `set_num_output_chunks`, each upcast to fp32 inside the loss) with plan `los
   logits = model(tokens); labels = hstack(labels[..., 1:], ignore); loss = loss_fn(logits, labels) * n
   del logits; loss.backward(); optimizer.step(); optimizer.zero_grad(set_to_none=True)
 with torch.optim.AdamW(fused=True), the 0.6.1 configs' optimizer. Two consecutive steps, as trace.trace.
+QLoRA (`method: qlora`) is `qlora_llama3_2_1b` (lora_llama3_2_1b with quantize_base=True): every decoder linear
+holds a torchao NF4Tensor (`to_nf4`, block 64, scaler block 256, double quantization); built on meta, each is
+rebuilt around CPU FakeTensor inner tensors (`fake_nf4`), which the tracker counts as weights (the wrapper
+itself owns no storage); torchao's own `LinearNF4` and dequantisation run unchanged under FakeTensorMode.
 """
 from __future__ import annotations
 
@@ -31,31 +35,63 @@ MODELS = ("llama-3.2-1b",)
 
 def build(plan):
     from torchtune import training  # noqa: PLC0415
-    from torchtune.models.llama3_2 import llama3_2_1b, lora_llama3_2_1b  # noqa: PLC0415
+    from torchtune.models.llama3_2 import llama3_2_1b, lora_llama3_2_1b, qlora_llama3_2_1b  # noqa: PLC0415
     from torchtune.modules import TransformerSelfAttentionLayer  # noqa: PLC0415
     from torchtune.modules.peft import get_adapter_params, set_trainable_params  # noqa: PLC0415
     if plan.model not in MODELS:
         raise ValueError(f"model={plan.model!r}: the torchtune tracer builds {', '.join(MODELS)} only")
     if plan.precision != "bf16-pure":
         raise ValueError("precision: torchtune's recipes train in bf16 without autocast (use bf16-pure)")
+    if plan.method == "qlora":
+        if (plan.quant_type, plan.double_quant) != ("nf4", True):
+            raise ValueError("quantization: torchtune's QLoRA is torchao NF4 with double quantization in bf16")
     with training.set_default_dtype(torch.bfloat16), torch.device("meta"):
-        if plan.method == "lora":
+        if plan.method in ("lora", "qlora"):
             attn = [t.replace("o_proj", "output_proj") for t in plan.lora_targets if t in
                     ("q_proj", "k_proj", "v_proj", "o_proj")]
             mlp = any(t in plan.lora_targets for t in ("gate_proj", "up_proj", "down_proj"))
-            model = lora_llama3_2_1b(lora_attn_modules=attn, apply_lora_to_mlp=mlp, apply_lora_to_output=False,
+            builder = qlora_llama3_2_1b if plan.method == "qlora" else lora_llama3_2_1b
+            model = builder(lora_attn_modules=attn, apply_lora_to_mlp=mlp, apply_lora_to_output=False,
                                      lora_rank=plan.lora_rank, lora_alpha=plan.lora_alpha,
                                      lora_dropout=plan.lora_dropout)
         elif plan.method == "full":
             model = llama3_2_1b()
         else:
-            raise ValueError("method: the torchtune tracer runs full and lora (its QLoRA is torchao NF4, not traced)")
-    if plan.method == "lora":
+            raise ValueError(f"method {plan.method!r}: the torchtune tracer runs full, lora and qlora")
+    if plan.method in ("lora", "qlora"):
         set_trainable_params(model, get_adapter_params(model))
     if plan.activation_checkpointing == "full":
         training.set_activation_checkpointing(model, auto_wrap_policy={TransformerSelfAttentionLayer})
     model.train()
     return model
+
+
+def _nf4_params(model) -> list:
+    """(module, name, NF4Tensor) of every torchao NF4 base weight (LoRALinear / FrozenNF4Linear, quantize_base)."""
+    from torchao.dtypes.nf4tensor import NF4Tensor  # noqa: PLC0415
+    return [(m, n, p) for m in model.modules() for n, p in m._parameters.items() if isinstance(p, NF4Tensor)]
+
+
+def fake_nf4(model, fm) -> list:
+    """Replace each meta NF4Tensor base weight by an NF4Tensor whose inner tensors are CPU FakeTensors of the same
+    shapes and dtypes (torchao 0.10.0 torchao/dtypes/nf4tensor.py NF4Tensor.from_tensor, bf16 input, block 64,
+    scaler block 256): quantized_data uint8 numel/2, quantized_scalers int8 numel/64, quantization_factor bf16
+    numel/64/256, scaler_mean bf16 scalar, nf4 bf16 16-entry table. The subclass is rebuilt with
+    __tensor_unflatten__, as torch.compile does; the ops it runs then are its own. Returns the inner tensors."""
+    import dataclasses  # noqa: PLC0415
+    from torchao.dtypes.nf4tensor import NF4Tensor  # noqa: PLC0415
+    inner_all = []
+    with fm:
+        for m, n, p in _nf4_params(model):
+            names, meta = p.__tensor_flatten__()
+            inner = {k: torch.empty_strided(getattr(p, k).shape, getattr(p, k).stride(), dtype=getattr(p, k).dtype,
+                                            device="cpu") for k in names}
+            meta = dict(meta, tensor_meta=dataclasses.replace(meta["tensor_meta"], device=torch.device("cpu"),
+                                                              requires_grad=False))
+            w = NF4Tensor.__tensor_unflatten__(inner, meta, p.shape, p.stride())
+            m._parameters[n] = torch.nn.Parameter(w, requires_grad=False)
+            inner_all += list(inner.values())
+    return inner_all
 
 
 def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
@@ -71,7 +107,16 @@ def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
     if chunked:
         model.set_num_output_chunks(CHUNKS)
     fm = FakeTensorMode(allow_non_fake_inputs=False)
-    fakeify(model, fm, torch.bfloat16)
+    nf4 = []
+    if plan.method == "qlora":
+        # build.fakeify would make the NF4 weights dense bf16: take them out, fakeify the rest, put fakes back
+        held = [(m, n, m._parameters.pop(n)) for m, n, _ in _nf4_params(model)]
+        fakeify(model, fm, torch.bfloat16)
+        for m, n, p in held:
+            m._parameters[n] = p
+        nf4 = fake_nf4(model, fm)
+    else:
+        fakeify(model, fm, torch.bfloat16)
     with fm:
         for m in model.modules():
             # rope_init returns early on meta and its Llama 3.1 frequency scaling is data-dependent: build the
@@ -85,9 +130,13 @@ def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
     tr = StorageTracker(logits_numel=b * s * V // CHUNKS, vocab=V)
     impl = adamw_impl(plan.optimizer_impl, "torchtune", "5")
     with cuda_like_dropout(), fm:
-        lora_ids = {id(p) for p in model.parameters() if p.requires_grad} if plan.method == "lora" else set()
+        lora_ids = {id(p) for p in model.parameters() if p.requires_grad} if plan.method != "full" else set()
+        nf4_ids = {id(p) for _, _, p in _nf4_params(model)}
         for p in model.parameters():
-            tr.register(p, "weight", "lora" if id(p) in lora_ids else "")
+            if id(p) not in nf4_ids:      # a wrapper subclass: no storage of its own, its inner tensors are counted
+                tr.register(p, "weight", "lora" if id(p) in lora_ids else "")
+        for t in nf4:
+            tr.register(t, "weight", "quant_stats" if t.dtype != torch.uint8 else "")
         for bf in model.buffers():
             tr.register(bf, "weight", "buffer")
         tokens = torch.zeros(b, s, dtype=torch.long)

@@ -115,9 +115,23 @@ def quantized_base(arch: ModelArch) -> tuple[int, int, tuple[tuple[int, int], ..
     return quant, arch.total_params - quant, mats
 
 
+def torchao_nf4_bytes(numel: int, dtype_bytes: int) -> int:
+    """Bytes of one torchao 0.10.0 NF4Tensor (torchtune's QLoRA base weight: `LoRALinear(quantize_base=True)` /
+    `FrozenNF4Linear` call `to_nf4(weight)`, block 64, scaler block 256; torchao/dtypes/nf4tensor.py
+    `NF4Tensor.from_tensor` and `double_quantize_scalers`): quantized_data uint8 numel/2, quantized_scalers int8
+    per 64-block, quantization_factor per 256 scalers and scaler_mean in the weight's dtype (`dtype_bytes`,
+    bf16 under torchtune's `set_default_dtype`), and the 16-entry `nf4` table in that dtype, per weight.
+    torchao asserts numel % 64 == 0 and blocks % 256 == 0. Traced: tools/memtrace/golden/stacks tt-l1b-qlora-*."""
+    blocks = numel // NF4_BLOCK
+    return numel // 2 + blocks + dtype_bytes * (blocks // DQ_GROUP) + dtype_bytes + 16 * dtype_bytes
+
+
 def qlora_base_bytes(arch: ModelArch, plan: Plan, kept_dtype: int) -> int:
-    """Frozen base of a QLoRA model: quantized linears + 16-bit embeddings, norms, head."""
+    """Frozen base of a QLoRA model: quantized linears + 16-bit embeddings, norms, head (torchtune: torchao's
+    NF4Tensor layout, `torchao_nf4_bytes`; otherwise bitsandbytes' / GPTQ's, `quantized_linear_bytes`)."""
     _, kept, mats = quantized_base(arch)
+    if plan.stack.trainer == "torchtune" and plan.quantization.type == "nf4":
+        return sum(torchao_nf4_bytes(n, kept_dtype) for n, _ in mats) + kept * kept_dtype
     return sum(quantized_linear_bytes(n, d_out, plan) for n, d_out in mats) + kept * kept_dtype
 
 

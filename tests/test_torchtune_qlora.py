@@ -1,0 +1,42 @@
+"""torchtune QLoRA: torchao 0.10.0 NF4Tensor storage (memory/lora.py torchao_nf4_bytes), hand-computed.
+
+torchao/dtypes/nf4tensor.py NF4Tensor.from_tensor on a bf16 weight of n elements (block 64, scaler block 256):
+quantized_data uint8 n/2, quantized_scalers int8 n/64, quantization_factor bf16 n/64/256, scaler_mean bf16 (one),
+nf4 table bf16 x 16. Traced on a 2048 x 8192 gate_proj (tools/memtrace/tune.py fake_nf4): 8,388,608 + 262,144
++ 2,048 + 2 + 32 bytes; Llama 3.2 1B's weights in tools/memtrace/golden/stacks/tt-l1b-qlora-chunked.json.
+"""
+import json
+import pathlib
+
+from zerocalc.memory.lora import torchao_nf4_bytes
+from tools.memtrace.compare import engine_breakdown
+
+ROW = pathlib.Path(__file__).resolve().parents[1] / "tools" / "memtrace" / "golden" / "stacks" / "tt-l1b-qlora-chunked.json"
+
+
+def test_one_nf4_weight():
+    n = 2048 * 8192                      # 16,777,216
+    assert torchao_nf4_bytes(n, 2) == 8_388_608 + 262_144 + 2 * 1_024 + 2 + 2 * 16
+
+
+def _plan(trainer):
+    plan = json.loads(ROW.read_text())["plan"]
+    plan["stack"] = {"trainer": trainer}
+    if trainer != "torchtune":
+        plan["loss"] = "standard"
+    return plan
+
+
+def test_llama_3_2_1b_base_torchtune_vs_bitsandbytes():
+    # per layer: q, o 2048x2048; k, v 512x2048; gate, up, down 8192x2048; 16 layers, 7 NF4 weights each
+    n = 16 * (2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 8192 * 2048)
+    assert n == 973_078_528
+    blocks = n // 64                     # 15,204,352
+    groups = blocks // 256               # 59,392
+    kept = 2 * (128256 * 2048 + 2048 * (2 * 16 + 1))      # bf16 embedding (tied head) and 33 RMSNorm scales
+    torchao = n // 2 + blocks + 2 * groups + 112 * (2 + 32) + kept
+    bnb = n // 2 + blocks + 4 * groups + kept             # fp32 second-level absmax per 256 blocks
+    assert torchao == 1_027_337_952      # the traced weights of tt-l1b-qlora-chunked, to the byte
+    assert engine_breakdown(_plan("torchtune"))["components"]["weights"] == torchao
+    assert engine_breakdown(_plan("hf-trainer"))["components"]["weights"] == bnb
+    assert json.loads(ROW.read_text())["bytes"]["peak"]["weights"] == torchao
