@@ -15,8 +15,10 @@ KNOWN: dict[str, str] = {     # id -> the mechanism the engine does not reproduc
     "tt-l1b-qlora-s128-chunked":
         "torchao 0.10.0 NF4Tensor.get_original_weight (weight.to(bf16) in LinearNF4 forward/backward) holds two "
         "int64 code tensors, their bf16 dequantised and scaled halves and the torch.stack output at once: "
-        "14 B per element of the weight (+3 B per 64), 235,669,504 B for a 2048 x 8192 gate_proj, at the forward "
-        "peak (op stack); the engine's qlora_dequant_buffer (memory/inputs.py) counts 2 B per element",
+        "14 B per element of the weight (+3 B per 64), 235,669,504 B for a 2048 x 8192 gate_proj; at s 128 it sets "
+        "the peak inside the last layer's forward (op stack), a moment the engine has no phase for: it counts the "
+        "transient (memory/inputs.py dequant_bytes, the same size) in backward only, and its forward phase is the "
+        "end of forward with the logits",
 }
 
 

@@ -8,6 +8,7 @@ nf4 table bf16 x 16. Traced on a 2048 x 8192 gate_proj (tools/memtrace/tune.py f
 import json
 import pathlib
 
+from zerocalc import Plan
 from zerocalc.memory.lora import torchao_nf4_bytes
 from tools.memtrace.compare import engine_breakdown
 
@@ -40,3 +41,22 @@ def test_llama_3_2_1b_base_torchtune_vs_bitsandbytes():
     assert engine_breakdown(_plan("torchtune"))["components"]["weights"] == torchao
     assert engine_breakdown(_plan("hf-trainer"))["components"]["weights"] == bnb
     assert json.loads(ROW.read_text())["bytes"]["peak"]["weights"] == torchao
+
+
+def test_torchao_dequantization_transient_by_hand():
+    """NF4Tensor.get_original_weight on a 2048 x 8192 gate_proj: two int64 code tensors of n/2 (8 n B), the
+    bf16 dequantised halves and their scaled copies (4 n B), torch.stack's bf16 output (2 n B), the block scalers'
+    dequantisation (3 n / 64 B) and the second-level factors' (2 B per 16,384 elements): 235,669,504 B as traced
+    (tt-l1b-qlora-s128-chunked)."""
+    from zerocalc.memory.inputs import dequant_bytes
+    from zerocalc.memory.precision import dtypes_for
+    from zerocalc.memory.stack import effective_stack
+
+    n = 2048 * 8192
+    assert 14 * n + 3 * n // 64 + 2 * (n // 16384) == 235_669_504
+    plan = Plan.from_dict({"model": "llama-3.2-1b", "framework": "single", "gpus_per_node": 1,
+                           "precision": "bf16-pure", "method": "qlora", "stack": {"trainer": "torchtune"},
+                           "quantization": {"type": "nf4", "double_quant": True, "compute_dtype": "bf16"}})
+    assert dequant_bytes(plan, dtypes_for(plan), effective_stack(plan), n) == 235_669_504
+    hf = Plan.from_dict({**plan.to_dict(), "stack": {"trainer": "hf-trainer"}})
+    assert dequant_bytes(hf, dtypes_for(hf), effective_stack(hf), n) == 2 * n      # bitsandbytes: one bf16 copy

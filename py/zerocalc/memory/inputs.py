@@ -79,8 +79,20 @@ def step_inputs(plan: Plan) -> StepInputs:
     all_sizes = tuple(tr.sizes) + frozen_sizes
     acts = activations(plan, arch, module_dtypes(plan, dt))
     lg = logits(plan, arch, 2 if dt.autocast else dt.compute, stack)
-    dequant = dt.compute * largest_quantized_matrix(arch) if plan.method == "qlora" else 0
+    dequant = dequant_bytes(plan, dt, stack, largest_quantized_matrix(arch)) if plan.method == "qlora" else 0
     return StepInputs(arch, dt, stack, tr, shapes, frozen_bytes, frozen_numel, all_sizes, acts, lg, dequant)
+
+
+def dequant_bytes(plan: Plan, dt, stack: Stack, n: int) -> int:
+    """The transient of dequantizing the largest quantized weight (n elements) for one matmul. bitsandbytes'
+    MatMul4Bit: one weight in the compute dtype. torchao 0.10.0's NF4Tensor (torchtune QLoRA)
+    `get_original_weight`: two int64 code tensors of n/2 ((data >> 4).to(long), data & 0b1111), the bf16
+    dequantized halves and their scaled copies, and torch.stack's output, with the block scalers' dequantization
+    (3 B per 64 elements, 2 B per 16,384 for the second-level factors): 14·n + 3·n/64 + n/8192 bytes at the
+    stack op (traced: 235,669,504 B for 2048 x 8192, tools/memtrace/golden/stacks tt-l1b-qlora-s128-chunked)."""
+    if stack.trainer == "torchtune" and plan.quantization.type == "nf4":
+        return 14 * n + 3 * n // 64 + n // 8192
+    return dt.compute * n
 
 
 def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
@@ -153,7 +165,7 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         # cached until the autocast context exits at the end of forward, not kept by checkpointed layers
         t.append(gpu("autocast_cache_forward", "activations", a.autocast_cache_forward, {"fwd"}))
     if si.dequant:
-        # one 16-bit dequantized weight exists only inside a layer's forward, backward or recompute
+        # one dequantized weight exists only inside a layer's forward, backward or recompute
         t.append(gpu("qlora_dequant_buffer", "activations", si.dequant, BWD_END))
     if a.host_offloaded:
         t.append(gpu("offloaded_activations", "activations", a.host_offloaded, where=HOST_PAGEABLE))
