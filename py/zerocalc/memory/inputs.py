@@ -16,10 +16,10 @@ from .activations import Activations, activations
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .logits import Logits, logits
 from .lora import (block_linears_per_layer, largest_quantized_matrix, layer_adapters, modules_to_save_numel,
-                   qlora_base_bytes)
+                   qlora_base_bytes, quantized_linear_bytes)
 from .precision import Dtypes, dtypes_for, module_dtypes
 from .stack import Stack, effective_stack
-from .terms import ALL, BWD_END, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, Term, gpu
+from .terms import ALL, BWD_END, FWD_BWD, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, Term, gpu
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,14 @@ def step_inputs(plan: Plan) -> StepInputs:
         tr = ds.Trainable(tuple(ad_sizes), "lora_adapters", "lora_adapters", "lora_adapters")
         shapes = tuple(ad_shapes)
         frozen_numel = arch.total_params + head_copy
-        if plan.method == "qlora":
+        if plan.method == "qlora" and stack.trainer == "litgpt" and arch.causal_lm:
+            # Fabric's BitsandbytesPrecision converts every nn.Linear, lm_head (LitGPT's own copy of a tied
+            # embedding, or the untied head among the kept tensors) included (traced: lit-l1b-qlora)
+            head = arch.vocab_size * arch.hidden_size
+            kept_head = 0 if head_copy else head
+            frozen_bytes = (qlora_base_bytes(arch, plan, dt.frozen) - kept_head * dt.frozen
+                            + quantized_linear_bytes(head, arch.vocab_size, plan))
+        elif plan.method == "qlora":
             frozen_bytes = qlora_base_bytes(arch, plan, dt.frozen) + head_copy * dt.frozen
         else:
             frozen_bytes = frozen_numel * dt.frozen
@@ -79,7 +86,10 @@ def step_inputs(plan: Plan) -> StepInputs:
     all_sizes = tuple(tr.sizes) + frozen_sizes
     acts = activations(plan, arch, module_dtypes(plan, dt))
     lg = logits(plan, arch, 2 if dt.autocast else dt.compute, stack)
-    dequant = dequant_bytes(plan, dt, stack, largest_quantized_matrix(arch)) if plan.method == "qlora" else 0
+    largest = largest_quantized_matrix(arch)
+    if plan.method == "qlora" and stack.trainer == "litgpt" and arch.causal_lm:
+        largest = max(largest, arch.vocab_size * arch.hidden_size)      # the 4-bit lm_head
+    dequant = dequant_bytes(plan, dt, stack, largest) if plan.method == "qlora" else 0
     return StepInputs(arch, dt, stack, tr, shapes, frozen_bytes, frozen_numel, all_sizes, acts, lg, dequant)
 
 
@@ -165,8 +175,10 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         # cached until the autocast context exits at the end of forward, not kept by checkpointed layers
         t.append(gpu("autocast_cache_forward", "activations", a.autocast_cache_forward, {"fwd"}))
     if si.dequant:
-        # one dequantized weight exists only inside a layer's forward, backward or recompute
-        t.append(gpu("qlora_dequant_buffer", "activations", si.dequant, BWD_END))
+        # one dequantized weight exists only inside a layer's forward, backward or recompute; LitGPT's 4-bit
+        # lm_head is dequantized for each 128-position chunk at the very end of forward, and for the loss's backward
+        phases = FWD_BWD if si.stack.trainer == "litgpt" else BWD_END
+        t.append(gpu("qlora_dequant_buffer", "activations", si.dequant, phases))
     if a.host_offloaded:
         t.append(gpu("offloaded_activations", "activations", a.host_offloaded, where=HOST_PAGEABLE))
     return t
