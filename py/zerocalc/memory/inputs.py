@@ -100,7 +100,9 @@ def dequant_bytes(plan: Plan, dt, stack: Stack, n: int) -> int:
     dequantized halves and their scaled copies, and torch.stack's output, with the block scalers' dequantization
     (3 B per 64 elements, 2 B per 16,384 for the second-level factors): 14·n + 3·n/64 + n/8192 bytes at the
     stack op (traced: 235,669,504 B for 2048 x 8192, tools/memtrace/golden/stacks tt-l1b-qlora-s128-chunked)."""
-    if stack.trainer == "torchtune" and plan.quantization.type == "nf4":
+    if stack.trainer == "torchtune" and plan.quantization.type == "nf4" and stack.compile == "none":
+        # compiled (not traced), inductor fuses the decode's pointwise chain into the kernel that writes the
+        # bf16 weight: one bf16 copy is assumed, as for bitsandbytes
         return 14 * n + 3 * n // 64 + n // 8192
     return dt.compute * n
 
