@@ -223,11 +223,37 @@ def test_fsdp2_reshards_the_root_after_forward(fsdp_grid):
     unset (auto) flag keeps the root gathered (torch _fsdp_state.py FSDPState._lazy_init clears the root's
     post_forward_mesh_info only if _auto_reshard_after_forward). FSDP1 keeps the root from forward to backward.
     With the HF loss inside the model, the root is freed after the loss and gathered again at backward's
-    start, so no phase peak moves here; the end of forward holds 2 B x root less. Not modelled (a loss
-    computed outside the model, torchtune's and torchtitan's, would run without the root): the root is the
-    embeddings, lm_head and the final norm, 2 x 8192 x 256 + 256 elements."""
+    start, so no phase peak moves here; the end of forward holds 2 B x root less (a loss computed outside the
+    model, torchtune's and torchtitan's, runs without the root: next test). The root is the embeddings,
+    lm_head and the final norm, 2 x 8192 x 256 + 256 elements."""
     def fwd_end(res):
         return max(r["phases"]["fwd"]["end"] for r in res["ranks"])
     root = 2 * 8192 * 256 + 256                                       # 4,194,560
     gap = fwd_end(fsdp_grid["s3w2_pure"][1]) - fwd_end(fsdp_grid["v2_s3w2_pure"][1])
     assert abs(gap - 2 * root) <= 1024                                # 8,389,120 B, within small buffers
+
+
+@pytest.mark.tools
+@pytest.mark.slow
+def test_fsdp2_loss_outside_the_model_runs_without_the_root(fsdp_grid):
+    """torchtune's and torchtitan's loops compute the loss outside the model: FSDP2 has freed the root by then and
+    gathers it again only when backward reaches lm_head, so the forward's peak (the loss) holds at least the
+    root's 2 B x 4,194,560 less than with HF's loss inside; the engine leaves gathered_root out of the forward
+    and the loss backward for those trainers (memory/frameworks.py)."""
+    from tools.fsdpprobe.check import V2_LOSS_OUTSIDE, busiest, plans
+    from tools.fsdpprobe.runner import run_spec
+    from tools.fsdpprobe.spec import build_spec
+    from zerocalc import Plan
+    from zerocalc.estimate import terms
+    from zerocalc.memory.inputs import step_inputs
+
+    root = 2 * 8192 * 256 + 256
+    name, over = V2_LOSS_OUTSIDE
+    plan = {**plans(["v2_s3w2_pure"])[0][1], **over}
+    outside = busiest(run_spec(build_spec(plan)))["fwd"]
+    inside = busiest(fsdp_grid["v2_s3w2_pure"][1])["fwd"]
+    assert 2 * root <= inside - outside <= 2 * root + 0.03 * inside      # measured 10,036,736 B
+    p = Plan.from_dict(plan)
+    root_term = [t for t in terms(p, step_inputs(p)) if t.name == "gathered_root"]
+    assert root_term and not root_term[0].phases & {"fwd", "loss_bwd"} and "bwd_end" in root_term[0].phases
+    assert root_term[0].nbytes == 2 * root

@@ -68,6 +68,10 @@ GRID += [
 # Lightning's wrapping (LitGPT: auto_wrap_policy={Block}, LoRA inside the layer units) on the HF model: the
 # probe runs HF's loss and loop, not LitGPT's, so these rows are compared by differences (the wrap's and the
 # accumulation's), not whole (tests/test_fsdpprobe.py)
+# FSDP2 with the loss outside the model (torchtune's and torchtitan's loops; the HF loss function, called
+# outside): compared by difference with v2_s3w2_pure (tests/test_fsdpprobe.py)
+V2_LOSS_OUTSIDE = ("v2_s3w2_pure_loss_outside", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure",
+                                                     method="full", stack={"fsdp_version": 2, "trainer": "torchtitan"}))
 LIT: list[tuple[str, dict]] = [
     ("lit_s3w2_lora", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure", method="lora", lora=LORA,
                            stack={"trainer": "litgpt"})),

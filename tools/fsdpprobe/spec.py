@@ -45,4 +45,6 @@ def build_spec(plan: dict, *, steps: int = 3) -> dict:
             # units; the HF Trainer path wraps peft's adapters as their own units (fsdp_auto_wrap_policy)
             # FSDP2 (fully_shard per decoder layer, then the root); torchtitan's unresharded last block is not run
             "fsdp_version": 2 if plan.get("stack", {}).get("fsdp_version") == 2 else 1,
+            # torchtune's and torchtitan's loops compute the loss outside the model (the same HF loss function here)
+            "loss_outside": plan.get("stack", {}).get("trainer") in ("torchtune", "torchtitan"),
             "wrap": "layers" if plan.get("stack", {}).get("trainer") == "litgpt" else "peft"}

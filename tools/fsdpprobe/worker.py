@@ -216,7 +216,13 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
                 tr.mark(f"fwd{k}.{m}")
                 with sync:
                     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
-                        loss = wrapped(input_ids=ids, labels=ids).loss
+                        if spec.get("loss_outside"):
+                            # the loss outside the model's forward, as torchtune's and torchtitan's loops run it
+                            logits = wrapped(input_ids=ids).logits
+                            loss = model.loss_function(logits, ids, vocab_size=cfg.vocab_size)
+                            del logits
+                        else:
+                            loss = wrapped(input_ids=ids, labels=ids).loss
                     tr.mark(f"bwd{k}.{m}")
                     loss.backward()
                     del loss

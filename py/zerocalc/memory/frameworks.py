@@ -86,7 +86,7 @@ def fsdp2_reduce_bytes(plan: Plan, trainer: str) -> int:
 def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, frozen_bytes_whole: int,
                wbytes: int, gbytes: int, sbytes: int, compute: int, gas: int, impl: str = "fused",
                version: int = 1, keep_last_block: bool = False, no_sync: bool = False,
-               adapters_in_units: bool = False, reduce_bytes: int = 0) -> list[Term]:
+               adapters_in_units: bool = False, loss_outside: bool = False, reduce_bytes: int = 0) -> list[Term]:
     """FSDP1 as accelerate wraps it (transformer-layer units, the rest in the root unit; LoRA adapters
     as their own units via peft's fsdp_auto_wrap_policy). Measured on CPU ranks by tools/fsdpprobe:
     - the root unit (embeddings, final norm, lm_head) is gathered at the start of forward and kept
@@ -165,7 +165,11 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
         layer_bytes = (frozen_bytes_whole - compute * root) * unit // sum(layer_sizes)
     else:
         layer_bytes = compute * unit
-    t.append(gpu("gathered_root", "buffers", compute * root, FWD_BWD))
+    # FSDP2 with reshard_after_forward=True (torchtune's shard_model and torchtitan's apply_fsdp pass it for the
+    # root too) frees the root after forward; their loops compute the loss outside the model, so the root is
+    # gathered again only when backward reaches lm_head (fsdpprobe: 2 B x root less through the loss)
+    root_out = version == 2 and loss_outside and plan.zero_stage == 3
+    t.append(gpu("gathered_root", "buffers", compute * root, BWD_END if root_out else FWD_BWD))
     if plan.zero_stage == 2:
         # SHARD_GRAD_OP keeps each unit from its forward to its post-backward reshard
         t.append(gpu("gathered_layers", "buffers", layer_bytes * len(layer_sizes), {"fwd", "loss_bwd"} | TOP_BWD))
