@@ -149,13 +149,16 @@ def tune_rows() -> list[dict]:
     out = []
     for rid, quote, tps, gpus in rows:
         plan = dict(public[rid]["plan"])
+        # the stack the table ran (validation/public-stack.json, group "torchtune README (Llama 3.1 memory table)":
+        # "compile on for every row", torchtune/training/_compile.py compiles the model and the loss)
+        plan["stack"] = {"trainer": "torchtune", "compile": "model+loss"}
         if isinstance(plan.get("gpu"), dict) and plan["gpu"].get("name") == "RTX A6000":
             plan["gpu"] = A6000
         out.append({"id": rid, "source": "torchtune", "source_group": "torchtune README (Llama 3.1 memory and training speed)",
                     "source_url": TUNE, "quote": quote, "plan": plan, "measured_tokens_per_s_per_gpu": tps / gpus,
                     "quality": "approximate",
                     "mapping_notes": "plan as in ../shared/validation/public.json (same row: batch 2, packed 2048, "
-                                     "torch.compile on - not modelled); Tokens/sec read as the total over the GPUs "
+                                     "torch.compile on: stack.compile model+loss); Tokens/sec read as the total over the GPUs "
                                      "(per GPU it would exceed the A100's peak on the 70B/405B rows), so / GPU count; "
                                      "A6000 rates from NVIDIA's datasheet (309.7 TFLOPS sparse bf16 -> 154.8 dense, "
                                      "768 GB/s)"})
@@ -173,14 +176,15 @@ def tune_rows() -> list[dict]:
         ("| [QLoRA](https://pytorch.org/torchtune/main/tutorials/memory_optimizations.html#quantized-low-rank-adaptation-qlora) | 4.6 | -45.71% | 8035 | -2.13% |", 8035, {"loss": "chunked", "activation_checkpointing": "full", "activation_offloading": True, "method": "qlora", "lora": {"rank": 64, "alpha": 128, "targets": ["q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}}),
     ]
     for i, (quote, tps, ch) in enumerate(steps):
-        plan = {**base, **ch}
+        # every row after the table's "+ Compile" row runs compiled (torchtune compiles the model and the loss)
+        plan = {**base, **ch, "stack": {"trainer": "torchtune", **({"compile": "model+loss"} if i else {})}}
         out.append({"id": f"tt_l32_3b_flags_{i}", "source": "torchtune", "source_group": "torchtune README (Llama 3.2 3B optimization flags, A100)",
                     "source_url": TUNE_FLAGS, "quote": quote, "plan": plan, "measured_tokens_per_s_per_gpu": tps,
                     "quality": "approximate",
                     "mapping_notes": "baseline: full_finetune_single_device, Llama 3.2 3B, batch 2, max seq 4096, bf16, "
                                      "A100 (80GB assumed); each technique added on top of the previous (LoRA/QLoRA "
                                      "without optimizer_in_bwd and 8-bit AdamW); packed to 4096; rows after '+ Compile' "
-                                     "run with torch.compile (not modelled); LoRA settings of "
+                                     "run with torch.compile (stack.compile model+loss); LoRA settings of "
                                      "llama3_2/3B_lora_single_device assumed (rank 64, q/v/output + MLP)"})
     return out
 

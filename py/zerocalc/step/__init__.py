@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from .comm import Collective, collectives, exposed_time
 from .flops import Flops, adapter_matmul_params, flops_per_token
 from .offload import Offload, offload_time
-from .rates import HBM_EFFICIENCY, HOST_MEMORY_GB_S, NVME_GB_S, Rates, gpu_rates
+from .rates import COMPILE_SOURCE, COMPILE_SPEEDUP, HBM_EFFICIENCY, HOST_MEMORY_GB_S, NVME_GB_S, Rates, gpu_rates
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,8 @@ def step_estimate(plan, arch, gpu=None, *, train_tokens: float | None = None,
     rates = gpu_rates(plan, gpu)
     fl = flops_per_token(arch, plan)
     tokens_micro = plan.micro_batch_size * plan.seq_len
-    rate = rates.peak_flops * rates.efficiency
+    compiled = plan.stack.compile != "none"
+    rate = rates.peak_flops * rates.efficiency * (COMPILE_SPEEDUP if compiled else 1.0)
     fwd = tokens_micro * fl.forward / rate
     bwd = tokens_micro * (fl.backward + fl.recompute) / rate
     gas = plan.gradient_accumulation_steps
@@ -150,6 +151,8 @@ def step_estimate(plan, arch, gpu=None, *, train_tokens: float | None = None,
         off = offload_time(plan, arch, trainable, rates, fwd + bwd, offloaded_activation_bytes,
                            host_memory_gb_s, nvme_gb_s)
     notes = list(rates.assumed)
+    if compiled:
+        notes.append(COMPILE_SOURCE)
     if rates.network_defaulted and plan.nodes > 1:
         notes.append("network: the default 400 Gb/s per GPU (8 x 400 Gb/s InfiniBand-class node) assumed")
     return Step(plan=plan, rates=rates, flops=fl, tokens_per_step=tokens_micro * gas * plan.world_size,

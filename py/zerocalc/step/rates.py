@@ -25,6 +25,14 @@ EFFICIENCY = {
     "other": (0.40, "no published figure for this GPU here: the H100 figure (torchtitan) is assumed"),
 }
 
+# torch.compile (inductor) speeds the step's compute by about 16 %: torchtitan
+# benchmarks/llama3_h100_202412_torchtitan.md, Llama 3.1 8B, FSDP, selective activation checkpointing, H100,
+# Table 1 (8 GPUs) 5,762 -> 6,667 TPS/GPU (+15.7 %) and Table 3 (128 GPUs) 5,605 -> 6,514 (+16.2 %). A stated
+# assumption for every compiled plan (`stack.compile` model or model+loss): measured on one model and GPU.
+COMPILE_SPEEDUP = 1.16
+COMPILE_SOURCE = ("torch.compile: compute rate x 1.16 (torchtitan benchmarks/llama3_h100_202412_torchtitan.md "
+                  "Tables 1 and 3: +15.7 % and +16.2 % TPS/GPU, Llama 3.1 8B, H100)")
+
 # Network default: an 8 x 400 Gb/s-class fabric (one 400 Gb/s NIC per GPU, ConnectX-7 NDR InfiniBand, as in
 # DGX H100 / HGX nodes and the torchtitan H100 benchmark: "400 Gb/s per GPU").
 DEFAULT_NETWORK = {"gbps_per_gpu": 400.0, "kind": "infiniband"}
@@ -123,5 +131,5 @@ def gpu_rates(plan, gpu=None) -> Rates:
                  network_defaulted="gbps_per_gpu" not in plan.network, assumed=tuple(assumed))
 
 
-__all__ = ["Rates", "gpu_rates", "EFFICIENCY", "DEFAULT_NETWORK", "LINK_EFFICIENCY", "PCIE_EFFICIENCY",
+__all__ = ["Rates", "gpu_rates", "EFFICIENCY", "COMPILE_SPEEDUP", "COMPILE_SOURCE", "DEFAULT_NETWORK", "LINK_EFFICIENCY", "PCIE_EFFICIENCY",
            "HOST_MEMORY_GB_S", "NVME_GB_S", "HBM_EFFICIENCY"]
