@@ -49,7 +49,8 @@ def main() -> int:
         for _ in range(a.runs):
             n = int(page.get_attribute("#fit", "data-runs"))
             page.click("#fit-refresh")
-            page.wait_for_function(f"Number(document.querySelector('#fit').dataset.runs) > {n}", timeout=60_000)
+            # a selector wait, not wait_for_function: the page's CSP forbids evaluating strings
+            page.wait_for_selector(f"#fit:not([data-runs='{n}'])", state="attached", timeout=60_000)
             total.append(float(page.get_attribute("#fit", "data-ms")))
             py.append(float(page.get_attribute("#fit", "data-py-ms")))
         browser.close()
