@@ -168,6 +168,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
     # layers keep nothing: their copies die at forward end and are cast again in the recompute; only
     # lm_head's copy (outside the checkpointed layers) stays saved (traced).
+    st = effective_stack(plan)
     copies = 0
     if dt.autocast and plan.method == "full" and dt.weight == 4:
         copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear)
@@ -180,14 +181,13 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
             # call casts a new 16-bit copy and the matmul keeps it for its input's gradient; LitGPT's LoRA loop
             # runs lm_head once per 128-position chunk, each chunk with its own copy (traced: lit-l1b-lora-mixed;
             # layer 0's q/k/v input needs no gradient and keeps none, counted anyway: 2·h·(h + 2·kv) bytes)
-            calls = -(-plan.seq_len // LITGPT_CHUNK) if effective_stack(plan).trainer == "litgpt" else 1
+            calls = -(-plan.seq_len // LITGPT_CHUNK) if st.trainer == "litgpt" else 1
             copies += 2 * sum(tt.numel for tt in arch.tensors if tt.linear)
             copies += 2 * arch.vocab_size * h * calls if arch.causal_lm else 0
     cache_forward = 0
     if copies and plan.activation_checkpointing == "full":
         kept = 2 * arch.vocab_size * h if plan.method == "full" and arch.causal_lm else 0
         cache_forward, copies = copies - kept, kept
-    st = effective_stack(plan)
     quant_inputs = _quant_inputs(plan, arch) if st.bnb_keeps_inputs else 0
     if quant_inputs and plan.activation_checkpointing == "full":
         if st.reentrant_checkpointing:
