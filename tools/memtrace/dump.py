@@ -74,6 +74,22 @@ ESIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "bool": 1, "uint8": 1, "int8
 ORDER = ["b", "s", "k", "a", "n_kv", "hd", "h", "q", "kv", "I", "Ie", "E", "V", "r"]
 
 
+def start_recording(model, tr) -> "SavedRecorder":
+    """A SavedRecorder for an own-code tracer (tune.py, titan.py), with `tr` as the running tracker the
+    checkpoint recompute context reads (trace._ACTIVE)."""
+    from .trace import _ACTIVE  # noqa: PLC0415
+    _ACTIVE["tracker"] = tr
+    return SavedRecorder(model)
+
+
+def stop_recording(saved: "SavedRecorder", res: dict) -> dict:
+    """Clear the running tracker and add the recorded table to the result."""
+    from .trace import _ACTIVE  # noqa: PLC0415
+    _ACTIVE.clear()
+    res["saved_tensors"] = saved.table
+    return res
+
+
 def _factor_dim(v: int, dims: dict):
     """One dim value -> (coef, [symbols]) with the fewest symbols (b/s preferred on ties)."""
     if v == 1:

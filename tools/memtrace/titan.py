@@ -164,10 +164,8 @@ def trace_titan(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
         per_step = []
         saved = None
         if dump_saved:
-            from .dump import SavedRecorder  # noqa: PLC0415
-            from .trace import _ACTIVE  # noqa: PLC0415
-            _ACTIVE["tracker"] = tr
-            saved = SavedRecorder(model)
+            from .dump import start_recording  # noqa: PLC0415
+            saved = start_recording(model, tr)
         with tr, flex_on_cpu(), cuda_fused_rms_norm():
             warm_up(opt, params, tr)
             t1 = time.perf_counter()
@@ -200,7 +198,6 @@ def trace_titan(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
     res = steps_result(per_step, plan_d, "torchtitan llama3 1B", "fused", sum(p.numel() for p in params),
                        {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)})
     if saved:
-        from .trace import _ACTIVE  # noqa: PLC0415
-        _ACTIVE.clear()
-        res["saved_tensors"] = saved.table
+        from .dump import stop_recording  # noqa: PLC0415
+        return stop_recording(saved, res)
     return res

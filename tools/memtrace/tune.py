@@ -150,10 +150,8 @@ def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
         per_step = []
         saved = None
         if dump_saved:
-            from .dump import SavedRecorder  # noqa: PLC0415
-            from .trace import _ACTIVE  # noqa: PLC0415
-            _ACTIVE["tracker"] = tr
-            saved = SavedRecorder(model)
+            from .dump import start_recording  # noqa: PLC0415
+            saved = start_recording(model, tr)
         with tr:
             warm_up(opt, params, tr)
             t1 = time.perf_counter()
@@ -189,8 +187,7 @@ def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
     res = steps_result(per_step, plan_d, "torchtune llama3_2", impl, sum(p.numel() for p in params),
                        {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)})
     if saved:
-        from .trace import _ACTIVE  # noqa: PLC0415
-        _ACTIVE.clear()
-        res["saved_tensors"] = saved.table
+        from .dump import stop_recording  # noqa: PLC0415
+        return stop_recording(saved, res)
     return res
 
