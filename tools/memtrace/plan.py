@@ -33,6 +33,7 @@ class TracePlan:
     kbit_prepare: object = "auto"
     bitsandbytes: str = "current"
     optimizer_impl: str = "auto"
+    optimizer_in_backward: bool = False    # torchtune's optimizer_in_bwd (tools/memtrace/tune.py only)
 
 
 # plan features the tracer does not emulate: refuse instead of tracing something else
@@ -62,6 +63,8 @@ def from_dict(d: dict, trainers: tuple = ("hf-trainer", "custom-loop")) -> Trace
     for (key, value), why in _UNSUPPORTED.items():
         if own and key == "loss":
             continue                    # torchtune's CEWithChunkedOutputLoss is its own code, traced as is
+        if key == "optimizer_in_backward" and trainers == ("torchtune",):
+            continue                    # torchtune's own register_optim_in_bwd_hooks, traced as is
         if d.get(key) == value:
             raise ValueError(f"{key}={value!r}: {why}")
     for key, ok in {**_STACK_TRACED, "trainer": trainers}.items():
@@ -95,6 +98,7 @@ def from_dict(d: dict, trainers: tuple = ("hf-trainer", "custom-loop")) -> Trace
         kbit_prepare=st.get("kbit_prepare", "auto"),
         bitsandbytes=st.get("bitsandbytes", "current"),
         optimizer_impl=st.get("optimizer_impl", "auto"),
+        optimizer_in_backward=bool(d["optimizer_in_backward"]),
     )
 
 

@@ -29,7 +29,7 @@ TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 
 
 def _p(pid, method="full", precision="bf16-pure", ckpt="none", seq=2048, mb=1, model="llama-3.2-1b", loss="standard",
-       **stack):
+       in_bwd=False, **stack):
     d = {"id": pid, "schema": 1, "model": model, "gpu": "h200-sxm-141gb", "framework": "single", "gpus_per_node": 1,
          "nodes": 1, "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
          "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt,
@@ -37,6 +37,8 @@ def _p(pid, method="full", precision="bf16-pure", ckpt="none", seq=2048, mb=1, m
          # (tools/memtrace/build.py attention_impl), so their rows say sdpa
          "attention": "sdpa" if stack.get("transformers") in ("4.45", "4.46") else "flash",
          "loss": loss, "method": method, "stack": dict(stack)}
+    if in_bwd:
+        d["optimizer_in_backward"] = True
     if method in ("lora", "qlora"):
         d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": list(TARGETS)}
     if method == "qlora":
@@ -83,6 +85,13 @@ STACKS = [
     _p("tt-l1b-qlora-gc-chunked", "qlora", ckpt="full", trainer="torchtune", loss="chunked"),
     # s 128: torchao's dequantisation transient (14 B per element of the largest weight) sets the peak
     _p("tt-l1b-qlora-s128-chunked", "qlora", seq=128, trainer="torchtune", loss="chunked"),
+    # optimizer_in_bwd: each parameter stepped as its gradient lands (the torch AdamW implementations' temporaries
+    # are those of one parameter), no step phase
+    _p("tt-l1b-full-gc-chunked-inbwd", ckpt="full", trainer="torchtune", loss="chunked", in_bwd=True),
+    _p("tt-l1b-full-gc-chunked-inbwd-foreach", ckpt="full", trainer="torchtune", loss="chunked", in_bwd=True,
+       optimizer_impl="foreach"),
+    _p("tt-l1b-full-chunked-inbwd-foreach", trainer="torchtune", loss="chunked", in_bwd=True,
+       optimizer_impl="foreach"),
     # 6. LitGPT 0.5.13 (own GPT, bf16-true, chunked bf16 cross-entropy, loop variables kept; tools/memtrace/lit.py)
     _p("lit-l1b-full", trainer="litgpt"),
     _p("lit-l1b-lora", "lora", trainer="litgpt"),
@@ -127,6 +136,7 @@ def venv_era() -> str:
 def default_twin(entry: dict) -> dict:
     d = {k: v for k, v in entry.items() if k != "stack"}
     d["loss"] = "standard"            # the default stack (HF) has no chunked loss
+    d.pop("optimizer_in_backward", None)   # nor an optimizer in backward
     d["id"] = entry["id"] + "@default"
     return d
 

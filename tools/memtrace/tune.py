@@ -11,6 +11,9 @@ via `set_num_output_chunks`, each upcast to fp32 inside the loss) with plan `los
   logits = model(tokens); labels = hstack(labels[..., 1:], ignore); loss = loss_fn(logits, labels) * n
   del logits; loss.backward(); optimizer.step(); optimizer.zero_grad(set_to_none=True)
 with torch.optim.AdamW(fused=True), the 0.6.1 configs' optimizer. Two consecutive steps, as trace.trace.
+`optimizer_in_backward` (full_finetune_single_device `optimizer_in_bwd: True`) is the recipe's own setup: one
+optimizer per parameter, stepped and zeroed inside backward by `training.register_optim_in_bwd_hooks` as each
+gradient is accumulated; the step phase then runs nothing.
 QLoRA (`method: qlora`) is `qlora_llama3_2_1b` (lora_llama3_2_1b with quantize_base=True): every decoder linear
 holds a torchao NF4Tensor (`to_nf4`, block 64, scaler block 256, double quantization); built on meta, each is
 rebuilt around CPU FakeTensor inner tensors (`fake_nf4`), which the tracker counts as weights (the wrapper
@@ -145,15 +148,25 @@ def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
         for t in (tokens, labels, ignore):
             tr.register(t, "act", "input")
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = make_optimizer(plan.optimizer, params, impl)
-        label_grads(params, tr)
+        if plan.optimizer_in_backward:
+            if plan.method != "full":
+                raise ValueError("optimizer_in_backward: torchtune runs it in full_finetune_* recipes only")
+            from torchtune import training  # noqa: PLC0415
+            # recipes/full_finetune_single_device.py _setup_optimizer(optimizer_in_bwd=True)
+            optims = {p: make_optimizer(plan.optimizer, [p], impl) for p in params}
+        else:
+            optims = {None: make_optimizer(plan.optimizer, params, impl)}
+        label_grads(params, tr)         # registered first: the gradient is labelled before the hook steps
+        if plan.optimizer_in_backward:
+            training.register_optim_in_bwd_hooks(model=model, optim_dict=optims)
         per_step = []
         saved = None
         if dump_saved:
             from .dump import start_recording  # noqa: PLC0415
             saved = start_recording(model, tr)
         with tr:
-            warm_up(opt, params, tr)
+            for p, opt in optims.items():
+                warm_up(opt, params if p is None else [p], tr)
             t1 = time.perf_counter()
             for i in range(steps):
                 tr.set_phase("setup")
@@ -179,8 +192,9 @@ def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
                 del loss
                 tr.mark("backward_end")
                 tr.set_phase("step")
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+                if not plan.optimizer_in_backward:
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
                 tr.mark("step_end")
                 per_step.append({"peak": tr.peak, "phase_peak": dict(tr.phase_peak), "marks": dict(tr.marks)})
             t2 = time.perf_counter()
