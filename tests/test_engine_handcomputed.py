@@ -218,3 +218,29 @@ def test_paged_optimizer_states_page_out_instead_of_running_out_of_memory():
     # the same states without paging sit in the allocator, and then the plan does not fit
     unpaged = estimate(Plan.from_dict({**d, "optimizer": "adamw-8bit"}))
     assert unpaged.per_gpu.peak_allocated >= pg.peak_allocated + states and not unpaged.fits
+
+
+@pytest.mark.parametrize("impl, temps_per_tensor", [("foreach", 1), ("single-tensor", 2)])
+def test_optimizer_in_backward_steps_one_parameter_at_a_time(impl, temps_per_tensor):
+    """torchtune's optimizer_in_bwd (training.register_optim_in_bwd_hooks): one torch AdamW per parameter,
+    stepped as its gradient lands. A foreach step's temporary (`_foreach_sqrt(exp_avg_sqs)`) then covers one
+    parameter, the largest (embedding / lm_head, V x H), not all P; single-tensor makes two of the one it
+    steps, as in the usual step. Both live at the end of backward beside that parameter's gradient; the step
+    phase holds weights and states only. Traced: tools/memtrace/golden/stacks/tt-l1b-*-inbwd*."""
+    d = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "gpus_per_node": 1, "framework": "single",
+         "precision": "bf16-pure", "optimizer": "adamw", "micro_batch_size": 1, "seq_len": 1024,
+         "gradient_accumulation_steps": 1, "activation_checkpointing": "full", "method": "full",
+         "stack": {"trainer": "torchtune", "optimizer_impl": impl}}
+    in_bwd = estimate(Plan.from_dict({**d, "optimizer_in_backward": True})).per_gpu
+    after = estimate(Plan.from_dict(d)).per_gpu
+    # bf16 temporaries: 2 B per element
+    assert in_bwd.detail["optimizer_step_temps"] == temps_per_tensor * 2 * L
+    assert after.detail["optimizer_step_temps"] == (2 * P if impl == "foreach" else 2 * 2 * L)
+    # the step phase loses the whole gradient set (2 B x P) and the step's temporaries
+    drop = after.phase_allocated["step"] - in_bwd.phase_allocated["step"]
+    assert drop == 2 * P + after.detail["optimizer_step_temps"]
+    # the end of backward: one gradient (the largest, 2 B x L) and its step's temporaries, not all P, beside the
+    # hidden-state gradient in flight through layer 0 (b x s x H in bf16)
+    in_flight = 2 * 1 * 1024 * H
+    assert in_bwd.phase_allocated["bwd_end"] - in_bwd.phase_allocated["step"] == (
+        2 * L + temps_per_tensor * 2 * L + in_flight)

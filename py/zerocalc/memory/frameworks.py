@@ -20,20 +20,21 @@ from ..plan import Plan
 from ..units import ceil_div
 from .deepspeed import Trainable
 from .optimizers import is_paged, optimizer_states, sharded_states
-from .terms import (AFTER_BWD, ALL, ALLOCATOR, BWD_END, FWD_BWD, MANAGED, MID_BWD, RECOMPUTE, STEP, STREAM_CACHE,
-                    TOP_BWD, Term, gpu, host)
+from .terms import (AFTER_BWD, ALL, ALLOCATOR, BWD_END, BWD_END_PHASE, FWD_BWD, MANAGED, MID_BWD, RECOMPUTE, STEP,
+                    STEP_PHASE, STREAM_CACHE, TOP_BWD, Term, gpu, host)
 
 
-def adamw_step_temps(impl: str, sbytes: int, numel: int, largest: int) -> list[Term]:
+def adamw_step_temps(impl: str, sbytes: int, numel: int, largest: int,
+                     phases: frozenset = frozenset({STEP_PHASE})) -> list[Term]:
     """torch AdamW's step transients (torch/optim/adam.py, AdamW = Adam with decoupled decay in torch 2.x):
     foreach `_multi_tensor_adam` allocates `exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)` for the whole
     group (+1 copy of the second moment); single-tensor `_single_tensor_adam` makes
     `(exp_avg_sq.sqrt() / bias_correction2_sqrt)` per parameter (two temporaries of the largest one); fused
     adds none. Traced: docs/tracer.md §4 (8B: foreach +2P bytes in bf16, single-tensor ~2 x the embedding)."""
     if impl == "foreach":
-        return [gpu("optimizer_step_temps", "buffers", sbytes * numel, {"step"})]
+        return [gpu("optimizer_step_temps", "buffers", sbytes * numel, phases)]
     if impl == "single-tensor":
-        return [gpu("optimizer_step_temps", "buffers", 2 * sbytes * largest, {"step"})]
+        return [gpu("optimizer_step_temps", "buffers", 2 * sbytes * largest, phases)]
     return []
 
 
@@ -59,11 +60,17 @@ def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int
             # the embedding's gradient exists before autograd adds it into lm_head's (tied), at the very end
             t.append(gpu("tied_embedding_grad", "gradients", gbytes * arch.vocab_size * arch.hidden_size,
                          {"bwd_end"}))
+    # optimizer in backward (torchtune's register_optim_in_bwd_hooks): one optimizer per parameter, stepped as
+    # its gradient lands, so a foreach step's temporaries are one parameter's, beside its gradient, and the
+    # step phase runs nothing (traced: tools/memtrace/golden/stacks/tt-l1b-*-inbwd*)
+    in_bwd = plan.optimizer_in_backward
+    step_phases = frozenset({BWD_END_PHASE, RECOMPUTE}) if in_bwd else STEP
     if plan.optimizer == "adafactor":
         # non-fused update: the squared gradient and the update of the largest tensor
-        t.append(gpu("optimizer_step_temps", "buffers", 2 * 4 * tr.largest, STEP))
+        t.append(gpu("optimizer_step_temps", "buffers", 2 * 4 * tr.largest, step_phases))
     if plan.optimizer == "adamw":
-        t += adamw_step_temps(impl, sbytes, p, tr.largest)
+        t += adamw_step_temps(impl, sbytes, tr.largest if in_bwd else p, tr.largest,
+                              *([step_phases] if in_bwd else []))
     return t
 
 
