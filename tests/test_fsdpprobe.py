@@ -257,3 +257,26 @@ def test_fsdp2_loss_outside_the_model_runs_without_the_root(fsdp_grid):
     root_term = [t for t in terms(p, step_inputs(p)) if t.name == "gathered_root"]
     assert root_term and not root_term[0].phases & {"fwd", "loss_bwd"} and "bwd_end" in root_term[0].phases
     assert root_term[0].nbytes == 2 * root
+
+
+@pytest.mark.tools
+@pytest.mark.slow
+def test_fsdp2_embedding_units_with_the_loss_outside(fsdp_grid):
+    """torchtune's custom_sharded_layers ['tok_embeddings', 'output'] with its loss outside the model: the output
+    unit is resharded before the loss and gathered again only for lm_head's backward, so the forward and backward
+    peaks (the loss and its gradient, at s 128) are those of the root-held run, to the byte as measured; the
+    engine's are equal too. With HF's loss inside, the same units free the root at the loss (v2_s3w2_pure_emb,
+    compared whole in the grid)."""
+    from tools.fsdpprobe.check import V2_LOSS_OUTSIDE, busiest, plans
+    from tools.fsdpprobe.check import engine_view
+    from tools.fsdpprobe.runner import run_spec
+    from tools.fsdpprobe.spec import build_spec
+
+    name, over = V2_LOSS_OUTSIDE
+    plan = {**plans(["v2_s3w2_pure"])[0][1], **over}
+    units = {**plan, "stack": {**plan["stack"], "fsdp_embedding_units": True}}
+    held, split = busiest(run_spec(build_spec(plan))), busiest(run_spec(build_spec(units)))
+    for ph in ("fwd", "bwd"):
+        assert abs(split[ph] - held[ph]) <= 0.01 * held[ph], (ph, held, split)     # measured: equal
+    e_held, e_split = engine_view(plan)["phases"], engine_view(units)["phases"]
+    assert e_split["fwd"] == e_held["fwd"] and e_split["loss_bwd"] == e_held["loss_bwd"]

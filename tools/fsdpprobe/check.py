@@ -64,6 +64,15 @@ GRID += [
                                   activation_checkpointing="full", stack=V2)),
     ("v2_wide_s3w2_mixed", dict(model={"name": "fsdpprobe-wide", **WIDE}, zero_stage=3, gpus_per_node=2,
                                 precision="bf16-mixed", method="full", stack=V2)),
+    # torchtune's custom_sharded_layers ['tok_embeddings', 'output']: the embedding and lm_head as units of their
+    # own; the loss is the peak (s 128), and with the vocabulary of small-llama on wider layers, checkpointed at s 64,
+    # the end of backward
+    ("v2_s3w2_pure_emb", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure", method="full",
+                              stack={**V2, "fsdp_embedding_units": True})),
+    ("v2_mid_s3w2_pure_ac_emb", dict(model={"name": "fsdpprobe-mid", **WIDE, "vocab_size": 8192}, zero_stage=3,
+                                     gpus_per_node=2, precision="bf16-pure", method="full", seq_len=64,
+                                     micro_batch_size=1, activation_checkpointing="full",
+                                     stack={**V2, "fsdp_embedding_units": True})),
 ]
 # Lightning's wrapping (LitGPT: auto_wrap_policy={Block}, LoRA inside the layer units) on the HF model: the
 # probe runs HF's loss and loop, not LitGPT's, so these rows are compared by differences (the wrap's and the

@@ -47,4 +47,6 @@ def build_spec(plan: dict, *, steps: int = 3) -> dict:
             "fsdp_version": 2 if plan.get("stack", {}).get("fsdp_version") == 2 else 1,
             # torchtune's and torchtitan's loops compute the loss outside the model (the same HF loss function here)
             "loss_outside": plan.get("stack", {}).get("trainer") in ("torchtune", "torchtitan"),
+            # torchtune's custom_sharded_layers ['tok_embeddings', 'output']: FSDP2 units of their own
+            "embedding_units": bool(plan.get("stack", {}).get("fsdp_embedding_units")),
             "wrap": "layers" if plan.get("stack", {}).get("trainer") == "litgpt" else "peft"}

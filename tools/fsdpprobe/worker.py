@@ -91,11 +91,15 @@ def _fully_shard(model, spec, torch):
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce)
     reshard = spec["zero_stage"] == 3
     layers = [m for m in model.modules() if type(m).__name__ in _no_split(model)]
-    for layer in layers:
-        fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+    # torchtune's custom_sharded_layers ['tok_embeddings', 'output'] (training.shard_model): the embedding and the
+    # output projection as units of their own, the root keeping the final norm only
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    own = [base.get_input_embeddings(), base.get_output_embeddings()] if spec.get("embedding_units") else []
+    for m in [*own, *layers]:
+        fully_shard(m, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
     comm = _no_copy_reduce_scatter(torch)
-    for m in [*layers, model]:
+    for m in [*own, *layers, model]:
         m.set_custom_reduce_scatter(comm)
     return model
 
