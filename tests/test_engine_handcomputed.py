@@ -244,3 +244,47 @@ def test_optimizer_in_backward_steps_one_parameter_at_a_time(impl, temps_per_ten
     in_flight = 2 * 1 * 1024 * H
     assert in_bwd.phase_allocated["bwd_end"] - in_bwd.phase_allocated["step"] == (
         2 * L + temps_per_tensor * 2 * L + in_flight)
+
+
+def test_fsdp2_embedding_units_leave_the_root_before_the_layers_backward():
+    """torchtune's custom_sharded_layers ['tok_embeddings', 'output'] (llama3_1/70B_full): FSDP2 units of their own,
+    so the root keeps the final norm (H) only. Through the layer-by-layer backward the root-held run holds the
+    gathered root (embedding + lm_head + norm in bf16) and lm_head's unsharded gradient; the split run holds lm_head's
+    reduce-scatter input (bf16, the gathered dtype: no policy) until the top layer's post-backward, then nothing of
+    either. The embedding unit is gathered for the last backward. Measured on CPU ranks: tools/fsdpprobe."""
+    H70, V70 = 8192, 128_256
+    d = {"model": "llama-3.1-70b", "gpu": "a100-sxm4-80gb", "gpus_per_node": 8, "framework": "fsdp",
+         "zero_stage": 3, "precision": "bf16-pure", "optimizer": "adamw", "micro_batch_size": 2, "seq_len": 2048,
+         "gradient_accumulation_steps": 1, "activation_checkpointing": "full", "loss": "chunked", "method": "full",
+         "stack": {"trainer": "torchtune"}}
+    from zerocalc.estimate import terms
+    from zerocalc.memory.inputs import step_inputs
+
+    def named(plan):
+        return {t.name: t for t in terms(plan, step_inputs(plan))}
+
+    units = {**d, "stack": {"trainer": "torchtune", "fsdp_embedding_units": True}}
+    held, split = estimate(Plan.from_dict(d)).per_gpu, estimate(Plan.from_dict(units)).per_gpu
+    th, ts = named(Plan.from_dict(d)), named(Plan.from_dict(units))
+    vh = V70 * H70
+    assert th["gathered_root"].nbytes == 2 * (2 * vh + H70)
+    assert ts["gathered_root"].nbytes == 2 * H70
+    assert ts["gathered_embedding_unit"].nbytes == 2 * vh and ts["gathered_embedding_unit"].phases == {"bwd_end"}
+    assert "gathered_output_unit" not in ts        # torchtune's loss runs outside the model: resharded by then
+    assert ts["lm_head_reduce_input"].nbytes == 2 * vh and "lm_head_grad" not in ts
+    # the top layer's recompute: 2 B x (2VH) of gathered root and 2 B x VH of lm_head gradient become 2 B x VH of
+    # reduce-scatter input
+    drop = held.phase_allocated["recompute_top"] - split.phase_allocated["recompute_top"]
+    assert drop == 2 * 2 * vh + 2 * vh - 2 * vh
+    # the forward and the loss gradient do not change (the root is not gathered there for torchtune either)
+    assert held.phase_allocated["fwd"] == split.phase_allocated["fwd"]
+    assert held.phase_allocated["loss_bwd"] == split.phase_allocated["loss_bwd"]
+
+
+def test_fsdp_embedding_units_need_fsdp2():
+    d = {"framework": "fsdp", "zero_stage": 3, "gpus_per_node": 8, "stack": {"fsdp_embedding_units": True}}
+    with pytest.raises(Exception, match="stack.fsdp_embedding_units"):
+        Plan.from_dict(d)
+    with pytest.raises(Exception, match="stack.fsdp_embedding_units"):
+        Plan.from_dict({**d, "stack": {"fsdp_version": 2, "fsdp_embedding_units": "yes"}})
+    assert Plan.from_dict({**d, "stack": {"fsdp_version": 2, "fsdp_embedding_units": True}}).stack.fsdp_embedding_units

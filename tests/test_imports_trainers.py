@@ -172,8 +172,10 @@ TORCHTUNE = {
                                "lora.rank": 8, "lora.alpha": 16, "lora.dropout": 0.0, "lora.targets": QVO_MLP,
                                "micro_batch_size": 2, "gradient_accumulation_steps": 8,
                                "activation_checkpointing": "none", "optimizer": "adamw"},
+    # custom_sharded_layers: ['tok_embeddings', 'output']: FSDP2 units of their own
     "llama3_1__8B_full.yaml": {"model": "llama-3.1-8b", "method": "full", "framework": "fsdp",
-                               "activation_checkpointing": "full", "gradient_accumulation_steps": 1},
+                               "activation_checkpointing": "full", "gradient_accumulation_steps": 1,
+                               "stack.fsdp_embedding_units": True},
     "llama3_1__8B_qlora_single_device.yaml": {"method": "qlora", "framework": "single", "gpus_per_node": 1,
                                               "quantization.type": "nf4", "activation_checkpointing": "full"},
     "llama3_1__70B_lora.yaml": {"model": "llama-3.1-70b", "method": "lora", "framework": "fsdp", "lora.rank": 16},

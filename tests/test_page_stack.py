@@ -37,3 +37,22 @@ def test_a_share_link_with_a_stack_fills_the_panel(offline_page):
     assert_shows(page, {k: v for k, v in shared.items() if k != "schema"})
     assert page.locator("[data-error-for='plan']").is_hidden()
     assert page.js_errors == [] and page.blocked == []
+
+
+def test_fsdp_embedding_units_checkbox_recomputes_and_round_trips(offline_page):
+    """torchtune's custom_sharded_layers on an FSDP2 plan: a share link carrying it ticks the box and shows the
+    engine's figures; unticking frees nothing from the root any more (the engine's figures again) and the share
+    link drops the key (omitted while false)."""
+    page = offline_page
+    units = {"schema": 1, "model": "llama-3.1-70b", "framework": "fsdp", "zero_stage": 3, "gpus_per_node": 8,
+             "activation_checkpointing": "full", "stack": {"trainer": "torchtune", "fsdp_embedding_units": True}}
+    open_app(page, "#plan=" + quote(json.dumps(units)))
+    assert page.is_checked("[name='stack.fsdp_embedding_units']")
+    assert_shows(page, {k: v for k, v in units.items() if k != "schema"})
+    page.locator("#software-advanced summary").click()
+    change(page, lambda: page.uncheck("[name='stack.fsdp_embedding_units']"))
+    held = {**units, "stack": {"trainer": "torchtune"}}
+    assert_shows(page, {k: v for k, v in held.items() if k != "schema"})
+    plan = json.loads(unquote(page.input_value("#share-url").split("#plan=", 1)[1]))
+    assert plan["stack"].get("fsdp_embedding_units", False) is False and plan["stack"]["trainer"] == "torchtune"
+    assert page.js_errors == [] and page.blocked == []

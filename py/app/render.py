@@ -240,6 +240,9 @@ def section_software(p: dict) -> str:
         ("stack.compile", "torch.compile", S.COMPILE_MODES, "str"),
         ("stack.fsdp_version", "FSDP version", S.FSDP_VERSIONS, "int"),
         ("stack.cuda_context", "CUDA context", S.CUDA_CONTEXTS, "str")))
+    advanced += _check("stack.fsdp_embedding_units", "FSDP2: embedding and lm_head as units of their own",
+                       bool(st.get("fsdp_embedding_units", False)),
+                       "torchtune's custom_sharded_layers: ['tok_embeddings', 'output']")
     return (_field("stack.trainer", "Training software", sel("stack.trainer", S.TRAINERS),
                    "Whose loop, loss and model code run: the same plan allocates differently under each.", "wide")
             + f'<details class="knobs" id="software-advanced"><summary>Library versions (advanced)</summary>'

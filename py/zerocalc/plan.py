@@ -344,7 +344,9 @@ def plan_to_dict(plan: Plan) -> dict:
             v = {"type": v.type, "double_quant": v.double_quant, "compute_dtype": v.compute_dtype, "bits": v.bits,
                  "group_size": v.group_size}
         elif isinstance(v, StackSettings):
-            v = {f.name: getattr(v, f.name) for f in fields(StackSettings)}
+            # keys added to Extension 1 later (fsdp_embedding_units): omitted at their default, as `network` is
+            v = {f.name: getattr(v, f.name) for f in fields(StackSettings)
+                 if f.name not in ("fsdp_embedding_units",) or getattr(v, f.name)}
         elif f.name == "network" and not v:
             continue                  # Extension 2 key: omitted while it takes the stated default
         else:

@@ -34,11 +34,14 @@ class StackSettings:
     compile: str = "none"
     fsdp_version: int = 1
     cuda_context: str = "lazy"
+    fsdp_embedding_units: bool = False
 
 
 _STACK_CHOICES = {"trainer": TRAINERS, "transformers": TRANSFORMERS_ERAS, "peft_adapter_dtype": ADAPTER_DTYPES,
                   "kbit_prepare": KBIT_PREPARE, "bitsandbytes": BNB_ERAS, "optimizer_impl": OPTIMIZER_IMPLS,
-                  "compile": COMPILE_MODES, "fsdp_version": FSDP_VERSIONS, "cuda_context": CUDA_CONTEXTS}
+                  "compile": COMPILE_MODES, "fsdp_version": FSDP_VERSIONS, "cuda_context": CUDA_CONTEXTS,
+                  "fsdp_embedding_units": (False, True)}
+_BOOL_KEYS = ("fsdp_embedding_units",)
 
 
 def parse_stack(value: Any) -> StackSettings:
@@ -53,6 +56,11 @@ def parse_stack(value: Any) -> StackSettings:
         if k == "kbit_prepare":
             if v != "auto" and not isinstance(v, bool):
                 raise PlanError("stack.kbit_prepare", f"must be auto, true or false; got {show(v)}")
+            vals[k] = v
+            continue
+        if k in _BOOL_KEYS:
+            if not isinstance(v, bool):
+                raise PlanError(f"stack.{k}", f"must be true or false; got {show(v)}")
             vals[k] = v
             continue
         vals[k] = check_choice(f"stack.{k}", v, allowed)
@@ -76,6 +84,10 @@ def check_stack(plan) -> None:
         raise PlanError("quantization.type", f"gptq bases load through transformers (auto-gptq/optimum), not {trainer}")
     if trainer in ("torchtune", "torchtitan") and s.bitsandbytes != "current":
         raise PlanError("stack.bitsandbytes", f"{trainer} does not use bitsandbytes (torchtune's QLoRA is torchao NF4)")
+    fsdp2 = trainer in ("torchtune", "torchtitan") or s.fsdp_version == 2
+    if s.fsdp_embedding_units and plan.framework == "fsdp" and not fsdp2:
+        raise PlanError("stack.fsdp_embedding_units", "modelled for FSDP2 (fully_shard, as torchtune's "
+                                                      "custom_sharded_layers builds it); set stack.fsdp_version 2")
     if plan.activation_checkpointing == "selective-op" and trainer != "torchtitan":
         raise PlanError("activation_checkpointing", "selective-op is torchtitan's op-level policy; other trainers "
                                                     "have none, full or selective")

@@ -10,7 +10,8 @@ The whole model is kept in ``dtype`` (bf16 -> bf16-pure: no fp32 master weights;
 -> full, ``enable_activation_offloading``, ``optimizer_in_bwd``; attention is torch SDPA (``modules/attention.py``).
 The recipe (single device or FSDP2 ``fully_shard`` with ``reshard_after_forward``) is not in the config: it is
 read from the config's header comment (``tune run <recipe>``, as every shipped config states it), else from
-``fsdp_cpu_offload`` / ``fsdp_reshard_after_forward``, else from the plan's GPU count. The sequence length is
+``fsdp_cpu_offload`` / ``fsdp_reshard_after_forward``, else from the plan's GPU count; ``custom_sharded_layers``
+naming ``tok_embeddings`` and ``output`` -> ``stack.fsdp_embedding_units``. The sequence length is
 ``tokenizer.max_seq_len`` (null: the dataset decides; the plan keeps its seq_len).
 """
 from __future__ import annotations
@@ -140,6 +141,15 @@ def import_torchtune(cfg: dict, plan, text=None, loader=None):
         dev = "cpu" if off is not None and as_bool("fsdp_cpu_offload", off) else "none"
         b.set("fsdp_cpu_offload", "offload_params", dev if stage == 3 else "none", default=off is None)
         b.set("fsdp_cpu_offload", "offload_optimizer", dev, default=off is None)
+        # training.shard_model fully_shards each module whose name is listed, before the root
+        custom = take("custom_sharded_layers")
+        if custom is not None:
+            names = set(as_list("custom_sharded_layers", custom))
+            both = {"tok_embeddings", "output"} <= names
+            b.set("custom_sharded_layers", "stack.fsdp_embedding_units", both)
+            if not both or names - {"tok_embeddings", "output"}:
+                b.skip("custom_sharded_layers", sorted(names), "modelled when it names both tok_embeddings and "
+                                                               "output; other names are not modelled")
     else:
         b.set(src, "framework", "single", default=not recipe)
         b.set(src, "gpus_per_node", 1, default=not recipe)

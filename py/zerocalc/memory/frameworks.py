@@ -93,7 +93,8 @@ def fsdp2_reduce_bytes(plan: Plan, trainer: str) -> int:
 def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, frozen_bytes_whole: int,
                wbytes: int, gbytes: int, sbytes: int, compute: int, gas: int, impl: str = "fused",
                version: int = 1, keep_last_block: bool = False, no_sync: bool = False,
-               adapters_in_units: bool = False, loss_outside: bool = False, reduce_bytes: int = 0) -> list[Term]:
+               adapters_in_units: bool = False, loss_outside: bool = False, reduce_bytes: int = 0,
+               embedding_units: bool = False) -> list[Term]:
     """FSDP1 as accelerate wraps it (transformer-layer units, the rest in the root unit; LoRA adapters
     as their own units via peft's fsdp_auto_wrap_policy). Measured on CPU ranks by tools/fsdpprobe:
     - the root unit (embeddings, final norm, lm_head) is gathered at the start of forward and kept
@@ -129,7 +130,13 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     gradients sit beside the previous unit's reduce-scatter input, and the root's beside its own:
     (compute + reduce) bytes per element where FSDP1 has two gathered-dtype gradients; the same in bf16,
     2 B more per element with torchtitan's fp32 reduce. Measured on CPU ranks (v2_* rows, and the fp32
-    reduce of the wide model: tests/test_fsdpprobe.py)."""
+    reduce of the wide model: tests/test_fsdpprobe.py).
+    ``embedding_units`` (FSDP2 at stage 3: torchtune's custom_sharded_layers ['tok_embeddings', 'output'], which
+    training.shard_model fully_shards before the root): the embedding and lm_head are units of their own, so the
+    root keeps the final norm only; the output unit is gathered for lm_head's forward and again for its backward,
+    its gradient reduce-scattered there, and the embedding unit is gathered for the last backward. Through the
+    layer-by-layer backward neither is gathered nor lm_head's unsharded gradient held (measured on CPU ranks:
+    v2_*_emb rows, tests/test_fsdpprobe.py)."""
     n = plan.world_size
     p = tr.numel
     shard = ceil_div(p, n)
@@ -137,6 +144,9 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     unit = max(layer_sizes) if layer_sizes else arch.total_params
     root = arch.total_params - sum(layer_sizes)
     full = plan.method == "full"
+    split = embedding_units and version == 2 and plan.zero_stage == 3
+    emb = arch.numel_where(outside_blocks=True, components=("embedding",)) if split else 0
+    out = arch.numel_where(outside_blocks=True, components=("lm_head",)) if split else 0   # 0 when tied
     in_units = adapters_in_units and not full
     accumulate_unsharded = no_sync and gas > 1 and version == 1
     # numel of the flat parameters that require grad: every unit (full), the layer units with their
@@ -176,7 +186,14 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     # root too) frees the root after forward; their loops compute the loss outside the model, so the root is
     # gathered again only when backward reaches lm_head (fsdpprobe: 2 B x root less through the loss)
     root_out = version == 2 and loss_outside and plan.zero_stage == 3
-    t.append(gpu("gathered_root", "buffers", compute * root, BWD_END if root_out else FWD_BWD))
+    t.append(gpu("gathered_root", "buffers", compute * (root - emb - out), BWD_END if root_out else FWD_BWD))
+    if split and not root_out:
+        # the output unit, gathered for lm_head's forward (the logits' moment) and again for its backward; with the
+        # loss outside the model the loss and its gradient run while it is resharded (fsdpprobe: no change there)
+        t.append(gpu("gathered_output_unit", "buffers", compute * out, {"fwd", "loss_bwd"}))
+    if split and full:
+        # the embedding unit, gathered for the last backward (a frozen embedding has none: its input is token ids)
+        t.append(gpu("gathered_embedding_unit", "buffers", compute * emb, {"bwd_end"}))
     if plan.zero_stage == 2:
         # SHARD_GRAD_OP keeps each unit from its forward to its post-backward reshard
         t.append(gpu("gathered_layers", "buffers", layer_bytes * len(layer_sizes), {"fwd", "loss_bwd"} | TOP_BWD))
@@ -197,9 +214,14 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
         t.append(gpu("no_sync_unsharded_grads", "gradients", compute * grad_numel, FWD_BWD))
     if full and arch.causal_lm:
         head = arch.vocab_size * arch.hidden_size
-        t.append(gpu("lm_head_grad", "gradients", compute * head, MID_BWD))
+        if out:
+            # lm_head's own unit reduce-scatters its gradient at once; the reduce-scatter input stays referenced
+            # until the next unit's post_backward, the top layer's
+            t.append(gpu("lm_head_reduce_input", "gradients", second * out, TOP_BWD))
+        else:
+            t.append(gpu("lm_head_grad", "gradients", compute * head, MID_BWD))
         # at the very end only: FSDP1's view gradients and their flat cat; FSDP2's gradients and reduce input
-        t.append(gpu("fsdp_root_grads", "gradients", (compute + second) * root, {"bwd_end"}))
+        t.append(gpu("fsdp_root_grads", "gradients", (compute + second) * (root - out), {"bwd_end"}))
     if version == 2 and keep_last_block and plan.zero_stage == 3:
         # torchtitan parallelize_llama: fully_shard(block, reshard_after_forward=layer_id < n_layers - 1): the
         # last block stays gathered from its forward to its backward, which comes first

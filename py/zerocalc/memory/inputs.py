@@ -148,7 +148,8 @@ def framework_state_terms(plan: Plan, si: StepInputs) -> list[Term]:
                           keep_last_block=si.stack.trainer == "torchtitan", no_sync=si.stack.fsdp_no_sync,
                           adapters_in_units=si.stack.fsdp_adapters_in_units,
                           loss_outside=si.stack.trainer in ("torchtune", "torchtitan"),
-                          reduce_bytes=fsdp2_reduce_bytes(plan, si.stack.trainer))
+                          reduce_bytes=fsdp2_reduce_bytes(plan, si.stack.trainer),
+                          embedding_units=si.stack.fsdp_embedding_units)
     fn = ddp_terms if plan.framework == "ddp" else single_terms
     return fn(plan, si.arch, tr, si.shapes, si.frozen_bytes, wbytes, gbytes, sbytes, gas, impl)
 

@@ -52,6 +52,7 @@ class Stack:
     fsdp_no_sync: bool         # FSDP1 accumulation micro-steps run under no_sync() (unsharded gradients kept)
     fsdp_adapters_in_units: bool    # FSDP1: the LoRA layers share the layer units' flat parameters
     fabric_mixed: bool         # Lightning Fabric "bf16-mixed": an fp32 model, autocast, outputs cast to fp32
+    fsdp_embedding_units: bool  # FSDP2: the embedding and lm_head are units of their own (not in the root)
 
 
 def effective_stack(plan: Plan) -> Stack:
@@ -92,4 +93,7 @@ def effective_stack(plan: Plan) -> Stack:
         and plan.method != "full",
         # lightning/fabric/plugins/precision/amp.py MixedPrecision: no dtype at init (the model and its LoRA
         # layers stay fp32), forward_context() = torch.autocast, convert_output() casts outputs to fp32
-        fabric_mixed=trainer == "litgpt" and plan.precision == "bf16-mixed" and plan.framework != "deepspeed")
+        fabric_mixed=trainer == "litgpt" and plan.precision == "bf16-mixed" and plan.framework != "deepspeed",
+        # torchtune's custom_sharded_layers: ['tok_embeddings', 'output'] (training.shard_model fully_shards each
+        # module whose name is listed before the root)
+        fsdp_embedding_units=s.fsdp_embedding_units and plan.framework == "fsdp" and version == 2)
