@@ -46,6 +46,8 @@ def plans(draw, target=None):
          "quantization": {"type": draw(st.sampled_from(["nf4", "fp4", "int8"])), "double_quant": draw(st.booleans()),
                           "compute_dtype": draw(st.sampled_from(["bf16", "fp16", "fp32"]))}}
     p["stack"] = {"trainer": "torchtune" if tt else "hf-trainer"}   # what the trainer's file implies
+    if tt and fw == "fsdp":
+        p["stack"]["fsdp_embedding_units"] = draw(st.booleans())    # custom_sharded_layers
     try:
         return json.loads(json.dumps(Plan.from_dict(p).to_dict()))
     except PlanError:

@@ -238,6 +238,8 @@ def torchtune_config(plan) -> dict:
         off = _fsdp_offload(p)
         out["fsdp_reshard_after_forward"] = p.zero_stage == 3
         out["fsdp_cpu_offload"] = off
+        if p.stack.fsdp_embedding_units:
+            out["custom_sharded_layers"] = ["tok_embeddings", "output"]
         nodes = f"--nnodes {p.nodes} " if p.nodes > 1 else ""
         recipe = f"tune run {nodes}--nproc_per_node {p.gpus_per_node} {kind}_distributed"
     else:
