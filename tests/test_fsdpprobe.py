@@ -267,8 +267,7 @@ def test_fsdp2_embedding_units_with_the_loss_outside(fsdp_grid):
     peaks (the loss and its gradient, at s 128) are those of the root-held run, to the byte as measured; the
     engine's are equal too. With HF's loss inside, the same units free the root at the loss (v2_s3w2_pure_emb,
     compared whole in the grid)."""
-    from tools.fsdpprobe.check import V2_LOSS_OUTSIDE, busiest, plans
-    from tools.fsdpprobe.check import engine_view
+    from tools.fsdpprobe.check import V2_LOSS_OUTSIDE, busiest, engine_view, plans
     from tools.fsdpprobe.runner import run_spec
     from tools.fsdpprobe.spec import build_spec
 

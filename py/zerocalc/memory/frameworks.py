@@ -69,8 +69,9 @@ def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int
         # non-fused update: the squared gradient and the update of the largest tensor
         t.append(gpu("optimizer_step_temps", "buffers", 2 * 4 * tr.largest, step_phases))
     if plan.optimizer == "adamw":
+        # foreach's temporary covers what one step call sees: one parameter in backward, all P otherwise
         t += adamw_step_temps(impl, sbytes, tr.largest if in_bwd else p, tr.largest,
-                              *([step_phases] if in_bwd else []))
+                              step_phases if in_bwd else frozenset({STEP_PHASE}))
     return t
 
 
