@@ -252,6 +252,32 @@ def test_engine_that_cannot_start_says_so_and_keeps_the_figures(offline_page):
     assert page.evaluate(FIGURES_JS) == want
 
 
+def test_a_deflated_engine_archive_still_boots(offline_page, site, tmp_path):
+    """assets/worker.js writes the stored engine.zip's entries into Pyodide's file system itself; an archive it
+    cannot read that way (here every entry deflated) goes to pyodide.unpackArchive, and the share link's figures
+    are the engine's all the same, on both boots."""
+    import zipfile
+
+    deflated = tmp_path / "engine.zip"
+    with zipfile.ZipFile(site / "assets" / "engine.zip") as src, zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info.filename))
+    body = deflated.read_bytes()
+    page = offline_page
+    served = []
+
+    def deflated_archive(route):
+        served.append(route.request.url)
+        route.fulfill(body=body, content_type="application/zip")
+
+    page.context.route("**/assets/engine.zip", deflated_archive)
+    for boot in ("?nosw", "?boot=normal&nosw"):      # nosw: no service worker answers from its cache
+        page.goto(page.base + "/index.html" + boot + "#plan=" + quote(json.dumps({"schema": 1, "zero_stage": 3})))
+        page.wait_for_selector("html[data-engine='ready']", state="attached", timeout=READY)
+        assert_shows(page, {"zero_stage": 3})
+    assert len(served) == 2 and page.js_errors == [] and page.blocked == []
+
+
 def test_pyscript_runtime_variant_runs_the_same_engine(offline_page):
     """index.html?runtime=pyscript: the same worker.py and `files` map, run by PyScript's PyWorker."""
     page = offline_page
