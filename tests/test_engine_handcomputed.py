@@ -269,7 +269,12 @@ def test_fsdp2_embedding_units_leave_the_root_before_the_layers_backward():
     vh = V70 * H70
     assert th["gathered_root"].nbytes == 2 * (2 * vh + H70)
     assert ts["gathered_root"].nbytes == 2 * H70
-    assert ts["gathered_embedding_unit"].nbytes == 2 * vh and ts["gathered_embedding_unit"].phases == {"bwd_end"}
+    # the last backward: the embedding's unit and the norm gathered, their gradients, and layer 0's reduce-scatter
+    # input (FSDP2 drops it only at their post-backward)
+    layer = 2 * H70 * H70 + 2 * H70 * 1024 + 3 * H70 * 28_672 + 2 * H70     # q, o; k, v; gate, up, down; norms
+    assert ts["gathered_root_end"].nbytes == 2 * (vh + H70) and ts["gathered_root_end"].phases == {"bwd_end"}
+    assert ts["fsdp_root_grads"].nbytes == 2 * (vh + H70)
+    assert ts["previous_unit_reduce_input"].nbytes == 2 * layer
     assert "gathered_output_unit" not in ts        # torchtune's loss runs outside the model: resharded by then
     assert ts["lm_head_reduce_input"].nbytes == 2 * vh and "lm_head_grad" not in ts
     # the top layer's recompute: 2 B x (2VH) of gathered root and 2 B x VH of lm_head gradient become 2 B x VH of

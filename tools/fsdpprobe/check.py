@@ -69,6 +69,10 @@ GRID += [
     # the end of backward
     ("v2_s3w2_pure_emb", dict(zero_stage=3, gpus_per_node=2, precision="bf16-pure", method="full",
                               stack={**V2, "fsdp_embedding_units": True})),
+    # the same model with the root held: FSDP2's end of backward (post_backward reshards, then reduces) is the peak
+    ("v2_mid_s3w2_pure_ac", dict(model={"name": "fsdpprobe-mid", **WIDE, "vocab_size": 8192}, zero_stage=3,
+                                 gpus_per_node=2, precision="bf16-pure", method="full", seq_len=64,
+                                 micro_batch_size=1, activation_checkpointing="full", stack=V2)),
     ("v2_mid_s3w2_pure_ac_emb", dict(model={"name": "fsdpprobe-mid", **WIDE, "vocab_size": 8192}, zero_stage=3,
                                      gpus_per_node=2, precision="bf16-pure", method="full", seq_len=64,
                                      micro_batch_size=1, activation_checkpointing="full",

@@ -128,7 +128,9 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     in the policy's ``reduce_bytes`` (MixedPrecisionPolicy.reduce_dtype) and frees them
     (``unsharded_grads.clear()``); the input stays referenced (comm_ctx.reduce_scatter_states,
     reduce_scatter_max_input_buffers = 1) until the next group's post_backward. So a unit's unsharded
-    gradients sit beside the previous unit's reduce-scatter input, and the root's beside its own:
+    gradients sit beside the previous unit's reduce-scatter input; at the end of backward the root (last) is
+    resharded and that input dropped before its own gradients are copied into theirs, so the end holds the larger
+    of (gathered root + its gradients + the previous unit's input) and (its gradients + their input):
     (compute + reduce) bytes per element where FSDP1 has two gathered-dtype gradients; the same in bf16,
     2 B more per element with torchtitan's fp32 reduce. Measured on CPU ranks (v2_* rows, and the fp32
     reduce of the wide model: tests/test_fsdpprobe.py).
@@ -187,14 +189,14 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     # root too) frees the root after forward; their loops compute the loss outside the model, so the root is
     # gathered again only when backward reaches lm_head (fsdpprobe: 2 B x root less through the loss)
     root_out = version == 2 and loss_outside and plan.zero_stage == 3
-    t.append(gpu("gathered_root", "buffers", compute * (root - emb - out), BWD_END if root_out else FWD_BWD))
+    # FSDP2's end of backward is accounted below, with the gradients (v2_end)
+    v2_end = version == 2 and plan.zero_stage == 3 and full and arch.causal_lm
+    root_phases = (BWD_END if root_out else FWD_BWD) - ({BWD_END_PHASE} if v2_end else set())
+    t.append(gpu("gathered_root", "buffers", compute * (root - emb - out), root_phases))
     if split and not root_out:
         # the output unit, gathered for lm_head's forward (the logits' moment) and again for its backward; with the
         # loss outside the model the loss and its gradient run while it is resharded (fsdpprobe: no change there)
         t.append(gpu("gathered_output_unit", "buffers", compute * out, {"fwd", "loss_bwd"}))
-    if split and full:
-        # the embedding unit, gathered for the last backward (a frozen embedding has none: its input is token ids)
-        t.append(gpu("gathered_embedding_unit", "buffers", compute * emb, {"bwd_end"}))
     if plan.zero_stage == 2:
         # SHARD_GRAD_OP keeps each unit from its forward to its post-backward reshard
         t.append(gpu("gathered_layers", "buffers", layer_bytes * len(layer_sizes), {"fwd", "loss_bwd"} | TOP_BWD))
@@ -221,8 +223,20 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
             t.append(gpu("lm_head_reduce_input", "gradients", second * out, TOP_BWD))
         else:
             t.append(gpu("lm_head_grad", "gradients", compute * head, MID_BWD))
-        # at the very end only: FSDP1's view gradients and their flat cat; FSDP2's gradients and reduce input
-        t.append(gpu("fsdp_root_grads", "gradients", (compute + second) * (root - out), {"bwd_end"}))
+        end = root - out     # the units back-propagated last: the root (the embedding's unit and the norm, split)
+        if not v2_end:
+            # at the very end only, beside the gathered root: FSDP1's view gradients and their flat cat (FSDP2 at
+            # stage 2: its gradients and reduce input)
+            t.append(gpu("fsdp_root_grads", "gradients", (compute + second) * end, {BWD_END_PHASE}))
+        elif compute * end + second * unit_grad >= second * end:
+            # FSDP2 post_backward (torch 2.13 _fsdp_param_group.py) reshards, drops the previous unit's reduce-
+            # scatter input, then foreach_reduce copies the gradients into their own: the end of backward is the
+            # larger of (gathered + gradients + the previous unit's input) and (gradients + their input)
+            t.append(gpu("gathered_root_end", "buffers", compute * end, {BWD_END_PHASE}))
+            t.append(gpu("previous_unit_reduce_input", "buffers", second * unit_grad, {BWD_END_PHASE}))
+            t.append(gpu("fsdp_root_grads", "gradients", compute * end, {BWD_END_PHASE}))
+        else:
+            t.append(gpu("fsdp_root_grads", "gradients", (compute + second) * end, {BWD_END_PHASE}))
     if version == 2 and keep_last_block and plan.zero_stage == 3:
         # torchtitan parallelize_llama: fully_shard(block, reshard_after_forward=layer_id < n_layers - 1): the
         # last block stays gathered from its forward to its backward, which comes first
