@@ -18,6 +18,18 @@ _COLLECTIVES = ("all_reduce", "reduce", "broadcast", "all_gather_into_tensor", "
 NOT_WRAPPED = ("all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list")
 
 
+# gloo's reduce-scatter also copies its input into a temporary of its own (traced: a `split` storage the size of
+# the input), made on the calling thread and released by the worker thread: the tracker sees it, the use counts
+# of the call's tensors do not (a CI run saw lit_s3w2_lora's step phase 1.4 MB high: one unit's unsharded
+# gradient). With a tracker watched, a call also returns only when every storage it created is released.
+_WATCHED = []
+
+
+def watch(tracker) -> None:
+    """Wait, at each synchronous collective, for the storages this tracker saw the call create."""
+    _WATCHED[:] = [tracker]
+
+
 def release_on_return(torch) -> None:
     dist = torch.distributed
 
@@ -29,9 +41,13 @@ def release_on_return(torch) -> None:
             ts += [t for v in list(a) + list(k.values()) if isinstance(v, (list, tuple))
                    for t in v if isinstance(t, torch.Tensor)]
             before = [t._use_count() for t in ts]
+            live = _WATCHED[0].live if _WATCHED else {}
+            born = set(list(live))      # list(): one C call under the GIL, while the worker thread may free
             out = fn(*a, **k)
+            made = [key for key in list(live) if key not in born]
             deadline = time.perf_counter() + 2.0
-            while any(t._use_count() > n for t, n in zip(ts, before)) and time.perf_counter() < deadline:
+            while (any(t._use_count() > n for t, n in zip(ts, before)) or any(key in live for key in made)) \
+                    and time.perf_counter() < deadline:
                 time.sleep(0.0005)
             return out
         call.__wrapped__ = fn
@@ -42,4 +58,4 @@ def release_on_return(torch) -> None:
             setattr(dist, name, wrap(getattr(dist, name)))
 
 
-__all__ = ["release_on_return"]
+__all__ = ["release_on_return", "watch"]

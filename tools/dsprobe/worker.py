@@ -12,7 +12,7 @@ import json
 import os
 import time
 
-from .gloo import release_on_return
+from .gloo import release_on_return, watch
 
 
 def _env(rank: int, world: int, port: int, ext_dir: str) -> None:
@@ -71,6 +71,7 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str, ext_dir: str) -> Non
     offload = spec["offload_optimizer"] == "cpu"
     t0 = time.perf_counter()
     tr = StorageTracker()
+    watch(tr)
     timings = {}
     with tr:
         model, cfg = _build_model(spec, torch, deepspeed)

@@ -173,7 +173,7 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
     import torch.distributed.fsdp._fully_shard._fsdp_param as fsdp2_param_mod
     import torch.distributed.fsdp._fully_shard._fsdp_param_group as fsdp2_group_mod
 
-    from tools.dsprobe.gloo import release_on_return
+    from tools.dsprobe.gloo import release_on_return, watch
     from .tracker import ResizeTracker, phase_stats
 
     torch.set_num_threads(1)
@@ -185,6 +185,7 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
             "/torch/_", "/torch/nn/", "/torch/utils/", "/torch/autograd/", "/torch/optim/", "/torch/overrides",
             "/torch/distributed/tensor/", "/torch/distributed/utils", "/torch/distributed/distributed_c10d")
     tr = ResizeTracker()
+    watch(tr)
 
     def watched(fn):
         def wrapper(tensor, *args):
