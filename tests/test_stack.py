@@ -113,17 +113,23 @@ def test_kbit_prepare_keeps_the_unquantized_parameters_in_fp32():
     assert b.frozen_bytes - a.frozen_bytes == 2 * (P_1B - quantized)     # 4 instead of 2 bytes each
 
 
+def _qlora_acts_without_and_with_kbit(precision):
+    """Activations of QLoRA on all 7 projections (s 2048, b 1, no checkpointing), without and with
+    prepare_model_for_kbit_training."""
+    lora = {"rank": 16, "alpha": 32, "dropout": 0.0,
+            "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+    kw = dict(precision=precision, method="qlora", lora=lora)
+    return (step_inputs(est(**kw).plan).acts,
+            step_inputs(est(**kw, stack={"kbit_prepare": True}).plan).acts)
+
+
 def test_kbit_prepare_without_checkpointing_saves_the_mlp_in_fp32():
     # QLoRA bf16-mixed (autocast), all 7 projections, s 2048 b 1, no checkpointing. prepare_model_for_kbit_training
     # makes the residual stream fp32; bnb Linear4bit.forward returns `... .to(inp_dtype)`, so gate_proj's and
     # up_proj's outputs and silu's output (kept by silu and mul) are fp32: +2 B x 3 x s*I per layer. The norms keep
     # fp32 inputs with or without kbit; SDPA keeps autocast's bf16 q/k/v either way. Outside the layers: RoPE
     # cos/sin (two (1, s, head_dim 64) tensors) +2 B each, and autocast's bf16 copy of the fp32 lm_head (2Vh).
-    lora = {"rank": 16, "alpha": 32, "dropout": 0.0,
-            "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
-    kw = dict(precision="bf16-mixed", method="qlora", lora=lora)
-    a = step_inputs(est(**kw).plan).acts
-    b = step_inputs(est(**kw, stack={"kbit_prepare": True}).plan).acts
+    a, b = _qlora_acts_without_and_with_kbit("bf16-mixed")
     t = 2048
     assert b.stack_saved - a.stack_saved == LAYERS_1B * 3 * 2 * t * I_1B == 1_610_612_736
     assert b.head_saved - a.head_saved == 2 * 2 * t * 64 == 524_288
@@ -141,11 +147,7 @@ def test_kbit_prepare_without_autocast_runs_attention_in_fp32():
     #   - 4 x s x q            o_proj's LoRA reads the fp32 attention output itself, no fp32 copy
     #   - 5 x 4 x s*h          q/k/v/gate/up LoRA: no fp32 copy of a bf16 norm output each ...
     #   + 2 x 4 x s*h          ... the two fp32 norm outputs are saved themselves
-    lora = {"rank": 16, "alpha": 32, "dropout": 0.0,
-            "targets": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
-    kw = dict(precision="bf16-pure", method="qlora", lora=lora)
-    a = step_inputs(est(**kw).plan).acts
-    b = step_inputs(est(**kw, stack={"kbit_prepare": True}).plan).acts
+    a, b = _qlora_acts_without_and_with_kbit("bf16-pure")
     t, q, kv = 2048, 2048, 512
     per_layer = 6 * t * I_1B + 2 * t * (2 * q + 2 * kv) - 4 * t * q - 20 * t * H + 8 * t * H
     assert per_layer == 100_663_296 + 20_971_520 - 16_777_216 - 83_886_080 + 33_554_432 == 54_525_952
