@@ -220,7 +220,7 @@ function apply(v, t0) {
   showShare(v.share);
   if (embedded && framed) postEstimate(v);
   clearTimeout(urlTimer);   // the address bar follows the plan, off the input's critical path
-  urlTimer = setTimeout(() => { if (location.hash !== v.share) history.replaceState(null, "", url); }, 250);
+  urlTimer = setTimeout(() => writeAddress(url, v.share), 250);
   delete document.body.dataset.stale;
   html.dataset.updates = String(++updates);
   if (updates === 1) html.dataset.firstAnswerMs = performance.now().toFixed(1);   // a share link's own figures
@@ -277,7 +277,14 @@ function shareFromForm() {
   showShare(share);
   html.dataset.shareUpdates = String(Number(html.dataset.shareUpdates || 0) + 1);
   clearTimeout(urlTimer);
-  urlTimer = setTimeout(() => { if (location.hash !== share) history.replaceState(null, "", url); }, 250);
+  urlTimer = setTimeout(() => writeAddress(url, share), 250);
+}
+
+// replaceState fires no hashchange: the "what fits" panel (fit.js) plans from the address bar and hears this instead
+function writeAddress(url, share) {
+  if (location.hash === share) return;
+  history.replaceState(null, "", url);
+  window.dispatchEvent(new Event("zerocalc:address"));
 }
 
 function showGlobal(message) {

@@ -170,10 +170,10 @@ async function run() {
 function later(ms) { clearTimeout(timer); timer = setTimeout(run, ms); }
 
 window.addEventListener("hashchange", () => later(0));
+// app.js writes the form's plan into the address bar 250 ms after its answer (a slow answer cannot leave this
+// panel on the previous plan); a short wait more keeps the search off the worker while someone is still typing
+window.addEventListener("zerocalc:address", () => later(300));
 document.addEventListener("DOMContentLoaded", () => {
-  const form = $("#plan");
-  // app.js writes the form's plan into the address bar 250 ms after each answer; read it after that
-  if (form) for (const ev of ["input", "change"]) form.addEventListener(ev, () => later(700));
   $("#fit-refresh")?.addEventListener("click", () => later(0));
   engine.then(() => later(0), () => { $("#fit-summary").textContent = "The engine did not start."; });
 });
