@@ -153,11 +153,13 @@ async function run() {
   const my = ++seq;
   const sec = $("#fit");
   sec.dataset.state = "busy";
+  sec.setAttribute("aria-busy", "true");
   const api = await engine;
   const t0 = performance.now();
   const text = await api.call("fit", JSON.stringify({ plan: planFromHash() }));
   if (my !== seq) return;
   const v = JSON.parse(text);
+  sec.removeAttribute("aria-busy");
   if (v.fatal) { $("#fit-summary").textContent = `The planner failed: ${v.fatal}`; sec.dataset.state = "failed"; return; }
   render(v);
   sec.dataset.ms = (performance.now() - t0).toFixed(1);   // request -> answer, worker round trip included

@@ -21,13 +21,13 @@ AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 GIB = 2**30
 
 
-def axe_violations(page):
+def axe_violations(page, within="document"):
     if not AXE.exists():
         pytest.fail("node_modules/axe-core is missing: run `npm ci` (package.json devDependencies)")
     # evaluate(), not a <script> tag: the page's CSP admits no injected script, and DevTools evaluation is not
     # subject to it (the page's own policy stays on for everything else).
     page.evaluate(AXE.read_text() + "\n;0")
-    res = page.evaluate("async () => (await axe.run(document, { resultTypes: ['violations'] })).violations"
+    res = page.evaluate(f"async () => (await axe.run({within}, {{ resultTypes: ['violations'] }})).violations"
                         ".map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 5).map((n) => n.target.join(' ') + ': ' + n.failureSummary) }))")
     return res
 
@@ -64,6 +64,9 @@ def test_axe_light_and_dark_no_violations(offline_page):
     assert luminance(bg(page, ":root")) < 0.2 and luminance(bg(page, "#breakdown")) < 0.2
     wait_until_settled(page)
     assert axe_violations(page) == []
+    # while the panel re-plans, its previous answer stays on screen, and readable
+    page.evaluate("() => { const f = document.querySelector('#fit'); f.dataset.state = 'busy'; f.setAttribute('aria-busy', 'true'); }")
+    assert axe_violations(page, within="document.querySelector('#fit')") == []
     assert page.js_errors == [] and page.blocked == []
 
 
