@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity bench bench-page clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache bench bench-page clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -97,6 +97,10 @@ fsdpprobe-check: tools-venv
 
 fidelity: tools-venv
 	$(PY) scripts/fidelity.py
+
+# the tracer grid replayed through the CUDA caching allocator's rules: the cache shares memory/runtime.py uses
+allocator-cache: tools-venv
+	$(PY) scripts/allocator_cache.py
 
 bench: venv
 	$(PY) scripts/bench_engine.py

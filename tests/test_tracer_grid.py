@@ -60,7 +60,8 @@ def test_trace_matches_golden(traced):
 
     The traces above are run afresh; this only flags when the traced step changed (a transformers / peft /
     torch upgrade, or a tracer change): then inspect and regenerate with
-    `python -m tools.memtrace.grid --write-golden`. 0.5 % tolerance on the peak and every component.
+    `python -m tools.memtrace.grid --write-golden`. 0.5 % tolerance on the peak, every component and the
+    allocator replay's peaks (tools/memtrace/allocator.py).
     """
     import json  # noqa: PLC0415
 
@@ -73,8 +74,25 @@ def test_trace_matches_golden(traced):
             continue
         got, ref = slim(res), golden[pid]
         pairs = [("peak", got["peak_bytes"], ref["peak_bytes"])] + [
-            (k, got["components"][k], ref["components"][k]) for k in ref["components"]]
+            (k, got["components"][k], ref["components"][k]) for k in ref["components"]] + [
+            (f"allocator {k}", got["allocator"][k], ref["allocator"][k]) for k in ref.get("allocator", {})]
         for name, g, r in pairs:
             if abs(g - r) > max(0.005 * r, 2**20):
                 bad.append(f"{pid}: {name} traced {g / 2**30:.3f} GiB, golden {r / 2**30:.3f} GiB")
+    assert not bad, "\n".join(bad)
+
+
+def test_engine_reserved_near_the_replayed_allocator(traced):
+    """`max_memory_reserved`: the engine (memory/runtime.py allocator_reserve, shares of activations and logits
+    taken from this grid's replay by scripts/allocator_cache.py) against each traced step replayed through
+    the caching allocator's rules. The shares are medians, so single plans scatter: on the full grid the
+    median |error| is 1.8 % and the largest 10.0 % (a checkpointed 8-bit Adam plan); 12 % bounds it."""
+    from zerocalc import Plan, estimate  # noqa: PLC0415
+
+    bad = []
+    for pid, res in traced.items():
+        replayed = res["allocator"]["peak_reserved"]
+        engine = estimate(Plan.from_dict(res["plan"])).per_gpu.peak_reserved
+        if abs(engine / replayed - 1) > 0.12:
+            bad.append(f"{pid}: engine {engine / 2**30:.3f} GiB, replayed {replayed / 2**30:.3f} GiB")
     assert not bad, "\n".join(bad)

@@ -125,7 +125,8 @@ def slim(res: dict) -> dict:
     return {"peak_bytes": res["peak_bytes"], "peak_phase": res["peak_phase"], "peak_op": res["peak_op"],
             "components": res["peak"]["components"],
             "saved_activations_forward_end": res["saved_activations_forward_end"],
-            "phase_peaks": {k: v["bytes"] for k, v in res["phase_peaks"].items()}}
+            "phase_peaks": {k: v["bytes"] for k, v in res["phase_peaks"].items()},
+            "allocator": {k: res["allocator"][k] for k in ("peak_allocated", "peak_reserved", "peak_pinned")}}
 
 
 if __name__ == "__main__":

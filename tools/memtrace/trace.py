@@ -24,6 +24,7 @@ from .cuda_autocast import cuda_autocast_policy
 from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches
 from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import TracePlan, from_dict
+from .allocator import RESET, replay
 from .tracker import CATS, Snapshot, StorageTracker
 
 _ACTIVE: dict = {}   # the running tracker, for the checkpoint recompute context
@@ -98,6 +99,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
     b, s = plan.micro_batch_size, plan.seq_len
     V = _vocab(cfg)
     tr = StorageTracker(logits_numel=b * s * V, vocab=V)
+    tr.events = []
     saved = None
     with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), cuda_autocast_policy(dt["autocast"] is not None), fm:
         tr.phase = "setup"
@@ -126,6 +128,8 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
             out = None
             t1 = time.perf_counter()
             for i in range(steps):
+                if i == 0:
+                    tr.events.append((RESET, 0))     # the allocator's peaks: over the traced steps
                 tr.set_phase("setup")
                 if plan.gradient_accumulation_steps > 1:
                     for p in params:      # a later micro-step: the gradients already exist
@@ -191,6 +195,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
         "adapter_dtype": str(dt["adapter"]).replace("torch.", ""),
         "trainable_params": sum(p.numel() for p in params),
         "seconds": {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)},
+        "allocator": replay(tr.events),
     }
     if saved:
         res["saved_tensors"] = saved.table

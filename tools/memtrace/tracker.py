@@ -46,6 +46,7 @@ class Rec:
     dtype: str = ""
     where: str = ""        # module path that produced it (only when a `where` callback is set)
     became_grad: bool = False   # a backward temporary that autograd then stored as a param's .grad
+    key: int = 0                # its allocation in the event log (0: not logged, or already freed there)
 
 
 @dataclass
@@ -77,6 +78,9 @@ class StorageTracker(TorchDispatchMode):
         self.inplace_hits = 0
         self.last_op = ""
         self.where = None      # optional callable -> current module path
+        self.events = None     # a list: every allocation (key, nbytes) and free (key, 0), for allocator.replay
+        self._seq = 0
+        self._moved = 0        # the key of an in-place accumulation's buffer, which its output takes over
 
     # -- registration -------------------------------------------------------------------------
     def register(self, t: torch.Tensor, cat: str, sub: str = "", op: str = "") -> None:
@@ -96,6 +100,11 @@ class StorageTracker(TorchDispatchMode):
             node = torch._C._current_autograd_node()
             rec.node = id(node) if node is not None else 0
         self.live[key] = rec
+        if self.events is not None and rec.nbytes:
+            self._seq += 1
+            rec.key = self._seq
+            self.events.append((rec.key, -self._moved if self._moved else rec.nbytes))
+            self._moved = 0
         self._add(rec, rec.nbytes)
         weakref.finalize(st, self._free, key)
         self._check_peak()
@@ -124,6 +133,12 @@ class StorageTracker(TorchDispatchMode):
         rec = self.live.pop(key, None)
         if rec is not None:
             self._add(rec, -rec.nbytes)
+            self._log_free(rec)
+
+    def _log_free(self, rec: Rec) -> None:
+        if self.events is not None and rec.key:
+            self.events.append((rec.key, 0))
+            rec.key = 0
 
     def _add(self, rec: Rec, n: int) -> None:
         if rec.cat == "temp":
@@ -174,11 +189,13 @@ class StorageTracker(TorchDispatchMode):
             # the real engine would have done old.add_(new): the old buffer's bytes become the output's
             self._add(take_over, -take_over.nbytes)
             take_over.nbytes = 0
+            self._moved, take_over.key = take_over.key, 0    # the log hands its block to the output
             self.inplace_hits += 1
         cat = PHASE_CAT[self.phase]
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self.register(t, cat, op=self.last_op)
+        self._moved = 0
         return out
 
     def _inplace_candidate(self, args):
