@@ -37,9 +37,10 @@ def test_seed_example_options_equal_their_estimates():
     # fitting options first, then by tokens/s
     keys = [(not o["fits"], -o["tokens_per_s_per_gpu"]) for o in opts]
     assert keys == sorted(keys)
-    # the seed is 30 GiB out of memory; full checkpointing is one of the ways out (60.3 GiB)
+    # the seed is 30 GiB out of memory; full checkpointing is one of the ways out: about 57 GiB of tensors
+    # and the allocator's cache of the logits-sized transients (~62 GiB), well inside 80 GiB
     ck = [o for o in opts if o["changes"] == {"activation_checkpointing": "full"}]
-    assert ck and ck[0]["fits"] and ck[0]["device_used_bytes"] < 61 * 2**30
+    assert ck and ck[0]["fits"] and ck[0]["device_used_bytes"] < 64 * 2**30
 
 
 def test_micro_batch_option_keeps_the_global_batch():

@@ -38,10 +38,15 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec) -> PerGpu:
     # blocks another stream keeps cached (FSDP's all-gather stream) raise reserved in the phases where
     # no tensor occupies them
     held = max(alloc[ph] + sum(t.live(ph) for t in ts if t.where == STREAM_CACHE) for ph in phases)
-    reserve = [allocator_reserve(peak_alloc)] + ([stream_cache(held - peak_alloc)] if held > peak_alloc else [])
-    reserved = peak_alloc + sum(t.nbytes for t in reserve)
     driver = [t for t in ts if t.where == DRIVER]
     outside = sum(t.nbytes for t in driver)
+    streams = [stream_cache(held - peak_alloc)] if held > peak_alloc else []
+    # the cache the allocator keeps scales with what the step allocates and frees: activations and logits
+    transient = sum(t.live(peak_phase) for t in ts
+                    if t.where == ALLOCATOR and t.component in ("activations", "logits"))
+    room = spec.capacity_bytes - outside - peak_alloc - sum(t.nbytes for t in streams)
+    reserve = [allocator_reserve(transient, plan.activation_checkpointing != "none", room)] + streams
+    reserved = peak_alloc + sum(t.nbytes for t in reserve)
     # Paged (CUDA managed) memory sits on the GPU only as far as the rest leaves room; the driver
     # evicts the remainder to host RAM instead of failing, so it never causes an out-of-memory.
     room = max(0, spec.capacity_bytes - reserved - outside)

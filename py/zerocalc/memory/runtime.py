@@ -8,9 +8,8 @@
 - NCCL communicators (world > 1): channel buffers of NCCL_BUFFSIZE (4 MiB) per peer and channel and
   proxy state; about 0.25 GiB per process on one node, outside the allocator.
 - Caching allocator: `max_memory_reserved` exceeds `max_memory_allocated` by the blocks cached
-  after transients and the rounding of large blocks to 2 MiB. Modelled as a flat fraction of the
-  peak (`allocator_reserve`), an empirical figure shown as its own line; a segment-level model would
-  need the order and sizes of every allocation, which the plan does not fix.
+  after transients (`allocator_reserve`), measured by replaying the traced grid through the
+  allocator's rules (tools/memtrace/allocator.py, scripts/allocator_cache.py).
 """
 from __future__ import annotations
 
@@ -41,16 +40,30 @@ def _major(cc: str | None) -> int:
         return 8  # AMD / Gaudi / unknown: treat like a current part
 
 
-RESERVE_FRACTION = 0.06
+# Per byte of activations and logits live at the peak: the bytes the caching allocator keeps cached (`cache`)
+# and, of those, the bytes in segments that also hold a live block (`pinned`: what a full GPU cannot get back).
+# From the tracer grid replayed through the allocator's rules (scripts/allocator_cache.py, which prints them):
+# the cache is the median of 9 plans with activation checkpointing (0.22-0.70) and of 19 that save their
+# activations (0.01-0.27); the pinned part is the upper decile (medians 0.056 and 0.043), since a "fits" that
+# fails costs a launch. Plans whose activations and logits are under 5 % of the peak are left out: their cache
+# is the gradients' and optimizer states' blocks (docs/tracer.md section 8).
+CACHE_PER_TRANSIENT = {"checkpointed": 0.37, "saved": 0.087}
+PINNED_PER_TRANSIENT = {"checkpointed": 0.187, "saved": 0.187}
 
 
-def allocator_reserve(peak_allocated: int) -> Term:
-    """Reserved minus allocated at the peak: blocks the caching allocator keeps after transients and
-    cannot reuse for differently sized requests, and the rounding of large blocks to 2 MiB. Not
-    derivable from the plan alone; docs/tracer.md §5 reports `max_memory_reserved` 5-15 % above
-    `max_memory_allocated` for training steps. 6 % is the low-middle of that band (an empirical
-    figure, shown as its own `allocator_cache` line)."""
-    return Term("allocator_cache", "runtime", int(peak_allocated * RESERVE_FRACTION), ALL, RESERVE)
+def allocator_reserve(transient: int, checkpointed: bool, room: int) -> Term:
+    """Reserved minus allocated at the peak: free blocks the caching allocator keeps in its segments and
+    cannot hand to the requests that set the peak (c10/cuda/CUDACachingAllocator.cpp: best-fit reuse, no
+    merging across segments, segments kept until empty_cache). The transients leave them: under activation
+    checkpointing every layer's forward frees its intermediates, whose blocks the loss's logits-sized requests
+    cannot use, so the cache is a larger share of `transient` (activations and logits live at the peak) than
+    when the forward saves its activations. On a full GPU the allocator frees its wholly free segments and
+    retries a failed cudaMalloc (release_cached_blocks), so the cache shrinks to what `room` (the capacity
+    less the rest) leaves, never below the pinned part. Shown as its own `allocator_cache` line."""
+    kind = "checkpointed" if checkpointed else "saved"
+    cache = int(transient * CACHE_PER_TRANSIENT[kind])
+    pinned = int(transient * PINNED_PER_TRANSIENT[kind])
+    return Term("allocator_cache", "runtime", min(cache, max(pinned, room)), ALL, RESERVE)
 
 
 def stream_cache(nbytes: int) -> Term:
