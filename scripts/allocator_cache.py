@@ -1,4 +1,4 @@
-"""python scripts/allocator_cache.py [--quick] [--json OUT]
+"""python scripts/allocator_cache.py [--quick | --stacks] [--json OUT]
 
 What the caching allocator adds on top of the tensors, measured by replaying each traced step of the tracer
 grid (tools/memtrace) through PyTorch's allocator rules (tools/memtrace/allocator.py): per plan, the
@@ -7,6 +7,9 @@ remainders), `max_memory_reserved` (whole segments) and the pinned peak (segment
 the engine's reserved beside the replayed one. Ends with the shares memory/runtime.py uses: the cache per byte
 of activations and logits at the peak (median) and its pinned part (upper decile, for the fit verdict), for
 plans with and without activation checkpointing. Needs the tools venv (torch, transformers, peft).
+`--stacks` replays the stack grid's entries of the running venv instead (tools/memtrace/stacks.py: run it with
+`.venv-torchtune/bin/python`, `.venv-litgpt/bin/python` ... for the other trainers), a check out of the shares'
+sample.
 """
 from __future__ import annotations
 
@@ -65,11 +68,16 @@ def pct(x: float) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="the tracer's quick subset only")
+    ap.add_argument("--stacks", action="store_true", help="the stack grid's entries of this venv instead")
     ap.add_argument("--json", type=pathlib.Path)
     a = ap.parse_args(argv)
     from tools.memtrace.grid import GRID, run_grid  # noqa: PLC0415
 
-    plans = [g for g in GRID if g.get("quick") or not a.quick]
+    if a.stacks:
+        from tools.memtrace.stacks import STACKS, era, venv_era  # noqa: PLC0415
+        plans = [e for e in STACKS if era(e) == venv_era()]
+    else:
+        plans = [g for g in GRID if g.get("quick") or not a.quick]
     table = rows(run_grid(plans))
     print("| plan | tensors GiB | allocated: blocks | reserved: segments | reserved over allocated | engine reserved |")
     print("|---|---|---|---|---|---|")

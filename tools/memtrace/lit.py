@@ -24,7 +24,7 @@ from .cuda_autocast import cuda_autocast_policy
 from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import from_dict
 from .trace import steps_result
-from .tracker import Snapshot, StorageTracker
+from .tracker import StorageTracker
 
 NAMES = {"llama-3.2-1b": "Llama-3.2-1B"}
 LM_HEAD_CHUNK = 128       # finetune/lora.py: model(input_ids, lm_head_chunk_size=128)
@@ -136,7 +136,7 @@ def trace_lit(plan_d: dict, steps: int = 2) -> dict:
             logits = loss = None
             for _ in range(steps):
                 tr.set_phase("setup")
-                tr.peak, tr.phase_peak, tr.marks = Snapshot(), {}, {}
+                tr.begin_step()
                 tr.mark("start")
                 tr.set_phase("forward")
                 if lora:
@@ -164,4 +164,4 @@ def trace_lit(plan_d: dict, steps: int = 2) -> dict:
                 per_step.append({"peak": tr.peak, "phase_peak": dict(tr.phase_peak), "marks": dict(tr.marks)})
             t2 = time.perf_counter()
     return steps_result(per_step, plan_d, "litgpt Llama-3.2-1B", impl, sum(p.numel() for p in params),
-                        {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)})
+                        {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)}, tr.events)

@@ -36,7 +36,7 @@ from .build import fakeify
 from .optim import label_grads, warm_up
 from .plan import from_dict
 from .trace import steps_result
-from .tracker import Snapshot, StorageTracker
+from .tracker import StorageTracker
 
 FLAVORS = {"llama-3.2-1b": "1B"}
 _CPU_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -171,7 +171,7 @@ def trace_titan(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
             t1 = time.perf_counter()
             for i in range(steps):
                 tr.set_phase("setup")
-                tr.peak, tr.phase_peak, tr.marks = Snapshot(), {}, {}
+                tr.begin_step()
                 tr.mark("start")
                 opt.zero_grad(set_to_none=True)
                 tr.set_phase("forward")
@@ -196,7 +196,7 @@ def trace_titan(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
                 per_step.append({"peak": tr.peak, "phase_peak": dict(tr.phase_peak), "marks": dict(tr.marks)})
             t2 = time.perf_counter()
     res = steps_result(per_step, plan_d, "torchtitan llama3 1B", "fused", sum(p.numel() for p in params),
-                       {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)})
+                       {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)}, tr.events)
     if saved:
         from .dump import stop_recording  # noqa: PLC0415
         return stop_recording(saved, res)

@@ -24,7 +24,7 @@ from .cuda_autocast import cuda_autocast_policy
 from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches
 from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import TracePlan, from_dict
-from .allocator import RESET, replay
+from .allocator import replay
 from .tracker import CATS, Snapshot, StorageTracker
 
 _ACTIVE: dict = {}   # the running tracker, for the checkpoint recompute context
@@ -99,7 +99,6 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
     b, s = plan.micro_batch_size, plan.seq_len
     V = _vocab(cfg)
     tr = StorageTracker(logits_numel=b * s * V, vocab=V)
-    tr.events = []
     saved = None
     with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), cuda_autocast_policy(dt["autocast"] is not None), fm:
         tr.phase = "setup"
@@ -128,14 +127,12 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
             out = None
             t1 = time.perf_counter()
             for i in range(steps):
-                if i == 0:
-                    tr.events.append((RESET, 0))     # the allocator's peaks: over the traced steps
                 tr.set_phase("setup")
                 if plan.gradient_accumulation_steps > 1:
                     for p in params:      # a later micro-step: the gradients already exist
                         p.grad = torch.zeros_like(p)
                         tr.relabel(p.grad, "grad", "")
-                tr.peak, tr.phase_peak, tr.marks = Snapshot(), {}, {}
+                tr.begin_step()
                 tr.mark("start")
                 tr.set_phase("forward")
                 rec = saved.hooks() if (saved and i == steps - 1) else contextlib.nullcontext()
@@ -202,9 +199,11 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
     return res
 
 
-def steps_result(per_step: list, plan_d: dict, model_type: str, impl: str, trainable: int, seconds: dict) -> dict:
-    """The result dict of a traced own-code trainer (tune.py, lit.py): the worse of the steps, its phase peaks
-    and marks, and every step's, in the fields the stack grid reads."""
+def steps_result(per_step: list, plan_d: dict, model_type: str, impl: str, trainable: int, seconds: dict,
+                 events: list | None = None) -> dict:
+    """The result dict of a traced own-code trainer (tune.py, lit.py, titan.py): the worse of the steps, its
+    phase peaks and marks, and every step's, in the fields the stack grid reads; with the tracker's event log,
+    its allocator replay."""
     worst = max(range(len(per_step)), key=lambda j: (per_step[j]["peak"].total, j))
     w = per_step[worst]
     fwd_end = w["marks"]["forward_end"]
@@ -221,5 +220,5 @@ def steps_result(per_step: list, plan_d: dict, model_type: str, impl: str, train
                    "phase_peaks": {ph: snap_dict(sn) for ph, sn in st["phase_peak"].items()},
                    "marks": {m: snap_dict(sn) for m, sn in st["marks"].items()}} for st in per_step],
         "optimizer_impl": impl, "adapter_dtype": "bfloat16", "trainable_params": trainable,
-        "seconds": seconds,
+        "seconds": seconds, **({"allocator": replay(events)} if events is not None else {}),
     }

@@ -30,6 +30,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 
+from .allocator import RESET
+
 CATS = ("weight", "grad", "opt", "act", "recomp", "temp")
 PHASE_CAT = {"setup": "weight", "forward": "act", "backward": "temp", "recompute": "recomp",
              "step": "temp", "warmup": "opt"}
@@ -78,8 +80,9 @@ class StorageTracker(TorchDispatchMode):
         self.inplace_hits = 0
         self.last_op = ""
         self.where = None      # optional callable -> current module path
-        self.events = None     # a list: every allocation (key, nbytes) and free (key, 0), for allocator.replay
+        self.events = []       # every allocation (key, nbytes) and free (key, 0), in order, for allocator.replay
         self._seq = 0
+        self._stepped = False
         self._moved = 0        # the key of an in-place accumulation's buffer, which its output takes over
 
     # -- registration -------------------------------------------------------------------------
@@ -167,6 +170,13 @@ class StorageTracker(TorchDispatchMode):
                 self.peak = snap
             if pp is None or self.total > pp.total:
                 self.phase_peak[self.phase] = snap
+
+    def begin_step(self) -> None:
+        """A traced step starts: peaks and marks of its own; the allocator log's peaks count from the first."""
+        if not self._stepped and self.events is not None:
+            self.events.append((RESET, 0))
+        self._stepped = True
+        self.peak, self.phase_peak, self.marks = Snapshot(), {}, {}
 
     def mark(self, name: str) -> Snapshot:
         self.marks[name] = self.snapshot()

@@ -30,7 +30,7 @@ from .build import cuda_like_dropout, fakeify
 from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import from_dict
 from .trace import steps_result
-from .tracker import Snapshot, StorageTracker
+from .tracker import StorageTracker
 
 CHUNKS = 8       # CEWithChunkedOutputLoss(num_output_chunks=8), the recipes' default
 MODELS = ("llama-3.2-1b",)
@@ -170,7 +170,7 @@ def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
             t1 = time.perf_counter()
             for i in range(steps):
                 tr.set_phase("setup")
-                tr.peak, tr.phase_peak, tr.marks = Snapshot(), {}, {}
+                tr.begin_step()
                 tr.mark("start")
                 tr.set_phase("forward")
                 rec = saved.hooks() if (saved and i == steps - 1) else contextlib.nullcontext()
@@ -199,7 +199,7 @@ def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
                 per_step.append({"peak": tr.peak, "phase_peak": dict(tr.phase_peak), "marks": dict(tr.marks)})
             t2 = time.perf_counter()
     res = steps_result(per_step, plan_d, "torchtune llama3_2", impl, sum(p.numel() for p in params),
-                       {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)})
+                       {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)}, tr.events)
     if saved:
         from .dump import stop_recording  # noqa: PLC0415
         return stop_recording(saved, res)
