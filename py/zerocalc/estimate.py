@@ -44,8 +44,8 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec) -> PerGpu:
     # the cache the allocator keeps scales with what the step allocates and frees: activations and logits
     transient = sum(t.live(peak_phase) for t in ts
                     if t.where == ALLOCATOR and t.component in ("activations", "logits"))
-    room = spec.capacity_bytes - outside - peak_alloc - sum(t.nbytes for t in streams)
-    reserve = [allocator_reserve(transient, plan.activation_checkpointing != "none", room)] + streams
+    cache_room = spec.capacity_bytes - outside - peak_alloc - sum(t.nbytes for t in streams)
+    reserve = [allocator_reserve(transient, plan.activation_checkpointing != "none", cache_room)] + streams
     reserved = peak_alloc + sum(t.nbytes for t in reserve)
     # Paged (CUDA managed) memory sits on the GPU only as far as the rest leaves room; the driver
     # evicts the remainder to host RAM instead of failing, so it never causes an out-of-memory.

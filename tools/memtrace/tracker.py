@@ -15,6 +15,10 @@ Categories
 Every storage also carries a `logits` flag when its tensor is (b, s, V)-sized with last dim V,
 so the logits / loss tensors can be reported apart from the decoder activations.
 
+Event log: every counted storage's allocation and free, in order (`events`), which
+tools/memtrace/allocator.py replays through the CUDA caching allocator's rules; `begin_step` marks where
+the replay's peaks start.
+
 In-place gradient accumulation (docs/tracer.md §1h): autograd sums two gradients for the same tensor in
 place on real dense tensors (InputBuffer::accumulate when it holds the only reference), but always
 out of place on FakeTensors. In backward, an aten.add.Tensor whose first operand is a temp made by an
