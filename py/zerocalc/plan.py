@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from .errors import PlanError
 from .hardware import GpuSpec, gpu_spec
-from .stack import StackSettings, check_stack, parse_stack
+from .stack import BOOL_KEYS, StackSettings, check_stack, parse_stack
 from .values import (check_bool, check_choice, check_int, check_mapping, check_number, reject_unknown,
                      show)
 from .model import ModelArch, resolve_model
@@ -344,9 +344,9 @@ def plan_to_dict(plan: Plan) -> dict:
             v = {"type": v.type, "double_quant": v.double_quant, "compute_dtype": v.compute_dtype, "bits": v.bits,
                  "group_size": v.group_size}
         elif isinstance(v, StackSettings):
-            # keys added to Extension 1 later (fsdp_embedding_units): omitted at their default, as `network` is
+            # keys added to Extension 1 later (BOOL_KEYS): omitted at their default, as `network` is
             v = {f.name: getattr(v, f.name) for f in fields(StackSettings)
-                 if f.name not in ("fsdp_embedding_units",) or getattr(v, f.name)}
+                 if f.name not in BOOL_KEYS or getattr(v, f.name)}
         elif f.name == "network" and not v:
             continue                  # Extension 2 key: omitted while it takes the stated default
         else:

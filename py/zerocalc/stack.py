@@ -41,7 +41,13 @@ _STACK_CHOICES = {"trainer": TRAINERS, "transformers": TRANSFORMERS_ERAS, "peft_
                   "kbit_prepare": KBIT_PREPARE, "bitsandbytes": BNB_ERAS, "optimizer_impl": OPTIMIZER_IMPLS,
                   "compile": COMPILE_MODES, "fsdp_version": FSDP_VERSIONS, "cuda_context": CUDA_CONTEXTS,
                   "fsdp_embedding_units": (False, True)}
-_BOOL_KEYS = ("fsdp_embedding_units",)
+# true/false keys added to Extension 1 after v1: a plan omits them at their default (plan.plan_to_dict)
+BOOL_KEYS = ("fsdp_embedding_units",)
+
+
+def fsdp_version_of(settings: StackSettings) -> int:
+    """The FSDP a trainer shards with: torchtune and torchtitan call fully_shard (FSDP2) whatever the key says."""
+    return 2 if settings.trainer in ("torchtune", "torchtitan") else settings.fsdp_version
 
 
 def parse_stack(value: Any) -> StackSettings:
@@ -58,7 +64,7 @@ def parse_stack(value: Any) -> StackSettings:
                 raise PlanError("stack.kbit_prepare", f"must be auto, true or false; got {show(v)}")
             vals[k] = v
             continue
-        if k in _BOOL_KEYS:
+        if k in BOOL_KEYS:
             if not isinstance(v, bool):
                 raise PlanError(f"stack.{k}", f"must be true or false; got {show(v)}")
             vals[k] = v
@@ -84,8 +90,7 @@ def check_stack(plan) -> None:
         raise PlanError("quantization.type", f"gptq bases load through transformers (auto-gptq/optimum), not {trainer}")
     if trainer in ("torchtune", "torchtitan") and s.bitsandbytes != "current":
         raise PlanError("stack.bitsandbytes", f"{trainer} does not use bitsandbytes (torchtune's QLoRA is torchao NF4)")
-    fsdp2 = trainer in ("torchtune", "torchtitan") or s.fsdp_version == 2
-    if s.fsdp_embedding_units and plan.framework == "fsdp" and not fsdp2:
+    if s.fsdp_embedding_units and plan.framework == "fsdp" and fsdp_version_of(s) != 2:
         raise PlanError("stack.fsdp_embedding_units", "modelled for FSDP2 (fully_shard, as torchtune's "
                                                       "custom_sharded_layers builds it); set stack.fsdp_version 2")
     if plan.activation_checkpointing == "selective-op" and trainer != "torchtitan":

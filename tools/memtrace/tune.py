@@ -193,8 +193,8 @@ def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
                 tr.mark("backward_end")
                 tr.set_phase("step")
                 if not plan.optimizer_in_backward:
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
+                    optims[None].step()
+                    optims[None].zero_grad(set_to_none=True)
                 tr.mark("step_end")
                 per_step.append({"peak": tr.peak, "phase_peak": dict(tr.phase_peak), "marks": dict(tr.marks)})
             t2 = time.perf_counter()

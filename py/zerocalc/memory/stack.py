@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..plan import Plan
+from ..stack import fsdp_version_of
 
 MODEL_CODE = {"hf-trainer": "hf", "custom-loop": "hf", "torchtune": "torchtune", "litgpt": "litgpt",
               "torchtitan": "torchtitan"}
@@ -74,7 +75,7 @@ def effective_stack(plan: Plan) -> Stack:
     else:
         impl = "foreach"
     quant4 = plan.method == "qlora" and plan.quantization.type in ("nf4", "fp4")
-    version = 2 if trainer in ("torchtune", "torchtitan") else s.fsdp_version
+    version = fsdp_version_of(s)
     return Stack(
         trainer=trainer, loss_path=loss_path, loop_keeps_output=trainer in ("custom-loop", "litgpt"),
         adapter_dtype=adapter, kbit_prepare=plan.method == "qlora" and s.kbit_prepare is True,
