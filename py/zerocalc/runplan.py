@@ -15,7 +15,6 @@ EVAL_LOGITS = ("loss-only", "accumulate", "argmax")
 SAVE_WEIGHTS = ("auto", "zero3-16bit", "zero3-partitions", "fsdp-full", "fsdp-full-no-offload", "fsdp-sharded",
                 "dcp", "adapter-only")
 LOAD_DTYPES = ("auto", "fp32", "bf16", "fp16")
-ZERO_INIT = ("auto", True, False)
 MERGES = ("none", "peft", "16bit-in-process")
 MAX_STEPS = 1 << 30
 MAX_BATCH = 65536
@@ -114,12 +113,20 @@ def _parse_save(v: Any) -> Any:
                         optimizer=check_bool("run.save.optimizer", obj.get("optimizer", d.optimizer)))
 
 
+def _auto_or_bool(key: str, v: Any) -> Any:
+    if isinstance(v, str) and v == "auto":
+        return v
+    if not isinstance(v, bool):
+        raise PlanError(key, f"must be \"auto\", true or false, got {show(v)}")
+    return v
+
+
 def _parse_load(v: Any) -> LoadSettings:
     obj = check_mapping("run.load", v)
     reject_unknown("run.load", obj, ("dtype", "zero_init"))
     d = LoadSettings()
     return LoadSettings(dtype=check_choice("run.load.dtype", obj.get("dtype", d.dtype), LOAD_DTYPES),
-                        zero_init=check_choice("run.load.zero_init", obj.get("zero_init", d.zero_init), ZERO_INIT))
+                        zero_init=_auto_or_bool("run.load.zero_init", obj.get("zero_init", d.zero_init)))
 
 
 def parse_run(value: Any) -> RunSettings:
