@@ -81,8 +81,9 @@ def save_writer(plan: Plan, stack: Stack, given: str) -> str:
     """The writer a save uses: the plan's, or the framework's and trainer's default: PEFT saves the adapters only
     (HF `save_model` -> `save_pretrained`, LitGPT `save_lora_checkpoint`); HF + ZeRO-3 gathers 16-bit weights
     (`stage3_gather_16bit_weights_on_model_save`, which the exports write); FSDP1 under accelerate and Lightning
-    writes a FULL_STATE_DICT offloaded to rank 0's CPU; torchtune's FSDP2 gathers each parameter
-    (`gather_cpu_state_dict`); torchtitan writes DCP shards; otherwise the module's own state dict."""
+    writes a FULL_STATE_DICT offloaded to rank 0's CPU (accelerate's FSDP2 a SHARDED_STATE_DICT); torchtune's
+    FSDP2 gathers each parameter (`gather_cpu_state_dict`); torchtitan writes DCP shards; otherwise the module's
+    own state dict."""
     if given != "auto":
         return given
     if plan.method != "full":
@@ -90,7 +91,11 @@ def save_writer(plan: Plan, stack: Stack, given: str) -> str:
     if plan.framework == "deepspeed":
         return "zero3-16bit" if plan.zero_stage == 3 else "module"
     if plan.framework == "fsdp":
-        return "dcp" if stack.trainer == "torchtitan" else "fsdp-full"
+        if stack.trainer == "torchtitan":
+            return "dcp"
+        # accelerate's FullyShardedDataParallelPlugin: FULL_STATE_DICT for FSDP1, SHARDED_STATE_DICT for FSDP2
+        # (utils/dataclasses.py set_state_dict_type); torchtune gathers a full state dict parameter by parameter
+        return "fsdp-sharded" if stack.fsdp_version == 2 and stack.trainer == "hf-trainer" else "fsdp-full"
     return "module"
 
 
