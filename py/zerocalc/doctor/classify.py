@@ -120,7 +120,7 @@ PHASE_RULES = (
                         r"loss_utils\.py|LigerFusedLinearCrossEntropy|chunked_cross_entropy")),
     ("forward", re.compile(r"\bin forward\b|\.forward\(|model\(\*\*inputs\)|_call_impl|_wrapped_call_impl|"
                            r"forward_call\(|F\.linear|grid_sampler|scaled_dot_product|flash_attn|"
-                           r"pre_sub_module_forward|fetch_sub_module|\bforward\b")),
+                           r"pre_sub_module_forward|fetch_sub_module|\bin forward\b")),
 )
 
 

@@ -269,8 +269,9 @@ def diagnose(text: str, plan=None) -> Diagnosis:
         out = findings.cuda_oom_findings(oom, device)
         if est is not None:
             out += findings.plan_findings(oom, phase, est)
-            need = findings.need_bytes(oom, est)
-            opts = candidates.search(plan, need)
+            need = findings.need_bytes(oom, est, phase)
+            opts = candidates.eval_search(plan, need) if run_phase(phase) == "eval" else []
+            opts = opts or candidates.search(plan, need)
             for o in opts:
                 out.append(_f("option", "info", f"{o.label}: {g(o.device_used_bytes)} on the busiest GPU, "
                               f"{g(o.saves_bytes)} less (needed {g(need)})"))
