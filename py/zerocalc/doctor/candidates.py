@@ -110,7 +110,7 @@ def eval_search(plan: Plan, need_bytes: int, start_batch: int = 8) -> list:
     b = ev["batch_size"] if isinstance(ev.get("batch_size"), int) else start_batch
     while b > 1:
         b //= 2
-        changes = {"run": {**base["run"], "eval": {**ev, "batch_size": b}}}
+        changes = {"run": {"eval": {**ev, "batch_size": b}}}
         d = _try(base, changes)
         used = None if d is None else _eval_used(d)
         if used is not None and used0 - used >= need_bytes and used <= cap:

@@ -190,10 +190,13 @@ def plan_findings(o, phase, est: dict) -> list:
     else:
         out.append(_f("estimate_phase", "info", at))
     verdict = "fits" if est["fits"] else "does not fit"
-    out.append(_f("estimate_fit", "info" if est["fits"] else "error",
-                  f"the plan's estimate {verdict}: {g(pg['device_used_bytes'])} used of {g(cap)} on the busiest GPU "
-                  f"(largest part: {est['primary_driver']})"))
     run = est.get("run") or {}
+    if run.get("phases") and not est["fits"] and run.get("peak_phase") != "step":
+        where = (f"{g(run['device_used_bytes'])} used of {g(cap)} on the busiest GPU at its peak, the "
+                 f"{run['peak_phase']} phase (the step: {g(pg['device_used_bytes'])})")
+    else:
+        where = f"{g(pg['device_used_bytes'])} used of {g(cap)} on the busiest GPU (largest part: {est['primary_driver']})"
+    out.append(_f("estimate_fit", "info" if est["fits"] else "error", f"the plan's estimate {verdict}: {where}"))
     over = [k for k, v in (run.get("phases") or {}).items() if v["device_used_bytes"] > cap]
     if over and run.get("fix") and over[0] == run_phase(phase):
         out.append(_f("run_fix", "warning", f"the plan's estimate runs out in the same phase ({over[0]}): "

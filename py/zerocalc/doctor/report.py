@@ -272,8 +272,9 @@ def diagnose(text: str, plan=None) -> Diagnosis:
             need = findings.need_bytes(oom, est, phase)
             opts = candidates.eval_search(plan, need) if run_phase(phase) == "eval" else []
             opts = opts or candidates.search(plan, need)
+            where = "in the eval phase" if opts and opts[0].label.startswith("run.eval") else "on the busiest GPU"
             for o in opts:
-                out.append(_f("option", "info", f"{o.label}: {g(o.device_used_bytes)} on the busiest GPU, "
+                out.append(_f("option", "info", f"{o.label}: {g(o.device_used_bytes)} {where}, "
                               f"{g(o.saves_bytes)} less (needed {g(need)})"))
             if opts:
                 changes = dict(opts[0].changes)
