@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 RUN_PHASES = ("load", "init", "eval", "generate", "save", "resume", "merge")
 STEP_MOMENTS = ("forward", "loss", "backward", "step")
@@ -136,8 +137,9 @@ def _strip(line: str) -> str:
     return _PREFIX.sub("", line.rstrip("\n"))
 
 
-def blocks(text: str) -> list:
-    """Every stack in the log, each outermost first."""
+@lru_cache(maxsize=8)
+def blocks(text: str) -> tuple:
+    """Every stack in the log, each outermost first (cached: the kind and the phase both read them)."""
     out, names, start, end, thread, reverse = [], [], None, None, None, False
     prev_frame = False
 
@@ -185,7 +187,7 @@ def blocks(text: str) -> list:
             start = i if start is None else start
             end = i
     close()
-    return out
+    return tuple(out)
 
 
 def _tag(name: str, rules) -> str | None:
