@@ -84,6 +84,9 @@ def test_frame_forms():
     ipy = ("File /x/deepspeed/runtime/engine.py:1184, in DeepSpeedEngine._configure_optimizer(self, opt)\n"
            "-> 1184     self.optimizer = self._configure_zero_optimizer(basic_optimizer)\n" + OOM)
     assert ph(ipy)[:2] == ("init", "init")
+    ipy7 = ("/x/transformers/trainer.py in evaluation_loop(self, dataloader)\n"
+            "-> 3140                 preds_host = nested_concat(preds_host, logits)\n" + OOM)
+    assert ph(ipy7)[0] == "eval"
     ranked = "\n".join(f"[rank3]: {line}" for line in tb(("evaluate", "x")).splitlines())
     assert ph(ranked)[0] == "eval"
     wrapped = ('  File\n    "/x/fairseq2/optim/_dynamic_\n    loss_scaler.py", line 170, in run_optimizer_step\n' + OOM)

@@ -6,7 +6,8 @@ first:
 * Python tracebacks (``File "x.py", line 12, in evaluate`` and the source line under it), also behind a rank or
   worker prefix (``[rank0]:``, ``(WorkerDict pid=1)``) or wrapped by a terminal (``..., line 170, in step``);
 * rich tracebacks (``trainer.py:2830 in save_model`` and the ``❱`` line) and IPython's (``File x.py:1184, in
-  DeepSpeedEngine._configure_optimizer(...)`` and the ``---->`` line);
+  DeepSpeedEngine._configure_optimizer(...)``, before IPython 8 ``x/trainer.py in predict(self, ...)``, and the
+  ``---->`` line);
 * stack dumps of a hang, innermost first: py-spy (``Thread 42 (idle): "MainThread"`` then ``backward
   (torch/autograd/__init__.py:266)``) and faulthandler (``Thread 0x7f.. (most recent call first):`` then ``File
   "x.py", line 2477 in barrier``); the main thread's stack decides.
@@ -68,8 +69,11 @@ RUN_RULES = (
                     "_save_to_state_dict", "get_peft_model_state_dict", "gather_cpu_state_dict",
                     "get_model_state_dict", "get_optimizer_state_dict", "optim_state_dict", "_full_post_state_dict_hook",
                     "save_file", "save_torch_state_dict")),
+    # GenerationMixin's decoding loops, transformers 4.x names then the 4.39+ private ones
     ("generate", _names("generate", "_sample", "sample", "greedy_search", "_greedy_search", "beam_search",
-                        "_beam_search", "contrastive_search", "_contrastive_search", "_assisted_decoding",
+                        "_beam_search", "beam_sample", "_beam_sample", "group_beam_search", "_group_beam_search",
+                        "constrained_beam_search", "_constrained_beam_search", "contrastive_search",
+                        "_contrastive_search", "assisted_decoding", "_assisted_decoding",
                         "unwrap_model_for_generation", "_generate_and_score_completions", "generate_completions",
                         "_prepare_cache_for_generation", "generate_example")),
     ("eval", _names(r"evaluate\w*", "_evaluate", "evaluation_loop", "prediction_loop", "prediction_step", "predict",
@@ -107,6 +111,7 @@ STEP_RULES = (
 _PREFIX = re.compile(r"^(?:\s*(?:worker-\d+:|\[rank\d+\]:|\(\w+ pid=\d+\)|\d\d:\d\d:\d\d\.\d+|[│|>]))+")
 _PY_FRAME = re.compile(r"line \d+,? in ([\w<>.]+)\s*[│|]?\s*$")
 _NB_FRAME = re.compile(r"^\s*File \S+:\d+, in ([\w<>.]+)\(")
+_IPY7_FRAME = re.compile(r"^\s*\S+\.py in ([\w<>]+)\(")          # IPython < 8: "/x/trainer.py in predict(self, ...)"
 _RICH_FRAME = re.compile(r"(?:^|[:\s])\d+ in ([\w<>]+)\s*[│|]?\s*$")
 _SPY_FRAME = re.compile(r"^\s+([\w<>]+) \(([^()]+):\d+\)\s*$")
 _ARROW = re.compile(r"^\s*(?:-+>|❱)\s*\d*\s*[│|\s]*(.*)$")
@@ -164,7 +169,7 @@ def blocks(text: str) -> tuple:
             continue
         got = []
         m = (_NB_FRAME.match(line) or _PY_FRAME.search(line) or _SPY_FRAME.match(line)
-             or _RICH_FRAME.search(line))
+             or _IPY7_FRAME.match(line) or _RICH_FRAME.search(line))
         if m:
             fn = m.group(1).rsplit(".", 1)[-1]
             got.append(fn)
