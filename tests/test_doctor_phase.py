@@ -219,3 +219,35 @@ def test_falls_back_to_the_step_with_a_note():
     # the step's moments keep reading per_gpu.phases: no note
     assert not any(f["id"] == "phase_estimate_fallback" for f in findings.plan_findings(o, "backward", est))
     assert to_bytes("2.00", "GiB") == 2 * 2 ** 30
+
+
+# ---------------------------------------------------------------------------------------------------- properties
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+NEUTRAL = st.sampled_from(["main", "train", "_inner_training_loop", "training_step", "wrapper", "decorate_context",
+                           "_maybe_log_save_evaluate", "run_exp", "<module>"])
+RUN = st.sampled_from([("evaluation_loop", "eval"), ("generate", "generate"), ("save_model", "save"),
+                       ("merge_and_unload", "merge"), ("from_pretrained", "load"), ("_configure_optimizer", "init"),
+                       ("_load_optimizer_and_scheduler", "resume")])
+ANY = st.one_of(NEUTRAL, RUN.map(lambda r: r[0]),
+                st.sampled_from(["forward", "backward", "step", "cross_entropy", "_call_impl"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(outer=st.lists(ANY, max_size=6), inner=RUN, below=st.lists(NEUTRAL | st.sampled_from(
+    ["forward", "backward", "step", "cross_entropy"]), max_size=4))
+def test_the_innermost_run_phase_decides(outer, inner, below):
+    """Whatever frames lie outside it, and any step moments or neutral frames inside it, the innermost frame that
+    names a run phase decides."""
+    names = tuple(outer) + (inner[0],) + tuple(below)
+    assert phase.read_block(phase.Block(names, 0, len(names))).phase == inner[1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(frames=st.lists(ANY, min_size=1, max_size=8), noise=st.lists(NEUTRAL, max_size=4))
+def test_neutral_frames_change_nothing(frames, noise):
+    """Frames that name no phase, put outermost, leave the reading as it was."""
+    a = phase.read_block(phase.Block(tuple(frames), 0, 1)).phase
+    b = phase.read_block(phase.Block(tuple(noise) + tuple(frames), 0, 1)).phase
+    assert a == b
