@@ -249,3 +249,19 @@ def test_run_peak_is_at_least_every_phase(framework, method, run, trainer, model
     assert r["peak_allocated_bytes"] >= out["per_gpu"]["peak_allocated_bytes"]
     assert r["phases"][r["peak_phase"]]["device_used_bytes"] == r["device_used_bytes"]
     assert out["fits"] == r["fits"] == (r["device_used_bytes"] <= out["capacity_bytes"])
+
+
+def test_fit_offers_the_eval_batch_that_fits():
+    """zerocalc fit: the run's knobs are options, each a real estimate: the largest eval batch that fits."""
+    from zerocalc.fit import fit
+    p = Plan.from_dict({**LORA_1GPU, "gpu": "rtx-4090", "run": {"eval": {}}})
+    f = fit(p).to_dict()
+    assert not f["fits"]
+    opt = next(o for o in f["options"] if o["label"].startswith("eval batch size"))
+    b = opt["changes"]["run"]["eval"]["batch_size"]
+    assert opt["fits"] and estimate(p.with_changes(**opt["changes"])).fits
+    assert not estimate(p.with_changes(run={"eval": {"batch_size": b + 1}})).fits
+    zero3 = Plan.from_dict({"framework": "deepspeed", "zero_stage": 3, "gpus_per_node": 8, "model": "llama-3.1-70b",
+                            "gpu": "a100-sxm4-80gb", "run": {"load": {"zero_init": False}}})
+    labels = [o["label"] for o in fit(zero3).to_dict()["options"]]
+    assert "build the model under zero.Init" in labels
