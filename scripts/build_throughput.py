@@ -267,14 +267,17 @@ def peft_rows() -> list[dict]:
     for fname, quote, tps, ch in rows:
         plan = {"schema": 1, "model": "llama-3.2-3b", "gpu": "l40s", "gpus_per_node": 1, "nodes": 1, "framework": "single",
                 "precision": "bf16-pure", "optimizer": "adamw", "micro_batch_size": 4, "gradient_accumulation_steps": 1,
-                "seq_len": 210, "activation_checkpointing": "none", "attention": "sdpa", **ch}
+                "seq_len": 210, "activation_checkpointing": "none", "attention": "sdpa",
+                "stack": {"trainer": "custom-loop"}, **ch}
         out.append({"id": "peft_" + fname.split("--")[0], "source": "peft-method-comparison",
                     "source_group": "HF PEFT method_comparison MetaMathQA (L40S)", "source_url": PEFT_BASE + fname,
                     "quote": quote, "plan": plan, "measured_tokens_per_s_per_gpu": tps, "quality": "approximate",
                     "mapping_notes": "train_config: Llama-3.2-3B bf16, batch_size 4, max_seq_length 768, AdamW, no "
                                      "compile, no AMP, L40S; unpacked MetaMathQA: 'train total tokens' 4198051 over "
                                      "20000 samples = 210 tokens per sample taken as seq_len (padding to the longest "
-                                     "in the batch not modelled); first logged interval (step 250)"})
+                                     "in the batch not modelled); first logged interval (step 250); run.py train() is its own "
+                                     "loop (torch.optim.AdamW from get_optimizer_and_scheduler, no flags: foreach on "
+                                     "CUDA): stack.trainer custom-loop"})
     return out
 
 
