@@ -3,8 +3,10 @@
     python scripts/fit_step.py
 
 The split: within each source, rows at even positions (0, 2, 4, ...) are the fit half, odd positions the
-held-out half. The constants (kernels.KERNEL_SUSTAINED, kernels.LAUNCH_S) are chosen on a grid to minimise
-the fit half's origin-weighted median |error|; the held-out figures are what the README reports as
+held-out half. The constant kernels.KERNEL_SUSTAINED is chosen on a grid (kernels.LAUNCH_S is a stated
+assumption; the grid holds it at 8 us: the fit half is insensitive to it) to minimise
+the fit half's mean over sources of each source's median |error| (smoother than the median of the pooled,
+source-weighted errors, which the README reports); the held-out figures are what the README reports as
 out-of-sample. Nothing else is fitted: every other rate is a cited reference or a traced op count.
 """
 from __future__ import annotations
@@ -22,8 +24,8 @@ from fidelity_throughput import _wquantile  # noqa: E402
 from zerocalc import Plan, estimate  # noqa: E402
 from zerocalc.step import kernels, ops  # noqa: E402
 
-GRID = {"KERNEL_SUSTAINED": [0.75, 0.78, 0.8, 0.82, 0.85, 0.88, 0.9, 0.95, 1.0],
-        "LAUNCH_S": [4e-6, 6e-6, 8e-6, 10e-6, 12e-6, 15e-6]}
+GRID = {"KERNEL_SUSTAINED": [0.7, 0.725, 0.75, 0.775, 0.8, 0.825, 0.85, 0.875, 0.9, 0.95, 1.0],
+        "LAUNCH_S": [8e-6]}
 
 
 def split(rows):
@@ -59,7 +61,8 @@ def main() -> None:
     for combo in itertools.product(*GRID.values()):
         values = dict(zip(GRID, combo))
         set_constants(values)
-        med, _ = score(fit)
+        _, per = score(fit)
+        med = sum(per.values()) / len(per)
         if best is None or med < best[0] - 1e-9:
             best = (med, values)
     set_constants(best[1])

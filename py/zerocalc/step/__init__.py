@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from ..memory.stack import effective_stack
 from .comm import Collective, collectives, exposed_time
 from .flops import Flops, adapter_matmul_params, flops_per_token
-from .kernels import ADAMW_PASSES, ADAMW_KERNELS_PER_TENSOR, ATTENTION_SOURCE, COMPILE_SOURCE, LAUNCH_S, MEMORY_EFFICIENCY
+from .kernels import (ADAMW_KERNELS_PER_TENSOR, ADAMW_PASSES, ATTENTION_SOURCE, COMPILE_SOURCE, LAUNCH_S,
+                      MEMORY_EFFICIENCY, NCCL_CHANNELS)
 from .offload import Offload, offload_time
 from .ops import MicroStep, micro_step
 from .rates import HOST_MEMORY_GB_S, NVME_GB_S, Rates, gpu_rates
@@ -187,6 +188,8 @@ def step_estimate(plan, arch, gpu=None, *, train_tokens: float | None = None,
     colls = collectives(plan, arch, trainable, rates)
     comm_total = sum(c.time_s * c.calls for c in colls)
     exposed = exposed_time(colls, fwd, bwd, gas)
+    # the hidden part still takes NCCL_CHANNELS SMs from the compute it overlaps (kernels.NCCL_CHANNELS)
+    exposed += max(0.0, comm_total - exposed) * min(1.0, NCCL_CHANNELS / rates.sms)
     off = None
     if (plan.offload_optimizer != "none" or plan.offload_params != "none"
             or (plan.activation_offloading and offloaded_activation_bytes)):

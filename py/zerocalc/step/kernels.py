@@ -39,7 +39,7 @@ GEMM_TILE = 128
 # that the GEMM and attention kernels of a whole training step sustain (clocks under the step's sustained
 # power draw, caches shared with the memory-bound kernels between them): one global constant, fitted on the
 # fit half of validation/throughput.json (scripts/fit_step.py; README "Accuracy against measured throughput").
-KERNEL_SUSTAINED = 0.85
+KERNEL_SUSTAINED = 0.825
 
 # FlashAttention kernel rates (fraction of the dense 16-bit peak at long sequences, head dim 128, causal), from
 # the papers' measured figures: FlashAttention-2 (Dao 2023, arXiv 2307.08691, Figs. 4-6, A100): forward up to
@@ -70,12 +70,32 @@ MEMORY_EFFICIENCY = 0.8
 # over fp32 master weights: the residual stream stays fp32). Values: (B per h, B per i, B per kv, kernels per
 # layer). Backward holds the activation gradients' ops (the weight gradients are GEMMs). Checked against every
 # fixture plan by tests/test_step_ops.py.
+# The rotary embedding runs on the query and key widths (q = heads x head_dim, kv): the fixture's kv-width bytes
+# are rotary's alone, and the query's rotary costs the same per element, so the llama h figure splits into
+# h (two norms, two residual adds) and q (rotary on the query). Values: (B per h, B per q, B per kv, B per i,
+# kernels per layer).
 LAYER_MEMORY = {
-    ("16bit", "forward"): (106.0, 10.0, 19.0, 31),
-    ("16bit", "backward"): (240.0, 18.0, 31.0, 57),
-    ("mixed", "forward"): (144.0, 10.0, 35.0, 32),
-    ("mixed", "backward"): (334.0, 18.0, 57.0, 64),
+    ("llama", "16bit", "forward"): (87.0, 19.0, 19.0, 10.0, 31),
+    ("llama", "16bit", "backward"): (209.0, 31.0, 31.0, 18.0, 57),
+    ("llama", "mixed", "forward"): (109.0, 35.0, 35.0, 10.0, 32),
+    ("llama", "mixed", "backward"): (277.0, 57.0, 57.0, 18.0, 64),
+    # LayerNorm / GELU blocks without rotary, from gpt2-full-mixed-flash-mb8-s1024 (HF GPT-2: native_layer_norm,
+    # dropout 0.1 on the residual paths, addmm biases; autocast over fp32 weights, taken for 16-bit activations
+    # too, an upper bound there) with its activation as one GELU kernel (torch.nn.GELU, F.gelu: MPT, NeoX, BERT,
+    # Falcon; 4 B per element forward, 6 backward): HF GPT-2's own gelu_new is a chain of 8 pointwise ops,
+    # GELU_NEW_EXTRA more (the test compares the fixture with both)
+    ("layernorm", "16bit", "forward"): (63.0, 0.0, 0.0, 4.0, 20),
+    ("layernorm", "16bit", "backward"): (84.0, 0.0, 0.0, 6.0, 28),
+    ("layernorm", "mixed", "forward"): (63.0, 0.0, 0.0, 4.0, 20),
+    ("layernorm", "mixed", "backward"): (84.0, 0.0, 0.0, 6.0, 28),
 }
+GELU_NEW_EXTRA = {"forward": (72.0, 7), "backward": (112.0, 10)}
+# the residual dropouts of those blocks (two per layer: native_dropout over the fp32 residual and its mask, 9 B
+# per element, and native_dropout_backward 9 B) are left out when the model's dropout is 0 (MPT, most LLMs)
+LAYERNORM_DROPOUT = {"forward": (18.0, 2), "backward": (18.0, 2)}
+# Qwen3 / OLMo 2 / Gemma 3 normalise queries and keys (qk_norm): one RMSNorm over q and kv per layer, at the cost
+# per element of the layer's own RMSNorms (72 B over two norms forward, 2.3x that backward: the 16-bit table)
+QK_NORM = {"forward": (36.0, 8), "backward": (83.0, 14)}
 # the loss head per token: bytes per vocabulary entry (logits upcast, log-softmax, NLL and their gradients) and
 # kernels (same fixture: width V)
 HEAD_MEMORY = {"forward": (14.0, 3), "backward": (34.0, 5)}
@@ -105,10 +125,10 @@ COMPILE_SOURCE = ("torch.compile: inductor fuses the pointwise/reduction chains 
                   "(fewer kernels, each chain's tensors read and written once)")
 
 # Host-side cost per launched kernel in eager PyTorch (Python module call, dispatcher, autograd bookkeeping,
-# cudaLaunchKernel): a global constant, fitted on the fit half of validation/throughput.json (README,
-# "Accuracy against measured throughput"); launches overlap the GPU's work, so only the part of a phase's
+# cudaLaunchKernel's few microseconds): a stated assumption of 8 us (scripts/fit_step.py finds the fit half
+# insensitive to it between 2 and 20 us); launches overlap the GPU's work, so only the part of a phase's
 # launch time beyond its GPU time shows (a step is launch-bound when its kernels are shorter than this).
-LAUNCH_S = 9e-6
+LAUNCH_S = 8e-6
 # compiled graphs launch from inductor's generated wrapper: a stated assumption of a third of the eager cost
 COMPILED_LAUNCH_S = 3e-6
 
@@ -129,3 +149,24 @@ ADAMW_KERNELS_PER_TENSOR = {"fused": 1 / 36, "foreach": 9 / 36, "single-tensor":
 # the single-tensor path for CPU tensors, _default_to_fused_or_foreach) makes the 20 AdamW passes over
 # the parameter dtype (fp32 master under mixed precision, the 16-bit weights under bf16-pure).
 DS_CPU_OPTIMIZER_BYTES = {"adamw": 30, "paged-adamw-32bit": 30, "lion": 22, "adafactor": 22}
+
+# Communication overlapped with compute still costs compute: each NCCL channel runs as one thread block pinned to
+# an SM for the collective's duration (NCCL src/device: one CTA per channel), so while a hidden collective runs
+# the GEMMs and attention get the other SMs. NCCL_CHANNELS: the ring channels NCCL opens on an NVSwitch or
+# InfiniBand node (NCCL_MIN_NCHANNELS .. NCCL_MAX_NCHANNELS; 16 on 8-GPU A100/H100 nodes as NCCL_DEBUG=INFO
+# reports them: a stated assumption); SMS per GPU from the vendors' datasheets (A100 108, H100 SXM 132 ...).
+NCCL_CHANNELS = 16
+SMS = {"a100": 108, "h100-sxm": 132, "h100-pcie": 114, "h100-nvl": 132, "h200": 132, "gh200": 132, "l40s": 142,
+       "rtx-4090": 128, "rtx-6000-ada": 142, "rtx-3090": 82, "a10": 72, "l4": 58, "v100": 80, "t4": 40, "b200": 148,
+       "b300": 160, "gb200": 148, "rtx-5090": 170, "mi250x": 220, "mi300x": 304, "mi325x": 304}
+
+
+def sm_count(gpu_id: str | None) -> int | None:
+    """SMs (CUs) of a preset GPU, by the longest matching id prefix; None when unknown."""
+    if not gpu_id:
+        return None
+    best = None
+    for k, v in SMS.items():
+        if gpu_id.startswith(k) and (best is None or len(k) > len(best[0])):
+            best = (k, v)
+    return best[1] if best else None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..memory.stack import effective_stack
 from .kernels import (ATTENTION_RATES, ATTN_SEQ_HALF, COMPILED_HEAD, COMPILED_LAUNCH_S, COMPILED_LAYER, EAGER_SCORES,
                       GEMM_TILE, HEAD_MEMORY, KERNEL_SUSTAINED, LAUNCH_S, LAYER_MEMORY, LORA_INPUT, LORA_KERNELS,
-                      LORA_OUTPUT, MEMORY_EFFICIENCY)
+                      LAYERNORM_DROPOUT, LORA_OUTPUT, MEMORY_EFFICIENCY, QK_NORM)
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,9 @@ def _layer_memory(arch, plan, rates, T, es, compiled: bool):
     """((layers forward, head forward), (layers backward, head backward)): the norms, rotary, activation,
     residual adds (and their gradients) of every layer, and the loss over the vocabulary (+ embedding)."""
     h, i, kv, L, V = arch.hidden_size, arch.intermediate_size, arch.kv_dim, arch.num_layers, arch.vocab_size
+    q = arch.q_dim
     kind = "mixed" if fp32_masters_autocast(plan) else "16bit"
+    family = "layernorm" if (arch.norm == "layernorm" and not arch.gated_mlp) else "llama"
     scale = 2.0 if plan.precision == "fp32" else 1.0          # fp32 activations: twice the 16-bit bytes
     out = []
     loss_compiled = compiled and plan.stack.compile == "model+loss"
@@ -203,8 +205,15 @@ def _layer_memory(arch, plan, rates, T, es, compiled: bool):
             ch, ci, ckv, k = COMPILED_LAYER[phase]
             layer = es * (ch * h + ci * i + ckv * kv)
         else:
-            ch, ci, ckv, k = LAYER_MEMORY[(kind, phase)]
-            layer = scale * (ch * h + ci * i + ckv * kv)
+            ch, cq, ckv, ci, k = LAYER_MEMORY[(family, kind, phase)]
+            if family == "layernorm" and not arch.dropout:
+                cd, kd = LAYERNORM_DROPOUT[phase]
+                ch, k = ch - cd, k - kd
+            layer = scale * (ch * h + cq * q + ckv * kv + ci * i)
+            if arch.qk_norm:
+                cn, kn = QK_NORM[phase]
+                layer += scale * cn * (q + kv)
+                k += kn
         hv, hk = (COMPILED_HEAD if loss_compiled else HEAD_MEMORY)[phase]
         head = (hv * es if loss_compiled else hv * scale) * V if arch.causal_lm else 0.0
         head += h * es * 2 if phase == "forward" else 0.0          # the embedding gather

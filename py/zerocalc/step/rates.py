@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..presets import GPUS
-from .kernels import MAMF, MAMF_RATIO
+from .kernels import MAMF, MAMF_RATIO, sm_count
 
 # The compute rates are per kernel now (kernels.py: GEMM best-shape rates per GPU, the FlashAttention papers'
 # rates, memory-bound ops at a share of HBM bandwidth; ops.py evaluates them). Below: the links.
@@ -46,6 +46,7 @@ class Rates:
     assumed: tuple = ()             # notes on values that had to be assumed
     generation: str = "other"       # sm70, sm80, sm8x, sm90, sm100, other (kernel tables)
     warn: tuple = ()                # assumptions the estimate's warnings name (custom GPU without rates)
+    sms: int = 108                  # streaming multiprocessors (kernels.SMS; a custom GPU's "sm_count")
 
 
 def _generation(cc: str | None) -> str:
@@ -114,6 +115,10 @@ def gpu_rates(plan, gpu=None) -> Rates:
         else:
             assumed.append(src)
     best = min(1.0, best)
+    sms = sm_count(gpu) if isinstance(gpu, str) else gpu.get("sm_count")
+    if not sms:
+        sms = 108
+        assumed.append(f"{name}: SM count unknown; 108 (A100) assumed for NCCL's share of the SMs")
     net = dict(DEFAULT_NETWORK)
     net.update(plan.network)
     nvlink = link * 1e9 if link and _nvlink_all_to_all(inter, plan.gpus_per_node) else None
@@ -121,7 +126,7 @@ def gpu_rates(plan, gpu=None) -> Rates:
                  hbm_bytes_s=float(hbm) * 1e9, nvlink_bytes_s=nvlink, pcie_bytes_s=float(pcie) * 1e9,
                  network_bytes_s=float(net["gbps_per_gpu"]) * 1e9 / 8, network_kind=str(net["kind"]),
                  network_defaulted="gbps_per_gpu" not in plan.network, assumed=tuple(assumed + warn),
-                 generation=gen, warn=tuple(warn))
+                 generation=gen, warn=tuple(warn), sms=int(sms))
 
 
 __all__ = ["Rates", "gpu_rates", "DEFAULT_NETWORK", "LINK_EFFICIENCY", "PCIE_EFFICIENCY",
