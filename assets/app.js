@@ -143,6 +143,24 @@ function renderComponents(components) {
   });
 }
 
+function renderStep(parts, said) {
+  // the step block's breakdown (py/app/view.py step_parts): one segment per part, widths in % of the step
+  const bar = $("#step-bar"), legend = $("#step-legend");
+  if (!bar || !legend) return;
+  bar.replaceChildren(...parts.map((p) => {
+    const s = el("span", { class: `sseg sseg-${p.key}` });
+    s.style.width = `${p.width}%`;
+    s.title = `${p.label}: ${p.text} (${p.share})`;
+    return s;
+  }));
+  legend.replaceChildren(...parts.map((p) => {
+    const li = el("li");
+    li.append(el("i", { class: `sw sseg-${p.key}` }), document.createTextNode(`${p.label} ${p.text}`));
+    return li;
+  }));
+  if (said) bar.setAttribute("aria-label", said.text);
+}
+
 function renderChecklist(warnings) {
   const items = warnings.length ? warnings.map((w) => {
     const li = el("li", { class: `sev-${w.severity}`, "data-warning": w.id });
@@ -197,6 +215,7 @@ function apply(v, t0) {
   if (v.fatal) { showGlobal("Engine error: " + v.fatal); return; }
   const tApply = performance.now();
   renderComponents(v.components);
+  renderStep(v.step_parts || [], v.view["step.breakdown"]);
   renderChecklist(v.warnings);
   const targetError = Object.keys(v.errors).some((k) => k.startsWith("lora.targets"));
   if (!targetError) renderTargets(v.targets, v.plan.lora.targets);

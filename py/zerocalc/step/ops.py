@@ -105,8 +105,7 @@ def _linears_pass(arch, plan, rates, T, es, trainable_base: bool, st):
     fp32_adapters = lora and st.adapter_dtype == "fp32" and plan.precision != "fp32"
     compiled = st.compile != "none"
     hf_loop = st.trainer == "hf-trainer" and st.loss_path != "hf5"   # transformers 4.x: a loop over experts
-    f = Pass()
-    b = Pass()
+    tot = [0.0] * 6            # forward gemm, memory, kernels; backward gemm, memory, kernels
     for layers, linears in _layer_linears(arch):
         for lin in linears:
             count = lin.count
@@ -162,9 +161,14 @@ def _linears_pass(arch, plan, rates, T, es, trainable_base: bool, st):
                         else:
                             mb += nbytes
                             k_b += kern + 4
-            f = f + Pass(gemm_s=layers * g_f, memory_s=layers * mem_s(mf, rates), kernels=layers * k_f)
-            b = b + Pass(gemm_s=layers * g_b, memory_s=layers * mem_s(mb, rates), kernels=layers * k_b)
-    return f, b
+            tot[0] += layers * g_f
+            tot[1] += layers * mf
+            tot[2] += layers * k_f
+            tot[3] += layers * g_b
+            tot[4] += layers * mb
+            tot[5] += layers * k_b
+    return (Pass(gemm_s=tot[0], memory_s=mem_s(tot[1], rates), kernels=tot[2]),
+            Pass(gemm_s=tot[3], memory_s=mem_s(tot[4], rates), kernels=tot[5]))
 
 
 def _attention_pass(arch, plan, rates, es, kernel: str):
