@@ -35,7 +35,9 @@ NO_KERNEL = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_str
 OPLOG_IDS = ["llama1b-full-pure-flash", "llama1b-full-pure-eager", "llama1b-full-mixed-flash-gc-mb2",
              "llama1b-lora-mixed-flash-s1024-mb2-drop", "llama1b-qlora-mixed-flash-gc-s4096",
              "qwen25-05b-full-mixed-eager-gc-mb4-s1024", "qwen3-06b-qlora-mixed-flash-mb8-s1024",
-             "gpt2-full-mixed-flash-mb8-s1024"]
+             "gpt2-full-mixed-flash-mb8-s1024", "llama1b-full-pure-flash-foreach"]
+# plans made from a grid plan with changes (id -> (grid id, changes))
+OPLOG_EXTRA = {"llama1b-full-pure-flash-foreach": ("llama1b-full-pure-flash", {"stack": {"optimizer_impl": "foreach"}})}
 
 
 def _nbytes(t) -> int:
@@ -126,9 +128,17 @@ def run(ids=None, out_path=None) -> dict:
     from .trace import trace  # noqa: PLC0415
     ids = ids or OPLOG_IDS
     res = {"versions": {"torch": torch.__version__}, "results": {}}
-    for g in GRID:
-        if g["id"] not in ids:
-            continue
+    if out_path and pathlib.Path(out_path).exists():       # keep the plans not traced this time
+        res["results"] = json.loads(pathlib.Path(out_path).read_text())["results"]
+    grid = {g["id"]: g for g in GRID}
+    for pid in ids:
+        if pid in OPLOG_EXTRA:
+            base, changes = OPLOG_EXTRA[pid]
+            g = {**grid[base], **changes, "id": pid}
+        elif pid in grid:
+            g = grid[pid]
+        else:
+            raise ValueError(f"unknown plan id {pid}")
         plan = {k: v for k, v in g.items() if k not in ("id", "quick")}
         r = trace(plan, steps=2, log_ops=True)
         res["results"][g["id"]] = {"plan": plan, "optimizer_impl": r["optimizer_impl"],
