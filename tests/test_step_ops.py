@@ -146,3 +146,18 @@ def test_cpu_optimizer_by_implementation_and_precision():
     fm = Plan.from_dict({"framework": "fsdp", "zero_stage": 3, "offload_params": "cpu", "precision": "bf16-mixed",
                          "stack": {"trainer": "custom-loop"}})
     assert cpu_optimizer_bytes(fm) == 20 * 4
+
+
+def test_foreach_adamw_passes_from_the_op_log():
+    """foreach AdamW's step phase (torch/optim/adamw.py _multi_tensor_adamw): _foreach_mul_ (weight decay),
+    _foreach_lerp_, _foreach_mul_ + _foreach_addcmul_, _foreach_sqrt, _foreach_div_, _foreach_add_ (eps),
+    _foreach_addcdiv_ over every parameter (plus two _foreach_add_ on the step counters and eps). The log
+    counts each op's tensor inputs and its outputs: 1 + 2 + 1 + 3 + 1 + 1 + 1 + 3 = 13 reads and sqrt's 1
+    write = 14 elements per parameter; the seven in-place ops write 7 more, and addcmul's grad, listed twice,
+    is read once: 14 + 7 - 1 = 20 = kernels.ADAMW_PASSES["foreach"]."""
+    step = FIXTURE["llama1b-full-pure-flash-foreach"]["phases"]["step"]
+    assert step["by_op"] == {"_foreach_add_": 2, "_foreach_mul_": 2, "_foreach_lerp_": 1, "_foreach_addcmul_": 1,
+                             "_foreach_sqrt": 1, "_foreach_div_": 1, "_foreach_addcdiv_": 1}
+    per_param = step["memory"]["bytes"] / (2 * 1_235_814_400)
+    assert abs(per_param - 14) < 1e-3
+    assert kernels.ADAMW_PASSES["foreach"] == 14 + 7 - 1

@@ -137,7 +137,8 @@ COMPILED_LAUNCH_S = 3e-6
 # writes param, exp_avg, exp_avg_sq once: 7. foreach (_multi_tensor_adamw): _foreach_mul_ (weight decay, 2),
 # _foreach_lerp_ (exp_avg, 3), _foreach_mul_ + _foreach_addcmul_ (exp_avg_sq, 2 + 3), _foreach_sqrt (2),
 # _foreach_div_ (2), _foreach_add_ (eps, 2), _foreach_addcdiv_ (param, 4): 20. single-tensor: the same 20
-# ops per parameter tensor (one kernel each). Checked against the op log of the step phase (oplog fixture).
+# ops per parameter tensor (one kernel each). Checked against the op logs' step phase (llama1b-full-pure-flash:
+# one _fused_adamw_; llama1b-full-pure-flash-foreach: the eight _foreach_ ops; tests/test_step_ops.py).
 ADAMW_PASSES = {"fused": 7, "foreach": 20, "single-tensor": 20}
 ADAMW_KERNELS_PER_TENSOR = {"fused": 1 / 36, "foreach": 9 / 36, "single-tensor": 9}   # multi_tensor_apply: 36 tensors a launch
 
