@@ -171,6 +171,22 @@ function renderRun(chart) {   // the run's phases (py/app/view.py run_chart): nu
     kids.push(g);
   }
   $("#run-bars").replaceChildren(...kids);
+function renderStep(parts, said) {
+  // the step block's breakdown (py/app/view.py step_parts): one segment per part, widths in % of the step
+  const bar = $("#step-bar"), legend = $("#step-legend");
+  if (!bar || !legend) return;
+  bar.replaceChildren(...parts.map((p) => {
+    const s = el("span", { class: `sseg sseg-${p.key}` });
+    s.style.width = `${p.width}%`;
+    s.title = `${p.label}: ${p.text} (${p.share})`;
+    return s;
+  }));
+  legend.replaceChildren(...parts.map((p) => {
+    const li = el("li");
+    li.append(el("i", { class: `sw sseg-${p.key}` }), document.createTextNode(`${p.label} ${p.text}`));
+    return li;
+  }));
+  if (said) bar.setAttribute("aria-label", said.text);
 }
 
 function renderChecklist(warnings) {
@@ -228,6 +244,7 @@ function apply(v, t0) {
   const tApply = performance.now();
   renderComponents(v.components);
   renderRun(v.run);
+  renderStep(v.step_parts || [], v.view["step.breakdown"]);
   renderChecklist(v.warnings);
   const targetError = Object.keys(v.errors).some((k) => k.startsWith("lora.targets"));
   if (!targetError) renderTargets(v.targets, v.plan.lora.targets);

@@ -61,7 +61,8 @@ def foundry_rows() -> list[dict]:
             h, layers, heads = MPT[size]
             plan = {"schema": 1,
                     "model": {"name": f"MPT-{size} (llm-foundry benchmark)", "model_type": "gpt2", "n_embd": h,
-                              "n_layer": layers, "n_head": heads, "vocab_size": 50368, "n_positions": seq},
+                              "n_layer": layers, "n_head": heads, "vocab_size": 50368, "n_positions": seq,
+                              "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
                     "gpu": "a100-sxm4-80gb" if a100 else "h100-sxm-80gb",
                     "gpus_per_node": min(8, ngpu), "nodes": max(1, ngpu // 8), "framework": "fsdp", "zero_stage": 3,
                     "precision": "bf16-mixed", "optimizer": "adamw", "micro_batch_size": mbs,
@@ -76,7 +77,9 @@ def foundry_rows() -> list[dict]:
                         "mapping_notes": "columns: Model, SeqLen, #GPUs, GPU, MFU, HFU, Model TFLOP, MicroBatchSize, "
                                          "GradAccum, GlobalBatchSize, S/s, T/s, T/s/GPU, ...; Composer FSDP FULL_SHARD, "
                                          "amp_bf16, flash/triton attention; MPT as a GPT-2-shaped model (biases and "
-                                         "LayerNorm affine differ by <0.1 % of the parameters); optimizer (Decoupled "
+                                         "LayerNorm affine differ by <0.1 % of the parameters), no dropout (MPTConfig defaults "
+                                         "resid_pdrop 0.0, emb_pdrop 0.0: llmfoundry/models/mpt/configuration_mpt.py); "
+                                         "optimizer (Decoupled "
                                          "LionW in the yamls) taken as AdamW: only the GPU optimizer step time differs"
                                          + ("; node-node 1600 Gb/s RoCE = 200 Gb/s per GPU" if a100 else
                                             "; network not stated: the default")})
@@ -267,14 +270,17 @@ def peft_rows() -> list[dict]:
     for fname, quote, tps, ch in rows:
         plan = {"schema": 1, "model": "llama-3.2-3b", "gpu": "l40s", "gpus_per_node": 1, "nodes": 1, "framework": "single",
                 "precision": "bf16-pure", "optimizer": "adamw", "micro_batch_size": 4, "gradient_accumulation_steps": 1,
-                "seq_len": 210, "activation_checkpointing": "none", "attention": "sdpa", **ch}
+                "seq_len": 210, "activation_checkpointing": "none", "attention": "sdpa",
+                "stack": {"trainer": "custom-loop"}, **ch}
         out.append({"id": "peft_" + fname.split("--")[0], "source": "peft-method-comparison",
                     "source_group": "HF PEFT method_comparison MetaMathQA (L40S)", "source_url": PEFT_BASE + fname,
                     "quote": quote, "plan": plan, "measured_tokens_per_s_per_gpu": tps, "quality": "approximate",
                     "mapping_notes": "train_config: Llama-3.2-3B bf16, batch_size 4, max_seq_length 768, AdamW, no "
                                      "compile, no AMP, L40S; unpacked MetaMathQA: 'train total tokens' 4198051 over "
                                      "20000 samples = 210 tokens per sample taken as seq_len (padding to the longest "
-                                     "in the batch not modelled); first logged interval (step 250)"})
+                                     "in the batch not modelled); first logged interval (step 250); run.py train() is its own "
+                                     "loop (torch.optim.AdamW from get_optimizer_and_scheduler, no flags: foreach on "
+                                     "CUDA): stack.trainer custom-loop"})
     return out
 
 

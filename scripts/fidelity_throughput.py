@@ -42,7 +42,19 @@ def predictions(path=DEFAULT) -> list[dict]:
         pred = est.step.tokens_per_s_per_gpu
         meas = float(r["measured_tokens_per_s_per_gpu"])
         out.append({"id": r["id"], "source": r["source"], "measured": meas, "predicted": pred,
-                    "error": pred / meas - 1, "mfu": est.step.mfu})
+                    "error": pred / meas - 1, "mfu": est.step.mfu, "classes": classes(r["plan"])})
+    return out
+
+
+def classes(plan: dict) -> list[str]:
+    """The classes issue 23 scores: LoRA / QLoRA, full activation checkpointing, steps under 4k tokens per GPU."""
+    out = []
+    if plan.get("method", "full") in ("lora", "qlora"):
+        out.append("LoRA / QLoRA")
+    if plan.get("activation_checkpointing") == "full":
+        out.append("checkpointed (full)")
+    if plan["micro_batch_size"] * plan["seq_len"] * plan.get("gradient_accumulation_steps", 1) < 4096:
+        out.append("under 4k tokens per step")
     return out
 
 
@@ -67,6 +79,17 @@ def run_throughput(path=DEFAULT, records: bool = False) -> dict:
     med, p90, bias = _wquantile(weighted_abs, .5), _wquantile(weighted_abs, .9), _wquantile(weighted, .5)
     print(f"| **all, sources weighted equally** | {len(preds)} | **{100 * med:.1f} %** | {100 * p90:.1f} % | "
           f"{100 * bias:+.1f} % |")
+    print("\n| class | rows | median abs error (sources weighted equally) | bias |")
+    print("|---|---:|---:|---:|")
+    for cls in ("LoRA / QLoRA", "checkpointed (full)", "under 4k tokens per step"):
+        ps = [p for p in preds if cls in p["classes"]]
+        n_src: dict = {}
+        for p in ps:
+            n_src[p["source"]] = n_src.get(p["source"], 0) + 1
+        if ps:
+            wa = [(abs(p["error"]), 1 / n_src[p["source"]]) for p in ps]
+            we = [(p["error"], 1 / n_src[p["source"]]) for p in ps]
+            print(f"| {cls} | {len(ps)} | {100 * _wquantile(wa, .5):.1f} % | {100 * _wquantile(we, .5):+.1f} % |")
     if records:
         print("\n| id | measured tok/s/GPU | predicted | error |")
         print("|---|---:|---:|---:|")

@@ -205,6 +205,21 @@ def verdict_text(est: Mapping) -> str:
         fix = f": {run['fix']}" if run.get("fix") else ""
         return f"Fits the step, runs out at {PHASE_MOMENTS.get(over, over)}{fix}"
     return f"Out of memory by {gib(pg['device_used_bytes'] - cap)}"
+STEP_PARTS = (("gemm_s", "GEMMs"), ("attention_s", "attention"), ("memory_bound_s", "memory-bound ops"),
+              ("launch_s", "kernel launches"), ("optimizer_s", "optimizer"), ("exposed_comm_s", "exposed communication"),
+              ("offload_s", "offload"))
+
+
+def step_parts(step: Mapping) -> tuple[list[dict], str]:
+    """The step block's breakdown as bar segments (plain text; widths in % of the step) and one sentence that
+    reads the whole bar out (the bar's accessible name)."""
+    bd = step.get("breakdown") or {}
+    total = sum(bd.get(k, 0.0) for k, _ in STEP_PARTS) or 1.0
+    parts = [{"key": k.removesuffix("_s"), "label": label, "seconds": float(bd.get(k, 0.0)),
+              "text": f"{bd.get(k, 0.0):.3g} s", "share": pct(bd.get(k, 0.0), total),
+              "width": round(100 * bd.get(k, 0.0) / total, 3)} for k, label in STEP_PARTS if bd.get(k, 0.0) > 0]
+    said = "; ".join(f"{p['label']} {p['text']} ({p['share']})" for p in parts)
+    return parts, f"Step time {step.get('time_s', 0.0):.3g} s: {said}."
 
 
 def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
@@ -267,6 +282,9 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
         "batch.detail": {"text": f"{plan.micro_batch_size} micro × {plan.gradient_accumulation_steps} accum × "
                                  f"{plan.world_size} GPUs, {plan.seq_len:,} tokens each"},
     }
+    parts, said = step_parts(est.get("step") or {})
+    views["step.time"] = {"text": f"{(est.get('step') or {}).get('time_s', 0.0):.3g}"}
+    views["step.breakdown"] = {"text": said}
     warnings = [{"id": str(w.get("id", "")), "severity": str(w.get("severity", "info")),
                  "message": str(w.get("message", "")), "fix": str(w.get("fix") or "")}
                 for w in est.get("warnings", [])]
@@ -279,6 +297,7 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
         "view": views,
         "components": components,
         "run": run_chart(est),
+        "step_parts": parts,
         "capacity_pct": round(100 * cap / scale, 3),
         "usage_pct": round(100 * used / scale, 3),
         "fits": fits,

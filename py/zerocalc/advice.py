@@ -51,6 +51,11 @@ def warnings(est: Estimate) -> list[Warning]:
         out.append(_w("fsdp-full-shard-pcie", "warning",
                       "FULL_SHARD all-gathers every layer twice per step; over PCIe this is slow.",
                       "Consider SHARD_GRAD_OP (zero_stage 2) or hybrid sharding within a node."))
+    step = est.step
+    if step is not None and getattr(step, "warnings", ()):
+        # no silent fallbacks (issue 23): a GPU without rates is priced at another part's, and says so
+        out.append(_w("step-rates-assumed", "warning", "Step time assumes: " + "; ".join(step.warnings) + ".",
+                      "Give the GPU object bf16_dense_tflops, memory_bandwidth_gb_s and compute_capability."))
     maxpos = arch.max_positions
     if isinstance(maxpos, int) and plan.seq_len > maxpos:
         out.append(_w("seq-exceeds-positions", "warning",

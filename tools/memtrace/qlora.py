@@ -27,10 +27,23 @@ BLOCK = 64          # bnb 4-bit quantization block size (quantize_4bit default)
 BLOCK2 = 256        # nested (double) quantization block size
 
 
+TRACKER: dict = {}   # {"tracker": StorageTracker} while an op log is recorded (tools/memtrace/oplog.py)
+
+
+def _note_dequant(shape, dtype) -> None:
+    """bitsandbytes dequantize_4bit (csrc kDequantizeBlockwise): reads the packed codes (0.5 B/element) and one
+    absmax per 64-block, writes the compute-dtype weight; logged as one kernel when an op log is recorded."""
+    tr = TRACKER.get("tracker")
+    if tr is not None:
+        n = shape[0] * shape[1]
+        tr.note_kernel("bnb.dequantize_4bit", n // 2 + 4 * math.ceil(n / BLOCK), n * torch.empty((), dtype=dtype).element_size())
+
+
 class _DequantMatmul(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, packed, shape, dtype, keep_input=False):
         w = torch.empty(shape, dtype=dtype, device=x.device)        # dequantize_4bit output
+        _note_dequant(shape, dtype)
         ctx.save_for_backward(packed)
         if keep_input:
             ctx.tensors = (x, packed)       # bitsandbytes <= 0.43.1 MatMul4Bit.forward
@@ -41,6 +54,7 @@ class _DequantMatmul(torch.autograd.Function):
     def backward(ctx, grad_out):
         (packed,) = ctx.saved_tensors
         w = torch.empty(ctx.shape, dtype=ctx.dtype, device=grad_out.device)
+        _note_dequant(ctx.shape, ctx.dtype)
         return torch.matmul(grad_out, w.to(grad_out.dtype)), None, None, None, None
 
 

@@ -84,7 +84,7 @@ def snap_dict(snap: Snapshot) -> dict:
             "by_category": {c: snap.by_cat.get(c, 0) for c in CATS}}
 
 
-def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
+def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool = False) -> dict:
     """Trace `steps` consecutive steady-state steps of a plan-v1 dict; returns the report dict (bytes).
 
     The top-level peak / phase_peaks / marks are those of the step with the highest peak (ties: the last),
@@ -128,6 +128,9 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
             t1 = time.perf_counter()
             for i in range(steps):
                 tr.set_phase("setup")
+                if log_ops and i == steps - 1:      # the op log of the last (steady-state) step: oplog.py
+                    from . import qlora  # noqa: PLC0415
+                    tr.ops, qlora.TRACKER["tracker"] = [], tr
                 if plan.gradient_accumulation_steps > 1:
                     for p in params:      # a later micro-step: the gradients already exist
                         p.grad = torch.zeros_like(p)
@@ -196,6 +199,10 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2) -> dict:
     }
     if saved:
         res["saved_tensors"] = saved.table
+    if log_ops:
+        from . import qlora  # noqa: PLC0415
+        qlora.TRACKER.clear()
+        res["ops"] = tr.ops
     return res
 
 

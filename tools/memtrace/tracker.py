@@ -88,6 +88,7 @@ class StorageTracker(TorchDispatchMode):
         self._seq = 0
         self._stepped = False
         self._moved = 0        # the key of an in-place accumulation's buffer, which its output takes over
+        self.ops = None        # op log (tools/memtrace/oplog.py): set to a list to record every kernel-running op
 
     # -- registration -------------------------------------------------------------------------
     def register(self, t: torch.Tensor, cat: str, sub: str = "", op: str = "") -> None:
@@ -199,6 +200,8 @@ class StorageTracker(TorchDispatchMode):
         if self.inplace_accum and self.phase in ("backward", "recompute") and func is torch.ops.aten.add.Tensor:
             take_over = self._inplace_candidate(args)
         out = func(*args, **kwargs)
+        if self.ops is not None:
+            self._log_op(func, args, kwargs, out)
         if take_over is not None and isinstance(out, torch.Tensor) and out.untyped_storage().nbytes() == take_over.nbytes:
             # the real engine would have done old.add_(new): the old buffer's bytes become the output's
             self._add(take_over, -take_over.nbytes)
@@ -211,6 +214,19 @@ class StorageTracker(TorchDispatchMode):
                 self.register(t, cat, op=self.last_op)
         self._moved = 0
         return out
+
+    def _log_op(self, func, args, kwargs, out) -> None:
+        """Op log entry (phase, op, FLOPs, bytes read, bytes written, output shape) of an op that runs a
+        kernel; views, metadata and factory ops without a kernel (empty, detach, ...) are left out."""
+        from .oplog import op_entry  # noqa: PLC0415
+        e = op_entry(func, args, kwargs, out, self.phase)
+        if e is not None:
+            self.ops.append(e)
+
+    def note_kernel(self, name: str, bytes_read: int, bytes_written: int, flops: float = 0.0) -> None:
+        """A kernel an emulated layer stands for but does not dispatch (bitsandbytes dequantize_4bit)."""
+        if self.ops is not None:
+            self.ops.append((self.phase, name, float(flops), int(bytes_read), int(bytes_written), ()))
 
     def _inplace_candidate(self, args):
         if len(args) < 2 or not all(isinstance(a, torch.Tensor) for a in args[:2]):

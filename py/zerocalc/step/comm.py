@@ -20,6 +20,12 @@ Overlap: DDP's buckets and DeepSpeed's with ``overlap_comm`` (default on at stag
 all-gather behind the current one's compute; what exceeds the compute window, plus the one bucket (or
 module) that cannot overlap, is exposed. DeepSpeed stage 1/2 without ``overlap_comm`` and the post-step
 all-gather are exposed in full.
+Latency (NCCL src/graph/tuning.cc, ncclTopoTuneModel, Ring / Simple protocol, the large-message choice):
+each NCCL call costs baseLat 8.4 us plus hwLat per ring step, 3.4 us over NVLink, 5.7 us over PCIe, 9.6 us
+per step that crosses the network; a ring all-reduce makes 2(n-1) steps (2(nodes-1) of them between
+nodes), reduce-scatter and all-gather n-1 (nodes-1). Calls per collective: FSDP one per wrapped unit (each
+decoder layer, plus the root), DeepSpeed ZeRO-3 one fetch per parameterised submodule (a layer's linears and
+norms) and one reduce per bucket, DDP one all-reduce per 25 MiB bucket, ZeRO-1/2 one reduce per bucket.
 """
 from __future__ import annotations
 
@@ -29,6 +35,9 @@ from .rates import LINK_EFFICIENCY, Rates
 
 DDP_BUCKET_BYTES = 25 * 2 ** 20          # torch DDP bucket_cap_mb=25
 DS_REDUCE_BUCKET = 500_000_000           # DeepSpeed 0.19 reduce_bucket_size default (elements)
+# NCCL tuning.cc (NVIDIA/nccl, commit 01afd20), Ring / Simple: baseLat and hwLat per ring step, seconds
+NCCL_BASE_LAT = 8.4e-6
+NCCL_HW_LAT = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "network": 9.6e-6}
 
 
 @dataclass(frozen=True)
@@ -42,15 +51,19 @@ class Collective:
     bus_bytes_s: float
     window: str              # fwd, bwd (overlappable with that compute) or none (exposed)
     tail_bytes: float        # the part that can never overlap (first fetch / last bucket)
+    messages: int = 1        # NCCL calls the collective is made of (units, submodules, buckets)
+    latency_s: float = 0.0   # per NCCL call (alpha: base + per ring step)
 
     @property
     def time_s(self) -> float:
-        """Per call."""
-        return self.nbytes * self.ring_factor / self.bus_bytes_s if self.bus_bytes_s else 0.0
+        """Per call: bandwidth term plus the latency of its NCCL calls."""
+        bw = self.nbytes * self.ring_factor / self.bus_bytes_s if self.bus_bytes_s else 0.0
+        return bw + self.messages * self.latency_s
 
     @property
     def tail_s(self) -> float:
-        return min(self.nbytes, self.tail_bytes) * self.ring_factor / self.bus_bytes_s if self.bus_bytes_s else 0.0
+        bw = min(self.nbytes, self.tail_bytes) * self.ring_factor / self.bus_bytes_s if self.bus_bytes_s else 0.0
+        return bw + self.latency_s
 
 
 def link_for(plan, rates: Rates) -> tuple[str, float]:
@@ -60,6 +73,15 @@ def link_for(plan, rates: Rates) -> tuple[str, float]:
         rails = rates.network_bytes_s * plan.gpus_per_node
         return "network", min(rails, intra[1]) * LINK_EFFICIENCY
     return intra[0], intra[1] * LINK_EFFICIENCY
+
+
+def nccl_latency(plan, intra: str, all_reduce: bool) -> float:
+    """Latency of one ring call over the plan's GPUs (NCCL tuning.cc: baseLat + intra-node steps x hwLat of
+    the node's link, ``intra`` nvlink or pcie, + inter-node steps x the network's)."""
+    n, nodes = plan.world_size, plan.nodes
+    steps = (2 if all_reduce else 1) * (n - 1)
+    inter = (2 if all_reduce else 1) * (nodes - 1)
+    return NCCL_BASE_LAT + (steps - inter) * NCCL_HW_LAT[intra] + inter * NCCL_HW_LAT["network"]
 
 
 def grad_bytes(plan) -> int:
@@ -99,17 +121,27 @@ def collectives(plan, arch, trainable: int, rates: Rates) -> tuple[Collective, .
     ds = plan.deepspeed
     out: list[Collective] = []
 
-    def add(name, purpose, nbytes, calls, factor, window, tail):
-        out.append(Collective(name, purpose, float(nbytes), calls, factor, link, bw, window, float(tail)))
+    intra = "nvlink" if rates.nvlink_bytes_s else "pcie"
+    lat_rs, lat_ar = nccl_latency(plan, intra, False), nccl_latency(plan, intra, True)
+    units = arch.num_layers + 1
+    submodules = arch.num_layers * (len(arch.block_linears) + max(1, arch.norms_per_layer)) + 3
+
+    def add(name, purpose, nbytes, calls, factor, window, tail, messages=1):
+        lat = lat_ar if name == "all_reduce" else lat_rs
+        out.append(Collective(name, purpose, float(nbytes), calls, factor, link, bw, window, float(tail),
+                              max(1, int(messages)), lat))
+
+    def buckets(nbytes, size):
+        return -(-int(nbytes) // max(1, int(size)))
 
     if plan.framework == "ddp":
-        add("all_reduce", "gradients", g, 1, ar, "bwd", DDP_BUCKET_BYTES)
+        add("all_reduce", "gradients", g, 1, ar, "bwd", DDP_BUCKET_BYTES, buckets(g, DDP_BUCKET_BYTES))
         return tuple(out)
     if plan.framework == "fsdp":
-        add("all_gather", "parameters_forward", gathered, gas, rs, "fwd", layer)
+        add("all_gather", "parameters_forward", gathered, gas, rs, "fwd", layer, units)
         if plan.zero_stage == 3:
-            add("all_gather", "parameters_backward", gathered, gas, rs, "bwd", 0)
-        add("reduce_scatter", "gradients", g, gas, rs, "bwd", trainable * gb / max(1, arch.num_layers))
+            add("all_gather", "parameters_backward", gathered, gas, rs, "bwd", 0, units)
+        add("reduce_scatter", "gradients", g, gas, rs, "bwd", trainable * gb / max(1, arch.num_layers), units)
         return tuple(out)
     # DeepSpeed
     stage = plan.zero_stage
@@ -117,16 +149,17 @@ def collectives(plan, arch, trainable: int, rates: Rates) -> tuple[Collective, .
     bucket = ds.get("reduce_bucket_size", DS_REDUCE_BUCKET)
     bucket = DS_REDUCE_BUCKET if bucket == "auto" else bucket
     window = "bwd" if overlap else "none"
+    nb = buckets(g, bucket * gb)
     if stage == 0:
-        add("all_reduce", "gradients", g, 1, ar, window, bucket * gb)
+        add("all_reduce", "gradients", g, 1, ar, window, bucket * gb, nb)
     elif stage in (1, 2):
         calls = 1 if stage == 1 else gas
-        add("reduce_scatter", "gradients", g, calls, rs, window, bucket * gb)
+        add("reduce_scatter", "gradients", g, calls, rs, window, bucket * gb, nb)
         add("all_gather", "parameters_update", trainable * pb, 1, rs, "none", 0)
     else:
-        add("all_gather", "parameters_forward", gathered, gas, rs, "fwd", layer)
-        add("all_gather", "parameters_backward", gathered, gas, rs, "bwd", 0)
-        add("reduce_scatter", "gradients", g, gas, rs, window, min(bucket * gb, g))
+        add("all_gather", "parameters_forward", gathered, gas, rs, "fwd", layer, submodules)
+        add("all_gather", "parameters_backward", gathered, gas, rs, "bwd", 0, submodules)
+        add("reduce_scatter", "gradients", g, gas, rs, window, min(bucket * gb, g), nb)
     return tuple(out)
 
 
@@ -148,4 +181,4 @@ def exposed_time(colls, fwd_s: float, bwd_s: float, gas: int) -> float:
     return total
 
 
-__all__ = ["Collective", "collectives", "exposed_time", "link_for", "grad_bytes"]
+__all__ = ["Collective", "collectives", "exposed_time", "link_for", "grad_bytes", "nccl_latency"]

@@ -10,18 +10,42 @@ What moves (DeepSpeed `stage_1_and_2.py` / `stage3.py` with `offload_optimizer`,
   (optimizer), the 16-bit shard read twice per micro-step (parameters), at ``NVME_GB_S`` per node;
 - activation offloading (torchtune `OffloadActivations`): saved activations out in forward and back in
   backward on a side stream, hidden behind compute up to the compute time.
-The CPU optimizer is memory-bound (DeepSpeed `csrc/adam/cpu_adam_impl.cpp`: AVX loops over fp32 arrays):
-it reads fp32 param, grad, m, v and writes param, m, v and the 16-bit copy, 30 bytes per parameter,
-at ``HOST_MEMORY_GB_S`` shared by the node's ranks. Offload copies are not overlapped with compute
+The CPU optimizer is memory-bound, at ``HOST_MEMORY_GB_S`` shared by the node's ranks, with its bytes per
+parameter by implementation and precision (``cpu_optimizer_bytes``): DeepSpeed's own CPU Adam / Lion /
+Adagrad (csrc/adam/cpu_adam_impl.cpp: fp32 param, grad, m, v read, param, m, v and the 16-bit copy written,
+30 B for Adam), torch's optimizer on host tensors (FSDP CPUOffload: the single-tensor path, one pass per op
+over the parameter dtype: kernels.ADAMW_PASSES) otherwise. Offload copies are not overlapped with compute
 (DeepSpeed's one-step-delayed update is off by default), so offload time adds to the step.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..memory.stack import effective_stack
+from .kernels import ADAMW_PASSES, DS_CPU_OPTIMIZER_BYTES
 from .rates import HOST_MEMORY_GB_S, NVME_GB_S, PCIE_EFFICIENCY, Rates
 
-CPU_ADAM_BYTES_PER_PARAM = 30
+CPU_ADAM_BYTES_PER_PARAM = DS_CPU_OPTIMIZER_BYTES["adamw"]
+# torch's optimizers on host tensors: element passes per parameter (AdamW: kernels.ADAMW_PASSES; SGD with
+# momentum: mul_, add_ (momentum), add_ (param): 2 + 3 + 3 = 8; Adafactor's row/column factors ~ 12; Lion 9)
+TORCH_CPU_PASSES = {"adamw": ADAMW_PASSES["single-tensor"], "paged-adamw-32bit": ADAMW_PASSES["single-tensor"],
+                    "adamw-8bit": ADAMW_PASSES["single-tensor"], "paged-adamw-8bit": ADAMW_PASSES["single-tensor"],
+                    "sgd": 8, "lion": 9, "adafactor": 12}
+
+
+def cpu_optimizer_bytes(plan) -> float:
+    """Host bytes per parameter of one CPU optimizer step: DeepSpeed's CPU optimizers (ZeRO-Offload builds
+    DeepSpeedCPUAdam / CPULion / CPUAdagrad, deepspeed/runtime/zero/stage_1_and_2.py and stage3.py
+    zero_force_ds_cpu_optimizer) work on the fp32 master; torch's (FSDP CPUOffload) on the parameter dtype,
+    fp32 under mixed precision and fp32 plans, 16-bit under bf16-pure."""
+    if plan.framework == "deepspeed" and plan.optimizer in DS_CPU_OPTIMIZER_BYTES:
+        return DS_CPU_OPTIMIZER_BYTES[plan.optimizer]
+    w = 2 if plan.precision == "bf16-pure" else 4
+    if plan.optimizer in ("adamw", "paged-adamw-32bit") and effective_stack(plan).optimizer_impl == "fused":
+        # fused=True (torchtune's and torchtitan's configs) runs aten::_fused_adamw_'s CPU kernel (torch >= 2.4):
+        # one pass; foreach is CUDA-only, so an unflagged AdamW on host tensors takes the single-tensor path
+        return ADAMW_PASSES["fused"] * w
+    return TORCH_CPU_PASSES.get(plan.optimizer, ADAMW_PASSES["single-tensor"]) * w
 
 
 @dataclass(frozen=True)
@@ -51,7 +75,7 @@ def offload_time(plan, arch, trainable: int, rates: Rates, compute_micro_s: floa
     pcie_bytes = nvme_bytes = cpu_s = 0.0
     if opt:
         pcie_bytes += gas * part * gb + part * gb          # gradients down each micro-step, params up once
-        cpu_s = per_node * part * CPU_ADAM_BYTES_PER_PARAM / (host_memory_gb_s * 1e9)
+        cpu_s = per_node * part * cpu_optimizer_bytes(plan) / (host_memory_gb_s * 1e9)
     if par:
         frozen = 0 if plan.method == "full" else arch.total_params
         shard = (trainable * gb + frozen * (0.5 * 1.03 if plan.method == "qlora" else gb)) / n
@@ -67,4 +91,4 @@ def offload_time(plan, arch, trainable: int, rates: Rates, compute_micro_s: floa
                    nvme_bytes=nvme_bytes, nvme_s=nvme_bytes / (nvme_gb_s * 1e9), activation_exposed_s=act)
 
 
-__all__ = ["Offload", "offload_time", "CPU_ADAM_BYTES_PER_PARAM"]
+__all__ = ["Offload", "offload_time", "CPU_ADAM_BYTES_PER_PARAM", "cpu_optimizer_bytes"]

@@ -9,29 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..presets import GPUS
+from .kernels import MAMF, MAMF_RATIO, sm_count
 
-# Hardware FLOPs utilisation (recompute included) of a tuned PyTorch training step, per GPU generation,
-# from published measurements. The same figure serves every framework: what differs between DeepSpeed,
-# FSDP and DDP (communication, offload) is modelled separately, on top of the compute time.
-EFFICIENCY = {
-    "sm70": (0.30, "Megatron-LM (Shoeybi et al. 2019, arXiv 1909.08053 §5): one V100 sustains 39 TFLOP/s, "
-                   "30 % of peak"),
-    "sm80": (0.60, "torchtitan performance.md (pytorch/torchtitan, docs folder): Llama 2 13B, FSDP2, no activation checkpointing, 64 A100: "
-                   "61.1 % MFU (= HFU, nothing recomputed); Llama 3 8B selective AC 56.8-58.2 %"),
-    "sm8x": (0.60, "Ampere/Ada workstation and consumer GPUs: the sm80 figure (torchtitan, A100) applied to "
-                   "the datasheet dense bf16 rate with fp32 accumulation"),
-    "sm90": (0.40, "torchtitan benchmarks/llama3_h100_202412_torchtitan.md: Llama 3.1 8B, FSDP, 8-128 H100, "
-                   "bf16: 33 % to 39 % MFU; llm-foundry H100 BF16 table: 7B at 2048, no AC, 46.44 % MFU"),
-    "other": (0.40, "no published figure for this GPU here: the H100 figure (torchtitan) is assumed"),
-}
-
-# torch.compile (inductor) speeds the step's compute by about 16 %: torchtitan
-# benchmarks/llama3_h100_202412_torchtitan.md, Llama 3.1 8B, FSDP, selective activation checkpointing, H100,
-# Table 1 (8 GPUs) 5,762 -> 6,667 TPS/GPU (+15.7 %) and Table 3 (128 GPUs) 5,605 -> 6,514 (+16.2 %). A stated
-# assumption for every compiled plan (`stack.compile` model or model+loss): measured on one model and GPU.
-COMPILE_SPEEDUP = 1.16
-COMPILE_SOURCE = ("torch.compile: compute rate x 1.16 (torchtitan benchmarks/llama3_h100_202412_torchtitan.md "
-                  "Tables 1 and 3: +15.7 % and +16.2 % TPS/GPU, Llama 3.1 8B, H100)")
+# The compute rates are per kernel now (kernels.py: GEMM best-shape rates per GPU, the FlashAttention papers'
+# rates, memory-bound ops at a share of HBM bandwidth; ops.py evaluates them). Below: the links.
 
 # Network default: an 8 x 400 Gb/s-class fabric (one 400 Gb/s NIC per GPU, ConnectX-7 NDR InfiniBand, as in
 # DGX H100 / HGX nodes and the torchtitan H100 benchmark: "400 Gb/s per GPU").
@@ -43,8 +24,6 @@ LINK_EFFICIENCY = 0.8
 # PCIe host<->device copies: pinned-memory cudaMemcpyAsync reaches about 80 % of the per-direction rate
 # (PCIe 4 x16: ~25 of 31.5 GB/s); a stated assumption.
 PCIE_EFFICIENCY = 0.8
-# The optimizer step streams its arrays at about 80 % of HBM bandwidth (a stated assumption).
-HBM_EFFICIENCY = 0.8
 # Host memory bandwidth a node's CPU Adam shares (DeepSpeed csrc/adam cpu_adam: AVX, memory-bound):
 # a stated assumption of 100 GB/s usable on a two-socket server.
 HOST_MEMORY_GB_S = 100.0
@@ -56,8 +35,8 @@ NVME_GB_S = 6.0
 class Rates:
     name: str
     peak_flops: float               # dense FLOP/s at the plan's compute dtype
-    efficiency: float               # hardware FLOPs utilisation assumed
-    efficiency_source: str
+    gemm_best: float                # best-shape GEMM rate over peak (kernels.MAMF)
+    gemm_source: str
     hbm_bytes_s: float
     nvlink_bytes_s: float | None    # per GPU, unidirectional; None: no all-to-all NVLink in the node
     pcie_bytes_s: float
@@ -65,6 +44,9 @@ class Rates:
     network_kind: str
     network_defaulted: bool
     assumed: tuple = ()             # notes on values that had to be assumed
+    generation: str = "other"       # sm70, sm80, sm8x, sm90, sm100, other (kernel tables)
+    warn: tuple = ()                # assumptions the estimate's warnings name (custom GPU without rates)
+    sms: int = 108                  # streaming multiprocessors (kernels.SMS; a custom GPU's "sm_count")
 
 
 def _generation(cc: str | None) -> str:
@@ -73,7 +55,7 @@ def _generation(cc: str | None) -> str:
     major = cc.split(".")[0]
     if cc == "8.0":
         return "sm80"
-    return {"7": "sm70", "8": "sm8x", "9": "sm90"}.get(major, "other")
+    return {"7": "sm70", "8": "sm8x", "9": "sm90", "10": "sm100", "12": "sm100"}.get(major, "other")
 
 
 def _nvlink_all_to_all(interconnect: str, gpus_per_node: int) -> bool:
@@ -111,25 +93,41 @@ def gpu_rates(plan, gpu=None) -> Rates:
         peak = fp16 or bf16
     else:
         peak = bf16 or fp16
+    warn = []
     if not peak:
         peak = 312.0
-        assumed.append(f"{name}: no dense 16-bit rate known; 312 TFLOP/s (A100) assumed")
+        warn.append(f"{name}: no dense 16-bit rate known; 312 TFLOP/s (A100) assumed")
     if not hbm:
         hbm = 2039.0
-        assumed.append(f"{name}: memory bandwidth unknown; 2039 GB/s (A100 80GB) assumed")
+        warn.append(f"{name}: memory bandwidth unknown; 2039 GB/s (A100 80GB) assumed")
     if not pcie:
         pcie = 31.5
         assumed.append(f"{name}: PCIe rate unknown; PCIe 4 x16 (31.5 GB/s) assumed")
-    gen = _generation(cc) if cc or isinstance(gpu, str) else "other"
-    eff, src = EFFICIENCY[gen]
+    gen = _generation(cc)
+    if isinstance(gpu, str) and gpu in MAMF:
+        best, src = MAMF[gpu][0] / float(peak), MAMF[gpu][1]
+    else:
+        best = MAMF_RATIO[gen]
+        src = f"{name}: no best-shape GEMM measurement here; the {gen} ratio {best:.2f} of peak assumed"
+        if gen == "other":
+            warn.append(f"{name}: compute capability {cc or 'unknown'}: no kernel rates for it; GEMMs at {best:.0%} "
+                        "of peak and FlashAttention-2 at Hopper's rates assumed")
+        else:
+            assumed.append(src)
+    best = min(1.0, best)
+    sms = sm_count(gpu) if isinstance(gpu, str) else gpu.get("sm_count")
+    if not sms:
+        sms = 108
+        assumed.append(f"{name}: SM count unknown; 108 (A100) assumed for NCCL's share of the SMs")
     net = dict(DEFAULT_NETWORK)
     net.update(plan.network)
     nvlink = link * 1e9 if link and _nvlink_all_to_all(inter, plan.gpus_per_node) else None
-    return Rates(name=name, peak_flops=float(peak) * 1e12, efficiency=eff, efficiency_source=src,
+    return Rates(name=name, peak_flops=float(peak) * 1e12, gemm_best=best, gemm_source=src,
                  hbm_bytes_s=float(hbm) * 1e9, nvlink_bytes_s=nvlink, pcie_bytes_s=float(pcie) * 1e9,
                  network_bytes_s=float(net["gbps_per_gpu"]) * 1e9 / 8, network_kind=str(net["kind"]),
-                 network_defaulted="gbps_per_gpu" not in plan.network, assumed=tuple(assumed))
+                 network_defaulted="gbps_per_gpu" not in plan.network, assumed=tuple(assumed + warn),
+                 generation=gen, warn=tuple(warn), sms=int(sms))
 
 
-__all__ = ["Rates", "gpu_rates", "EFFICIENCY", "COMPILE_SPEEDUP", "COMPILE_SOURCE", "DEFAULT_NETWORK", "LINK_EFFICIENCY", "PCIE_EFFICIENCY",
-           "HOST_MEMORY_GB_S", "NVME_GB_S", "HBM_EFFICIENCY"]
+__all__ = ["Rates", "gpu_rates", "DEFAULT_NETWORK", "LINK_EFFICIENCY", "PCIE_EFFICIENCY",
+           "HOST_MEMORY_GB_S", "NVME_GB_S"]
