@@ -43,10 +43,18 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
     outside = sum(t.nbytes for t in driver)
     streams = [stream_cache(held - peak_alloc)] if held > peak_alloc else []
     # the cache the allocator keeps scales with what the step allocates and frees: activations and logits
-    transient = sum(t.live(peak_phase) for t in ts
-                    if t.where == ALLOCATOR and t.component in ("activations", "logits"))
-    cache_room = spec.capacity_bytes - outside - peak_alloc - sum(t.nbytes for t in streams)
-    reserve = [allocator_reserve(transient, plan.activation_checkpointing != "none", cache_room)] + streams
+    held_streams = sum(t.nbytes for t in streams)
+    checkpointed = plan.activation_checkpointing != "none"
+
+    def cache_at(ph: str) -> Term:
+        transient = sum(t.live(ph) for t in ts if t.where == ALLOCATOR and t.component in ("activations", "logits"))
+        return allocator_reserve(transient, checkpointed, spec.capacity_bytes - outside - alloc[ph] - held_streams)
+
+    # segments are kept (no empty_cache inside a step): reserved is the most that any moment's blocks and the
+    # cache they leave ever took, which a moment with more activations than the allocated peak's can set
+    cache_phase = max(phases, key=lambda ph: alloc[ph] + cache_at(ph).nbytes)
+    cache = cache_at(cache_phase)
+    reserve = [replace(cache, nbytes=alloc[cache_phase] + cache.nbytes - peak_alloc)] + streams
     reserved = peak_alloc + sum(t.nbytes for t in reserve)
     # Paged (CUDA managed) memory sits on the GPU only as far as the rest leaves room; the driver
     # evicts the remainder to host RAM instead of failing, so it never causes an out-of-memory.
