@@ -31,6 +31,7 @@ class RunView:
     capacity: int
     step_reserved: int
     step_largest: int            # the largest tensor the step frees and allocates again (its cached blocks' size)
+    kept_grads: tuple = ()       # of Term: gradients zero_grad leaves allocated (FSDP1's flat gradient shards)
 
     def state_bytes(self, *components: str) -> int:
         return sum(t.nbytes for t in self.state if not components or t.component in components)
@@ -50,6 +51,17 @@ def _freed_by_zero_grad(plan: Plan, t: Term) -> bool:
     return plan.framework != "deepspeed" and (t.component == "gradients" or t.name in ZERO_GRAD_FREES)
 
 
+def kept_flat_grads(plan: Plan, si: StepInputs, terms: list) -> tuple:
+    """FSDP1 with `use_orig_params` (accelerate's default) keeps the reduce-scattered gradient shard on the
+    FlatParameter: zero_grad sets the original parameters' views to None, not the flat gradient, which lives until
+    the unit's next unshard resets it. So a phase with no forward (a save, a reload, a merge) still holds it
+    (traced: tools/fsdpprobe, both FSDP1 saves start from the resident plus 4P/N of sharded fp32 gradient,
+    docs/tracer.md §9d); an evaluation's forward unshards every unit and drops them."""
+    if plan.framework != "fsdp" or si.stack.fsdp_version != 1:
+        return ()
+    return tuple(t for t in terms if t.where == ALLOCATOR and t.name in ("grad_shards", "grad_shards_last"))
+
+
 def run_view(plan: Plan, si: StepInputs, terms: list, capacity: int, step_reserved: int) -> RunView:
     alloc = [t for t in terms if t.where == ALLOCATOR and t.nbytes]
     state = tuple(t for t in alloc if FWD in t.phases and STEP_PHASE in t.phases and not _freed_by_zero_grad(plan, t))
@@ -57,7 +69,7 @@ def run_view(plan: Plan, si: StepInputs, terms: list, capacity: int, step_reserv
                   and t.component not in ("activations", "logits") and not _freed_by_zero_grad(plan, t))
     driver = sum(t.nbytes for t in terms if t.where == DRIVER)
     return RunView(plan, si, resolve(plan, si.stack), state, extra, driver, capacity, step_reserved,
-                   step_largest_block(plan, si))
+                   step_largest_block(plan, si), kept_flat_grads(plan, si, terms))
 
 
 def step_largest_block(plan: Plan, si: StepInputs) -> int:
