@@ -265,3 +265,17 @@ def test_fit_offers_the_eval_batch_that_fits():
                             "gpu": "a100-sxm4-80gb", "run": {"load": {"zero_init": False}}})
     labels = [o["label"] for o in fit(zero3).to_dict()["options"]]
     assert "build the model under zero.Init" in labels
+
+
+def test_eval_logits_take_fresh_segments_beside_the_steps_cached_ones():
+    """After a batch-1 step, the eval's fp32 logits (4·8·s·V = 8.4 GB) are larger than any block the step frees
+    (its own fp32 logits, 4·1·s·V = 1.05 GB): no cached block fits them, so the eval's whole transient
+    (10·b·s·V + 2·b·s·h) takes new segments beside the step's reserved ones (the traced HF eval, tools/memtrace/
+    golden/run, shows the same: reserved after eval = the step's reserved + the eval's transient)."""
+    b, s = 8, 2048
+    out = estimate(Plan.from_dict({**LORA_1GPU, "run": {"eval": {}}})).to_dict()
+    ev = out["run"]["phases"]["eval"]
+    assert ev["peak_reserved_bytes"] == out["per_gpu"]["peak_reserved_bytes"] + 10 * b * s * V + 2 * b * s * H
+    # at the training batch the eval's blocks fit the step's: no fresh segments
+    same = estimate(Plan.from_dict({**LORA_1GPU, "run": {"eval": {"batch_size": 1}}})).to_dict()
+    assert same["run"]["phases"]["eval"]["peak_reserved_bytes"] == same["per_gpu"]["peak_reserved_bytes"]

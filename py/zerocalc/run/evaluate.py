@@ -79,7 +79,14 @@ def eval_phase(v: RunView) -> Phase | None:
         empties = ev.accumulation_steps is not None
     peak = max(loss_moment, layer_moment, kept)
     comp = "activations" if layer_moment >= max(loss_moment, kept) else "logits"
-    return phase("eval", _forward_resident(v), {comp: peak}, transient=peak, empties_cache=empties, note=note)
+    if not arch.causal_lm:
+        largest = e * t * arch.intermediate_size
+    elif ev.unchunked_head:
+        largest = (4 if si.stack.fabric_mixed else e) * t * arch.vocab_size       # LitGPT: no fp32 upcast
+    else:
+        largest = 4 * t * arch.vocab_size                                          # the fp32 logits
+    return phase("eval", _forward_resident(v), {comp: peak}, transient=peak, empties_cache=empties, note=note,
+                 largest=largest)
 
 
 def generate_phase(v: RunView) -> Phase | None:

@@ -30,6 +30,7 @@ class RunView:
     driver: int
     capacity: int
     step_reserved: int
+    step_largest: int            # the largest tensor the step frees and allocates again (its cached blocks' size)
 
     def state_bytes(self, *components: str) -> int:
         return sum(t.nbytes for t in self.state if not components or t.component in components)
@@ -55,4 +56,16 @@ def run_view(plan: Plan, si: StepInputs, terms: list, capacity: int, step_reserv
     extra = tuple(t for t in alloc if FWD in t.phases and STEP_PHASE not in t.phases
                   and t.component not in ("activations", "logits") and not _freed_by_zero_grad(plan, t))
     driver = sum(t.nbytes for t in terms if t.where == DRIVER)
-    return RunView(plan, si, resolve(plan, si.stack), state, extra, driver, capacity, step_reserved)
+    return RunView(plan, si, resolve(plan, si.stack), state, extra, driver, capacity, step_reserved,
+                   step_largest_block(plan, si))
+
+
+def step_largest_block(plan: Plan, si: StepInputs) -> int:
+    """The largest tensor a steady step frees and requests again, so the largest block its cached segments hold:
+    the fp32 logits (4·b·s·V), a gradient the optimizer step frees (`zero_grad(set_to_none=True)`: the largest
+    trainable tensor), or an MLP-wide activation."""
+    arch, b, s = si.arch, plan.micro_batch_size, plan.seq_len
+    e = 2 if si.dt.autocast else si.dt.compute
+    logits = 4 * b * s * arch.vocab_size if arch.causal_lm else 0
+    grad = (si.dt.grad if plan.method == "full" else si.dt.adapter) * max(si.trainable.sizes, default=0)
+    return max(logits, grad, e * b * s * max(arch.intermediate_size, arch.hidden_size))
