@@ -268,7 +268,9 @@ function apply(v, t0) {
   showShare(v.share);
   if (embedded && framed) postEstimate(v);
   clearTimeout(urlTimer);   // the address bar follows the plan, off the input's critical path
-  urlTimer = setTimeout(() => writeAddress(url, v.share), 250);
+  const hashNow = location.hash;
+  // a link opened in the meantime (its hashchange not yet handled) must not be overwritten by this answer's share
+  urlTimer = setTimeout(() => { if (location.hash === hashNow) writeAddress(url, v.share); }, 250);
   delete document.body.dataset.stale;
   html.dataset.updates = String(++updates);
   if (updates === 1) html.dataset.firstAnswerMs = performance.now().toFixed(1);   // a share link's own figures

@@ -190,12 +190,16 @@ def test_load_best_under_deepspeed_doubles_the_optimizer_states():
 
 
 def test_fsdp1_full_state_dict_without_offload_holds_the_model():
-    """Raw FSDP1 FULL_STATE_DICT without offload clones every unsharded fp32 parameter on every rank: 4·P."""
+    """Raw FSDP1 FULL_STATE_DICT without offload clones every unsharded fp32 parameter on every rank (4·P) while
+    one decoder-layer unit is unsharded (4 x 218,112,000: q, o 4096²; k, v 4096·1024; gate, up, down 4096·14336;
+    two norms); the sharded save unshards the largest unit, the root (embedding + lm_head + norm = 2·V·h + h).
+    Both start from the resident state plus the flat gradient shards zero_grad leaves (use_orig_params)."""
     d = {"framework": "fsdp", "zero_stage": 3, "gpus_per_node": 8, "micro_batch_size": 1, "seq_len": 2048}
     full = run_of({**d, "run": {"save": {"weights": "fsdp-full-no-offload"}}})["phases"]["save"]
     sharded = run_of({**d, "run": {"save": {"weights": "fsdp-sharded"}}})["phases"]["save"]
-    # the sharded save unshards the largest unit, the root (embedding + lm_head + norm = 2·V·h + h), in fp32
-    assert full["peak_allocated_bytes"] - sharded["peak_allocated_bytes"] == 4 * P - 4 * (2 * V * H + H)
+    layer = 2 * H * H + 2 * H * 1024 + 3 * H * I + 2 * H
+    assert layer == 218_112_000
+    assert full["peak_allocated_bytes"] - sharded["peak_allocated_bytes"] == 4 * P + 4 * layer - 4 * (2 * V * H + H)
 
 
 def test_cli_table_has_the_run_block(tmp_path, capsys):
@@ -265,3 +269,17 @@ def test_fit_offers_the_eval_batch_that_fits():
                             "gpu": "a100-sxm4-80gb", "run": {"load": {"zero_init": False}}})
     labels = [o["label"] for o in fit(zero3).to_dict()["options"]]
     assert "build the model under zero.Init" in labels
+
+
+def test_eval_logits_take_fresh_segments_beside_the_steps_cached_ones():
+    """After a batch-1 step, the eval's fp32 logits (4·8·s·V = 8.4 GB) are larger than any block the step frees
+    (its own fp32 logits, 4·1·s·V = 1.05 GB): no cached block fits them, so the eval's whole transient
+    (10·b·s·V + 2·b·s·h) takes new segments beside the step's reserved ones (the traced HF eval, tools/memtrace/
+    golden/run, shows the same: reserved after eval = the step's reserved + the eval's transient)."""
+    b, s = 8, 2048
+    out = estimate(Plan.from_dict({**LORA_1GPU, "run": {"eval": {}}})).to_dict()
+    ev = out["run"]["phases"]["eval"]
+    assert ev["peak_reserved_bytes"] == out["per_gpu"]["peak_reserved_bytes"] + 10 * b * s * V + 2 * b * s * H
+    # at the training batch the eval's blocks fit the step's: no fresh segments
+    same = estimate(Plan.from_dict({**LORA_1GPU, "run": {"eval": {"batch_size": 1}}})).to_dict()
+    assert same["run"]["phases"]["eval"]["peak_reserved_bytes"] == same["per_gpu"]["peak_reserved_bytes"]

@@ -79,8 +79,15 @@ def phase_fits(view: RunView, ph: Phase) -> bool:
 
 
 def _peak(view: RunView, ph: Phase, carried: int) -> PhasePeak:
+    """A phase's figures. Reserved: its own need, or what earlier phases left reserved plus the requests those
+    segments cannot serve: a tensor larger than the largest block the step frees finds no cached block that
+    fits (CUDACachingAllocator best-fit within one segment, no merging across segments), so the phase's
+    transient takes fresh segments beside the cached ones (traced: tools/memtrace/golden/run, HF eval at batch
+    8 after a batch-1 step reserves the step's segments plus the eval's logits). Capped where the GPU is full:
+    the allocator then frees cached segments and retries."""
     own = _own_reserved(view, ph)
-    reserved = max(own, min(carried, view.capacity - view.driver))
+    fresh = ph.transient if ph.largest > view.step_largest and carried else 0
+    reserved = max(own, min(carried + fresh, view.capacity - view.driver))
     return PhasePeak(ph.name, ph.allocated, reserved, reserved + view.driver, ph.components, ph.host, ph.note)
 
 

@@ -7,17 +7,20 @@ parameters, FSDP's root unit: run/view.py), at the eval batch b_e and length s_e
   fp32 log_softmax, 10·b_e·s_e·V bytes) plus the final hidden states the model still references;
 - inside a layer: the no-grad MLP's three intermediate-wide tensors (act(gate), up, their product) plus the
   residual stream and its norm, e·t·(3·I + 2·h).
-LitGPT's `validate()` (finetune/lora.py) calls `model(input_ids)` without `lm_head_chunk_size` and
-`chunked_cross_entropy(..., chunk_size=0)`: the logits, the shifted reshape copy and a 16-bit log_softmax,
+LitGPT's `validate()` (litgpt @01fe959 litgpt/finetune/lora.py, under `@torch.no_grad()`) calls `model(input_ids)`
+without `lm_head_chunk_size` and `chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:], chunk_size=0)`: the logits, the shifted reshape copy and a 16-bit log_softmax,
 3 x the logits (in fp32 under Fabric's bf16-mixed, whose convert_output upcasts outputs).
-HF `compute_metrics` without `preprocess_logits_for_metrics` (trainer.py `evaluation_loop`: `gather_function`,
+HF `compute_metrics` without `preprocess_logits_for_metrics` (transformers 5.24 trainer.py `evaluation_loop`:
+`pad_across_processes`, `gather_function`,
 then `EvalLoopContainer.add` -> `nested_concat` -> `torch.cat`): every eval step's logits of all ranks are
 kept on each GPU; the concat of step k holds the old k-1 steps, the new k-step tensor and this step's logits:
-2·k·c with c = N·b_e·s_e·V·2. `eval_accumulation_steps` a moves them to the host every a steps (k <= a);
-with it the loop also empties the cache. `argmax` keeps int64 token ids instead.
+2·k·c with c = N·b_e·s_e·V·2 (the int64 labels kept beside them, 8·N·b_e·s_e a step, are not counted).
+`eval_accumulation_steps` a moves them to the host every a steps (`to_cpu_and_numpy`, k <= a) and then calls
+`torch.cuda.empty_cache()`. `argmax` keeps int64 token ids instead.
 HF's eval loop does not call `torch.cuda.empty_cache()` otherwise (`torch_empty_cache_steps` defaults to None):
 the eval's segments stay reserved for the rest of the run.
-Generation (`predict_with_generate`, TRL's completion callbacks, LitGPT `generate_example`): a KV cache of
+Generation (`predict_with_generate`, TRL's completion callbacks, LitGPT's example after each validation with
+`model.set_kv_cache(batch_size=1)` at `max_seq_length`): a KV cache of
 2·L·n_kv·d_h·b_g·(prompt + new) 16-bit bytes; under ZeRO-3 TRL gathers the whole model for it
 (trl/models/utils.py `_unwrap_model_for_generation`: `GatheredParameters(model.parameters())`).
 """
@@ -76,7 +79,14 @@ def eval_phase(v: RunView) -> Phase | None:
         empties = ev.accumulation_steps is not None
     peak = max(loss_moment, layer_moment, kept)
     comp = "activations" if layer_moment >= max(loss_moment, kept) else "logits"
-    return phase("eval", _forward_resident(v), {comp: peak}, transient=peak, empties_cache=empties, note=note)
+    if not arch.causal_lm:
+        largest = e * t * arch.intermediate_size
+    elif ev.unchunked_head:
+        largest = (4 if si.stack.fabric_mixed else e) * t * arch.vocab_size       # LitGPT: no fp32 upcast
+    else:
+        largest = 4 * t * arch.vocab_size                                          # the fp32 logits
+    return phase("eval", _forward_resident(v), {comp: peak}, transient=peak, empties_cache=empties, note=note,
+                 largest=largest)
 
 
 def generate_phase(v: RunView) -> Phase | None:

@@ -17,8 +17,9 @@
   shards built so far plus one unit moved to the GPU and flattened (2 x the largest unit) [not traced];
   FSDP2 (accelerate `fsdp2_load_full_state_dict`, torchtune `load_from_full_model_state_dict`): the shards plus
   one full parameter (`full_param.detach().to(device)`, then `distribute_tensor`).
-- ``init`` (DeepSpeed only, stage_1_and_2.py / stage3.py `initialize_optimizer_states`): the optimizer runs one
-  step on a zero fp32 gradient of the largest partition (stage 3: the largest sub-group) to create its states.
+- ``init``: DeepSpeed (stage_1_and_2.py / stage3.py `initialize_optimizer_states`) runs the optimizer once on a zero
+  fp32 gradient of the largest partition (stage 3: `torch.zeros(largest_numel)` of the largest sub-group) to create
+  its states; a torch optimizer creates none before its first step, so the set-up holds the model alone.
 """
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ BNB_LOAD_WORKERS = 4          # transformers core_model_loading GLOBAL_WORKERS =
 def _whole_model_numel(v: RunView) -> int:
     si = v.si
     return si.trainable.numel + (si.frozen_numel if v.plan.method != "full" else 0)
+
+
+def _optimizer_state(t) -> bool:
+    return t.component == "optimizer_states" or any(w in t.name for w in ("optimizer", "master"))
 
 
 def resident_weights(v: RunView) -> int:
@@ -81,7 +86,14 @@ def load_phase(v: RunView) -> Phase:
 
 def init_phase(v: RunView) -> Phase | None:
     plan = v.plan
-    if plan.framework != "deepspeed" or plan.offload_optimizer != "none":
+    if plan.framework != "deepspeed":
+        # the trainer's set-up (HF Trainer create_optimizer / accelerator.prepare, a recipe's _setup_optimizer): torch
+        # optimizers create their states lazily in the first step (torch/optim/adamw.py _init_group), so only what
+        # the model holds is there (traced: tools/memtrace/golden/run, init = the loaded weights)
+        resident = {k: b for k, b in v.by_component(t for t in v.state if not _optimizer_state(t)).items()
+                    if k != "gradients"}
+        return phase("init", resident, note="the optimizer built; its states come with the first step")
+    if plan.offload_optimizer != "none":
         return None
     resident = {k: b for k, b in v.by_component(v.state).items() if k != "gradients"}
     p = ceil_div(v.si.trainable.numel, plan.world_size)

@@ -14,6 +14,8 @@ class Phase:
     transient: int = 0           # bytes requested and freed inside the phase (they leave cached segments)
     host: int = 0                # host bytes the phase needs on the busiest rank
     empties_cache: bool = False  # the software calls torch.cuda.empty_cache() at its end
+    largest: int = 0             # the phase's largest transient tensor (bytes): larger than any block cached before,
+                                 # its requests cannot reuse the earlier phases' segments
     note: str = ""               # the mechanism, in a few words (the CLI and the page show it)
 
     @property

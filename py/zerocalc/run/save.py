@@ -40,7 +40,8 @@ from .view import RunView
 
 
 def _after_zero_grad(v: RunView) -> dict:
-    return v.by_component(v.state)
+    """What a phase without a forward starts from: the resident state and the gradients zero_grad leaves."""
+    return v.by_component(v.state + v.kept_grads)
 
 
 def _largest_unit(v: RunView) -> int:
@@ -68,8 +69,11 @@ def save_transient(v: RunView, writer: str, optimizer: bool) -> tuple[int, str]:
         return 0, writer
     v1 = si.stack.fsdp_version == 1
     if writer == "fsdp-full-no-offload":
+        # every parameter cloned, plus the layer unit unsharded while its clones are taken (traced: tools/fsdpprobe
+        # fsdp-small-full-no-offload, +4P + one layer unit in fp32)
         model = pbytes * arch.total_params + (si.dt.adapter * si.trainable.numel if not full else 0)
-        return model, "FULL_STATE_DICT without offload: the whole model on every GPU"
+        layer = pbytes * max(arch.layer_sizes or (0,)) if v1 else 0
+        return model + layer, "FULL_STATE_DICT without offload: the whole model on every GPU"
     if writer == "fsdp-sharded" and not v1:
         return 0, "sharded state dict"
     unit = _largest_unit(v) if v1 else arch.largest_tensor

@@ -30,6 +30,8 @@ class RunView:
     driver: int
     capacity: int
     step_reserved: int
+    step_largest: int            # the largest tensor the step frees and allocates again (its cached blocks' size)
+    kept_grads: tuple = ()       # of Term: gradients zero_grad leaves allocated (FSDP1's flat gradient shards)
 
     def state_bytes(self, *components: str) -> int:
         return sum(t.nbytes for t in self.state if not components or t.component in components)
@@ -49,10 +51,33 @@ def _freed_by_zero_grad(plan: Plan, t: Term) -> bool:
     return plan.framework != "deepspeed" and (t.component == "gradients" or t.name in ZERO_GRAD_FREES)
 
 
+def kept_flat_grads(plan: Plan, si: StepInputs, terms: list) -> tuple:
+    """FSDP1 with `use_orig_params` (accelerate's default) keeps the reduce-scattered gradient shard on the
+    FlatParameter: zero_grad sets the original parameters' views to None, not the flat gradient, which lives until
+    the unit's next unshard resets it. So a phase with no forward (a save, a reload, a merge) still holds it
+    (traced: tools/fsdpprobe, both FSDP1 saves start from the resident plus 4P/N of sharded fp32 gradient,
+    docs/tracer.md §10d); an evaluation's forward unshards every unit and drops them."""
+    if plan.framework != "fsdp" or si.stack.fsdp_version != 1:
+        return ()
+    return tuple(t for t in terms if t.where == ALLOCATOR and t.name in ("grad_shards", "grad_shards_last"))
+
+
 def run_view(plan: Plan, si: StepInputs, terms: list, capacity: int, step_reserved: int) -> RunView:
     alloc = [t for t in terms if t.where == ALLOCATOR and t.nbytes]
     state = tuple(t for t in alloc if FWD in t.phases and STEP_PHASE in t.phases and not _freed_by_zero_grad(plan, t))
     extra = tuple(t for t in alloc if FWD in t.phases and STEP_PHASE not in t.phases
                   and t.component not in ("activations", "logits") and not _freed_by_zero_grad(plan, t))
     driver = sum(t.nbytes for t in terms if t.where == DRIVER)
-    return RunView(plan, si, resolve(plan, si.stack), state, extra, driver, capacity, step_reserved)
+    return RunView(plan, si, resolve(plan, si.stack), state, extra, driver, capacity, step_reserved,
+                   step_largest_block(plan, si), kept_flat_grads(plan, si, terms))
+
+
+def step_largest_block(plan: Plan, si: StepInputs) -> int:
+    """The largest tensor a steady step frees and requests again, so the largest block its cached segments hold:
+    the fp32 logits (4·b·s·V), a gradient the optimizer step frees (`zero_grad(set_to_none=True)`: the largest
+    trainable tensor), or an MLP-wide activation."""
+    arch, b, s = si.arch, plan.micro_batch_size, plan.seq_len
+    e = 2 if si.dt.autocast else si.dt.compute
+    logits = 4 * b * s * arch.vocab_size if arch.causal_lm else 0
+    grad = (si.dt.grad if plan.method == "full" else si.dt.adapter) * max(si.trainable.sizes, default=0)
+    return max(logits, grad, e * b * s * max(arch.intermediate_size, arch.hidden_size))
