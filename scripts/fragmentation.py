@@ -28,7 +28,7 @@ B, SEQ = 4, 2048
 PADDED_LENS = (256, 512, 1024, 1536)          # b = 4: padded batches up to 2048 (the fit's held-out: 1536)
 FREE_LENS = (1024, 2048, 4096, 6144)          # b = 1: a concatenated micro-batch up to 4 x 2048 tokens
 DISTS = [("fixed", None, None), ("padded-longest", 700, 1100), ("padded-longest", 700, 2048),
-         ("padding-free", 700, 1100), ("padding-free", 700, 2048)]
+         ("padding-free", 700, 2048)]
 SETTINGS = {"native": {}, "max_split_size_mb:128": {"max_split_size": 128 * MIB},
             "expandable_segments": {"expandable_segments": True}}
 
@@ -61,6 +61,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--json", type=pathlib.Path)
+    ap.add_argument("--only", type=int, nargs="*", help="rows of DISTS to run (default: all)")
     ap.add_argument("--cache", type=pathlib.Path, default=ROOT / ".cache" / "fragmentation_logs.json")
     a = ap.parse_args(argv)
     a.cache.parent.mkdir(exist_ok=True)
@@ -76,7 +77,9 @@ def main(argv=None) -> int:
     print("| lengths | mean/p99 | allocator | longest step GiB | reserved after " + " / ".join(map(str, checkpoints))
           + " GiB | on the device: reserved after, OOM step |")
     print("|---|---|---|---|---|---|")
-    for mode, mean, p99 in DISTS:
+    for j, (mode, mean, p99) in enumerate(DISTS):
+        if a.only is not None and j not in a.only:
+            continue
         fb = fam[1] if mode == "padding-free" else fam[B]
         draw = sampler(SEQ, mean=mean, p99=p99, seed=7) if mean else None
         lens = schedule(mode, a.steps, B, SEQ, draw)
@@ -97,7 +100,9 @@ def main(argv=None) -> int:
             print(f"| {mode} | {mean}/{p99} | {name} | {peaks[checkpoints[-1]] / GIB:.3f} | {rs} | {ds}, "
                   f"OOM {dev['oom_step']} |", flush=True)
     if a.json:
-        a.json.write_text(json.dumps({"model": MODEL, "capacity": capacity, "rows": rows}, indent=1) + "\n")
+        a.json.write_text(json.dumps({"model": MODEL, "capacity": capacity, "seed": 7, "rows": rows,
+                                      "step_peak_at_0": step_peak(fam[B], 0),
+                                      "step_peak_at_seq_len": step_peak(fam[B], SEQ)}, indent=1) + "\n")
     return 0
 
 
