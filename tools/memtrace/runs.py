@@ -1,6 +1,6 @@
 """Many steps of varying length through the caching-allocator replay (tools/memtrace/allocator.py): what
 `max_memory_reserved` reads after 10, 100, 1000, 10000 steps when every batch has its own shape, and the first
-step at which a device of a given capacity runs out although that step's tensors fit (docs/tracer.md §9).
+step at which a device of a given capacity runs out although that step's tensors fit (docs/tracer.md §8b).
 
 A traced step's log (tracker.py events between STEP marks) is self-contained: every storage it allocates it
 frees before the next step begins (checked in `family`). Its structure (the order of allocations, hand-overs

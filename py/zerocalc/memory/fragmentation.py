@@ -1,7 +1,7 @@
 """Reserved memory over a run whose batches change shape (plan-v1 Extension 6): compact rules, no replay at
 estimate time. They stand for the replay of traced step logs through the CUDA caching allocator's rules over
 up to 1000 steps (tools/memtrace/allocator.py, tools/memtrace/runs.py, scripts/fragmentation.py; fixture
-tests/data/fragmentation.json, docs/tracer.md section 9) and are held within 5 % of it in CI
+tests/data/fragmentation.json, docs/tracer.md section 8b) and are held within 5 % of it in CI
 (tests/test_fragmentation.py).
 
 The mechanism (c10/cuda/CUDACachingAllocator.cpp): a request no cached block can serve opens a segment of its
