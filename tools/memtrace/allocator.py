@@ -402,7 +402,8 @@ class CachingAllocator:
 
 
 RESET = -1   # an event that resets the peaks (the tracer logs it where a step begins)
-STEP = -2    # an event where each traced step begins (tools/memtrace/runs.py cuts the log there)
+STEP = -3    # an event where each traced step begins (tools/memtrace/runs.py cuts the log there; -2 is
+             # the whole-run tracer's PHASE)
 
 
 def replay(events: list, config: Config | None = None) -> dict:
