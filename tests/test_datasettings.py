@@ -63,3 +63,25 @@ def test_bad_allocator_names_the_key(value, key):
     with pytest.raises(PlanError) as e:
         parse_allocator(value)
     assert e.value.key == key
+
+
+def test_plan_reads_the_keys_and_round_trips_and_a_plan_without_them_is_unchanged():
+    from zerocalc.plan import parse_plan, plan_to_dict
+    p = parse_plan({"seq_len": 2048, "data": {"lengths": "padded-longest", "mean_len": 700, "p99_len": 2048},
+                    "allocator": {"expandable_segments": True}})
+    assert p.data.mean_len == 700 and p.allocator.expandable_segments is True
+    d = plan_to_dict(p)
+    assert d["data"]["lengths"] == "padded-longest" and d["allocator"]["expandable_segments"] is True
+    assert parse_plan(d) == p
+    bare = plan_to_dict(parse_plan({}))
+    assert "data" not in bare and "allocator" not in bare        # omitted at their defaults, as `network`
+
+
+@pytest.mark.parametrize("plan, key", [({"seq_len": 1024, "data": {"mean_len": 2000}}, "data.mean_len"),
+                                       ({"allocator": {"max_split_size_mb": "big"}}, "allocator.max_split_size_mb"),
+                                       ({"data": []}, "data")])
+def test_plan_refuses_bad_values_naming_the_key(plan, key):
+    from zerocalc.plan import parse_plan
+    with pytest.raises(PlanError) as e:
+        parse_plan(plan)
+    assert e.value.key == key

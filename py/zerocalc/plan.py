@@ -7,11 +7,12 @@ to 65536, got 0``. Nothing here knows about memory. The model and the GPU are re
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from .datasettings import AllocatorSettings, DataSettings, allocator_dict, data_dict, parse_allocator, parse_data
 from .errors import PlanError
 from .hardware import GpuSpec, gpu_spec
 from .stack import BOOL_KEYS, StackSettings, check_stack, parse_stack
@@ -103,6 +104,8 @@ class Plan:
     quantization: QuantSettings = QuantSettings()
     stack: StackSettings = StackSettings()
     network: Mapping = field(default_factory=lambda: MappingProxyType({}))   # Extension 2; {} = the stated default
+    data: DataSettings = DataSettings()                # Extension 6 (datasettings.py)
+    allocator: AllocatorSettings = AllocatorSettings()  # Extension 6
 
     @cached_property
     def arch(self) -> ModelArch:
@@ -281,7 +284,10 @@ def parse_plan(data: Any) -> Plan:
         quantization=_parse_quant(get("quantization", {})),
         stack=parse_stack(get("stack", {})),
         network=_parse_network(get("network", {})),
+        allocator=parse_allocator(get("allocator", {})),
     )
+    if "data" in data:
+        plan = replace(plan, data=parse_data(data["data"], plan.seq_len))
     _check_consistency(plan)
     return plan
 
@@ -349,6 +355,10 @@ def plan_to_dict(plan: Plan) -> dict:
                  if f.name not in BOOL_KEYS or getattr(v, f.name)}
         elif f.name == "network" and not v:
             continue                  # Extension 2 key: omitted while it takes the stated default
+        elif isinstance(v, (DataSettings, AllocatorSettings)):
+            if v == type(v)():
+                continue              # Extension 6 keys: omitted at their defaults, as `network` is
+            v = data_dict(v) if isinstance(v, DataSettings) else allocator_dict(v)
         else:
             v = _thaw(v)
         out[f.name] = v
