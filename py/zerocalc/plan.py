@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from .datasettings import AllocatorSettings, DataSettings, allocator_dict, data_dict, parse_allocator, parse_data
 from .errors import PlanError
 from .hardware import GpuSpec, gpu_spec
+from .runplan import RunSettings, parse_run, run_to_dict
 from .stack import BOOL_KEYS, StackSettings, check_stack, parse_stack
 from .values import (check_bool, check_choice, check_int, check_mapping, check_number, reject_unknown,
                      show)
@@ -106,6 +107,7 @@ class Plan:
     network: Mapping = field(default_factory=lambda: MappingProxyType({}))   # Extension 2; {} = the stated default
     data: DataSettings = DataSettings()                # Extension 6 (datasettings.py)
     allocator: AllocatorSettings = AllocatorSettings()  # Extension 6
+    run: RunSettings = RunSettings()           # Extension 5; omitted keys take the trainer's defaults
 
     @cached_property
     def arch(self) -> ModelArch:
@@ -285,6 +287,7 @@ def parse_plan(data: Any) -> Plan:
         stack=parse_stack(get("stack", {})),
         network=_parse_network(get("network", {})),
         allocator=parse_allocator(get("allocator", {})),
+        run=parse_run(get("run", {})),
     )
     if "data" in data:
         plan = replace(plan, data=parse_data(data["data"], plan.seq_len))
@@ -317,6 +320,8 @@ def _check_consistency(plan: Plan) -> None:
         raise PlanError(key, "fsdp offloads to cpu only; nvme is DeepSpeed ZeRO-Infinity")
     if plan.framework == "deepspeed" and plan.zero_stage == 0 and plan.offload_optimizer != "none":
         raise PlanError("offload_optimizer", "DeepSpeed offloads the optimizer only at ZeRO stage 1-3")
+    if plan.method == "full" and plan.run.merge_at_end != "none":
+        raise PlanError("run.merge_at_end", "a merge needs LoRA adapters (method lora or qlora), not method full")
     check_stack(plan)
 
 
@@ -359,6 +364,10 @@ def plan_to_dict(plan: Plan) -> dict:
             if v == type(v)():
                 continue              # Extension 6 keys: omitted at their defaults, as `network` is
             v = data_dict(v) if isinstance(v, DataSettings) else allocator_dict(v)
+        elif isinstance(v, RunSettings):
+            v = run_to_dict(v)
+            if not v:
+                continue              # Extension 5: omitted while every key takes the trainer's default
         else:
             v = _thaw(v)
         out[f.name] = v

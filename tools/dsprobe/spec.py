@@ -102,13 +102,40 @@ def build_spec(plan: dict, *, steps: int = 3, seq_len: int = 128, micro_batch: i
     if off_opt == "cpu":
         cfg["zero_force_ds_cpu_optimizer"] = False  # keep torch AdamW: no DeepSpeedCPUAdam build
 
+    run = _run(plan, stage, ds)
+    if run and run.get("save") == "zero3-16bit" and stage == 3:
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
+    zero_init = bool(ds.get("zero_init", False))
+    if run and isinstance(run.get("zero_init"), bool):
+        zero_init = run["zero_init"]
+
     lora = None
     if method == "lora":
         lora = {**LORA_DEFAULT, **(plan.get("lora") or {})}
     mcfg, note = model_config(plan)
     return {
         "world": world, "stage": stage, "precision": precision, "method": method, "lora": lora,
-        "offload_optimizer": off_opt, "offload_params": off_par, "zero_init": bool(ds.get("zero_init", False)),
+        "offload_optimizer": off_opt, "offload_params": off_par, "zero_init": zero_init, "run": run,
         "gas": gas, "steps": steps, "seq_len": seq_len, "micro_batch": micro_batch,
         "ds_config": cfg, "model": mcfg, "notes": [note] if note else [],
     }
+
+
+def _run(plan: dict, stage: int, ds: dict) -> dict | None:
+    """plan-v1 Extension 5 `run` -> what the probe runs besides the steps: {"save": writer or None,
+    "zero_init": bool or None (auto: the plan's deepspeed.zero_init)}. None without a `run` block."""
+    r = plan.get("run")
+    if r is None:
+        return None
+    save = r.get("save", {})
+    weights = None
+    if save is not None:
+        weights = (save or {}).get("weights", "auto")
+        if weights == "auto":
+            weights = "zero3-16bit"      # HF + ZeRO-3: stage3_gather_16bit_weights_on_model_save (HF's default)
+        if weights not in ("zero3-16bit", "zero3-partitions"):
+            raise SpecError(f"run.save.weights: the DeepSpeed probe saves zero3-16bit or zero3-partitions, got {weights!r}")
+    zi = (r.get("load") or {}).get("zero_init", "auto")
+    if zi not in ("auto", True, False):
+        raise SpecError(f"run.load.zero_init: auto, true or false, got {zi!r}")
+    return {"save": weights, "zero_init": None if zi == "auto" else zi}

@@ -63,6 +63,9 @@ class StorageTracker(TorchDispatchMode):
         self.events: list[tuple[int, Rec]] = []
         self.marks: list[tuple[int, str]] = [(0, "init")]
         self.phase = "init"
+        self.suspended = False        # host.py: a host copy is being made (not a device storage)
+        self.host_log: list = []   # (event index, marks so far, +bytes | -bytes) of host copies (host.py)
+        self.host_keys: set = set()   # storages that are host copies: what an op makes from them is host too
 
     # -- phases -------------------------------------------------------------------------------
     def mark(self, phase: str) -> None:
@@ -77,6 +80,8 @@ class StorageTracker(TorchDispatchMode):
             self.events.append((-1, rec))
 
     def _add(self, t: torch.Tensor, op: str) -> None:
+        if self.suspended:
+            return
         st = t.untyped_storage()
         key = st._cdata
         if key in self.live or st.nbytes() == 0:
@@ -92,6 +97,10 @@ class StorageTracker(TorchDispatchMode):
             self._add(t, op)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.host_keys and any(isinstance(a, torch.Tensor) and a.device.type == "cpu" and not a.is_meta
+                                  and a.untyped_storage()._cdata in self.host_keys for a in tree_leaves(args)):
+            from .host import host_outputs  # noqa: PLC0415
+            return host_outputs(self, func, args, kwargs)
         out = func(*args, **(kwargs or {}))
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor) and t.device.type == "cpu":

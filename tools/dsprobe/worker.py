@@ -50,6 +50,29 @@ def _build_model(spec, torch, deepspeed):
     return model, cfg
 
 
+def _save(engine, spec, tr, outdir, rank) -> None:
+    """What HF Trainer._save_checkpoint runs under DeepSpeed: save_model -> accelerator.get_state_dict ->
+    engine._zero3_consolidated_16bit_state_dict() at ZeRO-3 with stage3_gather_16bit_weights_on_model_save
+    (one module gathered at a time, `param.detach().cpu()` on rank 0: host), then
+    _save_optimizer_and_scheduler -> engine.save_checkpoint (each rank's partitions through torch.save)."""
+    import torch.distributed as dist
+
+    from .host import host_copies, saving
+
+    weights = spec["run"]["save"]
+    with host_copies(tr):
+        if weights == "zero3-16bit" and spec["stage"] == 3:
+            sd = engine._zero3_consolidated_16bit_state_dict()
+            del sd
+        elif weights == "zero3-16bit" or spec["stage"] < 3:
+            sd = {k: v.cpu() for k, v in engine.module.state_dict().items()} if rank == 0 else None
+            del sd
+    gc.collect()
+    with saving(tr):
+        engine.save_checkpoint(os.path.join(outdir, "ckpt"))
+    dist.barrier()
+
+
 def run_rank(rank: int, spec: dict, port: int, outdir: str, ext_dir: str) -> None:
     _env(rank, spec["world"], port, ext_dir)
     import torch
@@ -73,10 +96,15 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str, ext_dir: str) -> Non
     tr = StorageTracker()
     watch(tr)
     timings = {}
+    run = spec.get("run")
     with tr:
+        if run:
+            tr.mark("load")      # a whole run (docs/tracer.md §9): the model build is its own phase
         model, cfg = _build_model(spec, torch, deepspeed)
         trainable = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(trainable, lr=1e-4, weight_decay=0.0, fused=True)
+        if run:
+            tr.mark("init")
         engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=spec["ds_config"])
         dsopt = engine.optimizer
 
@@ -125,10 +153,16 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str, ext_dir: str) -> Non
                 engine.step()
                 relabel()
             step_s.append(round(time.perf_counter() - ts, 2))
+        if run and run.get("save"):
+            tr.mark("save")
+            _save(engine, spec, tr, outdir, rank)
         tr.mark("end")
         gc.collect()
     timings["step_s"] = step_s
     res = analyse(tr, steady_from=2 if spec["steps"] >= 2 else 1)
+    if run:
+        from .host import run_phases
+        res["run_phases"] = run_phases(tr)
     res.update(rank=rank, world=spec["world"], wrapper=type(dsopt).__name__, timings=timings,
                skipped_steps=int(getattr(engine, "skipped_steps", 0)))
     if rank == 0:

@@ -33,7 +33,19 @@ def build_spec(plan: dict, *, steps: int = 3) -> dict:
                 # older PEFT, and LitGPT's own LoRA layers, build them in the base dtype (zerocalc memory/stack.py)
                 "adapter_dtype": "base" if plan.get("stack", {}).get("peft_adapter_dtype") == "base"
                 or plan.get("stack", {}).get("trainer") == "litgpt" else "fp32"}
-    return {"model": {k: v for k, v in model.items() if k != "name"},
+    run = None
+    if plan.get("run") is not None:
+        save = plan["run"].get("save", {})
+        weights = None if save is None else (save or {}).get("weights", "auto")
+        if weights == "auto":
+            weights = "fsdp-full"     # accelerate FSDP1: FULL_STATE_DICT, offload_to_cpu + rank0_only
+        if weights not in (None, "fsdp-full", "fsdp-full-no-offload", "fsdp-sharded"):
+            raise SpecError(f"run.save.weights={weights!r}: the probe saves fsdp-full, fsdp-full-no-offload, "
+                            "fsdp-sharded")
+        if weights and plan.get("stack", {}).get("fsdp_version") == 2:
+            raise SpecError("run.save: the probe saves FSDP1 state dicts (stack.fsdp_version 1)")
+        run = {"save": weights}
+    return {"model": {k: v for k, v in model.items() if k != "name"}, "run": run,
             "world": plan.get("gpus_per_node", 4) * plan.get("nodes", 1),
             "zero_stage": need("zero_stage", (2, 3), 2),
             "precision": need("precision", ("bf16-mixed", "bf16-pure"), "bf16-mixed"),

@@ -160,6 +160,29 @@ def _dump_peak(tr, phase, path):
             f.write(f"{v:>12,} {g}\n")
 
 
+def _save(wrapped, weights, tr, torch):
+    """The model state dict as accelerate's save_fsdp_model takes it (utils/fsdp_utils.py): FULL_STATE_DICT
+    with FullStateDictConfig(offload_to_cpu=True, rank0_only=True) (accelerate's default), the same without
+    offload (raw FSDP's default config: every rank clones every unsharded parameter), or SHARDED_STATE_DICT
+    (each rank's shards as ShardedTensors). Host copies counted by tools/dsprobe/host.py."""
+    from torch.distributed.fsdp import FullStateDictConfig, ShardedStateDictConfig, StateDictType
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    from tools.dsprobe.host import host_copies
+
+    if weights == "fsdp-sharded":
+        kind, cfg = StateDictType.SHARDED_STATE_DICT, ShardedStateDictConfig(offload_to_cpu=True)
+    elif weights == "fsdp-full":
+        kind, cfg = StateDictType.FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=True, rank0_only=True)
+    else:
+        kind, cfg = StateDictType.FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=False, rank0_only=False)
+    with host_copies(tr), FSDP.state_dict_type(wrapped, kind, cfg):
+        sd = wrapped.state_dict()
+        tr.resync()
+        del sd
+    tr.resync()
+
+
 def _no_split(model):
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return set(base._no_split_modules)
@@ -203,8 +226,13 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
     fsdp2_group_mod.alloc_storage = fsdp2_param_mod.alloc_storage
     v2 = spec.get("fsdp_version", 1) == 2
     mixed = spec["precision"] == "bf16-mixed"
+    run = spec.get("run")
     with tr:
+        if run:
+            tr.mark("load")      # a whole run (docs/tracer.md §9): build, then wrap (init), steps, save
         model, cfg = _model(spec, torch)
+        if run:
+            tr.mark("init")
         wrapped = _fully_shard(model, spec, torch) if v2 else _fsdp(model, spec, torch)
         opt = torch.optim.AdamW([p for p in wrapped.parameters() if p.requires_grad], lr=1e-4, fused=True)
         g = torch.Generator().manual_seed(1234 + rank)
@@ -237,6 +265,11 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
                 _dump(tr, os.path.join(outdir, f"live{rank}.txt"))
             opt.step()
             opt.zero_grad(set_to_none=True)
+        if run and run.get("save"):
+            gc.collect()
+            tr.mark("save")
+            _save(wrapped, run["save"], tr, torch)
+            gc.collect()
         tr.mark("end")
     stats = phase_stats(tr)
     if os.environ.get("FSDPPROBE_DUMP"):
@@ -247,7 +280,10 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str) -> None:
     phases = {ph: {"peak": max(stats.get(f"{ph}{k}.{m}", none)["peak"] for m in micro),
                    "end": stats.get(f"{ph}{k}.{micro[-1]}", none)["end"]} for ph in ("fwd", "bwd")}
     phases["step"] = stats.get(f"step{k}", none)
-    res = {"rank": rank, "world": spec["world"], "phases": phases,
+    if run:
+        from tools.dsprobe.host import run_phases
+        phases_run = run_phases(tr)
+    res = {"rank": rank, "world": spec["world"], "phases": phases, **({"run_phases": phases_run} if run else {}),
            "before": stats.get(f"step{k - 1}", stats.get("init"))["end"] if k > 1 else None}
     with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
         json.dump(res, f)

@@ -402,6 +402,7 @@ class CachingAllocator:
 
 
 RESET = -1   # an event that resets the peaks (the tracer logs it where a step begins)
+PHASE = -2   # (PHASE, name): a run phase begins (tools/memtrace/run.py); the replay keeps each phase's peaks
 STEP = -3    # an event where each traced step begins (tools/memtrace/runs.py cuts the log there; -2 is
              # the whole-run tracer's PHASE)
 
@@ -412,21 +413,40 @@ def replay(events: list, config: Config | None = None) -> dict:
     Returns the peaks since the last reset: requested (the tensors' bytes), allocated (what
     max_memory_allocated reads: whole blocks), reserved (max_memory_reserved: whole segments) and pinned
     (segments holding a live block: what a GPU without room to spare still needs, since on a failed
-    cudaMalloc the allocator frees its wholly free segments and retries)."""
+cudaMalloc the allocator frees its wholly free segments and retries).
+    With (PHASE, name) events it also returns `phases`: per run phase (a name may recur) the highest
+    allocated and reserved bytes while it ran, and allocated / reserved when it last ended."""
     a = CachingAllocator(config or Config())
     live: dict = {}
+    phases: dict = {}
+    cur = None
     for key, n in events:
+        if key == PHASE:
+            cur = phases.setdefault(n, {"peak_allocated": 0, "peak_reserved": 0})
+            _phase_peaks(cur, a)
+            cur["end_allocated"], cur["end_reserved"] = a.allocated, a.reserved
+            continue
         if key == RESET:
             a.reset_peaks()
         elif key == STEP:
             continue
         elif n > 0:
             live[key] = a.malloc(n)
+            if cur is not None:
+                _phase_peaks(cur, a)
         elif n < 0:
             live[key] = live.pop(-n)
         else:
             h = live.pop(key, None)
             if h is not None:
                 a.free(h)
-    return {"peak_requested": a.peak_requested, "peak_allocated": a.peak_allocated,
+        if cur is not None:
+            cur["end_allocated"], cur["end_reserved"] = a.allocated, a.reserved
+    extra = {"phases": phases} if phases else {}
+    return {**extra, "peak_requested": a.peak_requested, "peak_allocated": a.peak_allocated,
             "peak_reserved": a.peak_reserved, "peak_pinned": a.peak_pinned, "segments": a.segments}
+
+
+def _phase_peaks(cur: dict, a: CachingAllocator) -> None:
+    cur["peak_allocated"] = max(cur["peak_allocated"], a.allocated)
+    cur["peak_reserved"] = max(cur["peak_reserved"], a.reserved)

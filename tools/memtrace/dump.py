@@ -14,6 +14,8 @@ import re
 
 import torch
 
+from . import running
+
 _LAYER = re.compile(r"\.(layers|h)\.(\d+)\.")
 
 
@@ -44,8 +46,7 @@ class SavedRecorder:
 
     @contextlib.contextmanager
     def hooks(self):
-        from .trace import _ACTIVE  # noqa: PLC0415
-        tr = _ACTIVE["tracker"]
+        tr = running.running()
         tr.where = self.where
 
         def pack(t):
@@ -76,16 +77,14 @@ ORDER = ["b", "s", "k", "a", "n_kv", "hd", "h", "q", "kv", "I", "Ie", "E", "V", 
 
 def start_recording(model, tr) -> "SavedRecorder":
     """A SavedRecorder for an own-code tracer (tune.py, titan.py), with `tr` as the running tracker the
-    checkpoint recompute context reads (trace._ACTIVE)."""
-    from .trace import _ACTIVE  # noqa: PLC0415
-    _ACTIVE["tracker"] = tr
+    checkpoint recompute context reads (running.py)."""
+    running.start(tr)
     return SavedRecorder(model)
 
 
 def stop_recording(saved: "SavedRecorder", res: dict) -> dict:
     """Clear the running tracker and add the recorded table to the result."""
-    from .trace import _ACTIVE  # noqa: PLC0415
-    _ACTIVE.clear()
+    running.stop()
     res["saved_tensors"] = saved.table
     return res
 

@@ -17,6 +17,8 @@ import os
 import sys
 import time
 
+from .twins import default_twin, twin_of
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "golden", "stacks")
 COMPONENTS = ("weights", "gradients", "optimizer_states", "activations", "logits", "lora_adapters", "buffers",
@@ -133,24 +135,6 @@ def venv_era() -> str:
     return era_of(transformers.__version__)
 
 
-def default_twin(entry: dict) -> dict:
-    d = {k: v for k, v in entry.items() if k != "stack"}
-    d["loss"] = "standard"            # the default stack (HF) has no chunked loss
-    d.pop("optimizer_in_backward", None)   # nor an optimizer in backward
-    d["id"] = entry["id"] + "@default"
-    return d
-
-
-def _twin_name(t: dict) -> str:
-    """A default-stack twin's file name: what distinguishes the plans of the grid."""
-    return "-".join([t["method"], t["precision"], "gc" if t["activation_checkpointing"] == "full" else "nogc",
-                     f"s{t['seq_len']}", f"b{t['micro_batch_size']}"])
-
-
-def twin_of(entry: dict) -> str:
-    return "default-" + _twin_name(entry)
-
-
 def versions() -> dict:
     from importlib import metadata  # noqa: PLC0415
     out = {"python": sys.version.split()[0]}
@@ -226,7 +210,7 @@ def main(argv=None) -> int:
             key = json.dumps({k: v for k, v in t.items() if k != "id"}, sort_keys=True)
             if key not in seen:
                 seen.add(key)
-                t["id"] = "default-" + _twin_name(t)
+                t["id"] = twin_of(t)
                 twins.append(t)
         run(twins, defaults=True)
     elif cmd == "readme":

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import os
 
+from .twins import twin_of
+
 SHORT = {"weights": "w", "gradients": "grad", "optimizer_states": "opt", "activations": "act", "logits": "logits",
          "lora_adapters": "lora", "temporaries": "temp"}
 
@@ -30,7 +32,6 @@ def _d(n: int) -> str:
 
 
 def rows(out_dir: str, entries: list) -> list:
-    from .stacks import twin_of  # noqa: PLC0415
     res = []
     for e in entries:
         path = os.path.join(out_dir, e["id"] + ".json")

@@ -26,26 +26,7 @@ from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import TracePlan, from_dict
 from .allocator import replay
 from .tracker import CATS, Snapshot, StorageTracker
-
-_ACTIVE: dict = {}   # the running tracker, for the checkpoint recompute context
-
-
-@contextlib.contextmanager
-def _recompute_phase():
-    tr = _ACTIVE.get("tracker")
-    prev = tr.phase if tr else None
-    if tr:
-        tr.set_phase("recompute")
-    try:
-        yield
-    finally:
-        if tr:
-            tr.set_phase(prev)
-
-
-def _gc_context_fn():
-    return contextlib.nullcontext(), _recompute_phase()
-
+from . import running
 
 def _vocab(cfg) -> int:
     return int(getattr(cfg, "vocab_size", 0) or 0)
@@ -94,7 +75,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, events: list |
     from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
     t0 = time.perf_counter()
     plan: TracePlan = from_dict(plan_d)
-    model, cfg, dt = build_meta_model(plan, gc_context_fn=_gc_context_fn)
+    model, cfg, dt = build_meta_model(plan, gc_context_fn=running.gc_context_fn)
     fm = FakeTensorMode(allow_non_fake_inputs=False)
     tagged = fakeify(model, fm, dt["adapter"])
     b, s = plan.micro_batch_size, plan.seq_len
@@ -116,7 +97,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, events: list |
         opt = make_optimizer(plan.optimizer, params,
                              adamw_impl(plan.optimizer_impl, plan.trainer, plan.transformers))
         label_grads(params, tr)
-        _ACTIVE["tracker"] = tr
+        running.start(tr)
         with tr:
             warm_up(opt, params, tr)
             ac = torch.autocast("cpu", dtype=dt["autocast"]) if dt["autocast"] else contextlib.nullcontext()
@@ -166,7 +147,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, events: list |
             tr.mark("after_loop")
             per_step[-1]["marks"]["after_loop"] = tr.marks["after_loop"]
             t2 = time.perf_counter()
-        _ACTIVE.clear()
+        running.stop()
     worst = max(range(len(per_step)), key=lambda j: (per_step[j]["peak"].total, j))
     tr.peak, tr.phase_peak, tr.marks = per_step[worst]["peak"], per_step[worst]["phase_peak"], per_step[worst]["marks"]
     fwd_end = tr.marks["forward_end"]

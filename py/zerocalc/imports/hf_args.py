@@ -15,6 +15,7 @@ from __future__ import annotations
 from .builder import (EMPTY, NO_EFFECT, NOT_MODELLED, Builder, ConfigImportError, all_linear, as_bool,
                       as_int, as_list, as_number, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp,
                       set_fsdp, set_model, set_optimizer)
+from .run_args import hf_run_settings
 
 TRL_KEYS = ("max_length", "max_seq_length", "packing", "dataset_text_field", "completion_only_loss",
             "assistant_only_loss", "num_generations", "beta", "max_prompt_length", "max_completion_length",
@@ -154,5 +155,6 @@ def import_hf_args(cfg: dict, plan, loader=None):
     for k in ("num_generations", "use_vllm", "beta", "ref_model_mixup_alpha"):
         if cfg.get(k):
             b.skip(k, take(k), NOT_MODELLED + " (generation / a reference model)")
+    hf_run_settings(b, cfg, take)
     b.rest(cfg, seen)
     return b.result()
