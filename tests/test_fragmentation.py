@@ -172,3 +172,21 @@ def test_longest_fraction_by_hand():
     assert F.longest_fraction("padded-longest", 10, 2, 2048, histogram=h) == 0.5
     # padding-free, 1 step: the mean sum, b * (0.75 * 256 + 0.25 * 1024) = 2 * 448 tokens of 2 * 2048
     assert F.longest_fraction("padding-free", 1, 2, 2048, histogram=h) == pytest.approx(448 / 2048)
+
+
+def test_the_estimate_carries_the_run_over_steps():
+    """plan-v1 Extension 6 output through estimate(): flat at the step's reserved for fixed lengths; a wide
+    padded-longest distribution ratchets towards the device with the native allocator, not with torchtune's
+    expandable segments (its default); a plan without data keys estimates as before."""
+    from zerocalc import Plan, estimate
+    base = {"model": "llama-3.1-8b", "framework": "single", "gpus_per_node": 1, "method": "lora",
+            "micro_batch_size": 4, "seq_len": 4096, "activation_checkpointing": "full"}
+    fixed = estimate(Plan.from_dict(base)).to_dict()
+    r = fixed["run"]["reserved_after_steps"]
+    assert set(r.values()) == {fixed["per_gpu"]["peak_reserved_bytes"]} and fixed["run"]["fragmentation_oom_step"] is None
+    wide = {"lengths": "padded-longest", "mean_len": 700, "p99_len": 4096}
+    native = estimate(Plan.from_dict({**base, "data": wide})).to_dict()["run"]["reserved_after_steps"]
+    tune = estimate(Plan.from_dict({**base, "data": wide, "stack": {"trainer": "torchtune"}})).to_dict()
+    assert native["1000"] > fixed["per_gpu"]["peak_reserved_bytes"]
+    assert native["10000"] <= fixed["capacity_bytes"]
+    assert all(tune["run"]["reserved_after_steps"][n] <= native[n] for n in native)

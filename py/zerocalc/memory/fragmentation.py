@@ -142,3 +142,26 @@ def oom_step(allocated: int, transient: int, xs: dict, setting_: str, capacity: 
         if peak <= capacity < peak + PINNED[setting_] * transient * xs[n]:
             return n
     return None
+
+
+def over_steps(lengths: str, mean, p99, histogram, b: int, seq_len: int, allocated: int, reserved: int,
+               transient: int, capacity: int, expandable_: bool, max_split_size_mb: int | None,
+               empty_cache_every: int | None) -> dict:
+    """plan-v1 Extension 6 output: `reserved_after_steps` (10 / 100 / 1000 / 10000 -> bytes) and
+    `fragmentation_oom_step`. `allocated`, `reserved` and `transient` are the fixed-length step's (per_gpu);
+    `capacity` what the allocator may reserve (the device less the CUDA context and NCCL). With
+    empty_cache_every the cache starts again every that many steps, so records count within one window."""
+    st = setting(expandable_, max_split_size_mb)
+    if lengths == "fixed":                         # one shape: the steady step's reserve, flat
+        r = int(min(reserved, max(capacity, allocated)))
+        return {"reserved_after_steps": {str(n): r for n in STEPS}, "fragmentation_oom_step": None}
+    cache = reserved - allocated
+    xs, out = {}, {}
+    for n in STEPS:
+        xs[n] = longest_fraction(lengths, n, b, seq_len, mean, p99, histogram)
+        window = min(n, empty_cache_every) if empty_cache_every else n
+        rec = record_batches(lengths, window, b, seq_len, mean, p99, histogram)
+        out[str(n)] = reserved_after(allocated, transient, cache, xs[n], rec, st, capacity)
+    for a, n in zip(STEPS, STEPS[1:]):            # a peak since the start never falls
+        out[str(n)] = max(out[str(n)], out[str(a)])
+    return {"reserved_after_steps": out, "fragmentation_oom_step": oom_step(allocated, transient, xs, st, capacity)}
