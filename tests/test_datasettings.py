@@ -85,3 +85,14 @@ def test_plan_refuses_bad_values_naming_the_key(plan, key):
     with pytest.raises(PlanError) as e:
         parse_plan(plan)
     assert e.value.key == key
+
+
+@pytest.mark.parametrize("plan, key", [('{"data": {"lengths": "bucketed"}}', "data.lengths"),
+                                       ('{"allocator": {"empty_cache_every": -1}}', "allocator.empty_cache_every")])
+def test_the_cli_exits_2_naming_the_key(tmp_path, capsys, plan, key):
+    from zerocalc.cli import main
+    f = tmp_path / "plan.json"
+    f.write_text(plan)
+    rc = main(["estimate", "--plan", str(f)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(f"zerocalc: {key}: ")
