@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-run dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache bench bench-page clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-run dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache fragmentation bench bench-page clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -109,6 +109,10 @@ fidelity: tools-venv
 # the tracer grid replayed through the CUDA caching allocator's rules: the cache shares memory/runtime.py uses
 allocator-cache: tools-venv
 	$(PY) scripts/allocator_cache.py
+
+# reserved over thousands of steps of varying batch lengths, replayed: the fixture memory/fragmentation.py is held to
+fragmentation: tools-venv
+	$(PY) scripts/fragmentation.py --json tests/data/fragmentation.json
 
 bench: venv
 	$(PY) scripts/bench_engine.py

@@ -12,9 +12,11 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from . import advice
+from .datasettings import expandable
 from .hardware import GpuSpec
 from .memory import deepspeed as ds
 from .memory.inputs import StepInputs, activation_terms, model_state_terms, recompute_terms, step_inputs
+from .memory.fragmentation import over_steps
 from .memory.runtime import allocator_reserve, runtime_terms, stream_cache
 from .memory.terms import (ALLOCATOR, COMPONENTS, DRIVER, HOST_PINNED, MANAGED, STREAM_CACHE, Term, phases_of)
 from .plan import Plan
@@ -105,6 +107,15 @@ def whole_run(plan: Plan, si: StepInputs, spec: GpuSpec) -> tuple[PerGpu, object
     return pg, view, run_peaks(view, step)
 
 
+def _over_steps(plan: Plan, pg: PerGpu, spec: GpuSpec) -> dict:
+    """Extension 6: reserved over 10-10000 steps of the plan's length distribution (memory/fragmentation.py)."""
+    d, a = plan.data, plan.allocator
+    return over_steps(d.lengths, d.mean_len, d.p99_len, d.histogram, plan.micro_batch_size, plan.seq_len,
+                      pg.peak_allocated, pg.peak_reserved, pg.components["activations"] + pg.components["logits"],
+                      spec.capacity_bytes - (pg.device_used - pg.peak_reserved), expandable(a, plan.stack.trainer),
+                      a.max_split_size_mb, a.empty_cache_every)
+
+
 def _host_per_node(plan: Plan, si: StepInputs, pg: PerGpu) -> int:
     """Host RAM of one node: every rank's offload buffers (pinned ones rounded to a power of two)
     or, if larger, what loading the model takes (each rank holds its own copy without zero.Init)."""
@@ -176,6 +187,7 @@ def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
     est = Estimate(
         plan=plan, arch=arch, gpu=spec, per_gpu=pg, capacity_bytes=spec.capacity_bytes,
         fits=run.fits, primary_driver=max(comps, key=lambda k: comps[k]), run=run, run_fix=run_fix(view, run),
+        run_steps=_over_steps(plan, pg, spec),
         host_per_node_bytes=_host_per_node(plan, si, pg),
         tokens_per_step=plan.seq_len * plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
         global_batch_size=plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,

@@ -7,11 +7,12 @@ to 65536, got 0``. Nothing here knows about memory. The model and the GPU are re
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from .datasettings import AllocatorSettings, DataSettings, allocator_dict, data_dict, parse_allocator, parse_data
 from .errors import PlanError
 from .hardware import GpuSpec, gpu_spec
 from .runplan import RunSettings, parse_run, run_to_dict
@@ -104,6 +105,8 @@ class Plan:
     quantization: QuantSettings = QuantSettings()
     stack: StackSettings = StackSettings()
     network: Mapping = field(default_factory=lambda: MappingProxyType({}))   # Extension 2; {} = the stated default
+    data: DataSettings = DataSettings()                # Extension 6 (datasettings.py)
+    allocator: AllocatorSettings = AllocatorSettings()  # Extension 6
     run: RunSettings = RunSettings()           # Extension 5; omitted keys take the trainer's defaults
 
     @cached_property
@@ -283,8 +286,11 @@ def parse_plan(data: Any) -> Plan:
         quantization=_parse_quant(get("quantization", {})),
         stack=parse_stack(get("stack", {})),
         network=_parse_network(get("network", {})),
+        allocator=parse_allocator(get("allocator", {})),
         run=parse_run(get("run", {})),
     )
+    if "data" in data:
+        plan = replace(plan, data=parse_data(data["data"], plan.seq_len))
     _check_consistency(plan)
     return plan
 
@@ -354,6 +360,10 @@ def plan_to_dict(plan: Plan) -> dict:
                  if f.name not in BOOL_KEYS or getattr(v, f.name)}
         elif f.name == "network" and not v:
             continue                  # Extension 2 key: omitted while it takes the stated default
+        elif isinstance(v, (DataSettings, AllocatorSettings)):
+            if v == type(v)():
+                continue              # Extension 6 keys: omitted at their defaults, as `network` is
+            v = data_dict(v) if isinstance(v, DataSettings) else allocator_dict(v)
         elif isinstance(v, RunSettings):
             v = run_to_dict(v)
             if not v:

@@ -60,6 +60,7 @@ class Estimate:
     step: object = field(default=None, repr=False, compare=False)     # step.Step (Extension 2)
     run: object = field(default=None, repr=False, compare=False)      # run.RunPeaks (Extension 5)
     run_fix: str = ""                               # the setting that keeps the first phase over capacity inside
+    run_steps: object = field(default=None, repr=False, compare=False)  # memory/fragmentation.over_steps (Ext. 6)
 
     def to_dict(self) -> dict:
         pg = self.per_gpu
@@ -84,7 +85,8 @@ class Estimate:
             },
             "capacity_bytes": self.capacity_bytes,
             "fits": self.fits,
-            **({"run": {**self.run.to_dict(), "fix": self.run_fix}} if self.run is not None else {}),
+            **({"run": {**self.run.to_dict(), "fix": self.run_fix, **(self.run_steps or {})}}
+               if self.run is not None else {}),
             "headroom_bytes": self.capacity_bytes - pg.device_used,
             "primary_driver": self.primary_driver,
             "host_per_node_bytes": self.host_per_node_bytes,

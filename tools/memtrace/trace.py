@@ -65,11 +65,13 @@ def snap_dict(snap: Snapshot) -> dict:
             "by_category": {c: snap.by_cat.get(c, 0) for c in CATS}}
 
 
-def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool = False) -> dict:
+def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool = False,
+          events: list | None = None) -> dict:
     """Trace `steps` consecutive steady-state steps of a plan-v1 dict; returns the report dict (bytes).
 
     The top-level peak / phase_peaks / marks are those of the step with the highest peak (ties: the last),
     so what a loop keeps from the previous step shows; `steps` has every step's peak and marks.
+    `events`, if given, receives the allocation log (allocator.py; STEP marks where each step begins).
     """
     from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
     t0 = time.perf_counter()
@@ -178,6 +180,8 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
         "seconds": {"build": round(t1 - t0, 2), "step": round(t2 - t1, 2)},
         "allocator": replay(tr.events),
     }
+    if events is not None:
+        events.extend(tr.events)
     if saved:
         res["saved_tensors"] = saved.table
     if log_ops:

@@ -34,7 +34,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 
-from .allocator import RESET
+from .allocator import RESET, STEP
 
 CATS = ("weight", "grad", "opt", "act", "recomp", "temp")
 PHASE_CAT = {"setup": "weight", "forward": "act", "backward": "temp", "recompute": "recomp",
@@ -178,8 +178,10 @@ class StorageTracker(TorchDispatchMode):
 
     def begin_step(self) -> None:
         """A traced step starts: peaks and marks of its own; the allocator log's peaks count from the first."""
-        if not self._stepped and self.events is not None:
-            self.events.append((RESET, 0))
+        if self.events is not None:
+            if not self._stepped:
+                self.events.append((RESET, 0))
+            self.events.append((STEP, 0))
         self._stepped = True
         self.peak, self.phase_peak, self.marks = Snapshot(), {}, {}
 

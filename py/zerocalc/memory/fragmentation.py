@@ -1,0 +1,167 @@
+"""Reserved memory over a run whose batches change shape (plan-v1 Extension 6): compact rules, no replay at
+estimate time. They stand for the replay of traced step logs through the CUDA caching allocator's rules over
+up to 1000 steps (tools/memtrace/allocator.py, tools/memtrace/runs.py, scripts/fragmentation.py; fixture
+tests/data/fragmentation.json, docs/tracer.md section 8b) and are held within 5 % of it in CI
+(tests/test_fragmentation.py).
+
+The mechanism (c10/cuda/CUDACachingAllocator.cpp): a request no cached block can serve opens a segment of its
+own (alloc_block); blocks of different segments never merge (free_block merges neighbours only); cached
+segments are kept until empty_cache() or a failed cudaMalloc (malloc -> release_cached_blocks), and only
+whole free segments go then. Each time a batch is longer than every earlier one, its activation- and
+logits-sized requests outgrow the cache and new segments open beside it; shorter batches later split those
+and pin them. So `max_memory_reserved` ratchets with the number of record-long batches: about ln N of N
+independent draws (the harmonic number), ending once the batches reach the truncation length.
+With expandable_segments the segment grows in place (map_block, 20 MiB pages), and the ratchet is gone.
+Inputs are per-GPU bytes of the fixed-length (seq_len) step: `allocated` (its peak), `transient` (its
+activations and logits at the peak, which scale with the batch's tokens) and `cache` (its steady cache,
+memory/runtime.py allocator_reserve).
+"""
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+STEPS = (10, 100, 1000, 10000)
+Z99 = 2.3263478740408408
+EULER = 0.5772156649015329
+
+# Per record-long batch beyond the first, the cache grows by this share of the longest batch's transient
+# bytes: the medians over the replay grid's rows and step counts (scripts/fragmentation.py, 1000 steps;
+# native 0.16-0.78, max_split_size_mb:128 1.4-11.6 as every distinct oversize length opens its own
+# segment, expandable segments -0.13-0.04).
+GROWTH = {"native": 0.61, "max_split": 3.03, "expandable": 0.0}
+# Of the longest batch's transient bytes, what a full device cannot get back (segments holding a live block,
+# memory/runtime.py PINNED_PER_TRANSIENT); expandable segments unmap every whole free page.
+PINNED = {"native": 0.187, "max_split": 0.187, "expandable": 0.0}
+
+
+def sample_quantile(q: float, seq_len: int, mean: float | None, p99: float | None, histogram=None) -> float:
+    """The q-quantile of the sample lengths: the histogram's, or a log-normal's with that mean and 99th
+    percentile (p99 missing: seq_len, the widest truncation allows), clipped at seq_len."""
+    if histogram:
+        total = sum(w for _, w in histogram)
+        acc = 0.0
+        for length, w in sorted(histogram):
+            acc += w
+            if acc >= q * total:
+                return float(min(length, seq_len))
+        return float(min(max(x for x, _ in histogram), seq_len))
+    mu, sigma = _lognormal(mean, p99 or seq_len)
+    return min(float(seq_len), math.exp(mu + sigma * NormalDist().inv_cdf(min(q, 1 - 1e-15))))
+
+
+def _lognormal(mean: float, p99: float) -> tuple[float, float]:
+    r = math.log(max(p99 / mean, 1.0 + 1e-9))
+    sigma = Z99 - math.sqrt(max(Z99 * Z99 - 2 * r, 0.0))
+    return math.log(mean) - sigma * sigma / 2, sigma
+
+
+def _moments(seq_len: int, mean: float | None, p99: float | None, histogram=None) -> tuple[float, float]:
+    if histogram:
+        total = sum(w for _, w in histogram)
+        m = sum(min(x, seq_len) * w for x, w in histogram) / total
+        return m, math.sqrt(max(sum((min(x, seq_len) - m) ** 2 * w for x, w in histogram) / total, 0.0))
+    _, sigma = _lognormal(mean, p99 or seq_len)
+    return mean, mean * math.sqrt(math.exp(sigma * sigma) - 1)
+
+
+def longest_fraction(lengths: str, steps: int, b: int, seq_len: int, mean=None, p99=None, histogram=None) -> float:
+    """The longest batch over `steps` steps, as a share of a fixed batch's b·seq_len tokens (the median of
+    the maximum: quantile 0.5^(1/n)). padded-longest: the longest of steps·b samples, padded b times;
+    padding-free: the largest sum of b samples (normal approximation), at most b·seq_len."""
+    if lengths == "fixed":
+        return 1.0
+    if lengths == "padded-longest":
+        return sample_quantile(0.5 ** (1 / (steps * b)), seq_len, mean, p99, histogram) / seq_len
+    m, sd = _moments(seq_len, mean, p99, histogram)
+    z = NormalDist().inv_cdf(0.5 ** (1 / steps)) if steps > 1 else 0.0
+    return min(1.0, (b * m + z * math.sqrt(b) * sd) / (b * seq_len))
+
+
+def typical_fraction(lengths: str, b: int, seq_len: int, mean=None, p99=None, histogram=None) -> float:
+    """A typical batch's tokens as a share of b·seq_len: what step time and tokens/s see. padded-longest:
+    the median batch's longest (quantile 0.5^(1/b)); padding-free: the mean."""
+    if lengths == "fixed":
+        return 1.0
+    if lengths == "padded-longest":
+        return sample_quantile(0.5 ** (1 / b), seq_len, mean, p99, histogram) / seq_len
+    return min(1.0, _moments(seq_len, mean, p99, histogram)[0] / seq_len)
+
+
+def record_batches(lengths: str, steps: int, b: int, seq_len: int, mean=None, p99=None, histogram=None) -> float:
+    """Expected record-long batches among `steps` (each longer than all before): the harmonic number
+    H_n ~ ln n + 0.577 of the steps before a batch reaches the truncation (1 / P(a batch is clipped))."""
+    if lengths == "fixed" or steps <= 1:
+        return 1.0
+    n = float(steps)
+    if lengths == "padded-longest":
+        clipped = _tail(seq_len, seq_len, mean, p99, histogram)
+        p = 1 - (1 - clipped) ** b
+        if p > 0:
+            n = min(n, 1 / p)
+    return max(1.0, math.log(n) + EULER + 1 / (2 * n))
+
+
+def _tail(x: float, seq_len: int, mean, p99, histogram) -> float:
+    """P(a sample length >= x) after truncation at seq_len."""
+    if histogram:
+        total = sum(w for _, w in histogram)
+        return sum(w for length, w in histogram if min(length, seq_len) >= x) / total
+    mu, sigma = _lognormal(mean, p99 or seq_len)
+    return 1 - NormalDist(mu, sigma).cdf(math.log(x)) if sigma > 0 else float(mean >= x)
+
+
+def allocated_peak(allocated: int, transient: int, x: float) -> int:
+    """max_memory_allocated at the longest batch: the transient bytes scale with its tokens (x of b·seq_len)."""
+    return int(allocated - transient * (1 - x))
+
+
+def reserved_after(allocated: int, transient: int, cache: int, x: float, records: float, setting: str,
+                   capacity: int | None = None) -> int:
+    """max_memory_reserved after the steps that gave a longest batch x and `records` record-long batches:
+    the longest step's allocated peak and steady cache, plus GROWTH[setting] of its transient per record
+    after the first; on a device, at most `capacity` (a failed cudaMalloc frees whole cached segments)."""
+    r = allocated_peak(allocated, transient, x) + cache * x + GROWTH[setting] * transient * x * (records - 1)
+    return int(r if capacity is None else min(r, max(capacity, allocated_peak(allocated, transient, x))))
+
+
+def setting(expandable: bool, max_split_size_mb: int | None) -> str:
+    """The allocator setting a rule reads: expandable segments win over max_split_size (get_free_block and
+    should_split follow expandable segments first)."""
+    if expandable:
+        return "expandable"
+    return "max_split" if max_split_size_mb else "native"
+
+
+def oom_step(allocated: int, transient: int, xs: dict, setting_: str, capacity: int) -> int | None:
+    """The first step count (of `xs`: steps -> longest fraction) at which the longest step's tensors fit
+    the device but not with the cache a full device cannot free (PINNED), or None. A step whose tensors
+    alone do not fit is an ordinary out-of-memory, not this one."""
+    for n in sorted(xs):
+        peak = allocated_peak(allocated, transient, xs[n])
+        if peak <= capacity < peak + PINNED[setting_] * transient * xs[n]:
+            return n
+    return None
+
+
+def over_steps(lengths: str, mean, p99, histogram, b: int, seq_len: int, allocated: int, reserved: int,
+               transient: int, capacity: int, expandable_: bool, max_split_size_mb: int | None,
+               empty_cache_every: int | None) -> dict:
+    """plan-v1 Extension 6 output: `reserved_after_steps` (10 / 100 / 1000 / 10000 -> bytes) and
+    `fragmentation_oom_step`. `allocated`, `reserved` and `transient` are the fixed-length step's (per_gpu);
+    `capacity` what the allocator may reserve (the device less the CUDA context and NCCL). With
+    empty_cache_every the cache starts again every that many steps, so records count within one window."""
+    st = setting(expandable_, max_split_size_mb)
+    if lengths == "fixed":                         # one shape: the steady step's reserve, flat
+        r = int(min(reserved, max(capacity, allocated)))
+        return {"reserved_after_steps": {str(n): r for n in STEPS}, "fragmentation_oom_step": None}
+    cache = reserved - allocated
+    xs, out = {}, {}
+    for n in STEPS:
+        xs[n] = longest_fraction(lengths, n, b, seq_len, mean, p99, histogram)
+        window = min(n, empty_cache_every) if empty_cache_every else n
+        rec = record_batches(lengths, window, b, seq_len, mean, p99, histogram)
+        out[str(n)] = reserved_after(allocated, transient, cache, xs[n], rec, st, capacity)
+    for a, n in zip(STEPS, STEPS[1:]):            # a peak since the start never falls
+        out[str(n)] = max(out[str(n)], out[str(a)])
+    return {"reserved_after_steps": out, "fragmentation_oom_step": oom_step(allocated, transient, xs, st, capacity)}
