@@ -108,6 +108,7 @@ class Builder:
 
     def result(self) -> ImportResult:
         from zerocalc import Plan, PlanError
+        gptq_half_precision(self)
         try:
             Plan.from_dict(self.plan)
         except PlanError as e:
@@ -176,13 +177,24 @@ def as_obj(key, v):
 _VARIANT_WORDS = {"instruct", "chat", "it", "hf", "base", "pt"}
 
 
+# suffixes of pre-quantized checkpoints of a model (TheBloke/Llama-2-7B-GPTQ, hugging-quants/...-BNB-NF4-BF16,
+# unsloth/...-bnb-4bit, Qwen/...-Int4): the same architecture, its linears stored quantized
+_QUANT_WORDS = {"gptq", "awq", "bnb", "nf4", "4bit", "8bit", "int4", "int8", "bf16", "fp16", "exl2", "aqlm"}
+
+
 def _norm(name: str) -> str:
     """Hub repo name -> comparable form: no owner, lower case, no 'meta-' prefix, no variant words
-    (Instruct / chat / it / hf / Base / pt), which share the base model's architecture."""
+    (Instruct / chat / it / hf / Base / pt), which share the base model's architecture, and no
+    pre-quantization suffixes (GPTQ, AWQ, BNB-NF4, bnb-4bit, Int4)."""
     n = name.strip().rstrip("/").split("/")[-1].lower()
     if n.startswith("meta-"):
         n = n[len("meta-"):]
-    return "-".join(p for p in n.split("-") if p not in _VARIANT_WORDS)
+    return "-".join(p for p in n.split("-") if p not in _VARIANT_WORDS and p not in _QUANT_WORDS)
+
+
+def gptq_checkpoint(name) -> bool:
+    """A Hub id naming a GPTQ checkpoint (``TheBloke/Llama-2-7B-GPTQ``, ``...-Instruct-GPTQ-Int4``)."""
+    return isinstance(name, str) and "gptq" in name.rsplit("/", 1)[-1].lower().replace("_", "-").split("-")
 
 
 _BY_REPO = {}
@@ -382,3 +394,13 @@ def set_fsdp(b: Builder, key, fsdp, config, cfg_key):
 _FSDP_NO_EFFECT = {"auto_wrap_policy", "transformer_layer_cls_to_wrap", "state_dict_type", "sync_module_states",
                    "use_orig_params", "backward_prefetch", "forward_prefetch", "min_num_params",
                    "cpu_ram_efficient_loading", "limit_all_gathers", "xla", "xla_fsdp_v2", "xla_fsdp_grad_ckpt"}
+
+
+def gptq_half_precision(b: Builder):
+    """GPTQ QuantLinear kernels compute in 16 bits and GPTQ checkpoints store their other weights in float16
+    (transformers ``quantizers/quantizer_gptq.py update_dtype`` suggests ``dtype=torch.float16``; transformers 5
+    loads the checkpoint's dtype): a file with neither bf16 nor fp16 on runs the base in fp16 -> fp16-mixed."""
+    if b.plan.get("quantization", {}).get("type") == "gptq" and b.plan["precision"] == "fp32":
+        b.set("(GPTQ base)", "precision", "fp16-mixed", default=True)
+        b.warn("import-gptq-fp16", "no bf16/fp16 in the file: a GPTQ base is loaded and computed in float16 "
+                                   "(fp16-mixed)")
