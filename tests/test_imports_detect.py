@@ -204,3 +204,14 @@ def test_bf16_full_under_fsdp1_is_mixed_and_single_gpu_stays_pure():
     assert import_config(fsdp, {}).plan["precision"] == "bf16-mixed"   # Accelerator.prepare_model upcast
     ddp = "base_model: meta-llama/Llama-3.1-8B\nbf16: true\n"
     assert import_config(ddp, {}).plan["precision"] == "bf16-pure"     # loaded in bf16, no fp32 copy
+
+
+def test_gptq_config_json_quantization_config():
+    # a GPTQ checkpoint's config.json as optimum writes it: quantization_config {quant_method gptq, bits, group_size}
+    from zerocalc.imports import apply_model_config
+    cfg = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+           "quantization_config": {"quant_method": "gptq", "bits": 8, "group_size": 64, "desc_act": False}}
+    p = apply_model_config(json.dumps(cfg), {"method": "lora"})
+    assert (p["method"], p["quantization"]["type"], p["quantization"]["bits"], p["quantization"]["group_size"]) == \
+        ("qlora", "gptq", 8, 64)
