@@ -215,3 +215,31 @@ def test_gptq_config_json_quantization_config():
     p = apply_model_config(json.dumps(cfg), {"method": "lora"})
     assert (p["method"], p["quantization"]["type"], p["quantization"]["bits"], p["quantization"]["group_size"]) == \
         ("qlora", "gptq", 8, 64)
+
+
+# ---------------------------------------------------------------- no tracebacks on mangled real files
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_FILES = sorted(f for f in os.listdir(REAL) if f.endswith((".yaml", ".yml", ".json")))
+_ODD = st.sampled_from([None, True, 0, -1, 2.5, "", "auto", "lora", [], {}, [1, 2], {"name": 5}, {"_component_": 3},
+                        {"name": "deepspeed", "config_file": 3}, {"name": "bnb", "quantization_bit": "x"}, 10 ** 9])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(_FILES), data=st.data())
+def test_mangled_real_files_refuse_with_a_key_or_import(name, data):
+    """Any value swapped into a real file: an import, or one ConfigImportError naming a key, never a traceback."""
+    cfg = dict(parse_text(read(name)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        k = data.draw(st.sampled_from(sorted(cfg)))
+        if isinstance(cfg[k], dict) and cfg[k] and data.draw(st.booleans()):
+            cfg[k] = {**cfg[k], data.draw(st.sampled_from(sorted(cfg[k]))): data.draw(_ODD)}
+        else:
+            cfg[k] = data.draw(_ODD)
+    try:
+        res = import_config(cfg, {})
+    except ConfigImportError as e:
+        assert e.key and "\n" not in str(e)
+        return
+    assert res.report["format"] == res.format

@@ -296,10 +296,14 @@ def import_deepspeed_ref(b: Builder, key, value, loader, bundled: dict):
     else:
         raise ConfigImportError(key, f"expected a path or a mapping, got {type(value).__name__}")
     cfg = _normalise_ds(b, key, cfg)
+    from ..errors import PlanError
     try:
         res = import_ds_config(cfg, b.plan)
     except ConfigImportError as e:
         raise ConfigImportError(f"{key} ({where}): {e.key}", str(e).split(": ", 1)[-1]) from None
+    except PlanError as e:  # the plan read so far is bad (a value out of range): name the file key that set it
+        src = [a["key"] for a in b.applied if a["plan_key"] == e.key]
+        raise ConfigImportError(src[-1] if src else e.key, f"gives plan {e}") from None
     b.merge(res, f"{key}:")
     b.applied.append({"key": key, "plan_key": "framework", "value": "deepspeed", "source": where})
 

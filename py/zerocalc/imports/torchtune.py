@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from .builder import (NO_EFFECT, NOT_MODELLED, Builder, as_bool, as_int, as_list, as_number, as_obj,
+from .builder import (ConfigImportError, NO_EFFECT, NOT_MODELLED, Builder, as_bool, as_int, as_list, as_number, as_obj,
                      describe_model)
 
 # torchtune model builders are named ``<family><version>_<size>[_base|_instruct]`` (torchtune/models/*/__init__.py
@@ -233,7 +233,7 @@ def import_torchtune(cfg: dict, plan, text=None, loader=None):
     b.set("model._component_", "attention", "sdpa", default=True)
 
     opt = as_obj("optimizer", take("optimizer"))
-    oc = opt.get("_component_")
+    oc = _component("optimizer", opt)
     if oc:
         if oc in OPTIMIZERS:
             b.set("optimizer._component_", "optimizer", OPTIMIZERS[oc])
@@ -247,7 +247,7 @@ def import_torchtune(cfg: dict, plan, text=None, loader=None):
             else:
                 b.skip(f"optimizer.{k}", v, NO_EFFECT)
     loss = as_obj("loss", take("loss"))
-    lc = loss.get("_component_", "")
+    lc = _component("loss", loss) or ""
     if lc:
         chunked = lc.rsplit(".", 1)[-1] in CHUNKED
         b.set("loss._component_", "loss", "chunked" if chunked else "standard")
@@ -266,3 +266,11 @@ def import_torchtune(cfg: dict, plan, text=None, loader=None):
             b.skip(k, take(k), NO_EFFECT if cfg[k] is not None else "empty: the recipe's default")
     b.rest(cfg, seen | set(NO_EFFECT_KEYS))
     return b.result()
+
+
+def _component(key: str, section: dict):
+    """A section's ``_component_`` (a dotted name), or ConfigImportError naming ``key._component_``."""
+    comp = section.get("_component_")
+    if comp is not None and not isinstance(comp, str):
+        raise ConfigImportError(f"{key}._component_", f"expected a dotted name, got {comp!r}")
+    return comp
