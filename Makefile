@@ -10,6 +10,7 @@ PLAN ?= examples/default-plan.json
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
+	@echo "zerocalc: setting up $(VENV) (pytest, hypothesis, playwright; about a minute on a fresh machine) ..."
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -17,6 +18,7 @@ $(VENV)/.base: pyproject.toml
 
 # Ground-truth tools (torch CPU wheel, deepspeed without prebuilt ops, transformers, peft, accelerate).
 $(VENV)/.tools: $(VENV)/.base
+	@echo "zerocalc: installing the ground-truth tools into $(VENV) (torch CPU, deepspeed, transformers, peft; a few minutes) ..."
 	$(PY) -m pip install -q torch==2.13.0
 	DS_BUILD_OPS=0 $(PY) -m pip install -q -e '.[dev,tools]'
 	touch $@
@@ -26,13 +28,14 @@ tools-venv: $(VENV)/.tools
 
 # Debian's Chromium for the browser tests (playwright cannot download a browser here).
 chromium:
-	@test -n "$(CHROMIUM_SKIP_APT)" || command -v /usr/bin/chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	@test -n "$(CHROMIUM_SKIP_APT)" || command -v /usr/bin/chromium >/dev/null || { echo "zerocalc: installing Debian's chromium for the browser tests ..."; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 # Runtime files (PyScript, Pyodide, MicroPython) from the npm registry into assets/vendor/.
 vendor: node_modules/.package-lock.json
 	$(PYTHON) scripts/vendor.py
 	$(PYTHON) scripts/vendor_yaml.py
 node_modules/.package-lock.json: package.json package-lock.json
+	@echo "zerocalc: npm ci (PyScript and Pyodide from the npm registry) ..."
 	npm ci --no-audit --no-fund
 
 # The deployable static folder _site/ (page, py/, vendored runtime, pre-rendered defaults).

@@ -42,6 +42,11 @@ function valueOf(el) {
   if (kind === "tribool") return el.value === "" ? undefined : el.value === "true";
   if (kind === "autobool") return el.value === "auto" ? "auto" : el.value === "true";
   if (kind === "csv") return el.value.split(",").map((t) => t.trim()).filter((t) => t !== "");
+  if (kind === "json") {     // the run block: empty = the trainer's defaults; text that is not JSON goes as is
+    const t = el.value.trim();
+    if (!t) return undefined;
+    try { return JSON.parse(t); } catch { return t; }
+  }
   if (kind === "int" || kind === "num") return NUMBER.test(el.value) ? Number(el.value) : el.value;
   return el.value;           // text the engine cannot read is sent as is: it names the key
 }
@@ -143,6 +148,31 @@ function renderComponents(components) {
   });
 }
 
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+  const n = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) n.setAttribute(k, String(v));
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+function renderRun(chart) {   // the run's phases (py/app/view.py run_chart): numbers and fixed labels, no HTML
+  const root = $("#run-chart");
+  if (!root || !chart) return;
+  root.setAttribute("viewBox", `0 0 ${chart.width} ${chart.height}`);
+  $("#run-desc").textContent = chart.summary;
+  const kids = [svg("line", { class: "cap", x1: 0, x2: chart.width, y1: chart.cap_y, y2: chart.cap_y })];
+  for (const b of chart.bars) {
+    const g = svg("g", { class: "ph" + (b.over ? " ph-over" : "") + (b.peak ? " ph-peak" : ""), "data-phase": b.key });
+    g.append(svg("title", {}, `${b.label}: ${b.text} GiB. ${b.note}`),
+             svg("rect", { x: b.x, y: b.y, width: b.w, height: b.h }),
+             svg("text", { class: "val", x: b.x + b.w / 2, y: b.y - 4 }, b.text),
+             svg("text", { class: "lab", x: b.x + b.w / 2, y: chart.height - 6 }, b.label));
+    kids.push(g);
+  }
+  $("#run-bars").replaceChildren(...kids);
+}
+
 function renderChecklist(warnings) {
   const items = warnings.length ? warnings.map((w) => {
     const li = el("li", { class: `sev-${w.severity}`, "data-warning": w.id });
@@ -197,6 +227,7 @@ function apply(v, t0) {
   if (v.fatal) { showGlobal("Engine error: " + v.fatal); return; }
   const tApply = performance.now();
   renderComponents(v.components);
+  renderRun(v.run);
   renderChecklist(v.warnings);
   const targetError = Object.keys(v.errors).some((k) => k.startsWith("lora.targets"));
   if (!targetError) renderTargets(v.targets, v.plan.lora.targets);
@@ -387,6 +418,7 @@ function loadShareLink() {
     if (key === "gpu" && value && typeof value === "object") {
       setField("gpu", "custom"); setField("gpu.name", value.name ?? "Custom GPU"); setField("gpu.memory_gib", value.memory_gib ?? ""); continue;
     }
+    if (key === "run") { setField("run", value); continue; }   // one JSON field holds the whole run block
     if (key === "lora" && value && typeof value === "object" && "targets" in value) targetsOverride = value.targets;
     if (value && typeof value === "object" && !Array.isArray(value)) {
       for (const [k2, v2] of Object.entries(value)) if (!(key === "lora" && k2 === "targets") && !setField(`${key}.${k2}`, v2)) unknown.push(`${key}.${k2}`);

@@ -41,7 +41,7 @@ function render(root, answer, plan) {
   const dl = el("dl", null, { class: "doctor-facts" });
   const fact = (label, text, attrs) => { dl.append(el("dt", label), el("dd", text, attrs)); };
   fact("Kind", d.kind, { "data-doctor": "kind", "data-value": r.kind });
-  fact("Phase", d.phase, { "data-doctor": "phase", "data-value": r.phase });
+  fact("Phase", d.phase, { "data-doctor": "phase", "data-value": r.phase, "data-run-phase": r.run_phase });
   fact("Device", d.device, { "data-doctor": "device" });
   for (const f of d.fields) fact(f.label, f.text, { "data-doctor": f.key, "data-bytes": String(f.bytes) });
   if (r.kind === "cuda_oom" && r.reserved_unallocated_bytes !== null) fact("Fragmentation", d.fragmentation, { "data-doctor": "fragmentation", "data-value": String(r.fragmentation) });

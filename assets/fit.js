@@ -72,26 +72,32 @@ function figure(id, title, desc, header, rows, draw) {
   s.append(svg("title", { id: `fit-${id}-t` }, title), svg("desc", { id: `fit-${id}-d` }, desc));
   draw(s, W, H);
   const cap = el("p", { class: "fit-chart-title", "aria-hidden": "true" }, title);
-  const t = el("table", { class: "sr" });
+  // the table inside a visually hidden box: an absolutely placed table ignores height: 1px and ran past the footer
+  const t = el("table");
   t.append(el("caption", {}, title));
   const hr = el("tr");
   for (const h of header) hr.append(el("th", { scope: "col" }, h));
   t.append(hr);
   for (const r of rows) { const tr = el("tr"); for (const c of r) tr.append(el("td", {}, String(c))); t.append(tr); }
-  box.append(cap, s, t);
+  const hidden = el("div", { class: "sr" });
+  hidden.append(t);
+  box.append(cap, s, hidden);
 }
 
-function stacked(id, title, series, xName) {
+// Every axis says its unit: the y axis GiB per GPU, the x axis its quantity and unit (xAxis).
+function stacked(id, title, series, xName, xAxis) {
   const pts = series.points;
   const max = Math.max(series.capacity_gib, ...pts.map((p) => p.total_gib)) * 1.05 || 1;
   const desc = `${title}. ` + pts.map((p) => `${xName} ${p.x}: ${fmt(p.total_gib, 1)} GiB${p.fits ? "" : " (out of memory)"}`).join("; ") +
     `. Capacity ${fmt(series.capacity_gib, 1)} GiB.`;
   const rows = pts.map((p) => [p.x, ...COMPONENTS.map((c) => fmt(p.components[c], 2)), fmt(p.total_gib, 2)]);
   figure(id, title, desc, [xName, ...COMPONENTS.map(nice), "device used GiB"], rows, (s, W, H) => {
-    const L = 36, B = 22, T = 8, w = (W - L - 6) / Math.max(1, pts.length);
+    const L = 36, B = 32, T = 18, w = (W - L - 6) / Math.max(1, pts.length);
     const y = (g) => H - B - (g / max) * (H - B - T);
     s.append(svg("line", { x1: L, x2: W - 4, y1: y(0), y2: y(0), class: "fit-axis" }));
     for (const g of [0, max / 2, max]) s.append(svg("text", { x: L - 4, y: y(g) + 3, class: "fit-tick", "text-anchor": "end" }, fmt(g)));
+    s.append(svg("text", { x: 2, y: 9, class: "fit-unit", "data-axis": "y" }, "GiB per GPU"));
+    s.append(svg("text", { x: L + (W - L) / 2, y: H - 3, class: "fit-unit", "text-anchor": "middle", "data-axis": "x" }, xAxis));
     pts.forEach((p, i) => {
       let acc = 0;
       const x = L + i * w + w * 0.15;
@@ -101,7 +107,7 @@ function stacked(id, title, series, xName) {
         s.append(svg("rect", { x, width: w * 0.7, y: y(acc + g), height: Math.max(0, y(acc) - y(acc + g)), class: `fit-c-${c}` }));
         acc += g;
       }
-      s.append(svg("text", { x: x + w * 0.35, y: H - 8, class: "fit-tick", "text-anchor": "middle" }, String(p.x)));
+      s.append(svg("text", { x: x + w * 0.35, y: H - B + 11, class: "fit-tick", "text-anchor": "middle" }, String(p.x)));
     });
     s.append(svg("line", { x1: L, x2: W - 4, y1: y(series.capacity_gib), y2: y(series.capacity_gib), class: "fit-cap" }));
   });
@@ -116,7 +122,9 @@ function splitChart(splits) {
     ["plan", "compute s", "exposed communication s", "offload s", "tokens/s per GPU"],
     splits.map((s) => [s.label, fmt(s.compute_s, 3), fmt(s.exposed_communication_s, 3), fmt(s.offload_s, 3), fmt(s.tokens_per_s_per_gpu)]),
     (g, W, H) => {
-      const L = 4, h = (H - 10) / Math.max(1, splits.length);
+      const L = 4, h = (H - 22) / Math.max(1, splits.length);
+      g.append(svg("text", { x: W - 6, y: H - 4, class: "fit-unit", "text-anchor": "end", "data-axis": "x" },
+        `bar length: step time, seconds (longest ${fmt(max, 2)} s)`));
       splits.forEach((s, i) => {
         let acc = 0;
         const y = 4 + i * h;
@@ -137,14 +145,15 @@ function splitChart(splits) {
 function stagesChart(stages, capacity) {
   if (!stages.length) { $("[data-fit-chart='stages']").replaceChildren(); return; }
   const series = { capacity_gib: capacity, points: stages.map((s) => ({ ...s, x: s.label })) };
-  stacked("stages", "Memory per GPU by stage (ZeRO / FSDP side by side)", series, "stage");
+  stacked("stages", "Memory per GPU by stage (ZeRO / FSDP side by side)", series, "stage", "ZeRO stage / FSDP sharding");
 }
 
 function render(v) {
   renderRows(v);
-  stacked("seq_len", "Memory per GPU vs sequence length", v.charts.seq_len, "sequence length");
-  stacked("micro_batch_size", "Memory per GPU vs micro-batch", v.charts.micro_batch_size, "micro-batch");
-  stacked("gpus", "Memory per GPU vs GPU count", v.charts.gpus, "GPUs");
+  stacked("seq_len", "Memory per GPU vs sequence length", v.charts.seq_len, "sequence length", "sequence length, tokens");
+  stacked("micro_batch_size", "Memory per GPU vs micro-batch", v.charts.micro_batch_size, "micro-batch",
+    "micro-batch, sequences per GPU");
+  stacked("gpus", "Memory per GPU vs GPU count", v.charts.gpus, "GPUs", "data-parallel GPUs");
   splitChart(v.charts.step_split);
   stagesChart(v.charts.stages, v.capacity_gib);
 }

@@ -173,6 +173,10 @@ def render_page(template: str, versions: dict) -> tuple[str, dict]:
         "section_lora": render.section_lora(p, v["targets"]),
         "section_software": render.section_software(p),
         "stack": render.stack_segments(v["components"]),
+        "run_chart": render.run_chart(v["run"]),
+        "run_summary": render.e(v["run"]["summary"]),
+        "run_width": str(v["run"]["width"]),
+        "run_height": str(v["run"]["height"]),
         "capacity_pct": str(v["capacity_pct"]),
         "rows": render.component_rows(v["components"]),
         "oom_hidden": "hidden" if v["fits"] else "",
@@ -224,12 +228,14 @@ def build(site: pathlib.Path) -> dict:
         dst = site / src[2:]
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / src[2:], dst)
+    print("build_site.py: compiling the engine to .pyc in the vendored Pyodide (Node) ...", flush=True)
     files.update(compile_pyc(files, site))
     config = {"interpreter": "./assets/vendor/pyodide/pyodide.mjs", "files": files}
     (site / "pyscript.json").write_text(json.dumps(config, indent=1) + "\n")
     write_engine_archive(site, files)
     # The pre-rendered estimate, for tests and for anyone checking the page against the CLI.
     (site / "default-estimate.json").write_text(json.dumps(v["estimate"], indent=1, sort_keys=True) + "\n")
+    print("build_site.py: making the engine snapshot in the vendored Pyodide (Node) ...", flush=True)
     snap = make_snapshot(site)
     if snap and snap["figure"] != v["estimate"]["per_gpu"]["device_used_bytes"]:
         raise SystemExit("build_site.py: the snapshot's engine disagrees with CPython on the default plan")

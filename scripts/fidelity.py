@@ -30,14 +30,19 @@ from zerocalc import Plan, estimate  # noqa: E402
 DEFAULT_PUBLIC = ROOT / "validation" / "public.json"
 DEFAULT_TAGS = ROOT / "validation" / "public-stack.json"
 DEFAULT_CORRECTIONS = ROOT / "validation" / "public-corrections.json"
+DEFAULT_RUN_TAGS = ROOT / "validation" / "public-run.json"
 METRIC_KEY = {"allocated": "peak_allocated_bytes", "active": "peak_allocated_bytes",
               "unknown": "peak_allocated_bytes", "reserved": "peak_reserved_bytes",
               "device_used": "device_used_bytes"}
 
 
-def predict(record: dict) -> tuple[int, bool]:
+def predict(record: dict, window: str = "per-log") -> tuple[int, bool]:
+    """The prediction matching the record's metric, over the record's window: the whole run's (run.*, every phase)
+    where the source's figure spans the whole process, the steady step's (per_gpu) where it spans training steps."""
     est = estimate(Plan.from_dict(record["plan"]))
-    return est.to_dict()["per_gpu"][METRIC_KEY[record["metric"]]], est.fits
+    d = est.to_dict()
+    figures = d["run"] if window == "whole-process" else d["per_gpu"]
+    return figures[METRIC_KEY[record["metric"]]], est.fits
 
 
 def _p90(xs: list[float]) -> float:
@@ -65,7 +70,8 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
-def public_rows(path: pathlib.Path, stack_tags: dict | None = None, corrections: dict | None = None) -> list[dict]:
+def public_rows(path: pathlib.Path, stack_tags: dict | None = None, corrections: dict | None = None,
+                run_tags: dict | None = None) -> list[dict]:
     rows = []
     for rec in json.loads(path.read_text()):
         if rec["quality"] == "unsupported":
@@ -76,7 +82,11 @@ def public_rows(path: pathlib.Path, stack_tags: dict | None = None, corrections:
         if stack_tags is not None:          # validation/public-stack.json (validation/STACKS.md)
             from scripts.stack_tags import tagged_plan
             rec = {**rec, "plan": tagged_plan(rec, stack_tags)}
-        pred, fits = predict(rec)
+        win = "per-log"
+        if run_tags is not None:            # validation/public-run.json: what the run did, the window it reports
+            from scripts.run_tags import tagged_plan as run_plan, window
+            rec, win = {**rec, "plan": run_plan(rec, run_tags)}, window(rec, run_tags)
+        pred, fits = predict(rec, win)
         meas = rec["measured_bytes"]
         err = (pred - meas) / meas if meas else None
         rows.append({"id": rec["id"], "group": rec["source_group"], "metric": rec["metric"], "pred": pred,
@@ -105,8 +115,8 @@ def print_table(title: str, groups: dict[str, dict]) -> None:
 
 
 def run_public(path: pathlib.Path, show_records: bool, stack_tags: dict | None = None,
-               corrections: dict | None = None) -> dict:
-    rows = public_rows(path, stack_tags, corrections)
+               corrections: dict | None = None, run_tags: dict | None = None) -> dict:
+    rows = public_rows(path, stack_tags, corrections, run_tags)
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r["group"], []).append(r)
@@ -115,7 +125,8 @@ def run_public(path: pathlib.Path, show_records: bool, stack_tags: dict | None =
     table["**all measured**"] = summarize(measured)
     table["**all (measured + approximate)**"] = summarize(rows)
     tagged = ("; stack-tagged" if stack_tags is not None else "") + (
-        "; plan corrections" if corrections is not None else "")
+        "; plan corrections" if corrections is not None else "") + (
+        "; run-tagged (whole-process records vs the run's peak)" if run_tags is not None else "")
     print_table(f"Engine vs published measurements ({path.name}{tagged}; `unsupported` records left out)", table)
     by_metric: dict[str, list[dict]] = {}
     for r in rows:
@@ -142,6 +153,30 @@ def run_public_compare(path: pathlib.Path, stack_tags: dict, corrections: dict |
     gt, gp = groups(tagged), groups(plain)
     print(f"\n## With and without the stack tags ({path.name}, validation/public-stack.json)\n")
     print("| source | n | median (tags) | p90 (tags) | bias (tags) | median (no tags) | p90 (no tags) | bias (no tags) |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = [(g, summarize(gt[g]), summarize(gp[g])) for g in sorted(gt)]
+    rows.append(("**all measured**", summarize([r for r in tagged if r["quality"] == "measured"]),
+                 summarize([r for r in plain if r["quality"] == "measured"])))
+    rows.append(("**all (measured + approximate)**", summarize(tagged), summarize(plain)))
+    for g, a, b in rows:
+        print(f"| {g} | {a['n']} | {_fmt(a['median_abs']).lstrip('+')} | {_fmt(a['p90_abs']).lstrip('+')} | "
+              f"{_fmt(a['bias'])} | {_fmt(b['median_abs']).lstrip('+')} | {_fmt(b['p90_abs']).lstrip('+')} | "
+              f"{_fmt(b['bias'])} |")
+
+
+def run_public_run_compare(path: pathlib.Path, stack_tags, corrections, run_tags: dict) -> None:
+    """Per source group: the error with the run tags (validation/public-run.json: each record's run and window)
+    and without them (every record against the steady step, as before issue 19)."""
+    tagged = public_rows(path, stack_tags, corrections, run_tags)
+    plain = public_rows(path, stack_tags, corrections, None)
+    def groups(rows):
+        out: dict[str, list[dict]] = {}
+        for r in rows:
+            out.setdefault(r["group"], []).append(r)
+        return out
+    gt, gp = groups(tagged), groups(plain)
+    print(f"\n## With and without the run tags ({path.name}, validation/public-run.json)\n")
+    print("| source | n | median (run) | p90 (run) | bias (run) | median (step only) | p90 (step only) | bias (step only) |")
     print("|---|---|---|---|---|---|---|---|")
     rows = [(g, summarize(gt[g]), summarize(gp[g])) for g in sorted(gt)]
     rows.append(("**all measured**", summarize([r for r in tagged if r["quality"] == "measured"]),
@@ -199,6 +234,8 @@ def main(argv=None) -> int:
     ap.add_argument("--stack-tags", type=pathlib.Path, default=DEFAULT_TAGS,
                     help="the stack tags applied to every plan (default validation/public-stack.json)")
     ap.add_argument("--no-stack-tags", action="store_true", help="score every plan as today's default stack")
+    ap.add_argument("--no-run-tags", action="store_true",
+                    help="score every record against the steady step, without validation/public-run.json")
     ap.add_argument("--no-corrections", action="store_true",
                     help="score the plans as published, without validation/public-corrections.json")
     args = ap.parse_args(argv)
@@ -211,9 +248,15 @@ def main(argv=None) -> int:
         if not args.no_corrections and DEFAULT_CORRECTIONS.exists():
             from scripts.plan_corrections import load_corrections
             fixes = load_corrections(DEFAULT_CORRECTIONS)
-        run_public(args.public, args.records, tags, fixes)
+        runs = None
+        if not args.no_run_tags and DEFAULT_RUN_TAGS.exists():
+            from scripts.run_tags import load_tags as load_run_tags
+            runs = load_run_tags(DEFAULT_RUN_TAGS)
+        run_public(args.public, args.records, tags, fixes, runs)
         if tags is not None:
             run_public_compare(args.public, tags, fixes)
+        if runs is not None:
+            run_public_run_compare(args.public, tags, fixes, runs)
     else:
         print(f"no public validation set at {args.public}")
     from scripts.fidelity_throughput import run_throughput   # the step-time model against measured throughput

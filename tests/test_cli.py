@@ -62,7 +62,7 @@ def check_estimate_keys(d: dict) -> None:
     for k in ("peak_allocated_bytes", "peak_reserved_bytes", "device_used_bytes", "capacity_bytes"):
         assert type(pg[k]) is int and pg[k] > 0, k
     assert type(d["fits"]) is bool
-    assert d["fits"] == (pg["device_used_bytes"] <= pg["capacity_bytes"])
+    assert d["fits"] == d["run"]["fits"] == (d["run"]["device_used_bytes"] <= pg["capacity_bytes"])
     assert d["primary_driver"] in COMPONENTS
     for k in ("host_per_node_bytes", "tokens_per_step", "global_batch_size", "trainable_params", "total_params"):
         assert type(d[k]) is int and d[k] >= 0, k

@@ -33,3 +33,22 @@ def test_display_strings_and_worker_entry():
     assert fields["free_bytes"] == "0 bytes"
     assert out["display"]["fragmentation"].startswith("yes")    # 2.72 - 1.68 = 1.04 GiB >= 978 MiB
     assert out["display"]["with_plan"] and "py_ms" in out
+
+
+def test_phase_and_nested_changes_as_text():
+    """An eval crash under a plan whose eval at batch 8 does not fit: the phase reads as words with its run phase
+    and the frame that decided; the proposed run.eval change is one dotted line, the unchanged run.eval keys left
+    out."""
+    text = ('  File "/x/trainer.py", line 10, in evaluate\n    output = eval_loop(\n'
+            '  File "/x/trainer.py", line 11, in prediction_step\n    outputs = model(**inputs)\n'
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "23.99 GiB of which 1.00 GiB is free. Of the allocated memory 20.00 GiB is allocated by PyTorch, and "
+            "20.00 MiB is reserved by PyTorch but unallocated.")
+    plan = {"gpu": "rtx-4090", "gpus_per_node": 1, "framework": "single", "model": "llama-3.2-1b",
+            "method": "lora", "micro_batch_size": 1, "run": {"eval": {"batch_size": 8}}}
+    v = doctor.view({"log": text, "plan": plan})
+    assert v["display"]["phase"] == "evaluation (run phase eval, from prediction_step)"
+    assert v["result"]["run_phase"] == "eval"
+    b = v["result"]["plan_changes"]["run"]["eval"]["batch_size"]
+    assert v["display"]["changes"] == [f"run.eval.batch_size = {b}"]
+    assert doctor.view({"log": "nothing here", "plan": None})["display"]["phase"] == "not shown in the log"

@@ -40,6 +40,9 @@ def test_real_oom_log_with_the_share_link_plan(offline_page):
     want = diagnose(text, Plan.from_dict(plan)).to_dict()
     assert page.get_attribute("#doctor", "data-state") == "done"
     assert page.get_attribute("[data-doctor=kind]", "data-value") == "cuda_oom" == want["kind"]
+    # the phase, its run phase and the words for it, as the doctor read them
+    assert page.get_attribute("[data-doctor=phase]", "data-value") == want["phase"]
+    assert page.get_attribute("[data-doctor=phase]", "data-run-phase") == want["run_phase"]
     # 3.00 GiB requested, 23.65 GiB total, as printed in the log; the page carries the doctor's exact bytes
     for key in ("tried_to_allocate_bytes", "gpu_total_bytes", "allocated_bytes", "reserved_unallocated_bytes",
                 "free_bytes"):
@@ -87,4 +90,24 @@ def test_plan_changes_apply_to_the_plan(offline_page):
         page.wait_for_function(f"() => [...document.querySelectorAll('#plan [name=\"{key}\"]')]"
                                f".some(el => (el.type !== 'radio' || el.checked) && el.value === '{value}')",
                                timeout=30_000)
+    assert page.blocked == [] and page.js_errors == []
+
+
+def test_the_phase_shows_as_text(offline_page):
+    """A hand-made eval crash: the page names the phase in words with its run phase and the deciding frame; a
+    frame name that would be markup stays text."""
+    page = offline_page
+    open_page(page)
+    text = ('  File "/x/trainer.py", line 10, in evaluate\n    output = eval_loop(\n'
+            '  File "/x/trainer.py", line 11, in prediction_step\n    outputs = model(**inputs)\n'
+            '  File "/x/y.py", line 12, in <b>bold</b>\n'
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "23.99 GiB of which 1.00 GiB is free.")
+    diagnose_in_page(page, text)
+    want = diagnose(text).to_dict()
+    assert want["phase"] == "eval"
+    assert page.get_attribute("[data-doctor=phase]", "data-value") == "eval"
+    assert page.get_attribute("[data-doctor=phase]", "data-run-phase") == "eval"
+    assert page.inner_text("[data-doctor=phase]") == "evaluation (run phase eval, from prediction_step)"
+    assert page.locator("#doctor-out b", has_text="bold").count() == 0
     assert page.blocked == [] and page.js_errors == []

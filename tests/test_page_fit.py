@@ -75,5 +75,5 @@ def test_charts_have_text_alternatives(offline_page):
         assert "GiB" in svg.locator("desc").text_content() or " s " in svg.locator("desc").text_content() + " "
         labelled = svg.get_attribute("aria-labelledby").split()
         assert len(labelled) == 2
-        assert c.locator("table.sr tr").count() >= 2          # the visually hidden table
+        assert c.locator(".sr table tr").count() >= 2          # the visually hidden table
         assert c.locator("rect").count() >= 1

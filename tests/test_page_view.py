@@ -37,7 +37,7 @@ def test_default_view_equals_engine():
         assert c["bytes"] == pg["components"][c["key"]]
         assert c["share"] == f"{100 * c['bytes'] / total:.1f}%"
     verdict = v["out"]["fits"]["text"]
-    margin = pg["capacity_bytes"] - pg["device_used_bytes"]
+    margin = pg["capacity_bytes"] - est["run"]["device_used_bytes"]      # the headroom of the whole run
     if est["fits"]:
         assert verdict == f"Fits with {margin / 2**30:,.2f} GiB headroom"
     else:
@@ -114,3 +114,23 @@ def test_worker_answers_json_and_reports_engine_failures_as_text():
     assert out["plan"]["micro_batch_size"] == 1
     out = json.loads(worker.compute("not json"))
     assert "fatal" in out
+
+
+def test_run_chart_and_verdict_name_the_phase():
+    """A LoRA step that fits a 24 GiB card, evaluated at HF's default eval batch 8, which does not: the verdict names
+    the evaluation and the eval batch that fits; the chart has one bar per phase, the eval bar over capacity."""
+    plan = {"framework": "single", "gpus_per_node": 1, "method": "lora", "micro_batch_size": 1, "seq_len": 2048,
+            "activation_checkpointing": "full", "gpu": "rtx-4090", "run": {"eval": {}}}
+    v = view.compute({"plan": plan})
+    est = v["estimate"]
+    assert v["out"]["fits"]["text"].startswith("Fits the step, runs out at the first evaluation: "
+                                                "set per_device_eval_batch_size ≤ ")
+    bars = {b["key"]: b for b in v["run"]["bars"]}
+    assert list(bars) == list(est["run"]["phases"])
+    assert bars["eval"]["over"] and bars["eval"]["peak"] and not bars["step"]["over"]
+    # heights are proportional to the bytes (the tallest bar, the eval, fills the plot)
+    assert bars["eval"]["h"] == 110
+    assert abs(bars["step"]["h"] / bars["eval"]["h"] - bars["step"]["bytes"] / bars["eval"]["bytes"]) < 1e-3
+    assert "Eval 37.35 GiB (over capacity)" in v["run"]["summary"]
+    assert v["view"]["oom.needed"]["bytes"] == est["run"]["device_used_bytes"]
+

@@ -427,7 +427,8 @@ def at_world(d: dict, gpus: int) -> dict:
 def test_fits_and_min_gpus(d):
     out = est_dict(d)
     pg = out["per_gpu"]
-    assert out["fits"] == (pg["device_used_bytes"] <= pg["capacity_bytes"])
+    assert out["fits"] == out["run"]["fits"] == (out["run"]["device_used_bytes"] <= pg["capacity_bytes"])
+    assert out["run"]["fits"] <= (pg["device_used_bytes"] <= pg["capacity_bytes"])     # the step is a phase
     world = d["gpus_per_node"] * d["nodes"]
     m = out["min_gpus"]
     if out["fits"]:

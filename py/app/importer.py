@@ -2,7 +2,7 @@
 
 Runs in the Pyodide worker (app.worker CALLS["import_config"]) and under CPython. A YAML paste needs
 PyYAML: assets/import.js fetches the vendored pure-Python package (assets/vendor/pyyaml, from the PyPI
-sdist) the first time and sends its files with the request; they are written to the in-memory file
+wheel) the first time and sends its files with the request; they are written to the in-memory file
 system and put on sys.path once. The answer's ``hash`` is the page's share-link fragment of the
 imported plan (``#plan=`` + URL-encoded plan-v1 JSON of the keys that differ from the default).
 """

@@ -46,6 +46,14 @@ FAMILY_LABELS = {
 CUSTOM_DIMS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                "head_dim", "intermediate_size", "vocab_size")
 
+# The run's phases (plan-v1 Extension 5, estimate key run.phases.<name>), in run order, and how the verdict names them.
+PHASE_LABELS = {"load": "Load", "init": "Set-up", "step": "Step", "eval": "Eval", "generate": "Generate",
+                "save": "Save", "resume": "Reload", "merge": "Merge"}
+PHASE_MOMENTS = {"load": "loading the model", "init": "the engine's set-up", "step": "the training step",
+                 "eval": "the first evaluation", "generate": "generation", "save": "the first checkpoint save",
+                 "resume": "the optimizer-state reload", "merge": "the merge at the end"}
+CHART_W, CHART_H, BAR_W, GAP = 480, 150, 40, 16      # the run chart's SVG user units (viewBox)
+
 MAX_ROUNDS = 32   # error-recovery passes; a plan has fewer keys than this
 _DEFAULT_DICT = DEFAULT_PLAN.to_dict()
 
@@ -164,6 +172,41 @@ def _gpu_info(plan: Plan, capacity: int) -> dict:
             "total_vram": capacity * world, "link": link_text}
 
 
+def run_chart(est: Mapping) -> dict:
+    """The run's phases as bars (SVG user units: heights against the larger of the capacity and the run's peak),
+    with a plain-text summary for the chart's accessible description."""
+    run, cap = est["run"], est["capacity_bytes"]
+    top = max(cap, run["device_used_bytes"], 1)
+    plot = CHART_H - 40                                  # room for the value above and the label below each bar
+    bars = []
+    for i, (k, p) in enumerate(run["phases"].items()):
+        b = p["device_used_bytes"]
+        h = round(plot * b / top, 2)
+        bars.append({"key": k, "label": PHASE_LABELS.get(k, k), "bytes": b, "text": gib(b).replace(" GiB", ""),
+                     "x": 8 + i * (BAR_W + GAP), "y": round(20 + plot - h, 2), "h": h, "w": BAR_W,
+                     "over": b > cap, "peak": k == run["peak_phase"], "note": str(p.get("note", ""))})
+    cap_y = round(20 + plot - plot * cap / top, 2)
+    parts = [f"{PHASE_LABELS.get(b['key'], b['key'])} {gib(b['bytes'])}" + (" (over capacity)" if b["over"] else "")
+             for b in bars]
+    summary = (f"Memory per GPU (nvidia-smi) at each moment of the run, against the capacity {gib(cap)}: "
+               + "; ".join(parts) + f". The peak is {PHASE_MOMENTS.get(run['peak_phase'], run['peak_phase'])}.")
+    return {"bars": bars, "cap_y": cap_y, "width": max(CHART_W, 16 + len(bars) * (BAR_W + GAP)), "height": CHART_H,
+            "summary": summary}
+
+
+def verdict_text(est: Mapping) -> str:
+    """"Fits with ... headroom" over the whole run; "Fits the step, runs out at the first evaluation: set ..." when
+    only a later phase does not fit; else the step's shortfall."""
+    cap, run, pg = est["capacity_bytes"], est["run"], est["per_gpu"]
+    if est["fits"]:
+        return f"Fits with {gib(cap - run['device_used_bytes'])} headroom"
+    if pg["device_used_bytes"] <= cap:
+        over = next(k for k, p in run["phases"].items() if p["device_used_bytes"] > cap)
+        fix = f": {run['fix']}" if run.get("fix") else ""
+        return f"Fits the step, runs out at {PHASE_MOMENTS.get(over, over)}{fix}"
+    return f"Out of memory by {gib(pg['device_used_bytes'] - cap)}"
+
+
 def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
     """Plan -> everything the page shows. Text is plain (the page sets textContent, never HTML)."""
     est = estimate(plan).to_dict()
@@ -180,8 +223,8 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
                    "text": gib(comps[k]), "share": pct(comps[k], comp_total),
                    "width": round(100 * comps[k] / scale, 3)} for k in names]
     fits = bool(est["fits"])
-    margin = cap - used
-    verdict = (f"Fits with {gib(margin)} headroom" if fits else f"Out of memory by {gib(-margin)}")
+    verdict = verdict_text(est)
+    needed = max(used, est["run"]["device_used_bytes"]) if used <= cap else used
     driver = est.get("primary_driver")
     min_gpus = est.get("min_gpus")
     stage = f"ZeRO stage {plan.zero_stage}" if plan.framework == "deepspeed" else plan.framework.upper()
@@ -218,7 +261,7 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
         "cluster.link": {"text": gpu["link"]},
         "trainable.share": {"text": pct(trainable, total)},
         "usage.share": {"text": pct(used, cap)},
-        "oom.needed": {"text": gib(used), "bytes": used},
+        "oom.needed": {"text": gib(needed), "bytes": needed},
         "oom.driver_bytes": {"text": gib(comps.get(driver, 0)), "bytes": comps.get(driver, 0)},
         "oom.min_gpus": {"text": min_text},
         "batch.detail": {"text": f"{plan.micro_batch_size} micro × {plan.gradient_accumulation_steps} accum × "
@@ -235,6 +278,7 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
         "out": out,
         "view": views,
         "components": components,
+        "run": run_chart(est),
         "capacity_pct": round(100 * cap / scale, 3),
         "usage_pct": round(100 * used / scale, 3),
         "fits": fits,

@@ -12,6 +12,7 @@ from .knobs import knobs
 from .memory.lora import ADAPTED_EXPERTS, matched_targets
 from .memory.optimizers import is_paged
 from .result import Estimate, Warning
+from .run import LABELS
 from .units import gib_text as _gib
 
 
@@ -19,10 +20,19 @@ def _w(wid: str, severity: str, message: str, fix: str = "") -> Warning:
     return Warning(wid, severity, message, fix)
 
 
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def warnings(est: Estimate) -> list[Warning]:
     plan, arch, gpu, pg = est.plan, est.arch, est.gpu, est.per_gpu
     out: list[dict] = []
-    if not est.fits:
+    first = est.run.first_over() if est.run is not None else None
+    if first is not None and pg.device_used <= est.capacity_bytes:
+        out.append(_w("out-of-memory", "error",
+                      f"Fits the step, runs out at {LABELS[first.name]}: {_gib(first.device_used)} needed per GPU, "
+                      f"{_gib(est.capacity_bytes)} available ({first.note}).", _cap(est.run_fix) + "."))
+    elif not est.fits:
         over = pg.device_used - est.capacity_bytes
         fix = (f"at ZeRO-{plan.zero_stage} the plan fits on {est.min_gpus} GPUs of this kind"
                if est.min_gpus else "no number of these GPUs fits it at this stage")

@@ -82,6 +82,11 @@ def build_plan(args) -> Any:
     return parse_plan(data)
 
 
+RUN_LABELS = {"load": "loading the model", "init": "the engine's set-up", "step": "the training step",
+              "eval": "the first evaluation", "generate": "generation", "save": "the first checkpoint save",
+              "resume": "the optimizer-state reload", "merge": "the merge at the end"}
+
+
 def _gib(n: int) -> str:
     return f"{n / GIB:8.2f}"
 
@@ -107,8 +112,13 @@ def format_table(est, d: dict | None = None) -> str:
         f"{'capacity':<28}{_gib(d['capacity_bytes'])}",
         "",
     ]
-    head = d["headroom_bytes"]
+    lines += format_run(d)
+    run = d.get("run")
+    head = d["capacity_bytes"] - (run["device_used_bytes"] if run else pg["device_used_bytes"])
     verdict = f"FITS with {head / GIB:.2f} GiB headroom" if d["fits"] else f"OUT OF MEMORY by {-head / GIB:.2f} GiB"
+    if run and not d["fits"] and pg["device_used_bytes"] <= d["capacity_bytes"]:
+        over = next(k for k, p in run["phases"].items() if p["device_used_bytes"] > d["capacity_bytes"])
+        verdict = f"FITS THE STEP, runs out at {RUN_LABELS[over]}" + (f": {run['fix']}" if run.get("fix") else "")
     lines.append(f"{verdict}; largest part: {d['primary_driver']}; min GPUs at this stage: {d['min_gpus']}")
     lines.append(f"host RAM per node: {d['host_per_node_bytes'] / GIB:.2f} GiB; tokens/step: {d['tokens_per_step']:,}; "
                  f"global batch: {d['global_batch_size']}; trainable: {d['trainable_params']:,} of {d['total_params']:,}")
@@ -123,6 +133,21 @@ def format_table(est, d: dict | None = None) -> str:
             fix = f" -> {w['fix']}" if w.get("fix") else ""
             lines.append(f"  [{w['severity']}] {w['id']}: {w['message']}{fix}")
     return "\n".join(lines) + "\n"
+
+
+def format_run(d: dict) -> list[str]:
+    """The run block of the estimate table (plan-v1 Extension 5): each phase's peak, and which sets the run's."""
+    run = d.get("run")
+    if not run:
+        return []
+    cap = d["capacity_bytes"]
+    lines = [f"{'run (whole process)':<28}{'alloc':>8}{'reserved':>10}{'nvidia-smi':>11}"]
+    for name, p in run["phases"].items():
+        mark = " <- peak" if name == run["peak_phase"] else ""
+        over = "  OVER" if p["device_used_bytes"] > cap else ""
+        lines.append(f"  {name:<26}{_gib(p['peak_allocated_bytes'])}{_gib(p['peak_reserved_bytes']):>10}"
+                     f"{_gib(p['device_used_bytes']):>11}  {p['note']}{mark}{over}")
+    return lines + [""]
 
 
 def format_step(d: dict) -> list[str]:

@@ -19,6 +19,7 @@ from .memory.runtime import allocator_reserve, runtime_terms, stream_cache
 from .memory.terms import (ALLOCATOR, COMPONENTS, DRIVER, HOST_PINNED, MANAGED, STREAM_CACHE, Term, phases_of)
 from .plan import Plan
 from .result import Estimate, PerGpu
+from .run import PhasePeak, run_fix, run_peaks, run_view
 from .step import step_estimate
 from .units import next_pow2
 
@@ -29,8 +30,8 @@ def terms(plan: Plan, si: StepInputs) -> list[Term]:
             + runtime_terms(plan.gpu_spec.compute_capability, plan.world_size, si.stack.cuda_context_eager))
 
 
-def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec) -> PerGpu:
-    ts = terms(plan, si)
+def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = None) -> PerGpu:
+    ts = terms(plan, si) if ts is None else ts
     phases = phases_of(plan)
     alloc = {ph: sum(t.live(ph) for t in ts if t.where == ALLOCATOR) for ph in phases}
     peak_phase = max(phases, key=lambda ph: alloc[ph])
@@ -86,6 +87,16 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec) -> PerGpu:
                   host_detail=MappingProxyType(host_detail), deepspeed_buffers=MappingProxyType(ds_buffers))
 
 
+def whole_run(plan: Plan, si: StepInputs, spec: GpuSpec) -> tuple[PerGpu, object, object]:
+    """The steady step (per_gpu) and every phase of the run (run/), from one set of terms: (per_gpu, view, run)."""
+    ts = terms(plan, si)
+    pg = per_gpu(plan, si, spec, ts)
+    step = PhasePeak("step", pg.peak_allocated, pg.peak_reserved, pg.device_used, pg.components, pg.host_per_rank,
+                     "the steady training step")
+    view = run_view(plan, si, ts, spec.capacity_bytes, pg.peak_reserved)
+    return pg, view, run_peaks(view, step)
+
+
 def _host_per_node(plan: Plan, si: StepInputs, pg: PerGpu) -> int:
     """Host RAM of one node: every rank's offload buffers (pinned ones rounded to a power of two)
     or, if larger, what loading the model takes (each rank holds its own copy without zero.Init)."""
@@ -106,13 +117,13 @@ def _min_gpus(plan: Plan, si: StepInputs, spec: GpuSpec) -> int | None:
     """Fewest GPUs of this kind that fit the plan at its stage. Per-GPU memory never grows with
     the world size at a fixed stage, so the first fitting layout is the answer."""
     if plan.framework in ("single", "ddp"):
-        return 1 if per_gpu(plan, si, spec).device_used <= spec.capacity_bytes else None
+        return 1 if whole_run(plan, si, spec)[2].fits else None
     last = plan.gpus_per_node + MAX_NODES_SEARCHED - 2
 
     def fits(i: int) -> bool:
         g, n = _layout(plan, i)
         p = replace(plan, gpus_per_node=g, nodes=n)   # same plan, another world: no re-validation
-        return per_gpu(p, si, spec).device_used <= spec.capacity_bytes
+        return whole_run(p, si, spec)[2].fits       # every phase of the run fits, not only the step
 
     # bracket by doubling from the plan's own layout, then bisect (per-GPU memory falls with the count)
     here = plan.gpus_per_node - 1 + (plan.nodes - 1)
@@ -151,11 +162,12 @@ def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
     None): the planner, which asks it once per stage, uses that for its many other candidates."""
     arch, spec = plan.arch, plan.gpu_spec
     si = step_inputs(plan)
-    pg = per_gpu(plan, si, spec)
+    # the whole run (Extension 5): every phase from one view of the plan; the step's figures are per_gpu's
+    pg, view, run = whole_run(plan, si, spec)
     comps = {k: v for k, v in pg.components.items() if k != "runtime"}
     est = Estimate(
         plan=plan, arch=arch, gpu=spec, per_gpu=pg, capacity_bytes=spec.capacity_bytes,
-        fits=pg.device_used <= spec.capacity_bytes, primary_driver=max(comps, key=lambda k: comps[k]),
+        fits=run.fits, primary_driver=max(comps, key=lambda k: comps[k]), run=run, run_fix=run_fix(view, run),
         host_per_node_bytes=_host_per_node(plan, si, pg),
         tokens_per_step=plan.seq_len * plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
         global_batch_size=plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
@@ -168,4 +180,4 @@ def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
     return replace(est, warnings=tuple(advice.warnings(est)))
 
 
-__all__ = ["estimate", "per_gpu", "terms"]
+__all__ = ["estimate", "per_gpu", "terms", "whole_run"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from .estimate import estimate
 from .plan import MAX_MICRO_BATCH, MAX_SEQ_LEN, Plan, PlanError
 from .presets import GPUS
+from .runplan import DEFAULT, run_to_dict
 
 GIB = 1 << 30
 
@@ -196,6 +197,43 @@ def _candidates(plan: Plan, max_mbs: int | None, min_gpus: dict) -> list[tuple[d
     return out
 
 
+def _run_with(plan: Plan, **parts) -> dict:
+    """The plan's run block (Extension 5) with some of its parts replaced, for with_changes(run=...)."""
+    run = run_to_dict(plan.run)
+    for k, v in parts.items():
+        run[k] = {**(run.get(k) or {}), **v} if isinstance(v, dict) else v
+    return run
+
+
+def _run_candidates(plan: Plan, fits_with) -> list[tuple[dict, str]]:
+    """The run's knobs (Extension 5) that keep a phase other than the step inside: the eval batch (the largest that
+    fits), eval_accumulation_steps and argmax logits for accumulated eval logits, zero.Init at load, a save that
+    offloads or writes shards, a merge on the CPU-friendly PEFT path."""
+    out: list[tuple[dict, str]] = []
+    r = plan.run
+    ev = r.eval if r.eval not in (None, DEFAULT) else None
+    if ev is not None:
+        cur = ev.batch_size if ev.batch_size != "auto" else max(plan.micro_batch_size, 8)
+        if cur > 1:
+            b = _max_int(lambda n: fits_with(run=_run_with(plan, eval={"batch_size": n})), 1, cur - 1) or 1
+            out.append(({"run": _run_with(plan, eval={"batch_size": b})}, f"eval batch size {b}"))
+        if ev.logits == "accumulate":
+            out.append(({"run": _run_with(plan, eval={"accumulation_steps": 1})}, "eval_accumulation_steps 1"))
+            out.append(({"run": _run_with(plan, eval={"logits": "argmax"})},
+                        "preprocess_logits_for_metrics: keep argmax token ids"))
+    if plan.framework == "deepspeed" and plan.zero_stage == 3 and (
+            r.load.zero_init is False or (r.load.zero_init == "auto" and not plan.deepspeed.get("zero_init", True))):
+        out.append(({"run": _run_with(plan, load={"zero_init": True})}, "build the model under zero.Init"))
+    sv = r.save if r.save not in (None, DEFAULT) else None
+    if sv is not None and sv.weights == "fsdp-full-no-offload":
+        out.append(({"run": _run_with(plan, save={"weights": "fsdp-full"})},
+                    "save FULL_STATE_DICT offloaded to rank 0's CPU"))
+        out.append(({"run": _run_with(plan, save={"weights": "fsdp-sharded"})}, "save a SHARDED_STATE_DICT"))
+    if r.merge_at_end == "16bit-in-process":
+        out.append(({"run": _run_with(plan, merge_at_end="peft")}, "merge the adapters layer by layer (PEFT)"))
+    return out
+
+
 def fit(plan: Plan, *, max_options: int = 16) -> Fit:
     """Maxima, minimum GPUs per stage and ranked options for ``plan`` (see the module docstring)."""
     memo = _Memo()
@@ -209,7 +247,7 @@ def fit(plan: Plan, *, max_options: int = 16) -> Fit:
     mins = min_gpus_by_stage(plan, memo)
     options = []
     seen = set()
-    for changes, label in _candidates(plan, max_mbs, mins):
+    for changes, label in _run_candidates(plan, fits_with) + _candidates(plan, max_mbs, mins):
         try:
             changed = plan.with_changes(**changes)
         except PlanError:
@@ -220,11 +258,11 @@ def fit(plan: Plan, *, max_options: int = 16) -> Fit:
         seen.add(key)
         e = memo(changed)
         st = e.step
-        options.append(Option(changes=changes, label=label, device_used_bytes=e.per_gpu.device_used,
+        options.append(Option(changes=changes, label=label, device_used_bytes=e.run.device_used,
                               capacity_bytes=e.capacity_bytes, fits=e.fits, step_time_s=st.time_s,
                               tokens_per_s_per_gpu=st.tokens_per_s_per_gpu))
     options.sort(key=lambda o: (not o.fits, -o.tokens_per_s_per_gpu, o.device_used_bytes))
-    return Fit(plan=plan, fits=base.fits, device_used_bytes=base.per_gpu.device_used,
+    return Fit(plan=plan, fits=base.fits, device_used_bytes=base.run.device_used,
                tokens_per_s_per_gpu=base.step.tokens_per_s_per_gpu, max_micro_batch_size=max_mbs,
                max_seq_len=max_seq, min_gpus=mins, options=tuple(options[:max_options]), estimates=memo.calls)
 

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from .errors import PlanError
 from .hardware import GpuSpec, gpu_spec
+from .runplan import RunSettings, parse_run, run_to_dict
 from .stack import BOOL_KEYS, StackSettings, check_stack, parse_stack
 from .values import (check_bool, check_choice, check_int, check_mapping, check_number, reject_unknown,
                      show)
@@ -103,6 +104,7 @@ class Plan:
     quantization: QuantSettings = QuantSettings()
     stack: StackSettings = StackSettings()
     network: Mapping = field(default_factory=lambda: MappingProxyType({}))   # Extension 2; {} = the stated default
+    run: RunSettings = RunSettings()           # Extension 5; omitted keys take the trainer's defaults
 
     @cached_property
     def arch(self) -> ModelArch:
@@ -281,6 +283,7 @@ def parse_plan(data: Any) -> Plan:
         quantization=_parse_quant(get("quantization", {})),
         stack=parse_stack(get("stack", {})),
         network=_parse_network(get("network", {})),
+        run=parse_run(get("run", {})),
     )
     _check_consistency(plan)
     return plan
@@ -311,6 +314,8 @@ def _check_consistency(plan: Plan) -> None:
         raise PlanError(key, "fsdp offloads to cpu only; nvme is DeepSpeed ZeRO-Infinity")
     if plan.framework == "deepspeed" and plan.zero_stage == 0 and plan.offload_optimizer != "none":
         raise PlanError("offload_optimizer", "DeepSpeed offloads the optimizer only at ZeRO stage 1-3")
+    if plan.method == "full" and plan.run.merge_at_end != "none":
+        raise PlanError("run.merge_at_end", "a merge needs LoRA adapters (method lora or qlora), not method full")
     check_stack(plan)
 
 
@@ -349,6 +354,10 @@ def plan_to_dict(plan: Plan) -> dict:
                  if f.name not in BOOL_KEYS or getattr(v, f.name)}
         elif f.name == "network" and not v:
             continue                  # Extension 2 key: omitted while it takes the stated default
+        elif isinstance(v, RunSettings):
+            v = run_to_dict(v)
+            if not v:
+                continue              # Extension 5: omitted while every key takes the trainer's default
         else:
             v = _thaw(v)
         out[f.name] = v

@@ -58,6 +58,8 @@ class Estimate:
     # Counterfactuals the verdicts need, computed by estimate.py (advice never calls back):
     zero2_device_used: int | None = None            # ZeRO-3 plans: the same plan at ZeRO-2, nvidia-smi bytes
     step: object = field(default=None, repr=False, compare=False)     # step.Step (Extension 2)
+    run: object = field(default=None, repr=False, compare=False)      # run.RunPeaks (Extension 5)
+    run_fix: str = ""                               # the setting that keeps the first phase over capacity inside
 
     def to_dict(self) -> dict:
         pg = self.per_gpu
@@ -82,6 +84,7 @@ class Estimate:
             },
             "capacity_bytes": self.capacity_bytes,
             "fits": self.fits,
+            **({"run": {**self.run.to_dict(), "fix": self.run_fix}} if self.run is not None else {}),
             "headroom_bytes": self.capacity_bytes - pg.device_used,
             "primary_driver": self.primary_driver,
             "host_per_node_bytes": self.host_per_node_bytes,

@@ -8,6 +8,10 @@ standard levers cumulatively, each a plan-v1 change validated by ``Plan.from_dic
 Levers, least disruptive first: full activation checkpointing (Hugging Face ``gradient_checkpointing``),
 chunked cross-entropy, half the micro batch with twice the accumulation (same global batch), an 8-bit
 (paged) optimizer, ZeRO-3 / FULL_SHARD, optimizer offload to CPU.
+
+A log that stopped in evaluation is fixed in evaluation: ``eval_search`` halves ``run.eval.batch_size``
+(HF ``per_device_eval_batch_size``; ``auto`` is the trainer's default, read back from the estimate) until the
+estimate's eval phase (plan-v1 Extension 5 ``run.phases.eval``) frees what is needed and fits.
 """
 from __future__ import annotations
 
@@ -86,3 +90,29 @@ def search(plan: Plan, need_bytes: int, limit: int = 3) -> list:
                 found.append(Option(" + ".join(acc_label), dict(acc), used, used0 - used, True))
                 break
     return found[:limit]
+
+
+def _eval_used(d: dict):
+    ph = ((d.get("run") or {}).get("phases") or {}).get("eval")
+    return None if ph is None else ph["device_used_bytes"]
+
+
+def eval_search(plan: Plan, need_bytes: int, start_batch: int = 8) -> list:
+    """The largest eval batch below the plan's that frees ``need_bytes`` in the eval phase and fits it."""
+    base = plan.to_dict()
+    ev = (base.get("run") or {}).get("eval")
+    if not ev:
+        return []
+    before = estimate(plan, search_min_gpus=False).to_dict()
+    used0, cap = _eval_used(before), before["capacity_bytes"]
+    if used0 is None:
+        return []
+    b = ev["batch_size"] if isinstance(ev.get("batch_size"), int) else start_batch
+    while b > 1:
+        b //= 2
+        changes = {"run": {"eval": {**ev, "batch_size": b}}}
+        d = _try(base, changes)
+        used = None if d is None else _eval_used(d)
+        if used is not None and used0 - used >= need_bytes and used <= cap:
+            return [Option(f"run.eval.batch_size {b} (per_device_eval_batch_size)", changes, used, used0 - used, True)]
+    return []

@@ -11,12 +11,16 @@ enough; ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` (PyTorch >= 2.1) le
 """
 from __future__ import annotations
 
+from .phase import run_phase
 from .sizes import format_gib as g
 
 GIB = 1 << 30
 OTHER_PROCESS_MIN = GIB                  # beyond the CUDA context of a few hundred MiB: someone else's memory
 CONTEXT_ALLOWANCE = GIB                  # context + NCCL + workspaces when only allocator figures are printed
 
+# the run.* key that gives a plan each run phase (plan-v1 Extension 5), for the note when the plan has none
+RUN_KEYS = {"eval": "run.eval", "generate": "run.eval.generate", "save": "run.save",
+            "resume": "run.resume or run.load_best_at_end", "merge": "run.merge_at_end"}
 # log phase -> the engine phases (estimate()["per_gpu"]["phases"]) that cover it
 PHASE_MAP = {"forward": ("fwd",), "loss": ("loss_bwd",),
              "backward": ("loss_bwd", "bwd_end", "recompute", "recompute_top", "bwd_top"),
@@ -108,8 +112,53 @@ def cuda_oom_findings(o, device) -> list:
     return out
 
 
+def _step_estimate(phase, pg):
+    """(bytes, label) for a step moment, or for load / init / save read off the step when the estimate has no
+    run phases (an engine before plan-v1 Extension 5)."""
+    keys = [k for k in PHASE_MAP.get(phase, ()) if k in pg["phases"]]
+    if keys:
+        return max(pg["phases"][k] for k in keys), f"{phase} ({'/'.join(keys)})", None
+    c = pg["components"]
+    if phase == "load":
+        return c["weights"], "load (weights)", None
+    if phase == "init":
+        return c["weights"] + c["gradients"] + c["optimizer_states"], \
+            "init (weights, gradients and optimizer states)", None
+    if phase == "save" and "step" in pg["phases"]:
+        return pg["phases"]["step"], "save (the state resident after the step)", None
+    return pg["peak_allocated_bytes"], f"the peak ({pg['peak_phase']})", pg["peak_reserved_bytes"]
+
+
+def phase_estimate(phase: str, est: dict):
+    """(allocated, reserved or None, label, note or None): the estimate of the run phase the log stopped in.
+
+    ``estimate.run.phases[run phase]`` (plan-v1 Extension 5) when the estimate has it; the step's moments read
+    per_gpu.phases; a phase the plan's run does not have, or an estimate without run phases, falls back to the
+    step's figures with a note saying so."""
+    pg = est["per_gpu"]
+    rp = run_phase(phase)
+    phases = (est.get("run") or {}).get("phases") or {}
+    if rp in phases and rp != "step":
+        ph = phases[rp]
+        note = ph.get("note") or ""
+        return ph["peak_allocated_bytes"], ph["peak_reserved_bytes"], f"the {rp} phase" + (
+            f" ({note})" if note else ""), None
+    alloc, label, reserved = _step_estimate(phase, pg)
+    if rp in ("step", "unknown"):
+        if rp == "step" and phase in PHASE_MAP and "step" in phases:
+            reserved = phases["step"]["peak_reserved_bytes"]
+        return alloc, reserved, label, None
+    if phases:
+        note = (f"the log stopped in the {rp} phase, which the plan's run does not have (set "
+                f"{RUN_KEYS.get(rp, 'run')} to estimate it): compared with the steady step's figures")
+    else:
+        note = (f"this estimate has no run phases (plan-v1 Extension 5): the {rp} phase is compared with the "
+                "steady step's figures")
+    return alloc, reserved, label, note
+
+
 def plan_findings(o, phase, est: dict) -> list:
-    """The log's allocation beside the plan's estimate of the same phase."""
+    """The log's numbers beside the plan's estimate of the same run phase (allocated + the request, reserved)."""
     out = []
     pg = est["per_gpu"]
     cap = est["capacity_bytes"]
@@ -117,47 +166,50 @@ def plan_findings(o, phase, est: dict) -> list:
         out.append(_f("gpu_mismatch", "warning",
                       f"the log's GPU has {g(o.gpu_total_bytes)}, the plan's GPU {g(cap)}: set the plan's gpu to "
                       "the card that crashed before reading the comparison below"))
-    keys = [k for k in PHASE_MAP.get(phase, ()) if k in pg["phases"]]
-    if keys:
-        est_phase = max(pg["phases"][k] for k in keys)
-        label = f"{phase} ({'/'.join(keys)})"
-    elif phase == "load":
-        est_phase = pg["components"]["weights"]
-        label = "load (weights)"
-    elif phase == "init":
-        c = pg["components"]
-        est_phase = c["weights"] + c["gradients"] + c["optimizer_states"]
-        label = "init (weights, gradients and optimizer states)"
-    elif phase == "save" and "step" in pg["phases"]:
-        est_phase = pg["phases"]["step"]
-        label = "save (the state resident after the step)"
-    else:
-        est_phase = pg["peak_allocated_bytes"]
-        label = f"the peak ({pg['peak_phase']})"
+    est_phase, est_reserved, label, note = phase_estimate(phase, est)
+    if note:
+        out.append(_f("phase_estimate_fallback", "warning", note))
+    has_res = est_reserved is not None
+    at = f"at {label} the plan's estimate is {g(est_phase)} allocated" + (f", {g(est_reserved)} reserved" if has_res else "")
     if o is not None and o.allocated_bytes is not None and o.tried_to_allocate_bytes is not None:
         logged = o.allocated_bytes + o.tried_to_allocate_bytes
         ratio = logged / est_phase if est_phase else 0.0
-        msg = (f"at {label} the plan's estimate is {g(est_phase)} allocated; the log had {g(o.allocated_bytes)} "
-               f"allocated and asked for {g(o.tried_to_allocate_bytes)} more ({g(logged)}, {ratio:.0%} of the "
-               "estimate)")
+        msg = (f"{at}; the log had {g(o.allocated_bytes)} allocated and asked for {g(o.tried_to_allocate_bytes)} "
+               f"more ({g(logged)}, {ratio:.0%} of the estimate)")
+        if has_res and o.reserved_unallocated_bytes is not None:
+            held = o.allocated_bytes + o.reserved_unallocated_bytes
+            msg += f", {g(held)} reserved ({held / est_reserved:.0%} of the estimate's reserved)" if est_reserved \
+                else f", {g(held)} reserved"
         if ratio > 1.25:
             msg += ": the run holds more than this plan describes - check micro_batch_size, seq_len, "
-            msg += "activation_checkpointing and the stage against the run's config"
+            msg += "activation_checkpointing and the stage" + (", and the run.* settings" if run_phase(phase) not in
+                                                               ("step", "unknown") else "") + " against the run's config"
         elif ratio < 0.75 and phase not in ("load", "init", "save"):
             msg += ": the crash came before this phase's peak; the estimate shows what the phase still needs"
         out.append(_f("estimate_vs_log", "info", msg))
     else:
-        out.append(_f("estimate_phase", "info", f"at {label} the plan's estimate is {g(est_phase)} allocated"))
+        out.append(_f("estimate_phase", "info", at))
     verdict = "fits" if est["fits"] else "does not fit"
-    out.append(_f("estimate_fit", "info" if est["fits"] else "error",
-                  f"the plan's estimate {verdict}: {g(pg['device_used_bytes'])} used of {g(cap)} on the busiest GPU "
-                  f"(largest part: {est['primary_driver']})"))
+    run = est.get("run") or {}
+    if run.get("phases") and not est["fits"] and run.get("peak_phase") != "step":
+        where = (f"{g(run['device_used_bytes'])} used of {g(cap)} on the busiest GPU at its peak, the "
+                 f"{run['peak_phase']} phase (the step: {g(pg['device_used_bytes'])})")
+    else:
+        where = f"{g(pg['device_used_bytes'])} used of {g(cap)} on the busiest GPU (largest part: {est['primary_driver']})"
+    out.append(_f("estimate_fit", "info" if est["fits"] else "error", f"the plan's estimate {verdict}: {where}"))
+    over = [k for k, v in (run.get("phases") or {}).items() if v["device_used_bytes"] > cap]
+    if over and run.get("fix") and over[0] == run_phase(phase):
+        out.append(_f("run_fix", "warning", f"the plan's estimate runs out in the same phase ({over[0]}): "
+                      f"{run['fix']}"))
     return out
 
 
-def need_bytes(o, est: dict) -> int:
-    """How much the busiest GPU must shed: the estimate's overshoot, or what the crash lacked (request - free)."""
-    over = est["per_gpu"]["device_used_bytes"] - est["capacity_bytes"]
+def need_bytes(o, est: dict, phase: str = "unknown") -> int:
+    """How much the busiest GPU must shed: the estimate's overshoot (of the log's run phase when the estimate has
+    it, else of the step), or what the crash lacked (request - free)."""
+    phases = (est.get("run") or {}).get("phases") or {}
+    used = phases.get(run_phase(phase), {}).get("device_used_bytes", est["per_gpu"]["device_used_bytes"])
+    over = used - est["capacity_bytes"]
     lacked = 0
     if o is not None and o.tried_to_allocate_bytes is not None and o.free_bytes is not None:
         lacked = o.tried_to_allocate_bytes - o.free_bytes

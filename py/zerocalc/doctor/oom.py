@@ -14,6 +14,7 @@ Wordings (c10/cuda/CUDACachingAllocator.cpp, ``DeviceCachingAllocator::malloc``,
 * PyTorch 2.2+: the same with "capacity" and the ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` hint;
   2.4+ adds ``, with 104.00 MiB allocated in private pools (e.g., CUDA Graphs)`` (PR #124673; the
   "allocated by PyTorch" figure then includes the private pools).
+* The exception's name alone (``OutOfMemoryError``), or a person's "OOM" (``MENTIONED``, weakest of all).
 * Without numbers: ``CUDA error: out of memory`` (a cudaMalloc/kernel failure outside the caching allocator),
   ``CUDA driver error: out of memory`` (C10_CUDA_DRIVER_CHECK around the driver VMM calls that back
   expandable segments), ``cuda runtime error (2) : out of memory`` (THC, PyTorch <= 1.0), ``HIP out of memory``.
@@ -36,7 +37,12 @@ WORDING_ONLY = (
     ("cuda_runtime_error", re.compile(r"cuda runtime error \(2\)\s*:\s*out of memory", re.IGNORECASE)),
     ("cuda_oom_bare", re.compile(r"(?:CUDA|HIP) out of memory", re.IGNORECASE)),
     ("cublas_alloc", re.compile(r"CUBLAS_STATUS_ALLOC_FAILED")),
+    # the exception class alone (an IPython header "OutOfMemoryError   Traceback", a title): torch.OutOfMemoryError
+    # (torch.cuda.OutOfMemoryError before 2.5) is what the caching allocator raises (c10/util/Exception.h)
+    ("oom_error_class", re.compile(r"\b(?:torch\.)?(?:cuda\.)?OutOfMemoryError\b")),
 )
+# "OOM" written by a person (an issue title, a note) with nothing more specific: read last, after every other kind
+MENTIONED = re.compile(r"(?<![A-Za-z0-9_-])OOM(?![A-Za-z0-9_-])(?!\s*kill)", re.IGNORECASE)
 _WINDOW = 900   # characters after the anchor that belong to one message
 
 _OLD_GPU = re.compile(r"^\s*\(GPU (\d+);")

@@ -3,7 +3,14 @@
 Pure: text and an optional Plan in, a frozen Diagnosis out; ``to_dict()`` is the contract's JSON.
 Kinds in priority order: a CUDA OOM (the root cause when launchers then kill the other ranks), a host-RAM
 kill or pinned-memory failure, an NCCL error, an NCCL watchdog timeout (usually the echo of a rank that died
-or stalled), bf16 / bitsandbytes on a GPU that lacks them ("other"), any other traceback ("other"), nothing.
+or stalled) or a stack dump of ranks hung in a collective, bf16 / bitsandbytes on a GPU that lacks them or a
+bitsandbytes install that cannot load its CUDA library ("other"), a stack dump of a hang outside collectives
+("other"), any other traceback ("other"), a person's "OOM" with nothing more specific ("cuda_oom"), nothing.
+
+``phase`` names where in the run the log stopped (phase.py: load, init, forward, loss, backward, step, eval,
+generate, save, resume, merge, unknown) and ``run_phase`` the plan-v1 Extension 5 phase it belongs to (the step's
+four moments are ``step``); with a plan, the log's numbers are read against that phase's estimate
+(findings.plan_findings).
 """
 from __future__ import annotations
 
@@ -12,7 +19,8 @@ from dataclasses import dataclass, field
 
 from .. import estimate
 from . import candidates, classify, findings
-from .oom import OomNumbers, parse_oom
+from .oom import MENTIONED, OomNumbers, parse_oom
+from .phase import run_phase
 from .sizes import format_gib as g
 
 _TRACE = re.compile(r"Traceback \(most recent call last\)|\b\w*(?:Error|Exception): ")
@@ -31,6 +39,7 @@ class Diagnosis:
     nccl: classify.NcclTimeout | None = None
     host_tried_to_allocate_bytes: int | None = None
     subkind: str | None = None
+    phase_evidence: str | None = None
 
     def to_dict(self) -> dict:
         o = self.oom
@@ -48,11 +57,13 @@ class Diagnosis:
             "message_wording": o.wording if o else None,
             "this_process_bytes": o.this_process_bytes if o else None,
             "private_pools_bytes": o.private_pools_bytes if o else None,
+            "run_phase": run_phase(self.phase), "phase_evidence": self.phase_evidence,
         }
         if self.nccl is not None:
             n = self.nccl
             d["nccl"] = {"op": n.op, "seq": n.seq, "timeout_ms": n.timeout_ms, "ran_for_ms": n.ran_for_ms,
-                         "numel_in": n.numel_in, "numel_out": n.numel_out, "rank": n.rank}
+                         "numel_in": n.numel_in, "numel_out": n.numel_out, "rank": n.rank,
+                         "last_enqueued": n.last_enqueued, "last_completed": n.last_completed, "stuck_s": n.stuck_s}
         return d
 
 
@@ -77,16 +88,26 @@ def _kind(text: str, oom):
     if classify.host_kill(text):
         return "host_oom", "killed"
     sub = classify.nccl_error_kind(text)
-    if sub is not None and classify.WATCHDOG.search(text) is None:
+    marker = classify.timeout_marker(text)
+    if sub is not None and marker is None:
         return "nccl_error", sub
-    if classify.WATCHDOG.search(text):
-        return "nccl_timeout", sub
+    if marker is not None:
+        return "nccl_timeout", sub if sub is not None else (None if marker == "watchdog" else marker)
+    dump = classify.hang_dump(text)
+    if dump == "collective":
+        return "nccl_timeout", "hang_dump"
     if classify.BF16.search(text) or classify.TF32.search(text):
         return "other", "bf16_unsupported"
     if classify.BNB.search(text):
         return "other", "bitsandbytes_gpu"
+    if classify.BNB_SETUP.search(text):
+        return "other", "bitsandbytes_setup"
+    if dump == "dump":
+        return "other", "hang_dump"
     if _TRACE.search(text):
         return "other", None
+    if MENTIONED.search(text):
+        return "cuda_oom", "oom_mentioned"
     return "none", None
 
 
@@ -126,6 +147,13 @@ def _host_findings(text, sub, est):
         out.append(_f("cpu_allocator", "error",
                       f"host RAM: PyTorch's CPU allocator could not get {g(n)}; load with low_cpu_mem_usage=True "
                       "(or device_map), use fewer dataloader workers, or add RAM/swap"))
+    elif classify.killed_after_see_memory_usage(text) and not any(rx.search(text) for rx in classify.HOST_KILL):
+        out.append(_f("host_oom_killed", "error",
+                      "DeepSpeed's launcher killed the ranks right after its memory report, with no Python error: a "
+                      "rank was killed from outside (SIGKILL, exit -9), the kernel's OOM killer in practice - host RAM "
+                      "ran out while the engine was set up (every rank holding a full copy of the model, the fp32 "
+                      "optimizer partitions or offload buffers); check dmesg for 'Out of memory: Killed process', "
+                      "load with zero.Init (zero_init) or low_cpu_mem_usage, fewer ranks per node, more RAM or swap"))
     else:
         out.append(_f("host_oom_killed", "error",
                       "the process was killed by the operating system (SIGKILL, exit -9): host RAM ran out - "
@@ -139,10 +167,29 @@ def _host_findings(text, sub, est):
     return out
 
 
-def _nccl_findings(text, kind, sub, n):
+_HANG = ("the ranks stopped making progress: a collective was enqueued and never completed - another rank never "
+         "joined it (it crashed: look for an OOM or a -9 in its log; it stalls in rank-0-only work: evaluation, "
+         "saving, data preprocessing; or the ranks diverged: different numbers of batches or collectives). Get every "
+         "rank's Python stack (py-spy dump --pid, or TORCH_NCCL_TRACE_BUFFER_SIZE=2000 for the flight recorder's "
+         "dump) and compare: the rank that is not in the collective is the one to look at")
+
+
+def _nccl_findings(text, kind, sub, n, phase="unknown", evidence=None):
     out = []
-    if kind == "nccl_timeout" and n is not None:
+    if kind == "nccl_timeout" and n is not None and n.ran_for_ms is not None:
         out.append(_f("nccl_timeout", "error", _timeout_message(n)))
+    elif kind == "nccl_timeout" and sub == "hang_dump":
+        where = f" - the main thread is in {evidence}" if evidence else ""
+        out.append(_f("hang_dump", "error", f"a stack dump of a hang: a thread waits in a collective{where}; {_HANG}"))
+    elif kind == "nccl_timeout":
+        detail = []
+        if n is not None and n.stuck_s is not None:
+            detail.append(f"the watchdog made no progress for {n.stuck_s} s (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC)")
+        if n is not None and n.last_enqueued is not None:
+            detail.append(f"collective {n.last_completed + 1 if n.last_completed is not None else '?'} of "
+                          f"{n.last_enqueued} enqueued never completed")
+        lead = ("; ".join(detail) + ": ") if detail else ""
+        out.append(_f("nccl_hang", "error", lead + _HANG))
     if sub in _NCCL_MESSAGES:
         fid, message = _NCCL_MESSAGES[sub]
         out.append(_f(fid, "error", message))
@@ -160,8 +207,21 @@ def _timeout_message(n) -> str:
             "the slow rank is known")
 
 
-def _other_findings(text, sub, plan):
+def _other_findings(text, sub, plan, phase="unknown", evidence=None):
     out, changes = [], {}
+    if sub == "bitsandbytes_setup":
+        out.append(_f("bitsandbytes_setup", "error",
+                      "bitsandbytes could not load its CUDA library and fell back to (or failed on) the CPU-only build "
+                      "(libbitsandbytes_cpu): the install does not match the machine's CUDA. pip install -U "
+                      "bitsandbytes (0.43+ ships CUDA binaries for Linux and Windows and finds PyTorch's CUDA), unset "
+                      "BNB_CUDA_VERSION, make libcudart visible (LD_LIBRARY_PATH), and run python -m bitsandbytes to "
+                      "check; QLoRA and 8-bit optimizers need it"))
+        return out, changes
+    if sub == "hang_dump":
+        where = f" (the main thread is in {evidence})" if evidence else ""
+        out.append(_f("hang_dump", "warning", f"a stack dump of a process that hangs outside collectives{where}: "
+                      "the main thread's innermost frames are where it waits (I/O, a lock, a DataLoader worker)"))
+        return out, changes
     if sub == "bf16_unsupported":
         out.append(_f("bf16_unsupported", "error",
                       "this GPU has no bf16 (compute capability < 8.0: V100, T4, P100, RTX 20xx): train in fp16 "
@@ -192,10 +252,13 @@ def diagnose(text: str, plan=None) -> Diagnosis:
     kind, sub = _kind(text, oom)
     if kind != "cuda_oom":
         oom = None                      # a pinned-memory "CUDA error: out of memory" is host memory
+    elif oom is None:                   # a person's "OOM": no message to read numbers from
+        m = MENTIONED.search(text)
+        oom = OomNumbers(wording="oom_mentioned", position=len(" ".join(text[: m.start()].split())))
     stop = None
     if kind == "cuda_oom" and oom is not None:
         stop = classify.line_index(text, oom.position)
-    phase = classify.phase_of(text, stop) if kind != "none" else "unknown"
+    phase, evidence = classify.phase_of(text, stop) if kind != "none" else ("unknown", None)
     n = classify.nccl_timeout(text) if kind in ("nccl_timeout", "nccl_error") else None
     device = classify.device_of(text, oom.gpu_index if oom else None)
     if device is None and n is not None and n.rank is not None:
@@ -206,10 +269,12 @@ def diagnose(text: str, plan=None) -> Diagnosis:
         out = findings.cuda_oom_findings(oom, device)
         if est is not None:
             out += findings.plan_findings(oom, phase, est)
-            need = findings.need_bytes(oom, est)
-            opts = candidates.search(plan, need)
+            need = findings.need_bytes(oom, est, phase)
+            opts = candidates.eval_search(plan, need) if run_phase(phase) == "eval" else []
+            opts = opts or candidates.search(plan, need)
+            where = "in the eval phase" if opts and opts[0].label.startswith("run.eval") else "on the busiest GPU"
             for o in opts:
-                out.append(_f("option", "info", f"{o.label}: {g(o.device_used_bytes)} on the busiest GPU, "
+                out.append(_f("option", "info", f"{o.label}: {g(o.device_used_bytes)} {where}, "
                               f"{g(o.saves_bytes)} less (needed {g(need)})"))
             if opts:
                 changes = dict(opts[0].changes)
@@ -220,12 +285,27 @@ def diagnose(text: str, plan=None) -> Diagnosis:
     elif kind == "host_oom":
         out = _host_findings(text, sub, est)
     elif kind in ("nccl_timeout", "nccl_error"):
-        out = _nccl_findings(text, kind, sub, n)
+        out = _nccl_findings(text, kind, sub, n, phase, evidence)
     elif kind == "other":
-        out, changes = _other_findings(text, sub, plan)
+        out, changes = _other_findings(text, sub, plan, phase, evidence)
+    if kind != "none" and phase != "unknown":
+        out.append(_f("phase", "info", _phase_message(phase, evidence)))
     frag = findings.is_fragmented(oom)
     return Diagnosis(kind=kind, phase=phase, oom=oom, device=device, fragmentation=frag, findings=tuple(out),
                      plan_changes=changes, nccl=n,
                      host_tried_to_allocate_bytes=(int(classify.CPU_ALLOC.search(text).group(1))
                                                    if sub == "cpu_allocator" else None),
-                     subkind=sub)
+                     subkind=sub, phase_evidence=evidence)
+
+
+_PHASE_WORDS = {"load": "loading the model", "init": "the engine's set-up (after loading, before training)",
+                "forward": "the forward pass of a training step", "loss": "the loss of a training step",
+                "backward": "the backward pass of a training step", "step": "the optimizer step",
+                "eval": "evaluation", "generate": "generation", "save": "a checkpoint save",
+                "resume": "reloading a checkpoint's optimizer state (resume / best-model reload)",
+                "merge": "merging the adapter into the base model"}
+
+
+def _phase_message(phase: str, evidence: str | None) -> str:
+    why = f" (from {evidence})" if evidence else ""
+    return f"the log stopped in {_PHASE_WORDS[phase]}{why}: run phase {run_phase(phase)}"

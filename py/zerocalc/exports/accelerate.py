@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 
+from ..runplan import DEFAULT
 from ..plan import as_plan
 from .ds_config import check_expressible
 from .hf import fsdp_option_string
@@ -44,7 +45,9 @@ def accelerate_config(plan, ds_config_path: str = "ds_config.json") -> dict:
             "fsdp_reshard_after_forward": stage == 3,
             "fsdp_offload_params": plan.offload_params == "cpu",
             "fsdp_cpu_ram_efficient_loading": True,
-            "fsdp_state_dict_type": "SHARDED_STATE_DICT",
+            # accelerate's FULL_STATE_DICT always offloads to rank 0's CPU; SHARDED gathers nothing (FSDP2)
+            "fsdp_state_dict_type": "FULL_STATE_DICT" if plan.run.save not in (None, DEFAULT)
+            and plan.run.save.weights in ("fsdp-full", "fsdp-full-no-offload") else "SHARDED_STATE_DICT",
             "fsdp_activation_checkpointing": plan.activation_checkpointing == "full",
         }
     elif fw == "ddp":

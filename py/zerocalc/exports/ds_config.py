@@ -13,7 +13,10 @@ may take); knob defaults and "auto" fills from zerocalc.knobs (shared with the e
 from __future__ import annotations
 
 from ..knobs import HF_HIDDEN_SIZE_KEYS, NVME_PLACEHOLDER, fills_auto, resolved
+from ..memory.stack import effective_stack
 from ..plan import Plan, as_plan
+from ..run.defaults import save_writer
+from ..runplan import DEFAULT
 
 STYLES = ("explicit", "auto")
 
@@ -128,6 +131,10 @@ def ds_config(plan, style: str = "explicit") -> dict:
             zero["offload_optimizer"] = _offload_block(plan.offload_optimizer)
         if stage == 3 and plan.offload_params != "none":
             zero["offload_param"] = _offload_block(plan.offload_params)
+        if stage == 3:
+            # the checkpoint writer (run.save.weights): HF's save_model gathers 16-bit weights one module at a time
+            # only with this flag; without it the Trainer writes the partitions (transformers trainer.py save_model)
+            zero["stage3_gather_16bit_weights_on_model_save"] = _save_writer(plan) != "zero3-partitions"
         if stage == 3 and "zero_hpz_partition_size" in plan.deepspeed:
             zero["zero_hpz_partition_size"] = int(resolved(plan, "zero_hpz_partition_size"))
     cfg["zero_optimization"] = zero
@@ -143,6 +150,11 @@ def ds_config(plan, style: str = "explicit") -> dict:
             "profile": False,
         }
     return cfg
+
+
+def _save_writer(plan: Plan) -> str:
+    weights = plan.run.save.weights if plan.run.save not in (None, DEFAULT) else "auto"
+    return save_writer(plan, effective_stack(plan), weights)
 
 
 def _knob_value(plan: Plan, key: str, auto: bool):

@@ -9,6 +9,7 @@ checkpointed activations with ``activation_checkpointing_kwargs={"offload": True
 from __future__ import annotations
 
 from ..plan import Plan, as_plan
+from ..runplan import DEFAULT
 from .ds_config import DS_OPTIMIZER_TYPES, ExportError, check_expressible
 from .pyfmt import py_literal
 
@@ -47,6 +48,34 @@ def training_arguments_kwargs(plan, ds_config_path: str = "ds_config.json") -> d
         kw["deepspeed"] = ds_config_path
     elif fw == "fsdp":
         kw["fsdp"] = fsdp_option_string(plan)
+    kw.update(run_arguments(plan))
+    return kw
+
+
+def run_arguments(plan: Plan) -> dict:
+    """The plan's run block (Extension 5) as TrainingArguments: evaluation (eval_strategy, eval_steps,
+    per_device_eval_batch_size, eval_accumulation_steps), saves (save_strategy, save_steps, save_only_model) and
+    load_best_model_at_end; keys the plan leaves to the Trainer's defaults are not written."""
+    r, kw = plan.run, {}
+    if r.eval is None:
+        kw["eval_strategy"] = "no"
+    elif r.eval != DEFAULT:
+        kw["eval_strategy"] = "steps"
+        if r.eval.every_steps:
+            kw["eval_steps"] = r.eval.every_steps
+        if r.eval.batch_size != "auto":
+            kw["per_device_eval_batch_size"] = r.eval.batch_size
+        if r.eval.accumulation_steps:
+            kw["eval_accumulation_steps"] = r.eval.accumulation_steps
+    if r.save is None:
+        kw["save_strategy"] = "no"
+    elif r.save != DEFAULT:
+        if r.save.every_steps:
+            kw["save_strategy"], kw["save_steps"] = "steps", r.save.every_steps
+        if not r.save.optimizer:
+            kw["save_only_model"] = True
+    if r.load_best_at_end:
+        kw["load_best_model_at_end"] = True
     return kw
 
 
@@ -87,6 +116,10 @@ def training_arguments_snippet(plan, ds_config_path: str = "ds_config.json") -> 
         else:
             lines.append("# zero_init false: call from_pretrained BEFORE creating these args (each rank then "
                          "loads the whole model first)")
+    if plan.run.resume:
+        lines.append("# resume: trainer.train(resume_from_checkpoint=True)")
+    if plan.run.eval not in (None, DEFAULT) and plan.run.eval.logits == "argmax":
+        lines.append("# eval logits: pass preprocess_logits_for_metrics=lambda l, _: l.argmax(-1) to the Trainer")
     if plan.loss == "chunked":
         lines.append("# chunked loss: use_liger_kernel=True (needs liger-kernel) or a chunked cross-entropy")
     if plan.activation_checkpointing == "selective":

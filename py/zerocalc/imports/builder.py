@@ -14,8 +14,12 @@ import re
 # zerocalc.imports.ds_config (the lead repoints it at merge).
 from ..model import resolve_model
 from .common import ConfigImportError, ImportResult, parse_json  # noqa: F401  (re-exported for the importers)
-from .ds_config import import_ds_config  # noqa: F401
+from .ds_config import RUN_DEFAULT, import_ds_config  # noqa: F401
+from ..errors import PlanError
+from ..memory.stack import effective_stack
+from ..plan import Plan
 from ..presets import MODELS
+from ..run.defaults import save_writer
 
 NO_EFFECT = "no memory effect"
 NOT_MODELLED = "changes memory but zerocalc does not model it"
@@ -389,6 +393,10 @@ def set_fsdp(b: Builder, key, fsdp, config, cfg_key):
         k, v = conf["version"]
         seen.add(k)
         b.set_fsdp_version(f"{cfg_key}.{k}", v)
+    if "state_dict_type" in conf:
+        k, v = conf["state_dict_type"]
+        seen.add(k)
+        fsdp_state_dict_type(b, f"{cfg_key}.{k}", v)
     for name, (k, v) in conf.items():
         if k not in seen:
             b.skip(f"{cfg_key}.{k}", v, NO_EFFECT if name in _FSDP_NO_EFFECT else no_effect_reason(name))
@@ -398,6 +406,26 @@ def set_fsdp(b: Builder, key, fsdp, config, cfg_key):
 _FSDP_NO_EFFECT = {"auto_wrap_policy", "transformer_layer_cls_to_wrap", "state_dict_type", "sync_module_states",
                    "use_orig_params", "backward_prefetch", "forward_prefetch", "min_num_params",
                    "cpu_ram_efficient_loading", "limit_all_gathers", "xla", "xla_fsdp_v2", "xla_fsdp_grad_ckpt"}
+
+
+def _auto_writer(b) -> str | None:
+    """The save writer the plan built so far gets by default (None while it is not yet a valid plan)."""
+    try:
+        plan = Plan.from_dict({k: v for k, v in b.plan.items() if k != "run"})
+    except PlanError:
+        return None
+    return save_writer(plan, effective_stack(plan), "auto")
+
+
+def fsdp_state_dict_type(b, key: str, value) -> None:
+    """FSDP's state_dict_type (accelerate `fsdp_state_dict_type`, HF fsdp_config): FULL_STATE_DICT -> fsdp-full,
+    SHARDED_STATE_DICT / LOCAL_STATE_DICT -> fsdp-sharded."""
+    v = str(value).split(".")[-1].upper()
+    writer = "fsdp-full" if v == "FULL_STATE_DICT" else "fsdp-sharded"
+    if b.plan.get("method", "full") != "full" or _auto_writer(b) == writer:
+        b.skip(key, value, RUN_DEFAULT)
+        return
+    b.set(key, "run.save.weights", writer)
 
 
 def gptq_half_precision(b: Builder):

@@ -56,7 +56,7 @@ ZERO_NO_EFFECT = {"load_from_fp32_weights", "elastic_checkpoint", "ignore_unused
                   "stage3_module_granularity_threshold", "stage3_gather_fp16_weights_on_model_save",
                   "save_muon_momentum_buffer_in_memory", "cpu_offload_use_pin_memory"}
 ZERO_NOT_MODELLED = {"allgather_bucket_size", "reduce_scatter", "round_robin_gradients", "parameter_alignment",
-                     "stage3_model_persistence_threshold", "stage3_gather_16bit_weights_on_model_save",
+                     "stage3_model_persistence_threshold",
                      "zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
                      "memory_efficient_linear", "zenflow", "mics_shard_size", "mics_hierarchical_params_gather",
                      "cpu_offload", "cpu_offload_param"}
@@ -166,6 +166,14 @@ def import_ds_config(config, plan) -> ImportResult:
             elif resolve_knob(knobs, k, stage, hidden) != v:
                 knobs[k] = v
             apply(kp, f"deepspeed.{k}", v)
+        elif k == "stage3_gather_16bit_weights_on_model_save":
+            writer, why = ds_gather_16bit(kp, v, stage, new.get("method", "full"))
+            if writer:
+                run = new.setdefault("run", {})
+                run["save"] = {**(run.get("save") or {}), "weights": writer}
+                apply(kp, "run.save.weights", writer)
+            else:
+                skip(kp, v, why)
         elif k in ZERO_NO_EFFECT:
             skip(kp, v, NO_EFFECT)
         elif k in ZERO_NOT_MODELLED:
@@ -358,3 +366,17 @@ def _divide(key, a, b, what):
     if b <= 0 or a % b or a // b < 1:
         raise ConfigImportError(key, f"does not divide into whole micro-batches: {what}")
     return a // b
+
+
+RUN_DEFAULT = "the plan's default run does this already (run/defaults.py)"
+
+
+def ds_gather_16bit(key: str, value, stage: int, method: str) -> tuple[str | None, str]:
+    """zero_optimization.stage3_gather_16bit_weights_on_model_save: true -> the 16-bit gather at each save (ZeRO-3
+    with HF's save_model), false -> the Trainer saves the partitions instead (trainer.py save_model: "Saving the
+    full checkpoint instead"). Returns (the run.save.weights to set or None, the reason when None)."""
+    if stage != 3:
+        return None, "no effect below ZeRO-3 (the module's weights are whole already)"
+    if method != "full" or read_bool(key, value):
+        return None, RUN_DEFAULT               # PEFT saves adapters; gathering is the default at ZeRO-3
+    return "zero3-partitions", ""

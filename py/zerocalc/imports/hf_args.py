@@ -15,6 +15,7 @@ from __future__ import annotations
 from .builder import (EMPTY, NO_EFFECT, NOT_MODELLED, Builder, ConfigImportError, all_linear, as_bool,
                       as_int, as_list, as_number, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp,
                       set_fsdp, set_model, set_optimizer)
+from .run_args import hf_run_settings
 from .builder import gptq_checkpoint
 from .trainer_rules import fsdp_upcast_precision, set_gptq, single_process_only
 
@@ -165,5 +166,6 @@ def import_hf_args(cfg: dict, plan, loader=None):
     for k in ("num_generations", "use_vllm", "beta", "ref_model_mixup_alpha"):
         if cfg.get(k):
             b.skip(k, take(k), NOT_MODELLED + " (generation / a reference model)")
+    hf_run_settings(b, cfg, take)
     b.rest(cfg, seen)
     return b.result()

@@ -14,7 +14,7 @@ from .blocks import MASK, Ctx, SavedSet, block_saved_bytes, linear, rmsnorm
 from .logits import LITGPT_CHUNK
 from .lora import Adapter, adapter_params, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
-from .stack import effective_stack
+from .stack import Stack, effective_stack
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,8 @@ class Activations:
 QUANT_COMPUTE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
-def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool) -> Ctx:
+def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool, stack: Stack) -> Ctx:
     s, b = plan.seq_len, plan.micro_batch_size
-    stack = effective_stack(plan)
     # FSDP1 with LoRA inside the layer units: the frozen weights are views of a flat parameter that requires
     # grad, so autograd saves what full fine-tuning saves (tools/fsdpprobe lit_s3w2_lora)
     train_base = plan.method == "full" or stack.fsdp_adapters_in_units
@@ -58,18 +57,18 @@ def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool) -> Ctx:
                or stack.trainer == "litgpt")
 
 
-def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
+def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     """Outside the blocks: the final norm, lm_head's input (when lm_head trains), the rotary cos/sin
     (two (1, s, head_dim) tensors in the residual dtype; none under torchtune) and input ids / labels (int64)."""
     if not arch.causal_lm:
         return 0
-    c = context(plan, arch, dt, False)
+    c = context(plan, arch, dt, False, stack)
     t, h = c.tokens, arch.hidden_size
     ss = SavedSet()
     ss.save("ids_labels", 16 * t)
     if arch.family in ("llama", "gemma", "t5"):
         y = rmsnorm(ss, c, "final_norm", "resid_final", h, arch.family == "gemma")
-        if effective_stack(plan).trainer != "torchtune":
+        if stack.trainer != "torchtune":
             # torchtune's RoPE multiplies by slices of its fp32 cache buffer, which is all it saves
             # (models/llama3_1/_position_embeddings.py:181-184 Llama3ScaledRoPE.forward; traced)
             ss.save("rope_cos_sin", 2 * c.res * plan.seq_len * arch.head_dim)
@@ -108,7 +107,9 @@ def _selective(plan: Plan) -> Plan:
     return plan.with_changes(attention="flash") if plan.attention == "eager" else plan
 
 
-def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
+def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = None) -> Activations:
+    """The step's activations; ``stack`` is the plan's resolved stack (memory/inputs.py resolves it once)."""
+    st = stack or effective_stack(plan)
     base = _selective(plan) if plan.activation_checkpointing == "selective" else plan
     per_layer_linears = block_linears_per_layer(arch)
     layers = []
@@ -117,13 +118,15 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
         adapters = layer_adapters(arch, plan, lins) if plan.method != "full" else ()
         k = (id(lins), i == 0)
         if k not in cache:
-            cache[k] = block_saved_bytes(arch, context(base, arch, dt, i == 0), lins, adapters)
+            cache[k] = block_saved_bytes(arch, context(base, arch, dt, i == 0, st), lins, adapters)
         layers.append(cache[k])
     t = plan.seq_len * plan.micro_batch_size
     h = arch.hidden_size
     res = dt.weight if plan.method == "full" else dt.frozen
-    full_layer = max(block_saved_bytes(arch, context(plan, arch, dt, False), lins,
-                                       layer_adapters(arch, plan, lins) if plan.method != "full" else ())
+    # a layer's whole saved set (the recompute's); the loop above computed it unless selective changed the plan
+    full_layer = max(cache[(id(lins), False)] if base is plan and (id(lins), False) in cache
+                     else block_saved_bytes(arch, context(plan, arch, dt, False, st), lins,
+                                            layer_adapters(arch, plan, lins) if plan.method != "full" else ())
                      for lins in {id(x): x for x in per_layer_linears}.values())
     if plan.activation_checkpointing == "full":
         # HF gradient_checkpointing (non-reentrant): each decoder layer keeps only its input.
@@ -132,7 +135,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
         if plan.attention == "eager":
             # The recompute's peak is the softmax backward: the fp32 softmax output, its fp32 gradient
             # and the softmax-backward output (12·a·s²·b) - the MLP's tensors are already gone (traced).
-            flash = block_saved_bytes(arch, context(plan.with_changes(attention="flash"), arch, dt, False),
+            flash = block_saved_bytes(arch, context(plan.with_changes(attention="flash"), arch, dt, False, st),
                                       per_layer_linears[-1], layer_adapters(arch, plan, per_layer_linears[-1])
                                       if plan.method != "full" else ())
             scores = arch.num_heads * plan.seq_len * plan.seq_len * plan.micro_batch_size
@@ -160,7 +163,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
     else:
         stack = sum(layers)
         recompute = 0
-    head = _head_saved(plan, arch, dt)
+    head = _head_saved(plan, arch, dt, st)
     e = 2 if dt.autocast else dt.compute
     temp = e * t * h
     # Autocast caches a 16-bit copy of every fp32 weight a matmul reads (cache_enabled, until forward
@@ -168,7 +171,6 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes) -> Activations:
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
     # layers keep nothing: their copies die at forward end and are cast again in the recompute; only
     # lm_head's copy (outside the checkpointed layers) stays saved (traced).
-    st = effective_stack(plan)
     copies = 0
     if dt.autocast and plan.method == "full" and dt.weight == 4:
         copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear)

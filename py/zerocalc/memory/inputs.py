@@ -40,8 +40,8 @@ class StepInputs:
 
 def step_inputs(plan: Plan) -> StepInputs:
     arch = plan.arch
-    dt = dtypes_for(plan)
-    stack = effective_stack(plan)
+    stack = effective_stack(plan)            # resolved once; every module below is handed it
+    dt = dtypes_for(plan, stack)
     # LitGPT's convert_hf_checkpoint gives a tied model its own lm_head (a copy of the embedding)
     head_copy = arch.vocab_size * arch.hidden_size if stack.separate_lm_head else 0
     if plan.method == "full":
@@ -84,7 +84,7 @@ def step_inputs(plan: Plan) -> StepInputs:
         scale = frozen_bytes / max(1, frozen_numel * 2)
         frozen_sizes = tuple(max(1, int(t.numel * scale)) for t in arch.tensors)
     all_sizes = tuple(tr.sizes) + frozen_sizes
-    acts = activations(plan, arch, module_dtypes(plan, dt))
+    acts = activations(plan, arch, module_dtypes(plan, dt), stack)
     lg = logits(plan, arch, 2 if dt.autocast else dt.compute, stack)
     largest = largest_quantized_matrix(arch)
     if plan.method == "qlora" and stack.trainer == "litgpt" and arch.causal_lm:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..plan import Plan
-from .stack import effective_stack
+from .stack import Stack, effective_stack
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,10 @@ class Dtypes:
     autocast: bool       # matmuls under torch.autocast (16-bit copies of fp32 tensors)
 
 
-def dtypes_for(plan: Plan) -> Dtypes:
+def dtypes_for(plan: Plan, stack: Stack | None = None) -> Dtypes:
+    """The plan's dtypes; ``stack`` is the plan's resolved stack (memory/inputs.py resolves it once)."""
     dt = _regime(plan)
-    stack = effective_stack(plan)
+    stack = stack or effective_stack(plan)
     if plan.method != "full" and plan.framework != "deepspeed" and dt.compute == 2:
         # PEFT >= 0.12 keeps adapters fp32 on a 16-bit base (autocast_adapter_dtype); older PEFT, torchtune and
         # LitGPT build them in the base dtype (memory/stack.py)

@@ -1,0 +1,115 @@
+"""The whole run (contract plan-v1, Extension 5): every moment besides the steady step, each from one resolved
+view of the plan (run/view.py), and the run's peak.
+
+Phases, in the order a run meets them: ``load``, ``init``, ``step`` (the steady step: memory/, estimate.py's
+per_gpu, copied as is), ``eval``, ``generate``, ``save``, ``resume``, ``merge``. A new phase is one function
+taking a RunView and returning a Phase (run/phase.py), listed in ``PHASES``.
+
+Reserved: each phase's own peak plus the cache its transients leave (memory/runtime.py `allocator_reserve`,
+the ratio of a forward that saves nothing, no checkpointing), and never below what an earlier phase left
+reserved: PyTorch's caching allocator keeps its segments until `torch.cuda.empty_cache()`, which HF's eval
+loop calls only with `eval_accumulation_steps` and `prepare_model_for_kbit_training` calls after loading.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+from ..memory.runtime import allocator_reserve
+from .evaluate import eval_phase, generate_phase
+from .fixes import LABELS, phase_fix
+from .load import init_phase, load_phase
+from .phase import Phase
+from .save import merge_phase, resume_phase, save_phase
+from .view import RunView, run_view
+
+PHASES = (("load", load_phase), ("init", init_phase), ("step", None), ("eval", eval_phase),
+          ("generate", generate_phase), ("save", save_phase), ("resume", resume_phase), ("merge", merge_phase))
+
+
+@dataclass(frozen=True)
+class PhasePeak:
+    name: str
+    allocated: int
+    reserved: int
+    device_used: int
+    components: Mapping
+    host: int
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {"peak_allocated_bytes": self.allocated, "peak_reserved_bytes": self.reserved,
+                "device_used_bytes": self.device_used, "components": dict(self.components),
+                "host_bytes": self.host, "note": self.note}
+
+
+@dataclass(frozen=True)
+class RunPeaks:
+    phases: Mapping              # name -> PhasePeak, in run order
+    peak_phase: str
+    peak_allocated: int
+    peak_reserved: int
+    device_used: int
+    capacity: int
+
+    @property
+    def fits(self) -> bool:
+        return all(p.device_used <= self.capacity for p in self.phases.values())
+
+    def first_over(self) -> PhasePeak | None:
+        """The first phase, in run order, that does not fit."""
+        return next((p for p in self.phases.values() if p.device_used > self.capacity), None)
+
+    def to_dict(self) -> dict:
+        return {"phases": {k: p.to_dict() for k, p in self.phases.items()}, "peak_phase": self.peak_phase,
+                "peak_allocated_bytes": self.peak_allocated, "peak_reserved_bytes": self.peak_reserved,
+                "device_used_bytes": self.device_used, "fits": self.fits}
+
+
+def _own_reserved(view: RunView, ph: Phase) -> int:
+    alloc = ph.allocated
+    return alloc + allocator_reserve(ph.transient, False, view.capacity - view.driver - alloc).nbytes
+
+
+def phase_fits(view: RunView, ph: Phase) -> bool:
+    """Whether a phase fits on its own: the segments an earlier phase left cached are given back on demand
+    (the allocator frees cached blocks and retries a failed cudaMalloc), so they never cause an OOM."""
+    return _own_reserved(view, ph) + view.driver <= view.capacity
+
+
+def _peak(view: RunView, ph: Phase, carried: int) -> PhasePeak:
+    own = _own_reserved(view, ph)
+    reserved = max(own, min(carried, view.capacity - view.driver))
+    return PhasePeak(ph.name, ph.allocated, reserved, reserved + view.driver, ph.components, ph.host, ph.note)
+
+
+def run_peaks(view: RunView, step: PhasePeak) -> RunPeaks:
+    """Every phase the run has, with the steady step's figures as ``step``."""
+    out: dict = {}
+    carried = 0
+    for name, fn in PHASES:
+        if fn is None:
+            pk = step
+            carried = max(carried, step.reserved)
+        else:
+            ph = fn(view)
+            if ph is None:
+                continue
+            pk = _peak(view, ph, carried)
+            carried = 0 if ph.empties_cache else max(carried, pk.reserved)
+        out[name] = pk
+    top = max(out.values(), key=lambda p: (p.device_used, p.allocated, p.name == "step"))
+    return RunPeaks(MappingProxyType(out), top.name, max(p.allocated for p in out.values()),
+                    max(p.reserved for p in out.values()), top.device_used, view.capacity)
+
+
+def run_fix(view: RunView, peaks: RunPeaks) -> str:
+    """The setting that keeps the first phase that does not fit inside the GPU ("" when all fit)."""
+    over = peaks.first_over()
+    if over is None or peaks.phases["step"].device_used > peaks.capacity:
+        return ""
+    return phase_fix(view, over.name, lambda ph: phase_fits(view, ph))
+
+
+__all__ = ["run_fix", "LABELS", "run_view", "run_peaks", "RunView", "RunPeaks", "PhasePeak", "PHASES"]

@@ -1,0 +1,96 @@
+"""Evaluation and generation during training: the ``eval`` and ``generate`` phases.
+
+The eval forward runs under `torch.no_grad()` on the resident state plus what a forward gathers (ZeRO-3's
+parameters, FSDP's root unit: run/view.py), at the eval batch b_e and length s_e. Its peak is the larger of
+- the loss moment: the loss path's logits at the end of forward (memory/logits.py `forward_peak`, the same
+  rule as training's: transformers 5 `ForCausalLMLoss` keeps the 16-bit logits, their fp32 upcast and the
+  fp32 log_softmax, 10·b_e·s_e·V bytes) plus the final hidden states the model still references;
+- inside a layer: the no-grad MLP's three intermediate-wide tensors (act(gate), up, their product) plus the
+  residual stream and its norm, e·t·(3·I + 2·h).
+LitGPT's `validate()` (finetune/lora.py) calls `model(input_ids)` without `lm_head_chunk_size` and
+`chunked_cross_entropy(..., chunk_size=0)`: the logits, the shifted reshape copy and a 16-bit log_softmax,
+3 x the logits (in fp32 under Fabric's bf16-mixed, whose convert_output upcasts outputs).
+HF `compute_metrics` without `preprocess_logits_for_metrics` (trainer.py `evaluation_loop`: `gather_function`,
+then `EvalLoopContainer.add` -> `nested_concat` -> `torch.cat`): every eval step's logits of all ranks are
+kept on each GPU; the concat of step k holds the old k-1 steps, the new k-step tensor and this step's logits:
+2·k·c with c = N·b_e·s_e·V·2. `eval_accumulation_steps` a moves them to the host every a steps (k <= a);
+with it the loop also empties the cache. `argmax` keeps int64 token ids instead.
+HF's eval loop does not call `torch.cuda.empty_cache()` otherwise (`torch_empty_cache_steps` defaults to None):
+the eval's segments stay reserved for the rest of the run.
+Generation (`predict_with_generate`, TRL's completion callbacks, LitGPT `generate_example`): a KV cache of
+2·L·n_kv·d_h·b_g·(prompt + new) 16-bit bytes; under ZeRO-3 TRL gathers the whole model for it
+(trl/models/utils.py `_unwrap_model_for_generation`: `GatheredParameters(model.parameters())`).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..memory.logits import logits
+from ..units import ceil_div
+from .phase import Phase, phase
+from .view import RunView
+
+
+def _forward_resident(v: RunView) -> dict:
+    return v.by_component(v.state + v.forward_extra)
+
+
+def eval_logits_bytes(v: RunView, b: int, s: int) -> int:
+    """Logits-related bytes alive at the eval loss (no grad), batch b, length s."""
+    si, arch = v.si, v.si.arch
+    if not arch.causal_lm:
+        return 0
+    e = 2 if si.dt.autocast else si.dt.compute
+    if v.run.eval.unchunked_head:
+        o = 4 if si.stack.fabric_mixed else e
+        return o * b * s * arch.vocab_size + 2 * o * b * (s - 1) * arch.vocab_size
+    lg = logits(replace(v.plan, micro_batch_size=b, seq_len=s), arch, e, si.stack)
+    return lg.forward_peak
+
+
+def eval_phase(v: RunView) -> Phase | None:
+    ev = v.run.eval
+    if ev is None:
+        return None
+    arch, si, n = v.si.arch, v.si, v.plan.world_size
+    b, s = ev.batch, ev.seq
+    e = 2 if si.dt.autocast else si.dt.compute
+    t = b * s
+    hidden = e * t * arch.hidden_size
+    loss_moment = eval_logits_bytes(v, b, s) + hidden
+    layer_moment = e * t * (3 * arch.intermediate_size + 2 * arch.hidden_size)
+    kept, note = 0, f"eval forward at batch {b}"
+    empties = False
+    if ev.logits != "loss-only" and arch.causal_lm:
+        steps = ceil_div(ev.samples, b * n) if ev.samples else 1
+        k = min(steps, ev.accumulation_steps) if ev.accumulation_steps else steps
+        c = n * t * arch.vocab_size * 2
+        if ev.logits == "accumulate":
+            loss_moment += (k - 1) * c
+            kept = 2 * k * c
+            note += f", {k} steps of logits kept on the GPU"
+        else:
+            ids = 8 * n * t
+            kept = c + k * ids
+            loss_moment += (k - 1) * ids
+        empties = ev.accumulation_steps is not None
+    peak = max(loss_moment, layer_moment, kept)
+    comp = "activations" if layer_moment >= max(loss_moment, kept) else "logits"
+    return phase("eval", _forward_resident(v), {comp: peak}, transient=peak, empties_cache=empties, note=note)
+
+
+def generate_phase(v: RunView) -> Phase | None:
+    g = v.run.generate
+    if g is None or not v.si.arch.causal_lm:
+        return None
+    plan, si, arch = v.plan, v.si, v.si.arch
+    e = 2 if si.dt.autocast else si.dt.compute
+    length = g.prompt + g.new_tokens if si.stack.trainer != "litgpt" else plan.seq_len
+    kv = 2 * arch.num_layers * arch.kv_dim * g.batch * length * e
+    extra = {"activations": kv + 4 * 2 * g.batch * arch.vocab_size}
+    note = f"generation: KV cache for batch {g.batch} x {length} tokens"
+    if plan.framework == "deepspeed" and plan.zero_stage == 3:
+        whole = 2 * (si.trainable.numel + (si.frozen_numel if plan.method != "full" else 0))
+        extra["weights"] = whole
+        note += ", whole model gathered (ZeRO-3)"
+    return phase("generate", _forward_resident(v), extra, transient=kv, note=note)

@@ -1,0 +1,30 @@
+"""One moment of the run: what is allocated at its peak, by component, and what it frees and requests again
+(the transient the caching allocator keeps cached afterwards)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    components: Mapping          # component -> bytes allocated at the phase's peak
+    transient: int = 0           # bytes requested and freed inside the phase (they leave cached segments)
+    host: int = 0                # host bytes the phase needs on the busiest rank
+    empties_cache: bool = False  # the software calls torch.cuda.empty_cache() at its end
+    note: str = ""               # the mechanism, in a few words (the CLI and the page show it)
+
+    @property
+    def allocated(self) -> int:
+        return sum(self.components.values())
+
+
+def phase(name: str, base: Mapping, extra: Mapping | None = None, **kw) -> Phase:
+    """A phase from the resident components plus the phase's own (both component -> bytes)."""
+    comps = dict(base)
+    for k, b in (extra or {}).items():
+        if b:
+            comps[k] = comps.get(k, 0) + int(b)
+    return Phase(name, MappingProxyType({k: int(b) for k, b in comps.items() if b}), **kw)

@@ -1,0 +1,118 @@
+"""Checkpoint saves, optimizer reloads and the merge at the end: the ``save``, ``resume`` and ``merge`` phases.
+Each runs after `zero_grad`, on the resident state (run/view.py), plus what its writer gathers.
+
+Writers (run/defaults.py `save_writer` picks the default):
+- ``module`` (a state dict of tensors already whole on the GPU: transformers `save_pretrained` / safetensors,
+  DeepSpeed stages 0-2 `module_state_dict`, torchtune single-device `{k: v.cpu()}`): host copies only.
+  torchtune's NF4 state-dict hook dequantizes one weight at a time (`v.to(dtype)` before `.cpu()`).
+- ``adapter-only`` (PEFT `save_pretrained`, LitGPT `save_lora_checkpoint`): host copies only, except under
+  ZeRO-3, where accelerate's `get_state_dict` still gathers every module's parameters one module at a time.
+- ``zero3-16bit`` (DeepSpeed engine.py `_zero3_consolidated_16bit_state_dict`, "gather one layer at a time":
+  `GatheredParameters(module.parameters(recurse=False), modifier_rank=0)`, then `.cpu()` on rank 0): the
+  largest module whole in 16 bits; rank 0 assembles the 16-bit model in host memory.
+- ``zero3-partitions`` (DeepSpeed `save_checkpoint` of the partitions) and ``dcp`` (torchtitan, DCP
+  `dcp.save` of local shards): no gather.
+- ``fsdp-full`` (accelerate's and Lightning's FULL_STATE_DICT with `offload_to_cpu=True, rank0_only=True`;
+  torch/distributed/fsdp/_state_dict_utils.py `_full_pre_state_dict_hook` unshards each unit on every rank, rank
+  0 `handle.to_cpu()`): the largest unit unsharded in the parameters' dtype; the optimizer's full state dict
+  (`FSDP.optim_state_dict`, _optim_utils.py `_allgather_orig_param_states`) gathers one unit's states (two Adam
+  moments). FSDP2 (torchtune `gather_cpu_state_dict`: `full_tensor()` per parameter, then `.cpu()`): one
+  parameter whole.
+- ``fsdp-full-no-offload`` (raw FSDP1 FULL_STATE_DICT, `_full_post_state_dict_hook` `.clone().detach()` of
+  every unsharded parameter on every rank): the whole model in the parameters' dtype per GPU.
+- ``fsdp-sharded`` (FSDP1 SHARDED_STATE_DICT, `_sharded_pre_state_dict_hook` unshards each unit too): the largest
+  unit; FSDP2 none.
+Resume and `load_best_model_at_end` (torch/optim/optimizer.py `load_state_dict` builds the new state before
+replacing the old; DeepSpeed stage3.py `_rigid_load_state_dict` loads into an optimizer whose states exist since
+init; transformers `_load_best_model` -> `deepspeed_load_checkpoint(..., load_optimizer_states=True)`): the old and
+new optimizer states coexist under DeepSpeed. A torch optimizer resumed before its first step has no old states
+(they are created lazily), and HF's best-model reload outside DeepSpeed loads weights only (host -> in place).
+Merge (peft tuners/lora/layer.py `merge`: `base.weight.data += get_delta_weight()`, one layer at a time; bnb
+4-bit: `dequantize_bnb_weight`, add, re-quantize): the largest adapted weight's 16-bit copy, its fp32 delta
+and the sum. ``16bit-in-process`` (merging a QLoRA run into a 16-bit model on the training GPU, e.g. Unsloth
+`save_pretrained_merged(merged_16bit)`): the base reloaded in 16 bits beside the live quantized model.
+"""
+from __future__ import annotations
+
+from ..memory.lora import largest_quantized_matrix
+from .phase import Phase, phase
+from .view import RunView
+
+
+def _after_zero_grad(v: RunView) -> dict:
+    return v.by_component(v.state)
+
+
+def _largest_unit(v: RunView) -> int:
+    arch = v.si.arch
+    return max(max(arch.layer_sizes or (0,)), arch.total_params - sum(arch.layer_sizes))
+
+
+def save_transient(v: RunView, writer: str, optimizer: bool) -> tuple[int, str]:
+    """GPU bytes a save's writer adds on the busiest rank, and its name."""
+    plan, si, arch = v.plan, v.si, v.si.arch
+    full = plan.method == "full"
+    pbytes = si.dt.weight if full else si.dt.frozen
+    if writer == "adapter-only":
+        gathered = 2 * arch.largest_module if plan.framework == "deepspeed" and plan.zero_stage == 3 else 0
+        return gathered, "adapter-only save"
+    if writer == "module":
+        if si.stack.trainer == "torchtune" and plan.method == "qlora":
+            return 2 * largest_quantized_matrix(arch), "state dict, one NF4 weight dequantized at a time"
+        return 0, "state dict copied to the host"
+    if writer == "zero3-16bit":
+        return 2 * arch.largest_module, "ZeRO-3 16-bit gather, one module at a time"
+    if writer in ("zero3-partitions", "dcp"):
+        return 0, "each rank writes its own shards"
+    if plan.framework != "fsdp":
+        return 0, writer
+    v1 = si.stack.fsdp_version == 1
+    if writer == "fsdp-full-no-offload":
+        model = pbytes * arch.total_params + (si.dt.adapter * si.trainable.numel if not full else 0)
+        return model, "FULL_STATE_DICT without offload: the whole model on every GPU"
+    if writer == "fsdp-sharded" and not v1:
+        return 0, "sharded state dict"
+    unit = _largest_unit(v) if v1 else arch.largest_tensor
+    model = pbytes * unit
+    states = 2 * si.dt.state * (unit if full else 0) if optimizer and writer == "fsdp-full" else 0
+    what = "one unit" if v1 else "one parameter"
+    return max(model, states), f"{'FULL' if writer == 'fsdp-full' else 'SHARDED'}_STATE_DICT: {what} gathered"
+
+
+def save_phase(v: RunView) -> Phase | None:
+    s = v.run.save
+    if s is None:
+        return None
+    extra, note = save_transient(v, s.writer, s.optimizer)
+    si = v.si
+    host = 2 * (si.trainable.numel + si.frozen_numel) if s.writer in ("zero3-16bit", "fsdp-full") else 0
+    return phase("save", _after_zero_grad(v), {"buffers": extra}, transient=extra, host=host, note=note)
+
+
+def resume_phase(v: RunView) -> Phase | None:
+    r = v.run
+    if not (r.resume or r.load_best_at_end):
+        return None
+    new_states = 0
+    if v.plan.framework == "deepspeed" and v.plan.offload_optimizer == "none":
+        new_states = sum(t.nbytes for t in v.state if t.name == "optimizer_states")
+    what = "resume" if r.resume else "best-model reload"
+    note = f"{what}: old and new optimizer states coexist" if new_states else f"{what}: weights loaded in place"
+    return phase("resume", _after_zero_grad(v), {"optimizer_states": new_states}, transient=new_states, note=note)
+
+
+def merge_phase(v: RunView) -> Phase | None:
+    plan, si = v.plan, v.si
+    if v.run.merge == "none":
+        return None
+    w = largest_quantized_matrix(si.arch)
+    per_layer = w * (2 + 4 + 4) if plan.method == "qlora" else w * (si.dt.adapter + 2)
+    extra = {"buffers": per_layer}
+    note = "adapters merged one layer at a time"
+    if v.run.merge == "16bit-in-process" and plan.method == "qlora":
+        extra["weights"] = 2 * si.frozen_numel
+        note = "the base reloaded in 16 bits beside the quantized model"
+    return phase("merge", _after_zero_grad(v), extra, transient=per_layer, note=note)
+
+
+__all__ = ["save_phase", "resume_phase", "merge_phase", "save_transient"]

@@ -1,0 +1,58 @@
+"""The one resolved view every run phase reads: the plan's model, dtypes and stack (memory/inputs.StepInputs,
+resolved once), the run's moments with their defaults (run/defaults.py), and what the steady step leaves
+resident between steps, taken from the step's own terms (so a phase never re-derives a term).
+
+- ``state``: allocator terms alive through the whole step, from forward to the optimizer step (weights,
+  master copies, optimizer states, DeepSpeed's persistent buffers), less the gradients a torch optimizer's
+  `zero_grad(set_to_none=True)` frees after every step (HF Trainer, torchtune, LitGPT, torchtitan all call it);
+  DeepSpeed keeps its flat gradient partitions (stage_1_and_2.py / stage3.py allocate them once).
+- ``forward_extra``: what a forward adds besides activations and logits (ZeRO-3's gathered and prefetched
+  parameters, FSDP's gathered root unit): an evaluation's forward gathers them just as training's does.
+- ``driver``: bytes outside the allocator (CUDA context, NCCL), present in every phase.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..memory.inputs import StepInputs
+from ..memory.terms import ALLOCATOR, DRIVER, FWD, STEP_PHASE, Term
+from ..plan import Plan
+from .defaults import Run, resolve
+
+
+@dataclass(frozen=True)
+class RunView:
+    plan: Plan
+    si: StepInputs
+    run: Run
+    state: tuple                 # of Term
+    forward_extra: tuple         # of Term
+    driver: int
+    capacity: int
+    step_reserved: int
+
+    def state_bytes(self, *components: str) -> int:
+        return sum(t.nbytes for t in self.state if not components or t.component in components)
+
+    def by_component(self, terms) -> dict:
+        out: dict = {}
+        for t in terms:
+            out[t.component] = out.get(t.component, 0) + t.nbytes
+        return out
+
+
+ZERO_GRAD_FREES = ("gradients", "tied_embedding_grad", "grad_shards", "grad_shards_last", "no_sync_unsharded_grads")
+
+
+def _freed_by_zero_grad(plan: Plan, t: Term) -> bool:
+    """torch's `zero_grad(set_to_none=True)` frees `.grad` (DDP's reducer buckets stay allocated)."""
+    return plan.framework != "deepspeed" and (t.component == "gradients" or t.name in ZERO_GRAD_FREES)
+
+
+def run_view(plan: Plan, si: StepInputs, terms: list, capacity: int, step_reserved: int) -> RunView:
+    alloc = [t for t in terms if t.where == ALLOCATOR and t.nbytes]
+    state = tuple(t for t in alloc if FWD in t.phases and STEP_PHASE in t.phases and not _freed_by_zero_grad(plan, t))
+    extra = tuple(t for t in alloc if FWD in t.phases and STEP_PHASE not in t.phases
+                  and t.component not in ("activations", "logits") and not _freed_by_zero_grad(plan, t))
+    driver = sum(t.nbytes for t in terms if t.where == DRIVER)
+    return RunView(plan, si, resolve(plan, si.stack), state, extra, driver, capacity, step_reserved)
