@@ -48,6 +48,52 @@ function fillList(ul, items, line) {
 
 let lastAnswer = null;
 
+// The same per-key report as `zerocalc import` prints (zerocalc/imports/report.py): detected format with its
+// confidence and evidence, other candidates, counts per kind, every unmapped key with its kind. Text only.
+const KIND_LABEL = {
+  no_effect: "no memory effect", not_modelled: "not modelled", not_mapped: "not mapped",
+  unknown: "not read", empty: "empty (trainer default)", read: "read, no plan key of its own",
+};
+
+function reportLine(id, before) {
+  let el = document.getElementById(id);
+  if (!el) {
+    el = document.createElement("p");
+    el.id = id;
+    el.dataset.import = id.replace("import-", "");
+    before.before(el);
+  }
+  return el;
+}
+
+function showDetection(answer) {
+  const lists = $("#import-result .import-lists") || $("#import-mapped");
+  const det = reportLine("import-detect", lists);
+  const rep = answer.report || {};
+  const cands = rep.candidates || [];
+  const conf = typeof rep.confidence === "number" ? rep.confidence.toFixed(2) : "given";
+  let text = `Detected format: ${answer.format} (confidence ${conf})`;
+  if (cands.length) text += ` from ${cands[0].evidence.slice(0, 3).join("; ")}`;
+  text += ".";
+  if (cands.length > 1) {
+    text += rep.ambiguous ? " The file also matches " : " Also considered: ";
+    text += cands.slice(1).map((c) => `${c.format} (score ${c.score.toFixed(2)}: ${c.evidence.slice(0, 2).join("; ")})`).join(", ") + ".";
+  }
+  det.textContent = text;
+  det.dataset.ambiguous = rep.ambiguous ? "true" : "false";
+  const counts = reportLine("import-counts", lists);
+  const c = rep.counts || {};
+  const parts = [`${c.mapped ?? answer.applied.length} mapped from the file`, `${c.defaults ?? 0} trainer defaults`];
+  for (const k of Object.keys(KIND_LABEL)) if (c[k]) parts.push(`${c[k]} ${KIND_LABEL[k]}`);
+  counts.textContent = `Keys: ${parts.join(" · ")}.`;
+}
+
+function kindOf(answer, key) {
+  const groups = (answer.report && answer.report.unmapped) || {};
+  for (const [kind, items] of Object.entries(groups)) if (items.some((n) => n.key === key)) return kind;
+  return "not_mapped";
+}
+
 async function runImport() {
   const text = $("#import-text").value;
   const status = $("#import-status");
@@ -80,13 +126,23 @@ async function runImport() {
       return;
     }
     lastAnswer = answer;
-    status.textContent = `Read as ${answer.format}: ${answer.applied.length} keys mapped, ` +
+    const conf = answer.report && typeof answer.report.confidence === "number" ?
+      ` (confidence ${answer.report.confidence.toFixed(2)})` : "";
+    status.textContent = `Read as ${answer.format}${conf}: ${answer.applied.length} keys mapped, ` +
       `${answer.not_represented.length} not in the plan.`;
     status.dataset.state = "ok";
     result.dataset.format = answer.format;
+    showDetection(answer);
     fillList($("#import-mapped"), answer.applied, (a) =>
       `${a.key} → ${a.plan_key ?? "(checked)"} = ${show(a.value)}${a.default ? " (trainer default)" : ""}`);
-    fillList($("#import-unmapped"), answer.not_represented, (n) => `${n.key}: ${n.reason}`);
+    const order = Object.keys(KIND_LABEL);
+    const unmapped = answer.not_represented.map((n) => ({ ...n, kind: kindOf(answer, n.key) }))
+      .sort((a, b) => order.indexOf(a.kind) - order.indexOf(b.kind));
+    fillList($("#import-unmapped"), unmapped, (n) => `${n.key}: ${n.reason}`);
+    $("#import-unmapped").querySelectorAll("li").forEach((li, i) => {
+      li.dataset.kind = unmapped[i].kind;
+      li.title = KIND_LABEL[unmapped[i].kind] || "";
+    });
     fillList($("#import-warnings"), answer.warnings, (w) => w.message);
     $("#import-warnings-wrap").hidden = answer.warnings.length === 0;
     result.hidden = false;

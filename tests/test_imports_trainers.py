@@ -54,11 +54,14 @@ AXOLOTL = {
     "llama-3__fft-8b.yaml": {"model": "llama-3.1-8b", "method": "full", "precision": "bf16-pure",
                              "seq_len": 8192, "micro_batch_size": 1, "gradient_accumulation_steps": 8,
                              "optimizer": "paged-adamw-8bit", "framework": "ddp"},
-    # liger fused linear CE -> chunked; fsdp full_shard + fsdp_offload_params -> FSDP stage 3, CPU offload
+    # liger fused linear CE -> chunked; fsdp full_shard + fsdp_offload_params -> FSDP stage 3, CPU offload.
+    # bf16-mixed, not bf16-pure: under FSDP1 accelerate upcasts the bf16-loaded trainable FlatParameters to fp32
+    # when mixed precision is on (accelerate src/accelerate/accelerator.py Accelerator.prepare_model, FSDP branch:
+    # `if self.mixed_precision != "no": ... param.data = param.data.to(torch.float32)`, commit 16cb6eb8)
     "llama-3__fft-8b-liger-fsdp.yaml": {"model": "llama-3.1-8b", "loss": "chunked", "framework": "fsdp",
                                         "zero_stage": 3, "offload_params": "cpu", "offload_optimizer": "cpu",
                                         "micro_batch_size": 2, "gradient_accumulation_steps": 4,
-                                        "precision": "bf16-pure", "optimizer": "adamw"},
+                                        "precision": "bf16-mixed", "optimizer": "adamw"},
     # lora + load_in_8bit: 8-bit base (method qlora, int8); lora_target_linear -> all linear layers of the
     # plan's model (Meta-Llama-3-8B is not a preset: the plan keeps llama-3.1-8b, same linears)
     "llama-3__lora-8b.yml": {"model": "llama-3.1-8b", "method": "qlora", "quantization.type": "int8",
@@ -91,9 +94,11 @@ AXOLOTL = {
                                                       "zero_stage": 3, "precision": "bf16-mixed", "loss": "chunked",
                                                       "activation_offloading": True, "micro_batch_size": 1,
                                                       "deepspeed.stage3_max_live_parameters": 0},
-    # fsdp_config version 2, reshard_after_forward true, offload_params false
+    # fsdp_config version 2, reshard_after_forward true, offload_params false; FSDP2 upcasts the trainable
+    # params to fp32 too (accelerate src/accelerate/utils/fsdp_utils.py fsdp2_prepare_model: "Upcast to fp32
+    # master weights; MixedPrecisionPolicy.param_dtype handles compute cast") -> bf16-mixed
     "gpt-oss__gpt-oss-20b-fft-fsdp2.yaml": {"model": "gpt-oss-20b", "framework": "fsdp", "zero_stage": 3,
-                                            "offload_params": "none", "precision": "bf16-pure", "attention": "flash"},
+                                            "offload_params": "none", "precision": "bf16-mixed", "attention": "flash"},
     # zero3_bf16_cpuoffload_params.json: stage 3, parameters offloaded to CPU, optimizer on the GPU
     "mistral__bigstral__bigstral-ds-zero3.yaml": {"framework": "deepspeed", "zero_stage": 3, "offload_params": "cpu",
                                                   "offload_optimizer": "none", "seq_len": 2048},
@@ -126,7 +131,10 @@ LLAMA_FACTORY = {
     "train_lora__qwen3_lora_reward.yaml": LF_LORA,
     "extras__loraplus__llama3_lora_sft.yaml": LF_LORA,
     "extras__pissa__llama3_lora_sft.yaml": LF_LORA,
-    "train_qlora__llama3_lora_sft_gptq.yaml": LF_LORA,  # a pre-quantized GPTQ model: the plan keeps its model
+    # a pre-quantized GPTQ checkpoint (TechxGenus/Meta-Llama-3-8B-Instruct-GPTQ, 4-bit) with LoRA: QLoRA on GPTQ
+    # (plan-v1 Extension 1 quantization type gptq), not LoRA over a 16-bit base
+    "train_qlora__llama3_lora_sft_gptq.yaml": {**LF_LORA, "method": "qlora", "quantization.type": "gptq",
+                                              "quantization.bits": 4},
     "train_qlora__llama3_lora_sft_awq.yaml": LF_LORA,
     # quantization_bit 4 (bnb): nf4 with double quantization
     "train_qlora__qwen3_lora_sft_otfq.yaml": {**LF_LORA, "method": "qlora", "quantization.type": "nf4",

@@ -42,7 +42,8 @@ def share_hash(plan: dict) -> str:
 
 def import_view(request: dict) -> dict:
     """{"text", "plan" (current plan-v1 dict or null), "yaml_files" (optional)} -> {"format", "plan", "hash",
-    "applied", "not_represented", "warnings"} or {"error"} (one line) / {"needs_yaml": true}.
+    "applied", "not_represented", "warnings", "detection", "report" (zerocalc/imports/report.py: the per-key
+    report the CLI prints)} or {"error"} (one line) / {"needs_yaml": true}.
     The importers are imported here, on the first import, so the worker's start-up does not pay for them."""
     from zerocalc.imports import ConfigImportError, import_config, is_json
     from zerocalc.plan import PlanError
@@ -66,4 +67,5 @@ def import_view(request: dict) -> dict:
     except ConfigImportError as e:
         return {"error": str(e)}
     return {"format": res.format, "plan": res.plan, "hash": share_hash(res.plan), "applied": res.applied,
-            "not_represented": res.not_represented, "warnings": res.warnings}
+            "not_represented": res.not_represented, "warnings": res.warnings, "detection": res.detection,
+            "report": res.report}

@@ -318,9 +318,9 @@ def _cmd_import_config(args, plan) -> int:
     except ConfigImportError as e:
         raise CliError(str(e))
     sys.stdout.write(json.dumps(res.plan, indent=2) + "\n")
-    print(f"format: {res.format}", file=sys.stderr)
-    for item in res.not_represented:
-        print(f"not in the plan: {item['key']} ({item['reason']})", file=sys.stderr)
+    from .imports import report_lines  # format + confidence, candidates, counts, one line per unmapped key
+    for line in report_lines(res):
+        print(line, file=sys.stderr)
     for w in res.warnings:
         print(f"[{w['severity']}] {w['id']}: {w['message']}", file=sys.stderr)
     return 0

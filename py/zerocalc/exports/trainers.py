@@ -69,9 +69,12 @@ def axolotl_config(plan) -> dict:
     if hub:
         out["base_model"] = hub
     dtype, method, fw = _dtype(p), p.method, p.framework
-    pure_ok = method == "full" and fw != "deepspeed"
+    # fp32 masters under DeepSpeed, with adapters, and under accelerate's FSDP, which upcasts the trainable
+    # weights when mixed precision is on (imports/builder.py fsdp_upcast_precision)
+    pure_ok = method == "full" and fw not in ("deepspeed", "fsdp")
     if p.precision == "bf16-pure" and not pure_ok:
-        raise ExportError("precision", "axolotl keeps fp32 masters here (DeepSpeed / adapters): bf16-mixed")
+        raise ExportError("precision", "axolotl keeps fp32 masters here (DeepSpeed / accelerate's FSDP / adapters): "
+                                       "bf16-mixed")
     if p.precision == "bf16-mixed" and pure_ok and dtype == "bf16":
         raise ExportError("precision", "axolotl loads a full fine-tune in bf16 without fp32 masters: bf16-pure")
     if method != "full":

@@ -3,7 +3,9 @@
 ``import_config(text, plan)`` recognises the format from the content (detect.py) and returns an
 ImportResult: the new full plan dict (keys the file does not set keep ``plan``'s values; the trainer's own
 defaults where its file relies on them), ``applied`` and ``not_represented`` (every file key it cannot map,
-with the reason). Formats: DeepSpeed ds_config (ds_config.py), HF TrainingArguments /
+with the reason; every top-level key the file sets is named in one of them), ``detection`` (format,
+confidence, candidates with their evidence: detect.py) and ``report`` (report.py: the per-key report the CLI
+prints and the page shows). Formats: DeepSpeed ds_config (ds_config.py), HF TrainingArguments /
 TRL config JSON (hf_args.py), accelerate config YAML (accelerate_config.py), axolotl YAML (axolotl.py),
 LLaMA-Factory YAML (llamafactory.py), torchtune recipe YAML (torchtune.py). Pure: no file or network access;
 ``loader(path) -> text | None`` lets the caller supply a file a config refers to (a DeepSpeed JSON path).
@@ -15,7 +17,8 @@ from .ds_config import import_ds_config
 from .model_config import apply_model_config, import_model_config
 from .accelerate_config import import_accelerate
 from .axolotl import import_axolotl
-from .detect import FORMATS, MAX_BYTES, detect, is_json, parse_text
+from .detect import FORMATS, MAX_BYTES, detect, detect_format, is_json, parse_text
+from .report import build_report, name_every_key, report_lines
 from .hf_args import import_hf_args
 from .llamafactory import import_llamafactory
 from .torchtune import import_torchtune
@@ -25,7 +28,10 @@ def import_config(text, plan=None, *, loader=None, fmt: str | None = None, what:
     """Text (JSON or YAML) of a trainer config -> ImportResult; ``result.to_dict()["format"]`` names the
     format. ConfigImportError (``.key`` names the file key) for bad input."""
     cfg = parse_text(text, what)
-    fmt = fmt or detect(cfg)
+    detection = None
+    if not fmt:
+        detection = detect_format(cfg)
+        fmt = detection["format"]
     if fmt not in FORMATS:
         raise ConfigImportError("format", f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
     if fmt == "ds_config":
@@ -41,13 +47,22 @@ def import_config(text, plan=None, *, loader=None, fmt: str | None = None, what:
     else:
         res = import_torchtune(cfg, plan, text=text if isinstance(text, str) else None, loader=loader)
     res.format = fmt
+    res.detection = detection
+    if detection and detection["ambiguous"]:
+        best, other = detection["candidates"][0], detection["candidates"][1]
+        why1, why2 = "; ".join(best["evidence"][:2]), "; ".join(other["evidence"][:2])
+        res.warnings.append({"id": "import-format-ambiguous", "severity": "warning",
+                             "message": f"the file matches both {fmt} ({why1}) and {other['format']} ({why2}); "
+                                        f"read as {fmt} (confidence {detection['confidence']:.2f})"})
+    name_every_key(cfg, res)
+    res.report = build_report(res)
     return res
 
 
 def result_dict(res: ImportResult) -> dict:
-    """ImportResult -> JSON-able dict with the format."""
-    return {**res.to_dict(), "format": getattr(res, "format", None)}
+    """ImportResult -> JSON-able dict with the format, the detection and the per-key report."""
+    return res.to_dict()
 
 
-__all__ = ["import_config", "result_dict", "detect", "parse_text", "is_json", "FORMATS", "MAX_BYTES",
+__all__ = ["import_config", "result_dict", "detect", "detect_format", "build_report", "report_lines", "parse_text", "is_json", "FORMATS", "MAX_BYTES",
            "ConfigImportError", "ImportResult", "import_ds_config", "import_model_config", "apply_model_config"]

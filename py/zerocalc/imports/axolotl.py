@@ -4,7 +4,9 @@ Semantics from axolotl (github.com/axolotl-ai-cloud/axolotl): ``utils/config/__i
 ``normalize_config`` (torch_dtype is bf16 with ``bf16``/``bfloat16``, fp16 with ``fp16``/``float16``/8-bit,
 else fp32: the model is *loaded* in that dtype, so a full fine-tune without DeepSpeed keeps no fp32 master
 weights), ``loaders/model.py`` (QLoRA: BitsAndBytesConfig nf4, double quant, compute dtype = torch_dtype),
-``loaders/adapter.py`` (``lora_target_linear``: every Linear but lm_head, added to ``lora_target_modules``),
+``loaders/adapter.py`` (``lora_target_linear``: every Linear but lm_head, added to ``lora_target_modules``;
+``gptq: true`` or a ``-GPTQ`` base: LoRA on a GPTQ base, plan quantization gptq), accelerate's FSDP (a full
+fine-tune in bf16 keeps fp32 trainable weights: bf16-mixed, trainer_rules.fsdp_upcast_precision),
 ``utils/schemas`` (defaults: micro_batch_size 1, gradient_accumulation_steps 1, sequence_len 512), the liger
 and cut_cross_entropy integrations (fused linear cross-entropy: the full logits never exist -> loss chunked).
 Attention: ``attn_implementation`` or the older ``flash_attention`` / ``sdp_attention`` / ``eager_attention``
@@ -17,6 +19,8 @@ from . import bundled_ds
 from .builder import (EMPTY, NO_EFFECT, NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_list,
                      as_number, as_obj, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp,
                      set_fsdp, set_model, set_optimizer)
+from .builder import gptq_checkpoint
+from .trainer_rules import fsdp_upcast_precision, set_gptq
 
 DEFAULTS = {"micro_batch_size": 1, "gradient_accumulation_steps": 1, "sequence_len": 512}
 ATTN_FLAGS = {"flash_attention": "flash", "sdp_attention": "sdpa", "eager_attention": "eager"}
@@ -56,6 +60,11 @@ def import_axolotl(cfg: dict, plan, loader=None):
         if l4 or l8:
             b.skip("load_in_4bit" if l4 else "load_in_8bit", True, "quantized loading without an adapter is "
                    "not a trainable setup zerocalc models; the plan trains in full")
+    elif adapter in ("lora", "qlora") and (cfg.get("gptq") or gptq_checkpoint(cfg.get("base_model"))):
+        # gptq: true (or a -GPTQ checkpoint): the base's linears are GPTQ QuantLinear, LoRA on top
+        # (axolotl loaders/model.py: the model's own quantization_config, no BitsAndBytesConfig)
+        set_gptq(b, "gptq" if cfg.get("gptq") else "base_model", why="a GPTQ base (axolotl gptq: true)")
+        seen.add("gptq")
     elif adapter in ("lora", "qlora"):
         if adapter == "qlora" or l4:
             b.set("adapter", "method", "qlora")
@@ -79,8 +88,10 @@ def import_axolotl(cfg: dict, plan, loader=None):
         else:
             b.skip(kp, v, NO_EFFECT if k in ("llm_int8_threshold", "llm_int8_has_fp16_weight") else NOT_MODELLED)
     for k in ("gptq", "model_quantization_config"):
-        if cfg.get(k):
+        if cfg.get(k) and k not in seen:
             b.skip(k, take(k), NOT_MODELLED + " (pre-quantized base weights)")
+    if "gptq_disable_exllama" in cfg:
+        b.skip("gptq_disable_exllama", take("gptq_disable_exllama"), NO_EFFECT + " (which GPTQ kernel runs)")
 
     # --- LoRA
     for k, pk, fn in (("lora_r", "lora.rank", as_int), ("lora_alpha", "lora.alpha", as_number),
@@ -204,6 +215,9 @@ def import_axolotl(cfg: dict, plan, loader=None):
         not_deepspeed_or_fsdp(b, "deepspeed")
         if ds is not None:
             b.skip("deepspeed", ds, EMPTY)
+
+    # accelerate's FSDP (1 and 2) keeps fp32 trainable weights under bf16 mixed precision
+    fsdp_upcast_precision(b, src, b.plan["precision"])
 
     for k in NOT_MODELLED_FLAGS:
         if k in cfg and cfg[k] not in (None, False):

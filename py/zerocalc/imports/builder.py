@@ -112,6 +112,7 @@ class Builder:
 
     def result(self) -> ImportResult:
         from zerocalc import Plan, PlanError
+        gptq_half_precision(self)
         try:
             Plan.from_dict(self.plan)
         except PlanError as e:
@@ -180,13 +181,24 @@ def as_obj(key, v):
 _VARIANT_WORDS = {"instruct", "chat", "it", "hf", "base", "pt"}
 
 
+# suffixes of pre-quantized checkpoints of a model (TheBloke/Llama-2-7B-GPTQ, hugging-quants/...-BNB-NF4-BF16,
+# unsloth/...-bnb-4bit, Qwen/...-Int4): the same architecture, its linears stored quantized
+_QUANT_WORDS = {"gptq", "awq", "bnb", "nf4", "4bit", "8bit", "int4", "int8", "bf16", "fp16", "exl2", "aqlm"}
+
+
 def _norm(name: str) -> str:
     """Hub repo name -> comparable form: no owner, lower case, no 'meta-' prefix, no variant words
-    (Instruct / chat / it / hf / Base / pt), which share the base model's architecture."""
+    (Instruct / chat / it / hf / Base / pt), which share the base model's architecture, and no
+    pre-quantization suffixes (GPTQ, AWQ, BNB-NF4, bnb-4bit, Int4)."""
     n = name.strip().rstrip("/").split("/")[-1].lower()
     if n.startswith("meta-"):
         n = n[len("meta-"):]
-    return "-".join(p for p in n.split("-") if p not in _VARIANT_WORDS)
+    return "-".join(p for p in n.split("-") if p not in _VARIANT_WORDS and p not in _QUANT_WORDS)
+
+
+def gptq_checkpoint(name) -> bool:
+    """A Hub id naming a GPTQ checkpoint (``TheBloke/Llama-2-7B-GPTQ``, ``...-Instruct-GPTQ-Int4``)."""
+    return isinstance(name, str) and "gptq" in name.rsplit("/", 1)[-1].lower().replace("_", "-").split("-")
 
 
 _BY_REPO = {}
@@ -288,10 +300,14 @@ def import_deepspeed_ref(b: Builder, key, value, loader, bundled: dict):
     else:
         raise ConfigImportError(key, f"expected a path or a mapping, got {type(value).__name__}")
     cfg = _normalise_ds(b, key, cfg)
+    from ..errors import PlanError
     try:
         res = import_ds_config(cfg, b.plan)
     except ConfigImportError as e:
         raise ConfigImportError(f"{key} ({where}): {e.key}", str(e).split(": ", 1)[-1]) from None
+    except PlanError as e:  # the plan read so far is bad (a value out of range): name the file key that set it
+        src = [a["key"] for a in b.applied if a["plan_key"] == e.key]
+        raise ConfigImportError(src[-1] if src else e.key, f"gives plan {e}") from None
     b.merge(res, f"{key}:")
     b.applied.append({"key": key, "plan_key": "framework", "value": "deepspeed", "source": where})
 
@@ -410,3 +426,13 @@ def fsdp_state_dict_type(b, key: str, value) -> None:
         b.skip(key, value, RUN_DEFAULT)
         return
     b.set(key, "run.save.weights", writer)
+
+
+def gptq_half_precision(b: Builder):
+    """GPTQ QuantLinear kernels compute in 16 bits and GPTQ checkpoints store their other weights in float16
+    (transformers ``quantizers/quantizer_gptq.py update_dtype`` suggests ``dtype=torch.float16``; transformers 5
+    loads the checkpoint's dtype): a file with neither bf16 nor fp16 on runs the base in fp16 -> fp16-mixed."""
+    if b.plan.get("quantization", {}).get("type") == "gptq" and b.plan["precision"] == "fp32":
+        b.set("(GPTQ base)", "precision", "fp16-mixed", default=True)
+        b.warn("import-gptq-fp16", "no bf16/fp16 in the file: a GPTQ base is loaded and computed in float16 "
+                                   "(fp16-mixed)")

@@ -22,10 +22,14 @@ class ImportResult:
     applied: list = field(default_factory=list)         # {key, plan_key, value}: read into the plan
     not_represented: list = field(default_factory=list)  # {key, value, reason}: not in the plan
     warnings: list = field(default_factory=list)        # {id, severity, message}
+    format: str | None = None                           # the format read (import_config sets it)
+    detection: dict | None = None                       # detect.detect_format's answer (None: format given)
+    report: dict | None = None                          # report.build_report: the per-key report (import_config)
 
     def to_dict(self) -> dict:
         return {"plan": self.plan, "applied": self.applied, "not_represented": self.not_represented,
-                "warnings": self.warnings}
+                "warnings": self.warnings, "format": self.format, "detection": self.detection,
+                "report": self.report}
 
 
 NO_EFFECT = "no memory effect"

@@ -16,10 +16,12 @@ from .builder import (EMPTY, NO_EFFECT, NOT_MODELLED, Builder, ConfigImportError
                       as_int, as_list, as_number, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp,
                       set_fsdp, set_model, set_optimizer)
 from .run_args import hf_run_settings
+from .builder import gptq_checkpoint
+from .trainer_rules import fsdp_upcast_precision, set_gptq, single_process_only
 
 TRL_KEYS = ("max_length", "max_seq_length", "packing", "dataset_text_field", "completion_only_loss",
             "assistant_only_loss", "num_generations", "beta", "max_prompt_length", "max_completion_length",
-            "use_vllm", "loss_type")
+            "use_vllm", "loss_type", "use_peft")
 
 
 def is_trl(cfg: dict) -> bool:
@@ -52,7 +54,10 @@ def import_hf_args(cfg: dict, plan, loader=None):
     peft = take("use_peft")
     l4, l8 = take("load_in_4bit"), take("load_in_8bit")
     if peft is not None and as_bool("use_peft", peft):
-        if l4:
+        name = cfg.get("model_name_or_path")
+        if gptq_checkpoint(name):
+            set_gptq(b, "model_name_or_path", why=f"{name} is a GPTQ checkpoint")
+        elif l4:
             b.set("load_in_4bit", "method", "qlora")
             qt = take("bnb_4bit_quant_type") or "nf4"
             b.set("bnb_4bit_quant_type", "quantization.type", qt, default="bnb_4bit_quant_type" not in cfg)
@@ -130,6 +135,7 @@ def import_hf_args(cfg: dict, plan, loader=None):
     elif bf16:
         pure = dtype in ("bfloat16", "bf16") and b.plan["method"] == "full" and not cfg.get("deepspeed")
         b.set("bf16", "precision", "bf16-pure" if pure else "bf16-mixed")
+        seen.update(("dtype", "torch_dtype"))
     elif fp16:
         b.set("fp16", "precision", "fp16-mixed")
     else:
@@ -144,6 +150,11 @@ def import_hf_args(cfg: dict, plan, loader=None):
         not_deepspeed_or_fsdp(b, "deepspeed")
         if fcfg:
             b.skip("fsdp_config", fcfg, "fsdp is off: no effect")
+    # accelerate's FSDP (1 and 2) keeps fp32 trainable weights under bf16 mixed precision
+    fsdp_upcast_precision(b, "bf16", b.plan["precision"])
+    if isinstance(opt, str) and opt.lower().endswith("layerwise"):
+        single_process_only(b, "optim", opt, "transformers' layer-wise optimizers (trainer_optimizer.py "
+                                             "_setup_low_rank_optimizer) refuse distributed training")
     for k in ("torch_compile",):
         if cfg.get(k):
             b.set_compile(k, take(k))

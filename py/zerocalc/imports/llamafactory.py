@@ -7,14 +7,19 @@ quantization_bit 4 -> bitsandbytes nf4 (quantization_type) with double_quantizat
 cutoff_len 2048; gradient checkpointing ON unless ``disable_gradient_checkpointing``; flash_attn ``auto``
 (transformers chooses: sdpa), ``fa2`` flash, ``sdpa``, ``disabled`` eager; ``model/adapter.py``: trainable
 parameters are cast to fp32 unless ``pure_bf16`` (bf16 -> bf16-mixed, pure_bf16 -> bf16-pure);
-``enable_liger_kernel`` patches the fused linear cross-entropy (loss chunked). Batch keys and optim are the
-HF TrainingArguments ones (per_device_train_batch_size 8, gradient_accumulation_steps 1, adamw_torch_fused).
+``enable_liger_kernel`` patches the fused linear cross-entropy (loss chunked). Batch keys, optim and
+``fsdp`` / ``fsdp_config`` are the HF TrainingArguments ones (per_device_train_batch_size 8,
+gradient_accumulation_steps 1, adamw_torch_fused). A ``-GPTQ`` checkpoint with LoRA is QLoRA on GPTQ;
+layer-wise GaLore / APOLLO run in one process. The newer layout (``model:`` with ``peft_config`` /
+``dist_config`` sections) is read by llamafactory_v1.py.
 """
 from __future__ import annotations
 
 from . import bundled_ds
 from .builder import (NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_list, as_number, as_obj,
-                     import_deepspeed_ref, not_deepspeed_or_fsdp, set_model, set_optimizer)
+                     import_deepspeed_ref, not_deepspeed_or_fsdp, set_fsdp, set_model, set_optimizer)
+from .builder import gptq_checkpoint
+from .trainer_rules import fsdp_upcast_precision, set_gptq, single_process_only
 
 ATTN = {"auto": "sdpa", "fa2": "flash", "fa3": "flash", "sdpa": "sdpa", "disabled": "eager", "eager": "eager"}
 NOT_MODELLED_FLAGS = ("use_galore", "use_badam", "use_apollo", "use_dora", "use_unsloth", "use_unsloth_gc",
@@ -24,7 +29,15 @@ NOT_MODELLED_FLAGS = ("use_galore", "use_badam", "use_apollo", "use_dora", "use_
 REF_MODEL_STAGES = ("dpo", "kto", "ppo")
 
 
+# layer-wise optimizers LLaMA-Factory refuses in distributed training (hparams/parser.py: "Distributed training
+# does not support layer-wise GaLore / APOLLO")
+LAYERWISE = (("use_galore", "galore_layerwise"), ("use_apollo", "apollo_layerwise"))
+
+
 def import_llamafactory(cfg: dict, plan, loader=None):
+    from .llamafactory_v1 import import_llamafactory_v1, is_v1
+    if is_v1(cfg):
+        return import_llamafactory_v1(cfg, plan, loader=loader)
     b = Builder("llamafactory", plan)
     seen = set()
 
@@ -48,6 +61,10 @@ def import_llamafactory(cfg: dict, plan, loader=None):
     qbit = take("quantization_bit")
     if ft == "full":
         b.set("finetuning_type", "method", "full", default=ft_default)
+    elif ft == "lora" and qbit is None and gptq_checkpoint(cfg.get("model_name_or_path")):
+        # a GPTQ checkpoint: LoRA on its GPTQ QuantLinear layers (LLaMA-Factory loads its quantization_config)
+        set_gptq(b, "model_name_or_path", why=f"{cfg['model_name_or_path']} is a GPTQ checkpoint")
+        _lora(b, cfg, take)
     elif ft == "lora":
         if qbit is not None:
             bits = as_int("quantization_bit", qbit)
@@ -68,19 +85,7 @@ def import_llamafactory(cfg: dict, plan, loader=None):
                                                                   f"quantization {b.plan['quantization']['type']}")
         else:
             b.set("finetuning_type", "method", "lora", default=ft_default)
-        r = take("lora_rank")
-        rank = 8 if r is None else as_int("lora_rank", r)
-        b.set("lora_rank", "lora.rank", rank, default=r is None)
-        a = take("lora_alpha")
-        b.set("lora_alpha", "lora.alpha", rank * 2 if a is None else as_number("lora_alpha", a), default=a is None)
-        d = take("lora_dropout")
-        b.set("lora_dropout", "lora.dropout", 0.0 if d is None else as_number("lora_dropout", d), default=d is None)
-        t = take("lora_target")
-        names = as_list("lora_target", t) if t is not None else ["all"]
-        targets = all_linear(b, "lora_target") if names == ["all"] else names
-        b.set("lora_target", "lora.targets", targets, default=t is None)
-        if cfg.get("additional_target"):
-            b.skip("additional_target", take("additional_target"), NOT_MODELLED + " (modules_to_save)")
+        _lora(b, cfg, take)
     else:
         b.skip("finetuning_type", ft, f"{ft!r} fine-tuning is not modelled; the plan keeps method {b.plan['method']}")
 
@@ -123,14 +128,26 @@ def import_llamafactory(cfg: dict, plan, loader=None):
     set_optimizer(b, "optim", opt or "adamw_torch_fused", default=not opt)
 
     # --- sharding
-    ds = take("deepspeed")
+    # LLaMA-Factory's training arguments are HF Seq2SeqTrainingArguments: fsdp / fsdp_config as the HF Trainer
+    # reads them (``fsdp: [full_shard, auto_wrap]``); an accelerate config launching it can say the same
+    ds, fsdp, fcfg = take("deepspeed"), take("fsdp"), take("fsdp_config")
     if ds:
         import_deepspeed_ref(b, "deepspeed", ds, loader, bundled_ds.LLAMA_FACTORY)
+    elif fsdp:
+        set_fsdp(b, "fsdp", fsdp, fcfg, "fsdp_config")
     else:
         not_deepspeed_or_fsdp(b, "deepspeed")
-    for k in ("fsdp", "fsdp_config"):
-        if cfg.get(k):
-            b.skip(k, take(k), "LLaMA-Factory runs FSDP from an accelerate config: import that file")
+        if fcfg:
+            b.skip("fsdp_config", fcfg, "fsdp is off: no effect")
+    fsdp_upcast_precision(b, "bf16", b.plan["precision"])
+    for use, layerwise in LAYERWISE:
+        if cfg.get(use) and cfg.get(layerwise):
+            seen.add(layerwise)
+            single_process_only(b, layerwise, True, f"layer-wise {use[4:]} runs only in one process "
+                                                    "(LLaMA-Factory hparams/parser.py refuses it distributed)")
+    opt_name = cfg.get("optim")
+    if isinstance(opt_name, str) and opt_name.lower().endswith("layerwise"):
+        single_process_only(b, "optim", opt_name, "transformers' layer-wise optimizers refuse distributed training")
 
     for k in NOT_MODELLED_FLAGS:
         if cfg.get(k) not in (None, False):
@@ -141,3 +158,20 @@ def import_llamafactory(cfg: dict, plan, loader=None):
     as_obj("config", cfg)
     b.rest(cfg, seen)
     return b.result()
+
+
+def _lora(b: Builder, cfg: dict, take):
+    """LoRA keys and LLaMA-Factory's defaults (rank 8, alpha 2 x rank, dropout 0, target all)."""
+    r = take("lora_rank")
+    rank = 8 if r is None else as_int("lora_rank", r)
+    b.set("lora_rank", "lora.rank", rank, default=r is None)
+    a = take("lora_alpha")
+    b.set("lora_alpha", "lora.alpha", rank * 2 if a is None else as_number("lora_alpha", a), default=a is None)
+    d = take("lora_dropout")
+    b.set("lora_dropout", "lora.dropout", 0.0 if d is None else as_number("lora_dropout", d), default=d is None)
+    t = take("lora_target")
+    names = as_list("lora_target", t) if t is not None else ["all"]
+    targets = all_linear(b, "lora_target") if names == ["all"] else names
+    b.set("lora_target", "lora.targets", targets, default=t is None)
+    if cfg.get("additional_target"):
+        b.skip("additional_target", take("additional_target"), NOT_MODELLED + " (modules_to_save)")

@@ -23,8 +23,17 @@ def import_model_config(config) -> dict:
 
 
 def apply_model_config(config, plan) -> dict:
-    """A new plan dict with ``model`` set from a pasted config.json (the current plan is not touched)."""
+    """A new plan dict with ``model`` set from a pasted config.json (the current plan is not touched). A GPTQ
+    checkpoint's config.json (``quantization_config.quant_method: gptq``, with ``bits`` and ``group_size``, as
+    optimum / gptqmodel write it) makes a LoRA plan QLoRA on GPTQ (plan-v1 Extension 1 quantization gptq)."""
     new = base_plan_dict(plan)
     new["model"] = import_model_config(config)
+    qc = new["model"].get("quantization_config")
+    if isinstance(qc, dict) and str(qc.get("quant_method", "")).lower() == "gptq" and new["method"] in ("lora", "qlora"):
+        new["method"] = "qlora"
+        new["quantization"] = {**new["quantization"], "type": "gptq", "bits": qc.get("bits", 4),
+                               "group_size": qc.get("group_size", 128)}
+        if new["precision"] == "fp32":
+            new["precision"] = "fp16-mixed"   # GPTQ kernels compute in 16 bits (builder.gptq_half_precision)
     validate_plan_dict(new)
     return new

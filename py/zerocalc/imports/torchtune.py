@@ -18,10 +18,45 @@ from __future__ import annotations
 
 import re
 
-from .builder import (NO_EFFECT, NOT_MODELLED, Builder, as_bool, as_int, as_list, as_number, as_obj,
+from .builder import (ConfigImportError, NO_EFFECT, NOT_MODELLED, Builder, as_bool, as_int, as_list, as_number, as_obj,
                      describe_model)
 
-# torchtune model builders (without the lora_/qlora_ prefix) -> preset (same architecture only).
+# torchtune model builders are named ``<family><version>_<size>[_base|_instruct]`` (torchtune/models/*/__init__.py
+# __all__, e.g. qwen3_0_6b_instruct, qwen2_5_1_5b_base, llama3_1_8b, gemma2_9b; lora_ / qlora_ prefixed for the
+# adapters): the preset is ``<family>-<version>-<size>`` or ``<family><version>-<size>`` with ``_`` -> ``.``, when
+# exactly one reading is a preset (same architecture only). Llama 3.3 builders *are* the 3.1 ones
+# (torchtune/models/llama3_3/_model_builders.py: ``llama3_3_70b = llama3_1_70b``); two names carry no size.
+BUILDER_ALIASES = {"llama3_3_70b": "llama3_1_70b"}
+BUILDER_SPECIAL = {"phi3_mini": "phi-3-mini-4k", "phi4_14b": "phi-4"}
+_VARIANT = re.compile(r"_(base|instruct)$")
+_FAMILY = re.compile(r"^([a-z]+)(\d*)$")
+
+
+def preset_for_builder(name: str) -> str | None:
+    """A torchtune builder name (no lora_/qlora_ prefix) -> the zerocalc preset of the same architecture."""
+    from ..presets import MODELS
+    name = BUILDER_ALIASES.get(name, name)
+    if name in BUILDER_SPECIAL:
+        return BUILDER_SPECIAL[name]
+    parts = _VARIANT.sub("", name).split("_")
+    m = _FAMILY.match(parts[0]) if parts else None
+    if not m or len(parts) < 2 or not parts[-1].endswith("b"):
+        return None
+    fam, head, rest = m.group(1), m.group(2), parts[1:]
+    found = set()
+    for cut in range(len(rest)):  # version tokens rest[:cut], size tokens rest[cut:]
+        ver = ".".join(([head] if head else []) + rest[:cut])
+        size = ".".join(rest[cut:])
+        if not all(t.isdigit() for t in rest[:cut]) or not size[:-1].replace(".", "").isdigit():
+            continue
+        for cand in ((f"{fam}-{ver}-{size}", f"{fam}{ver}-{size}") if ver else (f"{fam}-{size}",)):
+            if cand in MODELS:
+                found.add(cand)
+    return found.pop() if len(found) == 1 else None
+
+
+# preset -> the torchtune builder the exports write (exports/trainers.py); the import derives names by pattern
+# (preset_for_builder), so builders missing here (qwen3, llama3_3, ...) are read too.
 BUILDERS = {
     "llama3_1_8b": "llama-3.1-8b", "llama3_1_70b": "llama-3.1-70b", "llama3_1_405b": "llama-3.1-405b",
     "llama3_2_1b": "llama-3.2-1b", "llama3_2_3b": "llama-3.2-3b",
@@ -51,12 +86,26 @@ NO_EFFECT_KEYS = ("output_dir", "checkpointer", "tokenizer", "dataset", "seed", 
                   "log_level", "collate_fn", "dataloader", "run_val_every_n_steps", "dataset_val")
 
 
-def recipe_of(text: str) -> str | None:
-    """The recipe a shipped config names in its header comment (``tune run lora_finetune_distributed``)."""
-    if not isinstance(text, str):
-        return None
-    m = _RECIPE.search(text) or _RECIPE_PY.search(text)
-    return m.group(1) if m else None
+_CONFIG_NAME = re.compile(r"^#.*?--config\s+(\S+)", re.M)
+
+
+def recipe_of(text: str, cfg: dict | None = None) -> str | None:
+    """The recipe a shipped config names in its header comment (``tune run lora_finetune_distributed``); else
+    ``single_device`` / ``distributed`` from the config's own name (``--config qwen3/0.6B_lora_single_device``
+    in a comment, or an ``output_dir`` ending ``.../lora_single_device``, as torchtune's configs name them)."""
+    if isinstance(text, str):
+        m = _RECIPE.search(text) or _RECIPE_PY.search(text)
+        if m:
+            return m.group(1)
+        m = _CONFIG_NAME.search(text)
+        if m and ("single_device" in m.group(1) or "distributed" in m.group(1)):
+            return "single_device" if "single_device" in m.group(1) else "distributed"
+    out = (cfg or {}).get("output_dir")
+    if isinstance(out, str):
+        tail = out.rstrip("/").rsplit("/", 1)[-1]
+        if "single_device" in tail:
+            return "single_device"
+    return None
 
 
 def import_torchtune(cfg: dict, plan, text=None, loader=None):
@@ -80,7 +129,7 @@ def import_torchtune(cfg: dict, plan, text=None, loader=None):
     elif name.startswith("lora_"):
         method, name = "lora", name[len("lora_"):]
     if comp:
-        preset = BUILDERS.get(name)
+        preset = preset_for_builder(name)
         if preset:
             b.set("model._component_", "model", preset)
         else:
@@ -127,11 +176,16 @@ def import_torchtune(cfg: dict, plan, text=None, loader=None):
             b.skip(f"model.{k}", v, "builder argument not modelled")
 
     # --- recipe -> framework
-    recipe = recipe_of(text)
+    recipe = recipe_of(text, cfg)
     world = b.plan["gpus_per_node"] * b.plan["nodes"]
     fsdp_keys = [k for k in ("fsdp_cpu_offload", "fsdp_reshard_after_forward", "custom_sharded_layers") if k in cfg]
     distributed = ("distributed" in recipe) if recipe else (bool(fsdp_keys) or world > 1)
-    src = "recipe (header comment: tune run " + recipe + ")" if recipe else (fsdp_keys[0] if fsdp_keys else "recipe")
+    if not recipe:
+        src = fsdp_keys[0] if fsdp_keys else "recipe"
+    elif recipe in ("single_device", "distributed"):
+        src = f"recipe (the config's name: {recipe})"
+    else:
+        src = f"recipe (header comment: tune run {recipe})"
     if distributed:
         b.set(src, "framework", "fsdp", default=not recipe and not fsdp_keys)
         reshard = take("fsdp_reshard_after_forward")
@@ -179,7 +233,7 @@ def import_torchtune(cfg: dict, plan, text=None, loader=None):
     b.set("model._component_", "attention", "sdpa", default=True)
 
     opt = as_obj("optimizer", take("optimizer"))
-    oc = opt.get("_component_")
+    oc = _component("optimizer", opt)
     if oc:
         if oc in OPTIMIZERS:
             b.set("optimizer._component_", "optimizer", OPTIMIZERS[oc])
@@ -193,7 +247,7 @@ def import_torchtune(cfg: dict, plan, text=None, loader=None):
             else:
                 b.skip(f"optimizer.{k}", v, NO_EFFECT)
     loss = as_obj("loss", take("loss"))
-    lc = loss.get("_component_", "")
+    lc = _component("loss", loss) or ""
     if lc:
         chunked = lc.rsplit(".", 1)[-1] in CHUNKED
         b.set("loss._component_", "loss", "chunked" if chunked else "standard")
@@ -212,3 +266,11 @@ def import_torchtune(cfg: dict, plan, text=None, loader=None):
             b.skip(k, take(k), NO_EFFECT if cfg[k] is not None else "empty: the recipe's default")
     b.rest(cfg, seen | set(NO_EFFECT_KEYS))
     return b.result()
+
+
+def _component(key: str, section: dict):
+    """A section's ``_component_`` (a dotted name), or ConfigImportError naming ``key._component_``."""
+    comp = section.get("_component_")
+    if comp is not None and not isinstance(comp, str):
+        raise ConfigImportError(f"{key}._component_", f"expected a dotted name, got {comp!r}")
+    return comp

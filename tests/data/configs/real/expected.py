@@ -1,0 +1,170 @@
+"""Expected plan keys for every file of the real-config corpus (tests/data/configs/real/, SOURCES.md).
+
+Written by hand from reading each file and, where the file is silent, the trainer's own documented default
+(noted inline with where it comes from); never copied from the importer's output. Base plan: the default plan
+(llama-3.1-8b, 4 GPUs on 1 node, DeepSpeed ZeRO-2, bf16-mixed, full fine-tune, micro 2, seq 4096).
+Each entry: (format, {dotted plan key: value}).
+"""
+ALL7 = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]   # all linears, plan order
+QVO_MLP = ["q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]         # torchtune q,v,output_proj + mlp
+
+EXPECTED = {
+    # ---------------------------------------------------------------- axolotl
+    # GPTQ base (gptq: true, TheBloke/Llama-2-7B-GPTQ: a 4-bit GPTQ checkpoint): LoRA on a GPTQ base = QLoRA on
+    # GPTQ (plan-v1 Extension 1); float16: true -> fp16; 4 explicit targets; no deepspeed/fsdp on 4 GPUs -> DDP;
+    # no attention flag -> transformers' sdpa
+    "axolotl__llama-2__gptq-lora.yml": ("axolotl", {
+        "model": "llama-2-7b", "method": "qlora", "quantization.type": "gptq", "quantization.bits": 4,
+        "lora.rank": 8, "lora.alpha": 32, "lora.dropout": 0.05, "lora.targets": ["k_proj", "o_proj", "q_proj", "v_proj"],
+        "seq_len": 4096, "micro_batch_size": 1, "gradient_accumulation_steps": 1, "optimizer": "adamw",
+        "precision": "fp16-mixed", "activation_checkpointing": "full", "framework": "ddp", "attention": "sdpa"}),
+    # qlora + load_in_4bit (nf4, double quant: axolotl loaders/model.py), lora_target_linear -> all linears,
+    # fsdp [full_shard, auto_wrap] + fsdp_offload_params -> FSDP fully sharded, params and optimizer on the CPU
+    "axolotl__llama-2__qlora-fsdp.yml": ("axolotl", {
+        "model": "llama-2-7b", "method": "qlora", "quantization.type": "nf4", "quantization.double_quant": True,
+        "lora.rank": 32, "lora.alpha": 16, "lora.dropout": 0.05, "lora.targets": ALL7, "seq_len": 512,
+        "micro_batch_size": 4, "gradient_accumulation_steps": 4, "framework": "fsdp", "zero_stage": 3,
+        "offload_params": "cpu", "offload_optimizer": "cpu", "attention": "flash", "precision": "bf16-mixed",
+        "activation_checkpointing": "full"}),
+    # full fine-tune, bf16: auto (bf16), FSDP1 (no fsdp_version: accelerate's FSDP1): accelerate upcasts the
+    # trainable flat params to fp32 (Accelerator.prepare_model) -> bf16-mixed; DeepSeek-V2-Lite is no preset
+    "axolotl__deepseek-v2__fft-fsdp-16b.yaml": ("axolotl", {
+        "model": "llama-3.1-8b", "method": "full", "framework": "fsdp", "zero_stage": 3, "offload_params": "cpu",
+        "offload_optimizer": "cpu", "seq_len": 2048, "micro_batch_size": 1, "gradient_accumulation_steps": 8,
+        "optimizer": "adamw", "precision": "bf16-mixed", "activation_checkpointing": "full", "attention": "flash",
+        "stack.fsdp_version": 1}),
+    # FSDP2 (fsdp_version 2), offload_params, full fine-tune bf16 (fsdp2_prepare_model upcasts trainable params
+    # to fp32 when mixed precision is on -> bf16-mixed), CCE plugin -> chunked, checkpointing + offloading
+    "axolotl__gpt-oss__gpt-oss-20b-fft-fsdp2-offload.yaml": ("axolotl", {
+        "model": "gpt-oss-20b", "method": "full", "framework": "fsdp", "zero_stage": 3, "offload_params": "cpu",
+        "offload_optimizer": "cpu", "stack.fsdp_version": 2, "seq_len": 4096, "micro_batch_size": 1,
+        "gradient_accumulation_steps": 2, "optimizer": "adamw", "precision": "bf16-mixed", "attention": "flash",
+        "activation_checkpointing": "full", "activation_offloading": True, "loss": "chunked"}),
+    # a pre-quantized bnb NF4 checkpoint of Llama 3.1 405B; qlora, all linears, FSDP offload
+    "axolotl__llama-3__qlora-fsdp-405b.yaml": ("axolotl", {
+        "model": "llama-3.1-405b", "method": "qlora", "quantization.type": "nf4", "lora.rank": 16, "lora.alpha": 16,
+        "lora.targets": ALL7, "seq_len": 2048, "micro_batch_size": 1, "gradient_accumulation_steps": 4,
+        "framework": "fsdp", "zero_stage": 3, "offload_params": "cpu", "precision": "bf16-mixed", "attention": "flash"}),
+
+    # ---------------------------------------------------------------- LLaMA-Factory, the v1 layout
+    # v1 defaults (src/llamafactory/v1/config/*.py, plugins): bf16 true, enable_activation_checkpointing true,
+    # flash_attn sdpa, cutoff_len 2048, global_batch_size = DP x micro (no accumulation); LoRA r 8 / alpha 16 /
+    # dropout 0.05 / target all; FSDP2Engine: reshard_after_forward true, offload_params false; full fine-tune:
+    # weights kept in the checkpoint dtype with a bf16 MixedPrecisionPolicy (no fp32 master) -> bf16-pure
+    "llamafactory__v1__train_lora_sft.yaml": ("llamafactory", {
+        "model": "qwen3-4b", "method": "lora", "lora.rank": 16, "lora.alpha": 32, "lora.dropout": 0.05,
+        "lora.targets": ALL7, "framework": "fsdp", "stack.fsdp_version": 2, "zero_stage": 3,
+        "offload_params": "none", "seq_len": 2048, "micro_batch_size": 1, "gradient_accumulation_steps": 1,
+        "activation_checkpointing": "full", "attention": "sdpa"}),
+    "llamafactory__v1__train_full_fsdp2.yaml": ("llamafactory", {
+        "model": "qwen3-0.6b", "method": "full", "framework": "fsdp", "stack.fsdp_version": 2, "zero_stage": 3,
+        "precision": "bf16-pure", "seq_len": 2048, "micro_batch_size": 1, "gradient_accumulation_steps": 1,
+        "activation_checkpointing": "full", "loss": "standard"}),
+    # dist_config deepspeed with examples/deepspeed/ds_z3_config.json (stage 3, bf16 auto -> DeepSpeed's bf16
+    # with fp32 masters)
+    "llamafactory__v1__train_full_deepspeed.yaml": ("llamafactory", {
+        "model": "qwen3-0.6b", "method": "full", "framework": "deepspeed", "zero_stage": 3, "seq_len": 2048,
+        "micro_batch_size": 1, "precision": "bf16-mixed"}),
+    # quant_config bnb 4 bit: BnbParams nf4, double quantization, compute_dtype float16 (v1 quantization.py)
+    "llamafactory__v1__quantization.yaml": ("llamafactory", {
+        "model": "qwen3-0.6b", "method": "qlora", "quantization.type": "nf4", "quantization.double_quant": True,
+        "quantization.compute_dtype": "fp16", "lora.rank": 16, "lora.alpha": 32, "lora.targets": ALL7,
+        "framework": "fsdp", "stack.fsdp_version": 2, "seq_len": 2048, "micro_batch_size": 1}),
+    # kernel_config liger_kernel: liger's defaults include the fused linear cross-entropy -> chunked
+    "llamafactory__v1__train_full_liger_kernel.yaml": ("llamafactory", {
+        "model": "qwen3-0.6b", "method": "full", "loss": "chunked", "framework": "fsdp", "precision": "bf16-pure",
+        "seq_len": 2048}),
+
+    # ---------------------------------------------------------------- LLaMA-Factory (v0 layout)
+    # layer-wise GaLore / APOLLO: LLaMA-Factory refuses them in distributed training (hparams/parser.py) ->
+    # one process on one GPU; pure_bf16; GA 1; gradient checkpointing on by default
+    "llamafactory__extras__galore__llama3_full_sft.yaml": ("llamafactory", {
+        "method": "full", "framework": "single", "gpus_per_node": 1, "nodes": 1, "precision": "bf16-pure",
+        "seq_len": 2048, "micro_batch_size": 1, "gradient_accumulation_steps": 1, "activation_checkpointing": "full"}),
+    "llamafactory__extras__apollo__llama3_full_sft.yaml": ("llamafactory", {
+        "method": "full", "framework": "single", "gpus_per_node": 1, "nodes": 1, "precision": "bf16-pure",
+        "seq_len": 2048, "micro_batch_size": 1, "gradient_accumulation_steps": 1}),
+    # fsdp [full_shard, auto_wrap] (HF TrainingArguments fsdp): FSDP fully sharded; full + bf16 under
+    # accelerate's FSDP -> bf16-mixed (fp32 trainable params)
+    "llamafactory__extras__fp8__llama3_fp8_fsdp_sft.yaml": ("llamafactory", {
+        "method": "full", "framework": "fsdp", "zero_stage": 3, "offload_params": "none", "precision": "bf16-mixed",
+        "seq_len": 1024, "micro_batch_size": 1, "gradient_accumulation_steps": 8}),
+    # a GPTQ checkpoint (-GPTQ; TechxGenus' is 4-bit) with finetuning_type lora -> QLoRA on GPTQ
+    "llamafactory__train_qlora__llama3_lora_sft_gptq.yaml": ("llamafactory", {
+        "method": "qlora", "quantization.type": "gptq", "quantization.bits": 4, "lora.rank": 8, "lora.alpha": 16,
+        "lora.targets": ALL7, "seq_len": 2048, "micro_batch_size": 1, "gradient_accumulation_steps": 8,
+        "precision": "bf16-mixed", "framework": "ddp"}),
+
+    # ---------------------------------------------------------------- DeepSpeed JSON
+    "deepspeed__llamafactory__ds_z0_config.json": ("ds_config", {
+        "framework": "deepspeed", "zero_stage": 0, "offload_optimizer": "none", "offload_params": "none"}),
+    "deepspeed__llamafactory__ds_z2_offload_config.json": ("ds_config", {
+        "framework": "deepspeed", "zero_stage": 2, "offload_optimizer": "cpu", "offload_params": "none"}),
+
+    # ---------------------------------------------------------------- torchtune (header: tune run <recipe>)
+    "torchtune__qwen3__8B_lora.yaml": ("torchtune", {
+        "model": "qwen3-8b", "method": "lora", "framework": "fsdp", "zero_stage": 3, "lora.rank": 8,
+        "lora.alpha": 16, "lora.dropout": 0.0, "lora.targets": QVO_MLP, "micro_batch_size": 2,
+        "gradient_accumulation_steps": 8, "activation_checkpointing": "none", "precision": "bf16-pure",
+        "loss": "chunked", "optimizer": "adamw", "stack.optimizer_impl": "fused", "stack.trainer": "torchtune"}),
+    "torchtune__qwen3__0.6B_lora_single_device.yaml": ("torchtune", {
+        "model": "qwen3-0.6b", "method": "lora", "framework": "single", "gpus_per_node": 1, "lora.rank": 32,
+        "lora.alpha": 64, "micro_batch_size": 2, "gradient_accumulation_steps": 8, "activation_checkpointing": "none",
+        "precision": "bf16-pure", "loss": "chunked"}),
+    "torchtune__qwen3__4B_full_single_device.yaml": ("torchtune", {
+        "model": "qwen3-4b", "method": "full", "framework": "single", "gpus_per_node": 1, "micro_batch_size": 2,
+        "gradient_accumulation_steps": 1, "activation_checkpointing": "full", "precision": "bf16-pure",
+        "loss": "chunked", "optimizer": "adamw"}),
+    "torchtune__qwen3__32B_lora.yaml": ("torchtune", {
+        "model": "qwen3-32b", "method": "lora", "framework": "fsdp", "lora.rank": 8, "lora.alpha": 16,
+        "micro_batch_size": 2, "gradient_accumulation_steps": 8, "activation_checkpointing": "none"}),
+    # llama3_3 builders are llama3_1_70b (torchtune/models/llama3_3/_model_builders.py aliases them)
+    "torchtune__llama3_3__70B_lora.yaml": ("torchtune", {
+        "model": "llama-3.1-70b", "method": "lora", "framework": "fsdp", "lora.rank": 16, "lora.alpha": 32,
+        "lora.targets": QVO_MLP, "micro_batch_size": 2, "gradient_accumulation_steps": 1,
+        "activation_checkpointing": "full"}),
+    "torchtune__llama3_3__70B_qlora.yaml": ("torchtune", {
+        "model": "llama-3.1-70b", "method": "qlora", "quantization.type": "nf4", "framework": "fsdp",
+        "lora.rank": 16, "micro_batch_size": 2}),
+    "torchtune__llama3_3__70B_full.yaml": ("torchtune", {
+        "model": "llama-3.1-70b", "method": "full", "framework": "fsdp", "offload_params": "cpu",
+        "offload_optimizer": "cpu", "stack.fsdp_embedding_units": True, "micro_batch_size": 2,
+        "gradient_accumulation_steps": 1, "activation_checkpointing": "full", "stack.optimizer_impl": "foreach"}),
+    # qwen2_5_3b: no zerocalc preset of Qwen2.5-3B: the plan keeps llama-3.1-8b
+    "torchtune__qwen2_5__3B_lora_single_device.yaml": ("torchtune", {
+        "model": "llama-3.1-8b", "method": "lora", "framework": "single", "gpus_per_node": 1, "lora.rank": 8,
+        "lora.alpha": 16, "micro_batch_size": 2, "gradient_accumulation_steps": 8, "activation_checkpointing": "full"}),
+    "torchtune__qwen2_5__1.5B_lora.yaml": ("torchtune", {
+        "model": "qwen2.5-1.5b", "method": "lora", "framework": "fsdp", "lora.rank": 32, "lora.alpha": 64,
+        "micro_batch_size": 2, "gradient_accumulation_steps": 8, "activation_checkpointing": "none"}),
+
+    # ---------------------------------------------------------------- TRL / alignment-handbook recipes
+    # TRL ModelConfig: use_peft + load_in_4bit -> QLoRA, bnb_4bit_quant_type nf4, use_bnb_nested_quant false
+    # (trl/trainer/model_config.py defaults); max_seq_length (TRL < 0.20 name); Mistral-7B-v0.1 is no preset
+    "handbook__zephyr-7b-beta__sft__config_qlora.yaml": ("trl", {
+        "model": "llama-3.1-8b", "method": "qlora", "quantization.type": "nf4", "quantization.double_quant": False,
+        "lora.rank": 16, "lora.alpha": 16, "lora.dropout": 0.05, "lora.targets": ALL7, "seq_len": 2048,
+        "micro_batch_size": 4, "gradient_accumulation_steps": 2, "activation_checkpointing": "full",
+        "attention": "flash", "precision": "bf16-mixed", "framework": "ddp"}),
+    "handbook__zephyr-7b-beta__dpo__config_qlora.yaml": ("trl", {
+        "method": "qlora", "quantization.type": "nf4", "lora.rank": 128, "lora.alpha": 128, "seq_len": 1024,
+        "micro_batch_size": 4, "gradient_accumulation_steps": 4, "optimizer": "paged-adamw-32bit",
+        "activation_checkpointing": "full", "attention": "flash", "precision": "bf16-mixed"}),
+    # full fine-tune loaded in bfloat16 (torch_dtype), no DeepSpeed/FSDP in the file: DDP steps the bf16 weights
+    "handbook__zephyr-7b-beta__sft__config_full.yaml": ("trl", {
+        "method": "full", "seq_len": 2048, "micro_batch_size": 16, "gradient_accumulation_steps": 1,
+        "activation_checkpointing": "full", "attention": "flash", "precision": "bf16-pure", "framework": "ddp"}),
+    "handbook__smollm3__sft__sft.yaml": ("trl", {
+        "seq_len": 65536, "micro_batch_size": 1, "gradient_accumulation_steps": 2, "activation_checkpointing": "full",
+        "loss": "chunked", "attention": "flash", "precision": "bf16-pure"}),
+
+    # ---------------------------------------------------------------- accelerate configs (alignment-handbook)
+    "handbook__accelerate_configs__fsdp.yaml": ("accelerate", {
+        "framework": "fsdp", "zero_stage": 3, "gpus_per_node": 8, "nodes": 1, "offload_params": "none",
+        "precision": "bf16-mixed"}),
+    "handbook__accelerate_configs__zero3.yaml": ("accelerate", {
+        "framework": "deepspeed", "zero_stage": 3, "gpus_per_node": 8, "offload_params": "none",
+        "offload_optimizer": "none", "deepspeed.zero_init": True, "precision": "bf16-mixed"}),
+    "handbook__accelerate_configs__ddp.yaml": ("accelerate", {
+        "framework": "ddp", "gpus_per_node": 8, "nodes": 1, "precision": "bf16-mixed"}),
+}
