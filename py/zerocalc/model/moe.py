@@ -1,0 +1,114 @@
+"""Sparse MLPs and multi-head latent attention of the Llama lineage, as transformers 5.24 registers them:
+experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_proj`` (E, h, I) tensors
+(gpt-oss stores them transposed, with biases). Layouts (``families.FAMILIES[...]["moe"]``):
+
+- ``mixtral``: ``mlp.gate`` (E x h) then ``mlp.experts`` (modeling_mixtral.py, qwen3_moe, minimax_m2);
+- ``deepseek``: experts, ``mlp.gate`` (its e_score_correction_bias is a buffer), ``mlp.shared_experts``
+  of n_shared_experts x moe_intermediate_size (modeling_deepseek_v3.py DeepseekV3MoE, glm4_moe);
+- ``qwen2_moe``: gate, experts, one ``shared_expert`` of shared_expert_intermediate_size and its sigmoid
+  ``shared_expert_gate`` (1 x h) (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock);
+- ``granitemoe``: ``block_sparse_moe.router.layer`` (E x h) then experts (modeling_granitemoe.py);
+- ``gpt_oss``: ``mlp.router`` with bias, experts with biases (modeling_gpt_oss.py).
+
+Which layers are sparse: all but the first ``first_k_dense_replace``, those in ``mlp_only_layers`` and,
+with ``decoder_sparse_step`` > 1, all but every step-th (Qwen2MoeDecoderLayer's rule).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from .arch import Linear, MoE
+from .config import ConfigReader, TensorList
+
+
+def moe_spec(c: ConfigReader, layout: str, inter: int) -> MoE | None:
+    experts = c.int("num_local_experts", "num_experts", "n_routed_experts", default=0, lo=0)
+    if not layout or experts <= 1:
+        return None
+    ei = c.int("moe_intermediate_size", default=inter)
+    if layout == "qwen2_moe":
+        shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
+    elif layout == "deepseek":
+        shared = c.int("n_shared_experts", default=0, lo=0) * ei
+    else:
+        shared = 0
+    n_layers = c.int("num_hidden_layers")
+    dense = sum(1 for i in range(n_layers) if not is_sparse(c, i))
+    return MoE(num_experts=experts, experts_per_token=c.int("num_experts_per_tok", "num_experts_per_token", default=2),
+               expert_intermediate=ei, shared_intermediate=shared, dense_layers=dense)
+
+
+def is_sparse(c: ConfigReader, i: int) -> bool:
+    if i < c.int("first_k_dense_replace", default=0, lo=0):
+        return False
+    only = c.cfg.get("mlp_only_layers") or ()
+    if i in only:
+        return False
+    step = c.int("decoder_sparse_step", default=1)
+    return (i + 1) % step == 0
+
+
+def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Linear]) -> None:
+    """Router + fused experts (+ shared expert) of block ``p``, in registration order."""
+    e, ei = moe.num_experts, moe.expert_intermediate
+    m = f"{p}.mlp"
+    if layout == "gpt_oss":
+        b.matrix(f"{m}.router", "weight", (e, h), "router")
+        b.param(f"{m}.router", "bias", e, "router")
+        b.matrix(f"{m}.experts", "gate_up_proj", (e, h, 2 * ei), "routed_experts")
+        b.param(f"{m}.experts", "gate_up_proj_bias", e * 2 * ei, "routed_experts")
+        b.matrix(f"{m}.experts", "down_proj", (e, ei, h), "routed_experts")
+        b.param(f"{m}.experts", "down_proj_bias", e * h, "routed_experts")
+        out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
+        return
+    if layout == "granitemoe":
+        m = f"{p}.block_sparse_moe"
+        b.matrix(f"{m}.router.layer", "weight", (e, h), "router")
+    elif layout != "deepseek":
+        b.matrix(f"{m}.gate", "weight", (e, h), "router")
+    b.matrix(f"{m}.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
+    b.matrix(f"{m}.experts", "down_proj", (e, h, ei), "routed_experts")
+    if layout == "deepseek":
+        b.matrix(f"{m}.gate", "weight", (e, h), "router")  # e_score_correction_bias is a buffer
+    out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
+    if moe.shared_intermediate:
+        si = moe.shared_intermediate
+        s = f"{m}.shared_expert" if layout == "qwen2_moe" else f"{m}.shared_experts"
+        for name in ("gate_proj", "up_proj"):
+            b.linear(f"{s}.{name}", h, si, "shared_experts")
+            out.append(Linear(name, h, si))
+        b.linear(f"{s}.down_proj", si, h, "shared_experts")
+        out.append(Linear("down_proj", si, h))
+        if layout == "qwen2_moe":
+            b.linear(f"{m}.shared_expert_gate", h, 1, "router")
+
+
+def mla_spec(c: ConfigReader) -> Mapping | None:
+    if not c.has("kv_lora_rank"):
+        return None
+    return {"q_lora_rank": c.int("q_lora_rank", default=0, lo=0), "kv_lora_rank": c.int("kv_lora_rank"),
+            "qk_nope": c.int("qk_nope_head_dim"), "qk_rope": c.int("qk_rope_head_dim"),
+            "v_head": c.int("v_head_dim")}
+
+
+def mla_attention(b: TensorList, p: str, h: int, heads: int, mla: Mapping, out: list[Linear],
+                  bias: bool = False) -> None:
+    """DeepSeek multi-head latent attention (modeling_deepseek_v3.DeepseekV3Attention)."""
+    qk_head = mla["qk_nope"] + mla["qk_rope"]
+    a = f"{p}.self_attn"
+    if mla["q_lora_rank"]:
+        b.linear(f"{a}.q_a_proj", h, mla["q_lora_rank"], "attention", bias=bias)
+        b.norm(f"{a}.q_a_layernorm", mla["q_lora_rank"])
+        b.linear(f"{a}.q_b_proj", mla["q_lora_rank"], heads * qk_head, "attention")
+        out += [Linear("q_a_proj", h, mla["q_lora_rank"]), Linear("q_b_proj", mla["q_lora_rank"], heads * qk_head)]
+    else:
+        b.linear(f"{a}.q_proj", h, heads * qk_head, "attention")
+        out.append(Linear("q_proj", h, heads * qk_head))
+    kv_a = mla["kv_lora_rank"] + mla["qk_rope"]
+    b.linear(f"{a}.kv_a_proj_with_mqa", h, kv_a, "attention", bias=bias)
+    b.norm(f"{a}.kv_a_layernorm", mla["kv_lora_rank"])
+    kv_b = heads * (mla["qk_nope"] + mla["v_head"])
+    b.linear(f"{a}.kv_b_proj", mla["kv_lora_rank"], kv_b, "attention")
+    b.linear(f"{a}.o_proj", heads * mla["v_head"], h, "attention", bias=bias)
+    out += [Linear("kv_a_proj_with_mqa", h, kv_a), Linear("kv_b_proj", mla["kv_lora_rank"], kv_b),
+            Linear("o_proj", heads * mla["v_head"], h)]
