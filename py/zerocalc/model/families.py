@@ -28,7 +28,7 @@ BASE = MappingProxyType({
     "moe": "",                                # "" | "mixtral" | "deepseek" | "qwen2_moe" | "gpt_oss" | "granitemoe"
     "sinks": False,                           # gpt-oss: one learned sink logit per head
     "family": "llama",                        # the activation profile (memory/blocks.py)
-    "head_dim": ("head_dim", None),           # None: hidden_size // num_attention_heads
+    "refuse_if": "",                          # a config flag this builder does not model (refused when on)
 })
 
 _GEMMA2_NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
@@ -40,6 +40,11 @@ FAMILIES = {
     # Llama's block (modeling_llama.py: attention_bias on q/k/v/o, mlp_bias on the MLP)
     "llama": {"mlp_bias": ("mlp_bias", False)},
     "granite": {"mlp_bias": ("mlp_bias", False)},
+    "exaone": {"mlp_bias": ("mlp_bias", False)},
+    "iquestcoder": {"mlp_bias": ("mlp_bias", False)},
+    "smollm3": {"tie": ("tie_word_embeddings", True), "mlp_bias": ("mlp_bias", False)},
+    "cwm": {"qkv_bias": False, "o_bias": False, "mlp_bias": ("mlp_bias", False)},
+    "helium": {"o_bias": False, "mlp_bias": ("mlp_bias", False)},
     "internlm3": {"qkv_bias": ("qkv_bias", False), "o_bias": ("bias", False), "mlp_bias": ("bias", False)},
     "mistral": {"qkv_bias": False, "o_bias": False},
     "ministral": {"qkv_bias": False, "o_bias": False},
@@ -62,6 +67,7 @@ FAMILIES = {
     # modeling_cohere.py: one input_layernorm feeds attention and MLP side by side (parallel block);
     # CohereLayerNorm has a weight only; q/k norm (use_qk_norm) is over (heads, head_dim)
     "cohere2": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",)},
+    "cohere_compass_text": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",)},
     "cohere": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",), "qk_norm": "full",
                "qk_norm_on": ("use_qk_norm", False)},
     # modeling_starcoder2.py: nn.LayerNorm (bias), c_fc/c_proj GELU MLP, use_bias on every linear
@@ -84,6 +90,21 @@ FAMILIES = {
     "minimax_m2": {"qkv_bias": False, "o_bias": False, "qk_norm": "full", "moe": "mixtral"},
     "qwen2_moe": {"qkv_bias": ("qkv_bias", True), "o_bias": False, "moe": "qwen2_moe"},
     "granitemoe": {"moe": "granitemoe"},
+    "hunyuan_v1_moe": {"qk_norm": "head", "qk_norm_names": ("query_layernorm", "key_layernorm"), "moe": "hunyuan"},
+    # modeling_ernie4_5_moe.py: use_bias also biases the experts' neighbours and lm_head; refused when on
+    "ernie4_5_moe": {"tie": ("tie_word_embeddings", True), "qkv_bias": False, "o_bias": False, "moe": "ernie",
+                     "refuse_if": "use_bias"},
+    "olmoe": {"qk_norm": "full", "moe": "mixtral"},
+    "mellum": {"qk_norm": "head", "moe": "mixtral"},
+    "solar_open": {"qkv_bias": ("attention_bias", False), "o_bias": False, "moe": "deepseek"},
+    "sarvam_moe": {"qkv_bias": ("attention_bias", False), "o_bias": False, "qk_norm": "head",
+                   "qk_norm_on": ("use_qk_norm", True), "moe": "deepseek"},
+    "glm4_moe_lite": {"attn": "mla", "moe": "deepseek"},
+    "mistral4": {"attn": "mla", "moe": "deepseek"},
+    "sarvam_mla": {"attn": "mla", "moe": "deepseek"},
+    # modeling_minicpm3.py: DeepSeek-V2's MLA on a dense SwiGLU block; attention_bias on q_a/kv_a/o (read as
+    # MLA's), mlp_bias on the MLP
+    "minicpm3": {"tie": ("tie_word_embeddings", True), "attn": "mla", "mlp_bias": ("mlp_bias", False)},
     "glm4_moe": {"qkv_bias": ("attention_bias", False), "o_bias": False, "qk_norm": "head",
                  "qk_norm_on": ("use_qk_norm", False), "moe": "deepseek"},
     "deepseek_v2": {"attn": "mla", "moe": "deepseek"},

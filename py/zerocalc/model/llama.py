@@ -5,6 +5,7 @@
 Module registration order is parameter order."""
 from __future__ import annotations
 
+from ..errors import PlanError
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .families import LLAMA_LIKE, spec_for
@@ -24,6 +25,8 @@ def switch(c: ConfigReader, value) -> bool:
 
 def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     s = spec_for(model_type)
+    if s["refuse_if"] and c.cfg.get(s["refuse_if"]):
+        raise PlanError(f"model.{s['refuse_if']}", f"model_type {model_type!r} with {s['refuse_if']} on is not modelled")
     h = c.int("hidden_size")
     n_layers = c.int("num_hidden_layers")
     heads = c.int("num_attention_heads")

@@ -8,7 +8,12 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
 - ``qwen2_moe``: gate, experts, one ``shared_expert`` of shared_expert_intermediate_size and its sigmoid
   ``shared_expert_gate`` (1 x h) (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock);
 - ``granitemoe``: ``block_sparse_moe.router.layer`` (E x h) then experts (modeling_granitemoe.py);
-- ``gpt_oss``: ``mlp.router`` with bias, experts with biases (modeling_gpt_oss.py).
+- ``gpt_oss``: ``mlp.router`` with bias, experts with biases (modeling_gpt_oss.py);
+- ``hunyuan``: ``mlp.gate.wg`` (E x h), experts of ``intermediate_size`` and an always-on ``shared_mlp`` of
+  the same width, even with one expert (modeling_hunyuan_v1_moe.py HunYuanMoEV1Moe);
+- ``ernie``: ``mlp.gate`` (E x h) with a learned ``moe_statics.e_score_correction_bias``, experts,
+  ``shared_experts`` of moe_num_shared_experts x moe_intermediate_size, MoE in the layers
+  moe_layer_start_index..moe_layer_end_index every moe_layer_interval (modeling_ernie4_5_moe.py).
 
 Which layers are sparse: all but the first ``first_k_dense_replace``, those in ``mlp_only_layers`` and,
 with ``decoder_sparse_step`` > 1, all but every step-th (Qwen2MoeDecoderLayer's rule).
@@ -22,11 +27,16 @@ from .config import ConfigReader, TensorList
 
 
 def moe_spec(c: ConfigReader, layout: str, inter: int) -> MoE | None:
-    experts = c.int("num_local_experts", "num_experts", "n_routed_experts", default=0, lo=0)
-    if not layout or experts <= 1:
+    experts = c.int("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", default=0, lo=0)
+    # HunYuan builds its MoE block whatever num_experts is (the default config has one expert)
+    if not layout or experts < 1 or (experts == 1 and layout != "hunyuan"):
         return None
-    ei = c.int("moe_intermediate_size", default=inter)
-    if layout == "qwen2_moe":
+    ei = inter if layout == "hunyuan" else c.int("moe_intermediate_size", default=inter)
+    if layout == "hunyuan":
+        shared = inter
+    elif layout == "ernie":
+        shared = c.int("moe_num_shared_experts", default=0, lo=0) * ei
+    elif layout == "qwen2_moe":
         shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
     elif layout == "deepseek":
         shared = c.int("n_shared_experts", default=0, lo=0) * ei
@@ -34,11 +44,18 @@ def moe_spec(c: ConfigReader, layout: str, inter: int) -> MoE | None:
         shared = 0
     n_layers = c.int("num_hidden_layers")
     dense = sum(1 for i in range(n_layers) if not is_sparse(c, i))
-    return MoE(num_experts=experts, experts_per_token=c.int("num_experts_per_tok", "num_experts_per_token", default=2),
+    return MoE(num_experts=experts, experts_per_token=c.int("num_experts_per_tok", "num_experts_per_token", "moe_topk",
+                                                            "moe_k", default=2),
                expert_intermediate=ei, shared_intermediate=shared, dense_layers=dense)
 
 
 def is_sparse(c: ConfigReader, i: int) -> bool:
+    kinds = c.cfg.get("mlp_layer_types")          # Glm4MoeLite: "dense" / "sparse" per layer
+    if isinstance(kinds, list) and i < len(kinds):
+        return kinds[i] == "sparse"
+    if c.has("moe_layer_start_index"):             # Ernie4_5_MoeDecoderLayer
+        return ((i + 1) % c.int("moe_layer_interval", default=1) == 0
+                and c.int("moe_layer_start_index", lo=0) <= i <= c.int("moe_layer_end_index", default=1 << 30, lo=0))
     if i < c.int("first_k_dense_replace", default=0, lo=0):
         return False
     only = c.cfg.get("mlp_only_layers") or ()
@@ -64,6 +81,11 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
     if layout == "granitemoe":
         m = f"{p}.block_sparse_moe"
         b.matrix(f"{m}.router.layer", "weight", (e, h), "router")
+    elif layout == "hunyuan":
+        b.matrix(f"{m}.gate.wg", "weight", (e, h), "router")
+    elif layout == "ernie":
+        b.matrix(f"{m}.gate", "weight", (e, h), "router")
+        b.param(f"{m}.gate.moe_statics", "e_score_correction_bias", e, "router")   # a parameter here
     elif layout != "deepseek":
         b.matrix(f"{m}.gate", "weight", (e, h), "router")
     b.matrix(f"{m}.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
@@ -73,7 +95,7 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
     out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
     if moe.shared_intermediate:
         si = moe.shared_intermediate
-        s = f"{m}.shared_expert" if layout == "qwen2_moe" else f"{m}.shared_experts"
+        s = {"qwen2_moe": f"{m}.shared_expert", "hunyuan": f"{m}.shared_mlp"}.get(layout, f"{m}.shared_experts")
         for name in ("gate_proj", "up_proj"):
             b.linear(f"{s}.{name}", h, si, "shared_experts")
             out.append(Linear(name, h, si))
