@@ -18,10 +18,11 @@ from .classic import classic, t5
 from .config import ConfigReader
 from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
+from .ssm import mamba
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
 T5 = {"t5", "mt5"}
-MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5
+MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | {"mamba"}
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES)))
 
 
@@ -44,6 +45,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return classic(c, model_type)
     if model_type in T5:
         return t5(c, model_type)
+    if model_type == "mamba":
+        return mamba(c)
     if model_type not in LLAMA_LIKE:
         raise PlanError("model.model_type", f"model_type {model_type!r} is not modelled; modelled: "
                                             + ", ".join(SUPPORTED_MODEL_TYPES))

@@ -28,6 +28,8 @@ BASE = MappingProxyType({
     "moe": "",                                # "" | "mixtral" | "deepseek" | "qwen2_moe" | "gpt_oss" | "granitemoe"
     "sinks": False,                           # gpt-oss: one learned sink logit per head
     "family": "llama",                        # the activation profile (memory/blocks.py)
+    "lm_head_bias": False,
+    "mlp_extra": (),                          # learned scalars of the MLP's activation (Apertus' xIELU)
     "refuse_if": "",                          # a config flag this builder does not model (refused when on)
 })
 
@@ -55,6 +57,10 @@ FAMILIES = {
     "ernie4_5": {"tie": ("tie_word_embeddings", True), "qkv_bias": ("use_bias", False),
                  "o_bias": ("use_bias", False), "mlp_bias": ("use_bias", False)},
     "qwen3": {"qk_norm": "head"},
+    # modeling_apertus.py: per-head q/k norm, ungated up/down MLP whose xIELU holds alpha_p and alpha_n
+    "apertus": {"qk_norm": "head", "mlp": "plain", "mlp_names": ("up_proj", "down_proj"),
+                "mlp_extra": ("act_fn.alpha_p", "act_fn.alpha_n"), "mlp_bias": ("mlp_bias", False),
+                "block_norms": ("attention_layernorm", "feedforward_layernorm")},
     # the language models of Qwen2-VL / Qwen2.5-VL (Qwen2 blocks, M-RoPE has no parameters) and Qwen3-VL
     "qwen2_vl_text": {"qkv_bias": True, "o_bias": False},
     "qwen2_5_vl_text": {"qkv_bias": True, "o_bias": False},
@@ -94,6 +100,9 @@ FAMILIES = {
     # modeling_ernie4_5_moe.py: use_bias also biases the experts' neighbours and lm_head; refused when on
     "ernie4_5_moe": {"tie": ("tie_word_embeddings", True), "qkv_bias": False, "o_bias": False, "moe": "ernie",
                      "refuse_if": "use_bias"},
+    # modeling_phimoe.py: LayerNorm with bias, mlp.router then experts, lm_head_bias
+    "phimoe": {"norm": "ln", "moe": "router_first", "lm_head_bias": ("lm_head_bias", False)},
+    "qwen3_vl_moe_text": {"qk_norm": "head", "moe": "deepseek"},
     "olmoe": {"qk_norm": "full", "moe": "mixtral"},
     "mellum": {"qk_norm": "head", "moe": "mixtral"},
     "solar_open": {"qkv_bias": ("attention_bias", False), "o_bias": False, "moe": "deepseek"},

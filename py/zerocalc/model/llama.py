@@ -89,6 +89,9 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
                 mlp.append(Linear(name, h, inter))
             b.linear(f"{p}.mlp.{down}", inter, h, "mlp", bias=mlp_bias)
             mlp.append(Linear(down, inter, h))
+            for extra in s["mlp_extra"]:
+                mod, pname = extra.rsplit(".", 1)
+                b.param(f"{p}.mlp.{mod}", pname, 1, "mlp")
         for name in s["block_norms"]:
             norm(f"{p}.{name}", h)
         if sparse:
@@ -98,6 +101,8 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    if switch(c, s["lm_head_bias"]):
+        b.param("lm_head", "bias", vocab, "lm_head")
     if not block_linears:
         block_linears = dense_linears
     return ModelArch(

@@ -9,6 +9,7 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
   ``shared_expert_gate`` (1 x h) (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock);
 - ``granitemoe``: ``block_sparse_moe.router.layer`` (E x h) then experts (modeling_granitemoe.py);
 - ``gpt_oss``: ``mlp.router`` with bias, experts with biases (modeling_gpt_oss.py);
+- ``router_first``: ``mlp.router`` (E x h) then experts (modeling_phimoe.py);
 - ``hunyuan``: ``mlp.gate.wg`` (E x h), experts of ``intermediate_size`` and an always-on ``shared_mlp`` of
   the same width, even with one expert (modeling_hunyuan_v1_moe.py HunYuanMoEV1Moe);
 - ``ernie``: ``mlp.gate`` (E x h) with a learned ``moe_statics.e_score_correction_bias``, experts,
@@ -86,6 +87,8 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
     elif layout == "ernie":
         b.matrix(f"{m}.gate", "weight", (e, h), "router")
         b.param(f"{m}.gate.moe_statics", "e_score_correction_bias", e, "router")   # a parameter here
+    elif layout == "router_first":
+        b.matrix(f"{m}.router", "weight", (e, h), "router")
     elif layout != "deepseek":
         b.matrix(f"{m}.gate", "weight", (e, h), "router")
     b.matrix(f"{m}.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
