@@ -32,6 +32,8 @@ COMPOSITES = {
     "qwen2_vl": (None, "qwen2_vl_text", lambda cfg, h: qwen_visual(cfg, "2"), "or"),
     "qwen2_5_vl": (None, "qwen2_5_vl_text", lambda cfg, h: qwen_visual(cfg, "2.5"), "or"),
     "qwen3_vl": (None, "qwen3_vl_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+    "qwen3_5": (None, "qwen3_5_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
+    "qwen3_5_moe": (None, "qwen3_5_moe_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_vl_moe": (None, "qwen3_vl_moe_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
 }
 

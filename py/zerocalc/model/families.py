@@ -30,6 +30,8 @@ BASE = MappingProxyType({
     "family": "llama",                        # the activation profile (memory/blocks.py)
     "lm_head_bias": False,
     "mlp_extra": (),                          # learned scalars of the MLP's activation (Apertus' xIELU)
+    "linear_attn": "",                        # "" | "fused" (Qwen3-Next) | "split" (Qwen3.5): hybrid.py
+    "q_gate": False,                          # q_proj also projects the output gate (2 x heads x head_dim)
     "refuse_if": "",                          # a config flag this builder does not model (refused when on)
 })
 
@@ -102,6 +104,10 @@ FAMILIES = {
                      "refuse_if": "use_bias"},
     # modeling_phimoe.py: LayerNorm with bias, mlp.router then experts, lm_head_bias
     "phimoe": {"norm": "ln", "moe": "router_first", "lm_head_bias": ("lm_head_bias", False)},
+    # hybrid Gated DeltaNet + gated attention (hybrid.py)
+    "qwen3_next": {"qk_norm": "head", "linear_attn": "fused", "q_gate": True, "moe": "qwen2_moe"},
+    "qwen3_5_text": {"qk_norm": "head", "linear_attn": "split", "q_gate": True},
+    "qwen3_5_moe_text": {"qk_norm": "head", "linear_attn": "split", "q_gate": True, "moe": "qwen2_moe"},
     "qwen3_vl_moe_text": {"qk_norm": "head", "moe": "deepseek"},
     "olmoe": {"qk_norm": "full", "moe": "mixtral"},
     "mellum": {"qk_norm": "head", "moe": "mixtral"},

@@ -9,6 +9,7 @@ from ..errors import PlanError
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .families import LLAMA_LIKE, spec_for
+from .hybrid import gated_deltanet, is_linear_layer
 from .moe import is_sparse, mla_attention, mla_spec, moe_block, moe_spec
 
 
@@ -52,14 +53,17 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     for i in range(n_layers):
         p = f"model.layers.{i}"
         att: list[Linear] = []
-        if mla:
+        if s["linear_attn"] and is_linear_layer(c, i):
+            gated_deltanet(b, p, h, c, s["linear_attn"] == "fused", att)
+        elif mla:
             mla_attention(b, p, h, heads, mla, att, bias=qkv_bias)
         elif s["attn"] == "fused":
             b.linear(f"{p}.self_attn.qkv_proj", h, heads * hd + 2 * kv * hd, "attention", bias=qkv_bias)
             b.linear(f"{p}.self_attn.o_proj", heads * hd, h, "attention", bias=o_bias)
             att += [Linear("qkv_proj", h, heads * hd + 2 * kv * hd), Linear("o_proj", heads * hd, h)]
         else:
-            for name, d_out in (("q_proj", heads * hd), ("k_proj", kv * hd), ("v_proj", kv * hd)):
+            q_out = heads * hd * (2 if s["q_gate"] else 1)     # gated attention: query and its gate
+            for name, d_out in (("q_proj", q_out), ("k_proj", kv * hd), ("v_proj", kv * hd)):
                 b.linear(f"{p}.self_attn.{name}", h, d_out, "attention", bias=qkv_bias)
                 att.append(Linear(name, h, d_out))
             b.linear(f"{p}.self_attn.o_proj", heads * hd, h, "attention", bias=o_bias)
@@ -114,7 +118,9 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
         norms_per_layer=len(s["block_norms"]), qk_norm=qk_norm, causal_lm=True, moe=moe, mla=mla,
         attn_softcap=bool(c.cfg.get("attn_logit_softcapping")), final_softcap=bool(c.cfg.get("final_logit_softcapping")),
         dropout=0.0, tensors=tuple(b.tensors), block_linears=tuple(block_linears),
-        dense_block_linears=tuple(dense_linears))
+        dense_block_linears=tuple(dense_linears),
+        support="exact parameter count; activations approximate (the Gated DeltaNet layers are costed as the "
+                "model's attention layers)" if s["linear_attn"] else "exact")
 
 
 __all__ = ["LLAMA_LIKE", "llama_like", "switch"]

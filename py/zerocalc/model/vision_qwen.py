@@ -11,7 +11,8 @@ the text width, so the tower and its projector are one module (component ``visio
   ``out_hidden_size``.
 - Qwen3-VL (modeling_qwen3_vl.py Qwen3VLVisionModel): biased Conv3d, a learned pos_embed
   (num_position_embeddings x hidden_size), LayerNorm blocks with linear_fc1/linear_fc2, a merger (norm over
-  hidden_size) and one more per ``deepstack_visual_indexes`` entry (norm over the merged width).
+  hidden_size) and one more per ``deepstack_visual_indexes`` entry (norm over the merged width); Qwen3.5's
+  tower is the same without deepstack mergers.
 """
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ QWEN3_VL = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "in_cha
             "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584,
             "num_position_embeddings": 2304, "deepstack_visual_indexes": (8, 16, 24)}
 
+# Qwen3.5 (modeling_qwen3_5.py Qwen3_5VisionModel): Qwen3-VL's tower without the deepstack mergers
+QWEN3_5 = {**QWEN3_VL, "deepstack_visual_indexes": ()}
+
 
 def _lin(b: TensorList, m: str, d_in: int, d_out: int, comp: str = "vision") -> None:
     b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
@@ -40,9 +44,10 @@ def _norm(b: TensorList, m: str, d: int, bias: bool, comp: str = "vision") -> No
 
 
 def qwen_visual(cfg: Mapping, version: str) -> list:
-    """The tensors of ``model.visual`` for version "2", "2.5" or "3"."""
+    """The tensors of ``model.visual`` for version "2", "2.5", "3" or "3.5"."""
     v = ConfigReader(cfg.get("vision_config") or {})
-    d = {"2": QWEN2_VL, "2.5": QWEN2_5_VL, "3": QWEN3_VL}[version]
+    d = {"2": QWEN2_VL, "2.5": QWEN2_5_VL, "3": QWEN3_VL, "3.5": QWEN3_5}[version]
+    version = "3" if version == "3.5" else version
     get = lambda k: v.int(k, default=d[k])   # noqa: E731 - the class default when the field is left out
     p = "model.visual"
     h = get("embed_dim") if version == "2" else get("hidden_size")
