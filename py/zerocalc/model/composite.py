@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 from ..errors import PlanError
 from .vision import gemma3_parts, llava_parts, paligemma_parts
-from .vision_qwen import qwen_visual
+from .vision_qwen import glm4v_visual, qwen_visual
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
@@ -32,6 +32,9 @@ COMPOSITES = {
     "qwen2_vl": (None, "qwen2_vl_text", lambda cfg, h: qwen_visual(cfg, "2"), "or"),
     "qwen2_5_vl": (None, "qwen2_5_vl_text", lambda cfg, h: qwen_visual(cfg, "2.5"), "or"),
     "qwen3_vl": (None, "qwen3_vl_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+    "glm4v": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "or"),
+    "glm4v_moe": (None, "glm4v_moe_text", lambda cfg, h: glm4v_visual(cfg), "or"),
+    "glm46v": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "top:False"),
     "qwen3_5": (None, "qwen3_5_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_5_moe": (None, "qwen3_5_moe_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_vl_moe": (None, "qwen3_vl_moe_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),

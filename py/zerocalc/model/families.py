@@ -30,6 +30,7 @@ BASE = MappingProxyType({
     "family": "llama",                        # the activation profile (memory/blocks.py)
     "lm_head_bias": False,
     "mlp_extra": (),                          # learned scalars of the MLP's activation (Apertus' xIELU)
+    "first_dense": 0,                         # leading dense layers when the config says nothing
     "linear_attn": "",                        # "" | "fused" (Qwen3-Next) | "split" (Qwen3.5): hybrid.py
     "q_gate": False,                          # q_proj also projects the output gate (2 x heads x head_dim)
     "refuse_if": "",                          # a config flag this builder does not model (refused when on)
@@ -86,6 +87,8 @@ FAMILIES = {
     # modeling_glm4.py: GLM's block with sandwich norms after attention and after the MLP
     "glm4": {**_GLM, "block_norms": ("input_layernorm", "post_attention_layernorm", "post_self_attn_layernorm",
                                      "post_mlp_layernorm")},
+    "glm4v_text": {**_GLM, "qkv_bias": True, "block_norms": ("input_layernorm", "post_attention_layernorm",
+                                                             "post_self_attn_layernorm", "post_mlp_layernorm")},
     "phi3": {"qkv_bias": False, "o_bias": False, "attn": "fused", "mlp": "fused",
              "mlp_names": ("gate_up_proj", "down_proj")},
     "gemma": {"tie": ("tie_word_embeddings", True), "family": "gemma"},
@@ -113,17 +116,19 @@ FAMILIES = {
     "mellum": {"qk_norm": "head", "moe": "mixtral"},
     "solar_open": {"qkv_bias": ("attention_bias", False), "o_bias": False, "moe": "deepseek"},
     "sarvam_moe": {"qkv_bias": ("attention_bias", False), "o_bias": False, "qk_norm": "head",
-                   "qk_norm_on": ("use_qk_norm", True), "moe": "deepseek"},
-    "glm4_moe_lite": {"attn": "mla", "moe": "deepseek"},
+                   "qk_norm_on": ("use_qk_norm", True), "moe": "deepseek", "first_dense": 1},
+    "glm4_moe_lite": {"attn": "mla", "moe": "deepseek", "first_dense": 1},
+    "hy_v3": {"qk_norm": "head", "moe": "hy", "mlp_bias": ("mlp_bias", False), "first_dense": 1},
+    "glm4v_moe_text": {"qkv_bias": ("attention_bias", True), "o_bias": False, "moe": "deepseek", "first_dense": 1},
     "mistral4": {"attn": "mla", "moe": "deepseek"},
-    "sarvam_mla": {"attn": "mla", "moe": "deepseek"},
+    "sarvam_mla": {"attn": "mla", "moe": "deepseek", "first_dense": 1},
     # modeling_minicpm3.py: DeepSeek-V2's MLA on a dense SwiGLU block; attention_bias on q_a/kv_a/o (read as
     # MLA's), mlp_bias on the MLP
     "minicpm3": {"tie": ("tie_word_embeddings", True), "attn": "mla", "mlp_bias": ("mlp_bias", False)},
     "glm4_moe": {"qkv_bias": ("attention_bias", False), "o_bias": False, "qk_norm": "head",
-                 "qk_norm_on": ("use_qk_norm", False), "moe": "deepseek"},
+                 "qk_norm_on": ("use_qk_norm", False), "moe": "deepseek", "first_dense": 1},
     "deepseek_v2": {"attn": "mla", "moe": "deepseek"},
-    "deepseek_v3": {"attn": "mla", "moe": "deepseek"},
+    "deepseek_v3": {"attn": "mla", "moe": "deepseek", "first_dense": 3},
     "youtu": {"tie": ("tie_word_embeddings", True), "attn": "mla"},
     "gpt_oss": {"qkv_bias": ("attention_bias", True), "o_bias": ("attention_bias", True), "sinks": True,
                 "moe": "gpt_oss"},

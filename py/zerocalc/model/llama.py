@@ -38,7 +38,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     tied = switch(c, s["tie"])
     qkv_bias, o_bias, mlp_bias = switch(c, s["qkv_bias"]), switch(c, s["o_bias"]), switch(c, s["mlp_bias"])
     qk_norm = s["qk_norm"] if switch(c, s["qk_norm_on"]) else ""
-    moe = moe_spec(c, s["moe"], inter)
+    moe = moe_spec(c, s["moe"], inter, s["first_dense"])
     mla = mla_spec(c) if s["attn"] == "mla" else None
     norm_bias = s["norm"] == "ln"
 
@@ -78,7 +78,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             if s["sinks"]:
                 b.param(f"{p}.self_attn", "sinks", heads, "attention")
         mlp: list[Linear] = []
-        sparse = bool(moe) and is_sparse(c, i)
+        sparse = bool(moe) and is_sparse(c, i, s["first_dense"])
         if sparse:
             moe_block(b, p, h, moe, s["moe"], mlp)
         elif s["mlp"] == "fused":

@@ -9,6 +9,7 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
   ``shared_expert_gate`` (1 x h) (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock);
 - ``granitemoe``: ``block_sparse_moe.router.layer`` (E x h) then experts (modeling_granitemoe.py);
 - ``gpt_oss``: ``mlp.router`` with bias, experts with biases (modeling_gpt_oss.py);
+- ``hy``: gate, experts, ``shared_experts`` of num_shared_experts x moe_intermediate_size (modeling_hy_v3.py);
 - ``router_first``: ``mlp.router`` (E x h) then experts (modeling_phimoe.py);
 - ``hunyuan``: ``mlp.gate.wg`` (E x h), experts of ``intermediate_size`` and an always-on ``shared_mlp`` of
   the same width, even with one expert (modeling_hunyuan_v1_moe.py HunYuanMoEV1Moe);
@@ -27,7 +28,7 @@ from .arch import Linear, MoE
 from .config import ConfigReader, TensorList
 
 
-def moe_spec(c: ConfigReader, layout: str, inter: int) -> MoE | None:
+def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0) -> MoE | None:
     experts = c.int("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", default=0, lo=0)
     # HunYuan builds its MoE block whatever num_experts is (the default config has one expert)
     if not layout or experts < 1 or (experts == 1 and layout != "hunyuan"):
@@ -39,25 +40,29 @@ def moe_spec(c: ConfigReader, layout: str, inter: int) -> MoE | None:
         shared = c.int("moe_num_shared_experts", default=0, lo=0) * ei
     elif layout == "qwen2_moe":
         shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
+    elif layout == "hy":
+        shared = c.int("num_shared_experts", default=0, lo=0) * ei
     elif layout == "deepseek":
         shared = c.int("n_shared_experts", default=0, lo=0) * ei
     else:
         shared = 0
     n_layers = c.int("num_hidden_layers")
-    dense = sum(1 for i in range(n_layers) if not is_sparse(c, i))
+    dense = sum(1 for i in range(n_layers) if not is_sparse(c, i, first_dense))
     return MoE(num_experts=experts, experts_per_token=c.int("num_experts_per_tok", "num_experts_per_token", "moe_topk",
                                                             "moe_k", default=2),
                expert_intermediate=ei, shared_intermediate=shared, dense_layers=dense)
 
 
-def is_sparse(c: ConfigReader, i: int) -> bool:
+def is_sparse(c: ConfigReader, i: int, first_dense: int = 0) -> bool:
+    """``first_dense``: the leading dense layers when the config names none (Glm4MoeLite and HY-V3's
+    mlp_layer_types default: one dense layer, then sparse)."""
     kinds = c.cfg.get("mlp_layer_types")          # Glm4MoeLite: "dense" / "sparse" per layer
     if isinstance(kinds, list) and i < len(kinds):
         return kinds[i] == "sparse"
     if c.has("moe_layer_start_index"):             # Ernie4_5_MoeDecoderLayer
         return ((i + 1) % c.int("moe_layer_interval", default=1) == 0
                 and c.int("moe_layer_start_index", lo=0) <= i <= c.int("moe_layer_end_index", default=1 << 30, lo=0))
-    if i < c.int("first_k_dense_replace", default=0, lo=0):
+    if i < c.int("first_k_dense_replace", default=first_dense, lo=0):
         return False
     only = c.cfg.get("mlp_only_layers") or ()
     if i in only:

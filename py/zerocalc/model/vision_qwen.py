@@ -90,3 +90,47 @@ def qwen_visual(cfg: Mapping, version: str) -> list:
         _lin(b, f"{p}.merger.mlp.0", merged, merged, "projector")
         _lin(b, f"{p}.merger.mlp.2", merged, out, "projector")
     return b.tensors
+
+
+GLM4V = {"depth": 24, "hidden_size": 1536, "in_channels": 3, "image_size": 336, "patch_size": 14,
+         "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 4096, "intermediate_size": 13696}
+
+
+def glm4v_visual(cfg: Mapping) -> list:
+    """GLM-4.1V / GLM-4.6V (modeling_glm4v.py Glm4vVisionModel): learned position embedding
+    ((image_size / patch_size)^2 x h), biased Conv3d patch_embed, ``depth`` blocks of RMSNorm norm1/norm2,
+    attn.qkv (attention_bias) + attn.proj (no bias) and a bias-free gated MLP of width out_hidden_size;
+    merger (proj, LayerNorm post_projection_norm, gate/up/down to intermediate_size, no biases),
+    post_conv_layernorm, downsample Conv2d (h -> out_hidden_size, kernel spatial_merge_size, biased),
+    post_layernorm."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=GLM4V[k])   # noqa: E731
+    p, h, out = "model.visual", get("hidden_size"), get("out_hidden_size")
+    qkv_bias = v.bool("attention_bias", False)
+    b = TensorList()
+    b.matrix(f"{p}.embeddings.position_embedding", "weight", ((get("image_size") // get("patch_size")) ** 2, h),
+             "vision")
+    b.matrix(f"{p}.patch_embed.proj", "weight",
+             (h, get("in_channels") * get("temporal_patch_size") * get("patch_size") ** 2), "vision")
+    b.param(f"{p}.patch_embed.proj", "bias", h, "vision")
+    for i in range(get("depth")):
+        q = f"{p}.blocks.{i}"
+        _norm(b, f"{q}.norm1", h, False)
+        _norm(b, f"{q}.norm2", h, False)
+        b.matrix(f"{q}.attn.qkv", "weight", (3 * h, h), "vision", "qkv")
+        if qkv_bias:
+            b.param(f"{q}.attn.qkv", "bias", 3 * h, "vision")
+        b.matrix(f"{q}.attn.proj", "weight", (h, h), "vision", "proj")
+        for name, d_in, d_out in (("gate_proj", h, out), ("up_proj", h, out), ("down_proj", out, h)):
+            b.matrix(f"{q}.mlp.{name}", "weight", (d_out, d_in), "vision", name)
+    m, inter = f"{p}.merger", get("intermediate_size")
+    b.matrix(f"{m}.proj", "weight", (out, out), "projector", "proj")
+    _norm(b, f"{m}.post_projection_norm", out, True, "projector")
+    for name, d_in, d_out in (("gate_proj", out, inter), ("up_proj", out, inter), ("down_proj", inter, out)):
+        b.matrix(f"{m}.{name}", "weight", (d_out, d_in), "projector", name)
+    _norm(b, f"{p}.post_conv_layernorm", h, False)
+    merge = get("spatial_merge_size")
+    b.matrix(f"{p}.downsample", "weight", (out, h * merge * merge), "vision")
+    b.param(f"{p}.downsample", "bias", out, "vision")
+    _norm(b, f"{p}.post_layernorm", h, False)
+    return b.tensors
