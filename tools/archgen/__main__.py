@@ -191,7 +191,8 @@ def jobs(only: set | None) -> list[dict]:
     sys.path.insert(0, str(ROOT / "py"))
     from zerocalc.presets import MODELS
     for pid, p in MODELS.items():
-        cfg = {k: v for k, v in p.hf_config.items() if k != "head_dim_equals_hidden_over_heads"}
+        # a None in the reference (falcon-7b's max_position_embeddings) is a field the config.json lacks
+        cfg = {k: v for k, v in p.hf_config.items() if k != "head_dim_equals_hidden_over_heads" and v is not None}
         out.append({"id": f"preset:{pid}", "model_type": p.model_type, "config": cfg,
                     "source": "py/zerocalc/presets/models.json (../shared/reference/models.json)"})
     if only:

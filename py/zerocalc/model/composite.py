@@ -12,7 +12,8 @@ from dataclasses import replace
 from typing import Callable, Mapping
 
 from ..errors import PlanError
-from .vision import gemma3_parts, llava_parts, paligemma_parts
+from .vision import (gemma3_parts, internvl_parts, llama4_parts, llava_parts, mistral3_parts,
+                     paligemma_parts)
 from .vision_qwen import glm4v_visual, qwen_visual
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
@@ -32,6 +33,9 @@ COMPOSITES = {
     "qwen2_vl": (None, "qwen2_vl_text", lambda cfg, h: qwen_visual(cfg, "2"), "or"),
     "qwen2_5_vl": (None, "qwen2_5_vl_text", lambda cfg, h: qwen_visual(cfg, "2.5"), "or"),
     "qwen3_vl": (None, "qwen3_vl_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+    "mistral3": (("pixtral",), "mistral", mistral3_parts, "top:True"),
+    "internvl": (("internvl_vision",), "qwen2", internvl_parts, "top:True"),
+    "llama4": (None, "llama4_text", llama4_parts, "top:False"),
     "glm4v": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "or"),
     "glm4v_moe": (None, "glm4v_moe_text", lambda cfg, h: glm4v_visual(cfg), "or"),
     "glm46v": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "top:False"),

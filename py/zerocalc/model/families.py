@@ -30,6 +30,8 @@ BASE = MappingProxyType({
     "family": "llama",                        # the activation profile (memory/blocks.py)
     "lm_head_bias": False,
     "mlp_extra": (),                          # learned scalars of the MLP's activation (Apertus' xIELU)
+    "mlp_module": "mlp",                      # the block's MLP module name (Llama 4: feed_forward)
+    "dense_inter": "",                        # the field sizing dense MLPs of a MoE model, if not intermediate_size
     "first_dense": 0,                         # leading dense layers when the config says nothing
     "linear_attn": "",                        # "" | "fused" (Qwen3-Next) | "split" (Qwen3.5): hybrid.py
     "q_gate": False,                          # q_proj also projects the output gate (2 x heads x head_dim)
@@ -112,6 +114,8 @@ FAMILIES = {
     "qwen3_5_text": {"qk_norm": "head", "linear_attn": "split", "q_gate": True},
     "qwen3_5_moe_text": {"qk_norm": "head", "linear_attn": "split", "q_gate": True, "moe": "qwen2_moe"},
     "qwen3_vl_moe_text": {"qk_norm": "head", "moe": "deepseek"},
+    # modeling_llama4.py: weightless L2 q/k norm, NoPE and chunked attention make no tensors
+    "llama4_text": {"moe": "llama4", "mlp_module": "feed_forward", "dense_inter": "intermediate_size_mlp"},
     "olmoe": {"qk_norm": "full", "moe": "mixtral"},
     "mellum": {"qk_norm": "head", "moe": "mixtral"},
     "solar_open": {"qkv_bias": ("attention_bias", False), "o_bias": False, "moe": "deepseek"},

@@ -80,7 +80,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
         mlp: list[Linear] = []
         sparse = bool(moe) and is_sparse(c, i, s["first_dense"])
         if sparse:
-            moe_block(b, p, h, moe, s["moe"], mlp)
+            moe_block(b, p, h, moe, s["moe"], mlp, s["mlp_module"])
         elif s["mlp"] == "fused":
             up, down = s["mlp_names"]
             b.linear(f"{p}.mlp.{up}", h, 2 * inter, "mlp", bias=mlp_bias)
@@ -88,11 +88,13 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             mlp += [Linear(up, h, 2 * inter), Linear(down, inter, h)]
         else:
             *ups, down = s["mlp_names"]
+            f = f"{p}.{s['mlp_module']}"
+            d_inter = c.int(s["dense_inter"], default=inter) if s["dense_inter"] else inter
             for name in ups:
-                b.linear(f"{p}.mlp.{name}", h, inter, "mlp", bias=mlp_bias)
-                mlp.append(Linear(name, h, inter))
-            b.linear(f"{p}.mlp.{down}", inter, h, "mlp", bias=mlp_bias)
-            mlp.append(Linear(down, inter, h))
+                b.linear(f"{f}.{name}", h, d_inter, "mlp", bias=mlp_bias)
+                mlp.append(Linear(name, h, d_inter))
+            b.linear(f"{f}.{down}", d_inter, h, "mlp", bias=mlp_bias)
+            mlp.append(Linear(down, d_inter, h))
             for extra in s["mlp_extra"]:
                 mod, pname = extra.rsplit(".", 1)
                 b.param(f"{p}.mlp.{mod}", pname, 1, "mlp")

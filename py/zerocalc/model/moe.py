@@ -10,6 +10,8 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
 - ``granitemoe``: ``block_sparse_moe.router.layer`` (E x h) then experts (modeling_granitemoe.py);
 - ``gpt_oss``: ``mlp.router`` with bias, experts with biases (modeling_gpt_oss.py);
 - ``hy``: gate, experts, ``shared_experts`` of num_shared_experts x moe_intermediate_size (modeling_hy_v3.py);
+- ``llama4``: ``feed_forward.experts`` stored (E, h, 2I) / (E, I, h), ``router``, one ``shared_expert`` of
+  intermediate_size; MoE in ``moe_layers`` (default every interleave_moe_layer_step-th) (modeling_llama4.py);
 - ``router_first``: ``mlp.router`` (E x h) then experts (modeling_phimoe.py);
 - ``hunyuan``: ``mlp.gate.wg`` (E x h), experts of ``intermediate_size`` and an always-on ``shared_mlp`` of
   the same width, even with one expert (modeling_hunyuan_v1_moe.py HunYuanMoEV1Moe);
@@ -33,8 +35,8 @@ def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0) -> 
     # HunYuan builds its MoE block whatever num_experts is (the default config has one expert)
     if not layout or experts < 1 or (experts == 1 and layout != "hunyuan"):
         return None
-    ei = inter if layout == "hunyuan" else c.int("moe_intermediate_size", default=inter)
-    if layout == "hunyuan":
+    ei = inter if layout in ("hunyuan", "llama4") else c.int("moe_intermediate_size", default=inter)
+    if layout in ("hunyuan", "llama4"):
         shared = inter
     elif layout == "ernie":
         shared = c.int("moe_num_shared_experts", default=0, lo=0) * ei
@@ -59,6 +61,10 @@ def is_sparse(c: ConfigReader, i: int, first_dense: int = 0) -> bool:
     kinds = c.cfg.get("mlp_layer_types")          # Glm4MoeLite: "dense" / "sparse" per layer
     if isinstance(kinds, list) and i < len(kinds):
         return kinds[i] == "sparse"
+    if isinstance(c.cfg.get("moe_layers"), list):  # Llama4TextDecoderLayer: layer_idx in config.moe_layers
+        return i in c.cfg["moe_layers"]
+    if c.has("interleave_moe_layer_step"):         # Llama4TextConfig: range(step - 1, layers, step)
+        return (i + 1) % c.int("interleave_moe_layer_step") == 0
     if c.has("moe_layer_start_index"):             # Ernie4_5_MoeDecoderLayer
         return ((i + 1) % c.int("moe_layer_interval", default=1) == 0
                 and c.int("moe_layer_start_index", lo=0) <= i <= c.int("moe_layer_end_index", default=1 << 30, lo=0))
@@ -71,10 +77,19 @@ def is_sparse(c: ConfigReader, i: int, first_dense: int = 0) -> bool:
     return (i + 1) % step == 0
 
 
-def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Linear]) -> None:
+def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Linear], module: str = "mlp") -> None:
     """Router + fused experts (+ shared expert) of block ``p``, in registration order."""
     e, ei = moe.num_experts, moe.expert_intermediate
-    m = f"{p}.mlp"
+    m = f"{p}.{module}"
+    if layout == "llama4":
+        b.matrix(f"{m}.experts", "gate_up_proj", (e, h, 2 * ei), "routed_experts")
+        b.matrix(f"{m}.experts", "down_proj", (e, ei, h), "routed_experts")
+        b.matrix(f"{m}.router", "weight", (e, h), "router")
+        out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
+        for name, d_in, d_out in (("gate_proj", h, ei), ("up_proj", h, ei), ("down_proj", ei, h)):
+            b.linear(f"{m}.shared_expert.{name}", d_in, d_out, "shared_experts")
+            out.append(Linear(name, d_in, d_out))
+        return
     if layout == "gpt_oss":
         b.matrix(f"{m}.router", "weight", (e, h), "router")
         b.param(f"{m}.router", "bias", e, "router")

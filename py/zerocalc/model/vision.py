@@ -120,3 +120,140 @@ def paligemma_parts(cfg: Mapping, text_h: int) -> list:
     b.matrix("model.multi_modal_projector.linear", "weight", (d_out, vh), "projector", "linear")
     b.param("model.multi_modal_projector.linear", "bias", d_out, "projector")
     return b.tensors
+
+
+LLAMA4 = {"hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "image_size": 448, "patch_size": 14,
+          "num_channels": 3, "vision_output_dim": 7680, "projector_input_dim": 4096, "projector_output_dim": 4096}
+
+
+def llama4_parts(cfg: Mapping, text_h: int) -> list:
+    """Llama 4 (modeling_llama4.py Llama4VisionModel + Llama4MultiModalProjector): class_embedding,
+    positional_embedding_vlm (patches + 1), an unfolded patch linear (no bias), layernorm_pre/post, layers of
+    biased q/k/v/o + fc1/fc2 with biased input/post_attention LayerNorms, the pixel-shuffle adapter's fc1
+    (intermediate_size -> projector_input_dim) and fc2 (projector_output_dim square), no biases; projector
+    linear_1 (vision_output_dim -> text h, multi_modal_projector_bias)."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=LLAMA4[k])   # noqa: E731
+    h, inter, p = get("hidden_size"), get("intermediate_size"), "vision_model"
+    b = TensorList()
+
+    def ln(m: str) -> None:
+        b.param(m, "weight", h, "vision")
+        b.param(m, "bias", h, "vision")
+
+    def lin(m: str, d_in: int, d_out: int, bias: bool = True, comp: str = "vision") -> None:
+        b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
+        if bias:
+            b.param(m, "bias", d_out, comp)
+
+    b.param(p, "class_embedding", h, "vision")
+    b.matrix(p, "positional_embedding_vlm", ((get("image_size") // get("patch_size")) ** 2 + 1, h), "vision")
+    lin(f"{p}.patch_embedding.linear", get("num_channels") * get("patch_size") ** 2, h, bias=False)
+    ln(f"{p}.layernorm_pre")
+    ln(f"{p}.layernorm_post")
+    for i in range(get("num_hidden_layers")):
+        q = f"{p}.model.layers.{i}"
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            lin(f"{q}.self_attn.{name}", h, h)
+        lin(f"{q}.mlp.fc1", h, inter)
+        lin(f"{q}.mlp.fc2", inter, h)
+        ln(f"{q}.input_layernorm")
+        ln(f"{q}.post_attention_layernorm")
+    lin(f"{p}.vision_adapter.mlp.fc1", inter, get("projector_input_dim"), bias=False)
+    lin(f"{p}.vision_adapter.mlp.fc2", get("projector_output_dim"), get("projector_output_dim"), bias=False)
+    lin("multi_modal_projector.linear_1", get("vision_output_dim"), text_h,
+        bias=bool(v.cfg.get("multi_modal_projector_bias", False)), comp="projector")
+    return b.tensors
+
+
+PIXTRAL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "patch_size": 16, "num_channels": 3}
+
+
+def mistral3_parts(cfg: Mapping, text_h: int) -> list:
+    """Mistral 3 (modeling_pixtral.py PixtralVisionModel + modeling_mistral3.py Mistral3MultiModalProjector):
+    patch_conv (no bias), ln_pre, layers of attention_norm, a gated feed_forward, k/v/q/o_proj and ffn_norm,
+    no biases, RMSNorms; projector: norm (vision h), patch_merger.merging_layer (h x merge^2 -> h), linear_1
+    (-> text h) and linear_2, biased by multimodal_projector_bias."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=PIXTRAL[k])   # noqa: E731
+    h, inter, p = get("hidden_size"), get("intermediate_size"), "model.vision_tower"
+    b = TensorList()
+    b.matrix(f"{p}.patch_conv", "weight", (h, get("num_channels") * get("patch_size") ** 2), "vision")
+    b.param(f"{p}.ln_pre", "weight", h, "vision")
+    for i in range(get("num_hidden_layers")):
+        q = f"{p}.transformer.layers.{i}"
+        b.param(f"{q}.attention_norm", "weight", h, "vision")
+        for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
+            b.matrix(f"{q}.feed_forward.{name}", "weight", (d_out, d_in), "vision", name)
+        for name in ("k_proj", "v_proj", "q_proj", "o_proj"):
+            b.matrix(f"{q}.attention.{name}", "weight", (h, h), "vision", name)
+        b.param(f"{q}.ffn_norm", "weight", h, "vision")
+    m, merge = "model.multi_modal_projector", ConfigReader(cfg).int("spatial_merge_size", default=2)
+    bias = cfg.get("multimodal_projector_bias", False) is True
+    b.param(f"{m}.norm", "weight", h, "projector")
+    b.matrix(f"{m}.patch_merger.merging_layer", "weight", (h, h * merge * merge), "projector", "merging_layer")
+    for name, d_in in (("linear_1", h), ("linear_2", text_h)):
+        b.matrix(f"{m}.{name}", "weight", (text_h, d_in), "projector", name)
+        if bias:
+            b.param(f"{m}.{name}", "bias", text_h, "projector")
+    return b.tensors
+
+
+INTERNVL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "image_size": 448,
+            "patch_size": 14, "num_channels": 3}
+
+
+def internvl_parts(cfg: Mapping, text_h: int) -> list:
+    """InternVL (modeling_internvl.py InternVLVisionModel + InternVLMultiModalProjector): cls_token, absolute
+    positions (patches + 1), biased patch Conv2d; layers of lambda_1/lambda_2 (layer scale), q/k/v
+    (attention_bias), projection_layer (biased), [q_norm/k_norm RMSNorm(h) with use_qk_norm], biased fc1/fc2,
+    layernorm_before/after (layer_norm: weight + bias, rms_norm: weight); a final LayerNorm unless
+    use_mean_pooling; projector: LayerNorm over h / downsample_ratio^2, linear_1 (-> text h), linear_2, biased."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=INTERNVL[k])   # noqa: E731
+    h, inter, p = get("hidden_size"), get("intermediate_size"), "model.vision_tower"
+    size, patch = v.cfg.get("image_size", 448), v.cfg.get("patch_size", 14)
+    size = size if isinstance(size, (list, tuple)) else (size, size)
+    patch = patch if isinstance(patch, (list, tuple)) else (patch, patch)
+    ln_bias = v.cfg.get("norm_type", "layer_norm") == "layer_norm"
+    b = TensorList()
+    b.param(f"{p}.embeddings", "cls_token", h, "vision")
+    if v.bool("use_absolute_position_embeddings", True):
+        b.matrix(f"{p}.embeddings", "position_embeddings", ((size[0] // patch[0]) * (size[1] // patch[1]) + 1, h),
+                 "vision")
+    b.matrix(f"{p}.embeddings.patch_embeddings.projection", "weight", (h, get("num_channels") * patch[0] * patch[1]),
+             "vision")
+    b.param(f"{p}.embeddings.patch_embeddings.projection", "bias", h, "vision")
+    qkv_bias = v.bool("attention_bias", False)
+    for i in range(get("num_hidden_layers")):
+        q = f"{p}.encoder.layer.{i}"
+        b.param(q, "lambda_1", h, "vision")
+        b.param(q, "lambda_2", h, "vision")
+        for name in ("q_proj", "k_proj", "v_proj"):
+            b.matrix(f"{q}.attention.{name}", "weight", (h, h), "vision", name)
+            if qkv_bias:
+                b.param(f"{q}.attention.{name}", "bias", h, "vision")
+        b.matrix(f"{q}.attention.projection_layer", "weight", (h, h), "vision", "projection_layer")
+        b.param(f"{q}.attention.projection_layer", "bias", h, "vision")
+        if v.bool("use_qk_norm", False):
+            b.param(f"{q}.attention.q_norm", "weight", h, "vision")
+            b.param(f"{q}.attention.k_norm", "weight", h, "vision")
+        for name, d_in, d_out in (("fc1", h, inter), ("fc2", inter, h)):
+            b.matrix(f"{q}.mlp.{name}", "weight", (d_out, d_in), "vision", name)
+            b.param(f"{q}.mlp.{name}", "bias", d_out, "vision")
+        for name in ("layernorm_before", "layernorm_after"):
+            b.param(f"{q}.{name}", "weight", h, "vision")
+            if ln_bias:
+                b.param(f"{q}.{name}", "bias", h, "vision")
+    if not v.bool("use_mean_pooling", True):
+        b.param(f"{p}.layernorm", "weight", h, "vision")
+        b.param(f"{p}.layernorm", "bias", h, "vision")
+    m = "model.multi_modal_projector"
+    ratio = cfg.get("downsample_ratio", 0.5)
+    d = h * int(1 / ratio) ** 2
+    b.param(f"{m}.layer_norm", "weight", d, "projector")
+    b.param(f"{m}.layer_norm", "bias", d, "projector")
+    for name, d_in in (("linear_1", d), ("linear_2", text_h)):
+        b.matrix(f"{m}.{name}", "weight", (text_h, d_in), "projector", name)
+        b.param(f"{m}.{name}", "bias", text_h, "projector")
+    return b.tensors
