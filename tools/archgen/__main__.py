@@ -130,7 +130,14 @@ def build_one(job: dict) -> dict:
     try:
         if job.get("config") is not None:
             given = dict(job["config"])
-            cfg = AutoConfig.for_model(**given)
+            try:
+                cfg = AutoConfig.for_model(**given)
+            except AttributeError as e:   # a derived field the class computes (FalconConfig.head_dim)
+                m = re.search(r"property '(\w+)' of", str(e))
+                if not m:
+                    raise
+                row["dropped"] = m.group(1)
+                cfg = AutoConfig.for_model(**{k: v for k, v in given.items() if k != m.group(1)})
         else:
             cfg = AutoConfig.for_model(mt)
             for k, v in FILL.get(mt, {}).items():

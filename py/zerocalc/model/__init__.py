@@ -18,11 +18,12 @@ from .classic import classic, t5
 from .config import ConfigReader
 from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
+from .dbrx import dbrx
 from .ssm import mamba
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
 T5 = {"t5", "mt5"}
-MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | {"mamba"}
+MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | {"mamba", "dbrx"}
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES)))
 
 
@@ -47,6 +48,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return t5(c, model_type)
     if model_type == "mamba":
         return mamba(c)
+    if model_type == "dbrx":
+        return dbrx(c)
     if model_type not in LLAMA_LIKE:
         raise PlanError("model.model_type", f"model_type {model_type!r} is not modelled; modelled: "
                                             + ", ".join(SUPPORTED_MODEL_TYPES))

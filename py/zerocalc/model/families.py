@@ -124,6 +124,9 @@ FAMILIES = {
     "glm4_moe_lite": {"attn": "mla", "moe": "deepseek", "first_dense": 1},
     "hy_v3": {"qk_norm": "head", "moe": "hy", "mlp_bias": ("mlp_bias", False), "first_dense": 1},
     "glm4v_moe_text": {"qkv_bias": ("attention_bias", True), "o_bias": False, "moe": "deepseek", "first_dense": 1},
+    # DeepSeek sparse attention: MLA + the lightning indexer (moe.mla_attention), DeepSeek MoE
+    "deepseek_v32": {"attn": "mla_dsa", "moe": "deepseek", "first_dense": 3},
+    "glm_moe_dsa": {"attn": "mla_dsa", "moe": "deepseek", "first_dense": 3},
     "mistral4": {"attn": "mla", "moe": "deepseek"},
     "sarvam_mla": {"attn": "mla", "moe": "deepseek", "first_dense": 1},
     # modeling_minicpm3.py: DeepSeek-V2's MLA on a dense SwiGLU block; attention_bias on q_a/kv_a/o (read as

@@ -39,7 +39,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     qkv_bias, o_bias, mlp_bias = switch(c, s["qkv_bias"]), switch(c, s["o_bias"]), switch(c, s["mlp_bias"])
     qk_norm = s["qk_norm"] if switch(c, s["qk_norm_on"]) else ""
     moe = moe_spec(c, s["moe"], inter, s["first_dense"])
-    mla = mla_spec(c) if s["attn"] == "mla" else None
+    mla = mla_spec(c, s["attn"] == "mla_dsa") if s["attn"] in ("mla", "mla_dsa") else None
     norm_bias = s["norm"] == "ln"
 
     def norm(module: str, dim: int) -> None:
@@ -56,7 +56,10 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
         if s["linear_attn"] and is_linear_layer(c, i):
             gated_deltanet(b, p, h, c, s["linear_attn"] == "fused", att)
         elif mla:
-            mla_attention(b, p, h, heads, mla, att, bias=qkv_bias)
+            kinds = c.cfg.get("indexer_types")
+            layer_mla = mla if not (isinstance(kinds, list) and i < len(kinds) and kinds[i] != "full") else \
+                {**mla, "indexer": None}
+            mla_attention(b, p, h, heads, layer_mla, att, bias=qkv_bias)
         elif s["attn"] == "fused":
             b.linear(f"{p}.self_attn.qkv_proj", h, heads * hd + 2 * kv * hd, "attention", bias=qkv_bias)
             b.linear(f"{p}.self_attn.o_proj", heads * hd, h, "attention", bias=o_bias)

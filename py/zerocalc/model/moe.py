@@ -128,10 +128,10 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
             b.linear(f"{m}.shared_expert_gate", h, 1, "router")
 
 
-def mla_spec(c: ConfigReader) -> Mapping | None:
+def mla_spec(c: ConfigReader, indexer: bool = False) -> Mapping | None:
     if not c.has("kv_lora_rank"):
         return None
-    return {"q_lora_rank": c.int("q_lora_rank", default=0, lo=0), "kv_lora_rank": c.int("kv_lora_rank"),
+    return {"indexer": (c.int("index_n_heads", default=64), c.int("index_head_dim", default=128)) if indexer else None,"q_lora_rank": c.int("q_lora_rank", default=0, lo=0), "kv_lora_rank": c.int("kv_lora_rank"),
             "qk_nope": c.int("qk_nope_head_dim"), "qk_rope": c.int("qk_rope_head_dim"),
             "v_head": c.int("v_head_dim")}
 
@@ -157,3 +157,12 @@ def mla_attention(b: TensorList, p: str, h: int, heads: int, mla: Mapping, out: 
     b.linear(f"{a}.o_proj", heads * mla["v_head"], h, "attention", bias=bias)
     out += [Linear("kv_a_proj_with_mqa", h, kv_a), Linear("kv_b_proj", mla["kv_lora_rank"], kv_b),
             Linear("o_proj", heads * mla["v_head"], h)]
+    if mla.get("indexer"):
+        # DeepSeek sparse attention's lightning indexer (modeling_deepseek_v32.py DeepseekV32Indexer,
+        # glm_moe_dsa): wq_b from the q latent, wk, a biased LayerNorm k_norm, weights_proj per index head
+        ih, idim = mla["indexer"]
+        i = f"{a}.indexer"
+        b.linear(f"{i}.wq_b", mla["q_lora_rank"], ih * idim, "attention")
+        b.linear(f"{i}.wk", h, idim, "attention")
+        b.norm(f"{i}.k_norm", idim, bias=True)
+        b.linear(f"{i}.weights_proj", h, ih, "attention")
