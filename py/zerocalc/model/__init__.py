@@ -19,11 +19,12 @@ from .config import ConfigReader
 from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
 from .dbrx import dbrx
-from .ssm import mamba
+from .ssm import mamba, mamba2, nemotron_h
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
 T5 = {"t5", "mt5"}
-MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | {"mamba", "dbrx"}
+SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h}
+MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"}
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES)))
 
 
@@ -46,8 +47,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return classic(c, model_type)
     if model_type in T5:
         return t5(c, model_type)
-    if model_type == "mamba":
-        return mamba(c)
+    if model_type in SSM:
+        return SSM[model_type](c)
     if model_type == "dbrx":
         return dbrx(c)
     if model_type not in LLAMA_LIKE:

@@ -1,4 +1,4 @@
-"""State-space models: Mamba (modeling_mamba.py MambaForCausalLM, transformers 5.24), every block a selective
+"""State-space models: Mamba, Mamba-2 and the Nemotron-H hybrid. Mamba (modeling_mamba.py MambaForCausalLM, transformers 5.24), every block a selective
 SSM mixer with no attention: ``backbone.layers.N.norm`` (RMSNorm) and ``mixer`` = A_log (I x N), D (I),
 depthwise conv1d (I, 1, conv_kernel) with use_conv_bias, in_proj (h -> 2I, use_bias), x_proj (I -> R + 2N),
 dt_proj (R -> I, biased), out_proj (I -> h, use_bias); ``backbone.norm_f``; lm_head tied by default.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import PlanError
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
@@ -52,3 +53,100 @@ def mamba(c: ConfigReader) -> ModelArch:
         moe=None, mla=None, attn_softcap=False, final_softcap=False, dropout=0.0, tensors=tuple(b.tensors),
         block_linears=lins, dense_block_linears=lins,
         support="exact parameter count; activations approximate (the selective scan is costed as a classic block)")
+
+
+def mamba2_mixer(b: TensorList, m: str, h: int, heads: int, head_dim: int, groups: int, state: int, kernel: int,
+                 conv_bias: bool, proj_bias: bool) -> list[Linear]:
+    """A Mamba-2 mixer (modeling_mamba2.py Mamba2Mixer; nemotron_h, granitemoehybrid): I = heads x head_dim,
+    conv = I + 2 x groups x state; dt_bias, A_log, D (heads), conv1d (conv, 1, kernel) [+ bias], in_proj
+    (h -> I + conv + heads) [+ bias], a gated RMSNorm over I, out_proj (I -> h) [+ bias]."""
+    inner = heads * head_dim
+    conv = inner + 2 * groups * state
+    for name in ("dt_bias", "A_log", "D"):
+        b.param(m, name, heads, "mlp")
+    b.matrix(f"{m}.conv1d", "weight", (conv, 1, kernel), "mlp")
+    if conv_bias:
+        b.param(f"{m}.conv1d", "bias", conv, "mlp")
+    b.linear(f"{m}.in_proj", h, inner + conv + heads, "mlp", bias=proj_bias)
+    b.norm(f"{m}.norm", inner)
+    b.linear(f"{m}.out_proj", inner, h, "mlp", bias=proj_bias)
+    return [Linear("in_proj", h, inner + conv + heads), Linear("out_proj", inner, h)]
+
+
+def _arch(c: ConfigReader, model_type: str, b: TensorList, h: int, n_layers: int, vocab: int, tied: bool,
+          lins: tuple, heads: int = 1, kv: int = 1, hd: int = 0, moe=None) -> ModelArch:
+    return ModelArch(
+        name=c.str("name", model_type), model_type=model_type, family="mamba", hidden_size=h, num_layers=n_layers,
+        num_heads=heads, num_kv_heads=kv, head_dim=hd or h, intermediate_size=c.int("intermediate_size", default=4 * h),
+        vocab_size=vocab, tied_embeddings=tied, max_positions=c.cfg.get("max_position_embeddings"),
+        gated_mlp=False, norm="rmsnorm", norms_per_layer=1, qk_norm="", causal_lm=True, moe=moe, mla=None,
+        attn_softcap=False, final_softcap=False, dropout=0.0, tensors=tuple(b.tensors), block_linears=lins,
+        dense_block_linears=lins,
+        support="exact parameter count; activations approximate (the state-space layers are costed as a classic "
+                "block; not traced)")
+
+
+def mamba2(c: ConfigReader) -> ModelArch:
+    """Mamba-2 (modeling_mamba2.py Mamba2ForCausalLM): backbone.embeddings, layers of norm + mixer, norm_f."""
+    h, n_layers, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("vocab_size")
+    tied = c.bool("tie_word_embeddings", False)
+    b = TensorList()
+    b.matrix("backbone.embeddings", "weight", (vocab, h), "embedding")
+    lins: list = []
+    for i in range(n_layers):
+        b.norm(f"backbone.layers.{i}.norm", h)
+        lins = mamba2_mixer(b, f"backbone.layers.{i}.mixer", h, c.int("num_heads", default=128),
+                            c.int("head_dim", default=64), c.int("n_groups", default=8), c.int("state_size", default=128),
+                            c.int("conv_kernel", default=4), c.bool("use_conv_bias", True), c.bool("use_bias", False))
+    b.norm("backbone.norm_f", h)
+    if not tied:
+        b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    return _arch(c, "mamba2", b, h, n_layers, vocab, tied, tuple(lins))
+
+
+def nemotron_h(c: ConfigReader) -> ModelArch:
+    """Nemotron-H (modeling_nemotron_h.py): per ``layers_block_type`` entry a block of norm + mixer, the mixer a
+    Mamba-2 mixer (linear_attention / mamba), GQA attention (full_attention / attention: q/k/v/o,
+    attention_bias), a ReLU² MLP (mlp: up_proj/down_proj, mlp_bias) or a MoE (moe: experts up_proj (E, I, h)
+    / down_proj (E, h, I), gate (E x h), shared_experts up/down of moe_shared_expert_intermediate_size)."""
+    h, vocab = c.int("hidden_size"), c.int("vocab_size")
+    kinds = c.cfg.get("layers_block_type") or c.cfg.get("layer_types") or []
+    heads, kv = c.int("num_attention_heads", default=32), c.int("num_key_value_heads", default=8)
+    hd = c.int("head_dim", default=h // heads)
+    att_bias, mlp_bias = c.bool("attention_bias", False), c.bool("mlp_bias", False)
+    tied = c.bool("tie_word_embeddings", False)
+    b = TensorList()
+    b.matrix("model.embeddings", "weight", (vocab, h), "embedding")
+    lins: list = []
+    for i, kind in enumerate(kinds):
+        p = f"model.layers.{i}"
+        m = f"{p}.mixer"
+        b.norm(f"{p}.norm", h)
+        if kind in ("linear_attention", "mamba", "M"):
+            lins = mamba2_mixer(b, m, h, c.int("mamba_num_heads", default=128), c.int("mamba_head_dim", default=64),
+                                c.int("n_groups", default=8), c.int("ssm_state_size", default=128),
+                                c.int("conv_kernel", default=4), c.bool("use_conv_bias", True),
+                                c.bool("mamba_proj_bias", False))
+        elif kind in ("full_attention", "attention", "*"):
+            for name, d_in, d_out in (("q_proj", h, heads * hd), ("k_proj", h, kv * hd), ("v_proj", h, kv * hd),
+                                      ("o_proj", heads * hd, h)):
+                b.linear(f"{m}.{name}", d_in, d_out, "attention", bias=att_bias)
+        elif kind in ("mlp", "-"):
+            inter = c.int("intermediate_size")
+            b.linear(f"{m}.up_proj", h, inter, "mlp", bias=mlp_bias)
+            b.linear(f"{m}.down_proj", inter, h, "mlp", bias=mlp_bias)
+        elif kind in ("moe", "E"):
+            e, ei = c.int("n_routed_experts"), c.int("moe_intermediate_size")
+            b.matrix(f"{m}.experts", "up_proj", (e, ei, h), "routed_experts")
+            b.matrix(f"{m}.experts", "down_proj", (e, h, ei), "routed_experts")
+            b.matrix(f"{m}.gate", "weight", (e, h), "router")
+            si = c.int("moe_shared_expert_intermediate_size", default=0, lo=0) * (c.int("n_shared_experts", default=1, lo=0) > 0)
+            if si:
+                b.linear(f"{m}.shared_experts.up_proj", h, si, "shared_experts", bias=mlp_bias)
+                b.linear(f"{m}.shared_experts.down_proj", si, h, "shared_experts", bias=mlp_bias)
+        else:
+            raise PlanError("model.layers_block_type", f"model_type 'nemotron_h': layer kind {kind!r} is not modelled")
+    b.norm("model.norm_f", h)
+    if not tied:
+        b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    return _arch(c, "nemotron_h", b, h, len(kinds), vocab, tied, tuple(lins), heads, kv, hd)
