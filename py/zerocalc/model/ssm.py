@@ -55,12 +55,12 @@ def mamba(c: ConfigReader) -> ModelArch:
         support="exact parameter count; activations approximate (the selective scan is costed as a classic block)")
 
 
-def mamba2_mixer(b: TensorList, m: str, h: int, heads: int, head_dim: int, groups: int, state: int, kernel: int,
+def mamba2_mixer(b: TensorList, m: str, h: int, inner: int, heads: int, groups: int, state: int, kernel: int,
                  conv_bias: bool, proj_bias: bool) -> list[Linear]:
-    """A Mamba-2 mixer (modeling_mamba2.py Mamba2Mixer; nemotron_h, granitemoehybrid): I = heads x head_dim,
-    conv = I + 2 x groups x state; dt_bias, A_log, D (heads), conv1d (conv, 1, kernel) [+ bias], in_proj
-    (h -> I + conv + heads) [+ bias], a gated RMSNorm over I, out_proj (I -> h) [+ bias]."""
-    inner = heads * head_dim
+    """A Mamba-2 mixer (modeling_mamba2.py Mamba2Mixer; nemotron_h, granitemoehybrid): I = ``inner``
+    (Mamba-2, Granite: expand x h; Nemotron-H: mamba_num_heads x mamba_head_dim), conv = I + 2 x groups x
+    state; dt_bias, A_log, D (heads), conv1d (conv, 1, kernel) [+ bias], in_proj (h -> I + conv + heads)
+    [+ bias], a gated RMSNorm over I, out_proj (I -> h) [+ bias]."""
     conv = inner + 2 * groups * state
     for name in ("dt_bias", "A_log", "D"):
         b.param(m, name, heads, "mlp")
@@ -95,8 +95,8 @@ def mamba2(c: ConfigReader) -> ModelArch:
     lins: list = []
     for i in range(n_layers):
         b.norm(f"backbone.layers.{i}.norm", h)
-        lins = mamba2_mixer(b, f"backbone.layers.{i}.mixer", h, c.int("num_heads", default=128),
-                            c.int("head_dim", default=64), c.int("n_groups", default=8), c.int("state_size", default=128),
+        lins = mamba2_mixer(b, f"backbone.layers.{i}.mixer", h, int(c.cfg.get("expand", 2) * h),
+                            c.int("num_heads", default=128), c.int("n_groups", default=8), c.int("state_size", default=128),
                             c.int("conv_kernel", default=4), c.bool("use_conv_bias", True), c.bool("use_bias", False))
     b.norm("backbone.norm_f", h)
     if not tied:
@@ -123,8 +123,8 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
         m = f"{p}.mixer"
         b.norm(f"{p}.norm", h)
         if kind in ("linear_attention", "mamba", "M"):
-            lins = mamba2_mixer(b, m, h, c.int("mamba_num_heads", default=128), c.int("mamba_head_dim", default=64),
-                                c.int("n_groups", default=8), c.int("ssm_state_size", default=128),
+            mh = c.int("mamba_num_heads", default=128)
+            lins = mamba2_mixer(b, m, h, mh * c.int("mamba_head_dim", default=64), mh, c.int("n_groups", default=8), c.int("ssm_state_size", default=128),
                                 c.int("conv_kernel", default=4), c.bool("use_conv_bias", True),
                                 c.bool("mamba_proj_bias", False))
         elif kind in ("full_attention", "attention", "*"):
@@ -150,3 +150,44 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     return _arch(c, "nemotron_h", b, h, len(kinds), vocab, tied, tuple(lins), heads, kv, hd)
+
+
+def granitemoehybrid(c: ConfigReader) -> ModelArch:
+    """Granite 4 (modeling_granitemoehybrid.py GraniteMoeHybridDecoderLayer): input_layernorm,
+    post_attention_layernorm, block_sparse_moe (router E x h, experts (E, 2I, h) / (E, h, I); none with 0
+    experts), shared_mlp (input_linear h -> 2 x shared_intermediate_size, output_linear), then a Mamba-2
+    mixer (``mamba``, layer_types linear_attention: mamba_n_heads, mamba_n_groups, mamba_d_state,
+    mamba_d_conv, mamba_expand x h) or GQA self_attn (attention_bias)."""
+    h, n_layers, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("vocab_size")
+    heads = c.int("num_attention_heads")
+    kv, hd = c.int("num_key_value_heads", default=heads), h // heads
+    kinds = c.cfg.get("layer_types") or c.cfg.get("layers_block_type") or ["linear_attention"] * n_layers
+    e, inter = c.int("num_local_experts", default=8, lo=0), c.int("intermediate_size")
+    si = c.int("shared_intermediate_size", default=1024)
+    bias, tied = c.bool("attention_bias", False), c.bool("tie_word_embeddings", False)
+    b = TensorList()
+    b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
+    lins: list = []
+    for i in range(n_layers):
+        p = f"model.layers.{i}"
+        b.norm(f"{p}.input_layernorm", h)
+        b.norm(f"{p}.post_attention_layernorm", h)
+        if e > 0:
+            b.matrix(f"{p}.block_sparse_moe.router", "weight", (e, h), "router")
+            b.matrix(f"{p}.block_sparse_moe.experts", "gate_up_proj", (e, 2 * inter, h), "routed_experts")
+            b.matrix(f"{p}.block_sparse_moe.experts", "down_proj", (e, h, inter), "routed_experts")
+        b.linear(f"{p}.shared_mlp.input_linear", h, 2 * si, "shared_experts")
+        b.linear(f"{p}.shared_mlp.output_linear", si, h, "shared_experts")
+        if kinds[i] == "linear_attention":
+            lins = mamba2_mixer(b, f"{p}.mamba", h, int(c.cfg.get("mamba_expand", 2) * h),
+                                c.int("mamba_n_heads", default=128), c.int("mamba_n_groups", default=1),
+                                c.int("mamba_d_state", default=256), c.int("mamba_d_conv", default=4),
+                                c.bool("mamba_conv_bias", True), c.bool("mamba_proj_bias", False))
+        else:
+            for name, d_in, d_out in (("q_proj", h, heads * hd), ("k_proj", h, kv * hd), ("v_proj", h, kv * hd),
+                                      ("o_proj", heads * hd, h)):
+                b.linear(f"{p}.self_attn.{name}", d_in, d_out, "attention", bias=bias)
+    b.norm("model.norm", h)
+    if not tied:
+        b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    return _arch(c, "granitemoehybrid", b, h, n_layers, vocab, tied, tuple(lins), heads, kv, hd)
