@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 from ..errors import PlanError
 from .vision import (gemma3_parts, internvl_parts, llama4_parts, llava_parts, mistral3_parts,
-                     paligemma_parts)
+                     paligemma_parts, qwen2_audio_parts)
 from .vision_qwen import glm4v_visual, qwen_visual
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
@@ -35,6 +35,7 @@ COMPOSITES = {
     "qwen3_vl": (None, "qwen3_vl_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
     "mistral3": (("pixtral",), "mistral", mistral3_parts, "top:True"),
     "internvl": (("internvl_vision",), "qwen2", internvl_parts, "top:True"),
+    "qwen2_audio": (None, "qwen2", qwen2_audio_parts, "top:False"),
     "llama4": (None, "llama4_text", llama4_parts, "top:False"),
     "glm4v": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "or"),
     "glm4v_moe": (None, "glm4v_moe_text", lambda cfg, h: glm4v_visual(cfg), "or"),
@@ -43,6 +44,9 @@ COMPOSITES = {
     "qwen3_5_moe": (None, "qwen3_5_moe_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_vl_moe": (None, "qwen3_vl_moe_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
 }
+
+
+AUDIO = ("qwen2_audio",)   # composites whose tower is an audio_config
 
 
 def is_composite(cfg: Mapping) -> bool:
@@ -57,7 +61,8 @@ def composite(cfg: Mapping, build: Callable):
     spec = COMPOSITES.get(model_type)
     vision = cfg.get("vision_config")
     tower = vision.get("model_type") if isinstance(vision, Mapping) else None
-    if (spec is None or not set(parts) <= {"text_config", "vision_config"} or "vision_config" not in parts
+    towers = {"audio_config"} if model_type in AUDIO else {"vision_config"}
+    if (spec is None or not set(parts) <= {"text_config"} | towers or not towers <= set(parts)
             or (spec[0] is not None and tower not in spec[0])):
         raise PlanError("model.model_type", f"model_type {model_type!r} is a composite model ({', '.join(parts)}"
                         + (f"; vision tower {tower!r}" if tower else "") + "): its towers and projector are not "

@@ -257,3 +257,45 @@ def internvl_parts(cfg: Mapping, text_h: int) -> list:
         b.matrix(f"{m}.{name}", "weight", (text_h, d_in), "projector", name)
         b.param(f"{m}.{name}", "bias", text_h, "projector")
     return b.tensors
+
+
+QWEN2_AUDIO = {"num_mel_bins": 128, "encoder_layers": 32, "encoder_ffn_dim": 5120, "d_model": 1280,
+               "max_source_positions": 1500}
+
+
+def qwen2_audio_parts(cfg: Mapping, text_h: int) -> list:
+    """Qwen2-Audio (modeling_qwen2_audio.py Qwen2AudioEncoder, Whisper's encoder): conv1 (mel bins -> d, k 3)
+    and conv2 (d -> d, k 3), biased; embed_positions (max_source_positions x d, a parameter); layers of
+    k_proj (no bias), v/q/out_proj, self_attn_layer_norm, fc1/fc2, final_layer_norm, all else biased; a final
+    layer_norm; projector: one biased linear (d -> text h). Component ``audio``."""
+    a = ConfigReader(cfg.get("audio_config") or {})
+    get = lambda k: a.int(k, default=QWEN2_AUDIO[k])   # noqa: E731
+    d, ffn, p = get("d_model"), get("encoder_ffn_dim"), "model.audio_tower"
+    b = TensorList()
+
+    def lin(m: str, d_in: int, d_out: int, bias: bool = True, comp: str = "audio") -> None:
+        b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
+        if bias:
+            b.param(m, "bias", d_out, comp)
+
+    def ln(m: str) -> None:
+        b.param(m, "weight", d, "audio")
+        b.param(m, "bias", d, "audio")
+
+    b.matrix(f"{p}.conv1", "weight", (d, get("num_mel_bins") * 3), "audio")
+    b.param(f"{p}.conv1", "bias", d, "audio")
+    b.matrix(f"{p}.conv2", "weight", (d, d * 3), "audio")
+    b.param(f"{p}.conv2", "bias", d, "audio")
+    b.matrix(f"{p}.embed_positions", "weight", (get("max_source_positions"), d), "audio")
+    for i in range(get("encoder_layers")):
+        q = f"{p}.layers.{i}"
+        lin(f"{q}.self_attn.k_proj", d, d, bias=False)
+        for name in ("v_proj", "q_proj", "out_proj"):
+            lin(f"{q}.self_attn.{name}", d, d)
+        ln(f"{q}.self_attn_layer_norm")
+        lin(f"{q}.fc1", d, ffn)
+        lin(f"{q}.fc2", ffn, d)
+        ln(f"{q}.final_layer_norm")
+    ln(f"{p}.layer_norm")
+    lin("model.multi_modal_projector.linear", d, text_h, comp="projector")
+    return b.tensors
