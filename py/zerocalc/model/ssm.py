@@ -191,3 +191,45 @@ def granitemoehybrid(c: ConfigReader) -> ModelArch:
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     return _arch(c, "granitemoehybrid", b, h, n_layers, vocab, tied, tuple(lins), heads, kv, hd)
+
+
+def falcon_h1(c: ConfigReader) -> ModelArch:
+    """Falcon-H1 (modeling_falcon_h1.py FalconH1DecoderLayer): every layer runs attention and a Mamba-2 mixer
+    side by side: feed_forward (gate/up/down, mlp_bias), mamba (I = mamba_d_ssm or mamba_expand x h;
+    mamba_proj_bias on in_proj, projectors_bias on out_proj, a gated norm only with mamba_rms_norm),
+    self_attn (q/k/v/o, attention_bias), input_layernorm, pre_ff_layernorm; final_layernorm."""
+    h, n_layers, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("vocab_size")
+    heads = c.int("num_attention_heads")
+    kv, hd = c.int("num_key_value_heads", default=heads), c.int("head_dim", default=h // heads)
+    inter, mlp_bias, att_bias = c.int("intermediate_size"), c.bool("mlp_bias", False), c.bool("attention_bias", False)
+    inner = c.int("mamba_d_ssm", default=int(c.cfg.get("mamba_expand", 2) * h))
+    mh, groups, state = c.int("mamba_n_heads", default=128), c.int("mamba_n_groups", default=1), c.int("mamba_d_state", default=256)
+    conv = inner + 2 * groups * state
+    tied = c.bool("tie_word_embeddings", False)
+    b = TensorList()
+    b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
+    for i in range(n_layers):
+        p = f"model.layers.{i}"
+        for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
+            b.linear(f"{p}.feed_forward.{name}", d_in, d_out, "mlp", bias=mlp_bias)
+        m = f"{p}.mamba"
+        for name in ("dt_bias", "A_log", "D"):
+            b.param(m, name, mh, "attention")
+        b.matrix(f"{m}.conv1d", "weight", (conv, 1, c.int("mamba_d_conv", default=4)), "attention")
+        if c.bool("mamba_conv_bias", True):
+            b.param(f"{m}.conv1d", "bias", conv, "attention")
+        b.linear(f"{m}.in_proj", h, inner + conv + mh, "attention", bias=c.bool("mamba_proj_bias", False))
+        if c.bool("mamba_rms_norm", False):
+            b.norm(f"{m}.norm", inner)
+        b.linear(f"{m}.out_proj", inner, h, "attention", bias=c.bool("projectors_bias", False))
+        for name, d_in, d_out in (("q_proj", h, heads * hd), ("k_proj", h, kv * hd), ("v_proj", h, kv * hd),
+                                  ("o_proj", heads * hd, h)):
+            b.linear(f"{p}.self_attn.{name}", d_in, d_out, "attention", bias=att_bias)
+        b.norm(f"{p}.input_layernorm", h)
+        b.norm(f"{p}.pre_ff_layernorm", h)
+    b.norm("model.final_layernorm", h)
+    if not tied:
+        b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    lins = (Linear("in_proj", h, inner + conv + mh), Linear("out_proj", inner, h), Linear("gate_proj", h, inter),
+            Linear("up_proj", h, inter), Linear("down_proj", inter, h))
+    return _arch(c, "falcon_h1", b, h, n_layers, vocab, tied, lins, heads, kv, hd)
