@@ -20,12 +20,12 @@ from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
 from .dbrx import dbrx
 from .hybrid import lfm2
-from .ssm import falcon_h1, granitemoehybrid, mamba, mamba2, nemotron_h
+from .ssm import falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
 T5 = {"t5", "mt5"}
 SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehybrid": granitemoehybrid,
-       "lfm2": lfm2, "falcon_h1": falcon_h1}
+       "lfm2": lfm2, "falcon_h1": falcon_h1, "jamba": jamba}
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"}
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES)))
 

@@ -233,3 +233,58 @@ def falcon_h1(c: ConfigReader) -> ModelArch:
     lins = (Linear("in_proj", h, inner + conv + mh), Linear("out_proj", inner, h), Linear("gate_proj", h, inter),
             Linear("up_proj", h, inter), Linear("down_proj", inter, h))
     return _arch(c, "falcon_h1", b, h, n_layers, vocab, tied, lins, heads, kv, hd)
+
+
+def jamba(c: ConfigReader) -> ModelArch:
+    """Jamba (modeling_jamba.py): attention where layer % attn_layer_period == attn_layer_offset, else a Mamba
+    mixer (A_log (I, N), D, conv1d, in_proj h -> 2I, x_proj, dt_proj, out_proj, and the weight-only
+    dt_layernorm / b_layernorm / c_layernorm; I = mamba_expand x h, R = mamba_dt_rank); a MoE feed_forward
+    (router, experts (E, 2I, h) / (E, h, I)) where layer % expert_layer_period == expert_layer_offset, else
+    gate/up/down; input_layernorm, pre_ff_layernorm; final_layernorm."""
+    h, n_layers, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("vocab_size")
+    heads = c.int("num_attention_heads")
+    kv, hd = c.int("num_key_value_heads", default=heads), h // heads
+    inter, e = c.int("intermediate_size"), c.int("num_experts", default=16)
+    inner, n, k = int(c.cfg.get("mamba_expand", 2) * h), c.int("mamba_d_state", default=16), c.int("mamba_d_conv", default=4)
+    r = c.cfg.get("mamba_dt_rank", "auto")
+    r = math.ceil(h / 16) if r == "auto" else c.int("mamba_dt_rank")
+    pb = c.bool("mamba_proj_bias", False)
+    tied = c.bool("tie_word_embeddings", False)
+    b = TensorList()
+    b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
+    for i in range(n_layers):
+        p = f"model.layers.{i}"
+        if i % c.int("attn_layer_period", default=8) == c.int("attn_layer_offset", default=4, lo=0):
+            for name, d_in, d_out in (("q_proj", h, heads * hd), ("k_proj", h, kv * hd), ("v_proj", h, kv * hd),
+                                      ("o_proj", heads * hd, h)):
+                b.linear(f"{p}.self_attn.{name}", d_in, d_out, "attention")
+        else:
+            m = f"{p}.mamba"
+            b.matrix(m, "A_log", (inner, n), "attention")
+            b.param(m, "D", inner, "attention")
+            b.matrix(f"{m}.conv1d", "weight", (inner, 1, k), "attention")
+            if c.bool("mamba_conv_bias", True):
+                b.param(f"{m}.conv1d", "bias", inner, "attention")
+            b.linear(f"{m}.in_proj", h, 2 * inner, "attention", bias=pb)
+            b.linear(f"{m}.x_proj", inner, r + 2 * n, "attention")
+            b.linear(f"{m}.dt_proj", r, inner, "attention", bias=True)
+            b.linear(f"{m}.out_proj", inner, h, "attention", bias=pb)
+            for name, d in (("dt_layernorm", r), ("b_layernorm", n), ("c_layernorm", n)):
+                b.norm(f"{m}.{name}", d)
+        f = f"{p}.feed_forward"
+        if e > 1 and i % c.int("expert_layer_period", default=2) == c.int("expert_layer_offset", default=1, lo=0):
+            b.matrix(f"{f}.router", "weight", (e, h), "router")
+            b.matrix(f"{f}.experts", "gate_up_proj", (e, 2 * inter, h), "routed_experts")
+            b.matrix(f"{f}.experts", "down_proj", (e, h, inter), "routed_experts")
+        else:
+            for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
+                b.linear(f"{f}.{name}", d_in, d_out, "mlp")
+        b.norm(f"{p}.input_layernorm", h)
+        b.norm(f"{p}.pre_ff_layernorm", h)
+    b.norm("model.final_layernorm", h)
+    if not tied:
+        b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    lins = (Linear("in_proj", h, 2 * inner), Linear("x_proj", inner, r + 2 * n), Linear("dt_proj", r, inner),
+            Linear("out_proj", inner, h), Linear("gate_proj", h, inter), Linear("up_proj", h, inter),
+            Linear("down_proj", inter, h))
+    return _arch(c, "jamba", b, h, n_layers, vocab, tied, lins, heads, kv, hd)
