@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-run dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache fragmentation bench bench-page clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-run dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache fragmentation archgen bench bench-page clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -107,6 +107,11 @@ fidelity: tools-venv
 	$(PY) scripts/fidelity.py
 
 # the tracer grid replayed through the CUDA caching allocator's rules: the cache shares memory/runtime.py uses
+# Ground truth for the parameter counts: every transformers model_type + checkpoint configs + presets built on
+# the meta device (tools/archgen) -> tests/data/architectures.json (tests/test_architectures.py reads it).
+archgen: tools-venv
+	$(PY) -m tools.archgen
+
 allocator-cache: tools-venv
 	$(PY) scripts/allocator_cache.py
 

@@ -231,8 +231,14 @@ def test_model_config_import():
     assert m["hidden_size"] == 2048 and m["name"] == "my-org/my-1b"
     p = apply_model_config(LLAMA_CONFIG, BASE)
     assert Plan.from_dict(p).model["num_hidden_layers"] == 16
-    vl = {"model_type": "llava", "text_config": {k: v for k, v in LLAMA_CONFIG.items() if k != "_name_or_path"}}
+    vl = {"model_type": "llava", "text_config": {k: v for k, v in LLAMA_CONFIG.items() if k != "_name_or_path"},
+          "vision_config": {"model_type": "clip_vision_model"}}
     assert import_model_config(vl)["text_config"]["hidden_size"] == 2048
+    # plan-v1 Extension 8: a composite is counted whole (here with CLIP's default tower) or refused by name,
+    # never as its text tower alone
+    with pytest.raises(ConfigImportError) as e:
+        import_model_config({k: v for k, v in vl.items() if k != "vision_config"})
+    assert "'llava'" in str(e.value)
 
 
 def test_model_config_errors_name_the_field():

@@ -68,6 +68,7 @@ class Estimate:
             "schema": 1,
             "model": {"name": self.arch.name, "total_params": self.total_params, "layers": self.arch.num_layers,
                       "hidden_size": self.arch.hidden_size, "vocab_size": self.arch.vocab_size},
+            "model_support": self.arch.support,
             "gpu": {"name": self.gpu.name, "capacity_bytes": self.capacity_bytes,
                     "interconnect": self.gpu.interconnect, "link_gb_s": self.gpu.link_gb_s},
             "per_gpu": {

@@ -214,6 +214,9 @@ def gated_mlp(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, linears: dic
 # --- blocks ---------------------------------------------------------------------------------------
 
 
+POST_NORM = ("olmo2", "olmo3")
+
+
 def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """Saved bytes of one Llama-lineage decoder block (Llama, Mistral, Qwen, Gemma, OLMo 2, Phi-3, MoE)."""
     ss = SavedSet()
@@ -222,7 +225,7 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     ads = {ad.name: ad for ad in adapters}
     e_lin = c.res                                            # norm outputs carry the residual dtype
     x = "resid"
-    if arch.model_type != "olmo2":                           # OLMo 2 normalises after each sublayer
+    if arch.model_type not in POST_NORM:                     # OLMo 2/3 normalise after each sublayer
         y = rmsnorm(ss, c, "ln1", x, h, gemma)
     else:
         y = x
@@ -256,7 +259,7 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
         out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
         o = lins["o_proj"]
     linear(ss, c, out, 2 if c.autocast else (c.res if c.quant_out_as_input else c.e), o, ads.get("o_proj"))
-    if arch.model_type == "olmo2":
+    if arch.model_type in POST_NORM:
         rmsnorm(ss, _no_first(c), "post_attn_norm", "o_out", h)
         y2 = "resid2"
     elif gemma and arch.norms_per_layer == 4:
@@ -266,9 +269,15 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
         y2 = rmsnorm(ss, _no_first(c), "ln2", "resid2", h, gemma)
     if arch.moe and "down_proj" in lins and lins["down_proj"].count > 1:
         _moe(ss, _no_first(c), arch, y2, e_lin, lins, ads)
+    elif not arch.gated_mlp:
+        # Starcoder2's c_fc -> GELU -> c_proj (not traced: counted as the classic blocks' fused GELU)
+        up, down = linears[-2], linears[-1]
+        linear(ss, _no_first(c), y2, e_lin, up, ads.get(up.name))
+        ss.save("mlp.gelu", (2 if c.autocast else c.e) * c.tokens * up.d_out)
+        linear(ss, _no_first(c), "mlp.gelu.out", 2 if c.autocast else c.e, down, ads.get(down.name))
     else:
         gated_mlp(ss, _no_first(c), "mlp", y2, e_lin, lins, ads, lins["down_proj"].d_in)
-    if arch.model_type == "olmo2" or (gemma and arch.norms_per_layer == 4):
+    if arch.model_type in POST_NORM or (gemma and arch.norms_per_layer == 4):
         rmsnorm(ss, _no_first(c), "post_ff_norm", "mlp_out", h, gemma)
     return ss.total
 

@@ -7,6 +7,7 @@ Falcon, BLOOM, GPT-NeoX, Phi-1/2, T5), the shared dataclasses in `arch.py`, conf
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Mapping
 
@@ -15,11 +16,18 @@ from ..presets import MODELS
 from .arch import Linear, ModelArch, MoE, Tensor
 from .classic import classic, t5
 from .config import ConfigReader
+from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
+from .dbrx import dbrx
+from .hybrid import lfm2
+from .ssm import falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
 T5 = {"t5", "mt5"}
-SUPPORTED_MODEL_TYPES = tuple(sorted(LLAMA_LIKE | CLASSIC | T5))
+SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehybrid": granitemoehybrid,
+       "lfm2": lfm2, "falcon_h1": falcon_h1, "jamba": jamba}
+MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"}
+SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES)))
 
 
 def model_from_config(cfg: Mapping) -> ModelArch:
@@ -31,14 +39,20 @@ def model_from_config(cfg: Mapping) -> ModelArch:
     if not isinstance(cfg, Mapping):
         raise PlanError("model", "must be a preset id or a config.json object")
     c = ConfigReader(cfg)
-    if "text_config" in cfg and isinstance(cfg["text_config"], Mapping) and not c.has("hidden_size"):
-        merged = {**cfg["text_config"], "name": cfg.get("name", cfg["text_config"].get("model_type", "model"))}
-        return model_from_config(merged)
+    if is_composite(cfg) and cfg.get("model_type") not in MODELLED_TEXT:
+        return composite(cfg, model_from_config)
+    if not c.has("model_type"):
+        arch = llama_like(c, "llama")
+        return replace(arch, support="approximate: no model_type in the config, read as a Llama decoder")
     model_type = c.str("model_type", "llama")
     if model_type in CLASSIC:
         return classic(c, model_type)
     if model_type in T5:
         return t5(c, model_type)
+    if model_type in SSM:
+        return SSM[model_type](c)
+    if model_type == "dbrx":
+        return dbrx(c)
     if model_type not in LLAMA_LIKE:
         raise PlanError("model.model_type", f"model_type {model_type!r} is not modelled; modelled: "
                                             + ", ".join(SUPPORTED_MODEL_TYPES))

@@ -71,6 +71,9 @@ class ModelArch:
     tensors: tuple[Tensor, ...]
     block_linears: tuple[Linear, ...]   # the linears of one (MoE, if any) decoder block
     dense_block_linears: tuple[Linear, ...]  # the linears of a dense block (MoE models' first layers)
+    # "exact": the parameter count equals transformers' on the meta device (tests/test_architectures.py);
+    # otherwise why not (Extension 8 `model_support`)
+    support: str = "exact"
 
     @cached_property
     def total_params(self) -> int:

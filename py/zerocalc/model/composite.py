@@ -1,0 +1,90 @@
+"""Composite configs (a ``text_config`` beside a ``vision_config`` / ``audio_config``: LLaVA, Gemma 3, Qwen2-VL,
+Mistral 3, InternVL, Qwen2-Audio, ...). transformers builds the whole model from them (the image-text-to-text
+class: tower + projector + language model) and ties the head by the *composite* config's
+``tie_word_embeddings`` (PreTrainedModel.tie_weights reads ``self.config``'s flag; several composite
+configs' __post_init__ also take a True from text_config, see TIE). A composite whose towers are not modelled
+is refused by name: counting its text tower alone would be 4-50 % low without a word
+(research/architectures.md). Hub configs of Qwen2-VL / Qwen2.5-VL are flat (the text fields at the top
+level, Qwen2VLConfig.__post_init__ moves them into text_config): read the same way."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Mapping
+
+from ..errors import PlanError
+from .vision import (gemma3_parts, internvl_parts, llama4_parts, llava_parts, mistral3_parts,
+                     paligemma_parts, qwen2_audio_parts)
+from .vision_qwen import glm4v_visual, qwen_visual
+
+SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
+               "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
+
+# model_type -> (tower model_types it is modelled with (None: any, the tower is its own), the text model_type
+# when text_config names none, the tower + projector tensors (cfg, text hidden size) -> tensors, tie rule)
+# tie rules: "or" = top-level flag (default False) or the text config's (LlavaConfig/Qwen2VLConfig
+# __post_init__: "pre-v5 saves placed tie_word_embeddings inside text_config"); "top:True"/"top:False" = the
+# top-level flag with that default, text_config's ignored (Gemma3Config, PaliGemmaConfig, Qwen3VLConfig)
+COMPOSITES = {
+    "llava": (("clip_vision_model",), "llama", lambda cfg, h: llava_parts(cfg, h), "or"),
+    "llava_next": (("clip_vision_model",), "llama", lambda cfg, h: llava_parts(cfg, h, newline=True), "or"),
+    "llava_next_video": (("clip_vision_model",), "llama", lambda cfg, h: llava_parts(cfg, h, newline=True), "or"),
+    "gemma3": (("siglip_vision_model",), "gemma3_text", gemma3_parts, "top:True"),
+    "paligemma": (("siglip_vision_model",), "gemma", paligemma_parts, "top:True"),
+    "qwen2_vl": (None, "qwen2_vl_text", lambda cfg, h: qwen_visual(cfg, "2"), "or"),
+    "qwen2_5_vl": (None, "qwen2_5_vl_text", lambda cfg, h: qwen_visual(cfg, "2.5"), "or"),
+    "qwen3_vl": (None, "qwen3_vl_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+    "mistral3": (("pixtral",), "mistral", mistral3_parts, "top:True"),
+    "internvl": (("internvl_vision",), "qwen2", internvl_parts, "top:True"),
+    "qwen2_audio": (None, "qwen2", qwen2_audio_parts, "top:False"),
+    "llama4": (None, "llama4_text", llama4_parts, "top:False"),
+    "glm4v": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "or"),
+    "glm4v_moe": (None, "glm4v_moe_text", lambda cfg, h: glm4v_visual(cfg), "or"),
+    "glm46v": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "top:False"),
+    "qwen3_5": (None, "qwen3_5_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
+    "qwen3_5_moe": (None, "qwen3_5_moe_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
+    "qwen3_vl_moe": (None, "qwen3_vl_moe_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+}
+
+
+AUDIO = ("qwen2_audio",)   # composites whose tower is an audio_config
+
+
+def is_composite(cfg: Mapping) -> bool:
+    return any(isinstance(cfg.get(k), Mapping) for k in SUB_CONFIGS)
+
+
+def composite(cfg: Mapping, build: Callable):
+    """The whole model of a modelled composite; any other is refused by name. ``build`` is
+    model_from_config, for the language model."""
+    model_type = cfg.get("model_type", "composite")
+    parts = [k for k in SUB_CONFIGS if isinstance(cfg.get(k), Mapping)]
+    spec = COMPOSITES.get(model_type)
+    vision = cfg.get("vision_config")
+    tower = vision.get("model_type") if isinstance(vision, Mapping) else None
+    towers = {"audio_config"} if model_type in AUDIO else {"vision_config"}
+    if (spec is None or not set(parts) <= {"text_config"} | towers or not towers <= set(parts)
+            or (spec[0] is not None and tower not in spec[0])):
+        raise PlanError("model.model_type", f"model_type {model_type!r} is a composite model ({', '.join(parts)}"
+                        + (f"; vision tower {tower!r}" if tower else "") + "): its towers and projector are not "
+                        "modelled, and its text tower alone would be counted low")
+    _, text_type, parts_of, tie_rule = spec
+    if isinstance(cfg.get("text_config"), Mapping):
+        text = dict(cfg["text_config"])
+    else:   # flat (Qwen2-VL hub configs)
+        text = {k: v for k, v in cfg.items() if k not in SUB_CONFIGS and k != "model_type"}
+    text = {**TEXT_DEFAULTS.get(text.get("model_type", text_type), {}), "model_type": text_type, **text}
+    text["name"] = cfg.get("name", model_type)
+    if tie_rule == "or":
+        if cfg.get("tie_word_embeddings"):
+            text["tie_word_embeddings"] = True
+    else:
+        text["tie_word_embeddings"] = cfg.get("tie_word_embeddings", tie_rule == "top:True") is not False
+    arch = build(text)
+    extra = [replace(t, block="", layer=None) for t in parts_of(cfg, arch.hidden_size)]
+    return replace(arch, model_type=model_type, tensors=tuple(extra) + arch.tensors)
+
+
+# a composite's config.json keeps only the text_config fields that differ from the text config class's
+# defaults (LLaVA-1.5's has no hidden_size): LlamaConfig's (configuration_llama.py)
+TEXT_DEFAULTS = {"llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                           "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048}}

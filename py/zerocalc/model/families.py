@@ -1,0 +1,148 @@
+"""The Llama lineage as data: per model_type, the switches its transformers 5.24 modelling file hard-codes,
+and the config.json field that turns each of the others on (read by its own name, with the class default
+for a config.json that omits it). `llama.py` builds every one of these from the same code, so a new model
+in an existing family is a row here, not code.
+
+A switch is either a constant (the modelling file fixes it) or ``(field, default)``: the config field and
+the default of its configuration class (src/transformers/models/<x>/configuration_<x>.py). Sources per row:
+src/transformers/models/<model_type>/modeling_<model_type>.py of transformers 5.24.0, the module tree checked
+against the meta-device build in tests/data/architectures.json (tools/archgen).
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+
+BASE = MappingProxyType({
+    "tie": ("tie_word_embeddings", False),
+    "qkv_bias": ("attention_bias", False),    # q/k/v projections
+    "o_bias": ("attention_bias", False),      # o_proj
+    "mlp_bias": False,                        # gate/up/down (or c_fc/c_proj)
+    "attn": "separate",                       # "separate" q/k/v, "fused" qkv_proj (Phi-3), "mla" (DeepSeek)
+    "qk_norm": "",                            # "" | "head" (per head_dim) | "full" (over the projection)
+    "qk_norm_names": ("q_norm", "k_norm"),
+    "qk_norm_on": True,                       # or (field, default): the norm exists only when the flag is on
+    "mlp": "gated",                           # "gated" gate/up/down, "fused" gate_up_proj, "plain" (no gate)
+    "mlp_names": ("gate_proj", "up_proj", "down_proj"),
+    "norm": "rms",                            # "rms" weight, "ln" weight + bias, "none" (no parameters)
+    "block_norms": ("input_layernorm", "post_attention_layernorm"),   # registration order
+    "moe": "",                                # "" | "mixtral" | "deepseek" | "qwen2_moe" | "gpt_oss" | "granitemoe"
+    "sinks": False,                           # gpt-oss: one learned sink logit per head
+    "family": "llama",                        # the activation profile (memory/blocks.py)
+    "lm_head_bias": False,
+    "mlp_extra": (),                          # learned scalars of the MLP's activation (Apertus' xIELU)
+    "mlp_module": "mlp",                      # the block's MLP module name (Llama 4: feed_forward)
+    "dense_inter": "",                        # the field sizing dense MLPs of a MoE model, if not intermediate_size
+    "first_dense": 0,                         # leading dense layers when the config says nothing
+    "linear_attn": "",                        # "" | "fused" (Qwen3-Next) | "split" (Qwen3.5): hybrid.py
+    "q_gate": False,                          # q_proj also projects the output gate (2 x heads x head_dim)
+    "refuse_if": "",                          # a config flag this builder does not model (refused when on)
+})
+
+_GEMMA2_NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                 "post_feedforward_layernorm")
+_OLMO2 = {"qk_norm": "full", "block_norms": ("post_attention_layernorm", "post_feedforward_layernorm")}
+_GLM = {"qkv_bias": ("attention_bias", True), "o_bias": False, "mlp": "fused", "mlp_names": ("gate_up_proj", "down_proj")}
+
+FAMILIES = {
+    # Llama's block (modeling_llama.py: attention_bias on q/k/v/o, mlp_bias on the MLP)
+    "llama": {"mlp_bias": ("mlp_bias", False)},
+    "granite": {"mlp_bias": ("mlp_bias", False)},
+    "exaone": {"mlp_bias": ("mlp_bias", False)},
+    "iquestcoder": {"mlp_bias": ("mlp_bias", False)},
+    "smollm3": {"tie": ("tie_word_embeddings", True), "mlp_bias": ("mlp_bias", False)},
+    "cwm": {"qkv_bias": False, "o_bias": False, "mlp_bias": ("mlp_bias", False)},
+    "helium": {"o_bias": False, "mlp_bias": ("mlp_bias", False)},
+    "internlm3": {"qkv_bias": ("qkv_bias", False), "o_bias": ("bias", False), "mlp_bias": ("bias", False)},
+    "mistral": {"qkv_bias": False, "o_bias": False},
+    "ministral": {"qkv_bias": False, "o_bias": False},
+    "ministral3": {"qkv_bias": False, "o_bias": False},
+    "qwen2": {"qkv_bias": True, "o_bias": False},
+    "seed_oss": {"qkv_bias": ("attention_bias", True), "o_bias": ("attention_out_bias", False),
+                 "mlp_bias": ("mlp_bias", False)},
+    "ernie4_5": {"tie": ("tie_word_embeddings", True), "qkv_bias": ("use_bias", False),
+                 "o_bias": ("use_bias", False), "mlp_bias": ("use_bias", False)},
+    "qwen3": {"qk_norm": "head"},
+    # modeling_apertus.py: per-head q/k norm, ungated up/down MLP whose xIELU holds alpha_p and alpha_n
+    "apertus": {"qk_norm": "head", "mlp": "plain", "mlp_names": ("up_proj", "down_proj"),
+                "mlp_extra": ("act_fn.alpha_p", "act_fn.alpha_n"), "mlp_bias": ("mlp_bias", False),
+                "block_norms": ("attention_layernorm", "feedforward_layernorm")},
+    # the language models of Qwen2-VL / Qwen2.5-VL (Qwen2 blocks, M-RoPE has no parameters) and Qwen3-VL
+    "qwen2_vl_text": {"qkv_bias": True, "o_bias": False},
+    "qwen2_5_vl_text": {"qkv_bias": True, "o_bias": False},
+    "qwen3_vl_text": {"qk_norm": "head"},
+    "hunyuan_v1_dense": {"qk_norm": "head", "qk_norm_names": ("query_layernorm", "key_layernorm")},
+    "olmo2": _OLMO2,
+    "olmo3": _OLMO2,
+    # modeling_olmo.py OlmoLayerNorm: "LayerNorm but with no learnable weight or bias"
+    "olmo": {"norm": "none"},
+    # modeling_cohere.py: one input_layernorm feeds attention and MLP side by side (parallel block);
+    # CohereLayerNorm has a weight only; q/k norm (use_qk_norm) is over (heads, head_dim)
+    "cohere2": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",)},
+    "cohere_compass_text": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",)},
+    "cohere": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",), "qk_norm": "full",
+               "qk_norm_on": ("use_qk_norm", False)},
+    # modeling_starcoder2.py: nn.LayerNorm (bias), c_fc/c_proj GELU MLP, use_bias on every linear
+    "starcoder2": {"tie": ("tie_word_embeddings", True), "qkv_bias": ("use_bias", True),
+                   "o_bias": ("use_bias", True), "mlp_bias": ("use_bias", True), "mlp": "plain",
+                   "mlp_names": ("c_fc", "c_proj"), "norm": "ln"},
+    "glm": _GLM,
+    # modeling_glm4.py: GLM's block with sandwich norms after attention and after the MLP
+    "glm4": {**_GLM, "block_norms": ("input_layernorm", "post_attention_layernorm", "post_self_attn_layernorm",
+                                     "post_mlp_layernorm")},
+    "glm4v_text": {**_GLM, "qkv_bias": True, "block_norms": ("input_layernorm", "post_attention_layernorm",
+                                                             "post_self_attn_layernorm", "post_mlp_layernorm")},
+    "phi3": {"qkv_bias": False, "o_bias": False, "attn": "fused", "mlp": "fused",
+             "mlp_names": ("gate_up_proj", "down_proj")},
+    "gemma": {"tie": ("tie_word_embeddings", True), "family": "gemma"},
+    "gemma2": {"tie": ("tie_word_embeddings", True), "family": "gemma", "block_norms": _GEMMA2_NORMS},
+    "gemma3_text": {"tie": ("tie_word_embeddings", True), "family": "gemma", "block_norms": _GEMMA2_NORMS,
+                    "qk_norm": "head"},
+    # MoE (moe.py builds the sparse MLP)
+    "mixtral": {"qkv_bias": False, "o_bias": False, "moe": "mixtral"},
+    "qwen3_moe": {"qk_norm": "head", "moe": "mixtral"},
+    "minimax_m2": {"qkv_bias": False, "o_bias": False, "qk_norm": "full", "moe": "mixtral"},
+    "qwen2_moe": {"qkv_bias": ("qkv_bias", True), "o_bias": False, "moe": "qwen2_moe"},
+    "granitemoe": {"moe": "granitemoe"},
+    "hunyuan_v1_moe": {"qk_norm": "head", "qk_norm_names": ("query_layernorm", "key_layernorm"), "moe": "hunyuan"},
+    # modeling_ernie4_5_moe.py: use_bias also biases the experts' neighbours and lm_head; refused when on
+    "ernie4_5_moe": {"tie": ("tie_word_embeddings", True), "qkv_bias": False, "o_bias": False, "moe": "ernie",
+                     "refuse_if": "use_bias"},
+    # modeling_phimoe.py: LayerNorm with bias, mlp.router then experts, lm_head_bias
+    "phimoe": {"norm": "ln", "moe": "router_first", "lm_head_bias": ("lm_head_bias", False)},
+    # hybrid Gated DeltaNet + gated attention (hybrid.py)
+    "qwen3_next": {"qk_norm": "head", "linear_attn": "fused", "q_gate": True, "moe": "qwen2_moe"},
+    "qwen3_5_text": {"qk_norm": "head", "linear_attn": "split", "q_gate": True},
+    "qwen3_5_moe_text": {"qk_norm": "head", "linear_attn": "split", "q_gate": True, "moe": "qwen2_moe"},
+    "qwen3_vl_moe_text": {"qk_norm": "head", "moe": "deepseek"},
+    # modeling_llama4.py: weightless L2 q/k norm, NoPE and chunked attention make no tensors
+    "llama4_text": {"moe": "llama4", "mlp_module": "feed_forward", "dense_inter": "intermediate_size_mlp"},
+    "olmoe": {"qk_norm": "full", "moe": "mixtral"},
+    "mellum": {"qk_norm": "head", "moe": "mixtral"},
+    "solar_open": {"qkv_bias": ("attention_bias", False), "o_bias": False, "moe": "deepseek"},
+    "sarvam_moe": {"qkv_bias": ("attention_bias", False), "o_bias": False, "qk_norm": "head",
+                   "qk_norm_on": ("use_qk_norm", True), "moe": "deepseek", "first_dense": 1},
+    "glm4_moe_lite": {"attn": "mla", "moe": "deepseek", "first_dense": 1},
+    "hy_v3": {"qk_norm": "head", "moe": "hy", "mlp_bias": ("mlp_bias", False), "first_dense": 1},
+    "glm4v_moe_text": {"qkv_bias": ("attention_bias", True), "o_bias": False, "moe": "deepseek", "first_dense": 1},
+    # DeepSeek sparse attention: MLA + the lightning indexer (moe.mla_attention), DeepSeek MoE
+    "deepseek_v32": {"attn": "mla_dsa", "moe": "deepseek", "first_dense": 3},
+    "glm_moe_dsa": {"attn": "mla_dsa", "moe": "deepseek", "first_dense": 3},
+    "mistral4": {"attn": "mla", "moe": "deepseek"},
+    "sarvam_mla": {"attn": "mla", "moe": "deepseek", "first_dense": 1},
+    # modeling_minicpm3.py: DeepSeek-V2's MLA on a dense SwiGLU block; attention_bias on q_a/kv_a/o (read as
+    # MLA's), mlp_bias on the MLP
+    "minicpm3": {"tie": ("tie_word_embeddings", True), "attn": "mla", "mlp_bias": ("mlp_bias", False)},
+    "glm4_moe": {"qkv_bias": ("attention_bias", False), "o_bias": False, "qk_norm": "head",
+                 "qk_norm_on": ("use_qk_norm", False), "moe": "deepseek", "first_dense": 1},
+    "deepseek_v2": {"attn": "mla", "moe": "deepseek"},
+    "deepseek_v3": {"attn": "mla", "moe": "deepseek", "first_dense": 3},
+    "youtu": {"tie": ("tie_word_embeddings", True), "attn": "mla"},
+    "gpt_oss": {"qkv_bias": ("attention_bias", True), "o_bias": ("attention_bias", True), "sinks": True,
+                "moe": "gpt_oss"},
+}
+
+LLAMA_LIKE = frozenset(FAMILIES)
+
+
+def spec_for(model_type: str) -> dict:
+    return {**BASE, **FAMILIES[model_type]}

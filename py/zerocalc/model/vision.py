@@ -1,0 +1,301 @@
+"""Vision towers and projectors of the composite models that are modelled, as transformers 5.24 registers
+them (tower, projector, language model, lm_head). The tower's tensors carry the component ``vision`` and
+the projector's ``projector`` and sit outside the language model's numbered blocks (``block`` ""), so the
+terms that walk decoder layers (FSDP units, ZeRO-3 prefetch, LoRA) see only the language model.
+
+- CLIP ViT (modeling_clip.py CLIPVisionTransformer: class_embedding, patch Conv2d without bias, positions
+  (patches + 1), pre_layrnorm, layers of k/v/q/out_proj + layer_norm1 + fc1/fc2 + layer_norm2, all biased,
+  post_layernorm), CLIPVisionConfig's defaults;
+- SigLIP ViT (modeling_siglip.py SiglipVisionTransformer: biased patch Conv2d, positions (patches),
+  layers of layer_norm1 + k/v/q/out_proj + layer_norm2 + fc1/fc2, post_layernorm and, with
+  ``vision_use_head``, the attention-pooling head: probe, nn.MultiheadAttention, layernorm, MLP),
+  SiglipVisionConfig's defaults;
+- LLaVA's projector (modeling_llava.py LlavaMultiModalProjector: linear_1 from the tower width times the
+  number of feature layers to the text width, GELU, linear_2; biased by multimodal_projector_bias);
+- Gemma 3's projector (modeling_gemma3.py Gemma3MultiModalProjector: mm_input_projection_weight
+  (vision h, text h) and mm_soft_emb_norm, an RMSNorm over the vision width).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from .config import ConfigReader, TensorList
+
+CLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "image_size": 224,
+        "patch_size": 32, "num_channels": 3}
+SIGLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "image_size": 224,
+          "patch_size": 16, "num_channels": 3}
+TOWER_DEFAULTS = {"clip_vision_model": CLIP, "siglip_vision_model": SIGLIP}
+
+
+def _vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
+    d = TOWER_DEFAULTS[kind]
+    h = v.int("hidden_size", default=d["hidden_size"])
+    inter = v.int("intermediate_size", default=d["intermediate_size"])
+    n = v.int("num_hidden_layers", default=d["num_hidden_layers"])
+    patch = v.int("patch_size", default=d["patch_size"])
+    ch = v.int("num_channels", default=d["num_channels"])
+    patches = (v.int("image_size", default=d["image_size"]) // patch) ** 2
+
+    def ln(m: str) -> None:
+        b.param(m, "weight", h, "vision")
+        b.param(m, "bias", h, "vision")
+
+    def lin(m: str, d_in: int, d_out: int) -> None:
+        b.matrix(m, "weight", (d_out, d_in), "vision", m.rsplit(".", 1)[-1])
+        b.param(m, "bias", d_out, "vision")
+
+    clip = kind == "clip_vision_model"
+    if clip:
+        b.param(f"{p}.embeddings", "class_embedding", h, "vision")
+    b.matrix(f"{p}.embeddings.patch_embedding", "weight", (h, ch * patch * patch), "vision")
+    if not clip:
+        b.param(f"{p}.embeddings.patch_embedding", "bias", h, "vision")
+    b.matrix(f"{p}.embeddings.position_embedding", "weight", (patches + clip, h), "vision")
+    if clip:
+        ln(f"{p}.pre_layrnorm")
+    for i in range(n):
+        q = f"{p}.encoder.layers.{i}"
+        if not clip:
+            ln(f"{q}.layer_norm1")
+        for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+            lin(f"{q}.self_attn.{name}", h, h)
+        ln(f"{q}.layer_norm1" if clip else f"{q}.layer_norm2")
+        lin(f"{q}.mlp.fc1", h, inter)
+        lin(f"{q}.mlp.fc2", inter, h)
+        if clip:
+            ln(f"{q}.layer_norm2")
+    ln(f"{p}.post_layernorm")
+    if not clip and v.bool("vision_use_head", True):
+        b.param(f"{p}.head", "probe", h, "vision")
+        b.matrix(f"{p}.head.attention", "in_proj_weight", (3 * h, h), "vision")
+        b.param(f"{p}.head.attention", "in_proj_bias", 3 * h, "vision")
+        lin(f"{p}.head.attention.out_proj", h, h)
+        ln(f"{p}.head.layernorm")
+        lin(f"{p}.head.mlp.fc1", h, inter)
+        lin(f"{p}.head.mlp.fc2", inter, h)
+    return h
+
+
+def tower_kind(cfg: Mapping, allowed: tuple[str, ...]) -> str | None:
+    kind = (cfg.get("vision_config") or {}).get("model_type")
+    return kind if kind in allowed else None
+
+
+def llava_parts(cfg: Mapping, text_h: int, newline: bool = False) -> list:
+    """LLaVA (1.5): CLIP tower + two-layer projector; LLaVA-NeXT (modeling_llava_next.py) adds the learned
+    ``image_newline`` (text hidden size) after them."""
+    b = TensorList()
+    v = ConfigReader(cfg["vision_config"])
+    vh = _vit(b, "model.vision_tower", v, "clip_vision_model")
+    layers = cfg.get("vision_feature_layer", -2)
+    n_feat = len(layers) if isinstance(layers, list) else 1
+    bias = cfg.get("multimodal_projector_bias", True) is not False
+    for name, d_in, d_out in (("linear_1", vh * n_feat, text_h), ("linear_2", text_h, text_h)):
+        m = f"model.multi_modal_projector.{name}"
+        b.matrix(m, "weight", (d_out, d_in), "projector", name)
+        if bias:
+            b.param(m, "bias", d_out, "projector")
+    if newline:
+        b.param("model", "image_newline", text_h, "projector")
+    return b.tensors
+
+
+def gemma3_parts(cfg: Mapping, text_h: int) -> list:
+    """Gemma 3: SigLIP tower + projection matrix and soft-embedding RMSNorm."""
+    b = TensorList()
+    vh = _vit(b, "model.vision_tower", ConfigReader(cfg["vision_config"]), "siglip_vision_model")
+    b.matrix("model.multi_modal_projector", "mm_input_projection_weight", (vh, text_h), "projector")
+    b.param("model.multi_modal_projector.mm_soft_emb_norm", "weight", vh, "projector")
+    return b.tensors
+
+
+def paligemma_parts(cfg: Mapping, text_h: int) -> list:
+    """PaliGemma (modeling_paligemma.py): SigLIP tower + one biased linear to ``projection_dim``
+    (PaliGemmaConfig copies its projection_dim, 2048 by default, into the vision config)."""
+    b = TensorList()
+    v = ConfigReader(cfg["vision_config"])
+    vh = _vit(b, "model.vision_tower", v, "siglip_vision_model")
+    d_out = v.int("projection_dim", default=ConfigReader(cfg).int("projection_dim", default=2048))
+    b.matrix("model.multi_modal_projector.linear", "weight", (d_out, vh), "projector", "linear")
+    b.param("model.multi_modal_projector.linear", "bias", d_out, "projector")
+    return b.tensors
+
+
+LLAMA4 = {"hidden_size": 768, "intermediate_size": 5632, "num_hidden_layers": 34, "image_size": 448, "patch_size": 14,
+          "num_channels": 3, "vision_output_dim": 7680, "projector_input_dim": 4096, "projector_output_dim": 4096}
+
+
+def llama4_parts(cfg: Mapping, text_h: int) -> list:
+    """Llama 4 (modeling_llama4.py Llama4VisionModel + Llama4MultiModalProjector): class_embedding,
+    positional_embedding_vlm (patches + 1), an unfolded patch linear (no bias), layernorm_pre/post, layers of
+    biased q/k/v/o + fc1/fc2 with biased input/post_attention LayerNorms, the pixel-shuffle adapter's fc1
+    (intermediate_size -> projector_input_dim) and fc2 (projector_output_dim square), no biases; projector
+    linear_1 (vision_output_dim -> text h, multi_modal_projector_bias)."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=LLAMA4[k])   # noqa: E731
+    h, inter, p = get("hidden_size"), get("intermediate_size"), "vision_model"
+    b = TensorList()
+
+    def ln(m: str) -> None:
+        b.param(m, "weight", h, "vision")
+        b.param(m, "bias", h, "vision")
+
+    def lin(m: str, d_in: int, d_out: int, bias: bool = True, comp: str = "vision") -> None:
+        b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
+        if bias:
+            b.param(m, "bias", d_out, comp)
+
+    b.param(p, "class_embedding", h, "vision")
+    b.matrix(p, "positional_embedding_vlm", ((get("image_size") // get("patch_size")) ** 2 + 1, h), "vision")
+    lin(f"{p}.patch_embedding.linear", get("num_channels") * get("patch_size") ** 2, h, bias=False)
+    ln(f"{p}.layernorm_pre")
+    ln(f"{p}.layernorm_post")
+    for i in range(get("num_hidden_layers")):
+        q = f"{p}.model.layers.{i}"
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            lin(f"{q}.self_attn.{name}", h, h)
+        lin(f"{q}.mlp.fc1", h, inter)
+        lin(f"{q}.mlp.fc2", inter, h)
+        ln(f"{q}.input_layernorm")
+        ln(f"{q}.post_attention_layernorm")
+    lin(f"{p}.vision_adapter.mlp.fc1", inter, get("projector_input_dim"), bias=False)
+    lin(f"{p}.vision_adapter.mlp.fc2", get("projector_output_dim"), get("projector_output_dim"), bias=False)
+    lin("multi_modal_projector.linear_1", get("vision_output_dim"), text_h,
+        bias=bool(v.cfg.get("multi_modal_projector_bias", False)), comp="projector")
+    return b.tensors
+
+
+PIXTRAL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "patch_size": 16, "num_channels": 3}
+
+
+def mistral3_parts(cfg: Mapping, text_h: int) -> list:
+    """Mistral 3 (modeling_pixtral.py PixtralVisionModel + modeling_mistral3.py Mistral3MultiModalProjector):
+    patch_conv (no bias), ln_pre, layers of attention_norm, a gated feed_forward, k/v/q/o_proj and ffn_norm,
+    no biases, RMSNorms; projector: norm (vision h), patch_merger.merging_layer (h x merge^2 -> h), linear_1
+    (-> text h) and linear_2, biased by multimodal_projector_bias."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=PIXTRAL[k])   # noqa: E731
+    h, inter, p = get("hidden_size"), get("intermediate_size"), "model.vision_tower"
+    b = TensorList()
+    b.matrix(f"{p}.patch_conv", "weight", (h, get("num_channels") * get("patch_size") ** 2), "vision")
+    b.param(f"{p}.ln_pre", "weight", h, "vision")
+    for i in range(get("num_hidden_layers")):
+        q = f"{p}.transformer.layers.{i}"
+        b.param(f"{q}.attention_norm", "weight", h, "vision")
+        for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
+            b.matrix(f"{q}.feed_forward.{name}", "weight", (d_out, d_in), "vision", name)
+        for name in ("k_proj", "v_proj", "q_proj", "o_proj"):
+            b.matrix(f"{q}.attention.{name}", "weight", (h, h), "vision", name)
+        b.param(f"{q}.ffn_norm", "weight", h, "vision")
+    m, merge = "model.multi_modal_projector", ConfigReader(cfg).int("spatial_merge_size", default=2)
+    bias = cfg.get("multimodal_projector_bias", False) is True
+    b.param(f"{m}.norm", "weight", h, "projector")
+    b.matrix(f"{m}.patch_merger.merging_layer", "weight", (h, h * merge * merge), "projector", "merging_layer")
+    for name, d_in in (("linear_1", h), ("linear_2", text_h)):
+        b.matrix(f"{m}.{name}", "weight", (text_h, d_in), "projector", name)
+        if bias:
+            b.param(f"{m}.{name}", "bias", text_h, "projector")
+    return b.tensors
+
+
+INTERNVL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "image_size": 448,
+            "patch_size": 14, "num_channels": 3}
+
+
+def internvl_parts(cfg: Mapping, text_h: int) -> list:
+    """InternVL (modeling_internvl.py InternVLVisionModel + InternVLMultiModalProjector): cls_token, absolute
+    positions (patches + 1), biased patch Conv2d; layers of lambda_1/lambda_2 (layer scale), q/k/v
+    (attention_bias), projection_layer (biased), [q_norm/k_norm RMSNorm(h) with use_qk_norm], biased fc1/fc2,
+    layernorm_before/after (layer_norm: weight + bias, rms_norm: weight); a final LayerNorm unless
+    use_mean_pooling; projector: LayerNorm over h / downsample_ratio^2, linear_1 (-> text h), linear_2, biased."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=INTERNVL[k])   # noqa: E731
+    h, inter, p = get("hidden_size"), get("intermediate_size"), "model.vision_tower"
+    size, patch = v.cfg.get("image_size", 448), v.cfg.get("patch_size", 14)
+    size = size if isinstance(size, (list, tuple)) else (size, size)
+    patch = patch if isinstance(patch, (list, tuple)) else (patch, patch)
+    ln_bias = v.cfg.get("norm_type", "layer_norm") == "layer_norm"
+    b = TensorList()
+    b.param(f"{p}.embeddings", "cls_token", h, "vision")
+    if v.bool("use_absolute_position_embeddings", True):
+        b.matrix(f"{p}.embeddings", "position_embeddings", ((size[0] // patch[0]) * (size[1] // patch[1]) + 1, h),
+                 "vision")
+    b.matrix(f"{p}.embeddings.patch_embeddings.projection", "weight", (h, get("num_channels") * patch[0] * patch[1]),
+             "vision")
+    b.param(f"{p}.embeddings.patch_embeddings.projection", "bias", h, "vision")
+    qkv_bias = v.bool("attention_bias", False)
+    for i in range(get("num_hidden_layers")):
+        q = f"{p}.encoder.layer.{i}"
+        b.param(q, "lambda_1", h, "vision")
+        b.param(q, "lambda_2", h, "vision")
+        for name in ("q_proj", "k_proj", "v_proj"):
+            b.matrix(f"{q}.attention.{name}", "weight", (h, h), "vision", name)
+            if qkv_bias:
+                b.param(f"{q}.attention.{name}", "bias", h, "vision")
+        b.matrix(f"{q}.attention.projection_layer", "weight", (h, h), "vision", "projection_layer")
+        b.param(f"{q}.attention.projection_layer", "bias", h, "vision")
+        if v.bool("use_qk_norm", False):
+            b.param(f"{q}.attention.q_norm", "weight", h, "vision")
+            b.param(f"{q}.attention.k_norm", "weight", h, "vision")
+        for name, d_in, d_out in (("fc1", h, inter), ("fc2", inter, h)):
+            b.matrix(f"{q}.mlp.{name}", "weight", (d_out, d_in), "vision", name)
+            b.param(f"{q}.mlp.{name}", "bias", d_out, "vision")
+        for name in ("layernorm_before", "layernorm_after"):
+            b.param(f"{q}.{name}", "weight", h, "vision")
+            if ln_bias:
+                b.param(f"{q}.{name}", "bias", h, "vision")
+    if not v.bool("use_mean_pooling", True):
+        b.param(f"{p}.layernorm", "weight", h, "vision")
+        b.param(f"{p}.layernorm", "bias", h, "vision")
+    m = "model.multi_modal_projector"
+    ratio = cfg.get("downsample_ratio", 0.5)
+    d = h * int(1 / ratio) ** 2
+    b.param(f"{m}.layer_norm", "weight", d, "projector")
+    b.param(f"{m}.layer_norm", "bias", d, "projector")
+    for name, d_in in (("linear_1", d), ("linear_2", text_h)):
+        b.matrix(f"{m}.{name}", "weight", (text_h, d_in), "projector", name)
+        b.param(f"{m}.{name}", "bias", text_h, "projector")
+    return b.tensors
+
+
+QWEN2_AUDIO = {"num_mel_bins": 128, "encoder_layers": 32, "encoder_ffn_dim": 5120, "d_model": 1280,
+               "max_source_positions": 1500}
+
+
+def qwen2_audio_parts(cfg: Mapping, text_h: int) -> list:
+    """Qwen2-Audio (modeling_qwen2_audio.py Qwen2AudioEncoder, Whisper's encoder): conv1 (mel bins -> d, k 3)
+    and conv2 (d -> d, k 3), biased; embed_positions (max_source_positions x d, a parameter); layers of
+    k_proj (no bias), v/q/out_proj, self_attn_layer_norm, fc1/fc2, final_layer_norm, all else biased; a final
+    layer_norm; projector: one biased linear (d -> text h). Component ``audio``."""
+    a = ConfigReader(cfg.get("audio_config") or {})
+    get = lambda k: a.int(k, default=QWEN2_AUDIO[k])   # noqa: E731
+    d, ffn, p = get("d_model"), get("encoder_ffn_dim"), "model.audio_tower"
+    b = TensorList()
+
+    def lin(m: str, d_in: int, d_out: int, bias: bool = True, comp: str = "audio") -> None:
+        b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
+        if bias:
+            b.param(m, "bias", d_out, comp)
+
+    def ln(m: str) -> None:
+        b.param(m, "weight", d, "audio")
+        b.param(m, "bias", d, "audio")
+
+    b.matrix(f"{p}.conv1", "weight", (d, get("num_mel_bins") * 3), "audio")
+    b.param(f"{p}.conv1", "bias", d, "audio")
+    b.matrix(f"{p}.conv2", "weight", (d, d * 3), "audio")
+    b.param(f"{p}.conv2", "bias", d, "audio")
+    b.matrix(f"{p}.embed_positions", "weight", (get("max_source_positions"), d), "audio")
+    for i in range(get("encoder_layers")):
+        q = f"{p}.layers.{i}"
+        lin(f"{q}.self_attn.k_proj", d, d, bias=False)
+        for name in ("v_proj", "q_proj", "out_proj"):
+            lin(f"{q}.self_attn.{name}", d, d)
+        ln(f"{q}.self_attn_layer_norm")
+        lin(f"{q}.fc1", d, ffn)
+        lin(f"{q}.fc2", ffn, d)
+        ln(f"{q}.final_layer_norm")
+    ln(f"{p}.layer_norm")
+    lin("model.multi_modal_projector.linear", d, text_h, comp="projector")
+    return b.tensors
