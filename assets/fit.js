@@ -176,6 +176,7 @@ async function render(v, my, sec) {
 
 let inflight = false;   // one re-plan in the planner at a time; later requests coalesce into one more
 let again = false;
+let booted = false;
 
 async function run() {
   const my = ++seq;
@@ -186,6 +187,10 @@ async function run() {
   inflight = true;
   let api, text, t0;
   try {
+    // the planner's boot waits for the page's first figures (a share link's): two boots' worth of CPU at once
+    // would slow them on a small machine
+    while (!booted && root.dataset.pending) await frame();
+    booted = true;
     api = await planner();
     sec.dataset.worker = api.role || "engine";   // "planner": its own worker (tests/test_page_speed.py)
     if (api.times) sec.dataset.workerTimes = JSON.stringify(api.times);

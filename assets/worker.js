@@ -25,13 +25,14 @@
 // pyscript.json, an engine file) is reported to the page at once as {error}, instead of leaving Pyodide's
 // emscripten loader waiting forever (its own "Failed to fetch" reaches only the console).
 
+// ms since the worker started, sent with {ready} (benchmark); origin lines them up with the page's clock
+const times = { worker_start: performance.now(), origin: performance.timeOrigin };
 // a dynamic import: the .wasm and the snapshot are on their way before Pyodide's loader has arrived
 const pyodideLoader = import("./vendor/pyodide/pyodide.mjs");
+pyodideLoader.then(() => { times.loader = performance.now(); }, () => {});
 
 const site = new URL("../", import.meta.url);
 let reported = false;
-// ms since the worker started, sent with {ready} (benchmark); origin lines them up with the page's clock
-const times = { worker_start: performance.now(), origin: performance.timeOrigin };
 
 function fail(message) {
   if (reported) return;
@@ -96,6 +97,7 @@ async function fetchBytes(path) {
 async function fetchSnapshot() {
   const r = await rawFetch(new URL("assets/engine.snapshot", site));   // not a fault when missing: boot normally
   if (!r.ok || !r.body) throw new Error(`${r.status} for the snapshot`);
+  times.snapshot_response = performance.now();
   // Inflate while it downloads. The first bytes tell gzip (as built) from bytes a server already decoded.
   const reader = r.body.getReader();
   const first = await reader.read();
