@@ -1,6 +1,7 @@
 """Speed benchmark of the page against a bare `loadPyodide` page, measured in the same run.
 
     python scripts/bench_page.py [--runs 7] [--updates 20] [--one-worker] [--pyscript] [--normal]   # needs _site/ (make site)
+    python scripts/bench_page.py --repeat-only [--runs 3]      # only the bare page and the repeat visit, paired
 
 Every figure is given in ms and as a ratio to the bare page's ready time in the same run (a slower machine
 reads the same ratios): the median of the per-run ratios page/bare, each pair run back to back so that machine
