@@ -7,7 +7,8 @@ box makes them flaky): scripts/bench_page.py measures them; these tests check th
   edit's own figures still arrive, and the panel's answer is drawn only once no edit is in flight.
 - The WebAssembly is compiled by streaming from the worker's first moment, beside the snapshot's download.
 - Cold and repeat visits are driven the same way: the repeat visit (service worker installed, server stopped) boots
-  from the snapshot the service worker serves from its cache, with both workers, and shows the CPython figures.
+  from the snapshot in the service worker's cache (read by the worker from Cache Storage, with the .wasm and the
+  engine archive), with both workers, and shows the CPython figures.
 """
 import json
 import shutil
@@ -37,7 +38,7 @@ def _workers(page):
     return {w.evaluate("() => self.name"): w for w in page.workers}
 
 
-def visit(page, url, plan):
+def visit(page, url, plan, cached=0):
     """One visit, cold or repeat, checked the same way: the engine booted from the snapshot with the WebAssembly it
     compiled by streaming, the share link's figures equal the CPython engine's, the panel planned in its own
     worker from the same snapshot and module."""
@@ -49,6 +50,7 @@ def visit(page, url, plan):
     assert page.get_attribute("html", "data-engine-boot") == "snapshot"
     times = json.loads(page.get_attribute("html", "data-engine-times"))
     assert times["wasm"] == "streamed" and times["role"] == "engine"
+    assert times.get("cached", 0) == cached   # the .wasm, snapshot and archive read from Cache Storage by the worker
     _fit_ready(page)
     fit = page.locator("#fit")
     assert fit.get_attribute("data-worker") == "planner"
@@ -148,7 +150,7 @@ def test_cold_then_repeat_visit_from_the_service_worker(sw_context, site, tmp_pa
     tab.on("pageerror", lambda e: errors.append(str(e)))
     tab.on("response", lambda r: served.append((r.url.split("/", 3)[3], r.from_service_worker)))
     plan = {**PLAN, "micro_batch_size": 2}
-    visit(tab, srv.base + "/index.html", plan)                         # repeat: the same checks
+    visit(tab, srv.base + "/index.html", plan, cached=3)               # repeat: the same checks, from the cache
     assert ("index.html", True) in served
     change(tab, lambda: tab.fill("[name='seq_len']", "4096"))
     assert_shows(tab, {**plan, "seq_len": 4096})
