@@ -7,10 +7,15 @@ const VERSION = "{{version}}";
 const FILES = {{files}};
 const CACHE = "zerocalc-" + VERSION;
 const scope = new URL(self.registration.scope);
+// Opened once per start of this worker, not per request: a repeat visit asks it for ~60 files in its first second.
+// Every file is served as the Response Cache Storage returns, untouched: the browser keeps V8's code for the
+// .wasm (streaming compilation in assets/worker.js) beside that entry, and reuses it on the next visit.
+let opened = null;
+const cache = () => (opened ??= caches.open(CACHE));
 
 self.addEventListener("install", (event) => {
-  event.waitUntil(caches.open(CACHE).then((cache) =>
-    cache.addAll(FILES.map((f) => new Request(new URL(f, scope), { cache: "reload" })))));
+  event.waitUntil(cache().then((c) =>
+    c.addAll(FILES.map((f) => new Request(new URL(f, scope), { cache: "reload" })))));
 });
 
 self.addEventListener("activate", (event) => {
@@ -29,10 +34,10 @@ self.addEventListener("fetch", (event) => {
   const url = new URL(req.url);
   if (req.method !== "GET" || url.origin !== scope.origin || !url.pathname.startsWith(scope.pathname)) return;
   event.respondWith((async () => {
-    const cache = await caches.open(CACHE);
+    const c = await cache();
     // The page under any query (?embed=1, ?runtime=...) and fragment (#plan=...) is the one cached index.html.
     const page = req.mode === "navigate" && (url.pathname === scope.pathname || url.pathname === scope.pathname + "index.html");
-    const hit = await cache.match(page ? new URL("index.html", scope).href : url.origin + url.pathname);
+    const hit = await c.match(page ? new URL("index.html", scope).href : url.origin + url.pathname);
     return hit || fetch(req);
   })());
 });

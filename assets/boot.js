@@ -12,7 +12,7 @@
   if (q.get("runtime") === "pyscript") return;
   try {
     var boot = q.get("boot") === "normal" ? "?boot=normal" : "";   // skip the engine snapshot (tests, benchmark)
-    var worker = new Worker("./assets/worker.js" + boot, { type: "module", name: "zerocalc-engine" });
+    var worker = new Worker("./assets/worker.js" + boot, { type: "module", name: "zerocalc-engine" + (boot ? "-normal" : "") });
     var early = [];
     worker.onmessage = function (e) { early.push(e); };
     worker.onerror = function (e) { early.push(e); };

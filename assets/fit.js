@@ -2,7 +2,13 @@
 // (#plan=..., or the default), shows the ranked options (each with a button that applies it: setting
 // location.hash to the changed plan's fragment, which app.js loads into the form on hashchange) and draws
 // the engine's series as inline SVG. User-visible text goes in with textContent only.
-import { engine } from "./engine.js";
+//
+// Typing never waits for it: the panel plans in its own worker (engine.js planner(): the same snapshot, another
+// thread), so an edit's request never queues behind a re-plan; an answer is drawn only while no edit is in flight
+// (<html data-pending>, set by app.js from input to its figures), one piece per animation frame (the table, then
+// each chart), and a newer re-plan abandons the drawing of an older one. #fit[data-render-ms] is the longest
+// piece, #fit[data-deferred] how many frames it waited for edits (scripts/bench_page.py reads both).
+import { engine, planner } from "./engine.js";
 
 const $ = (s, root = document) => root.querySelector(s);
 const SVG = "http://www.w3.org/2000/svg";
@@ -148,30 +154,69 @@ function stagesChart(stages, capacity) {
   stacked("stages", "Memory per GPU by stage (ZeRO / FSDP side by side)", series, "stage", "ZeRO stage / FSDP sharding");
 }
 
-function render(v) {
-  renderRows(v);
-  stacked("seq_len", "Memory per GPU vs sequence length", v.charts.seq_len, "sequence length", "sequence length, tokens");
-  stacked("micro_batch_size", "Memory per GPU vs micro-batch", v.charts.micro_batch_size, "micro-batch",
-    "micro-batch, sequences per GPU");
-  stacked("gpus", "Memory per GPU vs GPU count", v.charts.gpus, "GPUs", "data-parallel GPUs");
-  splitChart(v.charts.step_split);
-  stagesChart(v.charts.stages, v.capacity_gib);
+const pieces = (v) => [
+  () => renderRows(v),
+  () => stacked("seq_len", "Memory per GPU vs sequence length", v.charts.seq_len, "sequence length",
+    "sequence length, tokens"),
+  () => stacked("micro_batch_size", "Memory per GPU vs micro-batch", v.charts.micro_batch_size, "micro-batch",
+    "micro-batch, sequences per GPU"),
+  () => stacked("gpus", "Memory per GPU vs GPU count", v.charts.gpus, "GPUs", "data-parallel GPUs"),
+  () => splitChart(v.charts.step_split),
+  () => stagesChart(v.charts.stages, v.capacity_gib),
+];
+
+const root = document.documentElement;
+const frame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
+
+// -> false when a newer re-plan took over. Each piece runs at the start of a frame in which no edit is in flight.
+async function render(v, my, sec) {
+  let longest = 0, deferred = 0;
+  for (const piece of pieces(v)) {
+    await frame();
+    while (root.dataset.pending) { deferred++; await frame(); }
+    if (my !== seq) return false;
+    const t = performance.now();
+    piece();
+    longest = Math.max(longest, performance.now() - t);
+  }
+  sec.dataset.renderMs = longest.toFixed(2);
+  sec.dataset.deferred = String(deferred);
+  return true;
 }
+
+let inflight = false;   // one re-plan in the planner at a time; later requests coalesce into one more
+let again = false;
+let booted = false;
 
 async function run() {
   const my = ++seq;
   const sec = $("#fit");
   sec.dataset.state = "busy";
   sec.setAttribute("aria-busy", "true");
-  const api = await engine;
-  const t0 = performance.now();
-  const text = await api.call("fit", JSON.stringify({ plan: planFromHash() }));
+  if (inflight) { again = true; return; }   // the answer in flight is stale now: never drawn
+  inflight = true;
+  let api, text, t0;
+  try {
+    // the planner's boot waits for the page's first figures (a share link's): two boots' worth of CPU at once
+    // would slow them on a small machine
+    while (!booted && root.dataset.pending) await frame();
+    booted = true;
+    api = await planner();
+    sec.dataset.worker = api.role || "engine";   // "planner": its own worker (tests/test_page_speed.py)
+    if (api.times) sec.dataset.workerTimes = JSON.stringify(api.times);
+    t0 = performance.now();
+    text = await api.call("fit", JSON.stringify({ plan: planFromHash() }));
+  } finally { inflight = false; }
+  if (again) { again = false; run(); return; }
   if (my !== seq) return;
   const v = JSON.parse(text);
-  sec.removeAttribute("aria-busy");
-  if (v.fatal) { $("#fit-summary").textContent = `The planner failed: ${v.fatal}`; sec.dataset.state = "failed"; return; }
-  render(v);
   sec.dataset.ms = (performance.now() - t0).toFixed(1);   // request -> answer, worker round trip included
+  if (v.fatal) {
+    sec.removeAttribute("aria-busy");
+    $("#fit-summary").textContent = `The planner failed: ${v.fatal}`; sec.dataset.state = "failed"; return;
+  }
+  if (!(await render(v, my, sec))) return;
+  sec.removeAttribute("aria-busy");
   sec.dataset.pyMs = String(v.py_ms);
   sec.dataset.share = v.share;
   sec.dataset.runs = String(++runs);

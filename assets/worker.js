@@ -10,14 +10,29 @@
 // worker boots Pyodide normally and says which boot it was ({ready, boot: "snapshot" | "normal"}).
 // ?boot=normal skips the snapshot (tests compare both boots; scripts/bench_page.py measures both).
 //
+// Compiled at once: Pyodide's loadPyodide awaits the snapshot before it creates the module, and only then hands the
+// .wasm to WebAssembly.instantiateStreaming, so its 9.6 MB of WebAssembly would compile after the snapshot has
+// arrived and been inflated. This worker starts WebAssembly.compileStreaming on pyodide.asm.wasm in its first
+// line (streaming: compiled while it downloads, and the compiled code lands in the browser's code cache, which
+// a repeat visit reuses), beside the snapshot's fetch; Pyodide's own fetch of the .wasm gets an empty stand-in and
+// its instantiateStreaming the compiled module. A page that already holds the compiled module (the planner
+// worker, assets/engine.js) posts it as the first message {module} and nothing is compiled twice.
+//
+// Roles: ?role=planner (or the name "zerocalc-planner") is the "what fits" planner (assets/fit.js): the same boot from the same snapshot, its own
+// thread, so a re-plan never queues an edit's request behind it.
+//
 // Faults say so: a runtime file that cannot be fetched (the .wasm, python_stdlib.zip, pyodide-lock.json,
 // pyscript.json, an engine file) is reported to the page at once as {error}, instead of leaving Pyodide's
 // emscripten loader waiting forever (its own "Failed to fetch" reaches only the console).
-import { loadPyodide } from "./vendor/pyodide/pyodide.mjs";
+
+// ms since the worker started, sent with {ready} (benchmark); origin lines them up with the page's clock
+const times = { worker_start: performance.now(), origin: performance.timeOrigin };
+// a dynamic import: the .wasm and the snapshot are on their way before Pyodide's loader has arrived
+const pyodideLoader = import("./vendor/pyodide/pyodide.mjs");
+pyodideLoader.then(() => { times.loader = performance.now(); }, () => {});
 
 const site = new URL("../", import.meta.url);
 let reported = false;
-const times = { worker_start: performance.now() };   // ms since the worker started; sent with {ready} (benchmark)
 
 function fail(message) {
   if (reported) return;
@@ -27,7 +42,7 @@ function fail(message) {
 
 const rawFetch = self.fetch.bind(self);
 const short = (input) => String(input && input.url ? input.url : input).replace(site.href, "");
-self.fetch = async (input, init) => {
+const checkedFetch = async (input, init) => {
   let r;
   try { r = await rawFetch(input, init); } catch (err) {
     fail(`could not fetch ${short(input)}: ${err && err.message ? err.message : err}`);
@@ -36,18 +51,68 @@ self.fetch = async (input, init) => {
   if (!r.ok) fail(`${r.status} ${r.statusText} for ${short(input)}`);
   return r;
 };
+
+// A repeat visit: the service worker's cache holds every file of this version (sw.js); the big ones (the .wasm, the
+// snapshot, the engine archive) are read from Cache Storage here, straight, instead of each request waking the
+// service worker. No cache (first visit, service workers blocked): the network, as before. caches.match takes
+// the oldest cache that has the file, the one the serving (older) service worker still uses during an update.
+async function cachedFetch(url) {
+  try {
+    const hit = self.caches && await self.caches.match(url);
+    if (hit) { times.cached = (times.cached || 0) + 1; return hit; }
+  } catch (err) { /* no Cache Storage here (opaque origin, private mode): the network */ }
+  return checkedFetch(url);
+}
+
+// ---- the WebAssembly, compiled from the first moment -------------------------------------------------
+const params = new URL(self.location.href).searchParams;
+const wasmURL = new URL("./vendor/pyodide/pyodide.asm.wasm", import.meta.url).href;
+let compiled = null;   // Promise<WebAssembly.Module>, once started
+function compileWasm(given) {
+  if (compiled) return compiled;
+  times.wasm = given ? "given" : "streamed";   // tests/test_page_speed.py
+  compiled = (given ? Promise.resolve(given) : WebAssembly.compileStreaming(cachedFetch(wasmURL))).then((m) => {
+    times.wasm_compiled = performance.now();
+    return m;
+  });
+  compiled.catch(() => {});   // awaited below; a failure falls back to Pyodide's own path
+  return compiled;
+}
+// Pyodide's fetch of the .wasm: an empty stand-in while ours compiles (its body is never read: see below)
+self.fetch = (input, init) => compiled && String(input && input.url ? input.url : input) === wasmURL
+  ? Promise.resolve(new Response(new Uint8Array(0), { headers: { "content-type": "application/wasm" } }))
+  : checkedFetch(input, init);
+const instantiateStreaming = WebAssembly.instantiateStreaming.bind(WebAssembly);
+WebAssembly.instantiateStreaming = async (source, imports) => {
+  if (!compiled) return instantiateStreaming(source, imports);
+  let module;
+  try { module = await compiled; } catch (err) {
+    if (reported) throw err;
+    console.warn("zerocalc: streaming compilation failed; Pyodide compiles the .wasm itself:", err);
+    times.wasm = "fallback";
+    return WebAssembly.instantiate(await (await checkedFetch(wasmURL)).arrayBuffer(), imports);
+  }
+  times.instantiate = performance.now();
+  const instance = await WebAssembly.instantiate(module, imports);
+  times.instantiated = performance.now();
+  return { module, instance };
+};
 self.addEventListener("unhandledrejection", (e) => fail(String(e.reason && e.reason.message ? e.reason.message : e.reason)));
 self.addEventListener("error", (e) => fail(e.message || "the engine worker failed"));
 
 async function fetchBytes(path) {
-  const r = await fetch(new URL(path, site));
+  const r = await cachedFetch(new URL(path, site).href);
   if (!r.ok) throw new Error(`${r.status} ${r.statusText} for ${path}`);
   return new Uint8Array(await r.arrayBuffer());
 }
 
 async function fetchSnapshot() {
-  const r = await rawFetch(new URL("assets/engine.snapshot", site));   // not a fault when missing: boot normally
+  const url = new URL("assets/engine.snapshot", site).href;
+  const hit = self.caches && await self.caches.match(url).catch(() => null);
+  if (hit) times.cached = (times.cached || 0) + 1;
+  const r = hit || await rawFetch(url);   // missing: not a fault, boot normally
   if (!r.ok || !r.body) throw new Error(`${r.status} for the snapshot`);
+  times.snapshot_response = performance.now();
   // Inflate while it downloads. The first bytes tell gzip (as built) from bytes a server already decoded.
   const reader = r.body.getReader();
   const first = await reader.read();
@@ -95,13 +160,15 @@ function writeStoredZip(FS, zip, dir) {
 }
 
 const indexURL = new URL("./vendor/pyodide/", import.meta.url).href;
-const wantSnapshot = new URL(self.location.href).searchParams.get("boot") !== "normal";
+// The worker's name says its role and boot ("zerocalc-planner", "zerocalc-engine-normal": assets/engine.js): a worker
+// the service worker serves takes the cached response's URL as its location, which has no query string.
+const wantSnapshot = params.get("boot") !== "normal" && !/-normal$/.test(self.name || "");
+const role = params.get("role") === "planner" || /^zerocalc-planner/.test(self.name || "") ? "planner" : "engine";
 
-async function startPython() {
-  if (wantSnapshot) {
+async function startPython(snapshot) {
+  const { loadPyodide } = await pyodideLoader;
+  if (snapshot) {
     try {
-      const snapshot = fetchSnapshot();
-      snapshot.catch(() => {});   // awaited inside loadPyodide; a rejection here is not an "unhandled" fault
       return { pyodide: await loadPyodide({ indexURL, _loadSnapshot: snapshot }), boot: "snapshot" };
     } catch (err) {
       if (reported) throw err;   // a runtime file is missing: a normal boot cannot work either
@@ -111,12 +178,15 @@ async function startPython() {
   return { pyodide: await loadPyodide({ indexURL }), boot: "normal" };
 }
 
-async function boot() {
+async function boot(given) {
+  compileWasm(given);
+  const snapshot = wantSnapshot ? fetchSnapshot() : null;
+  snapshot?.catch(() => {});   // awaited inside loadPyodide; a rejection here is not an "unhandled" fault
   // every engine file in one archive (scripts/build_site.py write_engine_archive): one request, not ~150
   const files = fetchBytes("assets/engine.zip");
   // A missing engine file fails the boot now, not after Pyodide has finished loading.
   const filesFailed = files.then(() => new Promise(() => {}));
-  const { pyodide, boot: how } = await Promise.race([startPython(), filesFailed]);
+  const { pyodide, boot: how } = await Promise.race([startPython(snapshot), filesFailed]);
   times.python_up = performance.now();
   const home = "/home/pyodide/";   // Pyodide's cwd, on sys.path: ./zerocalc/... imports as zerocalc
   const archive = await files;
@@ -126,7 +196,11 @@ async function boot() {
   return { call: pyodide.pyimport("app.worker").call, how };
 }
 
-boot().then(({ call, how }) => {
+// The planner waits one message for the engine's compiled module ({module}, or {module: null}); the engine starts now.
+const started = role === "planner"
+  ? new Promise((resolve) => { self.onmessage = (e) => { self.onmessage = null; resolve(boot(e.data && e.data.module)); }; })
+  : boot();
+started.then(({ call, how }) => {
   if (reported) return;
   self.onmessage = (e) => {
     const { id, fn, text } = e.data;
@@ -135,7 +209,10 @@ boot().then(({ call, how }) => {
     self.postMessage({ id, text: out });
   };
   times.ready = performance.now();
-  self.postMessage({ ready: true, boot: how, times });
+  times.role = role;
+  // the compiled module goes to the page, which hands it to the planner worker (assets/engine.js)
+  compiled.then((module) => self.postMessage({ ready: true, boot: how, times, module }),
+                () => self.postMessage({ ready: true, boot: how, times, module: null }));
   // The page already shows the default plan (pre-rendered), so "ready" does not wait for a first answer;
   // this warm-up pays the first call's one-off costs (lazy imports, preset architecture) meanwhile.
   // (a snapshot was taken after that call: there a share link's request runs at once instead of queueing behind it)

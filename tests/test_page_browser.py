@@ -275,7 +275,8 @@ def test_a_deflated_engine_archive_still_boots(offline_page, site, tmp_path):
         page.goto(page.base + "/index.html" + boot + "#plan=" + quote(json.dumps({"schema": 1, "zero_stage": 3})))
         page.wait_for_selector("html[data-engine='ready']", state="attached", timeout=READY)
         assert_shows(page, {"zero_stage": 3})
-    assert len(served) == 2 and page.js_errors == [] and page.blocked == []
+    # one request per page load from the engine's worker, plus one from the planner's if it started before the next load
+    assert 2 <= len(served) <= 4 and page.js_errors == [] and page.blocked == []
 
 
 def test_pyscript_runtime_variant_runs_the_same_engine(offline_page):
