@@ -12,9 +12,9 @@ from dataclasses import replace
 from typing import Callable, Mapping
 
 from ..errors import PlanError
-from .vision import (gemma3_parts, internvl_parts, llama4_parts, llava_parts, mistral3_parts,
+from .vision import (gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, mistral3_parts,
                      paligemma_parts, qwen2_audio_parts)
-from .vision_qwen import glm4v_visual, qwen_visual
+from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
@@ -43,6 +43,8 @@ COMPOSITES = {
     "qwen3_5": (None, "qwen3_5_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_5_moe": (None, "qwen3_5_moe_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_vl_moe": (None, "qwen3_vl_moe_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+    "glm_ocr": (None, "glm_ocr_text", lambda cfg, h: glm_ocr_visual(cfg), "or"),
+    "lfm2_vl": (("siglip2_vision_model",), "lfm2", lfm2_vl_parts, "top:True"),
 }
 
 
@@ -87,4 +89,8 @@ def composite(cfg: Mapping, build: Callable):
 # a composite's config.json keeps only the text_config fields that differ from the text config class's
 # defaults (LLaVA-1.5's has no hidden_size): LlamaConfig's (configuration_llama.py)
 TEXT_DEFAULTS = {"llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-                           "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048}}
+                           "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048},
+                 # GlmOcrTextConfig (configuration_glm_ocr.py)
+                 "glm_ocr_text": {"vocab_size": 59392, "hidden_size": 1024, "intermediate_size": 4096,
+                                  "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 8,
+                                  "max_position_embeddings": 131072}}

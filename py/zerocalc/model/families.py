@@ -89,6 +89,9 @@ FAMILIES = {
     # modeling_glm4.py: GLM's block with sandwich norms after attention and after the MLP
     "glm4": {**_GLM, "block_norms": ("input_layernorm", "post_attention_layernorm", "post_self_attn_layernorm",
                                      "post_mlp_layernorm")},
+    # modeling_glm_ocr.py GlmOcrTextDecoderLayer: GLM-4's block with no bias anywhere
+    "glm_ocr_text": {**_GLM, "qkv_bias": False, "block_norms": ("input_layernorm", "post_attention_layernorm",
+                                                                "post_self_attn_layernorm", "post_mlp_layernorm")},
     "glm4v_text": {**_GLM, "qkv_bias": True, "block_norms": ("input_layernorm", "post_attention_layernorm",
                                                              "post_self_attn_layernorm", "post_mlp_layernorm")},
     "phi3": {"qkv_bias": False, "o_bias": False, "attn": "fused", "mlp": "fused",

@@ -25,7 +25,10 @@ CLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, 
         "patch_size": 32, "num_channels": 3}
 SIGLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "image_size": 224,
           "patch_size": 16, "num_channels": 3}
-TOWER_DEFAULTS = {"clip_vision_model": CLIP, "siglip_vision_model": SIGLIP}
+# Siglip2VisionConfig (configuration_siglip2.py): a patch Linear of the same size as SigLIP's Conv2d and
+# ``num_patches`` learned positions (resized at run time) instead of (image_size / patch_size)^2
+SIGLIP2 = {**SIGLIP, "num_patches": 256}
+TOWER_DEFAULTS = {"clip_vision_model": CLIP, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2}
 
 
 def _vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
@@ -35,7 +38,8 @@ def _vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
     n = v.int("num_hidden_layers", default=d["num_hidden_layers"])
     patch = v.int("patch_size", default=d["patch_size"])
     ch = v.int("num_channels", default=d["num_channels"])
-    patches = (v.int("image_size", default=d["image_size"]) // patch) ** 2
+    patches = (v.int("num_patches", default=d["num_patches"]) if "num_patches" in d
+               else (v.int("image_size", default=d["image_size"]) // patch) ** 2)
 
     def ln(m: str) -> None:
         b.param(m, "weight", h, "vision")
@@ -107,6 +111,27 @@ def gemma3_parts(cfg: Mapping, text_h: int) -> list:
     vh = _vit(b, "model.vision_tower", ConfigReader(cfg["vision_config"]), "siglip_vision_model")
     b.matrix("model.multi_modal_projector", "mm_input_projection_weight", (vh, text_h), "projector")
     b.param("model.multi_modal_projector.mm_soft_emb_norm", "weight", vh, "projector")
+    return b.tensors
+
+
+def lfm2_vl_parts(cfg: Mapping, text_h: int) -> list:
+    """LFM2-VL (modeling_lfm2_vl.py Lfm2VlMultiModalProjector): a SigLIP 2 tower, then the pixel-unshuffled
+    features (vision h x downsample_factor^2) through an optional LayerNorm (projector_use_layernorm),
+    linear_1 to projector_hidden_size and linear_2 to the text width (both biased by projector_bias);
+    Lfm2VlConfig's defaults."""
+    b = TensorList()
+    c = ConfigReader(cfg)
+    vh = _vit(b, "model.vision_tower", ConfigReader(cfg["vision_config"]), "siglip2_vision_model")
+    d_in = vh * c.int("downsample_factor", default=2) ** 2
+    mid, bias = c.int("projector_hidden_size", default=2560), c.bool("projector_bias", True)
+    if c.bool("projector_use_layernorm", True):
+        b.param("model.multi_modal_projector.layer_norm", "weight", d_in, "projector")
+        b.param("model.multi_modal_projector.layer_norm", "bias", d_in, "projector")
+    for name, i, o in (("linear_1", d_in, mid), ("linear_2", mid, text_h)):
+        m = f"model.multi_modal_projector.{name}"
+        b.matrix(m, "weight", (o, i), "projector", name)
+        if bias:
+            b.param(m, "bias", o, "projector")
     return b.tensors
 
 
