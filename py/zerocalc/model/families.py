@@ -26,7 +26,10 @@ BASE = MappingProxyType({
     "norm": "rms",                            # "rms" weight, "ln" weight + bias, "none" (no parameters)
     "block_norms": ("input_layernorm", "post_attention_layernorm"),   # registration order
     "moe": "",                                # "" | "mixtral" | "deepseek" | "qwen2_moe" | "gpt_oss" | "granitemoe"
-    "sinks": False,                           # gpt-oss: one learned sink logit per head
+    "sinks": False,                           # gpt-oss: one learned sink logit per head; "swa": sliding layers only
+    "v_head_dim": "",                         # the field sizing v_proj's heads when not head_dim (MiMo-V2)
+    "swa_kv": 1,                              # key/value heads of sliding-window layers, times num_key_value_heads
+    "swa_every": 0,                           # layer_types' class default: full at 0 and every n-th, else sliding
     "family": "llama",                        # the activation profile (memory/blocks.py)
     "lm_head_bias": False,
     "mlp_extra": (),                          # learned scalars of the MLP's activation (Apertus' xIELU)
@@ -61,6 +64,9 @@ FAMILIES = {
                  "mlp_bias": ("mlp_bias", False)},
     "ernie4_5": {"tie": ("tie_word_embeddings", True), "qkv_bias": ("use_bias", False),
                  "o_bias": ("use_bias", False), "mlp_bias": ("use_bias", False)},
+    # modeling_paddleocr_vl.py PaddleOCRDecoderLayer: ERNIE 4.5's block (use_bias on every linear)
+    "paddleocr_vl_text": {"tie": ("tie_word_embeddings", True), "qkv_bias": ("use_bias", False),
+                          "o_bias": ("use_bias", False), "mlp_bias": ("use_bias", False)},
     "qwen3": {"qk_norm": "head"},
     # modeling_apertus.py: per-head q/k norm, ungated up/down MLP whose xIELU holds alpha_p and alpha_n
     "apertus": {"qk_norm": "head", "mlp": "plain", "mlp_names": ("up_proj", "down_proj"),
@@ -140,6 +146,10 @@ FAMILIES = {
     "deepseek_v2": {"attn": "mla", "moe": "deepseek"},
     "deepseek_v3": {"attn": "mla", "moe": "deepseek", "first_dense": 3},
     "youtu": {"tie": ("tie_word_embeddings", True), "attn": "mla"},
+    # modeling_mimo_v2_flash.py: sliding-window layers double the kv heads and hold sinks; v_proj/o_proj
+    # sized by v_head_dim; DeepSeek-V3's MoE without shared experts after one dense layer
+    "mimo_v2_flash": {"o_bias": False, "v_head_dim": "v_head_dim", "swa_kv": 2, "swa_every": 6, "sinks": "swa",
+                      "moe": "deepseek", "first_dense": 1},
     "gpt_oss": {"qkv_bias": ("attention_bias", True), "o_bias": ("attention_bias", True), "sinks": True,
                 "moe": "gpt_oss"},
 }

@@ -24,6 +24,16 @@ def switch(c: ConfigReader, value) -> bool:
     return default
 
 
+def sliding(c: ConfigReader, i: int, every: int) -> bool:
+    """Layer ``i`` is a sliding-window layer: its ``layer_types`` entry, or, when the config has none and the
+    configuration class fills them in, the class's pattern (full at 0 and every ``every``-th layer,
+    MiMoV2FlashConfig.__post_init__); without either, full attention."""
+    kinds = c.cfg.get("layer_types")
+    if isinstance(kinds, list) and i < len(kinds):
+        return kinds[i] == "sliding_attention"
+    return bool(every) and not (i == 0 or (i + 1) % every == 0)
+
+
 def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     s = spec_for(model_type)
     if s["refuse_if"] and c.cfg.get(s["refuse_if"]):
@@ -33,6 +43,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     heads = c.int("num_attention_heads")
     kv = c.int("num_key_value_heads", default=heads)
     hd = c.int("head_dim", default=h // heads)
+    vd = c.int(s["v_head_dim"], default=hd) if s["v_head_dim"] else hd
     inter = c.int("intermediate_size", default=4 * h)
     vocab = c.int("vocab_size")
     tied = switch(c, s["tie"])
@@ -66,11 +77,13 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             att += [Linear("qkv_proj", h, heads * hd + 2 * kv * hd), Linear("o_proj", heads * hd, h)]
         else:
             q_out = heads * hd * (2 if s["q_gate"] else 1)     # gated attention: query and its gate
-            for name, d_out in (("q_proj", q_out), ("k_proj", kv * hd), ("v_proj", kv * hd)):
+            swa = sliding(c, i, s["swa_every"])
+            lkv = kv * (s["swa_kv"] if swa else 1)
+            for name, d_out in (("q_proj", q_out), ("k_proj", lkv * hd), ("v_proj", lkv * vd)):
                 b.linear(f"{p}.self_attn.{name}", h, d_out, "attention", bias=qkv_bias)
                 att.append(Linear(name, h, d_out))
-            b.linear(f"{p}.self_attn.o_proj", heads * hd, h, "attention", bias=o_bias)
-            att.append(Linear("o_proj", heads * hd, h))
+            b.linear(f"{p}.self_attn.o_proj", heads * vd, h, "attention", bias=o_bias)
+            att.append(Linear("o_proj", heads * vd, h))
             qn, kn = s["qk_norm_names"]
             if qk_norm == "head":
                 b.norm(f"{p}.self_attn.{qn}", hd)
@@ -78,7 +91,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             elif qk_norm == "full":
                 b.norm(f"{p}.self_attn.{qn}", heads * hd)
                 b.norm(f"{p}.self_attn.{kn}", kv * hd)
-            if s["sinks"]:
+            if s["sinks"] is True or (s["sinks"] == "swa" and swa):
                 b.param(f"{p}.self_attn", "sinks", heads, "attention")
         mlp: list[Linear] = []
         sparse = bool(moe) and is_sparse(c, i, s["first_dense"])

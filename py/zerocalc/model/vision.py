@@ -28,7 +28,11 @@ SIGLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12
 # Siglip2VisionConfig (configuration_siglip2.py): a patch Linear of the same size as SigLIP's Conv2d and
 # ``num_patches`` learned positions (resized at run time) instead of (image_size / patch_size)^2
 SIGLIP2 = {**SIGLIP, "num_patches": 256}
-TOWER_DEFAULTS = {"clip_vision_model": CLIP, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2}
+# PaddleOCRVisionConfig (configuration_paddleocr_vl.py): a SigLIP tower without the pooling head
+PADDLEOCR = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "image_size": 384,
+             "patch_size": 14, "num_channels": 3, "head": False}
+TOWER_DEFAULTS = {"clip_vision_model": CLIP, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2,
+                  "paddleocr_vl_vision": PADDLEOCR}
 
 
 def _vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
@@ -70,7 +74,7 @@ def _vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
         if clip:
             ln(f"{q}.layer_norm2")
     ln(f"{p}.post_layernorm")
-    if not clip and v.bool("vision_use_head", True):
+    if not clip and d.get("head", True) and v.bool("vision_use_head", True):
         b.param(f"{p}.head", "probe", h, "vision")
         b.matrix(f"{p}.head.attention", "in_proj_weight", (3 * h, h), "vision")
         b.param(f"{p}.head.attention", "in_proj_bias", 3 * h, "vision")
@@ -132,6 +136,22 @@ def lfm2_vl_parts(cfg: Mapping, text_h: int) -> list:
         b.matrix(m, "weight", (o, i), "projector", name)
         if bias:
             b.param(m, "bias", o, "projector")
+    return b.tensors
+
+
+def paddleocr_vl_parts(cfg: Mapping, text_h: int) -> list:
+    """PaddleOCR-VL (modeling_paddleocr_vl.py PaddleOCRVisionModel + PaddleOCRProjector): a SigLIP tower
+    without head ((image_size / patch_size)^2 positions), then pre_norm LayerNorm over the tower width,
+    linear_1 (merged width = vision h x spatial_merge_size^2, square) and linear_2 to the text width, biased."""
+    b = TensorList()
+    v = ConfigReader(cfg.get("vision_config") or {})
+    vh = _vit(b, "model.visual.vision_model", v, "paddleocr_vl_vision")
+    merged = vh * v.int("spatial_merge_size", default=2) ** 2
+    b.param("model.projector.pre_norm", "weight", vh, "projector")
+    b.param("model.projector.pre_norm", "bias", vh, "projector")
+    for name, i, o in (("linear_1", merged, merged), ("linear_2", merged, text_h)):
+        b.matrix(f"model.projector.{name}", "weight", (o, i), "projector", name)
+        b.param(f"model.projector.{name}", "bias", o, "projector")
     return b.tensors
 
 
