@@ -36,7 +36,8 @@ BASE = MappingProxyType({
     "mlp_module": "mlp",                      # the block's MLP module name (Llama 4: feed_forward)
     "dense_inter": "",                        # the field sizing dense MLPs of a MoE model, if not intermediate_size
     "first_dense": 0,                         # leading dense layers when the config says nothing
-    "linear_attn": "",                        # "" | "fused" (Qwen3-Next) | "split" (Qwen3.5): hybrid.py
+    "linear_attn": "",                        # "" | "fused" (Qwen3-Next) | "split" (Qwen3.5) | "lightning"
+                                              # (MiniMax): hybrid.py
     "q_gate": False,                          # q_proj also projects the output gate (2 x heads x head_dim)
     "refuse_if": "",                          # a config flag this builder does not model (refused when on)
 })
@@ -109,6 +110,8 @@ FAMILIES = {
     # MoE (moe.py builds the sparse MLP)
     "mixtral": {"qkv_bias": False, "o_bias": False, "moe": "mixtral"},
     "qwen3_moe": {"qk_norm": "head", "moe": "mixtral"},
+    # modeling_minimax.py: Mixtral's block with lightning attention in the linear_attention layers
+    "minimax": {"qkv_bias": False, "o_bias": False, "moe": "mixtral", "linear_attn": "lightning"},
     "minimax_m2": {"qkv_bias": False, "o_bias": False, "qk_norm": "full", "moe": "mixtral"},
     "qwen2_moe": {"qkv_bias": ("qkv_bias", True), "o_bias": False, "moe": "qwen2_moe"},
     "granitemoe": {"moe": "granitemoe"},

@@ -9,7 +9,7 @@ from ..errors import PlanError
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .families import LLAMA_LIKE, spec_for
-from .hybrid import gated_deltanet, is_linear_layer
+from .hybrid import gated_deltanet, is_linear_layer, lightning_attention
 from .moe import is_sparse, mla_attention, mla_spec, moe_block, moe_spec
 
 
@@ -64,7 +64,9 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     for i in range(n_layers):
         p = f"model.layers.{i}"
         att: list[Linear] = []
-        if s["linear_attn"] and is_linear_layer(c, i):
+        if s["linear_attn"] == "lightning" and is_linear_layer(c, i, "alternate"):
+            lightning_attention(b, p, h, heads, hd, att)
+        elif s["linear_attn"] in ("fused", "split") and is_linear_layer(c, i):
             gated_deltanet(b, p, h, c, s["linear_attn"] == "fused", att)
         elif mla:
             kinds = c.cfg.get("indexer_types")
@@ -137,7 +139,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
         attn_softcap=bool(c.cfg.get("attn_logit_softcapping")), final_softcap=bool(c.cfg.get("final_logit_softcapping")),
         dropout=0.0, tensors=tuple(b.tensors), block_linears=tuple(block_linears),
         dense_block_linears=tuple(dense_linears),
-        support="exact parameter count; activations approximate (the Gated DeltaNet layers are costed as the "
+        support="exact parameter count; activations approximate (the linear-attention layers are costed as the "
                 "model's attention layers)" if s["linear_attn"] else "exact")
 
 
