@@ -31,8 +31,10 @@ SIGLIP2 = {**SIGLIP, "num_patches": 256}
 # PaddleOCRVisionConfig (configuration_paddleocr_vl.py): a SigLIP tower without the pooling head
 PADDLEOCR = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "image_size": 384,
              "patch_size": 14, "num_channels": 3, "head": False}
+# MiniCPMV4_6VisionConfig (configuration_minicpmv4_6.py): SigLIP's defaults, no pooling head
+MINICPMV4_6 = {**SIGLIP, "head": False}
 TOWER_DEFAULTS = {"clip_vision_model": CLIP, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2,
-                  "paddleocr_vl_vision": PADDLEOCR}
+                  "paddleocr_vl_vision": PADDLEOCR, "minicpmv4_6_vision": MINICPMV4_6}
 
 
 def _vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
@@ -152,6 +154,43 @@ def paddleocr_vl_parts(cfg: Mapping, text_h: int) -> list:
     for name, i, o in (("linear_1", merged, merged), ("linear_2", merged, text_h)):
         b.matrix(f"model.projector.{name}", "weight", (o, i), "projector", name)
         b.param(f"model.projector.{name}", "bias", o, "projector")
+    return b.tensors
+
+
+def minicpmv4_6_parts(cfg: Mapping, text_h: int) -> list:
+    """MiniCPM-V 4.6 (modeling_minicpmv4_6.py): a SigLIP tower without head, its ``vit_merger``
+    (MiniCPMV4_6ViTWindowAttentionMerger: biased k/v/q/out_proj, layer_norm1, then over the window
+    (h x window_kernel_size area) pre_norm, linear_1 to intermediate_size x area, linear_2 back to h), and
+    ``merger.mlp``: merger_times MiniCPMV4_6DownsampleMLP (pre_norm over 4h, linear_1 4h square, linear_2 to
+    h, the last one to the text width), all biased."""
+    b = TensorList()
+    v = ConfigReader(cfg.get("vision_config") or {})
+    vh = _vit(b, "model.vision_tower", v, "minicpmv4_6_vision")
+    win = cfg["vision_config"].get("window_kernel_size", (2, 2))
+    area = win[0] * win[1]
+    inter = v.int("intermediate_size", default=MINICPMV4_6["intermediate_size"])
+
+    def lin(m: str, d_in: int, d_out: int, comp: str) -> None:
+        b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
+        b.param(m, "bias", d_out, comp)
+
+    def ln(m: str, d: int, comp: str) -> None:
+        b.param(m, "weight", d, comp)
+        b.param(m, "bias", d, comp)
+
+    m = "model.vision_tower.vit_merger"
+    for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+        lin(f"{m}.self_attn.{name}", vh, vh, "vision")
+    ln(f"{m}.layer_norm1", vh, "vision")
+    ln(f"{m}.pre_norm", vh * area, "vision")
+    lin(f"{m}.linear_1", vh * area, inter * area, "vision")
+    lin(f"{m}.linear_2", inter * area, vh, "vision")
+    times = ConfigReader(cfg).int("merger_times", default=1)
+    for j in range(times):
+        q = f"model.merger.mlp.{j}"
+        ln(f"{q}.pre_norm", 4 * vh, "projector")
+        lin(f"{q}.linear_1", 4 * vh, 4 * vh, "projector")
+        lin(f"{q}.linear_2", 4 * vh, text_h if j == times - 1 else vh, "projector")
     return b.tensors
 
 
