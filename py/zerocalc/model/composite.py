@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 from ..errors import PlanError
 from .vision import (gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
-                     mistral3_parts, paddleocr_vl_parts, paligemma_parts, qwen2_audio_parts)
+                     mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts, qwen2_audio_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
@@ -48,6 +48,7 @@ COMPOSITES = {
     "lfm2_vl": (("siglip2_vision_model",), "lfm2", lfm2_vl_parts, "top:True"),
     "paddleocr_vl": (None, "paddleocr_vl_text", paddleocr_vl_parts, "or:True"),
     "minicpmv4_6": (("minicpmv4_6_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:False"),
+    "muse_glimmer": (None, "muse_glimmer_text", muse_glimmer_parts, "top:False"),
 }
 
 

@@ -39,6 +39,7 @@ BASE = MappingProxyType({
     "linear_attn": "",                        # "" | "fused" (Qwen3-Next) | "split" (Qwen3.5) | "lightning"
                                               # (MiniMax): hybrid.py
     "q_gate": False,                          # q_proj also projects the output gate (2 x heads x head_dim)
+    "o_gate": False,                          # a separate self_attn.gate_proj (h -> heads x head_dim, no bias)
     "refuse_if": "",                          # a config flag this builder does not model (refused when on)
 })
 
@@ -105,6 +106,9 @@ FAMILIES = {
              "mlp_names": ("gate_up_proj", "down_proj")},
     "gemma": {"tie": ("tie_word_embeddings", True), "family": "gemma"},
     "gemma2": {"tie": ("tie_word_embeddings", True), "family": "gemma", "block_norms": _GEMMA2_NORMS},
+    # modeling_muse_glimmer.py MuseGlimmerTextDecoderLayer: Gemma 2's four centred RMSNorms (a weight each),
+    # an output gate_proj beside o_proj, weightless q/k norm; the embedding's norm has no weight
+    "muse_glimmer_text": {"block_norms": _GEMMA2_NORMS, "o_gate": True},
     "gemma3_text": {"tie": ("tie_word_embeddings", True), "family": "gemma", "block_norms": _GEMMA2_NORMS,
                     "qk_norm": "head"},
     # MoE (moe.py builds the sparse MLP)

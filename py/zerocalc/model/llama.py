@@ -86,6 +86,9 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
                 att.append(Linear(name, h, d_out))
             b.linear(f"{p}.self_attn.o_proj", heads * vd, h, "attention", bias=o_bias)
             att.append(Linear("o_proj", heads * vd, h))
+            if s["o_gate"]:
+                b.linear(f"{p}.self_attn.gate_proj", h, heads * hd, "attention")
+                att.append(Linear("gate_proj", h, heads * hd))
             qn, kn = s["qk_norm_names"]
             if qk_norm == "head":
                 b.norm(f"{p}.self_attn.{qn}", hd)

@@ -194,6 +194,50 @@ def minicpmv4_6_parts(cfg: Mapping, text_h: int) -> list:
     return b.tensors
 
 
+MUSE_GLIMMER = {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 50, "patch_size": 14,
+                "patch_temporal": 2, "pos_emb_height": 32, "pos_emb_width": 32}
+
+
+def muse_glimmer_parts(cfg: Mapping, text_h: int) -> list:
+    """Muse Glimmer (modeling_muse_glimmer.py, MuseGlimmerVisionConfig's defaults): patch_embedding linear
+    (patch_temporal x 3 x patch_size^2 -> h, no bias), position_embedding_table (pos_emb_height x
+    pos_emb_width), ln_pre, layers of LayerNorm norm1/norm2, biased proj/q/k/v and fc1/fc2, ln_post; the
+    vision_adapter fc1 (out_hidden_size -> projector_hidden_size) and fc2 (square) and vision_projection to
+    the text width, no biases (MuseGlimmerConfig's defaults)."""
+    b = TensorList()
+    v, c = ConfigReader(cfg.get("vision_config") or {}), ConfigReader(cfg)
+    get = lambda k: v.int(k, default=MUSE_GLIMMER[k])   # noqa: E731
+    p, h, inter = "model.vision_tower", get("hidden_size"), get("intermediate_size")
+
+    def lin(m: str, d_in: int, d_out: int, bias: bool, comp: str = "vision") -> None:
+        b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
+        if bias:
+            b.param(m, "bias", d_out, comp)
+
+    def ln(m: str) -> None:
+        b.param(m, "weight", h, "vision")
+        b.param(m, "bias", h, "vision")
+
+    lin(f"{p}.patch_embedder.patch_embedding", get("patch_temporal") * 3 * get("patch_size") ** 2, h, False)
+    b.matrix(f"{p}.patch_embedder.position_embedding_table", "weight",
+             (get("pos_emb_height") * get("pos_emb_width"), h), "vision")
+    ln(f"{p}.ln_pre")
+    for i in range(get("num_hidden_layers")):
+        q = f"{p}.layers.{i}"
+        ln(f"{q}.norm1")
+        ln(f"{q}.norm2")
+        for name in ("proj", "q_proj", "k_proj", "v_proj"):
+            lin(f"{q}.attn.{name}", h, h, True)
+        lin(f"{q}.mlp.fc1", h, inter, True)
+        lin(f"{q}.mlp.fc2", inter, h, True)
+    ln(f"{p}.ln_post")
+    out, mid = c.int("out_hidden_size", default=6144), c.int("projector_hidden_size", default=4096)
+    lin("model.vision_adapter.fc1", out, mid, False, "projector")
+    lin("model.vision_adapter.fc2", mid, mid, False, "projector")
+    lin("model.vision_projection", mid, text_h, False, "projector")
+    return b.tensors
+
+
 def paligemma_parts(cfg: Mapping, text_h: int) -> list:
     """PaliGemma (modeling_paligemma.py): SigLIP tower + one biased linear to ``projection_dim``
     (PaliGemmaConfig copies its projection_dim, 2048 by default, into the vision config)."""
