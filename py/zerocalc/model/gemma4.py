@@ -12,8 +12,8 @@ defaults), a family of its own: per layer
   with enable_moe_block a router (proj, scale, per_expert_scale), fused experts and three more norms;
 
 then ``norm``, and with per-layer inputs embed_tokens_per_layer (vocab_size_per_layer_input x layers x
-hidden_size_per_layer_input), per_layer_model_projection and per_layer_projection_norm. A Gemma 4 composite
-without towers (Gemma4ForConditionalGeneration with vision_config and audio_config null) is its language
+hidden_size_per_layer_input), per_layer_model_projection and per_layer_projection_norm. A Gemma 4 (or
+Gemma 4 Unified) composite without towers (Gemma4ForConditionalGeneration with vision_config and audio_config null) is its language
 model and lm_head, tied by the top-level flag (default True)."""
 from __future__ import annotations
 
@@ -51,16 +51,19 @@ def _kv_reuse(c: ConfigReader, n: int) -> list[bool]:
     return [i >= n - shared for i in range(n)]
 
 
-def gemma4_text(c: ConfigReader, model_type: str = "gemma4_text", tied: bool | None = None) -> ModelArch:
+def gemma4_text(c: ConfigReader, model_type: str = "gemma4_text", tied: bool | None = None,
+                unified: bool = False) -> ModelArch:
+    """``unified``: Gemma4UnifiedTextModel (modeling_gemma4_unified.py), the same block without per-layer
+    inputs or the MoE block (Gemma4UnifiedTextConfig has neither field)."""
     h, n, vocab = c.int("hidden_size", default=2304), c.int("num_hidden_layers", default=30), c.int("vocab_size",
                                                                                                      default=262144)
     heads = c.int("num_attention_heads", default=8)
     kv, hd = c.int("num_key_value_heads", default=4), c.int("head_dim", default=256)
     inter = c.int("intermediate_size", default=9216)
-    hpl = c.int("hidden_size_per_layer_input", default=256, lo=0)
+    hpl = 0 if unified else c.int("hidden_size_per_layer_input", default=256, lo=0)
     bias, k_eq_v = c.bool("attention_bias", False), c.bool("attention_k_eq_v", False)
     double = c.bool("use_double_wide_mlp", False)
-    moe_on = c.bool("enable_moe_block", False)
+    moe_on = not unified and c.bool("enable_moe_block", False)
     e = c.int("num_experts", default=1) if moe_on else 0
     ei = c.int("moe_intermediate_size", default=inter) if moe_on else 0
     if tied is None:
@@ -132,5 +135,10 @@ def gemma4_without_towers(cfg: Mapping) -> ModelArch:
     text_config (Gemma4TextConfig's defaults when absent) and lm_head tied by the top-level flag."""
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), Mapping) else {}
     tied = cfg.get("tie_word_embeddings", True) is not False
-    arch = gemma4_text(ConfigReader({**text, "name": cfg.get("name", "gemma4")}), "gemma4", tied)
-    return arch
+    model_type = cfg.get("model_type", "gemma4")
+    return gemma4_text(ConfigReader({**text, "name": cfg.get("name", model_type)}), model_type, tied,
+                       unified=model_type == "gemma4_unified")
+
+
+def gemma4_unified_text(c: ConfigReader) -> ModelArch:
+    return gemma4_text(c, "gemma4_unified_text", unified=True)
