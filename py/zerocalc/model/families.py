@@ -25,6 +25,7 @@ BASE = MappingProxyType({
     "mlp_names": ("gate_proj", "up_proj", "down_proj"),
     "norm": "rms",                            # "rms" weight, "ln" weight + bias, "none" (no parameters)
     "block_norms": ("input_layernorm", "post_attention_layernorm"),   # registration order
+    "extra_norms": ((), False),               # (names, switch): more block norms when the flag is on
     "moe": "",                                # "" | "mixtral" | "deepseek" | "qwen2_moe" | "gpt_oss" | "granitemoe"
     "sinks": False,                           # gpt-oss: one learned sink logit per head; "swa": sliding layers only
     "v_head_dim": "",                         # the field sizing v_proj's heads when not head_dim (MiMo-V2)
@@ -69,6 +70,22 @@ FAMILIES = {
     # modeling_paddleocr_vl.py PaddleOCRDecoderLayer: ERNIE 4.5's block (use_bias on every linear)
     "paddleocr_vl_text": {"tie": ("tie_word_embeddings", True), "qkv_bias": ("use_bias", False),
                           "o_bias": ("use_bias", False), "mlp_bias": ("use_bias", False)},
+    # modeling_arcee.py: Llama's block with an ungated up/down ReLU² MLP
+    "arcee": {"mlp": "plain", "mlp_names": ("up_proj", "down_proj"), "mlp_bias": ("mlp_bias", False)},
+    # modeling_jais2.py: nn.LayerNorm (bias), ungated up/down MLP, attention_bias / mlp_bias default True
+    "jais2": {"qkv_bias": ("attention_bias", True), "o_bias": ("attention_bias", True), "mlp_bias": ("mlp_bias", True),
+              "mlp": "plain", "mlp_names": ("up_proj", "down_proj"), "norm": "ln"},
+    # modeling_stablelm.py: nn.LayerNorm (bias), use_qkv_bias on q/k/v, per-head LayerNorms without bias
+    # (qk_layernorm: heads x head_dim weights); use_parallel_residual drops a norm and is not modelled
+    "stablelm": {"norm": "ln", "qkv_bias": ("use_qkv_bias", False), "o_bias": False, "qk_norm": "full",
+                 "qk_norm_on": ("qk_layernorm", False), "qk_norm_names": ("q_layernorm", "k_layernorm"),
+                 "refuse_if": "use_parallel_residual"},
+    # modeling_hyperclovax.py: Llama's block with Peri-LN post_norm1/post_norm2 when use_post_norm (default on)
+    "hyperclovax": {"mlp_bias": ("mlp_bias", False), "extra_norms": (("post_norm1", "post_norm2"),
+                                                                     ("use_post_norm", True))},
+    # modeling_exaone4.py: no biases, per-head q/k norm, norms after attention and after the MLP only
+    "exaone4": {"qkv_bias": False, "o_bias": False, "qk_norm": "head",
+                "block_norms": ("post_attention_layernorm", "post_feedforward_layernorm")},
     "qwen3": {"qk_norm": "head"},
     # modeling_apertus.py: per-head q/k norm, ungated up/down MLP whose xIELU holds alpha_p and alpha_n
     "apertus": {"qk_norm": "head", "mlp": "plain", "mlp_names": ("up_proj", "down_proj"),
@@ -109,6 +126,9 @@ FAMILIES = {
     # modeling_muse_glimmer.py MuseGlimmerTextDecoderLayer: Gemma 2's four centred RMSNorms (a weight each),
     # an output gate_proj beside o_proj, weightless q/k norm; the embedding's norm has no weight
     "muse_glimmer_text": {"block_norms": _GEMMA2_NORMS, "o_gate": True},
+    # modeling_vaultgemma.py: Gemma's block with input_layernorm and pre_feedforward_layernorm
+    "vaultgemma": {"tie": ("tie_word_embeddings", True), "family": "gemma",
+                   "block_norms": ("input_layernorm", "pre_feedforward_layernorm")},
     "gemma3_text": {"tie": ("tie_word_embeddings", True), "family": "gemma", "block_norms": _GEMMA2_NORMS,
                     "qk_norm": "head"},
     # MoE (moe.py builds the sparse MLP)

@@ -119,7 +119,8 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             for extra in s["mlp_extra"]:
                 mod, pname = extra.rsplit(".", 1)
                 b.param(f"{p}.mlp.{mod}", pname, 1, "mlp")
-        for name in s["block_norms"]:
+        extra, on = s["extra_norms"]
+        for name in s["block_norms"] + (extra if switch(c, on) else ()):
             norm(f"{p}.{name}", h)
         if sparse:
             block_linears = att + mlp
