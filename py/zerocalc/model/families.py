@@ -139,6 +139,16 @@ FAMILIES = {
     "minimax_m2": {"qkv_bias": False, "o_bias": False, "qk_norm": "full", "moe": "mixtral"},
     "qwen2_moe": {"qkv_bias": ("qkv_bias", True), "o_bias": False, "moe": "qwen2_moe"},
     "granitemoe": {"moe": "granitemoe"},
+    "granitemoeshared": {"moe": "granitemoeshared"},
+    # modeling_dots1.py: per-head q/k norm, DeepSeek's MoE after first_k_dense_replace dense layers (default 0)
+    "dots1": {"qk_norm": "head", "moe": "deepseek"},
+    # modeling_flex_olmo.py: OLMoE's sparse block with OLMo 2's norms (after attention and MLP, q/k over the
+    # projection)
+    "flex_olmo": {"qk_norm": "full", "moe": "mixtral",
+                  "block_norms": ("post_attention_layernorm", "post_feedforward_layernorm")},
+    # modeling_exaone_moe.py: EXAONE 4's attention without post-norms; gate, experts and num_shared_experts x
+    # moe_intermediate_size shared experts after first_k_dense_replace (default 1) dense layers
+    "exaone_moe": {"qkv_bias": False, "o_bias": False, "qk_norm": "head", "moe": "hy", "first_dense": 1},
     "hunyuan_v1_moe": {"qk_norm": "head", "qk_norm_names": ("query_layernorm", "key_layernorm"), "moe": "hunyuan"},
     # modeling_ernie4_5_moe.py: use_bias also biases the experts' neighbours and lm_head; refused when on
     "ernie4_5_moe": {"tie": ("tie_word_embeddings", True), "qkv_bias": False, "o_bias": False, "moe": "ernie",

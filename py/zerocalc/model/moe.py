@@ -8,6 +8,8 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
 - ``qwen2_moe``: gate, experts, one ``shared_expert`` of shared_expert_intermediate_size and its sigmoid
   ``shared_expert_gate`` (1 x h) (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock);
 - ``granitemoe``: ``block_sparse_moe.router.layer`` (E x h) then experts (modeling_granitemoe.py);
+  ``granitemoeshared`` adds ``shared_mlp`` input_linear (h -> 2 x shared_intermediate_size) and
+  output_linear when shared_intermediate_size > 0 (modeling_granitemoeshared.py);
 - ``gpt_oss``: ``mlp.router`` with bias, experts with biases (modeling_gpt_oss.py);
 - ``hy``: gate, experts, ``shared_experts`` of num_shared_experts x moe_intermediate_size (modeling_hy_v3.py);
 - ``llama4``: ``feed_forward.experts`` stored (E, h, 2I) / (E, I, h), ``router``, one ``shared_expert`` of
@@ -42,6 +44,8 @@ def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0) -> 
         shared = c.int("moe_num_shared_experts", default=0, lo=0) * ei
     elif layout == "qwen2_moe":
         shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
+    elif layout == "granitemoeshared":
+        shared = c.int("shared_intermediate_size", default=0, lo=0)
     elif layout == "hy":
         shared = c.int("num_shared_experts", default=0, lo=0) * ei
     elif layout == "deepseek":
@@ -99,7 +103,7 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
         b.param(f"{m}.experts", "down_proj_bias", e * h, "routed_experts")
         out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
         return
-    if layout == "granitemoe":
+    if layout in ("granitemoe", "granitemoeshared"):
         m = f"{p}.block_sparse_moe"
         b.matrix(f"{m}.router.layer", "weight", (e, h), "router")
     elif layout == "hunyuan":
@@ -116,7 +120,12 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
     if layout == "deepseek":
         b.matrix(f"{m}.gate", "weight", (e, h), "router")  # e_score_correction_bias is a buffer
     out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
-    if moe.shared_intermediate:
+    if layout == "granitemoeshared" and moe.shared_intermediate:
+        si, sm = moe.shared_intermediate, f"{p}.shared_mlp"
+        b.linear(f"{sm}.input_linear", h, 2 * si, "shared_experts")
+        b.linear(f"{sm}.output_linear", si, h, "shared_experts")
+        out += [Linear("input_linear", h, 2 * si), Linear("output_linear", si, h)]
+    elif moe.shared_intermediate:
         si = moe.shared_intermediate
         s = {"qwen2_moe": f"{m}.shared_expert", "hunyuan": f"{m}.shared_mlp"}.get(layout, f"{m}.shared_experts")
         for name in ("gate_proj", "up_proj"):
