@@ -42,6 +42,7 @@ BASE = MappingProxyType({
     "q_gate": False,                          # q_proj also projects the output gate (2 x heads x head_dim)
     "o_gate": False,                          # a separate self_attn.gate_proj (h -> heads x head_dim, no bias)
     "refuse_if": "",                          # a config flag this builder does not model (refused when on)
+    "sub_norms": False,                       # BitNet: attn_sub_norm (h) before o_proj, ffn_sub_norm (I) before down
 })
 
 _GEMMA2_NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
@@ -140,6 +141,13 @@ FAMILIES = {
     "qwen2_moe": {"qkv_bias": ("qkv_bias", True), "o_bias": False, "moe": "qwen2_moe"},
     "granitemoe": {"moe": "granitemoe"},
     "granitemoeshared": {"moe": "granitemoeshared"},
+    # modeling_granite_swa.py / modeling_granitemoe_swa.py: Granite (MoE, shared) with a learned sink per head
+    "granite_swa": {"tie": ("tie_word_embeddings", True), "mlp_bias": ("mlp_bias", False), "sinks": True},
+    "granitemoe_swa": {"moe": "granitemoeshared", "sinks": True},
+    # modeling_nanochat.py: NanoChatRMSNorm has no weight; fc1/fc2 ReLU² MLP without biases
+    "nanochat": {"norm": "none", "mlp": "plain", "mlp_names": ("fc1", "fc2")},
+    # modeling_bitnet.py: Llama's block with attn_sub_norm and ffn_sub_norm
+    "bitnet": {"sub_norms": True},
     # modeling_dots1.py: per-head q/k norm, DeepSeek's MoE after first_k_dense_replace dense layers (default 0)
     "dots1": {"qk_norm": "head", "moe": "deepseek"},
     # modeling_flex_olmo.py: OLMoE's sparse block with OLMo 2's norms (after attention and MLP, q/k over the

@@ -86,6 +86,8 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
                 att.append(Linear(name, h, d_out))
             b.linear(f"{p}.self_attn.o_proj", heads * vd, h, "attention", bias=o_bias)
             att.append(Linear("o_proj", heads * vd, h))
+            if s["sub_norms"]:
+                b.norm(f"{p}.self_attn.attn_sub_norm", h)
             if s["o_gate"]:
                 b.linear(f"{p}.self_attn.gate_proj", h, heads * hd, "attention")
                 att.append(Linear("gate_proj", h, heads * hd))
@@ -114,6 +116,8 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             for name in ups:
                 b.linear(f"{f}.{name}", h, d_inter, "mlp", bias=mlp_bias)
                 mlp.append(Linear(name, h, d_inter))
+            if s["sub_norms"]:
+                b.norm(f"{f}.ffn_sub_norm", d_inter)
             b.linear(f"{f}.{down}", d_inter, h, "mlp", bias=mlp_bias)
             mlp.append(Linear(down, d_inter, h))
             for extra in s["mlp_extra"]:
