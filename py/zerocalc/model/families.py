@@ -42,6 +42,8 @@ BASE = MappingProxyType({
     "q_gate": False,                          # q_proj also projects the output gate (2 x heads x head_dim)
     "o_gate": False,                          # a separate self_attn.gate_proj (h -> heads x head_dim, no bias)
     "refuse_if": "",                          # a config flag this builder does not model (refused when on)
+    "head_dim": 0,                            # head_dim's class default when not hidden_size / heads
+    "diff_lambdas": False,                    # DiffLlama: lambda_q1/k1/q2/k2 (head_dim each); its groupnorm has none
     "sub_norms": False,                       # BitNet: attn_sub_norm (h) before o_proj, ffn_sub_norm (I) before down
 })
 
@@ -148,6 +150,12 @@ FAMILIES = {
     "nanochat": {"norm": "none", "mlp": "plain", "mlp_names": ("fc1", "fc2")},
     # modeling_bitnet.py: Llama's block with attn_sub_norm and ffn_sub_norm
     "bitnet": {"sub_norms": True},
+    # modeling_diffllama.py: Llama's block with differential attention's four lambda vectors
+    "diffllama": {"diff_lambdas": True},
+    # modeling_kolibri1.py: GLM-4's sandwich norms, per-head q/k norm, no biases, a sparse MLP in every layer
+    "kolibri1": {"head_dim": 128, "qkv_bias": False, "o_bias": False, "qk_norm": "head", "moe": "kolibri",
+                 "block_norms": ("input_layernorm", "post_attention_layernorm", "post_self_attn_layernorm",
+                                 "post_mlp_layernorm")},
     # modeling_dots1.py: per-head q/k norm, DeepSeek's MoE after first_k_dense_replace dense layers (default 0)
     "dots1": {"qk_norm": "head", "moe": "deepseek"},
     # modeling_flex_olmo.py: OLMoE's sparse block with OLMo 2's norms (after attention and MLP, q/k over the
@@ -193,8 +201,8 @@ FAMILIES = {
     "youtu": {"tie": ("tie_word_embeddings", True), "attn": "mla"},
     # modeling_mimo_v2_flash.py: sliding-window layers double the kv heads and hold sinks; v_proj/o_proj
     # sized by v_head_dim; DeepSeek-V3's MoE without shared experts after one dense layer
-    "mimo_v2_flash": {"o_bias": False, "v_head_dim": "v_head_dim", "swa_kv": 2, "swa_every": 6, "sinks": "swa",
-                      "moe": "deepseek", "first_dense": 1},
+    "mimo_v2_flash": {"head_dim": 192, "o_bias": False, "v_head_dim": "v_head_dim", "swa_kv": 2, "swa_every": 6,
+                      "sinks": "swa", "moe": "deepseek", "first_dense": 1},
     "gpt_oss": {"qkv_bias": ("attention_bias", True), "o_bias": ("attention_bias", True), "sinks": True,
                 "moe": "gpt_oss"},
 }

@@ -42,7 +42,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     n_layers = c.int("num_hidden_layers")
     heads = c.int("num_attention_heads")
     kv = c.int("num_key_value_heads", default=heads)
-    hd = c.int("head_dim", default=h // heads)
+    hd = c.int("head_dim", default=s["head_dim"] or h // heads)
     vd = c.int(s["v_head_dim"], default=hd) if s["v_head_dim"] else hd
     inter = c.int("intermediate_size", default=4 * h)
     vocab = c.int("vocab_size")
@@ -86,6 +86,9 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
                 att.append(Linear(name, h, d_out))
             b.linear(f"{p}.self_attn.o_proj", heads * vd, h, "attention", bias=o_bias)
             att.append(Linear("o_proj", heads * vd, h))
+            if s["diff_lambdas"]:
+                for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                    b.param(f"{p}.self_attn", name, hd, "attention")
             if s["sub_norms"]:
                 b.norm(f"{p}.self_attn.attn_sub_norm", h)
             if s["o_gate"]:

@@ -5,6 +5,8 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
 - ``mixtral``: ``mlp.gate`` (E x h) then ``mlp.experts`` (modeling_mixtral.py, qwen3_moe, minimax_m2);
 - ``deepseek``: experts, ``mlp.gate`` (its e_score_correction_bias is a buffer), ``mlp.shared_experts``
   of n_shared_experts x moe_intermediate_size (modeling_deepseek_v3.py DeepseekV3MoE, glm4_moe);
+- ``kolibri``: DeepSeek's order with one ``shared_experts`` of shared_expert_intermediate_size
+  (modeling_kolibri1.py Kolibri1SparseMoeBlock);
 - ``qwen2_moe``: gate, experts, one ``shared_expert`` of shared_expert_intermediate_size and its sigmoid
   ``shared_expert_gate`` (1 x h) (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock);
 - ``granitemoe``: ``block_sparse_moe.router.layer`` (E x h) then experts (modeling_granitemoe.py);
@@ -43,6 +45,8 @@ def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0) -> 
     elif layout == "ernie":
         shared = c.int("moe_num_shared_experts", default=0, lo=0) * ei
     elif layout == "qwen2_moe":
+        shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
+    elif layout == "kolibri":
         shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
     elif layout == "granitemoeshared":
         shared = c.int("shared_intermediate_size", default=0, lo=0)
@@ -113,11 +117,11 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
         b.param(f"{m}.gate.moe_statics", "e_score_correction_bias", e, "router")   # a parameter here
     elif layout == "router_first":
         b.matrix(f"{m}.router", "weight", (e, h), "router")
-    elif layout != "deepseek":
+    elif layout not in ("deepseek", "kolibri"):
         b.matrix(f"{m}.gate", "weight", (e, h), "router")
     b.matrix(f"{m}.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
     b.matrix(f"{m}.experts", "down_proj", (e, h, ei), "routed_experts")
-    if layout == "deepseek":
+    if layout in ("deepseek", "kolibri"):
         b.matrix(f"{m}.gate", "weight", (e, h), "router")  # e_score_correction_bias is a buffer
     out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
     if layout == "granitemoeshared" and moe.shared_intermediate:
