@@ -13,8 +13,8 @@ defaults), a family of its own: per layer
 
 then ``norm``, and with per-layer inputs embed_tokens_per_layer (vocab_size_per_layer_input x layers x
 hidden_size_per_layer_input), per_layer_model_projection and per_layer_projection_norm. A Gemma 4 (or
-Gemma 4 Unified) composite without towers (Gemma4ForConditionalGeneration with vision_config and audio_config null) is its language
-model and lm_head, tied by the top-level flag (default True)."""
+Gemma 4 Unified) composite without towers (Gemma4ForConditionalGeneration with vision_config and
+audio_config null) is its language model and lm_head, tied by the top-level flag (default True)."""
 from __future__ import annotations
 
 from typing import Mapping
