@@ -150,6 +150,9 @@ FAMILIES = {
     "nanochat": {"norm": "none", "mlp": "plain", "mlp_names": ("fc1", "fc2")},
     # modeling_bitnet.py: Llama's block with attn_sub_norm and ffn_sub_norm
     "bitnet": {"sub_norms": True},
+    # modeling_flint.py: per-head q/k norm, a sink per head, the kolibri MoE outside mlp_only_layers
+    # (FlintConfig's default [0, 1]) every decoder_sparse_step-th layer
+    "flint": {"qk_norm": "head", "sinks": True, "moe": "kolibri", "first_dense": 2},
     # modeling_diffllama.py: Llama's block with differential attention's four lambda vectors
     "diffllama": {"diff_lambdas": True},
     # modeling_kolibri1.py: GLM-4's sandwich norms, per-head q/k norm, no biases, a sparse MLP in every layer

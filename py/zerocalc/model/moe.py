@@ -6,7 +6,7 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
 - ``deepseek``: experts, ``mlp.gate`` (its e_score_correction_bias is a buffer), ``mlp.shared_experts``
   of n_shared_experts x moe_intermediate_size (modeling_deepseek_v3.py DeepseekV3MoE, glm4_moe);
 - ``kolibri``: DeepSeek's order with one ``shared_experts`` of shared_expert_intermediate_size
-  (modeling_kolibri1.py Kolibri1SparseMoeBlock);
+  (modeling_kolibri1.py Kolibri1SparseMoeBlock, modeling_flint.py FlintSparseMoeBlock);
 - ``qwen2_moe``: gate, experts, one ``shared_expert`` of shared_expert_intermediate_size and its sigmoid
   ``shared_expert_gate`` (1 x h) (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock);
 - ``granitemoe``: ``block_sparse_moe.router.layer`` (E x h) then experts (modeling_granitemoe.py);
@@ -76,9 +76,11 @@ def is_sparse(c: ConfigReader, i: int, first_dense: int = 0) -> bool:
     if c.has("moe_layer_start_index"):             # Ernie4_5_MoeDecoderLayer
         return ((i + 1) % c.int("moe_layer_interval", default=1) == 0
                 and c.int("moe_layer_start_index", lo=0) <= i <= c.int("moe_layer_end_index", default=1 << 30, lo=0))
-    if i < c.int("first_k_dense_replace", default=first_dense, lo=0):
+    only = c.cfg.get("mlp_only_layers")
+    # a class's leading dense layers stand for its mlp_only_layers default: a config naming them decides
+    if i < c.int("first_k_dense_replace", default=0 if isinstance(only, list) else first_dense, lo=0):
         return False
-    only = c.cfg.get("mlp_only_layers") or ()
+    only = only or ()
     if i in only:
         return False
     step = c.int("decoder_sparse_step", default=1)
