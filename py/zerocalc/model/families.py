@@ -20,6 +20,7 @@ BASE = MappingProxyType({
     "attn": "separate",                       # "separate" q/k/v, "fused" qkv_proj (Phi-3), "mla" (DeepSeek)
     "qk_norm": "",                            # "" | "head" (per head_dim) | "full" (over the projection)
     "qk_norm_names": ("q_norm", "k_norm"),
+    "qk_norm_bias": False,                    # the per-head q/k norms are LayerNorms with a bias (Persimmon)
     "qk_norm_on": True,                       # or (field, default): the norm exists only when the flag is on
     "mlp": "gated",                           # "gated" gate/up/down, "fused" gate_up_proj, "plain" (no gate)
     "mlp_names": ("gate_proj", "up_proj", "down_proj"),
@@ -150,6 +151,11 @@ FAMILIES = {
     "nanochat": {"norm": "none", "mlp": "plain", "mlp_names": ("fc1", "fc2")},
     # modeling_bitnet.py: Llama's block with attn_sub_norm and ffn_sub_norm
     "bitnet": {"sub_norms": True},
+    # modeling_persimmon.py: biased fused query_key_value and dense, per-head biased q/k LayerNorms
+    # (qk_layernorm, default on), biased dense_h_to_4h / dense_4h_to_h MLP, nn.LayerNorm
+    "persimmon": {"qkv_bias": True, "o_bias": True, "attn": "fused", "qk_norm": "head", "qk_norm_bias": True,
+                  "qk_norm_on": ("qk_layernorm", True), "qk_norm_names": ("q_layernorm", "k_layernorm"),
+                  "mlp": "plain", "mlp_names": ("dense_h_to_4h", "dense_4h_to_h"), "mlp_bias": True, "norm": "ln"},
     # modeling_flint.py: per-head q/k norm, a sink per head, the kolibri MoE outside mlp_only_layers
     # (FlintConfig's default [0, 1]) every decoder_sparse_step-th layer
     "flint": {"qk_norm": "head", "sinks": True, "moe": "kolibri", "first_dense": 2},

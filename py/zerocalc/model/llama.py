@@ -57,6 +57,15 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
         if s["norm"] != "none":
             b.norm(module, dim, bias=norm_bias)
 
+    def qk_norms(p: str) -> None:
+        qn, kn = s["qk_norm_names"]
+        if qk_norm == "head":
+            b.norm(f"{p}.self_attn.{qn}", hd, bias=s["qk_norm_bias"])
+            b.norm(f"{p}.self_attn.{kn}", hd, bias=s["qk_norm_bias"])
+        elif qk_norm == "full":
+            b.norm(f"{p}.self_attn.{qn}", heads * hd)
+            b.norm(f"{p}.self_attn.{kn}", kv * hd)
+
     b = TensorList()
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     block_linears: list[Linear] = []
@@ -77,6 +86,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             b.linear(f"{p}.self_attn.qkv_proj", h, heads * hd + 2 * kv * hd, "attention", bias=qkv_bias)
             b.linear(f"{p}.self_attn.o_proj", heads * hd, h, "attention", bias=o_bias)
             att += [Linear("qkv_proj", h, heads * hd + 2 * kv * hd), Linear("o_proj", heads * hd, h)]
+            qk_norms(p)
         else:
             q_out = heads * hd * (2 if s["q_gate"] else 1)     # gated attention: query and its gate
             swa = sliding(c, i, s["swa_every"])
@@ -94,13 +104,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             if s["o_gate"]:
                 b.linear(f"{p}.self_attn.gate_proj", h, heads * hd, "attention")
                 att.append(Linear("gate_proj", h, heads * hd))
-            qn, kn = s["qk_norm_names"]
-            if qk_norm == "head":
-                b.norm(f"{p}.self_attn.{qn}", hd)
-                b.norm(f"{p}.self_attn.{kn}", hd)
-            elif qk_norm == "full":
-                b.norm(f"{p}.self_attn.{qn}", heads * hd)
-                b.norm(f"{p}.self_attn.{kn}", kv * hd)
+            qk_norms(p)
             if s["sinks"] is True or (s["sinks"] == "swa" and swa):
                 b.param(f"{p}.self_attn", "sinks", heads, "attention")
         mlp: list[Linear] = []
