@@ -29,7 +29,8 @@ BASE = MappingProxyType({
     "extra_norms": ((), False),               # (names, switch): more block norms when the flag is on
     "moe": "",                                # "" | "mixtral" | "deepseek" | "qwen2_moe" | "gpt_oss" | "granitemoe"
     "sinks": False,                           # gpt-oss: one learned sink logit per head; "swa": sliding layers only
-    "v_head_dim": "",                         # the field sizing v_proj's heads when not head_dim (MiMo-V2)
+    "v_head_dim": (),                         # (field, class default) sizing v_proj's heads when not head_dim
+    "shared_experts": 0,                      # the class's shared-expert count when the config omits it
     "swa_kv": 1,                              # key/value heads of sliding-window layers, times num_key_value_heads
     "swa_every": 0,                           # layer_types' class default: full at 0 and every n-th, else sliding
     "family": "llama",                        # the activation profile (memory/blocks.py)
@@ -72,7 +73,7 @@ FAMILIES = {
     "ernie4_5": {"tie": ("tie_word_embeddings", True), "qkv_bias": ("use_bias", False),
                  "o_bias": ("use_bias", False), "mlp_bias": ("use_bias", False)},
     # modeling_paddleocr_vl.py PaddleOCRDecoderLayer: ERNIE 4.5's block (use_bias on every linear)
-    "paddleocr_vl_text": {"tie": ("tie_word_embeddings", True), "qkv_bias": ("use_bias", False),
+    "paddleocr_vl_text": {"head_dim": 128, "tie": ("tie_word_embeddings", True), "qkv_bias": ("use_bias", False),
                           "o_bias": ("use_bias", False), "mlp_bias": ("use_bias", False)},
     # modeling_arcee.py: Llama's block with an ungated up/down ReLU² MLP
     "arcee": {"mlp": "plain", "mlp_names": ("up_proj", "down_proj"), "mlp_bias": ("mlp_bias", False)},
@@ -108,6 +109,10 @@ FAMILIES = {
     # CohereLayerNorm has a weight only; q/k norm (use_qk_norm) is over (heads, head_dim)
     "cohere2": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",)},
     "cohere_compass_text": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",)},
+    # modeling_cohere2_moe.py: Cohere 2's parallel block (one input_layernorm) with a sparse MLP in the
+    # mlp_layer_types "sparse" layers; dense layers are prefix_dense_intermediate_size wide
+    "cohere2_moe": {"head_dim": 128, "tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",),
+                    "moe": "cohere2_moe", "dense_inter": "prefix_dense_intermediate_size"},
     "cohere": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",), "qk_norm": "full",
                "qk_norm_on": ("use_qk_norm", False)},
     # modeling_starcoder2.py: nn.LayerNorm (bias), c_fc/c_proj GELU MLP, use_bias on every linear
@@ -129,9 +134,9 @@ FAMILIES = {
     "gemma2": {"tie": ("tie_word_embeddings", True), "family": "gemma", "block_norms": _GEMMA2_NORMS},
     # modeling_muse_glimmer.py MuseGlimmerTextDecoderLayer: Gemma 2's four centred RMSNorms (a weight each),
     # an output gate_proj beside o_proj, weightless q/k norm; the embedding's norm has no weight
-    "muse_glimmer_text": {"block_norms": _GEMMA2_NORMS, "o_gate": True},
+    "muse_glimmer_text": {"head_dim": 128, "block_norms": _GEMMA2_NORMS, "o_gate": True},
     # modeling_vaultgemma.py: Gemma's block with input_layernorm and pre_feedforward_layernorm
-    "vaultgemma": {"tie": ("tie_word_embeddings", True), "family": "gemma",
+    "vaultgemma": {"head_dim": 256, "tie": ("tie_word_embeddings", True), "family": "gemma",
                    "block_norms": ("input_layernorm", "pre_feedforward_layernorm")},
     "gemma3_text": {"tie": ("tie_word_embeddings", True), "family": "gemma", "block_norms": _GEMMA2_NORMS,
                     "qk_norm": "head"},
@@ -158,7 +163,7 @@ FAMILIES = {
                   "mlp": "plain", "mlp_names": ("dense_h_to_4h", "dense_4h_to_h"), "mlp_bias": True, "norm": "ln"},
     # modeling_flint.py: per-head q/k norm, a sink per head, the kolibri MoE outside mlp_only_layers
     # (FlintConfig's default [0, 1]) every decoder_sparse_step-th layer
-    "flint": {"qk_norm": "head", "sinks": True, "moe": "kolibri", "first_dense": 2},
+    "flint": {"head_dim": 128, "qk_norm": "head", "sinks": True, "moe": "kolibri", "first_dense": 2},
     # modeling_diffllama.py: Llama's block with differential attention's four lambda vectors
     "diffllama": {"diff_lambdas": True},
     # modeling_kolibri1.py: GLM-4's sandwich norms, per-head q/k norm, no biases, a sparse MLP in every layer
@@ -173,7 +178,8 @@ FAMILIES = {
                   "block_norms": ("post_attention_layernorm", "post_feedforward_layernorm")},
     # modeling_exaone_moe.py: EXAONE 4's attention without post-norms; gate, experts and num_shared_experts x
     # moe_intermediate_size shared experts after first_k_dense_replace (default 1) dense layers
-    "exaone_moe": {"qkv_bias": False, "o_bias": False, "qk_norm": "head", "moe": "hy", "first_dense": 1},
+    "exaone_moe": {"qkv_bias": False, "o_bias": False, "qk_norm": "head", "moe": "hy", "first_dense": 1,
+                   "shared_experts": 1},
     "hunyuan_v1_moe": {"qk_norm": "head", "qk_norm_names": ("query_layernorm", "key_layernorm"), "moe": "hunyuan"},
     # modeling_ernie4_5_moe.py: use_bias also biases the experts' neighbours and lm_head; refused when on
     "ernie4_5_moe": {"tie": ("tie_word_embeddings", True), "qkv_bias": False, "o_bias": False, "moe": "ernie",
@@ -210,7 +216,7 @@ FAMILIES = {
     "youtu": {"tie": ("tie_word_embeddings", True), "attn": "mla"},
     # modeling_mimo_v2_flash.py: sliding-window layers double the kv heads and hold sinks; v_proj/o_proj
     # sized by v_head_dim; DeepSeek-V3's MoE without shared experts after one dense layer
-    "mimo_v2_flash": {"head_dim": 192, "o_bias": False, "v_head_dim": "v_head_dim", "swa_kv": 2, "swa_every": 6,
+    "mimo_v2_flash": {"head_dim": 192, "o_bias": False, "v_head_dim": ("v_head_dim", 128), "swa_kv": 2, "swa_every": 6,
                       "sinks": "swa", "moe": "deepseek", "first_dense": 1},
     "gpt_oss": {"qkv_bias": ("attention_bias", True), "o_bias": ("attention_bias", True), "sinks": True,
                 "moe": "gpt_oss"},

@@ -43,13 +43,13 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     heads = c.int("num_attention_heads")
     kv = c.int("num_key_value_heads", default=heads)
     hd = c.int("head_dim", default=s["head_dim"] or h // heads)
-    vd = c.int(s["v_head_dim"], default=hd) if s["v_head_dim"] else hd
+    vd = c.int(s["v_head_dim"][0], default=s["v_head_dim"][1] or hd) if s["v_head_dim"] else hd
     inter = c.int("intermediate_size", default=4 * h)
     vocab = c.int("vocab_size")
     tied = switch(c, s["tie"])
     qkv_bias, o_bias, mlp_bias = switch(c, s["qkv_bias"]), switch(c, s["o_bias"]), switch(c, s["mlp_bias"])
     qk_norm = s["qk_norm"] if switch(c, s["qk_norm_on"]) else ""
-    moe = moe_spec(c, s["moe"], inter, s["first_dense"])
+    moe = moe_spec(c, s["moe"], inter, s["first_dense"], s["shared_experts"])
     mla = mla_spec(c, s["attn"] == "mla_dsa") if s["attn"] in ("mla", "mla_dsa") else None
     norm_bias = s["norm"] == "ln"
 

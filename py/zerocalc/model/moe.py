@@ -16,6 +16,8 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
 - ``hy``: gate, experts, ``shared_experts`` of num_shared_experts x moe_intermediate_size (modeling_hy_v3.py);
 - ``llama4``: ``feed_forward.experts`` stored (E, h, 2I) / (E, I, h), ``router``, one ``shared_expert`` of
   intermediate_size; MoE in ``moe_layers`` (default every interleave_moe_layer_step-th) (modeling_llama4.py);
+- ``cohere2_moe``: Mixtral's gate and experts of ``intermediate_size``, num_shared_experts x intermediate_size
+  ``shared_experts`` (modeling_cohere2_moe.py Cohere2MoeSparseMoeBlock);
 - ``router_first``: ``mlp.router`` (E x h) then experts (modeling_phimoe.py);
 - ``hunyuan``: ``mlp.gate.wg`` (E x h), experts of ``intermediate_size`` and an always-on ``shared_mlp`` of
   the same width, even with one expert (modeling_hunyuan_v1_moe.py HunYuanMoEV1Moe);
@@ -34,14 +36,17 @@ from .arch import Linear, MoE
 from .config import ConfigReader, TensorList
 
 
-def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0) -> MoE | None:
+def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0, n_shared: int = 0) -> MoE | None:
+    """``n_shared``: the configuration class's shared-expert count when the config omits it."""
     experts = c.int("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", default=0, lo=0)
     # HunYuan builds its MoE block whatever num_experts is (the default config has one expert)
     if not layout or experts < 1 or (experts == 1 and layout != "hunyuan"):
         return None
-    ei = inter if layout in ("hunyuan", "llama4") else c.int("moe_intermediate_size", default=inter)
+    ei = inter if layout in ("hunyuan", "llama4", "cohere2_moe") else c.int("moe_intermediate_size", default=inter)
     if layout in ("hunyuan", "llama4"):
         shared = inter
+    elif layout == "cohere2_moe":
+        shared = c.int("num_shared_experts", default=0, lo=0) * inter
     elif layout == "ernie":
         shared = c.int("moe_num_shared_experts", default=0, lo=0) * ei
     elif layout == "qwen2_moe":
@@ -51,7 +56,7 @@ def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0) -> 
     elif layout == "granitemoeshared":
         shared = c.int("shared_intermediate_size", default=0, lo=0)
     elif layout == "hy":
-        shared = c.int("num_shared_experts", default=0, lo=0) * ei
+        shared = c.int("num_shared_experts", default=n_shared, lo=0) * ei
     elif layout == "deepseek":
         shared = c.int("n_shared_experts", default=0, lo=0) * ei
     else:
