@@ -19,15 +19,19 @@ from .config import ConfigReader
 from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
 from .dbrx import dbrx
+from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
 from .hybrid import lfm2
 from .ssm import falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
 T5 = {"t5", "mt5"}
 SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehybrid": granitemoehybrid,
-       "lfm2": lfm2, "falcon_h1": falcon_h1, "jamba": jamba}
+       "lfm2": lfm2, "falcon_h1": falcon_h1, "jamba": jamba, "gemma4_text": gemma4_text,
+       "gemma4_unified_text": gemma4_unified_text}
+TOWERS = ("vision_config", "audio_config")
+GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"}
-SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES)))
+SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4))
 
 
 def model_from_config(cfg: Mapping) -> ModelArch:
@@ -39,6 +43,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
     if not isinstance(cfg, Mapping):
         raise PlanError("model", "must be a preset id or a config.json object")
     c = ConfigReader(cfg)
+    if cfg.get("model_type") in GEMMA4 and not any(isinstance(cfg.get(k), Mapping) for k in TOWERS):
+        return gemma4_without_towers(cfg)
     if is_composite(cfg) and cfg.get("model_type") not in MODELLED_TEXT:
         return composite(cfg, model_from_config)
     if not c.has("model_type"):

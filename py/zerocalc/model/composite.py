@@ -12,9 +12,9 @@ from dataclasses import replace
 from typing import Callable, Mapping
 
 from ..errors import PlanError
-from .vision import (gemma3_parts, internvl_parts, llama4_parts, llava_parts, mistral3_parts,
-                     paligemma_parts, qwen2_audio_parts)
-from .vision_qwen import glm4v_visual, qwen_visual
+from .vision import (gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
+                     mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts, qwen2_audio_parts)
+from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
@@ -23,7 +23,8 @@ SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", 
 # when text_config names none, the tower + projector tensors (cfg, text hidden size) -> tensors, tie rule)
 # tie rules: "or" = top-level flag (default False) or the text config's (LlavaConfig/Qwen2VLConfig
 # __post_init__: "pre-v5 saves placed tie_word_embeddings inside text_config"); "top:True"/"top:False" = the
-# top-level flag with that default, text_config's ignored (Gemma3Config, PaliGemmaConfig, Qwen3VLConfig)
+# top-level flag with that default, text_config's ignored (Gemma3Config, PaliGemmaConfig, Qwen3VLConfig);
+# "or:True" = "or" with a top-level default of True (PaddleOCRVLConfig)
 COMPOSITES = {
     "llava": (("clip_vision_model",), "llama", lambda cfg, h: llava_parts(cfg, h), "or"),
     "llava_next": (("clip_vision_model",), "llama", lambda cfg, h: llava_parts(cfg, h, newline=True), "or"),
@@ -43,6 +44,11 @@ COMPOSITES = {
     "qwen3_5": (None, "qwen3_5_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_5_moe": (None, "qwen3_5_moe_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_vl_moe": (None, "qwen3_vl_moe_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+    "glm_ocr": (None, "glm_ocr_text", lambda cfg, h: glm_ocr_visual(cfg), "or"),
+    "lfm2_vl": (("siglip2_vision_model",), "lfm2", lfm2_vl_parts, "top:True"),
+    "paddleocr_vl": (None, "paddleocr_vl_text", paddleocr_vl_parts, "or:True"),
+    "minicpmv4_6": (("minicpmv4_6_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:False"),
+    "muse_glimmer": (None, "muse_glimmer_text", muse_glimmer_parts, "top:False"),
 }
 
 
@@ -74,8 +80,8 @@ def composite(cfg: Mapping, build: Callable):
         text = {k: v for k, v in cfg.items() if k not in SUB_CONFIGS and k != "model_type"}
     text = {**TEXT_DEFAULTS.get(text.get("model_type", text_type), {}), "model_type": text_type, **text}
     text["name"] = cfg.get("name", model_type)
-    if tie_rule == "or":
-        if cfg.get("tie_word_embeddings"):
+    if tie_rule.startswith("or"):
+        if cfg.get("tie_word_embeddings", tie_rule == "or:True"):
             text["tie_word_embeddings"] = True
     else:
         text["tie_word_embeddings"] = cfg.get("tie_word_embeddings", tie_rule == "top:True") is not False
@@ -87,4 +93,12 @@ def composite(cfg: Mapping, build: Callable):
 # a composite's config.json keeps only the text_config fields that differ from the text config class's
 # defaults (LLaVA-1.5's has no hidden_size): LlamaConfig's (configuration_llama.py)
 TEXT_DEFAULTS = {"llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-                           "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048}}
+                           "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048},
+                 # GlmOcrTextConfig (configuration_glm_ocr.py)
+                 "glm_ocr_text": {"vocab_size": 59392, "hidden_size": 1024, "intermediate_size": 4096,
+                                  "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 8,
+                                  "max_position_embeddings": 131072},
+                 # PaddleOCRTextConfig (configuration_paddleocr_vl.py)
+                 "paddleocr_vl_text": {"vocab_size": 103424, "hidden_size": 1024, "intermediate_size": 3072,
+                                       "num_hidden_layers": 18, "num_attention_heads": 16, "num_key_value_heads": 2,
+                                       "head_dim": 128, "max_position_embeddings": 131072}}

@@ -20,22 +20,33 @@ BASE = MappingProxyType({
     "attn": "separate",                       # "separate" q/k/v, "fused" qkv_proj (Phi-3), "mla" (DeepSeek)
     "qk_norm": "",                            # "" | "head" (per head_dim) | "full" (over the projection)
     "qk_norm_names": ("q_norm", "k_norm"),
+    "qk_norm_bias": False,                    # the per-head q/k norms are LayerNorms with a bias (Persimmon)
     "qk_norm_on": True,                       # or (field, default): the norm exists only when the flag is on
     "mlp": "gated",                           # "gated" gate/up/down, "fused" gate_up_proj, "plain" (no gate)
     "mlp_names": ("gate_proj", "up_proj", "down_proj"),
     "norm": "rms",                            # "rms" weight, "ln" weight + bias, "none" (no parameters)
     "block_norms": ("input_layernorm", "post_attention_layernorm"),   # registration order
+    "extra_norms": ((), False),               # (names, switch): more block norms when the flag is on
     "moe": "",                                # "" | "mixtral" | "deepseek" | "qwen2_moe" | "gpt_oss" | "granitemoe"
-    "sinks": False,                           # gpt-oss: one learned sink logit per head
+    "sinks": False,                           # gpt-oss: one learned sink logit per head; "swa": sliding layers only
+    "v_head_dim": (),                         # (field, class default) sizing v_proj's heads when not head_dim
+    "shared_experts": 0,                      # the class's shared-expert count when the config omits it
+    "swa_kv": 1,                              # key/value heads of sliding-window layers, times num_key_value_heads
+    "swa_every": 0,                           # layer_types' class default: full at 0 and every n-th, else sliding
     "family": "llama",                        # the activation profile (memory/blocks.py)
     "lm_head_bias": False,
     "mlp_extra": (),                          # learned scalars of the MLP's activation (Apertus' xIELU)
     "mlp_module": "mlp",                      # the block's MLP module name (Llama 4: feed_forward)
     "dense_inter": "",                        # the field sizing dense MLPs of a MoE model, if not intermediate_size
     "first_dense": 0,                         # leading dense layers when the config says nothing
-    "linear_attn": "",                        # "" | "fused" (Qwen3-Next) | "split" (Qwen3.5): hybrid.py
+    "linear_attn": "",                        # "" | "fused" (Qwen3-Next) | "split" (Qwen3.5) | "lightning"
+                                              # (MiniMax): hybrid.py
     "q_gate": False,                          # q_proj also projects the output gate (2 x heads x head_dim)
+    "o_gate": False,                          # a separate self_attn.gate_proj (h -> heads x head_dim, no bias)
     "refuse_if": "",                          # a config flag this builder does not model (refused when on)
+    "head_dim": 0,                            # head_dim's class default when not hidden_size / heads
+    "diff_lambdas": False,                    # DiffLlama: lambda_q1/k1/q2/k2 (head_dim each); its groupnorm has none
+    "sub_norms": False,                       # BitNet: attn_sub_norm (h) before o_proj, ffn_sub_norm (I) before down
 })
 
 _GEMMA2_NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
@@ -61,6 +72,25 @@ FAMILIES = {
                  "mlp_bias": ("mlp_bias", False)},
     "ernie4_5": {"tie": ("tie_word_embeddings", True), "qkv_bias": ("use_bias", False),
                  "o_bias": ("use_bias", False), "mlp_bias": ("use_bias", False)},
+    # modeling_paddleocr_vl.py PaddleOCRDecoderLayer: ERNIE 4.5's block (use_bias on every linear)
+    "paddleocr_vl_text": {"head_dim": 128, "tie": ("tie_word_embeddings", True), "qkv_bias": ("use_bias", False),
+                          "o_bias": ("use_bias", False), "mlp_bias": ("use_bias", False)},
+    # modeling_arcee.py: Llama's block with an ungated up/down ReLU² MLP
+    "arcee": {"mlp": "plain", "mlp_names": ("up_proj", "down_proj"), "mlp_bias": ("mlp_bias", False)},
+    # modeling_jais2.py: nn.LayerNorm (bias), ungated up/down MLP, attention_bias / mlp_bias default True
+    "jais2": {"qkv_bias": ("attention_bias", True), "o_bias": ("attention_bias", True), "mlp_bias": ("mlp_bias", True),
+              "mlp": "plain", "mlp_names": ("up_proj", "down_proj"), "norm": "ln"},
+    # modeling_stablelm.py: nn.LayerNorm (bias), use_qkv_bias on q/k/v, per-head LayerNorms without bias
+    # (qk_layernorm: heads x head_dim weights); use_parallel_residual drops a norm and is not modelled
+    "stablelm": {"norm": "ln", "qkv_bias": ("use_qkv_bias", False), "o_bias": False, "qk_norm": "full",
+                 "qk_norm_on": ("qk_layernorm", False), "qk_norm_names": ("q_layernorm", "k_layernorm"),
+                 "refuse_if": "use_parallel_residual"},
+    # modeling_hyperclovax.py: Llama's block with Peri-LN post_norm1/post_norm2 when use_post_norm (default on)
+    "hyperclovax": {"mlp_bias": ("mlp_bias", False), "extra_norms": (("post_norm1", "post_norm2"),
+                                                                     ("use_post_norm", True))},
+    # modeling_exaone4.py: no biases, per-head q/k norm, norms after attention and after the MLP only
+    "exaone4": {"qkv_bias": False, "o_bias": False, "qk_norm": "head",
+                "block_norms": ("post_attention_layernorm", "post_feedforward_layernorm")},
     "qwen3": {"qk_norm": "head"},
     # modeling_apertus.py: per-head q/k norm, ungated up/down MLP whose xIELU holds alpha_p and alpha_n
     "apertus": {"qk_norm": "head", "mlp": "plain", "mlp_names": ("up_proj", "down_proj"),
@@ -79,6 +109,10 @@ FAMILIES = {
     # CohereLayerNorm has a weight only; q/k norm (use_qk_norm) is over (heads, head_dim)
     "cohere2": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",)},
     "cohere_compass_text": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",)},
+    # modeling_cohere2_moe.py: Cohere 2's parallel block (one input_layernorm) with a sparse MLP in the
+    # mlp_layer_types "sparse" layers; dense layers are prefix_dense_intermediate_size wide
+    "cohere2_moe": {"head_dim": 128, "tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",),
+                    "moe": "cohere2_moe", "dense_inter": "prefix_dense_intermediate_size"},
     "cohere": {"tie": ("tie_word_embeddings", True), "block_norms": ("input_layernorm",), "qk_norm": "full",
                "qk_norm_on": ("use_qk_norm", False)},
     # modeling_starcoder2.py: nn.LayerNorm (bias), c_fc/c_proj GELU MLP, use_bias on every linear
@@ -89,20 +123,63 @@ FAMILIES = {
     # modeling_glm4.py: GLM's block with sandwich norms after attention and after the MLP
     "glm4": {**_GLM, "block_norms": ("input_layernorm", "post_attention_layernorm", "post_self_attn_layernorm",
                                      "post_mlp_layernorm")},
+    # modeling_glm_ocr.py GlmOcrTextDecoderLayer: GLM-4's block with no bias anywhere
+    "glm_ocr_text": {**_GLM, "qkv_bias": False, "block_norms": ("input_layernorm", "post_attention_layernorm",
+                                                                "post_self_attn_layernorm", "post_mlp_layernorm")},
     "glm4v_text": {**_GLM, "qkv_bias": True, "block_norms": ("input_layernorm", "post_attention_layernorm",
                                                              "post_self_attn_layernorm", "post_mlp_layernorm")},
     "phi3": {"qkv_bias": False, "o_bias": False, "attn": "fused", "mlp": "fused",
              "mlp_names": ("gate_up_proj", "down_proj")},
     "gemma": {"tie": ("tie_word_embeddings", True), "family": "gemma"},
     "gemma2": {"tie": ("tie_word_embeddings", True), "family": "gemma", "block_norms": _GEMMA2_NORMS},
+    # modeling_muse_glimmer.py MuseGlimmerTextDecoderLayer: Gemma 2's four centred RMSNorms (a weight each),
+    # an output gate_proj beside o_proj, weightless q/k norm; the embedding's norm has no weight
+    "muse_glimmer_text": {"head_dim": 128, "block_norms": _GEMMA2_NORMS, "o_gate": True},
+    # modeling_vaultgemma.py: Gemma's block with input_layernorm and pre_feedforward_layernorm
+    "vaultgemma": {"head_dim": 256, "tie": ("tie_word_embeddings", True), "family": "gemma",
+                   "block_norms": ("input_layernorm", "pre_feedforward_layernorm")},
     "gemma3_text": {"tie": ("tie_word_embeddings", True), "family": "gemma", "block_norms": _GEMMA2_NORMS,
                     "qk_norm": "head"},
     # MoE (moe.py builds the sparse MLP)
     "mixtral": {"qkv_bias": False, "o_bias": False, "moe": "mixtral"},
     "qwen3_moe": {"qk_norm": "head", "moe": "mixtral"},
+    # modeling_minimax.py: Mixtral's block with lightning attention in the linear_attention layers
+    "minimax": {"qkv_bias": False, "o_bias": False, "moe": "mixtral", "linear_attn": "lightning"},
     "minimax_m2": {"qkv_bias": False, "o_bias": False, "qk_norm": "full", "moe": "mixtral"},
     "qwen2_moe": {"qkv_bias": ("qkv_bias", True), "o_bias": False, "moe": "qwen2_moe"},
     "granitemoe": {"moe": "granitemoe"},
+    "granitemoeshared": {"moe": "granitemoeshared"},
+    # modeling_granite_swa.py / modeling_granitemoe_swa.py: Granite (MoE, shared) with a learned sink per head
+    "granite_swa": {"tie": ("tie_word_embeddings", True), "mlp_bias": ("mlp_bias", False), "sinks": True},
+    "granitemoe_swa": {"moe": "granitemoeshared", "sinks": True},
+    # modeling_nanochat.py: NanoChatRMSNorm has no weight; fc1/fc2 ReLU² MLP without biases
+    "nanochat": {"norm": "none", "mlp": "plain", "mlp_names": ("fc1", "fc2")},
+    # modeling_bitnet.py: Llama's block with attn_sub_norm and ffn_sub_norm
+    "bitnet": {"sub_norms": True},
+    # modeling_persimmon.py: biased fused query_key_value and dense, per-head biased q/k LayerNorms
+    # (qk_layernorm, default on), biased dense_h_to_4h / dense_4h_to_h MLP, nn.LayerNorm
+    "persimmon": {"qkv_bias": True, "o_bias": True, "attn": "fused", "qk_norm": "head", "qk_norm_bias": True,
+                  "qk_norm_on": ("qk_layernorm", True), "qk_norm_names": ("q_layernorm", "k_layernorm"),
+                  "mlp": "plain", "mlp_names": ("dense_h_to_4h", "dense_4h_to_h"), "mlp_bias": True, "norm": "ln"},
+    # modeling_flint.py: per-head q/k norm, a sink per head, the kolibri MoE outside mlp_only_layers
+    # (FlintConfig's default [0, 1]) every decoder_sparse_step-th layer
+    "flint": {"head_dim": 128, "qk_norm": "head", "sinks": True, "moe": "kolibri", "first_dense": 2},
+    # modeling_diffllama.py: Llama's block with differential attention's four lambda vectors
+    "diffllama": {"diff_lambdas": True},
+    # modeling_kolibri1.py: GLM-4's sandwich norms, per-head q/k norm, no biases, a sparse MLP in every layer
+    "kolibri1": {"head_dim": 128, "qkv_bias": False, "o_bias": False, "qk_norm": "head", "moe": "kolibri",
+                 "block_norms": ("input_layernorm", "post_attention_layernorm", "post_self_attn_layernorm",
+                                 "post_mlp_layernorm")},
+    # modeling_dots1.py: per-head q/k norm, DeepSeek's MoE after first_k_dense_replace dense layers (default 0)
+    "dots1": {"qk_norm": "head", "moe": "deepseek"},
+    # modeling_flex_olmo.py: OLMoE's sparse block with OLMo 2's norms (after attention and MLP, q/k over the
+    # projection)
+    "flex_olmo": {"qk_norm": "full", "moe": "mixtral",
+                  "block_norms": ("post_attention_layernorm", "post_feedforward_layernorm")},
+    # modeling_exaone_moe.py: EXAONE 4's attention without post-norms; gate, experts and num_shared_experts x
+    # moe_intermediate_size shared experts after first_k_dense_replace (default 1) dense layers
+    "exaone_moe": {"qkv_bias": False, "o_bias": False, "qk_norm": "head", "moe": "hy", "first_dense": 1,
+                   "shared_experts": 1},
     "hunyuan_v1_moe": {"qk_norm": "head", "qk_norm_names": ("query_layernorm", "key_layernorm"), "moe": "hunyuan"},
     # modeling_ernie4_5_moe.py: use_bias also biases the experts' neighbours and lm_head; refused when on
     "ernie4_5_moe": {"tie": ("tie_word_embeddings", True), "qkv_bias": False, "o_bias": False, "moe": "ernie",
@@ -137,6 +214,10 @@ FAMILIES = {
     "deepseek_v2": {"attn": "mla", "moe": "deepseek"},
     "deepseek_v3": {"attn": "mla", "moe": "deepseek", "first_dense": 3},
     "youtu": {"tie": ("tie_word_embeddings", True), "attn": "mla"},
+    # modeling_mimo_v2_flash.py: sliding-window layers double the kv heads and hold sinks; v_proj/o_proj
+    # sized by v_head_dim; DeepSeek-V3's MoE without shared experts after one dense layer
+    "mimo_v2_flash": {"head_dim": 192, "o_bias": False, "v_head_dim": ("v_head_dim", 128), "swa_kv": 2, "swa_every": 6,
+                      "sinks": "swa", "moe": "deepseek", "first_dense": 1},
     "gpt_oss": {"qkv_bias": ("attention_bias", True), "o_bias": ("attention_bias", True), "sinks": True,
                 "moe": "gpt_oss"},
 }

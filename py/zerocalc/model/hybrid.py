@@ -19,11 +19,27 @@ from .arch import Linear
 from .config import ConfigReader, TensorList
 
 
-def is_linear_layer(c: ConfigReader, i: int) -> bool:
+def is_linear_layer(c: ConfigReader, i: int, pattern: str = "") -> bool:
+    """Layer ``i`` is linear attention: its layer_types entry, else the configuration class's default:
+    all but every full_attention_interval-th (Qwen3-Next, Qwen3.5), or for ``pattern`` "alternate" the odd
+    layers (MiniMaxConfig.__post_init__: full where (i + 1) % 2)."""
     kinds = c.cfg.get("layer_types")
     if isinstance(kinds, list) and i < len(kinds):
         return kinds[i] == "linear_attention"
+    if pattern == "alternate":
+        return (i + 1) % 2 == 0
     return (i + 1) % c.int("full_attention_interval", default=4) != 0
+
+
+def lightning_attention(b: TensorList, p: str, h: int, heads: int, hd: int, out: list[Linear]) -> None:
+    """MiniMax's linear attention (modeling_minimax.py MiniMaxLightningAttention): norm (RMSNorm over
+    heads x head_dim), qkv_proj (h -> 3 x heads x head_dim), out_proj, output_gate (h -> heads x head_dim),
+    no biases; its decay tables are buffers."""
+    a, inner = f"{p}.self_attn", heads * hd
+    b.norm(f"{a}.norm", inner)
+    for name, d_in, d_out in (("qkv_proj", h, 3 * inner), ("out_proj", inner, h), ("output_gate", h, inner)):
+        b.linear(f"{a}.{name}", d_in, d_out, "attention")
+        out.append(Linear(name, d_in, d_out))
 
 
 def gated_deltanet(b: TensorList, p: str, h: int, c: ConfigReader, fused: bool, out: list[Linear]) -> None:

@@ -9,7 +9,7 @@ from ..errors import PlanError
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .families import LLAMA_LIKE, spec_for
-from .hybrid import gated_deltanet, is_linear_layer
+from .hybrid import gated_deltanet, is_linear_layer, lightning_attention
 from .moe import is_sparse, mla_attention, mla_spec, moe_block, moe_spec
 
 
@@ -24,6 +24,16 @@ def switch(c: ConfigReader, value) -> bool:
     return default
 
 
+def sliding(c: ConfigReader, i: int, every: int) -> bool:
+    """Layer ``i`` is a sliding-window layer: its ``layer_types`` entry, or, when the config has none and the
+    configuration class fills them in, the class's pattern (full at 0 and every ``every``-th layer,
+    MiMoV2FlashConfig.__post_init__); without either, full attention."""
+    kinds = c.cfg.get("layer_types")
+    if isinstance(kinds, list) and i < len(kinds):
+        return kinds[i] == "sliding_attention"
+    return bool(every) and not (i == 0 or (i + 1) % every == 0)
+
+
 def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     s = spec_for(model_type)
     if s["refuse_if"] and c.cfg.get(s["refuse_if"]):
@@ -32,19 +42,29 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     n_layers = c.int("num_hidden_layers")
     heads = c.int("num_attention_heads")
     kv = c.int("num_key_value_heads", default=heads)
-    hd = c.int("head_dim", default=h // heads)
+    hd = c.int("head_dim", default=s["head_dim"] or h // heads)
+    vd = c.int(s["v_head_dim"][0], default=s["v_head_dim"][1] or hd) if s["v_head_dim"] else hd
     inter = c.int("intermediate_size", default=4 * h)
     vocab = c.int("vocab_size")
     tied = switch(c, s["tie"])
     qkv_bias, o_bias, mlp_bias = switch(c, s["qkv_bias"]), switch(c, s["o_bias"]), switch(c, s["mlp_bias"])
     qk_norm = s["qk_norm"] if switch(c, s["qk_norm_on"]) else ""
-    moe = moe_spec(c, s["moe"], inter, s["first_dense"])
+    moe = moe_spec(c, s["moe"], inter, s["first_dense"], s["shared_experts"])
     mla = mla_spec(c, s["attn"] == "mla_dsa") if s["attn"] in ("mla", "mla_dsa") else None
     norm_bias = s["norm"] == "ln"
 
     def norm(module: str, dim: int) -> None:
         if s["norm"] != "none":
             b.norm(module, dim, bias=norm_bias)
+
+    def qk_norms(p: str) -> None:
+        qn, kn = s["qk_norm_names"]
+        if qk_norm == "head":
+            b.norm(f"{p}.self_attn.{qn}", hd, bias=s["qk_norm_bias"])
+            b.norm(f"{p}.self_attn.{kn}", hd, bias=s["qk_norm_bias"])
+        elif qk_norm == "full":
+            b.norm(f"{p}.self_attn.{qn}", heads * hd)
+            b.norm(f"{p}.self_attn.{kn}", kv * hd)
 
     b = TensorList()
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
@@ -53,7 +73,9 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     for i in range(n_layers):
         p = f"model.layers.{i}"
         att: list[Linear] = []
-        if s["linear_attn"] and is_linear_layer(c, i):
+        if s["linear_attn"] == "lightning" and is_linear_layer(c, i, "alternate"):
+            lightning_attention(b, p, h, heads, hd, att)
+        elif s["linear_attn"] in ("fused", "split") and is_linear_layer(c, i):
             gated_deltanet(b, p, h, c, s["linear_attn"] == "fused", att)
         elif mla:
             kinds = c.cfg.get("indexer_types")
@@ -64,21 +86,26 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             b.linear(f"{p}.self_attn.qkv_proj", h, heads * hd + 2 * kv * hd, "attention", bias=qkv_bias)
             b.linear(f"{p}.self_attn.o_proj", heads * hd, h, "attention", bias=o_bias)
             att += [Linear("qkv_proj", h, heads * hd + 2 * kv * hd), Linear("o_proj", heads * hd, h)]
+            qk_norms(p)
         else:
             q_out = heads * hd * (2 if s["q_gate"] else 1)     # gated attention: query and its gate
-            for name, d_out in (("q_proj", q_out), ("k_proj", kv * hd), ("v_proj", kv * hd)):
+            swa = sliding(c, i, s["swa_every"])
+            lkv = kv * (s["swa_kv"] if swa else 1)
+            for name, d_out in (("q_proj", q_out), ("k_proj", lkv * hd), ("v_proj", lkv * vd)):
                 b.linear(f"{p}.self_attn.{name}", h, d_out, "attention", bias=qkv_bias)
                 att.append(Linear(name, h, d_out))
-            b.linear(f"{p}.self_attn.o_proj", heads * hd, h, "attention", bias=o_bias)
-            att.append(Linear("o_proj", heads * hd, h))
-            qn, kn = s["qk_norm_names"]
-            if qk_norm == "head":
-                b.norm(f"{p}.self_attn.{qn}", hd)
-                b.norm(f"{p}.self_attn.{kn}", hd)
-            elif qk_norm == "full":
-                b.norm(f"{p}.self_attn.{qn}", heads * hd)
-                b.norm(f"{p}.self_attn.{kn}", kv * hd)
-            if s["sinks"]:
+            b.linear(f"{p}.self_attn.o_proj", heads * vd, h, "attention", bias=o_bias)
+            att.append(Linear("o_proj", heads * vd, h))
+            if s["diff_lambdas"]:
+                for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                    b.param(f"{p}.self_attn", name, hd, "attention")
+            if s["sub_norms"]:
+                b.norm(f"{p}.self_attn.attn_sub_norm", h)
+            if s["o_gate"]:
+                b.linear(f"{p}.self_attn.gate_proj", h, heads * hd, "attention")
+                att.append(Linear("gate_proj", h, heads * hd))
+            qk_norms(p)
+            if s["sinks"] is True or (s["sinks"] == "swa" and swa):
                 b.param(f"{p}.self_attn", "sinks", heads, "attention")
         mlp: list[Linear] = []
         sparse = bool(moe) and is_sparse(c, i, s["first_dense"])
@@ -96,12 +123,15 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             for name in ups:
                 b.linear(f"{f}.{name}", h, d_inter, "mlp", bias=mlp_bias)
                 mlp.append(Linear(name, h, d_inter))
+            if s["sub_norms"]:
+                b.norm(f"{f}.ffn_sub_norm", d_inter)
             b.linear(f"{f}.{down}", d_inter, h, "mlp", bias=mlp_bias)
             mlp.append(Linear(down, d_inter, h))
             for extra in s["mlp_extra"]:
                 mod, pname = extra.rsplit(".", 1)
                 b.param(f"{p}.mlp.{mod}", pname, 1, "mlp")
-        for name in s["block_norms"]:
+        extra, on = s["extra_norms"]
+        for name in s["block_norms"] + (extra if switch(c, on) else ()):
             norm(f"{p}.{name}", h)
         if sparse:
             block_linears = att + mlp
@@ -124,7 +154,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
         attn_softcap=bool(c.cfg.get("attn_logit_softcapping")), final_softcap=bool(c.cfg.get("final_logit_softcapping")),
         dropout=0.0, tensors=tuple(b.tensors), block_linears=tuple(block_linears),
         dense_block_linears=tuple(dense_linears),
-        support="exact parameter count; activations approximate (the Gated DeltaNet layers are costed as the "
+        support="exact parameter count; activations approximate (the linear-attention layers are costed as the "
                 "model's attention layers)" if s["linear_attn"] else "exact")
 
 

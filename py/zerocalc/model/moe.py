@@ -5,13 +5,19 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
 - ``mixtral``: ``mlp.gate`` (E x h) then ``mlp.experts`` (modeling_mixtral.py, qwen3_moe, minimax_m2);
 - ``deepseek``: experts, ``mlp.gate`` (its e_score_correction_bias is a buffer), ``mlp.shared_experts``
   of n_shared_experts x moe_intermediate_size (modeling_deepseek_v3.py DeepseekV3MoE, glm4_moe);
+- ``kolibri``: DeepSeek's order with one ``shared_experts`` of shared_expert_intermediate_size
+  (modeling_kolibri1.py Kolibri1SparseMoeBlock, modeling_flint.py FlintSparseMoeBlock);
 - ``qwen2_moe``: gate, experts, one ``shared_expert`` of shared_expert_intermediate_size and its sigmoid
   ``shared_expert_gate`` (1 x h) (modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock);
 - ``granitemoe``: ``block_sparse_moe.router.layer`` (E x h) then experts (modeling_granitemoe.py);
+  ``granitemoeshared`` adds ``shared_mlp`` input_linear (h -> 2 x shared_intermediate_size) and
+  output_linear when shared_intermediate_size > 0 (modeling_granitemoeshared.py);
 - ``gpt_oss``: ``mlp.router`` with bias, experts with biases (modeling_gpt_oss.py);
 - ``hy``: gate, experts, ``shared_experts`` of num_shared_experts x moe_intermediate_size (modeling_hy_v3.py);
 - ``llama4``: ``feed_forward.experts`` stored (E, h, 2I) / (E, I, h), ``router``, one ``shared_expert`` of
   intermediate_size; MoE in ``moe_layers`` (default every interleave_moe_layer_step-th) (modeling_llama4.py);
+- ``cohere2_moe``: Mixtral's gate and experts of ``intermediate_size``, num_shared_experts x intermediate_size
+  ``shared_experts`` (modeling_cohere2_moe.py Cohere2MoeSparseMoeBlock);
 - ``router_first``: ``mlp.router`` (E x h) then experts (modeling_phimoe.py);
 - ``hunyuan``: ``mlp.gate.wg`` (E x h), experts of ``intermediate_size`` and an always-on ``shared_mlp`` of
   the same width, even with one expert (modeling_hunyuan_v1_moe.py HunYuanMoEV1Moe);
@@ -30,20 +36,27 @@ from .arch import Linear, MoE
 from .config import ConfigReader, TensorList
 
 
-def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0) -> MoE | None:
+def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0, n_shared: int = 0) -> MoE | None:
+    """``n_shared``: the configuration class's shared-expert count when the config omits it."""
     experts = c.int("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", default=0, lo=0)
     # HunYuan builds its MoE block whatever num_experts is (the default config has one expert)
     if not layout or experts < 1 or (experts == 1 and layout != "hunyuan"):
         return None
-    ei = inter if layout in ("hunyuan", "llama4") else c.int("moe_intermediate_size", default=inter)
+    ei = inter if layout in ("hunyuan", "llama4", "cohere2_moe") else c.int("moe_intermediate_size", default=inter)
     if layout in ("hunyuan", "llama4"):
         shared = inter
+    elif layout == "cohere2_moe":
+        shared = c.int("num_shared_experts", default=0, lo=0) * inter
     elif layout == "ernie":
         shared = c.int("moe_num_shared_experts", default=0, lo=0) * ei
     elif layout == "qwen2_moe":
         shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
+    elif layout == "kolibri":
+        shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
+    elif layout == "granitemoeshared":
+        shared = c.int("shared_intermediate_size", default=0, lo=0)
     elif layout == "hy":
-        shared = c.int("num_shared_experts", default=0, lo=0) * ei
+        shared = c.int("num_shared_experts", default=n_shared, lo=0) * ei
     elif layout == "deepseek":
         shared = c.int("n_shared_experts", default=0, lo=0) * ei
     else:
@@ -68,9 +81,11 @@ def is_sparse(c: ConfigReader, i: int, first_dense: int = 0) -> bool:
     if c.has("moe_layer_start_index"):             # Ernie4_5_MoeDecoderLayer
         return ((i + 1) % c.int("moe_layer_interval", default=1) == 0
                 and c.int("moe_layer_start_index", lo=0) <= i <= c.int("moe_layer_end_index", default=1 << 30, lo=0))
-    if i < c.int("first_k_dense_replace", default=first_dense, lo=0):
+    only = c.cfg.get("mlp_only_layers")
+    # a class's leading dense layers stand for its mlp_only_layers default: a config naming them decides
+    if i < c.int("first_k_dense_replace", default=0 if isinstance(only, list) else first_dense, lo=0):
         return False
-    only = c.cfg.get("mlp_only_layers") or ()
+    only = only or ()
     if i in only:
         return False
     step = c.int("decoder_sparse_step", default=1)
@@ -99,7 +114,7 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
         b.param(f"{m}.experts", "down_proj_bias", e * h, "routed_experts")
         out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
         return
-    if layout == "granitemoe":
+    if layout in ("granitemoe", "granitemoeshared"):
         m = f"{p}.block_sparse_moe"
         b.matrix(f"{m}.router.layer", "weight", (e, h), "router")
     elif layout == "hunyuan":
@@ -109,14 +124,19 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
         b.param(f"{m}.gate.moe_statics", "e_score_correction_bias", e, "router")   # a parameter here
     elif layout == "router_first":
         b.matrix(f"{m}.router", "weight", (e, h), "router")
-    elif layout != "deepseek":
+    elif layout not in ("deepseek", "kolibri"):
         b.matrix(f"{m}.gate", "weight", (e, h), "router")
     b.matrix(f"{m}.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
     b.matrix(f"{m}.experts", "down_proj", (e, h, ei), "routed_experts")
-    if layout == "deepseek":
+    if layout in ("deepseek", "kolibri"):
         b.matrix(f"{m}.gate", "weight", (e, h), "router")  # e_score_correction_bias is a buffer
     out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
-    if moe.shared_intermediate:
+    if layout == "granitemoeshared" and moe.shared_intermediate:
+        si, sm = moe.shared_intermediate, f"{p}.shared_mlp"
+        b.linear(f"{sm}.input_linear", h, 2 * si, "shared_experts")
+        b.linear(f"{sm}.output_linear", si, h, "shared_experts")
+        out += [Linear("input_linear", h, 2 * si), Linear("output_linear", si, h)]
+    elif moe.shared_intermediate:
         si = moe.shared_intermediate
         s = {"qwen2_moe": f"{m}.shared_expert", "hunyuan": f"{m}.shared_mlp"}.get(layout, f"{m}.shared_experts")
         for name in ("gate_proj", "up_proj"):

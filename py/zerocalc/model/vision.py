@@ -25,7 +25,16 @@ CLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, 
         "patch_size": 32, "num_channels": 3}
 SIGLIP = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "image_size": 224,
           "patch_size": 16, "num_channels": 3}
-TOWER_DEFAULTS = {"clip_vision_model": CLIP, "siglip_vision_model": SIGLIP}
+# Siglip2VisionConfig (configuration_siglip2.py): a patch Linear of the same size as SigLIP's Conv2d and
+# ``num_patches`` learned positions (resized at run time) instead of (image_size / patch_size)^2
+SIGLIP2 = {**SIGLIP, "num_patches": 256}
+# PaddleOCRVisionConfig (configuration_paddleocr_vl.py): a SigLIP tower without the pooling head
+PADDLEOCR = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "image_size": 384,
+             "patch_size": 14, "num_channels": 3, "head": False}
+# MiniCPMV4_6VisionConfig (configuration_minicpmv4_6.py): SigLIP's defaults, no pooling head
+MINICPMV4_6 = {**SIGLIP, "head": False}
+TOWER_DEFAULTS = {"clip_vision_model": CLIP, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2,
+                  "paddleocr_vl_vision": PADDLEOCR, "minicpmv4_6_vision": MINICPMV4_6}
 
 
 def _vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
@@ -35,7 +44,8 @@ def _vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
     n = v.int("num_hidden_layers", default=d["num_hidden_layers"])
     patch = v.int("patch_size", default=d["patch_size"])
     ch = v.int("num_channels", default=d["num_channels"])
-    patches = (v.int("image_size", default=d["image_size"]) // patch) ** 2
+    patches = (v.int("num_patches", default=d["num_patches"]) if "num_patches" in d
+               else (v.int("image_size", default=d["image_size"]) // patch) ** 2)
 
     def ln(m: str) -> None:
         b.param(m, "weight", h, "vision")
@@ -66,7 +76,7 @@ def _vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
         if clip:
             ln(f"{q}.layer_norm2")
     ln(f"{p}.post_layernorm")
-    if not clip and v.bool("vision_use_head", True):
+    if not clip and d.get("head", True) and v.bool("vision_use_head", True):
         b.param(f"{p}.head", "probe", h, "vision")
         b.matrix(f"{p}.head.attention", "in_proj_weight", (3 * h, h), "vision")
         b.param(f"{p}.head.attention", "in_proj_bias", 3 * h, "vision")
@@ -107,6 +117,124 @@ def gemma3_parts(cfg: Mapping, text_h: int) -> list:
     vh = _vit(b, "model.vision_tower", ConfigReader(cfg["vision_config"]), "siglip_vision_model")
     b.matrix("model.multi_modal_projector", "mm_input_projection_weight", (vh, text_h), "projector")
     b.param("model.multi_modal_projector.mm_soft_emb_norm", "weight", vh, "projector")
+    return b.tensors
+
+
+def lfm2_vl_parts(cfg: Mapping, text_h: int) -> list:
+    """LFM2-VL (modeling_lfm2_vl.py Lfm2VlMultiModalProjector): a SigLIP 2 tower, then the pixel-unshuffled
+    features (vision h x downsample_factor^2) through an optional LayerNorm (projector_use_layernorm),
+    linear_1 to projector_hidden_size and linear_2 to the text width (both biased by projector_bias);
+    Lfm2VlConfig's defaults."""
+    b = TensorList()
+    c = ConfigReader(cfg)
+    vh = _vit(b, "model.vision_tower", ConfigReader(cfg["vision_config"]), "siglip2_vision_model")
+    d_in = vh * c.int("downsample_factor", default=2) ** 2
+    mid, bias = c.int("projector_hidden_size", default=2560), c.bool("projector_bias", True)
+    if c.bool("projector_use_layernorm", True):
+        b.param("model.multi_modal_projector.layer_norm", "weight", d_in, "projector")
+        b.param("model.multi_modal_projector.layer_norm", "bias", d_in, "projector")
+    for name, i, o in (("linear_1", d_in, mid), ("linear_2", mid, text_h)):
+        m = f"model.multi_modal_projector.{name}"
+        b.matrix(m, "weight", (o, i), "projector", name)
+        if bias:
+            b.param(m, "bias", o, "projector")
+    return b.tensors
+
+
+def paddleocr_vl_parts(cfg: Mapping, text_h: int) -> list:
+    """PaddleOCR-VL (modeling_paddleocr_vl.py PaddleOCRVisionModel + PaddleOCRProjector): a SigLIP tower
+    without head ((image_size / patch_size)^2 positions), then pre_norm LayerNorm over the tower width,
+    linear_1 (merged width = vision h x spatial_merge_size^2, square) and linear_2 to the text width, biased."""
+    b = TensorList()
+    v = ConfigReader(cfg.get("vision_config") or {})
+    vh = _vit(b, "model.visual.vision_model", v, "paddleocr_vl_vision")
+    merged = vh * v.int("spatial_merge_size", default=2) ** 2
+    b.param("model.projector.pre_norm", "weight", vh, "projector")
+    b.param("model.projector.pre_norm", "bias", vh, "projector")
+    for name, i, o in (("linear_1", merged, merged), ("linear_2", merged, text_h)):
+        b.matrix(f"model.projector.{name}", "weight", (o, i), "projector", name)
+        b.param(f"model.projector.{name}", "bias", o, "projector")
+    return b.tensors
+
+
+def minicpmv4_6_parts(cfg: Mapping, text_h: int) -> list:
+    """MiniCPM-V 4.6 (modeling_minicpmv4_6.py): a SigLIP tower without head, its ``vit_merger``
+    (MiniCPMV4_6ViTWindowAttentionMerger: biased k/v/q/out_proj, layer_norm1, then over the window
+    (h x window_kernel_size area) pre_norm, linear_1 to intermediate_size x area, linear_2 back to h), and
+    ``merger.mlp``: merger_times MiniCPMV4_6DownsampleMLP (pre_norm over 4h, linear_1 4h square, linear_2 to
+    h, the last one to the text width), all biased."""
+    b = TensorList()
+    v = ConfigReader(cfg.get("vision_config") or {})
+    vh = _vit(b, "model.vision_tower", v, "minicpmv4_6_vision")
+    win = cfg["vision_config"].get("window_kernel_size", (2, 2))
+    area = win[0] * win[1]
+    inter = v.int("intermediate_size", default=MINICPMV4_6["intermediate_size"])
+
+    def lin(m: str, d_in: int, d_out: int, comp: str) -> None:
+        b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
+        b.param(m, "bias", d_out, comp)
+
+    def ln(m: str, d: int, comp: str) -> None:
+        b.param(m, "weight", d, comp)
+        b.param(m, "bias", d, comp)
+
+    m = "model.vision_tower.vit_merger"
+    for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+        lin(f"{m}.self_attn.{name}", vh, vh, "vision")
+    ln(f"{m}.layer_norm1", vh, "vision")
+    ln(f"{m}.pre_norm", vh * area, "vision")
+    lin(f"{m}.linear_1", vh * area, inter * area, "vision")
+    lin(f"{m}.linear_2", inter * area, vh, "vision")
+    times = ConfigReader(cfg).int("merger_times", default=1)
+    for j in range(times):
+        q = f"model.merger.mlp.{j}"
+        ln(f"{q}.pre_norm", 4 * vh, "projector")
+        lin(f"{q}.linear_1", 4 * vh, 4 * vh, "projector")
+        lin(f"{q}.linear_2", 4 * vh, text_h if j == times - 1 else vh, "projector")
+    return b.tensors
+
+
+MUSE_GLIMMER = {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 50, "patch_size": 14,
+                "patch_temporal": 2, "pos_emb_height": 32, "pos_emb_width": 32}
+
+
+def muse_glimmer_parts(cfg: Mapping, text_h: int) -> list:
+    """Muse Glimmer (modeling_muse_glimmer.py, MuseGlimmerVisionConfig's defaults): patch_embedding linear
+    (patch_temporal x 3 x patch_size^2 -> h, no bias), position_embedding_table (pos_emb_height x
+    pos_emb_width), ln_pre, layers of LayerNorm norm1/norm2, biased proj/q/k/v and fc1/fc2, ln_post; the
+    vision_adapter fc1 (out_hidden_size -> projector_hidden_size) and fc2 (square) and vision_projection to
+    the text width, no biases (MuseGlimmerConfig's defaults)."""
+    b = TensorList()
+    v, c = ConfigReader(cfg.get("vision_config") or {}), ConfigReader(cfg)
+    get = lambda k: v.int(k, default=MUSE_GLIMMER[k])   # noqa: E731
+    p, h, inter = "model.vision_tower", get("hidden_size"), get("intermediate_size")
+
+    def lin(m: str, d_in: int, d_out: int, bias: bool, comp: str = "vision") -> None:
+        b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
+        if bias:
+            b.param(m, "bias", d_out, comp)
+
+    def ln(m: str) -> None:
+        b.param(m, "weight", h, "vision")
+        b.param(m, "bias", h, "vision")
+
+    lin(f"{p}.patch_embedder.patch_embedding", get("patch_temporal") * 3 * get("patch_size") ** 2, h, False)
+    b.matrix(f"{p}.patch_embedder.position_embedding_table", "weight",
+             (get("pos_emb_height") * get("pos_emb_width"), h), "vision")
+    ln(f"{p}.ln_pre")
+    for i in range(get("num_hidden_layers")):
+        q = f"{p}.layers.{i}"
+        ln(f"{q}.norm1")
+        ln(f"{q}.norm2")
+        for name in ("proj", "q_proj", "k_proj", "v_proj"):
+            lin(f"{q}.attn.{name}", h, h, True)
+        lin(f"{q}.mlp.fc1", h, inter, True)
+        lin(f"{q}.mlp.fc2", inter, h, True)
+    ln(f"{p}.ln_post")
+    out, mid = c.int("out_hidden_size", default=6144), c.int("projector_hidden_size", default=4096)
+    lin("model.vision_adapter.fc1", out, mid, False, "projector")
+    lin("model.vision_adapter.fc2", mid, mid, False, "projector")
+    lin("model.vision_projection", mid, text_h, False, "projector")
     return b.tensors
 
 

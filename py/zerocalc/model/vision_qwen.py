@@ -134,3 +134,50 @@ def glm4v_visual(cfg: Mapping) -> list:
     b.param(f"{p}.downsample", "bias", out, "vision")
     _norm(b, f"{p}.post_layernorm", h, False)
     return b.tensors
+
+
+GLM_OCR = {"depth": 24, "hidden_size": 1024, "in_channels": 3, "patch_size": 14, "spatial_merge_size": 2,
+           "temporal_patch_size": 2, "out_hidden_size": 1536, "intermediate_size": 4096, "num_heads": 16}
+
+
+def glm_ocr_visual(cfg: Mapping) -> list:
+    """GLM-OCR (modeling_glm_ocr.py GlmOcrVisionModel, GlmOcrVisionConfig's defaults): GLM-4V's tower without
+    the learned position embedding and post_conv_layernorm; each block's qkv and proj and its gated MLP
+    (intermediate_size) biased by attention_bias (default True), RMSNorm q_norm/k_norm over head_dim
+    (hidden_size / num_heads); the merger (no biases) is out_hidden_size wide with gate/up/down to
+    out_hidden_size x in_channels."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=GLM_OCR[k])   # noqa: E731
+    p, h, out, inter = "model.visual", get("hidden_size"), get("out_hidden_size"), get("intermediate_size")
+    bias = v.bool("attention_bias", True)
+    head_dim = h // get("num_heads")
+    b = TensorList()
+    b.matrix(f"{p}.patch_embed.proj", "weight",
+             (h, get("in_channels") * get("temporal_patch_size") * get("patch_size") ** 2), "vision")
+    b.param(f"{p}.patch_embed.proj", "bias", h, "vision")
+
+    def lin(m: str, d_in: int, d_out: int, with_bias: bool, comp: str = "vision") -> None:
+        b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
+        if with_bias:
+            b.param(m, "bias", d_out, comp)
+
+    for i in range(get("depth")):
+        q = f"{p}.blocks.{i}"
+        _norm(b, f"{q}.norm1", h, False)
+        _norm(b, f"{q}.norm2", h, False)
+        lin(f"{q}.attn.qkv", h, 3 * h, bias)
+        lin(f"{q}.attn.proj", h, h, bias)
+        _norm(b, f"{q}.attn.q_norm", head_dim, False)
+        _norm(b, f"{q}.attn.k_norm", head_dim, False)
+        for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
+            lin(f"{q}.mlp.{name}", d_in, d_out, bias)
+    m, ctx = f"{p}.merger", out * get("in_channels")
+    lin(f"{m}.proj", out, out, False, "projector")
+    _norm(b, f"{m}.post_projection_norm", out, True, "projector")
+    for name, d_in, d_out in (("gate_proj", out, ctx), ("up_proj", out, ctx), ("down_proj", ctx, out)):
+        lin(f"{m}.{name}", d_in, d_out, False, "projector")
+    merge = get("spatial_merge_size")
+    b.matrix(f"{p}.downsample", "weight", (out, h * merge * merge), "vision")
+    b.param(f"{p}.downsample", "bias", out, "vision")
+    _norm(b, f"{p}.post_layernorm", h, False)
+    return b.tensors
