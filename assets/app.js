@@ -171,6 +171,8 @@ function renderRun(chart) {   // the run's phases (py/app/view.py run_chart): nu
     kids.push(g);
   }
   $("#run-bars").replaceChildren(...kids);
+}
+
 function renderStep(parts, said) {
   // the step block's breakdown (py/app/view.py step_parts): one segment per part, widths in % of the step
   const bar = $("#step-bar"), legend = $("#step-legend");
