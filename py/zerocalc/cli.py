@@ -198,10 +198,20 @@ def format_fit(d: dict) -> str:
              f"max micro-batch: {d['max_micro_batch_size']}   max sequence length: {d['max_seq_len']}",
              "min GPUs by stage: " + ", ".join(f"{k}: {v}" for k, v in d["min_gpus"].items()), "",
              f"{'#':>2}  {'fits':<4} {'GiB':>7} {'tokens/s/GPU':>13} {'step s':>8}  change"]
+    # a plan of variable lengths (Extension 6): its data / allocator options, and every row's reserved after 1000 steps
+    runs = any(k in o["changes"] for o in d["options"] for k in ("data", "allocator"))
+    if runs:
+        lines[0] += (f"; reserved after 1000 steps {g(d['reserved_after_1000_bytes']).strip()} GiB"
+                     + (f", fragmentation OOM by step {d['fragmentation_oom_step']}" if d["fragmentation_oom_step"]
+                        else ""))
+        lines[-1] = lines[-1].replace("  change", f" {'1000 st':>7}  change")
     for i, o in enumerate(d["options"], 1):
-        ch = ", ".join(f"{k}={v}" for k, v in o["changes"].items())
+        own = "data" in o["changes"] or "allocator" in o["changes"]
+        ch = o["label"] if own else ", ".join(f"{k}={v}" for k, v in o["changes"].items())
+        r1000 = o.get("reserved_after_1000_bytes")
+        after = (f" {g(r1000)}" if r1000 is not None else " " * 8) if runs else ""
         lines.append(f"{i:>2}  {'yes' if o['fits'] else 'no':<4} {g(o['device_used_bytes'])} "
-                     f"{o['tokens_per_s_per_gpu']:13,.0f} {o['step_time_s']:8.3f}  {ch}")
+                     f"{o['tokens_per_s_per_gpu']:13,.0f} {o['step_time_s']:8.3f}{after}  {ch}")
     return "\n".join(lines) + "\n"
 
 
