@@ -113,10 +113,13 @@ def format_table(est, d: dict | None = None) -> str:
         "",
     ]
     lines += format_run(d)
+    lines += format_over_steps(d, plan.data.lengths)
     run = d.get("run")
     head = d["capacity_bytes"] - (run["device_used_bytes"] if run else pg["device_used_bytes"])
     verdict = f"FITS with {head / GIB:.2f} GiB headroom" if d["fits"] else f"OUT OF MEMORY by {-head / GIB:.2f} GiB"
-    if run and not d["fits"] and pg["device_used_bytes"] <= d["capacity_bytes"]:
+    if run and run.get("fragmentation_oom_step"):   # the first failure: that step's tensors still fit
+        verdict = f"FITS for ~{run['fragmentation_oom_step']} steps, then fragmentation: set expandable_segments or pack"
+    elif run and not d["fits"] and pg["device_used_bytes"] <= d["capacity_bytes"]:
         over = next(k for k, p in run["phases"].items() if p["device_used_bytes"] > d["capacity_bytes"])
         verdict = f"FITS THE STEP, runs out at {RUN_LABELS[over]}" + (f": {run['fix']}" if run.get("fix") else "")
     lines.append(f"{verdict}; largest part: {d['primary_driver']}; min GPUs at this stage: {d['min_gpus']}")
@@ -147,6 +150,21 @@ def format_run(d: dict) -> list[str]:
         over = "  OVER" if p["device_used_bytes"] > cap else ""
         lines.append(f"  {name:<26}{_gib(p['peak_allocated_bytes'])}{_gib(p['peak_reserved_bytes']):>10}"
                      f"{_gib(p['device_used_bytes']):>11}  {p['note']}{mark}{over}")
+    return lines + [""]
+
+
+def format_over_steps(d: dict, lengths: str) -> list[str]:
+    """plan-v1 Extension 6, for a plan of variable lengths: max_memory_reserved after 10 / 100 / 1000 / 10000 steps
+    (the caching allocator's growth as the batches change shape) and the step by which it runs the device out."""
+    run = d.get("run") or {}
+    after = run.get("reserved_after_steps")
+    if lengths == "fixed" or not after:
+        return []
+    lines = [f"{'reserved over the run':<28}" + "".join(f"{n + ' st':>10}" for n in after),
+             f"  {'data.lengths ' + lengths:<26}" + "".join(f"{_gib(b):>10}" for b in after.values())]
+    n = run.get("fragmentation_oom_step")
+    lines.append(f"  fragmentation runs the device out by step {n}: set expandable_segments or pack" if n
+                 else "  no fragmentation out-of-memory within 10000 steps")
     return lines + [""]
 
 
