@@ -104,7 +104,7 @@ AXOLOTL = {
                                                   "offload_optimizer": "none", "seq_len": 2048},
 }
 AXOLOTL_UNMAPPED = {
-    "llama-3__lora-1b.yml": {"datasets", "learning_rate", "sample_packing", "wandb_project", "special_tokens"},
+    "llama-3__lora-1b.yml": {"datasets", "learning_rate", "wandb_project", "special_tokens"},
     "mistral__qlora.yml": {"base_model"},  # Mistral-7B-v0.1 is not a preset (v0.3 is)
     "llama-3__lora-8b.yml": {"base_model"},  # Llama 3 (not 3.1) 8B: not a preset
     "gpt-oss__gpt-oss-20b-fft-fsdp2.yaml": {"optimizer"},  # torchao adamw_torch_8bit

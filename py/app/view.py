@@ -194,10 +194,18 @@ def run_chart(est: Mapping) -> dict:
             "summary": summary}
 
 
+FRAGMENTATION_FIX = "set expandable_segments or pack"   # plan-v1 Extension 6: allocator / data.lengths fixed
+
+
 def verdict_text(est: Mapping) -> str:
-    """"Fits with ... headroom" over the whole run; "Fits the step, runs out at the first evaluation: set ..." when
-    only a later phase does not fit; else the step's shortfall."""
+    """"Fits with ... headroom" over the whole run; "Fits for ~N steps, then fragmentation: ..." when the caching
+    allocator's growth over a variable-length run runs the device out by step N although that step's tensors fit
+    (run.fragmentation_oom_step: the run's first failure, before a later, longer batch's own shortfall);
+    "Fits the step, runs out at the first evaluation: set ..." when only a later phase does not fit; else the
+    step's shortfall."""
     cap, run, pg = est["capacity_bytes"], est["run"], est["per_gpu"]
+    if run.get("fragmentation_oom_step"):       # the run's first failure: the tensors still fit at that step
+        return f"Fits for ~{run['fragmentation_oom_step']} steps, then fragmentation: {FRAGMENTATION_FIX}"
     if est["fits"]:
         return f"Fits with {gib(cap - run['device_used_bytes'])} headroom"
     if pg["device_used_bytes"] <= cap:

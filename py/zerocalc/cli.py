@@ -113,10 +113,13 @@ def format_table(est, d: dict | None = None) -> str:
         "",
     ]
     lines += format_run(d)
+    lines += format_over_steps(d, plan.data.lengths)
     run = d.get("run")
     head = d["capacity_bytes"] - (run["device_used_bytes"] if run else pg["device_used_bytes"])
     verdict = f"FITS with {head / GIB:.2f} GiB headroom" if d["fits"] else f"OUT OF MEMORY by {-head / GIB:.2f} GiB"
-    if run and not d["fits"] and pg["device_used_bytes"] <= d["capacity_bytes"]:
+    if run and run.get("fragmentation_oom_step"):   # the first failure: that step's tensors still fit
+        verdict = f"FITS for ~{run['fragmentation_oom_step']} steps, then fragmentation: set expandable_segments or pack"
+    elif run and not d["fits"] and pg["device_used_bytes"] <= d["capacity_bytes"]:
         over = next(k for k, p in run["phases"].items() if p["device_used_bytes"] > d["capacity_bytes"])
         verdict = f"FITS THE STEP, runs out at {RUN_LABELS[over]}" + (f": {run['fix']}" if run.get("fix") else "")
     lines.append(f"{verdict}; largest part: {d['primary_driver']}; min GPUs at this stage: {d['min_gpus']}")
@@ -147,6 +150,21 @@ def format_run(d: dict) -> list[str]:
         over = "  OVER" if p["device_used_bytes"] > cap else ""
         lines.append(f"  {name:<26}{_gib(p['peak_allocated_bytes'])}{_gib(p['peak_reserved_bytes']):>10}"
                      f"{_gib(p['device_used_bytes']):>11}  {p['note']}{mark}{over}")
+    return lines + [""]
+
+
+def format_over_steps(d: dict, lengths: str) -> list[str]:
+    """plan-v1 Extension 6, for a plan of variable lengths: max_memory_reserved after 10 / 100 / 1000 / 10000 steps
+    (the caching allocator's growth as the batches change shape) and the step by which it runs the device out."""
+    run = d.get("run") or {}
+    after = run.get("reserved_after_steps")
+    if lengths == "fixed" or not after:
+        return []
+    lines = [f"{'reserved over the run':<28}" + "".join(f"{n + ' st':>10}" for n in after),
+             f"  {'data.lengths ' + lengths:<26}" + "".join(f"{_gib(b):>10}" for b in after.values())]
+    n = run.get("fragmentation_oom_step")
+    lines.append(f"  fragmentation runs the device out by step {n}: set expandable_segments or pack" if n
+                 else "  no fragmentation out-of-memory within 10000 steps")
     return lines + [""]
 
 
@@ -198,10 +216,20 @@ def format_fit(d: dict) -> str:
              f"max micro-batch: {d['max_micro_batch_size']}   max sequence length: {d['max_seq_len']}",
              "min GPUs by stage: " + ", ".join(f"{k}: {v}" for k, v in d["min_gpus"].items()), "",
              f"{'#':>2}  {'fits':<4} {'GiB':>7} {'tokens/s/GPU':>13} {'step s':>8}  change"]
+    # a plan of variable lengths (Extension 6): its data / allocator options, and every row's reserved after 1000 steps
+    runs = any(k in o["changes"] for o in d["options"] for k in ("data", "allocator"))
+    if runs:
+        lines[0] += (f"; reserved after 1000 steps {g(d['reserved_after_1000_bytes']).strip()} GiB"
+                     + (f", fragmentation OOM by step {d['fragmentation_oom_step']}" if d["fragmentation_oom_step"]
+                        else ""))
+        lines[-1] = lines[-1].replace("  change", f" {'1000 st':>7}  change")
     for i, o in enumerate(d["options"], 1):
-        ch = ", ".join(f"{k}={v}" for k, v in o["changes"].items())
+        own = "data" in o["changes"] or "allocator" in o["changes"]
+        ch = o["label"] if own else ", ".join(f"{k}={v}" for k, v in o["changes"].items())
+        r1000 = o.get("reserved_after_1000_bytes")
+        after = (f" {g(r1000)}" if r1000 is not None else " " * 8) if runs else ""
         lines.append(f"{i:>2}  {'yes' if o['fits'] else 'no':<4} {g(o['device_used_bytes'])} "
-                     f"{o['tokens_per_s_per_gpu']:13,.0f} {o['step_time_s']:8.3f}  {ch}")
+                     f"{o['tokens_per_s_per_gpu']:13,.0f} {o['step_time_s']:8.3f}{after}  {ch}")
     return "\n".join(lines) + "\n"
 
 

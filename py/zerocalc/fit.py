@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from .datasettings import DataSettings, allocator_dict, data_dict, expandable
 from .estimate import estimate
 from .plan import MAX_MICRO_BATCH, MAX_SEQ_LEN, Plan, PlanError
 from .presets import GPUS
@@ -31,11 +32,15 @@ class Option:
     fits: bool
     step_time_s: float
     tokens_per_s_per_gpu: float
+    reserved_after_1000_bytes: int | None = None   # run.reserved_after_steps["1000"] (Extension 6)
+    fragmentation_oom_step: int | None = None
 
     def to_dict(self) -> dict:
         return {"changes": dict(self.changes), "label": self.label, "device_used_bytes": self.device_used_bytes,
                 "capacity_bytes": self.capacity_bytes, "fits": self.fits, "step_time_s": self.step_time_s,
-                "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu}
+                "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+                "reserved_after_1000_bytes": self.reserved_after_1000_bytes,
+                "fragmentation_oom_step": self.fragmentation_oom_step}
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,14 @@ class Fit:
     min_gpus: dict
     options: tuple = field(default=())
     estimates: int = 0                 # estimate() calls made (the budget is 100)
+    reserved_after_1000_bytes: int | None = None
+    fragmentation_oom_step: int | None = None
 
     def to_dict(self) -> dict:
         return {"fits": self.fits, "device_used_bytes": self.device_used_bytes,
                 "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+                "reserved_after_1000_bytes": self.reserved_after_1000_bytes,
+                "fragmentation_oom_step": self.fragmentation_oom_step,
                 "max_micro_batch_size": self.max_micro_batch_size, "max_seq_len": self.max_seq_len,
                 "min_gpus": dict(self.min_gpus), "options": [o.to_dict() for o in self.options],
                 "estimate_calls": self.estimates}
@@ -234,6 +243,43 @@ def _run_candidates(plan: Plan, fits_with) -> list[tuple[dict, str]]:
     return out
 
 
+def _data_candidates(plan: Plan) -> list[tuple[dict, str]]:
+    """Extension 6, for a plan of variable lengths: pack the samples (data.lengths fixed: rows of seq_len, no
+    ratchet), padding-free batches instead of padding to the longest, and expandable segments (the segment grows in
+    place, memory/fragmentation.py). Their effect shows in each option's reserved after 1000 steps."""
+    d, out = plan.data, []
+    if d.lengths == "fixed":
+        return out
+    data = data_dict(d)
+    out.append(({"data": {**data, "lengths": "fixed"}}, f"pack the samples into rows of {plan.seq_len} tokens"))
+    if d.lengths == "padded-longest":
+        out.append(({"data": {**data, "lengths": "padding-free"}},
+                    "padding-free batches (TRL padding_free, flash-attention varlen)"))
+    if not expandable(plan.allocator, plan.stack.trainer):
+        out.append(({"allocator": {**allocator_dict(plan.allocator), "expandable_segments": True}},
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"))
+    return out
+
+
+def _at_seq_len(plan: Plan, n: int) -> dict:
+    """Changes for sequence length ``n``: the samples are truncated at it, so the data's lengths are clipped too
+    (data.mean_len / p99_len / histogram must stay within seq_len)."""
+    if plan.data == DataSettings():
+        return {"seq_len": n}
+    d = data_dict(plan.data)
+    for k in ("mean_len", "p99_len"):
+        if d[k] is not None:
+            d[k] = min(d[k], n)
+    if d["histogram"] is not None:
+        d["histogram"] = [[min(length, n), w] for length, w in d["histogram"]]
+    return {"seq_len": n, "data": d}
+
+
+def _over_steps(e) -> tuple[int | None, int | None]:
+    rs = e.run_steps or {}
+    return (rs.get("reserved_after_steps") or {}).get("1000"), rs.get("fragmentation_oom_step")
+
+
 def fit(plan: Plan, *, max_options: int = 16) -> Fit:
     """Maxima, minimum GPUs per stage and ranked options for ``plan`` (see the module docstring)."""
     memo = _Memo()
@@ -243,11 +289,11 @@ def fit(plan: Plan, *, max_options: int = 16) -> Fit:
         return memo(plan.with_changes(**ch)).fits
 
     max_mbs = _max_int(lambda n: fits_with(micro_batch_size=n), plan.micro_batch_size, MAX_MICRO_BATCH)
-    max_seq = _max_int(lambda n: fits_with(seq_len=n), plan.seq_len, MAX_SEQ_LEN)
+    max_seq = _max_int(lambda n: fits_with(**_at_seq_len(plan, n)), plan.seq_len, MAX_SEQ_LEN)
     mins = min_gpus_by_stage(plan, memo)
     options = []
     seen = set()
-    for changes, label in _run_candidates(plan, fits_with) + _candidates(plan, max_mbs, mins):
+    for changes, label in _data_candidates(plan) + _run_candidates(plan, fits_with) + _candidates(plan, max_mbs, mins):
         try:
             changed = plan.with_changes(**changes)
         except PlanError:
@@ -260,11 +306,13 @@ def fit(plan: Plan, *, max_options: int = 16) -> Fit:
         st = e.step
         options.append(Option(changes=changes, label=label, device_used_bytes=e.run.device_used,
                               capacity_bytes=e.capacity_bytes, fits=e.fits, step_time_s=st.time_s,
-                              tokens_per_s_per_gpu=st.tokens_per_s_per_gpu))
+                              tokens_per_s_per_gpu=st.tokens_per_s_per_gpu, reserved_after_1000_bytes=_over_steps(e)[0],
+                              fragmentation_oom_step=_over_steps(e)[1]))
     options.sort(key=lambda o: (not o.fits, -o.tokens_per_s_per_gpu, o.device_used_bytes))
     return Fit(plan=plan, fits=base.fits, device_used_bytes=base.run.device_used,
                tokens_per_s_per_gpu=base.step.tokens_per_s_per_gpu, max_micro_batch_size=max_mbs,
-               max_seq_len=max_seq, min_gpus=mins, options=tuple(options[:max_options]), estimates=memo.calls)
+               max_seq_len=max_seq, min_gpus=mins, options=tuple(options[:max_options]), estimates=memo.calls,
+               reserved_after_1000_bytes=_over_steps(base)[0], fragmentation_oom_step=_over_steps(base)[1])
 
 
 __all__ = ["fit", "Fit", "Option"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..plan import Plan, as_plan
 from ..runplan import DEFAULT
+from .data_args import collator_lines, env_lines, hf_allocator_kwargs
 from .ds_config import DS_OPTIMIZER_TYPES, ExportError, check_expressible
 from .pyfmt import py_literal
 
@@ -49,6 +50,7 @@ def training_arguments_kwargs(plan, ds_config_path: str = "ds_config.json") -> d
     elif fw == "fsdp":
         kw["fsdp"] = fsdp_option_string(plan)
     kw.update(run_arguments(plan))
+    kw.update(hf_allocator_kwargs(plan))
     return kw
 
 
@@ -107,6 +109,8 @@ def training_arguments_snippet(plan, ds_config_path: str = "ds_config.json") -> 
     load = f'attn_implementation="{HF_ATTN[plan.attention]}"' + (f", dtype={dtype}" if dtype else "")
     lines.append(f"# model: AutoModelForCausalLM.from_pretrained(<{model}>, {load})")
     lines.append(f"# sequences of {plan.seq_len} tokens (tokenizer / SFTConfig max_length)")
+    lines += collator_lines(plan)
+    lines += [f"# launch with {line[len('export '):]}" for line in env_lines(plan) if line.startswith("export ")]
     if plan.method in ("lora", "qlora"):
         lines.append("# LoRA/QLoRA: see `zerocalc export --to peft`")
     if plan.framework == "deepspeed" and plan.zero_stage == 3:

@@ -7,6 +7,7 @@ $MASTER_ADDR / $NODE_RANK placeholders that the cluster (or the user) fills.
 from __future__ import annotations
 
 from ..plan import as_plan
+from .data_args import env_lines
 
 PORT = 29500
 
@@ -42,7 +43,7 @@ def launch_commands(plan, script: str = "train.py", ds_config_path: str = "ds_co
 def launch_text(plan, script: str = "train.py") -> str:
     plan = as_plan(plan)
     cmds = launch_commands(plan, script)
-    lines = []
+    lines = env_lines(plan)
     if plan.framework == "deepspeed" and plan.nodes > 1:
         lines.append("# hostfile for deepspeed (one line per node; passwordless ssh between nodes):")
         lines += [f"#   node-{i} slots={plan.gpus_per_node}" for i in range(plan.nodes)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..plan import Plan, as_plan
 from ..presets import MODELS
 from .accelerate import to_yaml
+from .data_args import hf_allocator_kwargs, packing_value
 from .ds_config import ExportError
 from .hf import HF_ATTN, HF_OPTIM
 
@@ -96,6 +97,8 @@ def axolotl_config(plan) -> dict:
     out.update({"sequence_len": p.seq_len, "micro_batch_size": p.micro_batch_size,
                 "gradient_accumulation_steps": p.gradient_accumulation_steps,
                 "gradient_checkpointing": p.activation_checkpointing == "full"})
+    if packing_value(p) is not None:
+        out["sample_packing"] = packing_value(p)
     if p.activation_offloading:
         out["activation_offloading"] = True
     out["attn_implementation"] = HF_ATTN[p.attention]
@@ -156,6 +159,9 @@ def llamafactory_config(plan) -> dict:
                 "disable_gradient_checkpointing": p.activation_checkpointing == "none",
                 "flash_attn": LF_ATTN[p.attention], "enable_liger_kernel": p.loss == "chunked",
                 "optim": HF_OPTIM[p.optimizer]})
+    if packing_value(p) is not None:
+        out["packing"] = packing_value(p)
+    out.update(hf_allocator_kwargs(p))
     prec = p.precision
     if prec == "bf16-pure":
         if p.framework == "deepspeed":

@@ -20,6 +20,7 @@ from .builder import (EMPTY, NO_EFFECT, NOT_MODELLED, Builder, all_linear, as_bo
                      as_number, as_obj, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp,
                      set_fsdp, set_model, set_optimizer)
 from .builder import gptq_checkpoint
+from .data_keys import alloc_env, axolotl_lengths
 from .trainer_rules import fsdp_upcast_precision, set_gptq
 
 DEFAULTS = {"micro_batch_size": 1, "gradient_accumulation_steps": 1, "sequence_len": 512}
@@ -131,9 +132,8 @@ def import_axolotl(cfg: dict, plan, loader=None):
     sl = take("sequence_len")
     b.set("sequence_len", "seq_len", as_int("sequence_len", sl) if sl is not None else DEFAULTS["sequence_len"],
           default=sl is None)
-    if "sample_packing" in cfg:
-        b.skip("sample_packing", take("sample_packing"), "packing fills every sample to sequence_len: the plan "
-               "already counts full-length samples")
+    axolotl_lengths(b, cfg, take)
+    alloc_env(b, cfg, seen)
 
     # --- activations
     gc = take("gradient_checkpointing")

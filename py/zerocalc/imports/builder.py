@@ -35,7 +35,7 @@ _NO_EFFECT_RE = re.compile(
     r"tokenizer|token|tokens|prompt|chat|special|weight_decay|adam|beta1|beta2|epsilon|max_grad_norm|"
     r"clip|resume|checkpoint_dir|cache|overwrite|preprocessing|num_workers|dataloader|shuffle|val|test|"
     r"split|metric|early_stopping|profiler|plot|run|project|entity|seed|strict|trust_remote_code|"
-    r"train_on_inputs|group_by_length|device_map|ddp_timeout|max_steps|steps|loss_watchdog|"
+    r"train_on_inputs|device_map|ddp_timeout|max_steps|steps|loss_watchdog|"
     r"resize|padding|pad|streaming|shuffle_merged_datasets|tf32|debug|metric_logger|max_steps_per_epoch)(_|$)")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from .builder import (EMPTY, NO_EFFECT, NOT_MODELLED, Builder, ConfigImportError, all_linear, as_bool,
                       as_int, as_list, as_number, attention_from_impl, import_deepspeed_ref, not_deepspeed_or_fsdp,
                       set_fsdp, set_model, set_optimizer)
+from .data_keys import alloc_env, hf_data_keys, trl_collator
 from .run_args import hf_run_settings
 from .builder import gptq_checkpoint
 from .trainer_rules import fsdp_upcast_precision, set_gptq, single_process_only
@@ -93,9 +94,9 @@ def import_hf_args(cfg: dict, plan, loader=None):
     else:
         if sft:
             b.set("max_length", "seq_len", 1024, default=True)
-    if cfg.get("packing"):
-        b.skip("packing", take("packing"), "packing fills every sample to max_length: the plan already counts "
-                                           "full-length samples")
+    trl_collator(b, cfg, take)
+    hf_data_keys(b, cfg, take)
+    alloc_env(b, cfg, seen)
     # --- activations, attention, loss, optimizer
     # transformers 5: activation_checkpointing (+ _kwargs {"offload": true}); gradient_checkpointing is its old name.
     # TRL SFTConfig (trl/trainer/sft_config.py): gradient_checkpointing defaults to True, bf16 to True unless fp16

@@ -20,6 +20,7 @@ from .builder import (NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_lis
                      import_deepspeed_ref, not_deepspeed_or_fsdp, set_fsdp, set_model, set_optimizer)
 from .builder import gptq_checkpoint
 from .trainer_rules import fsdp_upcast_precision, set_gptq, single_process_only
+from .data_keys import alloc_env, llamafactory_lengths
 
 ATTN = {"auto": "sdpa", "fa2": "flash", "fa3": "flash", "sdpa": "sdpa", "disabled": "eager", "eager": "eager"}
 NOT_MODELLED_FLAGS = ("use_galore", "use_badam", "use_apollo", "use_dora", "use_unsloth", "use_unsloth_gc",
@@ -109,10 +110,8 @@ def import_llamafactory(cfg: dict, plan, loader=None):
           1 if ga is None else as_int("gradient_accumulation_steps", ga), default=ga is None)
     cl = take("cutoff_len")
     b.set("cutoff_len", "seq_len", 2048 if cl is None else as_int("cutoff_len", cl), default=cl is None)
-    if cfg.get("packing") or cfg.get("neat_packing"):
-        b.skip("packing", take("packing"), "packing fills every sample to cutoff_len: the plan already counts "
-                                           "full-length samples")
-    seen.update(("packing", "neat_packing"))
+    llamafactory_lengths(b, cfg, take)
+    alloc_env(b, cfg, seen)
     dgc = take("disable_gradient_checkpointing")
     off = dgc is not None and as_bool("disable_gradient_checkpointing", dgc)
     b.set("disable_gradient_checkpointing", "activation_checkpointing", "none" if off else "full", default=dgc is None)
