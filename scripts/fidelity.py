@@ -141,18 +141,17 @@ def run_public(path: pathlib.Path, show_records: bool, stack_tags: dict | None =
     return table
 
 
-def run_public_compare(path: pathlib.Path, stack_tags: dict, corrections: dict | None = None) -> None:
-    """Per source group: the error with the stack tags (validation/public-stack.json) and without them (every
-    plan run as today's default stack); the plan corrections, when given, apply to both."""
-    tagged, plain = public_rows(path, stack_tags, corrections), public_rows(path, None, corrections)
+def _paired_table(title: str, tagged: list[dict], plain: list[dict], a_name: str, b_name: str) -> None:
+    """One row per source group (and the totals): error statistics of two scorings of the same records."""
     def groups(rows):
         out: dict[str, list[dict]] = {}
         for r in rows:
             out.setdefault(r["group"], []).append(r)
         return out
     gt, gp = groups(tagged), groups(plain)
-    print(f"\n## With and without the stack tags ({path.name}, validation/public-stack.json)\n")
-    print("| source | n | median (tags) | p90 (tags) | bias (tags) | median (no tags) | p90 (no tags) | bias (no tags) |")
+    print(f"\n## {title}\n")
+    print(f"| source | n | median ({a_name}) | p90 ({a_name}) | bias ({a_name}) | median ({b_name}) | p90 ({b_name}) "
+          f"| bias ({b_name}) |")
     print("|---|---|---|---|---|---|---|---|")
     rows = [(g, summarize(gt[g]), summarize(gp[g])) for g in sorted(gt)]
     rows.append(("**all measured**", summarize([r for r in tagged if r["quality"] == "measured"]),
@@ -162,30 +161,21 @@ def run_public_compare(path: pathlib.Path, stack_tags: dict, corrections: dict |
         print(f"| {g} | {a['n']} | {_fmt(a['median_abs']).lstrip('+')} | {_fmt(a['p90_abs']).lstrip('+')} | "
               f"{_fmt(a['bias'])} | {_fmt(b['median_abs']).lstrip('+')} | {_fmt(b['p90_abs']).lstrip('+')} | "
               f"{_fmt(b['bias'])} |")
+
+
+def run_public_compare(path: pathlib.Path, stack_tags: dict, corrections: dict | None = None) -> None:
+    """Per source group: the error with the stack tags (validation/public-stack.json) and without them (every
+    plan run as today's default stack); the plan corrections, when given, apply to both."""
+    _paired_table(f"With and without the stack tags ({path.name}, validation/public-stack.json)",
+                  public_rows(path, stack_tags, corrections), public_rows(path, None, corrections), "tags", "no tags")
 
 
 def run_public_run_compare(path: pathlib.Path, stack_tags, corrections, run_tags: dict) -> None:
     """Per source group: the error with the run tags (validation/public-run.json: each record's run and window)
     and without them (every record against the steady step, as before issue 19)."""
-    tagged = public_rows(path, stack_tags, corrections, run_tags)
-    plain = public_rows(path, stack_tags, corrections, None)
-    def groups(rows):
-        out: dict[str, list[dict]] = {}
-        for r in rows:
-            out.setdefault(r["group"], []).append(r)
-        return out
-    gt, gp = groups(tagged), groups(plain)
-    print(f"\n## With and without the run tags ({path.name}, validation/public-run.json)\n")
-    print("| source | n | median (run) | p90 (run) | bias (run) | median (step only) | p90 (step only) | bias (step only) |")
-    print("|---|---|---|---|---|---|---|---|")
-    rows = [(g, summarize(gt[g]), summarize(gp[g])) for g in sorted(gt)]
-    rows.append(("**all measured**", summarize([r for r in tagged if r["quality"] == "measured"]),
-                 summarize([r for r in plain if r["quality"] == "measured"])))
-    rows.append(("**all (measured + approximate)**", summarize(tagged), summarize(plain)))
-    for g, a, b in rows:
-        print(f"| {g} | {a['n']} | {_fmt(a['median_abs']).lstrip('+')} | {_fmt(a['p90_abs']).lstrip('+')} | "
-              f"{_fmt(a['bias'])} | {_fmt(b['median_abs']).lstrip('+')} | {_fmt(b['p90_abs']).lstrip('+')} | "
-              f"{_fmt(b['bias'])} |")
+    _paired_table(f"With and without the run tags ({path.name}, validation/public-run.json)",
+                  public_rows(path, stack_tags, corrections, run_tags),
+                  public_rows(path, stack_tags, corrections, None), "run", "step only")
 
 
 def run_tracer(quick: bool, show_tables: bool) -> None:
