@@ -137,8 +137,8 @@ A6000 = {"name": "RTX A6000", "memory_gib": 47.99, "compute_capability": "8.6", 
 
 
 def tune_rows() -> list[dict]:
-    public = {r["id"]: r for r in json.loads((pathlib.Path("/work/shared/validation/public.json")).read_text())} \
-        if pathlib.Path("/work/shared/validation/public.json").exists() else {}
+    shared = ROOT.parent / "shared" / "validation" / "public.json"    # the read-only shared/ beside the clone
+    public = {r["id"]: r for r in json.loads(shared.read_text())} if shared.exists() else {}
     rows = [
         ("tt_l31_8b_full_4090", "| Llama 3.1 8B | Full finetune | 1x 4090 | 18.9 GiB | 1650 |", 1650, 1),
         ("tt_l31_8b_full_a6000", "| Llama 3.1 8B | Full finetune | 1x A6000 | 37.4 GiB |  2579|", 2579, 1),

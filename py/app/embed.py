@@ -1,5 +1,5 @@
 """The embed view's message (``?embed=1`` in an iframe): the estimate of a plan, as plan-v1's estimate dict
-(``estimate(plan).to_dict()``, /work/shared/contracts/plan-v1.md), posted by assets/app.js to the embedding page."""
+(``estimate(plan).to_dict()``, docs/plan-v1.md), posted by assets/app.js to the embedding page."""
 from zerocalc import Plan, estimate
 
 
