@@ -84,7 +84,8 @@ def build_plan(args) -> Any:
 
 RUN_LABELS = {"load": "loading the model", "init": "the engine's set-up", "step": "the training step",
               "eval": "the first evaluation", "generate": "generation", "save": "the first checkpoint save",
-              "resume": "the optimizer-state reload", "merge": "the merge at the end"}
+              "resume": "the optimizer-state reload", "merge": "the merge at the end",
+              "sync": "the weight sync to the generator", "score": "the scoring forwards"}
 
 
 def _gib(n: int) -> str:

@@ -1,0 +1,253 @@
+"""Post-training (plan-v1 Extension 7): the plan block, its validation, and the engine's terms, each against
+arithmetic written here (no figure copied from the code under test)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zerocalc.cli import main
+from zerocalc.estimate import estimate
+from zerocalc.plan import Plan, PlanError
+
+# Llama 3.2 1B: 1,235,814,400 parameters, 16 layers, 8 KV heads x 64, vocabulary 128,256, tied embeddings
+P1B, V, L, KV = 1_235_814_400, 128_256, 16, 512
+A100 = 80 * 2**30
+
+
+def plan(pt=None, **kw) -> Plan:
+    d = {"model": "llama-3.2-1b", "gpu": "a100-sxm4-80gb", "gpus_per_node": 4, "framework": "deepspeed",
+         "zero_stage": 2, "micro_batch_size": 2, "gradient_accumulation_steps": 4, "seq_len": 1024,
+         "activation_checkpointing": "full"}
+    d.update(kw)
+    if pt is not None:
+        d["post_training"] = pt
+    return Plan.from_dict(d)
+
+
+def detail(est) -> dict:
+    return dict(est.per_gpu.detail)
+
+
+# --- the plan block ---------------------------------------------------------------------------------
+
+def test_round_trip_and_omitted_without_post_training():
+    p = plan({"method": "grpo", "num_generations": 4, "generator": {"engine": "vllm", "sleep": 2},
+              "reward_model": {"model": "llama-3.2-1b", "placement": "same-gpus"}})
+    assert Plan.from_dict(p.to_dict()) == p
+    assert "post_training" not in plan().to_dict()
+    assert plan().post_training is None
+
+
+BAD = [
+    ({"method": "sft"}, "post_training.method"),
+    ({"trainer": "deepspeed-chat"}, "post_training.trainer"),
+    ({"method": "grpo", "num_generations": 3}, "post_training.num_generations"),      # 2 x 4 GPUs x 4 = 32
+    ({"method": "grpo", "num_generations": 1}, "post_training.num_generations"),      # TRL: at least 2
+    ({"method": "dpo", "reference": "adapter-disabled"}, "post_training.reference"),  # method full
+    ({"method": "orpo", "reference": "model"}, "post_training.reference"),
+    ({"method": "simpo", "reference": "precomputed"}, "post_training.reference"),
+    ({"method": "grpo", "reference": "precomputed"}, "post_training.reference"),
+    ({"method": "grpo", "generator": {"mode": "server"}}, "post_training.generator.gpus"),
+    ({"method": "grpo", "generator": {"mode": "colocate", "gpus": 2}}, "post_training.generator.gpus"),
+    ({"method": "grpo", "generator": {"gpu_memory_utilization": 1.5}}, "post_training.generator.gpu_memory_utilization"),
+    ({"method": "grpo", "generator": {"sleep": 3}}, "post_training.generator.sleep"),
+    ({"method": "grpo", "generator": {"tensor_parallel_size": 3}}, "post_training.generator.tensor_parallel_size"),
+    ({"method": "grpo", "generator": {"engine": "hf", "sleep": 1}}, "post_training.generator.sleep"),
+    ({"method": "dpo", "generator": {"engine": "vllm"}}, "post_training.generator"),
+    ({"method": "dpo", "value_model": {}}, "post_training.value_model"),
+    ({"method": "dpo", "reward_model": {}}, "post_training.reward_model"),
+    ({"method": "ppo", "value_model": {"model": "no-such-model"}}, "post_training.value_model.model"),
+    ({"method": "ppo", "value_model": {"placement": "moon"}}, "post_training.value_model.placement"),
+    ({"method": "grpo", "trainer": "llamafactory"}, "post_training.method"),
+    ({"method": "dpo", "steps_per_generation": 2}, "post_training.steps_per_generation"),
+    ({"prompt_len": 0}, "post_training.prompt_len"),
+    ({"completion_len": "long"}, "post_training.completion_len"),
+    ({"betaa": 0.1}, "post_training.betaa"),
+    ([], "post_training"),
+]
+
+
+@pytest.mark.parametrize("pt,key", BAD)
+def test_bad_values_name_the_key_and_exit_2(pt, key, tmp_path, capsys):
+    with pytest.raises(PlanError) as e:
+        plan(pt)
+    assert e.value.key == key
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps({"gpus_per_node": 4, "micro_batch_size": 2, "gradient_accumulation_steps": 4,
+                             "post_training": pt}))
+    rc = main(["estimate", "--plan", str(f)])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and key in err and "Traceback" not in err
+
+
+def test_adapter_disabled_with_lora_and_divisible_generations_are_accepted():
+    plan({"method": "dpo", "reference": "adapter-disabled"}, method="lora")
+    plan({"method": "grpo", "num_generations": 8})                     # 32 completions / 8
+    plan({"method": "grpo", "num_generations": 16, "steps_per_generation": 8})   # 2 x 4 x 8 = 64
+    plan({"method": "grpo", "generator": {"mode": "server", "gpus": 1}})
+
+
+def test_a_plan_without_post_training_estimates_as_before():
+    a, b = estimate(plan()), estimate(Plan.from_dict({**plan().to_dict()}))
+    assert a.to_dict() == b.to_dict()
+    assert set(a.run.phases) & {"sync", "score"} == set()
+
+
+# --- DPO and the reference --------------------------------------------------------------------------
+
+def test_dpo_update_step_holds_2b_rows():
+    # DPO at micro 2 with 512 + 512 tokens: the same saved activations as an SFT step of 4 rows x 1024
+    dpo = detail(estimate(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512})))
+    sft = detail(estimate(plan(micro_batch_size=4, seq_len=1024)))
+    assert dpo["saved_activations"] == sft["saved_activations"]
+    assert estimate(plan({"method": "dpo"})).tokens_per_step == 4 * 1024 * 4 * 4   # rows x len x accum x world
+
+
+def test_trl_dpo_logits_buffers_by_hand():
+    # TRL selective_log_softmax on bf16 logits: end of forward the logits 2·R·T·V plus the saved per-row
+    # log_softmax 2·R·(T-1)·V; R = 2 x 2 = 4 rows, T = 1024
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "reference": "precomputed"}))
+    assert t["logits_forward"].nbytes == 2 * 4 * 1024 * V + 2 * 4 * 1023 * V
+    # backward: the slice's gradient 2·R·T·V and the stacked row gradients with the saved rows 2 x 2·R·(T-1)·V
+    assert t["logits_backward"].nbytes == 2 * 4 * 1024 * V + 2 * 2 * 4 * 1023 * V
+    # the reference's no-grad logits meet them at the end of forward: its logits and one row's log_softmax
+    ref = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}))["reference_logits"]
+    assert ref.nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V and ref.phases == {"fwd"}
+
+
+def _terms(p):
+    from zerocalc.estimate import step_inputs_for, step_terms
+    return {t.name: t for t in step_terms(p, step_inputs_for(p))[2]}
+
+
+def test_lora_reference_costs_no_weights():
+    t = _terms(plan({"method": "dpo"}, method="lora"))
+    assert not any(n.startswith("reference_weights") for n in t)
+    assert "reference_logits" in t                      # the base still scores the batch
+
+
+def test_full_reference_zero2_replicated_zero3_sharded():
+    # DeepSpeed casts the reference to bf16: 2 bytes x 1,235,814,400 on every GPU at ZeRO-2,
+    # ceil(that / 4) at ZeRO-3 (prepare_deepspeed keeps stage 3 only)
+    z2 = _terms(plan({"method": "dpo"}, zero_stage=2))
+    z3 = _terms(plan({"method": "dpo"}, zero_stage=3))
+    assert z2["reference_weights"].nbytes == 2 * P1B
+    assert z3["reference_weights"].nbytes == -(-2 * P1B // 4)
+    ddp = _terms(plan({"method": "dpo"}, framework="ddp", zero_stage=0))
+    assert ddp["reference_weights"].nbytes == 4 * P1B            # TRL's fp32 default, nothing casts it
+    bf16 = _terms(plan({"method": "dpo"}, framework="ddp", zero_stage=0, run={"load": {"dtype": "bf16"}}))
+    assert bf16["reference_weights"].nbytes == 2 * P1B
+
+
+def test_reference_none_for_orpo_and_precomputed_for_dpo():
+    for pt in ({"method": "orpo"}, {"method": "simpo"}, {"method": "dpo", "reference": "precomputed"}):
+        t = _terms(plan(pt))
+        assert "reference_weights" not in t and "reference_logits" not in t
+    est = estimate(plan({"method": "dpo", "reference": "precomputed"}))
+    assert "score" in est.run.phases                    # the precompute pass
+
+
+def test_verl_reference_in_host_memory():
+    t = _terms(plan({"method": "ppo", "trainer": "verl", "generator": {"engine": "vllm", "sleep": 1}},
+                    framework="fsdp", zero_stage=3))
+    assert t["reference_weights_host"].nbytes == 2 * P1B and not t["reference_weights_host"].on_gpu
+
+
+def test_trl_fp32_lora_base_without_deepspeed():
+    # TRL create_model_from_path: fp32 unless told; with LoRA on DDP the base stays fp32 (4 B/param)
+    from zerocalc.estimate import step_inputs_for
+    si = step_inputs_for(plan({"method": "dpo"}, method="lora", framework="ddp", zero_stage=0))
+    assert si.frozen_bytes == 4 * P1B
+    si16 = step_inputs_for(plan({"method": "dpo"}, method="lora", framework="ddp", zero_stage=0,
+                                run={"load": {"dtype": "bf16"}}))
+    assert si16.frozen_bytes == 2 * P1B
+
+
+def test_reward_model_has_a_scalar_head_and_no_logits():
+    est = estimate(plan({"method": "rm"}))
+    d = detail(est)
+    assert d.get("logits_forward", 0) == 0 and d.get("logits_backward", 0) == 0
+    # tied embeddings: the sequence-classification model adds only score.weight (hidden 2048)
+    from zerocalc.estimate import step_inputs_for
+    assert step_inputs_for(est.plan).arch.total_params == P1B + 2048
+
+
+# --- GRPO and the generator -------------------------------------------------------------------------
+
+def grpo(gen, **kw):
+    return estimate(plan({"method": "grpo", "num_generations": 8, "prompt_len": 256, "completion_len": 768,
+                          "generator": gen}, **kw))
+
+
+def test_colocated_vllm_holds_its_fraction_and_sleep_2_frees_it():
+    asleep = grpo({"engine": "vllm", "gpu_memory_utilization": 0.3, "sleep": 2})
+    gen = asleep.run.phases["generate"]
+    assert gen.components["generator"] == int(0.3 * A100)
+    assert asleep.per_gpu.components.get("generator", 0) == 512 << 20     # only the CUDA graphs stay
+    awake = grpo({"engine": "vllm", "gpu_memory_utilization": 0.3, "sleep": 0})
+    assert awake.per_gpu.detail["vllm_budget"] == int(0.3 * A100)
+    assert awake.per_gpu.device_used - asleep.per_gpu.device_used >= int(0.3 * A100)
+    eager = grpo({"engine": "vllm", "sleep": 2, "enforce_eager": True})
+    assert eager.per_gpu.components.get("generator", 0) == 0
+
+
+def test_trl_grpo_logits_only_for_the_completion():
+    # logits_to_keep = completion + 1 = 769 positions, micro 2 rows, bf16
+    t = _terms(plan({"method": "grpo", "prompt_len": 256, "completion_len": 768}))
+    assert t["logits_forward"].nbytes == 2 * 2 * 769 * V + 2 * 2 * 768 * V
+
+
+def test_hf_generate_kv_cache_by_hand():
+    # HF generate for the generation batch: micro 2 x steps_per_generation 4 = 8 sequences of 1024 tokens:
+    # 2 (K, V) x 16 layers x 512 x 8 x 1024 x 2 bytes, plus the last position's fp32 logits twice
+    est = grpo(None)
+    kv = 2 * L * KV * 8 * 1024 * 2
+    ph = est.run.phases["generate"]
+    assert ph.components["activations"] == kv + 4 * 2 * 8 * V
+    assert "8 sequences x 1024 tokens" in ph.note
+
+
+def test_peft_zero3_sync_gathers_the_whole_model():
+    peft = grpo({"engine": "vllm", "sleep": 2}, method="lora", zero_stage=3)
+    full = grpo({"engine": "vllm", "sleep": 2}, zero_stage=3)
+    assert "whole 16-bit model" in peft.run.phases["sync"].note
+    assert "one parameter" in full.run.phases["sync"].note
+
+
+def test_server_generator_costs_the_training_gpus_nothing():
+    est = grpo({"engine": "vllm", "mode": "server", "gpus": 1})
+    assert "generate" not in est.run.phases
+    assert est.per_gpu.components.get("generator", 0) == 0
+
+
+def test_ppo_keeps_a_critic_and_a_reward_model():
+    t = _terms(plan({"method": "ppo"}))
+    assert "critic_state" in t and t["reward_model_weights"].nbytes == 2 * (P1B + 2048)
+
+
+def test_peak_phase_names_the_generation_when_it_is_largest():
+    est = grpo({"engine": "vllm", "gpu_memory_utilization": 0.9, "sleep": 2})
+    assert est.run.peak_phase == "generate"
+
+
+# --- properties ---------------------------------------------------------------------------------------
+
+@settings(max_examples=15, deadline=None)
+@given(g=st.sampled_from([2, 4, 8, 16, 32]), c=st.integers(64, 2048), extra=st.integers(1, 1024))
+def test_more_generations_or_longer_completions_never_need_less(g, c, extra):
+    def used(gen, comp):
+        return estimate(plan({"method": "grpo", "num_generations": gen, "completion_len": comp},
+                             gradient_accumulation_steps=8), search_min_gpus=False).run.device_used
+    assert used(g, c) <= used(min(64, 2 * g), c)
+    assert used(g, c) <= used(g, c + extra)
+
+
+@settings(max_examples=15, deadline=None)
+@given(u=st.floats(0.05, 0.9), du=st.floats(0.01, 0.09), sleep=st.sampled_from([0, 1, 2]))
+def test_a_larger_vllm_fraction_never_needs_less(u, du, sleep):
+    def used(util):
+        return grpo({"engine": "vllm", "gpu_memory_utilization": util, "sleep": sleep}).run.device_used
+    assert used(u) <= used(u + du)
