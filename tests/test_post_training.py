@@ -210,11 +210,30 @@ def test_hf_generate_kv_cache_by_hand():
     assert "8 sequences x 1024 tokens" in ph.note
 
 
+def phases_of(gen, **kw) -> dict:
+    """The post-training Phase objects (with their transients) of a GRPO plan."""
+    from zerocalc.estimate import step_inputs_for, whole_run
+    from zerocalc.post import post_phases, resolve
+    p = plan({"method": "grpo", "num_generations": 8, "prompt_len": 256, "completion_len": 768,
+              "generator": gen}, **kw)
+    view = whole_run(p, step_inputs_for(p), p.gpu_spec)[1]
+    return dict(post_phases(view, resolve(p)))
+
+
 def test_peft_zero3_sync_gathers_the_whole_model():
     peft = grpo({"engine": "vllm", "sleep": 2}, method="lora", zero_stage=3)
     full = grpo({"engine": "vllm", "sleep": 2}, zero_stage=3)
     assert "whole 16-bit model" in peft.run.phases["sync"].note
     assert "one parameter" in full.run.phases["sync"].note
+    # LoRA r16 on the 7 linears of Llama 3.2 1B: per layer r·(d_in + d_out) = 16 x (4096 + 2560 + 2560 + 4096
+    # + 3 x 10240) = 704,512, x 16 layers = 11,272,192 adapter parameters; all gathered in 16 bits with the base
+    assert phases_of({"engine": "vllm", "sleep": 2}, method="lora", zero_stage=3)["sync"].transient \
+        == 2 * (P1B + 11_272_192)
+    # without PEFT one parameter at a time: the largest, the tied embedding 128,256 x 2048
+    assert phases_of({"engine": "vllm", "sleep": 2}, zero_stage=3)["sync"].transient == 2 * V * 2048
+    # FSDP with PEFT syncs module by module (TRL `_sync_fsdp_params_to_vllm`)
+    fsdp = phases_of({"engine": "vllm", "sleep": 2}, method="lora", framework="fsdp", zero_stage=3)
+    assert fsdp["sync"].transient == 2 * V * 2048
 
 
 def test_server_generator_costs_the_training_gpus_nothing():
@@ -251,3 +270,13 @@ def test_a_larger_vllm_fraction_never_needs_less(u, du, sleep):
     def used(util):
         return grpo({"engine": "vllm", "gpu_memory_utilization": util, "sleep": sleep}).run.device_used
     assert used(u) <= used(u + du)
+
+
+def test_the_sync_gather_stays_cached_when_vllm_wakes_for_the_rollout():
+    # TRL empties the cache before waking vLLM's weights, not before waking its KV cache: the whole-model
+    # gather of the sync (2 x (base + adapters)) is still reserved by torch when vLLM maps its 0.3 x 80 GiB
+    est = grpo({"engine": "vllm", "gpu_memory_utilization": 0.3, "sleep": 2}, method="lora", zero_stage=3)
+    gen = est.run.phases["generate"]
+    assert gen.device_used >= int(0.3 * A100) + 2 * (P1B + 11_272_192)
+    # and vLLM's own bytes are not left cached for the scoring forwards that follow
+    assert est.run.phases["score"].device_used < gen.device_used - int(0.3 * A100) + 2**30

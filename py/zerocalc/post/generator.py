@@ -16,9 +16,10 @@ accounting is read from vLLM's source.
   KV cache; level 2 discards both. TRL (`vllm_enable_sleep_mode`) sleeps at level 2 after each generation and
   wakes the weights before the sync, the KV cache before the next generation (trl/generation/
   vllm_generation.py). At level 0 the budget stays allocated through the update step.
-- Weight sync (TRL `_sync_weights` / `_move_model_to_vllm`): without PEFT each parameter is gathered (ZeRO-3,
-  FSDP) and sent on its own; with PEFT under ZeRO-3 or FSDP "we must gather the full model at once before
-  merging" (the 16-bit model on every GPU); without sharding the adapter is merged in place.
+- Weight sync (TRL vllm_generation.py `sync_weights`): without PEFT each parameter is gathered (ZeRO-3,
+  FSDP) and sent on its own; with PEFT under ZeRO-3 "we must gather the full model at once before merging"
+  (the 16-bit model on every GPU; under FSDP the gather is a no-op and the modules are synced in post-order);
+  without sharding the adapter is merged in place.
 - HF `generate`: a KV cache of 2·L·n_kv·d_h·rows·(prompt + completion) 16-bit bytes for the whole generation
   batch, and under ZeRO-3 the whole model gathered (trl/models/utils.py `unwrap_model_for_generation`:
   `GatheredParameters(model.parameters())`, unless `ds3_gather_for_generation=False`).
@@ -75,7 +76,18 @@ def hf_kv_cache_bytes(arch: ModelArch, rows: int, length: int, nbytes: int = 2) 
     return 2 * arch.num_layers * arch.kv_dim * rows * length * nbytes
 
 
-def sync_gather_bytes(peft: bool, sharded: bool, model_numel: int, largest_tensor: int) -> int:
-    """The weights gathered at once to hand the policy to vLLM: the whole 16-bit model with PEFT on a sharded
-    policy, else one 16-bit parameter (the largest)."""
-    return 2 * model_numel if peft and sharded else 2 * largest_tensor
+def sync_gathers_whole_model(peft: bool, framework: str, zero_stage: int, trainer: str) -> bool:
+    """Whether the sync gathers the whole model at once: TRL with PEFT under ZeRO-3 (`gather_params(list(
+    model.parameters()))` then `merge_adapter()`; under FSDP that gather "is a no-op" and
+    `_sync_fsdp_params_to_vllm` walks the modules in post-order), verl with LoRA on FSDP
+    (`summon_full_params` of the whole module unless `layered_summon`)."""
+    if not peft:
+        return False
+    if framework == "deepspeed" and zero_stage == 3:
+        return True
+    return trainer == "verl" and framework == "fsdp"
+
+
+def sync_gather_bytes(whole: bool, model_numel: int, largest_tensor: int) -> int:
+    """The 16-bit weights gathered at once to hand the policy to vLLM: the whole model, or one parameter."""
+    return 2 * model_numel if whole else 2 * largest_tensor

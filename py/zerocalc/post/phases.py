@@ -12,7 +12,7 @@ from ..run.phase import Phase, phase
 from ..run.view import RunView
 from .defaults import Post
 from .generator import (hf_kv_cache_bytes, kv_bytes_per_token, sleep_host_bytes, sync_gather_bytes,
-                        vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
+                        sync_gathers_whole_model, vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
 from .logprobs import reference_forward_bytes
 
 
@@ -31,11 +31,6 @@ def _layer_moment(v: RunView, rows: int, length: int) -> int:
     return e * rows * length * (3 * a.intermediate_size + 2 * a.hidden_size)
 
 
-def _sharded_policy(v: RunView) -> bool:
-    p = v.plan
-    return p.framework == "fsdp" or (p.framework == "deepspeed" and p.zero_stage == 3)
-
-
 def generate_phase(v: RunView, post: Post) -> Phase | None:
     """The rollout on a training GPU: colocated vLLM's budget (held there already when it never sleeps), or HF
     `generate`'s KV cache for the generation batch (ZeRO-3: the whole 16-bit model gathered)."""
@@ -51,8 +46,10 @@ def generate_phase(v: RunView, post: Post) -> Phase | None:
         note = (f"vLLM colocated: {g.utilization:g} of the GPU ({tokens:,} KV tokens for {need:,} needed)"
                 if tokens > 0 else f"vLLM colocated: {g.utilization:g} of the GPU does not hold the 16-bit weights")
         extra = {} if g.sleep == 0 else {"generator": budget}
-        # a sleeping vLLM unmaps its CuMemAllocator pool after generating: no segment stays in torch's cache
-        return phase("generate", _resident(v), extra, note=note, empties_cache=g.sleep > 0)
+        # a sleeping vLLM maps its CuMemAllocator pool back for the rollout and unmaps it after: those bytes are
+        # never left in torch's cache; what the sync left cached stays (TRL calls no empty_cache before waking
+        # the KV cache)
+        return phase("generate", _resident(v), extra, note=note, outside=budget if g.sleep else 0)
     kv = hf_kv_cache_bytes(arch, post.gen_rows, length)
     extra = {"activations": kv + 4 * 2 * post.gen_rows * arch.vocab_size}
     note = f"HF generate: KV cache for {post.gen_rows} sequences x {length} tokens"
@@ -70,14 +67,16 @@ def sync_phase(v: RunView, post: Post) -> Phase | None:
     arch = v.plan.arch
     peft = v.plan.method != "full"
     numel = v.si.trainable.numel + (v.si.frozen_numel if peft else 0)
-    gathered = sync_gather_bytes(peft, _sharded_policy(v), numel, arch.largest_tensor)
+    whole = sync_gathers_whole_model(peft, v.plan.framework, v.plan.zero_stage, post.trainer)
+    gathered = sync_gather_bytes(whole, numel, arch.largest_tensor)
     extra = {"weights": gathered}
-    if g.mode == "colocate" and g.sleep:
-        extra["generator"] = vllm_weight_bytes(arch, g.tp)
-    what = "the whole 16-bit model gathered (PEFT on sharded weights)" if peft and _sharded_policy(v) \
-        else "one parameter at a time"
+    woken = vllm_weight_bytes(arch, g.tp) if g.mode == "colocate" and g.sleep else 0
+    if woken:
+        extra["generator"] = woken      # TRL sync_weights: empty_cache(), then llm.wake_up(tags=["weights"])
+    what = "the whole 16-bit model gathered (PEFT on sharded weights)" if whole else "one parameter at a time"
     return phase("sync", _resident(v), extra, transient=gathered, note=f"weights to vLLM: {what}",
-                 host=sleep_host_bytes(g.sleep, arch, g.tp) if g.mode == "colocate" else 0)
+                 host=sleep_host_bytes(g.sleep, arch, g.tp) if g.mode == "colocate" else 0,
+                 outside=woken, empties_cache_before=bool(woken) and post.trainer in ("trl", "ms-swift"))
 
 
 def score_phase(v: RunView, post: Post) -> Phase | None:

@@ -87,7 +87,7 @@ def _peak(view: RunView, ph: Phase, carried: int) -> PhasePeak:
     the allocator then frees cached segments and retries."""
     own = _own_reserved(view, ph)
     fresh = ph.transient if ph.largest > view.step_largest and carried else 0
-    reserved = max(own, min(carried + fresh, view.capacity - view.driver))
+    reserved = max(own, min(carried + fresh, view.capacity - view.driver - ph.outside) + ph.outside)
     return PhasePeak(ph.name, ph.allocated, reserved, reserved + view.driver, ph.components, ph.host, ph.note)
 
 
@@ -99,9 +99,12 @@ def run_peaks(view: RunView, step: PhasePeak, before: tuple = ()) -> RunPeaks:
     carried = 0
     for name, fn in PHASES:
         if fn is None:
+            # steady state: each step's moments before its update follow the previous update step's segments
+            carried = max(carried, step.reserved) if before else carried
             for bname, ph in before:
+                carried = 0 if ph.empties_cache_before else carried
                 pk = _peak(view, ph, carried)
-                carried = 0 if ph.empties_cache else max(carried, pk.reserved)
+                carried = 0 if ph.empties_cache else max(carried, pk.reserved - ph.outside)
                 out[bname] = pk
             pk = step
             carried = max(carried, step.reserved)
