@@ -280,3 +280,47 @@ def test_the_sync_gather_stays_cached_when_vllm_wakes_for_the_rollout():
     assert gen.device_used >= int(0.3 * A100) + 2 * (P1B + 11_272_192)
     # and vLLM's own bytes are not left cached for the scoring forwards that follow
     assert est.run.phases["score"].device_used < gen.device_used - int(0.3 * A100) + 2**30
+
+
+# --- exports: TRL's config with the settings the estimate assumed ----------------------------------------
+
+def test_trl_grpo_config_carries_the_generator():
+    from zerocalc.exports import trl_config_kwargs
+    p = plan({"method": "grpo", "num_generations": 8, "completion_len": 768,
+              "generator": {"engine": "vllm", "gpu_memory_utilization": 0.4, "sleep": 2}},
+             run={"load": {"dtype": "bf16"}})
+    module, cls, kw = trl_config_kwargs(p)
+    assert (module, cls) == ("trl", "GRPOConfig")
+    assert kw["num_generations"] == 8 and kw["max_completion_length"] == 768
+    assert kw["use_vllm"] is True and kw["vllm_mode"] == "colocate"
+    assert kw["vllm_gpu_memory_utilization"] == 0.4 and kw["vllm_enable_sleep_mode"] is True
+    assert kw["beta"] == 0.0                                  # no reference: TRL's default beta
+    assert kw["gradient_checkpointing"] is True and "activation_checkpointing" not in kw
+    assert kw["model_init_kwargs"] == {"dtype": "bfloat16"}
+    assert kw["per_device_train_batch_size"] == 2 and kw["gradient_accumulation_steps"] == 4
+
+
+def test_trl_dpo_config_and_refusals():
+    from zerocalc.exports import ExportError, trl_config_kwargs, trl_snippet
+    _, cls, kw = trl_config_kwargs(plan({"method": "ipo", "prompt_len": 256, "completion_len": 768,
+                                         "reference": "precomputed"}))
+    assert cls == "DPOConfig" and kw["max_length"] == 1024 and kw["loss_type"] == ["ipo"]
+    assert kw["precompute_ref_log_probs"] is True
+    assert "fp32" in trl_snippet(plan({"method": "dpo"}))    # TRL's fp32 load default is stated
+    for pt, key in [({"method": "grpo", "generator": {"engine": "vllm", "sleep": 1}}, "post_training.generator.sleep"),
+                    ({"method": "ppo", "trainer": "verl"}, "post_training.trainer"),
+                    ({"method": "dpo", "reference": "cpu"}, "post_training.reference")]:
+        with pytest.raises(ExportError) as e:
+            trl_config_kwargs(plan(pt, framework="fsdp", zero_stage=3) if pt.get("trainer") == "verl" else plan(pt))
+        assert e.value.key == key
+    with pytest.raises(ExportError):
+        trl_config_kwargs(plan())
+
+
+def test_cli_exports_trl(tmp_path, capsys):
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps({"gpus_per_node": 4, "micro_batch_size": 2, "gradient_accumulation_steps": 4,
+                             "post_training": {"method": "grpo", "num_generations": 4}}))
+    assert main(["export", "--plan", str(f), "--to", "trl"]) == 0
+    out = capsys.readouterr().out
+    assert "GRPOConfig(" in out and "num_generations=4" in out and "use_vllm=False" in out

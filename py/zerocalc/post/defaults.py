@@ -80,7 +80,7 @@ class Post:
         return self.method in ONLINE
 
 
-def _lengths(pt: PostTraining) -> tuple[int, int]:
+def lengths(pt: PostTraining) -> tuple[int, int]:
     p, c = DEFAULT_LENGTHS.get(pt.trainer, (512, 512))
     return (pt.prompt_len if pt.prompt_len is not None else p,
             pt.completion_len if pt.completion_len is not None else c)
@@ -138,7 +138,7 @@ def resolve(plan: Plan) -> Post | None:
     pt = plan.post_training
     if pt is None:
         return None
-    prompt, completion = _lengths(pt)
+    prompt, completion = lengths(pt)
     b = plan.micro_batch_size
     offline = pt.method not in ONLINE
     rows = 2 * b if offline else b
