@@ -324,3 +324,26 @@ def test_cli_exports_trl(tmp_path, capsys):
     assert main(["export", "--plan", str(f), "--to", "trl"]) == 0
     out = capsys.readouterr().out
     assert "GRPOConfig(" in out and "num_generations=4" in out and "use_vllm=False" in out
+
+
+# --- fit: the post-training questions ---------------------------------------------------------------------
+
+def test_fit_answers_micro_batch_completion_and_vllm_fraction():
+    from zerocalc.fit import fit
+    p = Plan.from_dict({"model": "llama-3.2-1b", "gpus_per_node": 1, "framework": "single", "micro_batch_size": 4,
+                        "gradient_accumulation_steps": 1,
+                        "post_training": {"method": "grpo", "num_generations": 4,
+                                          "generator": {"engine": "vllm", "sleep": 0}}})
+    d = fit(p).to_dict()
+    # TRL: 4 generations must divide micro x 1 GPU x 1 step, so the micro-batch moves in steps of 4
+    assert d["max_micro_batch_size"] % 4 == 0 and d["max_seq_len"] is None
+    n, u = d["max_completion_len"], d["max_gpu_memory_utilization"]
+    pt = p.to_dict()["post_training"]
+
+    def fits(**keys):
+        gen = keys.pop("generator", {})
+        q = {**p.to_dict(), "post_training": {**pt, **keys, "generator": {**pt["generator"], **gen}}}
+        return estimate(Plan.from_dict(q), search_min_gpus=False).fits
+    assert fits(completion_len=n) and not fits(completion_len=n + 1)
+    assert fits(generator={"gpu_memory_utilization": u})
+    assert u == 1.0 or not fits(generator={"gpu_memory_utilization": round(u + 0.01, 2)})

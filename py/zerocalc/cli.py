@@ -214,7 +214,11 @@ def format_fit(d: dict) -> str:
         return f"{n / GIB:7.2f}"
     lines = [f"plan: {'fits' if d['fits'] else 'OUT OF MEMORY'} at {g(d['device_used_bytes']).strip()} GiB, "
              f"{d['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU",
-             f"max micro-batch: {d['max_micro_batch_size']}   max sequence length: {d['max_seq_len']}",
+             f"max micro-batch: {d['max_micro_batch_size']}   " + (
+                 f"max completion length: {d['max_completion_len']}" if "max_completion_len" in d
+                 else f"max sequence length: {d['max_seq_len']}")
+             + (f"   max vLLM gpu_memory_utilization: {d['max_gpu_memory_utilization']}"
+                if "max_gpu_memory_utilization" in d else ""),
              "min GPUs by stage: " + ", ".join(f"{k}: {v}" for k, v in d["min_gpus"].items()), "",
              f"{'#':>2}  {'fits':<4} {'GiB':>7} {'tokens/s/GPU':>13} {'step s':>8}  change"]
     # a plan of variable lengths (Extension 6): its data / allocator options, and every row's reserved after 1000 steps
