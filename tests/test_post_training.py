@@ -63,6 +63,7 @@ BAD = [
     ({"method": "ppo", "value_model": {"placement": "moon"}}, "post_training.value_model.placement"),
     ({"method": "grpo", "trainer": "llamafactory"}, "post_training.method"),
     ({"method": "dpo", "steps_per_generation": 2}, "post_training.steps_per_generation"),
+    ({"method": "dpo", "reference": "precomputed"}, "post_training.reference", {"loss": "chunked"}),
     ({"prompt_len": 0}, "post_training.prompt_len"),
     ({"completion_len": "long"}, "post_training.completion_len"),
     ({"betaa": 0.1}, "post_training.betaa"),
@@ -70,14 +71,15 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("pt,key", BAD)
-def test_bad_values_name_the_key_and_exit_2(pt, key, tmp_path, capsys):
+@pytest.mark.parametrize("case", BAD)
+def test_bad_values_name_the_key_and_exit_2(case, tmp_path, capsys):
+    pt, key, extra = case if len(case) == 3 else (*case, {})
     with pytest.raises(PlanError) as e:
-        plan(pt)
+        plan(pt, **extra)
     assert e.value.key == key
     f = tmp_path / "plan.json"
     f.write_text(json.dumps({"gpus_per_node": 4, "micro_batch_size": 2, "gradient_accumulation_steps": 4,
-                             "post_training": pt}))
+                             "post_training": pt, **extra}))
     rc = main(["estimate", "--plan", str(f)])
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and key in err and "Traceback" not in err
@@ -347,3 +349,22 @@ def test_fit_answers_micro_batch_completion_and_vllm_fraction():
     assert fits(completion_len=n) and not fits(completion_len=n + 1)
     assert fits(generator={"gpu_memory_utilization": u})
     assert u == 1.0 or not fits(generator={"gpu_memory_utilization": round(u + 0.01, 2)})
+
+
+def test_fused_liger_loss_never_holds_the_whole_logits():
+    # loss chunked = TRL use_liger_kernel: one of 8 chunks of 16-bit logits and fp32 log-softmax at a time
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}, loss="chunked"))
+    n = 4 * 1024 * V
+    assert t["logits_forward"].nbytes == (2 + 4) * n // 8
+    assert t["reference_logits"].nbytes == (2 + 4) * n // 8
+
+
+def test_post_warnings():
+    from zerocalc.advice import warnings
+    ids = {w.id for w in warnings(estimate(plan({"method": "grpo", "num_generations": 8, "generator": {
+        "engine": "vllm", "gpu_memory_utilization": 0.02}})))}
+    assert "vllm-fraction-too-small" in ids          # 0.02 x 80 GiB = 1.6 GiB < 2.47 GB of 16-bit weights
+    ids = {w.id for w in warnings(estimate(plan({"method": "dpo"}, method="lora", framework="ddp", zero_stage=0)))}
+    assert "trl-fp32-load" in ids
+    ids = {w.id for w in warnings(estimate(plan({"method": "dpo"})))}
+    assert "reference-replicated" in ids and "trl-fp32-load" not in ids   # DeepSpeed casts it

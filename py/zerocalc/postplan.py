@@ -9,6 +9,7 @@ Validation follows the trainers' own checks where they have one:
 - a reference model is never built for ORPO, SimPO or CPO (LLaMA-Factory `use_ref_model = stage == "dpo" and
   pref_loss not in ["orpo", "simpo"]`, hparams/finetuning_args.py; TRL's trl/experimental/orpo, cpo) nor for a
   reward model; `precompute_ref_log_probs` exists for the offline methods only (TRL DPOConfig, KTOConfig);
+- TRL's Liger DPO loss (`loss: chunked`) "does not support precomputing reference log probabilities";
 - disabling the adapter as the reference needs an adapter (TRL `use_adapter`, LLaMA-Factory `disable_adapter`);
 - a vLLM ``server`` runs on GPUs outside the plan's world (TRL `trl vllm-serve`, OpenRLHF's own vLLM engines),
   so it needs their count; colocated vLLM's tensor-parallel groups split the training world (TRL
@@ -194,6 +195,10 @@ def check_post_training(plan) -> None:
     if pt.reference == "precomputed" and pt.method not in PRECOMPUTABLE:
         raise PlanError(f"{k}.reference", "precomputed reference log-probabilities exist for the offline "
                                           "methods dpo, ipo and kto only")
+    if pt.reference == "precomputed" and plan.loss == "chunked" and pt.trainer in ("trl", "ms-swift"):
+        # trl/trainer/dpo_trainer.py: "Liger DPO loss does not support precomputing reference log probabilities"
+        raise PlanError(f"{k}.reference", "TRL's fused (Liger) DPO loss (loss chunked) cannot use precomputed "
+                                          "reference log-probabilities")
     if pt.value_model is not None and pt.method != "ppo":
         raise PlanError(f"{k}.value_model", f"a value model (critic) is PPO's; {pt.method} has none")
     if pt.reward_model is not None and pt.method not in ONLINE:

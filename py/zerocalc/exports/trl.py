@@ -69,6 +69,8 @@ def trl_config_kwargs(plan) -> tuple[str, str, dict]:
     kw = training_arguments_kwargs(plan)
     kw.pop("activation_checkpointing", None)
     kw["gradient_checkpointing"] = plan.activation_checkpointing == "full"
+    if plan.loss == "chunked":
+        kw["use_liger_kernel"] = True      # Liger's fused linear DPO / GRPO losses (post/logprobs.py)
     if plan.run.load.dtype != "auto":
         kw["model_init_kwargs"] = {"dtype": LOAD_DTYPES[plan.run.load.dtype]}
     prompt, completion = lengths(pt)   # the defaults the estimate used

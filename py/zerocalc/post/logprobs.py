@@ -21,6 +21,10 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   gradient and log_softmax's backward output (12n), then the 16-bit cast.
 - verl: `logprobs_from_logits` on flash-attn's fused cross-entropy (verl/utils/torch_functional.py): the
   logits kept (c·n), their gradient (c·n).
+- Fused (``loss: chunked``): Liger's fused linear preference and GRPO losses (TRL `use_liger_kernel`:
+  `LigerFusedLinearDPOLoss`, `LigerFusedLinearGRPOLoss`) run lm_head and the log-softmax chunk by chunk and
+  never hold the whole logits: one chunk's 16-bit logits and fp32 log-softmax (and, in backward, its gradient)
+  at a time, taken as 1/8 of the rows (not traced).
 A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero.
 """
 from __future__ import annotations
@@ -28,10 +32,17 @@ from __future__ import annotations
 from ..memory.logits import Logits
 
 
-def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, c: int) -> Logits:
+FUSED_CHUNKS = 8
+
+
+def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, c: int,
+                           fused: bool = False) -> Logits:
     """The log-probability buffers of the policy's update forward and backward (see the module docstring)."""
     n = rows * positions * vocab
     shifted = rows * max(positions - 1, 1) * vocab
+    if fused:
+        chunk = (c + 4) * n // FUSED_CHUNKS
+        return Logits(saved=0, forward_peak=chunk, backward_peak=chunk + c * n // FUSED_CHUNKS)
     if trainer in ("trl", "ms-swift"):
         if c == 4:
             return Logits(saved=4 * n, forward_peak=4 * n, backward_peak=8 * n)
@@ -45,13 +56,15 @@ def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, 
     return Logits(saved=c * n, forward_peak=c * n, backward_peak=2 * c * n)          # verl
 
 
-def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int, c: int) -> int:
+def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int, c: int, fused: bool = False) -> int:
     """The reference's no-grad logits while it scores the batch: TRL keeps its logits (c·n) and one row's
     log_softmax at a time (`selective_log_softmax` under `torch.no_grad()`, dpo_trainer.py `compute_loss`);
     OpenRLHF its fp32 copy beside them; LLaMA-Factory the fp32 copy and the fp32 log_softmax
     (`compute_reference_log_probs` -> `concatenated_forward`)."""
     n = rows * positions * vocab
     row = positions * vocab
+    if fused:
+        return (c + 4) * n // FUSED_CHUNKS
     if trainer in ("trl", "ms-swift"):
         return c * n + c * row
     if trainer == "openrlhf":

@@ -54,7 +54,7 @@ def update_inputs(sp: Plan, si: StepInputs, post: Post | None) -> StepInputs:
     if not si.arch.causal_lm:
         return si
     lg = policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, si.arch.vocab_size,
-                                logits_bytes(si))
+                                logits_bytes(si), fused=sp.loss == "chunked")
     return replace(si, logits=lg)
 
 
@@ -67,7 +67,7 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
     if not post.online and post.reference in ("model", "adapter", "cpu") and si.arch.causal_lm:
         out.append(gpu("reference_logits", "logits",
                        reference_forward_bytes(post.trainer, post.rows, post.length, arch.vocab_size,
-                                               logits_bytes(si)), {FWD}))
+                                               logits_bytes(si), fused=sp.loss == "chunked"), {FWD}))
     out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.ref_sharded, world)
     out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
     g = post.gen
