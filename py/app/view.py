@@ -29,6 +29,7 @@ COMPONENTS = (
     ("lora_adapters", "LoRA adapters"),
     ("buffers", "Buffers"),
     ("runtime", "Runtime"),
+    ("generator", "Generator (vLLM)"),     # post-training's colocated vLLM (present only where there is one)
 )
 LABELS = dict(COMPONENTS)
 # Whose buffers they are: DeepSpeed's buckets and gathered parameters, FSDP's gathered units, DDP's buckets.
