@@ -368,3 +368,85 @@ def test_post_warnings():
     assert "trl-fp32-load" in ids
     ids = {w.id for w in warnings(estimate(plan({"method": "dpo"})))}
     assert "reference-replicated" in ids and "trl-fp32-load" not in ids   # DeepSpeed casts it
+
+
+# --- imports: TRL post-training configs -> post_training ----------------------------------------------------
+
+def _imported(cfg: dict, base: dict | None = None) -> dict:
+    from zerocalc.imports import import_config
+    res = import_config(json.dumps(cfg), base)
+    Plan.from_dict(res.plan)                       # a valid plan
+    return res.plan.get("post_training", {}), res
+
+
+def test_import_an_older_grpo_config_dump():
+    # a GRPOConfig dump of TRL 0.15 (tests/data/configs/hf/grpo-accounting-finetune...): max_prompt_length 128,
+    # max_completion_length 96, num_generations 6, beta 0.04 (a reference), use_vllm false (HF generate)
+    import os
+    with open(os.path.join(os.path.dirname(__file__), "data", "configs", "hf",
+                           "grpo-accounting-finetune__model_file_training_args.json")) as f:
+        cfg = json.load(f)
+    pt, res = _imported(cfg)
+    assert pt == {"method": "grpo", "trainer": "trl", "prompt_len": 128, "completion_len": 96,
+                  "num_generations": 6, "reference": "model"}
+    skipped = {s["key"] for s in res.not_represented}
+    assert {"vllm_gpu_memory_utilization", "vllm_device"} <= skipped      # use_vllm off
+
+
+def test_import_grpo_with_colocated_vllm_and_peft():
+    cfg = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "num_generations": 8,
+           "max_completion_length": 1024, "use_vllm": True, "vllm_mode": "colocate",
+           "vllm_gpu_memory_utilization": 0.45, "vllm_enable_sleep_mode": True, "beta": 0.01, "use_peft": True,
+           "model_init_kwargs": {"dtype": "bfloat16"}}
+    pt, res = _imported(cfg)
+    assert pt["generator"] == {"engine": "vllm", "mode": "colocate", "gpu_memory_utilization": 0.45, "sleep": 2}
+    assert pt["reference"] == "adapter-disabled" and pt["num_generations"] == 8 and pt["completion_len"] == 1024
+    assert res.plan["run"]["load"]["dtype"] == "bf16"
+
+
+def test_import_old_vllm_device_is_a_server_and_dpo_lengths():
+    pt, res = _imported({"num_generations": 4, "use_vllm": True, "vllm_device": "cuda:7",
+                         "per_device_train_batch_size": 2})
+    assert pt["generator"]["mode"] == "server" and pt["generator"]["gpus"] == 1
+    assert any(w["id"] == "generator-gpus" for w in res.warnings)
+    # DPOConfig: max_length 2048 with max_prompt_length 512 (TRL < 0.29) -> 512 + 1536; IPO loss
+    pt, _ = _imported({"loss_type": ["ipo"], "max_length": 2048, "max_prompt_length": 512,
+                       "precompute_ref_log_probs": True})
+    assert pt == {"method": "ipo", "trainer": "trl", "prompt_len": 512, "completion_len": 1536,
+                  "reference": "precomputed"}
+    pt, _ = _imported({"beta": 0.1, "output_dir": "out", "rpo_alpha": None})   # DPOConfig's max_length 1024
+    assert (pt["method"], pt["prompt_len"], pt["completion_len"]) == ("dpo", 512, 512)
+
+
+def test_import_refuses_generations_that_do_not_divide():
+    from zerocalc.imports import ConfigImportError
+    with pytest.raises(ConfigImportError) as e:
+        _imported({"num_generations": 3, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1},
+                  {"gpus_per_node": 1, "framework": "single"})
+    assert e.value.key == "num_generations"
+
+
+@settings(max_examples=20, deadline=None)
+@given(method=st.sampled_from(["dpo", "ipo", "kto", "rm", "cpo", "simpo", "grpo"]), c=st.integers(16, 4096), g=st.sampled_from([2, 4, 8]),
+       util=st.sampled_from([0.2, 0.3, 0.5]), sleep=st.sampled_from([0, 2]), vllm=st.booleans())
+def test_export_to_trl_then_import_gives_the_post_training_back(method, c, g, util, sleep, vllm):
+    from zerocalc.exports import trl_config_kwargs
+    pt = {"method": method, "prompt_len": 256, "completion_len": c}
+    if method == "grpo":
+        pt["num_generations"] = g
+        if vllm:
+            pt["generator"] = {"engine": "vllm", "gpu_memory_utilization": util, "sleep": sleep}
+    p = plan(pt, framework="ddp", zero_stage=0)
+    kw = trl_config_kwargs(p)[2]
+    back, _ = _imported(kw, {"gpus_per_node": 4, "framework": "ddp", "zero_stage": 0})
+    q = Plan.from_dict({**p.to_dict(), "post_training": back})
+    from zerocalc.post import resolve
+    a, b = resolve(p), resolve(q)
+    # DPOConfig keeps max_length only (the row length); GRPOConfig 1.x has no prompt length (its prompts are
+    # the data's): the completion and what the generator holds come back
+    assert (a.method, a.rows, a.generations, a.gen, a.reference) == (b.method, b.rows, b.generations, b.gen,
+                                                                    b.reference)
+    if method == "grpo":
+        assert a.completion == b.completion and a.logit_positions == b.logit_positions
+    else:
+        assert a.length == b.length

@@ -86,8 +86,16 @@ def trl_config_kwargs(plan) -> tuple[str, str, dict]:
         kw["max_length"] = prompt + completion
         if pt.method in ("orpo", "cpo", "simpo"):
             kw["max_completion_length"] = completion
-    if pt.method == "ipo":
-        kw["loss_type"] = ["ipo"]
+    # each config's own key, written even at its default, so that the file says which trainer it is for
+    # (imports/trl_post.py reads the method back from it)
+    if pt.method in ("dpo", "ipo"):
+        kw["loss_type"] = [pt.method if pt.method == "ipo" else "sigmoid"]
+    elif pt.method == "kto":
+        kw["desirable_weight"] = 1.0
+    elif pt.method == "rm":
+        kw["center_rewards_coefficient"] = None
+    elif pt.method == "cpo":
+        kw["cpo_alpha"] = 1.0
     elif pt.method == "simpo":
         kw["loss_type"], kw["cpo_alpha"] = "simpo", 0.0
     _reference_kwargs(plan, kw)
@@ -102,6 +110,9 @@ def trl_snippet(plan) -> str:
     if "model_init_kwargs" not in kw:
         lines.append("# TRL builds the model (and its reference) in fp32 when given a model id: the estimate "
                      "assumed so; set run.load.dtype bf16 for model_init_kwargs={'dtype': 'bfloat16'}")
+    if plan.post_training.method in ("grpo", "rloo"):
+        lines.append(f"# prompts up to {lengths(plan.post_training)[0]} tokens were assumed: GRPOConfig truncates "
+                     "none, filter the data set")
     g = plan.post_training.generator
     if g is not None and g.engine == "vllm" and g.mode == "server":
         util = f" --gpu_memory_utilization {g.gpu_memory_utilization}" if g.gpu_memory_utilization else ""
