@@ -111,18 +111,42 @@ def test_dpo_update_step_holds_2b_rows():
 def test_trl_dpo_logits_buffers_by_hand():
     # TRL selective_log_softmax on bf16 logits: end of forward the logits 2·R·T·V plus the saved per-row
     # log_softmax 2·R·(T-1)·V; R = 2 x 2 = 4 rows, T = 1024
-    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "reference": "precomputed"}))
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "reference": "precomputed",
+                     "trainer_version": "1.14"}))
     assert t["logits_forward"].nbytes == 2 * 4 * 1024 * V + 2 * 4 * 1023 * V
     # backward: the slice's gradient 2·R·T·V and the stacked row gradients with the saved rows 2 x 2·R·(T-1)·V
     assert t["logits_backward"].nbytes == 2 * 4 * 1024 * V + 2 * 2 * 4 * 1023 * V
     # the reference's no-grad logits meet them at the end of forward: its logits and one row's log_softmax
-    ref = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}))["reference_logits"]
+    ref = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512,
+                       "trainer_version": "1.14"}))["reference_logits"]
     assert ref.nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V and ref.phases == {"fwd"}
 
 
 def _terms(p):
     from zerocalc.estimate import step_inputs_for, step_terms
     return {t.name: t for t in step_terms(p, step_inputs_for(p))[2]}
+
+
+def test_trl_fused_head_by_hand():
+    # TRL >= 1.15 (the default): the chunked log-prob head over the N = rows x completion labelled positions,
+    # one 16-bit tile of min(N, 4096) x 32768; saved the 16-bit hidden copy (N x 2048) and 4N of log-normaliser;
+    # DPO micro 2 -> 4 rows x 512 completion tokens = 2048 positions
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}))
+    n, h = 4 * 512, 2048
+    tile = 2 * 2048 * 32768
+    assert t["logits_forward"].nbytes == 2 * n * h + 4 * n + tile + 4 * 7 * n
+    # backward: fp32 grad_hidden (4·N·h) and, the head being trained (full fine-tune), fp32 grad_weight 4·V·h
+    assert t["logits_backward"].nbytes == 2 * n * h + 4 * n + 4 * n * h + tile + 4 * V * h
+    assert t["reference_logits"].nbytes == 2 * n * h + tile + 4 * 7 * n
+    lora = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}, method="lora"))
+    assert lora["logits_backward"].nbytes == 2 * n * h + 4 * n + 4 * n * h + tile       # the head is frozen
+
+
+def test_trainer_version_is_validated():
+    for bad in ("latest", "1.x", 1.14, "1.2.3.4"):
+        with pytest.raises(PlanError) as e:
+            plan({"method": "dpo", "trainer_version": bad})
+        assert e.value.key == "post_training.trainer_version"
 
 
 def test_lora_reference_costs_no_weights():
@@ -198,7 +222,7 @@ def test_colocated_vllm_holds_its_fraction_and_sleep_2_frees_it():
 
 def test_trl_grpo_logits_only_for_the_completion():
     # logits_to_keep = completion + 1 = 769 positions, micro 2 rows, bf16
-    t = _terms(plan({"method": "grpo", "prompt_len": 256, "completion_len": 768}))
+    t = _terms(plan({"method": "grpo", "prompt_len": 256, "completion_len": 768, "trainer_version": "1.14.2"}))
     assert t["logits_forward"].nbytes == 2 * 2 * 769 * V + 2 * 2 * 768 * V
 
 
@@ -353,7 +377,8 @@ def test_fit_answers_micro_batch_completion_and_vllm_fraction():
 
 def test_fused_liger_loss_never_holds_the_whole_logits():
     # loss chunked = TRL use_liger_kernel: one of 8 chunks of 16-bit logits and fp32 log-softmax at a time
-    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}, loss="chunked"))
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "trainer_version": "1.14"},
+                    loss="chunked"))
     n = 4 * 1024 * V
     assert t["logits_forward"].nbytes == (2 + 4) * n // 8
     assert t["reference_logits"].nbytes == (2 + 4) * n // 8

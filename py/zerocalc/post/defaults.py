@@ -26,6 +26,8 @@ post-training.md; the TRL ones read at trl@f2cd577).
   the reference with the same kwargs; DeepSpeed then casts what it wraps to 16 bits (`engine.
   _configure_distributed_model`), so the fp32 default shows without DeepSpeed (a LoRA base, a DDP reference).
   ``run.load.dtype`` overrides it (Extension 5). The others load in the 16-bit compute dtype.
+- TRL's version (`trainer_version`, default the newest read, 1.16): from 1.15.0 its trainers score through a
+  fused, chunked LM head (post/logprobs.py); before, the full logits and `selective_log_softmax`.
 - The generator. TRL / ms-swift / LLaMA-Factory generate with HF `generate` unless `use_vllm`; colocated vLLM
   `gpu_memory_utilization` defaults: TRL 0.3 (`vllm_gpu_memory_utilization`), verl 0.5 (rollout.yaml),
   OpenRLHF 0.95 (`--vllm.gpu_memory_utilization`), ms-swift 0.9; verl always runs vLLM in its hybrid engine and
@@ -37,12 +39,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..plan import Plan
-from ..postplan import GROUPED, NO_REFERENCE, ONLINE, Generator, PostTraining, RoleModel, default_generations
+from ..postplan import (GROUPED, NO_REFERENCE, ONLINE, Generator, PostTraining, RoleModel, default_generations,
+                        version_tuple)
 
 TRL_LIKE = ("trl", "ms-swift", "llamafactory")       # built on TRL's trainers / the HF Trainer
 DEFAULT_LENGTHS = {"llamafactory": (1024, 1024)}     # cutoff_len 2048
 VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, "llamafactory": 0.9}
 LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+NEWEST = {"trl": (1, 16, 0)}                         # the newest release each trainer's rules were read in
+FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,8 @@ class Post:
     rows: int                    # rows of the update step's forward (per GPU, per micro-step)
     length: int                  # tokens per row (padded)
     logit_positions: int         # positions whose logits the update computes
+    labelled: int                # positions scored per row (the completion's: TRL's fused head scores only these)
+    fused_head: bool             # TRL >= 1.15: the chunked log-prob head, no (rows, s, V) logits
     reference: str               # none | adapter | model | precomputed | cpu
     ref_sharded: bool            # a model reference sharded over the world (ZeRO-3, FSDP)
     ref_bytes: int               # bytes per reference parameter
@@ -153,8 +160,10 @@ def resolve(plan: Plan) -> Post | None:
         reward = pt.reward_model or RoleModel()
     elif pt.reward_model is not None:
         reward = pt.reward_model
+    fused = pt.trainer == "trl" and version_tuple(pt.trainer_version, NEWEST["trl"]) >= FUSED_HEAD_SINCE
     return Post(method=pt.method, trainer=pt.trainer, prompt=prompt, completion=completion,
                 generations=default_generations(pt), rows=rows, length=length, logit_positions=positions,
+                labelled=completion, fused_head=fused and pt.method != "rm",
                 reference=ref, ref_sharded=sharded, ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
                 critic=critic, reward=reward)
