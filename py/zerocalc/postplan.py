@@ -18,13 +18,13 @@ Validation follows the trainers' own checks where they have one:
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from types import MappingProxyType
 from typing import Any, Mapping
 
 from .errors import PlanError
 from .model import resolve_model
 from .presets import MODELS
-from .values import check_bool, check_choice, check_int, check_mapping, check_number, reject_unknown, show
+from .values import (check_bool, check_choice, check_int, check_mapping, check_number, freeze, reject_unknown, show,
+                     thaw)
 
 METHODS = ("dpo", "ipo", "kto", "orpo", "simpo", "cpo", "rm", "ppo", "grpo", "rloo")
 OFFLINE = ("dpo", "ipo", "kto", "orpo", "simpo", "cpo", "rm")      # no generation: a fixed preference data set
@@ -91,22 +91,6 @@ def _opt_int(key: str, v: Any, lo: int, hi: int) -> Any:
     return None if v is None else check_int(key, v, lo, hi)
 
 
-def _freeze(v):
-    if isinstance(v, Mapping):
-        return MappingProxyType({k: _freeze(x) for k, x in v.items()})
-    if isinstance(v, list):
-        return tuple(_freeze(x) for x in v)
-    return v
-
-
-def _thaw(v):
-    if isinstance(v, Mapping):
-        return {k: _thaw(x) for k, x in v.items()}
-    if isinstance(v, tuple):
-        return [_thaw(x) for x in v]
-    return v
-
-
 def _parse_version(key: str, v: Any) -> Any:
     """A release number like "1.14" or "0.29.1" (digits and dots), or None."""
     if v is None:
@@ -135,7 +119,7 @@ def _parse_role(key: str, v: Any) -> Any:
         if model not in MODELS:
             raise PlanError(f"{key}.model", f"unknown preset {show(model)}; see `zerocalc presets models`")
     elif model is not None:
-        model = _freeze(check_mapping(f"{key}.model", model))
+        model = freeze(check_mapping(f"{key}.model", model))
         try:
             resolve_model(model)
         except PlanError as e:
@@ -275,7 +259,7 @@ def post_training_to_dict(pt: Any) -> Any:
     for f in fields(pt):
         v = getattr(pt, f.name)
         if isinstance(v, (Generator, RoleModel)):
-            v = {g.name: _thaw(getattr(v, g.name)) for g in fields(v)}
+            v = {g.name: thaw(getattr(v, g.name)) for g in fields(v)}
         out[f.name] = v
     return out
 
