@@ -475,3 +475,28 @@ def test_export_to_trl_then_import_gives_the_post_training_back(method, c, g, ut
         assert a.completion == b.completion and a.logit_positions == b.logit_positions
     else:
         assert a.length == b.length
+
+
+@settings(max_examples=15, deadline=None)
+@given(gpus=st.sampled_from([1, 2, 4, 8]), p=st.integers(16, 2048), extra=st.integers(1, 512),
+       method=st.sampled_from(["dpo", "kto", "rm", "orpo"]), lora=st.booleans())
+def test_offline_properties(gpus, p, extra, method, lora):
+    kw = {"gpus_per_node": gpus, "method": "lora" if lora else "full"}
+    def step(prompt, **more):
+        return estimate(plan({"method": method, "prompt_len": prompt, "completion_len": 256}, **{**kw, **more}),
+                        search_min_gpus=False).per_gpu
+
+    # a longer prompt never needs less; ZeRO-3 never puts more reference bytes on a GPU than ZeRO-2
+    assert step(p).device_used <= step(p + extra).device_used
+    z2, z3 = step(p, zero_stage=2).detail.get("reference_weights", 0), step(p, zero_stage=3).detail.get(
+        "reference_weights", 0)
+    assert z3 <= z2 and (z2 == 0 or z3 == -(-z2 // gpus))
+
+
+@settings(max_examples=10, deadline=None)
+@given(u=st.sampled_from([0.2, 0.3, 0.5]), lora=st.booleans())
+def test_a_sleeping_vllm_never_costs_the_update_step_more(u, lora):
+    kw = {"method": "lora"} if lora else {}
+    steps = [grpo({"engine": "vllm", "gpu_memory_utilization": u, "sleep": s}, **kw).per_gpu.device_used
+             for s in (0, 1, 2)]
+    assert steps[1] == steps[2] <= steps[0] - int(u * A100) + 2**20
