@@ -500,3 +500,27 @@ def test_a_sleeping_vllm_never_costs_the_update_step_more(u, lora):
     steps = [grpo({"engine": "vllm", "gpu_memory_utilization": u, "sleep": s}, **kw).per_gpu.device_used
              for s in (0, 1, 2)]
     assert steps[1] == steps[2] <= steps[0] - int(u * A100) + 2**20
+
+
+def test_import_llamafactory_stages():
+    import os
+    from zerocalc.imports import import_config
+    with open(os.path.join(os.path.dirname(__file__), "data", "configs", "llamafactory",
+                           "train_lora__qwen3_lora_dpo.yaml")) as f:
+        res = import_config(f.read())
+    # LLaMA-Factory's example: stage dpo, pref_loss sigmoid, cutoff_len 2048 shared by prompt and response
+    assert res.plan["post_training"] == {"method": "dpo", "trainer": "llamafactory", "prompt_len": 1024,
+                                         "completion_len": 1024}
+    p = Plan.from_dict(res.plan)
+    assert p.method == "lora" and "reference_weights" not in _terms(p)      # the adapter is disabled
+    base = "model_name_or_path: Qwen/Qwen2.5-7B\nfinetuning_type: full\ncutoff_len: 1024\n"
+    for extra, want in (("stage: dpo\npref_loss: simpo\n", {"method": "simpo"}),
+                        ("stage: kto\n", {"method": "kto", "prompt_len": 512, "completion_len": 512}),
+                        ("stage: rm\n", {"method": "rm"}),
+                        ("stage: ppo\nreward_model_type: full\nmax_new_tokens: 256\n",
+                         {"method": "ppo", "prompt_len": 1024, "completion_len": 256,
+                          "reward_model": {"model": None, "placement": "same-gpus"}})):
+        got = import_config(base + extra).plan["post_training"]
+        assert {k: got[k] for k in want} == want
+        Plan.from_dict(import_config(base + extra).plan)
+    assert "post_training" not in import_config(base + "stage: sft\n").plan
