@@ -524,3 +524,16 @@ def test_import_llamafactory_stages():
         assert {k: got[k] for k in want} == want
         Plan.from_dict(import_config(base + extra).plan)
     assert "post_training" not in import_config(base + "stage: sft\n").plan
+
+
+def test_grpo_reward_model_sharded_under_zero3_and_openrlhf_groups():
+    # a reward model among TRL's reward functions is prepared like the reference: sharded under ZeRO-3
+    # (2 bytes x (1,235,814,400 - nothing untied + 2048 score) / 4 GPUs), replicated at ZeRO-2
+    rm = {"model": "llama-3.2-1b", "placement": "same-gpus"}
+    z3 = _terms(plan({"method": "grpo", "reward_model": rm}, zero_stage=3))
+    z2 = _terms(plan({"method": "grpo", "reward_model": rm}, zero_stage=2))
+    assert z3["reward_model_weights"].nbytes == -(-2 * (P1B + 2048) // 4)
+    assert z2["reward_model_weights"].nbytes == 2 * (P1B + 2048)
+    # OpenRLHF's PPO keeps the reference, critic and reward model on Ray groups of their own
+    t = _terms(plan({"method": "ppo", "trainer": "openrlhf"}))
+    assert not any(n.startswith(("reference_", "critic_", "reward_model_")) for n in t)

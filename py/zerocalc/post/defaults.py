@@ -17,7 +17,8 @@ post-training.md; the TRL ones read at trl@f2cd577).
 - The reference (``auto``): none for ORPO / SimPO / CPO / RM, none for TRL's GRPO (`beta` 0.0: "the reference
   model is not loaded", grpo_config.py), verl's (`use_kl_loss` false) ; with LoRA the adapter is disabled
   (TRL `use_adapter`, LLaMA-Factory `disable_adapter`, verl `ref_in_actor = lora_rank > 0`) except in OpenRLHF,
-  whose reference is its own Actor; verl forces the full reference to CPU ("We force reference policy to use
+  whose reference is its own Actor (for PPO / GRPO a Ray group on other GPUs, as are its critic and reward
+  model: `train_ppo_ray.py`); verl forces the full reference to CPU ("We force reference policy to use
   CPUOffload", fsdp_workers.py); otherwise a model. A model reference is sharded under ZeRO-3 and replicated
   at any other stage (TRL models/utils.py `prepare_deepspeed`: `if stage != 3: ... stage = 0`; OpenRLHF
   `stage=self.stage if self.stage == 3 else 0`), sharded under FSDP (`prepare_fsdp`), replicated under DDP.
@@ -73,8 +74,9 @@ class Post:
     logit_positions: int         # positions whose logits the update computes
     labelled: int                # positions scored per row (the completion's: TRL's fused head scores only these)
     fused_head: bool             # TRL >= 1.15: the chunked log-prob head, no (rows, s, V) logits
-    reference: str               # none | adapter | model | precomputed | cpu
+    reference: str               # none | adapter | model | precomputed | cpu | elsewhere (another GPU group)
     ref_sharded: bool            # a model reference sharded over the world (ZeRO-3, FSDP)
+    shards_models: bool          # inference-only models on these GPUs are sharded (ZeRO-3, FSDP: prepare_deepspeed)
     ref_bytes: int               # bytes per reference parameter
     policy_load_bytes: int       # bytes per parameter of the model as the trainer builds it
     gen: Gen | None              # None for the offline methods
@@ -111,6 +113,8 @@ def reference_source(plan: Plan, pt: PostTraining) -> str:
         return "none"
     if pt.method in GROUPED and pt.trainer in ("trl", "verl"):
         return "none"             # TRL GRPOConfig.beta 0.0; verl actor.use_kl_loss false
+    if pt.method in ONLINE and pt.trainer == "openrlhf":
+        return "elsewhere"        # train_ppo_ray.py: the reference is a Ray actor group of its own
     if plan.method != "full" and pt.trainer != "openrlhf":
         return "adapter"
     return "cpu" if pt.trainer == "verl" else "model"
@@ -152,18 +156,21 @@ def resolve(plan: Plan) -> Post | None:
     length = prompt + completion
     positions = completion + 1 if pt.method in GROUPED and pt.trainer in ("trl", "ms-swift") else length
     ref = reference_source(plan, pt)
-    sharded = ref == "model" and (plan.framework == "fsdp" or (plan.framework == "deepspeed" and plan.zero_stage == 3))
+    shards = plan.framework == "fsdp" or (plan.framework == "deepspeed" and plan.zero_stage == 3)
     steps = pt.steps_per_generation or plan.gradient_accumulation_steps
     critic = reward = None
     if pt.method == "ppo":
-        critic = pt.value_model or RoleModel()
-        reward = pt.reward_model or RoleModel()
+        # OpenRLHF's critic and reward model are Ray actor groups of their own (train_ppo_ray.py), unless colocated
+        own = RoleModel(placement="own-gpus" if pt.trainer == "openrlhf" else "same-gpus")
+        critic = pt.value_model or own
+        reward = pt.reward_model or own
     elif pt.reward_model is not None:
         reward = pt.reward_model
     fused = pt.trainer == "trl" and version_tuple(pt.trainer_version, NEWEST["trl"]) >= FUSED_HEAD_SINCE
     return Post(method=pt.method, trainer=pt.trainer, prompt=prompt, completion=completion,
                 generations=default_generations(pt), rows=rows, length=length, logit_positions=positions,
                 labelled=completion, fused_head=fused and pt.method != "rm",
-                reference=ref, ref_sharded=sharded, ref_bytes=reference_bytes(plan, pt),
+                reference=ref, ref_sharded=ref == "model" and shards, shards_models=shards,
+                ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
                 critic=critic, reward=reward)

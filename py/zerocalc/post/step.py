@@ -75,7 +75,7 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
                reference_forward_bytes(post.trainer, post.rows, post.length, arch.vocab_size, logits_bytes(si),
                                        fused=sp.loss == "chunked"))
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
-    out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.ref_sharded, world)
+    out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world)
     out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
     g = post.gen
     if g is not None and g.engine == "vllm" and g.mode == "colocate":
