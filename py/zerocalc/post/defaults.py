@@ -26,7 +26,8 @@ post-training.md; the TRL ones read at trl@f2cd577).
   (trl/trainer/utils.py `create_model_from_path`: "If not explicitly set, `dtype` defaults to `'float32'`"),
   the reference with the same kwargs; DeepSpeed then casts what it wraps to 16 bits (`engine.
   _configure_distributed_model`), so the fp32 default shows without DeepSpeed (a LoRA base, a DDP reference).
-  ``run.load.dtype`` overrides it (Extension 5). The others load in the 16-bit compute dtype.
+  ``run.load.dtype`` overrides it (Extension 5). The others load in the 16-bit compute dtype (ms-swift
+  `ModelArguments.torch_dtype` None: "read from the 'config.json' file").
 - TRL's version (`trainer_version`, default the newest read, 1.16): from 1.15.0 its trainers score through a
   fused, chunked LM head (post/logprobs.py); before, the full logits and `selective_log_softmax`.
 - The generator. TRL / ms-swift / LLaMA-Factory generate with HF `generate` unless `use_vllm`; colocated vLLM
@@ -99,9 +100,9 @@ def load_bytes(plan: Plan, pt: PostTraining) -> int:
     """Bytes per parameter as the trainer builds the model (before DeepSpeed casts it)."""
     if plan.run.load.dtype != "auto":
         return LOAD_BYTES[plan.run.load.dtype]
-    if plan.precision == "fp32" or pt.trainer in ("trl", "ms-swift"):
-        return 4                  # TRL create_model_from_path: dtype defaults to float32 (ms-swift subclasses TRL)
-    return 2
+    if plan.precision == "fp32" or pt.trainer == "trl":
+        return 4                  # TRL create_model_from_path: dtype defaults to float32
+    return 2                      # ms-swift ModelArguments.torch_dtype None: config.json's; the others 16-bit
 
 
 def reference_source(plan: Plan, pt: PostTraining) -> str:
