@@ -537,3 +537,50 @@ def test_grpo_reward_model_sharded_under_zero3_and_openrlhf_groups():
     # OpenRLHF's PPO keeps the reference, critic and reward model on Ray groups of their own
     t = _terms(plan({"method": "ppo", "trainer": "openrlhf"}))
     assert not any(n.startswith(("reference_", "critic_", "reward_model_")) for n in t)
+
+
+SWIFT_GRPO = """# a command as ms-swift's example scripts write it
+CUDA_VISIBLE_DEVICES=0,1,2,3 \\
+NPROC_PER_NODE=4 \\
+swift rlhf \\
+    --rlhf_type grpo \\
+    --model meta-llama/Llama-3.2-1B \\
+    --train_type full \\
+    --torch_dtype bfloat16 \\
+    --use_vllm true \\
+    --vllm_gpu_memory_utilization 0.4 \\
+    --sleep_level 1 \\
+    --offload_model true \\
+    --deepspeed zero3 \\
+    --per_device_train_batch_size 2 \\
+    --gradient_accumulation_steps 4 \\
+    --num_generations 8 \\
+    --max_completion_length 1024 \\
+    --reward_funcs accuracy format
+"""
+
+
+def test_import_an_ms_swift_command_line():
+    from zerocalc.imports import import_config
+    res = import_config(SWIFT_GRPO)
+    p = res.plan
+    assert res.format == "ms-swift"
+    assert (p["model"], p["gpus_per_node"], p["framework"], p["zero_stage"], p["method"]) == \
+        ("llama-3.2-1b", 4, "deepspeed", 3, "full")
+    assert (p["micro_batch_size"], p["gradient_accumulation_steps"], p["precision"]) == (2, 4, "bf16-mixed")
+    assert p["run"]["load"]["dtype"] == "bf16" and p["activation_checkpointing"] == "full"   # swift's default
+    assert p["post_training"] == {"method": "grpo", "trainer": "ms-swift", "completion_len": 1024,
+                                  "num_generations": 8,
+                                  "generator": {"engine": "vllm", "mode": "colocate", "gpu_memory_utilization": 0.4,
+                                                "sleep": 1}}
+    skipped = {s["key"]: s["reason"] for s in res.not_represented}
+    assert "not model" in skipped["offload_model"] and "reward_funcs" in skipped
+    est = estimate(Plan.from_dict(p))
+    assert est.run.phases["generate"].components["generator"] == int(0.4 * A100)
+    # LoRA by default (train_type lora, rank 8, alpha 32, all linear layers); a DPO with max_length split
+    res = import_config("NPROC_PER_NODE=2 swift rlhf --rlhf_type dpo --model meta-llama/Llama-3.2-1B "
+                        "--max_length 2048 --deepspeed zero2")
+    p = res.plan
+    assert p["method"] == "lora" and p["lora"]["rank"] == 8 and p["lora"]["alpha"] == 32
+    assert p["post_training"]["prompt_len"] + p["post_training"]["completion_len"] == 2048
+    assert "post_training" not in import_config("swift sft --model meta-llama/Llama-3.2-1B").plan
