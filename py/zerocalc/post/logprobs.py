@@ -10,8 +10,10 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   the saved rows c·n'. Start of backward: the saved rows, their gradients stacked by `unbind`'s backward
   (c·n') and the slice's zero-filled gradient of the logits (c·n): c·n + 2·c·n' at most, taken as the moment
   the stacked gradient is copied into the slice (the saved rows are freed one by one before it).
-  fp32 logits: `gather` plus a per-row `logsumexp`; the graph keeps the logits (4n), the backward adds their
-  gradient (4n).
+  fp32 logits: `gather` plus a per-row `logsumexp`; the graph keeps the logits (4n); the backward holds gather's
+  zero-filled gradient and its `scatter_add` output and the per-row logsumexp gradients stacked by `unbind`'s
+  backward, three fp32 tensors of the shifted shape (4n + 12n'; traced: posttrace's TRL 1.14.2 CPU runs, whose
+  torch fallback takes this branch, list `new_zeros`, `scatter_add` and `stack` of (rows, s-1, V) fp32).
 - OpenRLHF: `output["logits"].to(torch.float32)` (openrlhf/models/actor.py) then `log_probs_from_logits`
   (flash-attn's fused cross-entropy, which saves its fp32 input): forward c·n + 4n, saved 4n, backward 4n + 4n
   (the fp32 gradient) + c·n (its cast back).
@@ -25,6 +27,13 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   `LigerFusedLinearDPOLoss`, `LigerFusedLinearGRPOLoss`) run lm_head and the log-softmax chunk by chunk and
   never hold the whole logits: one chunk's 16-bit logits and fp32 log-softmax (and, in backward, its gradient)
   at a time, taken as 1/8 of the rows (not traced).
+- TRL 1.11-1.14 on a CUDA GPU: `selective_log_softmax` / `selective_log_softmax_and_entropy` take TRL's Triton
+  kernel (trl/kernels/logprob_entropy.py `_LogProbEntropyFunction`, read in the 1.14.2 wheel; absent at 1.10.0.dev0,
+  f2cd577: the release that added it was not read, 1.11-1.13 are taken as 1.14) whenever the logits are on CUDA
+  (`_supports_trl_loss_kernel`): it saves the logits (c·n) and four fp32 per-token figures (16 B per position),
+  and its backward writes `grad_logits = torch.empty_like(logits)` (c·n'), which the slice's backward copies into
+  a zero-filled c·n once the saved logits are released: c·n + c·n' at most. (On CPU it falls back to the torch
+  code: a fp32 copy and three fp32 backward buffers, which the CPU traces show.)
 - TRL >= 1.15 (`trainer_version`; the default, 1.16): every trainer calls `model(..., fused_lm_head=True)`
   (trl/trainer/utils.py `add_fused_lm_head`, trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`): the
   head is projected in tiles of `TOKEN_CHUNK_SIZE` 4096 tokens x `_CHUNKED_LOGPROB_CHUNK_SIZE` 32768 vocabulary
@@ -43,6 +52,14 @@ FUSED_CHUNKS = 8
 TOKEN_CHUNK = 4096          # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
 VOCAB_CHUNK = 32768         # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
 STATS = 7                   # fp32 per-token running statistics of the forward (running_max, sum_exp, ...)
+
+
+def kernel_buffers(rows: int, positions: int, vocab: int, c: int) -> Logits:
+    """TRL 1.11-1.14's Triton log-prob kernel over the materialised logits (see the module docstring)."""
+    n = rows * positions * vocab
+    shifted = rows * max(positions - 1, 1) * vocab
+    stats = 16 * rows * positions
+    return Logits(saved=c * n + stats, forward_peak=c * n + stats, backward_peak=c * n + c * shifted)
 
 
 def fused_head_buffers(labelled: int, vocab: int, hidden: int, c: int, head_trains: bool) -> Logits:
@@ -68,7 +85,7 @@ def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, 
         return Logits(saved=0, forward_peak=chunk, backward_peak=chunk + c * n // FUSED_CHUNKS)
     if trainer in ("trl", "ms-swift"):
         if c == 4:
-            return Logits(saved=4 * n, forward_peak=4 * n, backward_peak=8 * n)
+            return Logits(saved=4 * n, forward_peak=4 * n, backward_peak=4 * n + 12 * shifted)
         return Logits(saved=c * shifted, forward_peak=c * n + c * shifted, backward_peak=c * n + 2 * c * shifted)
     if trainer == "openrlhf":
         cast = 0 if c == 4 else c * n

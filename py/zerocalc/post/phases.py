@@ -13,7 +13,7 @@ from ..run.view import RunView
 from .defaults import Post
 from .generator import (hf_kv_cache_bytes, kv_bytes_per_token, sleep_host_bytes, sync_gather_bytes,
                         sync_gathers_whole_model, vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
-from .logprobs import fused_head_no_grad, reference_forward_bytes
+from .logprobs import fused_head_no_grad, kernel_buffers, reference_forward_bytes
 
 
 def _resident(v: RunView) -> dict:
@@ -93,6 +93,8 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
         logits = 0
     elif post.fused_head:
         logits = fused_head_no_grad(rows * post.labelled, arch.vocab_size, arch.hidden_size, e)
+    elif post.loss_kernel:
+        logits = kernel_buffers(rows, positions, arch.vocab_size, e).forward_peak
     else:
         logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, e)
     peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length))
