@@ -602,3 +602,19 @@ def test_trl_fp32_logits_backward_by_hand():
     t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "reference": "precomputed",
                      "trainer_version": "1.10"}, precision="fp32"))
     assert t["logits_backward"].nbytes == 4 * 4 * 1024 * V + 12 * 4 * 1023 * V
+
+
+def test_torch_kernels_fallback_by_hand():
+    # kernels torch (TRL 1.16 without Triton): every position scored, N = 4 rows x 1023; one tile
+    # T = min(N, 4096) x 32768 = 4092 x 32768; backward: the 16-bit buffer 2T and 29T of fp32 temporaries, the
+    # fp32 grad_hidden 4·N·h and (full fine-tune) grad_weight 4·V·h, beside the saved hidden copy and log-normaliser
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "kernels": "torch"}))
+    n, h, tile = 4 * 1023, 2048, 4092 * 32768
+    assert t["logits_backward"].nbytes == 2 * n * h + 4 * n + 4 * n * h + 2 * tile + 29 * tile + 4 * V * h
+    # TRL 1.14 without Triton: DPO upcasts the logits to fp32: 2n + 4n at the copy, 4n + 12n' in backward
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "kernels": "torch",
+                     "trainer_version": "1.14"}))
+    assert t["logits_backward"].nbytes == 4 * 4 * 1024 * V + 12 * 4 * 1023 * V
+    with pytest.raises(PlanError) as e:
+        plan({"method": "dpo", "kernels": "cuda"})
+    assert e.value.key == "post_training.kernels"

@@ -78,6 +78,7 @@ class Post:
     labelled: int                # positions scored per row (the completion's: TRL's fused head scores only these)
     fused_head: bool             # TRL >= 1.15: the chunked log-prob head, no (rows, s, V) logits
     loss_kernel: bool            # TRL 1.11-1.14: the Triton log-prob kernel over the materialised logits
+    torch_kernels: bool          # TRL's torch fallbacks instead of its Triton kernels (kernels: torch)
     reference: str               # none | adapter | model | precomputed | cpu | elsewhere (another GPU group)
     ref_sharded: bool            # a model reference sharded over the world (ZeRO-3, FSDP)
     shards_models: bool          # inference-only models on these GPUs are sharded (ZeRO-3, FSDP: prepare_deepspeed)
@@ -176,7 +177,7 @@ def resolve(plan: Plan) -> Post | None:
     return Post(method=pt.method, trainer=pt.trainer, prompt=prompt, completion=completion,
                 generations=default_generations(pt), rows=rows, length=length, logit_positions=positions,
                 labelled=completion, fused_head=fused and pt.method != "rm",
-                loss_kernel=kernel and pt.method != "rm",
+                loss_kernel=kernel and pt.method != "rm", torch_kernels=pt.kernels == "torch",
                 reference=ref, ref_sharded=ref == "model" and shards, shards_models=shards,
                 ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,

@@ -41,6 +41,13 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   `hidden_states[mask]`, a c·N·h copy that backward reads). Saved: that copy and the fp32 log-normaliser (4N).
   Backward: `grad_hidden` fp32 (4·N·h), the tile buffer, and `grad_weight` fp32 (4·V·h) when the head trains.
   No (rows, s, V) tensor exists (read from the TRL 1.16.0 wheel).
+- TRL's torch fallbacks (``kernels: torch``: no Triton, as on CPU, where posttrace's traces run them): from 1.15
+  `_forward_tile` / `_backward_tile` score every position (N = rows x (s-1), `compact` is off) and hold fp32
+  copies of the tile T = min(N, 4096) x min(V, 32768): forward z, z - max and its exp (12T bytes beside the
+  16-bit buffer's 2T), backward y, z, log_p, p, grad, the target mask (1 B) and its fp32 cast and the
+  difference (29T beside 2T), counted in trl/kernels/chunked_logprob.py (1.16.0). In 1.11-1.14 DPO's
+  `selective_log_softmax_and_entropy` fallback upcasts the logits to fp32 and takes the fp32 branch above (the
+  reference's scoring too); GRPO's `selective_log_softmax` keeps the 16-bit per-row loop.
 A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero.
 """
 from __future__ import annotations
@@ -68,6 +75,28 @@ def fused_head_buffers(labelled: int, vocab: int, hidden: int, c: int, head_trai
     saved = c * labelled * hidden + 4 * labelled
     return Logits(saved=saved, forward_peak=saved + tile + 4 * STATS * labelled,
                   backward_peak=saved + 4 * labelled * hidden + tile + (4 * vocab * hidden if head_trains else 0))
+
+
+def tile_bytes(positions: int, vocab: int) -> int:
+    """Elements of one tile of TRL's chunked head: min(N, 4096) x min(V, 32768)."""
+    return min(positions, TOKEN_CHUNK) * min(vocab, VOCAB_CHUNK)
+
+
+def fused_head_torch(positions: int, vocab: int, hidden: int, c: int, head_trains: bool) -> Logits:
+    """TRL >= 1.15's chunked head on its torch fallback (see the module docstring): fp32 tile temporaries."""
+    t = tile_bytes(positions, vocab)
+    saved = c * positions * hidden + 4 * positions
+    return Logits(saved=saved, forward_peak=saved + c * t + 12 * t + 4 * STATS * positions,
+                  backward_peak=saved + 4 * positions * hidden + c * t + 29 * t
+                  + (4 * vocab * hidden if head_trains else 0))
+
+
+def upcast_buffers(rows: int, positions: int, vocab: int, c: int) -> Logits:
+    """TRL 1.11-1.14's DPO fallback: the 16-bit logits copied to fp32, then the fp32 branch."""
+    n = rows * positions * vocab
+    shifted = rows * max(positions - 1, 1) * vocab
+    cast = 0 if c == 4 else c * n
+    return Logits(saved=4 * n, forward_peak=cast + 4 * n, backward_peak=4 * n + 12 * shifted)
 
 
 def fused_head_no_grad(labelled: int, vocab: int, hidden: int, c: int) -> int:
