@@ -79,7 +79,7 @@ function readForm() {
     if (name === "lora.targets") { if (el.checked) targets.push(el.value); continue; }
     const v = valueOf(el);
     if (v === undefined) continue;
-    if ((name.startsWith("deepspeed.") || name.startsWith("network.")) && v === "") continue;   // empty = the default
+    if (/^(deepspeed|network|data|allocator)\./.test(name) && v === "") continue;   // empty = the default
     setPath(plan, name, v);
   }
   setPath(plan, "lora.targets", targetsOverride ?? targets);
@@ -412,7 +412,8 @@ function setField(name, value) {
     else if (input.dataset.type === "tribool") input.value = value === true ? "true" : value === false ? "false" : "";
     else if (input.dataset.type === "autobool") input.value = String(value);
     else if (input.dataset.type === "csv") input.value = Array.isArray(value) ? value.join(", ") : String(value);
-    else input.value = typeof value === "string" ? value : JSON.stringify(value);
+    else if (name === "data.lengths" && value === "fixed") input.value = "";   // the default: its empty option
+    else input.value = value === null ? "" : typeof value === "string" ? value : JSON.stringify(value);
   }
   return true;
 }

@@ -203,7 +203,36 @@ def section_batch(p: dict) -> str:
             + _field("attention", "Attention", _choices("attention", P.ATTENTIONS, p["attention"], LABELS["attention"]))
             + _field("loss", "Loss", _choices("loss", P.LOSSES, p["loss"], LABELS["loss"]))
             + '</div>'
-            + _check("activation_offloading", "Offload saved activations to host RAM", p["activation_offloading"]))
+            + _check("activation_offloading", "Offload saved activations to host RAM", p["activation_offloading"])
+            + section_data(p))
+
+
+LENGTH_LABELS = (("", "fixed: every batch seq_len long (packed, or padded to max_length)"),
+                 ("padded-longest", "padded to each batch's longest sample (HF's default collators)"),
+                 ("padding-free", "padding-free: the samples concatenated (TRL padding_free, varlen)"))
+
+
+def section_data(p: dict) -> str:
+    """plan-v1 Extension 6 under "data": the collator's batch shapes, the sample lengths, the allocator. Empty fields
+    are not sent (the plan's defaults: fixed lengths, the trainer's allocator)."""
+    d, a = p.get("data") or {}, p.get("allocator") or {}
+    lengths = "" if d.get("lengths", "fixed") == "fixed" else d["lengths"]
+    exp = a.get("expandable_segments", "auto")
+    hist = json.dumps(d["histogram"]) if d.get("histogram") else ""
+    grid = (_field("data.lengths", "Batches (the collator)", _select("data.lengths", LENGTH_LABELS, lengths))
+            + _field("data.mean_len", "Mean sample length", _number("data.mean_len", d.get("mean_len"), "int", "tokens"))
+            + _field("data.p99_len", "99th percentile length", _number("data.p99_len", d.get("p99_len"), "int", "tokens"))
+            + _field("allocator.expandable_segments", "Expandable segments",
+                     _select("allocator.expandable_segments", (("", "the trainer's (torchtune: on)"), ("true", "on"),
+                                                               ("false", "off")),
+                             "" if exp == "auto" else str(exp).lower(), "tribool"),
+                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"))
+    hist_field = _field("data.histogram", "Or a histogram of lengths (JSON [[length, weight], ...])",
+                        f'<textarea id="f-data.histogram" name="data.histogram" data-type="json" rows="1" '
+                        f'spellcheck="false" placeholder="[[512, 60], [2048, 30], [4096, 10]]">{e(hist)}</textarea>',
+                        "", "wide")
+    return (f'<details class="knobs" id="data-box"><summary>Data lengths and the allocator over the run</summary>'
+            f'<div class="grid">{grid}</div>{hist_field}</details>')
 
 
 SOFTWARE_LABELS = {
