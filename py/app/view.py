@@ -19,6 +19,8 @@ from zerocalc.presets import GPUS, MODELS
 
 from zerocalc.units import GIB
 
+from .data_view import normalise_lengths, reserved_chart
+
 # Component order and labels of the breakdown (estimate key per_gpu.components.<name>).
 COMPONENTS = (
     ("weights", "Weights"),
@@ -305,6 +307,7 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
         "view": views,
         "components": components,
         "run": run_chart(est),
+        "reserved": reserved_chart(est, plan.data.lengths),
         "step_parts": parts,
         "capacity_pct": round(100 * cap / scale, 3),
         "usage_pct": round(100 * used / scale, 3),
@@ -338,5 +341,10 @@ def fit_targets(plan: Plan) -> Plan:
 
 def compute(request: Mapping) -> dict:
     """{'plan': plan-v1 dict from the form, 'good': last good full plan dict or None} -> view."""
-    plan, errors = parse_with_recovery(request.get("plan", {}), request.get("good"))
-    return view(fit_targets(plan), errors)
+    data, good = request.get("plan", {}), request.get("good") or _DEFAULT_DICT
+    pasted = {}
+    if isinstance(data, Mapping):   # the data box's pasted lengths -> data.histogram (app/data_view.py)
+        data = json.loads(json.dumps(data))
+        pasted = normalise_lengths(data, good)
+    plan, errors = parse_with_recovery(data, good)
+    return view(fit_targets(plan), {**pasted, **errors})
