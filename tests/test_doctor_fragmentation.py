@@ -92,3 +92,11 @@ def test_an_early_oom_is_not_called_a_ratchet():
     (msg,) = _find(d, "fragmentation")
     assert "the same step ran before" not in msg and "8.00 GiB" in msg
     assert d["plan_changes"] != {"allocator": {"expandable_segments": True}}
+
+
+def test_the_page_shows_the_allocator_change():
+    from app.doctor import view
+    plan = {**PLAN, "data": {"lengths": "padded-longest", "mean_len": 900, "p99_len": 4096}}
+    out = view({"log": "step 340 | loss 1.02\n" + MSG, "plan": plan})
+    assert out["display"]["changes"] == ["allocator.expandable_segments = True"]
+    assert any(f["id"] == "fragmentation_vs_plan" for f in out["display"]["findings"])
