@@ -131,3 +131,14 @@ def test_chart_marks_are_only_svg_shapes():
     est = estimate(Plan.from_dict(_data(mean_len=700))).to_dict()
     chart = reserved_chart(est, "padded-longest")
     assert {m["tag"] for m in chart["marks"]} <= set(render.SVG_TAGS)
+
+
+def test_the_box_says_what_it_read():
+    """[[300, 2], [900, 1], [2048, 1]] at seq_len 2048, micro-batch 2: 4 samples, mean (600 + 900 + 2048) / 4 = 887;
+    a typical batch pads to the 0.5^(1/2) = 0.707 quantile, 900 (cumulative 0.75), so 2 x 900 = 1,800 tokens; over
+    1,000 steps the longest reaches 2,048: 4,096 tokens."""
+    v = view.compute({"plan": {"seq_len": 2048, "data": {"lengths": "padded-longest", "histogram": "300\n900, 300\n5000"}}})
+    text = v["view"]["data.summary"]["text"]
+    for s in ("4 samples, mean 887", "longest 2,048 tokens", "typically 1,800 tokens", "1,000 steps 4,096"):
+        assert s in text, s
+    assert "seq_len long (4,096 tokens)" in view.compute({"plan": {}})["view"]["data.summary"]["text"]

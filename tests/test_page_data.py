@@ -73,6 +73,7 @@ def test_pasted_lengths_become_the_histogram_and_bad_ones_are_named(offline_page
     assert shared_plan(page)["data"]["histogram"] == [[300, 2], [900, 1], [2048, 1]]
     assert_shows(page, want)
     assert page.input_value("[name='data.histogram']") == "300\n900, 300\n5000"   # the box keeps what was typed
+    assert "4 samples, mean 887" in page.inner_text("#data-summary")   # (600 + 900 + 2048) / 4, said under the box
     # a JSON list from datasets
     change(page, lambda: page.fill("[name='data.histogram']", "[300, 300, 2048]"))
     assert shared_plan(page)["data"]["histogram"] == [[300, 2], [2048, 1]]

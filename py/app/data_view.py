@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from zerocalc import PlanError
 from zerocalc.datasettings import histogram_from_lengths
+from zerocalc.memory.fragmentation import longest_fraction, sample_quantile, typical_fraction
 from zerocalc.units import GIB
 
 W, H = 360, 200                  # the chart's SVG user units (viewBox)
@@ -122,3 +123,27 @@ def reserved_chart(est: Mapping, lengths: str) -> dict:
             "table": {"caption": "max_memory_reserved per GPU after each number of steps",
                       "header": ["steps", "max_memory_reserved, GiB", "PyTorch can reserve, GiB", "note"],
                       "rows": rows}}
+
+
+def lengths_summary(plan) -> str:
+    """One sentence under the data box: what the engine read from it (the pasted histogram's samples, mean, 99th
+    percentile and longest), and the batches that follow (a typical one, the longest in 1,000 steps), from the
+    engine's own rules (memory/fragmentation.py)."""
+    d, s, b = plan.data, plan.seq_len, plan.micro_batch_size
+    if d.lengths == "fixed":
+        return f"Every batch is seq_len long ({s:,} tokens): packed, or padded to max_length."
+    if d.histogram:
+        n = sum(w for _, w in d.histogram)
+        mean = sum(min(x, s) * w for x, w in d.histogram) / n
+        said = (f"Lengths: {n:,.0f} samples, mean {mean:,.0f}, 99th percentile "
+                f"{sample_quantile(0.99, s, None, None, d.histogram):,.0f}, longest "
+                f"{min(max(x for x, _ in d.histogram), s):,} tokens.")
+    else:
+        p99 = f"{d.p99_len:,} tokens" if d.p99_len else f"{s:,} tokens (none given: seq_len)"
+        said = f"Lengths: mean {d.mean_len:,}, 99th percentile {p99}, a log-normal through them."
+    args = (b, s, d.mean_len, d.p99_len, d.histogram)
+    typ = typical_fraction(d.lengths, *args) * b * s
+    top = longest_fraction(d.lengths, 1000, *args) * b * s
+    what = ("padded to their longest sample" if d.lengths == "padded-longest" else "concatenated")
+    return (f"{said} Micro-batches of {b} samples {what}: typically {typ:,.0f} tokens, the longest in 1,000 "
+            f"steps {top:,.0f} (of {b * s:,} at seq_len).")

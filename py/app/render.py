@@ -243,7 +243,8 @@ def section_data(p: dict) -> str:
                         'ds["input_ids"]], a histogram [[length, count], ...] or {length: count}. Lengths over '
                         'seq_len count as seq_len (truncation). Used instead of the mean and p99.', "wide")
     return (f'<details class="knobs" id="data-box"><summary>Data lengths and the allocator over the run</summary>'
-            f'<div class="grid">{grid}</div>{hist_field}</details>')
+            f'<div class="grid">{grid}</div>{hist_field}'
+            f'<p class="hint" id="data-summary" aria-live="polite" data-view="data.summary"></p></details>')
 
 
 SOFTWARE_LABELS = {

@@ -19,7 +19,7 @@ from zerocalc.presets import GPUS, MODELS
 
 from zerocalc.units import GIB
 
-from .data_view import normalise_lengths, reserved_chart
+from .data_view import lengths_summary, normalise_lengths, reserved_chart
 
 # Component order and labels of the breakdown (estimate key per_gpu.components.<name>).
 COMPONENTS = (
@@ -295,6 +295,7 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
     parts, said = step_parts(est.get("step") or {})
     views["step.time"] = {"text": f"{(est.get('step') or {}).get('time_s', 0.0):.3g}"}
     views["step.breakdown"] = {"text": said}
+    views["data.summary"] = {"text": lengths_summary(plan)}
     warnings = [{"id": str(w.get("id", "")), "severity": str(w.get("severity", "info")),
                  "message": str(w.get("message", "")), "fix": str(w.get("fix") or "")}
                 for w in est.get("warnings", [])]
