@@ -90,21 +90,21 @@ TITAN_A100 = "https://github.com/pytorch/torchtitan/blob/main/docs/performance.m
 TITAN_H100 = "https://github.com/pytorch/torchtitan/blob/main/benchmarks/llama3_h100_202412_torchtitan.md"
 TITAN_ROWS = [
     # (quote, model, seq, local batch, ac, url, gpus, group)
-    ("| 8B | 1 | selective layer | 2904 | 56.8% |", "llama-3.1-8b", 8192, 1, "selective", TITAN_A100, 64, "Llama 3 performance numbers (64 A100 80GB, FSDP2)"),
-    ("| 8B | 1 | selective op | 2973 | 58.2% |", "llama-3.1-8b", 8192, 1, "selective", TITAN_A100, 64, "Llama 3 performance numbers (64 A100 80GB, FSDP2)"),
+    ("| 8B | 1 | selective layer | 2904 | 56.8% |", "llama-3.1-8b", 8192, 1, "selective-op", TITAN_A100, 64, "Llama 3 performance numbers (64 A100 80GB, FSDP2)"),
+    ("| 8B | 1 | selective op | 2973 | 58.2% |", "llama-3.1-8b", 8192, 1, "selective-op", TITAN_A100, 64, "Llama 3 performance numbers (64 A100 80GB, FSDP2)"),
     ("| 70B | 1 | full | 331 | 51.7% |", "llama-3.1-70b", 8192, 1, "full", TITAN_A100, 64, "Llama 3 performance numbers (64 A100 80GB, FSDP2)"),
     ("| 13B | 2 | no | 2162 | 61.1%\t|", "llama-2-13b", 4096, 2, "none", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
-    ("| 13B | 2 | selective layer | 1914 | 54.1% |", "llama-2-13b", 4096, 2, "selective", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
-    ("| 13B | 2 | selective op | 1904 | 53.8% |", "llama-2-13b", 4096, 2, "selective", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
-    ("| 70B | 1[^1] | selective op | 355 | 50.8% |", "llama-2-70b", 4096, 1, "selective", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
+    ("| 13B | 2 | selective layer | 1914 | 54.1% |", "llama-2-13b", 4096, 2, "selective-op", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
+    ("| 13B | 2 | selective op | 1904 | 53.8% |", "llama-2-13b", 4096, 2, "selective-op", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
+    ("| 70B | 1[^1] | selective op | 355 | 50.8% |", "llama-2-70b", 4096, 1, "selective-op", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
     ("| 70B | 2 | full | 353 | 50.5% |", "llama-2-70b", 4096, 2, "full", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
     ("Table 1 ... Llama 3.1 8B model. 8 GPUs. Local batch size 2, global batch size 16. Selective activation checkpointing. | FSDP | 5,762 | 82.4 |",
-     "llama-3.1-8b", 8192, 2, "selective", TITAN_H100, 8, "H100 Table 1 (FSDP, 8 GPUs)"),
+     "llama-3.1-8b", 8192, 2, "selective-op", TITAN_H100, 8, "H100 Table 1 (FSDP, 8 GPUs)"),
     ("Table 3 ... Llama 3.1 8B model. 128 GPUs. Local batch size 2, global batch size 256. Selective activation checkpointing. | FSDP | 5,605 | 67.0 |",
-     "llama-3.1-8b", 8192, 2, "selective", TITAN_H100, 128, "H100 Table 3 (FSDP, 128 GPUs)"),
+     "llama-3.1-8b", 8192, 2, "selective-op", TITAN_H100, 128, "H100 Table 3 (FSDP, 128 GPUs)"),
 ]
 H100_GT = {"name": "H100 96GB HBM2e (Grand Teton, 500 W)", "memory_gib": 96, "compute_capability": "9.0",
-           "bf16_dense_tflops": 989.5, "memory_bandwidth_gb_s": 2400, "link_gb_s": 450, "pcie_gb_s": 63.0}
+           "bf16_dense_tflops": 912.5, "memory_bandwidth_gb_s": 2400, "link_gb_s": 450, "pcie_gb_s": 63.0}
 
 
 def titan_rows() -> list[dict]:
@@ -115,18 +115,24 @@ def titan_rows() -> list[dict]:
         plan = {"schema": 1, "model": model, "gpu": H100_GT if h100 else "a100-sxm4-80gb",
                 "gpus_per_node": 8, "nodes": gpus // 8, "framework": "fsdp", "zero_stage": 3,
                 "precision": "bf16-mixed", "optimizer": "adamw", "micro_batch_size": lbs,
-                "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ac, "attention": "sdpa"}
+                "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ac, "attention": "sdpa",
+                "stack": {"trainer": "torchtitan", "fsdp_version": 2}}
         if h100:
             plan["network"] = {"gbps_per_gpu": 400, "kind": "roce"}
         notes = ("torchtitan FSDP2 (fully_shard), bf16 params / fp32 reduce, SDPA flash, no torch.compile; "
                  "seq_len from the train configs (Llama 3: 8192, Llama 2: 4096); "
-                 "'selective layer' (every 2nd layer checkpointed) and 'selective op' both mapped to selective: "
-                 "the recompute differs from the plan's Megatron-style selective")
-        notes += ("; H100 96GB HBM2e at 500 W, 400 Gb/s RDMA per GPU (as the page states); peak taken as SXM's"
+                 "'selective op' is the plan's selective-op (torchtitan's op policy); 'selective layer' (every 2nd "
+                 "layer recomputed, no plan key) is mapped to selective-op too: both recompute about half of the "
+                 "forward's matmuls; the H100 rows' 'selective' is train_configs/llama3_8b.toml's default "
+                 "(mode selective, selective_ac_option op); stack torchtitan, FSDP2")
+        notes += ("; H100 96GB HBM2e at 500 W, 400 Gb/s RDMA per GPU (as the page states); the page's footnote: "
+                  "'the actual peak TFLOPs number is between SXM and NVL, and we don't know its exact value': "
+                  "the midpoint of SXM's 989.5 and NVL's 835.5 dense bf16 TFLOP/s taken (912.5)"
                   if h100 else "; the 64-A100 cluster's network is not stated: the default")
         out.append({"id": f"titan_{'h100' if h100 else 'a100'}_{i}", "source": "torchtitan", "source_group": group,
                     "source_url": url, "quote": quote, "plan": plan, "measured_tokens_per_s_per_gpu": measured,
-                    "quality": "approximate" if ac == "selective" else "measured", "mapping_notes": notes})
+                    "quality": "approximate" if ac != "none" and "full" not in quote else "measured",
+                    "mapping_notes": notes})
     return out
 
 
@@ -235,7 +241,9 @@ def fms_rows() -> list[dict]:
                 "precision": "fp16-mixed" if qlora else "bf16-pure", "optimizer": "adamw",
                 "micro_batch_size": int(r["per_device_train_batch_size"]), "gradient_accumulation_steps": 1,
                 "seq_len": 4096, "activation_checkpointing": "full", "attention": "flash",
-                "method": "qlora" if qlora else "lora" if lora else "full"}
+                "method": "qlora" if qlora else "lora" if lora else "full",
+                # refs/requirements.txt at the CSV's commit (0aab2c6): transformers==4.45.2, bitsandbytes==0.43.3
+                "stack": {"trainer": "hf-trainer", "transformers": "4.45", "bitsandbytes": "current"}}
         if lora:
             plan["lora"] = {"rank": int(r["r"]), "alpha": int(r["lora_alpha"]), "dropout": 0.0,
                             "targets": r["target_modules"].split()}
@@ -252,7 +260,8 @@ def fms_rows() -> list[dict]:
                                      "torch_dtype float16 (fp16 weights: bf16-pure stands in, same sizes and A100 "
                                      "rate; fp16 AMP for the bnb QLoRA rows); sequence 4096 packed, derived: "
                                      "tokens/s / steps/s / batch = ~4100 tokens per sample; Mistral-7B-v0.1 as the "
-                                     "v0.3 preset (vocabulary 32000 vs 32768)"})
+                                     "v0.3 preset (vocabulary 32000 vs 32768); stack from refs/requirements.txt at the "
+                                     "same commit: transformers 4.45.2, bitsandbytes 0.43.3, torch 2.4.1"})
     return out
 
 
