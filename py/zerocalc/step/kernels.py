@@ -96,6 +96,9 @@ LAYERNORM_DROPOUT = {"forward": (18.0, 2), "backward": (18.0, 2)}
 # Qwen3 / OLMo 2 / Gemma 3 normalise queries and keys (qk_norm): one RMSNorm over q and kv per layer, at the cost
 # per element of the layer's own RMSNorms (72 B over two norms forward, 2.3x that backward: the 16-bit table)
 QK_NORM = {"forward": (36.0, 8), "backward": (83.0, 14)}
+# one more RMSNorm over the hidden width (Gemma 2 / 3's post-attention and post-feedforward norms,
+# norms_per_layer 4 against the traced Llama layer's 2): the same per-element cost, one norm's kernels
+EXTRA_NORM = {"forward": (36.0, 4), "backward": (83.0, 7)}
 # the loss head per token: bytes per vocabulary entry (logits upcast, log-softmax, NLL and their gradients) and
 # kernels (same fixture: width V)
 HEAD_MEMORY = {"forward": (14.0, 3), "backward": (34.0, 5)}

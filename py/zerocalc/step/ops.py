@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..memory.stack import effective_stack
 from .kernels import (ATTENTION_RATES, ATTN_SEQ_HALF, COMPILED_HEAD, COMPILED_LAUNCH_S, COMPILED_LAYER, EAGER_SCORES,
                       GEMM_TILE, HEAD_MEMORY, KERNEL_SUSTAINED, LAUNCH_S, LAYER_MEMORY, LORA_INPUT, LORA_KERNELS,
-                      LAYERNORM_DROPOUT, LORA_OUTPUT, MEMORY_EFFICIENCY, QK_NORM)
+                      LAYERNORM_DROPOUT, LORA_OUTPUT, MEMORY_EFFICIENCY, QK_NORM, EXTRA_NORM)
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,29 @@ def fp32_masters_autocast(plan) -> bool:
     16 bits, each backward casts its weight gradients to fp32, and the residual stream stays fp32. FSDP's and
     DeepSpeed's mixed precision compute on 16-bit copies; LoRA's base is stored 16-bit."""
     return plan.precision.endswith("mixed") and plan.framework in ("single", "ddp") and plan.method == "full"
+
+
+# Families whose decoder layer the op-log tables model (kernels.LAYER_MEMORY): traced Llama-style layers
+# (RMSNorm, rotary, SwiGLU: Llama, Mistral, Qwen, Gemma's GeGLU at the same op count) and the LayerNorm / GELU
+# table (traced on GPT-2; MPT, NeoX, BERT, Falcon, BLOOM, Phi, StarCoder share its norm / activation pattern)
+TRACED_FAMILIES = {"llama": "Llama", "gemma": "Llama", "gpt2": "GPT-2", "bert": "GPT-2", "falcon": "GPT-2",
+                   "bloom": "GPT-2", "neox": "GPT-2", "phi": "GPT-2", "bigcode": "GPT-2"}
+
+
+def model_assumptions(arch) -> tuple:
+    """What the step rules assumed about a model they were not traced on (no silent fallbacks, issue 23):
+    a family outside TRACED_FAMILIES is priced with the Llama table (state-space scans, T5's relative
+    attention, DBRX's LayerNorm blocks are not in the op logs). Gemma 2 / 3's extra norms are priced
+    (_layer_memory: EXTRA_NORM), not assumed."""
+    fam = arch.family
+    table = "Llama" if not (arch.norm == "layernorm" and not arch.gated_mlp) else "GPT-2"
+    out = []
+    if fam not in TRACED_FAMILIES:
+        kind = {"mamba": "state-space (Mamba) mixers and their scans", "t5": "encoder-decoder blocks and "
+                "relative position bias", "dbrx": "LayerNorm MoE blocks"}.get(fam, f"{fam} layers")
+        out.append(f"{arch.model_type}: its {kind} are not in the traced op logs; every layer's memory-bound ops "
+                   f"priced as a {table} decoder layer's, its matmuls from its linears")
+    return tuple(out)
 
 
 def _layer_linears(arch):
@@ -218,6 +241,11 @@ def _layer_memory(arch, plan, rates, T, es, compiled: bool):
                 cn, kn = QK_NORM[phase]
                 layer += scale * cn * (q + kv)
                 k += kn
+            extra = arch.norms_per_layer - 2 if family == "llama" else 0
+            if extra > 0:          # Gemma 2 / 3: post-attention and post-feedforward norms beside the traced two
+                cn, kn = EXTRA_NORM[phase]
+                layer += scale * cn * extra * h
+                k += kn * extra
         hv, hk = (COMPILED_HEAD if loss_compiled else HEAD_MEMORY)[phase]
         head = (hv * es if loss_compiled else hv * scale) * V if arch.causal_lm else 0.0
         head += h * es * 2 if phase == "forward" else 0.0          # the embedding gather
@@ -261,4 +289,4 @@ def micro_step(arch, plan, rates) -> MicroStep:
     return MicroStep(forward=out[0], backward=out[1], kernel=kernel, compiled=compiled)
 
 
-__all__ = ["Pass", "MicroStep", "micro_step", "gemm_s", "mem_s", "attention_kernel", "fp32_masters_autocast"]
+__all__ = ["Pass", "MicroStep", "micro_step", "model_assumptions", "TRACED_FAMILIES", "gemm_s", "mem_s", "attention_kernel", "fp32_masters_autocast"]
