@@ -249,7 +249,7 @@ def test_gemma2_extra_norms_are_priced_not_warned():
     rates = gpu_rates(p)
     two = micro_step(dataclasses.replace(arch, norms_per_layer=2), p, rates)
     four = micro_step(arch, p, rates)
-    # 1024 tokens x 26 layers x 2 norms x 2304 x 36 B forward, at 80 % of the A100's 2039 GB/s
-    want = 1024 * 26 * 2 * 2304 * 36 / (0.8 * 2039e9)
+    # 1024 tokens x 26 layers x 2 norms x 2304 x 36 B forward, at 65 % of the A100's 2039 GB/s
+    want = 1024 * 26 * 2 * 2304 * 36 / (0.65 * 2039e9)
     assert four.forward.memory_s - two.forward.memory_s == pytest.approx(want, rel=1e-9)
     assert four.forward.kernels - two.forward.kernels == 26 * 2 * 4
