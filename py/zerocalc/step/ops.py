@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..memory.stack import effective_stack
 from .kernels import (ATTENTION_RATES, ATTN_SEQ_HALF, COMPILED_HEAD, COMPILED_LAUNCH_S, COMPILED_LAYER, EAGER_SCORES,
-                      GEMM_TILE, HEAD_MEMORY, KERNEL_SUSTAINED, LAUNCH_S, LAYER_MEMORY, LORA_INPUT, LORA_KERNELS,
+                      GEMM_TILE, HEAD_MEMORY, HOPPER_SUSTAINED, KERNEL_SUSTAINED, LAUNCH_S, LAYER_MEMORY, LORA_INPUT, LORA_KERNELS,
                       LAYERNORM_DROPOUT, LORA_OUTPUT, MEMORY_EFFICIENCY, QK_NORM, EXTRA_NORM)
 
 
@@ -53,12 +53,18 @@ class MicroStep:
         return self.forward.time_s + self.backward.time_s
 
 
+def sustained(rates) -> float:
+    """Share of the kernel benchmarks' rates a whole step sustains (kernels.KERNEL_SUSTAINED), times
+    kernels.HOPPER_SUSTAINED on sm90 parts (power-limited under a step's sustained tensor-core load)."""
+    return KERNEL_SUSTAINED * (HOPPER_SUSTAINED if rates.generation == "sm90" else 1.0)
+
+
 def gemm_s(m: float, k: float, n: float, es: int, rates, batch: float = 1.0) -> float:
     """One (m x k) @ (k x n) matmul (``batch`` of them): roofline of FLOPs at the shape's rate and bytes."""
     if m <= 0 or k <= 0 or n <= 0:
         return 0.0
     d = min(m, k, n)
-    rate = rates.peak_flops * rates.gemm_best * KERNEL_SUSTAINED * d / (d + GEMM_TILE)
+    rate = rates.peak_flops * rates.gemm_best * sustained(rates) * d / (d + GEMM_TILE)
     flops = 2.0 * m * k * n * batch
     nbytes = es * (m * k + k * n + m * n) * batch
     return max(flops / rate, nbytes / (rates.hbm_bytes_s * MEMORY_EFFICIENCY))
@@ -210,7 +216,7 @@ def _attention_pass(arch, plan, rates, es, kernel: str):
                 Pass(gemm_s=L * g_b, memory_s=L * mem_s(sq * b_b * scale, rates), kernels=L * (k_b + 4)))
     gen = rates.generation
     f_fwd, f_bwd = ATTENTION_RATES.get((kernel, gen), ATTENTION_RATES[("fa2", "other")])
-    ramp = s / (s + ATTN_SEQ_HALF) * KERNEL_SUSTAINED
+    ramp = s / (s + ATTN_SEQ_HALF) * sustained(rates)
     flops = 4.0 * b_ * heads * s * s * hd / 2          # causal: the kernels skip the masked half
     t_f = flops / (rates.peak_flops * f_fwd * ramp)
     t_b = 2.5 * flops / (rates.peak_flops * f_bwd * ramp)
@@ -289,4 +295,4 @@ def micro_step(arch, plan, rates) -> MicroStep:
     return MicroStep(forward=out[0], backward=out[1], kernel=kernel, compiled=compiled)
 
 
-__all__ = ["Pass", "MicroStep", "micro_step", "model_assumptions", "TRACED_FAMILIES", "gemm_s", "mem_s", "attention_kernel", "fp32_masters_autocast"]
+__all__ = ["Pass", "MicroStep", "micro_step", "sustained", "model_assumptions", "TRACED_FAMILIES", "gemm_s", "mem_s", "attention_kernel", "fp32_masters_autocast"]
