@@ -39,8 +39,8 @@ GEMM_TILE = 128
 # that the GEMM and attention kernels of a whole training step sustain (clocks under the step's sustained
 # power draw, caches shared with the memory-bound kernels between them): one global constant, fitted together
 # with MEMORY_EFFICIENCY on the fit half of validation/throughput.json (scripts/fit_step.py; README "Accuracy
-# against measured throughput"; 0.825 when MEMORY_EFFICIENCY was held at 0.8, 0.9 without HOPPER_SUSTAINED).
-KERNEL_SUSTAINED = 0.875
+# against measured throughput"; 0.825 when MEMORY_EFFICIENCY was held at 0.8).
+KERNEL_SUSTAINED = 0.9
 # Hopper (sm90) parts sustain less of their benchmark rates than Ampere's in a whole step: an H100 SXM draws its
 # 700 W limit under dense bf16 tensor-core load and lowers its clock (the torchtitan H100 benchmark,
 # benchmarks/llama3_h100_202412_torchtitan.md: "We used the default 500W power limit, although tuning it up to
@@ -49,7 +49,7 @@ KERNEL_SUSTAINED = 0.875
 # 10-20 % too fast under the Ampere share alone: a factor on KERNEL_SUSTAINED for sm90, fitted with it on the fit
 # half (scripts/fit_step.py). Other generations have no measured rows to fit one on (sm8x's are torchtune's,
 # inconsistent between its RTX 4090 and A6000 rows; none for sm100): 1.0 there.
-HOPPER_SUSTAINED = 0.9
+HOPPER_SUSTAINED = 0.85
 
 # FlashAttention kernel rates (fraction of the dense 16-bit peak at long sequences, head dim 128, causal), from
 # the papers' measured figures: FlashAttention-2 (Dao 2023, arXiv 2307.08691, Figs. 4-6, A100): forward up to
