@@ -56,6 +56,9 @@ def warnings(est: Estimate) -> list[Warning]:
         # no silent fallbacks (issue 23): a GPU without rates is priced at another part's, and says so
         out.append(_w("step-rates-assumed", "warning", "Step time assumes: " + "; ".join(step.warnings) + ".",
                       "Give the GPU object bf16_dense_tflops, memory_bandwidth_gb_s and compute_capability."))
+    if step is not None and getattr(step, "model_warnings", ()):
+        out.append(_w("step-model-assumed", "warning", "Step time assumes: " + "; ".join(step.model_warnings) + ".",
+                      "Read the step time as an estimate from a similar traced architecture."))
     maxpos = arch.max_positions
     if isinstance(maxpos, int) and plan.seq_len > maxpos:
         out.append(_w("seq-exceeds-positions", "warning",
