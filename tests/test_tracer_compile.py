@@ -50,3 +50,33 @@ def test_partition_of_a_full_layer_by_hand():
 @pytest.mark.parametrize("method", ["full", "lora"])
 def test_engine_compiled_layer_matches_the_partition(method):
     assert _engine_middle_layer(method) == _partition(lora_rank=16 if method == "lora" else 0)["bytes"]
+
+
+def test_compiled_chunk_loss_keeps_its_input_and_two_floats_a_row():
+    """torchtune's compiled `compute_cross_entropy` on one bf16 chunk of 96 rows x 1000: inductor's forward saves
+    the chunk itself, the labels and two fp32 values a row (amax, log-sum-exp), 192,000 + 768 + 2 x 384 B, and
+    allocates nothing chunk-sized; its backward writes the bf16 gradient (192,000 B) and one fp32 value a row."""
+    from tools.memtrace.compiled import chunked_ce_compiled
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = chunked_ce_compiled(rows=96, vocab=1000)
+    assert sorted(b for _, _, b in r["saved"]) == [384, 384, 768, 192_000]
+    assert max(b for _, _, b in r["forward_buffers"]) == 384
+    assert sorted(b for _, _, b in r["backward_buffers"]) == [384, 192_000]
+    assert r["grad"] == ((96, 1000), "bfloat16")
+
+
+def test_engine_compiled_chunked_loss_matches_inductor():
+    """The engine's compiled chunked-loss rule (memory/logits.py) at 768 tokens = 8 chunks of the 96 rows above:
+    saved 8 x (192,000 + 2 x 384) = 1,542,144 B (the labels are the batch's, not logits); end of forward the same;
+    start of backward one chunk's bf16 gradient more, 192,000 B."""
+    from zerocalc.memory.logits import logits
+    from zerocalc.memory.stack import effective_stack
+    d = {"model": TINY, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
+         "seq_len": 768, "micro_batch_size": 1, "attention": "sdpa", "loss": "chunked",
+         "stack": {"trainer": "torchtune", "compile": "model+loss"}}
+    plan = Plan.from_dict(d)
+    lg = logits(plan, plan.arch, 2, effective_stack(plan))
+    assert lg.saved == 8 * (192_000 + 2 * 384) == 1_542_144
+    assert lg.forward_peak == lg.saved
+    assert lg.backward_peak - lg.saved == 192_000

@@ -83,4 +83,59 @@ def layer_saved_bytes(hidden=256, intermediate=688, heads=8, kv_heads=2, seq=96,
     return {"bytes": total, "tensors": tensors}
 
 
-__all__ = ["layer_saved_bytes"]
+def chunked_ce_compiled(rows=96, vocab=1000) -> dict:
+    """torchtune's compiled chunk loss, as inductor builds it on CPU: `CEWithChunkedOutputLoss.compute_cross_entropy`
+    (torchtune @1814feb17 torchtune/modules/loss/ce_chunked_output_loss.py: `F.cross_entropy(logits.float(), labels,
+    ignore_index=-100, reduction="sum")`), compiled whole as `training.compile_loss` does for this loss
+    (torchtune/training/_compile.py: `loss.compute_cross_entropy = torch.compile(loss.compute_cross_entropy)`), on
+    one bf16 chunk of `rows` x `vocab`. Returns what the forward keeps for backward (autograd's saved tensors, read
+    with `saved_tensors_hooks`, the chunk's own input included) and every buffer the generated forward and backward
+    code allocates (`empty_strided_cpu(shape, stride, dtype)` in inductor's output code): each as (shape, dtype,
+    bytes). The CUDA backend's split reductions add per-row partials only; the kernels' fusion is the same."""
+    import re  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+    import torch.nn.functional as F  # noqa: PLC0415
+    from torch._inductor.utils import run_and_get_code  # noqa: PLC0415
+
+    def cce(logits, labels):
+        return F.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum")
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    x = torch.randn(rows, vocab, dtype=torch.bfloat16, requires_grad=True)
+    y = torch.randint(0, vocab, (rows,))
+    saved: list = []
+
+    def pack(t):
+        saved.append((tuple(t.shape), str(t.dtype).replace("torch.", ""), t.numel() * t.element_size()))
+        return t
+
+    fn = torch.compile(cce)
+
+    def step():
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss = fn(x, y)
+        loss.backward()
+        return loss
+
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        _, codes = run_and_get_code(step)
+    sizes = {"float32": 4, "bfloat16": 2, "int64": 8}
+    buffers = []
+    for code in codes:
+        graph = []
+        for shape, dtype in re.findall(r"empty_strided_cpu\(\(([^)]*)\), \([^)]*\), torch\.(\w+)\)", code):
+            dims = tuple(int(d) for d in shape.replace(" ", "").split(",") if d)
+            n = 1
+            for d in dims:
+                n *= d
+            graph.append((dims, dtype, n * sizes[dtype]))
+        buffers.append(graph)
+    if len(buffers) != 2:
+        raise RuntimeError(f"expected a forward and a backward graph, got {len(buffers)}")
+    return {"saved": saved, "forward_buffers": buffers[0], "backward_buffers": buffers[1],
+            "grad": (tuple(x.grad.shape), str(x.grad.dtype).replace("torch.", ""))}
+
+
+__all__ = ["layer_saved_bytes", "chunked_ce_compiled"]
