@@ -138,4 +138,48 @@ def chunked_ce_compiled(rows=96, vocab=1000) -> dict:
             "grad": (tuple(x.grad.shape), str(x.grad.dtype).replace("torch.", ""))}
 
 
-__all__ = ["layer_saved_bytes", "chunked_ce_compiled"]
+def chunked_head_backward(tokens=8192, hidden=3072, vocab=128256, chunks=8, tied=True) -> dict:
+    """The backward of a chunked output projection with a trainable weight (torchtune TransformerDecoder with
+    `set_num_output_chunks`: `[self.output(chunk) for chunk in h.chunk(num_output_chunks, dim=1)]`, TiedLinear for
+    tied embeddings) under the compiled chunk loss, on FakeTensors with the storage tracker. The compiled kernel is
+    stood in for by an autograd Function that allocates exactly the buffers `chunked_ce_compiled` reads from
+    inductor's code (its 16-bit input and two fp32 values a row kept, one 16-bit gradient written). Returns the bytes
+    live at the end of forward and the backward's peak, with the op at that peak."""
+    import torch  # noqa: PLC0415
+    from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
+
+    from .tracker import StorageTracker  # noqa: PLC0415
+
+    class CompiledChunkCE(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            rowwise = [x.new_empty((x.shape[0], 1), dtype=torch.float32) for _ in range(2)]
+            ctx.save_for_backward(x, y, *rowwise)
+            return x.new_empty((), dtype=torch.float32)
+
+        @staticmethod
+        def backward(ctx, g):
+            return torch.empty_like(ctx.saved_tensors[0]), None
+
+    fm = FakeTensorMode()
+    with fm:
+        emb = torch.empty(vocab, hidden, dtype=torch.bfloat16).requires_grad_()
+        out_w = emb if tied else torch.empty(vocab, hidden, dtype=torch.bfloat16).requires_grad_()
+        tok = torch.zeros(tokens, dtype=torch.long)
+        labels = torch.zeros(tokens, dtype=torch.long)
+    tr = StorageTracker(logits_numel=tokens * vocab // chunks, vocab=vocab)
+    with fm, tr:
+        for w in {id(emb): emb, id(out_w): out_w}.values():
+            tr.register(w, "weight")
+        h = torch.nn.functional.embedding(tok, emb) * 1.0
+        outs = [torch.nn.functional.linear(c, out_w) for c in h.chunk(chunks, dim=0)]
+        loss = sum(CompiledChunkCE.apply(c, y) for c, y in zip(outs, labels.chunk(chunks)))
+        del outs, h
+        forward_end = tr.total
+        tr.set_phase("backward")
+        tr.peak = type(tr.peak)()
+        loss.backward()
+    return {"forward_end": forward_end, "backward_peak": tr.peak.total, "op": tr.peak.op}
+
+
+__all__ = ["layer_saved_bytes", "chunked_ce_compiled", "chunked_head_backward"]

@@ -109,3 +109,18 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         return Logits(saved=4 * n, forward_peak=max(raw + upcast, 8 * n), backward_peak=12 * n, kept_by_loop=0)
     saved = 4 * n + softcap
     return Logits(saved=saved, forward_peak=raw + upcast + saved, backward_peak=saved + 8 * n, kept_by_loop=kept)
+
+
+def chunked_head_grads(plan: Plan, arch: ModelArch, compute_bytes: int, grad_bytes: int, stack: Stack) -> int:
+    """Bytes beyond `backward_peak` while a trainable output projection back-propagates its chunks under the
+    compiled chunk loss (single GPU, DDP). Autograd runs every chunk's loss backward first (those nodes are the
+    newest), leaving the 16-bit logit gradients where the saved chunks were; then each chunk's projection: the
+    second chunk's weight gradient is computed while the first's waits in the accumulation buffer, so two
+    vocab x hidden gradients beside the gradients of the chunks not yet consumed (traced on FakeTensors with
+    the compiled kernel's buffers: tools/memtrace/compiled.py chunked_head_backward)."""
+    if not (plan.loss == "chunked" and stack.compile == "model+loss" and plan.method == "full" and arch.causal_lm
+            and plan.framework in ("single", "ddp")):
+        return 0
+    chunk = compute_bytes * plan.seq_len * plan.micro_batch_size * arch.vocab_size // CHUNKS
+    return max(0, 2 * grad_bytes * arch.vocab_size * arch.hidden_size - 2 * chunk)
+
