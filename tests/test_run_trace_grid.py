@@ -220,3 +220,34 @@ def test_engine_run_phases_within_3_percent(path):
             misses.append(f"{name}: engine {got / 2**30:.3f} GiB vs traced {want / 2**30:.3f} GiB "
                           f"({(got - want) / want:+.1%})")
     assert not misses, "\n".join(misses)
+
+
+def _host_expected(name: str, phase: str, traced: int) -> int:
+    """What the engine's host bytes must be for a traced phase: the trace's, except where a CPU rank cannot see a
+    copy a GPU makes. nested_numpify's `t.cpu()` of the bf16 logits is a host copy on a GPU and a no-op on a CPU
+    rank: the accumulate fixture's 2 eval steps x 8 x 512 x V x 2 B are added; its 16 per-sample fp32 losses
+    (64 B) are not counted by the engine."""
+    if name == "l1b-full-pure-s512-eval-accumulate" and phase == "eval":
+        assert traced == 16 * 512 * V * 4 + 16 * 512 * 8 + 64          # fp32 logits, int64 labels, losses
+        return traced - 64 + 2 * 8 * 512 * V * 2
+    return traced
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=_id)
+def test_engine_host_bytes_per_phase(path):
+    """Each traced save and eval phase's host bytes on the busiest rank (rank 0): the HF Trainer's safetensors
+    shard (2P) or adapters, the ZeRO-3 16-bit gather's 2P on rank 0, the offloaded FULL_STATE_DICT's 4P + the
+    root unit's host copy, nested_numpify's arrays. `load` is left out: the probes' ranks build a random model
+    (no checkpoint read), the HF runs load from safetensors by mmap (file pages, counted as none)."""
+    fx = _load(path)
+    run, _ = _engine_run(fx["plan"])
+    misses = []
+    for name, ph in fx["phases"].items():
+        if name not in ("save", "eval") or name not in run["phases"]:
+            continue
+        traced = max(r["host_bytes"] for r in ph["ranks"]) if "ranks" in ph else ph["host_bytes"]
+        want = _host_expected(_id(path), name, traced)
+        got = run["phases"][name]["host_bytes"]
+        if abs(got - want) > TOL * want + 64:
+            misses.append(f"{name}: engine host {got} B vs {want} B")
+    assert not misses, "\n".join(misses)

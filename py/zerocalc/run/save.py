@@ -35,6 +35,7 @@ and the sum. ``16bit-in-process`` (merging a QLoRA run into a 16-bit model on th
 from __future__ import annotations
 
 from ..memory.lora import largest_quantized_matrix
+from ..units import ceil_div
 from .phase import Phase, phase
 from .view import RunView
 
@@ -83,14 +84,49 @@ def save_transient(v: RunView, writer: str, optimizer: bool) -> tuple[int, str]:
     return max(model, states), f"{'FULL' if writer == 'fsdp-full' else 'SHARDED'}_STATE_DICT: {what} gathered"
 
 
+def save_host(v: RunView, writer: str) -> int:
+    """Host bytes a save's writer holds on the busiest rank (rank 0), at its peak:
+    - ``module``: transformers `save_pretrained` hands safetensors `save_file` the whole state dict, which
+      serialises every tensor to host bytes before writing (safetensors/torch.py `_flatten` -> `_tobytes`);
+      torchtune single-device `{k: v.cpu() for k, v in state_dict.items()}`: the model's bytes as stored;
+    - ``adapter-only``: the same for the adapters alone (PEFT `get_peft_model_state_dict`);
+    - ``zero3-16bit``: rank 0 keeps `param.detach().cpu()` of every 16-bit parameter (DeepSpeed engine.py
+      `_zero3_consolidated_16bit_state_dict`): 2 bytes a parameter;
+    - ``zero3-partitions``: `torch.save` copies one storage at a time (serialization.py `_save`), the largest
+      being the rank's fp32 partition;
+    - ``fsdp-full`` (FSDP1, offload_to_cpu + rank0_only): rank 0 holds every parameter's clone on the host in
+      the parameters' dtype, beside `FlatParamHandle.to_cpu`'s copy of the unit being unsharded (FSDP2 /
+      torchtune `gather_cpu_state_dict`: the clones alone);
+    - sharded writers, DCP and FULL_STATE_DICT without offload: nothing beyond a storage in flight.
+    Traced (tools/memtrace/golden/run: the HF Trainer saves 2P and the adapters; the DeepSpeed probe 2P on rank 0,
+    4P/N on rank 1; the FSDP probe's offloaded FULL_STATE_DICT 4P + 4 x the root unit on rank 0). The optimizer's
+    own full state dict (FSDP `optim_state_dict` offloaded to rank 0) is not traced and not counted."""
+    plan, si = v.plan, v.si
+    full = plan.method == "full"
+    adapters = (si.dt.weight if full else si.dt.adapter) * si.trainable.numel
+    if writer == "module":
+        return adapters + (si.frozen_bytes if not full else 0)
+    if writer == "adapter-only":
+        return adapters
+    if writer == "zero3-16bit":
+        return 2 * (si.trainable.numel + si.frozen_numel)
+    if writer == "zero3-partitions":
+        return 4 * ceil_div(si.trainable.numel, plan.world_size)
+    if writer == "fsdp-full" and plan.framework == "fsdp":
+        pbytes = si.dt.weight if full else si.dt.frozen
+        whole = si.trainable.numel + (si.frozen_numel if not full else 0)
+        unit = _largest_unit(v) if si.stack.fsdp_version == 1 else 0
+        return pbytes * (whole + unit)
+    return 0
+
+
 def save_phase(v: RunView) -> Phase | None:
     s = v.run.save
     if s is None:
         return None
     extra, note = save_transient(v, s.writer, s.optimizer)
-    si = v.si
-    host = 2 * (si.trainable.numel + si.frozen_numel) if s.writer in ("zero3-16bit", "fsdp-full") else 0
-    return phase("save", _after_zero_grad(v), {"buffers": extra}, transient=extra, host=host, note=note)
+    return phase("save", _after_zero_grad(v), {"buffers": extra}, transient=extra, host=save_host(v, s.writer),
+                 note=note)
 
 
 def resume_phase(v: RunView) -> Phase | None:
@@ -119,4 +155,4 @@ def merge_phase(v: RunView) -> Phase | None:
     return phase("merge", _after_zero_grad(v), extra, transient=per_layer, note=note)
 
 
-__all__ = ["save_phase", "resume_phase", "merge_phase", "save_transient"]
+__all__ = ["save_phase", "resume_phase", "merge_phase", "save_transient", "save_host"]
