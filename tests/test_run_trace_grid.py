@@ -227,6 +227,11 @@ def _host_expected(name: str, phase: str, traced: int) -> int:
     copy a GPU makes. nested_numpify's `t.cpu()` of the bf16 logits is a host copy on a GPU and a no-op on a CPU
     rank: the accumulate fixture's 2 eval steps x 8 x 512 x V x 2 B are added; its 16 per-sample fp32 losses
     (64 B) are not counted by the engine."""
+    if name == "fsdp-small-sharded" and phase == "save":
+        # ShardedTensor.cpu() returns the tensor itself when every shard is on the CPU: the trace keeps rank 0's
+        # chunk clones (4P/N in fp32) as device storages, which a GPU moves to the host (_sharded_post_state_dict_hook)
+        assert traced == 0
+        return 4 * P_SMALL // 2
     if name == "l1b-full-pure-s512-eval-accumulate" and phase == "eval":
         assert traced == 16 * 512 * V * 4 + 16 * 512 * 8 + 64          # fp32 logits, int64 labels, losses
         return traced - 64 + 2 * 8 * 512 * V * 2
@@ -251,3 +256,24 @@ def test_engine_host_bytes_per_phase(path):
         if abs(got - want) > TOL * want + 64:
             misses.append(f"{name}: engine host {got} B vs {want} B")
     assert not misses, "\n".join(misses)
+
+
+@pytest.mark.parametrize("name", ["fsdp-small-full-offload", "fsdp-small-full-no-offload", "fsdp-small-sharded"])
+def test_engine_fsdp1_saves_on_the_device(name):
+    """The FSDP probe's saves, busier rank, against the engine's save phase (less the cuBLAS workspace a CPU rank
+    has not). The root's pre-state-dict hook frees every flat gradient before any unit is unsharded, so each save
+    starts from the resident 12P/N = 41,793,704 B: offloaded FULL_STATE_DICT + the root unit unsharded (4 x 4,194,560);
+    without offload + every clone 4P and the root unit; SHARDED + the root unit, where the trace also holds rank 0's
+    chunk clones 4P/N = 13,931,008 B that ShardedTensor.cpu() leaves in place on a CPU rank (host on a GPU)."""
+    fx = _fx(name)
+    run, ws = _engine_run(fx["plan"])
+    eng = run["phases"]["save"]
+    got = eng["peak_allocated_bytes"] - min(ws, eng["components"].get("runtime", 0))
+    traced = max(r["peak_bytes"] for r in fx["phases"]["save"]["ranks"])
+    resident = 12 * P_SMALL // 2
+    want = {"fsdp-small-full-offload": resident + 4 * ROOT_UNIT,
+            "fsdp-small-full-no-offload": resident + 4 * P_SMALL + 4 * ROOT_UNIT,
+            "fsdp-small-sharded": resident + 4 * ROOT_UNIT}[name]
+    clones_on_cpu_rank = 4 * P_SMALL // 2 if name == "fsdp-small-sharded" else 0
+    assert traced == pytest.approx(want + clones_on_cpu_rank, abs=1024)
+    assert got == pytest.approx(want, rel=0.01)
