@@ -277,3 +277,23 @@ def test_engine_fsdp1_saves_on_the_device(name):
     clones_on_cpu_rank = 4 * P_SMALL // 2 if name == "fsdp-small-sharded" else 0
     assert traced == pytest.approx(want + clones_on_cpu_rank, abs=1024)
     assert got == pytest.approx(want, rel=0.01)
+
+
+@pytest.mark.parametrize("path", [p for p in FIXTURES if "probe" not in _load(p)], ids=_id)
+def test_engine_eval_reserved_within_3_percent(path):
+    """max_memory_reserved at the HF eval (the allocator replay's): the step's segments plus the fresh ones the eval's
+    logits open; with `compute_metrics` the concatenated logits (2 batches: 2 x 8 x 512 x V x 2 B) stay allocated
+    while the next batch's loss runs and take segments of their own (the accumulate fixture reserves 2,004 MiB more
+    than the loss-only one)."""
+    fx = _load(path)
+    if "eval" not in fx["phases"]:
+        pytest.skip("no eval phase")
+    run, _ = _engine_run(fx["plan"])
+    got, want = run["phases"]["eval"]["peak_reserved_bytes"], fx["phases"]["eval"]["peak_reserved_bytes"]
+    assert abs(got - want) <= TOL * want, (got / 2**20, want / 2**20)
+
+
+def test_accumulated_logits_reserve_their_own_segments():
+    acc = _fx("l1b-full-pure-s512-eval-accumulate")["phases"]["eval"]["peak_reserved_bytes"]
+    loss = _fx("l1b-full-pure-s512-eval-loss")["phases"]["eval"]["peak_reserved_bytes"]
+    assert acc - loss == pytest.approx(2 * 8 * 512 * V * 2, rel=0.001)

@@ -64,11 +64,14 @@ def eval_phase(v: RunView) -> Phase | None:
     layer_moment = e * t * (3 * arch.intermediate_size + 2 * arch.hidden_size)
     kept, note = 0, f"eval forward at batch {b}"
     empties = False
+    pinned = 0                   # kept logits: allocated across batches, their blocks serve no later request
+    one_batch = loss_moment
     if ev.logits != "loss-only" and arch.causal_lm:
         steps = ceil_div(ev.samples, b * n) if ev.samples else 1
         k = min(steps, ev.accumulation_steps) if ev.accumulation_steps else steps
         c = n * t * arch.vocab_size * 2
         if ev.logits == "accumulate":
+            pinned = k * c
             loss_moment += (k - 1) * c
             kept = 2 * k * c
             note += f", {k} steps of logits kept on the GPU"
@@ -86,7 +89,11 @@ def eval_phase(v: RunView) -> Phase | None:
         largest = (4 if si.stack.fabric_mixed else e) * t * arch.vocab_size       # LitGPT: no fp32 upcast
     else:
         largest = 4 * t * arch.vocab_size                                          # the fp32 logits
-    return phase("eval", _forward_resident(v), {comp: peak}, transient=peak, empties_cache=empties, note=note,
+    # segments: the loss moment's (as loss-only) plus the concatenated logits', which stay allocated while the next
+    # batch's loss runs, so the blocks the loss frees never serve them (traced: l1b-full-pure-s512-eval-accumulate,
+    # 2 batches: reserved = the step's + 10·b·s·V + the 2-batch concat 2·c)
+    segments = max(peak, one_batch + pinned)
+    return phase("eval", _forward_resident(v), {comp: peak}, transient=segments, empties_cache=empties, note=note,
                  largest=largest, host=host)
 
 
