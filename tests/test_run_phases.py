@@ -212,6 +212,11 @@ def test_cli_table_has_the_run_block(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "run (whole process)" in out and "<- peak" in out
     assert "FITS THE STEP, runs out at the first evaluation: set per_device_eval_batch_size ≤" in out
+    header = next(line for line in out.splitlines() if line.startswith("run (whole process)"))
+    assert header.split()[-1] == "host"
+    save = next(line for line in out.splitlines() if line.strip().startswith("save "))
+    # the PEFT adapters on the host: fp32 x 41,943,040 = 167,772,160 B = 0.16 GiB
+    assert save.split()[4] == f"{4 * ADAPTERS / 2**30:.2f}" == "0.16"
 
 
 RUNS = st.fixed_dictionaries({}, optional={
