@@ -123,4 +123,3 @@ def chunked_head_grads(plan: Plan, arch: ModelArch, compute_bytes: int, grad_byt
         return 0
     chunk = compute_bytes * plan.seq_len * plan.micro_batch_size * arch.vocab_size // CHUNKS
     return max(0, 2 * grad_bytes * arch.vocab_size * arch.hidden_size - 2 * chunk)
-
