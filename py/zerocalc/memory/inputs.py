@@ -14,7 +14,7 @@ from ..plan import Plan
 from . import deepspeed as ds
 from .activations import Activations, activations
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
-from .logits import Logits, logits
+from .logits import Logits, chunked_head_grads, logits
 from .lora import (block_linears_per_layer, largest_quantized_matrix, layer_adapters, modules_to_save_numel,
                    qlora_base_bytes, quantized_linear_bytes)
 from .precision import Dtypes, dtypes_for, module_dtypes
@@ -162,6 +162,8 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         gpu("head_activations", "activations", a.head_saved, {"fwd", "loss_bwd"}),
         gpu("logits_forward", "logits", lg.forward_peak, {"fwd"}),
         gpu("logits_backward", "logits", lg.backward_peak, {"loss_bwd"}),
+        gpu("head_chunk_grads", "gradients", chunked_head_grads(plan, si.arch, 2 if si.dt.autocast else si.dt.compute,
+                                                                si.dt.grad, si.stack), {"loss_bwd"}),
     ]
     if a.quant_inputs and si.stack.loop_keeps_output:
         # the previous step's out.loss keeps its graph, and so bitsandbytes' ctx-held inputs, until the next
