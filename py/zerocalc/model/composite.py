@@ -12,7 +12,8 @@ from dataclasses import replace
 from typing import Callable, Mapping
 
 from ..errors import PlanError
-from .vision import (gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
+from .config import ConfigReader
+from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts, qwen2_audio_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
 
@@ -87,7 +88,40 @@ def composite(cfg: Mapping, build: Callable):
         text["tie_word_embeddings"] = cfg.get("tie_word_embeddings", tie_rule == "top:True") is not False
     arch = build(text)
     extra = [replace(t, block="", layer=None) for t in parts_of(cfg, arch.hidden_size)]
-    return replace(arch, model_type=model_type, tensors=tuple(extra) + arch.tensors)
+    return replace(arch, model_type=model_type, tensors=tuple(extra) + arch.tensors, tower=tower_spec(cfg, arch.hidden_size))
+
+
+# composites whose tower is a CLIP / SigLIP ViT of fixed resolution, and the projector after it
+VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "gemma3": "gemma3",
+              "paligemma": "paligemma"}
+
+
+def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
+    """The shape of the vision tower's activations (memory/vision.py), read from the vision config by its
+    own field names with the tower config class's defaults (CLIPVisionConfig, SiglipVisionConfig):
+    width, MLP width, heads, the layers the selected features depend on, tokens per image (CLIP adds the
+    class token), whether the MLP is QuickGELU (x * sigmoid(1.702 x): three tensors of the MLP width kept)
+    or one GELU kernel (two), and the projector's kind. None where the tower's activations are not modelled."""
+    model_type = cfg.get("model_type")
+    projector = VIT_TOWERS.get(model_type)
+    if projector is None:
+        return None
+    v = ConfigReader(cfg["vision_config"])
+    kind = "clip_vision_model" if projector == "llava" else "siglip_vision_model"
+    d = TOWER_DEFAULTS[kind]
+    layers = v.int("num_hidden_layers", default=d["num_hidden_layers"])
+    patches = (v.int("image_size", default=d["image_size"]) // v.int("patch_size", default=d["patch_size"])) ** 2
+    feature = cfg.get("vision_feature_layer", -2) if projector == "llava" else -1
+    deepest = max(feature) if isinstance(feature, list) else feature
+    run = layers + 1 + deepest if deepest < 0 else deepest        # hidden_states[k]: the output of layer k - 1
+    act = v.str("hidden_act", "quick_gelu" if kind == "clip_vision_model" else "gelu_pytorch_tanh")
+    return {"kind": kind, "hidden": v.int("hidden_size", default=d["hidden_size"]),
+            "inter": v.int("intermediate_size", default=d["intermediate_size"]),
+            "heads": v.int("num_attention_heads", default=12), "layers_run": max(0, min(layers, run)),
+            "patches": patches, "cls": kind == "clip_vision_model", "mlp_tensors": 3 if act == "quick_gelu" else 2,
+            "features": len(feature) if isinstance(feature, list) else 1, "projector": projector,
+            "text_hidden": text_hidden,
+            "tokens_per_image": ConfigReader(cfg).int("mm_tokens_per_image", default=256)}
 
 
 # a composite's config.json keeps only the text_config fields that differ from the text config class's
