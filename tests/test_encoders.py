@@ -1,0 +1,46 @@
+"""BERT-lineage encoders as causal LMs (model/encoders.py): counted by hand, and planned end to end."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zerocalc.errors import PlanError
+from zerocalc.estimate import estimate
+from zerocalc.model import model_from_config
+from zerocalc.model.encoders import ENCODERS
+from zerocalc.plan import Plan
+
+ROWS = {r["id"]: r for r in json.loads((Path(__file__).parent / "data" / "architectures.json").read_text())["rows"]}
+
+
+def test_roberta_by_hand():
+    """RobertaForCausalLM, RobertaConfig's defaults (vocab 50265, h 768, 12 layers, I 3072, 512 positions,
+    2 token types): embeddings 50265*768 + 512*768 + 2*768 + LayerNorm 2*768 = 38,999,808; a layer
+    4*(768*768 + 768) + 2*(768*3072) + 3072 + 768 + 2 LayerNorms 2*1536 = 7,087,872, x12 = 85,054,464;
+    the head's bias 50265, dense 768*768 + 768, LayerNorm 1536 = 642,393 (decoder tied): 124,696,665."""
+    arch = model_from_config(ROWS["default:roberta"]["config"])
+    assert 50265 * 768 + 512 * 768 + 2 * 768 + 2 * 768 == 38_999_808
+    assert 4 * (768 * 768 + 768) + 2 * (768 * 3072) + 3072 + 768 + 2 * 1536 == 7_087_872
+    assert arch.total_params == 38_999_808 + 12 * 7_087_872 + 50265 + 768 * 768 + 768 + 1536 == 124_696_665
+    untied = model_from_config({**ROWS["default:roberta"]["config"], "tie_word_embeddings": False})
+    assert untied.total_params - arch.total_params == 50265 * 768
+
+
+@pytest.mark.parametrize("model_type", sorted(ENCODERS))
+def test_every_encoder_plans(model_type):
+    cfg = ROWS[f"default:{model_type}"]["config"]
+    for method in ("full", "lora"):
+        est = estimate(Plan.from_dict({"model": cfg, "seq_len": 512, "method": method,
+                                       "lora": {"targets": ["query", "value"]}})).to_dict()
+        assert est["model_support"] == "exact"
+        # the weights (and under full fine-tuning their gradients and states) and some activations are there
+        assert est["per_gpu"]["components"]["activations"] > 0
+        assert est["per_gpu"]["peak_allocated_bytes"] > est["per_gpu"]["components"]["weights"] > 0
+
+
+def test_cross_attention_is_refused_by_key():
+    with pytest.raises(PlanError) as e:
+        model_from_config({**ROWS["default:roberta"]["config"], "add_cross_attention": True, "is_decoder": True})
+    assert e.value.key == "model.add_cross_attention"
