@@ -44,3 +44,22 @@ def test_cross_attention_is_refused_by_key():
     with pytest.raises(PlanError) as e:
         model_from_config({**ROWS["default:roberta"]["config"], "add_cross_attention": True, "is_decoder": True})
     assert e.value.key == "model.add_cross_attention"
+
+
+def test_bart_decoder_by_hand():
+    """BartForCausalLM, BartConfig's defaults (vocab 50265, d 1024, 12 decoder layers, ffn 4096): embed_tokens
+    50265*1024 = 51,471,360; learned positions (1024 + 2)*1024 = 1,050,624; a layer: self-attention and the
+    cross-attention it keeps, each 4*(1024*1024 + 1024) + LayerNorm 2048 = 4,200,448, fc1/fc2
+    2*1024*4096 + 4096 + 1024 = 8,393,728, final LayerNorm 2048: 16,796,672, x12 = 201,560,064;
+    layernorm_embedding 2048: 254,084,096 (lm_head tied)."""
+    from zerocalc.model.decoders import DECODERS  # noqa: F401
+    arch = model_from_config(ROWS["default:bart"]["config"])
+    assert 2 * 4_200_448 + 8_393_728 + 2048 == 16_796_672
+    assert arch.total_params == 51_471_360 + 1_050_624 + 12 * 16_796_672 + 2048 == 254_084_096
+
+
+@pytest.mark.parametrize("model_type", ["bart", "opt", "xglm", "marian"])
+def test_decoders_plan(model_type):
+    est = estimate(Plan.from_dict({"model": ROWS[f"default:{model_type}"]["config"], "seq_len": 512,
+                                   "method": "lora", "lora": {"targets": ["q_proj", "v_proj"]}})).to_dict()
+    assert est["model_support"] == "exact" and est["per_gpu"]["components"]["lora_adapters"] > 0

@@ -19,6 +19,7 @@ from .config import ConfigReader
 from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
 from .dbrx import dbrx
+from .decoders import DECODERS, bart_decoder
 from .encoders import ENCODERS, encoder_lm
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
 from .hybrid import lfm2
@@ -31,7 +32,7 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
        "gemma4_unified_text": gemma4_unified_text}
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
-MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS)
+MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS)
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4))
 
 
@@ -62,6 +63,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return dbrx(c)
     if model_type in ENCODERS:
         return encoder_lm(c, model_type)
+    if model_type in DECODERS:
+        return bart_decoder(c, model_type)
     if model_type not in LLAMA_LIKE:
         raise PlanError("model.model_type", f"model_type {model_type!r} is not modelled; modelled: "
                                             + ", ".join(SUPPORTED_MODEL_TYPES))

@@ -1,0 +1,97 @@
+"""BART-lineage and OPT-style decoders (the causal-LM classes of transformers 5.24: BartForCausalLM, MBart,
+Marian, Pegasus, Blenderbot(-Small), PLBart, MVP, TrOCR, XGLM, OPT, BioGPT), as data: per model_type the
+decoder's path, the config fields naming its sizes, its position table, whether each layer also registers
+the cross-attention of the encoder-decoder it was cut from (``encoder_attn``: counted, never run by the
+causal LM), and its embedding / final LayerNorms. Sources: src/transformers/models/<model_type>/
+modeling_<x>.py (*Decoder, *DecoderLayer, *LearnedPositionalEmbedding: max_position_embeddings + 2 rows for
+BART's offset; *SinusoidalPositionalEmbedding: an nn.Embedding whose table is a parameter in Marian and
+Pegasus, a buffer in XGLM and TrOCR), each checked against the meta-device build in
+tests/data/architectures.json. Activations: the classic block of memory/blocks.py (not traced)."""
+from __future__ import annotations
+
+from .arch import Linear, ModelArch
+from .config import ConfigReader, TensorList
+
+_BART = ("d_model", "decoder_layers", "decoder_ffn_dim", "decoder_attention_heads")
+_OPT = ("hidden_size", "num_hidden_layers", "ffn_dim", "num_attention_heads")
+
+# model_type -> (decoder path, size fields, positions, cross-attention, embedding LayerNorm, final LayerNorm)
+# positions: "offset2" learned (max + 2), "learned" (max), "table" sinusoidal parameter, "none" (a buffer);
+# a LayerNorm switch is a constant or (field, default)
+DECODERS = {
+    "bart": ("model.decoder", _BART, "offset2", True, True, False),
+    "mbart": ("model.decoder", _BART, "offset2", True, True, True),
+    "plbart": ("model.decoder", _BART, "offset2", True, True, False),
+    "mvp": ("model.decoder", _BART, "offset2", True, True, False),
+    "marian": ("model.decoder", _BART, "table", True, False, False),
+    "pegasus": ("model.decoder", _BART, "table", True, False, True),
+    "blenderbot": ("model.decoder", _BART, "learned", True, False, True),
+    "blenderbot-small": ("model.decoder", _BART, "learned", True, True, False),
+    # modeling_trocr.py: learned positions (offset 2) when use_learned_position_embeddings, else a buffer
+    "trocr": ("model.decoder", _BART, ("use_learned_position_embeddings", True), True,
+              ("layernorm_embedding", True), False),
+    "xglm": ("model", ("d_model", "num_layers", "ffn_dim", "attention_heads"), "none",
+             ("add_cross_attention", False), False, True),
+    # modeling_opt.py: final_layer_norm when do_layer_norm_before (and not _remove_final_layer_norm),
+    # project_in / project_out when word_embed_proj_dim differs from hidden_size, biases by enable_bias
+    "opt": ("model.decoder", _OPT, "offset2", False, False, ("do_layer_norm_before", True)),
+    "biogpt": ("biogpt", ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads"),
+               "offset2", False, False, True),
+}
+
+
+def _switch(c: ConfigReader, v) -> bool:
+    return c.bool(v[0], v[1]) if isinstance(v, tuple) else bool(v)
+
+
+def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
+    path, (hk, nk, fk, ak), pos, cross, emb_ln, final_ln = DECODERS[model_type]
+    h, n, ffn, heads = c.int(hk), c.int(nk), c.int(fk), c.int(ak)
+    vocab = c.int("vocab_size")
+    if model_type == "marian":
+        vocab = c.int("decoder_vocab_size", default=vocab)
+    max_pos = c.int("max_position_embeddings", default=1024)
+    bias = c.bool("enable_bias", True) if model_type == "opt" else True
+    proj = c.int("word_embed_proj_dim", default=h) if model_type == "opt" else h
+    if isinstance(pos, tuple):
+        pos = "offset2" if _switch(c, pos) else "none"
+    b = TensorList()
+    b.matrix(f"{path}.embed_tokens", "weight", (vocab, proj), "embedding")
+    if pos != "none":
+        b.matrix(f"{path}.embed_positions", "weight", (max_pos + 2 * (pos == "offset2"), h), "embedding")
+    if model_type == "opt":
+        if _switch(c, final_ln) and not c.bool("_remove_final_layer_norm", False):
+            b.norm(f"{path}.final_layer_norm", h, bias=True)
+        if proj != h:
+            b.linear(f"{path}.project_out", h, proj, "other")
+            b.linear(f"{path}.project_in", proj, h, "other")
+    if model_type == "trocr" and _switch(c, emb_ln):
+        b.norm(f"{path}.layernorm_embedding", h, bias=True)
+    with_cross = _switch(c, cross)
+    for i in range(n):
+        p = f"{path}.layers.{i}"
+        for att in ("self_attn", "encoder_attn") if with_cross else ("self_attn",):
+            for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+                b.linear(f"{p}.{att}.{name}", h, h, "attention", bias=bias)
+            b.norm(f"{p}.{att}_layer_norm", h, bias=True)
+        b.linear(f"{p}.fc1", h, ffn, "mlp", bias=bias)
+        b.linear(f"{p}.fc2", ffn, h, "mlp", bias=bias)
+        b.norm(f"{p}.final_layer_norm", h, bias=True)
+    if model_type != "trocr" and _switch(c, emb_ln):
+        b.norm(f"{path}.layernorm_embedding", h, bias=True)
+    if model_type != "opt" and _switch(c, final_ln):
+        b.norm(f"{path}.layer_norm", h, bias=True)
+    tied = c.bool("tie_word_embeddings", True)
+    if not tied:
+        b.matrix("lm_head" if model_type != "biogpt" else "output_projection", "weight", (vocab, proj), "lm_head",
+                 "lm_head")
+    blk = (Linear("k_proj", h, h), Linear("v_proj", h, h), Linear("q_proj", h, h), Linear("out_proj", h, h),
+           Linear("fc1", h, ffn), Linear("fc2", ffn, h))
+    drop = c.cfg.get("dropout", 0.0)
+    return ModelArch(
+        name=c.str("name", model_type), model_type=model_type, family="gpt2", hidden_size=h, num_layers=n,
+        num_heads=heads, num_kv_heads=heads, head_dim=h // heads, intermediate_size=ffn, vocab_size=vocab,
+        tied_embeddings=tied, max_positions=max_pos, gated_mlp=False, norm="layernorm", norms_per_layer=2,
+        qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
+        dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
+        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk)
