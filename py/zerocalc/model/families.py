@@ -88,6 +88,8 @@ FAMILIES = {
     # modeling_hyperclovax.py: Llama's block with Peri-LN post_norm1/post_norm2 when use_post_norm (default on)
     "hyperclovax": {"mlp_bias": ("mlp_bias", False), "extra_norms": (("post_norm1", "post_norm2"),
                                                                      ("use_post_norm", True))},
+    # modeling_nemotron.py: NemotronLayerNorm1P (weight and bias), ungated up/down ReLU² MLP, no biases
+    "nemotron": {"norm": "ln", "mlp": "plain", "mlp_names": ("up_proj", "down_proj"), "mlp_bias": ("mlp_bias", False)},
     # modeling_exaone4.py: no biases, per-head q/k norm, norms after attention and after the MLP only
     "exaone4": {"qkv_bias": False, "o_bias": False, "qk_norm": "head",
                 "block_norms": ("post_attention_layernorm", "post_feedforward_layernorm")},
@@ -96,6 +98,10 @@ FAMILIES = {
     "apertus": {"qk_norm": "head", "mlp": "plain", "mlp_names": ("up_proj", "down_proj"),
                 "mlp_extra": ("act_fn.alpha_p", "act_fn.alpha_n"), "mlp_bias": ("mlp_bias", False),
                 "block_norms": ("attention_layernorm", "feedforward_layernorm")},
+    # modeling_apertus1p5_text.py: Apertus' block
+    "apertus1p5_text": {"qk_norm": "head", "mlp": "plain", "mlp_names": ("up_proj", "down_proj"),
+                        "mlp_extra": ("act_fn.alpha_p", "act_fn.alpha_n"), "mlp_bias": ("mlp_bias", False),
+                        "block_norms": ("attention_layernorm", "feedforward_layernorm")},
     # the language models of Qwen2-VL / Qwen2.5-VL (Qwen2 blocks, M-RoPE has no parameters) and Qwen3-VL
     "qwen2_vl_text": {"qkv_bias": True, "o_bias": False},
     "qwen2_5_vl_text": {"qkv_bias": True, "o_bias": False},
@@ -184,6 +190,11 @@ FAMILIES = {
     # modeling_ernie4_5_moe.py: use_bias also biases the experts' neighbours and lm_head; refused when on
     "ernie4_5_moe": {"tie": ("tie_word_embeddings", True), "qkv_bias": False, "o_bias": False, "moe": "ernie",
                      "refuse_if": "use_bias"},
+    # modeling_aria.py AriaTextMoELayer: mlp.router, experts of intermediate_size, moe_num_shared_experts x
+    # intermediate_size shared_experts, in every layer
+    "aria_text": {"qkv_bias": False, "o_bias": False, "moe": "aria"},
+    # modeling_axk1.py: DeepSeek-V3's MLA and MoE (plus a post_mlp_layernorm) after the first dense layer
+    "axk1": {"attn": "mla", "moe": "axk1", "first_dense": 1},
     # modeling_phimoe.py: LayerNorm with bias, mlp.router then experts, lm_head_bias
     "phimoe": {"norm": "ln", "moe": "router_first", "lm_head_bias": ("lm_head_bias", False)},
     # hybrid Gated DeltaNet + gated attention (hybrid.py)
