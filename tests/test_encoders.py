@@ -63,3 +63,15 @@ def test_decoders_plan(model_type):
     est = estimate(Plan.from_dict({"model": ROWS[f"default:{model_type}"]["config"], "seq_len": 512,
                                    "method": "lora", "lora": {"targets": ["q_proj", "v_proj"]}})).to_dict()
     assert est["model_support"] == "exact" and est["per_gpu"]["components"]["lora_adapters"] > 0
+
+
+def test_gptj_by_hand():
+    """GPTJForCausalLM, GPTJConfig's defaults (vocab 50400, h 4096, 28 layers, 4h MLP): wte 50400*4096 =
+    206,438,400; a layer: ln_1 8192, q/k/v/out 4*4096*4096 = 67,108,864, fc_in/fc_out 2*4096*16384 + 16384 +
+    4096 = 134,238,208: 201,355,264, x28 = 5,637,947,392; ln_f 8192; lm_head 50400*4096 + 50400 =
+    206,488,800 (untied, biased): 6,050,882,784. CodeGen fuses q/k/v into qkv_proj: the same count."""
+    assert 8192 + 4 * 4096 * 4096 + 2 * 4096 * 16384 + 16384 + 4096 == 201_355_264
+    want = 206_438_400 + 28 * 201_355_264 + 8192 + 206_488_800
+    assert want == 6_050_882_784
+    for mt in ("gptj", "codegen"):
+        assert model_from_config(ROWS[f"default:{mt}"]["config"]).total_params == want
