@@ -35,9 +35,27 @@ DECODERS = {
     # modeling_opt.py: final_layer_norm when do_layer_norm_before (and not _remove_final_layer_norm),
     # project_in / project_out when word_embed_proj_dim differs from hidden_size, biases by enable_bias
     "opt": ("model.decoder", _OPT, "offset2", False, False, ("do_layer_norm_before", True)),
+    # modeling_whisper.py WhisperDecoder: max_target_positions learned positions, k_proj without bias
+    "whisper": ("model.decoder", _BART, "learned", True, False, True),
+    # modeling_bigbird_pegasus.py BigBirdPegasusDecoder: attention biased by use_bias (default off)
+    "bigbird_pegasus": ("model.decoder", _BART, "learned", True, False, True),
     "biogpt": ("biogpt", ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads"),
                "offset2", False, False, True),
 }
+
+
+# per model_type: the positions' size field, and the attention projections' biases (all four by default)
+POSITIONS_FIELD = {"whisper": "max_target_positions"}
+ATTN_BIAS = {"whisper": ("k_proj",), "bigbird_pegasus": ("use_bias", False), "opt": ("enable_bias", True)}
+
+
+def _attn_bias(c: ConfigReader, model_type: str, name: str) -> bool:
+    rule = ATTN_BIAS.get(model_type, True)
+    if rule is True:
+        return True
+    if isinstance(rule, tuple) and len(rule) == 2 and isinstance(rule[1], bool):
+        return c.bool(rule[0], rule[1])
+    return name not in rule          # the projections listed have no bias
 
 
 def _switch(c: ConfigReader, v) -> bool:
@@ -50,7 +68,7 @@ def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
     vocab = c.int("vocab_size")
     if model_type == "marian":
         vocab = c.int("decoder_vocab_size", default=vocab)
-    max_pos = c.int("max_position_embeddings", default=1024)
+    max_pos = c.int(POSITIONS_FIELD.get(model_type, "max_position_embeddings"), default=1024)
     bias = c.bool("enable_bias", True) if model_type == "opt" else True
     proj = c.int("word_embed_proj_dim", default=h) if model_type == "opt" else h
     if isinstance(pos, tuple):
@@ -72,7 +90,7 @@ def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
         p = f"{path}.layers.{i}"
         for att in ("self_attn", "encoder_attn") if with_cross else ("self_attn",):
             for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
-                b.linear(f"{p}.{att}.{name}", h, h, "attention", bias=bias)
+                b.linear(f"{p}.{att}.{name}", h, h, "attention", bias=_attn_bias(c, model_type, name))
             b.norm(f"{p}.{att}_layer_norm", h, bias=True)
         b.linear(f"{p}.fc1", h, ffn, "mlp", bias=bias)
         b.linear(f"{p}.fc2", ffn, h, "mlp", bias=bias)
@@ -81,7 +99,8 @@ def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
         b.norm(f"{path}.layernorm_embedding", h, bias=True)
     if model_type != "opt" and _switch(c, final_ln):
         b.norm(f"{path}.layer_norm", h, bias=True)
-    tied = c.bool("tie_word_embeddings", True)
+    # BigBirdPegasusForCausalLM declares no _tied_weights_keys (modeling_bigbird_pegasus.py): its lm_head is its own
+    tied = c.bool("tie_word_embeddings", True) and model_type != "bigbird_pegasus"
     if not tied:
         b.matrix("lm_head" if model_type != "biogpt" else "output_projection", "weight", (vocab, proj), "lm_head",
                  "lm_head")
