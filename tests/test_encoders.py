@@ -75,3 +75,14 @@ def test_gptj_by_hand():
     assert want == 6_050_882_784
     for mt in ("gptj", "codegen"):
         assert model_from_config(ROWS[f"default:{mt}"]["config"]).total_params == want
+
+
+def test_umt5_has_a_relative_bias_in_every_self_attention():
+    """UMT5 (8 + 8 layers, 6 heads, 32 buckets): 16 relative_attention_bias tables of 32 x 6 = 192, where T5's
+    layout would have 2 (the first encoder and decoder blocks): 14 x 192 = 2,688 more."""
+    cfg = ROWS["default:umt5"]["config"]
+    as_mt5 = model_from_config({**cfg, "model_type": "mt5"}).total_params
+    assert model_from_config(cfg).total_params - as_mt5 == 14 * 32 * 6 == 2_688
+    with pytest.raises(PlanError) as e:
+        model_from_config({**ROWS["default:longt5"]["config"], "encoder_attention_type": "transient-global"})
+    assert e.value.key == "model.encoder_attention_type"
