@@ -86,3 +86,16 @@ def test_umt5_has_a_relative_bias_in_every_self_attention():
     with pytest.raises(PlanError) as e:
         model_from_config({**ROWS["default:longt5"]["config"], "encoder_attention_type": "transient-global"})
     assert e.value.key == "model.encoder_attention_type"
+
+
+def test_m2m_100_by_hand():
+    """M2M100ForConditionalGeneration, defaults (vocab 128112, d 1024, 12 + 12 layers, ffn 4096): shared
+    128112*1024 = 131,186,688; an encoder layer 4*(1024*1024 + 1024) + 2048 + 2*1024*4096 + 4096 + 1024 + 2048
+    = 12,596,224; a decoder layer adds the cross-attention 4,198,400 + 2048: 16,796,672; the two final
+    LayerNorms 4096 (positions are sinusoidal buffers, the head tied):
+    131,186,688 + 12*12,596,224 + 12*16,796,672 + 4096 = 483,905,536."""
+    arch = model_from_config(ROWS["default:m2m_100"]["config"])
+    assert arch.total_params == 131_186_688 + 12 * 12_596_224 + 12 * 16_796_672 + 4096 == 483_905_536
+    est = estimate(Plan.from_dict({"model": ROWS["default:m2m_100"]["config"], "seq_len": 256,
+                                   "method": "lora", "lora": {"targets": ["q_proj", "v_proj"]}})).to_dict()
+    assert est["per_gpu"]["components"]["lora_adapters"] > 0

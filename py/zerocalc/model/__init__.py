@@ -19,7 +19,7 @@ from .config import ConfigReader
 from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
 from .dbrx import dbrx
-from .decoders import DECODERS, bart_decoder
+from .decoders import DECODERS, SEQ2SEQ, bart_decoder, seq2seq
 from .encoders import ENCODERS, encoder_lm
 from .gptlike import GPTLIKE, gptlike
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
@@ -33,7 +33,7 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
        "gemma4_unified_text": gemma4_unified_text}
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
-MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(GPTLIKE)
+MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE)
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4))
 
 
@@ -66,6 +66,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return encoder_lm(c, model_type)
     if model_type in DECODERS:
         return bart_decoder(c, model_type)
+    if model_type in SEQ2SEQ:
+        return seq2seq(c, model_type)
     if model_type in GPTLIKE:
         return gptlike(c, model_type)
     if model_type not in LLAMA_LIKE:

@@ -114,3 +114,61 @@ def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
         qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
         tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk)
+
+
+# whole encoder-decoders of BART's layer (the seq2seq mapping): model_type -> (shared embedding, positions,
+# final LayerNorms); both stacks' sizes read by BART's encoder_* / decoder_* field names
+SEQ2SEQ = {
+    # modeling_m2m_100.py M2M100Model: model.shared, sinusoidal position buffers, encoder/decoder layer_norm
+    "m2m_100": (True, "none", True),
+    # modeling_fsmt.py FSMTModel: src / tgt embeddings of their own vocabularies, sinusoidal position tables
+    # that are nn.Embedding parameters (max + 2 rows, padding offset), decoder.output_projection
+    "fsmt": (False, "offset2", False),
+}
+
+
+def seq2seq(c: ConfigReader, model_type: str) -> ModelArch:
+    shared, pos, final_ln = SEQ2SEQ[model_type]
+    d = c.int("d_model")
+    n_enc, n_dec = c.int("encoder_layers"), c.int("decoder_layers")
+    heads = c.int("decoder_attention_heads")
+    ffn_e, ffn_d = c.int("encoder_ffn_dim"), c.int("decoder_ffn_dim")
+    src = c.int("vocab_size", "src_vocab_size")
+    tgt = c.int("tgt_vocab_size", default=src) if model_type == "fsmt" else src
+    max_pos = c.int("max_position_embeddings", default=1024)
+    b = TensorList()
+    if shared:
+        b.matrix("model.shared", "weight", (src, d), "embedding")
+    for side, n, ffn, vocab, cross in (("encoder", n_enc, ffn_e, src, False), ("decoder", n_dec, ffn_d, tgt, True)):
+        path = f"model.{side}"
+        if not shared:
+            b.matrix(f"{path}.embed_tokens", "weight", (vocab, d), "embedding")
+        if pos != "none":
+            b.matrix(f"{path}.embed_positions", "weight", (max_pos + 2, d), "embedding")
+        for i in range(n):
+            p = f"{path}.layers.{i}"
+            for att in ("self_attn", "encoder_attn") if cross else ("self_attn",):
+                for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+                    b.linear(f"{p}.{att}.{name}", d, d, "attention", bias=True)
+                b.norm(f"{p}.{att}_layer_norm", d, bias=True)
+            b.linear(f"{p}.fc1", d, ffn, "mlp", bias=True)
+            b.linear(f"{p}.fc2", ffn, d, "mlp", bias=True)
+            b.norm(f"{p}.final_layer_norm", d, bias=True)
+        if final_ln:
+            b.norm(f"{path}.layer_norm", d, bias=True)
+    tied = c.bool("tie_word_embeddings", shared)
+    if not tied:
+        if model_type == "fsmt":   # inside the decoder, where tools/archgen files it as "other", not a head
+            b.matrix("model.decoder.output_projection", "weight", (tgt, d), "other", "output_projection")
+        else:
+            b.matrix("lm_head", "weight", (tgt, d), "lm_head", "lm_head")
+    blk = (Linear("k_proj", d, d), Linear("v_proj", d, d), Linear("q_proj", d, d), Linear("out_proj", d, d),
+           Linear("fc1", d, ffn_d), Linear("fc2", ffn_d, d))
+    drop = c.cfg.get("dropout", 0.0)
+    return ModelArch(
+        name=c.str("name", model_type), model_type=model_type, family="gpt2", hidden_size=d, num_layers=n_enc + n_dec,
+        num_heads=heads, num_kv_heads=heads, head_dim=d // heads, intermediate_size=ffn_d, vocab_size=tgt,
+        tied_embeddings=tied, max_positions=max_pos, gated_mlp=False, norm="layernorm", norms_per_layer=2,
+        qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
+        dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
+        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk)
