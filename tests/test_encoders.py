@@ -34,7 +34,7 @@ def test_every_encoder_plans(model_type):
     for method in ("full", "lora"):
         est = estimate(Plan.from_dict({"model": cfg, "seq_len": 512, "method": method,
                                        "lora": {"targets": ["query", "value"]}})).to_dict()
-        assert est["model_support"] == "exact"
+        assert est["model_support"].startswith("exact parameter count; activations approximate")
         # the weights (and under full fine-tuning their gradients and states) and some activations are there
         assert est["per_gpu"]["components"]["activations"] > 0
         assert est["per_gpu"]["peak_allocated_bytes"] > est["per_gpu"]["components"]["weights"] > 0
@@ -62,7 +62,8 @@ def test_bart_decoder_by_hand():
 def test_decoders_plan(model_type):
     est = estimate(Plan.from_dict({"model": ROWS[f"default:{model_type}"]["config"], "seq_len": 512,
                                    "method": "lora", "lora": {"targets": ["q_proj", "v_proj"]}})).to_dict()
-    assert est["model_support"] == "exact" and est["per_gpu"]["components"]["lora_adapters"] > 0
+    assert est["model_support"].startswith("exact parameter count") and \
+        est["per_gpu"]["components"]["lora_adapters"] > 0
 
 
 def test_gptj_by_hand():

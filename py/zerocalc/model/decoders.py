@@ -12,6 +12,10 @@ from __future__ import annotations
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
+# parameters checked against transformers (tests/test_architectures.py); activations not traced for these
+SUPPORT = ("exact parameter count; activations approximate (costed as the classic block of memory/blocks.py, "
+           "not traced)")
+
 _BART = ("d_model", "decoder_layers", "decoder_ffn_dim", "decoder_attention_heads")
 _OPT = ("hidden_size", "num_hidden_layers", "ffn_dim", "num_attention_heads")
 
@@ -113,7 +117,8 @@ def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
         tied_embeddings=tied, max_positions=max_pos, gated_mlp=False, norm="layernorm", norms_per_layer=2,
         qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
-        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk)
+        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk,
+        support=SUPPORT)
 
 
 # whole encoder-decoders of BART's layer (the seq2seq mapping): model_type -> (shared embedding, positions,
@@ -171,4 +176,5 @@ def seq2seq(c: ConfigReader, model_type: str) -> ModelArch:
         tied_embeddings=tied, max_positions=max_pos, gated_mlp=False, norm="layernorm", norms_per_layer=2,
         qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
-        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk)
+        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk,
+        support=SUPPORT)

@@ -12,6 +12,10 @@ from ..errors import PlanError
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
+# parameters checked against transformers (tests/test_architectures.py); activations not traced for these
+SUPPORT = ("exact parameter count; activations approximate (costed as the BERT block of memory/blocks.py, "
+           "not traced)")
+
 _ROBERTA_EMB = ("word", "token_type", "ln", "position")
 _BERT_EMB = ("word", "position", "token_type", "ln")
 _POST = ("attn", "attn_out_ln", "mlp", "out_ln")                 # BertLayer: post-LayerNorm
@@ -109,4 +113,4 @@ def encoder_lm(c: ConfigReader, model_type: str) -> ModelArch:
         tied_embeddings=tied, max_positions=sizes["position"][0], gated_mlp=False, norm="layernorm",
         norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False,
         final_softcap=False, dropout=float(c.cfg.get("hidden_dropout_prob", 0.1) or 0.0), tensors=tuple(b.tensors),
-        block_linears=blk, dense_block_linears=blk)
+        block_linears=blk, dense_block_linears=blk, support=SUPPORT)

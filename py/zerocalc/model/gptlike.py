@@ -23,6 +23,10 @@ from __future__ import annotations
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
+# parameters checked against transformers (tests/test_architectures.py); activations not traced for these
+SUPPORT = ("exact parameter count; activations approximate (costed as the classic block of memory/blocks.py, "
+           "not traced)")
+
 GPTLIKE = ("gpt_neo", "gptj", "codegen", "openai-gpt", "ctrl", "mpt", "gpt_neox_japanese")
 
 
@@ -138,4 +142,5 @@ def gptlike(c: ConfigReader, model_type: str) -> ModelArch:
         gated_mlp=False, norm="layernorm", norms_per_layer=1 if model_type in ("gptj", "codegen") else 2,
         qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
-        tensors=tuple(b.tensors), block_linears=tuple(blk), dense_block_linears=tuple(blk))
+        tensors=tuple(b.tensors), block_linears=tuple(blk), dense_block_linears=tuple(blk),
+        support=SUPPORT)
