@@ -108,6 +108,13 @@ def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
     if not tied:
         b.matrix("lm_head" if model_type != "biogpt" else "output_projection", "weight", (vocab, proj), "lm_head",
                  "lm_head")
+    return _arch(c, model_type, b, h, n, heads, ffn, vocab, tied, max_pos)
+
+
+def _arch(c: ConfigReader, model_type: str, b: TensorList, h: int, n: int, heads: int, ffn: int, vocab: int,
+          tied: bool, max_pos: int) -> ModelArch:
+    """The ModelArch of a BART-layer model: its block's linears (self-attention and fc1/fc2; the kept
+    cross-attention never runs in a causal LM), LayerNorm, classic activations."""
     blk = (Linear("k_proj", h, h), Linear("v_proj", h, h), Linear("q_proj", h, h), Linear("out_proj", h, h),
            Linear("fc1", h, ffn), Linear("fc2", ffn, h))
     drop = c.cfg.get("dropout", 0.0)
@@ -117,8 +124,7 @@ def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
         tied_embeddings=tied, max_positions=max_pos, gated_mlp=False, norm="layernorm", norms_per_layer=2,
         qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
-        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk,
-        support=SUPPORT)
+        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk, support=SUPPORT)
 
 
 # whole encoder-decoders of BART's layer (the seq2seq mapping): model_type -> (shared embedding, positions,
@@ -167,14 +173,4 @@ def seq2seq(c: ConfigReader, model_type: str) -> ModelArch:
             b.matrix("model.decoder.output_projection", "weight", (tgt, d), "other", "output_projection")
         else:
             b.matrix("lm_head", "weight", (tgt, d), "lm_head", "lm_head")
-    blk = (Linear("k_proj", d, d), Linear("v_proj", d, d), Linear("q_proj", d, d), Linear("out_proj", d, d),
-           Linear("fc1", d, ffn_d), Linear("fc2", ffn_d, d))
-    drop = c.cfg.get("dropout", 0.0)
-    return ModelArch(
-        name=c.str("name", model_type), model_type=model_type, family="gpt2", hidden_size=d, num_layers=n_enc + n_dec,
-        num_heads=heads, num_kv_heads=heads, head_dim=d // heads, intermediate_size=ffn_d, vocab_size=tgt,
-        tied_embeddings=tied, max_positions=max_pos, gated_mlp=False, norm="layernorm", norms_per_layer=2,
-        qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
-        dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
-        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk,
-        support=SUPPORT)
+    return _arch(c, model_type, b, d, n_enc + n_dec, heads, ffn_d, tgt, tied, max_pos)
