@@ -51,6 +51,17 @@ ENCODERS = {
     # the generator head: dense hidden -> embedding_size, LayerNorm, generator_lm_head (tied) + bias
     "electra": ("electra", _BERT_EMB, _POST, "", False, ("generator_lm_head", "generator_predictions.dense",
                                                          "generator_predictions.LayerNorm")),
+    # modeling_roc_bert.py RoCBertEmbeddings: pronunciation and shape embeddings concatenated with the words
+    # (concat_input) through map_inputs_layer
+    "roc_bert": ("roc_bert", ("word", "pron", "shape", "position", "token_type", "map_in", "ln"), _POST, "", False,
+                 _CLS_HEAD),
+    # modeling_xmod.py: RoBERTa with per-language bottleneck adapters in each layer's output (dense1/dense2,
+    # hidden / adapter_reduction_factor; an adapter_layer_norm when asked)
+    "xmod": ("roberta", _ROBERTA_EMB, ("attn", "attn_out_ln", "mlp", "out_ln", "adapters"), "", False,
+             _ROBERTA_HEAD),
+    # modeling_rembert.py: input_embedding_size embeddings mapped to hidden_size (encoder.embedding_hidden_mapping_in),
+    # an untied output head of output_embedding_size (dense, decoder with its bias, LayerNorm)
+    "rembert": ("rembert", _BERT_EMB, _POST, "", False, ("cls.predictions", "", "")),
 }
 
 
@@ -62,18 +73,28 @@ def encoder_lm(c: ConfigReader, model_type: str) -> ModelArch:
     h, n = c.int("hidden_size"), c.int("num_hidden_layers")
     heads, vocab = c.int("num_attention_heads"), c.int("vocab_size")
     inter = c.int("intermediate_size", default=4 * h)
-    e = c.int("embedding_size", default=h) if model_type in ("electra", "roformer") else h
+    e = (c.int("embedding_size", default=h) if model_type in ("electra", "roformer")
+         else c.int("input_embedding_size", default=256) if model_type == "rembert" else h)
     tied = c.bool("tie_word_embeddings", True)
     b = TensorList()
     sizes = {"word": (vocab, e), "position": (c.int("max_position_embeddings", default=512), e),
              "token_type": (c.int("type_vocab_size", default=2), e)}
+    pron, shape = c.int("pronunciation_embed_dim", default=768), c.int("shape_embed_dim", default=512)
+    sizes |= {"pron": (c.int("pronunciation_vocab_size", default=910), pron),
+              "shape": (c.int("shape_vocab_size", default=24858), shape)}
     for part in emb:
         if part == "ln":
             b.norm(f"{base}.embeddings.LayerNorm", e, bias=True)
+        elif part in ("pron", "shape"):
+            b.matrix(f"{base}.embeddings.{'pronunciation' if part == 'pron' else 'shape'}_embed", "weight",
+                     sizes[part], "embedding")
+        elif part == "map_in":
+            b.linear(f"{base}.embeddings.map_inputs_layer", h + pron + shape, h, "embedding", bias=True)
         else:
             b.matrix(f"{base}.embeddings.{part}_embeddings", "weight", sizes[part], "embedding")
     if e != h:
-        b.linear(f"{base}.embeddings_project", e, h, "other", bias=True)
+        mapping = "encoder.embedding_hidden_mapping_in" if model_type == "rembert" else "embeddings_project"
+        b.linear(f"{base}.{mapping}", e, h, "other", bias=True)
     if model_type == "roformer":
         b.matrix(f"{base}.encoder.embed_positions", "weight", (sizes["position"][0], h // heads), "embedding")
     norms = {"attn_out_ln": "attention.output.LayerNorm", "out_ln": "output.LayerNorm", "attn_ln": "attention.LayerNorm",
@@ -89,20 +110,34 @@ def encoder_lm(c: ConfigReader, model_type: str) -> ModelArch:
             elif part == "mlp":
                 b.linear(f"{p}.intermediate.dense", h, inter, "mlp", bias=True)
                 b.linear(f"{p}.output.dense", inter, h, "mlp", bias=True)
+            elif part == "adapters":
+                if c.bool("adapter_layer_norm", False):
+                    b.norm(f"{p}.output.adapter_layer_norm", h, bias=True)
+                bottleneck = h // c.int("adapter_reduction_factor", default=2)
+                for lang in c.cfg.get("languages") or ["en_XX"]:
+                    b.linear(f"{p}.output.adapter_modules.{lang}.dense1", h, bottleneck, "mlp", bias=True)
+                    b.linear(f"{p}.output.adapter_modules.{lang}.dense2", bottleneck, h, "mlp", bias=True)
             else:
                 b.norm(f"{p}.{norms[part]}", h, bias=True)
     if final:
         b.norm(f"{base}.{final}", h, bias=True)
     if pooler:
         b.linear(f"{base}.pooler.dense", h, h, "other", bias=True)
+    if model_type == "rembert":
+        out = c.int("output_embedding_size", default=1664)
+        b.linear("cls.predictions.dense", h, out, "lm_head", bias=True)
+        b.linear("cls.predictions.decoder", out, vocab, "lm_head", bias=True)
+        b.norm("cls.predictions.LayerNorm", out, bias=True)
+        bias_mod = ""                        # the head is complete: its decoder is its own, with its bias
     # transformers files ELECTRA's generator head outside lm_head (tests/data/architectures.json parts)
     head = "other" if model_type == "electra" else "lm_head"
-    b.param(bias_mod, "bias", vocab, head)
+    if bias_mod:
+        b.param(bias_mod, "bias", vocab, head)
     if dense:
         b.linear(dense, h, e, head, bias=True)
         b.param(head_norm, "weight", e, head)
         b.param(head_norm, "bias", e, head)
-    if not tied:
+    if not tied and model_type != "rembert":
         b.matrix(f"{bias_mod}.decoder" if bias_mod != "generator_lm_head" else bias_mod, "weight", (vocab, e),
                  "lm_head", "decoder")
     blk = (Linear("query", h, h), Linear("key", h, h), Linear("value", h, h), Linear("dense", h, h),
