@@ -30,7 +30,9 @@ CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
 T5 = {"t5", "mt5", "umt5", "longt5"}
 SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehybrid": granitemoehybrid,
        "lfm2": lfm2, "falcon_h1": falcon_h1, "jamba": jamba, "gemma4_text": gemma4_text,
-       "gemma4_unified_text": gemma4_unified_text}
+       "gemma4_unified_text": gemma4_unified_text,
+       # modeling_falcon_mamba.py: Mamba's mixer; its B / C / dt RMS norms have no weights
+       "falcon_mamba": lambda c: replace(mamba(c), model_type="falcon_mamba")}
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE)
