@@ -42,7 +42,8 @@ BASE = MappingProxyType({
     "linear_attn": "",                        # "" | "fused" (Qwen3-Next) | "split" (Qwen3.5) | "lightning"
                                               # (MiniMax): hybrid.py
     "q_gate": False,                          # q_proj also projects the output gate (2 x heads x head_dim)
-    "o_gate": False,                          # a separate self_attn.gate_proj (h -> heads x head_dim, no bias)
+    "o_gate": False,                          # a separate self_attn.gate_proj (h -> heads x head_dim, no bias);
+                                              # "g_proj": Laguna's, one gate per head unless gating is per-channel
     "refuse_if": "",                          # a config flag this builder does not model (refused when on)
     "head_dim": 0,                            # head_dim's class default when not hidden_size / heads
     "diff_lambdas": False,                    # DiffLlama: lambda_q1/k1/q2/k2 (head_dim each); its groupnorm has none
@@ -193,6 +194,9 @@ FAMILIES = {
     # modeling_aria.py AriaTextMoELayer: mlp.router, experts of intermediate_size, moe_num_shared_experts x
     # intermediate_size shared_experts, in every layer
     "aria_text": {"qkv_bias": False, "o_bias": False, "moe": "aria"},
+    # modeling_laguna.py: per-head q/k norm and output gate g_proj, kolibri's MoE after one dense layer
+    "laguna": {"qkv_bias": ("attention_bias", False), "o_bias": ("attention_bias", False), "qk_norm": "head",
+               "o_gate": "g_proj", "moe": "laguna", "first_dense": 1},
     # modeling_axk1.py: DeepSeek-V3's MLA and MoE (plus a post_mlp_layernorm) after the first dense layer
     "axk1": {"attn": "mla", "moe": "axk1", "first_dense": 1},
     # modeling_phimoe.py: LayerNorm with bias, mlp.router then experts, lm_head_bias

@@ -5,6 +5,7 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
 - ``mixtral``: ``mlp.gate`` (E x h) then ``mlp.experts`` (modeling_mixtral.py, qwen3_moe, minimax_m2);
 - ``deepseek``: experts, ``mlp.gate`` (its e_score_correction_bias is a buffer), ``mlp.shared_experts``
   of n_shared_experts x moe_intermediate_size (modeling_deepseek_v3.py DeepseekV3MoE, glm4_moe);
+- ``laguna``: kolibri's with a learned-buffer ``e_score_correction_bias`` Parameter (modeling_laguna.py);
 - ``axk1``: DeepSeek's, with a ``post_mlp_layernorm`` after the shared experts (modeling_axk1.py AXK1MoE);
 - ``kolibri``: DeepSeek's order with one ``shared_experts`` of shared_expert_intermediate_size
   (modeling_kolibri1.py Kolibri1SparseMoeBlock, modeling_flint.py FlintSparseMoeBlock);
@@ -55,7 +56,7 @@ def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0, n_s
         shared = c.int("moe_num_shared_experts", default=2, lo=0) * ei
     elif layout == "qwen2_moe":
         shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
-    elif layout == "kolibri":
+    elif layout in ("kolibri", "laguna"):
         shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
     elif layout == "granitemoeshared":
         shared = c.int("shared_intermediate_size", default=0, lo=0)
@@ -128,12 +129,14 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
         b.param(f"{m}.gate.moe_statics", "e_score_correction_bias", e, "router")   # a parameter here
     elif layout in ("router_first", "aria"):
         b.matrix(f"{m}.router", "weight", (e, h), "router")
-    elif layout not in ("deepseek", "kolibri", "axk1"):
+    elif layout not in ("deepseek", "kolibri", "axk1", "laguna"):
         b.matrix(f"{m}.gate", "weight", (e, h), "router")
     b.matrix(f"{m}.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
     b.matrix(f"{m}.experts", "down_proj", (e, h, ei), "routed_experts")
-    if layout in ("deepseek", "kolibri", "axk1"):
+    if layout in ("deepseek", "kolibri", "axk1", "laguna"):
         b.matrix(f"{m}.gate", "weight", (e, h), "router")  # e_score_correction_bias is a buffer
+        if layout == "laguna":        # modeling_laguna.py LagunaTopKRouter: a (frozen) nn.Parameter there
+            b.param(f"{m}.gate", "e_score_correction_bias", e, "router")
     out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
     if layout == "granitemoeshared" and moe.shared_intermediate:
         si, sm = moe.shared_intermediate, f"{p}.shared_mlp"
