@@ -15,6 +15,8 @@ from ..errors import PlanError
 from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts, qwen2_audio_parts)
+from .vision_llava import (aya_vision_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
+                           vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
@@ -50,6 +52,12 @@ COMPOSITES = {
     "paddleocr_vl": (None, "paddleocr_vl_text", paddleocr_vl_parts, "or:True"),
     "minicpmv4_6": (("minicpmv4_6_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:False"),
     "muse_glimmer": (None, "muse_glimmer_text", muse_glimmer_parts, "top:False"),
+    "llava_onevision": (("siglip_vision_model",), "qwen2", llava_onevision_parts, "or"),
+    "vipllava": (("clip_vision_model",), "llama", vipllava_parts, "or"),
+    "video_llava": (("clip_vision_model",), "llama", video_llava_parts, "or"),
+    "aya_vision": (("siglip_vision_model",), "cohere2", aya_vision_parts, "or"),
+    "idefics3": (("idefics3_vision",), "llama", idefics3_parts, "or"),
+    "smolvlm": (("smolvlm_vision",), "llama", idefics3_parts, "or"),
 }
 
 
