@@ -26,14 +26,19 @@ def _n_feat(cfg: Mapping, default) -> int:
     return len(layers) if isinstance(layers, list) else 1
 
 
+def _llava_projector(b: TensorList, cfg: Mapping, d_in: int, text_h: int) -> list:
+    """LlavaMultiModalProjector: linear_1 (d_in -> text h), GELU, linear_2, biased by multimodal_projector_bias."""
+    bias = cfg.get("multimodal_projector_bias", True) is not False
+    _linear(b, "model.multi_modal_projector.linear_1", d_in, text_h, bias)
+    _linear(b, "model.multi_modal_projector.linear_2", text_h, text_h, bias)
+    return b.tensors
+
+
 def llava_onevision_parts(cfg: Mapping, text_h: int) -> list:
     b = TensorList()
     b.param("model", "image_newline", text_h, "projector")
     vh = vit(b, "model.vision_tower", ConfigReader(cfg["vision_config"]), "siglip_vision_model")
-    bias = cfg.get("multimodal_projector_bias", True) is not False
-    _linear(b, "model.multi_modal_projector.linear_1", vh * _n_feat(cfg, -1), text_h, bias)
-    _linear(b, "model.multi_modal_projector.linear_2", text_h, text_h, bias)
-    return b.tensors
+    return _llava_projector(b, cfg, vh * _n_feat(cfg, -1), text_h)
 
 
 def vipllava_parts(cfg: Mapping, text_h: int) -> list:
@@ -52,10 +57,7 @@ def video_llava_parts(cfg: Mapping, text_h: int) -> list:
     v = ConfigReader(cfg["vision_config"])
     vh = vit(b, "model.video_tower", v, "clip_vision_model")
     vit(b, "model.image_tower", v, "clip_vision_model")
-    bias = cfg.get("multimodal_projector_bias", True) is not False
-    _linear(b, "model.multi_modal_projector.linear_1", vh * _n_feat(cfg, -2), text_h, bias)
-    _linear(b, "model.multi_modal_projector.linear_2", text_h, text_h, bias)
-    return b.tensors
+    return _llava_projector(b, cfg, vh * _n_feat(cfg, -2), text_h)
 
 
 def aya_vision_parts(cfg: Mapping, text_h: int) -> list:
