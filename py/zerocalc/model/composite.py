@@ -15,7 +15,7 @@ from ..errors import PlanError
 from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts, qwen2_audio_parts)
-from .vision_llava import (aya_vision_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
+from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
 
@@ -58,6 +58,9 @@ COMPOSITES = {
     "aya_vision": (("siglip_vision_model",), "cohere2", aya_vision_parts, "or"),
     "idefics3": (("idefics3_vision",), "llama", idefics3_parts, "or"),
     "smolvlm": (("smolvlm_vision",), "llama", idefics3_parts, "or"),
+    "deepseek_vl": (("siglip_vision_model",), "llama", deepseek_vl_parts, "or"),
+    # ShieldGemma 2 is Gemma3ForConditionalGeneration under its own model_type (configuration_shieldgemma2.py)
+    "shieldgemma2": (("siglip_vision_model",), "gemma3_text", gemma3_parts, "top:True"),
 }
 
 
@@ -101,7 +104,7 @@ def composite(cfg: Mapping, build: Callable):
 
 # composites whose tower is a CLIP / SigLIP ViT of fixed resolution, and the projector after it
 VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "gemma3": "gemma3",
-              "paligemma": "paligemma"}
+              "shieldgemma2": "gemma3", "paligemma": "paligemma"}
 
 
 def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:

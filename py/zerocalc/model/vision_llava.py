@@ -5,7 +5,8 @@ concatenated vision_feature_layer states, linear_1 / linear_2), modeling_video_l
 image_tower and video_tower, LLaVA's projector), modeling_aya_vision.py (SigLIP, pixel-shuffled features
 through a LayerNorm and a SwiGLU projector: linear_1 to alignment_intermediate_size (the text width unless
 set), linear_2 from half of it), modeling_idefics3.py / modeling_smolvlm.py (a SigLIP-shaped vision_model
-without head, connector.modality_projection.proj from vision h x scale_factor^2, no bias). Each checked
+without head, connector.modality_projection.proj from vision h x scale_factor^2, no bias), modeling_deepseek_vl.py (SigLIP with its
+head, the aligner's linear1 / linear2 to the text width). Each checked
 against the meta-device build in tests/data/architectures.json."""
 from __future__ import annotations
 
@@ -78,4 +79,12 @@ def idefics3_parts(cfg: Mapping, text_h: int) -> list:
     vh = vit(b, "model.vision_model", ConfigReader(cfg["vision_config"]), "idefics3_vision")
     scale = ConfigReader(cfg).int("scale_factor", default=2)
     _linear(b, "model.connector.modality_projection.proj", vh * scale * scale, text_h, bias=False)
+    return b.tensors
+
+
+def deepseek_vl_parts(cfg: Mapping, text_h: int) -> list:
+    b = TensorList()
+    vh = vit(b, "model.vision_model", ConfigReader(cfg["vision_config"]), "siglip_vision_model")
+    _linear(b, "model.aligner.linear1", vh, text_h)
+    _linear(b, "model.aligner.linear2", text_h, text_h)
     return b.tensors
