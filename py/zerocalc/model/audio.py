@@ -88,3 +88,18 @@ def audioflamingo3_parts(cfg: Mapping, text_h: int) -> list:
     _projector(b, "linear_1", d, text_h, bias)
     _projector(b, "linear_2", text_h, text_h, bias)
     return b.tensors
+
+
+def moss_transcribe_parts(cfg: Mapping, text_h: int) -> list:
+    """MOSS Transcribe-Diarize (modeling_moss_transcribe_diarize.py, its VQ-style adaptor): the encoder, then
+    linear_1 from audio_merge_size merged frames (d x merge) and linear_2 to the text width (projector_bias),
+    and a biased LayerNorm."""
+    b = TensorList()
+    c = ConfigReader(cfg)
+    d, _ = whisper_encoder(b, "model.audio_tower", ConfigReader(cfg.get("audio_config") or {}))
+    bias = c.bool("projector_bias", True)
+    _projector(b, "linear_1", d * c.int("audio_merge_size", default=4), text_h, bias)
+    _projector(b, "linear_2", text_h, text_h, bias)
+    b.param("model.multi_modal_projector.norm", "weight", text_h, "projector")
+    b.param("model.multi_modal_projector.norm", "bias", text_h, "projector")
+    return b.tensors

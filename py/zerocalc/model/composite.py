@@ -15,7 +15,7 @@ from ..errors import PlanError
 from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
-from .audio import audioflamingo3_parts, qwen2_audio_parts, voxtral_parts
+from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
@@ -44,6 +44,7 @@ COMPOSITES = {
     "voxtral": (None, "llama", voxtral_parts, "top:False"),
     "audioflamingo3": (None, "qwen2", audioflamingo3_parts, "top:False"),
     "musicflamingo": (None, "qwen2", audioflamingo3_parts, "top:False"),
+    "moss_transcribe_diarize": (None, "qwen3", moss_transcribe_parts, "top:False"),
     "llama4": (None, "llama4_text", llama4_parts, "top:False"),
     "glm4v": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "or"),
     "glm4v_moe": (None, "glm4v_moe_text", lambda cfg, h: glm4v_visual(cfg), "or"),
@@ -68,7 +69,7 @@ COMPOSITES = {
 }
 
 
-AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo")   # composites whose tower is an audio_config
+AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize")   # composites whose tower is an audio_config
 
 
 def is_composite(cfg: Mapping) -> bool:
