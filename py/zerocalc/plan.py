@@ -344,8 +344,8 @@ def _check_vision(plan: Plan) -> None:
         raise PlanError(f"vision.{key}", f"model {arch.name!r} ({arch.model_type}) has no vision or audio tower")
     if v.images_per_sample and arch.tower is None:
         raise PlanError("vision.images_per_sample", f"the tower activations of model_type {arch.model_type!r} "
-                        "are not modelled (modelled: the CLIP and SigLIP towers of LLaVA, LLaVA-NeXT, Gemma 3 "
-                        "and PaliGemma); set 0 to leave them out")
+                        "are not modelled (modelled: the CLIP and SigLIP towers of LLaVA, LLaVA-NeXT, "
+                        "LLaVA-OneVision, Gemma 3, ShieldGemma 2 and PaliGemma); set 0 to leave them out")
 
 
 def _freeze(obj: Mapping) -> Mapping:

@@ -108,8 +108,8 @@ def composite(cfg: Mapping, build: Callable):
 
 
 # composites whose tower is a CLIP / SigLIP ViT of fixed resolution, and the projector after it
-VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "gemma3": "gemma3",
-              "shieldgemma2": "gemma3", "paligemma": "paligemma"}
+VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
+              "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma"}
 
 
 def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
@@ -123,7 +123,9 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     if projector is None:
         return None
     v = ConfigReader(cfg["vision_config"])
-    kind = "clip_vision_model" if projector == "llava" else "siglip_vision_model"
+    kind = cfg["vision_config"].get("model_type")
+    if kind not in ("clip_vision_model", "siglip_vision_model"):     # LLaVA's default tower is CLIP's
+        kind = "clip_vision_model" if projector == "llava" else "siglip_vision_model"
     d = TOWER_DEFAULTS[kind]
     layers = v.int("num_hidden_layers", default=d["num_hidden_layers"])
     patches = (v.int("image_size", default=d["image_size"]) // v.int("patch_size", default=d["patch_size"])) ** 2
