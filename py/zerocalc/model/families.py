@@ -194,6 +194,10 @@ FAMILIES = {
     # modeling_aria.py AriaTextMoELayer: mlp.router, experts of intermediate_size, moe_num_shared_experts x
     # intermediate_size shared_experts, in every layer
     "aria_text": {"qkv_bias": False, "o_bias": False, "moe": "aria"},
+    # modeling_afmoe.py: per-head q/k norm, an output gate_proj, four block norms, MoE after num_dense_layers
+    "afmoe": {"qkv_bias": ("attention_bias", False), "o_bias": ("attention_bias", False), "qk_norm": "head",
+              "o_gate": True, "moe": "afmoe", "block_norms": ("input_layernorm", "post_attention_layernorm",
+                                                              "pre_mlp_layernorm", "post_mlp_layernorm")},
     # modeling_laguna.py: per-head q/k norm and output gate g_proj, kolibri's MoE after one dense layer
     "laguna": {"qkv_bias": ("attention_bias", False), "o_bias": ("attention_bias", False), "qk_norm": "head",
                "o_gate": "g_proj", "moe": "laguna", "first_dense": 1},

@@ -64,6 +64,8 @@ def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0, n_s
         shared = c.int("num_shared_experts", default=n_shared, lo=0) * ei
     elif layout in ("deepseek", "axk1"):
         shared = c.int("n_shared_experts", default=0, lo=0) * ei
+    elif layout == "afmoe":
+        shared = c.int("num_shared_experts", default=2, lo=0) * ei
     else:
         shared = 0
     n_layers = c.int("num_hidden_layers")
@@ -86,6 +88,8 @@ def is_sparse(c: ConfigReader, i: int, first_dense: int = 0) -> bool:
     if c.has("moe_layer_start_index"):             # Ernie4_5_MoeDecoderLayer
         return ((i + 1) % c.int("moe_layer_interval", default=1) == 0
                 and c.int("moe_layer_start_index", lo=0) <= i <= c.int("moe_layer_end_index", default=1 << 30, lo=0))
+    if c.has("num_dense_layers"):                  # AfmoeDecoderLayer: moe_enabled = layer_idx >= num_dense_layers
+        return i >= c.int("num_dense_layers", lo=0)
     only = c.cfg.get("mlp_only_layers")
     # a class's leading dense layers stand for its mlp_only_layers default: a config naming them decides
     if i < c.int("first_k_dense_replace", default=0 if isinstance(only, list) else first_dense, lo=0):
@@ -101,6 +105,19 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
     """Router + fused experts (+ shared expert) of block ``p``, in registration order."""
     e, ei = moe.num_experts, moe.expert_intermediate
     m = f"{p}.{module}"
+    if layout == "afmoe":
+        # modeling_afmoe.py AfmoeSparseMoeBlock: router.gate, shared_experts (num_shared_experts x
+        # moe_intermediate_size), experts, and expert_bias (a frozen nn.Parameter)
+        b.linear(f"{m}.router.gate", h, e, "router")
+        si = moe.shared_intermediate
+        for name, d_in, d_out in (("gate_proj", h, si), ("up_proj", h, si), ("down_proj", si, h)):
+            b.linear(f"{m}.shared_experts.{name}", d_in, d_out, "shared_experts")
+        b.matrix(f"{m}.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
+        b.matrix(f"{m}.experts", "down_proj", (e, h, ei), "routed_experts")
+        b.param(m, "expert_bias", e, "router")
+        out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e), Linear("gate_proj", h, si),
+                Linear("up_proj", h, si), Linear("down_proj", si, h)]
+        return
     if layout == "llama4":
         b.matrix(f"{m}.experts", "gate_up_proj", (e, h, 2 * ei), "routed_experts")
         b.matrix(f"{m}.experts", "down_proj", (e, ei, h), "routed_experts")
