@@ -22,6 +22,7 @@ from .dbrx import dbrx
 from .decoders import DECODERS, SEQ2SEQ, bart_decoder, seq2seq
 from .encoders import ENCODERS, encoder_lm
 from .gptlike import GPTLIKE, gptlike
+from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
 from .hybrid import lfm2, lfm2_moe
 from .ssm import falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
@@ -35,7 +36,7 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
        "falcon_mamba": lambda c: replace(mamba(c), model_type="falcon_mamba")}
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
-MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE)
+MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma"}
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4))
 
 
@@ -50,6 +51,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
     c = ConfigReader(cfg)
     if cfg.get("model_type") in GEMMA4 and not any(isinstance(cfg.get(k), Mapping) for k in TOWERS):
         return gemma4_without_towers(cfg)
+    if cfg.get("model_type") == "t5gemma":
+        return t5gemma(cfg)
     if is_composite(cfg) and cfg.get("model_type") not in MODELLED_TEXT:
         return composite(cfg, model_from_config)
     if not c.has("model_type"):

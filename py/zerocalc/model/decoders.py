@@ -14,7 +14,7 @@ from .config import ConfigReader, TensorList
 
 # parameters checked against transformers (tests/test_architectures.py); activations not traced for these
 SUPPORT = ("exact parameter count; activations approximate (costed as the classic block of memory/blocks.py, "
-           "not traced)")
+           "not traced); LoRA adapters on a kept cross-attention (encoder_attn) not counted")
 
 _BART = ("d_model", "decoder_layers", "decoder_ffn_dim", "decoder_attention_heads")
 _OPT = ("hidden_size", "num_hidden_layers", "ffn_dim", "num_attention_heads")
