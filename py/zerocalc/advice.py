@@ -59,6 +59,11 @@ def warnings(est: Estimate) -> list[Warning]:
     if step is not None and getattr(step, "model_warnings", ()):
         out.append(_w("step-model-assumed", "warning", "Step time assumes: " + "; ".join(step.model_warnings) + ".",
                       "Read the step time as an estimate from a similar traced architecture."))
+    if arch.support != "exact":
+        # Extension 8: an exact parameter count with approximate activations is said where users read, not only in
+        # the JSON's model_support (an untraced block can be far off: docs/architectures, issue 20)
+        out.append(_w("model-approximate", "warning", f"{arch.name}: {arch.support}.",
+                      "Read weights, gradients and optimizer states as exact and the activations as an estimate."))
     maxpos = arch.max_positions
     if isinstance(maxpos, int) and plan.seq_len > maxpos:
         out.append(_w("seq-exceeds-positions", "warning",
