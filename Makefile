@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-run dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache fragmentation archgen bench bench-page clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-run dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -121,6 +121,10 @@ fragmentation: tools-venv
 
 bench: venv
 	$(PY) scripts/bench_engine.py
+
+# on a lent GPU only (issue 23): the kernel rates step/kernels.py takes from published benchmarks
+kernelbench: venv
+	$(PY) -m tools.kernelbench --out kernel_rates.json
 
 bench-page: venv site
 	$(PY) scripts/bench_page.py

@@ -17,6 +17,8 @@ const PASTE = "model_config_json";
 // bytes. Bigger input is refused with a message, before any parsing.
 const PASTE_LIMIT = 256 * 1024;   // characters of a pasted config.json
 const LINK_LIMIT = 64 * 1024;     // characters of a share link's #plan= fragment
+const LENGTHS_LIMIT = 2048 * 1024; // characters of pasted sample lengths (~300,000 samples; a histogram is smaller)
+const LENGTHS = "data.histogram";
 const kib = (n) => `${Math.ceil(n / 1024).toLocaleString("en")} KiB`;
 
 let engine = null;          // the worker's exports once Python is up
@@ -77,9 +79,18 @@ function readForm() {
     if (!name || name === PASTE || name.startsWith("model.") || name.startsWith("gpu.")) continue;
     if (el.type === "radio" && !el.checked) continue;
     if (name === "lora.targets") { if (el.checked) targets.push(el.value); continue; }
-    const v = valueOf(el);
+    let v = valueOf(el);
     if (v === undefined) continue;
-    if ((name.startsWith("deepspeed.") || name.startsWith("network.")) && v === "") continue;   // empty = the default
+    if (name === LENGTHS) {   // pasted lengths go to the engine as text (py/app/data_view.py parses them)
+      delete clientErrors[LENGTHS];
+      if (v.length > LENGTHS_LIMIT) {
+        clientErrors[LENGTHS] = `The pasted lengths are ${kib(v.length)}; the limit is ${kib(LENGTHS_LIMIT)}. ` +
+          "Paste a histogram [[length, count], ...] instead (collections.Counter of the lengths). They are not used.";
+        continue;
+      }
+      v = v.trim();
+    }
+    if (/^(deepspeed|network|data|allocator)\./.test(name) && v === "") continue;   // empty = the default
     setPath(plan, name, v);
   }
   setPath(plan, "lora.targets", targetsOverride ?? targets);
@@ -173,6 +184,21 @@ function renderRun(chart) {   // the run's phases (py/app/view.py run_chart): nu
   $("#run-bars").replaceChildren(...kids);
 }
 
+// reserved over the run (py/app/data_view.py reserved_chart): SVG marks and the hidden table, as text and numbers
+const MARKS = new Set(["line", "text", "polyline", "circle"]);
+function renderReserved(chart) {
+  const root = $("#reserved-chart");
+  if (!root || !chart) return;
+  root.setAttribute("viewBox", `0 0 ${chart.width} ${chart.height}`);
+  $("#reserved-desc").textContent = chart.summary;
+  $("#reserved-marks").replaceChildren(...chart.marks.filter((m) => MARKS.has(m.tag)).map((m) => svg(m.tag, m.attrs, m.text)));
+  const t = chart.table;
+  const head = el("tr");
+  for (const h of t.header) head.append(el("th", { scope: "col" }, h));
+  const rows = t.rows.map((r) => { const tr = el("tr"); for (const c of r) tr.append(el("td", {}, String(c))); return tr; });
+  $("#reserved-table").replaceChildren(el("caption", {}, t.caption), head, ...rows);
+}
+
 function renderStep(parts, said) {
   // the step block's breakdown (py/app/view.py step_parts): one segment per part, widths in % of the step
   const bar = $("#step-bar"), legend = $("#step-legend");
@@ -246,6 +272,7 @@ function apply(v, t0) {
   const tApply = performance.now();
   renderComponents(v.components);
   renderRun(v.run);
+  renderReserved(v.reserved);
   renderStep(v.step_parts || [], v.view["step.breakdown"]);
   renderChecklist(v.warnings);
   const targetError = Object.keys(v.errors).some((k) => k.startsWith("lora.targets"));
@@ -412,7 +439,8 @@ function setField(name, value) {
     else if (input.dataset.type === "tribool") input.value = value === true ? "true" : value === false ? "false" : "";
     else if (input.dataset.type === "autobool") input.value = String(value);
     else if (input.dataset.type === "csv") input.value = Array.isArray(value) ? value.join(", ") : String(value);
-    else input.value = typeof value === "string" ? value : JSON.stringify(value);
+    else if (name === "data.lengths" && value === "fixed") input.value = "";   // the default: its empty option
+    else input.value = value === null ? "" : typeof value === "string" ? value : JSON.stringify(value);
   }
   return true;
 }

@@ -11,7 +11,6 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-FOUNDRY = "https://github.com/mosaicml/llm-foundry/blob/main/scripts/train/benchmarking/README.md"
 # MPT benchmark configs (llm-foundry scripts/train/yamls/pretrain/mpt-*.yaml): d_model, n_layers, n_heads;
 # vocab 50368, expansion ratio 4, tied embeddings; the benchmark tables' NumParams grow with SeqLen by
 # seq_len x d_model, i.e. learned positions: a GPT-2-shaped model (model_type gpt2) with n_positions = seq.
@@ -19,69 +18,68 @@ MPT = {"125m": (768, 12, 12), "350m": (1024, 24, 16), "760m": (1536, 24, 12), "1
        "3b": (2560, 32, 20), "7b": (4096, 32, 32), "13b": (5120, 40, 40), "30b": (7168, 48, 64),
        "70b": (8192, 80, 64)}
 
-FOUNDRY_ROWS = {
-    "A100 80GB with 1600 Gbps node-node interconnect (RoCE)": [
-        "|  30b | 2048 | 8 | a100_80gb | 55.3 | 73.74 |  1.725420E+14 | 3 | 21 | 504 | 3 | 7330 | 916 | 1032192 | amp_bf16 | DEFAULT | FULL_SHARD | True | False | 29975214080 |",
-        "|  13b | 4096 | 8 | a100_80gb | 57.62 | 76.82 |  1.797680E+14 | 10 | 3 | 240 | 4 | 16482 | 2060 | 983040 | amp_bf16 | DEFAULT | FULL_SHARD | True | False | 12864440320 |",
-        "|  13b | 2048 | 8 | a100_80gb | 59.57 | 59.57 |  1.858556E+14 | 2 | 3 | 48 | 8 | 18097 | 2262 | 98304 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 12853954560 |",
-        "|  7b | 32768 | 8 | a100_80gb | 49.46 | 65.94 |  1.543088E+14 | 2 | 2 | 32 | 0 | 13382 | 1672 | 1048576 | amp_bf16 | DEFAULT | FULL_SHARD | True | False | 6784688128 |",
-        "|  7b | 8192 | 8 | a100_80gb | 54.47 | 72.62 |  1.699318E+14 | 8 | 2 | 128 | 3 | 25655 | 3206 | 1048576 | amp_bf16 | DEFAULT | FULL_SHARD | True | False | 6684024832 |",
-        "|  7b | 4096 | 8 | a100_80gb | 54.84 | 73.12 |  1.711072E+14 | 16 | 2 | 256 | 7 | 29472 | 3684 | 1048576 | amp_bf16 | DEFAULT | FULL_SHARD | True | False | 6667247616 |",
-        "|  7b | 2048 | 8 | a100_80gb | 64.23 | 64.23 |  2.003836E+14 | 6 | 2 | 96 | 18 | 37130 | 4641 | 196608 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 6658859008 |",
-        "|  3b | 8192 | 8 | a100_80gb | 59.34 | 59.34 |  1.851516E+14 | 3 | 6 | 144 | 7 | 61567 | 7695 | 1179648 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 2667566080 |",
-        "|  3b | 2048 | 8 | a100_80gb | 62.11 | 62.11 |  1.937863E+14 | 10 | 2 | 160 | 42 | 86491 | 10811 | 327680 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 2651837440 |",
-        "|  1b | 2048 | 8 | a100_80gb | 59.86 | 59.86 |  1.867501E+14 | 14 | 4 | 448 | 80 | 164109 | 20513 | 917504 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 1315950592 |",
-        "|  760m | 2048 | 8 | a100_80gb | 56.85 | 56.85 |  1.773749E+14 | 24 | 2 | 384 | 126 | 259472 | 32434 | 786432 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 760470528 |",
-        "|  350m | 2048 | 8 | a100_80gb | 51.62 | 51.62 |  1.610589E+14 | 32 | 2 | 512 | 229 | 470263 | 58782 | 1048576 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 355985408 |",
-        "|  125m | 2048 | 8 | a100_80gb | 44.79 | 44.79 |  1.397395E+14 | 40 | 2 | 640 | 557 | 1142641 | 142830 | 1310720 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 125311488 |",
-    ],
-    "H100 80GB BF16": [
-        "|  30b | 2048 | 8 | h100_80gb | 38.11 | 50.82 |  3.771361E+14 | 3 | 21 | 504 | 7 | 16022 | 2002 | 1032192 | amp_bf16 | DEFAULT | FULL_SHARD | True | False | 29975214080 |",
-        "|  13b | 2048 | 8 | h100_80gb | 39.79 | 39.79 |  3.937055E+14 | 2 | 1 | 16 | 18 | 38336 | 4792 | 32768 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 12853954560 |",
-        "|  13b | 2048 | 64 | h100_80gb | 39.86 | 39.86 |  3.943653E+14 | 2 | 1 | 128 | 150 | 307209 | 4800 | 262144 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 12853954560 |",
-        "|  7b | 8192 | 8 | h100_80gb | 37.14 | 49.52 |  3.674893E+14 | 8 | 2 | 128 | 6 | 55481 | 6935 | 1048576 | amp_bf16 | DEFAULT | FULL_SHARD | True | False | 6684024832 |",
-        "|  7b | 4096 | 8 | h100_80gb | 40.42 | 53.9 |  3.999793E+14 | 16 | 2 | 256 | 16 | 68893 | 8611 | 1048576 | amp_bf16 | DEFAULT | FULL_SHARD | True | False | 6667247616 |",
-        "|  7b | 2048 | 8 | h100_80gb | 46.44 | 46.44 |  4.595096E+14 | 6 | 1 | 48 | 41 | 85144 | 10643 | 98304 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 6658859008 |",
-        "|  3b | 2048 | 32 | h100_80gb | 41.7 | 41.7 |  4.126519E+14 | 6 | 3 | 576 | 359 | 736701 | 23021 | 1179648 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 2651837440 |",
-        "|  1b | 2048 | 8 | h100_80gb | 41.82 | 41.82 |  4.138134E+14 | 14 | 1 | 112 | 177 | 363645 | 45455 | 229376 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 1315950592 |",
-        "|  760m | 2048 | 8 | h100_80gb | 34.9 | 34.9 |  3.453389E+14 | 24 | 2 | 384 | 246 | 505177 | 63147 | 786432 | amp_bf16 | DEFAULT | FULL_SHARD | False | False | 760470528 |",
-    ],
-}
+FOUNDRY_COMMIT = "8c8dd48f72168c5d51e2f7b151595892a8fba43d"
+FOUNDRY_URL = ("https://github.com/mosaicml/llm-foundry/blob/" + FOUNDRY_COMMIT
+               + "/scripts/train/benchmarking/README.md")
+# every BF16 table of the README at that commit, verbatim (the FP8 table needs fp8 linears: no plan key)
+FOUNDRY_TABLES = ROOT / "validation" / "sources" / "llm-foundry-benchmarking-bf16.md"
+FOUNDRY_GPU = {"h100_80gb": "h100-sxm-80gb", "a100_80gb": "a100-sxm4-80gb", "a100_40gb": "a100-sxm4-40gb"}
+
+
+def foundry_tables() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    table = None
+    for line in FOUNDRY_TABLES.read_text().splitlines():
+        if line.startswith("## "):
+            table = line[3:].strip()
+        elif table and line.startswith("|") and ("_80gb" in line or "_40gb" in line):
+            out.setdefault(table, []).append(line)
+    return out
 
 
 def foundry_rows() -> list[dict]:
     out = []
-    for table, rows in FOUNDRY_ROWS.items():
-        a100 = table.startswith("A100")
+    seen: dict = {}
+    for table, rows in foundry_tables().items():
         for text in rows:
             c = [x.strip() for x in text.strip("|").split("|")]
-            size, seq, ngpu = c[0], int(c[1]), int(c[2])
+            size, seq, ngpu, gpu = c[0], int(c[1]), int(c[2]), c[3]
             mbs, gas, tps_gpu = int(c[7]), int(c[8]), int(c[12])
-            ckpt = c[17] == "True"
+            precision, mp_mode, sharding, ckpt = c[14], c[15], c[16], c[17] == "True"
             h, layers, heads = MPT[size]
+            roce = "RoCE" in table
             plan = {"schema": 1,
                     "model": {"name": f"MPT-{size} (llm-foundry benchmark)", "model_type": "gpt2", "n_embd": h,
                               "n_layer": layers, "n_head": heads, "vocab_size": 50368, "n_positions": seq,
                               "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
-                    "gpu": "a100-sxm4-80gb" if a100 else "h100-sxm-80gb",
-                    "gpus_per_node": min(8, ngpu), "nodes": max(1, ngpu // 8), "framework": "fsdp", "zero_stage": 3,
-                    "precision": "bf16-mixed", "optimizer": "adamw", "micro_batch_size": mbs,
+                    "gpu": FOUNDRY_GPU[gpu],
+                    "gpus_per_node": min(8, ngpu), "nodes": max(1, ngpu // 8), "framework": "fsdp",
+                    "zero_stage": 2 if sharding == "SHARD_GRAD_OP" else 3,
+                    "precision": "bf16-pure" if (precision, mp_mode) == ("bf16", "PURE") else "bf16-mixed",
+                    "optimizer": "adamw", "micro_batch_size": mbs,
                     "gradient_accumulation_steps": gas, "seq_len": seq,
                     "activation_checkpointing": "full" if ckpt else "none", "attention": "flash"}
-            if a100:
+            if roce:
                 plan["network"] = {"gbps_per_gpu": 200, "kind": "roce"}
-            out.append({"id": f"foundry_{'a100' if a100 else 'h100'}_{size}_s{seq}_g{ngpu}",
+            rid = f"foundry_{gpu.split('_')[0]}{'_40gb' if gpu.endswith('40gb') else ''}_{size}_s{seq}_g{ngpu}"
+            seen[rid] = seen.get(rid, 0) + 1
+            if seen[rid] > 1:
+                rid += f"_{seen[rid]}"
+            out.append({"id": rid,
                         "source": "llm-foundry", "source_group": f"llm-foundry benchmarking README: {table}",
-                        "source_url": FOUNDRY, "quote": text, "plan": plan, "measured_tokens_per_s_per_gpu": tps_gpu,
+                        "source_url": FOUNDRY_URL, "quote": text, "plan": plan, "measured_tokens_per_s_per_gpu": tps_gpu,
                         "quality": "measured",
                         "mapping_notes": "columns: Model, SeqLen, #GPUs, GPU, MFU, HFU, Model TFLOP, MicroBatchSize, "
-                                         "GradAccum, GlobalBatchSize, S/s, T/s, T/s/GPU, ...; Composer FSDP FULL_SHARD, "
-                                         "amp_bf16, flash/triton attention; MPT as a GPT-2-shaped model (biases and "
-                                         "LayerNorm affine differ by <0.1 % of the parameters), no dropout (MPTConfig defaults "
-                                         "resid_pdrop 0.0, emb_pdrop 0.0: llmfoundry/models/mpt/configuration_mpt.py); "
-                                         "optimizer (Decoupled "
-                                         "LionW in the yamls) taken as AdamW: only the GPU optimizer step time differs"
-                                         + ("; node-node 1600 Gb/s RoCE = 200 Gb/s per GPU" if a100 else
+                                         "GradAccum, GlobalBatchSize, S/s, T/s, T/s/GPU, ..., Precision, MP Mode, "
+                                         "Sharding Strategy, Activation Checkpointing; Composer FSDP (FULL_SHARD: "
+                                         "zero_stage 3, SHARD_GRAD_OP: 2), amp_bf16 / DEFAULT: bf16-mixed, bf16 / "
+                                         "PURE: bf16-pure; MPT's flash / triton attention (the tables predate torch "
+                                         "2.0 and FlashAttention-2) as flash; MPT as a GPT-2-shaped model (biases and "
+                                         "LayerNorm affine differ by <0.1 % of the parameters), no dropout (MPTConfig "
+                                         "defaults resid_pdrop 0.0, emb_pdrop 0.0: llmfoundry/models/mpt/"
+                                         "configuration_mpt.py); optimizer (Decoupled LionW in the yamls) taken as "
+                                         "AdamW: only the GPU optimizer step time differs"
+                                         + ("; node-node 1600 Gb/s RoCE = 200 Gb/s per GPU" if roce else
                                             "; network not stated: the default")})
     return out
 
@@ -90,21 +88,21 @@ TITAN_A100 = "https://github.com/pytorch/torchtitan/blob/main/docs/performance.m
 TITAN_H100 = "https://github.com/pytorch/torchtitan/blob/main/benchmarks/llama3_h100_202412_torchtitan.md"
 TITAN_ROWS = [
     # (quote, model, seq, local batch, ac, url, gpus, group)
-    ("| 8B | 1 | selective layer | 2904 | 56.8% |", "llama-3.1-8b", 8192, 1, "selective", TITAN_A100, 64, "Llama 3 performance numbers (64 A100 80GB, FSDP2)"),
-    ("| 8B | 1 | selective op | 2973 | 58.2% |", "llama-3.1-8b", 8192, 1, "selective", TITAN_A100, 64, "Llama 3 performance numbers (64 A100 80GB, FSDP2)"),
+    ("| 8B | 1 | selective layer | 2904 | 56.8% |", "llama-3.1-8b", 8192, 1, "selective-op", TITAN_A100, 64, "Llama 3 performance numbers (64 A100 80GB, FSDP2)"),
+    ("| 8B | 1 | selective op | 2973 | 58.2% |", "llama-3.1-8b", 8192, 1, "selective-op", TITAN_A100, 64, "Llama 3 performance numbers (64 A100 80GB, FSDP2)"),
     ("| 70B | 1 | full | 331 | 51.7% |", "llama-3.1-70b", 8192, 1, "full", TITAN_A100, 64, "Llama 3 performance numbers (64 A100 80GB, FSDP2)"),
     ("| 13B | 2 | no | 2162 | 61.1%\t|", "llama-2-13b", 4096, 2, "none", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
-    ("| 13B | 2 | selective layer | 1914 | 54.1% |", "llama-2-13b", 4096, 2, "selective", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
-    ("| 13B | 2 | selective op | 1904 | 53.8% |", "llama-2-13b", 4096, 2, "selective", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
-    ("| 70B | 1[^1] | selective op | 355 | 50.8% |", "llama-2-70b", 4096, 1, "selective", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
+    ("| 13B | 2 | selective layer | 1914 | 54.1% |", "llama-2-13b", 4096, 2, "selective-op", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
+    ("| 13B | 2 | selective op | 1904 | 53.8% |", "llama-2-13b", 4096, 2, "selective-op", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
+    ("| 70B | 1[^1] | selective op | 355 | 50.8% |", "llama-2-70b", 4096, 1, "selective-op", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
     ("| 70B | 2 | full | 353 | 50.5% |", "llama-2-70b", 4096, 2, "full", TITAN_A100, 64, "Llama 2 performance numbers (64 A100 80GB, FSDP2)"),
     ("Table 1 ... Llama 3.1 8B model. 8 GPUs. Local batch size 2, global batch size 16. Selective activation checkpointing. | FSDP | 5,762 | 82.4 |",
-     "llama-3.1-8b", 8192, 2, "selective", TITAN_H100, 8, "H100 Table 1 (FSDP, 8 GPUs)"),
+     "llama-3.1-8b", 8192, 2, "selective-op", TITAN_H100, 8, "H100 Table 1 (FSDP, 8 GPUs)"),
     ("Table 3 ... Llama 3.1 8B model. 128 GPUs. Local batch size 2, global batch size 256. Selective activation checkpointing. | FSDP | 5,605 | 67.0 |",
-     "llama-3.1-8b", 8192, 2, "selective", TITAN_H100, 128, "H100 Table 3 (FSDP, 128 GPUs)"),
+     "llama-3.1-8b", 8192, 2, "selective-op", TITAN_H100, 128, "H100 Table 3 (FSDP, 128 GPUs)"),
 ]
 H100_GT = {"name": "H100 96GB HBM2e (Grand Teton, 500 W)", "memory_gib": 96, "compute_capability": "9.0",
-           "bf16_dense_tflops": 989.5, "memory_bandwidth_gb_s": 2400, "link_gb_s": 450, "pcie_gb_s": 63.0}
+           "bf16_dense_tflops": 912.5, "memory_bandwidth_gb_s": 2400, "link_gb_s": 450, "pcie_gb_s": 63.0}
 
 
 def titan_rows() -> list[dict]:
@@ -115,18 +113,24 @@ def titan_rows() -> list[dict]:
         plan = {"schema": 1, "model": model, "gpu": H100_GT if h100 else "a100-sxm4-80gb",
                 "gpus_per_node": 8, "nodes": gpus // 8, "framework": "fsdp", "zero_stage": 3,
                 "precision": "bf16-mixed", "optimizer": "adamw", "micro_batch_size": lbs,
-                "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ac, "attention": "sdpa"}
+                "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ac, "attention": "sdpa",
+                "stack": {"trainer": "torchtitan", "fsdp_version": 2}}
         if h100:
             plan["network"] = {"gbps_per_gpu": 400, "kind": "roce"}
         notes = ("torchtitan FSDP2 (fully_shard), bf16 params / fp32 reduce, SDPA flash, no torch.compile; "
                  "seq_len from the train configs (Llama 3: 8192, Llama 2: 4096); "
-                 "'selective layer' (every 2nd layer checkpointed) and 'selective op' both mapped to selective: "
-                 "the recompute differs from the plan's Megatron-style selective")
-        notes += ("; H100 96GB HBM2e at 500 W, 400 Gb/s RDMA per GPU (as the page states); peak taken as SXM's"
+                 "'selective op' is the plan's selective-op (torchtitan's op policy); 'selective layer' (every 2nd "
+                 "layer recomputed, no plan key) is mapped to selective-op too: both recompute about half of the "
+                 "forward's matmuls; the H100 rows' 'selective' is train_configs/llama3_8b.toml's default "
+                 "(mode selective, selective_ac_option op); stack torchtitan, FSDP2")
+        notes += ("; H100 96GB HBM2e at 500 W, 400 Gb/s RDMA per GPU (as the page states); the page's footnote: "
+                  "'the actual peak TFLOPs number is between SXM and NVL, and we don't know its exact value': "
+                  "the midpoint of SXM's 989.5 and NVL's 835.5 dense bf16 TFLOP/s taken (912.5)"
                   if h100 else "; the 64-A100 cluster's network is not stated: the default")
         out.append({"id": f"titan_{'h100' if h100 else 'a100'}_{i}", "source": "torchtitan", "source_group": group,
                     "source_url": url, "quote": quote, "plan": plan, "measured_tokens_per_s_per_gpu": measured,
-                    "quality": "approximate" if ac == "selective" else "measured", "mapping_notes": notes})
+                    "quality": "approximate" if ac != "none" and "full" not in quote else "measured",
+                    "mapping_notes": notes})
     return out
 
 
@@ -235,7 +239,9 @@ def fms_rows() -> list[dict]:
                 "precision": "fp16-mixed" if qlora else "bf16-pure", "optimizer": "adamw",
                 "micro_batch_size": int(r["per_device_train_batch_size"]), "gradient_accumulation_steps": 1,
                 "seq_len": 4096, "activation_checkpointing": "full", "attention": "flash",
-                "method": "qlora" if qlora else "lora" if lora else "full"}
+                "method": "qlora" if qlora else "lora" if lora else "full",
+                # refs/requirements.txt at the CSV's commit (0aab2c6): transformers==4.45.2, bitsandbytes==0.43.3
+                "stack": {"trainer": "hf-trainer", "transformers": "4.45", "bitsandbytes": "current"}}
         if lora:
             plan["lora"] = {"rank": int(r["r"]), "alpha": int(r["lora_alpha"]), "dropout": 0.0,
                             "targets": r["target_modules"].split()}
@@ -252,7 +258,8 @@ def fms_rows() -> list[dict]:
                                      "torch_dtype float16 (fp16 weights: bf16-pure stands in, same sizes and A100 "
                                      "rate; fp16 AMP for the bnb QLoRA rows); sequence 4096 packed, derived: "
                                      "tokens/s / steps/s / batch = ~4100 tokens per sample; Mistral-7B-v0.1 as the "
-                                     "v0.3 preset (vocabulary 32000 vs 32768)"})
+                                     "v0.3 preset (vocabulary 32000 vs 32768); stack from refs/requirements.txt at the "
+                                     "same commit: transformers 4.45.2, bitsandbytes 0.43.3, torch 2.4.1"})
     return out
 
 

@@ -31,18 +31,33 @@ DEFAULT_PUBLIC = ROOT / "validation" / "public.json"
 DEFAULT_TAGS = ROOT / "validation" / "public-stack.json"
 DEFAULT_CORRECTIONS = ROOT / "validation" / "public-corrections.json"
 DEFAULT_RUN_TAGS = ROOT / "validation" / "public-run.json"
+DEFAULT_DATA_TAGS = ROOT / "validation" / "public-data.json"
 METRIC_KEY = {"allocated": "peak_allocated_bytes", "active": "peak_allocated_bytes",
               "unknown": "peak_allocated_bytes", "reserved": "peak_reserved_bytes",
               "device_used": "device_used_bytes"}
 
 
-def predict(record: dict, window: str = "per-log") -> tuple[int, bool]:
+def predict(record: dict, window: str = "per-log", count: str | None = None) -> tuple[int, bool]:
     """The prediction matching the record's metric, over the record's window: the whole run's (run.*, every phase)
-    where the source's figure spans the whole process, the steady step's (per_gpu) where it spans training steps."""
+    where the source's figure spans the whole process, the steady step's (per_gpu) where it spans training steps.
+    `count` (validation/public-data.json, scripts/data_tags.py): for a reserved or nvidia-smi record of a run whose
+    batches change shape, the steps come from run.reserved_after_steps[count] (nvidia-smi: plus what lies outside
+    the allocator, device_used - peak_reserved), in place of the steady step; whole-process: the larger of that
+    and the run's other phases."""
     est = estimate(Plan.from_dict(record["plan"]))
     d = est.to_dict()
+    key = METRIC_KEY[record["metric"]]
     figures = d["run"] if window == "whole-process" else d["per_gpu"]
-    return figures[METRIC_KEY[record["metric"]]], est.fits
+    pred = figures[key]
+    lengths = (record["plan"].get("data") or {}).get("lengths", "fixed")
+    if count is not None and lengths != "fixed" and record["metric"] in ("reserved", "device_used"):
+        pg = d["per_gpu"]
+        steps = d["run"]["reserved_after_steps"][count]
+        if record["metric"] == "device_used":
+            steps += pg["device_used_bytes"] - pg["peak_reserved_bytes"]
+        others = [p[key] for k, p in d["run"]["phases"].items() if k != "step"]
+        pred = max([steps, *others]) if window == "whole-process" else steps
+    return pred, est.fits
 
 
 def _p90(xs: list[float]) -> float:
@@ -71,7 +86,7 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def public_rows(path: pathlib.Path, stack_tags: dict | None = None, corrections: dict | None = None,
-                run_tags: dict | None = None) -> list[dict]:
+                run_tags: dict | None = None, data_tags: dict | None = None) -> list[dict]:
     rows = []
     for rec in json.loads(path.read_text()):
         if rec["quality"] == "unsupported":
@@ -86,7 +101,11 @@ def public_rows(path: pathlib.Path, stack_tags: dict | None = None, corrections:
         if run_tags is not None:            # validation/public-run.json: what the run did, the window it reports
             from scripts.run_tags import tagged_plan as run_plan, window
             rec, win = {**rec, "plan": run_plan(rec, run_tags)}, window(rec, run_tags)
-        pred, fits = predict(rec, win)
+        count = None
+        if data_tags is not None:           # validation/public-data.json: lengths, allocator, steps (issue 21)
+            from scripts.data_tags import steps_count, tagged_plan as data_plan
+            rec, count = {**rec, "plan": data_plan(rec, data_tags)}, steps_count(rec, data_tags)
+        pred, fits = predict(rec, win, count)
         meas = rec["measured_bytes"]
         err = (pred - meas) / meas if meas else None
         rows.append({"id": rec["id"], "group": rec["source_group"], "metric": rec["metric"], "pred": pred,
@@ -115,8 +134,8 @@ def print_table(title: str, groups: dict[str, dict]) -> None:
 
 
 def run_public(path: pathlib.Path, show_records: bool, stack_tags: dict | None = None,
-               corrections: dict | None = None, run_tags: dict | None = None) -> dict:
-    rows = public_rows(path, stack_tags, corrections, run_tags)
+               corrections: dict | None = None, run_tags: dict | None = None, data_tags: dict | None = None) -> dict:
+    rows = public_rows(path, stack_tags, corrections, run_tags, data_tags)
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r["group"], []).append(r)
@@ -126,7 +145,8 @@ def run_public(path: pathlib.Path, show_records: bool, stack_tags: dict | None =
     table["**all (measured + approximate)**"] = summarize(rows)
     tagged = ("; stack-tagged" if stack_tags is not None else "") + (
         "; plan corrections" if corrections is not None else "") + (
-        "; run-tagged (whole-process records vs the run's peak)" if run_tags is not None else "")
+        "; run-tagged (whole-process records vs the run's peak)" if run_tags is not None else "") + (
+        "; data-tagged (reserved / nvidia-smi over the run's steps)" if data_tags is not None else "")
     print_table(f"Engine vs published measurements ({path.name}{tagged}; `unsupported` records left out)", table)
     by_metric: dict[str, list[dict]] = {}
     for r in rows:
@@ -178,6 +198,18 @@ def run_public_run_compare(path: pathlib.Path, stack_tags, corrections, run_tags
                   public_rows(path, stack_tags, corrections, None), "run", "step only")
 
 
+def run_public_data_compare(path: pathlib.Path, stack_tags, corrections, run_tags, data_tags: dict) -> None:
+    """The records that read max_memory_reserved or nvidia-smi, per source group: the error with the data tags
+    (validation/public-data.json: each source's collator, dataset lengths and steps, so reserved over the run's
+    steps) and without them (every batch seq_len long, the steady step)."""
+    def reserved(rows):
+        return [r for r in rows if r["metric"] in ("reserved", "device_used")]
+    _paired_table(f"With and without the data tags ({path.name}, validation/public-data.json; reserved and "
+                  "nvidia-smi records)",
+                  reserved(public_rows(path, stack_tags, corrections, run_tags, data_tags)),
+                  reserved(public_rows(path, stack_tags, corrections, run_tags, None)), "data", "fixed lengths")
+
+
 def run_tracer(quick: bool, show_tables: bool) -> None:
     """Per plan: the engine's peak and each component against the trace (tools/memtrace)."""
     try:
@@ -226,6 +258,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-stack-tags", action="store_true", help="score every plan as today's default stack")
     ap.add_argument("--no-run-tags", action="store_true",
                     help="score every record against the steady step, without validation/public-run.json")
+    ap.add_argument("--no-data-tags", action="store_true",
+                    help="score reserved / nvidia-smi records at fixed lengths, without validation/public-data.json")
     ap.add_argument("--no-corrections", action="store_true",
                     help="score the plans as published, without validation/public-corrections.json")
     args = ap.parse_args(argv)
@@ -242,11 +276,17 @@ def main(argv=None) -> int:
         if not args.no_run_tags and DEFAULT_RUN_TAGS.exists():
             from scripts.run_tags import load_tags as load_run_tags
             runs = load_run_tags(DEFAULT_RUN_TAGS)
-        run_public(args.public, args.records, tags, fixes, runs)
+        data = None
+        if not args.no_data_tags and DEFAULT_DATA_TAGS.exists():
+            from scripts.data_tags import load_tags as load_data_tags
+            data = load_data_tags(DEFAULT_DATA_TAGS)
+        run_public(args.public, args.records, tags, fixes, runs, data)
         if tags is not None:
             run_public_compare(args.public, tags, fixes)
         if runs is not None:
             run_public_run_compare(args.public, tags, fixes, runs)
+        if data is not None:
+            run_public_data_compare(args.public, tags, fixes, runs, data)
     else:
         print(f"no public validation set at {args.public}")
     from scripts.fidelity_throughput import run_throughput   # the step-time model against measured throughput

@@ -84,3 +84,17 @@ def test_composites_are_never_their_text_tower():
             continue
         got = outcome(r)
         assert isinstance(got, PlanError) or got == r["hf_params"], r["id"]
+
+
+def test_an_approximate_block_is_warned_where_users_read():
+    """A model whose parameters are exact but whose block is costed as another (model_support not "exact") gets
+    the model-approximate warning naming the model; a traced Llama gets none."""
+    from zerocalc import Plan, estimate
+    gptj = next(r["config"] for r in ROWS if r["model_type"] == "gptj")
+    warned = estimate(Plan.from_dict({"model": gptj, "seq_len": 512})).to_dict()
+    assert warned["model_support"] != "exact"
+    ids = {w["id"]: w["message"] for w in warned["warnings"]}
+    assert "model-approximate" in ids and ids["model-approximate"].startswith("gptj")
+    exact = estimate(Plan.from_dict({"seq_len": 512})).to_dict()
+    assert exact["model_support"] == "exact"
+    assert "model-approximate" not in {w["id"] for w in exact["warnings"]}

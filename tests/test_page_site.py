@@ -12,6 +12,7 @@ import pytest
 from zerocalc import DEFAULT_PLAN, Plan
 from zerocalc.estimate import estimate
 from zerocalc.stack import StackSettings
+from zerocalc.datasettings import AllocatorSettings, DataSettings
 from zerocalc.plan import DEEPSPEED_KNOBS, LoraSettings, QuantSettings
 from zerocalc.presets import MODELS, GPUS
 
@@ -125,6 +126,7 @@ def _plan_keys():
     keys |= {"gpu.name", "gpu.memory_gib"}
     keys |= {f"stack.{f.name}" for f in fields(StackSettings)}
     keys |= {"network.gbps_per_gpu", "network.kind"}
+    keys |= {f"data.{f.name}" for f in fields(DataSettings)} | {f"allocator.{f.name}" for f in fields(AllocatorSettings)}
     return keys
 
 

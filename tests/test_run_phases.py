@@ -191,15 +191,18 @@ def test_load_best_under_deepspeed_doubles_the_optimizer_states():
 
 def test_fsdp1_full_state_dict_without_offload_holds_the_model():
     """Raw FSDP1 FULL_STATE_DICT without offload clones every unsharded fp32 parameter on every rank (4·P) while
-    one decoder-layer unit is unsharded (4 x 218,112,000: q, o 4096²; k, v 4096·1024; gate, up, down 4096·14336;
-    two norms); the sharded save unshards the largest unit, the root (embedding + lm_head + norm = 2·V·h + h).
-    Both start from the resident state plus the flat gradient shards zero_grad leaves (use_orig_params)."""
+    the root unit (embedding + lm_head + norm = 2·V·h + h, larger than a decoder layer's 218,112,000: q, o 4096²;
+    k, v 4096·1024; gate, up, down 4096·14336; two norms) stays unsharded from its pre-state-dict hook to its post
+    hook; the sharded save unshards the root too. Both start from the resident state alone: the root's
+    pre-state-dict hook frees the flat gradient shards zero_grad left (`_common_pre_state_dict_hook`), so the
+    difference is the clones 4·P and the state dict's root unit counts in both."""
     d = {"framework": "fsdp", "zero_stage": 3, "gpus_per_node": 8, "micro_batch_size": 1, "seq_len": 2048}
     full = run_of({**d, "run": {"save": {"weights": "fsdp-full-no-offload"}}})["phases"]["save"]
     sharded = run_of({**d, "run": {"save": {"weights": "fsdp-sharded"}}})["phases"]["save"]
     layer = 2 * H * H + 2 * H * 1024 + 3 * H * I + 2 * H
     assert layer == 218_112_000
-    assert full["peak_allocated_bytes"] - sharded["peak_allocated_bytes"] == 4 * P + 4 * layer - 4 * (2 * V * H + H)
+    assert 2 * V * H + H > layer
+    assert full["peak_allocated_bytes"] - sharded["peak_allocated_bytes"] == 4 * P
 
 
 def test_cli_table_has_the_run_block(tmp_path, capsys):
@@ -209,6 +212,11 @@ def test_cli_table_has_the_run_block(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "run (whole process)" in out and "<- peak" in out
     assert "FITS THE STEP, runs out at the first evaluation: set per_device_eval_batch_size ≤" in out
+    header = next(line for line in out.splitlines() if line.startswith("run (whole process)"))
+    assert header.split()[-1] == "host"
+    save = next(line for line in out.splitlines() if line.strip().startswith("save "))
+    # the PEFT adapters on the host: fp32 x 41,943,040 = 167,772,160 B = 0.16 GiB
+    assert save.split()[4] == f"{4 * ADAPTERS / 2**30:.2f}" == "0.16"
 
 
 RUNS = st.fixed_dictionaries({}, optional={
@@ -283,3 +291,37 @@ def test_eval_logits_take_fresh_segments_beside_the_steps_cached_ones():
     # at the training batch the eval's blocks fit the step's: no fresh segments
     same = estimate(Plan.from_dict({**LORA_1GPU, "run": {"eval": {"batch_size": 1}}})).to_dict()
     assert same["run"]["phases"]["eval"]["peak_reserved_bytes"] == same["per_gpu"]["peak_reserved_bytes"]
+
+
+def test_eval_host_bytes_kept_predictions_by_hand():
+    """Llama 3.1 8B LoRA, one GPU, bf16 autocast, eval batch 8 at s 2048, 64 samples = 8 eval steps of 16,384
+    tokens. compute_metrics without eval_accumulation_steps: nested_numpify of the one block, its bf16 host copy
+    (2·V B a token) beside the fp32 arrays (4·V) and the int64 labels (8); with eval_accumulation_steps 2 the last
+    numpy concat holds old + new + result, twice the arrays; argmax keeps int64 ids and labels (16 B a token)."""
+    tokens = 8 * 16_384
+    base = {**LORA_1GPU, "precision": "bf16-mixed"}
+    ev = {"batch_size": 8, "logits": "accumulate", "samples": 64}
+    one_block = run_of({**base, "run": {"eval": ev}})["phases"]["eval"]["host_bytes"]
+    assert one_block == tokens * (4 * V + 8) + tokens * 2 * V == 131_072 * 769_544 == 100_865_671_168
+    concat = run_of({**base, "run": {"eval": {**ev, "accumulation_steps": 2}}})["phases"]["eval"]["host_bytes"]
+    assert concat == 2 * 131_072 * (4 * 128_256 + 8) == 134_488_260_608
+    ids = run_of({**base, "run": {"eval": {**ev, "logits": "argmax"}}})["phases"]["eval"]["host_bytes"]
+    assert ids == 131_072 * 16 == 2_097_152
+    loss = run_of({**base, "run": {"eval": {"batch_size": 8}}})["phases"]["eval"]["host_bytes"]
+    assert loss == 0
+
+
+def test_save_host_bytes_by_writer_by_hand():
+    """Rank 0's host at a save. HF single-GPU full fine-tune in bf16: the safetensors state dict, 2 B x P =
+    16,060,522,496; LoRA (fp32 adapters): the adapters, 4 x 41,943,040 = 167,772,160; ZeRO-3 16-bit gather over 8
+    GPUs: 2P; ZeRO-3 partitions: torch.save's largest storage, rank 0's fp32 partition 4 x P / 8 = 4,015,130,624."""
+    full = {"framework": "single", "gpus_per_node": 1, "method": "full", "precision": "bf16-pure",
+            "gpu": "h200-sxm-141gb", "activation_checkpointing": "full"}
+    assert run_of(full)["phases"]["save"]["host_bytes"] == 2 * P == 16_060_522_496
+    assert run_of({**LORA_1GPU, "precision": "bf16-mixed"})["phases"]["save"]["host_bytes"] == 4 * ADAPTERS \
+        == 167_772_160
+    z3 = {"framework": "deepspeed", "zero_stage": 3, "gpus_per_node": 8, "method": "full", "precision": "bf16-mixed",
+          "gpu": "h200-sxm-141gb", "activation_checkpointing": "full"}
+    assert run_of(z3)["phases"]["save"]["host_bytes"] == 2 * P
+    parts = run_of({**z3, "run": {"save": {"weights": "zero3-partitions"}}})["phases"]["save"]["host_bytes"]
+    assert parts == 4 * P // 8 == 4_015_130_624

@@ -220,3 +220,80 @@ def test_engine_run_phases_within_3_percent(path):
             misses.append(f"{name}: engine {got / 2**30:.3f} GiB vs traced {want / 2**30:.3f} GiB "
                           f"({(got - want) / want:+.1%})")
     assert not misses, "\n".join(misses)
+
+
+def _host_expected(name: str, phase: str, traced: int) -> int:
+    """What the engine's host bytes must be for a traced phase: the trace's, except where a CPU rank cannot see a
+    copy a GPU makes. nested_numpify's `t.cpu()` of the bf16 logits is a host copy on a GPU and a no-op on a CPU
+    rank: the accumulate fixture's 2 eval steps x 8 x 512 x V x 2 B are added; its 16 per-sample fp32 losses
+    (64 B) are not counted by the engine."""
+    if name == "fsdp-small-sharded" and phase == "save":
+        # ShardedTensor.cpu() returns the tensor itself when every shard is on the CPU: the trace keeps rank 0's
+        # chunk clones (4P/N in fp32) as device storages, which a GPU moves to the host (_sharded_post_state_dict_hook)
+        assert traced == 0
+        return 4 * P_SMALL // 2
+    if name == "l1b-full-pure-s512-eval-accumulate" and phase == "eval":
+        assert traced == 16 * 512 * V * 4 + 16 * 512 * 8 + 64          # fp32 logits, int64 labels, losses
+        return traced - 64 + 2 * 8 * 512 * V * 2
+    return traced
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=_id)
+def test_engine_host_bytes_per_phase(path):
+    """Each traced save and eval phase's host bytes on the busiest rank (rank 0): the HF Trainer's safetensors
+    shard (2P) or adapters, the ZeRO-3 16-bit gather's 2P on rank 0, the offloaded FULL_STATE_DICT's 4P + the
+    root unit's host copy, nested_numpify's arrays. `load` is left out: the probes' ranks build a random model
+    (no checkpoint read), the HF runs load from safetensors by mmap (file pages, counted as none)."""
+    fx = _load(path)
+    run, _ = _engine_run(fx["plan"])
+    misses = []
+    for name, ph in fx["phases"].items():
+        if name not in ("save", "eval") or name not in run["phases"]:
+            continue
+        traced = max(r["host_bytes"] for r in ph["ranks"]) if "ranks" in ph else ph["host_bytes"]
+        want = _host_expected(_id(path), name, traced)
+        got = run["phases"][name]["host_bytes"]
+        if abs(got - want) > TOL * want + 64:
+            misses.append(f"{name}: engine host {got} B vs {want} B")
+    assert not misses, "\n".join(misses)
+
+
+@pytest.mark.parametrize("name", ["fsdp-small-full-offload", "fsdp-small-full-no-offload", "fsdp-small-sharded"])
+def test_engine_fsdp1_saves_on_the_device(name):
+    """The FSDP probe's saves, busier rank, against the engine's save phase (less the cuBLAS workspace a CPU rank
+    has not). The root's pre-state-dict hook frees every flat gradient before any unit is unsharded, so each save
+    starts from the resident 12P/N = 41,793,704 B: offloaded FULL_STATE_DICT + the root unit unsharded (4 x 4,194,560);
+    without offload + every clone 4P and the root unit; SHARDED + the root unit, where the trace also holds rank 0's
+    chunk clones 4P/N = 13,931,008 B that ShardedTensor.cpu() leaves in place on a CPU rank (host on a GPU)."""
+    fx = _fx(name)
+    run, ws = _engine_run(fx["plan"])
+    eng = run["phases"]["save"]
+    got = eng["peak_allocated_bytes"] - min(ws, eng["components"].get("runtime", 0))
+    traced = max(r["peak_bytes"] for r in fx["phases"]["save"]["ranks"])
+    resident = 12 * P_SMALL // 2
+    want = {"fsdp-small-full-offload": resident + 4 * ROOT_UNIT,
+            "fsdp-small-full-no-offload": resident + 4 * P_SMALL + 4 * ROOT_UNIT,
+            "fsdp-small-sharded": resident + 4 * ROOT_UNIT}[name]
+    clones_on_cpu_rank = 4 * P_SMALL // 2 if name == "fsdp-small-sharded" else 0
+    assert traced == pytest.approx(want + clones_on_cpu_rank, abs=1024)
+    assert got == pytest.approx(want, rel=0.01)
+
+
+@pytest.mark.parametrize("path", [p for p in FIXTURES if "probe" not in _load(p)], ids=_id)
+def test_engine_eval_reserved_within_3_percent(path):
+    """max_memory_reserved at the HF eval (the allocator replay's): the step's segments plus the fresh ones the eval's
+    logits open; with `compute_metrics` the concatenated logits (2 batches: 2 x 8 x 512 x V x 2 B) stay allocated
+    while the next batch's loss runs and take segments of their own (the accumulate fixture reserves 2,004 MiB more
+    than the loss-only one)."""
+    fx = _load(path)
+    if "eval" not in fx["phases"]:
+        pytest.skip("no eval phase")
+    run, _ = _engine_run(fx["plan"])
+    got, want = run["phases"]["eval"]["peak_reserved_bytes"], fx["phases"]["eval"]["peak_reserved_bytes"]
+    assert abs(got - want) <= TOL * want, (got / 2**20, want / 2**20)
+
+
+def test_accumulated_logits_reserve_their_own_segments():
+    acc = _fx("l1b-full-pure-s512-eval-accumulate")["phases"]["eval"]["peak_reserved_bytes"]
+    loss = _fx("l1b-full-pure-s512-eval-loss")["phases"]["eval"]["peak_reserved_bytes"]
+    assert acc - loss == pytest.approx(2 * 8 * 512 * V * 2, rel=0.001)

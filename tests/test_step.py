@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import dataclasses
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -215,3 +216,40 @@ def test_throughput_data_is_sourced_and_parses():
         assert r["source_url"].startswith("https://") and r["quote"].strip()
         assert r["measured_tokens_per_s_per_gpu"] > 0
         Plan.from_dict(r["plan"])
+
+
+def test_untraced_model_family_warns_naming_what_the_step_assumed():
+    # a Mamba config: its selective-scan mixers are in no op log, so the step prices its layers as Llama layers
+    # and says so; a traced family (Llama preset, GPT-2) warns nothing
+    mamba = {"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24, "vocab_size": 50280,
+             "state_size": 16, "expand": 2, "conv_kernel": 4}
+    base = {"gpus_per_node": 1, "framework": "single", "zero_stage": 0, "gradient_accumulation_steps": 1,
+            "seq_len": 1024, "micro_batch_size": 1}
+    est = estimate(Plan.from_dict({**base, "model": mamba}), search_min_gpus=False)
+    w = [x for x in est.warnings if x.id == "step-model-assumed"]
+    assert len(w) == 1 and "mamba" in w[0].message and "Llama decoder layer" in w[0].message
+    for model in ("llama-3.2-1b", {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+                                   "vocab_size": 50257}):
+        est = estimate(Plan.from_dict({**base, "model": model}), search_min_gpus=False)
+        assert not [x for x in est.warnings if x.id == "step-model-assumed"]
+
+
+def test_gemma2_extra_norms_are_priced_not_warned():
+    # Gemma 2's four norms a layer: two more RMSNorms over h than the traced Llama layer, each 36 B per element
+    # forward and 83 B backward (kernels.EXTRA_NORM, the traced RMSNorm's per-element cost)
+    from zerocalc.step.ops import model_assumptions, micro_step
+    from zerocalc.step.rates import gpu_rates
+    g2 = {"model_type": "gemma2", "hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8,
+          "num_key_value_heads": 4, "head_dim": 256, "intermediate_size": 9216, "vocab_size": 256000}
+    arch = resolve_model(g2)
+    assert arch.norms_per_layer == 4 and model_assumptions(arch) == ()
+    p = Plan.from_dict({"model": g2, "gpus_per_node": 1, "framework": "single", "zero_stage": 0,
+                        "precision": "bf16-pure", "micro_batch_size": 1, "seq_len": 1024,
+                        "gradient_accumulation_steps": 1})
+    rates = gpu_rates(p)
+    two = micro_step(dataclasses.replace(arch, norms_per_layer=2), p, rates)
+    four = micro_step(arch, p, rates)
+    # 1024 tokens x 26 layers x 2 norms x 2304 x 36 B forward, at 65 % of the A100's 2039 GB/s
+    want = 1024 * 26 * 2 * 2304 * 36 / (0.65 * 2039e9)
+    assert four.forward.memory_s - two.forward.memory_s == pytest.approx(want, rel=1e-9)
+    assert four.forward.kernels - two.forward.kernels == 26 * 2 * 4

@@ -203,7 +203,48 @@ def section_batch(p: dict) -> str:
             + _field("attention", "Attention", _choices("attention", P.ATTENTIONS, p["attention"], LABELS["attention"]))
             + _field("loss", "Loss", _choices("loss", P.LOSSES, p["loss"], LABELS["loss"]))
             + '</div>'
-            + _check("activation_offloading", "Offload saved activations to host RAM", p["activation_offloading"]))
+            + _check("activation_offloading", "Offload saved activations to host RAM", p["activation_offloading"])
+            + section_data(p))
+
+
+LENGTH_LABELS = (("", "fixed: every batch seq_len long (packed, or padded to max_length)"),
+                 ("padded-longest", "padded to each batch's longest sample (HF's default collators)"),
+                 ("padding-free", "padding-free: the samples concatenated (TRL padding_free, varlen)"))
+
+
+def section_data(p: dict) -> str:
+    """plan-v1 Extension 6 under "data": the collator's batch shapes, the sample lengths (mean / p99, or pasted:
+    a histogram or a list of lengths, which app/data_view.py turns into data.histogram), the allocator. Empty
+    fields are not sent (the plan's defaults: fixed lengths, the trainer's allocator)."""
+    d, a = p.get("data") or {}, p.get("allocator") or {}
+    lengths = "" if d.get("lengths", "fixed") == "fixed" else d["lengths"]
+    exp = a.get("expandable_segments", "auto")
+    hist = json.dumps(d["histogram"], separators=(",", ":")) if d.get("histogram") else ""
+    grid = (_field("data.lengths", "Batches (the collator)", _select("data.lengths", LENGTH_LABELS, lengths))
+            + _field("data.mean_len", "Mean sample length", _number("data.mean_len", d.get("mean_len"), "int", "tokens"))
+            + _field("data.p99_len", "99th percentile length", _number("data.p99_len", d.get("p99_len"), "int", "tokens"),
+                     "empty: seq_len")
+            + _field("allocator.expandable_segments", "Expandable segments",
+                     _select("allocator.expandable_segments", (("", "the trainer's (torchtune: on)"), ("true", "on"),
+                                                               ("false", "off")),
+                             "" if exp == "auto" else str(exp).lower(), "tribool"),
+                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+            + _field("allocator.max_split_size_mb", "max_split_size_mb",
+                     _number("allocator.max_split_size_mb", a.get("max_split_size_mb"), "int", "none"),
+                     "in PYTORCH_CUDA_ALLOC_CONF; at least 20")
+            + _field("allocator.empty_cache_every", "empty_cache() every N steps",
+                     _number("allocator.empty_cache_every", a.get("empty_cache_every"), "int", "never"),
+                     "HF torch_empty_cache_steps"))
+    hist_field = _field("data.histogram", "Or paste the lengths: a list, or a histogram",
+                        f'<textarea id="f-data.histogram" name="data.histogram" data-type="str" rows="2" '
+                        f'spellcheck="false" autocomplete="off" '
+                        f'placeholder="512, 730, 2048, … or [[512, 60], [2048, 30], [4096, 10]]">{e(hist)}</textarea>',
+                        'One length per sample, separated by commas or newlines, or as JSON: [len(x) for x in '
+                        'ds["input_ids"]], a histogram [[length, count], ...] or {length: count}. Lengths over '
+                        'seq_len count as seq_len (truncation). Used instead of the mean and p99.', "wide")
+    return (f'<details class="knobs" id="data-box"><summary>Data lengths and the allocator over the run</summary>'
+            f'<div class="grid">{grid}</div>{hist_field}'
+            f'<p class="hint" id="data-summary" aria-live="polite" data-view="data.summary"></p></details>')
 
 
 SOFTWARE_LABELS = {
@@ -341,6 +382,28 @@ def run_chart(chart) -> str:
                    f'<text class="val" x="{b["x"] + b["w"] / 2}" y="{b["y"] - 4}">{e(b["text"])}</text>'
                    f'<text class="lab" x="{b["x"] + b["w"] / 2}" y="{chart["height"] - 6}">{e(b["label"])}</text></g>')
     return "".join(out)
+
+
+SVG_TAGS = ("line", "text", "polyline", "circle")
+
+
+def svg_marks(marks) -> str:
+    """SVG elements given as {tag, attrs, text} (app/data_view.py reserved_chart), escaped; assets/app.js builds
+    the same with createElementNS."""
+    out = []
+    for m in marks:
+        tag = m["tag"]
+        assert tag in SVG_TAGS, tag
+        attrs = "".join(f' {e(k)}="{e(v)}"' for k, v in m["attrs"].items())
+        out.append(f'<{tag}{attrs}>{e(m.get("text", ""))}</{tag}>')
+    return "".join(out)
+
+
+def table_html(t) -> str:
+    """A chart's hidden table ({caption, header, rows}): the same numbers as the chart, for screen readers."""
+    head = "".join(f'<th scope="col">{e(h)}</th>' for h in t["header"])
+    rows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in t["rows"])
+    return f'<caption>{e(t["caption"])}</caption><tr>{head}</tr>{rows}'
 
 
 def checklist(warnings) -> str:

@@ -19,6 +19,8 @@ from zerocalc.presets import GPUS, MODELS
 
 from zerocalc.units import GIB
 
+from .data_view import lengths_summary, normalise_lengths, reserved_chart
+
 # Component order and labels of the breakdown (estimate key per_gpu.components.<name>).
 COMPONENTS = (
     ("weights", "Weights"),
@@ -295,6 +297,7 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
     parts, said = step_parts(est.get("step") or {})
     views["step.time"] = {"text": f"{(est.get('step') or {}).get('time_s', 0.0):.3g}"}
     views["step.breakdown"] = {"text": said}
+    views["data.summary"] = {"text": lengths_summary(plan)}
     warnings = [{"id": str(w.get("id", "")), "severity": str(w.get("severity", "info")),
                  "message": str(w.get("message", "")), "fix": str(w.get("fix") or "")}
                 for w in est.get("warnings", [])]
@@ -307,6 +310,7 @@ def view(plan: Plan, errors: Mapping[str, str] | None = None) -> dict:
         "view": views,
         "components": components,
         "run": run_chart(est),
+        "reserved": reserved_chart(est, plan.data.lengths),
         "step_parts": parts,
         "capacity_pct": round(100 * cap / scale, 3),
         "usage_pct": round(100 * used / scale, 3),
@@ -340,5 +344,10 @@ def fit_targets(plan: Plan) -> Plan:
 
 def compute(request: Mapping) -> dict:
     """{'plan': plan-v1 dict from the form, 'good': last good full plan dict or None} -> view."""
-    plan, errors = parse_with_recovery(request.get("plan", {}), request.get("good"))
-    return view(fit_targets(plan), errors)
+    data, good = request.get("plan", {}), request.get("good") or _DEFAULT_DICT
+    pasted = {}
+    if isinstance(data, Mapping):   # the data box's pasted lengths -> data.histogram (app/data_view.py)
+        data = json.loads(json.dumps(data))
+        pasted = normalise_lengths(data, good)
+    plan, errors = parse_with_recovery(data, good)
+    return view(fit_targets(plan), {**pasted, **errors})

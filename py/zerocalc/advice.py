@@ -57,6 +57,14 @@ def warnings(est: Estimate) -> list[Warning]:
         # no silent fallbacks (issue 23): a GPU without rates is priced at another part's, and says so
         out.append(_w("step-rates-assumed", "warning", "Step time assumes: " + "; ".join(step.warnings) + ".",
                       "Give the GPU object bf16_dense_tflops, memory_bandwidth_gb_s and compute_capability."))
+    if step is not None and getattr(step, "model_warnings", ()):
+        out.append(_w("step-model-assumed", "warning", "Step time assumes: " + "; ".join(step.model_warnings) + ".",
+                      "Read the step time as an estimate from a similar traced architecture."))
+    if arch.support != "exact":
+        # Extension 8: an exact parameter count with approximate activations is said where users read, not only in
+        # the JSON's model_support (an untraced block can be far off: docs/architectures, issue 20)
+        out.append(_w("model-approximate", "warning", f"{arch.name}: {arch.support}.",
+                      "Read weights, gradients and optimizer states as exact and the activations as an estimate."))
     maxpos = arch.max_positions
     if isinstance(maxpos, int) and plan.seq_len > maxpos:
         out.append(_w("seq-exceeds-positions", "warning",

@@ -145,12 +145,12 @@ def format_run(d: dict) -> list[str]:
     if not run:
         return []
     cap = d["capacity_bytes"]
-    lines = [f"{'run (whole process)':<28}{'alloc':>8}{'reserved':>10}{'nvidia-smi':>11}"]
+    lines = [f"{'run (whole process)':<28}{'alloc':>8}{'reserved':>10}{'nvidia-smi':>11}{'host':>8}"]
     for name, p in run["phases"].items():
         mark = " <- peak" if name == run["peak_phase"] else ""
         over = "  OVER" if p["device_used_bytes"] > cap else ""
         lines.append(f"  {name:<26}{_gib(p['peak_allocated_bytes'])}{_gib(p['peak_reserved_bytes']):>10}"
-                     f"{_gib(p['device_used_bytes']):>11}  {p['note']}{mark}{over}")
+                     f"{_gib(p['device_used_bytes']):>11}{_gib(p['host_bytes']):>8}  {p['note']}{mark}{over}")
     return lines + [""]
 
 

@@ -18,6 +18,7 @@ from .hardware import GpuSpec, gpu_spec
 from .postplan import check_post_training, parse_post_training, post_training_to_dict
 from .runplan import RunSettings, parse_run, run_to_dict
 from .stack import BOOL_KEYS, StackSettings, check_stack, parse_stack
+from .visionsettings import VisionSettings, parse_vision, vision_dict
 from .values import (check_bool, check_choice, check_int, check_mapping, check_number, reject_unknown,
                      show)
 from .values import freeze as _freeze, thaw as _thaw
@@ -110,6 +111,7 @@ class Plan:
     data: DataSettings = DataSettings()                # Extension 6 (datasettings.py)
     allocator: AllocatorSettings = AllocatorSettings()  # Extension 6
     run: RunSettings = RunSettings()           # Extension 5; omitted keys take the trainer's defaults
+    vision: VisionSettings = VisionSettings()  # Extension 8 (visionsettings.py)
     post_training: Any = None                  # Extension 7 (postplan.py): PostTraining, or None (SFT / pre-training)
 
     @cached_property
@@ -295,6 +297,8 @@ def parse_plan(data: Any) -> Plan:
     )
     if "data" in data:
         plan = replace(plan, data=parse_data(data["data"], plan.seq_len))
+    if "vision" in data:
+        plan = replace(plan, vision=parse_vision(data["vision"], plan.seq_len))
     _check_consistency(plan)
     return plan
 
@@ -328,6 +332,26 @@ def _check_consistency(plan: Plan) -> None:
         raise PlanError("run.merge_at_end", "a merge needs LoRA adapters (method lora or qlora), not method full")
     check_stack(plan)
     check_post_training(plan)
+    _check_vision(plan)
+
+
+def _check_vision(plan: Plan) -> None:
+    """Extension 8: the vision keys need a model with a tower; LoRA in the tower needs a LoRA method."""
+    v = plan.vision
+    if v == VisionSettings():
+        return
+    if plan.vision.trainable == "lora" and plan.method == "full":
+        raise PlanError("vision.trainable", "lora puts adapters in the tower: it needs method lora or qlora")
+    arch = plan.arch
+    if not any(t.component in ("vision", "projector", "audio") for t in arch.tensors):
+        key = next(k for k in ("trainable", "images_per_sample", "tokens_per_sample")
+                   if getattr(v, k) != getattr(VisionSettings(), k))
+        raise PlanError(f"vision.{key}", f"model {arch.name!r} ({arch.model_type}) has no vision or audio tower")
+    if v.images_per_sample and arch.tower is None:
+        raise PlanError("vision.images_per_sample", f"the tower activations of model_type {arch.model_type!r} "
+                        "are not modelled (modelled: the CLIP and SigLIP towers of LLaVA, LLaVA-NeXT, "
+                        "LLaVA-OneVision, Gemma 3, ShieldGemma 2 and PaliGemma); set 0 to leave them out")
+
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -355,6 +379,10 @@ def plan_to_dict(plan: Plan) -> dict:
             if v is None:
                 continue              # Extension 7: omitted for a plan without post-training
             v = post_training_to_dict(v)
+        elif isinstance(v, VisionSettings):
+            if v == VisionSettings():
+                continue              # Extension 8 keys: omitted at their defaults
+            v = vision_dict(v)
         elif isinstance(v, RunSettings):
             v = run_to_dict(v)
             if not v:

@@ -7,10 +7,12 @@ The 2.x message names this process's whole footprint ("this process has X in use
 total - free - X is other processes alone.
 
 Fragmentation: when reserved-but-unallocated >= the request, the cache held enough bytes but no block big
-enough; ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` (PyTorch >= 2.1) lets segments grow instead.
+enough; ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` (PyTorch >= 2.1) lets segments grow instead
+(fragmentation.py: how far the run got, the remedies, the plan's predicted growth).
 """
 from __future__ import annotations
 
+from . import fragmentation as frag
 from .phase import run_phase
 from .sizes import format_gib as g
 
@@ -57,7 +59,8 @@ def is_fragmented(o) -> bool:
             and o.reserved_unallocated_bytes >= o.tried_to_allocate_bytes > 0)
 
 
-def cuda_oom_findings(o, device) -> list:
+def cuda_oom_findings(o, device, prog=None) -> list:
+    """What the OOM message says, quantified; `prog` (fragmentation.progress) is how far the run got."""
     out = []
     where = device or "the GPU"
     if o.tried_to_allocate_bytes is None:
@@ -90,9 +93,7 @@ def cuda_oom_findings(o, device) -> list:
                       "big - shrink the micro batch or sequence, or the tensor's dimension (chunk the loss or the "
                       "attention)"))
     if is_fragmented(o):
-        out.append(_f("fragmentation", "warning",
-                      f"{g(o.reserved_unallocated_bytes)} was cached by PyTorch but unallocated, more than the "
-                      f"{g(t)} requested: fragmentation; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"))
+        out.append(_f("fragmentation", "warning", frag.message(o, prog)))
     other = other_memory(o)
     limit = OTHER_PROCESS_MIN if _names_this_process(o) else OTHER_PROCESS_MIN + CONTEXT_ALLOWANCE
     if other is not None and other >= limit:

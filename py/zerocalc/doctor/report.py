@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass, field
 
 from .. import estimate
-from . import candidates, classify, findings
+from ..datasettings import expandable
+from . import candidates, classify, findings, fragmentation
 from .oom import MENTIONED, OomNumbers, parse_oom
 from .phase import run_phase
 from .sizes import format_gib as g
@@ -266,9 +267,14 @@ def diagnose(text: str, plan=None) -> Diagnosis:
     est = estimate(plan, search_min_gpus=False).to_dict() if plan is not None else None
     out, changes = [], {}
     if kind == "cuda_oom":
-        out = findings.cuda_oom_findings(oom, device)
+        prog = fragmentation.progress(text, stop)
+        out = findings.cuda_oom_findings(oom, device, prog)
         if est is not None:
             out += findings.plan_findings(oom, phase, est)
+            late_frag = findings.is_fragmented(oom) and fragmentation.is_late(prog)
+            exp_est = _expandable_estimate(plan) if findings.is_fragmented(oom) else None
+            if findings.is_fragmented(oom):
+                out += fragmentation.plan_findings(oom, prog, est, plan.data.lengths, exp_est)
             need = findings.need_bytes(oom, est, phase)
             opts = candidates.eval_search(plan, need) if run_phase(phase) == "eval" else []
             opts = opts or candidates.search(plan, need)
@@ -276,7 +282,10 @@ def diagnose(text: str, plan=None) -> Diagnosis:
             for o in opts:
                 out.append(_f("option", "info", f"{o.label}: {g(o.device_used_bytes)} {where}, "
                               f"{g(o.saves_bytes)} less (needed {g(need)})"))
-            if opts:
+            if late_frag and exp_est is not None and (est["fits"] or est["run"].get("fragmentation_oom_step")):
+                # a late fragmentation OOM of a plan whose step fits: the allocator is the change, not the plan
+                changes = {"allocator": {**plan.to_dict().get("allocator", {}), "expandable_segments": True}}
+            elif opts:
                 changes = dict(opts[0].changes)
             else:
                 out.append(_f("no_option", "warning",
@@ -296,6 +305,14 @@ def diagnose(text: str, plan=None) -> Diagnosis:
                      host_tried_to_allocate_bytes=(int(classify.CPU_ALLOC.search(text).group(1))
                                                    if sub == "cpu_allocator" else None),
                      subkind=sub, phase_evidence=evidence)
+
+
+def _expandable_estimate(plan) -> dict | None:
+    """The plan's estimate with expandable segments on, or None when its trainer already runs with them."""
+    if expandable(plan.allocator, plan.stack.trainer):
+        return None
+    alloc = {**(plan.to_dict().get("allocator") or {}), "expandable_segments": True}
+    return estimate(plan.with_changes(allocator=alloc), search_min_gpus=False).to_dict()
 
 
 _PHASE_WORDS = {"load": "loading the model", "init": "the engine's set-up (after loading, before training)",

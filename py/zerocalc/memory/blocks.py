@@ -221,7 +221,10 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     """Saved bytes of one Llama-lineage decoder block (Llama, Mistral, Qwen, Gemma, OLMo 2, Phi-3, MoE)."""
     ss = SavedSet()
     h, gemma = arch.hidden_size, arch.family == "gemma"
-    lins = {lin.name: lin for lin in linears}
+    # the routed experts' fused linears (count = E) apart from the block's own: a shared expert's down_proj
+    # (DeepSeek, Qwen2-MoE, GLM-4.5) has the routed one's name and must not hide it
+    lins = {lin.name: lin for lin in linears if lin.count == 1}
+    experts = {lin.name: lin for lin in linears if lin.count > 1}
     ads = {ad.name: ad for ad in adapters}
     e_lin = c.res                                            # norm outputs carry the residual dtype
     x = "resid"
@@ -267,7 +270,7 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
         y2 = rmsnorm(ss, _no_first(c), "pre_ff_norm", "resid2", h, gemma)
     else:
         y2 = rmsnorm(ss, _no_first(c), "ln2", "resid2", h, gemma)
-    if arch.moe and "down_proj" in lins and lins["down_proj"].count > 1:
+    if arch.moe and "down_proj" in experts:
         _moe(ss, _no_first(c), arch, y2, e_lin, lins, ads)
     elif not arch.gated_mlp:
         # Starcoder2's c_fc -> GELU -> c_proj (not traced: counted as the classic blocks' fused GELU)

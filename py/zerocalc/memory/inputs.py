@@ -14,11 +14,12 @@ from ..plan import Plan
 from . import deepspeed as ds
 from .activations import Activations, activations
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
-from .logits import Logits, logits
+from .logits import Logits, chunked_head_grads, logits
 from .lora import (block_linears_per_layer, largest_quantized_matrix, layer_adapters, modules_to_save_numel,
                    qlora_base_bytes, quantized_linear_bytes)
 from .precision import Dtypes, dtypes_for, module_dtypes
 from .stack import Stack, effective_stack
+from .vision import tower_adapters, tower_saved_bytes, tower_tensors
 from .terms import ALL, BWD_END, FWD_BWD, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, Term, gpu
 
 
@@ -44,12 +45,20 @@ def step_inputs(plan: Plan) -> StepInputs:
     dt = dtypes_for(plan, stack)
     # LitGPT's convert_hf_checkpoint gives a tied model its own lm_head (a copy of the embedding)
     head_copy = arch.vocab_size * arch.hidden_size if stack.separate_lm_head else 0
+    tower = tower_tensors(arch) if arch.tower is not None or plan.vision.trainable != "frozen" else ()
     if plan.method == "full":
         sizes, shapes = arch.tensor_sizes, arch.tensor_shapes
+        frozen_bytes, frozen_numel, frozen_sizes = 0, 0, ()
+        if tower and plan.vision.trainable == "frozen":
+            # freeze_vision_tower / freeze_multi_modal_projector: the tower stays in the weight dtype, untrained
+            kept = [t for t in arch.tensors if t.component not in ("vision", "projector", "audio")]
+            sizes, shapes = tuple(t.numel for t in kept), tuple((t.shape, t.numel) for t in kept)
+            frozen_numel = sum(t.numel for t in tower)
+            frozen_bytes = frozen_numel * dt.weight
+            frozen_sizes = tuple(max(1, t.numel * dt.weight // 2) for t in tower)
         if head_copy:
             sizes, shapes = sizes + (head_copy,), shapes + (((arch.vocab_size, arch.hidden_size), head_copy),)
         tr = ds.Trainable(sizes, "weights", "gradients", "optimizer_states")
-        frozen_bytes, frozen_numel, frozen_sizes = 0, 0, ()
     else:
         ad_sizes, ad_shapes = [], []
         for lins in block_linears_per_layer(arch):
@@ -60,14 +69,22 @@ def step_inputs(plan: Plan) -> StepInputs:
             r = plan.lora.rank
             ad_sizes += [r * arch.hidden_size, arch.vocab_size * r]
             ad_shapes += [((r, arch.hidden_size), r * arch.hidden_size), ((arch.vocab_size, r), arch.vocab_size * r)]
+        for d_in, d_out in tower_adapters(arch, plan):
+            r = plan.lora.rank
+            ad_sizes += [r * d_in, d_out * r]
+            ad_shapes += [((r, d_in), r * d_in), ((d_out, r), d_out * r)]
         saved = modules_to_save_numel(arch, plan)
+        if plan.vision.trainable == "full":
+            # the tower and projector trained in full in place, in the adapters' group (dtype and optimizer)
+            saved += sum(t.numel for t in tower)
         if saved:
             # trained in full beside the adapters, counted in the adapters' group (their dtype and optimizer)
             ad_sizes.append(saved)
             ad_shapes.append(((saved,), saved))
         tr = ds.Trainable(tuple(ad_sizes), "lora_adapters", "lora_adapters", "lora_adapters")
         shapes = tuple(ad_shapes)
-        frozen_numel = arch.total_params + head_copy
+        frozen_numel = arch.total_params + head_copy - (sum(t.numel for t in tower)
+                                                        if plan.vision.trainable == "full" else 0)
         if plan.method == "qlora" and stack.trainer == "litgpt" and arch.causal_lm:
             # Fabric's BitsandbytesPrecision converts every nn.Linear, lm_head (LitGPT's own copy of a tied
             # embedding, or the untied head among the kept tensors) included (traced: lit-l1b-qlora)
@@ -79,6 +96,8 @@ def step_inputs(plan: Plan) -> StepInputs:
             frozen_bytes = qlora_base_bytes(arch, plan, dt.frozen) + head_copy * dt.frozen
         else:
             frozen_bytes = frozen_numel * dt.frozen
+        if plan.method == "qlora" and plan.vision.trainable == "full":
+            frozen_bytes -= sum(t.numel for t in tower) * dt.frozen     # kept in 16-bit, now trained
         # ZeRO-3 partitions the frozen base too; in 16-bit element units (QLoRA's packed storage is
         # kept in a 16-bit quant_storage dtype so DeepSpeed can shard it)
         scale = frozen_bytes / max(1, frozen_numel * 2)
@@ -162,11 +181,17 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         gpu("head_activations", "activations", a.head_saved, {"fwd", "loss_bwd"}),
         gpu("logits_forward", "logits", lg.forward_peak, {"fwd"}),
         gpu("logits_backward", "logits", lg.backward_peak, {"loss_bwd"}),
+        gpu("head_chunk_grads", "gradients", chunked_head_grads(plan, si.arch, 2 if si.dt.autocast else si.dt.compute,
+                                                                si.dt.grad, si.stack), {"loss_bwd"}),
     ]
     if a.quant_inputs and si.stack.loop_keeps_output:
         # the previous step's out.loss keeps its graph, and so bitsandbytes' ctx-held inputs, until the next
         # forward returns (traced: tools/memtrace/golden/stacks l1b-qlora-mixed-bnb042-custom)
         t.append(gpu("previous_step_quant_inputs", "activations", a.quant_inputs, {"fwd"}))
+    tower = tower_saved_bytes(plan, si.arch, 2 if si.dt.autocast else si.dt.compute)
+    if tower:
+        # the tower runs first, so its saved tensors live until the very end of backward
+        t.append(gpu("vision_activations", "activations", tower, FWD_BWD))
     if lg.kept_by_loop:
         # the model output the loop still references: this step's from the loss on, the previous step's
         # during the next forward (rebound only when that forward returns)

@@ -21,7 +21,10 @@ shifts a copy of the logits instead of the labels.
   their 16-bit log_softmax c·n' are kept; backward holds them plus one chunk's two gradients.
 Chunked loss (`loss: chunked`: torchtune CEWithChunkedOutputLoss with 8 output chunks, compiled; LitGPT's
 chunked_cross_entropy; Liger/Cut-CE keep even less): the 16-bit logits of every chunk are kept for the
-backward, while the fp32 upcast, log-softmax and gradients exist for one chunk at a time.
+backward, while the fp32 upcast, log-softmax and gradients exist for one chunk at a time; compiled
+(`stack.compile: model+loss`, torchtune's `compile_loss` compiles `compute_cross_entropy` in place) each chunk's
+kernel keeps only per-row fp32 amax and log-sum-exp and writes the 16-bit gradient, one chunk at a time
+(traced on CPU inductor: tools/memtrace/compiled.py `chunked_ce_compiled`).
 Compiled loss (`stack.compile: model+loss`): inductor fuses log_softmax + nll into one kernel that keeps its
 input and a per-row fp32 logsumexp and recomputes the softmax in backward (modelled from the partitioner's
 rule of saving the inputs of fused regions; not traced).
@@ -64,6 +67,13 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         # saved; the bf16 chunks live until the recipe's `del logits` (traced: tt-l1b-full-chunked)
         return Logits(saved=4 * n, forward_peak=raw + 4 * n + 4 * n // CHUNKS,
                       backward_peak=4 * n + 8 * n // CHUNKS, kept_by_loop=0)
+    if plan.loss == "chunked" and stack.compile == "model+loss":
+        # each chunk's compiled upcast + cross-entropy keeps its 16-bit input and two fp32 values a row (amax and
+        # log-sum-exp) and writes the 16-bit gradient in one kernel: no chunk-sized fp32 tensor (traced:
+        # tools/memtrace/compiled.py chunked_ce_compiled, inductor's generated code)
+        rows = 8 * s * b
+        return Logits(saved=raw + rows, forward_peak=raw + rows, backward_peak=raw + rows + raw // CHUNKS,
+                      kept_by_loop=kept)
     if plan.loss == "chunked":
         return Logits(saved=raw, forward_peak=raw + 8 * n // CHUNKS, backward_peak=raw + 12 * n // CHUNKS,
                       kept_by_loop=kept)
@@ -99,3 +109,17 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         return Logits(saved=4 * n, forward_peak=max(raw + upcast, 8 * n), backward_peak=12 * n, kept_by_loop=0)
     saved = 4 * n + softcap
     return Logits(saved=saved, forward_peak=raw + upcast + saved, backward_peak=saved + 8 * n, kept_by_loop=kept)
+
+
+def chunked_head_grads(plan: Plan, arch: ModelArch, compute_bytes: int, grad_bytes: int, stack: Stack) -> int:
+    """Bytes beyond `backward_peak` while a trainable output projection back-propagates its chunks under the
+    compiled chunk loss (single GPU, DDP). Autograd runs every chunk's loss backward first (those nodes are the
+    newest), leaving the 16-bit logit gradients where the saved chunks were; then each chunk's projection: the
+    second chunk's weight gradient is computed while the first's waits in the accumulation buffer, so two
+    vocab x hidden gradients beside the gradients of the chunks not yet consumed (traced on FakeTensors with
+    the compiled kernel's buffers: tools/memtrace/compiled.py chunked_head_backward)."""
+    if not (plan.loss == "chunked" and stack.compile == "model+loss" and plan.method == "full" and arch.causal_lm
+            and plan.framework in ("single", "ddp")):
+        return 0
+    chunk = compute_bytes * plan.seq_len * plan.micro_batch_size * arch.vocab_size // CHUNKS
+    return max(0, 2 * grad_bytes * arch.vocab_size * arch.hidden_size - 2 * chunk)

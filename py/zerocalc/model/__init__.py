@@ -19,18 +19,24 @@ from .config import ConfigReader
 from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
 from .dbrx import dbrx
+from .decoders import DECODERS, SEQ2SEQ, bart_decoder, seq2seq
+from .encoders import ENCODERS, encoder_lm
+from .gptlike import GPTLIKE, gptlike
+from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
-from .hybrid import lfm2
+from .hybrid import lfm2, lfm2_moe
 from .ssm import falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
-T5 = {"t5", "mt5"}
+T5 = {"t5", "mt5", "umt5", "longt5"}
 SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehybrid": granitemoehybrid,
-       "lfm2": lfm2, "falcon_h1": falcon_h1, "jamba": jamba, "gemma4_text": gemma4_text,
-       "gemma4_unified_text": gemma4_unified_text}
+       "lfm2": lfm2, "lfm2_moe": lfm2_moe, "falcon_h1": falcon_h1, "jamba": jamba, "gemma4_text": gemma4_text,
+       "gemma4_unified_text": gemma4_unified_text,
+       # modeling_falcon_mamba.py: Mamba's mixer; its B / C / dt RMS norms have no weights
+       "falcon_mamba": lambda c: replace(mamba(c), model_type="falcon_mamba")}
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
-MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"}
+MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma"}
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4))
 
 
@@ -45,6 +51,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
     c = ConfigReader(cfg)
     if cfg.get("model_type") in GEMMA4 and not any(isinstance(cfg.get(k), Mapping) for k in TOWERS):
         return gemma4_without_towers(cfg)
+    if cfg.get("model_type") == "t5gemma":
+        return t5gemma(cfg)
     if is_composite(cfg) and cfg.get("model_type") not in MODELLED_TEXT:
         return composite(cfg, model_from_config)
     if not c.has("model_type"):
@@ -59,6 +67,14 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return SSM[model_type](c)
     if model_type == "dbrx":
         return dbrx(c)
+    if model_type in ENCODERS:
+        return encoder_lm(c, model_type)
+    if model_type in DECODERS:
+        return bart_decoder(c, model_type)
+    if model_type in SEQ2SEQ:
+        return seq2seq(c, model_type)
+    if model_type in GPTLIKE:
+        return gptlike(c, model_type)
     if model_type not in LLAMA_LIKE:
         raise PlanError("model.model_type", f"model_type {model_type!r} is not modelled; modelled: "
                                             + ", ".join(SUPPORTED_MODEL_TYPES))

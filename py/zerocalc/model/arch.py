@@ -74,6 +74,8 @@ class ModelArch:
     # "exact": the parameter count equals transformers' on the meta device (tests/test_architectures.py);
     # otherwise why not (Extension 8 `model_support`)
     support: str = "exact"
+    # the vision tower's activation shape (composite.tower_spec) where its activations are modelled, else None
+    tower: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:

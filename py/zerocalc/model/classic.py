@@ -154,8 +154,12 @@ def _classic_dropout(c: ConfigReader, model_type: str) -> float:
 
 
 def t5(c: ConfigReader, model_type: str) -> ModelArch:
-    """T5 / mT5 encoder-decoder (modeling_t5.py): no biases, RMS-style LayerNorm, gated-gelu for
-    v1.1/mT5/T0. num_layers counts encoder + decoder blocks."""
+    """T5 / mT5 / UMT5 / LongT5 encoder-decoder (modeling_t5.py, modeling_umt5.py, modeling_longt5.py with its
+    default local attention, whose LocalSelfAttention has T5's tensors): no biases, RMS-style LayerNorm,
+    gated-gelu for v1.1/mT5/T0. num_layers counts encoder + decoder blocks."""
+    if model_type == "longt5" and c.str("encoder_attention_type", "local") != "local":
+        raise PlanError("model.encoder_attention_type", "LongT5's transient-global attention (global relative bias "
+                                                        "and layer norm) is not modelled; local is")
     d = c.int("d_model", "hidden_size")
     n_enc = c.int("num_layers", "num_hidden_layers")
     n_dec = c.int("num_decoder_layers", default=n_enc)
@@ -175,7 +179,8 @@ def t5(c: ConfigReader, model_type: str) -> ModelArch:
             for name in ("q", "k", "v"):
                 b.linear(f"{p}.{att}.{name}", d, inner, "attention")
             b.linear(f"{p}.{att}.o", inner, d, "attention")
-            if first and att == "SelfAttention":
+            # UMT5Attention: a relative_attention_bias in every self-attention, not only the first block's
+            if (first or model_type == "umt5") and att == "SelfAttention":
                 b.param(f"{p}.{att}.relative_attention_bias", "weight",
                         c.int("relative_attention_num_buckets", default=32) * heads, "attention")
             b.norm(f"{p}.{att}.layer_norm", d)

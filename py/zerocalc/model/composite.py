@@ -12,8 +12,12 @@ from dataclasses import replace
 from typing import Callable, Mapping
 
 from ..errors import PlanError
-from .vision import (gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
-                     mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts, qwen2_audio_parts)
+from .config import ConfigReader
+from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
+                     mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
+from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
+from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
+                           vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
@@ -37,6 +41,10 @@ COMPOSITES = {
     "mistral3": (("pixtral",), "mistral", mistral3_parts, "top:True"),
     "internvl": (("internvl_vision",), "qwen2", internvl_parts, "top:True"),
     "qwen2_audio": (None, "qwen2", qwen2_audio_parts, "top:False"),
+    "voxtral": (None, "llama", voxtral_parts, "top:False"),
+    "audioflamingo3": (None, "qwen2", audioflamingo3_parts, "top:False"),
+    "musicflamingo": (None, "qwen2", audioflamingo3_parts, "top:False"),
+    "moss_transcribe_diarize": (None, "qwen3", moss_transcribe_parts, "top:False"),
     "llama4": (None, "llama4_text", llama4_parts, "top:False"),
     "glm4v": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "or"),
     "glm4v_moe": (None, "glm4v_moe_text", lambda cfg, h: glm4v_visual(cfg), "or"),
@@ -49,10 +57,19 @@ COMPOSITES = {
     "paddleocr_vl": (None, "paddleocr_vl_text", paddleocr_vl_parts, "or:True"),
     "minicpmv4_6": (("minicpmv4_6_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:False"),
     "muse_glimmer": (None, "muse_glimmer_text", muse_glimmer_parts, "top:False"),
+    "llava_onevision": (("siglip_vision_model",), "qwen2", llava_onevision_parts, "or"),
+    "vipllava": (("clip_vision_model",), "llama", vipllava_parts, "or"),
+    "video_llava": (("clip_vision_model",), "llama", video_llava_parts, "or"),
+    "aya_vision": (("siglip_vision_model",), "cohere2", aya_vision_parts, "or"),
+    "idefics3": (("idefics3_vision",), "llama", idefics3_parts, "or"),
+    "smolvlm": (("smolvlm_vision",), "llama", idefics3_parts, "or"),
+    "deepseek_vl": (("siglip_vision_model",), "llama", deepseek_vl_parts, "or"),
+    # ShieldGemma 2 is Gemma3ForConditionalGeneration under its own model_type (configuration_shieldgemma2.py)
+    "shieldgemma2": (("siglip_vision_model",), "gemma3_text", gemma3_parts, "top:True"),
 }
 
 
-AUDIO = ("qwen2_audio",)   # composites whose tower is an audio_config
+AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize")   # composites whose tower is an audio_config
 
 
 def is_composite(cfg: Mapping) -> bool:
@@ -87,7 +104,42 @@ def composite(cfg: Mapping, build: Callable):
         text["tie_word_embeddings"] = cfg.get("tie_word_embeddings", tie_rule == "top:True") is not False
     arch = build(text)
     extra = [replace(t, block="", layer=None) for t in parts_of(cfg, arch.hidden_size)]
-    return replace(arch, model_type=model_type, tensors=tuple(extra) + arch.tensors)
+    return replace(arch, model_type=model_type, tensors=tuple(extra) + arch.tensors, tower=tower_spec(cfg, arch.hidden_size))
+
+
+# composites whose tower is a CLIP / SigLIP ViT of fixed resolution, and the projector after it
+VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
+              "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma"}
+
+
+def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
+    """The shape of the vision tower's activations (memory/vision.py), read from the vision config by its
+    own field names with the tower config class's defaults (CLIPVisionConfig, SiglipVisionConfig):
+    width, MLP width, heads, the layers the selected features depend on, tokens per image (CLIP adds the
+    class token), whether the MLP is QuickGELU (x * sigmoid(1.702 x): three tensors of the MLP width kept)
+    or one GELU kernel (two), and the projector's kind. None where the tower's activations are not modelled."""
+    model_type = cfg.get("model_type")
+    projector = VIT_TOWERS.get(model_type)
+    if projector is None:
+        return None
+    v = ConfigReader(cfg["vision_config"])
+    kind = cfg["vision_config"].get("model_type")
+    if kind not in ("clip_vision_model", "siglip_vision_model"):     # LLaVA's default tower is CLIP's
+        kind = "clip_vision_model" if projector == "llava" else "siglip_vision_model"
+    d = TOWER_DEFAULTS[kind]
+    layers = v.int("num_hidden_layers", default=d["num_hidden_layers"])
+    patches = (v.int("image_size", default=d["image_size"]) // v.int("patch_size", default=d["patch_size"])) ** 2
+    feature = cfg.get("vision_feature_layer", -2) if projector == "llava" else -1
+    deepest = max(feature) if isinstance(feature, list) else feature
+    run = layers + 1 + deepest if deepest < 0 else deepest        # hidden_states[k]: the output of layer k - 1
+    act = v.str("hidden_act", "quick_gelu" if kind == "clip_vision_model" else "gelu_pytorch_tanh")
+    return {"kind": kind, "hidden": v.int("hidden_size", default=d["hidden_size"]),
+            "inter": v.int("intermediate_size", default=d["intermediate_size"]),
+            "heads": v.int("num_attention_heads", default=12), "layers_run": max(0, min(layers, run)),
+            "patches": patches, "cls": kind == "clip_vision_model", "mlp_tensors": 3 if act == "quick_gelu" else 2,
+            "features": len(feature) if isinstance(feature, list) else 1, "projector": projector,
+            "text_hidden": text_hidden,
+            "tokens_per_image": ConfigReader(cfg).int("mm_tokens_per_image", default=256)}
 
 
 # a composite's config.json keeps only the text_config fields that differ from the text config class's

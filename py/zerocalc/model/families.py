@@ -42,7 +42,8 @@ BASE = MappingProxyType({
     "linear_attn": "",                        # "" | "fused" (Qwen3-Next) | "split" (Qwen3.5) | "lightning"
                                               # (MiniMax): hybrid.py
     "q_gate": False,                          # q_proj also projects the output gate (2 x heads x head_dim)
-    "o_gate": False,                          # a separate self_attn.gate_proj (h -> heads x head_dim, no bias)
+    "o_gate": False,                          # a separate self_attn.gate_proj (h -> heads x head_dim, no bias);
+                                              # "g_proj": Laguna's, one gate per head unless gating is per-channel
     "refuse_if": "",                          # a config flag this builder does not model (refused when on)
     "head_dim": 0,                            # head_dim's class default when not hidden_size / heads
     "diff_lambdas": False,                    # DiffLlama: lambda_q1/k1/q2/k2 (head_dim each); its groupnorm has none
@@ -88,6 +89,8 @@ FAMILIES = {
     # modeling_hyperclovax.py: Llama's block with Peri-LN post_norm1/post_norm2 when use_post_norm (default on)
     "hyperclovax": {"mlp_bias": ("mlp_bias", False), "extra_norms": (("post_norm1", "post_norm2"),
                                                                      ("use_post_norm", True))},
+    # modeling_nemotron.py: NemotronLayerNorm1P (weight and bias), ungated up/down ReLU² MLP, no biases
+    "nemotron": {"norm": "ln", "mlp": "plain", "mlp_names": ("up_proj", "down_proj"), "mlp_bias": ("mlp_bias", False)},
     # modeling_exaone4.py: no biases, per-head q/k norm, norms after attention and after the MLP only
     "exaone4": {"qkv_bias": False, "o_bias": False, "qk_norm": "head",
                 "block_norms": ("post_attention_layernorm", "post_feedforward_layernorm")},
@@ -96,6 +99,10 @@ FAMILIES = {
     "apertus": {"qk_norm": "head", "mlp": "plain", "mlp_names": ("up_proj", "down_proj"),
                 "mlp_extra": ("act_fn.alpha_p", "act_fn.alpha_n"), "mlp_bias": ("mlp_bias", False),
                 "block_norms": ("attention_layernorm", "feedforward_layernorm")},
+    # modeling_apertus1p5_text.py: Apertus' block
+    "apertus1p5_text": {"qk_norm": "head", "mlp": "plain", "mlp_names": ("up_proj", "down_proj"),
+                        "mlp_extra": ("act_fn.alpha_p", "act_fn.alpha_n"), "mlp_bias": ("mlp_bias", False),
+                        "block_norms": ("attention_layernorm", "feedforward_layernorm")},
     # the language models of Qwen2-VL / Qwen2.5-VL (Qwen2 blocks, M-RoPE has no parameters) and Qwen3-VL
     "qwen2_vl_text": {"qkv_bias": True, "o_bias": False},
     "qwen2_5_vl_text": {"qkv_bias": True, "o_bias": False},
@@ -184,6 +191,18 @@ FAMILIES = {
     # modeling_ernie4_5_moe.py: use_bias also biases the experts' neighbours and lm_head; refused when on
     "ernie4_5_moe": {"tie": ("tie_word_embeddings", True), "qkv_bias": False, "o_bias": False, "moe": "ernie",
                      "refuse_if": "use_bias"},
+    # modeling_aria.py AriaTextMoELayer: mlp.router, experts of intermediate_size, moe_num_shared_experts x
+    # intermediate_size shared_experts, in every layer
+    "aria_text": {"qkv_bias": False, "o_bias": False, "moe": "aria"},
+    # modeling_afmoe.py: per-head q/k norm, an output gate_proj, four block norms, MoE after num_dense_layers
+    "afmoe": {"qkv_bias": ("attention_bias", False), "o_bias": ("attention_bias", False), "qk_norm": "head",
+              "o_gate": True, "moe": "afmoe", "block_norms": ("input_layernorm", "post_attention_layernorm",
+                                                              "pre_mlp_layernorm", "post_mlp_layernorm")},
+    # modeling_laguna.py: per-head q/k norm and output gate g_proj, kolibri's MoE after one dense layer
+    "laguna": {"qkv_bias": ("attention_bias", False), "o_bias": ("attention_bias", False), "qk_norm": "head",
+               "o_gate": "g_proj", "moe": "laguna", "first_dense": 1},
+    # modeling_axk1.py: DeepSeek-V3's MLA and MoE (plus a post_mlp_layernorm) after the first dense layer
+    "axk1": {"attn": "mla", "moe": "axk1", "first_dense": 1},
     # modeling_phimoe.py: LayerNorm with bias, mlp.router then experts, lm_head_bias
     "phimoe": {"norm": "ln", "moe": "router_first", "lm_head_bias": ("lm_head_bias", False)},
     # hybrid Gated DeltaNet + gated attention (hybrid.py)

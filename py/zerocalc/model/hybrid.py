@@ -67,7 +67,14 @@ def gated_deltanet(b: TensorList, p: str, h: int, c: ConfigReader, fused: bool, 
     out.append(Linear("out_proj", value, h))
 
 
-def lfm2(c: ConfigReader):
+def lfm2_moe(c: ConfigReader):
+    """LFM2-MoE (modeling_lfm2_moe.py Lfm2MoeForCausalLM): LFM2's layers with feed_forward of intermediate_size
+    as is in the first num_dense_layers, then a sparse block (fused experts of moe_intermediate_size, then the
+    gate; its expert_bias is a buffer)."""
+    return lfm2(c, sparse=True)
+
+
+def lfm2(c: ConfigReader, sparse: bool = False):
     """LFM2 (modeling_lfm2.py Lfm2ForCausalLM): per layer_types entry (default: full_attn_idxs attention, the
     rest ``conv``) a short convolution (conv: depthwise Conv1d of conv_L_cache, in_proj h -> 3h, out_proj;
     conv_bias) or GQA attention (q/k/v, out_proj, per-head q_layernorm/k_layernorm), a SwiGLU feed_forward
@@ -83,7 +90,7 @@ def lfm2(c: ConfigReader):
         full = c.cfg.get("full_attn_idxs") or list(range(n_layers))
         kinds = ["full_attention" if i in full else "conv" for i in range(n_layers)]
     inter = c.int("intermediate_size")
-    if c.bool("block_auto_adjust_ff_dim", True):
+    if not sparse and c.bool("block_auto_adjust_ff_dim", True):
         inter = int(2 * inter / 3)
         mult = c.cfg.get("block_ffn_dim_multiplier", 1.0)
         if mult is not None:
@@ -107,8 +114,14 @@ def lfm2(c: ConfigReader):
                 b.linear(f"{p}.self_attn.{name}", d_in, d_out, "attention")
             b.norm(f"{p}.self_attn.q_layernorm", hd)
             b.norm(f"{p}.self_attn.k_layernorm", hd)
-        for name, d_in, d_out in (("w1", h, inter), ("w3", h, inter), ("w2", inter, h)):
-            b.linear(f"{p}.feed_forward.{name}", d_in, d_out, "mlp")
+        if sparse and i >= c.int("num_dense_layers", default=2, lo=0):
+            e, ei = c.int("num_experts"), c.int("moe_intermediate_size")
+            b.matrix(f"{p}.feed_forward.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
+            b.matrix(f"{p}.feed_forward.experts", "down_proj", (e, h, ei), "routed_experts")
+            b.matrix(f"{p}.feed_forward.gate", "weight", (e, h), "router")
+        else:
+            for name, d_in, d_out in (("w1", h, inter), ("w3", h, inter), ("w2", inter, h)):
+                b.linear(f"{p}.feed_forward.{name}", d_in, d_out, "mlp")
         b.norm(f"{p}.operator_norm", h)
         b.norm(f"{p}.ffn_norm", h)
         lins = [Linear("in_proj", h, 3 * h), Linear("out_proj", h, h), Linear("w1", h, inter), Linear("w3", h, inter),
@@ -117,10 +130,10 @@ def lfm2(c: ConfigReader):
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     return ModelArch(
-        name=c.str("name", "lfm2"), model_type="lfm2", family="mamba", hidden_size=h, num_layers=n_layers,
+        name=c.str("name", "lfm2"), model_type="lfm2_moe" if sparse else "lfm2", family="mamba", hidden_size=h, num_layers=n_layers,
         num_heads=heads, num_kv_heads=kv, head_dim=hd, intermediate_size=inter, vocab_size=vocab, tied_embeddings=tied,
         max_positions=c.cfg.get("max_position_embeddings"), gated_mlp=True, norm="rmsnorm", norms_per_layer=2,
         qk_norm="head", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False, dropout=0.0,
         tensors=tuple(b.tensors), block_linears=tuple(lins), dense_block_linears=tuple(lins),
-        support="exact parameter count; activations approximate (LFM2's blocks are costed as a classic block; "
-                "not traced)")
+        support="exact parameter count; activations approximate (LFM2's blocks are costed as a classic block"
+                + (", its sparse layers as the dense feed_forward" if sparse else "") + "; not traced)")

@@ -36,6 +36,10 @@ def sliding(c: ConfigReader, i: int, every: int) -> bool:
 
 def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     s = spec_for(model_type)
+    per_layer = c.cfg.get("num_attention_heads_per_layer")
+    if isinstance(per_layer, list) and len(set(per_layer)) > 1:
+        raise PlanError("model.num_attention_heads_per_layer", f"model_type {model_type!r} with heads varying by "
+                                                               "layer is not modelled")
     if s["refuse_if"] and c.cfg.get(s["refuse_if"]):
         raise PlanError(f"model.{s['refuse_if']}", f"model_type {model_type!r} with {s['refuse_if']} on is not modelled")
     h = c.int("hidden_size")
@@ -102,8 +106,11 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             if s["sub_norms"]:
                 b.norm(f"{p}.self_attn.attn_sub_norm", h)
             if s["o_gate"]:
-                b.linear(f"{p}.self_attn.gate_proj", h, heads * hd, "attention")
-                att.append(Linear("gate_proj", h, heads * hd))
+                # "g_proj" (modeling_laguna.py): one gate per head when gating is per-head (True), else per channel
+                per_head = s["o_gate"] == "g_proj" and c.cfg.get("gating", True) in (True, "per-head")
+                name, d_out = ("g_proj" if s["o_gate"] == "g_proj" else "gate_proj"), heads if per_head else heads * hd
+                b.linear(f"{p}.self_attn.{name}", h, d_out, "attention")
+                att.append(Linear(name, h, d_out))
             qk_norms(p)
             if s["sinks"] is True or (s["sinks"] == "swa" and swa):
                 b.param(f"{p}.self_attn", "sinks", heads, "attention")

@@ -5,6 +5,8 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
 - ``mixtral``: ``mlp.gate`` (E x h) then ``mlp.experts`` (modeling_mixtral.py, qwen3_moe, minimax_m2);
 - ``deepseek``: experts, ``mlp.gate`` (its e_score_correction_bias is a buffer), ``mlp.shared_experts``
   of n_shared_experts x moe_intermediate_size (modeling_deepseek_v3.py DeepseekV3MoE, glm4_moe);
+- ``laguna``: kolibri's with a learned-buffer ``e_score_correction_bias`` Parameter (modeling_laguna.py);
+- ``axk1``: DeepSeek's, with a ``post_mlp_layernorm`` after the shared experts (modeling_axk1.py AXK1MoE);
 - ``kolibri``: DeepSeek's order with one ``shared_experts`` of shared_expert_intermediate_size
   (modeling_kolibri1.py Kolibri1SparseMoeBlock, modeling_flint.py FlintSparseMoeBlock);
 - ``qwen2_moe``: gate, experts, one ``shared_expert`` of shared_expert_intermediate_size and its sigmoid
@@ -18,7 +20,8 @@ experts are one module with fused 3-D ``gate_up_proj`` (E, 2I, h) and ``down_pro
   intermediate_size; MoE in ``moe_layers`` (default every interleave_moe_layer_step-th) (modeling_llama4.py);
 - ``cohere2_moe``: Mixtral's gate and experts of ``intermediate_size``, num_shared_experts x intermediate_size
   ``shared_experts`` (modeling_cohere2_moe.py Cohere2MoeSparseMoeBlock);
-- ``router_first``: ``mlp.router`` (E x h) then experts (modeling_phimoe.py);
+- ``router_first``: ``mlp.router`` (E x h) then experts (modeling_phimoe.py); ``aria``: the same with
+  moe_num_shared_experts x intermediate_size ``shared_experts`` (modeling_aria.py AriaTextMoELayer);
 - ``hunyuan``: ``mlp.gate.wg`` (E x h), experts of ``intermediate_size`` and an always-on ``shared_mlp`` of
   the same width, even with one expert (modeling_hunyuan_v1_moe.py HunYuanMoEV1Moe);
 - ``ernie``: ``mlp.gate`` (E x h) with a learned ``moe_statics.e_score_correction_bias``, experts,
@@ -49,16 +52,20 @@ def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0, n_s
         shared = c.int("num_shared_experts", default=0, lo=0) * inter
     elif layout == "ernie":
         shared = c.int("moe_num_shared_experts", default=0, lo=0) * ei
+    elif layout == "aria":
+        shared = c.int("moe_num_shared_experts", default=2, lo=0) * ei
     elif layout == "qwen2_moe":
         shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
-    elif layout == "kolibri":
+    elif layout in ("kolibri", "laguna"):
         shared = c.int("shared_expert_intermediate_size", default=0, lo=0)
     elif layout == "granitemoeshared":
         shared = c.int("shared_intermediate_size", default=0, lo=0)
     elif layout == "hy":
         shared = c.int("num_shared_experts", default=n_shared, lo=0) * ei
-    elif layout == "deepseek":
+    elif layout in ("deepseek", "axk1"):
         shared = c.int("n_shared_experts", default=0, lo=0) * ei
+    elif layout == "afmoe":
+        shared = c.int("num_shared_experts", default=2, lo=0) * ei
     else:
         shared = 0
     n_layers = c.int("num_hidden_layers")
@@ -81,6 +88,8 @@ def is_sparse(c: ConfigReader, i: int, first_dense: int = 0) -> bool:
     if c.has("moe_layer_start_index"):             # Ernie4_5_MoeDecoderLayer
         return ((i + 1) % c.int("moe_layer_interval", default=1) == 0
                 and c.int("moe_layer_start_index", lo=0) <= i <= c.int("moe_layer_end_index", default=1 << 30, lo=0))
+    if c.has("num_dense_layers"):                  # AfmoeDecoderLayer: moe_enabled = layer_idx >= num_dense_layers
+        return i >= c.int("num_dense_layers", lo=0)
     only = c.cfg.get("mlp_only_layers")
     # a class's leading dense layers stand for its mlp_only_layers default: a config naming them decides
     if i < c.int("first_k_dense_replace", default=0 if isinstance(only, list) else first_dense, lo=0):
@@ -96,6 +105,19 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
     """Router + fused experts (+ shared expert) of block ``p``, in registration order."""
     e, ei = moe.num_experts, moe.expert_intermediate
     m = f"{p}.{module}"
+    if layout == "afmoe":
+        # modeling_afmoe.py AfmoeSparseMoeBlock: router.gate, shared_experts (num_shared_experts x
+        # moe_intermediate_size), experts, and expert_bias (a frozen nn.Parameter)
+        b.linear(f"{m}.router.gate", h, e, "router")
+        si = moe.shared_intermediate
+        for name, d_in, d_out in (("gate_proj", h, si), ("up_proj", h, si), ("down_proj", si, h)):
+            b.linear(f"{m}.shared_experts.{name}", d_in, d_out, "shared_experts")
+        b.matrix(f"{m}.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
+        b.matrix(f"{m}.experts", "down_proj", (e, h, ei), "routed_experts")
+        b.param(m, "expert_bias", e, "router")
+        out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e), Linear("gate_proj", h, si),
+                Linear("up_proj", h, si), Linear("down_proj", si, h)]
+        return
     if layout == "llama4":
         b.matrix(f"{m}.experts", "gate_up_proj", (e, h, 2 * ei), "routed_experts")
         b.matrix(f"{m}.experts", "down_proj", (e, ei, h), "routed_experts")
@@ -122,14 +144,16 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
     elif layout == "ernie":
         b.matrix(f"{m}.gate", "weight", (e, h), "router")
         b.param(f"{m}.gate.moe_statics", "e_score_correction_bias", e, "router")   # a parameter here
-    elif layout == "router_first":
+    elif layout in ("router_first", "aria"):
         b.matrix(f"{m}.router", "weight", (e, h), "router")
-    elif layout not in ("deepseek", "kolibri"):
+    elif layout not in ("deepseek", "kolibri", "axk1", "laguna"):
         b.matrix(f"{m}.gate", "weight", (e, h), "router")
     b.matrix(f"{m}.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
     b.matrix(f"{m}.experts", "down_proj", (e, h, ei), "routed_experts")
-    if layout in ("deepseek", "kolibri"):
+    if layout in ("deepseek", "kolibri", "axk1", "laguna"):
         b.matrix(f"{m}.gate", "weight", (e, h), "router")  # e_score_correction_bias is a buffer
+        if layout == "laguna":        # modeling_laguna.py LagunaTopKRouter: a (frozen) nn.Parameter there
+            b.param(f"{m}.gate", "e_score_correction_bias", e, "router")
     out += [Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)]
     if layout == "granitemoeshared" and moe.shared_intermediate:
         si, sm = moe.shared_intermediate, f"{p}.shared_mlp"
@@ -146,6 +170,8 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
         out.append(Linear("down_proj", si, h))
         if layout == "qwen2_moe":
             b.linear(f"{m}.shared_expert_gate", h, 1, "router")
+    if layout == "axk1":
+        b.norm(f"{m}.post_mlp_layernorm", h)      # modeling_axk1.py AXK1MoE: DeepSeek-V3's MoE + this norm
 
 
 def mla_spec(c: ConfigReader, indexer: bool = False) -> Mapping | None:

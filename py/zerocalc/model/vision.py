@@ -33,11 +33,14 @@ PADDLEOCR = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers"
              "patch_size": 14, "num_channels": 3, "head": False}
 # MiniCPMV4_6VisionConfig (configuration_minicpmv4_6.py): SigLIP's defaults, no pooling head
 MINICPMV4_6 = {**SIGLIP, "head": False}
+# Idefics3VisionConfig (configuration_idefics3.py; SmolVLM's copies it): a SigLIP layer stack without head
+IDEFICS3 = {**SIGLIP, "hidden_size": 1152, "image_size": 224, "patch_size": 32, "head": False}
 TOWER_DEFAULTS = {"clip_vision_model": CLIP, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2,
+                  "idefics3_vision": IDEFICS3, "smolvlm_vision": IDEFICS3,
                   "paddleocr_vl_vision": PADDLEOCR, "minicpmv4_6_vision": MINICPMV4_6}
 
 
-def _vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
+def vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
     d = TOWER_DEFAULTS[kind]
     h = v.int("hidden_size", default=d["hidden_size"])
     inter = v.int("intermediate_size", default=d["intermediate_size"])
@@ -97,7 +100,7 @@ def llava_parts(cfg: Mapping, text_h: int, newline: bool = False) -> list:
     ``image_newline`` (text hidden size) after them."""
     b = TensorList()
     v = ConfigReader(cfg["vision_config"])
-    vh = _vit(b, "model.vision_tower", v, "clip_vision_model")
+    vh = vit(b, "model.vision_tower", v, "clip_vision_model")
     layers = cfg.get("vision_feature_layer", -2)
     n_feat = len(layers) if isinstance(layers, list) else 1
     bias = cfg.get("multimodal_projector_bias", True) is not False
@@ -114,7 +117,7 @@ def llava_parts(cfg: Mapping, text_h: int, newline: bool = False) -> list:
 def gemma3_parts(cfg: Mapping, text_h: int) -> list:
     """Gemma 3: SigLIP tower + projection matrix and soft-embedding RMSNorm."""
     b = TensorList()
-    vh = _vit(b, "model.vision_tower", ConfigReader(cfg["vision_config"]), "siglip_vision_model")
+    vh = vit(b, "model.vision_tower", ConfigReader(cfg["vision_config"]), "siglip_vision_model")
     b.matrix("model.multi_modal_projector", "mm_input_projection_weight", (vh, text_h), "projector")
     b.param("model.multi_modal_projector.mm_soft_emb_norm", "weight", vh, "projector")
     return b.tensors
@@ -127,7 +130,7 @@ def lfm2_vl_parts(cfg: Mapping, text_h: int) -> list:
     Lfm2VlConfig's defaults."""
     b = TensorList()
     c = ConfigReader(cfg)
-    vh = _vit(b, "model.vision_tower", ConfigReader(cfg["vision_config"]), "siglip2_vision_model")
+    vh = vit(b, "model.vision_tower", ConfigReader(cfg["vision_config"]), "siglip2_vision_model")
     d_in = vh * c.int("downsample_factor", default=2) ** 2
     mid, bias = c.int("projector_hidden_size", default=2560), c.bool("projector_bias", True)
     if c.bool("projector_use_layernorm", True):
@@ -147,7 +150,7 @@ def paddleocr_vl_parts(cfg: Mapping, text_h: int) -> list:
     linear_1 (merged width = vision h x spatial_merge_size^2, square) and linear_2 to the text width, biased."""
     b = TensorList()
     v = ConfigReader(cfg.get("vision_config") or {})
-    vh = _vit(b, "model.visual.vision_model", v, "paddleocr_vl_vision")
+    vh = vit(b, "model.visual.vision_model", v, "paddleocr_vl_vision")
     merged = vh * v.int("spatial_merge_size", default=2) ** 2
     b.param("model.projector.pre_norm", "weight", vh, "projector")
     b.param("model.projector.pre_norm", "bias", vh, "projector")
@@ -165,7 +168,7 @@ def minicpmv4_6_parts(cfg: Mapping, text_h: int) -> list:
     h, the last one to the text width), all biased."""
     b = TensorList()
     v = ConfigReader(cfg.get("vision_config") or {})
-    vh = _vit(b, "model.vision_tower", v, "minicpmv4_6_vision")
+    vh = vit(b, "model.vision_tower", v, "minicpmv4_6_vision")
     win = cfg["vision_config"].get("window_kernel_size", (2, 2))
     area = win[0] * win[1]
     inter = v.int("intermediate_size", default=MINICPMV4_6["intermediate_size"])
@@ -243,7 +246,7 @@ def paligemma_parts(cfg: Mapping, text_h: int) -> list:
     (PaliGemmaConfig copies its projection_dim, 2048 by default, into the vision config)."""
     b = TensorList()
     v = ConfigReader(cfg["vision_config"])
-    vh = _vit(b, "model.vision_tower", v, "siglip_vision_model")
+    vh = vit(b, "model.vision_tower", v, "siglip_vision_model")
     d_out = v.int("projection_dim", default=ConfigReader(cfg).int("projection_dim", default=2048))
     b.matrix("model.multi_modal_projector.linear", "weight", (d_out, vh), "projector", "linear")
     b.param("model.multi_modal_projector.linear", "bias", d_out, "projector")
@@ -384,46 +387,4 @@ def internvl_parts(cfg: Mapping, text_h: int) -> list:
     for name, d_in in (("linear_1", d), ("linear_2", text_h)):
         b.matrix(f"{m}.{name}", "weight", (text_h, d_in), "projector", name)
         b.param(f"{m}.{name}", "bias", text_h, "projector")
-    return b.tensors
-
-
-QWEN2_AUDIO = {"num_mel_bins": 128, "encoder_layers": 32, "encoder_ffn_dim": 5120, "d_model": 1280,
-               "max_source_positions": 1500}
-
-
-def qwen2_audio_parts(cfg: Mapping, text_h: int) -> list:
-    """Qwen2-Audio (modeling_qwen2_audio.py Qwen2AudioEncoder, Whisper's encoder): conv1 (mel bins -> d, k 3)
-    and conv2 (d -> d, k 3), biased; embed_positions (max_source_positions x d, a parameter); layers of
-    k_proj (no bias), v/q/out_proj, self_attn_layer_norm, fc1/fc2, final_layer_norm, all else biased; a final
-    layer_norm; projector: one biased linear (d -> text h). Component ``audio``."""
-    a = ConfigReader(cfg.get("audio_config") or {})
-    get = lambda k: a.int(k, default=QWEN2_AUDIO[k])   # noqa: E731
-    d, ffn, p = get("d_model"), get("encoder_ffn_dim"), "model.audio_tower"
-    b = TensorList()
-
-    def lin(m: str, d_in: int, d_out: int, bias: bool = True, comp: str = "audio") -> None:
-        b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
-        if bias:
-            b.param(m, "bias", d_out, comp)
-
-    def ln(m: str) -> None:
-        b.param(m, "weight", d, "audio")
-        b.param(m, "bias", d, "audio")
-
-    b.matrix(f"{p}.conv1", "weight", (d, get("num_mel_bins") * 3), "audio")
-    b.param(f"{p}.conv1", "bias", d, "audio")
-    b.matrix(f"{p}.conv2", "weight", (d, d * 3), "audio")
-    b.param(f"{p}.conv2", "bias", d, "audio")
-    b.matrix(f"{p}.embed_positions", "weight", (get("max_source_positions"), d), "audio")
-    for i in range(get("encoder_layers")):
-        q = f"{p}.layers.{i}"
-        lin(f"{q}.self_attn.k_proj", d, d, bias=False)
-        for name in ("v_proj", "q_proj", "out_proj"):
-            lin(f"{q}.self_attn.{name}", d, d)
-        ln(f"{q}.self_attn_layer_norm")
-        lin(f"{q}.fc1", d, ffn)
-        lin(f"{q}.fc2", ffn, d)
-        ln(f"{q}.final_layer_norm")
-    ln(f"{p}.layer_norm")
-    lin("model.multi_modal_projector.linear", d, text_h, comp="projector")
     return b.tensors

@@ -64,11 +64,14 @@ def eval_phase(v: RunView) -> Phase | None:
     layer_moment = e * t * (3 * arch.intermediate_size + 2 * arch.hidden_size)
     kept, note = 0, f"eval forward at batch {b}"
     empties = False
+    pinned = 0                   # kept logits: allocated across batches, their blocks serve no later request
+    one_batch = loss_moment
     if ev.logits != "loss-only" and arch.causal_lm:
         steps = ceil_div(ev.samples, b * n) if ev.samples else 1
         k = min(steps, ev.accumulation_steps) if ev.accumulation_steps else steps
         c = n * t * arch.vocab_size * 2
         if ev.logits == "accumulate":
+            pinned = k * c
             loss_moment += (k - 1) * c
             kept = 2 * k * c
             note += f", {k} steps of logits kept on the GPU"
@@ -77,6 +80,7 @@ def eval_phase(v: RunView) -> Phase | None:
             kept = c + k * ids
             loss_moment += (k - 1) * ids
         empties = ev.accumulation_steps is not None
+    host = eval_host(v, b, s)
     peak = max(loss_moment, layer_moment, kept)
     comp = "activations" if layer_moment >= max(loss_moment, kept) else "logits"
     if not arch.causal_lm:
@@ -85,8 +89,38 @@ def eval_phase(v: RunView) -> Phase | None:
         largest = (4 if si.stack.fabric_mixed else e) * t * arch.vocab_size       # LitGPT: no fp32 upcast
     else:
         largest = 4 * t * arch.vocab_size                                          # the fp32 logits
-    return phase("eval", _forward_resident(v), {comp: peak}, transient=peak, empties_cache=empties, note=note,
-                 largest=largest)
+    # segments: the loss moment's (as loss-only) plus the concatenated logits', which stay allocated while the next
+    # batch's loss runs, so the blocks the loss frees never serve them (traced: l1b-full-pure-s512-eval-accumulate,
+    # 2 batches: reserved = the step's + 10·b·s·V + the 2-batch concat 2·c)
+    segments = max(peak, one_batch + pinned)
+    return phase("eval", _forward_resident(v), {comp: peak}, transient=segments, empties_cache=empties, note=note,
+                 largest=largest, host=host)
+
+
+def eval_host(v: RunView, b: int, s: int) -> int:
+    """Host bytes of the kept predictions (transformers 5.24 trainer_pt_utils.py `EvalLoopContainer.to_cpu_and_numpy`
+    -> `nested_numpify`: `t.cpu()`, bf16 -> `t.to(torch.float32)`, `.numpy()`; then `nested_concat` of the numpy
+    arrays, `np.concatenate`): per eval step of N·b·s tokens, the logits in fp32 (4·V B a token) and the int64
+    labels (8 B), or with `argmax` the int64 ids and labels. At the peak: all K steps' arrays and the 16-bit host
+    copy the conversion starts from (one block of K steps: `eval_accumulation_steps` unset or >= K); with
+    `eval_accumulation_steps` a < K, the last concat, which holds the old arrays, the new block and their
+    concatenation: twice the arrays. The per-step losses (4 B a sample) are not counted. Loss-only: nothing kept.
+    Traced (tools/memtrace/golden/run l1b-full-pure-s512-eval-accumulate: the fp32 arrays and labels; on a CPU rank
+    `.cpu()` copies nothing, so the trace holds no 16-bit copy)."""
+    ev, arch, n = v.run.eval, v.si.arch, v.plan.world_size
+    if ev.logits == "loss-only" or not arch.causal_lm:
+        return 0
+    tokens = n * b * s
+    steps = ceil_div(ev.samples, b * n) if ev.samples else 1
+    concat = ev.accumulation_steps is not None and steps > ev.accumulation_steps
+    if ev.logits == "argmax":
+        kept = steps * tokens * (8 + 8)
+        return 2 * kept if concat else kept
+    kept = steps * tokens * (4 * arch.vocab_size + 8)
+    if concat:
+        return 2 * kept
+    e = 2 if v.si.dt.autocast else v.si.dt.compute
+    return kept + (steps * tokens * arch.vocab_size * e if e != 4 else 0)
 
 
 def generate_phase(v: RunView) -> Phase | None:

@@ -35,6 +35,7 @@ and the sum. ``16bit-in-process`` (merging a QLoRA run into a 16-bit model on th
 from __future__ import annotations
 
 from ..memory.lora import largest_quantized_matrix
+from ..units import ceil_div
 from .phase import Phase, phase
 from .view import RunView
 
@@ -69,11 +70,12 @@ def save_transient(v: RunView, writer: str, optimizer: bool) -> tuple[int, str]:
         return 0, writer
     v1 = si.stack.fsdp_version == 1
     if writer == "fsdp-full-no-offload":
-        # every parameter cloned, plus the layer unit unsharded while its clones are taken (traced: tools/fsdpprobe
-        # fsdp-small-full-no-offload, +4P + one layer unit in fp32)
+        # every parameter cloned, beside the root unit, which its pre-state-dict hook unshards first and its
+        # post hook clones last (traced: tools/fsdpprobe fsdp-small-full-no-offload, +4P + the root unit in fp32
+        # over the resident state)
         model = pbytes * arch.total_params + (si.dt.adapter * si.trainable.numel if not full else 0)
-        layer = pbytes * max(arch.layer_sizes or (0,)) if v1 else 0
-        return model + layer, "FULL_STATE_DICT without offload: the whole model on every GPU"
+        unit = pbytes * _largest_unit(v) if v1 else 0
+        return model + unit, "FULL_STATE_DICT without offload: the whole model on every GPU"
     if writer == "fsdp-sharded" and not v1:
         return 0, "sharded state dict"
     unit = _largest_unit(v) if v1 else arch.largest_tensor
@@ -83,14 +85,58 @@ def save_transient(v: RunView, writer: str, optimizer: bool) -> tuple[int, str]:
     return max(model, states), f"{'FULL' if writer == 'fsdp-full' else 'SHARDED'}_STATE_DICT: {what} gathered"
 
 
+def save_host(v: RunView, writer: str) -> int:
+    """Host bytes a save's writer holds on the busiest rank (rank 0), at its peak:
+    - ``module``: transformers `save_pretrained` hands safetensors `save_file` the whole state dict, which
+      serialises every tensor to host bytes before writing (safetensors/torch.py `_flatten` -> `_tobytes`);
+      torchtune single-device `{k: v.cpu() for k, v in state_dict.items()}`: the model's bytes as stored;
+    - ``adapter-only``: the same for the adapters alone (PEFT `get_peft_model_state_dict`);
+    - ``zero3-16bit``: rank 0 keeps `param.detach().cpu()` of every 16-bit parameter (DeepSpeed engine.py
+      `_zero3_consolidated_16bit_state_dict`): 2 bytes a parameter;
+    - ``zero3-partitions``: `torch.save` copies one storage at a time (serialization.py `_save`), the largest
+      being the rank's fp32 partition;
+    - ``fsdp-full`` (FSDP1, offload_to_cpu + rank0_only): rank 0 holds every parameter's clone on the host in
+      the parameters' dtype, beside `FlatParamHandle.to_cpu`'s copy of the unit being unsharded (FSDP2 /
+      torchtune `gather_cpu_state_dict`: the clones alone);
+    - ``fsdp-sharded`` (FSDP1, accelerate's offload_to_cpu): each rank's chunk of every parameter;
+    - FSDP2 sharded, DCP and FULL_STATE_DICT without offload: nothing beyond a storage in flight.
+    Traced (tools/memtrace/golden/run: the HF Trainer saves 2P and the adapters; the DeepSpeed probe 2P on rank 0,
+    4P/N on rank 1; the FSDP probe's offloaded FULL_STATE_DICT 4P + 4 x the root unit on rank 0). The optimizer's
+    own full state dict (FSDP `optim_state_dict` offloaded to rank 0) is not traced and not counted."""
+    plan, si = v.plan, v.si
+    full = plan.method == "full"
+    adapters = (si.dt.weight if full else si.dt.adapter) * si.trainable.numel
+    if writer == "module":
+        return adapters + (si.frozen_bytes if not full else 0)
+    if writer == "adapter-only":
+        return adapters
+    if writer == "zero3-16bit":
+        return 2 * (si.trainable.numel + si.frozen_numel)
+    if writer == "zero3-partitions":
+        return 4 * ceil_div(si.trainable.numel, plan.world_size)
+    if writer == "fsdp-sharded" and plan.framework == "fsdp" and si.stack.fsdp_version == 1:
+        # accelerate's ShardedStateDictConfig(offload_to_cpu=True): `_sharded_post_state_dict_hook` chunks each
+        # unsharded parameter (`_ext_chunk_tensor`: this rank's chunk cloned) and `.cpu()`s the ShardedTensor
+        pbytes = si.dt.weight if full else si.dt.frozen
+        return pbytes * ceil_div(si.trainable.numel + (si.frozen_numel if not full else 0), plan.world_size)
+    if writer == "fsdp-full" and plan.framework == "fsdp":
+        pbytes = si.dt.weight if full else si.dt.frozen
+        whole = si.trainable.numel + (si.frozen_numel if not full else 0)
+        unit = _largest_unit(v) if si.stack.fsdp_version == 1 else 0
+        return pbytes * (whole + unit)
+    return 0
+
+
 def save_phase(v: RunView) -> Phase | None:
     s = v.run.save
     if s is None:
         return None
     extra, note = save_transient(v, s.writer, s.optimizer)
-    si = v.si
-    host = 2 * (si.trainable.numel + si.frozen_numel) if s.writer in ("zero3-16bit", "fsdp-full") else 0
-    return phase("save", _after_zero_grad(v), {"buffers": extra}, transient=extra, host=host, note=note)
+    # FSDP1's root pre-state-dict hook frees every flat gradient first (torch/distributed/fsdp/_state_dict_utils.py
+    # `_common_pre_state_dict_hook` -> `_reset_flat_param_grad_info_if_needed(fsdp_state._all_handles)`), whatever
+    # the state-dict type: a save starts from the resident state alone (traced: the three FSDP probe saves)
+    return phase("save", v.by_component(v.state), {"buffers": extra}, transient=extra, host=save_host(v, s.writer),
+                 note=note)
 
 
 def resume_phase(v: RunView) -> Phase | None:
@@ -119,4 +165,4 @@ def merge_phase(v: RunView) -> Phase | None:
     return phase("merge", _after_zero_grad(v), extra, transient=per_layer, note=note)
 
 
-__all__ = ["save_phase", "resume_phase", "merge_phase", "save_transient"]
+__all__ = ["save_phase", "resume_phase", "merge_phase", "save_transient", "save_host"]

@@ -54,9 +54,9 @@ def _freed_by_zero_grad(plan: Plan, t: Term) -> bool:
 def kept_flat_grads(plan: Plan, si: StepInputs, terms: list) -> tuple:
     """FSDP1 with `use_orig_params` (accelerate's default) keeps the reduce-scattered gradient shard on the
     FlatParameter: zero_grad sets the original parameters' views to None, not the flat gradient, which lives until
-    the unit's next unshard resets it. So a phase with no forward (a save, a reload, a merge) still holds it
-    (traced: tools/fsdpprobe, both FSDP1 saves start from the resident plus 4P/N of sharded fp32 gradient,
-    docs/tracer.md §10d); an evaluation's forward unshards every unit and drops them."""
+    the unit's next unshard resets it. So a reload or a merge, which run no forward, still holds it (the FSDP
+    probe's saves start from the resident plus 4P/N of sharded fp32 gradient, docs/tracer.md §10d); a save frees
+    them all in the root's pre-state-dict hook (run/save.py), an evaluation's forward as it unshards each unit."""
     if plan.framework != "fsdp" or si.stack.fsdp_version != 1:
         return ()
     return tuple(t for t in terms if t.where == ALLOCATOR and t.name in ("grad_shards", "grad_shards_last"))

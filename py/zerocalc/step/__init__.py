@@ -21,7 +21,7 @@ from .flops import Flops, adapter_matmul_params, flops_per_token
 from .kernels import (ADAMW_KERNELS_PER_TENSOR, ADAMW_PASSES, ATTENTION_SOURCE, COMPILE_SOURCE, LAUNCH_S,
                       MEMORY_EFFICIENCY, NCCL_CHANNELS)
 from .offload import Offload, offload_time
-from .ops import MicroStep, micro_step
+from .ops import MicroStep, micro_step, model_assumptions
 from .rates import HOST_MEMORY_GB_S, NVME_GB_S, Rates, gpu_rates
 
 
@@ -44,6 +44,7 @@ class Step:
     notes: tuple = field(default=())
     micro: MicroStep | None = None
     warnings: tuple = field(default=())   # assumptions the estimate's warnings name (no silent fallbacks)
+    model_warnings: tuple = field(default=())   # the model's layers priced as a traced family's (ops.py)
 
     @property
     def offload_s(self) -> float:
@@ -204,7 +205,7 @@ def step_estimate(plan, arch, gpu=None, *, train_tokens: float | None = None,
                 compute_s=compute, optimizer_s=opt, forward_s=fwd, backward_s=bwd, collectives=colls,
                 communication_s=comm_total, exposed_communication_s=exposed, offload=off,
                 train_tokens=train_tokens, price_per_gpu_hour=price_per_gpu_hour, notes=tuple(notes),
-                micro=micro, warnings=rates.warn)
+                micro=micro, warnings=rates.warn, model_warnings=model_assumptions(arch))
 
 
 __all__ = ["Step", "step_estimate", "trainable_params", "trainable_tensors", "optimizer_step_time", "Collective", "Flops", "Offload",

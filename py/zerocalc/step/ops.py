@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from ..memory.stack import effective_stack
 from .kernels import (ATTENTION_RATES, ATTN_SEQ_HALF, COMPILED_HEAD, COMPILED_LAUNCH_S, COMPILED_LAYER, EAGER_SCORES,
-                      GEMM_TILE, HEAD_MEMORY, KERNEL_SUSTAINED, LAUNCH_S, LAYER_MEMORY, LORA_INPUT, LORA_KERNELS,
-                      LAYERNORM_DROPOUT, LORA_OUTPUT, MEMORY_EFFICIENCY, QK_NORM)
+                      GEMM_TILE, HEAD_MEMORY, HOPPER_SUSTAINED, KERNEL_SUSTAINED, LAUNCH_S, LAYER_MEMORY, LORA_INPUT, LORA_KERNELS,
+                      LAYERNORM_DROPOUT, LORA_OUTPUT, MEMORY_EFFICIENCY, QK_NORM, EXTRA_NORM)
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,18 @@ class MicroStep:
         return self.forward.time_s + self.backward.time_s
 
 
+def sustained(rates) -> float:
+    """Share of the kernel benchmarks' rates a whole step sustains (kernels.KERNEL_SUSTAINED), times
+    kernels.HOPPER_SUSTAINED on sm90 parts (power-limited under a step's sustained tensor-core load)."""
+    return KERNEL_SUSTAINED * (HOPPER_SUSTAINED if rates.generation == "sm90" else 1.0)
+
+
 def gemm_s(m: float, k: float, n: float, es: int, rates, batch: float = 1.0) -> float:
     """One (m x k) @ (k x n) matmul (``batch`` of them): roofline of FLOPs at the shape's rate and bytes."""
     if m <= 0 or k <= 0 or n <= 0:
         return 0.0
     d = min(m, k, n)
-    rate = rates.peak_flops * rates.gemm_best * KERNEL_SUSTAINED * d / (d + GEMM_TILE)
+    rate = rates.peak_flops * rates.gemm_best * sustained(rates) * d / (d + GEMM_TILE)
     flops = 2.0 * m * k * n * batch
     nbytes = es * (m * k + k * n + m * n) * batch
     return max(flops / rate, nbytes / (rates.hbm_bytes_s * MEMORY_EFFICIENCY))
@@ -80,6 +86,29 @@ def fp32_masters_autocast(plan) -> bool:
     16 bits, each backward casts its weight gradients to fp32, and the residual stream stays fp32. FSDP's and
     DeepSpeed's mixed precision compute on 16-bit copies; LoRA's base is stored 16-bit."""
     return plan.precision.endswith("mixed") and plan.framework in ("single", "ddp") and plan.method == "full"
+
+
+# Families whose decoder layer the op-log tables model (kernels.LAYER_MEMORY): traced Llama-style layers
+# (RMSNorm, rotary, SwiGLU: Llama, Mistral, Qwen, Gemma's GeGLU at the same op count) and the LayerNorm / GELU
+# table (traced on GPT-2; MPT, NeoX, BERT, Falcon, BLOOM, Phi, StarCoder share its norm / activation pattern)
+TRACED_FAMILIES = {"llama": "Llama", "gemma": "Llama", "gpt2": "GPT-2", "bert": "GPT-2", "falcon": "GPT-2",
+                   "bloom": "GPT-2", "neox": "GPT-2", "phi": "GPT-2", "bigcode": "GPT-2"}
+
+
+def model_assumptions(arch) -> tuple:
+    """What the step rules assumed about a model they were not traced on (no silent fallbacks, issue 23):
+    a family outside TRACED_FAMILIES is priced with the Llama table (state-space scans, T5's relative
+    attention, DBRX's LayerNorm blocks are not in the op logs). Gemma 2 / 3's extra norms are priced
+    (_layer_memory: EXTRA_NORM), not assumed."""
+    fam = arch.family
+    table = "Llama" if not (arch.norm == "layernorm" and not arch.gated_mlp) else "GPT-2"
+    out = []
+    if fam not in TRACED_FAMILIES:
+        kind = {"mamba": "state-space (Mamba) mixers and their scans", "t5": "encoder-decoder blocks and "
+                "relative position bias", "dbrx": "LayerNorm MoE blocks"}.get(fam, f"{fam} layers")
+        out.append(f"{arch.model_type}: its {kind} are not in the traced op logs; every layer's memory-bound ops "
+                   f"priced as a {table} decoder layer's, its matmuls from its linears")
+    return tuple(out)
 
 
 def _layer_linears(arch):
@@ -187,7 +216,7 @@ def _attention_pass(arch, plan, rates, es, kernel: str):
                 Pass(gemm_s=L * g_b, memory_s=L * mem_s(sq * b_b * scale, rates), kernels=L * (k_b + 4)))
     gen = rates.generation
     f_fwd, f_bwd = ATTENTION_RATES.get((kernel, gen), ATTENTION_RATES[("fa2", "other")])
-    ramp = s / (s + ATTN_SEQ_HALF) * KERNEL_SUSTAINED
+    ramp = s / (s + ATTN_SEQ_HALF) * sustained(rates)
     flops = 4.0 * b_ * heads * s * s * hd / 2          # causal: the kernels skip the masked half
     t_f = flops / (rates.peak_flops * f_fwd * ramp)
     t_b = 2.5 * flops / (rates.peak_flops * f_bwd * ramp)
@@ -218,6 +247,11 @@ def _layer_memory(arch, plan, rates, T, es, compiled: bool):
                 cn, kn = QK_NORM[phase]
                 layer += scale * cn * (q + kv)
                 k += kn
+            extra = arch.norms_per_layer - 2 if family == "llama" else 0
+            if extra > 0:          # Gemma 2 / 3: post-attention and post-feedforward norms beside the traced two
+                cn, kn = EXTRA_NORM[phase]
+                layer += scale * cn * extra * h
+                k += kn * extra
         hv, hk = (COMPILED_HEAD if loss_compiled else HEAD_MEMORY)[phase]
         head = (hv * es if loss_compiled else hv * scale) * V if arch.causal_lm else 0.0
         head += h * es * 2 if phase == "forward" else 0.0          # the embedding gather
@@ -261,4 +295,4 @@ def micro_step(arch, plan, rates) -> MicroStep:
     return MicroStep(forward=out[0], backward=out[1], kernel=kernel, compiled=compiled)
 
 
-__all__ = ["Pass", "MicroStep", "micro_step", "gemm_s", "mem_s", "attention_kernel", "fp32_masters_autocast"]
+__all__ = ["Pass", "MicroStep", "micro_step", "sustained", "model_assumptions", "TRACED_FAMILIES", "gemm_s", "mem_s", "attention_kernel", "fp32_masters_autocast"]

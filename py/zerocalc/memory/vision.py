@@ -1,0 +1,70 @@
+"""A vision-language model's tower and projector in the step (plan-v1 Extension 8, ``vision``).
+
+What trains (``vision.trainable``): ``frozen`` leaves the tower and the projector without gradients and optimizer
+states (their weights stay, in the model's weight dtype); ``full`` trains them beside the language model (under
+LoRA they train in full among the adapters' group); ``lora`` puts adapters on the tower's and projector's
+linears whose names are in ``lora.targets`` (PEFT matches target names in every module).
+
+What the tower saves (``vision.images_per_sample``): nothing while it is frozen (pixel values need no gradient,
+so autograd records no graph there); trained, the ops of each ViT layer that the selected features depend on,
+read off the traced step of a LLaVA-1.5-shaped model on fake tensors (tools/memtrace/vision.py,
+tests/data/vision_trace.json; transformers 5.24 modeling_clip.py CLIPEncoderLayer), per token n of the
+micro-batch's images (patches, plus CLIP's class token), e bytes per element:
+  layer_norm1 input, its output (read by q/k/v), q, k, v, SDPA's output, layer_norm2 input and output: 8·e·n·h
+  the MLP: fc1's output and fc2's input, and QuickGELU's sigmoid (CLIP): 3·e·n·I (one GELU kernel: 2·e·n·I)
+  SDPA's fp32 logsumexp per head: 4·heads·n; the LayerNorms' mean and rstd (fp32 on CUDA): 16·n
+plus CLIP's pre_layrnorm input (e·n·h, 8·n) and the selected hidden state kept by the projector (e·n·h);
+LLaVA's projector keeps GELU's input and linear_2's input (2·e·n'·h_text, n' the patches without the class
+token). SigLIP towers (Gemma 3, PaliGemma) run the same layer with one GELU and a post_layernorm (its input and
+its output, read by the projector): the same op rules, not traced. Layers after the selected feature layer
+(LLaVA's vision_feature_layer -2) run but nothing reaches the loss through them: their graph dies with the
+outputs. With activation checkpointing the tower's layers keep their inputs only.
+"""
+from __future__ import annotations
+
+from ..model import ModelArch
+from ..plan import Plan
+
+TOWER_PARTS = ("vision", "projector", "audio")
+
+
+def tower_tensors(arch: ModelArch) -> tuple:
+    return tuple(t for t in arch.tensors if t.component in TOWER_PARTS)
+
+
+def tower_trained_in_full(plan: Plan) -> bool:
+    return plan.vision.trainable == "full"
+
+
+def tower_adapters(arch: ModelArch, plan: Plan) -> list[tuple[int, int]]:
+    """(d_in, d_out) of every tower / projector linear LoRA adapts under ``vision.trainable: lora``."""
+    if plan.vision.trainable != "lora" or plan.method == "full":
+        return []
+    targets = set(plan.lora.targets)
+    return [(t.shape[1], t.shape[0]) for t in tower_tensors(arch)
+            if t.linear in targets and len(t.shape) == 2]
+
+
+def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
+    """Bytes the tower and projector keep from forward to their backward (the module docstring's rules)."""
+    spec, images = arch.tower, plan.vision.images_per_sample * plan.micro_batch_size
+    if spec is None or not images or plan.vision.trainable == "frozen":
+        return 0
+    h, inter, heads, layers = spec["hidden"], spec["inter"], spec["heads"], spec["layers_run"]
+    n = images * (spec["patches"] + spec["cls"])
+    if plan.activation_checkpointing == "full":
+        per_layer = e * n * h                         # each checkpointed CLIPEncoderLayer keeps its input
+    else:
+        per_layer = e * n * (8 * h + spec["mlp_tensors"] * inter) + 4 * heads * n + 16 * n
+    total = layers * per_layer
+    if spec["cls"]:
+        total += e * n * h + 8 * n                    # pre_layrnorm's input and statistics
+    if spec["projector"] == "llava":
+        total += spec["features"] * e * n * h         # the selected hidden state(s), linear_1's input
+        total += 2 * e * images * spec["patches"] * spec["text_hidden"]    # GELU's and linear_2's inputs
+    else:
+        total += 2 * e * n * h + 8 * n                # post_layernorm's input and output, its statistics
+        if spec["projector"] == "gemma3":
+            # Gemma3MultiModalProjector: the pooled tokens' fp32 RMSNorm upcast and the projection's input
+            total += (4 + e) * images * spec["tokens_per_image"] * h
+    return total

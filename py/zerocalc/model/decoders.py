@@ -1,0 +1,176 @@
+"""BART-lineage and OPT-style decoders (the causal-LM classes of transformers 5.24: BartForCausalLM, MBart,
+Marian, Pegasus, Blenderbot(-Small), PLBart, MVP, TrOCR, XGLM, OPT, BioGPT), as data: per model_type the
+decoder's path, the config fields naming its sizes, its position table, whether each layer also registers
+the cross-attention of the encoder-decoder it was cut from (``encoder_attn``: counted, never run by the
+causal LM), and its embedding / final LayerNorms. Sources: src/transformers/models/<model_type>/
+modeling_<x>.py (*Decoder, *DecoderLayer, *LearnedPositionalEmbedding: max_position_embeddings + 2 rows for
+BART's offset; *SinusoidalPositionalEmbedding: an nn.Embedding whose table is a parameter in Marian and
+Pegasus, a buffer in XGLM and TrOCR), each checked against the meta-device build in
+tests/data/architectures.json. Activations: the classic block of memory/blocks.py (not traced)."""
+from __future__ import annotations
+
+from .arch import Linear, ModelArch
+from .config import ConfigReader, TensorList
+
+# parameters checked against transformers (tests/test_architectures.py); activations not traced for these
+SUPPORT = ("exact parameter count; activations approximate (costed as the classic block of memory/blocks.py, "
+           "not traced); LoRA adapters on a kept cross-attention (encoder_attn) not counted")
+
+_BART = ("d_model", "decoder_layers", "decoder_ffn_dim", "decoder_attention_heads")
+_OPT = ("hidden_size", "num_hidden_layers", "ffn_dim", "num_attention_heads")
+
+# model_type -> (decoder path, size fields, positions, cross-attention, embedding LayerNorm, final LayerNorm)
+# positions: "offset2" learned (max + 2), "learned" (max), "table" sinusoidal parameter, "none" (a buffer);
+# a LayerNorm switch is a constant or (field, default)
+DECODERS = {
+    "bart": ("model.decoder", _BART, "offset2", True, True, False),
+    "mbart": ("model.decoder", _BART, "offset2", True, True, True),
+    "plbart": ("model.decoder", _BART, "offset2", True, True, False),
+    "mvp": ("model.decoder", _BART, "offset2", True, True, False),
+    "marian": ("model.decoder", _BART, "table", True, False, False),
+    "pegasus": ("model.decoder", _BART, "table", True, False, True),
+    "blenderbot": ("model.decoder", _BART, "learned", True, False, True),
+    "blenderbot-small": ("model.decoder", _BART, "learned", True, True, False),
+    # modeling_trocr.py: learned positions (offset 2) when use_learned_position_embeddings, else a buffer
+    "trocr": ("model.decoder", _BART, ("use_learned_position_embeddings", True), True,
+              ("layernorm_embedding", True), False),
+    "xglm": ("model", ("d_model", "num_layers", "ffn_dim", "attention_heads"), "none",
+             ("add_cross_attention", False), False, True),
+    # modeling_opt.py: final_layer_norm when do_layer_norm_before (and not _remove_final_layer_norm),
+    # project_in / project_out when word_embed_proj_dim differs from hidden_size, biases by enable_bias
+    "opt": ("model.decoder", _OPT, "offset2", False, False, ("do_layer_norm_before", True)),
+    # modeling_whisper.py WhisperDecoder: max_target_positions learned positions, k_proj without bias
+    "whisper": ("model.decoder", _BART, "learned", True, False, True),
+    # modeling_bigbird_pegasus.py BigBirdPegasusDecoder: attention biased by use_bias (default off)
+    "bigbird_pegasus": ("model.decoder", _BART, "learned", True, False, True),
+    "biogpt": ("biogpt", ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads"),
+               "offset2", False, False, True),
+}
+
+
+# per model_type: the positions' size field, and the attention projections' biases (all four by default)
+POSITIONS_FIELD = {"whisper": "max_target_positions"}
+ATTN_BIAS = {"whisper": ("k_proj",), "bigbird_pegasus": ("use_bias", False), "opt": ("enable_bias", True)}
+
+
+def _attn_bias(c: ConfigReader, model_type: str, name: str) -> bool:
+    rule = ATTN_BIAS.get(model_type, True)
+    if rule is True:
+        return True
+    if isinstance(rule, tuple) and len(rule) == 2 and isinstance(rule[1], bool):
+        return c.bool(rule[0], rule[1])
+    return name not in rule          # the projections listed have no bias
+
+
+def _switch(c: ConfigReader, v) -> bool:
+    return c.bool(v[0], v[1]) if isinstance(v, tuple) else bool(v)
+
+
+def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
+    path, (hk, nk, fk, ak), pos, cross, emb_ln, final_ln = DECODERS[model_type]
+    h, n, ffn, heads = c.int(hk), c.int(nk), c.int(fk), c.int(ak)
+    vocab = c.int("vocab_size")
+    if model_type == "marian":
+        vocab = c.int("decoder_vocab_size", default=vocab)
+    max_pos = c.int(POSITIONS_FIELD.get(model_type, "max_position_embeddings"), default=1024)
+    bias = c.bool("enable_bias", True) if model_type == "opt" else True
+    proj = c.int("word_embed_proj_dim", default=h) if model_type == "opt" else h
+    if isinstance(pos, tuple):
+        pos = "offset2" if _switch(c, pos) else "none"
+    b = TensorList()
+    b.matrix(f"{path}.embed_tokens", "weight", (vocab, proj), "embedding")
+    if pos != "none":
+        b.matrix(f"{path}.embed_positions", "weight", (max_pos + 2 * (pos == "offset2"), h), "embedding")
+    if model_type == "opt":
+        if _switch(c, final_ln) and not c.bool("_remove_final_layer_norm", False):
+            b.norm(f"{path}.final_layer_norm", h, bias=True)
+        if proj != h:
+            b.linear(f"{path}.project_out", h, proj, "other")
+            b.linear(f"{path}.project_in", proj, h, "other")
+    if model_type == "trocr" and _switch(c, emb_ln):
+        b.norm(f"{path}.layernorm_embedding", h, bias=True)
+    with_cross = _switch(c, cross)
+    for i in range(n):
+        p = f"{path}.layers.{i}"
+        for att in ("self_attn", "encoder_attn") if with_cross else ("self_attn",):
+            for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+                b.linear(f"{p}.{att}.{name}", h, h, "attention", bias=_attn_bias(c, model_type, name))
+            b.norm(f"{p}.{att}_layer_norm", h, bias=True)
+        b.linear(f"{p}.fc1", h, ffn, "mlp", bias=bias)
+        b.linear(f"{p}.fc2", ffn, h, "mlp", bias=bias)
+        b.norm(f"{p}.final_layer_norm", h, bias=True)
+    if model_type != "trocr" and _switch(c, emb_ln):
+        b.norm(f"{path}.layernorm_embedding", h, bias=True)
+    if model_type != "opt" and _switch(c, final_ln):
+        b.norm(f"{path}.layer_norm", h, bias=True)
+    # BigBirdPegasusForCausalLM declares no _tied_weights_keys (modeling_bigbird_pegasus.py): its lm_head is its own
+    tied = c.bool("tie_word_embeddings", True) and model_type != "bigbird_pegasus"
+    if not tied:
+        b.matrix("lm_head" if model_type != "biogpt" else "output_projection", "weight", (vocab, proj), "lm_head",
+                 "lm_head")
+    return _arch(c, model_type, b, h, n, heads, ffn, vocab, tied, max_pos)
+
+
+def _arch(c: ConfigReader, model_type: str, b: TensorList, h: int, n: int, heads: int, ffn: int, vocab: int,
+          tied: bool, max_pos: int) -> ModelArch:
+    """The ModelArch of a BART-layer model: its block's linears (self-attention and fc1/fc2; the kept
+    cross-attention never runs in a causal LM), LayerNorm, classic activations."""
+    blk = (Linear("k_proj", h, h), Linear("v_proj", h, h), Linear("q_proj", h, h), Linear("out_proj", h, h),
+           Linear("fc1", h, ffn), Linear("fc2", ffn, h))
+    drop = c.cfg.get("dropout", 0.0)
+    return ModelArch(
+        name=c.str("name", model_type), model_type=model_type, family="gpt2", hidden_size=h, num_layers=n,
+        num_heads=heads, num_kv_heads=heads, head_dim=h // heads, intermediate_size=ffn, vocab_size=vocab,
+        tied_embeddings=tied, max_positions=max_pos, gated_mlp=False, norm="layernorm", norms_per_layer=2,
+        qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
+        dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
+        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk, support=SUPPORT)
+
+
+# whole encoder-decoders of BART's layer (the seq2seq mapping): model_type -> (shared embedding, positions,
+# final LayerNorms); both stacks' sizes read by BART's encoder_* / decoder_* field names
+SEQ2SEQ = {
+    # modeling_m2m_100.py M2M100Model: model.shared, sinusoidal position buffers, encoder/decoder layer_norm
+    "m2m_100": (True, "none", True),
+    # modeling_fsmt.py FSMTModel: src / tgt embeddings of their own vocabularies, sinusoidal position tables
+    # that are nn.Embedding parameters (max + 2 rows, padding offset), decoder.output_projection
+    "fsmt": (False, "offset2", False),
+}
+
+
+def seq2seq(c: ConfigReader, model_type: str) -> ModelArch:
+    shared, pos, final_ln = SEQ2SEQ[model_type]
+    d = c.int("d_model")
+    n_enc, n_dec = c.int("encoder_layers"), c.int("decoder_layers")
+    heads = c.int("decoder_attention_heads")
+    ffn_e, ffn_d = c.int("encoder_ffn_dim"), c.int("decoder_ffn_dim")
+    src = c.int("vocab_size", "src_vocab_size")
+    tgt = c.int("tgt_vocab_size", default=src) if model_type == "fsmt" else src
+    max_pos = c.int("max_position_embeddings", default=1024)
+    b = TensorList()
+    if shared:
+        b.matrix("model.shared", "weight", (src, d), "embedding")
+    for side, n, ffn, vocab, cross in (("encoder", n_enc, ffn_e, src, False), ("decoder", n_dec, ffn_d, tgt, True)):
+        path = f"model.{side}"
+        if not shared:
+            b.matrix(f"{path}.embed_tokens", "weight", (vocab, d), "embedding")
+        if pos != "none":
+            b.matrix(f"{path}.embed_positions", "weight", (max_pos + 2, d), "embedding")
+        for i in range(n):
+            p = f"{path}.layers.{i}"
+            for att in ("self_attn", "encoder_attn") if cross else ("self_attn",):
+                for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+                    b.linear(f"{p}.{att}.{name}", d, d, "attention", bias=True)
+                b.norm(f"{p}.{att}_layer_norm", d, bias=True)
+            b.linear(f"{p}.fc1", d, ffn, "mlp", bias=True)
+            b.linear(f"{p}.fc2", ffn, d, "mlp", bias=True)
+            b.norm(f"{p}.final_layer_norm", d, bias=True)
+        if final_ln:
+            b.norm(f"{path}.layer_norm", d, bias=True)
+    tied = c.bool("tie_word_embeddings", shared)
+    if not tied:
+        if model_type == "fsmt":   # inside the decoder, where tools/archgen files it as "other", not a head
+            b.matrix("model.decoder.output_projection", "weight", (tgt, d), "other", "output_projection")
+        else:
+            b.matrix("lm_head", "weight", (tgt, d), "lm_head", "lm_head")
+    return _arch(c, model_type, b, d, n_enc + n_dec, heads, ffn_d, tgt, tied, max_pos)

@@ -1,0 +1,151 @@
+"""BERT-lineage encoders built as causal LMs (the ``*ForCausalLM`` classes of transformers 5.24's causal-LM
+mapping: RobertaForCausalLM, ErnieForCausalLM, ElectraForCausalLM, ...), as data: per model_type the base
+model's attribute name, the embeddings it registers, the order of a layer's tensors, the final norm and pooler
+if any, and the LM head (a transform dense + LayerNorm, a vocabulary bias; its decoder is the word embedding
+unless ``tie_word_embeddings`` is false). Sources: src/transformers/models/<model_type>/modeling_<x>.py
+(the *Embeddings, *Layer, *LMHead / *OnlyMLMHead classes); every row checked against the meta-device build
+in tests/data/architectures.json. A config with ``add_cross_attention`` (the encoder-decoder use) is refused.
+Activations: the BERT block of memory/blocks.py (classic_block)."""
+from __future__ import annotations
+
+from ..errors import PlanError
+from .arch import Linear, ModelArch
+from .config import ConfigReader, TensorList
+
+# parameters checked against transformers (tests/test_architectures.py); activations not traced for these
+SUPPORT = ("exact parameter count; activations approximate (costed as the BERT block of memory/blocks.py, "
+           "not traced)")
+
+_ROBERTA_EMB = ("word", "token_type", "ln", "position")
+_BERT_EMB = ("word", "position", "token_type", "ln")
+_POST = ("attn", "attn_out_ln", "mlp", "out_ln")                 # BertLayer: post-LayerNorm
+_ROBERTA_HEAD = ("lm_head", "lm_head.dense", "lm_head.layer_norm")
+_CLS_HEAD = ("cls.predictions", "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm")
+
+# model_type -> (base attribute, embeddings, layer order, final norm ("" none), pooler, head (bias module,
+# transform dense ("" none), transform norm), tie default)
+ENCODERS = {
+    "roberta": ("roberta", _ROBERTA_EMB, _POST, "", False, _ROBERTA_HEAD),
+    "camembert": ("roberta", _ROBERTA_EMB, _POST, "", False, _ROBERTA_HEAD),
+    "xlm-roberta": ("roberta", _ROBERTA_EMB, _POST, "", False, _ROBERTA_HEAD),
+    "data2vec-text": ("data2vec_text", _ROBERTA_EMB, _POST, "", False, _ROBERTA_HEAD),
+    # modeling_roberta_prelayernorm.py: attention.LayerNorm and intermediate.LayerNorm before each sublayer,
+    # a final LayerNorm on the base model
+    "roberta-prelayernorm": ("roberta_prelayernorm", _ROBERTA_EMB,
+                             ("attn", "attn_ln", "inter_ln", "mlp"), "LayerNorm", False, _ROBERTA_HEAD),
+    # modeling_xlm_roberta_xl.py: no embedding LayerNorm, pre-norm layers, encoder.LayerNorm at the end
+    "xlm-roberta-xl": ("roberta", ("word", "token_type", "position"), ("attn", "self_attn_ln", "mlp", "ln"),
+                       "encoder.LayerNorm", False, _ROBERTA_HEAD),
+    "ernie": ("ernie", _BERT_EMB, _POST, "", False, _CLS_HEAD),
+    # modeling_big_bird.py BigBirdForCausalLM keeps the pooler (add_pooling_layer=True)
+    "big_bird": ("bert", _BERT_EMB, _POST, "", True, _CLS_HEAD),
+    # modeling_megatron_bert.py: no embedding LayerNorm, attention.ln / ln before each sublayer, encoder.ln
+    "megatron-bert": ("bert", ("word", "position", "token_type"), ("attn_pre_ln", "attn", "pre_ln", "mlp"),
+                      "encoder.ln", False, _CLS_HEAD),
+    # modeling_bert_generation.py: no token types; BertGenerationOnlyLMHead is the decoder and its bias
+    "bert-generation": ("bert", ("word", "position", "ln"), _POST, "", False, ("lm_head", "", "")),
+    # modeling_roformer.py: no learned positions (encoder.embed_positions, a sinusoidal nn.Embedding of
+    # max_position_embeddings x head_dim, is a parameter all the same)
+    "roformer": ("roformer", ("word", "token_type", "ln"), _POST, "", False, _CLS_HEAD),
+    # modeling_electra.py: embeddings of embedding_size, embeddings_project to hidden_size when they differ;
+    # the generator head: dense hidden -> embedding_size, LayerNorm, generator_lm_head (tied) + bias
+    "electra": ("electra", _BERT_EMB, _POST, "", False, ("generator_lm_head", "generator_predictions.dense",
+                                                         "generator_predictions.LayerNorm")),
+    # modeling_roc_bert.py RoCBertEmbeddings: pronunciation and shape embeddings concatenated with the words
+    # (concat_input) through map_inputs_layer
+    "roc_bert": ("roc_bert", ("word", "pron", "shape", "position", "token_type", "map_in", "ln"), _POST, "", False,
+                 _CLS_HEAD),
+    # modeling_xmod.py: RoBERTa with per-language bottleneck adapters in each layer's output (dense1/dense2,
+    # hidden / adapter_reduction_factor; an adapter_layer_norm when asked)
+    "xmod": ("roberta", _ROBERTA_EMB, ("attn", "attn_out_ln", "mlp", "out_ln", "adapters"), "", False,
+             _ROBERTA_HEAD),
+    # modeling_rembert.py: input_embedding_size embeddings mapped to hidden_size (encoder.embedding_hidden_mapping_in),
+    # an untied output head of output_embedding_size (dense, decoder with its bias, LayerNorm)
+    "rembert": ("rembert", _BERT_EMB, _POST, "", False, ("cls.predictions", "", "")),
+}
+
+
+def encoder_lm(c: ConfigReader, model_type: str) -> ModelArch:
+    base, emb, order, final, pooler, (bias_mod, dense, head_norm) = ENCODERS[model_type]
+    if c.bool("add_cross_attention", False):
+        raise PlanError("model.add_cross_attention", f"model_type {model_type!r} with cross-attention (an "
+                        "encoder-decoder's decoder) is not modelled")
+    h, n = c.int("hidden_size"), c.int("num_hidden_layers")
+    heads, vocab = c.int("num_attention_heads"), c.int("vocab_size")
+    inter = c.int("intermediate_size", default=4 * h)
+    e = (c.int("embedding_size", default=h) if model_type in ("electra", "roformer")
+         else c.int("input_embedding_size", default=256) if model_type == "rembert" else h)
+    tied = c.bool("tie_word_embeddings", True)
+    b = TensorList()
+    sizes = {"word": (vocab, e), "position": (c.int("max_position_embeddings", default=512), e),
+             "token_type": (c.int("type_vocab_size", default=2), e)}
+    pron, shape = c.int("pronunciation_embed_dim", default=768), c.int("shape_embed_dim", default=512)
+    sizes |= {"pron": (c.int("pronunciation_vocab_size", default=910), pron),
+              "shape": (c.int("shape_vocab_size", default=24858), shape)}
+    for part in emb:
+        if part == "ln":
+            b.norm(f"{base}.embeddings.LayerNorm", e, bias=True)
+        elif part in ("pron", "shape"):
+            b.matrix(f"{base}.embeddings.{'pronunciation' if part == 'pron' else 'shape'}_embed", "weight",
+                     sizes[part], "embedding")
+        elif part == "map_in":
+            b.linear(f"{base}.embeddings.map_inputs_layer", h + pron + shape, h, "embedding", bias=True)
+        else:
+            b.matrix(f"{base}.embeddings.{part}_embeddings", "weight", sizes[part], "embedding")
+    if e != h:
+        mapping = "encoder.embedding_hidden_mapping_in" if model_type == "rembert" else "embeddings_project"
+        b.linear(f"{base}.{mapping}", e, h, "other", bias=True)
+    if model_type == "roformer":
+        b.matrix(f"{base}.encoder.embed_positions", "weight", (sizes["position"][0], h // heads), "embedding")
+    norms = {"attn_out_ln": "attention.output.LayerNorm", "out_ln": "output.LayerNorm", "attn_ln": "attention.LayerNorm",
+             "inter_ln": "intermediate.LayerNorm", "self_attn_ln": "attention.self_attn_layer_norm", "ln": "LayerNorm",
+             "attn_pre_ln": "attention.ln", "pre_ln": "ln"}
+    for i in range(n):
+        p = f"{base}.encoder.layer.{i}"
+        for part in order:
+            if part == "attn":
+                for name in ("query", "key", "value"):
+                    b.linear(f"{p}.attention.self.{name}", h, h, "attention", bias=True)
+                b.linear(f"{p}.attention.output.dense", h, h, "attention", bias=True)
+            elif part == "mlp":
+                b.linear(f"{p}.intermediate.dense", h, inter, "mlp", bias=True)
+                b.linear(f"{p}.output.dense", inter, h, "mlp", bias=True)
+            elif part == "adapters":
+                if c.bool("adapter_layer_norm", False):
+                    b.norm(f"{p}.output.adapter_layer_norm", h, bias=True)
+                bottleneck = h // c.int("adapter_reduction_factor", default=2)
+                for lang in c.cfg.get("languages") or ["en_XX"]:
+                    b.linear(f"{p}.output.adapter_modules.{lang}.dense1", h, bottleneck, "mlp", bias=True)
+                    b.linear(f"{p}.output.adapter_modules.{lang}.dense2", bottleneck, h, "mlp", bias=True)
+            else:
+                b.norm(f"{p}.{norms[part]}", h, bias=True)
+    if final:
+        b.norm(f"{base}.{final}", h, bias=True)
+    if pooler:
+        b.linear(f"{base}.pooler.dense", h, h, "other", bias=True)
+    if model_type == "rembert":
+        out = c.int("output_embedding_size", default=1664)
+        b.linear("cls.predictions.dense", h, out, "lm_head", bias=True)
+        b.linear("cls.predictions.decoder", out, vocab, "lm_head", bias=True)
+        b.norm("cls.predictions.LayerNorm", out, bias=True)
+        bias_mod = ""                        # the head is complete: its decoder is its own, with its bias
+    # transformers files ELECTRA's generator head outside lm_head (tests/data/architectures.json parts)
+    head = "other" if model_type == "electra" else "lm_head"
+    if bias_mod:
+        b.param(bias_mod, "bias", vocab, head)
+    if dense:
+        b.linear(dense, h, e, head, bias=True)
+        b.param(head_norm, "weight", e, head)
+        b.param(head_norm, "bias", e, head)
+    if not tied and model_type != "rembert":
+        b.matrix(f"{bias_mod}.decoder" if bias_mod != "generator_lm_head" else bias_mod, "weight", (vocab, e),
+                 "lm_head", "decoder")
+    blk = (Linear("query", h, h), Linear("key", h, h), Linear("value", h, h), Linear("dense", h, h),
+           Linear("dense", h, inter), Linear("dense", inter, h))
+    return ModelArch(
+        name=c.str("name", model_type), model_type=model_type, family="bert", hidden_size=h, num_layers=n,
+        num_heads=heads, num_kv_heads=heads, head_dim=h // heads, intermediate_size=inter, vocab_size=vocab,
+        tied_embeddings=tied, max_positions=sizes["position"][0], gated_mlp=False, norm="layernorm",
+        norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False,
+        final_softcap=False, dropout=float(c.cfg.get("hidden_dropout_prob", 0.1) or 0.0), tensors=tuple(b.tensors),
+        block_linears=blk, dense_block_linears=blk, support=SUPPORT)

@@ -1,0 +1,102 @@
+"""BERT-lineage encoders as causal LMs (model/encoders.py): counted by hand, and planned end to end."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zerocalc.errors import PlanError
+from zerocalc.estimate import estimate
+from zerocalc.model import model_from_config
+from zerocalc.model.encoders import ENCODERS
+from zerocalc.plan import Plan
+
+ROWS = {r["id"]: r for r in json.loads((Path(__file__).parent / "data" / "architectures.json").read_text())["rows"]}
+
+
+def test_roberta_by_hand():
+    """RobertaForCausalLM, RobertaConfig's defaults (vocab 50265, h 768, 12 layers, I 3072, 512 positions,
+    2 token types): embeddings 50265*768 + 512*768 + 2*768 + LayerNorm 2*768 = 38,999,808; a layer
+    4*(768*768 + 768) + 2*(768*3072) + 3072 + 768 + 2 LayerNorms 2*1536 = 7,087,872, x12 = 85,054,464;
+    the head's bias 50265, dense 768*768 + 768, LayerNorm 1536 = 642,393 (decoder tied): 124,696,665."""
+    arch = model_from_config(ROWS["default:roberta"]["config"])
+    assert 50265 * 768 + 512 * 768 + 2 * 768 + 2 * 768 == 38_999_808
+    assert 4 * (768 * 768 + 768) + 2 * (768 * 3072) + 3072 + 768 + 2 * 1536 == 7_087_872
+    assert arch.total_params == 38_999_808 + 12 * 7_087_872 + 50265 + 768 * 768 + 768 + 1536 == 124_696_665
+    untied = model_from_config({**ROWS["default:roberta"]["config"], "tie_word_embeddings": False})
+    assert untied.total_params - arch.total_params == 50265 * 768
+
+
+@pytest.mark.parametrize("model_type", sorted(ENCODERS))
+def test_every_encoder_plans(model_type):
+    cfg = ROWS[f"default:{model_type}"]["config"]
+    for method in ("full", "lora"):
+        est = estimate(Plan.from_dict({"model": cfg, "seq_len": 512, "method": method,
+                                       "lora": {"targets": ["query", "value"]}})).to_dict()
+        assert est["model_support"].startswith("exact parameter count; activations approximate")
+        # the weights (and under full fine-tuning their gradients and states) and some activations are there
+        assert est["per_gpu"]["components"]["activations"] > 0
+        assert est["per_gpu"]["peak_allocated_bytes"] > est["per_gpu"]["components"]["weights"] > 0
+
+
+def test_cross_attention_is_refused_by_key():
+    with pytest.raises(PlanError) as e:
+        model_from_config({**ROWS["default:roberta"]["config"], "add_cross_attention": True, "is_decoder": True})
+    assert e.value.key == "model.add_cross_attention"
+
+
+def test_bart_decoder_by_hand():
+    """BartForCausalLM, BartConfig's defaults (vocab 50265, d 1024, 12 decoder layers, ffn 4096): embed_tokens
+    50265*1024 = 51,471,360; learned positions (1024 + 2)*1024 = 1,050,624; a layer: self-attention and the
+    cross-attention it keeps, each 4*(1024*1024 + 1024) + LayerNorm 2048 = 4,200,448, fc1/fc2
+    2*1024*4096 + 4096 + 1024 = 8,393,728, final LayerNorm 2048: 16,796,672, x12 = 201,560,064;
+    layernorm_embedding 2048: 254,084,096 (lm_head tied)."""
+    from zerocalc.model.decoders import DECODERS  # noqa: F401
+    arch = model_from_config(ROWS["default:bart"]["config"])
+    assert 2 * 4_200_448 + 8_393_728 + 2048 == 16_796_672
+    assert arch.total_params == 51_471_360 + 1_050_624 + 12 * 16_796_672 + 2048 == 254_084_096
+
+
+@pytest.mark.parametrize("model_type", ["bart", "opt", "xglm", "marian"])
+def test_decoders_plan(model_type):
+    est = estimate(Plan.from_dict({"model": ROWS[f"default:{model_type}"]["config"], "seq_len": 512,
+                                   "method": "lora", "lora": {"targets": ["q_proj", "v_proj"]}})).to_dict()
+    assert est["model_support"].startswith("exact parameter count") and \
+        est["per_gpu"]["components"]["lora_adapters"] > 0
+
+
+def test_gptj_by_hand():
+    """GPTJForCausalLM, GPTJConfig's defaults (vocab 50400, h 4096, 28 layers, 4h MLP): wte 50400*4096 =
+    206,438,400; a layer: ln_1 8192, q/k/v/out 4*4096*4096 = 67,108,864, fc_in/fc_out 2*4096*16384 + 16384 +
+    4096 = 134,238,208: 201,355,264, x28 = 5,637,947,392; ln_f 8192; lm_head 50400*4096 + 50400 =
+    206,488,800 (untied, biased): 6,050,882,784. CodeGen fuses q/k/v into qkv_proj: the same count."""
+    assert 8192 + 4 * 4096 * 4096 + 2 * 4096 * 16384 + 16384 + 4096 == 201_355_264
+    want = 206_438_400 + 28 * 201_355_264 + 8192 + 206_488_800
+    assert want == 6_050_882_784
+    for mt in ("gptj", "codegen"):
+        assert model_from_config(ROWS[f"default:{mt}"]["config"]).total_params == want
+
+
+def test_umt5_has_a_relative_bias_in_every_self_attention():
+    """UMT5 (8 + 8 layers, 6 heads, 32 buckets): 16 relative_attention_bias tables of 32 x 6 = 192, where T5's
+    layout would have 2 (the first encoder and decoder blocks): 14 x 192 = 2,688 more."""
+    cfg = ROWS["default:umt5"]["config"]
+    as_mt5 = model_from_config({**cfg, "model_type": "mt5"}).total_params
+    assert model_from_config(cfg).total_params - as_mt5 == 14 * 32 * 6 == 2_688
+    with pytest.raises(PlanError) as e:
+        model_from_config({**ROWS["default:longt5"]["config"], "encoder_attention_type": "transient-global"})
+    assert e.value.key == "model.encoder_attention_type"
+
+
+def test_m2m_100_by_hand():
+    """M2M100ForConditionalGeneration, defaults (vocab 128112, d 1024, 12 + 12 layers, ffn 4096): shared
+    128112*1024 = 131,186,688; an encoder layer 4*(1024*1024 + 1024) + 2048 + 2*1024*4096 + 4096 + 1024 + 2048
+    = 12,596,224; a decoder layer adds the cross-attention 4,198,400 + 2048: 16,796,672; the two final
+    LayerNorms 4096 (positions are sinusoidal buffers, the head tied):
+    131,186,688 + 12*12,596,224 + 12*16,796,672 + 4096 = 483,905,536."""
+    arch = model_from_config(ROWS["default:m2m_100"]["config"])
+    assert arch.total_params == 131_186_688 + 12 * 12_596_224 + 12 * 16_796_672 + 4096 == 483_905_536
+    est = estimate(Plan.from_dict({"model": ROWS["default:m2m_100"]["config"], "seq_len": 256,
+                                   "method": "lora", "lora": {"targets": ["q_proj", "v_proj"]}})).to_dict()
+    assert est["per_gpu"]["components"]["lora_adapters"] > 0

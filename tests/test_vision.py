@@ -1,0 +1,140 @@
+"""plan-v1 Extension 8 `vision`: what trains in a vision-language model, and what its tower keeps.
+
+Ground truth: tests/data/vision_trace.json (tools/memtrace/vision.py: a LLaVA-1.5-shaped model, CLIP tower
+h 256, I 1024, 4 layers, 4 heads, 112 px images of 14 px patches = 64 patches + the class token; Llama
+h 512, I 1376, 2 layers; bf16, SDPA; traced on fake tensors with transformers 5.24). A full case minus its
+frozen twin is what the tower and the projector keep; the engine must be within 3 %.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zerocalc.cli import main
+from zerocalc.errors import PlanError
+from zerocalc.estimate import estimate
+from zerocalc.memory.vision import tower_saved_bytes
+from zerocalc.plan import Plan, plan_to_dict
+
+DATA = Path(__file__).parent / "data"
+TRACE = json.loads((DATA / "vision_trace.json").read_text())
+CASES = {c["id"]: c for c in TRACE["cases"]}
+ARCHS = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
+
+
+def plan(case: dict | None = None, **kw) -> Plan:
+    case = case or {"images": 1, "batch": 1, "seq": 256, "trainable": "frozen"}
+    cfg = TRACE["config"] if case.get("feature_layer") is None else {**TRACE["config"],
+                                                                       "vision_feature_layer": case["feature_layer"]}
+    d = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
+         "micro_batch_size": case["batch"], "seq_len": case["seq"],
+         "vision": {"trainable": case["trainable"], "images_per_sample": case["images"],
+                    "tokens_per_sample": case["images"] * 64}}
+    d.update(kw)
+    return Plan.from_dict(d)
+
+
+@pytest.mark.parametrize("full", [c for c in CASES if "-full-" in c])
+def test_tower_activations_within_3_percent_of_the_trace(full):
+    traced = CASES[full]["saved_bytes_forward_end"] - CASES[full.replace("-full-", "-frozen-")]["saved_bytes_forward_end"]
+    p = plan(CASES[full])
+    got = tower_saved_bytes(p, p.arch, 2)
+    assert abs(got - traced) <= 0.03 * traced, (full, got, traced)
+
+
+def test_frozen_tower_keeps_nothing_and_the_trace_agrees():
+    """Frozen (the default), the tower records no graph: the frozen trace's activations do not depend on the
+    tower's feature layer, and the engine's tower term is 0."""
+    assert CASES["llava-tiny-frozen-i1"]["saved_bytes_forward_end"] == \
+        CASES["llava-tiny-frozen-i1-last"]["saved_bytes_forward_end"]
+    p = plan(CASES["llava-tiny-frozen-i1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 0
+
+
+def test_tower_formula_by_hand():
+    """One image, vision_feature_layer -2 (3 of the 4 layers reach the loss), n = 65 tokens, e = 2:
+    per layer 2*65*(8*256 + 3*1024) + 4*4*65 + 16*65 = 665,600 + 1,040 + 1,040 = 667,680;
+    pre_layrnorm 2*65*256 + 8*65 = 33,800; the selected hidden state 2*65*256 = 33,280;
+    the projector's GELU and linear_2 inputs 2*2*64*512 = 131,072.
+    3*667,680 + 33,800 + 33,280 + 131,072 = 2,201,192."""
+    p = plan({"images": 1, "batch": 1, "seq": 256, "trainable": "full"})
+    assert tower_saved_bytes(p, p.arch, 2) == 2_201_192
+    # two images per sample, two samples: 4x the tokens, every term linear in them
+    p4 = plan({"images": 2, "batch": 2, "seq": 384, "trainable": "full"})
+    assert tower_saved_bytes(p4, p4.arch, 2) == 4 * 2_201_192
+
+
+def test_what_trains_matches_the_trace():
+    """The traced model's parameters and trainable parameters (tower and projector frozen or not)."""
+    for cid, case in CASES.items():
+        est = estimate(plan(case))
+        assert est.total_params == case["params"], cid
+        assert est.trainable_params == case["trainable_params"], cid
+
+
+def test_frozen_tower_has_weights_but_no_grads_or_states():
+    """Full fine-tuning in bf16-pure with the default frozen tower: gradients and AdamW's two states cover
+    the language model only (7,350,784 parameters: 11,072,512 less the tower's and projector's 3,721,728);
+    the tower's weights stay (2 bytes each)."""
+    frozen = estimate(plan()).to_dict()["per_gpu"]["components"]
+    full = estimate(plan({"images": 0, "batch": 1, "seq": 256, "trainable": "full"})).to_dict()["per_gpu"]["components"]
+    assert frozen["weights"] == full["weights"] == 2 * 11_072_512
+    assert full["gradients"] - frozen["gradients"] == 2 * 3_721_728
+    assert full["optimizer_states"] - frozen["optimizer_states"] == 2 * 2 * 3_721_728
+
+
+def test_lora_in_the_tower():
+    """vision.trainable lora: adapters on the tower's linears named in lora.targets. With the default
+    targets (q/k/v/o, gate/up/down) CLIP's q_proj, k_proj, v_proj match (out_proj, fc1, fc2 and the
+    projector's linear_1/linear_2 do not): 4 layers x 3 x r (256 + 256) = 4 * 3 * 16 * 512 = 98,304 more."""
+    base = dict(method="lora")
+    frozen = estimate(plan(**base)).trainable_params
+    lora = estimate(plan({"images": 1, "batch": 1, "seq": 256, "trainable": "lora"}, **base)).trainable_params
+    assert lora - frozen == 98_304
+    full = estimate(plan({"images": 1, "batch": 1, "seq": 256, "trainable": "full"}, **base)).trainable_params
+    assert full - frozen == 3_721_728
+
+
+@pytest.mark.parametrize("vision,key", [
+    ({"trainable": "half"}, "vision.trainable"),
+    ({"tokens_per_sample": 300}, "vision.tokens_per_sample"),     # more than seq_len 256
+    ({"images_per_sample": -1}, "vision.images_per_sample"),
+    ({"images_per_sample": 1.5}, "vision.images_per_sample"),
+    ({"resolution": 336}, "vision.resolution"),
+])
+def test_bad_vision_keys_are_named(vision, key):
+    with pytest.raises(PlanError) as e:
+        Plan.from_dict({"model": TRACE["config"], "seq_len": 256, "vision": vision})
+    assert e.value.key == key
+
+
+def test_vision_keys_need_a_tower_and_a_modelled_one():
+    with pytest.raises(PlanError) as e:
+        Plan.from_dict({"model": "llama-3.1-8b", "vision": {"images_per_sample": 1}})
+    assert e.value.key == "vision.images_per_sample" and "no vision" in str(e.value)
+    with pytest.raises(PlanError) as e:
+        Plan.from_dict({"model": TRACE["config"], "vision": {"trainable": "lora"}})   # method full
+    assert e.value.key == "vision.trainable"
+    qwen = ARCHS["default:qwen2_vl"]["config"]
+    Plan.from_dict({"model": qwen, "vision": {"trainable": "full", "tokens_per_sample": 256}})   # counted, placed
+    with pytest.raises(PlanError) as e:
+        Plan.from_dict({"model": qwen, "vision": {"images_per_sample": 1}})
+    assert e.value.key == "vision.images_per_sample" and "'qwen2_vl'" in str(e.value)
+
+
+def test_round_trip_and_default_omitted():
+    p = plan({"images": 2, "batch": 1, "seq": 256, "trainable": "full"})
+    d = plan_to_dict(p)
+    assert d["vision"] == {"trainable": "full", "tokens_per_sample": 128, "images_per_sample": 2}
+    assert Plan.from_dict(d) == p
+    assert "vision" not in plan_to_dict(Plan.from_dict({"model": "llama-3.1-8b"}))
+
+
+def test_cli_exits_2_naming_the_key(tmp_path, capsys):
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps({"model": TRACE["config"], "seq_len": 256, "vision": {"trainable": "half"}}))
+    rc = main(["estimate", "--plan", str(f)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "vision.trainable" in err and "Traceback" not in err
