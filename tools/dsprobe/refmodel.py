@@ -98,7 +98,6 @@ def run_rank(rank: int, case: str, port: int, outdir: str, ext_dir: str) -> None
         out["after_score_bytes"] = _live(tr)
         tr.mark("end")
     out["params"] = int(sum(getattr(p, "ds_numel", p.numel()) for p in ref.parameters()))
-
     import torch.distributed as dist
     with open(os.path.join(outdir, f"rank{rank}.json"), "w") as f:
         json.dump(out, f)
