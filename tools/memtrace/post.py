@@ -11,7 +11,9 @@ What runs (TRL pinned in tools/memtrace/requirements-trl.txt, from .venv-trl):
         `_compute_loss`: `self.ref_model(...)`, or `use_adapter(model, None)` = `disable_adapter()` with PEFT);
         its window is the `score` phase, nested in `step`.
   GRPO  `trl.GRPOTrainer(model, reward_funcs, args=GRPOConfig(use_vllm=False, beta>0, ...))`; generation is not
-        traced (HF `generate`, or vLLM, which cannot run on CPU): the completions are a fake batch of the shape
+        traced: vLLM cannot run on CPU, and TRL's HF `generate` path (`_generate_single_turn`) on fake tensors did
+        not finish 384 decode steps of a 1B model in 15 min on the shared 2 cores; the completions are a fake batch
+        of the shape
         `_generate_and_score_completions` returns (prompt_ids / prompt_mask left-padded to prompt_len,
         completion_ids / completion_mask of completion_len, advantages). `score` is the trainer's own reference
         pass (`_get_per_token_logps_and_entropies(self.ref_model | use_adapter(model, None), ...,
@@ -263,6 +265,10 @@ def trace_post(spec: dict) -> dict:
     # the trainer wraps the model itself (`peft_config=`: TRL's get_peft_model, autocast_adapter_dtype=True, so
     # fp32 adapters); the base is built without LoRA, frozen and in the plan's base dtype
     dt = precision_dtypes(plan)
+    load = ((spec["plan"].get("run") or {}).get("load") or {}).get("dtype", "auto")
+    built = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dt["base"]]
+    if load not in ("auto", built):
+        raise ValueError(f"run.load.dtype: the tracer builds the {plan.method} base in {built} for {plan.precision}")
     base_plan = plan
     if plan.method == "lora":     # the same base dtype, no adapters: a pure-precision full build of the base
         pure = {torch.bfloat16: "bf16-pure", torch.float32: "fp32"}[dt["base"]]

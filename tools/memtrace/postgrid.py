@@ -24,7 +24,11 @@ _BASE = {"schema": 1, "model": "llama-3.2-1b", "gpu": "h100-sxm-80gb", "gpus_per
 
 
 def _p(rid, post, **kw):
-    return {"id": rid, "plan": {**_BASE, **kw, "post_training": {"trainer": "trl", "reference": "auto", **post}}}
+    """run.load.dtype says what the trace built: full fine-tuning in TRL's default fp32 (model_init_kwargs without
+    dtype), LoRA on a base loaded in bf16 (a model passed with dtype=bfloat16)."""
+    load = {"dtype": "fp32" if kw["method"] == "full" else "bf16"}
+    return {"id": rid, "plan": {**_BASE, **kw, "run": {"load": load},
+                                "post_training": {"trainer": "trl", "reference": "auto", **post}}}
 
 
 # DPO: B = 1 pair -> 2 rows of 256 prompt + 256 completion tokens; full FT keeps TRL's default fp32 weights
