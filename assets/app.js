@@ -42,7 +42,7 @@ function valueOf(el) {
   if (kind === "tribool") return el.value === "" ? undefined : el.value === "true";
   if (kind === "autobool") return el.value === "auto" ? "auto" : el.value === "true";
   if (kind === "csv") return el.value.split(",").map((t) => t.trim()).filter((t) => t !== "");
-  if (kind === "json") {     // the run block: empty = the trainer's defaults; text that is not JSON goes as is
+  if (kind === "json") {     // the run / post_training blocks: empty = the defaults; text that is not JSON goes as is
     const t = el.value.trim();
     if (!t) return undefined;
     try { return JSON.parse(t); } catch { return t; }
@@ -439,7 +439,7 @@ function loadShareLink() {
     if (key === "gpu" && value && typeof value === "object") {
       setField("gpu", "custom"); setField("gpu.name", value.name ?? "Custom GPU"); setField("gpu.memory_gib", value.memory_gib ?? ""); continue;
     }
-    if (key === "run") { setField("run", value); continue; }   // one JSON field holds the whole run block
+    if (key === "run" || key === "post_training") { setField(key, value); continue; }   // one JSON field each
     if (key === "lora" && value && typeof value === "object" && "targets" in value) targetsOverride = value.targets;
     if (value && typeof value === "object" && !Array.isArray(value)) {
       for (const [k2, v2] of Object.entries(value)) if (!(key === "lora" && k2 === "targets") && !setField(`${key}.${k2}`, v2)) unknown.push(`${key}.${k2}`);

@@ -250,9 +250,17 @@ def section_software(p: dict) -> str:
                        'Empty: the trainer\'s defaults. {"eval": {}} evaluates at HF\'s default batch 8; '
                        '{"eval": {"batch_size": 2}}, {"save": {"weights": "fsdp-full"}}, {"load_best_at_end": true}, '
                        '{"merge_at_end": "16bit-in-process"}.', "wide")
+    post = json.dumps(p["post_training"], separators=(", ", ": ")) if p.get("post_training") else ""
+    post_field = _field("post_training", "Post-training (plan-v1 post_training, JSON)",
+                        f'<textarea id="f-post_training" name="post_training" data-type="json" rows="2" '
+                        f'spellcheck="false" placeholder=\'{{"method": "dpo"}}\'>{e(post)}</textarea>',
+                        'Empty: supervised fine-tuning. {"method": "dpo"} trains on chosen + rejected pairs (2 rows '
+                        'per micro-batch item) with a reference; {"method": "grpo", "num_generations": 8, '
+                        '"generator": {"engine": "vllm", "gpu_memory_utilization": 0.3, "sleep": 2}} adds the '
+                        'sync, generate and score phases to the run chart.', "wide")
     return (_field("stack.trainer", "Training software", sel("stack.trainer", S.TRAINERS),
                    "Whose loop, loss and model code run: the same plan allocates differently under each.", "wide")
-            + run_field
+            + run_field + post_field
             + f'<details class="knobs" id="software-advanced"><summary>Library versions (advanced)</summary>'
               f'<div class="grid">{advanced}</div></details>')
 

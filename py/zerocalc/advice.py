@@ -7,6 +7,7 @@ calls back into estimate.
 """
 from __future__ import annotations
 
+from .advice_post import post_warnings
 from .exports import export_warnings
 from .knobs import knobs
 from .memory.lora import ADAPTED_EXPERTS, matched_targets
@@ -107,7 +108,7 @@ def warnings(est: Estimate) -> list[Warning]:
         out.append(_w("ddp-replicates", "info",
                       "DDP keeps the full weights, gradients, optimizer states and a gradient bucket copy on "
                       "every GPU.", "ZeRO-1/2 or FSDP shard the optimizer states and gradients."))
-    return out
+    return out + post_warnings(est)
 
 
 def _pcie_only(interconnect: str) -> bool:

@@ -84,7 +84,8 @@ def build_plan(args) -> Any:
 
 RUN_LABELS = {"load": "loading the model", "init": "the engine's set-up", "step": "the training step",
               "eval": "the first evaluation", "generate": "generation", "save": "the first checkpoint save",
-              "resume": "the optimizer-state reload", "merge": "the merge at the end"}
+              "resume": "the optimizer-state reload", "merge": "the merge at the end",
+              "sync": "the weight sync to the generator", "score": "the scoring forwards"}
 
 
 def _gib(n: int) -> str:
@@ -213,7 +214,11 @@ def format_fit(d: dict) -> str:
         return f"{n / GIB:7.2f}"
     lines = [f"plan: {'fits' if d['fits'] else 'OUT OF MEMORY'} at {g(d['device_used_bytes']).strip()} GiB, "
              f"{d['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU",
-             f"max micro-batch: {d['max_micro_batch_size']}   max sequence length: {d['max_seq_len']}",
+             f"max micro-batch: {d['max_micro_batch_size']}   " + (
+                 f"max completion length: {d['max_completion_len']}" if "max_completion_len" in d
+                 else f"max sequence length: {d['max_seq_len']}")
+             + (f"   max vLLM gpu_memory_utilization: {d['max_gpu_memory_utilization']}"
+                if "max_gpu_memory_utilization" in d else ""),
              "min GPUs by stage: " + ", ".join(f"{k}: {v}" for k, v in d["min_gpus"].items()), "",
              f"{'#':>2}  {'fits':<4} {'GiB':>7} {'tokens/s/GPU':>13} {'step s':>8}  change"]
     # a plan of variable lengths (Extension 6): its data / allocator options, and every row's reserved after 1000 steps
@@ -389,7 +394,7 @@ def parser() -> argparse.ArgumentParser:
     x = sub.add_parser("export", help="write ds_config / HF / PEFT / accelerate / launch settings for a plan")
     _add_plan_args(x)
     x.add_argument("--to", required=True, choices=("ds", "hf", "peft", "accelerate", "launch", "axolotl",
-                                                   "llamafactory", "torchtune", "litgpt", "torchtitan"))
+                                                   "llamafactory", "torchtune", "litgpt", "torchtitan", "trl"))
     x.add_argument("--style", choices=("explicit", "auto"), default="explicit",
                    help="ds_config with numbers, or with the keys the HF integration fills left as auto")
     x.set_defaults(fn=_cmd_export)

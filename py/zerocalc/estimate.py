@@ -20,6 +20,8 @@ from .memory.fragmentation import over_steps
 from .memory.runtime import allocator_reserve, runtime_terms, stream_cache
 from .memory.terms import (ALLOCATOR, COMPONENTS, DRIVER, HOST_PINNED, MANAGED, STREAM_CACHE, Term, phases_of)
 from .plan import Plan
+from .post import post_phases, post_step_terms, update_inputs, update_plan
+from .post import resolve as resolve_post
 from .result import Estimate, PerGpu
 from .run import PhasePeak, run_fix, run_peaks, run_view
 from .step import step_estimate
@@ -30,6 +32,22 @@ def terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Every term of the busiest rank, in a stable order (the detail lists follow it)."""
     return (model_state_terms(plan, si) + activation_terms(plan, si) + recompute_terms(plan, si)
             + runtime_terms(plan.gpu_spec.compute_capability, plan.world_size, si.stack.cuda_context_eager))
+
+
+def step_terms(plan: Plan, si: StepInputs) -> tuple[Plan, object, list[Term]]:
+    """The step plan (post-training: the update step's rows and length, post/step.py), the resolved
+    post-training settings (None without them) and every term of the step."""
+    post = resolve_post(plan)
+    sp = update_plan(plan, post)
+    ts = terms(sp, si)
+    return sp, post, ts + post_step_terms(plan, sp, si, post, ts)
+
+
+def step_inputs_for(plan: Plan) -> StepInputs:
+    """The step's inputs (post-training: on the update step's plan, with the trainer's log-prob buffers)."""
+    post = resolve_post(plan)
+    sp = update_plan(plan, post)
+    return update_inputs(sp, step_inputs(sp), post)
 
 
 def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = None) -> PerGpu:
@@ -61,7 +79,7 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
     # Paged (CUDA managed) memory sits on the GPU only as far as the rest leaves room; the driver
     # evicts the remainder to host RAM instead of failing, so it never causes an out-of-memory.
     room = max(0, spec.capacity_bytes - reserved - outside)
-    comps = {c: 0 for c in COMPONENTS}
+    comps = {c: 0 for c in COMPONENTS}     # post-training adds "generator" (a colocated vLLM) where it has one
     detail: dict[str, int] = {}
     paged = evicted = 0
     for t in ts:
@@ -75,10 +93,10 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
             evicted += b - resident
             b = resident
         if b:
-            comps[t.component] += b
+            comps[t.component] = comps.get(t.component, 0) + b
             detail[t.name] = detail.get(t.name, 0) + b
     for t in reserve + driver:
-        comps[t.component] += t.nbytes
+        comps[t.component] = comps.get(t.component, 0) + t.nbytes
         detail[t.name] = t.nbytes
     host_detail: dict[str, int] = {}
     for t in ts:
@@ -99,12 +117,12 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
 
 def whole_run(plan: Plan, si: StepInputs, spec: GpuSpec) -> tuple[PerGpu, object, object]:
     """The steady step (per_gpu) and every phase of the run (run/), from one set of terms: (per_gpu, view, run)."""
-    ts = terms(plan, si)
-    pg = per_gpu(plan, si, spec, ts)
+    sp, post, ts = step_terms(plan, si)
+    pg = per_gpu(sp, si, spec, ts)
     step = PhasePeak("step", pg.peak_allocated, pg.peak_reserved, pg.device_used, pg.components, pg.host_per_rank,
-                     "the steady training step")
-    view = run_view(plan, si, ts, spec.capacity_bytes, pg.peak_reserved)
-    return pg, view, run_peaks(view, step)
+                     "the steady training step" if post is None else f"the {post.method} update step")
+    view = run_view(sp, si, ts, spec.capacity_bytes, pg.peak_reserved)
+    return pg, view, run_peaks(view, step, post_phases(view, post))
 
 
 def _over_steps(plan: Plan, pg: PerGpu, spec: GpuSpec) -> dict:
@@ -173,29 +191,32 @@ def _zero2_device_used(plan: Plan, si: StepInputs, spec: GpuSpec) -> int | None:
     """ZeRO-3 plans: nvidia-smi bytes of the same plan at ZeRO-2 (for the zero3-costs-more verdict)."""
     if plan.framework != "deepspeed" or plan.zero_stage != 3:
         return None
-    return per_gpu(plan.with_changes(zero_stage=2, offload_params="none"), si, spec).device_used
+    p2 = plan.with_changes(zero_stage=2, offload_params="none")
+    sp, _, ts = step_terms(p2, si)
+    return per_gpu(sp, si, spec, ts).device_used
 
 
 def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
     """The estimate of one plan. ``search_min_gpus=False`` skips the min_gpus search (min_gpus is then
     None): the planner, which asks it once per stage, uses that for its many other candidates."""
     arch, spec = plan.arch, plan.gpu_spec
-    si = step_inputs(plan)
+    si = step_inputs_for(plan)
+    sp = update_plan(plan, resolve_post(plan))          # the update step's rows and length (post-training)
     # the whole run (Extension 5): every phase from one view of the plan; the step's figures are per_gpu's
     pg, view, run = whole_run(plan, si, spec)
     comps = {k: v for k, v in pg.components.items() if k != "runtime"}
     est = Estimate(
         plan=plan, arch=arch, gpu=spec, per_gpu=pg, capacity_bytes=spec.capacity_bytes,
         fits=run.fits, primary_driver=max(comps, key=lambda k: comps[k]), run=run, run_fix=run_fix(view, run),
-        run_steps=_over_steps(plan, pg, spec),
+        run_steps=_over_steps(sp, pg, spec),
         host_per_node_bytes=_host_per_node(plan, si, pg),
-        tokens_per_step=plan.seq_len * plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
+        tokens_per_step=sp.seq_len * sp.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
         global_batch_size=plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
         trainable_params=si.trainable.numel,
         total_params=arch.total_params + (si.trainable.numel if plan.method != "full" else 0),
         min_gpus=_min_gpus(plan, si, spec) if search_min_gpus else None,
         zero2_device_used=_zero2_device_used(plan, si, spec),
-        step=step_estimate(plan, arch, plan.gpu,
+        step=step_estimate(sp, sp.arch, plan.gpu,
                            offloaded_activation_bytes=pg.host_detail.get("offloaded_activations", 0)))
     return replace(est, warnings=tuple(advice.warnings(est)))
 

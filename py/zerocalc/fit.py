@@ -12,11 +12,14 @@ JSON), candidates skip the min_gpus search (``search_min_gpus=False``).
 from __future__ import annotations
 
 import json
+from math import gcd
 from dataclasses import dataclass, field
 
 from .datasettings import DataSettings, allocator_dict, data_dict, expandable
 from .estimate import estimate
 from .plan import MAX_MICRO_BATCH, MAX_SEQ_LEN, Plan, PlanError
+from .post.defaults import lengths
+from .postplan import GROUPED, default_generations, post_training_to_dict
 from .presets import GPUS
 from .runplan import DEFAULT, run_to_dict
 
@@ -54,6 +57,7 @@ class Fit:
     min_gpus: dict
     options: tuple = field(default=())
     estimates: int = 0                 # estimate() calls made (the budget is 100)
+    post: dict = field(default_factory=dict)   # post-training: max_completion_len, max_gpu_memory_utilization
     reserved_after_1000_bytes: int | None = None
     fragmentation_oom_step: int | None = None
 
@@ -64,7 +68,7 @@ class Fit:
                 "fragmentation_oom_step": self.fragmentation_oom_step,
                 "max_micro_batch_size": self.max_micro_batch_size, "max_seq_len": self.max_seq_len,
                 "min_gpus": dict(self.min_gpus), "options": [o.to_dict() for o in self.options],
-                "estimate_calls": self.estimates}
+                "estimate_calls": self.estimates, **self.post}
 
 
 class _Memo:
@@ -280,6 +284,43 @@ def _over_steps(e) -> tuple[int | None, int | None]:
     return (rs.get("reserved_after_steps") or {}).get("1000"), rs.get("fragmentation_oom_step")
 
 
+def micro_batch_unit(plan: Plan) -> int:
+    """The step between valid micro-batches: TRL's GRPO/RLOO need num_generations to divide micro x GPUs x
+    steps_per_generation (postplan.check_post_training), so the micro-batch moves in multiples of
+    G / gcd(G, GPUs x steps)."""
+    pt = plan.post_training
+    if pt is None or pt.method not in GROUPED or pt.trainer not in ("trl", "ms-swift"):
+        return 1
+    g = default_generations(pt)
+    return g // gcd(g, plan.world_size * (pt.steps_per_generation or plan.gradient_accumulation_steps))
+
+
+def _post_with(plan: Plan, **keys) -> dict:
+    d = post_training_to_dict(plan.post_training)
+    gen = keys.pop("generator", None)
+    d.update(keys)
+    if gen:
+        d["generator"] = {**d["generator"], **gen}
+    return {"post_training": d}
+
+
+def post_maxima(plan: Plan, fits_with) -> dict:
+    """Post-training's questions: the longest completion that fits, and the largest colocated vLLM fraction
+    (in hundredths) that leaves every phase room."""
+    pt = plan.post_training
+    if pt is None:
+        return {}
+    out = {"max_completion_len": _max_int(lambda n: fits_with(**_post_with(plan, completion_len=n)),
+                                          lengths(pt)[1], MAX_SEQ_LEN)}
+    g = pt.generator
+    if g is not None and g.engine == "vllm" and g.mode == "colocate":
+        start = round(100 * (g.gpu_memory_utilization or 0.3))
+        k = _max_int(lambda k: fits_with(**_post_with(plan, generator={"gpu_memory_utilization": k / 100})),
+                     start, 100)
+        out["max_gpu_memory_utilization"] = None if k is None else k / 100
+    return out
+
+
 def fit(plan: Plan, *, max_options: int = 16) -> Fit:
     """Maxima, minimum GPUs per stage and ranked options for ``plan`` (see the module docstring)."""
     memo = _Memo()
@@ -288,8 +329,13 @@ def fit(plan: Plan, *, max_options: int = 16) -> Fit:
     def fits_with(**ch) -> bool:
         return memo(plan.with_changes(**ch)).fits
 
-    max_mbs = _max_int(lambda n: fits_with(micro_batch_size=n), plan.micro_batch_size, MAX_MICRO_BATCH)
-    max_seq = _max_int(lambda n: fits_with(**_at_seq_len(plan, n)), plan.seq_len, MAX_SEQ_LEN)
+    unit = micro_batch_unit(plan)
+    k = _max_int(lambda k: fits_with(micro_batch_size=k * unit), -(-plan.micro_batch_size // unit),
+                 MAX_MICRO_BATCH // unit)
+    max_mbs = None if k is None else k * unit
+    # post-training trains on prompt + completion, not seq_len: its own maxima instead (post_maxima)
+    max_seq = None if plan.post_training is not None else _max_int(lambda n: fits_with(**_at_seq_len(plan, n)),
+                                                                   plan.seq_len, MAX_SEQ_LEN)
     mins = min_gpus_by_stage(plan, memo)
     options = []
     seen = set()
@@ -312,7 +358,8 @@ def fit(plan: Plan, *, max_options: int = 16) -> Fit:
     return Fit(plan=plan, fits=base.fits, device_used_bytes=base.run.device_used,
                tokens_per_s_per_gpu=base.step.tokens_per_s_per_gpu, max_micro_batch_size=max_mbs,
                max_seq_len=max_seq, min_gpus=mins, options=tuple(options[:max_options]), estimates=memo.calls,
-               reserved_after_1000_bytes=_over_steps(base)[0], fragmentation_oom_step=_over_steps(base)[1])
+               reserved_after_1000_bytes=_over_steps(base)[0], fragmentation_oom_step=_over_steps(base)[1],
+               post=post_maxima(plan, fits_with))
 
 
 __all__ = ["fit", "Fit", "Option"]

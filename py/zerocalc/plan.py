@@ -15,10 +15,12 @@ from typing import Any, Mapping
 from .datasettings import AllocatorSettings, DataSettings, allocator_dict, data_dict, parse_allocator, parse_data
 from .errors import PlanError
 from .hardware import GpuSpec, gpu_spec
+from .postplan import check_post_training, parse_post_training, post_training_to_dict
 from .runplan import RunSettings, parse_run, run_to_dict
 from .stack import BOOL_KEYS, StackSettings, check_stack, parse_stack
 from .values import (check_bool, check_choice, check_int, check_mapping, check_number, reject_unknown,
                      show)
+from .values import freeze as _freeze, thaw as _thaw
 from .model import ModelArch, resolve_model
 from .presets import GPUS, MODELS
 
@@ -108,6 +110,7 @@ class Plan:
     data: DataSettings = DataSettings()                # Extension 6 (datasettings.py)
     allocator: AllocatorSettings = AllocatorSettings()  # Extension 6
     run: RunSettings = RunSettings()           # Extension 5; omitted keys take the trainer's defaults
+    post_training: Any = None                  # Extension 7 (postplan.py): PostTraining, or None (SFT / pre-training)
 
     @cached_property
     def arch(self) -> ModelArch:
@@ -288,6 +291,7 @@ def parse_plan(data: Any) -> Plan:
         network=_parse_network(get("network", {})),
         allocator=parse_allocator(get("allocator", {})),
         run=parse_run(get("run", {})),
+        post_training=parse_post_training(get("post_training")),
     )
     if "data" in data:
         plan = replace(plan, data=parse_data(data["data"], plan.seq_len))
@@ -323,24 +327,7 @@ def _check_consistency(plan: Plan) -> None:
     if plan.method == "full" and plan.run.merge_at_end != "none":
         raise PlanError("run.merge_at_end", "a merge needs LoRA adapters (method lora or qlora), not method full")
     check_stack(plan)
-
-
-def _freeze(obj: Mapping) -> Mapping:
-    def f(v):
-        if isinstance(v, Mapping):
-            return MappingProxyType({k: f(x) for k, x in v.items()})
-        if isinstance(v, list):
-            return tuple(f(x) for x in v)
-        return v
-    return f(obj)
-
-
-def _thaw(v):
-    if isinstance(v, Mapping):
-        return {k: _thaw(x) for k, x in v.items()}
-    if isinstance(v, tuple):
-        return [_thaw(x) for x in v]
-    return v
+    check_post_training(plan)
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -364,6 +351,10 @@ def plan_to_dict(plan: Plan) -> dict:
             if v == type(v)():
                 continue              # Extension 6 keys: omitted at their defaults, as `network` is
             v = data_dict(v) if isinstance(v, DataSettings) else allocator_dict(v)
+        elif f.name == "post_training":
+            if v is None:
+                continue              # Extension 7: omitted for a plan without post-training
+            v = post_training_to_dict(v)
         elif isinstance(v, RunSettings):
             v = run_to_dict(v)
             if not v:

@@ -111,7 +111,11 @@ HF_SHARED = ("eval_strategy", "evaluation_strategy", "save_strategy", "logging_s
 TRL_ONLY = ("use_peft", "max_seq_length", "dataset_text_field", "completion_only_loss", "assistant_only_loss",
             "num_generations", "max_prompt_length", "max_completion_length", "use_vllm", "dataset_mixer",
             "dataset_mixture", "dataset_splits", "dataset_num_proc", "use_bnb_nested_quant", "bnb_4bit_quant_type",
-            "lora_task_type", "model_revision", "dataset_name", "dataset_train_split")
+            "lora_task_type", "model_revision", "dataset_name", "dataset_train_split",
+            # TRL's post-training configs (imports/trl_post.py)
+            "precompute_ref_log_probs", "vllm_gpu_memory_utilization", "vllm_mode", "vllm_enable_sleep_mode",
+            "steps_per_generation", "ds3_gather_for_generation", "rpo_alpha", "desirable_weight",
+            "undesirable_weight", "center_rewards_coefficient", "cpo_alpha", "simpo_gamma")
 
 
 def _present(cfg, keys) -> list:

@@ -1,6 +1,7 @@
 """Hugging Face TrainingArguments JSON (``TrainingArguments.to_json_string()``, ``HfArgumentParser``
 ``parse_json_file`` inputs) and TRL configs (SFTConfig / DPOConfig / GRPOConfig, plus TRL's ModelConfig
-keys: model_name_or_path, attn_implementation, dtype, use_peft, lora_*, load_in_4bit/8bit) -> plan.
+keys: model_name_or_path, attn_implementation, dtype, use_peft, lora_*, load_in_4bit/8bit) -> plan; a
+post-training config also gives the plan's ``post_training`` block (imports/trl_post.py).
 
 Defaults of transformers 5 ``training_args.py`` (per_device_train_batch_size 8, gradient_accumulation_steps 1,
 optim adamw_torch_fused, bf16/fp16 off: fp32) and TRL ``SFTConfig`` (max_length 1024; ``max_seq_length`` in
@@ -19,10 +20,12 @@ from .data_keys import alloc_env, hf_data_keys, trl_collator
 from .run_args import hf_run_settings
 from .builder import gptq_checkpoint
 from .trainer_rules import fsdp_upcast_precision, set_gptq, single_process_only
+from .trl_post import trl_post_keys
 
 TRL_KEYS = ("max_length", "max_seq_length", "packing", "dataset_text_field", "completion_only_loss",
             "assistant_only_loss", "num_generations", "beta", "max_prompt_length", "max_completion_length",
-            "use_vllm", "loss_type", "use_peft")
+            "use_vllm", "loss_type", "use_peft", "precompute_ref_log_probs", "vllm_mode", "steps_per_generation",
+            "desirable_weight", "undesirable_weight", "center_rewards_coefficient", "cpo_alpha", "simpo_gamma")
 
 
 def is_trl(cfg: dict) -> bool:
@@ -164,9 +167,8 @@ def import_hf_args(cfg: dict, plan, loader=None):
               "optim_args", "tp_size"):
         if k in cfg:
             b.skip(k, take(k), EMPTY if cfg[k] in (None, [], {}, "") else NO_EFFECT)
-    for k in ("num_generations", "use_vllm", "beta", "ref_model_mixup_alpha"):
-        if cfg.get(k):
-            b.skip(k, take(k), NOT_MODELLED + " (generation / a reference model)")
+    if fmt == "trl":
+        trl_post_keys(b, cfg, take)          # DPO / KTO / RM / CPO / GRPO configs -> post_training (Extension 7)
     hf_run_settings(b, cfg, take)
     b.rest(cfg, seen)
     return b.result()

@@ -87,16 +87,25 @@ def _peak(view: RunView, ph: Phase, carried: int) -> PhasePeak:
     the allocator then frees cached segments and retries."""
     own = _own_reserved(view, ph)
     fresh = ph.transient if ph.largest > view.step_largest and carried else 0
-    reserved = max(own, min(carried + fresh, view.capacity - view.driver))
+    reserved = max(own, min(carried + fresh, view.capacity - view.driver - ph.outside) + ph.outside)
     return PhasePeak(ph.name, ph.allocated, reserved, reserved + view.driver, ph.components, ph.host, ph.note)
 
 
-def run_peaks(view: RunView, step: PhasePeak) -> RunPeaks:
-    """Every phase the run has, with the steady step's figures as ``step``."""
+def run_peaks(view: RunView, step: PhasePeak, before: tuple = ()) -> RunPeaks:
+    """Every phase the run has, with the steady step's figures as ``step``; ``before``: (name, Phase) of the
+    moments each step meets before its update (post-training's generate, sync, score: post/phases.py). A name
+    two phases share (the rollout's and an evaluation's ``generate``) keeps the larger."""
     out: dict = {}
     carried = 0
     for name, fn in PHASES:
         if fn is None:
+            # steady state: each step's moments before its update follow the previous update step's segments
+            carried = max(carried, step.reserved) if before else carried
+            for bname, ph in before:
+                carried = 0 if ph.empties_cache_before else carried
+                pk = _peak(view, ph, carried)
+                carried = 0 if ph.empties_cache else max(carried, pk.reserved - ph.outside)
+                out[bname] = pk
             pk = step
             carried = max(carried, step.reserved)
         else:
@@ -105,6 +114,8 @@ def run_peaks(view: RunView, step: PhasePeak) -> RunPeaks:
                 continue
             pk = _peak(view, ph, carried)
             carried = 0 if ph.empties_cache else max(carried, pk.reserved)
+        if name in out and out[name].device_used >= pk.device_used:
+            continue
         out[name] = pk
     top = max(out.values(), key=lambda p: (p.device_used, p.allocated, p.name == "step"))
     return RunPeaks(MappingProxyType(out), top.name, max(p.allocated for p in out.values()),

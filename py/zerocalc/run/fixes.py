@@ -9,7 +9,8 @@ from .view import RunView
 
 LABELS = {"load": "loading the model", "init": "the engine's set-up", "step": "the training step",
           "eval": "the first evaluation", "generate": "generation", "save": "the first checkpoint save",
-          "resume": "the optimizer-state reload", "merge": "the merge at the end"}
+          "resume": "the optimizer-state reload", "merge": "the merge at the end",
+          "sync": "the weight sync to the generator", "score": "the scoring forwards"}
 
 
 def _eval_fits(v: RunView, fits, **changes) -> bool:
@@ -54,6 +55,14 @@ def phase_fix(v: RunView, name: str, fits) -> str:
         if r.save and r.save.writer == "zero3-16bit":
             return "set stage3_gather_16bit_weights_on_model_save false and convert with zero_to_fp32.py offline"
         return "save a sharded checkpoint"
+    pt = plan.post_training
+    if name == "generate" and pt is not None and pt.generator is not None and pt.generator.engine == "vllm":
+        return "lower the generator's gpu_memory_utilization, or let vLLM sleep (vllm_enable_sleep_mode)"
+    if name == "sync":
+        return ("sync per layer or in batches (verl layered_summon, ms-swift move_model_batches), or let vLLM "
+                "sleep until the sync")
+    if name == "score":
+        return "score in smaller chunks (a smaller log-prob micro-batch), or offload the reference"
     if name == "generate":
         return "set ds3_gather_for_generation=False, or generate with a smaller batch"
     if name == "resume":

@@ -17,6 +17,9 @@ class Phase:
     largest: int = 0             # the phase's largest transient tensor (bytes): larger than any block cached before,
                                  # its requests cannot reuse the earlier phases' segments
     note: str = ""               # the mechanism, in a few words (the CLI and the page show it)
+    outside: int = 0             # bytes of the components held outside PyTorch's cache (a colocated vLLM's
+                                 # CuMemAllocator pool, unmapped when it sleeps): never left cached for later phases
+    empties_cache_before: bool = False   # torch.cuda.empty_cache() at its start (TRL before waking vLLM's weights)
 
     @property
     def allocated(self) -> int:

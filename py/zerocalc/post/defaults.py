@@ -1,0 +1,177 @@
+"""Each post-training trainer's defaults (contract plan-v1, Extension 7), resolved once per plan: the rows and
+lengths of the update step, where the reference comes from and where it sits, in which dtype the models are
+built, the generator and its budget. Every default names its code site (lead: ../shared/research/
+post-training.md; the TRL ones read at trl@f2cd577).
+
+- Lengths. TRL `DPOConfig.max_length` 1024 (prompt and completion together; taken as 512 + 512) and
+  `GRPOConfig.max_completion_length` 512; LLaMA-Factory `cutoff_len` 2048 (1024 + 1024); verl
+  `data.max_prompt_length` / `max_response_length` 512 / 512; OpenRLHF and ms-swift: 512 + 512 (stated).
+- Rows. DPO and its family concatenate chosen and rejected into one forward of 2·B rows padded to one length
+  (TRL `DataCollatorForPreference`, OpenRLHF / LLaMA-Factory `concatenated_forward`); a reward model stacks the
+  pairs the same way (TRL reward_trainer.py: "the first half ... chosen_ids and the second half ...
+  rejected_ids"); KTO's batch carries a mismatched "KL" completion per example (TRL kto_trainer.py
+  `KL_input_ids`), counted as 2·B rows. GRPO / RLOO / PPO update on ``micro_batch_size`` completions of
+  prompt + completion tokens (TRL `per_device_train_batch_size` counts completions).
+- Logit positions. TRL's GRPO computes logits for the completion only (`logits_to_keep + 1`,
+  grpo_trainer.py `_get_per_token_logps_and_entropies`); everything else over the whole row.
+- The reference (``auto``): none for ORPO / SimPO / CPO / RM, none for TRL's GRPO (`beta` 0.0: "the reference
+  model is not loaded", grpo_config.py), verl's (`use_kl_loss` false) ; with LoRA the adapter is disabled
+  (TRL `use_adapter`, LLaMA-Factory `disable_adapter`, verl `ref_in_actor = lora_rank > 0`) except in OpenRLHF,
+  whose reference is its own Actor (for PPO / GRPO a Ray group on other GPUs, as are its critic and reward
+  model: `train_ppo_ray.py`); verl forces the full reference to CPU ("We force reference policy to use
+  CPUOffload", fsdp_workers.py); otherwise a model. A model reference is sharded under ZeRO-3 and replicated
+  at any other stage (TRL models/utils.py `prepare_deepspeed`: `if stage != 3: ... stage = 0`; OpenRLHF
+  `stage=self.stage if self.stage == 3 else 0`), sharded under FSDP (`prepare_fsdp`), replicated under DDP.
+- Dtypes. TRL builds every model it loads in fp32 unless `model_init_kwargs` says otherwise
+  (trl/trainer/utils.py `create_model_from_path`: "If not explicitly set, `dtype` defaults to `'float32'`"),
+  the reference with the same kwargs; DeepSpeed then casts what it wraps to 16 bits (`engine.
+  _configure_distributed_model`), so the fp32 default shows without DeepSpeed (a LoRA base, a DDP reference).
+  ``run.load.dtype`` overrides it (Extension 5). The others load in the 16-bit compute dtype (ms-swift
+  `ModelArguments.torch_dtype` None: "read from the 'config.json' file").
+- TRL's version (`trainer_version`, default the newest read, 1.16): from 1.15.0 its trainers score through a
+  fused, chunked LM head (post/logprobs.py); before, the full logits and `selective_log_softmax`.
+- The generator. TRL / ms-swift / LLaMA-Factory generate with HF `generate` unless `use_vllm`; colocated vLLM
+  `gpu_memory_utilization` defaults: TRL 0.3 (`vllm_gpu_memory_utilization`), verl 0.5 (rollout.yaml),
+  OpenRLHF 0.95 (`--vllm.gpu_memory_utilization`), ms-swift 0.9; verl always runs vLLM in its hybrid engine and
+  frees it between rollouts (`free_cache_engine`: sleep level 1); OpenRLHF's vLLM engines have GPUs of their
+  own unless `--train.colocate_all`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..plan import Plan
+from ..postplan import (GROUPED, NO_REFERENCE, ONLINE, Generator, PostTraining, RoleModel, default_generations,
+                        version_tuple)
+
+TRL_LIKE = ("trl", "ms-swift", "llamafactory")       # built on TRL's trainers / the HF Trainer
+DEFAULT_LENGTHS = {"llamafactory": (1024, 1024)}     # cutoff_len 2048
+VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, "llamafactory": 0.9}
+LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+NEWEST = {"trl": (1, 16, 0)}                         # the newest release each trainer's rules were read in
+FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
+
+
+@dataclass(frozen=True)
+class Gen:
+    """The resolved generator."""
+    engine: str                  # vllm | hf
+    mode: str                    # colocate | server
+    utilization: float           # vLLM's fraction of each GPU's capacity (0 for HF generate)
+    tp: int
+    sleep: int
+    cuda_graphs: bool
+
+
+@dataclass(frozen=True)
+class Post:
+    method: str
+    trainer: str
+    prompt: int
+    completion: int
+    generations: int
+    rows: int                    # rows of the update step's forward (per GPU, per micro-step)
+    length: int                  # tokens per row (padded)
+    logit_positions: int         # positions whose logits the update computes
+    labelled: int                # positions scored per row (the completion's: TRL's fused head scores only these)
+    fused_head: bool             # TRL >= 1.15: the chunked log-prob head, no (rows, s, V) logits
+    reference: str               # none | adapter | model | precomputed | cpu | elsewhere (another GPU group)
+    ref_sharded: bool            # a model reference sharded over the world (ZeRO-3, FSDP)
+    shards_models: bool          # inference-only models on these GPUs are sharded (ZeRO-3, FSDP: prepare_deepspeed)
+    ref_bytes: int               # bytes per reference parameter
+    policy_load_bytes: int       # bytes per parameter of the model as the trainer builds it
+    gen: Gen | None              # None for the offline methods
+    gen_rows: int                # sequences one GPU generates per generation round
+    critic: object               # RoleModel or None
+    reward: object               # RoleModel or None
+
+    @property
+    def online(self) -> bool:
+        return self.method in ONLINE
+
+
+def lengths(pt: PostTraining) -> tuple[int, int]:
+    p, c = DEFAULT_LENGTHS.get(pt.trainer, (512, 512))
+    return (pt.prompt_len if pt.prompt_len is not None else p,
+            pt.completion_len if pt.completion_len is not None else c)
+
+
+def load_bytes(plan: Plan, pt: PostTraining) -> int:
+    """Bytes per parameter as the trainer builds the model (before DeepSpeed casts it)."""
+    if plan.run.load.dtype != "auto":
+        return LOAD_BYTES[plan.run.load.dtype]
+    if plan.precision == "fp32" or pt.trainer == "trl":
+        return 4                  # TRL create_model_from_path: dtype defaults to float32
+    return 2                      # ms-swift ModelArguments.torch_dtype None: config.json's; the others 16-bit
+
+
+def reference_source(plan: Plan, pt: PostTraining) -> str:
+    """Where the reference log-probabilities come from: none, adapter, model, precomputed or cpu."""
+    r = pt.reference
+    if r != "auto":
+        return {"adapter-disabled": "adapter"}.get(r, r)
+    if pt.method in NO_REFERENCE:
+        return "none"
+    if pt.method in GROUPED and pt.trainer in ("trl", "verl"):
+        return "none"             # TRL GRPOConfig.beta 0.0; verl actor.use_kl_loss false
+    if pt.method in ONLINE and pt.trainer == "openrlhf":
+        return "elsewhere"        # train_ppo_ray.py: the reference is a Ray actor group of its own
+    if plan.method != "full" and pt.trainer != "openrlhf":
+        return "adapter"
+    return "cpu" if pt.trainer == "verl" else "model"
+
+
+def reference_bytes(plan: Plan, pt: PostTraining) -> int:
+    """A model reference's bytes per parameter: DeepSpeed's inference engine casts it to the 16-bit dtype
+    (prepare_deepspeed -> deepspeed.initialize with the training config's bf16/fp16); otherwise it stays as
+    built (TRL: fp32 by default)."""
+    if plan.framework == "deepspeed" and plan.precision != "fp32":
+        return 2
+    return load_bytes(plan, pt)
+
+
+def _generator(pt: PostTraining) -> Gen | None:
+    if pt.method not in ONLINE:
+        return None
+    g = pt.generator
+    if g is None:
+        if pt.trainer == "verl":
+            g = Generator(engine="vllm", mode="colocate", sleep=1)
+        elif pt.trainer == "openrlhf":
+            g = Generator(engine="vllm", mode="server", gpus=1)
+        else:
+            g = Generator(engine="hf")
+    util = 0.0 if g.engine == "hf" else (g.gpu_memory_utilization if g.gpu_memory_utilization is not None
+                                         else VLLM_UTILIZATION[pt.trainer])
+    return Gen(g.engine, g.mode, util, g.tensor_parallel_size, g.sleep, g.engine == "vllm" and not g.enforce_eager)
+
+
+def resolve(plan: Plan) -> Post | None:
+    pt = plan.post_training
+    if pt is None:
+        return None
+    prompt, completion = lengths(pt)
+    b = plan.micro_batch_size
+    offline = pt.method not in ONLINE
+    rows = 2 * b if offline else b
+    length = prompt + completion
+    positions = completion + 1 if pt.method in GROUPED and pt.trainer in ("trl", "ms-swift") else length
+    ref = reference_source(plan, pt)
+    shards = plan.framework == "fsdp" or (plan.framework == "deepspeed" and plan.zero_stage == 3)
+    steps = pt.steps_per_generation or plan.gradient_accumulation_steps
+    critic = reward = None
+    if pt.method == "ppo":
+        # OpenRLHF's critic and reward model are Ray actor groups of their own (train_ppo_ray.py), unless colocated
+        own = RoleModel(placement="own-gpus" if pt.trainer == "openrlhf" else "same-gpus")
+        critic = pt.value_model or own
+        reward = pt.reward_model or own
+    elif pt.reward_model is not None:
+        reward = pt.reward_model
+    fused = pt.trainer == "trl" and version_tuple(pt.trainer_version, NEWEST["trl"]) >= FUSED_HEAD_SINCE
+    return Post(method=pt.method, trainer=pt.trainer, prompt=prompt, completion=completion,
+                generations=default_generations(pt), rows=rows, length=length, logit_positions=positions,
+                labelled=completion, fused_head=fused and pt.method != "rm",
+                reference=ref, ref_sharded=ref == "model" and shards, shards_models=shards,
+                ref_bytes=reference_bytes(plan, pt),
+                policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
+                critic=critic, reward=reward)

@@ -1,0 +1,93 @@
+"""The rollout engine's memory on a training GPU: colocated vLLM's budget, its CUDA graphs, its sleep levels,
+the weight sync, and HF `generate`'s KV cache. vLLM cannot run on CPU, so nothing here is traced: the
+accounting is read from vLLM's source.
+
+- Budget: `Worker.determine_available_memory` (vllm/v1/worker/gpu_worker.py) sizes the KV cache as
+  `total_gpu_memory * gpu_memory_utilization - peak_memory` (weights plus the profiling forward's peak), so an
+  instance holds the fraction of the device's *total* memory, weights, activations and KV cache together,
+  whatever the trainer already holds (verl's perf guide: "the vLLM instance will only use
+  gpu_memory_utilization of the total memory"). Each GPU of a tensor-parallel group holds the fraction of its
+  own capacity; the weights split over the group.
+- CUDA graphs are captured after the KV cache is allocated (`compile_or_warm_up_model` -> `capture_model`,
+  which logs "Graph capturing finished in N secs, took X GiB", measured as the drop in free memory), outside
+  the budget, and cannot be offloaded (verl rollout.yaml: "cudagraph in inference engine can not be offloaded
+  during update policy"). Their size is not derived here: logs show 0.11-0.96 GiB; 0.5 GiB is assumed.
+- Sleep (vLLM `LLM.sleep`, CuMemAllocator): level 1 offloads the weights to pinned host memory and discards the
+  KV cache; level 2 discards both. TRL (`vllm_enable_sleep_mode`) sleeps at level 2 after each generation and
+  wakes the weights before the sync, the KV cache before the next generation (trl/generation/
+  vllm_generation.py). At level 0 the budget stays allocated through the update step.
+- Weight sync (TRL vllm_generation.py `sync_weights`): without PEFT each parameter is gathered (ZeRO-3,
+  FSDP) and sent on its own; with PEFT under ZeRO-3 "we must gather the full model at once before merging"
+  (the 16-bit model on every GPU; under FSDP the gather is a no-op and the modules are synced in post-order);
+  without sharding the adapter is merged in place.
+- HF `generate`: a KV cache of 2·L·n_kv·d_h·rows·(prompt + completion) 16-bit bytes for the whole generation
+  batch, and under ZeRO-3 the whole model gathered (trl/models/utils.py `unwrap_model_for_generation`:
+  `GatheredParameters(model.parameters())`, unless `ds3_gather_for_generation=False`).
+"""
+from __future__ import annotations
+
+from ..model import ModelArch
+from ..units import ceil_div
+
+CUDA_GRAPH_BYTES = 512 << 20       # assumed; vLLM logs 0.11-0.96 GiB ("Graph capturing finished ... took X GiB")
+KV_BYTES = 2                       # vLLM's default kv_cache_dtype "auto": the model's 16-bit dtype
+MAX_BATCHED_TOKENS = 4096          # TRL colocate: LLM(..., max_num_batched_tokens=4096)
+
+
+def vllm_budget_bytes(utilization: float, capacity: int) -> int:
+    """What one colocated vLLM instance holds on each of its GPUs: the fraction of the device's capacity."""
+    return int(utilization * capacity)
+
+
+def vllm_weight_bytes(arch: ModelArch, tp: int) -> int:
+    """vLLM's 16-bit copy of the policy on one GPU of its tensor-parallel group."""
+    return ceil_div(2 * arch.total_params, tp)
+
+
+def kv_bytes_per_token(arch: ModelArch, tp: int, nbytes: int = KV_BYTES) -> int:
+    """Keys and values of every layer for one token, on one GPU of the TP group (heads split over it)."""
+    return ceil_div(2 * arch.num_layers * arch.kv_dim * nbytes, tp)
+
+
+def vllm_profile_peak(arch: ModelArch, tp: int) -> int:
+    """The profiling forward's activation peak (a no-grad MLP at max_num_batched_tokens: its three
+    intermediate-wide tensors and two hidden-wide ones, 16-bit)."""
+    return MAX_BATCHED_TOKENS * 2 * (3 * ceil_div(arch.intermediate_size, tp) + 2 * arch.hidden_size)
+
+
+def vllm_kv_tokens(utilization: float, capacity: int, arch: ModelArch, tp: int) -> int:
+    """Tokens the KV cache holds: the budget less the weights and the profile peak, per token's KV bytes
+    (negative when the fraction does not even hold the weights: vLLM then refuses to start)."""
+    free = vllm_budget_bytes(utilization, capacity) - vllm_weight_bytes(arch, tp) - vllm_profile_peak(arch, tp)
+    return free // kv_bytes_per_token(arch, tp)
+
+
+def cuda_graph_bytes(cuda_graphs: bool) -> int:
+    return CUDA_GRAPH_BYTES if cuda_graphs else 0
+
+
+def sleep_host_bytes(sleep: int, arch: ModelArch, tp: int) -> int:
+    """Pinned host memory of a level-1 sleep (the weights backed up to the CPU); level 2 keeps nothing."""
+    return vllm_weight_bytes(arch, tp) if sleep == 1 else 0
+
+
+def hf_kv_cache_bytes(arch: ModelArch, rows: int, length: int, nbytes: int = 2) -> int:
+    """HF `generate`'s DynamicCache for ``rows`` sequences grown to ``length`` tokens."""
+    return 2 * arch.num_layers * arch.kv_dim * rows * length * nbytes
+
+
+def sync_gathers_whole_model(peft: bool, framework: str, zero_stage: int, trainer: str) -> bool:
+    """Whether the sync gathers the whole model at once: TRL with PEFT under ZeRO-3 (`gather_params(list(
+    model.parameters()))` then `merge_adapter()`; under FSDP that gather "is a no-op" and
+    `_sync_fsdp_params_to_vllm` walks the modules in post-order), verl with LoRA on FSDP
+    (`summon_full_params` of the whole module unless `layered_summon`)."""
+    if not peft:
+        return False
+    if framework == "deepspeed" and zero_stage == 3:
+        return True
+    return trainer == "verl" and framework == "fsdp"
+
+
+def sync_gather_bytes(whole: bool, model_numel: int, largest_tensor: int) -> int:
+    """The 16-bit weights gathered at once to hand the policy to vLLM: the whole model, or one parameter."""
+    return 2 * model_numel if whole else 2 * largest_tensor

@@ -1,0 +1,97 @@
+"""The update step's log-probability buffers, per trainer: what replaces the SFT cross-entropy's logits terms
+(memory/logits.py) when the loss is a preference or policy-gradient loss over per-token log-probabilities.
+
+R rows, T logit positions, V the vocabulary; n = R·T·V, n' = R·(T-1)·V (the shifted slice); c = the logits'
+dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
+- TRL (and ms-swift, which subclasses it): `selective_log_softmax` (trl/trainer/utils.py). 16-bit logits: a
+  loop over rows, `F.log_softmax(row_logits)` then `gather`; with autograd each row's log_softmax output is
+  saved for backward (log_softmax's backward reads its output), so the loop saves c·n' in all (the per-row
+  loop lowers the peak only under no_grad: modelscope/twinkle PR #283). End of forward: the logits c·n plus
+  the saved rows c·n'. Start of backward: the saved rows, their gradients stacked by `unbind`'s backward
+  (c·n') and the slice's zero-filled gradient of the logits (c·n): c·n + 2·c·n' at most, taken as the moment
+  the stacked gradient is copied into the slice (the saved rows are freed one by one before it).
+  fp32 logits: `gather` plus a per-row `logsumexp`; the graph keeps the logits (4n), the backward adds their
+  gradient (4n).
+- OpenRLHF: `output["logits"].to(torch.float32)` (openrlhf/models/actor.py) then `log_probs_from_logits`
+  (flash-attn's fused cross-entropy, which saves its fp32 input): forward c·n + 4n, saved 4n, backward 4n + 4n
+  (the fp32 gradient) + c·n (its cast back).
+- LLaMA-Factory: `.logits.to(torch.float32)` (train/dpo/trainer.py `concatenated_forward`) then
+  `torch.gather(logits.log_softmax(-1), ...)` (train/trainer_utils.py `get_batch_logps`): the fp32 copy and the
+  fp32 log_softmax (8n) at the end of forward; backward: the saved log_softmax, gather's zero-filled fp32
+  gradient and log_softmax's backward output (12n), then the 16-bit cast.
+- verl: `logprobs_from_logits` on flash-attn's fused cross-entropy (verl/utils/torch_functional.py): the
+  logits kept (c·n), their gradient (c·n).
+- Fused (``loss: chunked``): Liger's fused linear preference and GRPO losses (TRL `use_liger_kernel`:
+  `LigerFusedLinearDPOLoss`, `LigerFusedLinearGRPOLoss`) run lm_head and the log-softmax chunk by chunk and
+  never hold the whole logits: one chunk's 16-bit logits and fp32 log-softmax (and, in backward, its gradient)
+  at a time, taken as 1/8 of the rows (not traced).
+- TRL >= 1.15 (`trainer_version`; the default, 1.16): every trainer calls `model(..., fused_lm_head=True)`
+  (trl/trainer/utils.py `add_fused_lm_head`, trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`): the
+  head is projected in tiles of `TOKEN_CHUNK_SIZE` 4096 tokens x `_CHUNKED_LOGPROB_CHUNK_SIZE` 32768 vocabulary
+  into one reused 16-bit buffer, and only the N labelled positions are scored on a GPU (`compact`:
+  `hidden_states[mask]`, a c·N·h copy that backward reads). Saved: that copy and the fp32 log-normaliser (4N).
+  Backward: `grad_hidden` fp32 (4·N·h), the tile buffer, and `grad_weight` fp32 (4·V·h) when the head trains.
+  No (rows, s, V) tensor exists (read from the TRL 1.16.0 wheel).
+A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero.
+"""
+from __future__ import annotations
+
+from ..memory.logits import Logits
+
+
+FUSED_CHUNKS = 8
+TOKEN_CHUNK = 4096          # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
+VOCAB_CHUNK = 32768         # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
+STATS = 7                   # fp32 per-token running statistics of the forward (running_max, sum_exp, ...)
+
+
+def fused_head_buffers(labelled: int, vocab: int, hidden: int, c: int, head_trains: bool) -> Logits:
+    """TRL >= 1.15's chunked log-prob head over ``labelled`` positions (see the module docstring)."""
+    tile = c * min(labelled, TOKEN_CHUNK) * min(vocab, VOCAB_CHUNK)
+    saved = c * labelled * hidden + 4 * labelled
+    return Logits(saved=saved, forward_peak=saved + tile + 4 * STATS * labelled,
+                  backward_peak=saved + 4 * labelled * hidden + tile + (4 * vocab * hidden if head_trains else 0))
+
+
+def fused_head_no_grad(labelled: int, vocab: int, hidden: int, c: int) -> int:
+    """The same head under no_grad (the reference, the old log-probabilities): the copy, the tile, the stats."""
+    return c * labelled * hidden + c * min(labelled, TOKEN_CHUNK) * min(vocab, VOCAB_CHUNK) + 4 * STATS * labelled
+
+
+def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, c: int,
+                           fused: bool = False) -> Logits:
+    """The log-probability buffers of the policy's update forward and backward (see the module docstring)."""
+    n = rows * positions * vocab
+    shifted = rows * max(positions - 1, 1) * vocab
+    if fused:
+        chunk = (c + 4) * n // FUSED_CHUNKS
+        return Logits(saved=0, forward_peak=chunk, backward_peak=chunk + c * n // FUSED_CHUNKS)
+    if trainer in ("trl", "ms-swift"):
+        if c == 4:
+            return Logits(saved=4 * n, forward_peak=4 * n, backward_peak=8 * n)
+        return Logits(saved=c * shifted, forward_peak=c * n + c * shifted, backward_peak=c * n + 2 * c * shifted)
+    if trainer == "openrlhf":
+        cast = 0 if c == 4 else c * n
+        return Logits(saved=4 * n, forward_peak=cast + 4 * n, backward_peak=8 * n + cast)
+    if trainer == "llamafactory":
+        cast = 0 if c == 4 else c * n
+        return Logits(saved=4 * n, forward_peak=max(cast + 4 * n, 8 * n), backward_peak=12 * n)
+    return Logits(saved=c * n, forward_peak=c * n, backward_peak=2 * c * n)          # verl
+
+
+def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int, c: int, fused: bool = False) -> int:
+    """The reference's no-grad logits while it scores the batch: TRL keeps its logits (c·n) and one row's
+    log_softmax at a time (`selective_log_softmax` under `torch.no_grad()`, dpo_trainer.py `compute_loss`);
+    OpenRLHF its fp32 copy beside them; LLaMA-Factory the fp32 copy and the fp32 log_softmax
+    (`compute_reference_log_probs` -> `concatenated_forward`)."""
+    n = rows * positions * vocab
+    row = positions * vocab
+    if fused:
+        return (c + 4) * n // FUSED_CHUNKS
+    if trainer in ("trl", "ms-swift"):
+        return c * n + c * row
+    if trainer == "openrlhf":
+        return (0 if c == 4 else c * n) + 4 * n
+    if trainer == "llamafactory":
+        return max((0 if c == 4 else c * n) + 4 * n, 8 * n)
+    return c * n

@@ -1,0 +1,119 @@
+"""The moments an online post-training step adds to the run (contract plan-v1, Extension 7): ``generate``
+(the rollout), ``sync`` (the policy's weights handed to vLLM, before each generation) and ``score`` (the no-grad forwards that give the
+old, reference, reward and value figures), each over the state the update step leaves resident (run/view.py:
+weights, optimizer states, DeepSpeed's flat buffers, the reference, a reward model, a vLLM that does not
+sleep). A DPO-family run with ``precomputed`` reference log-probabilities adds the precompute pass as
+``score`` (TRL `_precompute_ref_logps`, once before training, at `precompute_ref_batch_size`, by default the
+training batch). Every mechanism and its code site is in post/generator.py and post/logprobs.py.
+"""
+from __future__ import annotations
+
+from ..run.phase import Phase, phase
+from ..run.view import RunView
+from .defaults import Post
+from .generator import (hf_kv_cache_bytes, kv_bytes_per_token, sleep_host_bytes, sync_gather_bytes,
+                        sync_gathers_whole_model, vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
+from .logprobs import fused_head_no_grad, reference_forward_bytes
+
+
+def _resident(v: RunView) -> dict:
+    return v.by_component(v.state)
+
+
+def _forward_resident(v: RunView) -> dict:
+    return v.by_component(v.state + v.forward_extra)
+
+
+def _layer_moment(v: RunView, rows: int, length: int) -> int:
+    """A no-grad layer's transient: its MLP's three intermediate-wide tensors and two hidden-wide ones."""
+    a = v.si.arch
+    e = 2 if v.si.dt.autocast else v.si.dt.compute
+    return e * rows * length * (3 * a.intermediate_size + 2 * a.hidden_size)
+
+
+def generate_phase(v: RunView, post: Post) -> Phase | None:
+    """The rollout on a training GPU: colocated vLLM's budget (held there already when it never sleeps), or HF
+    `generate`'s KV cache for the generation batch (ZeRO-3: the whole 16-bit model gathered)."""
+    g = post.gen
+    if g is None or g.mode == "server":
+        return None
+    arch, plan = v.plan.arch, v.plan
+    length = post.prompt + post.completion
+    if g.engine == "vllm":
+        budget = vllm_budget_bytes(g.utilization, v.capacity)
+        tokens = vllm_kv_tokens(g.utilization, v.capacity, arch, g.tp)
+        need = post.gen_rows * length
+        note = (f"vLLM colocated: {g.utilization:g} of the GPU ({tokens:,} KV tokens for {need:,} needed)"
+                if tokens > 0 else f"vLLM colocated: {g.utilization:g} of the GPU does not hold the 16-bit weights")
+        extra = {} if g.sleep == 0 else {"generator": budget}
+        # a sleeping vLLM maps its CuMemAllocator pool back for the rollout and unmaps it after: those bytes are
+        # never left in torch's cache; what the sync left cached stays (TRL calls no empty_cache before waking
+        # the KV cache)
+        return phase("generate", _resident(v), extra, note=note, outside=budget if g.sleep else 0)
+    kv = hf_kv_cache_bytes(arch, post.gen_rows, length)
+    extra = {"activations": kv + 4 * 2 * post.gen_rows * arch.vocab_size}
+    note = f"HF generate: KV cache for {post.gen_rows} sequences x {length} tokens"
+    if plan.framework == "deepspeed" and plan.zero_stage == 3:
+        extra["weights"] = 2 * (v.si.trainable.numel + (v.si.frozen_numel if plan.method != "full" else 0))
+        note += ", whole model gathered (ZeRO-3 ds3_gather_for_generation)"
+    return phase("generate", _forward_resident(v), extra, transient=kv, note=note)
+
+
+def sync_phase(v: RunView, post: Post) -> Phase | None:
+    """The weight sync: vLLM's weights woken (sleep 1/2) beside the trainer's state, plus what is gathered."""
+    g = post.gen
+    if g is None or g.engine != "vllm":
+        return None
+    arch = v.plan.arch
+    peft = v.plan.method != "full"
+    numel = v.si.trainable.numel + (v.si.frozen_numel if peft else 0)
+    whole = sync_gathers_whole_model(peft, v.plan.framework, v.plan.zero_stage, post.trainer)
+    gathered = sync_gather_bytes(whole, numel, arch.largest_tensor)
+    extra = {"weights": gathered}
+    woken = vllm_weight_bytes(arch, g.tp) if g.mode == "colocate" and g.sleep else 0
+    if woken:
+        extra["generator"] = woken      # TRL sync_weights: empty_cache(), then llm.wake_up(tags=["weights"])
+    what = "the whole 16-bit model gathered (PEFT on sharded weights)" if whole else "one parameter at a time"
+    return phase("sync", _resident(v), extra, transient=gathered, note=f"weights to vLLM: {what}",
+                 host=sleep_host_bytes(g.sleep, arch, g.tp) if g.mode == "colocate" else 0,
+                 outside=woken, empties_cache_before=bool(woken) and post.trainer in ("trl", "ms-swift"))
+
+
+def score_phase(v: RunView, post: Post) -> Phase | None:
+    """No-grad forwards over the generation batch in chunks of the training micro-batch (TRL GRPO
+    `_get_per_token_logps_and_entropies(..., batch_size)`; verl / OpenRLHF log-prob micro-batches), the reference,
+    reward and value models as placed; or the DPO precompute pass."""
+    arch = v.plan.arch
+    if not post.online and post.reference != "precomputed":
+        return None
+    rows = post.rows
+    positions = post.logit_positions if post.online else post.length
+    e = 2 if v.si.dt.autocast else v.si.dt.compute
+    if not arch.causal_lm:
+        logits = 0
+    elif post.fused_head:
+        logits = fused_head_no_grad(rows * post.labelled, arch.vocab_size, arch.hidden_size, e)
+    else:
+        logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, e)
+    peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length))
+    base = _forward_resident(v)
+    if not post.online:
+        base = {k: b for k, b in base.items() if k in ("weights", "lora_adapters", "buffers")}
+    what = "old/reference/reward log-probabilities" if post.online else "reference log-probabilities precomputed"
+    return phase("score", base, {"logits": peak}, transient=peak, note=f"{what}, {rows} rows x {post.length} tokens")
+
+
+def post_phases(v: RunView, post: Post | None) -> tuple:
+    """(name, Phase) of the moments before the update step, in the order a step meets them."""
+    if post is None:
+        return ()
+    out = []
+    # TRL `_generate`: the weights are synced before each generation (`_sync_weights` when the step moved on)
+    for name, fn in (("sync", sync_phase), ("generate", generate_phase), ("score", score_phase)):
+        ph = fn(v, post)
+        if ph is not None:
+            out.append((name, ph))
+    return tuple(out)
+
+
+__all__ = ["post_phases", "generate_phase", "sync_phase", "score_phase", "kv_bytes_per_token"]

@@ -1,0 +1,89 @@
+"""The post-training update step: the SFT step's terms (memory/) on the rows and length the method trains on,
+with the trainer's log-probability buffers instead of the cross-entropy's logits, plus what post-training keeps
+besides the policy (the reference, a reward model, PPO's critic, a colocated vLLM that does not sleep).
+
+- Rows and length (post/defaults.py): DPO's 2·B rows of prompt + completion; GRPO's B completions.
+- The reference's forward: TRL's DPO runs it inside `compute_loss`, after the policy's forward and its
+  `selective_log_softmax` and before backward (trl/trainer/dpo_trainer.py: `outputs = model(...)`, then
+  `with torch.no_grad(): ref_outputs = self.ref_model(...)`); LLaMA-Factory's `get_batch_loss_metrics` calls
+  `compute_reference_log_probs` after `concatenated_forward` too. So its logits meet the policy's saved
+  activations and logits at the end of forward (`reference_logits`, phase ``fwd``). Online methods score in
+  a phase of their own (post/phases.py).
+- TRL's fp32 default (post/defaults.py `load_bytes`) reaches the step where nothing casts the model: a LoRA base
+  without DeepSpeed stays fp32 (and so does the residual stream it computes, as with
+  `prepare_model_for_kbit_training`), as does a DDP reference.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..memory.activations import activations
+from ..memory.inputs import StepInputs
+from ..memory.precision import module_dtypes
+from ..memory.terms import ALL, DRIVER, FWD, Term, gpu, host
+from ..plan import Plan
+from .defaults import Post
+from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes
+from .logprobs import fused_head_buffers, fused_head_no_grad, policy_logprob_buffers, reference_forward_bytes
+from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch
+
+
+def update_plan(plan: Plan, post: Post | None) -> Plan:
+    """The plan whose step is the update step: ``micro_batch_size`` rows of ``seq_len`` tokens; a reward model
+    trained as such is the sequence-classification model (its ``arch`` set on the copy)."""
+    if post is None:
+        return plan
+    sp = replace(plan, micro_batch_size=post.rows, seq_len=post.length)
+    if post.method == "rm":
+        sp.__dict__["arch"] = scalar_head_arch(plan.arch)     # Plan.arch is a cached_property of the copy
+    return sp
+
+
+def logits_bytes(si: StepInputs) -> int:
+    return 2 if si.dt.autocast else si.dt.compute
+
+
+def update_inputs(sp: Plan, si: StepInputs, post: Post | None) -> StepInputs:
+    """The step's inputs with the trainer's log-probability buffers, and TRL's fp32 LoRA base."""
+    if post is None:
+        return si
+    if sp.method == "lora" and sp.framework != "deepspeed" and post.policy_load_bytes == 4 and si.dt.frozen != 4:
+        dt = replace(si.dt, frozen=4)
+        si = replace(si, dt=dt, frozen_bytes=si.frozen_numel * 4,
+                     acts=activations(sp, si.arch, module_dtypes(sp, dt), si.stack))
+    if not si.arch.causal_lm:
+        return si
+    if post.fused_head:
+        head_trains = sp.method == "full" or "lm_head" in sp.lora.targets
+        lg = fused_head_buffers(post.rows * post.labelled, si.arch.vocab_size, si.arch.hidden_size,
+                                logits_bytes(si), head_trains)
+    else:
+        lg = policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, si.arch.vocab_size,
+                                    logits_bytes(si), fused=sp.loss == "chunked")
+    return replace(si, logits=lg)
+
+
+def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, step_terms: list) -> list[Term]:
+    """What the update step holds besides the policy's own terms."""
+    if post is None:
+        return []
+    arch, world = plan.arch, plan.world_size
+    out = reference_weight_terms(post.reference, post.ref_sharded, post.ref_bytes, arch, world)
+    if not post.online and post.reference in ("model", "adapter", "cpu") and si.arch.causal_lm:
+        ref = (fused_head_no_grad(post.rows * post.labelled, arch.vocab_size, arch.hidden_size, logits_bytes(si))
+               if post.fused_head else
+               reference_forward_bytes(post.trainer, post.rows, post.length, arch.vocab_size, logits_bytes(si),
+                                       fused=sp.loss == "chunked"))
+        out.append(gpu("reference_logits", "logits", ref, {FWD}))
+    out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world)
+    out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
+    g = post.gen
+    if g is not None and g.engine == "vllm" and g.mode == "colocate":
+        if g.sleep == 0:
+            out.append(gpu("vllm_budget", "generator", vllm_budget_bytes(g.utilization, plan.gpu_spec.capacity_bytes),
+                           ALL))
+        if g.cuda_graphs:
+            out.append(gpu("vllm_cuda_graphs", "generator", cuda_graph_bytes(True), ALL, where=DRIVER))
+        if sleep_host_bytes(g.sleep, arch, g.tp):
+            out.append(host("vllm_sleeping_weights", sleep_host_bytes(g.sleep, arch, g.tp), pinned=True))
+    return out

@@ -1,0 +1,268 @@
+"""Post-training (contract plan-v1, Extension 7: ``post_training``): the keys, their parsing, validation and
+serialisation. A key the plan leaves unsaid (``None`` here) takes the trainer's default for the method,
+resolved by the engine (zerocalc/post/defaults.py). Nothing here knows about memory.
+
+Validation follows the trainers' own checks where they have one:
+- TRL `GRPOConfig.__post_init__` (trl@f2cd577 trl/trainer/grpo_config.py): `generation_batch_size =
+  per_device_train_batch_size * num_processes * steps_per_generation` (steps_per_generation defaults to
+  gradient_accumulation_steps) "must be divisible by num_generations", and `num_generations` must be >= 2;
+- a reference model is never built for ORPO, SimPO or CPO (LLaMA-Factory `use_ref_model = stage == "dpo" and
+  pref_loss not in ["orpo", "simpo"]`, hparams/finetuning_args.py; TRL's trl/experimental/orpo, cpo) nor for a
+  reward model; `precompute_ref_log_probs` exists for the offline methods only (TRL DPOConfig, KTOConfig);
+- TRL's Liger DPO loss (`loss: chunked`) "does not support precomputing reference log probabilities";
+- disabling the adapter as the reference needs an adapter (TRL `use_adapter`, LLaMA-Factory `disable_adapter`);
+- a vLLM ``server`` runs on GPUs outside the plan's world (TRL `trl vllm-serve`, OpenRLHF's own vLLM engines),
+  so it needs their count; colocated vLLM's tensor-parallel groups split the training world (TRL
+  `vllm_tensor_parallel_size`: "world_size must be divisible by it").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+from .errors import PlanError
+from .model import resolve_model
+from .presets import MODELS
+from .values import (check_bool, check_choice, check_int, check_mapping, check_number, freeze, reject_unknown, show,
+                     thaw)
+
+METHODS = ("dpo", "ipo", "kto", "orpo", "simpo", "cpo", "rm", "ppo", "grpo", "rloo")
+OFFLINE = ("dpo", "ipo", "kto", "orpo", "simpo", "cpo", "rm")      # no generation: a fixed preference data set
+ONLINE = ("ppo", "grpo", "rloo")                                    # completions generated during training
+NO_REFERENCE = ("orpo", "simpo", "cpo", "rm")
+PRECOMPUTABLE = ("dpo", "ipo", "kto")
+GROUPED = ("grpo", "rloo")                                          # several completions per prompt
+TRAINERS = ("trl", "openrlhf", "verl", "llamafactory", "ms-swift")
+REFERENCES = ("auto", "none", "model", "adapter-disabled", "precomputed", "cpu")
+PLACEMENTS = ("same-gpus", "own-gpus", "cpu")
+ENGINES = ("vllm", "hf")
+MODES = ("colocate", "server")
+SLEEP_LEVELS = (0, 1, 2)
+# the methods each trainer implements (read in their trees: TRL trl/trainer + trl/experimental; OpenRLHF
+# openrlhf/cli train_dpo, train_kto, train_rm, train_ppo_ray (GRPO/RLOO by --algo.advantage_estimator);
+# verl's PPO-family ray trainer; LLaMA-Factory stages dpo/kto/rm/ppo with pref_loss sigmoid/ipo/orpo/simpo;
+# ms-swift rlhf_type dpo/orpo/simpo/kto/cpo/rm/ppo/grpo)
+TRAINER_METHODS = {
+    "trl": METHODS,
+    "openrlhf": ("dpo", "ipo", "kto", "rm", "ppo", "grpo", "rloo"),
+    "verl": ("ppo", "grpo", "rloo"),
+    "llamafactory": ("dpo", "ipo", "orpo", "simpo", "kto", "rm", "ppo"),
+    "ms-swift": ("dpo", "ipo", "orpo", "simpo", "kto", "cpo", "rm", "ppo", "grpo", "rloo"),
+}
+MAX_LEN = 1 << 24
+MAX_GENERATIONS = 4096
+MAX_SERVER_GPUS = 1 << 16
+
+
+@dataclass(frozen=True)
+class Generator:
+    engine: str = "vllm"
+    mode: str = "colocate"
+    gpu_memory_utilization: Any = None      # number in (0, 1], or None = the trainer's default
+    tensor_parallel_size: int = 1
+    sleep: int = 0                          # vLLM sleep level after each generation (0: stays resident)
+    enforce_eager: bool = False             # no CUDA graphs
+    gpus: Any = None                        # server: the GPUs it runs on, outside the plan
+
+
+@dataclass(frozen=True)
+class RoleModel:
+    """PPO's critic or a reward model run as a network."""
+    model: Any = None                       # preset id, a read-only config mapping, or None = the policy's model
+    placement: str = "same-gpus"
+
+
+@dataclass(frozen=True)
+class PostTraining:
+    method: str = "dpo"
+    trainer: str = "trl"
+    trainer_version: Any = None             # "1.14" etc., or None = the newest release modelled (TRL 1.16)
+    prompt_len: Any = None                  # int, or None = the trainer's default
+    completion_len: Any = None
+    num_generations: Any = None             # int, or None = the trainer's default (GRPO/RLOO only)
+    steps_per_generation: Any = None        # TRL: None = gradient_accumulation_steps
+    reference: str = "auto"
+    reward_model: Any = None                # RoleModel or None
+    value_model: Any = None                 # RoleModel or None
+    generator: Any = None                   # Generator or None (HF generate where the method generates)
+
+
+def _opt_int(key: str, v: Any, lo: int, hi: int) -> Any:
+    return None if v is None else check_int(key, v, lo, hi)
+
+
+def _parse_version(key: str, v: Any) -> Any:
+    """A release number like "1.14" or "0.29.1" (digits and dots), or None."""
+    if v is None:
+        return None
+    parts = v.split(".") if isinstance(v, str) else []
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() and len(p) <= 4 for p in parts):
+        raise PlanError(key, f"must be a release number like \"1.14\", got {show(v)}")
+    return v
+
+
+def version_tuple(v: Any, newest: tuple) -> tuple:
+    """(major, minor, patch) of a release string; ``newest`` when None."""
+    if v is None:
+        return newest
+    parts = [int(p) for p in v.split(".")]
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def _parse_role(key: str, v: Any) -> Any:
+    if v is None:
+        return None
+    obj = check_mapping(key, v)
+    reject_unknown(key, obj, ("model", "placement"))
+    model = obj.get("model")
+    if isinstance(model, str):
+        if model not in MODELS:
+            raise PlanError(f"{key}.model", f"unknown preset {show(model)}; see `zerocalc presets models`")
+    elif model is not None:
+        model = freeze(check_mapping(f"{key}.model", model))
+        try:
+            resolve_model(model)
+        except PlanError as e:
+            raise PlanError(f"{key}.{e.key}", e.message) from None
+    return RoleModel(model=model, placement=check_choice(f"{key}.placement", obj.get("placement", "same-gpus"),
+                                                         PLACEMENTS))
+
+
+def _parse_generator(v: Any) -> Any:
+    if v is None:
+        return None
+    key = "post_training.generator"
+    obj = check_mapping(key, v)
+    reject_unknown(key, obj, tuple(f.name for f in fields(Generator)))
+    d = Generator()
+    util = obj.get("gpu_memory_utilization")
+    if util is not None:
+        util = check_number(f"{key}.gpu_memory_utilization", util, 0.01, 1.0)
+    return Generator(
+        engine=check_choice(f"{key}.engine", obj.get("engine", d.engine), ENGINES),
+        mode=check_choice(f"{key}.mode", obj.get("mode", d.mode), MODES),
+        gpu_memory_utilization=util,
+        tensor_parallel_size=check_int(f"{key}.tensor_parallel_size",
+                                       obj.get("tensor_parallel_size", d.tensor_parallel_size), 1, 1024),
+        sleep=check_choice(f"{key}.sleep", check_int(f"{key}.sleep", obj.get("sleep", d.sleep), 0, 2), SLEEP_LEVELS),
+        enforce_eager=check_bool(f"{key}.enforce_eager", obj.get("enforce_eager", d.enforce_eager)),
+        gpus=_opt_int(f"{key}.gpus", obj.get("gpus"), 1, MAX_SERVER_GPUS))
+
+
+def parse_post_training(value: Any) -> Any:
+    """plan-v1 ``post_training`` mapping (or null) -> PostTraining; PlanError names the dotted key."""
+    if value is None:
+        return None
+    key = "post_training"
+    obj = check_mapping(key, value)
+    reject_unknown(key, obj, tuple(f.name for f in fields(PostTraining)))
+    d = PostTraining()
+    return PostTraining(
+        method=check_choice(f"{key}.method", obj.get("method", d.method), METHODS),
+        trainer=check_choice(f"{key}.trainer", obj.get("trainer", d.trainer), TRAINERS),
+        trainer_version=_parse_version(f"{key}.trainer_version", obj.get("trainer_version")),
+        prompt_len=_opt_int(f"{key}.prompt_len", obj.get("prompt_len"), 1, MAX_LEN),
+        completion_len=_opt_int(f"{key}.completion_len", obj.get("completion_len"), 1, MAX_LEN),
+        num_generations=_opt_int(f"{key}.num_generations", obj.get("num_generations"), 1, MAX_GENERATIONS),
+        steps_per_generation=_opt_int(f"{key}.steps_per_generation", obj.get("steps_per_generation"), 1, 1 << 20),
+        reference=check_choice(f"{key}.reference", obj.get("reference", d.reference), REFERENCES),
+        reward_model=_parse_role(f"{key}.reward_model", obj.get("reward_model")),
+        value_model=_parse_role(f"{key}.value_model", obj.get("value_model")),
+        generator=_parse_generator(obj.get("generator")))
+
+
+def default_generations(pt: PostTraining) -> int:
+    """Completions per prompt when the plan does not say: TRL `GRPOConfig.num_generations` 8 (ms-swift inherits
+    TRL's config), verl `actor_rollout_ref.rollout.n` 1, OpenRLHF `--rollout.n_samples_per_prompt` 1;
+    methods that do not group completions: 1."""
+    if pt.num_generations is not None:
+        return pt.num_generations
+    if pt.method not in GROUPED:
+        return 1
+    return 8 if pt.trainer in ("trl", "ms-swift") else 1
+
+
+def check_post_training(plan) -> None:
+    """Combinations no trainer accepts; ``plan`` is the parsed Plan (world size, method, batch)."""
+    pt = plan.post_training
+    if pt is None:
+        return
+    k = "post_training"
+    if pt.method not in TRAINER_METHODS[pt.trainer]:
+        raise PlanError(f"{k}.method", f"{pt.trainer} has no {pt.method} trainer (it has "
+                                       f"{', '.join(TRAINER_METHODS[pt.trainer])})")
+    if pt.method in NO_REFERENCE and pt.reference not in ("auto", "none"):
+        raise PlanError(f"{k}.reference", f"{pt.method} uses no reference model; use \"auto\" or \"none\"")
+    if pt.reference == "adapter-disabled" and plan.method == "full":
+        raise PlanError(f"{k}.reference", "adapter-disabled needs LoRA adapters (method lora or qlora), "
+                                          "not method full")
+    if pt.reference == "precomputed" and pt.method not in PRECOMPUTABLE:
+        raise PlanError(f"{k}.reference", "precomputed reference log-probabilities exist for the offline "
+                                          "methods dpo, ipo and kto only")
+    if pt.reference == "precomputed" and plan.loss == "chunked" and pt.trainer in ("trl", "ms-swift"):
+        # trl/trainer/dpo_trainer.py: "Liger DPO loss does not support precomputing reference log probabilities"
+        raise PlanError(f"{k}.reference", "TRL's fused (Liger) DPO loss (loss chunked) cannot use precomputed "
+                                          "reference log-probabilities")
+    if pt.value_model is not None and pt.method != "ppo":
+        raise PlanError(f"{k}.value_model", f"a value model (critic) is PPO's; {pt.method} has none")
+    if pt.reward_model is not None and pt.method not in ONLINE:
+        raise PlanError(f"{k}.reward_model", f"{pt.method} learns from a fixed data set and runs no reward model")
+    if pt.steps_per_generation is not None and (pt.method not in GROUPED or pt.trainer not in ("trl", "ms-swift")):
+        raise PlanError(f"{k}.steps_per_generation", "steps_per_generation is TRL's GRPO/RLOO setting")
+    if pt.method in GROUPED and pt.trainer in ("trl", "ms-swift"):
+        g = default_generations(pt)
+        if g < 2:
+            raise PlanError(f"{k}.num_generations", f"TRL's GRPO needs at least 2 generations per prompt, got {g}")
+        steps = pt.steps_per_generation or plan.gradient_accumulation_steps
+        batch = plan.micro_batch_size * plan.world_size * steps
+        if batch % g:
+            raise PlanError(f"{k}.num_generations", f"must divide TRL's generation batch (micro_batch_size "
+                            f"{plan.micro_batch_size} x {plan.world_size} GPUs x steps_per_generation {steps} = "
+                            f"{batch} completions), got {g}")
+    _check_generator(plan, pt)
+
+
+def _check_generator(plan, pt: PostTraining) -> None:
+    g, k = pt.generator, "post_training.generator"
+    if g is None:
+        return
+    if pt.method in OFFLINE:
+        raise PlanError(k, f"{pt.method} generates nothing during training; remove the generator (null)")
+    if g.engine == "hf":
+        if g.mode != "colocate":
+            raise PlanError(f"{k}.mode", "HF generate runs the training model itself: mode colocate only")
+        if g.sleep or g.gpu_memory_utilization is not None or g.tensor_parallel_size != 1:
+            key = "sleep" if g.sleep else ("gpu_memory_utilization" if g.gpu_memory_utilization is not None
+                                           else "tensor_parallel_size")
+            raise PlanError(f"{k}.{key}", "is a vLLM setting; HF generate has none")
+    if g.mode == "server":
+        if g.gpus is None:
+            raise PlanError(f"{k}.gpus", "a server generator runs on GPUs outside the plan: give their number")
+        if g.sleep:
+            raise PlanError(f"{k}.sleep", "sleep frees a colocated engine's memory for training; a server's GPUs "
+                                          "do not train")
+    else:
+        if g.gpus is not None:
+            raise PlanError(f"{k}.gpus", "a colocated generator shares the plan's GPUs; gpus is for mode server")
+        if plan.world_size % g.tensor_parallel_size:
+            raise PlanError(f"{k}.tensor_parallel_size", f"colocated vLLM groups must divide the "
+                            f"{plan.world_size} training GPUs, got {g.tensor_parallel_size}")
+    if pt.trainer == "verl" and g.mode == "server":
+        raise PlanError(f"{k}.mode", "verl's hybrid engine colocates the rollout with the actor")
+
+
+def post_training_to_dict(pt: Any) -> Any:
+    """PostTraining -> the plan's ``post_training`` object (every key; defaults left unsaid stay null)."""
+    if pt is None:
+        return None
+    out = {}
+    for f in fields(pt):
+        v = getattr(pt, f.name)
+        if isinstance(v, (Generator, RoleModel)):
+            v = {g.name: thaw(getattr(v, g.name)) for g in fields(v)}
+        out[f.name] = v
+    return out
+
+
+__all__ = ["PostTraining", "Generator", "RoleModel", "parse_post_training", "post_training_to_dict",
+           "check_post_training", "default_generations", "version_tuple", "METHODS", "TRAINERS", "OFFLINE", "ONLINE", "GROUPED"]

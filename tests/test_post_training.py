@@ -1,0 +1,586 @@
+"""Post-training (plan-v1 Extension 7): the plan block, its validation, and the engine's terms, each against
+arithmetic written here (no figure copied from the code under test)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zerocalc.cli import main
+from zerocalc.estimate import estimate
+from zerocalc.plan import Plan, PlanError
+
+# Llama 3.2 1B: 1,235,814,400 parameters, 16 layers, 8 KV heads x 64, vocabulary 128,256, tied embeddings
+P1B, V, L, KV = 1_235_814_400, 128_256, 16, 512
+A100 = 80 * 2**30
+
+
+def plan(pt=None, **kw) -> Plan:
+    d = {"model": "llama-3.2-1b", "gpu": "a100-sxm4-80gb", "gpus_per_node": 4, "framework": "deepspeed",
+         "zero_stage": 2, "micro_batch_size": 2, "gradient_accumulation_steps": 4, "seq_len": 1024,
+         "activation_checkpointing": "full"}
+    d.update(kw)
+    if pt is not None:
+        d["post_training"] = pt
+    return Plan.from_dict(d)
+
+
+def detail(est) -> dict:
+    return dict(est.per_gpu.detail)
+
+
+# --- the plan block ---------------------------------------------------------------------------------
+
+def test_round_trip_and_omitted_without_post_training():
+    p = plan({"method": "grpo", "num_generations": 4, "generator": {"engine": "vllm", "sleep": 2},
+              "reward_model": {"model": "llama-3.2-1b", "placement": "same-gpus"}})
+    assert Plan.from_dict(p.to_dict()) == p
+    assert "post_training" not in plan().to_dict()
+    assert plan().post_training is None
+
+
+BAD = [
+    ({"method": "sft"}, "post_training.method"),
+    ({"trainer": "deepspeed-chat"}, "post_training.trainer"),
+    ({"method": "grpo", "num_generations": 3}, "post_training.num_generations"),      # 2 x 4 GPUs x 4 = 32
+    ({"method": "grpo", "num_generations": 1}, "post_training.num_generations"),      # TRL: at least 2
+    ({"method": "dpo", "reference": "adapter-disabled"}, "post_training.reference"),  # method full
+    ({"method": "orpo", "reference": "model"}, "post_training.reference"),
+    ({"method": "simpo", "reference": "precomputed"}, "post_training.reference"),
+    ({"method": "grpo", "reference": "precomputed"}, "post_training.reference"),
+    ({"method": "grpo", "generator": {"mode": "server"}}, "post_training.generator.gpus"),
+    ({"method": "grpo", "generator": {"mode": "colocate", "gpus": 2}}, "post_training.generator.gpus"),
+    ({"method": "grpo", "generator": {"gpu_memory_utilization": 1.5}}, "post_training.generator.gpu_memory_utilization"),
+    ({"method": "grpo", "generator": {"sleep": 3}}, "post_training.generator.sleep"),
+    ({"method": "grpo", "generator": {"tensor_parallel_size": 3}}, "post_training.generator.tensor_parallel_size"),
+    ({"method": "grpo", "generator": {"engine": "hf", "sleep": 1}}, "post_training.generator.sleep"),
+    ({"method": "dpo", "generator": {"engine": "vllm"}}, "post_training.generator"),
+    ({"method": "dpo", "value_model": {}}, "post_training.value_model"),
+    ({"method": "dpo", "reward_model": {}}, "post_training.reward_model"),
+    ({"method": "ppo", "value_model": {"model": "no-such-model"}}, "post_training.value_model.model"),
+    ({"method": "ppo", "value_model": {"placement": "moon"}}, "post_training.value_model.placement"),
+    ({"method": "grpo", "trainer": "llamafactory"}, "post_training.method"),
+    ({"method": "dpo", "steps_per_generation": 2}, "post_training.steps_per_generation"),
+    ({"method": "dpo", "reference": "precomputed"}, "post_training.reference", {"loss": "chunked"}),
+    ({"prompt_len": 0}, "post_training.prompt_len"),
+    ({"completion_len": "long"}, "post_training.completion_len"),
+    ({"betaa": 0.1}, "post_training.betaa"),
+    ([], "post_training"),
+]
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_values_name_the_key_and_exit_2(case, tmp_path, capsys):
+    pt, key, extra = case if len(case) == 3 else (*case, {})
+    with pytest.raises(PlanError) as e:
+        plan(pt, **extra)
+    assert e.value.key == key
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps({"gpus_per_node": 4, "micro_batch_size": 2, "gradient_accumulation_steps": 4,
+                             "post_training": pt, **extra}))
+    rc = main(["estimate", "--plan", str(f)])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "" and key in err and "Traceback" not in err
+
+
+def test_adapter_disabled_with_lora_and_divisible_generations_are_accepted():
+    plan({"method": "dpo", "reference": "adapter-disabled"}, method="lora")
+    plan({"method": "grpo", "num_generations": 8})                     # 32 completions / 8
+    plan({"method": "grpo", "num_generations": 16, "steps_per_generation": 8})   # 2 x 4 x 8 = 64
+    plan({"method": "grpo", "generator": {"mode": "server", "gpus": 1}})
+
+
+def test_a_plan_without_post_training_estimates_as_before():
+    a, b = estimate(plan()), estimate(Plan.from_dict({**plan().to_dict()}))
+    assert a.to_dict() == b.to_dict()
+    assert set(a.run.phases) & {"sync", "score"} == set()
+
+
+# --- DPO and the reference --------------------------------------------------------------------------
+
+def test_dpo_update_step_holds_2b_rows():
+    # DPO at micro 2 with 512 + 512 tokens: the same saved activations as an SFT step of 4 rows x 1024
+    dpo = detail(estimate(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512})))
+    sft = detail(estimate(plan(micro_batch_size=4, seq_len=1024)))
+    assert dpo["saved_activations"] == sft["saved_activations"]
+    assert estimate(plan({"method": "dpo"})).tokens_per_step == 4 * 1024 * 4 * 4   # rows x len x accum x world
+
+
+def test_trl_dpo_logits_buffers_by_hand():
+    # TRL selective_log_softmax on bf16 logits: end of forward the logits 2·R·T·V plus the saved per-row
+    # log_softmax 2·R·(T-1)·V; R = 2 x 2 = 4 rows, T = 1024
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "reference": "precomputed",
+                     "trainer_version": "1.14"}))
+    assert t["logits_forward"].nbytes == 2 * 4 * 1024 * V + 2 * 4 * 1023 * V
+    # backward: the slice's gradient 2·R·T·V and the stacked row gradients with the saved rows 2 x 2·R·(T-1)·V
+    assert t["logits_backward"].nbytes == 2 * 4 * 1024 * V + 2 * 2 * 4 * 1023 * V
+    # the reference's no-grad logits meet them at the end of forward: its logits and one row's log_softmax
+    ref = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512,
+                       "trainer_version": "1.14"}))["reference_logits"]
+    assert ref.nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V and ref.phases == {"fwd"}
+
+
+def _terms(p):
+    from zerocalc.estimate import step_inputs_for, step_terms
+    return {t.name: t for t in step_terms(p, step_inputs_for(p))[2]}
+
+
+def test_trl_fused_head_by_hand():
+    # TRL >= 1.15 (the default): the chunked log-prob head over the N = rows x completion labelled positions,
+    # one 16-bit tile of min(N, 4096) x 32768; saved the 16-bit hidden copy (N x 2048) and 4N of log-normaliser;
+    # DPO micro 2 -> 4 rows x 512 completion tokens = 2048 positions
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}))
+    n, h = 4 * 512, 2048
+    tile = 2 * 2048 * 32768
+    assert t["logits_forward"].nbytes == 2 * n * h + 4 * n + tile + 4 * 7 * n
+    # backward: fp32 grad_hidden (4·N·h) and, the head being trained (full fine-tune), fp32 grad_weight 4·V·h
+    assert t["logits_backward"].nbytes == 2 * n * h + 4 * n + 4 * n * h + tile + 4 * V * h
+    assert t["reference_logits"].nbytes == 2 * n * h + tile + 4 * 7 * n
+    lora = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}, method="lora"))
+    assert lora["logits_backward"].nbytes == 2 * n * h + 4 * n + 4 * n * h + tile       # the head is frozen
+
+
+def test_trainer_version_is_validated():
+    for bad in ("latest", "1.x", 1.14, "1.2.3.4"):
+        with pytest.raises(PlanError) as e:
+            plan({"method": "dpo", "trainer_version": bad})
+        assert e.value.key == "post_training.trainer_version"
+
+
+def test_lora_reference_costs_no_weights():
+    t = _terms(plan({"method": "dpo"}, method="lora"))
+    assert not any(n.startswith("reference_weights") for n in t)
+    assert "reference_logits" in t                      # the base still scores the batch
+
+
+def test_full_reference_zero2_replicated_zero3_sharded():
+    # DeepSpeed casts the reference to bf16: 2 bytes x 1,235,814,400 on every GPU at ZeRO-2,
+    # ceil(that / 4) at ZeRO-3 (prepare_deepspeed keeps stage 3 only)
+    z2 = _terms(plan({"method": "dpo"}, zero_stage=2))
+    z3 = _terms(plan({"method": "dpo"}, zero_stage=3))
+    assert z2["reference_weights"].nbytes == 2 * P1B
+    assert z3["reference_weights"].nbytes == -(-2 * P1B // 4)
+    ddp = _terms(plan({"method": "dpo"}, framework="ddp", zero_stage=0))
+    assert ddp["reference_weights"].nbytes == 4 * P1B            # TRL's fp32 default, nothing casts it
+    bf16 = _terms(plan({"method": "dpo"}, framework="ddp", zero_stage=0, run={"load": {"dtype": "bf16"}}))
+    assert bf16["reference_weights"].nbytes == 2 * P1B
+
+
+def test_reference_none_for_orpo_and_precomputed_for_dpo():
+    for pt in ({"method": "orpo"}, {"method": "simpo"}, {"method": "dpo", "reference": "precomputed"}):
+        t = _terms(plan(pt))
+        assert "reference_weights" not in t and "reference_logits" not in t
+    est = estimate(plan({"method": "dpo", "reference": "precomputed"}))
+    assert "score" in est.run.phases                    # the precompute pass
+
+
+def test_verl_reference_in_host_memory():
+    t = _terms(plan({"method": "ppo", "trainer": "verl", "generator": {"engine": "vllm", "sleep": 1}},
+                    framework="fsdp", zero_stage=3))
+    assert t["reference_weights_host"].nbytes == 2 * P1B and not t["reference_weights_host"].on_gpu
+
+
+def test_trl_fp32_lora_base_without_deepspeed():
+    # TRL create_model_from_path: fp32 unless told; with LoRA on DDP the base stays fp32 (4 B/param)
+    from zerocalc.estimate import step_inputs_for
+    si = step_inputs_for(plan({"method": "dpo"}, method="lora", framework="ddp", zero_stage=0))
+    assert si.frozen_bytes == 4 * P1B
+    si16 = step_inputs_for(plan({"method": "dpo"}, method="lora", framework="ddp", zero_stage=0,
+                                run={"load": {"dtype": "bf16"}}))
+    assert si16.frozen_bytes == 2 * P1B
+
+
+def test_reward_model_has_a_scalar_head_and_no_logits():
+    est = estimate(plan({"method": "rm"}))
+    d = detail(est)
+    assert d.get("logits_forward", 0) == 0 and d.get("logits_backward", 0) == 0
+    # tied embeddings: the sequence-classification model adds only score.weight (hidden 2048)
+    from zerocalc.estimate import step_inputs_for
+    assert step_inputs_for(est.plan).arch.total_params == P1B + 2048
+
+
+# --- GRPO and the generator -------------------------------------------------------------------------
+
+def grpo(gen, **kw):
+    return estimate(plan({"method": "grpo", "num_generations": 8, "prompt_len": 256, "completion_len": 768,
+                          "generator": gen}, **kw))
+
+
+def test_colocated_vllm_holds_its_fraction_and_sleep_2_frees_it():
+    asleep = grpo({"engine": "vllm", "gpu_memory_utilization": 0.3, "sleep": 2})
+    gen = asleep.run.phases["generate"]
+    assert gen.components["generator"] == int(0.3 * A100)
+    assert asleep.per_gpu.components.get("generator", 0) == 512 << 20     # only the CUDA graphs stay
+    awake = grpo({"engine": "vllm", "gpu_memory_utilization": 0.3, "sleep": 0})
+    assert awake.per_gpu.detail["vllm_budget"] == int(0.3 * A100)
+    assert awake.per_gpu.device_used - asleep.per_gpu.device_used >= int(0.3 * A100)
+    eager = grpo({"engine": "vllm", "sleep": 2, "enforce_eager": True})
+    assert eager.per_gpu.components.get("generator", 0) == 0
+
+
+def test_trl_grpo_logits_only_for_the_completion():
+    # logits_to_keep = completion + 1 = 769 positions, micro 2 rows, bf16
+    t = _terms(plan({"method": "grpo", "prompt_len": 256, "completion_len": 768, "trainer_version": "1.14.2"}))
+    assert t["logits_forward"].nbytes == 2 * 2 * 769 * V + 2 * 2 * 768 * V
+
+
+def test_hf_generate_kv_cache_by_hand():
+    # HF generate for the generation batch: micro 2 x steps_per_generation 4 = 8 sequences of 1024 tokens:
+    # 2 (K, V) x 16 layers x 512 x 8 x 1024 x 2 bytes, plus the last position's fp32 logits twice
+    est = grpo(None)
+    kv = 2 * L * KV * 8 * 1024 * 2
+    ph = est.run.phases["generate"]
+    assert ph.components["activations"] == kv + 4 * 2 * 8 * V
+    assert "8 sequences x 1024 tokens" in ph.note
+
+
+def phases_of(gen, **kw) -> dict:
+    """The post-training Phase objects (with their transients) of a GRPO plan."""
+    from zerocalc.estimate import step_inputs_for, whole_run
+    from zerocalc.post import post_phases, resolve
+    p = plan({"method": "grpo", "num_generations": 8, "prompt_len": 256, "completion_len": 768,
+              "generator": gen}, **kw)
+    view = whole_run(p, step_inputs_for(p), p.gpu_spec)[1]
+    return dict(post_phases(view, resolve(p)))
+
+
+def test_peft_zero3_sync_gathers_the_whole_model():
+    peft = grpo({"engine": "vllm", "sleep": 2}, method="lora", zero_stage=3)
+    full = grpo({"engine": "vllm", "sleep": 2}, zero_stage=3)
+    assert "whole 16-bit model" in peft.run.phases["sync"].note
+    assert "one parameter" in full.run.phases["sync"].note
+    # LoRA r16 on the 7 linears of Llama 3.2 1B: per layer r·(d_in + d_out) = 16 x (4096 + 2560 + 2560 + 4096
+    # + 3 x 10240) = 704,512, x 16 layers = 11,272,192 adapter parameters; all gathered in 16 bits with the base
+    assert phases_of({"engine": "vllm", "sleep": 2}, method="lora", zero_stage=3)["sync"].transient \
+        == 2 * (P1B + 11_272_192)
+    # without PEFT one parameter at a time: the largest, the tied embedding 128,256 x 2048
+    assert phases_of({"engine": "vllm", "sleep": 2}, zero_stage=3)["sync"].transient == 2 * V * 2048
+    # FSDP with PEFT syncs module by module (TRL `_sync_fsdp_params_to_vllm`)
+    fsdp = phases_of({"engine": "vllm", "sleep": 2}, method="lora", framework="fsdp", zero_stage=3)
+    assert fsdp["sync"].transient == 2 * V * 2048
+
+
+def test_server_generator_costs_the_training_gpus_nothing():
+    est = grpo({"engine": "vllm", "mode": "server", "gpus": 1})
+    assert "generate" not in est.run.phases
+    assert est.per_gpu.components.get("generator", 0) == 0
+
+
+def test_ppo_keeps_a_critic_and_a_reward_model():
+    t = _terms(plan({"method": "ppo"}))
+    assert "critic_state" in t and t["reward_model_weights"].nbytes == 2 * (P1B + 2048)
+
+
+def test_peak_phase_names_the_generation_when_it_is_largest():
+    est = grpo({"engine": "vllm", "gpu_memory_utilization": 0.9, "sleep": 2})
+    assert est.run.peak_phase == "generate"
+
+
+# --- properties ---------------------------------------------------------------------------------------
+
+@settings(max_examples=15, deadline=None)
+@given(g=st.sampled_from([2, 4, 8, 16, 32]), c=st.integers(64, 2048), extra=st.integers(1, 1024))
+def test_more_generations_or_longer_completions_never_need_less(g, c, extra):
+    def used(gen, comp):
+        return estimate(plan({"method": "grpo", "num_generations": gen, "completion_len": comp},
+                             gradient_accumulation_steps=8), search_min_gpus=False).run.device_used
+    assert used(g, c) <= used(min(64, 2 * g), c)
+    assert used(g, c) <= used(g, c + extra)
+
+
+@settings(max_examples=15, deadline=None)
+@given(u=st.floats(0.05, 0.9), du=st.floats(0.01, 0.09), sleep=st.sampled_from([0, 1, 2]))
+def test_a_larger_vllm_fraction_never_needs_less(u, du, sleep):
+    def used(util):
+        return grpo({"engine": "vllm", "gpu_memory_utilization": util, "sleep": sleep}).run.device_used
+    assert used(u) <= used(u + du)
+
+
+def test_the_sync_gather_stays_cached_when_vllm_wakes_for_the_rollout():
+    # TRL empties the cache before waking vLLM's weights, not before waking its KV cache: the whole-model
+    # gather of the sync (2 x (base + adapters)) is still reserved by torch when vLLM maps its 0.3 x 80 GiB
+    est = grpo({"engine": "vllm", "gpu_memory_utilization": 0.3, "sleep": 2}, method="lora", zero_stage=3)
+    gen = est.run.phases["generate"]
+    assert gen.device_used >= int(0.3 * A100) + 2 * (P1B + 11_272_192)
+    # and vLLM's own bytes are not left cached for the scoring forwards that follow
+    assert est.run.phases["score"].device_used < gen.device_used - int(0.3 * A100) + 2**30
+
+
+# --- exports: TRL's config with the settings the estimate assumed ----------------------------------------
+
+def test_trl_grpo_config_carries_the_generator():
+    from zerocalc.exports import trl_config_kwargs
+    p = plan({"method": "grpo", "num_generations": 8, "completion_len": 768,
+              "generator": {"engine": "vllm", "gpu_memory_utilization": 0.4, "sleep": 2}},
+             run={"load": {"dtype": "bf16"}})
+    module, cls, kw = trl_config_kwargs(p)
+    assert (module, cls) == ("trl", "GRPOConfig")
+    assert kw["num_generations"] == 8 and kw["max_completion_length"] == 768
+    assert kw["use_vllm"] is True and kw["vllm_mode"] == "colocate"
+    assert kw["vllm_gpu_memory_utilization"] == 0.4 and kw["vllm_enable_sleep_mode"] is True
+    assert kw["beta"] == 0.0                                  # no reference: TRL's default beta
+    assert kw["gradient_checkpointing"] is True and "activation_checkpointing" not in kw
+    assert kw["model_init_kwargs"] == {"dtype": "bfloat16"}
+    assert kw["per_device_train_batch_size"] == 2 and kw["gradient_accumulation_steps"] == 4
+
+
+def test_trl_dpo_config_and_refusals():
+    from zerocalc.exports import ExportError, trl_config_kwargs, trl_snippet
+    _, cls, kw = trl_config_kwargs(plan({"method": "ipo", "prompt_len": 256, "completion_len": 768,
+                                         "reference": "precomputed"}))
+    assert cls == "DPOConfig" and kw["max_length"] == 1024 and kw["loss_type"] == ["ipo"]
+    assert kw["precompute_ref_log_probs"] is True
+    assert "fp32" in trl_snippet(plan({"method": "dpo"}))    # TRL's fp32 load default is stated
+    for pt, key in [({"method": "grpo", "generator": {"engine": "vllm", "sleep": 1}}, "post_training.generator.sleep"),
+                    ({"method": "ppo", "trainer": "verl"}, "post_training.trainer"),
+                    ({"method": "dpo", "reference": "cpu"}, "post_training.reference")]:
+        with pytest.raises(ExportError) as e:
+            trl_config_kwargs(plan(pt, framework="fsdp", zero_stage=3) if pt.get("trainer") == "verl" else plan(pt))
+        assert e.value.key == key
+    with pytest.raises(ExportError):
+        trl_config_kwargs(plan())
+
+
+def test_cli_exports_trl(tmp_path, capsys):
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps({"gpus_per_node": 4, "micro_batch_size": 2, "gradient_accumulation_steps": 4,
+                             "post_training": {"method": "grpo", "num_generations": 4}}))
+    assert main(["export", "--plan", str(f), "--to", "trl"]) == 0
+    out = capsys.readouterr().out
+    assert "GRPOConfig(" in out and "num_generations=4" in out and "use_vllm=False" in out
+
+
+# --- fit: the post-training questions ---------------------------------------------------------------------
+
+def test_fit_answers_micro_batch_completion_and_vllm_fraction():
+    from zerocalc.fit import fit
+    p = Plan.from_dict({"model": "llama-3.2-1b", "gpus_per_node": 1, "framework": "single", "micro_batch_size": 4,
+                        "gradient_accumulation_steps": 1,
+                        "post_training": {"method": "grpo", "num_generations": 4,
+                                          "generator": {"engine": "vllm", "sleep": 0}}})
+    d = fit(p).to_dict()
+    # TRL: 4 generations must divide micro x 1 GPU x 1 step, so the micro-batch moves in steps of 4
+    assert d["max_micro_batch_size"] % 4 == 0 and d["max_seq_len"] is None
+    n, u = d["max_completion_len"], d["max_gpu_memory_utilization"]
+    pt = p.to_dict()["post_training"]
+
+    def fits(**keys):
+        gen = keys.pop("generator", {})
+        q = {**p.to_dict(), "post_training": {**pt, **keys, "generator": {**pt["generator"], **gen}}}
+        return estimate(Plan.from_dict(q), search_min_gpus=False).fits
+    assert fits(completion_len=n) and not fits(completion_len=n + 1)
+    assert fits(generator={"gpu_memory_utilization": u})
+    assert u == 1.0 or not fits(generator={"gpu_memory_utilization": round(u + 0.01, 2)})
+
+
+def test_fused_liger_loss_never_holds_the_whole_logits():
+    # loss chunked = TRL use_liger_kernel: one of 8 chunks of 16-bit logits and fp32 log-softmax at a time
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "trainer_version": "1.14"},
+                    loss="chunked"))
+    n = 4 * 1024 * V
+    assert t["logits_forward"].nbytes == (2 + 4) * n // 8
+    assert t["reference_logits"].nbytes == (2 + 4) * n // 8
+
+
+def test_post_warnings():
+    from zerocalc.advice import warnings
+    ids = {w.id for w in warnings(estimate(plan({"method": "grpo", "num_generations": 8, "generator": {
+        "engine": "vllm", "gpu_memory_utilization": 0.02}})))}
+    assert "vllm-fraction-too-small" in ids          # 0.02 x 80 GiB = 1.6 GiB < 2.47 GB of 16-bit weights
+    ids = {w.id for w in warnings(estimate(plan({"method": "dpo"}, method="lora", framework="ddp", zero_stage=0)))}
+    assert "trl-fp32-load" in ids
+    ids = {w.id for w in warnings(estimate(plan({"method": "dpo"})))}
+    assert "reference-replicated" in ids and "trl-fp32-load" not in ids   # DeepSpeed casts it
+
+
+# --- imports: TRL post-training configs -> post_training ----------------------------------------------------
+
+def _imported(cfg: dict, base: dict | None = None) -> dict:
+    from zerocalc.imports import import_config
+    res = import_config(json.dumps(cfg), base)
+    Plan.from_dict(res.plan)                       # a valid plan
+    return res.plan.get("post_training", {}), res
+
+
+def test_import_an_older_grpo_config_dump():
+    # a GRPOConfig dump of TRL 0.15 (tests/data/configs/hf/grpo-accounting-finetune...): max_prompt_length 128,
+    # max_completion_length 96, num_generations 6, beta 0.04 (a reference), use_vllm false (HF generate)
+    import os
+    with open(os.path.join(os.path.dirname(__file__), "data", "configs", "hf",
+                           "grpo-accounting-finetune__model_file_training_args.json")) as f:
+        cfg = json.load(f)
+    pt, res = _imported(cfg)
+    assert pt == {"method": "grpo", "trainer": "trl", "prompt_len": 128, "completion_len": 96,
+                  "num_generations": 6, "reference": "model"}
+    skipped = {s["key"] for s in res.not_represented}
+    assert {"vllm_gpu_memory_utilization", "vllm_device"} <= skipped      # use_vllm off
+
+
+def test_import_grpo_with_colocated_vllm_and_peft():
+    cfg = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "num_generations": 8,
+           "max_completion_length": 1024, "use_vllm": True, "vllm_mode": "colocate",
+           "vllm_gpu_memory_utilization": 0.45, "vllm_enable_sleep_mode": True, "beta": 0.01, "use_peft": True,
+           "model_init_kwargs": {"dtype": "bfloat16"}}
+    pt, res = _imported(cfg)
+    assert pt["generator"] == {"engine": "vllm", "mode": "colocate", "gpu_memory_utilization": 0.45, "sleep": 2}
+    assert pt["reference"] == "adapter-disabled" and pt["num_generations"] == 8 and pt["completion_len"] == 1024
+    assert res.plan["run"]["load"]["dtype"] == "bf16"
+
+
+def test_import_old_vllm_device_is_a_server_and_dpo_lengths():
+    pt, res = _imported({"num_generations": 4, "use_vllm": True, "vllm_device": "cuda:7",
+                         "per_device_train_batch_size": 2})
+    assert pt["generator"]["mode"] == "server" and pt["generator"]["gpus"] == 1
+    assert any(w["id"] == "generator-gpus" for w in res.warnings)
+    # DPOConfig: max_length 2048 with max_prompt_length 512 (TRL < 0.29) -> 512 + 1536; IPO loss
+    pt, _ = _imported({"loss_type": ["ipo"], "max_length": 2048, "max_prompt_length": 512,
+                       "precompute_ref_log_probs": True})
+    assert pt == {"method": "ipo", "trainer": "trl", "prompt_len": 512, "completion_len": 1536,
+                  "reference": "precomputed"}
+    pt, _ = _imported({"beta": 0.1, "output_dir": "out", "rpo_alpha": None})   # DPOConfig's max_length 1024
+    assert (pt["method"], pt["prompt_len"], pt["completion_len"]) == ("dpo", 512, 512)
+
+
+def test_import_refuses_generations_that_do_not_divide():
+    from zerocalc.imports import ConfigImportError
+    with pytest.raises(ConfigImportError) as e:
+        _imported({"num_generations": 3, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1},
+                  {"gpus_per_node": 1, "framework": "single"})
+    assert e.value.key == "num_generations"
+
+
+@settings(max_examples=20, deadline=None)
+@given(method=st.sampled_from(["dpo", "ipo", "kto", "rm", "cpo", "simpo", "grpo"]), c=st.integers(16, 4096), g=st.sampled_from([2, 4, 8]),
+       util=st.sampled_from([0.2, 0.3, 0.5]), sleep=st.sampled_from([0, 2]), vllm=st.booleans())
+def test_export_to_trl_then_import_gives_the_post_training_back(method, c, g, util, sleep, vllm):
+    from zerocalc.exports import trl_config_kwargs
+    pt = {"method": method, "prompt_len": 256, "completion_len": c}
+    if method == "grpo":
+        pt["num_generations"] = g
+        if vllm:
+            pt["generator"] = {"engine": "vllm", "gpu_memory_utilization": util, "sleep": sleep}
+    p = plan(pt, framework="ddp", zero_stage=0)
+    kw = trl_config_kwargs(p)[2]
+    back, _ = _imported(kw, {"gpus_per_node": 4, "framework": "ddp", "zero_stage": 0})
+    q = Plan.from_dict({**p.to_dict(), "post_training": back})
+    from zerocalc.post import resolve
+    a, b = resolve(p), resolve(q)
+    # DPOConfig keeps max_length only (the row length); GRPOConfig 1.x has no prompt length (its prompts are
+    # the data's): the completion and what the generator holds come back
+    assert (a.method, a.rows, a.generations, a.gen, a.reference) == (b.method, b.rows, b.generations, b.gen,
+                                                                    b.reference)
+    if method == "grpo":
+        assert a.completion == b.completion and a.logit_positions == b.logit_positions
+    else:
+        assert a.length == b.length
+
+
+@settings(max_examples=15, deadline=None)
+@given(gpus=st.sampled_from([1, 2, 4, 8]), p=st.integers(16, 2048), extra=st.integers(1, 512),
+       method=st.sampled_from(["dpo", "kto", "rm", "orpo"]), lora=st.booleans())
+def test_offline_properties(gpus, p, extra, method, lora):
+    kw = {"gpus_per_node": gpus, "method": "lora" if lora else "full"}
+    def step(prompt, **more):
+        return estimate(plan({"method": method, "prompt_len": prompt, "completion_len": 256}, **{**kw, **more}),
+                        search_min_gpus=False).per_gpu
+
+    # a longer prompt never needs less; ZeRO-3 never puts more reference bytes on a GPU than ZeRO-2
+    assert step(p).device_used <= step(p + extra).device_used
+    z2, z3 = step(p, zero_stage=2).detail.get("reference_weights", 0), step(p, zero_stage=3).detail.get(
+        "reference_weights", 0)
+    assert z3 <= z2 and (z2 == 0 or z3 == -(-z2 // gpus))
+
+
+@settings(max_examples=10, deadline=None)
+@given(u=st.sampled_from([0.2, 0.3, 0.5]), lora=st.booleans())
+def test_a_sleeping_vllm_never_costs_the_update_step_more(u, lora):
+    kw = {"method": "lora"} if lora else {}
+    steps = [grpo({"engine": "vllm", "gpu_memory_utilization": u, "sleep": s}, **kw).per_gpu.device_used
+             for s in (0, 1, 2)]
+    assert steps[1] == steps[2] <= steps[0] - int(u * A100) + 2**20
+
+
+def test_import_llamafactory_stages():
+    import os
+    from zerocalc.imports import import_config
+    with open(os.path.join(os.path.dirname(__file__), "data", "configs", "llamafactory",
+                           "train_lora__qwen3_lora_dpo.yaml")) as f:
+        res = import_config(f.read())
+    # LLaMA-Factory's example: stage dpo, pref_loss sigmoid, cutoff_len 2048 shared by prompt and response
+    assert res.plan["post_training"] == {"method": "dpo", "trainer": "llamafactory", "prompt_len": 1024,
+                                         "completion_len": 1024}
+    p = Plan.from_dict(res.plan)
+    assert p.method == "lora" and "reference_weights" not in _terms(p)      # the adapter is disabled
+    base = "model_name_or_path: Qwen/Qwen2.5-7B\nfinetuning_type: full\ncutoff_len: 1024\n"
+    for extra, want in (("stage: dpo\npref_loss: simpo\n", {"method": "simpo"}),
+                        ("stage: kto\n", {"method": "kto", "prompt_len": 512, "completion_len": 512}),
+                        ("stage: rm\n", {"method": "rm"}),
+                        ("stage: ppo\nreward_model_type: full\nmax_new_tokens: 256\n",
+                         {"method": "ppo", "prompt_len": 1024, "completion_len": 256,
+                          "reward_model": {"model": None, "placement": "same-gpus"}})):
+        got = import_config(base + extra).plan["post_training"]
+        assert {k: got[k] for k in want} == want
+        Plan.from_dict(import_config(base + extra).plan)
+    assert "post_training" not in import_config(base + "stage: sft\n").plan
+
+
+def test_grpo_reward_model_sharded_under_zero3_and_openrlhf_groups():
+    # a reward model among TRL's reward functions is prepared like the reference: sharded under ZeRO-3
+    # (2 bytes x (1,235,814,400 - nothing untied + 2048 score) / 4 GPUs), replicated at ZeRO-2
+    rm = {"model": "llama-3.2-1b", "placement": "same-gpus"}
+    z3 = _terms(plan({"method": "grpo", "reward_model": rm}, zero_stage=3))
+    z2 = _terms(plan({"method": "grpo", "reward_model": rm}, zero_stage=2))
+    assert z3["reward_model_weights"].nbytes == -(-2 * (P1B + 2048) // 4)
+    assert z2["reward_model_weights"].nbytes == 2 * (P1B + 2048)
+    # OpenRLHF's PPO keeps the reference, critic and reward model on Ray groups of their own
+    t = _terms(plan({"method": "ppo", "trainer": "openrlhf"}))
+    assert not any(n.startswith(("reference_", "critic_", "reward_model_")) for n in t)
+
+
+SWIFT_GRPO = """# a command as ms-swift's example scripts write it
+CUDA_VISIBLE_DEVICES=0,1,2,3 \\
+NPROC_PER_NODE=4 \\
+swift rlhf \\
+    --rlhf_type grpo \\
+    --model meta-llama/Llama-3.2-1B \\
+    --train_type full \\
+    --torch_dtype bfloat16 \\
+    --use_vllm true \\
+    --vllm_gpu_memory_utilization 0.4 \\
+    --sleep_level 1 \\
+    --offload_model true \\
+    --deepspeed zero3 \\
+    --per_device_train_batch_size 2 \\
+    --gradient_accumulation_steps 4 \\
+    --num_generations 8 \\
+    --max_completion_length 1024 \\
+    --reward_funcs accuracy format
+"""
+
+
+def test_import_an_ms_swift_command_line():
+    from zerocalc.imports import import_config
+    res = import_config(SWIFT_GRPO)
+    p = res.plan
+    assert res.format == "ms-swift"
+    assert (p["model"], p["gpus_per_node"], p["framework"], p["zero_stage"], p["method"]) == \
+        ("llama-3.2-1b", 4, "deepspeed", 3, "full")
+    assert (p["micro_batch_size"], p["gradient_accumulation_steps"], p["precision"]) == (2, 4, "bf16-mixed")
+    assert p["run"]["load"]["dtype"] == "bf16" and p["activation_checkpointing"] == "full"   # swift's default
+    assert p["post_training"] == {"method": "grpo", "trainer": "ms-swift", "completion_len": 1024,
+                                  "num_generations": 8,
+                                  "generator": {"engine": "vllm", "mode": "colocate", "gpu_memory_utilization": 0.4,
+                                                "sleep": 1}}
+    skipped = {s["key"]: s["reason"] for s in res.not_represented}
+    assert "not model" in skipped["offload_model"] and "reward_funcs" in skipped
+    est = estimate(Plan.from_dict(p))
+    assert est.run.phases["generate"].components["generator"] == int(0.4 * A100)
+    # LoRA by default (train_type lora, rank 8, alpha 32, all linear layers); a DPO with max_length split
+    res = import_config("NPROC_PER_NODE=2 swift rlhf --rlhf_type dpo --model meta-llama/Llama-3.2-1B "
+                        "--max_length 2048 --deepspeed zero2")
+    p = res.plan
+    assert p["method"] == "lora" and p["lora"]["rank"] == 8 and p["lora"]["alpha"] == 32
+    assert p["post_training"]["prompt_len"] + p["post_training"]["completion_len"] == 2048
+    assert "post_training" not in import_config("swift sft --model meta-llama/Llama-3.2-1B").plan
