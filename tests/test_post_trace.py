@@ -276,3 +276,25 @@ def test_engine_resident_terms_match_the_traces():
         comps = _engine_phases(fx["plan"])["score"]["components"]
         held = sum(comps.get(k, 0) for k in ("weights", "optimizer_states", "lora_adapters", "gradients"))
         assert held == pytest.approx(fx["resident_bytes"], rel=0.001), rid
+
+
+def _small_plan(stage, method, reference):
+    from tools.dsprobe.spec import SMALL_LLAMA  # noqa: PLC0415  (a dict: no torch import)
+    return {"schema": 1, "model": {"name": "small-llama", **SMALL_LLAMA}, "gpu": "a100-sxm4-80gb", "gpus_per_node": 2,
+            "nodes": 1, "framework": "deepspeed", "zero_stage": stage, "precision": "bf16-mixed", "optimizer": "adamw",
+            "micro_batch_size": 2, "gradient_accumulation_steps": 1, "seq_len": 64, "activation_checkpointing": "none",
+            "attention": "flash", "method": "full", "run": {"load": {"dtype": "bf16"}},
+            "post_training": {"method": method, "trainer": "trl", "prompt_len": 32, "completion_len": 32,
+                              "reference": reference}}
+
+
+@pytest.mark.parametrize("stage,case", [(3, "z3"), (3, "z3-zeroinit"), (2, "z2")])
+def test_engine_reference_term_matches_the_probe(stage, case):
+    """The engine's reference weights on one rank (a DPO plan's step weights minus the same plan as SimPO, which
+    has no reference) against the bytes TRL's prepare_deepspeed leaves on each CPU rank, to 0.1 %: ZeRO-3 2P/N,
+    ZeRO-2 (stage 0) 2P."""
+    fx = _load(os.path.join(GOLDEN, "ds-ref-model.json"))
+    with_ref = _engine_phases(_small_plan(stage, "dpo", "model"))["step"]["components"]["weights"]
+    without = _engine_phases(_small_plan(stage, "simpo", "none"))["step"]["components"]["weights"]
+    for r in fx["cases"][case]["ranks"]:
+        assert with_ref - without == pytest.approx(r["resident_bytes"], rel=0.001), (case, with_ref - without)
