@@ -27,9 +27,9 @@ warm-up (+ optimizer states) and at the start of `step`.
 TRL version hazard (read from the wheels): up to 1.14.x `_compute_loss` takes `outputs.logits` of the full
 (rows, s, V) and `selective_log_softmax` (trl/trainer/utils.py, bf16: a per-row log_softmax loop); from 1.15.0
 every trainer calls `model(..., fused_lm_head=True)` (`add_fused_lm_head`, trl/kernels/chunked_logprob.py), which
-projects the LM head in tiles of TOKEN_CHUNK_SIZE = 4096 tokens x 32768 vocabulary and never holds the logits.
-On CPU `_use_triton` is False, so every position is scored (on a GPU only the labelled ones); the tile bound is the
-same.
+projects the LM head in tiles of TOKEN_CHUNK_SIZE = 4096 tokens x 32768 vocabulary and never holds the logits; it
+is traced with the GPU's Triton path emulated (`cuda_fused_head`): the CPU fallback's fp32 tile copies are not a
+GPU's.
 """
 from __future__ import annotations
 
@@ -41,13 +41,15 @@ import torch
 
 from . import running
 from .allocator import PHASE, replay
-from .build import build_meta_model, precision_dtypes, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches
+from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches, precision_dtypes
 from .cuda_autocast import cuda_autocast_policy
 from .optim import label_grads, state_tensors, warm_up
 from .plan import from_dict
 from .run import RunTracker, fake_storage_ids, one_process_padding
 from .trace import snap_dict
+from .trl_cuda import cuda_fused_head, module_to_dtype_in_place, stub_triton_for_trl_before_115
 
+stub_triton_for_trl_before_115()      # before TRL is imported (see its docstring)
 GRPO_BETA = 0.04     # a reference is used when beta != 0 (TRL's default beta 0.0 loads none, grpo_config.py)
 VOCAB_WORDS = 64     # the tokenizer's own vocabulary (the model's vocab_size is the plan's)
 
@@ -61,36 +63,6 @@ def tiny_tokenizer():
     tk = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
     return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>")
-
-
-@contextlib.contextmanager
-def module_to_dtype_in_place():
-    """peft's `_move_adapter_to_device_of_base_layer` does `adapter.to(device, dtype=...)` on the new LoRA
-    layers (TRL calls get_peft_model inside the trainer). On FakeTensors Module.to takes the swap_tensors path,
-    which FakeTensorMode's weakrefs refuse (docs/tracer.md §1a): a cast on the same device is done here by
-    replacing each parameter and buffer with its converted tensor (what `_apply` does without swapping)."""
-    orig = torch.nn.Module.to
-
-    def to(self, *args, **kwargs):
-        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
-        if device is not None and device.type != "cpu":
-            return orig(self, *args, **kwargs)
-        if dtype is None:
-            return self
-        for mod in self.modules():
-            for n, p in list(mod._parameters.items()):
-                if p is not None and p.is_floating_point() and p.dtype != dtype:
-                    mod._parameters[n] = torch.nn.Parameter(p.detach().to(dtype), requires_grad=p.requires_grad)
-            for n, b in list(mod._buffers.items()):
-                if b is not None and b.is_floating_point() and b.dtype != dtype:
-                    mod._buffers[n] = b.to(dtype)
-        return self
-
-    torch.nn.Module.to = to
-    try:
-        yield
-    finally:
-        torch.nn.Module.to = orig
 
 
 class PostTracker(RunTracker):
@@ -298,7 +270,7 @@ def trace_post(spec: dict) -> dict:
     mod = dpo_mod if pt["method"] == "dpo" else grpo_mod
     with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), \
             cuda_autocast_policy(dt["autocast"] is not None), fake_storage_ids(), module_to_dtype_in_place(), \
-            one_process_padding():
+            one_process_padding(), cuda_fused_head():
         tr.enter("load")
         tagged = fakeify(model, fm, dt["adapter"])
         lora_ids = {id(p) for p in tagged["lora"]}
