@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-run dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -90,6 +90,21 @@ trace-stacks: tools-venv .venv-tf445/.ok .venv-tf448/.ok .venv-torchtune/.ok .ve
 # DeepSpeed / FSDP probes' load and save phases; fixtures in tools/memtrace/golden/run/ (not part of `make test`)
 trace-run: tools-venv
 	$(PY) -m tools.memtrace.rungrid
+
+# Post-training (tools/memtrace/post.py, tools/dsprobe/refmodel.py): TRL's DPO / GRPO steps on fake tensors and
+# TRL's ZeRO reference on CPU ranks, from .venv-trl (tools venv + TRL, tools/memtrace/requirements-trl.txt);
+# fixtures in tools/memtrace/golden/post/ (not part of `make test`)
+.venv-trl/.ok: tools-venv
+	$(PY) -m venv .venv-trl
+	$(PY) -c "import site; print(site.getsitepackages()[0])" > \
+	  "$$(.venv-trl/bin/python -c 'import site; print(site.getsitepackages()[0])')/tools-venv.pth"
+	.venv-trl/bin/pip install -q --no-deps -r tools/memtrace/requirements-trl.txt
+	.venv-trl/bin/pip install -q --no-deps --target .venv-trl-114 trl==1.14.2
+	touch $@
+trace-post: .venv-trl/.ok
+	PYTHONPATH=$(CURDIR)/py:$(CURDIR) .venv-trl/bin/python -m tools.memtrace.postgrid
+	PYTHONPATH=$(CURDIR)/.venv-trl-114:$(CURDIR)/py:$(CURDIR) .venv-trl/bin/python -m tools.memtrace.postgrid
+	PYTHONPATH=$(CURDIR)/py:$(CURDIR) .venv-trl/bin/python -m tools.dsprobe.refmodel --json tools/memtrace/golden/post/ds-ref-model.json
 
 dsprobe: tools-venv
 	$(PY) -m tools.dsprobe $(PLAN)

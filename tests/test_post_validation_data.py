@@ -1,0 +1,47 @@
+"""tests/data/validation/post_training.json: published post-training memory readings as plans (the format of
+../shared/validation/public.json, plus `quote`, the sentence the figure comes from). Pure data checks: every
+record names its source and the figure, and is tagged honestly; nothing here compares the engine to them."""
+from __future__ import annotations
+
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PATH = os.path.join(HERE, "data", "validation", "post_training.json")
+METRICS = {"allocated", "active", "reserved", "device_used", "unknown"}
+METHODS = {"dpo", "ipo", "orpo", "simpo", "kto", "cpo", "rm", "ppo", "grpo", "rloo"}
+
+
+def _records():
+    with open(PATH) as f:
+        return json.load(f)
+
+
+def test_records_are_sourced_and_tagged():
+    recs = _records()
+    assert len(recs) >= 10
+    assert len({r["id"] for r in recs}) == len(recs)
+    for r in recs:
+        assert r["source_url"].startswith("https://github.com/"), r["id"]
+        assert r["quote"].strip(), r["id"]
+        assert r["metric"] in METRICS, r["id"]
+        assert r["quality"] in ("measured", "approximate", "unsupported"), r["id"]
+        assert r["outcome"] in ("ok", "oom"), r["id"]
+        assert (r["measured_bytes"] is None) == (r["outcome"] == "oom"), r["id"]
+        assert len(r["mapping_notes"]) > 80, r["id"]
+        pt = r["plan"]["post_training"]
+        assert pt["method"] in METHODS and pt["trainer"] in ("trl", "openrlhf", "verl", "llamafactory", "ms-swift")
+        # DPO-family and RL plans: the update step's sequence is prompt + completion
+        assert r["plan"]["seq_len"] == pt["prompt_len"] + pt["completion_len"], r["id"]
+
+
+def test_figures_match_their_quotes():
+    """The bytes are the quoted figure in the quoted unit (GiB = 2^30, MiB = 2^20, GB = 1e9): read back."""
+    import re
+    for r in _records():
+        if r["measured_bytes"] is None:
+            continue
+        m = re.findall(r"(\d+)\s?(GiB|MiB|GB)", r["quote"])
+        assert m, r["id"]
+        unit = {"GiB": 2**30, "MiB": 2**20, "GB": 10**9}
+        assert r["measured_bytes"] in {int(v) * unit[u] for v, u in m}, r["id"]
