@@ -26,7 +26,16 @@ from .torchtune import import_torchtune
 
 def import_config(text, plan=None, *, loader=None, fmt: str | None = None, what: str = "config") -> ImportResult:
     """Text (JSON or YAML) of a trainer config -> ImportResult; ``result.to_dict()["format"]`` names the
-    format. ConfigImportError (``.key`` names the file key) for bad input."""
+    format. ConfigImportError (``.key`` names the file key) for bad input. A pasted command line (TRL, OpenRLHF,
+    verl, ms-swift: cmdline.py) is read by the importer of the trainer it launches."""
+    from .cmdline import looks_like_command
+    if isinstance(text, str) and len(text.encode("utf-8")) <= MAX_BYTES and looks_like_command(text):
+        from .commands import import_command
+        res, cfg, fmt, detection = import_command(text, plan, loader=loader, fmt=fmt)
+        res.format, res.detection = fmt, detection
+        name_every_key(cfg, res)
+        res.report = build_report(res)
+        return res
     cfg = parse_text(text, what)
     detection = None
     if not fmt:
@@ -44,6 +53,14 @@ def import_config(text, plan=None, *, loader=None, fmt: str | None = None, what:
         res = import_axolotl(cfg, plan, loader=loader)
     elif fmt == "llamafactory":
         res = import_llamafactory(cfg, plan, loader=loader)
+    elif fmt == "verl":
+        from .verl import import_verl
+        res = import_verl(cfg, plan, loader=loader)
+    elif fmt == "ms-swift":
+        from .swift import import_swift
+        res = import_swift(cfg, plan, loader=loader)
+    elif fmt == "openrlhf":
+        raise ConfigImportError("format", "OpenRLHF is configured on its command line: paste the command")
     else:
         res = import_torchtune(cfg, plan, text=text if isinstance(text, str) else None, loader=loader)
     res.format = fmt

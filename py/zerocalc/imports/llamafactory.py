@@ -21,13 +21,13 @@ from .builder import (NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_lis
 from .builder import gptq_checkpoint
 from .trainer_rules import fsdp_upcast_precision, set_gptq, single_process_only
 from .data_keys import alloc_env, llamafactory_lengths
+from .lf_post import lf_post_keys
 
 ATTN = {"auto": "sdpa", "fa2": "flash", "fa3": "flash", "sdpa": "sdpa", "disabled": "eager", "eager": "eager"}
 NOT_MODELLED_FLAGS = ("use_galore", "use_badam", "use_apollo", "use_dora", "use_unsloth", "use_unsloth_gc",
                       "pissa_init", "use_rslora", "loraplus_lr_ratio", "shift_attn", "mixture_of_depths",
                       "use_llama_pro", "freeze_trainable_layers", "use_adam_mini", "use_muon", "fp8",
                       "sequence_parallel_size", "upcast_layernorm", "upcast_lmhead_output")
-REF_MODEL_STAGES = ("dpo", "kto", "ppo")
 
 
 # layer-wise optimizers LLaMA-Factory refuses in distributed training (hparams/parser.py: "Distributed training
@@ -48,12 +48,10 @@ def import_llamafactory(cfg: dict, plan, loader=None):
 
     if "model_name_or_path" in cfg:
         set_model(b, "model_name_or_path", take("model_name_or_path"))
-    stage = take("stage")
-    if stage in REF_MODEL_STAGES:
-        b.skip("stage", stage, NOT_MODELLED + " (the frozen reference / reward models of "
-                               f"{stage.upper()} are extra weights on every GPU)")
-    elif stage is not None:
-        b.skip("stage", stage, "the training objective; memory as supervised fine-tuning")
+    if not lf_post_keys(b, cfg, take):          # dpo / kto / rm / ppo -> post_training (lf_post.py)
+        stage = take("stage")
+        if stage is not None:
+            b.skip("stage", stage, "the training objective; memory as supervised fine-tuning")
 
     # --- method
     ft = take("finetuning_type")
