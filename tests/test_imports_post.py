@@ -129,10 +129,10 @@ def test_openrlhf_lora_dpo():
     assert p["gradient_accumulation_steps"] == 2                                     # 8 / (2 x 2)
 
 
-def test_swift_unknown_rlhf_type_names_the_key():
-    with pytest.raises(ConfigImportError) as e:
-        import_config("swift rlhf --rlhf_type gkd --model Qwen/Qwen2.5-7B\n", {})
-    assert e.value.key == "rlhf_type"
+def test_swift_unmodelled_rlhf_type_is_reported_not_guessed():
+    res = import_config("swift rlhf --rlhf_type gkd --model Qwen/Qwen2.5-7B\n", {})
+    assert res.plan.get("post_training") is None
+    assert [n["reason"] for n in res.not_represented if n["key"] == "rlhf_type"][0].startswith("changes memory")
 
 
 def test_swift_yaml_full_zero3_offload():

@@ -154,7 +154,7 @@ LLAMA_FACTORY = {
     "extras__fp8__llama3_fp8_deepspeed_sft.yaml": {"framework": "deepspeed", "seq_len": 1024},
 }
 LF_UNMAPPED = {
-    "train_lora__qwen3_lora_dpo.yaml": {"pref_beta"},          # stage dpo -> post_training (lf_post.py)
+    "train_lora__qwen3_lora_dpo.yaml": {"pref_beta"},          # stage dpo -> post_training (test_post_training)
     "extras__galore__llama3_full_sft.yaml": {"use_galore"},
     "extras__badam__llama3_full_sft.yaml": {"use_badam"},
     "extras__fp8__llama3_fp8_deepspeed_sft.yaml": {"deepspeed"},

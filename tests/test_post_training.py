@@ -111,18 +111,42 @@ def test_dpo_update_step_holds_2b_rows():
 def test_trl_dpo_logits_buffers_by_hand():
     # TRL selective_log_softmax on bf16 logits: end of forward the logits 2·R·T·V plus the saved per-row
     # log_softmax 2·R·(T-1)·V; R = 2 x 2 = 4 rows, T = 1024
-    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "reference": "precomputed"}))
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "reference": "precomputed",
+                     "trainer_version": "1.14"}))
     assert t["logits_forward"].nbytes == 2 * 4 * 1024 * V + 2 * 4 * 1023 * V
     # backward: the slice's gradient 2·R·T·V and the stacked row gradients with the saved rows 2 x 2·R·(T-1)·V
     assert t["logits_backward"].nbytes == 2 * 4 * 1024 * V + 2 * 2 * 4 * 1023 * V
     # the reference's no-grad logits meet them at the end of forward: its logits and one row's log_softmax
-    ref = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}))["reference_logits"]
+    ref = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512,
+                       "trainer_version": "1.14"}))["reference_logits"]
     assert ref.nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V and ref.phases == {"fwd"}
 
 
 def _terms(p):
     from zerocalc.estimate import step_inputs_for, step_terms
     return {t.name: t for t in step_terms(p, step_inputs_for(p))[2]}
+
+
+def test_trl_fused_head_by_hand():
+    # TRL >= 1.15 (the default): the chunked log-prob head over the N = rows x completion labelled positions,
+    # one 16-bit tile of min(N, 4096) x 32768; saved the 16-bit hidden copy (N x 2048) and 4N of log-normaliser;
+    # DPO micro 2 -> 4 rows x 512 completion tokens = 2048 positions
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}))
+    n, h = 4 * 512, 2048
+    tile = 2 * 2048 * 32768
+    assert t["logits_forward"].nbytes == 2 * n * h + 4 * n + tile + 4 * 7 * n
+    # backward: fp32 grad_hidden (4·N·h) and, the head being trained (full fine-tune), fp32 grad_weight 4·V·h
+    assert t["logits_backward"].nbytes == 2 * n * h + 4 * n + 4 * n * h + tile + 4 * V * h
+    assert t["reference_logits"].nbytes == 2 * n * h + tile + 4 * 7 * n
+    lora = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}, method="lora"))
+    assert lora["logits_backward"].nbytes == 2 * n * h + 4 * n + 4 * n * h + tile       # the head is frozen
+
+
+def test_trainer_version_is_validated():
+    for bad in ("latest", "1.x", 1.14, "1.2.3.4"):
+        with pytest.raises(PlanError) as e:
+            plan({"method": "dpo", "trainer_version": bad})
+        assert e.value.key == "post_training.trainer_version"
 
 
 def test_lora_reference_costs_no_weights():
@@ -198,7 +222,7 @@ def test_colocated_vllm_holds_its_fraction_and_sleep_2_frees_it():
 
 def test_trl_grpo_logits_only_for_the_completion():
     # logits_to_keep = completion + 1 = 769 positions, micro 2 rows, bf16
-    t = _terms(plan({"method": "grpo", "prompt_len": 256, "completion_len": 768}))
+    t = _terms(plan({"method": "grpo", "prompt_len": 256, "completion_len": 768, "trainer_version": "1.14.2"}))
     assert t["logits_forward"].nbytes == 2 * 2 * 769 * V + 2 * 2 * 768 * V
 
 
@@ -353,7 +377,8 @@ def test_fit_answers_micro_batch_completion_and_vllm_fraction():
 
 def test_fused_liger_loss_never_holds_the_whole_logits():
     # loss chunked = TRL use_liger_kernel: one of 8 chunks of 16-bit logits and fp32 log-softmax at a time
-    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}, loss="chunked"))
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "trainer_version": "1.14"},
+                    loss="chunked"))
     n = 4 * 1024 * V
     assert t["logits_forward"].nbytes == (2 + 4) * n // 8
     assert t["reference_logits"].nbytes == (2 + 4) * n // 8
@@ -450,3 +475,112 @@ def test_export_to_trl_then_import_gives_the_post_training_back(method, c, g, ut
         assert a.completion == b.completion and a.logit_positions == b.logit_positions
     else:
         assert a.length == b.length
+
+
+@settings(max_examples=15, deadline=None)
+@given(gpus=st.sampled_from([1, 2, 4, 8]), p=st.integers(16, 2048), extra=st.integers(1, 512),
+       method=st.sampled_from(["dpo", "kto", "rm", "orpo"]), lora=st.booleans())
+def test_offline_properties(gpus, p, extra, method, lora):
+    kw = {"gpus_per_node": gpus, "method": "lora" if lora else "full"}
+    def step(prompt, **more):
+        return estimate(plan({"method": method, "prompt_len": prompt, "completion_len": 256}, **{**kw, **more}),
+                        search_min_gpus=False).per_gpu
+
+    # a longer prompt never needs less; ZeRO-3 never puts more reference bytes on a GPU than ZeRO-2
+    assert step(p).device_used <= step(p + extra).device_used
+    z2, z3 = step(p, zero_stage=2).detail.get("reference_weights", 0), step(p, zero_stage=3).detail.get(
+        "reference_weights", 0)
+    assert z3 <= z2 and (z2 == 0 or z3 == -(-z2 // gpus))
+
+
+@settings(max_examples=10, deadline=None)
+@given(u=st.sampled_from([0.2, 0.3, 0.5]), lora=st.booleans())
+def test_a_sleeping_vllm_never_costs_the_update_step_more(u, lora):
+    kw = {"method": "lora"} if lora else {}
+    steps = [grpo({"engine": "vllm", "gpu_memory_utilization": u, "sleep": s}, **kw).per_gpu.device_used
+             for s in (0, 1, 2)]
+    assert steps[1] == steps[2] <= steps[0] - int(u * A100) + 2**20
+
+
+def test_import_llamafactory_stages():
+    import os
+    from zerocalc.imports import import_config
+    with open(os.path.join(os.path.dirname(__file__), "data", "configs", "llamafactory",
+                           "train_lora__qwen3_lora_dpo.yaml")) as f:
+        res = import_config(f.read())
+    # LLaMA-Factory's example: stage dpo, pref_loss sigmoid, cutoff_len 2048 shared by prompt and response
+    assert res.plan["post_training"] == {"method": "dpo", "trainer": "llamafactory", "prompt_len": 1024,
+                                         "completion_len": 1024}
+    p = Plan.from_dict(res.plan)
+    assert p.method == "lora" and "reference_weights" not in _terms(p)      # the adapter is disabled
+    base = "model_name_or_path: Qwen/Qwen2.5-7B\nfinetuning_type: full\ncutoff_len: 1024\n"
+    for extra, want in (("stage: dpo\npref_loss: simpo\n", {"method": "simpo"}),
+                        ("stage: kto\n", {"method": "kto", "prompt_len": 512, "completion_len": 512}),
+                        ("stage: rm\n", {"method": "rm"}),
+                        ("stage: ppo\nreward_model_type: full\nmax_new_tokens: 256\n",
+                         {"method": "ppo", "prompt_len": 1024, "completion_len": 256,
+                          "reward_model": {"model": None, "placement": "same-gpus"}})):
+        got = import_config(base + extra).plan["post_training"]
+        assert {k: got[k] for k in want} == want
+        Plan.from_dict(import_config(base + extra).plan)
+    assert "post_training" not in import_config(base + "stage: sft\n").plan
+
+
+def test_grpo_reward_model_sharded_under_zero3_and_openrlhf_groups():
+    # a reward model among TRL's reward functions is prepared like the reference: sharded under ZeRO-3
+    # (2 bytes x (1,235,814,400 - nothing untied + 2048 score) / 4 GPUs), replicated at ZeRO-2
+    rm = {"model": "llama-3.2-1b", "placement": "same-gpus"}
+    z3 = _terms(plan({"method": "grpo", "reward_model": rm}, zero_stage=3))
+    z2 = _terms(plan({"method": "grpo", "reward_model": rm}, zero_stage=2))
+    assert z3["reward_model_weights"].nbytes == -(-2 * (P1B + 2048) // 4)
+    assert z2["reward_model_weights"].nbytes == 2 * (P1B + 2048)
+    # OpenRLHF's PPO keeps the reference, critic and reward model on Ray groups of their own
+    t = _terms(plan({"method": "ppo", "trainer": "openrlhf"}))
+    assert not any(n.startswith(("reference_", "critic_", "reward_model_")) for n in t)
+
+
+SWIFT_GRPO = """# a command as ms-swift's example scripts write it
+CUDA_VISIBLE_DEVICES=0,1,2,3 \\
+NPROC_PER_NODE=4 \\
+swift rlhf \\
+    --rlhf_type grpo \\
+    --model meta-llama/Llama-3.2-1B \\
+    --train_type full \\
+    --torch_dtype bfloat16 \\
+    --use_vllm true \\
+    --vllm_gpu_memory_utilization 0.4 \\
+    --sleep_level 1 \\
+    --offload_model true \\
+    --deepspeed zero3 \\
+    --per_device_train_batch_size 2 \\
+    --gradient_accumulation_steps 4 \\
+    --num_generations 8 \\
+    --max_completion_length 1024 \\
+    --reward_funcs accuracy format
+"""
+
+
+def test_import_an_ms_swift_command_line():
+    from zerocalc.imports import import_config
+    res = import_config(SWIFT_GRPO)
+    p = res.plan
+    assert res.format == "ms-swift"
+    assert (p["model"], p["gpus_per_node"], p["framework"], p["zero_stage"], p["method"]) == \
+        ("llama-3.2-1b", 4, "deepspeed", 3, "full")
+    assert (p["micro_batch_size"], p["gradient_accumulation_steps"], p["precision"]) == (2, 4, "bf16-mixed")
+    assert p["run"]["load"]["dtype"] == "bf16" and p["activation_checkpointing"] == "full"   # swift's default
+    assert p["post_training"] == {"method": "grpo", "trainer": "ms-swift", "completion_len": 1024,
+                                  "num_generations": 8,
+                                  "generator": {"engine": "vllm", "mode": "colocate", "gpu_memory_utilization": 0.4,
+                                                "sleep": 1}}
+    skipped = {s["key"]: s["reason"] for s in res.not_represented}
+    assert "not model" in skipped["offload_model"] and "reward_funcs" in skipped
+    est = estimate(Plan.from_dict(p))
+    assert est.run.phases["generate"].components["generator"] == int(0.4 * A100)
+    # LoRA by default (train_type lora, rank 8, alpha 32, all linear layers); a DPO with max_length split
+    res = import_config("NPROC_PER_NODE=2 swift rlhf --rlhf_type dpo --model meta-llama/Llama-3.2-1B "
+                        "--max_length 2048 --deepspeed zero2")
+    p = res.plan
+    assert p["method"] == "lora" and p["lora"]["rank"] == 8 and p["lora"]["alpha"] == 32
+    assert p["post_training"]["prompt_len"] + p["post_training"]["completion_len"] == 2048
+    assert "post_training" not in import_config("swift sft --model meta-llama/Llama-3.2-1B").plan

@@ -49,10 +49,11 @@ CUSTOM_DIMS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_k
 
 # The run's phases (plan-v1 Extension 5, estimate key run.phases.<name>), in run order, and how the verdict names them.
 PHASE_LABELS = {"load": "Load", "init": "Set-up", "step": "Step", "eval": "Eval", "generate": "Generate",
-                "save": "Save", "resume": "Reload", "merge": "Merge"}
+                "save": "Save", "resume": "Reload", "merge": "Merge", "sync": "Sync", "score": "Score"}
 PHASE_MOMENTS = {"load": "loading the model", "init": "the engine's set-up", "step": "the training step",
                  "eval": "the first evaluation", "generate": "generation", "save": "the first checkpoint save",
-                 "resume": "the optimizer-state reload", "merge": "the merge at the end"}
+                 "resume": "the optimizer-state reload", "merge": "the merge at the end",
+                 "sync": "the weight sync to the generator", "score": "the scoring forwards"}
 CHART_W, CHART_H, BAR_W, GAP = 480, 150, 40, 16      # the run chart's SVG user units (viewBox)
 
 MAX_ROUNDS = 32   # error-recovery passes; a plan has fewer keys than this

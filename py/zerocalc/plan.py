@@ -20,6 +20,7 @@ from .runplan import RunSettings, parse_run, run_to_dict
 from .stack import BOOL_KEYS, StackSettings, check_stack, parse_stack
 from .values import (check_bool, check_choice, check_int, check_mapping, check_number, reject_unknown,
                      show)
+from .values import freeze as _freeze, thaw as _thaw
 from .model import ModelArch, resolve_model
 from .presets import GPUS, MODELS
 
@@ -327,24 +328,6 @@ def _check_consistency(plan: Plan) -> None:
         raise PlanError("run.merge_at_end", "a merge needs LoRA adapters (method lora or qlora), not method full")
     check_stack(plan)
     check_post_training(plan)
-
-
-def _freeze(obj: Mapping) -> Mapping:
-    def f(v):
-        if isinstance(v, Mapping):
-            return MappingProxyType({k: f(x) for k, x in v.items()})
-        if isinstance(v, list):
-            return tuple(f(x) for x in v)
-        return v
-    return f(obj)
-
-
-def _thaw(v):
-    if isinstance(v, Mapping):
-        return {k: _thaw(x) for k, x in v.items()}
-    if isinstance(v, tuple):
-        return [_thaw(x) for x in v]
-    return v
 
 
 def plan_to_dict(plan: Plan) -> dict:

@@ -18,13 +18,13 @@ Validation follows the trainers' own checks where they have one:
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from types import MappingProxyType
 from typing import Any, Mapping
 
 from .errors import PlanError
 from .model import resolve_model
 from .presets import MODELS
-from .values import check_bool, check_choice, check_int, check_mapping, check_number, reject_unknown, show
+from .values import (check_bool, check_choice, check_int, check_mapping, check_number, freeze, reject_unknown, show,
+                     thaw)
 
 METHODS = ("dpo", "ipo", "kto", "orpo", "simpo", "cpo", "rm", "ppo", "grpo", "rloo")
 OFFLINE = ("dpo", "ipo", "kto", "orpo", "simpo", "cpo", "rm")      # no generation: a fixed preference data set
@@ -76,6 +76,7 @@ class RoleModel:
 class PostTraining:
     method: str = "dpo"
     trainer: str = "trl"
+    trainer_version: Any = None             # "1.14" etc., or None = the newest release modelled (TRL 1.16)
     prompt_len: Any = None                  # int, or None = the trainer's default
     completion_len: Any = None
     num_generations: Any = None             # int, or None = the trainer's default (GRPO/RLOO only)
@@ -90,20 +91,22 @@ def _opt_int(key: str, v: Any, lo: int, hi: int) -> Any:
     return None if v is None else check_int(key, v, lo, hi)
 
 
-def _freeze(v):
-    if isinstance(v, Mapping):
-        return MappingProxyType({k: _freeze(x) for k, x in v.items()})
-    if isinstance(v, list):
-        return tuple(_freeze(x) for x in v)
+def _parse_version(key: str, v: Any) -> Any:
+    """A release number like "1.14" or "0.29.1" (digits and dots), or None."""
+    if v is None:
+        return None
+    parts = v.split(".") if isinstance(v, str) else []
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() and len(p) <= 4 for p in parts):
+        raise PlanError(key, f"must be a release number like \"1.14\", got {show(v)}")
     return v
 
 
-def _thaw(v):
-    if isinstance(v, Mapping):
-        return {k: _thaw(x) for k, x in v.items()}
-    if isinstance(v, tuple):
-        return [_thaw(x) for x in v]
-    return v
+def version_tuple(v: Any, newest: tuple) -> tuple:
+    """(major, minor, patch) of a release string; ``newest`` when None."""
+    if v is None:
+        return newest
+    parts = [int(p) for p in v.split(".")]
+    return tuple(parts + [0] * (3 - len(parts)))
 
 
 def _parse_role(key: str, v: Any) -> Any:
@@ -116,7 +119,7 @@ def _parse_role(key: str, v: Any) -> Any:
         if model not in MODELS:
             raise PlanError(f"{key}.model", f"unknown preset {show(model)}; see `zerocalc presets models`")
     elif model is not None:
-        model = _freeze(check_mapping(f"{key}.model", model))
+        model = freeze(check_mapping(f"{key}.model", model))
         try:
             resolve_model(model)
         except PlanError as e:
@@ -157,6 +160,7 @@ def parse_post_training(value: Any) -> Any:
     return PostTraining(
         method=check_choice(f"{key}.method", obj.get("method", d.method), METHODS),
         trainer=check_choice(f"{key}.trainer", obj.get("trainer", d.trainer), TRAINERS),
+        trainer_version=_parse_version(f"{key}.trainer_version", obj.get("trainer_version")),
         prompt_len=_opt_int(f"{key}.prompt_len", obj.get("prompt_len"), 1, MAX_LEN),
         completion_len=_opt_int(f"{key}.completion_len", obj.get("completion_len"), 1, MAX_LEN),
         num_generations=_opt_int(f"{key}.num_generations", obj.get("num_generations"), 1, MAX_GENERATIONS),
@@ -255,10 +259,10 @@ def post_training_to_dict(pt: Any) -> Any:
     for f in fields(pt):
         v = getattr(pt, f.name)
         if isinstance(v, (Generator, RoleModel)):
-            v = {g.name: _thaw(getattr(v, g.name)) for g in fields(v)}
+            v = {g.name: thaw(getattr(v, g.name)) for g in fields(v)}
         out[f.name] = v
     return out
 
 
 __all__ = ["PostTraining", "Generator", "RoleModel", "parse_post_training", "post_training_to_dict",
-           "check_post_training", "default_generations", "METHODS", "TRAINERS", "OFFLINE", "ONLINE", "GROUPED"]
+           "check_post_training", "default_generations", "version_tuple", "METHODS", "TRAINERS", "OFFLINE", "ONLINE", "GROUPED"]

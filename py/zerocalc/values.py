@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from .errors import PlanError
@@ -54,3 +55,21 @@ def reject_unknown(prefix: str, data: Mapping, known) -> None:
         if k not in known:
             name = f"{prefix}.{k}" if prefix else str(k)
             raise PlanError(name, f"unknown key (allowed: {', '.join(known)})")
+
+
+def freeze(v: Any) -> Any:
+    """A plan value made immutable: mappings read-only, lists tuples (recursively)."""
+    if isinstance(v, Mapping):
+        return MappingProxyType({k: freeze(x) for k, x in v.items()})
+    if isinstance(v, list):
+        return tuple(freeze(x) for x in v)
+    return v
+
+
+def thaw(v: Any) -> Any:
+    """The inverse of ``freeze``: plain dicts and lists again (for JSON)."""
+    if isinstance(v, Mapping):
+        return {k: thaw(x) for k, x in v.items()}
+    if isinstance(v, tuple):
+        return [thaw(x) for x in v]
+    return v

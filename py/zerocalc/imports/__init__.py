@@ -7,7 +7,8 @@ with the reason; every top-level key the file sets is named in one of them), ``d
 confidence, candidates with their evidence: detect.py) and ``report`` (report.py: the per-key report the CLI
 prints and the page shows). Formats: DeepSpeed ds_config (ds_config.py), HF TrainingArguments /
 TRL config JSON (hf_args.py), accelerate config YAML (accelerate_config.py), axolotl YAML (axolotl.py),
-LLaMA-Factory YAML (llamafactory.py), torchtune recipe YAML (torchtune.py). Pure: no file or network access;
+LLaMA-Factory YAML (llamafactory.py), torchtune recipe YAML (torchtune.py), ms-swift command lines
+(swift_cli.py). Pure: no file or network access;
 ``loader(path) -> text | None`` lets the caller supply a file a config refers to (a DeepSpeed JSON path).
 """
 from __future__ import annotations
@@ -22,12 +23,24 @@ from .report import build_report, name_every_key, report_lines
 from .hf_args import import_hf_args
 from .llamafactory import import_llamafactory
 from .torchtune import import_torchtune
+from .swift_cli import import_swift, is_swift_command, parse_swift_command
 
 
 def import_config(text, plan=None, *, loader=None, fmt: str | None = None, what: str = "config") -> ImportResult:
     """Text (JSON or YAML) of a trainer config -> ImportResult; ``result.to_dict()["format"]`` names the
-    format. ConfigImportError (``.key`` names the file key) for bad input. A pasted command line (TRL, OpenRLHF,
-    verl, ms-swift: cmdline.py) is read by the importer of the trainer it launches."""
+    format. ConfigImportError (``.key`` names the file key) for bad input. A pasted command line: ms-swift's
+    (swift_cli.py), or TRL's, OpenRLHF's, verl's (cmdline.py + commands.py), read by the trainer it launches."""
+    if fmt in (None, "ms-swift") and is_swift_command(text):
+        # a pasted ms-swift command line (`swift rlhf ...`), not a config file
+        cfg = parse_swift_command(text)
+        res = import_swift(cfg, plan, loader=loader)
+        res.format, res.detection = "ms-swift", {"format": "ms-swift", "confidence": 1.0, "ambiguous": False,
+                                                 "candidates": [{"format": "ms-swift", "score": 1.0,
+                                                                 "evidence": ["a `swift` command line"],
+                                                                 "against": []}]}
+        name_every_key({k: v for k, v in cfg.items() if not k.startswith("__")}, res)
+        res.report = build_report(res)
+        return res
     from .cmdline import looks_like_command
     if isinstance(text, str) and len(text.encode("utf-8")) <= MAX_BYTES and looks_like_command(text):
         from .commands import import_command
@@ -56,9 +69,8 @@ def import_config(text, plan=None, *, loader=None, fmt: str | None = None, what:
     elif fmt == "verl":
         from .verl import import_verl
         res = import_verl(cfg, plan, loader=loader)
-    elif fmt == "ms-swift":
-        from .swift import import_swift
-        res = import_swift(cfg, plan, loader=loader)
+    elif fmt == "ms-swift":                   # the same keys as a YAML (`swift rlhf --config x.yaml`)
+        res = import_swift({"__command__": "rlhf", **cfg}, plan, loader=loader)
     elif fmt == "openrlhf":
         raise ConfigImportError("format", "OpenRLHF is configured on its command line: paste the command")
     else:

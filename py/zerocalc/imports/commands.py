@@ -69,10 +69,11 @@ def import_command(text: str, plan, *, loader=None, fmt: str | None = None):
         from .openrlhf import import_openrlhf
         cfg = cmd.options
         res = import_openrlhf(cfg, plan, cmd=cmd, text=text)
-    elif fmt == "ms-swift":
-        from .swift import import_swift
+    elif fmt == "ms-swift":                 # `torchrun swift/cli/rlhf.py ...`: ms-swift's own reader (swift_cli.py)
+        from .swift_cli import import_swift
+        env = {"NPROC_PER_NODE": str(cmd.launcher_gpus)} if cmd.launcher_gpus else {}
         cfg = cmd.options
-        res = import_swift(cfg, plan, cmd=cmd)
+        res = import_swift({"__command__": "rlhf", "__env__": env, **cfg}, plan, loader=loader)
     elif fmt in ("trl", "hf-training-args"):
         from .hf_args import import_hf_args
         cfg = cmd.options

@@ -21,7 +21,7 @@ from .builder import (NOT_MODELLED, Builder, all_linear, as_bool, as_int, as_lis
 from .builder import gptq_checkpoint
 from .trainer_rules import fsdp_upcast_precision, set_gptq, single_process_only
 from .data_keys import alloc_env, llamafactory_lengths
-from .lf_post import lf_post_keys
+from .lf_post import llamafactory_post_keys
 
 ATTN = {"auto": "sdpa", "fa2": "flash", "fa3": "flash", "sdpa": "sdpa", "disabled": "eager", "eager": "eager"}
 NOT_MODELLED_FLAGS = ("use_galore", "use_badam", "use_apollo", "use_dora", "use_unsloth", "use_unsloth_gc",
@@ -48,10 +48,7 @@ def import_llamafactory(cfg: dict, plan, loader=None):
 
     if "model_name_or_path" in cfg:
         set_model(b, "model_name_or_path", take("model_name_or_path"))
-    if not lf_post_keys(b, cfg, take):          # dpo / kto / rm / ppo -> post_training (lf_post.py)
-        stage = take("stage")
-        if stage is not None:
-            b.skip("stage", stage, "the training objective; memory as supervised fine-tuning")
+    # stage dpo / kto / rm / ppo -> post_training (imports/lf_post.py), after the method is known (below)
 
     # --- method
     ft = take("finetuning_type")
@@ -108,6 +105,7 @@ def import_llamafactory(cfg: dict, plan, loader=None):
           1 if ga is None else as_int("gradient_accumulation_steps", ga), default=ga is None)
     cl = take("cutoff_len")
     b.set("cutoff_len", "seq_len", 2048 if cl is None else as_int("cutoff_len", cl), default=cl is None)
+    llamafactory_post_keys(b, cfg, take)
     llamafactory_lengths(b, cfg, take)
     alloc_env(b, cfg, seen)
     dgc = take("disable_gradient_checkpointing")

@@ -1,4 +1,4 @@
-"""What the post-training importers (openrlhf.py, verl.py, swift.py, lf_post.py) share: DeepSpeed by stage, LoRA
+"""What the post-training importers (openrlhf.py, verl.py) share: DeepSpeed by stage, LoRA
 keys, a role model (critic, reward model) from a Hub id, the GPU count a launcher gave, halves of a length."""
 from __future__ import annotations
 

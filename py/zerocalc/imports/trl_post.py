@@ -96,6 +96,16 @@ def _generator(b: Builder, cfg: dict, take) -> None:
               as_int("vllm_tensor_parallel_size", tp))
 
 
+def group_keys(b: Builder, take) -> None:
+    """TRL's (and ms-swift's, which subclasses it) `num_generations` (default 8) and `steps_per_generation`."""
+    g = take("num_generations")
+    b.set("num_generations", "post_training.num_generations", 8 if g is None else as_int("num_generations", g),
+          default=g is None)
+    s = take("steps_per_generation")
+    if s is not None:
+        b.set("steps_per_generation", "post_training.steps_per_generation", as_int("steps_per_generation", s))
+
+
 def trl_post_keys(b: Builder, cfg: dict, take) -> None:
     """Set ``post_training`` from a TRL post-training config (nothing for SFT)."""
     method = trl_post_method(cfg)
@@ -108,12 +118,7 @@ def trl_post_keys(b: Builder, cfg: dict, take) -> None:
     beta = take("beta")
     peft = b.plan.get("method") in ("lora", "qlora")
     if grouped:
-        g = take("num_generations")
-        b.set("num_generations", "post_training.num_generations", 8 if g is None else as_int("num_generations", g),
-              default=g is None)
-        s = take("steps_per_generation")
-        if s is not None:
-            b.set("steps_per_generation", "post_training.steps_per_generation", as_int("steps_per_generation", s))
+        group_keys(b, take)
         if "generation_batch_size" in cfg:
             b.skip("generation_batch_size", take("generation_batch_size"),
                    NOT_MODELLED + " (give steps_per_generation)")

@@ -17,7 +17,8 @@ post-training.md; the TRL ones read at trl@f2cd577).
 - The reference (``auto``): none for ORPO / SimPO / CPO / RM, none for TRL's GRPO (`beta` 0.0: "the reference
   model is not loaded", grpo_config.py), verl's (`use_kl_loss` false) ; with LoRA the adapter is disabled
   (TRL `use_adapter`, LLaMA-Factory `disable_adapter`, verl `ref_in_actor = lora_rank > 0`) except in OpenRLHF,
-  whose reference is its own Actor; verl forces the full reference to CPU ("We force reference policy to use
+  whose reference is its own Actor (for PPO / GRPO a Ray group on other GPUs, as are its critic and reward
+  model: `train_ppo_ray.py`); verl forces the full reference to CPU ("We force reference policy to use
   CPUOffload", fsdp_workers.py); otherwise a model. A model reference is sharded under ZeRO-3 and replicated
   at any other stage (TRL models/utils.py `prepare_deepspeed`: `if stage != 3: ... stage = 0`; OpenRLHF
   `stage=self.stage if self.stage == 3 else 0`), sharded under FSDP (`prepare_fsdp`), replicated under DDP.
@@ -25,7 +26,10 @@ post-training.md; the TRL ones read at trl@f2cd577).
   (trl/trainer/utils.py `create_model_from_path`: "If not explicitly set, `dtype` defaults to `'float32'`"),
   the reference with the same kwargs; DeepSpeed then casts what it wraps to 16 bits (`engine.
   _configure_distributed_model`), so the fp32 default shows without DeepSpeed (a LoRA base, a DDP reference).
-  ``run.load.dtype`` overrides it (Extension 5). The others load in the 16-bit compute dtype.
+  ``run.load.dtype`` overrides it (Extension 5). The others load in the 16-bit compute dtype (ms-swift
+  `ModelArguments.torch_dtype` None: "read from the 'config.json' file").
+- TRL's version (`trainer_version`, default the newest read, 1.16): from 1.15.0 its trainers score through a
+  fused, chunked LM head (post/logprobs.py); before, the full logits and `selective_log_softmax`.
 - The generator. TRL / ms-swift / LLaMA-Factory generate with HF `generate` unless `use_vllm`; colocated vLLM
   `gpu_memory_utilization` defaults: TRL 0.3 (`vllm_gpu_memory_utilization`), verl 0.5 (rollout.yaml),
   OpenRLHF 0.95 (`--vllm.gpu_memory_utilization`), ms-swift 0.9; verl always runs vLLM in its hybrid engine and
@@ -37,12 +41,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..plan import Plan
-from ..postplan import GROUPED, NO_REFERENCE, ONLINE, Generator, PostTraining, RoleModel, default_generations
+from ..postplan import (GROUPED, NO_REFERENCE, ONLINE, Generator, PostTraining, RoleModel, default_generations,
+                        version_tuple)
 
 TRL_LIKE = ("trl", "ms-swift", "llamafactory")       # built on TRL's trainers / the HF Trainer
 DEFAULT_LENGTHS = {"llamafactory": (1024, 1024)}     # cutoff_len 2048
 VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, "llamafactory": 0.9}
 LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+NEWEST = {"trl": (1, 16, 0)}                         # the newest release each trainer's rules were read in
+FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
 
 
 @dataclass(frozen=True)
@@ -66,8 +73,11 @@ class Post:
     rows: int                    # rows of the update step's forward (per GPU, per micro-step)
     length: int                  # tokens per row (padded)
     logit_positions: int         # positions whose logits the update computes
-    reference: str               # none | adapter | model | precomputed | cpu
+    labelled: int                # positions scored per row (the completion's: TRL's fused head scores only these)
+    fused_head: bool             # TRL >= 1.15: the chunked log-prob head, no (rows, s, V) logits
+    reference: str               # none | adapter | model | precomputed | cpu | elsewhere (another GPU group)
     ref_sharded: bool            # a model reference sharded over the world (ZeRO-3, FSDP)
+    shards_models: bool          # inference-only models on these GPUs are sharded (ZeRO-3, FSDP: prepare_deepspeed)
     ref_bytes: int               # bytes per reference parameter
     policy_load_bytes: int       # bytes per parameter of the model as the trainer builds it
     gen: Gen | None              # None for the offline methods
@@ -90,9 +100,9 @@ def load_bytes(plan: Plan, pt: PostTraining) -> int:
     """Bytes per parameter as the trainer builds the model (before DeepSpeed casts it)."""
     if plan.run.load.dtype != "auto":
         return LOAD_BYTES[plan.run.load.dtype]
-    if plan.precision == "fp32" or pt.trainer in ("trl", "ms-swift"):
-        return 4                  # TRL create_model_from_path: dtype defaults to float32 (ms-swift subclasses TRL)
-    return 2
+    if plan.precision == "fp32" or pt.trainer == "trl":
+        return 4                  # TRL create_model_from_path: dtype defaults to float32
+    return 2                      # ms-swift ModelArguments.torch_dtype None: config.json's; the others 16-bit
 
 
 def reference_source(plan: Plan, pt: PostTraining) -> str:
@@ -104,6 +114,8 @@ def reference_source(plan: Plan, pt: PostTraining) -> str:
         return "none"
     if pt.method in GROUPED and pt.trainer in ("trl", "verl"):
         return "none"             # TRL GRPOConfig.beta 0.0; verl actor.use_kl_loss false
+    if pt.method in ONLINE and pt.trainer == "openrlhf":
+        return "elsewhere"        # train_ppo_ray.py: the reference is a Ray actor group of its own
     if plan.method != "full" and pt.trainer != "openrlhf":
         return "adapter"
     return "cpu" if pt.trainer == "verl" else "model"
@@ -145,16 +157,21 @@ def resolve(plan: Plan) -> Post | None:
     length = prompt + completion
     positions = completion + 1 if pt.method in GROUPED and pt.trainer in ("trl", "ms-swift") else length
     ref = reference_source(plan, pt)
-    sharded = ref == "model" and (plan.framework == "fsdp" or (plan.framework == "deepspeed" and plan.zero_stage == 3))
+    shards = plan.framework == "fsdp" or (plan.framework == "deepspeed" and plan.zero_stage == 3)
     steps = pt.steps_per_generation or plan.gradient_accumulation_steps
     critic = reward = None
     if pt.method == "ppo":
-        critic = pt.value_model or RoleModel()
-        reward = pt.reward_model or RoleModel()
+        # OpenRLHF's critic and reward model are Ray actor groups of their own (train_ppo_ray.py), unless colocated
+        own = RoleModel(placement="own-gpus" if pt.trainer == "openrlhf" else "same-gpus")
+        critic = pt.value_model or own
+        reward = pt.reward_model or own
     elif pt.reward_model is not None:
         reward = pt.reward_model
+    fused = pt.trainer == "trl" and version_tuple(pt.trainer_version, NEWEST["trl"]) >= FUSED_HEAD_SINCE
     return Post(method=pt.method, trainer=pt.trainer, prompt=prompt, completion=completion,
                 generations=default_generations(pt), rows=rows, length=length, logit_positions=positions,
-                reference=ref, ref_sharded=sharded, ref_bytes=reference_bytes(plan, pt),
+                labelled=completion, fused_head=fused and pt.method != "rm",
+                reference=ref, ref_sharded=ref == "model" and shards, shards_models=shards,
+                ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
                 critic=critic, reward=reward)

@@ -25,6 +25,13 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   `LigerFusedLinearDPOLoss`, `LigerFusedLinearGRPOLoss`) run lm_head and the log-softmax chunk by chunk and
   never hold the whole logits: one chunk's 16-bit logits and fp32 log-softmax (and, in backward, its gradient)
   at a time, taken as 1/8 of the rows (not traced).
+- TRL >= 1.15 (`trainer_version`; the default, 1.16): every trainer calls `model(..., fused_lm_head=True)`
+  (trl/trainer/utils.py `add_fused_lm_head`, trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`): the
+  head is projected in tiles of `TOKEN_CHUNK_SIZE` 4096 tokens x `_CHUNKED_LOGPROB_CHUNK_SIZE` 32768 vocabulary
+  into one reused 16-bit buffer, and only the N labelled positions are scored on a GPU (`compact`:
+  `hidden_states[mask]`, a c·N·h copy that backward reads). Saved: that copy and the fp32 log-normaliser (4N).
+  Backward: `grad_hidden` fp32 (4·N·h), the tile buffer, and `grad_weight` fp32 (4·V·h) when the head trains.
+  No (rows, s, V) tensor exists (read from the TRL 1.16.0 wheel).
 A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero.
 """
 from __future__ import annotations
@@ -33,6 +40,22 @@ from ..memory.logits import Logits
 
 
 FUSED_CHUNKS = 8
+TOKEN_CHUNK = 4096          # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
+VOCAB_CHUNK = 32768         # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
+STATS = 7                   # fp32 per-token running statistics of the forward (running_max, sum_exp, ...)
+
+
+def fused_head_buffers(labelled: int, vocab: int, hidden: int, c: int, head_trains: bool) -> Logits:
+    """TRL >= 1.15's chunked log-prob head over ``labelled`` positions (see the module docstring)."""
+    tile = c * min(labelled, TOKEN_CHUNK) * min(vocab, VOCAB_CHUNK)
+    saved = c * labelled * hidden + 4 * labelled
+    return Logits(saved=saved, forward_peak=saved + tile + 4 * STATS * labelled,
+                  backward_peak=saved + 4 * labelled * hidden + tile + (4 * vocab * hidden if head_trains else 0))
+
+
+def fused_head_no_grad(labelled: int, vocab: int, hidden: int, c: int) -> int:
+    """The same head under no_grad (the reference, the old log-probabilities): the copy, the tile, the stats."""
+    return c * labelled * hidden + c * min(labelled, TOKEN_CHUNK) * min(vocab, VOCAB_CHUNK) + 4 * STATS * labelled
 
 
 def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, c: int,

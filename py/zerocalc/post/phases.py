@@ -13,7 +13,7 @@ from ..run.view import RunView
 from .defaults import Post
 from .generator import (hf_kv_cache_bytes, kv_bytes_per_token, sleep_host_bytes, sync_gather_bytes,
                         sync_gathers_whole_model, vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
-from .logprobs import reference_forward_bytes
+from .logprobs import fused_head_no_grad, reference_forward_bytes
 
 
 def _resident(v: RunView) -> dict:
@@ -89,7 +89,12 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     rows = post.rows
     positions = post.logit_positions if post.online else post.length
     e = 2 if v.si.dt.autocast else v.si.dt.compute
-    logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, e) if arch.causal_lm else 0
+    if not arch.causal_lm:
+        logits = 0
+    elif post.fused_head:
+        logits = fused_head_no_grad(rows * post.labelled, arch.vocab_size, arch.hidden_size, e)
+    else:
+        logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, e)
     peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length))
     base = _forward_resident(v)
     if not post.online:

@@ -171,7 +171,7 @@ EXPECTED = {
 
 # ================================================================ post-training (plan-v1 Extension 7, issue 22)
 # Command lines (verl Hydra overrides, OpenRLHF / ms-swift / TRL flags) and preference / RL YAMLs. Defaults as the
-# trainers' argparse / config files state them (cited in imports/verl.py, openrlhf.py, swift.py, lf_post.py).
+# trainers' argparse / config files state them (cited in imports/verl.py, openrlhf.py, swift_cli.py, lf_post.py).
 PT = "post_training."
 G = PT + "generator."
 EXPECTED.update({
