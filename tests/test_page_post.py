@@ -1,0 +1,89 @@
+"""The page's post-training panel (plan-v1 Extension 7, issue 22): the form sends a post_training block only when a
+method is chosen and only the fields that are filled; the figures are the CPython engine's; the run panel shows the
+phases side by side (generate / score / sync / step) and names the one that sets the peak; a share link carries the
+block both ways, the generator included. Nothing typed is inserted as HTML."""
+import json
+from urllib.parse import quote, unquote
+
+import pytest
+
+pytest.importorskip("pytest_playwright")
+
+from test_page_browser import assert_shows, change, open_app  # noqa: E402
+
+
+def _shared(page):
+    return json.loads(unquote(page.input_value("#share-url").split("#plan=", 1)[1]))
+
+
+def test_no_method_sends_no_block(offline_page):
+    page = offline_page
+    open_app(page)
+    change(page, lambda: page.fill("[name='post_training.prompt_len']", "300"))   # a length alone: still SFT
+    assert "post_training" not in _shared(page)
+    assert_shows(page, {})
+    assert page.js_errors == [] and page.blocked == []
+
+
+def test_grpo_with_colocated_vllm_shows_the_phases_and_the_peak(offline_page):
+    page = offline_page
+    open_app(page)
+    # 4 GPUs x micro 2 x steps 4 (the default accumulation) = 32 completions: divisible by 8 generations
+    change(page, lambda: page.select_option("[name='post_training.method']", "grpo"))
+    change(page, lambda: page.fill("[name='post_training.num_generations']", "8"))
+    change(page, lambda: page.select_option("[name='post_training.generator.engine']", "vllm"))
+    change(page, lambda: page.fill("[name='post_training.generator.gpu_memory_utilization']", "0.4"))
+    change(page, lambda: page.select_option("[name='post_training.generator.sleep']", "2"))
+    want = {"post_training": {"method": "grpo", "num_generations": 8,
+                              "generator": {"engine": "vllm", "gpu_memory_utilization": 0.4, "sleep": 2}}}
+    pt = _shared(page)["post_training"]          # the engine's full block: the empty fields stayed the defaults
+    assert (pt["method"], pt["num_generations"], pt["prompt_len"], pt["reference"]) == ("grpo", 8, None, "auto")
+    assert {k: pt["generator"][k] for k in ("engine", "gpu_memory_utilization", "sleep")} == want["post_training"]["generator"]
+    est = assert_shows(page, want)                                          # the CPython engine's estimate dict
+    phases = page.eval_on_selector_all("#run-bars g[data-phase]", "gs => gs.map(g => g.dataset.phase)")
+    assert phases == list(est["run"]["phases"])
+    assert {"generate", "sync", "step"} <= set(phases)
+    assert page.locator("#run-bars g.ph-peak").get_attribute("data-phase") == est["run"]["peak_phase"]
+    assert page.inner_text("#run-peak").startswith("Peak: ")
+    assert page.js_errors == [] and page.blocked == []
+
+
+def test_a_bad_value_is_named_next_to_its_field(offline_page):
+    page = offline_page
+    open_app(page)
+    change(page, lambda: page.select_option("[name='post_training.method']", "grpo"))
+    change(page, lambda: page.fill("[name='post_training.num_generations']", "7"))   # 32 % 7 != 0
+    err = page.locator("[data-error-for='post_training.num_generations']")
+    err.wait_for(state="visible")
+    assert "divide" in err.inner_text()
+    assert page.js_errors == []
+
+
+def test_a_share_link_with_post_training_fills_the_panel(offline_page):
+    page = offline_page
+    shared = {"schema": 1, "method": "lora",
+              "post_training": {"method": "dpo", "trainer": "llamafactory", "prompt_len": 640, "completion_len": 384,
+                                "reference": "adapter-disabled"}}
+    open_app(page, "#plan=" + quote(json.dumps(shared)))
+    assert page.input_value("[name='post_training.method']") == "dpo"
+    assert page.input_value("[name='post_training.trainer']") == "llamafactory"
+    assert page.input_value("[name='post_training.prompt_len']") == "640"
+    assert page.input_value("[name='post_training.reference']") == "adapter-disabled"
+    assert_shows(page, {k: v for k, v in shared.items() if k != "schema"})
+    pt = _shared(page)["post_training"]
+    assert {k: pt[k] for k in shared["post_training"]} == shared["post_training"]
+    assert page.locator("[data-error-for='plan']").is_hidden()
+    # a generator in the link fills its fields; text in a field is shown as text
+    gen = {"schema": 1, "post_training": {"method": "ppo", "trainer": "verl",
+                                          "generator": {"engine": "vllm", "gpu_memory_utilization": 0.5,
+                                                        "sleep": 1, "tensor_parallel_size": 2}}}
+    open_app(page, "#plan=" + quote(json.dumps(gen)))
+    assert page.input_value("[name='post_training.generator.sleep']") == "1"
+    assert page.input_value("[name='post_training.generator.tensor_parallel_size']") == "2"
+    g = _shared(page)["post_training"]["generator"]
+    assert {k: g[k] for k in gen["post_training"]["generator"]} == gen["post_training"]["generator"]
+    change(page, lambda: page.fill("[name='post_training.prompt_len']", "<b>x</b>"))
+    err = page.locator("[data-error-for='post_training.prompt_len']")
+    err.wait_for(state="visible")
+    assert page.locator("[data-error-for='post_training.prompt_len'] b").count() == 0
+    assert page.js_errors == [] and page.blocked == []
