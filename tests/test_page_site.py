@@ -125,6 +125,9 @@ def _plan_keys():
     keys |= {"gpu.name", "gpu.memory_gib"}
     keys |= {f"stack.{f.name}" for f in fields(StackSettings)}
     keys |= {"network.gbps_per_gpu", "network.kind"}
+    from zerocalc.postplan import Generator, PostTraining      # plan-v1 Extension 7
+    keys |= {f"post_training.{f.name}" for f in fields(PostTraining)}
+    keys |= {f"post_training.generator.{f.name}" for f in fields(Generator)}
     return keys
 
 
