@@ -87,3 +87,25 @@ def test_a_share_link_with_post_training_fills_the_panel(offline_page):
     err.wait_for(state="visible")
     assert page.locator("[data-error-for='post_training.prompt_len'] b").count() == 0
     assert page.js_errors == [] and page.blocked == []
+
+
+def test_drop_box_reads_a_verl_command_and_fills_the_panel(offline_page):
+    """The real verl script (tests/data/configs/real): format verl, the Hydra overrides in the per-key report, and
+    applying it fills the post-training panel (rollout.n 5 -> generations, gpu_memory_utilization 0.6)."""
+    import os
+    from playwright.sync_api import expect
+    page = offline_page
+    open_app(page)
+    path = os.path.join(os.path.dirname(__file__), "data", "configs", "real", "verl__grpo_trainer__run_qwen2-7b.sh")
+    page.fill("#import-text", open(path, encoding="utf-8").read())
+    page.click("#import-run")
+    expect(page.locator("#import-status")).to_have_attribute("data-state", "ok", timeout=30_000)
+    assert page.get_attribute("#import-result", "data-format") == "verl"
+    mapped = page.locator("#import-mapped li").all_text_contents()
+    assert "actor_rollout_ref.rollout.n → post_training.num_generations = 5" in mapped
+    page.click("#import-apply")
+    expect(page.locator("[name='post_training.method']")).to_have_value("grpo", timeout=30_000)
+    expect(page.locator("[name='post_training.num_generations']")).to_have_value("5")
+    expect(page.locator("[name='post_training.generator.gpu_memory_utilization']")).to_have_value("0.6")
+    expect(page.locator("[name='post_training.trainer']")).to_have_value("verl")
+    assert page.js_errors == [] and page.blocked == []
