@@ -73,6 +73,20 @@ def test_trl_generation_batch_rule_names_the_key():
     assert e.value.key == "num_generations"
 
 
+def test_trl_dpo_flags_precompute_and_lengths():
+    # max_length 2048 with max_prompt_length 1536 -> completion 2048 - 1536 = 512
+    res = import_config("trl dpo --model_name_or_path Qwen/Qwen2.5-7B --beta 0.1 --max_length 2048 "
+                        "--max_prompt_length 1536 --precompute_ref_log_probs\n", {})
+    pt = res.plan["post_training"]
+    assert (pt["method"], pt["prompt_len"], pt["completion_len"], pt["reference"]) == ("dpo", 1536, 512, "precomputed")
+
+
+def test_trl_orpo_script_is_orpo():
+    res = import_config("accelerate launch examples/scripts/orpo.py --beta 0.1 --max_length 1024 "
+                        "--per_device_train_batch_size 2\n", {})
+    assert res.plan["post_training"]["method"] == "orpo"
+
+
 # ---------------------------------------------------------------- verl
 
 VERL = ("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo trainer.n_gpus_per_node=4 "

@@ -118,14 +118,26 @@ TRL_SCRIPTS = {"dpo.py": "dpo", "kto.py": "kto", "reward_modeling.py": "rm", "re
 def _trl_script_method(res, text: str, cfg: dict):
     """A TRL script command whose options name no post-training key: the script's method, with the config's
     length default (DPOConfig / KTOConfig / RewardConfig ``max_length`` 1024, two halves)."""
-    if res.plan.get("post_training"):
-        return res
     low = " ".join(text.split())
     method = next((m for name, m in TRL_SCRIPTS.items() if f"/{name}" in low or f" {name}" in low
                    or low.startswith(name)), None)
     if method is None:
         return res
     from zerocalc import Plan, PlanError
+    pt = res.plan.get("post_training")
+    if pt and pt.get("method") == "dpo" and method in ("orpo", "cpo"):
+        # ORPOConfig / CPOConfig share DPOConfig's keys (trl_post reads them as DPO): the script says which
+        plan = {**res.plan, "post_training": {**pt, "method": method, "reference": "auto"}}
+        try:
+            Plan.from_dict(plan)
+        except PlanError as e:
+            raise ConfigImportError(e.key, str(e)) from None
+        res.plan = plan
+        res.applied = [a for a in res.applied if a["plan_key"] != "post_training.method"] + [
+            {"key": "(script)", "plan_key": "post_training.method", "value": method}]
+        return res
+    if pt:
+        return res
     total = cfg.get("max_length") if isinstance(cfg.get("max_length"), int) else 1024
     plan = {**res.plan, "post_training": {"method": method, "trainer": "trl", "prompt_len": total // 2,
                                           "completion_len": total - total // 2}}
