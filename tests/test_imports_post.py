@@ -49,6 +49,7 @@ def test_yaml_and_json_are_not_commands():
     assert not looks_like_command('{"beta": 0.1}')
     assert not looks_like_command("stage: dpo\nfinetuning_type: lora\n")
     assert looks_like_command("swift rlhf --rlhf_type dpo --model Qwen/Qwen2.5-7B")
+    assert not looks_like_command("base_model: x\nextra_args: --foo 1 --bar 2\n- item: --a --b\n")
 
 
 # ---------------------------------------------------------------- TRL flags

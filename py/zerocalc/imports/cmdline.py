@@ -32,6 +32,7 @@ _HYDRA = re.compile(r"^\+{0,2}([A-Za-z_]\w*(?:\.[A-Za-z_0-9]\w*)+)=(.*)$", re.S)
 _ENV = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.*)$", re.S)
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)=(\S*)\s*$")
 _VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::-([^}]*))?\}|\$([A-Za-z_]\w*)")
+_YAML_LINE = re.compile(r"^\s*(-\s+)?[\w.\-]+:(\s|$)")
 LAUNCH_GPUS = ("nproc-per-node", "nproc_per_node", "num_gpus", "num_processes")
 
 
@@ -79,6 +80,8 @@ def looks_like_command(text) -> bool:
     if not isinstance(text, str) or text.lstrip().startswith("{"):
         return False
     for line in _logical_lines(text):
+        if _YAML_LINE.match(line):                  # `extra_args: --a --b` is a YAML value, not a command
+            continue
         toks = _tokens(line)
         n = sum(1 for t in toks if _OPT.match(t) or _HYDRA.match(t))
         if n >= 2:
