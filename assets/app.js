@@ -42,7 +42,7 @@ function valueOf(el) {
   if (kind === "tribool") return el.value === "" ? undefined : el.value === "true";
   if (kind === "autobool") return el.value === "auto" ? "auto" : el.value === "true";
   if (kind === "csv") return el.value.split(",").map((t) => t.trim()).filter((t) => t !== "");
-  if (kind === "json") {     // the run block: empty = the trainer's defaults; text that is not JSON goes as is
+  if (kind === "json") {     // the run / post_training blocks: empty = the defaults; text that is not JSON goes as is
     const t = el.value.trim();
     if (!t) return undefined;
     try { return JSON.parse(t); } catch { return t; }

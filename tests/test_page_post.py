@@ -42,7 +42,7 @@ def test_grpo_with_colocated_vllm_shows_the_phases_and_the_peak(offline_page):
     est = assert_shows(page, want)                                          # the CPython engine's estimate dict
     phases = page.eval_on_selector_all("#run-bars g[data-phase]", "gs => gs.map(g => g.dataset.phase)")
     assert phases == list(est["run"]["phases"])
-    assert {"generate", "sync", "step"} <= set(phases)
+    assert {"generate", "sync", "score", "step"} <= set(phases)
     assert page.locator("#run-bars g.ph-peak").get_attribute("data-phase") == est["run"]["peak_phase"]
     assert page.inner_text("#run-peak").startswith("Peak: ")
     assert page.js_errors == [] and page.blocked == []
@@ -75,11 +75,14 @@ def test_a_share_link_with_post_training_fills_the_panel(offline_page):
     assert page.locator("[data-error-for='plan']").is_hidden()
     # a generator in the link fills its fields; text in a field is shown as text
     gen = {"schema": 1, "post_training": {"method": "ppo", "trainer": "verl",
+                                          "value_model": {"model": None, "placement": "same-gpus"},
                                           "generator": {"engine": "vllm", "gpu_memory_utilization": 0.5,
                                                         "sleep": 1, "tensor_parallel_size": 2}}}
     open_app(page, "#plan=" + quote(json.dumps(gen)))
     assert page.input_value("[name='post_training.generator.sleep']") == "1"
     assert page.input_value("[name='post_training.generator.tensor_parallel_size']") == "2"
+    assert json.loads(page.input_value("[name='post_training.value_model']")) == gen["post_training"]["value_model"]
+    assert page.locator("[data-error-for='plan']").is_hidden()                  # nothing in the link was ignored
     g = _shared(page)["post_training"]["generator"]
     assert {k: g[k] for k in gen["post_training"]["generator"]} == gen["post_training"]["generator"]
     change(page, lambda: page.fill("[name='post_training.prompt_len']", "<b>x</b>"))

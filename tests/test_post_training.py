@@ -112,13 +112,13 @@ def test_trl_dpo_logits_buffers_by_hand():
     # TRL selective_log_softmax on bf16 logits: end of forward the logits 2·R·T·V plus the saved per-row
     # log_softmax 2·R·(T-1)·V; R = 2 x 2 = 4 rows, T = 1024
     t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "reference": "precomputed",
-                     "trainer_version": "1.14"}))
+                     "trainer_version": "1.10"}))
     assert t["logits_forward"].nbytes == 2 * 4 * 1024 * V + 2 * 4 * 1023 * V
     # backward: the slice's gradient 2·R·T·V and the stacked row gradients with the saved rows 2 x 2·R·(T-1)·V
     assert t["logits_backward"].nbytes == 2 * 4 * 1024 * V + 2 * 2 * 4 * 1023 * V
     # the reference's no-grad logits meet them at the end of forward: its logits and one row's log_softmax
     ref = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512,
-                       "trainer_version": "1.14"}))["reference_logits"]
+                       "trainer_version": "1.10"}))["reference_logits"]
     assert ref.nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V and ref.phases == {"fwd"}
 
 
@@ -140,6 +140,16 @@ def test_trl_fused_head_by_hand():
     assert t["reference_logits"].nbytes == 2 * n * h + tile + 4 * 7 * n
     lora = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}, method="lora"))
     assert lora["logits_backward"].nbytes == 2 * n * h + 4 * n + 4 * n * h + tile       # the head is frozen
+
+
+def test_trl_114_triton_kernel_by_hand():
+    # TRL 1.11-1.14 on CUDA: the Triton kernel saves the 16-bit logits (2·R·T·V) and 16 B per position, and its
+    # backward adds grad_logits over the shifted slice (2·R·(T-1)·V); R = 4 rows, T = 1024
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "trainer_version": "1.14.2"}))
+    n, n1 = 4 * 1024 * V, 4 * 1023 * V
+    assert t["logits_forward"].nbytes == 2 * n + 16 * 4 * 1024
+    assert t["logits_backward"].nbytes == 2 * n + 2 * n1
+    assert t["reference_logits"].nbytes == 2 * n + 16 * 4 * 1024
 
 
 def test_trainer_version_is_validated():
@@ -222,7 +232,7 @@ def test_colocated_vllm_holds_its_fraction_and_sleep_2_frees_it():
 
 def test_trl_grpo_logits_only_for_the_completion():
     # logits_to_keep = completion + 1 = 769 positions, micro 2 rows, bf16
-    t = _terms(plan({"method": "grpo", "prompt_len": 256, "completion_len": 768, "trainer_version": "1.14.2"}))
+    t = _terms(plan({"method": "grpo", "prompt_len": 256, "completion_len": 768, "trainer_version": "1.10"}))
     assert t["logits_forward"].nbytes == 2 * 2 * 769 * V + 2 * 2 * 768 * V
 
 
@@ -377,7 +387,7 @@ def test_fit_answers_micro_batch_completion_and_vllm_fraction():
 
 def test_fused_liger_loss_never_holds_the_whole_logits():
     # loss chunked = TRL use_liger_kernel: one of 8 chunks of 16-bit logits and fp32 log-softmax at a time
-    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "trainer_version": "1.14"},
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "trainer_version": "1.10"},
                     loss="chunked"))
     n = 4 * 1024 * V
     assert t["logits_forward"].nbytes == (2 + 4) * n // 8
@@ -584,3 +594,27 @@ def test_import_an_ms_swift_command_line():
     assert p["method"] == "lora" and p["lora"]["rank"] == 8 and p["lora"]["alpha"] == 32
     assert p["post_training"]["prompt_len"] + p["post_training"]["completion_len"] == 2048
     assert "post_training" not in import_config("swift sft --model meta-llama/Llama-3.2-1B").plan
+
+
+def test_trl_fp32_logits_backward_by_hand():
+    # fp32 logits (precision fp32), TRL <= 1.10: the logits 4·R·T·V kept; backward gather's zeros, scatter_add and
+    # the stacked logsumexp gradients, 3 x 4·R·(T-1)·V; R = 4, T = 1024
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "reference": "precomputed",
+                     "trainer_version": "1.10"}, precision="fp32"))
+    assert t["logits_backward"].nbytes == 4 * 4 * 1024 * V + 12 * 4 * 1023 * V
+
+
+def test_torch_kernels_fallback_by_hand():
+    # kernels torch (TRL 1.16 without Triton): every position scored, N = 4 rows x 1023; one tile
+    # T = min(N, 4096) x 32768 = 4092 x 32768; backward: the 16-bit buffer 2T and 29T of fp32 temporaries, the
+    # fp32 grad_hidden 4·N·h and (full fine-tune) grad_weight 4·V·h, beside the saved hidden copy and log-normaliser
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "kernels": "torch"}))
+    n, h, tile = 4 * 1023, 2048, 4092 * 32768
+    assert t["logits_backward"].nbytes == 2 * n * h + 4 * n + 4 * n * h + 2 * tile + 29 * tile + 4 * V * h
+    # TRL 1.14 without Triton: DPO upcasts the logits to fp32: 2n + 4n at the copy, 4n + 12n' in backward
+    t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "kernels": "torch",
+                     "trainer_version": "1.14"}))
+    assert t["logits_backward"].nbytes == 4 * 4 * 1024 * V + 12 * 4 * 1023 * V
+    with pytest.raises(PlanError) as e:
+        plan({"method": "dpo", "kernels": "cuda"})
+    assert e.value.key == "post_training.kernels"

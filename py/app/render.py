@@ -300,6 +300,14 @@ def section_post(p: dict) -> str:
                      num("steps_per_generation", ph="default"), "empty: gradient_accumulation_steps")
             + _field("post_training.reference", "Reference policy",
                      _opt_select("reference", [r for r in PT.REFERENCES if r != "auto"]))
+            + _field("post_training.reward_model", "Reward model (JSON)",
+                     '<textarea id="f-post_training.reward_model" name="post_training.reward_model" data-type="json" '
+                     'rows="1" spellcheck="false" placeholder=\'{"model": null, "placement": "same-gpus"}\'></textarea>',
+                     "PPO / GRPO / RLOO: a reward network (model null = the policy's size); empty: none, or PPO's own")
+            + _field("post_training.value_model", "Critic (JSON, PPO)",
+                     '<textarea id="f-post_training.value_model" name="post_training.value_model" data-type="json" '
+                     'rows="1" spellcheck="false" placeholder=\'{"model": null, "placement": "same-gpus"}\'></textarea>',
+                     "empty: PPO's critic the policy's size on the same GPUs")
             + '</div><fieldset class="generator" data-field="post_training.generator"><legend>Generator (online '
               'methods: PPO, GRPO, RLOO)</legend><div class="grid">'
             + _field("post_training.generator.engine", "Engine", _opt_select("generator.engine", PT.ENGINES))

@@ -122,7 +122,7 @@ def whole_run(plan: Plan, si: StepInputs, spec: GpuSpec) -> tuple[PerGpu, object
     step = PhasePeak("step", pg.peak_allocated, pg.peak_reserved, pg.device_used, pg.components, pg.host_per_rank,
                      "the steady training step" if post is None else f"the {post.method} update step")
     view = run_view(sp, si, ts, spec.capacity_bytes, pg.peak_reserved)
-    return pg, view, run_peaks(view, step, post_phases(view, post))
+    return pg, view, run_peaks(view, step, post_phases(view, post, ts))
 
 
 def _over_steps(plan: Plan, pg: PerGpu, spec: GpuSpec) -> dict:

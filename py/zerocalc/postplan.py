@@ -38,6 +38,7 @@ PLACEMENTS = ("same-gpus", "own-gpus", "cpu")
 ENGINES = ("vllm", "hf")
 MODES = ("colocate", "server")
 SLEEP_LEVELS = (0, 1, 2)
+KERNELS = ("triton", "torch")
 # the methods each trainer implements (read in their trees: TRL trl/trainer + trl/experimental; OpenRLHF
 # openrlhf/cli train_dpo, train_kto, train_rm, train_ppo_ray (GRPO/RLOO by --algo.advantage_estimator);
 # verl's PPO-family ray trainer; LLaMA-Factory stages dpo/kto/rm/ppo with pref_loss sigmoid/ipo/orpo/simpo;
@@ -77,6 +78,7 @@ class PostTraining:
     method: str = "dpo"
     trainer: str = "trl"
     trainer_version: Any = None             # "1.14" etc., or None = the newest release modelled (TRL 1.16)
+    kernels: str = "triton"                 # TRL's log-prob kernels: triton (a CUDA GPU) or torch (its fallbacks)
     prompt_len: Any = None                  # int, or None = the trainer's default
     completion_len: Any = None
     num_generations: Any = None             # int, or None = the trainer's default (GRPO/RLOO only)
@@ -161,6 +163,7 @@ def parse_post_training(value: Any) -> Any:
         method=check_choice(f"{key}.method", obj.get("method", d.method), METHODS),
         trainer=check_choice(f"{key}.trainer", obj.get("trainer", d.trainer), TRAINERS),
         trainer_version=_parse_version(f"{key}.trainer_version", obj.get("trainer_version")),
+        kernels=check_choice(f"{key}.kernels", obj.get("kernels", d.kernels), KERNELS),
         prompt_len=_opt_int(f"{key}.prompt_len", obj.get("prompt_len"), 1, MAX_LEN),
         completion_len=_opt_int(f"{key}.completion_len", obj.get("completion_len"), 1, MAX_LEN),
         num_generations=_opt_int(f"{key}.num_generations", obj.get("num_generations"), 1, MAX_GENERATIONS),

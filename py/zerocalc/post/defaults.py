@@ -29,7 +29,8 @@ post-training.md; the TRL ones read at trl@f2cd577).
   ``run.load.dtype`` overrides it (Extension 5). The others load in the 16-bit compute dtype (ms-swift
   `ModelArguments.torch_dtype` None: "read from the 'config.json' file").
 - TRL's version (`trainer_version`, default the newest read, 1.16): from 1.15.0 its trainers score through a
-  fused, chunked LM head (post/logprobs.py); before, the full logits and `selective_log_softmax`.
+  fused, chunked LM head (post/logprobs.py); 1.11-1.14 a Triton log-prob kernel over the full logits; before,
+  the full logits and `selective_log_softmax`'s per-row loop.
 - The generator. TRL / ms-swift / LLaMA-Factory generate with HF `generate` unless `use_vllm`; colocated vLLM
   `gpu_memory_utilization` defaults: TRL 0.3 (`vllm_gpu_memory_utilization`), verl 0.5 (rollout.yaml),
   OpenRLHF 0.95 (`--vllm.gpu_memory_utilization`), ms-swift 0.9; verl always runs vLLM in its hybrid engine and
@@ -50,6 +51,7 @@ VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, 
 LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 NEWEST = {"trl": (1, 16, 0)}                         # the newest release each trainer's rules were read in
 FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
+LOSS_KERNEL_SINCE = (1, 11, 0)                       # TRL: the Triton log-prob kernel (seen in 1.14.2, not 1.10)
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class Post:
     logit_positions: int         # positions whose logits the update computes
     labelled: int                # positions scored per row (the completion's: TRL's fused head scores only these)
     fused_head: bool             # TRL >= 1.15: the chunked log-prob head, no (rows, s, V) logits
+    loss_kernel: bool            # TRL 1.11-1.14: the Triton log-prob kernel over the materialised logits
+    torch_kernels: bool          # TRL's torch fallbacks instead of its Triton kernels (kernels: torch)
     reference: str               # none | adapter | model | precomputed | cpu | elsewhere (another GPU group)
     ref_sharded: bool            # a model reference sharded over the world (ZeRO-3, FSDP)
     shards_models: bool          # inference-only models on these GPUs are sharded (ZeRO-3, FSDP: prepare_deepspeed)
@@ -167,10 +171,13 @@ def resolve(plan: Plan) -> Post | None:
         reward = pt.reward_model or own
     elif pt.reward_model is not None:
         reward = pt.reward_model
-    fused = pt.trainer == "trl" and version_tuple(pt.trainer_version, NEWEST["trl"]) >= FUSED_HEAD_SINCE
+    version = version_tuple(pt.trainer_version, NEWEST["trl"])
+    fused = pt.trainer == "trl" and version >= FUSED_HEAD_SINCE
+    kernel = pt.trainer == "trl" and LOSS_KERNEL_SINCE <= version < FUSED_HEAD_SINCE
     return Post(method=pt.method, trainer=pt.trainer, prompt=prompt, completion=completion,
                 generations=default_generations(pt), rows=rows, length=length, logit_positions=positions,
                 labelled=completion, fused_head=fused and pt.method != "rm",
+                loss_kernel=kernel and pt.method != "rm", torch_kernels=pt.kernels == "torch",
                 reference=ref, ref_sharded=ref == "model" and shards, shards_models=shards,
                 ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,

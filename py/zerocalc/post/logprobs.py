@@ -10,8 +10,10 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   the saved rows c·n'. Start of backward: the saved rows, their gradients stacked by `unbind`'s backward
   (c·n') and the slice's zero-filled gradient of the logits (c·n): c·n + 2·c·n' at most, taken as the moment
   the stacked gradient is copied into the slice (the saved rows are freed one by one before it).
-  fp32 logits: `gather` plus a per-row `logsumexp`; the graph keeps the logits (4n), the backward adds their
-  gradient (4n).
+  fp32 logits: `gather` plus a per-row `logsumexp`; the graph keeps the logits (4n); the backward holds gather's
+  zero-filled gradient and its `scatter_add` output and the per-row logsumexp gradients stacked by `unbind`'s
+  backward, three fp32 tensors of the shifted shape (4n + 12n'; traced: posttrace's TRL 1.14.2 CPU runs, whose
+  torch fallback takes this branch, list `new_zeros`, `scatter_add` and `stack` of (rows, s-1, V) fp32).
 - OpenRLHF: `output["logits"].to(torch.float32)` (openrlhf/models/actor.py) then `log_probs_from_logits`
   (flash-attn's fused cross-entropy, which saves its fp32 input): forward c·n + 4n, saved 4n, backward 4n + 4n
   (the fp32 gradient) + c·n (its cast back).
@@ -25,6 +27,13 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   `LigerFusedLinearDPOLoss`, `LigerFusedLinearGRPOLoss`) run lm_head and the log-softmax chunk by chunk and
   never hold the whole logits: one chunk's 16-bit logits and fp32 log-softmax (and, in backward, its gradient)
   at a time, taken as 1/8 of the rows (not traced).
+- TRL 1.11-1.14 on a CUDA GPU: `selective_log_softmax` / `selective_log_softmax_and_entropy` take TRL's Triton
+  kernel (trl/kernels/logprob_entropy.py `_LogProbEntropyFunction`, read in the 1.14.2 wheel; absent at 1.10.0.dev0,
+  f2cd577: the release that added it was not read, 1.11-1.13 are taken as 1.14) whenever the logits are on CUDA
+  (`_supports_trl_loss_kernel`): it saves the logits (c·n) and four fp32 per-token figures (16 B per position),
+  and its backward writes `grad_logits = torch.empty_like(logits)` (c·n'), which the slice's backward copies into
+  a zero-filled c·n once the saved logits are released: c·n + c·n' at most. (On CPU it falls back to the torch
+  code: a fp32 copy and three fp32 backward buffers, which the CPU traces show.)
 - TRL >= 1.15 (`trainer_version`; the default, 1.16): every trainer calls `model(..., fused_lm_head=True)`
   (trl/trainer/utils.py `add_fused_lm_head`, trl/kernels/chunked_logprob.py `ChunkedLogProbFunction`): the
   head is projected in tiles of `TOKEN_CHUNK_SIZE` 4096 tokens x `_CHUNKED_LOGPROB_CHUNK_SIZE` 32768 vocabulary
@@ -32,6 +41,13 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   `hidden_states[mask]`, a c·N·h copy that backward reads). Saved: that copy and the fp32 log-normaliser (4N).
   Backward: `grad_hidden` fp32 (4·N·h), the tile buffer, and `grad_weight` fp32 (4·V·h) when the head trains.
   No (rows, s, V) tensor exists (read from the TRL 1.16.0 wheel).
+- TRL's torch fallbacks (``kernels: torch``: no Triton, as on CPU, where posttrace's traces run them): from 1.15
+  `_forward_tile` / `_backward_tile` score every position (N = rows x (s-1), `compact` is off) and hold fp32
+  copies of the tile T = min(N, 4096) x min(V, 32768): forward z, z - max and its exp (12T bytes beside the
+  16-bit buffer's 2T), backward y, z, log_p, p, grad, the target mask (1 B) and its fp32 cast and the
+  difference (29T beside 2T), counted in trl/kernels/chunked_logprob.py (1.16.0). In 1.11-1.14 DPO's
+  `selective_log_softmax_and_entropy` fallback upcasts the logits to fp32 and takes the fp32 branch above (the
+  reference's scoring too); GRPO's `selective_log_softmax` keeps the 16-bit per-row loop.
 A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero.
 """
 from __future__ import annotations
@@ -45,12 +61,42 @@ VOCAB_CHUNK = 32768         # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
 STATS = 7                   # fp32 per-token running statistics of the forward (running_max, sum_exp, ...)
 
 
+def kernel_buffers(rows: int, positions: int, vocab: int, c: int) -> Logits:
+    """TRL 1.11-1.14's Triton log-prob kernel over the materialised logits (see the module docstring)."""
+    n = rows * positions * vocab
+    shifted = rows * max(positions - 1, 1) * vocab
+    stats = 16 * rows * positions
+    return Logits(saved=c * n + stats, forward_peak=c * n + stats, backward_peak=c * n + c * shifted)
+
+
 def fused_head_buffers(labelled: int, vocab: int, hidden: int, c: int, head_trains: bool) -> Logits:
     """TRL >= 1.15's chunked log-prob head over ``labelled`` positions (see the module docstring)."""
     tile = c * min(labelled, TOKEN_CHUNK) * min(vocab, VOCAB_CHUNK)
     saved = c * labelled * hidden + 4 * labelled
     return Logits(saved=saved, forward_peak=saved + tile + 4 * STATS * labelled,
                   backward_peak=saved + 4 * labelled * hidden + tile + (4 * vocab * hidden if head_trains else 0))
+
+
+def tile_bytes(positions: int, vocab: int) -> int:
+    """Elements of one tile of TRL's chunked head: min(N, 4096) x min(V, 32768)."""
+    return min(positions, TOKEN_CHUNK) * min(vocab, VOCAB_CHUNK)
+
+
+def fused_head_torch(positions: int, vocab: int, hidden: int, c: int, head_trains: bool) -> Logits:
+    """TRL >= 1.15's chunked head on its torch fallback (see the module docstring): fp32 tile temporaries."""
+    t = tile_bytes(positions, vocab)
+    saved = c * positions * hidden + 4 * positions
+    return Logits(saved=saved, forward_peak=saved + c * t + 12 * t + 4 * STATS * positions,
+                  backward_peak=saved + 4 * positions * hidden + c * t + 29 * t
+                  + (4 * vocab * hidden if head_trains else 0))
+
+
+def upcast_buffers(rows: int, positions: int, vocab: int, c: int) -> Logits:
+    """TRL 1.11-1.14's DPO fallback: the 16-bit logits copied to fp32, then the fp32 branch."""
+    n = rows * positions * vocab
+    shifted = rows * max(positions - 1, 1) * vocab
+    cast = 0 if c == 4 else c * n
+    return Logits(saved=4 * n, forward_peak=cast + 4 * n, backward_peak=4 * n + 12 * shifted)
 
 
 def fused_head_no_grad(labelled: int, vocab: int, hidden: int, c: int) -> int:
@@ -68,7 +114,7 @@ def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, 
         return Logits(saved=0, forward_peak=chunk, backward_peak=chunk + c * n // FUSED_CHUNKS)
     if trainer in ("trl", "ms-swift"):
         if c == 4:
-            return Logits(saved=4 * n, forward_peak=4 * n, backward_peak=8 * n)
+            return Logits(saved=4 * n, forward_peak=4 * n, backward_peak=4 * n + 12 * shifted)
         return Logits(saved=c * shifted, forward_peak=c * n + c * shifted, backward_peak=c * n + 2 * c * shifted)
     if trainer == "openrlhf":
         cast = 0 if c == 4 else c * n

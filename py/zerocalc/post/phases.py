@@ -13,7 +13,7 @@ from ..run.view import RunView
 from .defaults import Post
 from .generator import (hf_kv_cache_bytes, kv_bytes_per_token, sleep_host_bytes, sync_gather_bytes,
                         sync_gathers_whole_model, vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
-from .logprobs import fused_head_no_grad, reference_forward_bytes
+from .logprobs import fused_head_no_grad, fused_head_torch, kernel_buffers, reference_forward_bytes
 
 
 def _resident(v: RunView) -> dict:
@@ -91,8 +91,12 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     e = 2 if v.si.dt.autocast else v.si.dt.compute
     if not arch.causal_lm:
         logits = 0
+    elif post.fused_head and post.torch_kernels:
+        logits = fused_head_torch(rows * (post.length - 1), arch.vocab_size, arch.hidden_size, e, False).forward_peak
     elif post.fused_head:
         logits = fused_head_no_grad(rows * post.labelled, arch.vocab_size, arch.hidden_size, e)
+    elif post.loss_kernel and not post.torch_kernels:
+        logits = kernel_buffers(rows, positions, arch.vocab_size, e).forward_peak
     else:
         logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, e)
     peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length))
@@ -103,8 +107,26 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     return phase("score", base, {"logits": peak}, transient=peak, note=f"{what}, {rows} rows x {post.length} tokens")
 
 
-def post_phases(v: RunView, post: Post | None) -> tuple:
-    """(name, Phase) of the moments before the update step, in the order a step meets them."""
+def in_step_score_phase(post: Post, step_terms) -> Phase | None:
+    """The offline methods' reference forward, inside the update step: TRL's and LLaMA-Factory's `compute_loss`
+    run it under no_grad after the policy's forward, before backward (post/step.py), so its window is the step's
+    end-of-forward moment (``fwd``: the policy's saved activations and logits plus `reference_logits`)."""
+    if post.online or post.reference not in ("model", "adapter", "cpu"):
+        return None
+    comps: dict = {}
+    transient = 0
+    for t in step_terms:
+        b = t.live("fwd") if t.where == "allocator" else 0
+        if b:
+            comps[t.component] = comps.get(t.component, 0) + b
+            transient += b if t.component in ("activations", "logits") else 0
+    return phase("score", comps, transient=transient, note="the reference's no-grad forward, inside the step "
+                                                           "(after the policy's forward, before backward)")
+
+
+def post_phases(v: RunView, post: Post | None, step_terms=()) -> tuple:
+    """(name, Phase) of the moments before the update step, in the order a step meets them (an offline method's
+    reference forward, which runs inside the step, is listed as ``score`` too)."""
     if post is None:
         return ()
     out = []
@@ -113,6 +135,9 @@ def post_phases(v: RunView, post: Post | None) -> tuple:
         ph = fn(v, post)
         if ph is not None:
             out.append((name, ph))
+    inside = in_step_score_phase(post, step_terms)
+    if inside is not None and not any(n == "score" for n, _ in out):
+        out.append(("score", inside))
     return tuple(out)
 
 

@@ -24,7 +24,8 @@ from ..memory.terms import ALL, DRIVER, FWD, Term, gpu, host
 from ..plan import Plan
 from .defaults import Post
 from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes
-from .logprobs import fused_head_buffers, fused_head_no_grad, policy_logprob_buffers, reference_forward_bytes
+from .logprobs import (fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
+                       policy_logprob_buffers, reference_forward_bytes, upcast_buffers)
 from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch
 
 
@@ -53,10 +54,16 @@ def update_inputs(sp: Plan, si: StepInputs, post: Post | None) -> StepInputs:
                      acts=activations(sp, si.arch, module_dtypes(sp, dt), si.stack))
     if not si.arch.causal_lm:
         return si
+    v, h, c = si.arch.vocab_size, si.arch.hidden_size, logits_bytes(si)
     if post.fused_head:
         head_trains = sp.method == "full" or "lm_head" in sp.lora.targets
-        lg = fused_head_buffers(post.rows * post.labelled, si.arch.vocab_size, si.arch.hidden_size,
-                                logits_bytes(si), head_trains)
+        lg = (fused_head_torch(post.rows * (post.length - 1), v, h, c, head_trains) if post.torch_kernels
+              else fused_head_buffers(post.rows * post.labelled, v, h, c, head_trains))
+    elif post.loss_kernel and sp.loss != "chunked" and post.torch_kernels:
+        lg = (policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c) if post.online
+              else upcast_buffers(post.rows, post.logit_positions, v, c))
+    elif post.loss_kernel and sp.loss != "chunked":
+        lg = kernel_buffers(post.rows, post.logit_positions, v, c)
     else:
         lg = policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, si.arch.vocab_size,
                                     logits_bytes(si), fused=sp.loss == "chunked")
@@ -70,10 +77,18 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
     arch, world = plan.arch, plan.world_size
     out = reference_weight_terms(post.reference, post.ref_sharded, post.ref_bytes, arch, world)
     if not post.online and post.reference in ("model", "adapter", "cpu") and si.arch.causal_lm:
-        ref = (fused_head_no_grad(post.rows * post.labelled, arch.vocab_size, arch.hidden_size, logits_bytes(si))
-               if post.fused_head else
-               reference_forward_bytes(post.trainer, post.rows, post.length, arch.vocab_size, logits_bytes(si),
-                                       fused=sp.loss == "chunked"))
+        if post.fused_head and post.torch_kernels:
+            ref = fused_head_torch(post.rows * (post.length - 1), arch.vocab_size, arch.hidden_size,
+                                   logits_bytes(si), False).forward_peak
+        elif post.fused_head:
+            ref = fused_head_no_grad(post.rows * post.labelled, arch.vocab_size, arch.hidden_size, logits_bytes(si))
+        elif post.loss_kernel and sp.loss != "chunked" and post.torch_kernels:
+            ref = upcast_buffers(post.rows, post.length, arch.vocab_size, logits_bytes(si)).forward_peak
+        elif post.loss_kernel and sp.loss != "chunked":
+            ref = kernel_buffers(post.rows, post.length, arch.vocab_size, logits_bytes(si)).forward_peak
+        else:
+            ref = reference_forward_bytes(post.trainer, post.rows, post.length, arch.vocab_size, logits_bytes(si),
+                                          fused=sp.loss == "chunked")
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
     out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world)
     out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
