@@ -62,11 +62,13 @@ def test_a_bad_value_is_named_next_to_its_field(offline_page):
 def test_a_share_link_with_post_training_fills_the_panel(offline_page):
     page = offline_page
     shared = {"schema": 1, "method": "lora",
-              "post_training": {"method": "dpo", "trainer": "llamafactory", "prompt_len": 640, "completion_len": 384,
-                                "reference": "adapter-disabled"}}
+              "post_training": {"method": "dpo", "trainer": "trl", "prompt_len": 640, "completion_len": 384,
+                                "reference": "adapter-disabled", "trainer_version": "1.14", "kernels": "torch"}}
     open_app(page, "#plan=" + quote(json.dumps(shared)))
     assert page.input_value("[name='post_training.method']") == "dpo"
-    assert page.input_value("[name='post_training.trainer']") == "llamafactory"
+    assert page.input_value("[name='post_training.trainer']") == "trl"
+    assert page.input_value("[name='post_training.trainer_version']") == "1.14"
+    assert page.input_value("[name='post_training.kernels']") == "torch"
     assert page.input_value("[name='post_training.prompt_len']") == "640"
     assert page.input_value("[name='post_training.reference']") == "adapter-disabled"
     assert_shows(page, {k: v for k, v in shared.items() if k != "schema"})

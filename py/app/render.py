@@ -269,6 +269,7 @@ POST_LABELS = {
                   "model": "a frozen model", "adapter-disabled": "the base with the LoRA adapter disabled",
                   "precomputed": "precomputed log-probabilities", "cpu": "a model offloaded to the CPU"},
     "generator.engine": {"": "the trainer's default", "vllm": "vLLM", "hf": "HF generate"},
+    "kernels": {"": "triton (default, a CUDA GPU)", "triton": "triton", "torch": "torch (no Triton)"},
     "generator.mode": {"": "colocate (default)", "colocate": "colocate (shares the training GPUs)",
                        "server": "server (GPUs of its own)"},
     "generator.sleep": {"": "0 (default: stays resident)", "0": "0: stays resident",
@@ -300,6 +301,11 @@ def section_post(p: dict) -> str:
                      num("steps_per_generation", ph="default"), "empty: gradient_accumulation_steps")
             + _field("post_training.reference", "Reference policy",
                      _opt_select("reference", [r for r in PT.REFERENCES if r != "auto"]))
+            + _field("post_training.trainer_version", "Trainer version",
+                     '<input id="f-post_training.trainer_version" name="post_training.trainer_version" type="text" '
+                     'data-type="str" autocomplete="off" spellcheck="false" value="" placeholder="newest modelled">',
+                     "e.g. 1.14 (TRL's log-prob code changed at 1.11 and 1.15)")
+            + _field("post_training.kernels", "Log-prob kernels", _opt_select("kernels", PT.KERNELS))
             + _field("post_training.reward_model", "Reward model (JSON)",
                      '<textarea id="f-post_training.reward_model" name="post_training.reward_model" data-type="json" '
                      'rows="1" spellcheck="false" placeholder=\'{"model": null, "placement": "same-gpus"}\'></textarea>',
