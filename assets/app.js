@@ -90,9 +90,11 @@ function readForm() {
       }
       v = v.trim();
     }
-    if (/^(deepspeed|network|data|allocator)\./.test(name) && v === "") continue;   // empty = the default
+    if (/^(deepspeed|network|data|allocator|post_training)\./.test(name) && v === "") continue;   // empty = the default
     setPath(plan, name, v);
   }
+  // post-training (plan-v1 Extension 7): no method, no block; a generator only where one of its fields is set
+  if (plan.post_training && !plan.post_training.method) delete plan.post_training;
   setPath(plan, "lora.targets", targetsOverride ?? targets);
   if (plan.model === "custom") plan.model = customModel();
   if (plan.gpu === "custom") plan.gpu = { name: $("[name='gpu.name']").value,
@@ -172,6 +174,8 @@ function renderRun(chart) {   // the run's phases (py/app/view.py run_chart): nu
   if (!root || !chart) return;
   root.setAttribute("viewBox", `0 0 ${chart.width} ${chart.height}`);
   $("#run-desc").textContent = chart.summary;
+  const peak = $("#run-peak");
+  if (peak) peak.textContent = chart.peak_text || "";   // the phase that sets the peak, as text (never HTML)
   const kids = [svg("line", { class: "cap", x1: 0, x2: chart.width, y1: chart.cap_y, y2: chart.cap_y })];
   for (const b of chart.bars) {
     const g = svg("g", { class: "ph" + (b.over ? " ph-over" : "") + (b.peak ? " ph-peak" : ""), "data-phase": b.key });
@@ -440,7 +444,7 @@ function setField(name, value) {
     else if (input.dataset.type === "autobool") input.value = String(value);
     else if (input.dataset.type === "csv") input.value = Array.isArray(value) ? value.join(", ") : String(value);
     else if (name === "data.lengths" && value === "fixed") input.value = "";   // the default: its empty option
-    else input.value = value === null ? "" : typeof value === "string" ? value : JSON.stringify(value);
+    else input.value = value === null || value === undefined ? "" : typeof value === "string" ? value : JSON.stringify(value);
   }
   return true;
 }
@@ -467,7 +471,15 @@ function loadShareLink() {
     if (key === "gpu" && value && typeof value === "object") {
       setField("gpu", "custom"); setField("gpu.name", value.name ?? "Custom GPU"); setField("gpu.memory_gib", value.memory_gib ?? ""); continue;
     }
-    if (key === "run" || key === "post_training") { setField(key, value); continue; }   // one JSON field each
+    if (key === "run") { setField("run", value); continue; }   // one JSON field holds the whole run block
+    if (key === "post_training" && value && typeof value === "object" && !Array.isArray(value)) {
+      for (const [k2, v2] of Object.entries(value)) {      // one level deeper: post_training.generator.*
+        if (v2 && typeof v2 === "object" && !Array.isArray(v2) && k2 === "generator") {
+          for (const [k3, v3] of Object.entries(v2)) if (!setField(`post_training.generator.${k3}`, v3) && v3 !== null) unknown.push(`post_training.generator.${k3}`);
+        } else if (!setField(`post_training.${k2}`, v2) && v2 !== null) unknown.push(`post_training.${k2}`);
+      }
+      continue;
+    }
     if (key === "lora" && value && typeof value === "object" && "targets" in value) targetsOverride = value.targets;
     if (value && typeof value === "object" && !Array.isArray(value)) {
       for (const [k2, v2] of Object.entries(value)) if (!(key === "lora" && k2 === "targets") && !setField(`${key}.${k2}`, v2)) unknown.push(`${key}.${k2}`);

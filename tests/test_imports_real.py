@@ -68,7 +68,12 @@ def run_corpus():
 def unnamed_keys(text, res):
     """Top-level keys the file sets that appear neither in ``applied`` nor in ``not_represented``."""
     from zerocalc.imports import parse_text
-    cfg = parse_text(text)
+    from zerocalc.imports.cmdline import looks_like_command, parse_command
+    if looks_like_command(text):               # a command line: its options and Hydra sections
+        cmd = parse_command(text)
+        cfg = {**cmd.options, **cmd.overrides, **{k.split(".")[0]: v for k, v in cmd.unresolved.items()}}
+    else:
+        cfg = parse_text(text)
     named = [a["key"] for a in res.applied] + [n["key"] for n in res.not_represented]
     out = []
     for k in cfg:

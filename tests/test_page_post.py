@@ -1,35 +1,116 @@
-"""The page's post-training field (plan-v1 Extension 7) in Chromium, offline: a GRPO block typed into it gives
-the engine's figures, the run chart gains the sync / generate / score phases, a bad value names its key, and a
-share link carries the block."""
+"""The page's post-training panel (plan-v1 Extension 7, issue 22): the form sends a post_training block only when a
+method is chosen and only the fields that are filled; the figures are the CPython engine's; the run panel shows the
+phases side by side (generate / score / sync / step) and names the one that sets the peak; a share link carries the
+block both ways, the generator included. Nothing typed is inserted as HTML."""
 import json
+from urllib.parse import quote, unquote
 
 import pytest
 
 pytest.importorskip("pytest_playwright")
 
-from tests.test_page_browser import READY, assert_shows, change, open_app  # noqa: E402
-
-pytestmark = pytest.mark.browser
-
-GRPO = {"method": "grpo", "num_generations": 8, "completion_len": 512,
-        "generator": {"engine": "vllm", "gpu_memory_utilization": 0.3, "sleep": 2}}
+from test_page_browser import assert_shows, change, open_app  # noqa: E402
 
 
-def test_post_training_field_adds_the_rollout_phases(offline_page):
+def _shared(page):
+    return json.loads(unquote(page.input_value("#share-url").split("#plan=", 1)[1]))
+
+
+def test_no_method_sends_no_block(offline_page):
     page = offline_page
     open_app(page)
-    change(page, lambda: page.fill("[name='post_training']", json.dumps(GRPO)))
-    assert_shows(page, {"post_training": GRPO})
-    phases = page.eval_on_selector_all("[data-phase]", "els => els.map(e => e.dataset.phase)")
-    assert {"sync", "generate", "score", "step"} <= set(phases)
-    # TRL: 3 generations do not divide micro 2 x 4 GPUs x 4 steps = 32: the key is named, the figures stay
-    change(page, lambda: page.fill("[name='post_training']", json.dumps({**GRPO, "num_generations": 3})))
-    assert "num_generations" in page.inner_text("[data-error-for='post_training']")
+    change(page, lambda: page.fill("[name='post_training.prompt_len']", "300"))   # a length alone: still SFT
+    assert "post_training" not in _shared(page)
+    assert_shows(page, {})
+    assert page.js_errors == [] and page.blocked == []
 
 
-def test_share_link_carries_post_training(offline_page):
+def test_grpo_with_colocated_vllm_shows_the_phases_and_the_peak(offline_page):
     page = offline_page
-    plan = {"post_training": {"method": "dpo", "prompt_len": 256, "completion_len": 256}}
-    open_app(page, "#plan=" + json.dumps(plan))
-    assert json.loads(page.input_value("[name='post_training']")) == plan["post_training"]
-    assert_shows(page, plan)
+    open_app(page)
+    # 4 GPUs x micro 2 x steps 4 (the default accumulation) = 32 completions: divisible by 8 generations
+    change(page, lambda: page.select_option("[name='post_training.method']", "grpo"))
+    change(page, lambda: page.fill("[name='post_training.num_generations']", "8"))
+    change(page, lambda: page.select_option("[name='post_training.generator.engine']", "vllm"))
+    change(page, lambda: page.fill("[name='post_training.generator.gpu_memory_utilization']", "0.4"))
+    change(page, lambda: page.select_option("[name='post_training.generator.sleep']", "2"))
+    want = {"post_training": {"method": "grpo", "num_generations": 8,
+                              "generator": {"engine": "vllm", "gpu_memory_utilization": 0.4, "sleep": 2}}}
+    pt = _shared(page)["post_training"]          # the engine's full block: the empty fields stayed the defaults
+    assert (pt["method"], pt["num_generations"], pt["prompt_len"], pt["reference"]) == ("grpo", 8, None, "auto")
+    assert {k: pt["generator"][k] for k in ("engine", "gpu_memory_utilization", "sleep")} == want["post_training"]["generator"]
+    est = assert_shows(page, want)                                          # the CPython engine's estimate dict
+    phases = page.eval_on_selector_all("#run-bars g[data-phase]", "gs => gs.map(g => g.dataset.phase)")
+    assert phases == list(est["run"]["phases"])
+    assert {"generate", "sync", "score", "step"} <= set(phases)
+    assert page.locator("#run-bars g.ph-peak").get_attribute("data-phase") == est["run"]["peak_phase"]
+    assert page.inner_text("#run-peak").startswith("Peak: ")
+    assert page.js_errors == [] and page.blocked == []
+
+
+def test_a_bad_value_is_named_next_to_its_field(offline_page):
+    page = offline_page
+    open_app(page)
+    change(page, lambda: page.select_option("[name='post_training.method']", "grpo"))
+    change(page, lambda: page.fill("[name='post_training.num_generations']", "7"))   # 32 % 7 != 0
+    err = page.locator("[data-error-for='post_training.num_generations']")
+    err.wait_for(state="visible")
+    assert "divide" in err.inner_text()
+    assert page.js_errors == []
+
+
+def test_a_share_link_with_post_training_fills_the_panel(offline_page):
+    page = offline_page
+    shared = {"schema": 1, "method": "lora",
+              "post_training": {"method": "dpo", "trainer": "trl", "prompt_len": 640, "completion_len": 384,
+                                "reference": "adapter-disabled", "trainer_version": "1.14", "kernels": "torch"}}
+    open_app(page, "#plan=" + quote(json.dumps(shared)))
+    assert page.input_value("[name='post_training.method']") == "dpo"
+    assert page.input_value("[name='post_training.trainer']") == "trl"
+    assert page.input_value("[name='post_training.trainer_version']") == "1.14"
+    assert page.input_value("[name='post_training.kernels']") == "torch"
+    assert page.input_value("[name='post_training.prompt_len']") == "640"
+    assert page.input_value("[name='post_training.reference']") == "adapter-disabled"
+    assert_shows(page, {k: v for k, v in shared.items() if k != "schema"})
+    pt = _shared(page)["post_training"]
+    assert {k: pt[k] for k in shared["post_training"]} == shared["post_training"]
+    assert page.locator("[data-error-for='plan']").is_hidden()
+    # a generator in the link fills its fields; text in a field is shown as text
+    gen = {"schema": 1, "post_training": {"method": "ppo", "trainer": "verl",
+                                          "value_model": {"model": None, "placement": "same-gpus"},
+                                          "generator": {"engine": "vllm", "gpu_memory_utilization": 0.5,
+                                                        "sleep": 1, "tensor_parallel_size": 2}}}
+    open_app(page, "#plan=" + quote(json.dumps(gen)))
+    assert page.input_value("[name='post_training.generator.sleep']") == "1"
+    assert page.input_value("[name='post_training.generator.tensor_parallel_size']") == "2"
+    assert json.loads(page.input_value("[name='post_training.value_model']")) == gen["post_training"]["value_model"]
+    assert page.locator("[data-error-for='plan']").is_hidden()                  # nothing in the link was ignored
+    g = _shared(page)["post_training"]["generator"]
+    assert {k: g[k] for k in gen["post_training"]["generator"]} == gen["post_training"]["generator"]
+    change(page, lambda: page.fill("[name='post_training.prompt_len']", "<b>x</b>"))
+    err = page.locator("[data-error-for='post_training.prompt_len']")
+    err.wait_for(state="visible")
+    assert page.locator("[data-error-for='post_training.prompt_len'] b").count() == 0
+    assert page.js_errors == [] and page.blocked == []
+
+
+def test_drop_box_reads_a_verl_command_and_fills_the_panel(offline_page):
+    """The real verl script (tests/data/configs/real): format verl, the Hydra overrides in the per-key report, and
+    applying it fills the post-training panel (rollout.n 5 -> generations, gpu_memory_utilization 0.6)."""
+    import os
+    from playwright.sync_api import expect
+    page = offline_page
+    open_app(page)
+    path = os.path.join(os.path.dirname(__file__), "data", "configs", "real", "verl__grpo_trainer__run_qwen2-7b.sh")
+    page.fill("#import-text", open(path, encoding="utf-8").read())
+    page.click("#import-run")
+    expect(page.locator("#import-status")).to_have_attribute("data-state", "ok", timeout=30_000)
+    assert page.get_attribute("#import-result", "data-format") == "verl"
+    mapped = page.locator("#import-mapped li").all_text_contents()
+    assert "actor_rollout_ref.rollout.n → post_training.num_generations = 5" in mapped
+    page.click("#import-apply")
+    expect(page.locator("[name='post_training.method']")).to_have_value("grpo", timeout=30_000)
+    expect(page.locator("[name='post_training.num_generations']")).to_have_value("5")
+    expect(page.locator("[name='post_training.generator.gpu_memory_utilization']")).to_have_value("0.6")
+    expect(page.locator("[name='post_training.trainer']")).to_have_value("verl")
+    assert page.js_errors == [] and page.blocked == []

@@ -127,6 +127,9 @@ def _plan_keys():
     keys |= {f"stack.{f.name}" for f in fields(StackSettings)}
     keys |= {"network.gbps_per_gpu", "network.kind"}
     keys |= {f"data.{f.name}" for f in fields(DataSettings)} | {f"allocator.{f.name}" for f in fields(AllocatorSettings)}
+    from zerocalc.postplan import Generator, PostTraining      # plan-v1 Extension 7
+    keys |= {f"post_training.{f.name}" for f in fields(PostTraining)}
+    keys |= {f"post_training.generator.{f.name}" for f in fields(Generator)}
     return keys
 
 

@@ -55,7 +55,8 @@ def import_view(request: dict) -> dict:
                          f"{MAX_BYTES // 1024} KB are refused."}
     if request.get("yaml_files"):
         _install_yaml(request["yaml_files"])
-    if not is_json(text) and not yaml_available():
+    from zerocalc.imports.cmdline import looks_like_command
+    if not is_json(text) and not yaml_available() and not looks_like_command(text):   # a command needs no YAML
         return {"needs_yaml": True}
     plan = request.get("plan") if isinstance(request.get("plan"), dict) else {}
     try:

@@ -11,6 +11,7 @@ import json
 from html import escape
 
 from zerocalc import plan as P
+from zerocalc import postplan as PT
 from zerocalc import stack as S
 from zerocalc.model import SUPPORTED_MODEL_TYPES
 from zerocalc.presets import GPUS, MODELS
@@ -291,19 +292,87 @@ def section_software(p: dict) -> str:
                        'Empty: the trainer\'s defaults. {"eval": {}} evaluates at HF\'s default batch 8; '
                        '{"eval": {"batch_size": 2}}, {"save": {"weights": "fsdp-full"}}, {"load_best_at_end": true}, '
                        '{"merge_at_end": "16bit-in-process"}.', "wide")
-    post = json.dumps(p["post_training"], separators=(", ", ": ")) if p.get("post_training") else ""
-    post_field = _field("post_training", "Post-training (plan-v1 post_training, JSON)",
-                        f'<textarea id="f-post_training" name="post_training" data-type="json" rows="2" '
-                        f'spellcheck="false" placeholder=\'{{"method": "dpo"}}\'>{e(post)}</textarea>',
-                        'Empty: supervised fine-tuning. {"method": "dpo"} trains on chosen + rejected pairs (2 rows '
-                        'per micro-batch item) with a reference; {"method": "grpo", "num_generations": 8, '
-                        '"generator": {"engine": "vllm", "gpu_memory_utilization": 0.3, "sleep": 2}} adds the '
-                        'sync, generate and score phases to the run chart.', "wide")
     return (_field("stack.trainer", "Training software", sel("stack.trainer", S.TRAINERS),
                    "Whose loop, loss and model code run: the same plan allocates differently under each.", "wide")
-            + run_field + post_field
+            + run_field
             + f'<details class="knobs" id="software-advanced"><summary>Library versions (advanced)</summary>'
               f'<div class="grid">{advanced}</div></details>')
+
+
+POST_LABELS = {
+    "method": {"": "none (supervised fine-tuning)", "dpo": "DPO", "ipo": "IPO", "orpo": "ORPO (no reference)",
+               "simpo": "SimPO (no reference)", "kto": "KTO", "cpo": "CPO (no reference)",
+               "rm": "Reward model (pairs, scalar head)", "ppo": "PPO (policy, reference, reward, critic)",
+               "grpo": "GRPO (groups of completions)", "rloo": "RLOO"},
+    "trainer": {"": "the default (TRL)", "trl": "TRL", "openrlhf": "OpenRLHF", "verl": "verl",
+                "llamafactory": "LLaMA-Factory", "ms-swift": "ms-swift"},
+    "reference": {"": "the trainer's default", "auto": "the trainer's default (auto)", "none": "none",
+                  "model": "a frozen model", "adapter-disabled": "the base with the LoRA adapter disabled",
+                  "precomputed": "precomputed log-probabilities", "cpu": "a model offloaded to the CPU"},
+    "generator.engine": {"": "the trainer's default", "vllm": "vLLM", "hf": "HF generate"},
+    "kernels": {"": "triton (default, a CUDA GPU)", "triton": "triton", "torch": "torch (no Triton)"},
+    "generator.mode": {"": "colocate (default)", "colocate": "colocate (shares the training GPUs)",
+                       "server": "server (GPUs of its own)"},
+    "generator.sleep": {"": "0 (default: stays resident)", "0": "0: stays resident",
+                        "1": "1: weights to host, KV cache freed", "2": "2: weights and KV cache freed"},
+}
+
+
+def _opt_select(key: str, values, kind: str = "str") -> str:
+    """A select whose first option, empty, sends nothing (the trainer's default)."""
+    labels = POST_LABELS[key]
+    return _select(f"post_training.{key}", [("", labels[""])] + [(str(v), labels.get(str(v), str(v))) for v in values],
+                   "", kind)
+
+
+def section_post(p: dict) -> str:
+    """Post-training (plan-v1 Extension 7): the method, whose trainer runs it, the lengths, the group size, where
+    the reference comes from and the rollout engine. Every field starts empty: an empty field sends nothing (the
+    trainer's default); no method, no post_training block at all."""
+    num = lambda k, kind="int", ph="": _number(f"post_training.{k}", None, kind, ph)   # noqa: E731
+    return ('<div class="grid">'
+            + _field("post_training.method", "Method", _opt_select("method", PT.METHODS))
+            + _field("post_training.trainer", "Trainer", _opt_select("trainer", PT.TRAINERS))
+            + _field("post_training.prompt_len", "Prompt length (tokens)", num("prompt_len", ph="default"),
+                     "empty: the trainer's default (TRL DPO max_length 1024 as 512 + 512)")
+            + _field("post_training.completion_len", "Completion length (tokens)", num("completion_len", ph="default"))
+            + _field("post_training.num_generations", "Generations per prompt", num("num_generations", ph="default"),
+                     "GRPO / RLOO group size (TRL default 8)")
+            + _field("post_training.steps_per_generation", "Steps per generation (TRL)",
+                     num("steps_per_generation", ph="default"), "empty: gradient_accumulation_steps")
+            + _field("post_training.reference", "Reference policy",
+                     _opt_select("reference", [r for r in PT.REFERENCES if r != "auto"]))
+            + _field("post_training.trainer_version", "Trainer version",
+                     '<input id="f-post_training.trainer_version" name="post_training.trainer_version" type="text" '
+                     'data-type="str" autocomplete="off" spellcheck="false" value="" placeholder="newest modelled">',
+                     "e.g. 1.14 (TRL's log-prob code changed at 1.11 and 1.15)")
+            + _field("post_training.kernels", "Log-prob kernels", _opt_select("kernels", PT.KERNELS))
+            + _field("post_training.reward_model", "Reward model (JSON)",
+                     '<textarea id="f-post_training.reward_model" name="post_training.reward_model" data-type="json" '
+                     'rows="1" spellcheck="false" placeholder=\'{"model": null, "placement": "same-gpus"}\'></textarea>',
+                     "PPO / GRPO / RLOO: a reward network (model null = the policy's size); empty: none, or PPO's own")
+            + _field("post_training.value_model", "Critic (JSON, PPO)",
+                     '<textarea id="f-post_training.value_model" name="post_training.value_model" data-type="json" '
+                     'rows="1" spellcheck="false" placeholder=\'{"model": null, "placement": "same-gpus"}\'></textarea>',
+                     "empty: PPO's critic the policy's size on the same GPUs")
+            + '</div><fieldset class="generator" data-field="post_training.generator"><legend>Generator (online '
+              'methods: PPO, GRPO, RLOO)</legend><div class="grid">'
+            + _field("post_training.generator.engine", "Engine", _opt_select("generator.engine", PT.ENGINES))
+            + _field("post_training.generator.mode", "Mode", _opt_select("generator.mode", PT.MODES))
+            + _field("post_training.generator.gpu_memory_utilization", "vLLM gpu_memory_utilization",
+                     num("generator.gpu_memory_utilization", "num", "default"),
+                     "the fraction of each GPU vLLM takes (TRL 0.3, verl 0.5, OpenRLHF 0.95)")
+            + _field("post_training.generator.sleep", "vLLM sleep level",
+                     _opt_select("generator.sleep", PT.SLEEP_LEVELS, "int"))
+            + _field("post_training.generator.gpus", "Server GPUs", num("generator.gpus", ph="mode server only"))
+            + _field("post_training.generator.tensor_parallel_size", "vLLM tensor parallel",
+                     num("generator.tensor_parallel_size", ph="1"))
+            + _field("post_training.generator.enforce_eager", "CUDA graphs",
+                     _select("post_training.generator.enforce_eager",
+                             [("", "captured (default)"), ("false", "captured"), ("true", "none (enforce_eager)")],
+                             "", "tribool"))
+            + '</div><p class="err" data-error-for="post_training.generator" role="alert" hidden></p></fieldset>'
+            + '<p class="err" data-error-for="post_training" role="alert" hidden></p>')
 
 
 def targets_html(available, chosen) -> str:

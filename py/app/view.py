@@ -194,8 +194,11 @@ def run_chart(est: Mapping) -> dict:
              for b in bars]
     summary = (f"Memory per GPU (nvidia-smi) at each moment of the run, against the capacity {gib(cap)}: "
                + "; ".join(parts) + f". The peak is {PHASE_MOMENTS.get(run['peak_phase'], run['peak_phase'])}.")
+    peak = next((b for b in bars if b["peak"]), None)
+    peak_text = (f"Peak: {PHASE_LABELS.get(peak['key'], peak['key'])} ({PHASE_MOMENTS.get(peak['key'], peak['key'])}), "
+                 f"{gib(peak['bytes'])} per GPU" if peak else "")
     return {"bars": bars, "cap_y": cap_y, "width": max(CHART_W, 16 + len(bars) * (BAR_W + GAP)), "height": CHART_H,
-            "summary": summary}
+            "summary": summary, "peak_text": peak_text}
 
 
 FRAGMENTATION_FIX = "set expandable_segments or pack"   # plan-v1 Extension 6: allocator / data.lengths fixed

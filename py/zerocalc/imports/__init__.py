@@ -28,7 +28,8 @@ from .swift_cli import import_swift, is_swift_command, parse_swift_command
 
 def import_config(text, plan=None, *, loader=None, fmt: str | None = None, what: str = "config") -> ImportResult:
     """Text (JSON or YAML) of a trainer config -> ImportResult; ``result.to_dict()["format"]`` names the
-    format. ConfigImportError (``.key`` names the file key) for bad input."""
+    format. ConfigImportError (``.key`` names the file key) for bad input. A pasted command line: ms-swift's
+    (swift_cli.py), or TRL's, OpenRLHF's, verl's (cmdline.py + commands.py), read by the trainer it launches."""
     if fmt in (None, "ms-swift") and is_swift_command(text):
         # a pasted ms-swift command line (`swift rlhf ...`), not a config file
         cfg = parse_swift_command(text)
@@ -38,6 +39,14 @@ def import_config(text, plan=None, *, loader=None, fmt: str | None = None, what:
                                                                  "evidence": ["a `swift` command line"],
                                                                  "against": []}]}
         name_every_key({k: v for k, v in cfg.items() if not k.startswith("__")}, res)
+        res.report = build_report(res)
+        return res
+    from .cmdline import looks_like_command
+    if isinstance(text, str) and len(text.encode("utf-8")) <= MAX_BYTES and looks_like_command(text):
+        from .commands import import_command
+        res, cfg, fmt, detection = import_command(text, plan, loader=loader, fmt=fmt)
+        res.format, res.detection = fmt, detection
+        name_every_key(cfg, res)
         res.report = build_report(res)
         return res
     cfg = parse_text(text, what)
@@ -57,6 +66,13 @@ def import_config(text, plan=None, *, loader=None, fmt: str | None = None, what:
         res = import_axolotl(cfg, plan, loader=loader)
     elif fmt == "llamafactory":
         res = import_llamafactory(cfg, plan, loader=loader)
+    elif fmt == "verl":
+        from .verl import import_verl
+        res = import_verl(cfg, plan, loader=loader)
+    elif fmt == "ms-swift":                   # the same keys as a YAML (`swift rlhf --config x.yaml`)
+        res = import_swift({"__command__": "rlhf", **cfg}, plan, loader=loader)
+    elif fmt == "openrlhf":
+        raise ConfigImportError("format", "OpenRLHF is configured on its command line: paste the command")
     else:
         res = import_torchtune(cfg, plan, text=text if isinstance(text, str) else None, loader=loader)
     res.format = fmt

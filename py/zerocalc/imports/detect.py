@@ -19,7 +19,8 @@ import json
 
 from .builder import ConfigImportError
 
-FORMATS = ("ds_config", "hf-training-args", "trl", "accelerate", "axolotl", "llamafactory", "torchtune")
+FORMATS = ("ds_config", "hf-training-args", "trl", "accelerate", "axolotl", "llamafactory", "torchtune", "verl",
+           "ms-swift", "openrlhf")   # openrlhf: command lines only (cmdline.py)
 MAX_BYTES = 200 * 1024
 
 
@@ -124,7 +125,7 @@ def _present(cfg, keys) -> list:
 
 def _rules(cfg: dict) -> dict:
     """format -> [(weight, evidence)]: positive weights for structure that holds, negative against."""
-    r = {f: [] for f in ("torchtune", "accelerate", "ds_config", "axolotl", "llamafactory", "hf")}
+    r = {f: [] for f in ("torchtune", "accelerate", "ds_config", "axolotl", "llamafactory", "hf", "verl", "ms-swift")}
 
     def add(fmt, w, ok, why):
         if ok:
@@ -186,6 +187,16 @@ def _rules(cfg: dict) -> dict:
     add("hf", 0.3, _has(cfg, "max_length", "packing", "beta", "loss_type") and _has(cfg, "model_name_or_path", *HF_ONLY),
         "TRL trainer keys (max_length / packing / beta / loss_type)")
 
+    # post-training trainers' own layouts (verl's Hydra config, ms-swift's RLHF arguments)
+    arr = cfg.get("actor_rollout_ref")
+    add("verl", 0.95, isinstance(arr, dict) and bool({"actor", "rollout", "model"} & set(arr)),
+        "actor_rollout_ref section with actor / rollout / model (verl's Hydra config)")
+    add("verl", 0.3, isinstance(cfg.get("trainer"), dict) and isinstance(cfg.get("data"), dict),
+        "trainer and data sections")
+    add("ms-swift", 0.9, _str(cfg.get("rlhf_type")), f"rlhf_type: {cfg.get('rlhf_type')} (ms-swift)")
+    add("ms-swift", 0.3, _has(cfg, "train_type", "model_type", "sleep_level"), "ms-swift's train_type / sleep_level")
+    if _str(cfg.get("rlhf_type")):
+        add("hf", -0.7, True, "has ms-swift's rlhf_type (TRL's parser refuses it)")
     # against: another trainer's vocabulary, which this format's parser would refuse
     if ax or _str(cfg.get("base_model")):
         for f in ("hf", "llamafactory"):

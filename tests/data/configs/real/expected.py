@@ -168,3 +168,113 @@ EXPECTED = {
     "handbook__accelerate_configs__ddp.yaml": ("accelerate", {
         "framework": "ddp", "gpus_per_node": 8, "nodes": 1, "precision": "bf16-mixed"}),
 }
+
+# ================================================================ post-training (plan-v1 Extension 7, issue 22)
+# Command lines (verl Hydra overrides, OpenRLHF / ms-swift / TRL flags) and preference / RL YAMLs. Defaults as the
+# trainers' argparse / config files state them (cited in imports/verl.py, openrlhf.py, swift_cli.py, lf_post.py).
+PT = "post_training."
+G = PT + "generator."
+EXPECTED.update({
+    # ---------------------------------------------------------------- verl (python3 -m verl.trainer.main_ppo ...)
+    # adv_estimator grpo; n 5; 8 GPUs; micro 40 per GPU; accumulation = 256 prompts x 5 / 8 GPUs / 40 = 4;
+    # use_kl_loss True, no LoRA -> a reference verl forces to the CPU; rollout vLLM TP 2 at 0.6, free_cache_engine
+    # (rollout.yaml default true) -> sleep 1; gradient checkpointing on; FSDP full shard
+    "verl__grpo_trainer__run_qwen2-7b.sh": ("verl", {
+        PT + "method": "grpo", PT + "trainer": "verl", PT + "prompt_len": 512, PT + "completion_len": 1024,
+        PT + "num_generations": 5, PT + "reference": "cpu", G + "engine": "vllm", G + "mode": "colocate",
+        G + "gpu_memory_utilization": 0.6, G + "tensor_parallel_size": 2, G + "sleep": 1, G + "enforce_eager": False,
+        "gpus_per_node": 8, "nodes": 1, "framework": "fsdp", "zero_stage": 3, "method": "full",
+        "micro_batch_size": 40, "gradient_accumulation_steps": 4, "activation_checkpointing": "full",
+        "offload_params": "none", "offload_optimizer": "none"}),
+    # LoRA rank 64 alpha 32 (targets: verl's all-linear default); 2 GPUs; 16 prompts x 5 / 2 / 40 = 1;
+    # use_kl_loss with LoRA -> the actor without its adapter (ref_in_actor)
+    "verl__grpo_trainer__run_qwen2_5-3b_gsm8k_grpo_lora.sh": ("verl", {
+        PT + "method": "grpo", PT + "num_generations": 5, PT + "reference": "adapter-disabled",
+        PT + "prompt_len": 512, PT + "completion_len": 1024, "method": "lora", "lora.rank": 64, "lora.alpha": 32,
+        "lora.targets": ALL7, "gpus_per_node": 2, "micro_batch_size": 40, "gradient_accumulation_steps": 1,
+        G + "gpu_memory_utilization": 0.6, G + "tensor_parallel_size": 2, G + "sleep": 1}),
+
+    # ---------------------------------------------------------------- OpenRLHF
+    # torchrun --nproc-per-node ${NPROC_PER_NODE:-8} -> 8 GPUs; accumulation 256 / (1 x 8) = 32; max_len 8192 as
+    # 4096 + 4096; --param_dtype bf16; zero_stage default 2; --gradient_checkpointing; flash_attention_2
+    "openrlhf__scripts__train_dpo_llama.sh": ("openrlhf", {
+        PT + "method": "dpo", PT + "trainer": "openrlhf", PT + "prompt_len": 4096, PT + "completion_len": 4096,
+        "gpus_per_node": 8, "micro_batch_size": 1, "gradient_accumulation_steps": 32, "precision": "bf16-mixed",
+        "framework": "deepspeed", "zero_stage": 2, "activation_checkpointing": "full", "attention": "flash",
+        "method": "full"}),
+    # 64 / (1 x 8) = 8
+    "openrlhf__scripts__train_kto_llama.sh": ("openrlhf", {
+        PT + "method": "kto", PT + "prompt_len": 4096, PT + "completion_len": 4096, "gpus_per_node": 8,
+        "micro_batch_size": 1, "gradient_accumulation_steps": 8, "zero_stage": 2}),
+    # deepspeed without --num_gpus: the plan's 4 GPUs kept (warned); 128 / (1 x 4) = 32; max_len 1536 = 768 + 768;
+    # --bf16; zero_stage 3; no --gradient_checkpointing (off by default); Llama-2-7b-chat -> llama-2-7b
+    "openrlhf__scripts__train_rm_llama.sh": ("openrlhf", {
+        PT + "method": "rm", PT + "prompt_len": 768, PT + "completion_len": 768, "model": "llama-2-7b",
+        "gpus_per_node": 4, "micro_batch_size": 1, "gradient_accumulation_steps": 32, "zero_stage": 3,
+        "precision": "bf16-mixed", "activation_checkpointing": "none"}),
+    # group_norm -> grpo (no critic); actor 1 x 8 GPUs; 128 / (8 x 8) = 2; colocate_all_models -> vLLM colocated
+    # at 0.6, TP 4, enforce_eager, vllm_enable_sleep -> sleep 1; reward model on the same GPUs; adam_offload
+    "openrlhf__scripts__train_grpo_ray_hybrid_engine.sh": ("openrlhf", {
+        PT + "method": "grpo", PT + "num_generations": 1, PT + "prompt_len": 1024, PT + "completion_len": 1024,
+        PT + "reward_model": {"model": None, "placement": "same-gpus"}, G + "engine": "vllm", G + "mode": "colocate",
+        G + "gpu_memory_utilization": 0.6, G + "tensor_parallel_size": 4, G + "sleep": 1, G + "enforce_eager": True,
+        "gpus_per_node": 8, "micro_batch_size": 8, "gradient_accumulation_steps": 2, "zero_stage": 3,
+        "offload_optimizer": "cpu", "activation_checkpointing": "full"}),
+    # gae (default) -> PPO with a critic (the reward model's checkpoint, train_ppo_ray.py) on the same GPUs
+    "openrlhf__scripts__train_ppo_llama_ray_hybrid_engine.sh": ("openrlhf", {
+        PT + "method": "ppo", PT + "value_model": {"model": None, "placement": "same-gpus"},
+        PT + "reward_model": {"model": None, "placement": "same-gpus"}, G + "gpu_memory_utilization": 0.5,
+        G + "tensor_parallel_size": 2, G + "sleep": 1, "gpus_per_node": 8, "micro_batch_size": 8,
+        "gradient_accumulation_steps": 2, "zero_stage": 3, "offload_optimizer": "none"}),
+
+    # ---------------------------------------------------------------- ms-swift (swift rlhf ...)
+    # CUDA_VISIBLE_DEVICES=6 -> 1 GPU (no DeepSpeed: one process); LoRA 8/32, all-linear; max_length 2048 as
+    # 1024 + 1024; torch_dtype bfloat16 -> load bf16; gradient checkpointing (ms-swift default on)
+    "ms-swift__rlhf__dpo__lora.sh": ("ms-swift", {
+        PT + "method": "dpo", PT + "trainer": "ms-swift", PT + "prompt_len": 1024, PT + "completion_len": 1024,
+        "model": "qwen2.5-7b", "method": "lora", "lora.rank": 8, "lora.alpha": 32, "lora.targets": ALL7,
+        "gpus_per_node": 1, "framework": "single", "micro_batch_size": 1, "gradient_accumulation_steps": 16,
+        "run.load.dtype": "bf16", "activation_checkpointing": "full"}),
+    # CUDA_VISIBLE_DEVICES=0,1 -> 2 GPUs; zero2; 16 generations; micro 16 x 2 x 1 = 32 divisible by 16;
+    # use_vllm -> colocate at 0.5, sleep 0 (sleep_level default 0)
+    "ms-swift__grpo__internal__lora_vllm.sh": ("ms-swift", {
+        PT + "method": "grpo", PT + "num_generations": 16, PT + "completion_len": 1024, G + "engine": "vllm",
+        G + "mode": "colocate", G + "gpu_memory_utilization": 0.5, G + "sleep": 0, "model": "qwen2.5-7b",
+        "gpus_per_node": 2, "framework": "deepspeed", "zero_stage": 2, "method": "lora", "micro_batch_size": 16,
+        "gradient_accumulation_steps": 1}),
+
+    # ---------------------------------------------------------------- TRL command lines and YAML
+    # the LoRA command of trl/scripts/dpo.py's docstring: the script is DPO; DPOConfig max_length 1024 -> 512 + 512;
+    # use_peft lora_r 32 alpha 16 (targets: the plan's, TRL ModelConfig default None = PEFT's per-model default)
+    "trl__scripts__dpo.py__docstring_lora.sh": ("trl", {
+        PT + "method": "dpo", PT + "trainer": "trl", PT + "prompt_len": 512, PT + "completion_len": 512,
+        "method": "lora", "lora.rank": 32, "lora.alpha": 16, "micro_batch_size": 2,
+        "gradient_accumulation_steps": 8, "activation_checkpointing": "full"}),
+    # grpo_vlm.py's docstring (Qwen2.5-VL): use_vllm + vllm_mode colocate at TRL's 0.3; num_generations default 8;
+    # max_prompt_length 2048, max_completion_length 1024; use_peft with q_proj, v_proj
+    "trl__examples__grpo_vlm.py__docstring_qwen.sh": ("trl", {
+        PT + "method": "grpo", PT + "prompt_len": 2048, PT + "completion_len": 1024, PT + "num_generations": 8,
+        G + "engine": "vllm", G + "mode": "colocate", G + "gpu_memory_utilization": 0.3, "method": "lora",
+        "lora.targets": ["q_proj", "v_proj"], "activation_checkpointing": "full"}),
+    # DPOConfig max_length 1024 with max_prompt_length 512 -> 512 + 512; beta 0.01; per device 8, accumulation 2
+    "handbook__zephyr-7b-beta__dpo__config_full.yaml": ("trl", {
+        PT + "method": "dpo", PT + "prompt_len": 512, PT + "completion_len": 512, "method": "full",
+        "micro_batch_size": 8, "gradient_accumulation_steps": 2, "activation_checkpointing": "full",
+        "optimizer": "adamw", "precision": "bf16-mixed"}),
+
+    # ---------------------------------------------------------------- LLaMA-Factory stages
+    # stage dpo, pref_loss sigmoid -> dpo; cutoff_len 2048 as 1024 + 1024; LoRA rank 8 alpha 16 (2 x rank)
+    "llamafactory__train_lora__llama3_lora_dpo.yaml": ("llamafactory", {
+        PT + "method": "dpo", PT + "trainer": "llamafactory", PT + "prompt_len": 1024, PT + "completion_len": 1024,
+        "method": "lora", "lora.rank": 8, "lora.alpha": 16, "micro_batch_size": 1, "gradient_accumulation_steps": 8,
+        "precision": "bf16-mixed"}),
+    "llamafactory__train_lora__qwen3_lora_kto.yaml": ("llamafactory", {
+        PT + "method": "kto", PT + "prompt_len": 1024, PT + "completion_len": 1024, "method": "lora",
+        "lora.rank": 8}),
+    # PPO: prompt up to cutoff_len 2048, response max_new_tokens 512. The reward model is a LoRA adapter on the
+    # policy's base (reward_model_type lora, the default) and the critic a value head on the policy: Extension 7
+    # has no way to say "no network" for PPO (null = one the policy's size), so those two keys are not checked here
+    "llamafactory__train_lora__llama3_lora_ppo.yaml": ("llamafactory", {
+        PT + "method": "ppo", PT + "prompt_len": 2048, PT + "completion_len": 512,
+        "method": "lora", "lora.rank": 8, "gradient_accumulation_steps": 8}),
+})

@@ -1,0 +1,219 @@
+"""verl's Hydra config (``python3 -m verl.trainer.main_ppo a.b.c=value ...`` overrides, or a YAML with the
+``actor_rollout_ref`` / ``data`` / ``trainer`` sections) -> plan with ``post_training`` (plan-v1 Extension 7).
+
+Defaults from verl's config files (verl/trainer/config: ppo_trainer.yaml, rollout/rollout.yaml @035682e,
+actor/actor.yaml, model/hf_model.yaml): ``algorithm.adv_estimator`` gae (PPO with a critic; verl builds a
+critic for gae only, every other estimator updates the actor alone, as GRPO: grpo/rloo named, the rest read as
+grpo and said so), ``data.max_prompt_length`` / ``max_response_length`` 512 / 512, ``rollout.n`` 1,
+``rollout.gpu_memory_utilization`` 0.5, ``rollout.tensor_model_parallel_size`` 2, ``rollout.free_cache_engine``
+true (sleep level 1), ``rollout.enforce_eager`` false, ``actor.ppo_mini_batch_size`` 256 prompts (per GPU:
+× rollout.n ÷ world; accumulation = that ÷ ``ppo_micro_batch_size_per_gpu``), ``actor.strategy`` fsdp,
+``model.enable_gradient_checkpointing`` true, ``model.lora_rank`` 0 / ``lora_alpha`` 16 /
+``target_modules all-linear``, ``trainer.n_gpus_per_node`` 8, ``trainer.nnodes`` 1. A reference exists only
+with ``actor.use_kl_loss`` or ``algorithm.use_kl_in_reward`` (ray_trainer ``need_reference_policy``); verl
+forces it to CPU offload (fsdp_workers.py "We force reference policy to use CPUOffload"), with LoRA it is the
+actor without its adapter (``ref_in_actor``). FSDP keeps bf16 compute over an fp32 actor (bf16-mixed).
+"""
+from __future__ import annotations
+
+from .builder import EMPTY, NO_EFFECT, NOT_MODELLED, Builder, ConfigImportError, as_bool, as_int, as_number, \
+    no_effect_reason, set_model
+from .post_common import not_modelled_flags, role_model, set_lora
+
+A = "actor_rollout_ref."
+ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo"}
+LENGTH_KEYS = ("data.max_prompt_length", "data.max_response_length")
+NOT_MODELLED_KEYS = (A + "model.use_remove_padding", A + "actor.use_dynamic_bsz",
+                     A + "actor.ulysses_sequence_parallel_size", A + "rollout.log_prob_micro_batch_size_per_gpu",
+                     A + "rollout.log_prob_micro_batch_size", A + "ref.log_prob_micro_batch_size_per_gpu",
+                     A + "ref.log_prob_micro_batch_size", A + "actor.fsdp_config.grad_offload",
+                     A + "actor.entropy_checkpointing", A + "rollout.max_num_batched_tokens",
+                     A + "actor.ppo_max_token_len_per_gpu", "critic.ppo_micro_batch_size_per_gpu",
+                     "critic.forward_micro_batch_size_per_gpu", A + "model.use_fused_kernels",
+                     A + "rollout.cudagraph_capture_sizes", A + "actor.fsdp_config.offload_policy")
+READ_ONLY = {
+    A + "ref.fsdp_config.param_offload": "read: verl forces the reference to CPU offload whatever this says "
+                                         "(fsdp_workers.py)",
+    A + "rollout.layered_summon": "read: a LoRA actor on FSDP hands vLLM its weights module by module "
+                                  "(the estimate's sync phase does so)",
+    "data.train_batch_size": "read: prompts per step; the update step's rows are the actor's micro-batch",
+    A + "rollout.mode": "read: sync and async rollouts hold the same engine",
+    A + "rollout.load_format": NO_EFFECT, A + "model.use_shm": NO_EFFECT,
+    A + "actor.kl_loss_coef": NO_EFFECT, A + "actor.kl_loss_type": NO_EFFECT,
+    A + "actor.entropy_coeff": NO_EFFECT, "algorithm.kl_ctrl.kl_coef": NO_EFFECT,
+    "trainer.critic_warmup": NO_EFFECT, "data.filter_overlong_prompts": NO_EFFECT, "data.truncation": NO_EFFECT,
+}
+
+
+def flatten(cfg: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in cfg.items():
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def import_verl(cfg: dict, plan, loader=None, cmd=None):
+    flat = flatten(cfg)
+    b = Builder("verl", plan)
+    seen = set()
+
+    def take(k):
+        seen.add(k)
+        return flat.get(k)
+
+    def num(k, default, fn=as_int, **kw):
+        v = take(k)
+        return (default if v is None else fn(k, v, **kw)), v is None
+
+    for k, plan_key, dflt in (("trainer.n_gpus_per_node", "gpus_per_node", 8), ("trainer.nnodes", "nodes", 1)):
+        v, d = num(k, dflt)
+        b.set(k, plan_key, v, default=d)
+    world = b.plan["gpus_per_node"] * b.plan["nodes"]
+    est = take("algorithm.adv_estimator") or "gae"
+    if not isinstance(est, str):
+        raise ConfigImportError("algorithm.adv_estimator", f"expected a name, got {est!r}")
+    method = ESTIMATORS.get(est, "grpo")
+    b.set("algorithm.adv_estimator", "post_training.method", method, default="algorithm.adv_estimator" not in flat)
+    if est not in ESTIMATORS:
+        b.warn("verl-estimator", f"advantage estimator {est!r}: no critic (verl builds one for gae only), "
+                                 "read as grpo")
+    b.set("(program)", "post_training.trainer", "verl")
+    path = take(A + "model.path")
+    if isinstance(path, str):
+        set_model(b, A + "model.path", path)
+    # --- LoRA
+    rank = flat.get(A + "model.lora_rank")
+    lora = rank is not None and as_int(A + "model.lora_rank", rank, minimum=0) > 0
+    if lora:
+        b.set(A + "model.lora_rank", "method", "lora")
+        set_lora(b, flat, take, A + "model.lora_rank", 0, A + "model.lora_alpha", 16, A + "model.lora_dropout", 0.0,
+                 A + "model.target_modules", "verl model.target_modules all-linear")
+    else:
+        take(A + "model.lora_rank")
+        b.set(A + "model.lora_rank", "method", "full", default=rank is None)
+    # --- lengths, generations
+    for k, pk in (("data.max_prompt_length", "post_training.prompt_len"),
+                  ("data.max_response_length", "post_training.completion_len")):
+        v, d = num(k, 512)
+        b.set(k, pk, v, default=d)
+    n, d = num(A + "rollout.n", 1)
+    b.set(A + "rollout.n", "post_training.num_generations", n, default=d)
+    # --- actor batch: micro per GPU, accumulation from the mini-batch
+    micro = take(A + "actor.ppo_micro_batch_size_per_gpu")
+    glob = take(A + "actor.ppo_micro_batch_size")
+    if micro is not None:
+        micro = as_int(A + "actor.ppo_micro_batch_size_per_gpu", micro)
+        b.set(A + "actor.ppo_micro_batch_size_per_gpu", "micro_batch_size", micro)
+    elif glob is not None:
+        g = as_int(A + "actor.ppo_micro_batch_size", glob)
+        if g % world:
+            raise ConfigImportError(A + "actor.ppo_micro_batch_size", f"{g} is not a multiple of the {world} GPUs")
+        micro = g // world                  # fsdp_workers.py: ppo_micro_batch_size //= world_size
+        b.set(A + "actor.ppo_micro_batch_size", "micro_batch_size", micro)
+    else:
+        b.skip(A + "actor.ppo_micro_batch_size_per_gpu", None, "empty: verl requires it (or use_dynamic_bsz); "
+                                                               f"the plan keeps micro_batch_size {b.plan['micro_batch_size']}")
+        micro = b.plan["micro_batch_size"]
+    mini, d = num(A + "actor.ppo_mini_batch_size", 256)
+    per_gpu = mini * n
+    if per_gpu % world == 0 and (per_gpu // world) % micro == 0:
+        b.set(A + "actor.ppo_mini_batch_size", "gradient_accumulation_steps", per_gpu // world // micro, default=d)
+    else:
+        b.skip(A + "actor.ppo_mini_batch_size", mini, f"not mapped: {mini} prompts x {n} over {world} GPUs is not "
+                                                      f"a multiple of the micro-batch {micro}")
+    # --- FSDP, offload, checkpointing
+    strat = take(A + "actor.strategy") or "fsdp"
+    if strat in ("fsdp", "fsdp2"):
+        b.set(A + "actor.strategy", "framework", "fsdp", default="actor_rollout_ref.actor.strategy" not in flat)
+        b.set(A + "actor.strategy", "zero_stage", 3, default=True)          # FULL_SHARD
+        b.set(A + "actor.strategy", "stack.fsdp_version", 2 if strat == "fsdp2" else 1, default=strat == "fsdp")
+    else:
+        b.skip(A + "actor.strategy", strat, NOT_MODELLED + " (verl's Megatron workers); the estimate is FSDP's")
+        b.warn("verl-megatron", f"actor.strategy {strat}: verl's Megatron backend is not modelled, the plan runs FSDP")
+    po = take(A + "actor.fsdp_config.param_offload")
+    oo = take(A + "actor.fsdp_config.optimizer_offload")
+    b.set(A + "actor.fsdp_config.param_offload", "offload_params",
+          "cpu" if po is not None and as_bool(A + "actor.fsdp_config.param_offload", po) else "none", default=po is None)
+    b.set(A + "actor.fsdp_config.optimizer_offload", "offload_optimizer",
+          "cpu" if oo is not None and as_bool(A + "actor.fsdp_config.optimizer_offload", oo) else "none",
+          default=oo is None)
+    gc = take(A + "model.enable_gradient_checkpointing")
+    on = True if gc is None else as_bool(A + "model.enable_gradient_checkpointing", gc)
+    b.set(A + "model.enable_gradient_checkpointing", "activation_checkpointing", "full" if on else "none",
+          default=gc is None)
+    ao = take(A + "model.enable_activation_offload")
+    if ao is not None:
+        b.set(A + "model.enable_activation_offload", "activation_offloading",
+              as_bool(A + "model.enable_activation_offload", ao))
+    b.set("(verl FSDP mixed precision)", "precision", "bf16-mixed", default=True)
+    # --- reference, critic, reward model, rollout
+    kl_loss, kl_reward = take(A + "actor.use_kl_loss"), take("algorithm.use_kl_in_reward")
+    need_ref = any(v is not None and as_bool(k, v) for k, v in ((A + "actor.use_kl_loss", kl_loss),
+                                                                 ("algorithm.use_kl_in_reward", kl_reward)))
+    src = A + "actor.use_kl_loss" if kl_loss is not None and as_bool(A + "actor.use_kl_loss", kl_loss) \
+        else "algorithm.use_kl_in_reward"
+    b.set(src, "post_training.reference", ("adapter-disabled" if lora else "cpu") if need_ref else "none",
+          default=kl_loss is None and kl_reward is None)
+    if method == "ppo":
+        cp = take("critic.model.path")
+        b.set("critic.model.path", "post_training.value_model",
+              role_model(b, "critic.model.path", cp if cp is not None else path, path, "same-gpus"),
+              default=cp is None)
+    rm_on = take("reward_model.enable")
+    if rm_on is not None and as_bool("reward_model.enable", rm_on):
+        rp = take("reward_model.model.path")
+        b.set("reward_model.enable", "post_training.reward_model",
+              role_model(b, "reward_model.model.path", rp, path, "same-gpus"))
+    _rollout(b, flat, take, world)
+    not_modelled_flags(b, flat, take, NOT_MODELLED_KEYS)
+    for k, why in READ_ONLY.items():
+        if k in flat:
+            b.skip(k, take(k), why)
+    _rest(b, flat, seen)
+    return b.result()
+
+
+def _rest(b: Builder, flat: dict, seen) -> None:
+    """The keys left: a section's bookkeeping (data files and keys, the trainer's logging / saving / schedule,
+    the optimizer's rates) has no memory effect; the rest by the leaf's name."""
+    for k, v in flat.items():
+        if k in seen:
+            continue
+        leaf = k.rsplit(".", 1)[-1]
+        if v is None or v == "" or v == [] or v == {}:
+            b.skip(k, v, EMPTY)
+        elif (k.startswith(("data.", "trainer.")) or ".optim." in k) and k not in LENGTH_KEYS:
+            b.skip(k, v, NO_EFFECT + " (data, schedule, logging, saving or the optimizer's rates)")
+        else:
+            b.skip(k, v, no_effect_reason(leaf))
+
+
+def _rollout(b: Builder, flat: dict, take, world: int) -> None:
+    name = take(A + "rollout.name")
+    if name == "hf":
+        b.set(A + "rollout.name", "post_training.generator", {"engine": "hf"})
+        return
+    if name not in (None, "vllm"):
+        b.skip(A + "rollout.name", name, NOT_MODELLED + f" ({name}); the estimate runs vLLM's budget")
+        b.warn("verl-rollout-engine", f"rollout.name {name}: only vLLM and HF rollouts are modelled; vLLM assumed")
+    u = take(A + "rollout.gpu_memory_utilization")
+    tp = take(A + "rollout.tensor_model_parallel_size")
+    tp = 2 if tp is None else as_int(A + "rollout.tensor_model_parallel_size", tp)
+    if world % tp:
+        raise ConfigImportError(A + "rollout.tensor_model_parallel_size", f"{tp} does not divide the {world} GPUs")
+    fce = take(A + "rollout.free_cache_engine")
+    ee = take(A + "rollout.enforce_eager")
+    g = "post_training.generator."
+    b.set(A + "rollout.name", g + "engine", "vllm", default=name is None)
+    b.set(A + "rollout.name", g + "mode", "colocate", default=True)          # the hybrid engine
+    b.set(A + "rollout.gpu_memory_utilization", g + "gpu_memory_utilization",
+          0.5 if u is None else as_number(A + "rollout.gpu_memory_utilization", u), default=u is None)
+    b.set(A + "rollout.tensor_model_parallel_size", g + "tensor_parallel_size", tp,
+          default=A + "rollout.tensor_model_parallel_size" not in flat)
+    b.set(A + "rollout.free_cache_engine", g + "sleep",
+          1 if fce is None or as_bool(A + "rollout.free_cache_engine", fce) else 0, default=fce is None)
+    b.set(A + "rollout.enforce_eager", g + "enforce_eager",
+          False if ee is None else as_bool(A + "rollout.enforce_eager", ee), default=ee is None)
