@@ -271,14 +271,24 @@ function renderErrors(errors) {
   }
 }
 
+// An answer reaches the DOM in two steps. First, in the same task as the worker's message, the edit's own figures:
+// every [data-out] / [data-view] number, the verdict, the breakdown's bars, the form's own state (LoRA targets, the
+// fields' errors); <html data-updates> counts them (input -> figures: scripts/bench_page.py). Then, one piece per
+// animation frame, what only draws them again (the run chart, the reserved chart, the step bar, the checklist, the
+// DeepSpeed config, the share link): a piece waits while an edit is in flight (<html data-pending>) and a newer
+// answer abandons an older answer's pieces, so typing never waits behind a chart. <html data-drawn> is the
+// update whose pieces are all on screen (tests wait for it; tests/test_page_speed.py holds the order).
+let drawing = 0;   // the update whose pieces are being drawn; a newer one makes an older drawing stop
+// the next animation frame; a hidden or throttled page (no frames) draws 100 ms later instead
+const frame = () => new Promise((resolve) => {
+  const late = setTimeout(resolve, 100);
+  requestAnimationFrame(() => { clearTimeout(late); resolve(); });
+});
+
 function apply(v, t0) {
   if (v.fatal) { showGlobal("Engine error: " + v.fatal); return; }
   const tApply = performance.now();
   renderComponents(v.components);
-  renderRun(v.run);
-  renderReserved(v.reserved);
-  renderStep(v.step_parts || [], v.view["step.breakdown"]);
-  renderChecklist(v.warnings);
   const targetError = Object.keys(v.errors).some((k) => k.startsWith("lora.targets"));
   if (!targetError) renderTargets(v.targets, v.plan.lora.targets);
   targetsOverride = null;
@@ -290,27 +300,56 @@ function apply(v, t0) {
   document.body.dataset.fits = String(v.fits);
   document.body.dataset.offloaded = String(v.offloaded);
   document.body.dataset.method = v.plan.method;
-  const pre = $("[data-export='ds_config']");
-  if (pre.textContent !== v.ds_config.text) pre.textContent = v.ds_config.text;
-  $("#config-note").textContent = v.ds_config.note;
-  $("#config-note").hidden = !v.ds_config.note;
   renderErrors({ ...v.errors, ...clientErrors });
   lastGood = v.plan;
   lastShare = v.share;
-  const url = location.pathname + location.search + v.share;
-  showShare(v.share);
-  if (embedded && framed) postEstimate(v);
-  clearTimeout(urlTimer);   // the address bar follows the plan, off the input's critical path
-  const hashNow = location.hash;
-  // a link opened in the meantime (its hashchange not yet handled) must not be overwritten by this answer's share
-  urlTimer = setTimeout(() => { if (location.hash === hashNow) writeAddress(url, v.share); }, 250);
   delete document.body.dataset.stale;
   html.dataset.updates = String(++updates);
   if (updates === 1) html.dataset.firstAnswerMs = performance.now().toFixed(1);   // a share link's own figures
   html.dataset.updateMs = (performance.now() - t0).toFixed(2);   // input -> DOM written
   html.dataset.pyMs = String(v.py_ms);                            // of which Python in the worker
   html.dataset.applyMs = (performance.now() - tApply).toFixed(2); // and DOM writes here
+  try { performance.measure("zc:input->figures", { start: t0, end: performance.now() }); } catch (e) { /* old browser */ }
   markReady();
+  drawRest(v, updates);
+}
+
+// -> the pieces of an answer that only redraw it, in order (each one frame)
+const restPieces = (v) => [
+  () => renderRun(v.run),
+  () => renderReserved(v.reserved),
+  () => { renderStep(v.step_parts || [], v.view["step.breakdown"]); renderChecklist(v.warnings); },
+  () => {
+    const pre = $("[data-export='ds_config']");
+    if (pre.textContent !== v.ds_config.text) pre.textContent = v.ds_config.text;
+    $("#config-note").textContent = v.ds_config.note;
+    $("#config-note").hidden = !v.ds_config.note;
+  },
+  () => {
+    showShare(v.share);
+    if (embedded && framed) postEstimate(v);
+    clearTimeout(urlTimer);   // the address bar follows the plan, off the input's critical path
+    const hashNow = location.hash, url = location.pathname + location.search + v.share;
+    // a link opened in the meantime (its hashchange not yet handled) must not be overwritten by this answer's share
+    urlTimer = setTimeout(() => { if (location.hash === hashNow) writeAddress(url, v.share); }, 250);
+  },
+];
+
+async function drawRest(v, my) {
+  drawing = my;
+  const t = performance.now();
+  let longest = 0;
+  for (const piece of restPieces(v)) {
+    await frame();
+    while (html.dataset.pending && drawing === my) await frame();
+    if (drawing !== my) return;   // a newer answer's figures are on screen: its own pieces follow
+    const p0 = performance.now();
+    piece();
+    longest = Math.max(longest, performance.now() - p0);
+  }
+  html.dataset.drawn = String(my);
+  html.dataset.drawMs = (performance.now() - t).toFixed(1);   // figures -> every piece drawn (frames included)
+  html.dataset.drawPieceMs = longest.toFixed(2);               // the longest piece (main thread, one frame)
 }
 
 function markReady() {

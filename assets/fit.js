@@ -6,7 +6,8 @@
 // Typing never waits for it: the panel plans in its own worker (engine.js planner(): the same snapshot, another
 // thread), so an edit's request never queues behind a re-plan; an answer is drawn only while no edit is in flight
 // (<html data-pending>, set by app.js from input to its figures), one piece per animation frame (the table, then
-// each chart), and a newer re-plan abandons the drawing of an older one. #fit[data-render-ms] is the longest
+// each chart), and a newer re-plan abandons the drawing of an older one. A re-plan is not even sent to the planner, nor
+// its answer parsed, while an edit is in flight: the edit's own request has the CPU to itself (2 cores, two workers). #fit[data-render-ms] is the longest
 // piece, #fit[data-deferred] how many frames it waited for edits (scripts/bench_page.py reads both).
 import { engine, planner } from "./engine.js";
 
@@ -166,11 +167,14 @@ const pieces = (v) => [
 ];
 
 const root = document.documentElement;
-const frame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
+const frame = () => new Promise((resolve) => {   // a hidden page (no frames): 100 ms later
+  const late = setTimeout(resolve, 100);
+  requestAnimationFrame(() => { clearTimeout(late); resolve(); });
+});
 
 // -> false when a newer re-plan took over. Each piece runs at the start of a frame in which no edit is in flight.
-async function render(v, my, sec) {
-  let longest = 0, deferred = 0;
+async function render(v, my, sec, waited) {
+  let longest = 0, deferred = waited;
   for (const piece of pieces(v)) {
     await frame();
     while (root.dataset.pending) { deferred++; await frame(); }
@@ -195,7 +199,7 @@ async function run() {
   sec.setAttribute("aria-busy", "true");
   if (inflight) { again = true; return; }   // the answer in flight is stale now: never drawn
   inflight = true;
-  let api, text, t0;
+  let api, text, t0, waited = 0;
   try {
     // the planner's boot waits for the page's first figures (a share link's): two boots' worth of CPU at once
     // would slow them on a small machine
@@ -204,10 +208,14 @@ async function run() {
     api = await planner();
     sec.dataset.worker = api.role || "engine";   // "planner": its own worker (tests/test_page_speed.py)
     if (api.times) sec.dataset.workerTimes = JSON.stringify(api.times);
+    // a re-plan starts only while no edit is in flight: the edit's own request gets the CPU (2 cores, two workers)
+    while (root.dataset.pending) { waited++; await frame(); }
     t0 = performance.now();
     text = await api.call("fit", JSON.stringify({ plan: planFromHash() }));
   } finally { inflight = false; }
   if (again) { again = false; run(); return; }
+  if (my !== seq) return;
+  while (root.dataset.pending) { waited++; await frame(); }   // even the answer's JSON.parse waits for an edit's figures
   if (my !== seq) return;
   const v = JSON.parse(text);
   sec.dataset.ms = (performance.now() - t0).toFixed(1);   // request -> answer, worker round trip included
@@ -215,7 +223,7 @@ async function run() {
     sec.removeAttribute("aria-busy");
     $("#fit-summary").textContent = `The planner failed: ${v.fatal}`; sec.dataset.state = "failed"; return;
   }
-  if (!(await render(v, my, sec))) return;
+  if (!(await render(v, my, sec, waited))) return;
   sec.removeAttribute("aria-busy");
   sec.dataset.pyMs = String(v.py_ms);
   sec.dataset.share = v.share;

@@ -77,8 +77,16 @@ document.addEventListener("DOMContentLoaded", () => {
 UPDATES_JS = """async ({n, panel}) => {
   const html = document.documentElement, input = document.querySelector('[name="micro_batch_size"]');
   const fit = document.querySelector('#fit'), refresh = document.querySelector('#fit-refresh');
-  const out = [];
-  let busy = 0;
+  const out = [], drawn = [], parts = [], long = [];
+  let busy = 0, order = 0;
+  const lo = new PerformanceObserver((l) => { for (const e of l.getEntries()) long.push(e.duration); });
+  try { lo.observe({ type: "longtask" }); } catch (e) {}
+  const when = (test) => new Promise((resolve) => {
+    if (test()) { resolve(performance.now()); return; }
+    const mo = new MutationObserver(() => { if (test()) { mo.disconnect(); resolve(performance.now()); } });
+    mo.observe(html, { attributes: true, attributeFilter: ["data-updates", "data-drawn"] });
+    setTimeout(() => { mo.disconnect(); resolve(NaN); }, 5000);
+  });
   for (let i = 0; i < n; i++) {
     if (panel) {   // a re-plan in flight when the edit is typed
       refresh.click();
@@ -86,17 +94,22 @@ UPDATES_JS = """async ({n, panel}) => {
       if (fit.dataset.state === "busy") busy++;
     }
     const before = html.dataset.updates;
-    const done = new Promise((resolve) => { const mo = new MutationObserver(() => {
-      if (html.dataset.updates !== before) { mo.disconnect(); resolve(performance.now()); } });
-      mo.observe(html, { attributes: true, attributeFilter: ["data-updates"] }); });
+    const figures = when(() => html.dataset.updates !== before);
     const t0 = performance.now();
     input.value = String(1 + (i % 4));
     input.dispatchEvent(new Event("input", { bubbles: true }));
-    out.push((await done) - t0);
+    const tf = await figures;
+    const mine = html.dataset.updates;
+    const early = html.dataset.drawn === mine;   // drawn before its figures were seen: never expected
+    const td = await when(() => html.dataset.drawn === mine);
+    if (early) order++;
+    out.push(tf - t0); drawn.push(td - t0);
+    parts.push([Number(html.dataset.pyMs), Number(html.dataset.applyMs), Number(html.dataset.drawPieceMs || 0)]);
     await new Promise((r) => setTimeout(r, 40));
   }
+  lo.disconnect();
   input.value = "2"; input.dispatchEvent(new Event("input", { bubbles: true }));
-  return { ms: out, busy, render: Number(fit.dataset.renderMs || 0), worker: fit.dataset.worker || "" };
+  return { ms: out, drawn, parts, long, order, busy, render: Number(fit.dataset.renderMs || 0), worker: fit.dataset.worker || "" };
 }"""
 READ_JS = """() => { const d = document.documentElement.dataset;
   return { ready: Number(d.readyMs), boot: d.engineBoot, answer: d.firstAnswerMs ? Number(d.firstAnswerMs) : null,
@@ -139,7 +152,7 @@ def wait_ready(page, url, answer):
     return page.evaluate(READ_JS)
 
 
-def one_run(pw, url: str, updates: int, answer: bool = False, panel: bool = False) -> dict:
+def one_run(pw, url: str, updates: int, answer: bool = False, panel: int = 0) -> dict:
     browser = launch(pw)
     try:
         page = browser.new_page(viewport={"width": 1366, "height": 900})
@@ -156,7 +169,7 @@ def one_run(pw, url: str, updates: int, answer: bool = False, panel: bool = Fals
             res["updates"] = page.evaluate(UPDATES_JS, {"n": updates, "panel": False})["ms"]
         if panel:
             page.wait_for_selector("#fit[data-state='ready']", state="attached", timeout=120_000)
-            res["panel"] = page.evaluate(UPDATES_JS, {"n": updates, "panel": True})
+            res["panel"] = page.evaluate(UPDATES_JS, {"n": panel, "panel": True})
         return res
     finally:
         browser.close()
@@ -194,6 +207,19 @@ def repeat_run(pw, url_path: str, settle_ms: int = 3000) -> dict:
             ctx.close()
 
 
+def panel_summary(p: dict) -> str:
+    """Edits typed while the panel re-plans: input -> figures, input -> every piece drawn, where the time went."""
+    ms, drawn = p["ms"], [d for d in p["drawn"] if d == d]
+    py = [x[0] for x in p["parts"]]
+    apply_ms = [x[1] for x in p["parts"]]
+    piece = [x[2] for x in p["parts"]]
+    return (f"input -> figures p50 / p95 {pctl(ms, .5):.1f} / {pctl(ms, .95):.1f} ms over {len(ms)} edits "
+            f"({p['busy']} met a busy planner); -> charts drawn p50 / p95 {pctl(drawn, .5):.1f} / {pctl(drawn, .95):.1f}; "
+            f"of the figures: Python in the worker p50 {pctl(py, .5):.1f}, p95 {pctl(py, .95):.1f}, DOM writes p95 "
+            f"{pctl(apply_ms, .95):.1f}; longest later piece p95 {pctl(piece, .95):.1f}; main-thread long tasks "
+            f"{len(p['long'])} (longest {max(p['long'] or [0]):.0f} ms); charts drawn before their figures: {p['order']}")
+
+
 def pctl(values, q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
@@ -207,6 +233,9 @@ def main() -> int:
     ap.add_argument("--pyscript", action="store_true", help="also measure the PyScript PyWorker variant")
     ap.add_argument("--normal", action="store_true", help="also measure the page without the engine snapshot")
     ap.add_argument("--repeat-only", action="store_true", help="only the bare page and the repeat visit (quicker)")
+    ap.add_argument("--panel-edits", type=int, default=50, help="edits typed while the panel re-plans, per run")
+    ap.add_argument("--panel-only", action="store_true",
+                    help="only the edits while the panel re-plans (no bare page: ms, the split and the order)")
     a = ap.parse_args()
     if not (SITE / "index.html").exists():
         print("bench_page.py: build the site first (make site)", file=sys.stderr)
@@ -225,6 +254,12 @@ def main() -> int:
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{httpd.server_address[1]}"
         with sync_playwright() as pw:
+            for i in range(a.runs if a.panel_only else 0):
+                for key, url in (("page", "/site/index.html"), ("one", "/site/index.html?planner=engine")):
+                    if key == "one" and not a.one_worker:
+                        continue
+                    runs[key].append(one_run(pw, base + url, 0, panel=a.panel_edits))
+                    print(f"run {i + 1} {key}: " + panel_summary(runs[key][-1]["panel"]), flush=True)
             for i in range(a.runs if a.repeat_only else 0):
                 runs["bare"].append(one_run(pw, base + "/bare.html", 0))
                 runs["repeat"].append(repeat_run(pw, "/index.html" + fragment))
@@ -232,13 +267,13 @@ def main() -> int:
                 print(f"run {i + 1}: bare ready {b['ready']:.0f} ms | repeat visit ready {r['ready']:.0f} "
                       f"({r['ready'] / b['ready']:.2f}x), its figures {r['answer']:.0f} ({r['boot']} boot, "
                       f"{(r['times'] or {}).get('cached', 0)} files read from Cache Storage by the worker)", flush=True)
-            for i in range(0 if a.repeat_only else a.runs):
-                runs["page"].append(one_run(pw, base + "/site/index.html", a.updates, panel=True))
+            for i in range(0 if a.repeat_only or a.panel_only else a.runs):
+                runs["page"].append(one_run(pw, base + "/site/index.html", a.updates, panel=a.panel_edits))
                 runs["bare"].append(one_run(pw, base + "/bare.html", 0))
                 runs["share"].append(one_run(pw, base + "/site/index.html" + fragment, 0, answer=True))
                 runs["repeat"].append(repeat_run(pw, "/index.html" + fragment))
                 if a.one_worker:
-                    runs["one"].append(one_run(pw, base + "/site/index.html?planner=engine", a.updates, panel=True))
+                    runs["one"].append(one_run(pw, base + "/site/index.html?planner=engine", a.updates, panel=a.panel_edits))
                 if a.normal:
                     runs["normal"].append(one_run(pw, base + "/site/index.html?boot=normal" + fragment, 0, answer=True))
                 if a.pyscript:
@@ -246,7 +281,7 @@ def main() -> int:
                 p, b, q, r = runs["page"][-1], runs["bare"][-1], runs["share"][-1], runs["repeat"][-1]
                 print(f"run {i + 1}: bare ready {b['ready']:.0f} ms | page figures {p['fcp']:.0f}, ready {p['ready']:.0f} "
                       f"({p['ready'] / b['ready']:.2f}x), blocked {p['blocked']:.0f}, update p95 {pctl(p['updates'], .95):.1f}, "
-                      f"with the panel re-planning {pctl(p['panel']['ms'], .95):.1f} ms ({p['panel']['busy']}/{a.updates} "
+                      f"with the panel re-planning {pctl(p['panel']['ms'], .95):.1f} ms ({p['panel']['busy']}/{a.panel_edits} "
                       f"edits met a busy planner) | share link figures {q['answer']:.0f} ({q['answer'] / b['ready']:.2f}x) | "
                       f"repeat visit ready {r['ready']:.0f} ({r['ready'] / b['ready']:.2f}x), its figures {r['answer']:.0f} "
                       f"({r['boot']} boot)", flush=True)
@@ -256,6 +291,15 @@ def main() -> int:
                           f"{pctl(o['panel']['ms'], .95):.1f} ms", flush=True)
         httpd.shutdown()
     med = statistics.median
+    if a.panel_only:
+        for key in ("page", "one"):
+            if runs[key]:
+                merged = {k: [x for r in runs[key] for x in r["panel"][k]] for k in ("ms", "drawn", "parts", "long")}
+                merged.update(order=sum(r["panel"]["order"] for r in runs[key]), busy=sum(r["panel"]["busy"] for r in runs[key]))
+                print(f"{key}, {a.runs} runs: " + panel_summary(merged))
+        import os
+        print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        return 0
     bare = [b["ready"] for b in runs["bare"]]
     if a.repeat_only:
         rs = sorted(r["ready"] / b for r, b in zip(runs["repeat"], bare))

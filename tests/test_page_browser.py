@@ -35,8 +35,10 @@ def open_app(page, fragment=""):
 
 def settle(page, after: int):
     # a function, not an expression string: the page's CSP forbids the eval Playwright would use for one
-    page.wait_for_function("(after) => Number(document.documentElement.dataset.updates || 0) > after && "
-                           "!document.documentElement.dataset.pending", arg=after, timeout=30_000)
+    # ... and its charts, table and share link drawn (they follow the figures a frame or more later: assets/app.js)
+    page.wait_for_function("(after) => { const d = document.documentElement.dataset;"
+                           " return Number(d.updates || 0) > after && !d.pending && d.drawn === d.updates; }",
+                           arg=after, timeout=30_000)
 
 
 def change(page, action):

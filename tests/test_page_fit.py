@@ -48,8 +48,9 @@ def test_apply_an_option_changes_form_and_figures(offline_page):
     n = int(page.get_attribute("html", "data-updates") or 0)
     runs = int(page.get_attribute("#fit", "data-runs"))
     row.get_by_role("button").click()
-    page.wait_for_function(f"() => Number(document.documentElement.dataset.updates || 0) > {n} && "
-                           "!document.documentElement.dataset.pending", timeout=30_000)
+    page.wait_for_function(f"() => {{ const d = document.documentElement.dataset;"
+                           f" return Number(d.updates || 0) > {n} && !d.pending && d.drawn === d.updates; }}",
+                           timeout=30_000)
     assert page.locator("[name='activation_checkpointing']").input_value() == "full"
     after = page.get_attribute("[data-out='per_gpu.device_used_bytes']", "data-bytes")
     assert after != before and int(after) == want

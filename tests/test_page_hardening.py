@@ -67,8 +67,9 @@ def _n(page) -> int:
 
 
 def _quiet(page, n_before, timeout=30_000):
-    page.wait_for_function("(n) => !document.documentElement.dataset.pending && "
-                           "Number(document.documentElement.dataset.updates || 0) > n", arg=n_before, timeout=timeout)
+    page.wait_for_function("(n) => { const d = document.documentElement.dataset;"
+                           " return !d.pending && Number(d.updates || 0) > n && d.drawn === d.updates; }",
+                           arg=n_before, timeout=timeout)
 
 
 def test_csp_is_present_and_the_page_obeys_it(offline_page, site):

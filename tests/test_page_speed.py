@@ -95,15 +95,15 @@ def test_an_edit_is_answered_while_the_planner_is_busy(offline_page):
     assert not page.js_errors and not page.blocked
 
 
-def test_the_panel_draws_only_when_no_edit_is_in_flight(offline_page):
+def test_the_panel_plans_and_draws_only_when_no_edit_is_in_flight(offline_page):
     page = offline_page
     visit(page, page.base + "/index.html", PLAN)
     runs = int(page.get_attribute("#fit", "data-runs"))
     ms = page.get_attribute("#fit", "data-ms")
     page.evaluate("() => { document.documentElement.dataset.pending = 'true'; }")   # as app.js marks an edit in flight
     page.click("#fit-refresh")
-    page.wait_for_function("(ms) => document.querySelector('#fit').dataset.ms !== ms", arg=ms, timeout=READY)
-    page.wait_for_timeout(300)                                          # the answer is here: many frames pass
+    page.wait_for_timeout(600)                                          # many frames pass: the re-plan waits
+    assert page.get_attribute("#fit", "data-ms") == ms                  # ... not even sent to the planner
     assert page.get_attribute("#fit", "data-runs") == str(runs) and page.get_attribute("#fit", "data-state") == "busy"
     page.evaluate("() => { delete document.documentElement.dataset.pending; }")
     _fit_ready(page, runs)
@@ -156,3 +156,68 @@ def test_cold_then_repeat_visit_from_the_service_worker(sw_context, site, tmp_pa
     assert_shows(tab, {**plan, "seq_len": 4096})
     assert tab.evaluate(FIGURES_JS)
     assert errors == []
+
+
+# Records, in the page, the order in which an answer reaches the DOM: "figures" when <html data-updates> changes
+# (with the verdict's bytes at that moment), "chart" when the run chart's bars are redrawn, "drawn" when
+# <html data-drawn> changes. With again=true the user types again (seq_len 4096) the moment the first figures land,
+# in the same task: an edit is in flight before the first answer could draw anything.
+ORDER_JS = """(again) => {
+  const html = document.documentElement, log = window.__order = [];
+  let held = false;
+  new MutationObserver((records) => { for (const r of records) {
+    if (r.target === html && r.attributeName === "data-updates") {
+      log.push(["figures", html.dataset.updates,
+                document.querySelector("[data-out='per_gpu.device_used_bytes']").dataset.bytes]);
+      if (again && !held) { held = true; const f = document.querySelector("[name='seq_len']");
+        f.value = "4096"; f.dispatchEvent(new Event("input", { bubbles: true })); }
+    } else if (r.target === html && r.attributeName === "data-drawn") log.push(["drawn", html.dataset.drawn]);
+    else if (r.type === "childList") log.push(["chart", html.dataset.updates]);
+  } }).observe(html, { attributes: true, attributeFilter: ["data-updates", "data-drawn"] });
+  new MutationObserver(() => log.push(["chart", html.dataset.updates]))
+    .observe(document.querySelector("#run-bars"), { childList: true });
+}"""
+
+
+def _used(plan):
+    return str(expected_figures(plan)[0]["per_gpu.device_used_bytes"])
+
+
+def test_an_edits_figures_reach_the_dom_before_its_charts(offline_page):
+    """The figures are written in the worker's message task; the run chart, the checklist, the config and the
+    share link follow in later frames (assets/app.js apply / drawRest)."""
+    page = offline_page
+    visit(page, page.base + "/index.html", PLAN)
+    n = int(page.get_attribute("html", "data-updates"))
+    page.evaluate(ORDER_JS, False)
+    change(page, lambda: page.fill("[name='micro_batch_size']", "4"))
+    plan = {**PLAN, "micro_batch_size": 4}
+    log = [tuple(e) for e in page.evaluate("window.__order")]
+    kinds = [e[0] for e in log]
+    assert kinds[0] == "figures" and log[0] == ("figures", str(n + 1), _used(plan)), log   # new bytes, first
+    assert "chart" in kinds and kinds.index("chart") > 0                                   # the chart after them
+    assert log[-1] == ("drawn", str(n + 1))
+    assert page.text_content("#run-desc") == view.compute({"plan": plan})["run"]["summary"]
+    assert_shows(page, plan)
+    assert not page.js_errors and not page.blocked
+
+
+def test_a_newer_edit_replaces_an_older_answers_drawing(offline_page):
+    """An edit typed the moment an answer's figures land: that answer's charts wait (an edit is in flight), the
+    newer answer's figures land next and the older drawing is abandoned: none of its pieces reach the DOM."""
+    page = offline_page
+    visit(page, page.base + "/index.html", PLAN)
+    n = int(page.get_attribute("html", "data-updates"))
+    page.evaluate(ORDER_JS, True)
+    change(page, lambda: page.fill("[name='micro_batch_size']", "2"))   # then seq_len 4096, typed by ORDER_JS
+    page.wait_for_function("(n) => document.documentElement.dataset.drawn === String(n + 2)", arg=n, timeout=READY)
+    plan = {**PLAN, "micro_batch_size": 2, "seq_len": 4096}
+    log = [tuple(e) for e in page.evaluate("window.__order")]
+    assert [e for e in log if e[0] == "figures"] == [("figures", str(n + 1), _used({**PLAN, "micro_batch_size": 2})),
+                                                     ("figures", str(n + 2), _used(plan))], log
+    assert ("drawn", str(n + 1)) not in log                                   # the older drawing was abandoned
+    assert all(e[1] == str(n + 2) for e in log if e[0] == "chart")            # every redraw is the newer answer's
+    assert log[-1] == ("drawn", str(n + 2))
+    assert page.text_content("#run-desc") == view.compute({"plan": plan})["run"]["summary"]
+    assert_shows(page, plan)
+    assert not page.js_errors and not page.blocked
