@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from .builder import NO_EFFECT, NOT_MODELLED, Builder, ConfigImportError, as_int, as_number, attention_from_impl, \
     set_model
-from .post_common import flag, not_modelled_flags, role_model, set_deepspeed, set_launcher_gpus, set_lora, split_total
+from .post_common import (flag, not_modelled_flags, role_model, set_deepspeed, set_int, set_launcher_gpus, set_lora,
+                          split_total)
 
 PROGRAM_METHOD = {"train_dpo": "dpo", "train_kto": "kto", "train_rm": "rm", "train_ppo_ray": "ppo",
                   "train_ppo": "ppo"}
@@ -56,11 +57,8 @@ def import_openrlhf(opt: dict, plan, cmd=None, text: str = ""):
     online = method == "ppo"
     set_launcher_gpus(b, cmd)
     if online:
-        nodes, per = take("actor_num_nodes"), take("actor_num_gpus_per_node")
-        b.set("actor_num_gpus_per_node", "gpus_per_node", 8 if per is None else as_int("actor_num_gpus_per_node", per),
-              default=per is None)
-        b.set("actor_num_nodes", "nodes", 1 if nodes is None else as_int("actor_num_nodes", nodes),
-              default=nodes is None)
+        set_int(b, take, "actor_num_gpus_per_node", "gpus_per_node", 8)
+        set_int(b, take, "actor_num_nodes", "nodes", 1)
         est = take("advantage_estimator") or "gae"
         if not isinstance(est, str) or est not in ESTIMATORS:
             raise ConfigImportError("advantage_estimator", f"unknown estimator {est!r}; OpenRLHF has "
@@ -90,9 +88,7 @@ def import_openrlhf(opt: dict, plan, cmd=None, text: str = ""):
         b.set("lora_rank", "method", "full", default=rank is None)
     # --- batch
     mb_default = 4 if online else 8
-    mb = take("micro_train_batch_size")
-    micro = mb_default if mb is None else as_int("micro_train_batch_size", mb)
-    b.set("micro_train_batch_size", "micro_batch_size", micro, default=mb is None)
+    micro = set_int(b, take, "micro_train_batch_size", "micro_batch_size", mb_default)
     tb = take("train_batch_size")
     world = b.plan["gpus_per_node"] * b.plan["nodes"]
     total = 128 if tb is None else as_int("train_batch_size", tb)
@@ -103,11 +99,8 @@ def import_openrlhf(opt: dict, plan, cmd=None, text: str = ""):
                                           f"{micro} x {world} GPUs")
     # --- lengths
     if online:
-        p, g = take("prompt_max_len"), take("generate_max_len")
-        b.set("prompt_max_len", "post_training.prompt_len", 1024 if p is None else as_int("prompt_max_len", p),
-              default=p is None)
-        b.set("generate_max_len", "post_training.completion_len", 1024 if g is None else as_int("generate_max_len", g),
-              default=g is None)
+        set_int(b, take, "prompt_max_len", "post_training.prompt_len", 1024)
+        set_int(b, take, "generate_max_len", "post_training.completion_len", 1024)
         if "max_len" in opt:
             b.skip("max_len", take("max_len"), "read: deprecated in train_ppo_ray.py; the prompt and generation "
                                                "limits above decide")

@@ -36,6 +36,15 @@ def set_lora(b: Builder, opt: dict, take, rank_key: str, rank_default, alpha_key
         b.set(targets_key, "lora.targets", names)
 
 
+def set_int(b: Builder, take, key: str, target: str, default: int, minimum: int = 1) -> int:
+    """``target`` from the integer option ``key``, or the trainer's ``default`` (reported as a default) when the
+    text leaves it out; returns the value set."""
+    v = take(key)
+    value = default if v is None else as_int(key, v, minimum=minimum)
+    b.set(key, target, value, default=v is None)
+    return value
+
+
 def role_model(b: Builder, key: str, name, policy_name, placement: str) -> dict:
     """A critic or reward model from a Hub id: the preset of that architecture, the policy's own model when it is
     the policy's checkpoint (None), else the policy's size with the reason in the report."""
