@@ -53,12 +53,14 @@ def step_inputs_for(plan: Plan) -> StepInputs:
 def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = None) -> PerGpu:
     ts = terms(plan, si) if ts is None else ts
     phases = phases_of(plan)
-    alloc = {ph: sum(t.live(ph) for t in ts if t.where == ALLOCATOR) for ph in phases}
+    allocated = [t for t in ts if t.where == ALLOCATOR]
+    alloc = {ph: sum(t.nbytes for t in allocated if ph in t.phases) for ph in phases}
     peak_phase = max(phases, key=lambda ph: alloc[ph])
     peak_alloc = alloc[peak_phase]
     # blocks another stream keeps cached (FSDP's all-gather stream) raise reserved in the phases where
     # no tensor occupies them
-    held = max(alloc[ph] + sum(t.live(ph) for t in ts if t.where == STREAM_CACHE) for ph in phases)
+    cached = [t for t in ts if t.where == STREAM_CACHE]
+    held = max(alloc[ph] + sum(t.nbytes for t in cached if ph in t.phases) for ph in phases)
     driver = [t for t in ts if t.where == DRIVER]
     outside = sum(t.nbytes for t in driver)
     streams = [stream_cache(held - peak_alloc)] if held > peak_alloc else []
@@ -66,14 +68,14 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
     held_streams = sum(t.nbytes for t in streams)
     checkpointed = plan.activation_checkpointing != "none"
 
-    def cache_at(ph: str) -> Term:
-        transient = sum(t.live(ph) for t in ts if t.where == ALLOCATOR and t.component in ("activations", "logits"))
-        return allocator_reserve(transient, checkpointed, spec.capacity_bytes - outside - alloc[ph] - held_streams)
+    moving = [t for t in allocated if t.component in ("activations", "logits")]
+    cache_at = {ph: allocator_reserve(sum(t.nbytes for t in moving if ph in t.phases), checkpointed,
+                                      spec.capacity_bytes - outside - alloc[ph] - held_streams) for ph in phases}
 
     # segments are kept (no empty_cache inside a step): reserved is the most that any moment's blocks and the
     # cache they leave ever took, which a moment with more activations than the allocated peak's can set
-    cache_phase = max(phases, key=lambda ph: alloc[ph] + cache_at(ph).nbytes)
-    cache = cache_at(cache_phase)
+    cache_phase = max(phases, key=lambda ph: alloc[ph] + cache_at[ph].nbytes)
+    cache = cache_at[cache_phase]
     reserve = [replace(cache, nbytes=alloc[cache_phase] + cache.nbytes - peak_alloc)] + streams
     reserved = peak_alloc + sum(t.nbytes for t in reserve)
     # Paged (CUDA managed) memory sits on the GPU only as far as the rest leaves room; the driver
@@ -150,20 +152,23 @@ def _layout(plan: Plan, i: int) -> tuple[int, int]:
     return (i + 1, 1) if i < per else (per, i - per + 2)
 
 
-def _min_gpus(plan: Plan, si: StepInputs, spec: GpuSpec) -> int | None:
+def _min_gpus(plan: Plan, si: StepInputs, spec: GpuSpec, fits_here: bool) -> int | None:
     """Fewest GPUs of this kind that fit the plan at its stage. Per-GPU memory never grows with
-    the world size at a fixed stage, so the first fitting layout is the answer."""
+    the world size at a fixed stage, so the first fitting layout is the answer. ``fits_here``: whether the
+    plan's own layout fits (the estimate has just run it)."""
     if plan.framework in ("single", "ddp"):
-        return 1 if whole_run(plan, si, spec)[2].fits else None
+        return 1 if fits_here else None
     last = plan.gpus_per_node + MAX_NODES_SEARCHED - 2
+    here = plan.gpus_per_node - 1 + (plan.nodes - 1)
 
     def fits(i: int) -> bool:
+        if i == here:
+            return fits_here
         g, n = _layout(plan, i)
         p = replace(plan, gpus_per_node=g, nodes=n)   # same plan, another world: no re-validation
         return whole_run(p, si, spec)[2].fits       # every phase of the run fits, not only the step
 
     # bracket by doubling from the plan's own layout, then bisect (per-GPU memory falls with the count)
-    here = plan.gpus_per_node - 1 + (plan.nodes - 1)
     if fits(here):
         lo, hi = -1, here
         step = 1
@@ -214,7 +219,7 @@ def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
         global_batch_size=plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
         trainable_params=si.trainable.numel,
         total_params=arch.total_params + (si.trainable.numel if plan.method != "full" else 0),
-        min_gpus=_min_gpus(plan, si, spec) if search_min_gpus else None,
+        min_gpus=_min_gpus(plan, si, spec, run.fits) if search_min_gpus else None,
         zero2_device_used=_zero2_device_used(plan, si, spec),
         step=step_estimate(sp, sp.arch, plan.gpu,
                            offloaded_activation_bytes=pg.host_detail.get("offloaded_activations", 0)))

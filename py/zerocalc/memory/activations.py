@@ -12,7 +12,7 @@ from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, block_saved_bytes, linear, rmsnorm
 from .logits import LITGPT_CHUNK
-from .lora import Adapter, adapter_params, block_linears_per_layer, layer_adapters
+from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
 
@@ -114,8 +114,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     per_layer_linears = block_linears_per_layer(arch)
     layers = []
     cache: dict = {}
-    for i, lins in enumerate(per_layer_linears):
-        adapters = layer_adapters(arch, plan, lins) if plan.method != "full" else ()
+    per_layer_adapters = adapters_per_layer(arch, plan) if plan.method != "full" else [()] * len(per_layer_linears)
+    for i, (lins, adapters) in enumerate(zip(per_layer_linears, per_layer_adapters)):
         k = (id(lins), i == 0)
         if k not in cache:
             cache[k] = block_saved_bytes(arch, context(base, arch, dt, i == 0, st), lins, adapters)

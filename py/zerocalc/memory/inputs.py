@@ -15,7 +15,7 @@ from . import deepspeed as ds
 from .activations import Activations, activations
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .logits import Logits, chunked_head_grads, logits
-from .lora import (block_linears_per_layer, largest_quantized_matrix, layer_adapters, modules_to_save_numel,
+from .lora import (adapters_per_layer, largest_quantized_matrix, modules_to_save_numel,
                    qlora_base_bytes, quantized_linear_bytes)
 from .precision import Dtypes, dtypes_for, module_dtypes
 from .stack import Stack, effective_stack
@@ -61,8 +61,8 @@ def step_inputs(plan: Plan) -> StepInputs:
         tr = ds.Trainable(sizes, "weights", "gradients", "optimizer_states")
     else:
         ad_sizes, ad_shapes = [], []
-        for lins in block_linears_per_layer(arch):
-            for a in layer_adapters(arch, plan, lins):
+        for ads in adapters_per_layer(arch, plan):
+            for a in ads:
                 ad_sizes += [a.rank * a.d_in, a.d_out * a.rank]
                 ad_shapes += [((a.rank, a.d_in), a.rank * a.d_in), ((a.d_out, a.rank), a.d_out * a.rank)]
         if "lm_head" in plan.lora.targets:

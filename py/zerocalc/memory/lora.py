@@ -68,18 +68,31 @@ def block_linears_per_layer(arch: ModelArch) -> list[tuple[Linear, ...]]:
     return [arch.dense_block_linears if i < dense else arch.block_linears for i in range(arch.num_layers)]
 
 
+def adapters_per_layer(arch: ModelArch, plan: Plan) -> list[tuple[Adapter, ...]]:
+    """``layer_adapters`` of every block in order; the blocks share two linears tuples (dense, MoE), each
+    resolved once (the memo's key, a tuple of dataclasses, costs more to hash than the adapters to build)."""
+    memo: dict[int, tuple[Adapter, ...]] = {}
+    out = []
+    for lins in block_linears_per_layer(arch):
+        k = id(lins)
+        if k not in memo:
+            memo[k] = layer_adapters(arch, plan, lins)
+        out.append(memo[k])
+    return out
+
+
 def adapter_params(arch: ModelArch, plan: Plan) -> int:
     """Trainable LoRA parameters of the whole model (lm_head too when targeted)."""
     if plan.method == "full":
         return 0
-    total = sum(sum(a.numel for a in layer_adapters(arch, plan, lins)) for lins in block_linears_per_layer(arch))
+    total = sum(sum(a.numel for a in ads) for ads in adapters_per_layer(arch, plan))
     if "lm_head" in plan.lora.targets:
         total += plan.lora.rank * (arch.hidden_size + arch.vocab_size)
     return total
 
 
 def largest_adapter(arch: ModelArch, plan: Plan) -> int:
-    sizes = [a.numel // 2 for lins in block_linears_per_layer(arch) for a in layer_adapters(arch, plan, lins)]
+    sizes = [a.numel // 2 for ads in adapters_per_layer(arch, plan) for a in ads]
     return max(sizes + [0])
 
 
@@ -110,9 +123,8 @@ def quantized_linear_bytes(numel: int, d_out: int, plan: Plan) -> int:
 
 def quantized_base(arch: ModelArch) -> tuple[int, int, tuple[tuple[int, int], ...]]:
     """(numel quantized, numel kept 16-bit, (numel, d_out) of each quantized matrix)."""
-    mats = arch.block_matrices
-    quant = sum(n for n, _ in mats)
-    return quant, arch.total_params - quant, mats
+    quant = arch.block_matrices_numel
+    return quant, arch.total_params - quant, arch.block_matrices
 
 
 def torchao_nf4_bytes(numel: int, dtype_bytes: int) -> int:
@@ -129,10 +141,11 @@ def torchao_nf4_bytes(numel: int, dtype_bytes: int) -> int:
 def qlora_base_bytes(arch: ModelArch, plan: Plan, kept_dtype: int) -> int:
     """Frozen base of a QLoRA model: quantized linears + 16-bit embeddings, norms, head (torchtune: torchao's
     NF4Tensor layout, `torchao_nf4_bytes`; otherwise bitsandbytes' / GPTQ's, `quantized_linear_bytes`)."""
-    _, kept, mats = quantized_base(arch)
+    _, kept, _ = quantized_base(arch)
+    mats = arch.block_matrix_counts           # each distinct (numel, d_out) once, times its count
     if plan.stack.trainer == "torchtune" and plan.quantization.type == "nf4":
-        return sum(torchao_nf4_bytes(n, kept_dtype) for n, _ in mats) + kept * kept_dtype
-    return sum(quantized_linear_bytes(n, d_out, plan) for n, d_out in mats) + kept * kept_dtype
+        return sum(c * torchao_nf4_bytes(n, kept_dtype) for (n, _), c in mats) + kept * kept_dtype
+    return sum(c * quantized_linear_bytes(n, d_out, plan) for (n, d_out), c in mats) + kept * kept_dtype
 
 
 def modules_to_save_numel(arch: ModelArch, plan: Plan) -> int:
@@ -140,6 +153,8 @@ def modules_to_save_numel(arch: ModelArch, plan: Plan) -> int:
     (peft/utils/other.py ModulesToSaveWrapper: copy.deepcopy(original_module)). A tied lm_head's copy is a
     new V x h matrix."""
     names = plan.lora.modules_to_save
+    if not names:
+        return 0
     total = sum(t.numel for t in arch.tensors if any(t.module == n or t.module.endswith("." + n) for n in names))
     if "lm_head" in names and arch.tied_embeddings and arch.causal_lm:
         total += arch.vocab_size * arch.hidden_size
@@ -147,5 +162,4 @@ def modules_to_save_numel(arch: ModelArch, plan: Plan) -> int:
 
 
 def largest_quantized_matrix(arch: ModelArch) -> int:
-    _, _, mats = quantized_base(arch)
-    return max((n for n, _ in mats), default=0)
+    return max((n for (n, _), _ in arch.block_matrix_counts), default=0)

@@ -123,6 +123,19 @@ class ModelArch:
         """(numel, d_out) of every 2-D linear weight inside the blocks (what bitsandbytes quantizes)."""
         return tuple((t.numel, t.shape[0]) for t in self.tensors if t.linear and t.block and len(t.shape) == 2)
 
+    @cached_property
+    def block_matrix_counts(self) -> tuple[tuple[tuple[int, int], int], ...]:
+        """``block_matrices`` as ((numel, d_out), how many), in first-seen order: a model has a few distinct
+        shapes repeated per layer, so per-matrix sums run over these."""
+        out: dict[tuple[int, int], int] = {}
+        for m in self.block_matrices:
+            out[m] = out.get(m, 0) + 1
+        return tuple(out.items())
+
+    @cached_property
+    def block_matrices_numel(self) -> int:
+        return sum(n for n, _ in self.block_matrices)
+
     def numel_where(self, *, layer: int | None = -1, outside_blocks: bool = False, components=None,
                     exclude=()) -> int:
         """Parameters of the tensors in block index ``layer`` (or outside every block), optionally only of
