@@ -69,10 +69,18 @@ def flash_attention_forward(module, query, key, value, attention_mask, dropout=0
     would instead materialise masks for sliding-window layers and fall back to the s^2 math kernel
     when dropout > 0 on CPU, neither of which happens on a GPU with FA2.
     """
+    # transformers 5.x integrations/flash_attention.py flash_attention_forward: FA2 needs one head dim for q and
+    # v, so a narrower value (MLA: v_head_dim < qk_head_dim) is padded to the query's and the output cropped
+    # (CPU SDPA would otherwise fall back to the math kernel and keep the fp32 (b, a, s, s) probabilities)
+    head_dim, v_head_dim = query.shape[-1], value.shape[-1]
+    if v_head_dim != head_dim:
+        value = torch.nn.functional.pad(value, [0, head_dim - v_head_dim])
     out = torch.nn.functional.scaled_dot_product_attention(
         query, key, value, is_causal=query.shape[2] > 1, scale=scaling,
-        enable_gqa=key.shape[1] != query.shape[1])
-    return out.transpose(1, 2).contiguous(), None
+        enable_gqa=key.shape[1] != query.shape[1]).transpose(1, 2)
+    if v_head_dim != head_dim:
+        return out[..., :v_head_dim], None
+    return out.contiguous(), None
 
 
 def has_attention_interface() -> bool:
