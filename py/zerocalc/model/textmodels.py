@@ -1,0 +1,7 @@
+"""The text-only builders outside the Llama lineage's data rows, by model_type (merged into
+model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma)."""
+from __future__ import annotations
+
+from .recurrent import RECURRENT
+
+TEXT_MODELS = {**RECURRENT}
