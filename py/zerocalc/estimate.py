@@ -76,7 +76,8 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
     # cache they leave ever took, which a moment with more activations than the allocated peak's can set
     cache_phase = max(phases, key=lambda ph: alloc[ph] + cache_at[ph].nbytes)
     cache = cache_at[cache_phase]
-    reserve = [replace(cache, nbytes=alloc[cache_phase] + cache.nbytes - peak_alloc)] + streams
+    reserve = [Term(cache.name, cache.component, alloc[cache_phase] + cache.nbytes - peak_alloc, cache.phases,
+                    cache.where)] + streams
     reserved = peak_alloc + sum(t.nbytes for t in reserve)
     # Paged (CUDA managed) memory sits on the GPU only as far as the rest leaves room; the driver
     # evicts the remainder to host RAM instead of failing, so it never causes an out-of-memory.
@@ -120,11 +121,25 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
 def whole_run(plan: Plan, si: StepInputs, spec: GpuSpec) -> tuple[PerGpu, object, object]:
     """The steady step (per_gpu) and every phase of the run (run/), from one set of terms: (per_gpu, view, run)."""
     sp, post, ts = step_terms(plan, si)
-    pg = per_gpu(sp, si, spec, ts)
+    return _run_of(sp, si, spec, post, ts, per_gpu(sp, si, spec, ts))
+
+
+def _run_of(sp: Plan, si: StepInputs, spec: GpuSpec, post, ts: list[Term], pg: PerGpu) -> tuple[PerGpu, object, object]:
+    """whole_run from the step plan, its terms and their per_gpu."""
     step = PhasePeak("step", pg.peak_allocated, pg.peak_reserved, pg.device_used, pg.components, pg.host_per_rank,
                      "the steady training step" if post is None else f"the {post.method} update step")
     view = run_view(sp, si, ts, spec.capacity_bytes, pg.peak_reserved)
     return pg, view, run_peaks(view, step, post_phases(view, post, ts))
+
+
+def _run_fits(plan: Plan, si: StepInputs, spec: GpuSpec) -> bool:
+    """``whole_run(...)[2].fits``, without the run's other phases when the steady step alone is over the
+    capacity (it is one of the run's phases, so the run cannot fit then)."""
+    sp, post, ts = step_terms(plan, si)
+    pg = per_gpu(sp, si, spec, ts)
+    if pg.device_used > spec.capacity_bytes:
+        return False
+    return _run_of(sp, si, spec, post, ts, pg)[2].fits
 
 
 def _over_steps(plan: Plan, pg: PerGpu, spec: GpuSpec) -> dict:
@@ -166,7 +181,7 @@ def _min_gpus(plan: Plan, si: StepInputs, spec: GpuSpec, fits_here: bool) -> int
             return fits_here
         g, n = _layout(plan, i)
         p = replace(plan, gpus_per_node=g, nodes=n)   # same plan, another world: no re-validation
-        return whole_run(p, si, spec)[2].fits       # every phase of the run fits, not only the step
+        return _run_fits(p, si, spec)               # every phase of the run fits, not only the step
 
     # bracket by doubling from the plan's own layout, then bisect (per-GPU memory falls with the count)
     if fits(here):
@@ -196,7 +211,9 @@ def _zero2_device_used(plan: Plan, si: StepInputs, spec: GpuSpec) -> int | None:
     """ZeRO-3 plans: nvidia-smi bytes of the same plan at ZeRO-2 (for the zero3-costs-more verdict)."""
     if plan.framework != "deepspeed" or plan.zero_stage != 3:
         return None
-    p2 = plan.with_changes(zero_stage=2, offload_params="none")
+    # no re-validation: no consistency rule reads zero_stage 2 or offload_params none (plan.py
+    # _check_consistency; stack, post-training and vision checks read neither), so a valid plan stays valid
+    p2 = replace(plan, zero_stage=2, offload_params="none")
     sp, _, ts = step_terms(p2, si)
     return per_gpu(sp, si, spec, ts).device_used
 

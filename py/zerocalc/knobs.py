@@ -16,6 +16,7 @@ its config always mean the same numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 DEFAULTS = {"reduce_bucket_size": 500_000_000, "contiguous_gradients": True,
             "stage3_prefetch_bucket_size": 50_000_000, "stage3_max_live_parameters": 1_000_000_000,
@@ -85,7 +86,17 @@ class Knobs:
 
 
 def knobs(plan) -> Knobs:
-    r = lambda k: resolved(plan, k)  # noqa: E731
+    """The plan's knobs, resolved once per distinct `deepspeed` mapping and stage (the estimate asks for them
+    in every memory and advice module, and for every layout the min_gpus search tries)."""
+    values = plan.deepspeed
+    hidden = plan.arch.hidden_size if any(v == "auto" for v in values.values()) else 0   # only "auto" reads it
+    return _knobs(tuple(values.items()), plan.zero_stage, hidden)
+
+
+@lru_cache(maxsize=256)
+def _knobs(items: tuple, stage: int, hidden: int) -> Knobs:
+    values = dict(items)
+    r = lambda k: resolve_knob(values, k, stage, hidden)  # noqa: E731
     return Knobs(reduce_bucket_size=int(r("reduce_bucket_size")), overlap_comm=bool(r("overlap_comm")),
                  contiguous_gradients=bool(r("contiguous_gradients")),
                  prefetch_bucket_size=int(r("stage3_prefetch_bucket_size")),
