@@ -19,6 +19,7 @@ from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_part
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
+from .vision_more import cohere2_vision_parts, fuyu_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
@@ -66,7 +67,14 @@ COMPOSITES = {
     "deepseek_vl": (("siglip_vision_model",), "llama", deepseek_vl_parts, "or"),
     # ShieldGemma 2 is Gemma3ForConditionalGeneration under its own model_type (configuration_shieldgemma2.py)
     "shieldgemma2": (("siglip_vision_model",), "gemma3_text", gemma3_parts, "top:True"),
+    # multimodal composites added by issue 20 (vision_more.py)
+    "cosmos3_omni": (None, "qwen3_vl_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+    "cohere2_vision": (("siglip_vision_model",), "cohere2", cohere2_vision_parts, "top:True"),
+    "lighton_ocr": (("pixtral",), "qwen3", mistral3_parts, "top:True"),
+    "fuyu": (None, "persimmon", fuyu_parts, "top:False"),
 }
+
+NO_TOWER_CONFIG = ("fuyu",)   # composites whose only sub-config is text_config (the tower is one linear)
 
 
 AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize")   # composites whose tower is an audio_config
@@ -84,7 +92,8 @@ def composite(cfg: Mapping, build: Callable):
     spec = COMPOSITES.get(model_type)
     vision = cfg.get("vision_config")
     tower = vision.get("model_type") if isinstance(vision, Mapping) else None
-    towers = {"audio_config"} if model_type in AUDIO else {"vision_config"}
+    towers = ({"audio_config"} if model_type in AUDIO else set() if model_type in NO_TOWER_CONFIG
+              else {"vision_config"})
     if (spec is None or not set(parts) <= {"text_config"} | towers or not towers <= set(parts)
             or (spec[0] is not None and tower not in spec[0])):
         raise PlanError("model.model_type", f"model_type {model_type!r} is a composite model ({', '.join(parts)}"
