@@ -152,6 +152,55 @@ def test_trl_114_triton_kernel_by_hand():
     assert t["reference_logits"].nbytes == 2 * n + 16 * 4 * 1024
 
 
+def test_accelerate_fp32_copy_of_the_logits_by_hand():
+    # Without DeepSpeed, bf16-mixed is accelerate's native_amp: prepare_model wraps the forward in
+    # convert_outputs_to_fp32, so TRL 1.14's kernel reads an fp32 copy L32 (4n) of the bf16 logits L16 (2n).
+    # R = 4 rows (2 pairs), T = 1024, n = R·T·V, n' = R·(T-1)·V, 16 B of kernel statistics per position.
+    n, n1, stats = 4 * 1024 * V, 4 * 1023 * V, 16 * 4 * 1024
+    pt = {"method": "dpo", "prompt_len": 512, "completion_len": 512, "trainer_version": "1.14.2"}
+    t = _terms(plan(pt, method="lora", framework="ddp", zero_stage=0))
+    assert t["logits_forward"].nbytes == 2 * n + 4 * n            # L16 + L32 at the copy (> 4n + stats)
+    assert t["logits_backward"].nbytes == 4 * n + 4 * n1          # the kernel's fp32 grad_logits beside L32
+    # the reference's own L16 + L32 on top of what the policy's forward ends with (L32 saved + stats): the
+    # end-of-forward moment is 4n + stats + 6n, carried as 6n (forward) + (4n + stats) (reference)
+    assert t["reference_logits"].nbytes == 4 * n + stats
+    assert t["logits_forward"].nbytes + t["reference_logits"].nbytes == 10 * n + stats
+    # DeepSpeed has no native_amp: the 16-bit logits as before (test_trl_114_triton_kernel_by_hand)
+    ds = _terms(plan(pt, method="lora"))
+    assert ds["logits_forward"].nbytes == 2 * n + stats
+    # TRL >= 1.15 returns no logits: nothing to copy
+    new = _terms(plan({**pt, "trainer_version": "1.16"}, method="lora", framework="ddp", zero_stage=0))
+    assert new["logits_forward"].nbytes < n
+
+
+def test_grpo_114_score_holds_the_copy_by_hand():
+    # GRPO's no-grad scoring pass over logits_to_keep = C + 1 positions of B = 2 completions: L16 + L32 = 6n
+    pt = {"method": "grpo", "prompt_len": 256, "completion_len": 768, "num_generations": 2,
+          "trainer_version": "1.14.2", "reference": "adapter-disabled"}
+    n = 2 * 769 * V
+    ph = estimate(plan(pt, method="lora", framework="ddp", zero_stage=0)).to_dict()["run"]["phases"]["score"]
+    hidden = 2 * 2 * 1024 * 2048          # the last hidden states beside the logits (bf16, 2 rows x 1024)
+    assert ph["components"]["logits"] == 6 * n + hidden
+
+
+def test_trl_offline_trainers_disable_dropout_by_hand():
+    # DPOConfig.disable_dropout True: PEFT's LoRA dropout at p = 0 returns its input, so no 1-byte mask per
+    # adapter input: (q, k, v, o, gate, up: 6 x 2048) + (down: 8192) elements per token per layer, 16 layers;
+    # GRPOConfig's default False keeps them. The same plan without post_training keeps them too.
+    from zerocalc.estimate import step_inputs_for
+    kw = {"method": "lora", "framework": "ddp", "zero_stage": 0, "activation_checkpointing": "none",
+          "micro_batch_size": 1}
+    dpo = {"method": "dpo", "prompt_len": 256, "completion_len": 256}
+    drop = step_inputs_for(plan(dpo, **kw)).acts.stack_saved
+    nodrop = step_inputs_for(plan(dpo, lora={"dropout": 0.0}, **kw)).acts.stack_saved
+    assert drop == nodrop
+    grpo = {"method": "grpo", "prompt_len": 256, "completion_len": 256, "num_generations": 2}
+    g = step_inputs_for(plan(grpo, micro_batch_size=2, **{k: v for k, v in kw.items() if k != "micro_batch_size"}))
+    g0 = step_inputs_for(plan(grpo, micro_batch_size=2, lora={"dropout": 0.0},
+                              **{k: v for k, v in kw.items() if k != "micro_batch_size"}))
+    assert g.acts.stack_saved - g0.acts.stack_saved == (6 * 2048 + 8192) * 2 * 512 * 16
+
+
 def test_trainer_version_is_validated():
     for bad in ("latest", "1.x", 1.14, "1.2.3.4"):
         with pytest.raises(PlanError) as e:

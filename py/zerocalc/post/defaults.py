@@ -31,6 +31,13 @@ post-training.md; the TRL ones read at trl@f2cd577).
 - TRL's version (`trainer_version`, default the newest read, 1.16): from 1.15.0 its trainers score through a
   fused, chunked LM head (post/logprobs.py); 1.11-1.14 a Triton log-prob kernel over the full logits; before,
   the full logits and `selective_log_softmax`'s per-row loop.
+- Dropout. The offline trainers built on TRL set every `nn.Dropout` to p = 0 before training
+  (`disable_dropout_in_model`, trl/trainer/utils.py, when `disable_dropout`, default True in DPOConfig,
+  KTOConfig, RewardConfig, experimental ORPOConfig / CPOConfig of TRL 1.14.2 and 1.16.0; LLaMA-Factory's
+  CustomDPOTrainer / CustomKTOTrainer `disable_dropout=True`; ms-swift's configs subclass TRL's), PEFT's LoRA
+  dropout included, and `F.dropout` with p = 0 returns its input (aten `_dropout`): no mask, no copy. GRPOConfig
+  and RLOOConfig default to False, and TRL's PPO has no such switch: those keep the plan's dropout. Traced: the
+  DPO LoRA fixtures (lora.dropout 0.05 in the peft config) hold no `native_dropout` mask.
 - The generator. TRL / ms-swift / LLaMA-Factory generate with HF `generate` unless `use_vllm`; colocated vLLM
   `gpu_memory_utilization` defaults: TRL 0.3 (`vllm_gpu_memory_utilization`), verl 0.5 (rollout.yaml),
   OpenRLHF 0.95 (`--vllm.gpu_memory_utilization`), ms-swift 0.9; verl always runs vLLM in its hybrid engine and
@@ -88,6 +95,7 @@ class Post:
     gen_rows: int                # sequences one GPU generates per generation round
     critic: object               # RoleModel or None
     reward: object               # RoleModel or None
+    no_dropout: bool = False     # the trainer sets every dropout to p = 0 (disable_dropout)
 
     @property
     def online(self) -> bool:
@@ -132,6 +140,13 @@ def reference_bytes(plan: Plan, pt: PostTraining) -> int:
     if plan.framework == "deepspeed" and plan.precision != "fp32":
         return 2
     return load_bytes(plan, pt)
+
+
+def disables_dropout(pt: PostTraining) -> bool:
+    """TRL's offline configs' `disable_dropout` True, LLaMA-Factory's DPO / KTO trainers (see above)."""
+    if pt.trainer == "llamafactory":
+        return pt.method in ("dpo", "ipo", "orpo", "simpo", "kto")
+    return pt.trainer in ("trl", "ms-swift") and pt.method not in ONLINE
 
 
 def _generator(pt: PostTraining) -> Gen | None:
@@ -181,4 +196,4 @@ def resolve(plan: Plan) -> Post | None:
                 reference=ref, ref_sharded=ref == "model" and shards, shards_models=shards,
                 ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
-                critic=critic, reward=reward)
+                critic=critic, reward=reward, no_dropout=disables_dropout(pt))

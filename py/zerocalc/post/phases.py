@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..run.phase import Phase, phase
 from ..run.view import RunView
 from .defaults import Post
+from .fp32out import casts_outputs, no_grad_with_copy
 from .generator import (hf_kv_cache_bytes, kv_bytes_per_token, sleep_host_bytes, sync_gather_bytes,
                         sync_gathers_whole_model, vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
 from .logprobs import fused_head_no_grad, fused_head_torch, kernel_buffers, reference_forward_bytes
@@ -89,6 +90,8 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     rows = post.rows
     positions = post.logit_positions if post.online else post.length
     e = 2 if v.si.dt.autocast else v.si.dt.compute
+    cast = casts_outputs(post, v.si, v.plan.loss == "chunked")
+    c = 4 if cast else e          # accelerate's fp32 copy of the logits (post/fp32out.py)
     if not arch.causal_lm:
         logits = 0
     elif post.fused_head and post.torch_kernels:
@@ -96,9 +99,11 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     elif post.fused_head:
         logits = fused_head_no_grad(rows * post.labelled, arch.vocab_size, arch.hidden_size, e)
     elif post.loss_kernel and not post.torch_kernels:
-        logits = kernel_buffers(rows, positions, arch.vocab_size, e).forward_peak
+        logits = kernel_buffers(rows, positions, arch.vocab_size, c).forward_peak
     else:
-        logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, e)
+        logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, c)
+    if cast and arch.causal_lm:
+        logits = no_grad_with_copy(logits, rows * positions * arch.vocab_size)
     peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length))
     base = _forward_resident(v)
     if not post.online:

@@ -19,10 +19,12 @@ from dataclasses import replace
 
 from ..memory.activations import activations
 from ..memory.inputs import StepInputs
+from ..memory.logits import Logits
 from ..memory.precision import module_dtypes
 from ..memory.terms import ALL, DRIVER, FWD, Term, gpu, host
 from ..plan import Plan
 from .defaults import Post
+from .fp32out import casts_outputs, no_grad_with_copy, with_copy
 from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes
 from .logprobs import (fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
                        policy_logprob_buffers, reference_forward_bytes, upcast_buffers)
@@ -31,17 +33,41 @@ from .models import critic_terms, reference_weight_terms, reward_weight_terms, s
 
 def update_plan(plan: Plan, post: Post | None) -> Plan:
     """The plan whose step is the update step: ``micro_batch_size`` rows of ``seq_len`` tokens; a reward model
-    trained as such is the sequence-classification model (its ``arch`` set on the copy)."""
+    trained as such is the sequence-classification model (its ``arch`` set on the copy); dropout off where the
+    trainer disables it."""
     if post is None:
         return plan
     sp = replace(plan, micro_batch_size=post.rows, seq_len=post.length)
-    if post.method == "rm":
-        sp.__dict__["arch"] = scalar_head_arch(plan.arch)     # Plan.arch is a cached_property of the copy
+    if post.no_dropout:           # disable_dropout (post/defaults.py): the LoRA and the model's dropouts at p = 0
+        sp = replace(sp, lora=replace(sp.lora, dropout=0.0))
+    arch = scalar_head_arch(plan.arch) if post.method == "rm" else plan.arch
+    if post.no_dropout and arch.dropout:
+        arch = replace(arch, dropout=0.0)
+    if arch is not plan.arch:
+        sp.__dict__["arch"] = arch      # Plan.arch is a cached_property of the copy
     return sp
 
 
 def logits_bytes(si: StepInputs) -> int:
     return 2 if si.dt.autocast else si.dt.compute
+
+
+def policy_buffers(sp: Plan, si: StepInputs, post: Post) -> Logits:
+    """The policy's log-prob buffers in the dtype the log-prob code reads (accelerate's fp32 copy where it
+    applies, post/fp32out.py; without the copy's own moment)."""
+    v, h, c = si.arch.vocab_size, si.arch.hidden_size, logits_bytes(si)
+    if casts_outputs(post, si, sp.loss == "chunked"):
+        c = 4
+    if post.fused_head:
+        head_trains = sp.method == "full" or "lm_head" in sp.lora.targets
+        return (fused_head_torch(post.rows * (post.length - 1), v, h, c, head_trains) if post.torch_kernels
+                else fused_head_buffers(post.rows * post.labelled, v, h, c, head_trains))
+    if post.loss_kernel and sp.loss != "chunked" and post.torch_kernels:
+        return (policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c) if post.online
+                else upcast_buffers(post.rows, post.logit_positions, v, c))
+    if post.loss_kernel and sp.loss != "chunked":
+        return kernel_buffers(post.rows, post.logit_positions, v, c)
+    return policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c, fused=sp.loss == "chunked")
 
 
 def update_inputs(sp: Plan, si: StepInputs, post: Post | None) -> StepInputs:
@@ -54,19 +80,9 @@ def update_inputs(sp: Plan, si: StepInputs, post: Post | None) -> StepInputs:
                      acts=activations(sp, si.arch, module_dtypes(sp, dt), si.stack))
     if not si.arch.causal_lm:
         return si
-    v, h, c = si.arch.vocab_size, si.arch.hidden_size, logits_bytes(si)
-    if post.fused_head:
-        head_trains = sp.method == "full" or "lm_head" in sp.lora.targets
-        lg = (fused_head_torch(post.rows * (post.length - 1), v, h, c, head_trains) if post.torch_kernels
-              else fused_head_buffers(post.rows * post.labelled, v, h, c, head_trains))
-    elif post.loss_kernel and sp.loss != "chunked" and post.torch_kernels:
-        lg = (policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c) if post.online
-              else upcast_buffers(post.rows, post.logit_positions, v, c))
-    elif post.loss_kernel and sp.loss != "chunked":
-        lg = kernel_buffers(post.rows, post.logit_positions, v, c)
-    else:
-        lg = policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, si.arch.vocab_size,
-                                    logits_bytes(si), fused=sp.loss == "chunked")
+    lg = policy_buffers(sp, si, post)
+    if casts_outputs(post, si, sp.loss == "chunked"):
+        lg = with_copy(lg, post.rows * post.logit_positions * si.arch.vocab_size)
     return replace(si, logits=lg)
 
 
@@ -77,18 +93,24 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
     arch, world = plan.arch, plan.world_size
     out = reference_weight_terms(post.reference, post.ref_sharded, post.ref_bytes, arch, world)
     if not post.online and post.reference in ("model", "adapter", "cpu") and si.arch.causal_lm:
+        v, h, c = arch.vocab_size, arch.hidden_size, logits_bytes(si)
+        cast = casts_outputs(post, si, sp.loss == "chunked")
+        if cast:
+            c = 4                 # the reference is prepared too: its logits come back as an fp32 copy
         if post.fused_head and post.torch_kernels:
-            ref = fused_head_torch(post.rows * (post.length - 1), arch.vocab_size, arch.hidden_size,
-                                   logits_bytes(si), False).forward_peak
+            ref = fused_head_torch(post.rows * (post.length - 1), v, h, c, False).forward_peak
         elif post.fused_head:
-            ref = fused_head_no_grad(post.rows * post.labelled, arch.vocab_size, arch.hidden_size, logits_bytes(si))
+            ref = fused_head_no_grad(post.rows * post.labelled, v, h, c)
         elif post.loss_kernel and sp.loss != "chunked" and post.torch_kernels:
-            ref = upcast_buffers(post.rows, post.length, arch.vocab_size, logits_bytes(si)).forward_peak
+            ref = upcast_buffers(post.rows, post.length, v, c).forward_peak
         elif post.loss_kernel and sp.loss != "chunked":
-            ref = kernel_buffers(post.rows, post.length, arch.vocab_size, logits_bytes(si)).forward_peak
+            ref = kernel_buffers(post.rows, post.length, v, c).forward_peak
         else:
-            ref = reference_forward_bytes(post.trainer, post.rows, post.length, arch.vocab_size, logits_bytes(si),
-                                          fused=sp.loss == "chunked")
+            ref = reference_forward_bytes(post.trainer, post.rows, post.length, v, c, fused=sp.loss == "chunked")
+        if cast:
+            # the policy's L16 died at its copy: the reference meets what the policy's forward ends with
+            ref = max(0, policy_buffers(sp, si, post).forward_peak
+                      + no_grad_with_copy(ref, post.rows * post.length * v) - si.logits.forward_peak)
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
     out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world)
     out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
