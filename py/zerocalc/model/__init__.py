@@ -19,7 +19,8 @@ from .config import ConfigReader
 from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
 from .dbrx import dbrx
-from .decoders import DECODERS, SEQ2SEQ, bart_decoder, seq2seq
+from .decoders import DECODERS, bart_decoder
+from .seq2seq import SEQ2SEQ, seq2seq
 from .encoders import ENCODERS, encoder_lm
 from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
