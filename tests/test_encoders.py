@@ -126,3 +126,16 @@ def test_led_pegasus_x_nllb_moe_by_hand():
     sparse = sum(t.numel for t in nllb.tensors if t.block == "model.encoder.layers.3")
     dense = sum(t.numel for t in nllb.tensors if t.block == "model.encoder.layers.2")
     assert sparse - dense == 1024 * 128 + 127 * 8_393_728
+
+
+def test_switch_transformers_by_hand():
+    """SwitchTransformers defaults (vocab 32128, d 768, d_kv 64 x 12 heads, d_ff 2048, 12 + 12 blocks, 3 + 3
+    sparse, 8 experts): sparse_step 12 // 3 = 4, blocks 1, 5, 9 sparse in each stack. A dense encoder block:
+    4*768*768 + 2*768*2048 + two norms 1536 = 5,506,560 (block 0 adds the relative bias 32*12 = 384); a sparse
+    block's feed-forward is a router 768*8 and 8 experts of 2*768*2048 instead of one: 7 * 3,145,728 + 6144
+    more. Encoder: 12*5,506,560 + 384 + 3*(7*3,145,728 + 6144) = 132,157,824 (the meta build's encoder.block)."""
+    arch = model_from_config(ROWS["default:switch_transformers"]["config"])
+    enc = sum(t.numel for t in arch.tensors if t.block.startswith("encoder.block."))
+    assert enc == 12 * 5_506_560 + 384 + 3 * (7 * 3_145_728 + 6144) == 132_157_824
+    sparse = sorted({t.layer for t in arch.tensors if t.component == "routed_experts" and t.block.startswith("encoder")})
+    assert sparse == [1, 5, 9]

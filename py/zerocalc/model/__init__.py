@@ -30,7 +30,7 @@ from .ssm import falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
 from .textmodels import TEXT_MODELS
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
-T5 = {"t5", "mt5", "umt5", "longt5"}
+T5 = {"t5", "mt5", "umt5", "longt5", "switch_transformers"}
 SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehybrid": granitemoehybrid,
        "lfm2": lfm2, "lfm2_moe": lfm2_moe, "falcon_h1": falcon_h1, "jamba": jamba, "gemma4_text": gemma4_text,
        "gemma4_unified_text": gemma4_unified_text,
