@@ -15,6 +15,7 @@ from ..errors import PlanError
 from ..presets import MODELS
 from .arch import Linear, ModelArch, MoE, Tensor
 from .classic import classic, t5
+from .classic_more import CLASSIC_MORE
 from .config import ConfigReader
 from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
@@ -36,7 +37,8 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
        "gemma4_unified_text": gemma4_unified_text,
        # modeling_falcon_mamba.py: Mamba's mixer; its B / C / dt RMS norms have no weights
        "falcon_mamba": lambda c: replace(mamba(c), model_type="falcon_mamba"),
-       **TEXT_MODELS}   # textmodels.py: text builders outside the Llama rows (recurrent.py today)
+       **TEXT_MODELS,   # textmodels.py: text builders outside the Llama rows (recurrent.py today)
+       **CLASSIC_MORE}  # classic_more.py: XLM, XLNet, Reformer, ProphetNet, CPM-Ant, ModernBERT decoder
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma"}
