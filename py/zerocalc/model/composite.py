@@ -16,6 +16,7 @@ from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
 from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
+from .audio_more import glmasr_parts, omniasr_parts, qwen3_asr_parts
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
@@ -81,12 +82,16 @@ COMPOSITES = {
     "idefics2": (None, "mistral", idefics2_parts, "top:False"),
     "got_ocr2": (None, "qwen2", got_ocr2_parts, "top:True"),
     "pp_chart2table": (None, "qwen2", got_ocr2_parts, "top:True"),
+    "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    "omniasr": (None, "llama", omniasr_parts, "top:False"),
+    "qwen3_asr": (None, "qwen3", qwen3_asr_parts, "top:True"),
 }
 
 NO_TOWER_CONFIG = ("fuyu",)   # composites whose only sub-config is text_config (the tower is one linear)
 
 
-AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize")   # composites whose tower is an audio_config
+AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
+         "qwen3_asr")   # composites whose tower is an audio_config
 
 
 def is_composite(cfg: Mapping) -> bool:
