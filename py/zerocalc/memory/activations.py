@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from ..model import Linear, ModelArch
 from ..plan import Plan
-from .blocks import MASK, Ctx, SavedSet, block_saved_bytes, linear, rmsnorm
+from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
+from .blocks_families import layer_saved_bytes
 from .logits import LITGPT_CHUNK
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
@@ -52,6 +53,7 @@ def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool, stack: Stack) 
                kv_expanded=(plan.attention == "sdpa" and stack.loss_path in ("hf445", "hf446"))
                or stack.trainer in ("litgpt", "torchtune"),
                fp32_norm_out=stack.trainer == "torchtune", fused_norm=stack.trainer == "torchtitan",
+               own_model=stack.trainer in ("litgpt", "torchtune", "torchtitan"),
                # compiled, SDPA's output and o_proj's contiguous input are two tensors (tools/memtrace/compiled.py)
                attn_out_copied=(plan.attention == "sdpa" and (stack.loss_path == "hf446" or stack.compile != "none"))
                or stack.trainer == "litgpt")
@@ -118,14 +120,14 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     for i, (lins, adapters) in enumerate(zip(per_layer_linears, per_layer_adapters)):
         k = (id(lins), i == 0)
         if k not in cache:
-            cache[k] = block_saved_bytes(arch, context(base, arch, dt, i == 0, st), lins, adapters)
+            cache[k] = layer_saved_bytes(arch, context(base, arch, dt, i == 0, st), lins, adapters)
         layers.append(cache[k])
     t = plan.seq_len * plan.micro_batch_size
     h = arch.hidden_size
     res = dt.weight if plan.method == "full" else dt.frozen
     # a layer's whole saved set (the recompute's); the loop above computed it unless selective changed the plan
     full_layer = max(cache[(id(lins), False)] if base is plan and (id(lins), False) in cache
-                     else block_saved_bytes(arch, context(plan, arch, dt, False, st), lins,
+                     else layer_saved_bytes(arch, context(plan, arch, dt, False, st), lins,
                                             layer_adapters(arch, plan, lins) if plan.method != "full" else ())
                      for lins in {id(x): x for x in per_layer_linears}.values())
     if plan.activation_checkpointing == "full":
@@ -135,7 +137,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         if plan.attention == "eager":
             # The recompute's peak is the softmax backward: the fp32 softmax output, its fp32 gradient
             # and the softmax-backward output (12·a·s²·b) - the MLP's tensors are already gone (traced).
-            flash = block_saved_bytes(arch, context(plan.with_changes(attention="flash"), arch, dt, False, st),
+            flash = layer_saved_bytes(arch, context(plan.with_changes(attention="flash"), arch, dt, False, st),
                                       per_layer_linears[-1], layer_adapters(arch, plan, per_layer_linears[-1])
                                       if plan.method != "full" else ())
             scores = arch.num_heads * plan.seq_len * plan.seq_len * plan.micro_batch_size

@@ -63,6 +63,7 @@ class Ctx:
     fused_gelu: bool = False  # one GELU kernel (LitGPT, torchtune) instead of transformers' python gelu_new
     fp32_norm_out: bool = False  # torchtune RMSNorm: the scale multiplies the fp32 normalised tensor and keeps it
     fused_norm: bool = False  # nn.RMSNorm with matching dtypes (torchtitan): CUDA's one-kernel _fused_rms_norm
+    own_model: bool = False   # LitGPT / torchtune / torchtitan run their own model code, not transformers' blocks
 
 
 # --- op rules -------------------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""Saved tensors of the LayerNorm decoder blocks that are neither Llama nor GPT-2: OPT.
+
+Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
+backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, fixtures in
+tools/memtrace/golden/families/, held within 3 % by tests/test_family_grid.py). memory/activations.py calls
+`layer_saved_bytes`, which falls back to memory/blocks.py's blocks where this module has no rule (this module
+imports blocks.py's op rules, so the hook cannot live in blocks.py without an import cycle).
+
+Shared facts of these blocks:
+- nn.LayerNorm (native_layer_norm) keeps its input and the per-row mean and rstd (fp32 on CUDA: 8 bytes per token);
+  under autocast it runs in fp32, so its input and output are fp32 and every linear reading the output casts its
+  own 16-bit copy (memory/blocks.py linear).
+- SDPA's output takes the query's memory layout (torch 2.13 _meta_registrations.py
+  meta__scaled_dot_product_flash_attention_for_cpu `torch.empty_like(query)`; flash-attn's mha_fwd likewise
+  `torch::empty_like(q)`): a query made by a transpose of a (b, s, a, d) projection gives an output whose
+  `transpose(1, 2).contiguous()` is a view, a query made by `torch.cat` (GPT-NeoX's partial rotary) one that
+  HF copies before the output projection.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..model import Linear, ModelArch
+from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, linear
+from .lora import Adapter
+
+
+def layernorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int) -> tuple[str, int]:
+    """nn.LayerNorm over d: keeps its input (fp32 under autocast) and mean/rstd when anything before it or its
+    weight needs a gradient. Returns the output's key and bytes per element."""
+    if not (c.first_layer and not c.train_base):
+        ss.save(x if not c.autocast or c.res == 4 else f"{key}.in_fp32", (4 if c.autocast else c.res) * c.tokens * d)
+        ss.save(f"{key}.stats", 8 * c.tokens)
+    return f"{key}.out", 4 if c.autocast else c.res
+
+
+def _later(c: Ctx) -> Ctx:
+    return replace(c, first_layer=False) if c.first_layer else c
+
+
+def _attention(ss: SavedSet, c: Ctx, arch: ModelArch, q_dim: int, kv_dim: int) -> str:
+    """Flash/SDPA via blocks.attention_core; eager with the fp32 softmax and its 16-bit copy these files
+    share (`softmax(..., dtype=torch.float32).to(query.dtype)`), i.e. the Llama lineage's eager rule."""
+    view = arch if c.attention != "eager" else replace(arch, family="llama")
+    return attention_core(ss, c, view, "attn", q_dim, kv_dim)
+
+
+def _residual_dropout(ss: SavedSet, c: Ctx, arch: ModelArch, key: str) -> None:
+    if arch.dropout > 0:
+        ss.save(key, MASK * c.tokens * arch.hidden_size)   # CUDA native_dropout's bool mask
+
+
+def opt_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_opt.py OPTDecoderLayer (do_layer_norm_before): LN -> q/k/v -> SDPA -> out_proj -> dropout ->
+    residual; LN -> fc1 -> ReLU -> fc2 -> dropout -> residual. `q_proj(x) * scaling` is a new tensor (SDPA keeps
+    it, not q_proj's output); ReLU keeps its output, which is fc2's input (the config's activation_function is
+    "relu" in every OPT checkpoint). Traced: 8·t·h + t·I 16-bit elements per layer, plus the fp32 logsumexp."""
+    ss = SavedSet()
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    e = 2 if c.autocast else c.e
+    y, yb = layernorm(ss, c, "ln1", "resid", arch.hidden_size)
+    for name in ("q_proj", "k_proj", "v_proj"):
+        linear(ss, c, y, yb, lins[name], ads.get(name))
+    c2 = _later(c)
+    out = _attention(ss, c2, arch, arch.q_dim, arch.kv_dim)
+    linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
+    _residual_dropout(ss, c2, arch, "attn_drop")
+    y2, yb2 = layernorm(ss, c2, "ln2", "resid2", arch.hidden_size)
+    fc1, fc2 = lins["fc1"], lins["fc2"]
+    linear(ss, c2, y2, yb2, fc1, ads.get("fc1"))
+    ss.save("relu.out", e * c.tokens * fc1.d_out)                 # threshold_backward reads the output
+    linear(ss, c2, "relu.out", e, fc2, ads.get("fc2"))
+    _residual_dropout(ss, c2, arch, "mlp_drop")
+    return ss.total
+
+
+RULES = {"opt": opt_block}
+
+
+def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """One block's saved bytes: this module's rule for the model_type (transformers' modelling code), else
+    memory/blocks.py's (also for the trainers that run their own model code: LitGPT, torchtune, torchtitan)."""
+    rule = block_saved_bytes if c.own_model else RULES.get(arch.model_type, block_saved_bytes)
+    return rule(arch, c, linears, adapters)

@@ -1,0 +1,50 @@
+"""The engine against the family grid: one small config per decoder family beside Llama and GPT-2 (those with a
+rule in memory/blocks_families.py), its real transformers 5.24 training step traced on fake tensors
+(tools/memtrace/families.py; the results in tools/memtrace/golden/families/, `python -m tools.memtrace.families`
+re-traces them). Issue 20, item 3: the saved activations and the peak within 3 %, as the Llama grid is held
+(tests/test_tracer_grid.py), and every component at the peak (tools/memtrace/compare.py, 2 MiB floor)."""
+import json
+import pathlib
+
+import pytest
+
+from tools.memtrace.compare import compare, engine_breakdown, format_rows
+from zerocalc import Plan, estimate
+
+GRID = pathlib.Path(__file__).resolve().parents[1] / "tools" / "memtrace" / "golden" / "families"
+ROWS = sorted(GRID.glob("*.json"))
+
+
+def test_every_family_has_its_three_rows():
+    ids = {p.stem for p in ROWS}
+    for fam in ("opt",):
+        assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
+                f"{fam}-full-mixed-eager-s256-b2"} <= ids, fam
+
+
+@pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
+def test_saved_activations_within_3_percent(path):
+    """What forward leaves for backward (the blocks, the head; no logits-sized tensor): the trace's saved bytes
+    at forward end against the engine's saved activations (blocks + head + autocast's weight copies)."""
+    row = json.loads(path.read_text())
+    traced = row["saved_activations_forward_end"]
+    # the trace's saved set includes the fp32 log-softmax of the loss (b·s·V·4 bytes), which the engine books
+    # under logits; take it out
+    plan = row["plan"]
+    t = plan["seq_len"] * plan["micro_batch_size"]
+    traced -= 4 * t * plan["model"]["vocab_size"]
+    detail = estimate(Plan.from_dict(plan)).to_dict()["per_gpu"]["detail"]
+    engine = detail["saved_activations"] + detail.get("head_activations", 0) + detail.get("autocast_weight_copies", 0)
+    assert abs(engine - traced) <= 0.03 * traced, (engine / 2**20, traced / 2**20)
+
+
+@pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
+def test_components_and_peak_within_3_percent(path):
+    row = json.loads(path.read_text())
+    res = {"plan": row["plan"], "peak": {"components": row["components"]}, "peak_bytes": row["peak_bytes"],
+           "peak_phase": row["peak_phase"], "peak_op": row["peak_op"],
+           "saved_activations_forward_end": row["saved_activations_forward_end"],
+           "phase_peaks": {k: {"bytes": v} for k, v in row["phase_peaks"].items()}}
+    eng = engine_breakdown(row["plan"])
+    rows = compare(res, eng)
+    assert all(r["ok"] for r in rows), "\n" + format_rows(row["id"], res, eng, rows)

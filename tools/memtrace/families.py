@@ -1,0 +1,97 @@
+"""The family grid: one small config per decoder family the engine counts beside Llama and GPT-2, traced on
+FakeTensors (issue 20, item 3). Every block's saved set is traced on the real transformers code; the fixtures
+(tools/memtrace/golden/families/<id>.json: the plan, the component bytes at the peak, the saved activations at
+forward end) are what tests/test_family_grid.py holds the engine to, within 3 %, without torch.
+
+The configs are small (4 layers, h 640-1024, a real family's field names and switches: OPT's ReLU and
+pre-LayerNorm, Pythia's parallel residual and 25 % rotary, GPT-J's and Phi-2's partial rotary with a parallel
+block, Phi-2's head_dim 80); each family gets a full bf16 row with FlashAttention-2's profile, a bf16-mixed LoRA
+row with adapter dropout and residual dropout, and an fp32-weight autocast row with eager attention.
+
+    python -m tools.memtrace.families            # trace all rows and (re)write the fixtures
+    python -m tools.memtrace.families opt-       # only the ids starting with this
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .grid import GPU, run_grid, slim
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "families")
+
+CONFIGS = {
+    # facebook/opt-125m's layout (do_layer_norm_before, ReLU, learned positions), 4 layers
+    "opt": {"model_type": "opt", "hidden_size": 768, "ffn_dim": 3072, "num_attention_heads": 12,
+            "num_hidden_layers": 4, "vocab_size": 50272, "max_position_embeddings": 2048,
+            "word_embed_proj_dim": 768, "do_layer_norm_before": True, "dropout": 0.0, "attention_dropout": 0.0,
+            "activation_function": "relu", "enable_bias": True, "tie_word_embeddings": True},
+    # EleutherAI/pythia-160m's layout: parallel residual, rotary_pct 0.25, untied embed_out
+    "neox": {"model_type": "gpt_neox", "hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12,
+             "num_hidden_layers": 4, "vocab_size": 50304, "max_position_embeddings": 2048, "rotary_pct": 0.25,
+             "use_parallel_residual": True, "hidden_act": "gelu", "attention_dropout": 0.0, "hidden_dropout": 0.0,
+             "tie_word_embeddings": False},
+    # EleutherAI/gpt-j-6b's layout: head_dim 256 with rotary_dim 64, gelu_new, parallel block
+    "gptj": {"model_type": "gptj", "n_embd": 1024, "n_head": 4, "n_layer": 4, "vocab_size": 50400,
+             "n_positions": 2048, "rotary_dim": 64, "n_inner": None, "activation_function": "gelu_new",
+             "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "tie_word_embeddings": False},
+    # microsoft/phi-2's layout: head_dim 80, partial_rotary_factor 0.4, gelu_new, parallel block
+    "phi": {"model_type": "phi", "hidden_size": 640, "intermediate_size": 2560, "num_attention_heads": 8,
+            "num_key_value_heads": 8, "num_hidden_layers": 4, "vocab_size": 51200, "max_position_embeddings": 2048,
+            "partial_rotary_factor": 0.4, "hidden_act": "gelu_new", "resid_pdrop": 0.0, "embd_pdrop": 0.0,
+            "attention_dropout": 0.0, "qk_layernorm": False, "tie_word_embeddings": False},
+}
+# LoRA targets per family: every linear of the block
+TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+           "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
+           "gptj": ["q_proj", "k_proj", "v_proj", "out_proj", "fc_in", "fc_out"],
+           "phi": ["q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2"]}
+# the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it)
+DROPOUT = {"opt": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "phi": "resid_pdrop"}
+
+
+def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: int, dropout: float = 0.0) -> dict:
+    model = dict(CONFIGS[fam])
+    if dropout:
+        model[DROPOUT[fam]] = dropout
+    d = {"schema": 1, "model": model, "gpu": GPU, "framework": "single", "gpus_per_node": 1, "nodes": 1,
+         "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
+         "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": "none",
+         "attention": attention, "loss": "standard", "method": method}
+    if method == "lora":
+        d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.05, "targets": TARGETS[fam]}
+    return d
+
+
+def rows() -> list[dict]:
+    out = []
+    for fam in CONFIGS:
+        out.append({"id": f"{fam}-full-pure-flash-s512-b2", **_plan(fam, "full", "bf16-pure", "flash", 2, 512)})
+        out.append({"id": f"{fam}-lora-mixed-flash-s1024-b2-drop",
+                    **_plan(fam, "lora", "bf16-mixed", "flash", 2, 1024, dropout=0.1)})
+        out.append({"id": f"{fam}-full-mixed-eager-s256-b2", **_plan(fam, "full", "bf16-mixed", "eager", 2, 256)})
+    return out
+
+
+def write(results: list[dict]) -> None:
+    import peft  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    import transformers  # noqa: PLC0415
+    os.makedirs(OUT, exist_ok=True)
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
+    for r in results:
+        if "error" in r:
+            print(r["id"], "ERROR", r["error"])
+            continue
+        row = {"id": r["id"], "plan": r["plan"], "versions": versions, **slim(r)}
+        with open(os.path.join(OUT, f"{r['id']}.json"), "w") as f:
+            json.dump(row, f, indent=1)
+            f.write("\n")
+        print(r["id"], f"{r['peak_bytes'] / 2**30:.3f} GiB {r['peak_phase']} {r['wall_s']} s")
+
+
+if __name__ == "__main__":
+    prefix = sys.argv[1] if len(sys.argv) > 1 else ""
+    todo = [{**p, "quick": False} for p in rows() if p["id"].startswith(prefix)]
+    write(run_grid(todo, jobs=2))
