@@ -1,4 +1,5 @@
-"""Saved tensors of the LayerNorm decoder blocks that are neither Llama nor GPT-2: OPT.
+"""Saved tensors of the LayerNorm decoder blocks that are neither Llama nor GPT-2: OPT, GPT-NeoX
+(Pythia).
 
 Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
 backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, fixtures in
@@ -75,7 +76,44 @@ def opt_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tu
     return ss.total
 
 
-RULES = {"opt": opt_block}
+def neox_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_gpt_neox.py GPTNeoXLayer with use_parallel_residual (every Pythia and GPT-NeoX-20B config):
+    both LayerNorms read the layer input. GPTNeoXAttention: `qkv.chunk(3)` views one query_key_value output and V
+    stays a view of it, so SDPA's saved V keeps the whole (q + 2·kv)-wide output; the partial rotary
+    `torch.cat([q_rot, q_pass])` makes new q and k; SDPA's output has the cat's (b, a, s, d) layout, so
+    `reshape(...).contiguous()` copies it for dense. MLP: dense_h_to_4h -> GELU (F.gelu keeps its input) ->
+    dense_4h_to_h (keeps the GELU output). Traced: 10·t·h + 2·t·I 16-bit elements per layer (h = q = kv)."""
+    ss = SavedSet()
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    t, e = c.tokens, 2 if c.autocast else c.e
+    h, q_dim, kv_dim = arch.hidden_size, arch.q_dim, arch.kv_dim
+    y, yb = layernorm(ss, c, "ln1", "resid", h)
+    linear(ss, c, y, yb, lins["query_key_value"], ads.get("query_key_value"))
+    c2 = _later(c)
+    if c.attention == "eager":
+        out = _attention(ss, c2, arch, q_dim, kv_dim)
+    else:
+        ss.save("qkv.out", e * t * (q_dim + 2 * kv_dim))        # V is a view: the whole output stays
+        ss.save("attn.q", e * t * q_dim)                        # torch.cat after the partial rotary
+        ss.save("attn.k", e * t * kv_dim)
+        ss.save("attn.v", 0)                                    # inside qkv.out
+        ss.save("attn.out", e * t * q_dim)
+        ss.save("attn.lse", 4 * arch.num_heads * t)
+        out = "attn.out_copy"                                   # reshape(...).contiguous(): dense's input
+    linear(ss, c2, out, e, lins["dense"], ads.get("dense"))
+    # parallel residual: post_attention_layernorm reads the same layer input (its input is already saved)
+    y2, yb2 = layernorm(ss, c, "ln2", "resid", h)
+    up, down = lins["dense_h_to_4h"], lins["dense_4h_to_h"]
+    linear(ss, c, y2, yb2, up, ads.get(up.name))
+    ss.save("gelu.in", e * t * up.d_out)
+    linear(ss, c2, "gelu.out", e, down, ads.get(down.name))
+    _residual_dropout(ss, c2, arch, "attn_drop")
+    _residual_dropout(ss, c2, arch, "mlp_drop")
+    return ss.total
+
+
+RULES = {"opt": opt_block, "gpt_neox": neox_block}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
