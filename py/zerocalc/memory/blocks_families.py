@@ -1,5 +1,5 @@
 """Saved tensors of the LayerNorm decoder blocks that are neither Llama nor GPT-2: OPT, GPT-NeoX
-(Pythia).
+(Pythia), GPT-J.
 
 Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
 backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, fixtures in
@@ -113,7 +113,58 @@ def neox_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     return ss.total
 
 
-RULES = {"opt": opt_block, "gpt_neox": neox_block}
+def parallel_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_gptj.py GPTJBlock and modeling_phi.py PhiDecoderLayer: one LayerNorm feeds attention and MLP side
+    by side; q/k/v projections, gelu_new MLP (python: the input, x³'s factor, tanh, 1 + tanh and the product kept:
+    4·t·I, as GPT-2's; fc_out/fc2 keeps the product). GPTJAttention rotates q and k in (b, s, a, d) layout
+    (`torch.cat([k_rot, k_pass], -1)`, then permute), so SDPA's output is a view for out_proj; PhiAttention's
+    partial rotary cats in (b, a, s, d) layout, so `reshape(...).contiguous()` copies the output for dense.
+    GPT-J's eager `matmul(query.to(float32), key.to(float32))` keeps fp32 q and k (autocast's 16-bit copies of them
+    under AMP), softmax in fp32, then `.to(value.dtype)`. Traced: GPT-J 6·t·h + 5·t·I, Phi 7·t·h + 5·t·I 16-bit
+    elements per layer."""
+    ss = SavedSet()
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    t, e = c.tokens, 2 if c.autocast else c.e
+    h, q_dim, kv_dim = arch.hidden_size, arch.q_dim, arch.kv_dim
+    gptj = arch.model_type == "gptj"
+    o_name, up_name, down_name = ("out_proj", "fc_in", "fc_out") if gptj else ("dense", "fc1", "fc2")
+    y, yb = layernorm(ss, c, "ln1", "resid", h)
+    for name in ("q_proj", "k_proj", "v_proj"):
+        linear(ss, c, y, yb, lins[name], ads.get(name))
+    c2 = _later(c)
+    if c.attention == "eager" and gptj:
+        scores = arch.num_heads * c.seq * c.seq * c.batch
+        # the fp32 q and k, or under autocast (matmul runs in 16 bits) the 16-bit copies autocast makes of them
+        qk = 2 if c.autocast else 4
+        ss.save("attn.q32", qk * t * q_dim)
+        ss.save("attn.k32", qk * t * kv_dim)
+        ss.save("attn.softmax", 4 * scores)
+        ss.save("attn.probs", e * scores)
+        ss.save("attn.v", e * t * kv_dim)
+        out = "attn.out"
+    else:
+        out = _attention(ss, c2, arch, q_dim, kv_dim)
+        if not gptj and c.attention != "eager":
+            out = "attn.out_copy"                               # the cat's layout: contiguous() copies
+    linear(ss, c2, out, e, lins[o_name], ads.get(o_name))
+    up, down = lins[up_name], lins[down_name]
+    linear(ss, c, y, yb, up, ads.get(up.name))
+    n = t * up.d_out
+    if c.compiled or c.fused_gelu:
+        ss.save("gelu", e * n)
+        out_bytes = e
+    else:
+        # under CUDA autocast `pow` runs in fp32: its input copy, tanh and 1 + tanh are fp32 (memory/blocks.py)
+        gelu_bytes, out_bytes = (14, 4) if c.autocast else (4 * e, e)
+        ss.save("gelu", gelu_bytes * n)
+    linear(ss, c2, "gelu.out", out_bytes, down, ads.get(down.name))
+    _residual_dropout(ss, c2, arch, "attn_drop")
+    _residual_dropout(ss, c2, arch, "mlp_drop")
+    return ss.total
+
+
+RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
