@@ -1,5 +1,5 @@
-"""Saved tensors of the LayerNorm decoder blocks that are neither Llama nor GPT-2: OPT, GPT-NeoX
-(Pythia), GPT-J.
+"""Saved tensors of the LayerNorm decoder blocks that are neither Llama nor GPT-2: OPT, GPT-NeoX (Pythia),
+GPT-J, Phi (1, 1.5, 2).
 
 Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
 backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, fixtures in
@@ -164,7 +164,7 @@ def parallel_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     return ss.total
 
 
-RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block}
+RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
