@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
-from .blocks_families import layer_saved_bytes
+from .blocks_families import LAYERNORM_HEADS, final_norm, layer_saved_bytes
 from .logits import LITGPT_CHUNK
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
@@ -69,7 +69,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     ss = SavedSet()
     ss.save("ids_labels", 16 * t)
     if arch.family in ("llama", "gemma", "t5"):
-        y = rmsnorm(ss, c, "final_norm", "resid_final", h, arch.family == "gemma")
+        y = (final_norm(ss, c, arch, "resid_final") if arch.model_type in LAYERNORM_HEADS
+             else rmsnorm(ss, c, "final_norm", "resid_final", h, arch.family == "gemma"))
         if stack.trainer != "torchtune":
             # torchtune's RoPE multiplies by slices of its fp32 cache buffer, which is all it saves
             # (models/llama3_1/_position_embeddings.py:181-184 Llama3ScaledRoPE.forward; traced)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..model import Linear, ModelArch
-from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, linear
+from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear
 from .lora import Adapter
 
 
@@ -164,7 +164,56 @@ def parallel_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     return ss.total
 
 
-RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block}
+def prenorm_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """The Llama-shaped pre-norm blocks whose norms are LayerNorms: modeling_starcoder2.py Starcoder2DecoderLayer
+    (nn.LayerNorm with bias; c_fc -> gelu_pytorch_tanh -> c_proj, F.gelu keeping its input), modeling_stablelm.py
+    StableLmDecoderLayer (nn.LayerNorm, gated SiLU MLP; the partial rotary cats q and k in (b, a, s, d) layout,
+    so o_proj reads a contiguous copy of SDPA's output) and modeling_olmo.py OlmoDecoderLayer (OlmoLayerNorm:
+    `F.layer_norm(x.to(float32), ..., None, None).to(orig_dtype)`, no weights: the fp32 upcast is what
+    layer_norm keeps; RoPE in fp32 cast back, so q and k are new 16-bit tensors). Traced per layer (16-bit
+    elements): StarCoder2 6·t·h + 2·t·kv + 2·t·I, StableLM 9·t·h + 4·t·I, OLMo 8·t·h + 4·t·I and two fp32 t·h."""
+    ss = SavedSet()
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    t, e, h = c.tokens, 2 if c.autocast else c.e, arch.hidden_size
+    olmo = arch.model_type == "olmo"
+    norm = _olmo_norm if olmo else layernorm
+    y, yb = norm(ss, c, "ln1", "resid", h)
+    for name in ("q_proj", "k_proj", "v_proj"):
+        linear(ss, c, y, yb, lins[name], ads.get(name))
+    c2 = _later(c)
+    out = _attention(ss, c2, arch, arch.q_dim, arch.kv_dim)
+    if arch.model_type == "stablelm" and c.attention != "eager":
+        out = "attn.out_copy"                                   # the cat's layout: contiguous() copies
+    linear(ss, c2, out, e, lins["o_proj"], ads.get("o_proj"))
+    y2, yb2 = norm(ss, c2, "ln2", "resid2", h)
+    if "c_fc" in lins:
+        up, down = lins["c_fc"], lins["c_proj"]
+        linear(ss, c2, y2, yb2, up, ads.get(up.name))
+        ss.save("gelu.in", e * t * up.d_out)
+        linear(ss, c2, "gelu.out", e, down, ads.get(down.name))
+    else:
+        gated_mlp(ss, c2, "mlp", y2, yb2, lins, ads, lins["down_proj"].d_in)
+    return ss.total
+
+
+def _olmo_norm(ss: SavedSet, c: Ctx, key: str, x: str, d: int) -> tuple[str, int]:
+    """OlmoLayerNorm: layer_norm keeps its fp32 input (the upcast copy, or the fp32 residual itself) and
+    mean/rstd; the output is cast back to the input's dtype."""
+    if not (c.first_layer and not c.train_base):
+        ss.save(x if c.res == 4 else f"{key}.in_fp32", 4 * c.tokens * d)
+        ss.save(f"{key}.stats", 8 * c.tokens)
+    return f"{key}.out", c.res
+
+
+def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
+    """The final norm of the Llama-shaped LayerNorm models above (StarCoder2, StableLM: nn.LayerNorm; OLMo:
+    OlmoLayerNorm), as their blocks' norms. Returns the output's key."""
+    return (_olmo_norm if arch.model_type == "olmo" else layernorm)(ss, c, "final_norm", x, arch.hidden_size)[0]
+
+
+RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
+         "starcoder2": prenorm_block}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -172,3 +221,6 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
     memory/blocks.py's (also for the trainers that run their own model code: LitGPT, torchtune, torchtitan)."""
     rule = block_saved_bytes if c.own_model else RULES.get(arch.model_type, block_saved_bytes)
     return rule(arch, c, linears, adapters)
+
+
+LAYERNORM_HEADS = ("starcoder2",)   # memory/activations.py: final_norm, not RMSNorm
