@@ -213,7 +213,7 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
 
 
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
-         "starcoder2": prenorm_block}
+         "starcoder2": prenorm_block, "stablelm": prenorm_block}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -223,4 +223,4 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
     return rule(arch, c, linears, adapters)
 
 
-LAYERNORM_HEADS = ("starcoder2",)   # memory/activations.py: final_norm, not RMSNorm
+LAYERNORM_HEADS = ("starcoder2", "stablelm")   # memory/activations.py: final_norm, not RMSNorm
