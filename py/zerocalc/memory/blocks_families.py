@@ -1,5 +1,5 @@
-"""Saved tensors of the LayerNorm decoder blocks that are neither Llama nor GPT-2: OPT, GPT-NeoX (Pythia),
-GPT-J, Phi (1, 1.5, 2).
+"""Saved tensors of the decoder blocks transformers writes with LayerNorms: OPT, GPT-NeoX (Pythia), GPT-J, Phi
+(1, 1.5, 2), and the Llama-shaped StarCoder2, StableLM and OLMo.
 
 Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
 backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, fixtures in
@@ -213,7 +213,7 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
 
 
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
-         "starcoder2": prenorm_block, "stablelm": prenorm_block}
+         "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -223,4 +223,4 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
     return rule(arch, c, linears, adapters)
 
 
-LAYERNORM_HEADS = ("starcoder2", "stablelm")   # memory/activations.py: final_norm, not RMSNorm
+LAYERNORM_HEADS = ("starcoder2", "stablelm", "olmo")   # memory/activations.py: final_norm, not RMSNorm
