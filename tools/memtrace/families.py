@@ -6,7 +6,8 @@ forward end) are what tests/test_family_grid.py holds the engine to, within 3 %,
 The configs are small (4 layers, h 640-1024, a real family's field names and switches: OPT's ReLU and
 pre-LayerNorm, Pythia's parallel residual and 25 % rotary, GPT-J's and Phi-2's partial rotary with a parallel
 block, Phi-2's head_dim 80); each family gets a full bf16 row with FlashAttention-2's profile, a bf16-mixed LoRA
-row with adapter dropout and residual dropout, and an fp32-weight autocast row with eager attention.
+row with adapter dropout and residual dropout, an fp32-weight autocast row with eager attention and a full bf16
+row with gradient checkpointing.
 
     python -m tools.memtrace.families            # trace all rows and (re)write the fixtures
     python -m tools.memtrace.families opt-       # only the ids starting with this
@@ -76,13 +77,14 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
 DROPOUT = {"opt": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "phi": "resid_pdrop"}
 
 
-def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: int, dropout: float = 0.0) -> dict:
+def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: int, dropout: float = 0.0,
+          ckpt: str = "none") -> dict:
     model = dict(CONFIGS[fam])
     if dropout:
         model[DROPOUT[fam]] = dropout
     d = {"schema": 1, "model": model, "gpu": GPU, "framework": "single", "gpus_per_node": 1, "nodes": 1,
          "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
-         "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": "none",
+         "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt,
          "attention": attention, "loss": "standard", "method": method}
     if method == "lora":
         d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.05, "targets": TARGETS[fam]}
@@ -96,6 +98,8 @@ def rows() -> list[dict]:
         out.append({"id": f"{fam}-lora-mixed-flash-s1024-b2-drop",
                     **_plan(fam, "lora", "bf16-mixed", "flash", 2, 1024, dropout=0.1 if fam in DROPOUT else 0.0)})
         out.append({"id": f"{fam}-full-mixed-eager-s256-b2", **_plan(fam, "full", "bf16-mixed", "eager", 2, 256)})
+        out.append({"id": f"{fam}-full-pure-flash-gc-s1024-b2",
+                    **_plan(fam, "full", "bf16-pure", "flash", 2, 1024, ckpt="full")})
     return out
 
 

@@ -12,6 +12,7 @@ from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_families import LAYERNORM_HEADS, final_norm, layer_saved_bytes
+from .blocks_families import RULES as FAMILY_RULES
 from .logits import LITGPT_CHUNK
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
@@ -157,8 +158,9 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") else 2
             masks = 2 if arch.family == "gemma" else 1          # Gemma: a sliding-window and a global mask
             stack += masks * mask_bytes * plan.seq_len * plan.seq_len * plan.micro_batch_size
-        if arch.family not in ("llama", "gemma", "t5"):
-            # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced)
+        if arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES:
+            # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced); not in
+            # OPT, GPT-NeoX, GPT-J, Phi (tools/memtrace/golden/families/*-gc-*: the block inputs and the head only)
             stack += res * t * h
     elif plan.activation_checkpointing == "selective-op":
         stack = arch.num_layers * selective_op_layer(plan, arch, dt)
