@@ -1,5 +1,5 @@
 """Saved tensors of the decoder blocks transformers writes with LayerNorms: OPT, GPT-NeoX (Pythia), GPT-J, Phi
-(1, 1.5, 2), and the Llama-shaped StarCoder2, StableLM and OLMo.
+(1, 1.5, 2), the Llama-shaped StarCoder2, StableLM and OLMo, and Cohere's parallel block.
 
 Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
 backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, fixtures in
@@ -171,7 +171,8 @@ def prenorm_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
     so o_proj reads a contiguous copy of SDPA's output) and modeling_olmo.py OlmoDecoderLayer (OlmoLayerNorm:
     `F.layer_norm(x.to(float32), ..., None, None).to(orig_dtype)`, no weights: the fp32 upcast is what
     layer_norm keeps; RoPE in fp32 cast back, so q and k are new 16-bit tensors). Traced per layer (16-bit
-    elements): StarCoder2 6·t·h + 2·t·kv + 2·t·I, StableLM 9·t·h + 4·t·I, OLMo 8·t·h + 4·t·I and two fp32 t·h."""
+    elements): StarCoder2 6·t·h + 2·t·kv + 2·t·I, StableLM 9·t·h + 4·t·I, OLMo 8·t·h + 4·t·I and two fp32
+    t·h."""
     ss = SavedSet()
     lins = {lin.name: lin for lin in linears}
     ads = {ad.name: ad for ad in adapters}
@@ -206,14 +207,52 @@ def _olmo_norm(ss: SavedSet, c: Ctx, key: str, x: str, d: int) -> tuple[str, int
     return f"{key}.out", c.res
 
 
+def cohere_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_cohere.py CohereDecoderLayer: one input_layernorm feeds attention and the gated MLP side by side;
+    RoPE runs on `q.float()` / `k.float()` and casts back (new 16-bit q and k in the projections' layout, so
+    SDPA's output is a view for o_proj); use_qk_norm (Command R+) puts a CohereLayerNorm over each head of q and
+    k before (from the source, not traced). Traced per layer: 5·t·h + 2·t·kv + 4·t·I 16-bit elements and the
+    norm's three fp32 t·h."""
+    ss = SavedSet()
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    e, h = 2 if c.autocast else c.e, arch.hidden_size
+    y, yb = cohere_norm(ss, c, "ln1", "resid", h)
+    for name in ("q_proj", "k_proj", "v_proj"):
+        linear(ss, c, y, yb, lins[name], ads.get(name))
+    c2 = _later(c)
+    if arch.qk_norm:
+        cohere_norm(ss, c2, "q_norm", "q", arch.q_dim, arch.num_heads)
+        cohere_norm(ss, c2, "k_norm", "k", arch.kv_dim, arch.num_kv_heads)
+    out = _attention(ss, c2, arch, arch.q_dim, arch.kv_dim)
+    linear(ss, c2, out, e, lins["o_proj"], ads.get("o_proj"))
+    gated_mlp(ss, c, "mlp", y, yb, lins, ads, lins["down_proj"].d_in)
+    return ss.total
+
+
+def cohere_norm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, groups: int = 1) -> tuple[str, int]:
+    """CohereLayerNorm in python, in fp32: `(x - mean)` is computed twice, once kept by pow and once by the product
+    with the fp32 rsqrt (groups per token); `weight.float() * normed` keeps the fp32 normalised tensor when the
+    weight trains. The output is cast back to the input's dtype."""
+    if not (c.first_layer and not c.train_base):
+        ss.save(f"{key}.centered_pow", 4 * c.tokens * d)
+        ss.save(f"{key}.centered_mul", 4 * c.tokens * d)
+        ss.save(f"{key}.rsqrt", 4 * c.tokens * groups)
+    if c.train_base:
+        ss.save(f"{key}.normed", 4 * c.tokens * d)
+    return f"{key}.out", c.res
+
+
 def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     """The final norm of the Llama-shaped LayerNorm models above (StarCoder2, StableLM: nn.LayerNorm; OLMo:
-    OlmoLayerNorm), as their blocks' norms. Returns the output's key."""
-    return (_olmo_norm if arch.model_type == "olmo" else layernorm)(ss, c, "final_norm", x, arch.hidden_size)[0]
+    OlmoLayerNorm; Cohere: CohereLayerNorm), as their blocks' norms. Returns the output's key."""
+    norm = {"olmo": _olmo_norm, "cohere": cohere_norm}.get(arch.model_type, layernorm)
+    return norm(ss, c, "final_norm", x, arch.hidden_size)[0]
 
 
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
-         "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block}
+         "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
+         "cohere": cohere_block}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -223,4 +262,4 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
     return rule(arch, c, linears, adapters)
 
 
-LAYERNORM_HEADS = ("starcoder2", "stablelm", "olmo")   # memory/activations.py: final_norm, not RMSNorm
+LAYERNORM_HEADS = ("starcoder2", "stablelm", "olmo", "cohere")   # memory/activations.py: final_norm, not RMSNorm
