@@ -4,8 +4,9 @@
 Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
 backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, fixtures in
 tools/memtrace/golden/families/, held within 3 % by tests/test_family_grid.py; docs/tracer.md §3b).
-memory/activations.py calls `layer_saved_bytes`, which falls back to memory/blocks.py's blocks where this module has no rule (this module
-imports blocks.py's op rules, so the hook cannot live in blocks.py without an import cycle).
+memory/activations.py calls `layer_saved_bytes`, which falls back to memory/blocks.py's blocks where this module
+has no rule (this module imports blocks.py's op rules, so the hook cannot live in blocks.py without an import
+cycle).
 
 Shared facts of these blocks:
 - nn.LayerNorm (native_layer_norm) keeps its input and the per-row mean and rstd (fp32 on CUDA: 8 bytes per token);
