@@ -62,6 +62,11 @@ CONFIGS = {
     "cohere": {"model_type": "cohere", "hidden_size": 768, "intermediate_size": 2048, "num_attention_heads": 12,
                "num_key_value_heads": 4, "num_hidden_layers": 4, "vocab_size": 32000, "use_qk_norm": False,
                "logit_scale": 0.0625, "tie_word_embeddings": True},
+    # microsoft/Phi-3-mini-4k-instruct's layout: fused qkv_proj and gate_up_proj, GQA here (Phi-3-small/medium)
+    "phi3": {"model_type": "phi3", "hidden_size": 768, "intermediate_size": 2048, "num_attention_heads": 12,
+             "num_key_value_heads": 4, "num_hidden_layers": 4, "vocab_size": 32064, "max_position_embeddings": 4096,
+             "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attention_dropout": 0.0, "partial_rotary_factor": 1.0,
+             "tie_word_embeddings": False},
 }
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -70,10 +75,11 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "phi": ["q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2"],
            "starcoder2": ["q_proj", "k_proj", "v_proj", "o_proj", "c_fc", "c_proj"],
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-              for fam in ("stablelm", "olmo", "cohere")}}
+              for fam in ("stablelm", "olmo", "cohere")},
+           "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for
-# StarCoder2's residual_dropout and StableLM's hidden_dropout: the engine's Llama-shaped builder does not read
-# them yet (model/llama.py), so those rows trace without; OLMo and Cohere have none
+# StarCoder2's residual_dropout, StableLM's hidden_dropout and Phi-3's resid_pdrop: the engine's Llama-shaped
+# builder does not read them yet (model/llama.py), so those rows trace without; OLMo and Cohere have none
 DROPOUT = {"opt": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "phi": "resid_pdrop"}
 
 

@@ -244,6 +244,23 @@ def cohere_norm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, groups: int = 1)
     return f"{key}.out", c.res
 
 
+def phi3_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_phi3.py Phi3DecoderLayer: the Llama block (memory/blocks.py llama_block, fused qkv_proj and
+    gate_up_proj) plus what Phi3Attention keeps beside it with FlashAttention-2's profile: q/k/v are slices of one
+    qkv_proj output and V stays a view of it, so its q and k parts stay alive; `apply_rotary_pos_emb` cats
+    `[rotated, pass]` in (b, a, s, d) order, so SDPA's output takes that layout and o_proj reads (and, when it
+    trains, keeps) a contiguous copy. Eager attention expands V with repeat_kv (a copy), so nothing extra.
+    Traced: 2·t·h + t·kv 16-bit elements per layer above the Llama block (full bf16)."""
+    total = block_saved_bytes(arch, c, linears, adapters)
+    if c.attention == "eager" or not (c.train_base or adapters):
+        return total
+    e, t = 2 if c.autocast else c.e, c.tokens
+    total += e * t * (arch.q_dim + arch.kv_dim)                 # the q and k parts of the kept qkv output
+    if c.train_base:
+        total += e * t * arch.q_dim                             # o_proj's contiguous copy of SDPA's output
+    return total
+
+
 def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     """The final norm of the Llama-shaped LayerNorm models above (StarCoder2, StableLM: nn.LayerNorm; OLMo:
     OlmoLayerNorm; Cohere: CohereLayerNorm), as their blocks' norms. Returns the output's key."""
@@ -253,7 +270,7 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
 
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
          "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
-         "cohere": cohere_block}
+         "cohere": cohere_block, "phi3": phi3_block}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
