@@ -67,6 +67,11 @@ CONFIGS = {
              "num_key_value_heads": 4, "num_hidden_layers": 4, "vocab_size": 32064, "max_position_embeddings": 4096,
              "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attention_dropout": 0.0, "partial_rotary_factor": 1.0,
              "tie_word_embeddings": False},
+    # bigcode/starcoderbase-1b's layout (GPT-BigCode): multi-query attention, fused c_attn, tanh-GELU
+    "bigcode": {"model_type": "gpt_bigcode", "n_embd": 768, "n_head": 12, "n_layer": 4, "n_inner": 3072,
+                "vocab_size": 49152, "n_positions": 2048, "multi_query": True,
+                "activation_function": "gelu_pytorch_tanh", "resid_pdrop": 0.0, "embd_pdrop": 0.0,
+                "attn_pdrop": 0.0},
 }
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -76,11 +81,13 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "starcoder2": ["q_proj", "k_proj", "v_proj", "o_proj", "c_fc", "c_proj"],
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
               for fam in ("stablelm", "olmo", "cohere")},
-           "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]}
+           "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
+           "bigcode": ["c_attn", "c_proj", "c_fc"]}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for
 # StarCoder2's residual_dropout, StableLM's hidden_dropout and Phi-3's resid_pdrop: the engine's Llama-shaped
 # builder does not read them yet (model/llama.py), so those rows trace without; OLMo and Cohere have none
-DROPOUT = {"opt": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "phi": "resid_pdrop"}
+DROPOUT = {"opt": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "phi": "resid_pdrop",
+           "bigcode": "resid_pdrop"}
 
 
 def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: int, dropout: float = 0.0,

@@ -1,5 +1,6 @@
 """Saved tensors of the decoder blocks transformers writes with LayerNorms: OPT, GPT-NeoX (Pythia), GPT-J, Phi
-(1, 1.5, 2), the Llama-shaped StarCoder2, StableLM and OLMo, and Cohere's parallel block.
+(1, 1.5, 2), GPT-BigCode, the Llama-shaped StarCoder2, StableLM and OLMo, Cohere's parallel block, and what
+Phi-3 keeps beside its Llama block.
 
 Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
 backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, fixtures in
@@ -261,6 +262,42 @@ def phi3_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     return total
 
 
+def bigcode_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_gpt_bigcode.py GPTBigCodeBlock (multi_query): ln_1 -> c_attn (q and one K/V head, one output:
+    SDPA's q, k and v are views of it, so it stays whole) -> attention -> c_proj -> resid_dropout; ln_2 -> c_fc ->
+    gelu_pytorch_tanh (F.gelu keeps its input) -> c_proj -> dropout. Eager expands K and V to every head and makes
+    them contiguous (copies; k transposed), keeps the fp32 softmax and its 16-bit copy, and o's input is a
+    contiguous copy. Traced per layer (16-bit elements): FA2 4·t·h + 2·t·kv + 2·t·I; eager 6·t·h + 2·t·I and
+    6 bytes per score."""
+    ss = SavedSet()
+    ads = {ad.name: ad for ad in adapters}
+    t, e, h = c.tokens, 2 if c.autocast else c.e, arch.hidden_size
+    attn_in, attn_out, up, down = linears                       # c_attn, attn.c_proj, c_fc, mlp.c_proj
+    y, yb = layernorm(ss, c, "ln1", "resid", h)
+    linear(ss, c, y, yb, attn_in, ads.get(attn_in.name))
+    c2 = _later(c)
+    if c.attention == "eager":
+        scores = arch.num_heads * c.seq * c.seq * c.batch
+        for name in ("q", "k_rep", "v_rep"):
+            ss.save(f"attn.{name}", e * t * arch.q_dim)
+        ss.save("attn.softmax", 4 * scores)
+        ss.save("attn.probs", e * scores)
+        out = "attn.out_copy"
+    else:
+        ss.save("attn.qkv", e * t * (arch.q_dim + 2 * arch.kv_dim))   # q, k, v: views of c_attn's output
+        ss.save("attn.out", e * t * arch.q_dim)
+        ss.save("attn.lse", 4 * arch.num_heads * t)
+        out = "attn.out"
+    linear(ss, c2, out, e, attn_out, ads.get(attn_out.name))
+    _residual_dropout(ss, c2, arch, "attn_drop")
+    y2, yb2 = layernorm(ss, c2, "ln2", "resid2", h)
+    linear(ss, c2, y2, yb2, up, ads.get(up.name))
+    ss.save("gelu.in", e * t * up.d_out)
+    linear(ss, c2, "gelu.out", e, down, ads.get(down.name))
+    _residual_dropout(ss, c2, arch, "mlp_drop")
+    return ss.total
+
+
 def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     """The final norm of the Llama-shaped LayerNorm models above (StarCoder2, StableLM: nn.LayerNorm; OLMo:
     OlmoLayerNorm; Cohere: CohereLayerNorm), as their blocks' norms. Returns the output's key."""
@@ -270,7 +307,7 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
 
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
          "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
-         "cohere": cohere_block, "phi3": phi3_block}
+         "cohere": cohere_block, "phi3": phi3_block, "gpt_bigcode": bigcode_block}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
