@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-families trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -85,6 +85,11 @@ trace-stacks: tools-venv .venv-tf445/.ok .venv-tf448/.ok .venv-torchtune/.ok .ve
 	PYTHONPATH=$(CURDIR)/py .venv-torchtitan/bin/python -m tools.memtrace.stacks run
 	$(PY) -m tools.memtrace.stacks defaults
 	$(PY) -m tools.memtrace.stacks readme
+
+# Family grid (tools/memtrace/families.py): one small config per decoder family, full / LoRA / eager / checkpointed;
+# fixtures in tools/memtrace/golden/families/, held by tests/test_family_grid.py (not part of `make test`)
+trace-families: tools-venv
+	$(PY) -m tools.memtrace.families
 
 # Whole runs (tools/memtrace/rungrid.py): HF Trainer load, init, two steps, eval, save on fake tensors, and the
 # DeepSpeed / FSDP probes' load and save phases; fixtures in tools/memtrace/golden/run/ (not part of `make test`)

@@ -9,7 +9,7 @@ block, Phi-2's head_dim 80); each family gets a full bf16 row with FlashAttentio
 row with adapter dropout and residual dropout, an fp32-weight autocast row with eager attention and a full bf16
 row with gradient checkpointing.
 
-    python -m tools.memtrace.families            # trace all rows and (re)write the fixtures
+    python -m tools.memtrace.families            # trace all rows and (re)write the fixtures (make trace-families)
     python -m tools.memtrace.families opt-       # only the ids starting with this
 """
 from __future__ import annotations
