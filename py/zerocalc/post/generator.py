@@ -20,9 +20,17 @@ accounting is read from vLLM's source.
   FSDP) and sent on its own; with PEFT under ZeRO-3 "we must gather the full model at once before merging"
   (the 16-bit model on every GPU; under FSDP the gather is a no-op and the modules are synced in post-order);
   without sharding the adapter is merged in place.
-- HF `generate`: a KV cache of 2·L·n_kv·d_h·rows·(prompt + completion) 16-bit bytes for the whole generation
-  batch, and under ZeRO-3 the whole model gathered (trl/models/utils.py `unwrap_model_for_generation`:
-  `GatheredParameters(model.parameters())`, unless `ds3_gather_for_generation=False`).
+- HF `generate` (TRL grpo_trainer.py `_generate_single_turn`: `unwrapped_model.generate(...)` under no_grad, for
+  the whole generation batch at once): a `DynamicCache` (transformers cache_utils.py `DynamicLayer.update`:
+  `torch.cat` of each step's keys / values onto the layer's) of L·n_kv·d_h·rows·(prompt + completion - 1)
+  positions (the last sampled token is never fed back) x (key bytes + value bytes). The dtypes are what the
+  attention hands the cache: values are `v_proj`'s output (16-bit under autocast, else the model's dtype), keys
+  are `k_proj`'s output rotated by RoPE's cos / sin in the residual stream's dtype (`cos.to(x.dtype)`), so an
+  fp32 model under bf16 autocast (TRL's fp32 default with accelerate's native_amp; `unwrap_model` keeps the
+  autocast wrapper) caches fp32 keys and bf16 values. Traced: tools/memtrace/hfcache.py (golden/post/
+  hf-generate-cache.json). Under ZeRO-3 the whole model is gathered (trl/models/utils.py
+  `unwrap_model_for_generation`: `GatheredParameters(model.parameters())`, unless
+  `ds3_gather_for_generation=False`).
 """
 from __future__ import annotations
 
@@ -71,9 +79,17 @@ def sleep_host_bytes(sleep: int, arch: ModelArch, tp: int) -> int:
     return vllm_weight_bytes(arch, tp) if sleep == 1 else 0
 
 
-def hf_kv_cache_bytes(arch: ModelArch, rows: int, length: int, nbytes: int = 2) -> int:
-    """HF `generate`'s DynamicCache for ``rows`` sequences grown to ``length`` tokens."""
-    return 2 * arch.num_layers * arch.kv_dim * rows * length * nbytes
+def hf_kv_dtypes(model_bytes: int, autocast: bool) -> tuple[int, int]:
+    """(key, value) bytes per element of HF `generate`'s cache for a model stored in ``model_bytes``: values
+    are `v_proj`'s output, keys its RoPE-rotated `k_proj` output promoted to the residual stream's dtype."""
+    value = 2 if autocast else model_bytes
+    return max(value, model_bytes), value
+
+
+def hf_kv_cache_bytes(arch: ModelArch, rows: int, length: int, key_bytes: int = 2, value_bytes: int = 2) -> int:
+    """HF `generate`'s DynamicCache for ``rows`` sequences of ``length`` tokens (prompt + completion): the
+    cache ends one position short, the last sampled token never being fed back."""
+    return arch.num_layers * arch.kv_dim * rows * (length - 1) * (key_bytes + value_bytes)
 
 
 def sync_gathers_whole_model(peft: bool, framework: str, zero_stage: int, trainer: str) -> bool:
