@@ -9,9 +9,19 @@ accounting is read from vLLM's source.
   gpu_memory_utilization of the total memory"). Each GPU of a tensor-parallel group holds the fraction of its
   own capacity; the weights split over the group.
 - CUDA graphs are captured after the KV cache is allocated (`compile_or_warm_up_model` -> `capture_model`,
-  which logs "Graph capturing finished in N secs, took X GiB", measured as the drop in free memory), outside
-  the budget, and cannot be offloaded (verl rollout.yaml: "cudagraph in inference engine can not be offloaded
-  during update policy"). Their size is not derived here: logs show 0.11-0.96 GiB; 0.5 GiB is assumed.
+  which logs "Graph capturing finished in N secs, took X GiB", measured as the drop in free memory), in torch's
+  graph pool rather than the CuMemAllocator pool, so they cannot be offloaded (verl rollout.yaml: "cudagraph in
+  inference engine can not be offloaded during update policy"). Up to vLLM 0.20 they come on top of the budget
+  (vllm#21489: the profile "does not include CUDAGraph memory since the estimation happens before CUDAGraph
+  capture"); from 0.21 vLLM captures dummy graphs while profiling and takes that estimate out of the budget
+  (vllm#30515; its log in 0.27.1: "CUDA graph memory profiling is enabled (default since v0.21.0)",
+  gpustack/runner#251). TRL supports vLLM 0.17-0.25.1 (pyproject `vllm>=0.17.0,<=0.25.1`), both sides of that
+  change; the plan names no vLLM release, so the graphs stay counted beside the budget (an upper bound from 0.21).
+  Their size is not derived from the model: the graphs of all capture sizes share one pool (vllm#45178: the
+  per-graph extrapolation overestimates for that reason), and the logs give 0.13 GiB (a 1.1 GiB model,
+  mellea#416), 0.21 GiB (Llama-3.2-1B, 35 sizes, vllm#11349), 0.36 GiB (estimated, 16 piecewise sizes,
+  gpustack/runner#251), 0.65 GiB (gemma-3-4b, vllm#21489), ~1.3 GB (Llama 4 Maverick, vllm#21489), 6-28 MiB per
+  capture size (vllm#22897): 0.5 GiB is assumed.
 - Sleep (vLLM `LLM.sleep`, CuMemAllocator): level 1 offloads the weights to pinned host memory and discards the
   KV cache; level 2 discards both. TRL (`vllm_enable_sleep_mode`) sleeps at level 2 after each generation and
   wakes the weights before the sync, the KV cache before the next generation (trl/generation/
@@ -37,7 +47,7 @@ from __future__ import annotations
 from ..model import ModelArch
 from ..units import ceil_div
 
-CUDA_GRAPH_BYTES = 512 << 20       # assumed; vLLM logs 0.11-0.96 GiB ("Graph capturing finished ... took X GiB")
+CUDA_GRAPH_BYTES = 512 << 20       # assumed; vLLM logs 0.13-1.3 GiB ("Graph capturing finished ... took X GiB")
 KV_BYTES = 2                       # vLLM's default kv_cache_dtype "auto": the model's 16-bit dtype
 MAX_BATCHED_TOKENS = 4096          # TRL colocate: LLM(..., max_num_batched_tokens=4096)
 
