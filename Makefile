@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity post-fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -120,6 +120,10 @@ fsdpprobe-check: tools-venv
 
 fidelity: tools-venv
 	$(PY) scripts/fidelity.py
+
+# the README's post-training error table from tests/data/validation/post_training.json (tests/test_post_fidelity.py)
+post-fidelity:
+	$(PY) scripts/post_fidelity.py --write
 
 # the tracer grid replayed through the CUDA caching allocator's rules: the cache shares memory/runtime.py uses
 # Ground truth for the parameter counts: every transformers model_type + checkpoint configs + presets built on
