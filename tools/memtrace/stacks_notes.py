@@ -31,6 +31,8 @@ NOTES = """## What differs, and which tensors (s, b, h, V, I, L, P as in docs/tr
 | `trainer: litgpt`, QLoRA (Fabric's bitsandbytes plugin) | every `nn.Linear` 4-bit, **lm_head included** (its bf16 V·h dequantized copy made per 128-position chunk at the end of forward and again in the loss backward) | `lightning/fabric/plugins/precision/bitsandbytes.py` `_convert_layers`; the tracer's bnb stand-in (qlora.py) |
 
 | `trainer: torchtitan` (0.3.0), full, bf16 (`training.dtype`), none / full / selective-op | against HF (no checkpointing): saved activations **−L·2·4sbh − 4sbh** (the norms), −0.516 GiB at 1B s2048; buffers +0.008 GiB (each of the 16 attentions has its own complex64 RoPE cache, s × hd/2); logits as HF; selective-op saved **2t(4h + 2kv + I) + 4at** per layer | `nn.RMSNorm` → `at::_fused_rms_norm` on CUDA (input + fp32 rstd saved; the CPU build decomposes it, so the trace emulates CUDA's dispatch, `titan.py cuda_fused_rms_norm`); `SelectiveAC` keeps `compute_intensive_ops` outputs except every second mm of the block: of the fused wqkv, wo, w1, w3, w2 it keeps wqkv, w1, w2; FlexAttention stood in by CPU flash SDPA (same saved set); `CrossEntropyLoss` upcasts `pred.float()`, then `del pred` |
+| bert-large (sequence classifier, fp16-mixed) and GPT-2 (bf16-mixed), eager | per layer **7·a·s²·b** of attention probabilities: fp32 softmax output, bool dropout mask, 16-bit copy read by probs @ V | CUDA autocast runs `softmax` in fp32 (its fp32_set_opt_dtype list, emulated by cuda_autocast.py); GPT-2 casts `attn_weights.type(value.dtype)` before dropout, BERT drops out the fp32 probabilities and autocast casts them for the matmul |
+
 ## Not traced (and why)
 
 - **torchtitan's own single-GPU default**: 0.3.0 applies `fully_shard` at world size 1 (bf16

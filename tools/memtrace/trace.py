@@ -21,7 +21,7 @@ import time
 import torch
 
 from .cuda_autocast import cuda_autocast_policy
-from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches
+from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches, step_labels
 from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import TracePlan, from_dict
 from .allocator import replay
@@ -94,6 +94,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
             tr.register(bf, "weight", "quant_stats" if id(bf) in qbufs else "buffer")
         ids = torch.zeros(b, s, dtype=torch.long)
         tr.register(ids, "act", "input")
+        labels = step_labels(plan, ids)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = make_optimizer(plan.optimizer, params,
                              adamw_impl(plan.optimizer_impl, plan.trainer, plan.transformers))
@@ -123,7 +124,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
                 tr.set_phase("forward")
                 rec = saved.hooks() if (saved and i == steps - 1) else contextlib.nullcontext()
                 with ac, rec:
-                    new = model(input_ids=ids, labels=ids)
+                    new = model(input_ids=ids, labels=labels)
                 # custom loop: `out = model(**batch)` rebinds `out` only now, so the previous step's output
                 # (its logits, its loss and through it the graph's ctx attributes) lived until here
                 out = new
