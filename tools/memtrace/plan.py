@@ -35,6 +35,7 @@ class TracePlan:
     optimizer_impl: str = "auto"
     optimizer_in_backward: bool = False    # torchtune's optimizer_in_bwd (tools/memtrace/tune.py only)
     causal_lm: bool = True                 # false: an encoder trained as a sequence classifier (build.py)
+    torch_era: str = "2"                   # stack.torch: "1" = zero_grad(set_to_none=False), torch 1.x's default
 
 
 # plan features the tracer does not emulate: refuse instead of tracing something else
@@ -102,6 +103,7 @@ def from_dict(d: dict, trainers: tuple = ("hf-trainer", "custom-loop")) -> Trace
         optimizer_impl=st.get("optimizer_impl", "auto"),
         optimizer_in_backward=bool(d["optimizer_in_backward"]),
         causal_lm=parsed.arch.causal_lm,
+        torch_era=str(st.get("torch", "2")),
     )
 
 

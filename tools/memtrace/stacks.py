@@ -116,6 +116,10 @@ STACKS = [
        optimizer_impl="fused"),
     _p("l1b-full-pure-s1024-b2-tf446", seq=1024, mb=2, transformers="4.46", optimizer_impl="fused"),
     _p("l1b-full-pure-s1024-b2-custom", seq=1024, mb=2, trainer="custom-loop", optimizer_impl="fused"),
+    # 7. torch 1.x: Optimizer / Module.zero_grad default to set_to_none=False, so the gradients are zeroed in place
+    # and stay allocated through the next forward (emulated: zero_grad(set_to_none=False) on torch 2.13)
+    _p("l1b-full-pure-torch1", torch="1", optimizer_impl="fused"),
+    _p("l1b-full-mixed-gc-torch1", precision="bf16-mixed", ckpt="full", torch="1", optimizer_impl="fused"),
     # 8. eager attention outside the Llama lineage under CUDA autocast (softmax on autocast's fp32 list): the HF
     # guide's bert-large sequence classifier in fp16-mixed, and GPT-2 in bf16-mixed
     {**_p("bert-large-full-fp16mixed-eager-s512-b4", precision="fp16-mixed", seq=512, mb=4, model=BERT_LARGE),
