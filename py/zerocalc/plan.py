@@ -17,7 +17,7 @@ from .errors import PlanError
 from .hardware import GpuSpec, gpu_spec
 from .postplan import check_post_training, parse_post_training, post_training_to_dict
 from .runplan import RunSettings, parse_run, run_to_dict
-from .stack import BOOL_KEYS, StackSettings, check_stack, parse_stack
+from .stack import LATE_KEYS, StackSettings, check_stack, parse_stack
 from .visionsettings import VisionSettings, parse_vision, vision_dict
 from .values import (check_bool, check_choice, check_int, check_mapping, check_number, reject_unknown,
                      show)
@@ -366,9 +366,9 @@ def plan_to_dict(plan: Plan) -> dict:
             v = {"type": v.type, "double_quant": v.double_quant, "compute_dtype": v.compute_dtype, "bits": v.bits,
                  "group_size": v.group_size}
         elif isinstance(v, StackSettings):
-            # keys added to Extension 1 later (BOOL_KEYS): omitted at their default, as `network` is
+            # keys added to Extension 1 later (LATE_KEYS): omitted at their default, as `network` is
             v = {f.name: getattr(v, f.name) for f in fields(StackSettings)
-                 if f.name not in BOOL_KEYS or getattr(v, f.name)}
+                 if f.name not in LATE_KEYS or getattr(v, f.name) != getattr(StackSettings(), f.name)}
         elif f.name == "network" and not v:
             continue                  # Extension 2 key: omitted while it takes the stated default
         elif isinstance(v, (DataSettings, AllocatorSettings)):

@@ -16,7 +16,8 @@ Llama 3.1 8B:
   own output.
 - Flash/SDPA attention keeps q, k, v (kv heads; every query head where the code expands them first:
   transformers 4.x sdpa, LitGPT, torchtune), the output and an fp32 logsumexp per head and token;
-  eager attention keeps the repeated K/V, the fp32 softmax and its 16-bit copy (6·a·s²·b bytes).
+  eager attention keeps the repeated K/V, the fp32 softmax and its 16-bit copy (6·a·s²·b bytes); so do the
+  GPT-2 / BERT-era blocks under CUDA autocast, with a 1-byte dropout mask (7·a·s²·b).
 """
 from __future__ import annotations
 
@@ -153,8 +154,26 @@ def attention_core(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, q_dim: int, 
             ss.save(f"{key}.softmax", 4 * scores)               # softmax(dtype=float32)
             if e != 4:
                 ss.save(f"{key}.probs", e * scores)             # .to(query.dtype)
+        elif c.autocast:
+            # GPT-2 / BERT-era eager under CUDA autocast: softmax is on autocast's fp32 list, so the output it
+            # saves is fp32; probs @ V runs in 16 bits and keeps a 16-bit copy of its input: GPT-2
+            # (modeling_gpt2.py eager_attention_forward) casts `attn_weights.type(value.dtype)` before dropout,
+            # BERT (modeling_bert.py) drops out the fp32 probabilities and autocast casts them for the matmul;
+            # either way fp32 softmax + bool mask + 16-bit probs, 7 bytes per score (GPT-Neo/J, CodeGen, CTRL,
+            # RoBERTa, BART, OPT: softmax without dtype; Bloom, NeoX, Phi, BigCode: softmax(dtype=float32) then
+            # .to(16 bit): the same). Falcon asks `softmax(..., dtype=hidden_states.dtype)`, which autocast keeps:
+            # fp32 with fp32 weights, 16 bits over a 16-bit base, read by the matmul as is. Traced:
+            # tools/memtrace/golden/stacks/bert-large-*, gpt2-*-eager
+            soft = c.res if arch.family == "falcon" else 4
+            ss.save(f"{key}.softmax", soft * scores)
+            if arch.dropout > 0:
+                ss.save(f"{key}.attn_drop_mask", MASK * scores)
+            if soft == 4:
+                ss.save(f"{key}.probs", 2 * scores)
+            elif arch.dropout > 0:
+                ss.save(f"{key}.attn_drop", soft * scores)
         else:
-            # GPT-2 / BERT eager: softmax in the input dtype, then attention dropout (mask + output)
+            # GPT-2 / BERT eager without autocast: softmax in the input dtype, then attention dropout (mask + output)
             ss.save(f"{key}.softmax", e * scores)
             if arch.dropout > 0:
                 ss.save(f"{key}.attn_drop_mask", MASK * scores)

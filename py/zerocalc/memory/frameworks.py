@@ -39,7 +39,9 @@ def adamw_step_temps(impl: str, sbytes: int, numel: int, largest: int,
 
 
 def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int, wbytes: int, gbytes: int,
-                 sbytes: int, gas: int, impl: str = "fused") -> list[Term]:
+                 sbytes: int, gas: int, impl: str = "fused", grads_kept: bool = False) -> list[Term]:
+    """``grads_kept``: zero_grad zeroes the gradients in place (torch 1.x's default, memory/stack.py), so they
+    stay allocated from one step to the next, through forward and every backward moment."""
     p = tr.numel
     t: list[Term] = []
     if frozen:
@@ -55,7 +57,8 @@ def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int
         # each parameter is stepped and its gradient freed inside backward: one gradient at a time
         t.append(gpu("gradients", tr.grad_component, gbytes * tr.largest, {"bwd_end", RECOMPUTE}))
     else:
-        t.append(gpu("gradients", tr.grad_component, gbytes * p, (ALL if gas > 1 else AFTER_BWD) - TOP_BWD))
+        t.append(gpu("gradients", tr.grad_component, gbytes * p,
+                     ALL if grads_kept else (ALL if gas > 1 else AFTER_BWD) - TOP_BWD))
         if tr.component == "weights" and arch.tied_embeddings and arch.causal_lm:
             # the embedding's gradient exists before autograd adds it into lm_head's (tied), at the very end
             t.append(gpu("tied_embedding_grad", "gradients", gbytes * arch.vocab_size * arch.hidden_size,
@@ -76,8 +79,8 @@ def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int
 
 
 def ddp_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int, wbytes: int, gbytes: int,
-              sbytes: int, gas: int, impl: str = "fused") -> list[Term]:
-    t = single_terms(plan, arch, tr, shapes, frozen, wbytes, gbytes, sbytes, gas, impl)
+              sbytes: int, gas: int, impl: str = "fused", grads_kept: bool = False) -> list[Term]:
+    t = single_terms(plan, arch, tr, shapes, frozen, wbytes, gbytes, sbytes, gas, impl, grads_kept)
     t.append(gpu("ddp_grad_buckets", "buffers", gbytes * tr.numel))
     return t
 

@@ -177,7 +177,7 @@ def framework_state_terms(plan: Plan, si: StepInputs) -> list[Term]:
                           reduce_bytes=fsdp2_reduce_bytes(plan, si.stack.trainer),
                           embedding_units=si.stack.fsdp_embedding_units)
     fn = ddp_terms if plan.framework == "ddp" else single_terms
-    return fn(plan, si.arch, tr, si.shapes, si.frozen_bytes, wbytes, gbytes, sbytes, gas, impl)
+    return fn(plan, si.arch, tr, si.shapes, si.frozen_bytes, wbytes, gbytes, sbytes, gas, impl, si.stack.grads_kept)
 
 
 def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
@@ -227,7 +227,8 @@ def recompute_terms(plan: Plan, si: StepInputs) -> list[Term]:
     if plan.activation_checkpointing != "full":
         return []
     t = [gpu("recomputed_layer", "activations", a.recompute_layer, {RECOMPUTE, RECOMPUTE_TOP})]
-    replicated = plan.framework in ("single", "ddp")
+    # gradients kept from the previous step (torch 1.x zero_grad) exist whole at every recompute already
+    replicated = plan.framework in ("single", "ddp") and not si.stack.grads_kept
     if replicated and plan.method == "full":
         # at the top layer's recompute only the head's gradients exist (lm_head, final norm)
         head = arch.numel_where(outside_blocks=True, components=("lm_head", "norm"))
