@@ -25,13 +25,13 @@ from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
 from .hybrid import lfm2, lfm2_moe
-from .ssm import falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
+from .ssm import bamba, falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
 from .textmodels import TEXT_MODELS
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
 T5 = {"t5", "mt5", "umt5", "longt5"}
 SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehybrid": granitemoehybrid,
-       "lfm2": lfm2, "lfm2_moe": lfm2_moe, "falcon_h1": falcon_h1, "jamba": jamba, "gemma4_text": gemma4_text,
+       "lfm2": lfm2, "lfm2_moe": lfm2_moe, "falcon_h1": falcon_h1, "jamba": jamba, "bamba": bamba, "gemma4_text": gemma4_text,
        "gemma4_unified_text": gemma4_unified_text,
        # modeling_falcon_mamba.py: Mamba's mixer; its B / C / dt RMS norms have no weights
        "falcon_mamba": lambda c: replace(mamba(c), model_type="falcon_mamba"),
