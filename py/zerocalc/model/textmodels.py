@@ -1,7 +1,8 @@
 """The text-only builders outside the Llama lineage's data rows, by model_type (merged into
-model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma)."""
+model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma), zamba.py (Zamba, Zamba 2)."""
 from __future__ import annotations
 
 from .recurrent import RECURRENT
+from .zamba import ZAMBA
 
-TEXT_MODELS = {**RECURRENT}
+TEXT_MODELS = {**RECURRENT, **ZAMBA}
