@@ -1,8 +1,10 @@
 """The text-only builders outside the Llama lineage's data rows, by model_type (merged into
-model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma), zamba.py (Zamba, Zamba 2)."""
+model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma), zamba.py (Zamba, Zamba 2),
+jetmoe.py (JetMoE)."""
 from __future__ import annotations
 
+from .jetmoe import JETMOE
 from .recurrent import RECURRENT
 from .zamba import ZAMBA
 
-TEXT_MODELS = {**RECURRENT, **ZAMBA}
+TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE}
