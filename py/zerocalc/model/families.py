@@ -211,6 +211,10 @@ FAMILIES = {
     "qwen3_next": {"qk_norm": "head", "linear_attn": "fused", "q_gate": True, "moe": "qwen2_moe"},
     "qwen3_5_text": {"qk_norm": "head", "linear_attn": "split", "q_gate": True},
     "qwen3_5_moe_text": {"qk_norm": "head", "linear_attn": "split", "q_gate": True, "moe": "qwen2_moe"},
+    # modeling_lara_mini.py: Qwen3.5's Gated DeltaNet in the linear_attention layers, plain Qwen3 attention (no
+    # query gate) elsewhere, a sparse block of experts, gate and an ungated shared_expert (kolibri's count; its
+    # router: F.linear(x.float(), w.float()))
+    "lara_mini": {"qk_norm": "head", "linear_attn": "split", "moe": "kolibri"},
     "qwen3_vl_moe_text": {"qk_norm": "head", "moe": "deepseek", "router_fp32": ""},   # F.linear(x, w)
     # modeling_llama4.py: weightless L2 q/k norm, NoPE and chunked attention make no tensors
     "llama4_text": {"moe": "llama4", "mlp_module": "feed_forward", "dense_inter": "intermediate_size_mlp"},
