@@ -1,10 +1,11 @@
 """The text-only builders outside the Llama lineage's data rows, by model_type (merged into
 model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma), zamba.py (Zamba, Zamba 2),
-jetmoe.py (JetMoE)."""
+jetmoe.py (JetMoE), doge.py (Doge)."""
 from __future__ import annotations
 
+from .doge import DOGE
 from .jetmoe import JETMOE
 from .recurrent import RECURRENT
 from .zamba import ZAMBA
 
-TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE}
+TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE, **DOGE}
