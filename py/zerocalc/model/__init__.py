@@ -35,7 +35,7 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
        "gemma4_unified_text": gemma4_unified_text,
        # modeling_falcon_mamba.py: Mamba's mixer; its B / C / dt RMS norms have no weights
        "falcon_mamba": lambda c: replace(mamba(c), model_type="falcon_mamba"),
-       **TEXT_MODELS}   # textmodels.py: text builders outside the Llama rows (recurrent.py today)
+       **TEXT_MODELS}   # textmodels.py: text builders outside the Llama rows, one module per family
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma"}
