@@ -1,10 +1,11 @@
 """The text-only builders outside the Llama lineage's data rows, by model_type (merged into
 model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma), zamba.py (Zamba, Zamba 2),
 jetmoe.py (JetMoE), doge.py (Doge), olmo_hybrid.py, kimi_linear.py, xlstm.py, longcat.py, lfm3.py,
-minimax_m3.py (MiniMax-M3's text model)."""
+minimax_m3.py (MiniMax-M3's text model), hy_v4.py."""
 from __future__ import annotations
 
 from .doge import DOGE
+from .hy_v4 import HY_V4
 from .jetmoe import JETMOE
 from .kimi_linear import KIMI_LINEAR
 from .lfm3 import LFM3
@@ -15,4 +16,5 @@ from .recurrent import RECURRENT
 from .xlstm import XLSTM
 from .zamba import ZAMBA
 
-TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE, **DOGE, **OLMO_HYBRID, **KIMI_LINEAR, **XLSTM, **LONGCAT, **LFM3, **MINIMAX_M3}
+TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE, **DOGE, **OLMO_HYBRID, **KIMI_LINEAR, **XLSTM, **LONGCAT, **LFM3, **MINIMAX_M3,
+               **HY_V4}
