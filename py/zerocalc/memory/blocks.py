@@ -258,14 +258,21 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
         for name in ("q_a_proj", "q_proj", "kv_a_proj_with_mqa"):
             if name in lins:
                 linear(ss, c, y, e_lin, lins[name], ads.get(name))
+        # in layer 0 under LoRA the latent norms need a gradient when their projection has an adapter
         if "q_b_proj" in lins:
-            rmsnorm(ss, c, "q_a_norm", "q_a", mla["q_lora_rank"])
+            rmsnorm(ss, _no_first(c) if "q_a_proj" in ads else c, "q_a_norm", "q_a", mla["q_lora_rank"])
             linear(ss, c, "q_a.out", c.e, lins["q_b_proj"], ads.get("q_b_proj"))
-        rmsnorm(ss, c, "kv_a_norm", "kv_a", mla["kv_lora_rank"])
+        rmsnorm(ss, _no_first(c) if "kv_a_proj_with_mqa" in ads else c, "kv_a_norm", "kv_a", mla["kv_lora_rank"])
         linear(ss, c, "kv_a.out", c.e, lins["kv_b_proj"], ads.get("kv_b_proj"))
         q_dim = arch.num_heads * (mla["qk_nope"] + mla["qk_rope"])
         kv_dim = q_dim
         out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
+        if c.attention == "flash" and mla["v_head"] != mla["qk_nope"] + mla["qk_rope"]:
+            # transformers 5.24 integrations/flash_attention.py pads v to the query head dim and returns
+            # attn_output[..., :v_head_dim], a strided view; DeepseekV3Attention.forward's
+            # attn_output.reshape(b, s, -1) then copies it: o_proj reads (and keeps) a·v_head_dim per token
+            # beside FA2's own padded output (traced: tests/data/mla_trace.json)
+            out = f"{out}.cropped"
         o = lins["o_proj"]
     elif "qkv_proj" in lins:
         linear(ss, c, y, e_lin, lins["qkv_proj"], ads.get("qkv_proj"))
@@ -311,7 +318,16 @@ def _moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, x_bytes: int, lins: dict
     t, e = c.tokens, 2 if c.autocast else c.e
     k = moe.experts_per_token
     if c.train_base:
-        ss.save(x, x_bytes * t * arch.hidden_size)              # router input
+        # the router's F.linear keeps its input for the weight's gradient (autocast: its own 16-bit copy).
+        # DeepseekV3TopkRouter.forward: F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))
+        # reads an fp32 copy unless the stream is fp32; with autocast off there (ERNIE 4.5: "forced") it keeps
+        # that fp32 tensor. The weight is fp32 already (_keep_in_fp32_modules_strict "gate.weight"): no copy of
+        # it (traced: tests/data/mla_trace.json)
+        xr, xr_bytes = (f"{x}.fp32", 4) if moe.router_fp32 and x_bytes != 4 else (x, x_bytes)
+        if moe.router_fp32 == "forced":
+            ss.save(xr, 4 * t * arch.hidden_size)
+        else:
+            linear(ss, c, xr, xr_bytes, Linear("router", arch.hidden_size, moe.num_experts), None)
     ss.save("router.probs", 4 * t * moe.num_experts)
     ss.save("moe.gathered", e * t * k * arch.hidden_size)       # expert inputs (index_select copies)
     n = t * k * moe.expert_intermediate

@@ -27,17 +27,17 @@ from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
 from .hybrid import lfm2, lfm2_moe
-from .ssm import falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
+from .ssm import bamba, falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
 from .textmodels import TEXT_MODELS
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
 T5 = {"t5", "mt5", "umt5", "longt5", "switch_transformers"}
 SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehybrid": granitemoehybrid,
-       "lfm2": lfm2, "lfm2_moe": lfm2_moe, "falcon_h1": falcon_h1, "jamba": jamba, "gemma4_text": gemma4_text,
+       "lfm2": lfm2, "lfm2_moe": lfm2_moe, "falcon_h1": falcon_h1, "jamba": jamba, "bamba": bamba, "gemma4_text": gemma4_text,
        "gemma4_unified_text": gemma4_unified_text,
        # modeling_falcon_mamba.py: Mamba's mixer; its B / C / dt RMS norms have no weights
        "falcon_mamba": lambda c: replace(mamba(c), model_type="falcon_mamba"),
-       **TEXT_MODELS,   # textmodels.py: text builders outside the Llama rows (recurrent.py today)
+       **TEXT_MODELS,   # textmodels.py: text builders outside the Llama rows, one module per family
        **CLASSIC_MORE}  # classic_more.py: XLM, XLNet, Reformer, ProphetNet, CPM-Ant, ModernBERT decoder
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only

@@ -1,7 +1,23 @@
 """The text-only builders outside the Llama lineage's data rows, by model_type (merged into
-model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma)."""
+model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma), zamba.py (Zamba, Zamba 2),
+jetmoe.py (JetMoE), doge.py (Doge), olmo_hybrid.py, kimi_linear.py, xlstm.py, longcat.py, lfm3.py,
+minimax_m3.py (MiniMax-M3's text model), hy_v4.py, deepseek_v4.py, zaya.py, inkling.py."""
 from __future__ import annotations
 
+from .deepseek_v4 import DEEPSEEK_V4
+from .doge import DOGE
+from .hy_v4 import HY_V4
+from .inkling import INKLING
+from .jetmoe import JETMOE
+from .kimi_linear import KIMI_LINEAR
+from .lfm3 import LFM3
+from .longcat import LONGCAT
+from .minimax_m3 import MINIMAX_M3
+from .olmo_hybrid import OLMO_HYBRID
 from .recurrent import RECURRENT
+from .xlstm import XLSTM
+from .zamba import ZAMBA
+from .zaya import ZAYA
 
-TEXT_MODELS = {**RECURRENT}
+TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE, **DOGE, **OLMO_HYBRID, **KIMI_LINEAR, **XLSTM, **LONGCAT, **LFM3, **MINIMAX_M3,
+               **HY_V4, **DEEPSEEK_V4, **ZAYA, **INKLING}
