@@ -28,12 +28,16 @@ Z99 = 2.3263478740408408
 EULER = 0.5772156649015329
 
 # Native allocator: every record-long batch leaves segments sized for itself (the next record outgrows them,
-# shorter batches later split and pin them), so the cache grows by this share of the transient bytes of each
-# record before the longest: (reserved - the longest step's allocated and steady cache) / (transient x the sum
-# of the earlier records' x) is 0.61-0.76 on every native row and step count of the replay grid, 0.54-0.79 on
-# an Alpaca-like tail (scripts/fragmentation.py; median 0.72). A constant per record (the earlier rule, 0.61 x
-# the longest's transient) held the grid's narrow tails only: with a long tail the early records are short.
-RECORD_GROWTH = 0.72
+# shorter batches later split and pin them). What opens them is the logits: the step's largest tensors, allocated
+# while the layers' activations hold the cache, where the activations of a shorter batch fit the blocks an
+# earlier one left. So the cache grows by this share of the logits bytes (at seq_len) of each record before the
+# longest: (reserved - the longest step's allocated and steady cache) / (logits x the sum of the earlier
+# records' x) is 0.76-0.95 on the replay grid's native points and 0.32-0.95 (medians over 8 seeds at 100 and
+# 1000 steps) on five step shapes under an Alpaca-like tail (full and LoRA, with and without checkpointing,
+# h 1024 and 4096: tests/data/fragmentation_shapes.json); 0.87 is the median of those 19. Per transient byte
+# the same ratios spread 0.12-0.90, lowest for LoRA without checkpointing at h 4096, whose activations dwarf
+# its logits; a constant per record (the first rule, 0.61 x the longest's transient) held narrow tails only.
+RECORD_GROWTH = 0.87
 # max_split_size_mb:128 keeps every oversize block whole, so each distinct oversize length opens its own
 # segment: per record-long batch beyond the first, this share of the longest batch's transient (the grid's
 # median, 1.4-11.6); expandable segments: no growth (-0.13-0.04).
@@ -217,15 +221,15 @@ def allocated_peak(allocated: int, transient: int, x: float) -> int:
     return int(allocated - transient * (1 - x))
 
 
-def reserved_after(allocated: int, transient: int, cache: int, x: float, records: float, earlier: float,
-                   setting: str, capacity: int | None = None) -> int:
+def reserved_after(allocated: int, transient: int, logits: int, cache: int, x: float, records: float,
+                   earlier: float, setting: str, capacity: int | None = None) -> int:
     """max_memory_reserved after the steps that gave a longest batch x, `records` record-long batches and
     `earlier` (the sum of the x of the records before the longest): the longest step's allocated peak and
-    steady cache, plus for the native allocator RECORD_GROWTH of the transient of each earlier record, for
-    max_split_size GROWTH of the longest's transient per record after the first; on a device, at most
-    `capacity` (a failed cudaMalloc frees whole cached segments)."""
+    steady cache, plus for the native allocator RECORD_GROWTH of the logits bytes (at seq_len) of each earlier
+    record, for max_split_size GROWTH of the longest's transient per record after the first; on a device, at
+    most `capacity` (a failed cudaMalloc frees whole cached segments)."""
     if setting == "native":
-        growth = RECORD_GROWTH * transient * earlier
+        growth = RECORD_GROWTH * logits * earlier
     else:
         growth = GROWTH[setting] * transient * x * (records - 1)
     r = allocated_peak(allocated, transient, x) + cache * x + growth
@@ -252,10 +256,11 @@ def oom_step(allocated: int, transient: int, xs: dict, setting_: str, capacity: 
 
 
 def over_steps(lengths: str, mean, p99, histogram, b: int, seq_len: int, allocated: int, reserved: int,
-               transient: int, capacity: int, expandable_: bool, max_split_size_mb: int | None,
+               transient: int, logits: int, capacity: int, expandable_: bool, max_split_size_mb: int | None,
                empty_cache_every: int | None) -> dict:
     """plan-v1 Extension 6 output: `reserved_after_steps` (10 / 100 / 1000 / 10000 -> bytes) and
-    `fragmentation_oom_step`. `allocated`, `reserved` and `transient` are the fixed-length step's (per_gpu);
+    `fragmentation_oom_step`. `allocated`, `reserved` and `transient` are the fixed-length step's (per_gpu),
+    `logits` its logits bytes at their largest moment (PerGpu.logits_step);
     `capacity` what the allocator may reserve (the device less the CUDA context and NCCL). With
     empty_cache_every the cache starts again every that many steps, so records count within one window."""
     st = setting(expandable_, max_split_size_mb)
@@ -270,7 +275,7 @@ def over_steps(lengths: str, mean, p99, histogram, b: int, seq_len: int, allocat
     for n, window, e in zip(STEPS, windows, before):
         xs[n] = longest_fraction(lengths, n, b, seq_len, mean, p99, histogram)
         rec = record_batches(lengths, window, b, seq_len, mean, p99, histogram)
-        out[str(n)] = reserved_after(allocated, transient, cache, xs[n], rec, e, st, capacity)
+        out[str(n)] = reserved_after(allocated, transient, logits, cache, xs[n], rec, e, st, capacity)
     for a, n in zip(STEPS, STEPS[1:]):            # a peak since the start never falls
         out[str(n)] = max(out[str(n)], out[str(a)])
     return {"reserved_after_steps": out, "fragmentation_oom_step": oom_step(allocated, transient, xs, st, capacity)}
