@@ -1,8 +1,9 @@
 """Reserved memory over a run whose batches change shape (plan-v1 Extension 6): compact rules, no replay at
 estimate time. They stand for the replay of traced step logs through the CUDA caching allocator's rules over
-up to 1000 steps (tools/memtrace/allocator.py, tools/memtrace/runs.py, scripts/fragmentation.py; fixture
-tests/data/fragmentation.json, docs/tracer.md section 8b) and are held within 5 % of it in CI
-(tests/test_fragmentation.py).
+up to 1000 steps (tools/memtrace/allocator.py, tools/memtrace/runs.py, scripts/fragmentation.py; fixtures
+tests/data/fragmentation.json and fragmentation_shapes.json, docs/tracer.md section 8b) and are held against
+them in CI (tests/test_fragmentation.py: within 5 % on the grid; tests/test_fragmentation_shapes.py: within
+10 % of each step shape's median replay).
 
 The mechanism (c10/cuda/CUDACachingAllocator.cpp): a request no cached block can serve opens a segment of its
 own (alloc_block); blocks of different segments never merge (free_block merges neighbours only); cached
@@ -10,12 +11,12 @@ segments are kept until empty_cache() or a failed cudaMalloc (malloc -> release_
 whole free segments go then. Each time a batch is longer than every earlier one, its activation- and
 logits-sized requests outgrow the cache and new segments open beside it; shorter batches later split those
 and pin them. So `max_memory_reserved` ratchets with the record-long batches (about ln N of N independent
-draws, ending once the batches reach the truncation length), each adding a share of its own transient bytes:
-the sum over the records before the longest (earlier_records) is what the cache grows by.
+draws, ending once the batches reach the truncation length), each leaving a share of its own logits bytes
+behind: the sum over the records before the longest (earlier_records) is what the cache grows by.
 With expandable_segments the segment grows in place (map_block, 20 MiB pages), and the ratchet is gone.
 Inputs are per-GPU bytes of the fixed-length (seq_len) step: `allocated` (its peak), `transient` (its
-activations and logits at the peak, which scale with the batch's tokens) and `cache` (its steady cache,
-memory/runtime.py allocator_reserve).
+activations and logits at the peak, which scale with the batch's tokens), `logits` (its logits at their own
+largest moment) and `cache` (its steady cache, memory/runtime.py allocator_reserve).
 """
 from __future__ import annotations
 
