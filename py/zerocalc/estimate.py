@@ -143,10 +143,12 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
     if plan.framework == "deepspeed":
         ds_buffers = {t.name if t.on_gpu else f"host.{t.name}": t.nbytes for t in ts
                       if t.component not in ("activations", "logits", "runtime") and t.nbytes}
+    logits_step = max(sum(t.nbytes for t in moving if t.component == "logits" and ph in t.phases) for ph in phases)
     return PerGpu(phase=peak_phase, phase_allocated=MappingProxyType(alloc), components=MappingProxyType(comps),
                   detail=MappingProxyType(detail), peak_allocated=peak_alloc, peak_reserved=reserved,
                   device_used=reserved + outside + paged, host_per_rank=sum(host_detail.values()),
-                  host_detail=MappingProxyType(host_detail), deepspeed_buffers=MappingProxyType(ds_buffers))
+                  host_detail=MappingProxyType(host_detail), deepspeed_buffers=MappingProxyType(ds_buffers),
+                  logits_step=logits_step)
 
 
 def whole_run(plan: Plan, si: StepInputs, spec: GpuSpec) -> tuple[PerGpu, object, object]:
@@ -185,7 +187,7 @@ def _over_steps(plan: Plan, pg: PerGpu, spec: GpuSpec) -> dict:
     d, a = plan.data, plan.allocator
     return over_steps(d.lengths, d.mean_len, d.p99_len, d.histogram, plan.micro_batch_size, plan.seq_len,
                       pg.peak_allocated, pg.peak_reserved, pg.components["activations"] + pg.components["logits"],
-                      spec.capacity_bytes - (pg.device_used - pg.peak_reserved), expandable(a, plan.stack.trainer),
+                      pg.logits_step, spec.capacity_bytes - (pg.device_used - pg.peak_reserved), expandable(a, plan.stack.trainer),
                       a.max_split_size_mb, a.empty_cache_every)
 
 
