@@ -143,7 +143,9 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
     if plan.framework == "deepspeed":
         ds_buffers = {t.name if t.on_gpu else f"host.{t.name}": t.nbytes for t in ts
                       if t.component not in ("activations", "logits", "runtime") and t.nbytes}
-    logits_step = max(sum(t.nbytes for t in moving if t.component == "logits" and ph in t.phases) for ph in phases)
+    # the logits alive at once at any moment of the step (the fragmentation rules scale with them)
+    logit_terms = [t for t in ts if t.where == ALLOCATOR and t.component == "logits"]
+    logits_step = max((sum(t.nbytes for t in logit_terms if ph in t.phases) for ph in phases_of(plan)), default=0)
     return PerGpu(phase=peak_phase, phase_allocated=MappingProxyType(alloc), components=MappingProxyType(comps),
                   detail=MappingProxyType(detail), peak_allocated=peak_alloc, peak_reserved=reserved,
                   device_used=reserved + outside + paged, host_per_rank=sum(host_detail.values()),
