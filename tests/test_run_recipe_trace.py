@@ -94,3 +94,15 @@ def test_litgpt_full_save_serialises_into_memory_twice():
 def test_litgpt_lora_save_copies_the_adapters():
     sv = _fx("lit-l1b-lora-s1024-b2-val")["phases"]["save"]
     assert sv["host_bytes"] == 2 * ADAPTERS
+
+
+@pytest.mark.parametrize("name", ["lit-l1b-full-s1024-b2-val", "lit-l1b-lora-s1024-b2-val"])
+def test_litgpt_generate_example_holds_a_batch_1_kv_cache(name):
+    """generate_example after the validation: `set_kv_cache(batch_size=1)` over max_seq_length (k and v per layer,
+    bf16: 2 x 16 x 8·64 x 1024 x 2 B), the bool mask cache (1024² B), and at the first sample the 32-token prompt's
+    bf16 logits and the fp32 probabilities of the last position; the loop's training logits are still bound."""
+    g = _fx(name)["phases"]["generate"]
+    kv = 2 * L * KV_DIM * 1 * S * 2
+    want = kv + S * S + 32 * V * 2 + 4 * V
+    assert want <= g["peak_bytes"] - g["start_bytes"] <= want + 1024
+    assert g["components"]["logits"] == 2 * N

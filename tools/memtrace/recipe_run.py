@@ -30,7 +30,8 @@ LitGPT (litgpt/finetune/lora.py, full.py, 0.5.13, `fit`):
   save  after step `train.save_interval` (here 2): LoRA `save_lora_checkpoint` (each `lora_` parameter
         `.cpu()`, `torch.save`); full `fabric.save(checkpoint_file, state)` (model and optimizer state dicts,
         lightning `_atomic_save`: `torch.save` into a BytesIO, then `f.write(bytesbuffer.getvalue())`).
-Generation after each validation (`generate_example`) is not traced.
+  generate  with `run.eval.generate`: `generate_example` after the validation (KV cache at batch 1 over
+        `max_seq_length`, `eval.max_new_tokens` new tokens).
 
 Host memory: on a CPU rank `.cpu()` / `.to("cpu")` return the tensor itself, so inside a save they make a copy
 that is not a device storage and is counted as host bytes until it dies; what an op makes from a host copy is
@@ -94,6 +95,10 @@ class HostRunTracker(RunTracker):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.suspended:
             return func(*args, **(kwargs or {}))
+        if func is torch.ops.aten.item.default:
+            # `.item()` decomposes inside the fake mode (litgpt generate_fn's `token.item()`): the value RunTracker
+            # gives a data-dependent scalar
+            return super().__torch_dispatch__(torch.ops.aten._local_scalar_dense.default, types, args, kwargs)
         if self.host_keys and func is not torch.ops.aten._local_scalar_dense.default:
             ins = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
             if any(self.is_host(a) for a in ins):
@@ -382,6 +387,10 @@ def trace_lit_run(plan_d: dict, out_dir: str | None = None) -> dict:
         # step_count % eval.interval == 0 and % train.save_interval == 0: validate, then save (logits, loss bound)
         with tr.phase_of_run("eval", "forward"):
             _lit_validate(model, chunked_cross_entropy, input_ids, targets, VAL_BATCHES)
+        gen = ((plan_d.get("run") or {}).get("eval") or {}).get("generate")
+        if gen:
+            with tr.phase_of_run("generate", "forward"):
+                _lit_generate(model, int(gen.get("max_new_tokens", 100)))
         with tr.phase_of_run("save", "setup"), host_side(tr):
             _lit_save(model, opt, lora, tmp, tr)
         del logits, loss
@@ -401,6 +410,31 @@ def _lit_validate(model, chunked_cross_entropy, input_ids, targets, max_iters):
         val_loss = losses.mean()
         model.train()
     return val_loss
+
+
+PROMPT = 32            # tokens of the example instruction generate_example encodes (an Alpaca-style prompt)
+
+
+def _lit_generate(model, max_new_tokens: int):
+    """finetune/lora.py `generate_example` (full.py's is the same) on rank 0 after each validation: under
+    `@torch.no_grad()`, `model.set_kv_cache(batch_size=1)` inside `fabric.init_tensor()` (the device, bf16-true's
+    default dtype; the cache spans `model.max_seq_length`), litgpt.generate.base `generate(..., temperature=0.8)`,
+    `model.clear_kv_cache()`. A token's value reads 1 on fake tensors (never the eos id): all new tokens run."""
+    from litgpt.generate.base import generate  # noqa: PLC0415
+    with torch.no_grad():
+        model.eval()
+        encoded = torch.zeros(PROMPT, dtype=torch.long)
+        max_returned_tokens = PROMPT + max_new_tokens
+        if max_returned_tokens < model.max_seq_length:
+            prev = torch.get_default_dtype()
+            torch.set_default_dtype(torch.bfloat16)
+            try:
+                model.set_kv_cache(batch_size=1)
+            finally:
+                torch.set_default_dtype(prev)
+            generate(model, encoded, max_returned_tokens=max_returned_tokens, temperature=0.8, eos_id=128001)
+            model.clear_kv_cache()
+        model.train()
 
 
 def _lit_save(model, opt, lora, tmp, tr):

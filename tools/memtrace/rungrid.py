@@ -55,11 +55,13 @@ def _recipe(rid, trainer, method, loss, run):
 
 
 _VAL = {"every_steps": 2, "batch_size": "auto", "logits": "loss-only", "generate": None}
+_VAL_LIT = {**_VAL, "generate": {"max_new_tokens": 100, "batch_size": 1}}
 RECIPES = [
     _recipe("tt-l1b-full-chunked-s1024-b2-val", "torchtune", "full", "chunked", {"eval": _VAL, "save": SAVE}),
     _recipe("tt-l1b-lora-chunked-s1024-b2-val", "torchtune", "lora", "chunked", {"eval": _VAL, "save": SAVE}),
-    _recipe("lit-l1b-full-s1024-b2-val", "litgpt", "full", "standard", {"eval": _VAL, "save": SAVE}),
-    _recipe("lit-l1b-lora-s1024-b2-val", "litgpt", "lora", "standard", {"eval": _VAL, "save": SAVE}),
+    # LitGPT's default eval: generate_example (batch 1, eval.max_new_tokens 100) after each validation
+    _recipe("lit-l1b-full-s1024-b2-val", "litgpt", "full", "standard", {"eval": _VAL_LIT, "save": SAVE}),
+    _recipe("lit-l1b-lora-s1024-b2-val", "litgpt", "lora", "standard", {"eval": _VAL_LIT, "save": SAVE}),
 ]
 
 
