@@ -88,8 +88,10 @@ trace-stacks: tools-venv .venv-tf445/.ok .venv-tf448/.ok .venv-torchtune/.ok .ve
 
 # Whole runs (tools/memtrace/rungrid.py): HF Trainer load, init, two steps, eval, save on fake tensors, and the
 # DeepSpeed / FSDP probes' load and save phases; fixtures in tools/memtrace/golden/run/ (not part of `make test`)
-trace-run: tools-venv
+trace-run: tools-venv .venv-torchtune/.ok .venv-litgpt/.ok
 	$(PY) -m tools.memtrace.rungrid
+	PYTHONPATH=$(CURDIR)/py .venv-torchtune/bin/python -m tools.memtrace.rungrid --recipes
+	PYTHONPATH=$(CURDIR)/py .venv-litgpt/bin/python -m tools.memtrace.rungrid --recipes
 
 # Post-training (tools/memtrace/post.py, tools/dsprobe/refmodel.py): TRL's DPO / GRPO steps on fake tensors and
 # TRL's ZeRO reference on CPU ranks, from .venv-trl (tools venv + TRL, tools/memtrace/requirements-trl.txt);
