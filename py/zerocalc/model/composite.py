@@ -20,8 +20,9 @@ from .audio_more import glmasr_parts, omniasr_parts, qwen3_asr_parts
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
-from .vision_more import (cohere2_vision_parts, fuyu_parts, got_ocr2_parts, hyperclovax_vision_v2_parts, idefics2_parts,
+from .vision_more import (cohere2_vision_parts, fuyu_parts, hyperclovax_vision_v2_parts, idefics2_parts, kimi_k25_parts,
                           video_llama_3_parts)
+from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
@@ -82,6 +83,8 @@ COMPOSITES = {
     "idefics2": (None, "mistral", idefics2_parts, "top:False"),
     "got_ocr2": (None, "qwen2", got_ocr2_parts, "top:True"),
     "pp_chart2table": (None, "qwen2", got_ocr2_parts, "top:True"),
+    "kimi_k25": (None, "deepseek_v3", kimi_k25_parts, "top:True"),
+    "deepseek_vl_hybrid": (("siglip_vision_model",), "llama", deepseek_vl_hybrid_parts, "top:True"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
     "omniasr": (None, "llama", omniasr_parts, "top:False"),
     "qwen3_asr": (None, "qwen3", qwen3_asr_parts, "top:True"),

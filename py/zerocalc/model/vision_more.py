@@ -16,12 +16,10 @@ projector each modelling file registers (transformers 5.24):
   input_context_norm, post_attention_layernorm, q/o (resampler_n_heads x resampler_head_dim), k/v
   (num_key_value_heads x head_dim), an Idefics2MLP of 4H; a final RMSNorm), H the text width
   (Idefics2Config.__post_init__ sets the perceiver's hidden_size to it);
-- GOT-OCR 2 / PP-Chart2Table (modeling_got_ocr2.py GotOcr2VisionEncoder): SAM's ViT: biased patch Conv2d,
-  pos_embed (image/patch)^2 x h, layers of LayerNorms, qkv (qkv_bias) + biased proj, rel_pos_h / rel_pos_w
-  (2 x window - 1, head_dim; the image/patch width in the global_attn_indexes layers), biased lin1/lin2 of
-  mlp_dim; the neck (conv1 1x1 and conv2 3x3 to output_channels, no bias, each with a LayerNorm); projector
-  conv_upsampler1 (3x3, -> 2 x output_channels) and conv_upsampler2 (3x3, -> text h), no bias, and one biased
-  linear.
+- Kimi K2.5 (modeling_kimi_k25.py Kimi_K25VisionModel, Kimi_K25VisionConfig's defaults): biased patch
+  Conv2d, a learned pos_emb grid (pos_emb_height x pos_emb_width x h), layers of LayerNorm norm1/norm2, biased
+  q/k/v_proj + proj and fc1/fc2, final_layernorm; mm_projector: pre_norm LayerNorm over
+  projection_hidden_size, in_proj (h x merge area, square) and out_proj to the text width, biased.
 """
 from __future__ import annotations
 
@@ -103,41 +101,37 @@ def idefics2_parts(cfg: Mapping, text_h: int) -> list:
     return b.tensors
 
 
-# GotOcr2VisionConfig / PPChart2TableVisionConfig (configuration_got_ocr2.py, configuration_pp_chart2table.py)
-SAM = {"hidden_size": 768, "output_channels": 256, "num_hidden_layers": 12, "num_attention_heads": 12,
-       "num_channels": 3, "image_size": 1024, "patch_size": 16, "window_size": 14, "mlp_dim": 3072}
+# Kimi_K25VisionConfig (configuration_kimi_k25.py)
+KIMI_K25 = {"patch_size": 14, "pos_emb_height": 64, "pos_emb_width": 64, "num_hidden_layers": 27,
+            "hidden_size": 1152, "intermediate_size": 4304}
 
 
-def got_ocr2_parts(cfg: Mapping, text_h: int) -> list:
+def kimi_k25_parts(cfg: Mapping, text_h: int) -> list:
     b = TensorList()
     v = ConfigReader(cfg.get("vision_config") or {})
-    get = lambda k: v.int(k, default=SAM[k])   # noqa: E731
-    h, p, oc, grid = get("hidden_size"), "model.vision_tower", get("output_channels"), get("image_size") // get("patch_size")
-    head_dim = h // get("num_attention_heads")
-    ln = lambda m, d: (b.param(m, "weight", d, "vision"), b.param(m, "bias", d, "vision"))   # noqa: E731
-    b.matrix(f"{p}.patch_embed.projection", "weight", (h, get("num_channels") * get("patch_size") ** 2), "vision")
-    b.param(f"{p}.patch_embed.projection", "bias", h, "vision")
-    if v.bool("use_abs_pos", True):
-        b.matrix(p, "pos_embed", (grid * grid, h), "vision")
-    glob = v.cfg.get("global_attn_indexes", (2, 5, 8, 11))
+    get = lambda k: v.int(k, default=KIMI_K25[k])   # noqa: E731
+    h, inter, p = get("hidden_size"), get("intermediate_size"), "model.vision_tower"
+
+    def ln(m: str, d: int, comp: str = "vision") -> None:
+        b.param(m, "weight", d, comp)
+        b.param(m, "bias", d, comp)
+
+    b.matrix(f"{p}.patch_embed.proj", "weight", (h, 3 * get("patch_size") ** 2), "vision")
+    b.param(f"{p}.patch_embed.proj", "bias", h, "vision")
+    b.matrix(f"{p}.patch_embed.pos_emb", "position_embeddings", (get("pos_emb_height") * get("pos_emb_width"), h),
+             "vision")
     for i in range(get("num_hidden_layers")):
         q = f"{p}.layers.{i}"
-        ln(f"{q}.layer_norm1", h)
-        _linear(b, f"{q}.attn.qkv", h, 3 * h, "vision", v.bool("qkv_bias", True))
-        _linear(b, f"{q}.attn.proj", h, h, "vision")
-        if v.bool("use_rel_pos", True):
-            size = grid if i in glob else get("window_size")
-            b.matrix(f"{q}.attn", "rel_pos_h", (2 * size - 1, head_dim), "vision")
-            b.matrix(f"{q}.attn", "rel_pos_w", (2 * size - 1, head_dim), "vision")
-        ln(f"{q}.layer_norm2", h)
-        _linear(b, f"{q}.mlp.lin1", h, get("mlp_dim"), "vision")
-        _linear(b, f"{q}.mlp.lin2", get("mlp_dim"), h, "vision")
-    b.matrix(f"{p}.neck.conv1", "weight", (oc, h), "vision")
-    ln(f"{p}.neck.layer_norm1", oc)
-    b.matrix(f"{p}.neck.conv2", "weight", (oc, oc * 9), "vision")
-    ln(f"{p}.neck.layer_norm2", oc)
-    m = "model.multi_modal_projector"
-    b.matrix(f"{m}.conv_upsampler1", "weight", (2 * oc, oc * 9), "projector")
-    b.matrix(f"{m}.conv_upsampler2", "weight", (text_h, 2 * oc * 9), "projector")
-    _linear(b, f"{m}.multimodal_projector", text_h, text_h)
+        ln(f"{q}.norm1", h)
+        ln(f"{q}.norm2", h)
+        for name in ("proj", "q_proj", "k_proj", "v_proj"):
+            _linear(b, f"{q}.attn.{name}", h, h, "vision")
+        _linear(b, f"{q}.mlp.fc1", h, inter, "vision")
+        _linear(b, f"{q}.mlp.fc2", inter, h, "vision")
+    ln(f"{p}.final_layernorm", h)
+    merge = v.cfg.get("merge_kernel_size", (2, 2))
+    d = h * merge[0] * merge[1]
+    ln("model.mm_projector.pre_norm", ConfigReader(cfg).int("projection_hidden_size", default=1152), "projector")
+    _linear(b, "model.mm_projector.in_proj", d, d)
+    _linear(b, "model.mm_projector.out_proj", d, text_h)
     return b.tensors
