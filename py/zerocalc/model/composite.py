@@ -23,6 +23,7 @@ from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
 from .vision_more import (cohere2_vision_parts, fuyu_parts, hyperclovax_vision_v2_parts, idefics2_parts, kimi_k25_parts,
                           video_llama_3_parts)
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
+from .vision_mllama import mllama_parts, mllama_text
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
@@ -85,12 +86,15 @@ COMPOSITES = {
     "pp_chart2table": (None, "qwen2", got_ocr2_parts, "top:True"),
     "kimi_k25": (None, "deepseek_v3", kimi_k25_parts, "top:True"),
     "deepseek_vl_hybrid": (("siglip_vision_model",), "llama", deepseek_vl_hybrid_parts, "top:True"),
+    "mllama": (None, "mllama_text_model", mllama_parts, "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
     "omniasr": (None, "llama", omniasr_parts, "top:False"),
     "qwen3_asr": (None, "qwen3", qwen3_asr_parts, "top:True"),
 }
 
-NO_TOWER_CONFIG = ("fuyu",)   # composites whose only sub-config is text_config (the tower is one linear)
+NO_TOWER_CONFIG = ("fuyu",)
+# composites whose language model is not a text model_type of its own: (text config, model_from_config) -> arch
+TEXT_BUILDERS = {"mllama": mllama_text}   # composites whose only sub-config is text_config (the tower is one linear)
 
 
 AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
@@ -129,7 +133,7 @@ def composite(cfg: Mapping, build: Callable):
             text["tie_word_embeddings"] = True
     else:
         text["tie_word_embeddings"] = cfg.get("tie_word_embeddings", tie_rule == "top:True") is not False
-    arch = build(text)
+    arch = TEXT_BUILDERS[model_type](text, build) if model_type in TEXT_BUILDERS else build(text)
     extra = [replace(t, block="", layer=None) for t in parts_of(cfg, arch.hidden_size)]
     return replace(arch, model_type=model_type, tensors=tuple(extra) + arch.tensors, tower=tower_spec(cfg, arch.hidden_size))
 
