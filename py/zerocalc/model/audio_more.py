@@ -15,7 +15,10 @@ meta-device build in tests/data/architectures.json.
 - Qwen3-ASR (modeling_qwen3_asr.py Qwen3ASREncoder): conv2d1 (1 -> downsample_hidden_size, 3x3) and conv2d2 /
   conv2d3 (3x3), biased; conv_out (no bias) from downsample_hidden_size x the mel bins halved three times
   (ceil) to d_model; sinusoidal positions (a buffer); Whisper-style layers with all four attention
-  projections biased; ln_post; projector linear_1 (d -> d) and linear_2 (d -> output_dim), biased.
+  projections biased; ln_post; projector linear_1 (d -> d) and linear_2 (d -> output_dim), biased;
+- Qwen2.5-Omni's thinker (modeling_qwen2_5_omni.py Qwen2_5OmniAudioEncoder, its config's defaults): Whisper's
+  conv1 / conv2 and layers (k_proj without bias), sinusoidal positions (a buffer), audio_bos_eos_token (2 x
+  output_dim), ln_post and proj (d -> output_dim, biased); its vision tower is Qwen2.5-VL's (vision_qwen.py).
 """
 from __future__ import annotations
 
@@ -99,16 +102,23 @@ def omniasr_parts(cfg: Mapping, text_h: int) -> list:
     return b.tensors
 
 
-def qwen3_asr_parts(cfg: Mapping, text_h: int) -> list:
+# Qwen3ASREncoderConfig and Qwen3OmniMoeAudioEncoderConfig (configuration_qwen3_omni_moe.py) defaults
+QWEN3_ASR = {"d_model": 1024, "encoder_ffn_dim": 4096, "encoder_layers": 24}
+QWEN3_OMNI = {"d_model": 1280, "encoder_ffn_dim": 5120, "encoder_layers": 32}
+
+
+def qwen3_asr_parts(cfg: Mapping, text_h: int, defaults: Mapping = QWEN3_ASR) -> list:
+    """Qwen3-ASR's encoder and projector; Qwen3-Omni-MoE's thinker registers the same encoder with proj1 /
+    proj2 of the same shapes (modeling_qwen3_omni_moe.py Qwen3OmniMoeAudioEncoder)."""
     a = ConfigReader(cfg.get("audio_config") or {})
-    d, ffn = a.int("d_model", default=1024), a.int("encoder_ffn_dim", default=4096)
+    d, ffn = a.int("d_model", default=defaults["d_model"]), a.int("encoder_ffn_dim", default=defaults["encoder_ffn_dim"])
     ds, mel = a.int("downsample_hidden_size", default=480), a.int("num_mel_bins", default=128)
     b, p = TensorList(), "model.audio_tower"
     for name, c_in in (("conv2d1", 1), ("conv2d2", ds), ("conv2d3", ds)):
         b.matrix(f"{p}.{name}", "weight", (ds, c_in * 9), "audio")
         b.param(f"{p}.{name}", "bias", ds, "audio")
     _lin(b, f"{p}.conv_out", ds * ((((mel + 1) // 2 + 1) // 2 + 1) // 2), d, bias=False)
-    for i in range(a.int("encoder_layers", default=24)):
+    for i in range(a.int("encoder_layers", default=defaults["encoder_layers"])):
         q = f"{p}.layers.{i}"
         for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
             _lin(b, f"{q}.self_attn.{name}", d, d)
@@ -119,4 +129,26 @@ def qwen3_asr_parts(cfg: Mapping, text_h: int) -> list:
     _ln(b, f"{p}.ln_post", d)
     _lin(b, "model.multi_modal_projector.linear_1", d, d, comp="projector")
     _lin(b, "model.multi_modal_projector.linear_2", d, a.int("output_dim", default=3584), comp="projector")
+    return b.tensors
+
+
+def qwen2_5_omni_audio(cfg: Mapping) -> list:
+    a = ConfigReader(cfg.get("audio_config") or {})
+    d, ffn, out = a.int("d_model", default=1280), a.int("encoder_ffn_dim", default=5120), a.int("output_dim", default=3584)
+    b, p = TensorList(), "model.audio_tower"
+    b.matrix(f"{p}.conv1", "weight", (d, a.int("num_mel_bins", default=128) * 3), "audio")
+    b.param(f"{p}.conv1", "bias", d, "audio")
+    b.matrix(f"{p}.conv2", "weight", (d, d * 3), "audio")
+    b.param(f"{p}.conv2", "bias", d, "audio")
+    b.matrix(f"{p}.audio_bos_eos_token", "weight", (2, out), "audio")
+    for i in range(a.int("encoder_layers", default=32)):
+        q = f"{p}.layers.{i}"
+        for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+            _lin(b, f"{q}.self_attn.{name}", d, d, bias=name != "k_proj")
+        _ln(b, f"{q}.self_attn_layer_norm", d)
+        _lin(b, f"{q}.fc1", d, ffn)
+        _lin(b, f"{q}.fc2", ffn, d)
+        _ln(b, f"{q}.final_layer_norm", d)
+    _ln(b, f"{p}.ln_post", d)
+    _lin(b, f"{p}.proj", d, out)
     return b.tensors

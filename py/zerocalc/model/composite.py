@@ -16,7 +16,7 @@ from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
 from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
-from .audio_more import glmasr_parts, omniasr_parts, qwen3_asr_parts
+from .audio_more import QWEN3_OMNI, glmasr_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
@@ -87,6 +87,11 @@ COMPOSITES = {
     "kimi_k25": (None, "deepseek_v3", kimi_k25_parts, "top:True"),
     "deepseek_vl_hybrid": (("siglip_vision_model",), "llama", deepseek_vl_hybrid_parts, "top:True"),
     "mllama": (None, "mllama_text_model", mllama_parts, "top:False"),
+    # the omni thinkers: an audio and a vision tower (OMNI)
+    "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
+                             "top:False"),
+    "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
+                               + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
     "omniasr": (None, "llama", omniasr_parts, "top:False"),
     "qwen3_asr": (None, "qwen3", qwen3_asr_parts, "top:True"),
@@ -99,6 +104,12 @@ TEXT_BUILDERS = {"mllama": mllama_text}   # composites whose only sub-config is 
 
 AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
          "qwen3_asr")   # composites whose tower is an audio_config
+
+
+OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")   # an audio_config and a vision_config
+# text model_types whose decoder is another's, layer for layer (modeling_qwen2_5_omni.py Qwen2_5OmniDecoderLayer:
+# Qwen2's biased q/k/v; modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer: Qwen3-MoE's)
+TEXT_AS = {"qwen2_5_omni_text": "qwen2", "qwen3_omni_moe_text": "qwen3_moe"}
 
 
 def is_composite(cfg: Mapping) -> bool:
@@ -114,7 +125,7 @@ def composite(cfg: Mapping, build: Callable):
     vision = cfg.get("vision_config")
     tower = vision.get("model_type") if isinstance(vision, Mapping) else None
     towers = ({"audio_config"} if model_type in AUDIO else set() if model_type in NO_TOWER_CONFIG
-              else {"vision_config"})
+              else {"audio_config", "vision_config"} if model_type in OMNI else {"vision_config"})
     if (spec is None or not set(parts) <= {"text_config"} | towers | EXTRA_CONFIGS.get(model_type, set())
             or not towers <= set(parts)
             or (spec[0] is not None and tower not in spec[0])):
@@ -127,6 +138,7 @@ def composite(cfg: Mapping, build: Callable):
     else:   # flat (Qwen2-VL hub configs)
         text = {k: v for k, v in cfg.items() if k not in SUB_CONFIGS and k != "model_type"}
     text = {**TEXT_DEFAULTS.get(text.get("model_type", text_type), {}), "model_type": text_type, **text}
+    text["model_type"] = TEXT_AS.get(text["model_type"], text["model_type"])
     text["name"] = cfg.get("name", model_type)
     if tie_rule.startswith("or"):
         if cfg.get("tie_word_embeddings", tie_rule == "or:True"):
