@@ -87,6 +87,12 @@ COMPOSITES = {
     "kimi_k25": (None, "deepseek_v3", kimi_k25_parts, "top:True"),
     "deepseek_vl_hybrid": (("siglip_vision_model",), "llama", deepseek_vl_hybrid_parts, "top:True"),
     "mllama": (None, "mllama_text_model", mllama_parts, "top:False"),
+    # Glm46VForConditionalGeneration under its own model_type (configuration_glmga.py); EXAONE 4.5: a Qwen2.5-VL
+    # tower with grouped k/v; MiniCPM-V 4.7 and MiniCPM-OCR subclass MiniCPM-V 4.6 (modular_minicpmv4_7.py)
+    "glmga": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "top:False"),
+    "exaone4_5": (None, "exaone4", lambda cfg, h: qwen_visual(cfg, "2.5", kv_heads_default=8), "top:False"),
+    "minicpmv4_7": (("minicpmv4_7_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:False"),
+    "minicpm_ocr": (("minicpm_ocr_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:True"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
@@ -109,7 +115,8 @@ AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_tran
 OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")   # an audio_config and a vision_config
 # text model_types whose decoder is another's, layer for layer (modeling_qwen2_5_omni.py Qwen2_5OmniDecoderLayer:
 # Qwen2's biased q/k/v; modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer: Qwen3-MoE's)
-TEXT_AS = {"qwen2_5_omni_text": "qwen2", "qwen3_omni_moe_text": "qwen3_moe"}
+TEXT_AS = {"qwen2_5_omni_text": "qwen2", "qwen3_omni_moe_text": "qwen3_moe",
+           "exaone4_5_text": "exaone4"}   # Exaone4_5_Config.__post_init__: the first release's name for exaone4
 
 
 def is_composite(cfg: Mapping) -> bool:
