@@ -20,8 +20,8 @@ from .audio_more import QWEN3_OMNI, glmasr_parts, omniasr_parts, qwen2_5_omni_au
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
-from .vision_more import (cohere2_vision_parts, fuyu_parts, hyperclovax_vision_v2_parts, idefics2_parts, kimi_k25_parts,
-                          video_llama_3_parts)
+from .vision_more import (aria_parts, cohere2_vision_parts, fuyu_parts, hyperclovax_vision_v2_parts, idefics2_parts,
+                          kimi_k25_parts, ovis2_parts, video_llama_3_parts)
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 from .vision_mllama import mllama_parts, mllama_text
 
@@ -93,6 +93,8 @@ COMPOSITES = {
     "exaone4_5": (None, "exaone4", lambda cfg, h: qwen_visual(cfg, "2.5", kv_heads_default=8), "top:False"),
     "minicpmv4_7": (("minicpmv4_7_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:False"),
     "minicpm_ocr": (("minicpm_ocr_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:True"),
+    "aria": (("idefics3_vision",), "aria_text", aria_parts, "top:False"),
+    "ovis2": (None, "qwen2", ovis2_parts, "top:True"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),

@@ -19,12 +19,23 @@ projector each modelling file registers (transformers 5.24):
 - Kimi K2.5 (modeling_kimi_k25.py Kimi_K25VisionModel, Kimi_K25VisionConfig's defaults): biased patch
   Conv2d, a learned pos_emb grid (pos_emb_height x pos_emb_width x h), layers of LayerNorm norm1/norm2, biased
   q/k/v_proj + proj and fc1/fc2, final_layernorm; mm_projector: pre_norm LayerNorm over
-  projection_hidden_size, in_proj (h x merge area, square) and out_proj to the text width, biased.
+  projection_hidden_size, in_proj (h x merge area, square) and out_proj to the text width, biased;
+- Aria (modeling_aria.py AriaProjector): an Idefics3 tower (SigLIP layers, no head), then ``query``
+  (max_value_projector_patch_to_query_dict x vision h), cross_attn (q/k/v_proj square without bias, an
+  nn.MultiheadAttention: in_proj 3h x h and out_proj, biased; a biased ``linear``; LayerNorms layer_norm and
+  layer_norm_kv), a LayerNorm and feed_forward (linear_in vision h -> text h, linear_out text h square, no bias);
+- Ovis2 (modeling_ovis2.py Ovis2VisionModel, Ovis2VisionConfig's defaults): biased patch Conv2d, positions
+  (image/patch)^2 x h, an RMSNorm; layers of q/k/v/out_proj (qkv_bias), a gated MLP (mlp_bias) and RMSNorms
+  rms_norm1/2; a final RMSNorm; head_linear (h x hidden_stride^2 -> vocab_size - num_visual_indicator_tokens,
+  no bias) and head_norm (a LayerNorm over it); the model's visual_embeddings_table (vision vocab_size x the
+  top-level hidden_size). Its lm_head (top-level hidden_size x vocab_size) is tied to the text embedding
+  (Ovis2Config tie_word_embeddings True).
 """
 from __future__ import annotations
 
 from typing import Mapping
 
+from ..errors import PlanError
 from .config import ConfigReader, TensorList
 from .vision import vit
 from .vision_qwen import QWEN2_5_VL, qwen_visual
@@ -134,4 +145,60 @@ def kimi_k25_parts(cfg: Mapping, text_h: int) -> list:
     ln("model.mm_projector.pre_norm", ConfigReader(cfg).int("projection_hidden_size", default=1152), "projector")
     _linear(b, "model.mm_projector.in_proj", d, d)
     _linear(b, "model.mm_projector.out_proj", d, text_h)
+    return b.tensors
+
+
+def aria_parts(cfg: Mapping, text_h: int) -> list:
+    b = TensorList()
+    h = vit(b, "model.vision_tower", ConfigReader(cfg.get("vision_config") or {}), "idefics3_vision")
+    m = "model.multi_modal_projector"
+    b.matrix(m, "query", (ConfigReader(cfg).int("max_value_projector_patch_to_query_dict", default=256), h), "projector")
+    for name in ("q_proj", "k_proj", "v_proj"):
+        _linear(b, f"{m}.cross_attn.{name}", h, h, bias=False)
+    b.matrix(f"{m}.cross_attn.multihead_attn", "in_proj_weight", (3 * h, h), "projector")
+    b.param(f"{m}.cross_attn.multihead_attn", "in_proj_bias", 3 * h, "projector")
+    _linear(b, f"{m}.cross_attn.multihead_attn.out_proj", h, h)
+    _linear(b, f"{m}.cross_attn.linear", h, h)
+    for ln in ("cross_attn.layer_norm", "cross_attn.layer_norm_kv", "layer_norm"):
+        b.param(f"{m}.{ln}", "weight", h, "projector")
+        b.param(f"{m}.{ln}", "bias", h, "projector")
+    _linear(b, f"{m}.feed_forward.linear_in", h, text_h, bias=False)
+    _linear(b, f"{m}.feed_forward.linear_out", text_h, text_h, bias=False)
+    return b.tensors
+
+
+# Ovis2VisionConfig (configuration_ovis2.py)
+OVIS2 = {"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 24, "num_channels": 3, "image_size": 224,
+         "patch_size": 14, "vocab_size": 16384, "hidden_stride": 1, "num_visual_indicator_tokens": 5}
+
+
+def ovis2_parts(cfg: Mapping, text_h: int) -> list:
+    if cfg.get("tie_word_embeddings") is False:
+        # the untied head is top-level hidden_size x vocab_size, not the text model's: not modelled
+        raise PlanError("model.tie_word_embeddings", "model_type 'ovis2' with an untied lm_head is not modelled")
+    b = TensorList()
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=OVIS2[k])   # noqa: E731
+    h, inter, p = get("hidden_size"), get("intermediate_size"), "model.vision_tower"
+    qkv_bias, mlp_bias = v.bool("qkv_bias", False), v.bool("mlp_bias", False)
+    e = f"{p}.transformer.embeddings"
+    b.matrix(f"{e}.patch_embedding", "weight", (h, get("num_channels") * get("patch_size") ** 2), "vision")
+    b.param(f"{e}.patch_embedding", "bias", h, "vision")
+    b.matrix(f"{e}.position_embedding", "weight", ((get("image_size") // get("patch_size")) ** 2, h), "vision")
+    b.param(f"{e}.rms_norm", "weight", h, "vision")
+    for i in range(get("num_hidden_layers")):
+        q = f"{p}.transformer.encoder.layers.{i}"
+        for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+            _linear(b, f"{q}.attention.{name}", h, h, "vision", qkv_bias)
+        for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
+            _linear(b, f"{q}.ffn.{name}", d_in, d_out, "vision", mlp_bias)
+        b.param(f"{q}.rms_norm1", "weight", h, "vision")
+        b.param(f"{q}.rms_norm2", "weight", h, "vision")
+    b.param(f"{p}.transformer.rms_norm", "weight", h, "vision")
+    vocab = get("vocab_size") - get("num_visual_indicator_tokens")
+    _linear(b, f"{p}.head_linear", h * get("hidden_stride") ** 2, vocab, "vision", False)
+    b.param(f"{p}.head_norm", "weight", vocab, "vision")
+    b.param(f"{p}.head_norm", "bias", vocab, "vision")
+    b.matrix("model.visual_embeddings_table", "weight",
+             (get("vocab_size"), ConfigReader(cfg).int("hidden_size", default=1536)), "projector")
     return b.tensors
