@@ -24,6 +24,7 @@ from .vision_more import (aria_parts, cohere2_vision_parts, fuyu_parts, hyperclo
                           kimi_k25_parts, ovis2_parts, video_llama_3_parts)
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 from .vision_mllama import mllama_parts, mllama_text
+from .vision_qformer import granite4_vision_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
@@ -95,6 +96,7 @@ COMPOSITES = {
     "minicpm_ocr": (("minicpm_ocr_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:True"),
     "aria": (("idefics3_vision",), "aria_text", aria_parts, "top:False"),
     "ovis2": (None, "qwen2", ovis2_parts, "top:True"),
+    "granite4_vision": (("clip_vision_model",), "granite4_vision_text", granite4_vision_parts, "top:False"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
@@ -118,7 +120,8 @@ OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")   # an audio_config an
 # text model_types whose decoder is another's, layer for layer (modeling_qwen2_5_omni.py Qwen2_5OmniDecoderLayer:
 # Qwen2's biased q/k/v; modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer: Qwen3-MoE's)
 TEXT_AS = {"qwen2_5_omni_text": "qwen2", "qwen3_omni_moe_text": "qwen3_moe",
-           "exaone4_5_text": "exaone4"}   # Exaone4_5_Config.__post_init__: the first release's name for exaone4
+           "exaone4_5_text": "exaone4",
+           "granite4_vision_text": "granite"}   # configuration_granite4_vision.py: GraniteConfig's fields   # Exaone4_5_Config.__post_init__: the first release's name for exaone4
 
 
 def is_composite(cfg: Mapping) -> bool:
