@@ -24,7 +24,7 @@ from .vision_more import (aria_parts, cohere2_vision_parts, fuyu_parts, hyperclo
                           kimi_k25_parts, ovis2_parts, video_llama_3_parts)
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 from .vision_mllama import mllama_parts, mllama_text
-from .vision_qformer import granite4_vision_parts
+from .vision_qformer import blip2_parts, granite4_vision_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
@@ -97,6 +97,9 @@ COMPOSITES = {
     "aria": (("idefics3_vision",), "aria_text", aria_parts, "top:False"),
     "ovis2": (None, "qwen2", ovis2_parts, "top:True"),
     "granite4_vision": (("clip_vision_model",), "granite4_vision_text", granite4_vision_parts, "top:False"),
+    "blip-2": (None, "opt", blip2_parts, "top:True"),
+    "instructblip": (None, "opt", lambda cfg, h: blip2_parts(cfg, h, instruct=True), "top:True"),
+    "instructblipvideo": (None, "opt", lambda cfg, h: blip2_parts(cfg, h, instruct=True), "top:True"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
