@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .config import ConfigReader, TensorList
+from .vision_qformer import qformer
 
 
 def _lin(b: TensorList, m: str, d_in: int, d_out: int, bias: bool = True, comp: str = "audio") -> None:
@@ -151,4 +152,46 @@ def qwen2_5_omni_audio(cfg: Mapping) -> list:
         _ln(b, f"{q}.final_layer_norm", d)
     _ln(b, f"{p}.ln_post", d)
     _lin(b, f"{p}.proj", d, out)
+    return b.tensors
+
+
+GRANITE_SPEECH = {"input_dim": 160, "num_layers": 10, "hidden_dim": 1024, "feedforward_mult": 4, "num_heads": 8,
+                  "output_dim": 42, "max_pos_emb": 512, "conv_kernel_size": 15, "conv_expansion_factor": 2}
+
+
+def granite_speech_parts(cfg: Mapping, text_h: int) -> list:
+    a = ConfigReader(cfg.get("encoder_config") or {})
+    get = lambda k: a.int(k, default=GRANITE_SPEECH[k])   # noqa: E731
+    h, p = get("hidden_dim"), "model.encoder"
+    inner_attn = get("num_heads") * a.int("dim_head", default=h // get("num_heads"))
+    inner = h * get("conv_expansion_factor")
+    b = TensorList()
+    _lin(b, f"{p}.input_linear", get("input_dim"), h)
+    for i in range(get("num_layers")):
+        q = f"{p}.layers.{i}"
+        for ff in ("ff1", "ff2"):
+            _ln(b, f"{q}.{ff}.pre_norm", h)
+            _lin(b, f"{q}.{ff}.up_proj", h, h * get("feedforward_mult"))
+            _lin(b, f"{q}.{ff}.down_proj", h * get("feedforward_mult"), h)
+        _ln(b, f"{q}.attn.pre_norm", h)
+        _lin(b, f"{q}.attn.to_q", h, inner_attn, bias=False)
+        _lin(b, f"{q}.attn.to_kv", h, 2 * inner_attn, bias=False)
+        _lin(b, f"{q}.attn.to_out", inner_attn, h)
+        b.matrix(f"{q}.attn.rel_pos_emb", "weight", (2 * get("max_pos_emb") + 1, inner_attn // get("num_heads")), "audio")
+        _ln(b, f"{q}.conv.norm", h)
+        b.matrix(f"{q}.conv.up_conv", "weight", (2 * inner, h), "audio")
+        b.param(f"{q}.conv.up_conv", "bias", 2 * inner, "audio")
+        b.matrix(f"{q}.conv.depth_conv.conv", "weight", (inner, get("conv_kernel_size")), "audio")
+        _ln(b, f"{q}.conv.batch_norm", inner)
+        b.matrix(f"{q}.conv.down_conv", "weight", (h, inner), "audio")
+        b.param(f"{q}.conv.down_conv", "bias", h, "audio")
+        _ln(b, f"{q}.post_norm", h)
+    _lin(b, f"{p}.out", h, get("output_dim"))
+    _lin(b, f"{p}.out_mid", get("output_dim"), h)
+    c, qc = ConfigReader(cfg), ConfigReader(cfg.get("projector_config") or {})
+    qh = qc.int("hidden_size", default=768)
+    b.matrix("model.projector", "query", (c.int("window_size", default=15) // c.int("downsample_rate", default=5), qh),
+             "projector")
+    qformer(b, "model.projector.qformer", qc)
+    _lin(b, "model.projector.linear", qh, text_h, comp="projector")
     return b.tensors

@@ -16,7 +16,7 @@ from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
 from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
-from .audio_more import QWEN3_OMNI, glmasr_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts
+from .audio_more import QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
@@ -100,6 +100,8 @@ COMPOSITES = {
     "blip-2": (None, "opt", blip2_parts, "top:True"),
     "instructblip": (None, "opt", lambda cfg, h: blip2_parts(cfg, h, instruct=True), "top:True"),
     "instructblipvideo": (None, "opt", lambda cfg, h: blip2_parts(cfg, h, instruct=True), "top:True"),
+    "granite_speech": (None, "granite", granite_speech_parts, "top:True"),
+    "granite_speech_plus": (None, "granite", granite_speech_parts, "top:True"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
@@ -119,6 +121,8 @@ AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_tran
          "qwen3_asr")   # composites whose tower is an audio_config
 
 
+# composites whose tower sits under another sub-config
+TOWER_CONFIGS = {"granite_speech": {"encoder_config"}, "granite_speech_plus": {"encoder_config"}}
 OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")   # an audio_config and a vision_config
 # text model_types whose decoder is another's, layer for layer (modeling_qwen2_5_omni.py Qwen2_5OmniDecoderLayer:
 # Qwen2's biased q/k/v; modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer: Qwen3-MoE's)
@@ -139,8 +143,9 @@ def composite(cfg: Mapping, build: Callable):
     spec = COMPOSITES.get(model_type)
     vision = cfg.get("vision_config")
     tower = vision.get("model_type") if isinstance(vision, Mapping) else None
-    towers = ({"audio_config"} if model_type in AUDIO else set() if model_type in NO_TOWER_CONFIG
-              else {"audio_config", "vision_config"} if model_type in OMNI else {"vision_config"})
+    towers = TOWER_CONFIGS.get(model_type) or (
+        {"audio_config"} if model_type in AUDIO else set() if model_type in NO_TOWER_CONFIG
+        else {"audio_config", "vision_config"} if model_type in OMNI else {"vision_config"})
     if (spec is None or not set(parts) <= {"text_config"} | towers | EXTRA_CONFIGS.get(model_type, set())
             or not towers <= set(parts)
             or (spec[0] is not None and tower not in spec[0])):
