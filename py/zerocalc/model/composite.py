@@ -25,6 +25,7 @@ from .vision_more import (aria_parts, cohere2_vision_parts, fuyu_parts, hyperclo
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 from .vision_mllama import mllama_parts, mllama_text
 from .vision_qformer import blip2_parts, granite4_vision_parts
+from .vision_radio import nemotron_h_omni_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
@@ -102,6 +103,7 @@ COMPOSITES = {
     "instructblipvideo": (None, "opt", lambda cfg, h: blip2_parts(cfg, h, instruct=True), "top:True"),
     "granite_speech": (None, "granite", granite_speech_parts, "top:True"),
     "granite_speech_plus": (None, "granite", granite_speech_parts, "top:True"),
+    "nemotron_h_omni": (("radio",), "nemotron_h", nemotron_h_omni_parts, "or"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
