@@ -195,3 +195,49 @@ def granite_speech_parts(cfg: Mapping, text_h: int) -> list:
     qformer(b, "model.projector.qformer", qc)
     _lin(b, "model.projector.linear", qh, text_h, comp="projector")
     return b.tensors
+
+
+# VibeVoiceAcousticTokenizerEncoderConfig (configuration_vibevoice_acoustic_tokenizer.py)
+VIBEVOICE = {"channels": 1, "hidden_size": 64, "kernel_size": 7, "num_filters": 32, "ffn_expansion": 4}
+
+
+def _vibevoice_encoder(b: TensorList, p: str, a: ConfigReader) -> int:
+    get = lambda k: a.int(k, default=VIBEVOICE[k])   # noqa: E731
+    k, nf, ex = get("kernel_size"), get("num_filters"), get("ffn_expansion")
+    ratios = list(a.cfg.get("downsampling_ratios") or (2, 2, 4, 5, 5, 8))
+    depths = list(a.cfg.get("depths") or (3, 3, 3, 3, 3, 3, 8))
+
+    def conv(m: str, c_in: int, c_out: int, kernel: int, groups: int = 1) -> None:
+        b.matrix(m, "weight", (c_out, c_in // groups * kernel), "audio")
+        b.param(m, "bias", c_out, "audio")
+
+    def stage(q: str, h: int, n: int) -> None:
+        for j in range(n):
+            m = f"{q}.stage.{j}"
+            b.param(f"{m}.norm", "weight", h, "audio")
+            b.param(f"{m}.ffn_norm", "weight", h, "audio")
+            _lin(b, f"{m}.ffn.linear1", h, ex * h)
+            _lin(b, f"{m}.ffn.linear2", ex * h, h)
+            b.param(m, "gamma", h, "audio")
+            b.param(m, "ffn_gamma", h, "audio")
+            conv(f"{m}.mixer.conv", h, h, k, groups=h)
+
+    conv(f"{p}.stem.conv", get("channels"), nf, k)
+    stage(f"{p}.stem", nf, depths[0])
+    for i, r in enumerate(ratios):
+        conv(f"{p}.conv_layers.{i}.conv", nf * 2 ** i, nf * 2 ** (i + 1), 2 * r)
+        stage(f"{p}.conv_layers.{i}", nf * 2 ** (i + 1), depths[i + 1])
+    conv(f"{p}.head.conv", nf * 2 ** len(ratios), get("hidden_size"), k)
+    return get("hidden_size")
+
+
+def vibevoice_asr_parts(cfg: Mapping, text_h: int) -> list:
+    b = TensorList()
+    for name in ("acoustic", "semantic"):
+        h = _vibevoice_encoder(b, f"model.{name}_tokenizer_encoder",
+                               ConfigReader(cfg.get(f"{name}_tokenizer_encoder_config") or {}))
+        m = f"model.multi_modal_projector.{name}"
+        _lin(b, f"{m}_linear_1", h, text_h, comp="projector")
+        b.param(f"{m}_norm", "weight", text_h, "projector")
+        _lin(b, f"{m}_linear_2", text_h, text_h, comp="projector")
+    return b.tensors

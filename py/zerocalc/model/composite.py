@@ -16,7 +16,7 @@ from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
 from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
-from .audio_more import QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts
+from .audio_more import QWEN3_OMNI, glmasr_parts, granite_speech_parts, vibevoice_asr_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
@@ -104,6 +104,7 @@ COMPOSITES = {
     "granite_speech": (None, "granite", granite_speech_parts, "top:True"),
     "granite_speech_plus": (None, "granite", granite_speech_parts, "top:True"),
     "nemotron_h_omni": (("radio",), "nemotron_h", nemotron_h_omni_parts, "or"),
+    "vibevoice_asr": (None, "qwen2", vibevoice_asr_parts, "top:False"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
@@ -114,7 +115,9 @@ COMPOSITES = {
     "qwen3_asr": (None, "qwen3", qwen3_asr_parts, "top:True"),
 }
 
-NO_TOWER_CONFIG = ("fuyu",)
+# composites whose only sub-config among SUB_CONFIGS is text_config (Fuyu: the tower is one linear; VibeVoice ASR:
+# its encoders' configs are acoustic_ / semantic_tokenizer_encoder_config)
+NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
 # composites whose language model is not a text model_type of its own: (text config, model_from_config) -> arch
 TEXT_BUILDERS = {"mllama": mllama_text}   # composites whose only sub-config is text_config (the tower is one linear)
 
