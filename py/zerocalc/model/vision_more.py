@@ -29,7 +29,12 @@ projector each modelling file registers (transformers 5.24):
   rms_norm1/2; a final RMSNorm; head_linear (h x hidden_stride^2 -> vocab_size - num_visual_indicator_tokens,
   no bias) and head_norm (a LayerNorm over it); the model's visual_embeddings_table (vision vocab_size x the
   top-level hidden_size). Its lm_head (top-level hidden_size x vocab_size) is tied to the text embedding
-  (Ovis2Config tie_word_embeddings True).
+  (Ovis2Config tie_word_embeddings True);
+- Granite Docling (modeling_granite_docling.py GraniteDoclingVisionModel): a SigLIP-layer tower without head and
+  its connector: ln_in, a coarse path (scale_factor) and with use_fine_route a fine one (scale_factor / 2), each
+  a projection (h x s^2 -> out_hidden_size, no bias) and one DeepStackMerger per deepstack_visual_indexes entry
+  (LayerNorm over h x s^2, biased linear_1 to out_hidden_size and linear_2); ln_mid, mlp_fc2 (no bias), ln_out;
+  with density_router_hidden_size a density router (att h -> 1, a LayerNorm, fc1, fc2 -> 1, biased).
 """
 from __future__ import annotations
 
@@ -201,4 +206,37 @@ def ovis2_parts(cfg: Mapping, text_h: int) -> list:
     b.param(f"{p}.head_norm", "bias", vocab, "vision")
     b.matrix("model.visual_embeddings_table", "weight",
              (get("vocab_size"), ConfigReader(cfg).int("hidden_size", default=1536)), "projector")
+    return b.tensors
+
+
+def granite_docling_parts(cfg: Mapping, text_h: int) -> list:
+    b = TensorList()
+    v = ConfigReader(cfg.get("vision_config") or {})
+    p = "model.vision_model"
+    h = vit(b, p, v, "granite_docling_vision")
+    out, sf = v.int("out_hidden_size", default=1024), v.int("scale_factor", default=4)
+    deep = len(v.cfg.get("deepstack_visual_indexes") or ())
+
+    def ln(m: str, d: int) -> None:
+        b.param(m, "weight", d, "projector")
+        b.param(m, "bias", d, "projector")
+
+    c = f"{p}.connector"
+    ln(f"{c}.ln_in", h)
+    for path, s in (("coarse", sf),) + ((("fine", sf // 2),) if v.bool("use_fine_route", True) else ()):
+        _linear(b, f"{c}.{path}.projection", h * s * s, out, bias=False)
+        for j in range(deep):
+            m = f"{c}.{path}.deepstack_mergers.{j}"
+            ln(f"{m}.layer_norm", h * s * s)
+            _linear(b, f"{m}.linear_1", h * s * s, out)
+            _linear(b, f"{m}.linear_2", out, out)
+    ln(f"{c}.ln_mid", out)
+    _linear(b, f"{c}.mlp_fc2", out, out, bias=False)
+    ln(f"{c}.ln_out", out)
+    router = cfg.get("density_router_hidden_size")
+    if router is not None:
+        _linear(b, "model.density_router.att", h, 1)
+        ln("model.density_router.norm", h)
+        _linear(b, "model.density_router.fc1", h, int(router))
+        _linear(b, "model.density_router.fc2", int(router), 1)
     return b.tensors
