@@ -21,7 +21,7 @@ from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, 
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
 from .vision_more import (aria_parts, cohere2_vision_parts, fuyu_parts, hyperclovax_vision_v2_parts, idefics2_parts,
-                          granite_docling_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
+                          granite_docling_parts, hunyuan_vl_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 from .vision_mllama import mllama_parts, mllama_text
 from .vision_qformer import blip2_parts, granite4_vision_parts
@@ -106,6 +106,7 @@ COMPOSITES = {
     "nemotron_h_omni": (("radio",), "nemotron_h", nemotron_h_omni_parts, "or"),
     "vibevoice_asr": (None, "qwen2", vibevoice_asr_parts, "top:False"),
     "granite_docling": (None, "granite_docling_text", granite_docling_parts, "top:True"),
+    "hunyuan_vl": (None, "hunyuan_vl_text", hunyuan_vl_parts, "top:True"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
@@ -134,7 +135,8 @@ OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")   # an audio_config an
 # Qwen2's biased q/k/v; modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer: Qwen3-MoE's)
 TEXT_AS = {"qwen2_5_omni_text": "qwen2", "qwen3_omni_moe_text": "qwen3_moe",
            "exaone4_5_text": "exaone4",
-           "granite4_vision_text": "granite", "granite_docling_text": "granite"}   # configuration_granite4_vision.py: GraniteConfig's fields   # Exaone4_5_Config.__post_init__: the first release's name for exaone4
+           "granite4_vision_text": "granite", "granite_docling_text": "granite",
+           "hunyuan_vl_text": "hunyuan_v1_dense"}   # HunYuanVLDenseV1DecoderLayer: HunYuan dense's block   # configuration_granite4_vision.py: GraniteConfig's fields   # Exaone4_5_Config.__post_init__: the first release's name for exaone4
 
 
 def is_composite(cfg: Mapping) -> bool:

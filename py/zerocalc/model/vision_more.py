@@ -34,7 +34,12 @@ projector each modelling file registers (transformers 5.24):
   its connector: ln_in, a coarse path (scale_factor) and with use_fine_route a fine one (scale_factor / 2), each
   a projection (h x s^2 -> out_hidden_size, no bias) and one DeepStackMerger per deepstack_visual_indexes entry
   (LayerNorm over h x s^2, biased linear_1 to out_hidden_size and linear_2); ln_mid, mlp_fc2 (no bias), ln_out;
-  with density_router_hidden_size a density router (att h -> 1, a LayerNorm, fc1, fc2 -> 1, biased).
+  with density_router_hidden_size a density router (att h -> 1, a LayerNorm, fc1, fc2 -> 1, biased);
+- HunYuan-VL (modeling_hunyuan_vl.py HunYuanVLVisionTransformer, HunYuanVLVisionConfig's defaults): biased patch
+  Conv2d, positions ((max_image_size / patch)^2 + 1) x h, layers of LayerNorms and biased q/k/v/o and fc1/fc2;
+  patch_merger: proj_conv (h -> 2h, kernel spatial_merge_size) and proj_out (2h -> 4h, 1x1), biased, a biased
+  mlp (4h -> text_hidden_size, read from the vision config), image_newline (4h), image_begin / end / sep
+  (text_hidden_size each), RMSNorms before_rms (h) and after_rms. The language model is HunYuan dense's block.
 """
 from __future__ import annotations
 
@@ -239,4 +244,40 @@ def granite_docling_parts(cfg: Mapping, text_h: int) -> list:
         ln("model.density_router.norm", h)
         _linear(b, "model.density_router.fc1", h, int(router))
         _linear(b, "model.density_router.fc2", int(router), 1)
+    return b.tensors
+
+
+HUNYUAN_VL = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "num_channels": 3,
+              "patch_size": 16, "spatial_merge_size": 2, "max_image_size": 2048, "text_hidden_size": 3072}
+
+
+def hunyuan_vl_parts(cfg: Mapping, text_h: int) -> list:
+    b = TensorList()
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=HUNYUAN_VL[k])   # noqa: E731
+    h, inter, p, th = get("hidden_size"), get("intermediate_size"), "model.vision_tower", get("text_hidden_size")
+    b.matrix(f"{p}.embeddings.patch_embedding", "weight", (h, get("num_channels") * get("patch_size") ** 2), "vision")
+    b.param(f"{p}.embeddings.patch_embedding", "bias", h, "vision")
+    b.matrix(f"{p}.embeddings.position_embedding", "weight", ((get("max_image_size") // get("patch_size")) ** 2 + 1, h),
+             "vision")
+    for i in range(get("num_hidden_layers")):
+        q = f"{p}.layers.{i}"
+        for n in ("layer_norm1", "layer_norm2"):
+            b.param(f"{q}.{n}", "weight", h, "vision")
+            b.param(f"{q}.{n}", "bias", h, "vision")
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            _linear(b, f"{q}.self_attn.{name}", h, h, "vision")
+        _linear(b, f"{q}.mlp.fc1", h, inter, "vision")
+        _linear(b, f"{q}.mlp.fc2", inter, h, "vision")
+    m, merge = f"{p}.patch_merger", get("spatial_merge_size")
+    b.param(m, "image_newline", 4 * h, "projector")
+    for name in ("image_begin", "image_end", "image_sep"):
+        b.param(m, name, th, "projector")
+    b.matrix(f"{m}.proj_conv", "weight", (2 * h, h * merge * merge), "projector")
+    b.param(f"{m}.proj_conv", "bias", 2 * h, "projector")
+    b.matrix(f"{m}.proj_out", "weight", (4 * h, 2 * h), "projector")
+    b.param(f"{m}.proj_out", "bias", 4 * h, "projector")
+    _linear(b, f"{m}.mlp", 4 * h, th)
+    b.param(f"{m}.before_rms", "weight", h, "projector")
+    b.param(f"{m}.after_rms", "weight", th, "projector")
     return b.tensors
