@@ -24,13 +24,14 @@ from .vision_more import (aria_parts, cohere2_vision_parts, fuyu_parts, hyperclo
                           granite_docling_parts, hunyuan_vl_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 from .vision_mllama import mllama_parts, mllama_text
+from .vision_molmo2 import molmo2_parts, molmo2_text
 from .vision_qformer import blip2_parts, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
 # the sub-configs beside the tower's that a composite's projector reads (Idefics2's perceiver resampler)
-EXTRA_CONFIGS = {"idefics2": {"perceiver_config"}}
+EXTRA_CONFIGS = {"idefics2": {"perceiver_config"}}   # (Molmo 2's adapter_config is not among SUB_CONFIGS)
 
 # model_type -> (tower model_types it is modelled with (None: any, the tower is its own), the text model_type
 # when text_config names none, the tower + projector tensors (cfg, text hidden size) -> tensors, tie rule)
@@ -107,6 +108,7 @@ COMPOSITES = {
     "vibevoice_asr": (None, "qwen2", vibevoice_asr_parts, "top:False"),
     "granite_docling": (None, "granite_docling_text", granite_docling_parts, "top:True"),
     "hunyuan_vl": (None, "hunyuan_vl_text", hunyuan_vl_parts, "top:True"),
+    "molmo2": (None, "molmo2_text", molmo2_parts, "top:False"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
@@ -121,7 +123,7 @@ COMPOSITES = {
 # its encoders' configs are acoustic_ / semantic_tokenizer_encoder_config)
 NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
 # composites whose language model is not a text model_type of its own: (text config, model_from_config) -> arch
-TEXT_BUILDERS = {"mllama": mllama_text}   # composites whose only sub-config is text_config (the tower is one linear)
+TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text}   # composites whose only sub-config is text_config (the tower is one linear)
 
 
 AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
