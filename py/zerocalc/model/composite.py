@@ -25,6 +25,7 @@ from .vision_more import (aria_parts, cohere2_vision_parts, fuyu_parts, hyperclo
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 from .vision_mllama import mllama_parts, mllama_text
 from .vision_molmo2 import molmo2_parts, molmo2_text
+from .vision_ernie import ernie4_5_vl_parts, ernie4_5_vl_text
 from .vision_qformer import blip2_parts, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
 
@@ -109,6 +110,7 @@ COMPOSITES = {
     "granite_docling": (None, "granite_docling_text", granite_docling_parts, "top:True"),
     "hunyuan_vl": (None, "hunyuan_vl_text", hunyuan_vl_parts, "top:True"),
     "molmo2": (None, "molmo2_text", molmo2_parts, "top:False"),
+    "ernie4_5_vl_moe": (None, "ernie4_5_vl_moe_text", ernie4_5_vl_parts, "top:True"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
@@ -123,7 +125,7 @@ COMPOSITES = {
 # its encoders' configs are acoustic_ / semantic_tokenizer_encoder_config)
 NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
 # composites whose language model is not a text model_type of its own: (text config, model_from_config) -> arch
-TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text}   # composites whose only sub-config is text_config (the tower is one linear)
+TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text, "ernie4_5_vl_moe": ernie4_5_vl_text}   # composites whose only sub-config is text_config (the tower is one linear)
 
 
 AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
