@@ -111,6 +111,8 @@ COMPOSITES = {
     "hunyuan_vl": (None, "hunyuan_vl_text", hunyuan_vl_parts, "top:True"),
     "molmo2": (None, "molmo2_text", molmo2_parts, "top:False"),
     "ernie4_5_vl_moe": (None, "ernie4_5_vl_moe_text", ernie4_5_vl_parts, "top:True"),
+    # CohereCompassVisionConfig subclasses Qwen3VLVisionConfig (modular_cohere_compass.py): Qwen3-VL's tower
+    "cohere_compass": (None, "cohere_compass_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
