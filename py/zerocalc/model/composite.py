@@ -26,6 +26,7 @@ from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 from .vision_mllama import mllama_parts, mllama_text
 from .vision_molmo2 import molmo2_parts, molmo2_text
 from .vision_ernie import ernie4_5_vl_parts, ernie4_5_vl_text
+from .vision_vq import chameleon_parts, chameleon_text
 from .vision_qformer import blip2_parts, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
 
@@ -113,6 +114,7 @@ COMPOSITES = {
     "ernie4_5_vl_moe": (None, "ernie4_5_vl_moe_text", ernie4_5_vl_parts, "top:True"),
     # CohereCompassVisionConfig subclasses Qwen3VLVisionConfig (modular_cohere_compass.py): Qwen3-VL's tower
     "cohere_compass": (None, "cohere_compass_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+    "chameleon": (None, "llama", chameleon_parts, "top:False"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
@@ -127,7 +129,8 @@ COMPOSITES = {
 # its encoders' configs are acoustic_ / semantic_tokenizer_encoder_config)
 NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
 # composites whose language model is not a text model_type of its own: (text config, model_from_config) -> arch
-TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text, "ernie4_5_vl_moe": ernie4_5_vl_text}   # composites whose only sub-config is text_config (the tower is one linear)
+TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text, "ernie4_5_vl_moe": ernie4_5_vl_text,
+                 "chameleon": chameleon_text}   # composites whose only sub-config is text_config (the tower is one linear)
 
 
 AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
@@ -135,7 +138,7 @@ AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_tran
 
 
 # composites whose tower sits under another sub-config
-TOWER_CONFIGS = {"granite_speech": {"encoder_config"}, "granite_speech_plus": {"encoder_config"}}
+TOWER_CONFIGS = {"chameleon": {"vq_config"}, "granite_speech": {"encoder_config"}, "granite_speech_plus": {"encoder_config"}}
 OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")   # an audio_config and a vision_config
 # text model_types whose decoder is another's, layer for layer (modeling_qwen2_5_omni.py Qwen2_5OmniDecoderLayer:
 # Qwen2's biased q/k/v; modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer: Qwen3-MoE's)
