@@ -26,14 +26,14 @@ from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 from .vision_mllama import mllama_parts, mllama_text
 from .vision_molmo2 import molmo2_parts, molmo2_text
 from .vision_ernie import ernie4_5_vl_parts, ernie4_5_vl_text
-from .vision_vq import chameleon_parts, chameleon_text
+from .vision_vq import chameleon_parts, chameleon_text, janus_parts
 from .vision_qformer import blip2_parts, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
 # the sub-configs beside the tower's that a composite's projector reads (Idefics2's perceiver resampler)
-EXTRA_CONFIGS = {"idefics2": {"perceiver_config"}}   # (Molmo 2's adapter_config is not among SUB_CONFIGS)
+EXTRA_CONFIGS = {"idefics2": {"perceiver_config"}, "janus": {"vq_config"}}   # (Molmo 2's adapter_config is not among SUB_CONFIGS)
 
 # model_type -> (tower model_types it is modelled with (None: any, the tower is its own), the text model_type
 # when text_config names none, the tower + projector tensors (cfg, text hidden size) -> tensors, tie rule)
@@ -115,6 +115,7 @@ COMPOSITES = {
     # CohereCompassVisionConfig subclasses Qwen3VLVisionConfig (modular_cohere_compass.py): Qwen3-VL's tower
     "cohere_compass": (None, "cohere_compass_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
     "chameleon": (None, "llama", chameleon_parts, "top:False"),
+    "janus": (None, "llama", janus_parts, "top:True"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
