@@ -27,13 +27,14 @@ from .vision_mllama import mllama_parts, mllama_text
 from .vision_molmo2 import molmo2_parts, molmo2_text
 from .vision_ernie import ernie4_5_vl_parts, ernie4_5_vl_text
 from .vision_vq import chameleon_parts, chameleon_text, janus_parts
+from .vision_idefics import idefics_parts, idefics_text
 from .vision_qformer import blip2_parts, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
 # the sub-configs beside the tower's that a composite's projector reads (Idefics2's perceiver resampler)
-EXTRA_CONFIGS = {"idefics2": {"perceiver_config"}, "janus": {"vq_config"}}   # (Molmo 2's adapter_config is not among SUB_CONFIGS)
+EXTRA_CONFIGS = {"idefics2": {"perceiver_config"}, "janus": {"vq_config"}, "idefics": {"perceiver_config"}}   # (Molmo 2's adapter_config is not among SUB_CONFIGS)
 
 # model_type -> (tower model_types it is modelled with (None: any, the tower is its own), the text model_type
 # when text_config names none, the tower + projector tensors (cfg, text hidden size) -> tensors, tie rule)
@@ -116,6 +117,7 @@ COMPOSITES = {
     "cohere_compass": (None, "cohere_compass_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
     "chameleon": (None, "llama", chameleon_parts, "top:False"),
     "janus": (None, "llama", janus_parts, "top:True"),
+    "idefics": (None, "llama", idefics_parts, "top:False"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
@@ -129,9 +131,10 @@ COMPOSITES = {
 # composites whose only sub-config among SUB_CONFIGS is text_config (Fuyu: the tower is one linear; VibeVoice ASR:
 # its encoders' configs are acoustic_ / semantic_tokenizer_encoder_config)
 NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
-# composites whose language model is not a text model_type of its own: (text config, model_from_config) -> arch
+# composites whose language model is not a text model_type of its own:
+# (text config, model_from_config, the whole config) -> arch
 TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text, "ernie4_5_vl_moe": ernie4_5_vl_text,
-                 "chameleon": chameleon_text}   # composites whose only sub-config is text_config (the tower is one linear)
+                 "chameleon": chameleon_text, "idefics": idefics_text}   # composites whose only sub-config is text_config (the tower is one linear)
 
 
 AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
@@ -183,7 +186,7 @@ def composite(cfg: Mapping, build: Callable):
             text["tie_word_embeddings"] = True
     else:
         text["tie_word_embeddings"] = cfg.get("tie_word_embeddings", tie_rule == "top:True") is not False
-    arch = TEXT_BUILDERS[model_type](text, build) if model_type in TEXT_BUILDERS else build(text)
+    arch = TEXT_BUILDERS[model_type](text, build, cfg) if model_type in TEXT_BUILDERS else build(text)
     extra = [replace(t, block="", layer=None) for t in parts_of(cfg, arch.hidden_size)]
     return replace(arch, model_type=model_type, tensors=tuple(extra) + arch.tensors, tower=tower_spec(cfg, arch.hidden_size))
 

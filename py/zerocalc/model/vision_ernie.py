@@ -66,7 +66,7 @@ def ernie4_5_vl_parts(cfg: Mapping, text_h: int) -> list:
     return b.tensors
 
 
-def ernie4_5_vl_text(text: Mapping, build: Callable):
+def ernie4_5_vl_text(text: Mapping, build: Callable, cfg: Mapping | None = None):
     cfg = {**TEXT, **{k: v for k, v in text.items() if v is not None}}
     c = ConfigReader(cfg)
     n = c.int("num_hidden_layers")

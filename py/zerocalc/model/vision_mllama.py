@@ -78,7 +78,7 @@ def mllama_parts(cfg: Mapping, text_h: int) -> list:
     return b.tensors
 
 
-def mllama_text(text: Mapping, build: Callable):
+def mllama_text(text: Mapping, build: Callable, cfg: Mapping | None = None):
     """The language model: a Llama of the same sizes, 8 more embedding rows, and the cross-attention layers'
     q_norm / k_norm / gates inserted after each such layer's tensors."""
     cfg = {**TEXT, **{k: v for k, v in text.items() if v is not None}, "model_type": "llama"}

@@ -69,7 +69,7 @@ def molmo2_parts(cfg: Mapping, text_h: int) -> list:
     return b.tensors
 
 
-def molmo2_text(text: Mapping, build: Callable):
+def molmo2_text(text: Mapping, build: Callable, cfg: Mapping | None = None):
     cfg = {**TEXT, **{k: v for k, v in text.items() if v is not None}}
     c = ConfigReader(cfg)
     heads, kv, hd = c.int("num_attention_heads"), c.int("num_key_value_heads"), c.int("head_dim")

@@ -96,7 +96,7 @@ def chameleon_parts(cfg: Mapping, text_h: int) -> list:
     return b.tensors
 
 
-def chameleon_text(text: Mapping, build: Callable):
+def chameleon_text(text: Mapping, build: Callable, cfg: Mapping | None = None):
     """A Llama of the same sizes with q_norm / k_norm (weight and bias over heads x head_dim) per layer."""
     arch = build({k: v for k, v in text.items() if k not in ("vocabulary_map", "swin_norm")} | {"model_type": "llama"})
     c = ConfigReader(text)
