@@ -16,12 +16,13 @@ from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
 from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
-from .audio_more import QWEN3_OMNI, glmasr_parts, granite_speech_parts, vibevoice_asr_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts
+from .audio_more import (QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts,
+                         vibevoice_asr_parts)
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
-from .vision_more import (aria_parts, cohere2_vision_parts, fuyu_parts, hyperclovax_vision_v2_parts, idefics2_parts,
-                          granite_docling_parts, hunyuan_vl_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
+from .vision_more import (aria_parts, cohere2_vision_parts, fuyu_parts, granite_docling_parts, hunyuan_vl_parts,
+                          hyperclovax_vision_v2_parts, idefics2_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 from .vision_mllama import mllama_parts, mllama_text
 from .vision_molmo2 import molmo2_parts, molmo2_text
@@ -33,8 +34,9 @@ from .vision_radio import nemotron_h_omni_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
-# the sub-configs beside the tower's that a composite's projector reads (Idefics2's perceiver resampler)
-EXTRA_CONFIGS = {"idefics2": {"perceiver_config"}, "janus": {"vq_config"}, "idefics": {"perceiver_config"}}   # (Molmo 2's adapter_config is not among SUB_CONFIGS)
+# the sub-configs beside the tower's that a composite reads (Idefics' perceivers, Janus's VQ-VAE; sub-configs
+# outside SUB_CONFIGS, like Molmo 2's adapter_config, are not checked)
+EXTRA_CONFIGS = {"idefics2": {"perceiver_config"}, "janus": {"vq_config"}, "idefics": {"perceiver_config"}}
 
 # model_type -> (tower model_types it is modelled with (None: any, the tower is its own), the text model_type
 # when text_config names none, the tower + projector tensors (cfg, text hidden size) -> tensors, tie rule)
@@ -131,25 +133,23 @@ COMPOSITES = {
 # composites whose only sub-config among SUB_CONFIGS is text_config (Fuyu: the tower is one linear; VibeVoice ASR:
 # its encoders' configs are acoustic_ / semantic_tokenizer_encoder_config)
 NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
+# composites whose tower is an audio_config
+AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
+         "qwen3_asr")
+OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")   # an audio_config and a vision_config
+# composites whose tower sits under another sub-config
+TOWER_CONFIGS = {"chameleon": {"vq_config"}, "granite_speech": {"encoder_config"},
+                 "granite_speech_plus": {"encoder_config"}}
 # composites whose language model is not a text model_type of its own:
 # (text config, model_from_config, the whole config) -> arch
 TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text, "ernie4_5_vl_moe": ernie4_5_vl_text,
-                 "chameleon": chameleon_text, "idefics": idefics_text}   # composites whose only sub-config is text_config (the tower is one linear)
-
-
-AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
-         "qwen3_asr")   # composites whose tower is an audio_config
-
-
-# composites whose tower sits under another sub-config
-TOWER_CONFIGS = {"chameleon": {"vq_config"}, "granite_speech": {"encoder_config"}, "granite_speech_plus": {"encoder_config"}}
-OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")   # an audio_config and a vision_config
-# text model_types whose decoder is another's, layer for layer (modeling_qwen2_5_omni.py Qwen2_5OmniDecoderLayer:
-# Qwen2's biased q/k/v; modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer: Qwen3-MoE's)
-TEXT_AS = {"qwen2_5_omni_text": "qwen2", "qwen3_omni_moe_text": "qwen3_moe",
-           "exaone4_5_text": "exaone4",
-           "granite4_vision_text": "granite", "granite_docling_text": "granite",
-           "hunyuan_vl_text": "hunyuan_v1_dense"}   # HunYuanVLDenseV1DecoderLayer: HunYuan dense's block   # configuration_granite4_vision.py: GraniteConfig's fields   # Exaone4_5_Config.__post_init__: the first release's name for exaone4
+                 "chameleon": chameleon_text, "idefics": idefics_text}
+# text model_types whose decoder is another's, layer for layer: modeling_qwen2_5_omni.py Qwen2_5OmniDecoderLayer
+# (Qwen2's biased q/k/v), modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer (Qwen3-MoE's),
+# Exaone4_5_Config.__post_init__ (the first release's name for exaone4), configuration_granite4_vision.py /
+# configuration_granite_docling.py (GraniteConfig's fields), modeling_hunyuan_vl.py HunYuanVLDenseV1DecoderLayer
+TEXT_AS = {"qwen2_5_omni_text": "qwen2", "qwen3_omni_moe_text": "qwen3_moe", "exaone4_5_text": "exaone4",
+           "granite4_vision_text": "granite", "granite_docling_text": "granite", "hunyuan_vl_text": "hunyuan_v1_dense"}
 
 
 def is_composite(cfg: Mapping) -> bool:
