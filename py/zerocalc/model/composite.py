@@ -21,7 +21,7 @@ from .audio_more import (QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
-from .vision_more import (aria_parts, cohere2_vision_parts, fuyu_parts, granite_docling_parts, hunyuan_vl_parts,
+from .vision_more import (aria_parts, cohere2_vision_parts, cosmos3_edge_parts, cosmos3_edge_text, fuyu_parts, granite_docling_parts, hunyuan_vl_parts,
                           hyperclovax_vision_v2_parts, idefics2_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
 from .vision_mllama import mllama_parts, mllama_text
@@ -120,6 +120,7 @@ COMPOSITES = {
     "chameleon": (None, "llama", chameleon_parts, "top:False"),
     "janus": (None, "llama", janus_parts, "top:True"),
     "idefics": (None, "llama", idefics_parts, "top:False"),
+    "cosmos3_edge": (None, "cosmos3_edge_text", cosmos3_edge_parts, "top:False"),
     # the omni thinkers: an audio and a vision tower (OMNI)
     "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
                              "top:False"),
@@ -143,7 +144,7 @@ TOWER_CONFIGS = {"chameleon": {"vq_config"}, "granite_speech": {"encoder_config"
 # composites whose language model is not a text model_type of its own:
 # (text config, model_from_config, the whole config) -> arch
 TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text, "ernie4_5_vl_moe": ernie4_5_vl_text,
-                 "chameleon": chameleon_text, "idefics": idefics_text}
+                 "chameleon": chameleon_text, "idefics": idefics_text, "cosmos3_edge": cosmos3_edge_text}
 # text model_types whose decoder is another's, layer for layer: modeling_qwen2_5_omni.py Qwen2_5OmniDecoderLayer
 # (Qwen2's biased q/k/v), modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer (Qwen3-MoE's),
 # Exaone4_5_Config.__post_init__ (the first release's name for exaone4), configuration_granite4_vision.py /

@@ -39,11 +39,15 @@ projector each modelling file registers (transformers 5.24):
   Conv2d, positions ((max_image_size / patch)^2 + 1) x h, layers of LayerNorms and biased q/k/v/o and fc1/fc2;
   patch_merger: proj_conv (h -> 2h, kernel spatial_merge_size) and proj_out (2h -> 4h, 1x1), biased, a biased
   mlp (4h -> text_hidden_size, read from the vision config), image_newline (4h), image_begin / end / sep
-  (text_hidden_size each), RMSNorms before_rms (h) and after_rms. The language model is HunYuan dense's block.
+  (text_hidden_size each), RMSNorms before_rms (h) and after_rms. The language model is HunYuan dense's block;
+- Cosmos 3 Edge (modeling_cosmos3_edge.py): a SigLIP 2 tower without head, Cosmos3EdgePatchMerger (a LayerNorm
+  over h, linear_fc1 h x merge^2 -> projector_hidden_size, linear_fc2 -> text h, biased); its language model
+  (Cosmos3EdgeTextDecoderLayer) is Arcee's block, Llama's with an ungated ReLU^2 MLP, named fc1 / fc2.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import replace
+from typing import Callable, Mapping
 
 from ..errors import PlanError
 from .config import ConfigReader, TensorList
@@ -281,3 +285,33 @@ def hunyuan_vl_parts(cfg: Mapping, text_h: int) -> list:
     b.param(f"{m}.before_rms", "weight", h, "projector")
     b.param(f"{m}.after_rms", "weight", th, "projector")
     return b.tensors
+
+
+def cosmos3_edge_parts(cfg: Mapping, text_h: int) -> list:
+    b = TensorList()
+    v = ConfigReader(cfg.get("vision_config") or {})
+    h = vit(b, "model.visual", v, "cosmos3_edge_vision")
+    merged = h * v.int("spatial_merge_size", default=2) ** 2
+    mid = ConfigReader(cfg).int("projector_hidden_size", default=11520)
+    b.param("model.projector.norm", "weight", h, "projector")
+    b.param("model.projector.norm", "bias", h, "projector")
+    _linear(b, "model.projector.linear_fc1", merged, mid)
+    _linear(b, "model.projector.linear_fc2", mid, text_h)
+    return b.tensors
+
+
+def cosmos3_edge_text(text: Mapping, build: Callable, cfg: Mapping | None = None):
+    """Arcee's block (modeling_arcee.py) with its MLP's up_proj / down_proj named fc1 / fc2."""
+    arch = build({**text, "model_type": "arcee"})
+    names = {"up_proj": "fc1", "down_proj": "fc2"}
+
+    def rename(t):
+        if t.linear not in names:
+            return t
+        new = names[t.linear]
+        return replace(t, name=t.name.replace(f".{t.linear}.", f".{new}."), module=t.module.replace(f".{t.linear}", f".{new}"),
+                       linear=new)
+
+    lin = lambda ls: tuple(replace(x, name=names.get(x.name, x.name)) for x in ls)   # noqa: E731
+    return replace(arch, tensors=tuple(rename(t) for t in arch.tensors), block_linears=lin(arch.block_linears),
+                   dense_block_linears=lin(arch.dense_block_linears))
