@@ -100,3 +100,42 @@ def test_m2m_100_by_hand():
     est = estimate(Plan.from_dict({"model": ROWS["default:m2m_100"]["config"], "seq_len": 256,
                                    "method": "lora", "lora": {"targets": ["q_proj", "v_proj"]}})).to_dict()
     assert est["per_gpu"]["components"]["lora_adapters"] > 0
+
+
+def test_untied_seq2seq_has_its_own_embed_tokens():
+    """transformers 5 ties encoder/decoder embed_tokens to model.shared only under tie_word_embeddings
+    (M2M100Model._tied_weights_keys): untied, the meta build holds shared + two embed_tokens + lm_head,
+    4 x 128112*1024 = 524,746,752 against 131,186,688 tied: 877,465,600 = 483,905,536 + 3*131,186,688."""
+    cfg = {**ROWS["default:m2m_100"]["config"], "tie_word_embeddings": False}
+    assert model_from_config(cfg).total_params == 483_905_536 + 3 * 131_186_688 == 877_465_600
+
+
+def test_led_pegasus_x_nllb_moe_by_hand():
+    """LED (defaults: vocab 50265, d 1024, 12 + 12 layers, ffn 4096): an encoder layer's Longformer attention
+    is 6 biased projections + the biased output, 7*(1024*1024 + 1024) = 7,347,200, + fc1/fc2 4096*1024*2 + 4096
+    + 1024 and two LayerNorms 4096: 15,745,024. PEGASUS-X: an encoder layer's four projections have no bias,
+    4*1024*1024 + three LayerNorms 6144 + the same MLP 8,393,728: 12,594,176. NLLB-MoE: every 4th layer's MLP
+    is a router 1024*128 and 128 experts of 4096*1024*2 + 4096 + 1024 = 8,393,728 each."""
+    led = model_from_config(ROWS["default:led"]["config"])
+    enc0 = sum(t.numel for t in led.tensors if t.block == "led.encoder.layers.0")
+    assert enc0 == 7 * (1024 * 1024 + 1024) + 2 * 4096 * 1024 + 4096 + 1024 + 4096 == 15_745_024
+    px = model_from_config(ROWS["default:pegasus_x"]["config"])
+    assert sum(t.numel for t in px.tensors if t.block == "model.encoder.layers.0") \
+        == 4 * 1024 * 1024 + 6144 + 8_393_728 == 12_594_176
+    nllb = model_from_config(ROWS["default:nllb-moe"]["config"])
+    sparse = sum(t.numel for t in nllb.tensors if t.block == "model.encoder.layers.3")
+    dense = sum(t.numel for t in nllb.tensors if t.block == "model.encoder.layers.2")
+    assert sparse - dense == 1024 * 128 + 127 * 8_393_728
+
+
+def test_switch_transformers_by_hand():
+    """SwitchTransformers defaults (vocab 32128, d 768, d_kv 64 x 12 heads, d_ff 2048, 12 + 12 blocks, 3 + 3
+    sparse, 8 experts): sparse_step 12 // 3 = 4, blocks 1, 5, 9 sparse in each stack. A dense encoder block:
+    4*768*768 + 2*768*2048 + two norms 1536 = 5,506,560 (block 0 adds the relative bias 32*12 = 384); a sparse
+    block's feed-forward is a router 768*8 and 8 experts of 2*768*2048 instead of one: 7 * 3,145,728 + 6144
+    more. Encoder: 12*5,506,560 + 384 + 3*(7*3,145,728 + 6144) = 132,157,824 (the meta build's encoder.block)."""
+    arch = model_from_config(ROWS["default:switch_transformers"]["config"])
+    enc = sum(t.numel for t in arch.tensors if t.block.startswith("encoder.block."))
+    assert enc == 12 * 5_506_560 + 384 + 3 * (7 * 3_145_728 + 6144) == 132_157_824
+    sparse = sorted({t.layer for t in arch.tensors if t.component == "routed_experts" and t.block.startswith("encoder")})
+    assert sparse == [1, 5, 9]

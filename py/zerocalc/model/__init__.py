@@ -15,11 +15,13 @@ from ..errors import PlanError
 from ..presets import MODELS
 from .arch import Linear, ModelArch, MoE, Tensor
 from .classic import classic, t5
+from .classic_more import CLASSIC_MORE
 from .config import ConfigReader
 from .composite import COMPOSITES, composite, is_composite
 from .llama import LLAMA_LIKE, llama_like
 from .dbrx import dbrx
-from .decoders import DECODERS, SEQ2SEQ, bart_decoder, seq2seq
+from .decoders import DECODERS, bart_decoder
+from .seq2seq import SEQ2SEQ, seq2seq
 from .encoders import ENCODERS, encoder_lm
 from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
@@ -29,13 +31,14 @@ from .ssm import falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
 from .textmodels import TEXT_MODELS
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
-T5 = {"t5", "mt5", "umt5", "longt5"}
+T5 = {"t5", "mt5", "umt5", "longt5", "switch_transformers"}
 SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehybrid": granitemoehybrid,
        "lfm2": lfm2, "lfm2_moe": lfm2_moe, "falcon_h1": falcon_h1, "jamba": jamba, "gemma4_text": gemma4_text,
        "gemma4_unified_text": gemma4_unified_text,
        # modeling_falcon_mamba.py: Mamba's mixer; its B / C / dt RMS norms have no weights
        "falcon_mamba": lambda c: replace(mamba(c), model_type="falcon_mamba"),
-       **TEXT_MODELS}   # textmodels.py: text builders outside the Llama rows (recurrent.py today)
+       **TEXT_MODELS,   # textmodels.py: text builders outside the Llama rows (recurrent.py today)
+       **CLASSIC_MORE}  # classic_more.py: XLM, XLNet, Reformer, ProphetNet, CPM-Ant, ModernBERT decoder
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma"}

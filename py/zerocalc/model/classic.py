@@ -153,10 +153,26 @@ def _classic_dropout(c: ConfigReader, model_type: str) -> float:
     return 0.1 if model_type in ("gpt2", "bert") else 0.0
 
 
+SWITCH_SUPPORT = ("exact parameter count; activations approximate (a sparse block costed as a dense T5 block of "
+                  "memory/blocks.py: top-1 routing and expert capacity not modelled, not traced); LoRA adapters "
+                  "counted on the dense wi/wo only")
+
+
+def _sparse_step(c: ConfigReader, side: str, n: int) -> int:
+    """SwitchTransformersConfig.__post_init__: the step between sparse blocks, n // num_sparse_<side>_layers,
+    and n when that is 0 (its "HACK: this will create 0 sparse layers"; the stack's i % n == 1 still makes
+    block 1 sparse, which the meta build confirms)."""
+    k = c.int(f"num_sparse_{side}_layers", default=3, lo=0)
+    return n // k if k > 0 else n
+
+
 def t5(c: ConfigReader, model_type: str) -> ModelArch:
     """T5 / mT5 / UMT5 / LongT5 encoder-decoder (modeling_t5.py, modeling_umt5.py, modeling_longt5.py with its
     default local attention, whose LocalSelfAttention has T5's tensors): no biases, RMS-style LayerNorm,
-    gated-gelu for v1.1/mT5/T0. num_layers counts encoder + decoder blocks."""
+    gated-gelu for v1.1/mT5/T0. num_layers counts encoder + decoder blocks. Switch Transformers
+    (modeling_switch_transformers.py): T5's blocks, some of whose feed-forwards are sparse: a router
+    (mlp.router.classifier, d_model x num_experts) and num_experts wi/wo experts; activations costed as a dense
+    T5 block (top-1 routing and expert capacity not modelled)."""
     if model_type == "longt5" and c.str("encoder_attention_type", "local") != "local":
         raise PlanError("model.encoder_attention_type", "LongT5's transient-global attention (global relative bias "
                                                         "and layer norm) is not modelled; local is")
@@ -170,11 +186,12 @@ def t5(c: ConfigReader, model_type: str) -> ModelArch:
     gated = c.str("feed_forward_proj", "relu").startswith("gated")
     tied = c.bool("tie_word_embeddings", True)
     inner = heads * d_kv
+    experts = c.int("num_experts", default=8)
     b = TensorList()
     b.matrix("shared", "weight", (vocab, d), "embedding")
     mlp_names = ("wi_0", "wi_1") if gated else ("wi",)
 
-    def block(p: str, cross: bool, first: bool) -> None:
+    def block(p: str, cross: bool, first: bool, sparse: bool) -> None:
         for att in ("SelfAttention",) + (("EncDecAttention",) if cross else ()):
             for name in ("q", "k", "v"):
                 b.linear(f"{p}.{att}.{name}", d, inner, "attention")
@@ -184,17 +201,25 @@ def t5(c: ConfigReader, model_type: str) -> ModelArch:
                 b.param(f"{p}.{att}.relative_attention_bias", "weight",
                         c.int("relative_attention_num_buckets", default=32) * heads, "attention")
             b.norm(f"{p}.{att}.layer_norm", d)
-        for name in mlp_names:
-            b.linear(f"{p}.DenseReluDense.{name}", d, d_ff, "mlp")
-        b.linear(f"{p}.DenseReluDense.wo", d_ff, d, "mlp")
+        if sparse:
+            b.linear(f"{p}.mlp.router.classifier", d, experts, "router", bias=c.bool("router_bias", False))
+            for e in range(experts):
+                b.linear(f"{p}.mlp.experts.expert_{e}.wi", d, d_ff, "routed_experts")
+                b.linear(f"{p}.mlp.experts.expert_{e}.wo", d_ff, d, "routed_experts")
+        else:
+            for name in mlp_names:
+                b.linear(f"{p}.DenseReluDense.{name}", d, d_ff, "mlp")
+            b.linear(f"{p}.DenseReluDense.wo", d_ff, d, "mlp")
         b.norm(f"{p}.DenseReluDense.layer_norm", d)
 
-    for i in range(n_enc):
-        block(f"encoder.block.{i}", False, i == 0)
-    b.norm("encoder.final_layer_norm", d)
-    for i in range(n_dec):
-        block(f"decoder.block.{i}", True, i == 0)
-    b.norm("decoder.final_layer_norm", d)
+    for side, n in (("encoder", n_enc), ("decoder", n_dec)):
+        step = _sparse_step(c, side, n) if model_type == "switch_transformers" else 0
+        if model_type == "switch_transformers" and not tied:   # T5Config forces the tie; SwitchTransformers keeps it
+            b.matrix(f"{side}.embed_tokens", "weight", (vocab, d), "embedding")
+        for i in range(n):
+            # SwitchTransformersStack: block i is sparse when i % sparse_step == 1 (every block when the step is 1)
+            block(f"{side}.block.{i}", side == "decoder", i == 0, bool(step) and (i % step == 1 or step == 1))
+        b.norm(f"{side}.final_layer_norm", d)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, d), "lm_head", "lm_head")
     blk = [Linear(n, d, inner) for n in ("q", "k", "v")] + [Linear("o", inner, d)] + \
@@ -205,4 +230,5 @@ def t5(c: ConfigReader, model_type: str) -> ModelArch:
         vocab_size=vocab, tied_embeddings=tied, max_positions=None, gated_mlp=gated, norm="rmsnorm",
         norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False,
         final_softcap=False, dropout=float(c.cfg.get("dropout_rate", 0.1) or 0.0), tensors=tuple(b.tensors),
-        block_linears=tuple(blk), dense_block_linears=tuple(blk))
+        block_linears=tuple(blk), dense_block_linears=tuple(blk),
+        support="exact" if model_type != "switch_transformers" else SWITCH_SUPPORT)

@@ -108,11 +108,11 @@ def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
     if not tied:
         b.matrix("lm_head" if model_type != "biogpt" else "output_projection", "weight", (vocab, proj), "lm_head",
                  "lm_head")
-    return _arch(c, model_type, b, h, n, heads, ffn, vocab, tied, max_pos)
+    return bart_arch(c, model_type, b, h, n, heads, ffn, vocab, tied, max_pos)
 
 
-def _arch(c: ConfigReader, model_type: str, b: TensorList, h: int, n: int, heads: int, ffn: int, vocab: int,
-          tied: bool, max_pos: int) -> ModelArch:
+def bart_arch(c: ConfigReader, model_type: str, b: TensorList, h: int, n: int, heads: int, ffn: int, vocab: int,
+              tied: bool, max_pos: int, support: str = SUPPORT) -> ModelArch:
     """The ModelArch of a BART-layer model: its block's linears (self-attention and fc1/fc2; the kept
     cross-attention never runs in a causal LM), LayerNorm, classic activations."""
     blk = (Linear("k_proj", h, h), Linear("v_proj", h, h), Linear("q_proj", h, h), Linear("out_proj", h, h),
@@ -124,53 +124,4 @@ def _arch(c: ConfigReader, model_type: str, b: TensorList, h: int, n: int, heads
         tied_embeddings=tied, max_positions=max_pos, gated_mlp=False, norm="layernorm", norms_per_layer=2,
         qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
-        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk, support=SUPPORT)
-
-
-# whole encoder-decoders of BART's layer (the seq2seq mapping): model_type -> (shared embedding, positions,
-# final LayerNorms); both stacks' sizes read by BART's encoder_* / decoder_* field names
-SEQ2SEQ = {
-    # modeling_m2m_100.py M2M100Model: model.shared, sinusoidal position buffers, encoder/decoder layer_norm
-    "m2m_100": (True, "none", True),
-    # modeling_fsmt.py FSMTModel: src / tgt embeddings of their own vocabularies, sinusoidal position tables
-    # that are nn.Embedding parameters (max + 2 rows, padding offset), decoder.output_projection
-    "fsmt": (False, "offset2", False),
-}
-
-
-def seq2seq(c: ConfigReader, model_type: str) -> ModelArch:
-    shared, pos, final_ln = SEQ2SEQ[model_type]
-    d = c.int("d_model")
-    n_enc, n_dec = c.int("encoder_layers"), c.int("decoder_layers")
-    heads = c.int("decoder_attention_heads")
-    ffn_e, ffn_d = c.int("encoder_ffn_dim"), c.int("decoder_ffn_dim")
-    src = c.int("vocab_size", "src_vocab_size")
-    tgt = c.int("tgt_vocab_size", default=src) if model_type == "fsmt" else src
-    max_pos = c.int("max_position_embeddings", default=1024)
-    b = TensorList()
-    if shared:
-        b.matrix("model.shared", "weight", (src, d), "embedding")
-    for side, n, ffn, vocab, cross in (("encoder", n_enc, ffn_e, src, False), ("decoder", n_dec, ffn_d, tgt, True)):
-        path = f"model.{side}"
-        if not shared:
-            b.matrix(f"{path}.embed_tokens", "weight", (vocab, d), "embedding")
-        if pos != "none":
-            b.matrix(f"{path}.embed_positions", "weight", (max_pos + 2, d), "embedding")
-        for i in range(n):
-            p = f"{path}.layers.{i}"
-            for att in ("self_attn", "encoder_attn") if cross else ("self_attn",):
-                for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
-                    b.linear(f"{p}.{att}.{name}", d, d, "attention", bias=True)
-                b.norm(f"{p}.{att}_layer_norm", d, bias=True)
-            b.linear(f"{p}.fc1", d, ffn, "mlp", bias=True)
-            b.linear(f"{p}.fc2", ffn, d, "mlp", bias=True)
-            b.norm(f"{p}.final_layer_norm", d, bias=True)
-        if final_ln:
-            b.norm(f"{path}.layer_norm", d, bias=True)
-    tied = c.bool("tie_word_embeddings", shared)
-    if not tied:
-        if model_type == "fsmt":   # inside the decoder, where tools/archgen files it as "other", not a head
-            b.matrix("model.decoder.output_projection", "weight", (tgt, d), "other", "output_projection")
-        else:
-            b.matrix("lm_head", "weight", (tgt, d), "lm_head", "lm_head")
-    return _arch(c, model_type, b, d, n_enc + n_dec, heads, ffn_d, tgt, tied, max_pos)
+        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk, support=support)

@@ -1,0 +1,110 @@
+"""Whole encoder-decoders of BART's layer (the seq2seq mapping of transformers 5.24), as data: per model_type
+the base model's path, whether the token embedding is one shared table, the position tables, the embedding /
+final LayerNorms, the encoder's attention (BART's four projections, LED's Longformer attention, PEGASUS-X's
+global-local attention with its extra LayerNorm), the attention biases, the module names of the cross-attention
+and feed-forward, and the sparse (MoE) layers. Both stacks' sizes are read by BART's encoder_* / decoder_*
+field names. Sources, each checked against the meta-device build in tests/data/architectures.json:
+- m2m_100 (modeling_m2m_100.py M2M100Model): model.shared, sinusoidal position buffers, encoder/decoder layer_norm.
+- fsmt (modeling_fsmt.py FSMTModel): src / tgt embeddings of their own vocabularies, sinusoidal position tables
+  that are nn.Embedding parameters (max + 2 rows, padding offset), decoder.output_projection.
+- led (modeling_led.py LEDModel): led.shared; LEDLearnedPositionalEmbedding of max_encoder_position_embeddings /
+  max_decoder_position_embeddings rows (no offset); LEDEncoderSelfAttention query/key/value and their *_global
+  twins, then self_attn.output, all biased; layernorm_embedding on both sides, no final LayerNorm.
+- pegasus_x (modeling_pegasus_x.py): sinusoidal positions without parameters, encoder.embed_global
+  (num_global_tokens x d_model), PegasusXGlobalLocalAttention and the decoder's attentions without biases, a
+  global_self_attn_layer_norm in each encoder layer, encoder/decoder layer_norm.
+- nllb-moe (modeling_nllb_moe.py): M2M100's layout with cross_attention / ff_layer_norm / ffn.fc1 names; layer i
+  is sparse when (i + 1) % encoder_sparse_step (decoder_sparse_step) == 0: ffn.router.classifier (d_model x
+  num_experts, router_bias) and num_experts ffn.experts.expert_<e>.fc1/fc2.
+Activations: the classic block of memory/blocks.py (not traced); a sparse layer's activations are costed as
+one dense feed-forward (top-k routing and expert capacity are not modelled)."""
+from __future__ import annotations
+
+from .arch import ModelArch
+from .config import ConfigReader, TensorList
+from .decoders import SUPPORT as BART_SUPPORT, bart_arch
+
+SUPPORT = ("exact parameter count; activations approximate (costed as the classic block of memory/blocks.py, "
+           "not traced; local / Longformer attention and MoE routing not modelled); LoRA adapters counted on one "
+           "BART layer per block (not on the cross-attention nor on each expert)")
+
+_BART_NAMES = ("encoder_attn", "fc1", "fc2", "final_layer_norm")
+_DEFAULT = {"base": "model", "shared": True, "positions": "none", "emb_ln": False, "final_ln": True,
+            "encoder_attn": "bart", "attn_bias": True, "global_tokens": False, "names": _BART_NAMES, "sparse": False}
+# model_type -> its differences from _DEFAULT; positions: "none" (a buffer), "offset2" (max + 2 rows), or the
+# (encoder, decoder) fields naming the rows of learned tables
+SEQ2SEQ = {
+    "m2m_100": {},
+    "fsmt": {"shared": False, "positions": "offset2", "final_ln": False},
+    "led": {"base": "led", "positions": ("max_encoder_position_embeddings", "max_decoder_position_embeddings"),
+            "emb_ln": True, "final_ln": False, "encoder_attn": "longformer"},
+    "pegasus_x": {"encoder_attn": "global_local", "attn_bias": False, "global_tokens": True},
+    "nllb-moe": {"names": ("cross_attention", "ffn.fc1", "ffn.fc2", "ff_layer_norm"), "sparse": True},
+}
+_LONGFORMER = ("query", "key", "value", "query_global", "key_global", "value_global")
+
+
+def seq2seq(c: ConfigReader, model_type: str) -> ModelArch:
+    row = {**_DEFAULT, **SEQ2SEQ[model_type]}
+    base, shared, pos, bias = row["base"], row["shared"], row["positions"], row["attn_bias"]
+    cross_name, fc1, fc2, ff_ln = row["names"]
+    d = c.int("d_model")
+    heads = c.int("decoder_attention_heads")
+    src = c.int("vocab_size", "src_vocab_size")
+    tgt = c.int("tgt_vocab_size", default=src) if model_type == "fsmt" else src
+    max_pos = c.int("max_position_embeddings", default=1024)
+    experts = c.int("num_experts", default=128) if row["sparse"] else 0
+    # transformers 5 ties the encoder's and decoder's embed_tokens to shared (and lm_head) only under
+    # tie_word_embeddings (modeling_utils.PreTrainedModel.tie_weights over _tied_weights_keys)
+    tied = c.bool("tie_word_embeddings", shared)
+    b = TensorList()
+    if shared:
+        b.matrix(f"{base}.shared", "weight", (src, d), "embedding")
+    for side, vocab, cross in (("encoder", src, False), ("decoder", tgt, True)):
+        path = f"{base}.{side}"
+        n, ffn = c.int(f"{side}_layers"), c.int(f"{side}_ffn_dim")
+        step = c.int(f"{side}_sparse_step", default=4, lo=0) if experts else 0
+        if not shared or not tied:
+            b.matrix(f"{path}.embed_tokens", "weight", (vocab, d), "embedding")
+        if pos == "offset2":
+            b.matrix(f"{path}.embed_positions", "weight", (max_pos + 2, d), "embedding")
+        elif pos != "none":
+            rows = c.int(pos[1] if cross else pos[0], default=1024 if cross else 16384)
+            b.matrix(f"{path}.embed_positions", "weight", (rows, d), "embedding")
+        if row["global_tokens"] and not cross:
+            b.matrix(f"{path}.embed_global", "weight", (c.int("num_global_tokens", default=32), d), "embedding")
+        for i in range(n):
+            p = f"{path}.layers.{i}"
+            if not cross and row["encoder_attn"] == "longformer":
+                for name in _LONGFORMER:
+                    b.linear(f"{p}.self_attn.longformer_self_attn.{name}", d, d, "attention", bias=True)
+                b.linear(f"{p}.self_attn.output", d, d, "attention", bias=True)
+                b.norm(f"{p}.self_attn_layer_norm", d, bias=True)
+            else:
+                for att in ("self_attn", cross_name) if cross else ("self_attn",):
+                    for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+                        b.linear(f"{p}.{att}.{name}", d, d, "attention", bias=bias)
+                    b.norm(f"{p}.{att}_layer_norm", d, bias=True)
+                    if not cross and row["encoder_attn"] == "global_local":
+                        b.norm(f"{p}.global_self_attn_layer_norm", d, bias=True)
+            if step and (i + 1) % step == 0:
+                b.linear(f"{p}.ffn.router.classifier", d, experts, "router", bias=c.bool("router_bias", False))
+                for e in range(experts):
+                    b.linear(f"{p}.ffn.experts.expert_{e}.fc1", d, ffn, "routed_experts", bias=True)
+                    b.linear(f"{p}.ffn.experts.expert_{e}.fc2", ffn, d, "routed_experts", bias=True)
+            else:
+                b.linear(f"{p}.{fc1}", d, ffn, "mlp", bias=True)
+                b.linear(f"{p}.{fc2}", ffn, d, "mlp", bias=True)
+            b.norm(f"{p}.{ff_ln}", d, bias=True)
+        if row["emb_ln"]:
+            b.norm(f"{path}.layernorm_embedding", d, bias=True)
+        if row["final_ln"]:
+            b.norm(f"{path}.layer_norm", d, bias=True)
+    if not tied:
+        if model_type == "fsmt":   # inside the decoder, where tools/archgen files it as "other", not a head
+            b.matrix(f"{base}.decoder.output_projection", "weight", (tgt, d), "other", "output_projection")
+        else:
+            b.matrix("lm_head", "weight", (tgt, d), "lm_head", "lm_head")
+    n_layers = c.int("encoder_layers") + c.int("decoder_layers")
+    return bart_arch(c, model_type, b, d, n_layers, heads, c.int("decoder_ffn_dim"), tgt, tied, max_pos,
+                     BART_SUPPORT if model_type in ("m2m_100", "fsmt") else SUPPORT)
