@@ -46,7 +46,7 @@ def step_inputs(plan: Plan) -> StepInputs:
     dt = dtypes_for(plan, stack)
     # LitGPT's convert_hf_checkpoint gives a tied model its own lm_head (a copy of the embedding)
     head_copy = arch.vocab_size * arch.hidden_size if stack.separate_lm_head else 0
-    tower = tower_tensors(arch) if arch.tower is not None or plan.vision.trainable != "frozen" else ()
+    tower = tower_tensors(arch)
     if plan.method == "full":
         sizes, shapes = arch.tensor_sizes, arch.tensor_shapes
         frozen_bytes, frozen_numel, frozen_sizes = 0, 0, ()
