@@ -23,6 +23,7 @@ from .dbrx import dbrx
 from .decoders import DECODERS, bart_decoder
 from .seq2seq import SEQ2SEQ, seq2seq
 from .encoders import ENCODERS, encoder_lm
+from .encdec import encoder_decoder
 from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
@@ -41,7 +42,7 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
        **CLASSIC_MORE}  # classic_more.py: XLM, XLNet, Reformer, ProphetNet, CPM-Ant, ModernBERT decoder
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
-MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma"}
+MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma", "encoder-decoder"}
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4))
 
 
@@ -58,6 +59,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return gemma4_without_towers(cfg)
     if cfg.get("model_type") == "t5gemma":
         return t5gemma(cfg)
+    if cfg.get("model_type") == "encoder-decoder":
+        return encoder_decoder(cfg)
     if is_composite(cfg) and cfg.get("model_type") not in MODELLED_TEXT:
         return composite(cfg, model_from_config)
     if not c.has("model_type"):
