@@ -168,3 +168,15 @@ def test_switch_transformers_by_hand():
     assert enc == 12 * 5_506_560 + 384 + 3 * (7 * 3_145_728 + 6144) == 132_157_824
     sparse = sorted({t.layer for t in arch.tensors if t.component == "routed_experts" and t.block.startswith("encoder")})
     assert sparse == [1, 5, 9]
+
+
+def test_seamless_m4t_text_to_text_by_hand():
+    """SeamlessM4TForTextToText defaults (vocab 256102, hidden 1024, 24 + 24 layers, ffn 8192): shared
+    256102*1024 = 262,248,448; an encoder layer 4*(1024*1024 + 1024) + 2048 + 8192*1024 + 8192 + 1024*8192
+    + 1024 + 2048 = 20,988,928; a decoder layer adds cross_attention 4,198,400 + 2048; two final LayerNorms
+    4096; the speech encoder, text-to-unit model and vocoder are no part of the text-to-text class."""
+    for mt in ("seamless_m4t", "seamless_m4t_v2"):
+        arch = model_from_config(ROWS[f"default:{mt}"]["config"])
+        assert arch.total_params == 262_248_448 + 24 * 20_988_928 + 24 * (20_988_928 + 4_200_448) + 4096 \
+            == 1_370_531_840
+        assert arch.tensors[0].name == "shared.weight"

@@ -175,7 +175,7 @@ def prophetnet(c: ConfigReader) -> ModelArch:
 
 
 def cpmant(c: ConfigReader) -> ModelArch:
-    h, n, heads, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
+    h, n, heads, vocab = _sizes(c)
     hd, ff = c.int("dim_head", default=128), c.int("dim_ff", default=10240)
     seg = c.int("segment_types", default=32)
     prompts = c.int("prompt_types", default=32, lo=0) * c.int("prompt_length", default=32, lo=0)
@@ -203,7 +203,7 @@ def cpmant(c: ConfigReader) -> ModelArch:
 
 
 def modernbert_decoder(c: ConfigReader) -> ModelArch:
-    h, n, heads, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
+    h, n, heads, vocab = _sizes(c)
     inter = c.int("intermediate_size")
     nb, ab, mb = c.bool("norm_bias", False), c.bool("attention_bias", False), c.bool("mlp_bias", False)
     tied = c.bool("tie_word_embeddings", True)
@@ -232,6 +232,10 @@ def modernbert_decoder(c: ConfigReader) -> ModelArch:
                                                                           Linear("Wo", inter, h)]
     return _arch(c, "modernbert-decoder", b, "gpt2", h, n, heads, h // heads, inter, vocab, tied,
                  c.cfg.get("max_position_embeddings"), blk, c.cfg.get("attention_dropout"), gated=True)
+
+
+def _sizes(c: ConfigReader) -> tuple[int, int, int, int]:
+    return c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
 
 
 CLASSIC_MORE = {"xlm": xlm, "xlnet": xlnet, "reformer": reformer, "prophetnet": prophetnet, "cpmant": cpmant,

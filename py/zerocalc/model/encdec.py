@@ -26,8 +26,8 @@ def encoder_decoder(cfg: Mapping) -> ModelArch:
         raise PlanError("model.encoder", "model_type 'encoder-decoder' needs its encoder and decoder sub-configs")
     for side, sub in (("encoder", enc), ("decoder", dec)):
         if sub.get("model_type") not in SIDES:
-            raise PlanError(f"model.{side}.model_type", f"model_type 'encoder-decoder' with a {sub.get('model_type')!r} "
-                            f"{side} is not modelled; modelled: " + ", ".join(sorted(SIDES)))
+            raise PlanError(f"model.{side}.model_type", f"model_type 'encoder-decoder' with a "
+                            f"{sub.get('model_type')!r} {side} is not modelled; modelled: " + ", ".join(sorted(SIDES)))
     top = ConfigReader(cfg)
     if top.bool("tie_encoder_decoder", False):
         raise PlanError("model.tie_encoder_decoder", "model_type 'encoder-decoder' with tie_encoder_decoder is not "
