@@ -488,7 +488,7 @@ def test_custom_model_bad_bool_field():
 
 
 def test_custom_model_unsupported_type_names_supported_ones():
-    assert_rejected({"model": {"model_type": "xlnet", "hidden_size": 64}}, "model.model_type",
+    assert_rejected({"model": {"model_type": "acme_lm", "hidden_size": 64}}, "model.model_type",
                         "llama", "gpt2")
 
 

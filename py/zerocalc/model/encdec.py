@@ -17,7 +17,7 @@ from .arch import ModelArch, Tensor
 from .config import ConfigReader, TensorList
 from .encoders import ENCODERS, LM_ONLY, encoder_lm
 
-SIDES = set(ENCODERS) | set(LM_ONLY)
+SIDES = set(ENCODERS) | {"bert"}     # the BERT-lineage configs AutoModel / AutoModelForCausalLM build
 
 
 def encoder_decoder(cfg: Mapping) -> ModelArch:
@@ -36,11 +36,8 @@ def encoder_decoder(cfg: Mapping) -> ModelArch:
     encoder = encoder_lm(ec, enc["model_type"], base_model=True)
     decoder = encoder_lm(dc, dec["model_type"])
     e_base = (ENCODERS.get(enc["model_type"]) or LM_ONLY[enc["model_type"]])[0]
-    # tools/archgen files the decoder's head (decoder.cls...., decoder.lm_head.*) under "other", as for ELECTRA's
-    # generator head (model/encoders.py); the untied decoder matrix stays the head
-    head = tuple(t if t.component != "lm_head" or t.linear == "decoder" else replace(t, component="other")
-                 for t in decoder.tensors)
-    tensors = _rebase(encoder.tensors, e_base + ".", "encoder.") + _rebase(head, "", "decoder.")
+    tensors = (rebase(encoder.tensors, e_base + ".", "encoder.")
+               + rebase(head_as_other(decoder.tensors), "", "decoder."))
     if encoder.hidden_size != decoder.hidden_size and not dc.has("cross_attention_hidden_size"):
         b = TensorList()
         b.linear("enc_to_dec_proj", encoder.hidden_size, decoder.hidden_size, "other", bias=True)
@@ -49,7 +46,14 @@ def encoder_decoder(cfg: Mapping) -> ModelArch:
                    num_layers=encoder.num_layers + decoder.num_layers, tensors=tensors)
 
 
-def _rebase(tensors: tuple[Tensor, ...], old: str, new: str) -> tuple[Tensor, ...]:
+def head_as_other(tensors: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """tools/archgen files a sub-model's head (decoder.cls.*, text_decoder.cls.*) under "other", as for ELECTRA's
+    generator head (model/encoders.py); the untied decoder matrix stays the head."""
+    return tuple(t if t.component != "lm_head" or t.linear == "decoder" else replace(t, component="other")
+                 for t in tensors)
+
+
+def rebase(tensors: tuple[Tensor, ...], old: str, new: str) -> tuple[Tensor, ...]:
     """The tensors of a sub-model renamed as EncoderDecoderModel registers them (encoder. / decoder.)."""
     def move(path: str) -> str:
         return new + (path[len(old):] if path.startswith(old) else path) if path else path

@@ -67,7 +67,10 @@ ENCODERS = {
 
 # BertLMHeadModel (modeling_bert.py): a decoder of the encoder-decoder composite; a bare "bert" config is BertModel
 # (classic.py), as the engine's presets count it
-LM_ONLY = {"bert": ("bert", _BERT_EMB, _POST, "", False, _CLS_HEAD)}
+LM_ONLY = {"bert": ("bert", _BERT_EMB, _POST, "", False, _CLS_HEAD),
+           # modeling_blip_text.py BlipTextLMHeadModel: no token types; every layer of a decoder (is_decoder) has
+           # a crossattention whose key/value read encoder_hidden_size (the vision tower's width)
+           "blip_text_model": ("bert", ("word", "position", "ln"), _POST, "", False, _CLS_HEAD)}
 # the base models AutoModel builds without a pooler (ElectraModel, BertGenerationEncoder, RoFormerModel)
 NO_POOLER = ("electra", "bert-generation", "roformer")
 _ATTENTION_PARTS = ("attn", "attn_out_ln", "attn_ln", "self_attn_ln", "attn_pre_ln")
@@ -80,7 +83,7 @@ def encoder_lm(c: ConfigReader, model_type: str, *, base_model: bool = False) ->
     LayerNorm: *Layer.__init__), counted though a causal LM alone never runs it."""
     row = ENCODERS.get(model_type) or LM_ONLY[model_type]
     base, emb, order, final, pooler, (bias_mod, dense, head_norm) = row
-    cross = c.bool("add_cross_attention", False)
+    cross = c.bool("add_cross_attention", False) or (model_type == "blip_text_model" and c.bool("is_decoder", True))
     if base_model:
         pooler = model_type not in NO_POOLER
     att = [part for part in order if part in _ATTENTION_PARTS]
@@ -117,6 +120,7 @@ def encoder_lm(c: ConfigReader, model_type: str, *, base_model: bool = False) ->
     norms = {"attn_out_ln": "attention.output.LayerNorm", "out_ln": "output.LayerNorm", "attn_ln": "attention.LayerNorm",
              "inter_ln": "intermediate.LayerNorm", "self_attn_ln": "attention.self_attn_layer_norm", "ln": "LayerNorm",
              "attn_pre_ln": "attention.ln", "pre_ln": "ln"}
+    kv_cross = c.int("encoder_hidden_size", default=h) if model_type == "blip_text_model" else h
     for i in range(n):
         p = f"{base}.encoder.layer.{i}"
         for part in order:
@@ -124,8 +128,9 @@ def encoder_lm(c: ConfigReader, model_type: str, *, base_model: bool = False) ->
             if part.startswith("cross_"):
                 mod, part = "crossattention", part[len("cross_"):]
             if part == "attn":
-                for name in ("query", "key", "value"):
-                    b.linear(f"{p}.{mod}.self.{name}", h, h, "attention", bias=True)
+                kv_in = kv_cross if mod == "crossattention" else h
+                for name, d_in in (("query", h), ("key", kv_in), ("value", kv_in)):
+                    b.linear(f"{p}.{mod}.self.{name}", d_in, h, "attention", bias=True)
                 b.linear(f"{p}.{mod}.output.dense", h, h, "attention", bias=True)
             elif part == "mlp":
                 b.linear(f"{p}.intermediate.dense", h, inter, "mlp", bias=True)

@@ -1,0 +1,65 @@
+"""Image-to-text models with a cross-attending BERT-lineage decoder (model/vision_encdec.py), counted by hand from
+transformers 5.24's modules."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zerocalc.errors import PlanError
+from zerocalc.estimate import estimate
+from zerocalc.model import model_from_config
+from zerocalc.plan import Plan
+
+ROWS = {r["id"]: r for r in json.loads((Path(__file__).parent / "data" / "architectures.json").read_text())["rows"]}
+# a ViT-B/16 layer: q/k/v/o (or fused qkv + projection) 4*(768*768 + 768), two LayerNorms 3072,
+# fc1 768*3072 + 3072, fc2 3072*768 + 768
+VIT_LAYER = 4 * (768 * 768 + 768) + 3072 + 768 * 3072 + 3072 + 3072 * 768 + 768
+BERT_CROSS = 4 * (768 * 768 + 768) + 2 * 768            # a decoder layer's crossattention
+
+
+def test_blip_by_hand():
+    """BlipForConditionalGeneration defaults: the tower's class_embedding 768, patch conv 768*3*16*16 + 768,
+    positions (384/16)² + 1 = 577 rows, 12 layers, post_layernorm 1536; the text decoder's words 30524*768,
+    positions 512*768, LayerNorm 1536 (no token types), 12 layers with crossattention, head bias 30524,
+    transform 768*768 + 768 + 1536; its decoder tied."""
+    assert VIT_LAYER == 7_087_872
+    arch = model_from_config(ROWS["default:blip"]["config"])
+    tower = 768 + 768 * 768 + 768 + 577 * 768 + 12 * VIT_LAYER + 1536
+    assert arch.params_by_component()["vision"] == tower == 86_090_496
+    text = 30524 * 768 + 512 * 768 + 1536 + 12 * (VIT_LAYER + BERT_CROSS) + 30524 + 768 * 768 + 768 + 1536
+    assert arch.total_params == tower + text == 223_971_644
+    assert len(arch.layer_sizes) == 12            # the tower is outside the blocks, as composite towers are
+
+
+def test_blip_ties_unless_both_configs_untie():
+    """Meta builds: BlipForConditionalGeneration ties the text head unless the top-level and the text config's
+    tie_word_embeddings are both false; untied adds the decoder matrix 30524*768 and its bias 30524."""
+    cfg = ROWS["default:blip"]["config"]
+    tied = model_from_config(cfg).total_params
+    assert model_from_config({**cfg, "tie_word_embeddings": False}).total_params == tied
+    both = {**cfg, "tie_word_embeddings": False, "text_config": {**cfg["text_config"], "tie_word_embeddings": False}}
+    assert model_from_config(both).total_params - tied == 30524 * 768 + 30524
+
+
+def test_vision_encoder_decoder_by_hand():
+    """VisionEncoderDecoderConfig's defaults (no sub-configs: ViT-B/16 224 and a BERT decoder): ViTModel's
+    cls_token 768, positions 197*768, patch conv 768*3*16*16 + 768, 12 layers, layernorm 1536, pooler 768*768 +
+    768; BertLMHeadModel: words 30522*768, positions 512*768, token types 2*768, LayerNorm 1536, 12 layers with
+    crossattention, head 30522 + 768*768 + 768 + 1536."""
+    arch = model_from_config(ROWS["default:vision-encoder-decoder"]["config"])
+    vit = 768 + 197 * 768 + 768 * 768 + 768 + 12 * VIT_LAYER + 1536 + 768 * 768 + 768
+    bert = (30522 + 512 + 2) * 768 + 1536 + 12 * (VIT_LAYER + BERT_CROSS) + 30522 + 768 * 768 + 768 + 1536
+    assert arch.total_params == vit + bert == 224_270_394
+    with pytest.raises(PlanError, match="'vision-encoder-decoder'"):
+        model_from_config({"model_type": "vision-encoder-decoder", "encoder": {"model_type": "donut-swin"}})
+
+
+@pytest.mark.parametrize("model_type", ["blip", "vision-encoder-decoder"])
+def test_plans_with_the_approximate_warning(model_type):
+    est = estimate(Plan.from_dict({"model": ROWS[f"default:{model_type}"]["config"], "seq_len": 256,
+                                   "method": "lora", "lora": {"targets": ["query", "value"]}})).to_dict()
+    assert est["model_support"].startswith("exact parameter count; activations approximate")
+    assert "model-approximate" in {w["id"] for w in est["warnings"]}
+    assert est["per_gpu"]["components"]["lora_adapters"] > 0
