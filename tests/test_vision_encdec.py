@@ -63,3 +63,26 @@ def test_plans_with_the_approximate_warning(model_type):
     assert est["model_support"].startswith("exact parameter count; activations approximate")
     assert "model-approximate" in {w["id"] for w in est["warnings"]}
     assert est["per_gpu"]["components"]["lora_adapters"] > 0
+
+
+def test_blip2_and_instructblip_by_hand():
+    """Blip2Config defaults: a ViT-g tower (1408 wide, 39 layers, patch 14 at 224: 257 positions) of layers
+    qkv 1408*4224 + 4224, projection 1408*1408 + 1408, two LayerNorms 5632, fc1 1408*6144 + 6144, fc2 6144*1408 +
+    1408 = 25,250,176; query_tokens 32*768; the Q-Former's 12 layers each of attention 4*(768*768 + 768) + 1536 and
+    the query feed-forward 768*3072 + 3072 + 3072*768 + 768 + 1536, and in layers 0, 2, ..., 10 a crossattention
+    whose key/value read 1408: 2*(1408*768 + 768) + 2*(768*768 + 768) + 1536; language_projection 768*768 + 768;
+    OPT-125m (tied) under language_model. InstructBLIP adds the Q-Former's word / position embeddings and
+    layernorm in place of its LayerNorm, and the text feed-forward in every layer."""
+    tower_layer = 1408 * 4224 + 4224 + 1408 * 1408 + 1408 + 5632 + 1408 * 6144 + 6144 + 6144 * 1408 + 1408
+    assert tower_layer == 25_250_176
+    ffn = 768 * 3072 + 3072 + 3072 * 768 + 768 + 1536
+    cross = 2 * (1408 * 768 + 768) + 2 * (768 * 768 + 768) + 1536
+    qformer = 1536 + 12 * (4 * (768 * 768 + 768) + 1536 + ffn) + 6 * cross
+    assert qformer == 105_136_128 + 1536
+    arch = model_from_config(ROWS["default:blip-2"]["config"])
+    opt = model_from_config({**ROWS["default:blip-2"]["config"]["text_config"]}).total_params
+    vision = 1408 + 1408 * 3 * 14 * 14 + 1408 + 257 * 1408 + 39 * tower_layer + 2816
+    assert arch.params_by_component()["vision"] == vision
+    assert arch.total_params == vision + 32 * 768 + qformer + 768 * 768 + 768 + opt == 1_216_944_384
+    instruct = model_from_config(ROWS["default:instructblip"]["config"]).total_params
+    assert instruct - arch.total_params == (30522 + 512) * 768 + 12 * ffn == 1_297_466_112 - 1_216_944_384

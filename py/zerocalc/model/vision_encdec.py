@@ -1,15 +1,19 @@
-"""Image-to-text models whose text side is a BERT-lineage decoder with cross-attention (transformers 5.24), counted
-whole: the vision tower (component "vision", outside the blocks, as model/composite.py files towers) and the
-text decoder of model/encoders.py. Sub-configs are read by their own field names over their config classes'
-defaults (a config.json keeps only the fields that differ). Checked against the meta-device builds in
-tests/data/architectures.json. Activations: the text decoder's BERT block (not traced); the tower's activations
-are not modelled (model_support says so).
+"""Image-to-text models of the BLIP / encoder-decoder kind (transformers 5.24), counted whole: the vision tower
+(component "vision", outside the blocks, as model/composite.py files towers), a Q-Former (component
+"projector") where there is one, and the text side: a BERT-lineage decoder with cross-attention
+(model/encoders.py) or a language model built by model_from_config. Sub-configs are read by their own field
+names over their config classes' defaults (a config.json keeps only the fields that differ). Checked against
+the meta-device builds in tests/data/architectures.json. Activations: the text side's blocks (the BERT block
+not traced); the tower's and the Q-Former's activations are not modelled (model_support says so).
 
 - blip (modeling_blip.py BlipForConditionalGeneration): vision_model = BlipVisionModel (class_embedding,
   patch_embedding conv with bias, position_embedding of (image_size / patch_size)² + 1 rows; layers of
   self_attn.qkv (fused, biased) and projection, layer_norm1/2, mlp fc1/fc2; post_layernorm), text_decoder =
   BlipTextLMHeadModel (encoders.py "blip_text_model"; its head tied to its word embeddings unless both the
   top-level and the text config's tie_word_embeddings are false).
+- blip-2 / instructblip / instructblipvideo (modeling_blip_2.py, modeling_instructblip(video).py): a BLIP-2
+  vision tower, query_tokens, the Q-Former (``qformer``), language_projection and any modelled language model
+  (OPT by default, T5 or Llama in real checkpoints) built by model_from_config.
 - vision-encoder-decoder (modeling_vision_encoder_decoder.py VisionEncoderDecoderModel): encoder =
   AutoModel of a "vit" config (ViTModel: cls_token, position_embeddings, patch_embeddings.projection;
   layers q/k/v_proj (qkv_bias), o_proj, layernorm_before/after, mlp fc1/fc2; layernorm; pooler.dense to
@@ -65,17 +69,20 @@ def _tower_layer(b: TensorList, q: str, h: int, inter: int, attn: tuple, norms: 
     b.param(f"{q}.mlp.fc2", "bias", h, "vision")
 
 
-def blip_vision(b: TensorList, p: str, cfg: Mapping) -> int:
-    v = ConfigReader({**BLIP_VISION, **cfg})
+def blip_vision(b: TensorList, p: str, cfg: Mapping, defaults: Mapping = BLIP_VISION) -> int:
+    """BlipVisionModel; Blip2VisionModel (and InstructBLIP's) is the same but for its qkv, a bias-free nn.Linear
+    given one (q_bias, 0, v_bias) parameter of 3·hidden when qkv_bias: the same count."""
+    v = ConfigReader({**defaults, **cfg})
     h, inter, n = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
     patch, ch = v.int("patch_size"), v.int("num_channels")
     b.param(f"{p}.embeddings", "class_embedding", h, "vision")
     b.matrix(f"{p}.embeddings.patch_embedding", "weight", (h, ch * patch * patch), "vision")
     b.param(f"{p}.embeddings.patch_embedding", "bias", h, "vision")
-    b.matrix(f"{p}.embeddings", "position_embedding", (_patches(v, BLIP_VISION) + 1, h), "vision")
+    b.matrix(f"{p}.embeddings", "position_embedding", (_patches(v, defaults) + 1, h), "vision")
+    qkv_bias = v.bool("qkv_bias", True)
     for i in range(n):
         _tower_layer(b, f"{p}.encoder.layers.{i}", h, inter,
-                     (("self_attn.qkv", 3 * h, True), ("self_attn.projection", h, True)),
+                     (("self_attn.qkv", 3 * h, qkv_bias), ("self_attn.projection", h, True)),
                      ("layer_norm1", "layer_norm2"))
     b.param(f"{p}.post_layernorm", "weight", h, "vision")
     b.param(f"{p}.post_layernorm", "bias", h, "vision")
@@ -143,4 +150,82 @@ def _whole(cfg: Mapping, model_type: str, tower: TensorList, text: ModelArch, pr
                    tensors=extra + rebase(head_as_other(text.tensors), "", prefix), support=SUPPORT)
 
 
+# Blip2VisionConfig / Blip2QFormerConfig (configuration_blip_2.py; InstructBLIP's are the same)
+BLIP2_VISION = {"hidden_size": 1408, "intermediate_size": 6144, "num_hidden_layers": 39, "image_size": 224,
+                "patch_size": 14, "num_channels": 3}
+QFORMER = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "intermediate_size": 3072,
+           "max_position_embeddings": 512, "cross_attention_frequency": 2, "encoder_hidden_size": 1408}
+# OPTConfig's defaults (configuration_opt.py), the language model of a config.json that names none of its sizes
+OPT = {"model_type": "opt", "vocab_size": 50272, "hidden_size": 768, "num_hidden_layers": 12, "ffn_dim": 3072,
+       "num_attention_heads": 12, "max_position_embeddings": 2048}
+
+
+def qformer(b: TensorList, p: str, cfg: Mapping, instruct: bool) -> int:
+    """Blip2QFormerModel (modeling_blip_2.py): a LayerNorm, then layers of attention (query/key/value, output.dense,
+    output.LayerNorm), a crossattention every cross_attention_frequency layers (key/value from
+    encoder_hidden_size), the text feed-forward intermediate/output when use_qformer_text_input, and the query
+    feed-forward intermediate_query/output_query. InstructBlipQFormerModel: word / position embeddings and their
+    layernorm instead of the LayerNorm, and the text feed-forward in every layer."""
+    q = ConfigReader({**QFORMER, **cfg})
+    h, n, inter, enc = (q.int("hidden_size"), q.int("num_hidden_layers"), q.int("intermediate_size"),
+                        q.int("encoder_hidden_size"))
+    freq = q.int("cross_attention_frequency", lo=1)
+
+    def lin(m: str, d_in: int, d_out: int) -> None:
+        b.matrix(m, "weight", (d_out, d_in), "projector", m.rsplit(".", 1)[-1])
+        b.param(m, "bias", d_out, "projector")
+
+    def ln(m: str) -> None:
+        b.param(m, "weight", h, "projector")
+        b.param(m, "bias", h, "projector")
+
+    if instruct:
+        b.matrix(f"{p}.embeddings.word_embeddings", "weight", (q.int("vocab_size"), h), "projector")
+        b.matrix(f"{p}.embeddings.position_embeddings", "weight", (q.int("max_position_embeddings"), h), "projector")
+        ln(f"{p}.embeddings.layernorm")
+    else:
+        ln(f"{p}.layernorm")
+    text_ffn = instruct or q.bool("use_qformer_text_input", False)
+    for i in range(n):
+        r = f"{p}.encoder.layer.{i}"
+        for att, kv_in in (("attention", h),) + ((("crossattention", enc),) if i % freq == 0 else ()):
+            for name, d_in in (("query", h), ("key", kv_in), ("value", kv_in)):
+                lin(f"{r}.{att}.attention.{name}", d_in, h)
+            lin(f"{r}.{att}.output.dense", h, h)
+            ln(f"{r}.{att}.output.LayerNorm")
+        for suffix in ("", "_query") if text_ffn else ("_query",):
+            lin(f"{r}.intermediate{suffix}.dense", h, inter)
+            lin(f"{r}.output{suffix}.dense", inter, h)
+            ln(f"{r}.output{suffix}.LayerNorm")
+    return h
+
+
+def blip2(cfg: Mapping, build) -> ModelArch:
+    """Blip2ForConditionalGeneration / InstructBlip(Video)ForConditionalGeneration: vision_model, query_tokens
+    (1 x num_query_tokens x Q-Former width), qformer, language_projection (Q-Former width -> text hidden,
+    biased), language_model = the text_config's causal or seq2seq LM (``build``: model_from_config) under
+    ``language_model.``, its tie by its own tie_word_embeddings."""
+    model_type = cfg["model_type"]
+    vision, qf = cfg.get("vision_config") or {}, cfg.get("qformer_config") or {}
+    text = cfg.get("text_config") or OPT
+    if not all(isinstance(x, Mapping) for x in (vision, qf, text)):
+        raise PlanError("model.vision_config", f"model_type {model_type!r} needs mapping vision_config / "
+                        "qformer_config / text_config")
+    if text.get("model_type", "opt") == "opt":
+        text = {**OPT, **text}
+    lm = build({**text, "name": cfg.get("name", model_type)})
+    b = TensorList()
+    blip_vision(b, "vision_model", vision, BLIP2_VISION)
+    width = ConfigReader({**QFORMER, **qf}).int("hidden_size")
+    b.matrix("", "query_tokens", (1, ConfigReader(cfg).int("num_query_tokens", default=32), width), "projector")
+    qformer(b, "qformer", qf, model_type != "blip-2")
+    b.linear("language_projection", width, lm.hidden_size, "projector", bias=True)
+    extra = tuple(replace(t, name=t.name.lstrip("."), module=t.module or "query_tokens", block="", layer=None)
+                  for t in b.tensors)
+    return replace(lm, model_type=model_type, tensors=extra + rebase(lm.tensors, "", "language_model."),
+                   support=(lm.support if lm.support != "exact" else "exact parameter count; activations "
+                            "approximate") + "; the vision tower's and the Q-Former's activations not modelled")
+
+
+BLIP2 = ("blip-2", "instructblip", "instructblipvideo")
 VISION_ENCDEC = {"blip": blip, "vision-encoder-decoder": vision_encoder_decoder}
