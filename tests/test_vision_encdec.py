@@ -86,3 +86,15 @@ def test_blip2_and_instructblip_by_hand():
     assert arch.total_params == vision + 32 * 768 + qformer + 768 * 768 + 768 + opt == 1_216_944_384
     instruct = model_from_config(ROWS["default:instructblip"]["config"]).total_params
     assert instruct - arch.total_params == (30522 + 512) * 768 + 12 * ffn == 1_297_466_112 - 1_216_944_384
+
+
+def test_git_by_hand():
+    """GitForCausalLM defaults: words 30522*768, positions 1024*768, LayerNorm 1536; a CLIP ViT-B/16 tower
+    (class 768, patch 768*768 without bias, 197 positions, pre/post LayerNorms, 12 layers); 6 BERT layers;
+    visual_projection 768*768 + 768 + 1536; an untied output 30522*768 + 30522 (tie_word_embeddings False)."""
+    arch = model_from_config(ROWS["default:git"]["config"])
+    tower = 768 + 768 * 768 + 197 * 768 + 1536 + 12 * VIT_LAYER + 1536
+    assert arch.params_by_component()["vision"] == tower == 85_799_424
+    text = (30522 + 1024) * 768 + 1536 + 6 * VIT_LAYER
+    assert arch.total_params == tower + text + 768 * 768 + 768 + 1536 + 30522 * 769 == 176_619_066
+    assert len(arch.layer_sizes) == 6

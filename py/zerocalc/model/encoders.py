@@ -70,9 +70,11 @@ ENCODERS = {
 LM_ONLY = {"bert": ("bert", _BERT_EMB, _POST, "", False, _CLS_HEAD),
            # modeling_blip_text.py BlipTextLMHeadModel: no token types; every layer of a decoder (is_decoder) has
            # a crossattention whose key/value read encoder_hidden_size (the vision tower's width)
-           "blip_text_model": ("bert", ("word", "position", "ln"), _POST, "", False, _CLS_HEAD)}
-# the base models AutoModel builds without a pooler (ElectraModel, BertGenerationEncoder, RoFormerModel)
-NO_POOLER = ("electra", "bert-generation", "roformer")
+           "blip_text_model": ("bert", ("word", "position", "ln"), _POST, "", False, _CLS_HEAD),
+           # modeling_git.py GitModel's text side (its head, ``output``, is vision_encdec.py's)
+           "git": ("git", ("word", "position", "ln"), _POST, "", False, ("", "", ""))}
+# the base models AutoModel builds without a pooler (ElectraModel, BertGenerationEncoder, RoFormerModel, GitModel)
+NO_POOLER = ("electra", "bert-generation", "roformer", "git")
 _ATTENTION_PARTS = ("attn", "attn_out_ln", "attn_ln", "self_attn_ln", "attn_pre_ln")
 
 

@@ -31,6 +31,7 @@ from .arch import ModelArch
 from .config import ConfigReader, TensorList
 from .encdec import SIDES, head_as_other, rebase
 from .encoders import encoder_lm
+from .vision import vit
 
 SUPPORT = ("exact parameter count; activations approximate (the text decoder costed as the BERT block of "
            "memory/blocks.py, not traced; the vision tower's activations not modelled); LoRA adapters on the "
@@ -150,6 +151,46 @@ def _whole(cfg: Mapping, model_type: str, tower: TensorList, text: ModelArch, pr
                    tensors=extra + rebase(head_as_other(text.tensors), "", prefix), support=SUPPORT)
 
 
+# GitVisionConfig / GitConfig (configuration_git.py)
+GIT_VISION = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "image_size": 224,
+              "patch_size": 16, "num_channels": 3}
+GIT_TEXT = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 6, "num_attention_heads": 12,
+            "intermediate_size": 3072, "max_position_embeddings": 1024, "tie_word_embeddings": False}
+
+
+def git(cfg: Mapping) -> ModelArch:
+    """GitForCausalLM (modeling_git.py): git.embeddings (word, position, LayerNorm), git.image_encoder (a CLIP
+    vision tower: vision.py), git.encoder (BERT post-LN layers), git.visual_projection (Linear vision -> hidden
+    with bias, LayerNorm), img_temporal_embedding (num_image_with_embedding x vision hidden) when set, and
+    ``output`` (hidden -> vocab with its bias; the weight tied to the words by tie_word_embeddings)."""
+    vision = cfg.get("vision_config") or {}
+    if not isinstance(vision, Mapping):
+        raise PlanError("model.vision_config", "model_type 'git' needs a mapping vision_config")
+    c = ConfigReader({**GIT_TEXT, **{k: v for k, v in cfg.items() if k != "vision_config"}})
+    text = encoder_lm(c, "git", base_model=True)           # no pooler (encoders.NO_POOLER), no head
+    b = TensorList()
+    vh = vit(b, "git.image_encoder.vision_model", ConfigReader({**GIT_VISION, **vision}), "clip_vision_model")
+    h, vocab = text.hidden_size, text.vocab_size
+    b.linear("git.visual_projection.visual_projection.0", vh, h, "projector", bias=True)
+    b.param("git.visual_projection.visual_projection.1", "weight", h, "projector")
+    b.param("git.visual_projection.visual_projection.1", "bias", h, "projector")
+    frames = c.cfg.get("num_image_with_embedding")
+    for i in range(frames if isinstance(frames, int) and not isinstance(frames, bool) else 0):
+        b.matrix("git.img_temporal_embedding", str(i), (1, 1, vh), "vision")
+    head = TensorList()
+    tied = c.bool("tie_word_embeddings", False)
+    if not tied:
+        head.matrix("output", "weight", (vocab, h), "lm_head", "output")
+    head.param("output", "bias", vocab, "lm_head")
+    extra = tuple(replace(t, block="", layer=None) for t in b.tensors)
+    return replace(text, name=c.str("name", "git"), model_type="git", tied_embeddings=tied,
+                   tensors=extra + text.tensors + tuple(head.tensors), support=SUPPORT_GIT)
+
+
+SUPPORT_GIT = ("exact parameter count; activations approximate (the text layers costed as the BERT block of "
+               "memory/blocks.py, not traced; the CLIP tower's activations not modelled)")
+
+
 # Blip2VisionConfig / Blip2QFormerConfig (configuration_blip_2.py; InstructBLIP's are the same)
 BLIP2_VISION = {"hidden_size": 1408, "intermediate_size": 6144, "num_hidden_layers": 39, "image_size": 224,
                 "patch_size": 14, "num_channels": 3}
@@ -228,4 +269,4 @@ def blip2(cfg: Mapping, build) -> ModelArch:
 
 
 BLIP2 = ("blip-2", "instructblip", "instructblipvideo")
-VISION_ENCDEC = {"blip": blip, "vision-encoder-decoder": vision_encoder_decoder}
+VISION_ENCDEC = {"blip": blip, "vision-encoder-decoder": vision_encoder_decoder, "git": git}
