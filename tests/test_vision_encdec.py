@@ -98,3 +98,16 @@ def test_git_by_hand():
     text = (30522 + 1024) * 768 + 1536 + 6 * VIT_LAYER
     assert arch.total_params == tower + text + 768 * 768 + 768 + 1536 + 30522 * 769 == 176_619_066
     assert len(arch.layer_sizes) == 6
+
+
+def test_pix2struct_by_hand():
+    """Pix2StructForConditionalGeneration defaults: the encoder's patch_projection 768*768 + 768, row and column
+    embedders 2*4096*768, 12 layers of query/key/value/output 4*768*768, gated mlp 3*768*2048 and two
+    weight-only norms 1536 = 7,079,424, a final norm 768; the decoder's embed_tokens 50244*768, 12 T5 blocks of
+    self + cross attention 8*768*768, the gated mlp 3*768*2048 and three norms 2304 = 9,439,488 (block 0 adds
+    the relative bias 32*12), final norm 768, an untied lm_head 50244*768."""
+    arch = model_from_config(ROWS["default:pix2struct"]["config"])
+    vision = 768 * 768 + 768 + 2 * 4096 * 768 + 12 * (4 * 768 * 768 + 3 * 768 * 2048 + 1536) + 768
+    assert arch.params_by_component()["vision"] == vision
+    text = 2 * 50244 * 768 + 12 * (8 * 768 * 768 + 3 * 768 * 2048 + 2304) + 384 + 768
+    assert arch.total_params == vision + text == 282_285_696

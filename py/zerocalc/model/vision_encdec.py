@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Mapping
 
 from ..errors import PlanError
-from .arch import ModelArch
+from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .encdec import SIDES, head_as_other, rebase
 from .encoders import encoder_lm
@@ -191,6 +191,89 @@ SUPPORT_GIT = ("exact parameter count; activations approximate (the text layers 
                "memory/blocks.py, not traced; the CLIP tower's activations not modelled)")
 
 
+# Pix2StructVisionConfig / Pix2StructTextConfig (configuration_pix2struct.py)
+PIX2STRUCT_VISION = {"hidden_size": 768, "patch_embed_hidden_size": 768, "d_ff": 2048, "d_kv": 64,
+                     "num_hidden_layers": 12, "num_attention_heads": 12, "seq_len": 4096}
+PIX2STRUCT_TEXT = {"vocab_size": 50244, "hidden_size": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12,
+                   "num_heads": 12, "relative_attention_num_buckets": 32}
+
+
+def _qkvo(h: int, inner: int) -> tuple:
+    return ("query", h, inner), ("key", h, inner), ("value", h, inner), ("output", inner, h)
+
+
+def pix2struct_vision(b: TensorList, p: str, cfg: Mapping, component: str) -> int:
+    """Pix2StructVisionModel: embeddings.patch_projection (patch_embed_hidden_size -> hidden, biased), row /
+    column embedders (seq_len rows); layers of attention query/key/value/output (heads·d_kv, no bias), the gated
+    mlp wi_0/wi_1/wo and two weight-only LayerNorms; a final layernorm."""
+    v = ConfigReader({**PIX2STRUCT_VISION, **cfg})
+    h, ff, n = v.int("hidden_size"), v.int("d_ff"), v.int("num_hidden_layers")
+    inner = v.int("num_attention_heads") * v.int("d_kv")
+    b.linear(f"{p}.embeddings.patch_projection", v.int("patch_embed_hidden_size"), h, component, bias=True)
+    for name in ("row_embedder", "column_embedder"):
+        b.matrix(f"{p}.embeddings.{name}", "weight", (v.int("seq_len"), h), component)
+    for i in range(n):
+        q = f"{p}.encoder.layer.{i}"
+        for name, d_in, d_out in _qkvo(h, inner):
+            b.matrix(f"{q}.attention.{name}", "weight", (d_out, d_in), component, name)
+        for name, d_in, d_out in (("wi_0", h, ff), ("wi_1", h, ff), ("wo", ff, h)):
+            b.matrix(f"{q}.mlp.{name}", "weight", (d_out, d_in), component, name)
+        b.param(f"{q}.pre_mlp_layer_norm", "weight", h, component)
+        b.param(f"{q}.pre_attention_layer_norm", "weight", h, component)
+    b.param(f"{p}.layernorm", "weight", h, component)
+    return h
+
+
+def pix2struct(cfg: Mapping) -> ModelArch:
+    """Pix2StructForConditionalGeneration: encoder = Pix2StructVisionModel, decoder = Pix2StructTextModel (T5
+    blocks of query/key/value/output self_attention with the relative bias in block 0, encoder_decoder_attention,
+    gated mlp.DenseReluDense wi_0/wi_1/wo, weight-only LayerNorms; final_layer_norm; lm_head tied to embed_tokens
+    by the text config's tie_word_embeddings)."""
+    vision, text = cfg.get("vision_config") or {}, cfg.get("text_config") or {}
+    if not isinstance(vision, Mapping) or not isinstance(text, Mapping):
+        raise PlanError("model.vision_config", "model_type 'pix2struct' needs mapping vision_config / text_config")
+    b = TensorList()
+    pix2struct_vision(b, "encoder", vision, "vision")
+    t = ConfigReader({**PIX2STRUCT_TEXT, **text})
+    h, ff, n, heads = t.int("hidden_size"), t.int("d_ff"), t.int("num_layers"), t.int("num_heads")
+    vocab, inner = t.int("vocab_size"), heads * t.int("d_kv")
+    d = TensorList()
+    d.matrix("decoder.embed_tokens", "weight", (vocab, h), "embedding")
+    for i in range(n):
+        q = f"decoder.layer.{i}"
+        for att in ("self_attention", "encoder_decoder_attention"):
+            for name, d_in, d_out in _qkvo(h, inner):
+                d.matrix(f"{q}.{att}.attention.{name}", "weight", (d_out, d_in), "attention", name)
+            if i == 0 and att == "self_attention":
+                d.matrix(f"{q}.{att}.attention.relative_attention_bias", "weight",
+                         (t.int("relative_attention_num_buckets"), heads), "attention")
+            d.norm(f"{q}.{att}.layer_norm", h)
+        for name, d_in, d_out in (("wi_0", h, ff), ("wi_1", h, ff), ("wo", ff, h)):
+            d.linear(f"{q}.mlp.DenseReluDense.{name}", d_in, d_out, "mlp")
+        d.norm(f"{q}.mlp.layer_norm", h)
+    d.norm("decoder.final_layer_norm", h)
+    tied = t.bool("tie_word_embeddings", False)
+    if not tied:
+        d.matrix("decoder.lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    blk = (Linear("query", h, inner), Linear("key", h, inner), Linear("value", h, inner), Linear("output", inner, h),
+           Linear("wi_0", h, ff), Linear("wi_1", h, ff), Linear("wo", ff, h))
+    drop = text.get("dropout_rate", 0.1)
+    return ModelArch(
+        name=ConfigReader(cfg).str("name", "pix2struct"), model_type="pix2struct", family="gpt2", hidden_size=h,
+        num_layers=n, num_heads=heads, num_kv_heads=heads, head_dim=inner // heads, intermediate_size=ff,
+        vocab_size=vocab, tied_embeddings=tied, max_positions=None, gated_mlp=True, norm="rmsnorm",
+        norms_per_layer=3, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
+        dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
+        tensors=tuple(replace(x, block="", layer=None) for x in b.tensors) + tuple(d.tensors), block_linears=blk,
+        dense_block_linears=blk, support=SUPPORT_PIX2STRUCT)
+
+
+SUPPORT_PIX2STRUCT = ("exact parameter count; activations approximate (the decoder costed as the classic block "
+                      "of memory/blocks.py (its T5 path reads T5's q/k/v/o names), not traced; the vision "
+                      "encoder's activations not modelled); LoRA adapters on the encoder_decoder_attention and the "
+                      "vision encoder not counted")
+
+
 # Blip2VisionConfig / Blip2QFormerConfig (configuration_blip_2.py; InstructBLIP's are the same)
 BLIP2_VISION = {"hidden_size": 1408, "intermediate_size": 6144, "num_hidden_layers": 39, "image_size": 224,
                 "patch_size": 14, "num_channels": 3}
@@ -269,4 +352,5 @@ def blip2(cfg: Mapping, build) -> ModelArch:
 
 
 BLIP2 = ("blip-2", "instructblip", "instructblipvideo")
-VISION_ENCDEC = {"blip": blip, "vision-encoder-decoder": vision_encoder_decoder, "git": git}
+VISION_ENCDEC = {"blip": blip, "vision-encoder-decoder": vision_encoder_decoder, "git": git,
+                 "pix2struct": pix2struct}
