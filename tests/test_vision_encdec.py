@@ -111,3 +111,24 @@ def test_pix2struct_by_hand():
     assert arch.params_by_component()["vision"] == vision
     text = 2 * 50244 * 768 + 12 * (8 * 768 * 768 + 3 * 768 * 2048 + 2304) + 384 + 768
     assert arch.total_params == vision + text == 282_285_696
+
+
+def test_kosmos_2_and_2_5_by_hand():
+    """Kosmos-2 defaults: a CLIP-L/14 tower (class 1024, patch 1024*3*14*14, 257 positions, pre/post norms, 24
+    layers of 4*(1024*1024 + 1024) + 2*1024*4096 + 4096 + 1024 + 4096 = 12,596,224); the projection's latent_query
+    64*2048, dense 1024*2048 + 2048, x_attn 4*(2048*2048 + 2048); the text decoder's embed_tokens 65037*2048 and 24
+    sub-LN layers of 4*(2048*2048 + 2048) + inner / self-attention norms 8192 + fc1 2048*8192 + 8192 + fc2
+    8192*2048 + 2048 + ffn_layernorm 16384 + final norm 4096 = 50,378,752, final layer_norm 4096, lm_head tied.
+    Kosmos-2.5: the text layer has no inner_attn_ln (1536 wide, ffn 6144: 28,343,808) and a segment_emb 2*1536."""
+    arch = model_from_config(ROWS["default:kosmos-2"]["config"])
+    clip_l = 4 * (1024 * 1024 + 1024) + 2 * 1024 * 4096 + 4096 + 1024 + 4096
+    assert clip_l == 12_596_224
+    tower = 1024 + 1024 * 588 + 257 * 1024 + 2048 + 24 * clip_l + 2048
+    projection = 64 * 2048 + 1024 * 2048 + 2048 + 4 * (2048 * 2048 + 2048)
+    layer = 4 * (2048 * 2048 + 2048) + 8192 + 2048 * 8192 + 8192 + 8192 * 2048 + 2048 + 16384 + 4096
+    assert layer == 50_378_752
+    assert arch.total_params == tower + projection + 65037 * 2048 + 24 * layer + 4096 == 1_664_485_376
+    k25 = model_from_config(ROWS["default:kosmos-2.5"]["config"])
+    layer25 = 4 * (1536 * 1536 + 1536) + 3072 + 1536 * 6144 + 6144 + 6144 * 1536 + 1536 + 12288 + 3072
+    assert layer25 == 28_343_808 and k25.layer_sizes[0] == layer25
+    assert k25.numel_where(outside_blocks=True, components=("embedding",)) == 108481 * 1536 + 2 * 1536

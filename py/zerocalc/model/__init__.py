@@ -25,6 +25,7 @@ from .seq2seq import SEQ2SEQ, seq2seq
 from .encoders import ENCODERS, encoder_lm
 from .encdec import encoder_decoder
 from .vision_encdec import BLIP2, VISION_ENCDEC, blip2
+from .kosmos import KOSMOS, kosmos
 from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
@@ -44,7 +45,7 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma", "encoder-decoder"}
-SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | set(VISION_ENCDEC) | set(BLIP2)))
+SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS)))
 
 
 def model_from_config(cfg: Mapping) -> ModelArch:
@@ -64,6 +65,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return encoder_decoder(cfg)
     if cfg.get("model_type") in VISION_ENCDEC:    # vision_encdec.py: towers before a cross-attending BERT decoder
         return VISION_ENCDEC[cfg["model_type"]](cfg)
+    if cfg.get("model_type") in KOSMOS:
+        return kosmos(cfg)
     if cfg.get("model_type") in BLIP2:            # vision tower, Q-Former, projection, then any modelled LM
         return blip2(cfg, model_from_config)
     if is_composite(cfg) and cfg.get("model_type") not in MODELLED_TEXT:

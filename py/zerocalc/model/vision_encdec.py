@@ -202,16 +202,18 @@ def _qkvo(h: int, inner: int) -> tuple:
     return ("query", h, inner), ("key", h, inner), ("value", h, inner), ("output", inner, h)
 
 
-def pix2struct_vision(b: TensorList, p: str, cfg: Mapping, component: str) -> int:
+def pix2struct_vision(b: TensorList, p: str, cfg: Mapping, component: str, defaults: Mapping = PIX2STRUCT_VISION,
+                      fields: tuple[str, str, str] = ("d_ff", "d_kv", "seq_len")) -> int:
     """Pix2StructVisionModel: embeddings.patch_projection (patch_embed_hidden_size -> hidden, biased), row /
     column embedders (seq_len rows); layers of attention query/key/value/output (heads·d_kv, no bias), the gated
     mlp wi_0/wi_1/wo and two weight-only LayerNorms; a final layernorm."""
-    v = ConfigReader({**PIX2STRUCT_VISION, **cfg})
-    h, ff, n = v.int("hidden_size"), v.int("d_ff"), v.int("num_hidden_layers")
-    inner = v.int("num_attention_heads") * v.int("d_kv")
+    v = ConfigReader({**defaults, **cfg})
+    ff_field, kv_field, rows_field = fields           # Kosmos-2.5 names them intermediate_size, head_dim, ...
+    h, ff, n = v.int("hidden_size"), v.int(ff_field), v.int("num_hidden_layers")
+    inner = v.int("num_attention_heads") * v.int(kv_field)
     b.linear(f"{p}.embeddings.patch_projection", v.int("patch_embed_hidden_size"), h, component, bias=True)
     for name in ("row_embedder", "column_embedder"):
-        b.matrix(f"{p}.embeddings.{name}", "weight", (v.int("seq_len"), h), component)
+        b.matrix(f"{p}.embeddings.{name}", "weight", (v.int(rows_field), h), component)
     for i in range(n):
         q = f"{p}.encoder.layer.{i}"
         for name, d_in, d_out in _qkvo(h, inner):
