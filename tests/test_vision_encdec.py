@@ -132,3 +132,17 @@ def test_kosmos_2_and_2_5_by_hand():
     layer25 = 4 * (1536 * 1536 + 1536) + 3072 + 1536 * 6144 + 6144 + 6144 * 1536 + 1536 + 12288 + 3072
     assert layer25 == 28_343_808 and k25.layer_sizes[0] == layer25
     assert k25.numel_where(outside_blocks=True, components=("embedding",)) == 108481 * 1536 + 2 * 1536
+
+
+def test_udop_by_hand():
+    """UdopForConditionalGeneration defaults (vocab 33201, d 1024, 16 heads x 64, d_ff 4096 relu, 24 + 24 blocks):
+    shared 33201*1024; patch_embed 1024*3*16*16 + 1024 = 787,456 and the decoder's own embed_patches (the encoder's
+    is tied); an encoder block 4*1024*1024 + 1024*4096*2 + two norms 2048 = 12,584,960, a decoder block adds the
+    EncDecAttention 4*1024*1024 + 1024; block 0 of each has a relative bias 32*16; the encoder's cell_2d_embedding
+    2*1024*1024; each stack's relative_bias.biases 1 and 2 (0 is tied): 2*32*16; final norms 2*1024."""
+    arch = model_from_config(ROWS["default:udop"]["config"])
+    enc_block, dec_block = 4 * 1024 * 1024 + 2 * 1024 * 4096 + 2048, 8 * 1024 * 1024 + 2 * 1024 * 4096 + 3072
+    assert enc_block == 12_584_960
+    total = (33201 * 1024 + 2 * 787_456 + 24 * enc_block + 24 * dec_block + 2 * 512 + 2 * 1024 * 1024
+             + 2 * 2 * 512 + 2 * 1024)
+    assert arch.total_params == total == 742_440_960

@@ -26,6 +26,7 @@ from .encoders import ENCODERS, encoder_lm
 from .encdec import encoder_decoder
 from .vision_encdec import BLIP2, VISION_ENCDEC, blip2
 from .kosmos import KOSMOS, kosmos
+from .udop import udop
 from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
@@ -45,7 +46,7 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma", "encoder-decoder"}
-SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS)))
+SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS) | {"udop"}))
 
 
 def model_from_config(cfg: Mapping) -> ModelArch:
@@ -65,6 +66,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return encoder_decoder(cfg)
     if cfg.get("model_type") in VISION_ENCDEC:    # vision_encdec.py: towers before a cross-attending BERT decoder
         return VISION_ENCDEC[cfg["model_type"]](cfg)
+    if cfg.get("model_type") == "udop":
+        return udop(cfg)
     if cfg.get("model_type") in KOSMOS:
         return kosmos(cfg)
     if cfg.get("model_type") in BLIP2:            # vision tower, Q-Former, projection, then any modelled LM
