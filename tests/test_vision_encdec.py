@@ -146,3 +146,20 @@ def test_udop_by_hand():
     total = (33201 * 1024 + 2 * 787_456 + 24 * enc_block + 24 * dec_block + 2 * 512 + 2 * 1024 * 1024
              + 2 * 2 * 512 + 2 * 1024)
     assert arch.total_params == total == 742_440_960
+
+
+def test_florence2_by_hand():
+    """Florence-2 defaults: a DaViT block half of width e has two depthwise convs 2*(9e + e), two LayerNorms 4e,
+    qkv 3e*e + 3e, proj e*e + e, fc1/fc2 8e*e + 5e = 12e² + 33e; a block is two halves; stages of widths 128, 256,
+    512, 1024 and depths 1, 1, 9, 1; the conv embeddings 128*3*7*7 + 128 + LayerNorm 256, then per stage s > 0
+    e_s*e_(s-1)*9 + e_s and a pre-norm over e_(s-1); the projector 1024*1024 + 2048 + 2*50*512; BART-large
+    (shared 50265*1024, two position tables 1026*1024, 12 + 12 layers, two layernorm_embedding)."""
+    arch = model_from_config(ROWS["default:florence2"]["config"])
+    blocks = sum(depth * 2 * (12 * e * e + 33 * e) for e, depth in ((128, 1), (256, 1), (512, 9), (1024, 1)))
+    convs = 128 * 3 * 49 + 128 + 256 + sum(e * p * 9 + e + 2 * p for p, e in ((128, 256), (256, 512), (512, 1024)))
+    assert arch.params_by_component()["vision"] == blocks + convs == 90_368_000
+    assert arch.params_by_component()["projector"] == 1024 * 1024 + 2048 + 2 * 50 * 512
+    enc = 4 * (1024 * 1024 + 1024) + 2048 + 2 * 1024 * 4096 + 4096 + 1024 + 2048
+    dec = enc + 4 * (1024 * 1024 + 1024) + 2048
+    bart = 50265 * 1024 + 2 * 1026 * 1024 + 12 * enc + 12 * dec + 2 * 2048
+    assert arch.total_params == blocks + convs + 1024 * 1024 + 2048 + 2 * 50 * 512 + bart == 497_761_280

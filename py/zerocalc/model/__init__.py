@@ -27,6 +27,7 @@ from .encdec import encoder_decoder
 from .vision_encdec import BLIP2, VISION_ENCDEC, blip2
 from .kosmos import KOSMOS, kosmos
 from .udop import udop
+from .florence2 import florence2
 from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
@@ -46,7 +47,7 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma", "encoder-decoder"}
-SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS) | {"udop"}))
+SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS) | {"udop", "florence2"}))
 
 
 def model_from_config(cfg: Mapping) -> ModelArch:
@@ -68,6 +69,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return VISION_ENCDEC[cfg["model_type"]](cfg)
     if cfg.get("model_type") == "udop":
         return udop(cfg)
+    if cfg.get("model_type") == "florence2":
+        return florence2(cfg)
     if cfg.get("model_type") in KOSMOS:
         return kosmos(cfg)
     if cfg.get("model_type") in BLIP2:            # vision tower, Q-Former, projection, then any modelled LM

@@ -53,8 +53,14 @@ SEQ2SEQ = {
 _LONGFORMER = ("query", "key", "value", "query_global", "key_global", "value_global")
 
 
-def seq2seq(c: ConfigReader, model_type: str) -> ModelArch:
-    row = {**_DEFAULT, **SEQ2SEQ[model_type]}
+# BartModel (modeling_bart.py) as the language model of a composite (Florence-2): learned positions of max + 2
+# rows, layernorm_embedding on both sides, no final LayerNorm; the base path is the composite's
+BART_MODEL = {"positions": "offset2", "emb_ln": True, "final_ln": False}
+
+
+def seq2seq(c: ConfigReader, model_type: str, row: dict | None = None) -> ModelArch:
+    """The encoder-decoder of SEQ2SEQ[model_type], or of ``row`` (a composite's language model)."""
+    row = {**_DEFAULT, **(SEQ2SEQ[model_type] if row is None else row)}
     base, shared, pos, bias = row["base"], row["shared"], row["positions"], row["attn_bias"]
     cross_name, fc1, fc2, ff_ln = row["names"]
     d = c.int("d_model", "hidden_size")
