@@ -163,3 +163,17 @@ def test_florence2_by_hand():
     dec = enc + 4 * (1024 * 1024 + 1024) + 2048
     bart = 50265 * 1024 + 2 * 1026 * 1024 + 12 * enc + 12 * dec + 2 * 2048
     assert arch.total_params == blocks + convs + 1024 * 1024 + 2048 + 2 * 50 * 512 + bart == 497_761_280
+
+
+def test_pi0_by_hand():
+    """PI0Config defaults: the action embeddings 32*1024 + 1024 (action_in_proj), the same for state_proj,
+    2048*1024 + 1024, 1024*1024 + 1024, action_out_proj 1024*32 + 32; the expert is a GemmaModel (embed_tokens
+    257152*1024, 18 layers, a norm) and the VLM a PaliGemmaModel, neither with a head, no logits."""
+    arch = model_from_config(ROWS["default:pi0"]["config"])
+    actions = 2 * (32 * 1024 + 1024) + 2048 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 32 + 32
+    assert arch.params_by_component()["other"] == actions == 33792 * 2 + 2_098_176 + 1_049_600 + 32_800
+    assert not arch.causal_lm and "lm_head" not in arch.params_by_component()
+    # an expert layer: q 1024*(8*256), k/v 1024*256 each, o (8*256)*1024, the GeGLU 3*1024*4096, two norms 2048
+    layer = 1024 * 2048 + 2 * 1024 * 256 + 2048 * 1024 + 3 * 1024 * 4096 + 2048
+    assert sum(t.numel for t in arch.tensors if t.name.startswith("model.dit.")) == 257152 * 1024 + 18 * layer + 1024
+    assert arch.total_params == 3_501_372_176
