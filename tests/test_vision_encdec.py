@@ -177,3 +177,18 @@ def test_pi0_by_hand():
     layer = 1024 * 2048 + 2 * 1024 * 256 + 2048 * 1024 + 3 * 1024 * 4096 + 2048
     assert sum(t.numel for t in arch.tensors if t.name.startswith("model.dit.")) == 257152 * 1024 + 18 * layer + 1024
     assert arch.total_params == 3_501_372_176
+
+
+def test_t5gemma2_by_hand():
+    """T5Gemma2Config defaults (Gemma 3 4B-like stacks: hidden 2304, 26 + 26 layers, 8 heads / 4 KV heads x 256,
+    intermediate 9216): a layer q 2304*2048, k/v 2304*1024 each, o 2048*2304, q/k norms 2*256, the GeGLU
+    3*2304*9216 and four RMSNorms 4*2304 = 77,866,496, the same in the decoder (merged attention); embed_tokens
+    262208*2304 + its eoi_embedding 2304, shared by the decoder and the head; two final norms; a SigLIP-B/16
+    tower with its head and Gemma 3's projector 768*2304 + 768."""
+    arch = model_from_config(ROWS["default:t5gemma2"]["config"])
+    layer = 2304 * 2048 + 2 * 2304 * 1024 + 2048 * 2304 + 2 * 256 + 3 * 2304 * 9216 + 4 * 2304
+    assert layer == 77_866_496 and arch.layer_sizes[0] == layer and len(arch.layer_sizes) == 52
+    tower = arch.params_by_component()["vision"]
+    assert arch.params_by_component()["projector"] == 768 * 2304 + 768
+    assert arch.total_params == 262208 * 2304 + 2304 + 52 * layer + 2 * 2304 + tower + 768 * 2304 + 768 \
+        == 4_747_846_400

@@ -29,6 +29,7 @@ from .kosmos import KOSMOS, kosmos
 from .udop import udop
 from .florence2 import florence2
 from .pi0 import pi0
+from .t5gemma2 import t5gemma2
 from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
@@ -48,7 +49,7 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma", "encoder-decoder"}
-SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS) | {"udop", "florence2", "pi0"}))
+SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS) | {"udop", "florence2", "pi0", "t5gemma2"}))
 
 
 def model_from_config(cfg: Mapping) -> ModelArch:
@@ -74,6 +75,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return florence2(cfg)
     if cfg.get("model_type") == "pi0":
         return pi0(cfg, model_from_config)
+    if cfg.get("model_type") == "t5gemma2":
+        return t5gemma2(cfg, model_from_config)
     if cfg.get("model_type") in KOSMOS:
         return kosmos(cfg)
     if cfg.get("model_type") in BLIP2:            # vision tower, Q-Former, projection, then any modelled LM

@@ -46,6 +46,17 @@ def encoder_decoder(cfg: Mapping) -> ModelArch:
                    num_layers=encoder.num_layers + decoder.num_layers, tensors=tensors)
 
 
+def require_sub_configs(cfg: Mapping, model_type: str, *paths: str) -> None:
+    """Refuse, naming the model_type and the field, a composite config lacking one of its sub-configs
+    (``paths``: dotted, "vlm_config.text_config")."""
+    for path in paths:
+        node = cfg
+        for key in path.split("."):
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if not isinstance(node, Mapping):
+            raise PlanError(f"model.{path}", f"model_type {model_type!r} needs its {path} sub-config")
+
+
 def head_as_other(tensors: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     """tools/archgen files a sub-model's head (decoder.cls.*, text_decoder.cls.*) under "other", as for ELECTRA's
     generator head (model/encoders.py); the untied decoder matrix stays the head."""

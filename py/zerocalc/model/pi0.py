@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping
 
-from ..errors import PlanError
 from .arch import ModelArch
 from .config import ConfigReader, TensorList
-from .encdec import rebase
+from .encdec import rebase, require_sub_configs
 from .vision import paligemma_parts
 
 SUPPORT = ("exact parameter count; activations approximate (the PaliGemma language model's Gemma blocks; the "
@@ -24,11 +23,8 @@ SUPPORT = ("exact parameter count; activations approximate (the PaliGemma langua
 
 
 def pi0(cfg: Mapping, build) -> ModelArch:
-    vlm, dit = cfg.get("vlm_config"), cfg.get("dit_config")
-    if not isinstance(vlm, Mapping) or not isinstance(dit, Mapping) or not isinstance(vlm.get("text_config"), Mapping) \
-            or not isinstance(vlm.get("vision_config"), Mapping):
-        raise PlanError("model.vlm_config", "model_type 'pi0' needs its vlm_config (with vision_config and "
-                        "text_config) and dit_config")
+    require_sub_configs(cfg, "pi0", "vlm_config.text_config", "vlm_config.vision_config", "dit_config")
+    vlm, dit = cfg["vlm_config"], cfg["dit_config"]
     c = ConfigReader(cfg)
     lm = build({**vlm["text_config"], "tie_word_embeddings": True, "name": c.str("name", "pi0")})
     expert = build({**dit, "tie_word_embeddings": True})
