@@ -192,3 +192,22 @@ def test_t5gemma2_by_hand():
     assert arch.params_by_component()["projector"] == 768 * 2304 + 768
     assert arch.total_params == 262208 * 2304 + 2304 + 52 * layer + 2 * 2304 + tower + 768 * 2304 + 768 \
         == 4_747_846_400
+
+
+def test_sam_towers_by_hand():
+    """GOT-OCR2's SAM ViT-B at 1024/16: pos_embed 64*64*768, patch conv 768*3*16*16 + 768; a layer of two
+    LayerNorms 3072, qkv 768*2304 + 2304, proj 768*768 + 768, lin1/lin2 2*768*3072 + 3072 + 768 = 7,087,872 plus
+    rel_pos_h/w 2*(2*14 - 1)*64 in windowed layers and 2*(2*64 - 1)*64 in layers 2, 5, 8, 11; the neck
+    256*768 + 512 + 256*256*9 + 512; the projector 512*256*9 + 1024*512*9 + 1024*1024 + 1024. PP-FormulaNet's
+    tower is the same at 512 (32*32 positions, global rel_pos 2*63*64) with its own conv / linear projector."""
+    got = model_from_config(ROWS["default:got_ocr2"]["config"])
+    neck = 256 * 768 + 512 + 256 * 256 * 9 + 512
+    tower = 64 * 64 * 768 + 768 * 768 + 768 + 12 * 7_087_872 + 8 * 2 * 27 * 64 + 4 * 2 * 127 * 64 + neck
+    assert got.params_by_component()["vision"] == tower
+    assert got.params_by_component()["projector"] == 512 * 256 * 9 + 1024 * 512 * 9 + 1024 * 1024 + 1024
+    pp = model_from_config(ROWS["default:pp_formulanet"]["config"])
+    tower = 32 * 32 * 768 + 768 * 768 + 768 + 12 * 7_087_872 + 8 * 2 * 27 * 64 + 4 * 2 * 63 * 64 + neck
+    assert pp.params_by_component()["vision"] == tower
+    assert pp.params_by_component()["projector"] == 512 * 256 * 9 + 1024 * 512 * 9 + 1024 * 1024 + 1024 + 1024 * 512 \
+        + 512
+    assert pp.total_params == 180_897_536 and got.total_params == 560_528_640

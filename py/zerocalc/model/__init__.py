@@ -30,6 +30,7 @@ from .udop import udop
 from .florence2 import florence2
 from .pi0 import pi0
 from .t5gemma2 import t5gemma2
+from .sam import SAM, got_ocr2, pp_formulanet
 from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
@@ -49,7 +50,10 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma", "encoder-decoder"}
-SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS) | {"udop", "florence2", "pi0", "t5gemma2"}))
+# whole models of their own modules (towers + text), dispatched in model_from_config ahead of composite.py
+WHOLE = set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS) | set(SAM) | {"udop", "florence2", "pi0", "t5gemma2",
+                                                                  "pp_formulanet"}
+SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | WHOLE))
 
 
 def model_from_config(cfg: Mapping) -> ModelArch:
@@ -77,6 +81,10 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return pi0(cfg, model_from_config)
     if cfg.get("model_type") == "t5gemma2":
         return t5gemma2(cfg, model_from_config)
+    if cfg.get("model_type") in SAM:              # sam.py: a SAM ViT-B tower before a modelled language model
+        return got_ocr2(cfg, model_from_config)
+    if cfg.get("model_type") == "pp_formulanet":
+        return pp_formulanet(cfg)
     if cfg.get("model_type") in KOSMOS:
         return kosmos(cfg)
     if cfg.get("model_type") in BLIP2:            # vision tower, Q-Former, projection, then any modelled LM

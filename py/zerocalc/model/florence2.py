@@ -44,13 +44,10 @@ def davit(b: TensorList, p: str, v: Mapping) -> int:
     ratio, qkv_bias = float(v["mlp_ratio"]), bool(v["qkv_bias"])
 
     def lin(m: str, d_in: int, d_out: int, bias: bool = True) -> None:
-        b.matrix(m, "weight", (d_out, d_in), "vision", m.rsplit(".", 1)[-1])
-        if bias:
-            b.param(m, "bias", d_out, "vision")
+        b.linear(m, d_in, d_out, "vision", bias=bias)
 
     def ln(m: str, dim: int) -> None:
-        b.param(m, "weight", dim, "vision")
-        b.param(m, "bias", dim, "vision")
+        b.norm(m, dim, bias=True, component="vision")
 
     c_in = int(v["in_channels"])
     for s, (e, k) in enumerate(zip(dims, kernels)):
