@@ -211,3 +211,22 @@ def test_sam_towers_by_hand():
     assert pp.params_by_component()["projector"] == 512 * 256 * 9 + 1024 * 512 * 9 + 1024 * 1024 + 1024 + 1024 * 512 \
         + 512
     assert pp.total_params == 180_897_536 and got.total_params == 560_528_640
+
+
+def test_evolla_by_hand():
+    """EvollaConfig defaults: Llama-3-8B layers (q 4096², k/v 4096*1024, o 4096², gate/up/down 3*4096*14336, two
+    norms 8192 = 218,112,000) with an adapter in layers 3, 7, ..., 31 (32 // 8): query / key_protein /
+    value_protein / out_proj 4*(4096² + 4096), attention_norm 4096, ff LayerNorm 8192 and fc1 / fc2 2*4096*16384,
+    two gates; SaProt-650M (446*1280 words, 33 layers of 4*(1280² + 1280) + 2*2560 + 1280*5120 + 5120 +
+    5120*1280 + 1280 = 19,677,440, a final LayerNorm 2560); the resampler's latents 64*1280, 6 layers of two
+    LayerNorms 5120, to_q 1280*512, to_kv 1280*1024, to_out 512*1280, ff 2560 + 2*1280*5120, its norm 8192 and
+    projector 1280*4096 + 4096."""
+    arch = model_from_config(ROWS["default:evolla"]["config"])
+    llama = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 8192
+    adapter = 4 * (4096 * 4096 + 4096) + 4096 + 8192 + 2 * 4096 * 16384 + 2
+    assert llama == 218_112_000 and arch.layer_sizes[3] == llama + adapter and arch.layer_sizes[0] == llama
+    saprot = 446 * 1280 + 33 * 19_677_440 + 2560
+    resampler = 64 * 1280 + 6 * (5120 + 1280 * 512 + 1280 * 1024 + 512 * 1280 + 2560 + 2 * 1280 * 5120) + 8192 \
+        + 1280 * 4096 + 4096
+    assert arch.total_params == 2 * 128256 * 4096 + 32 * llama + 8 * adapter + 4096 + saprot + resampler \
+        == 10_390_787_344
