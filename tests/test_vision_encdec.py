@@ -230,3 +230,21 @@ def test_evolla_by_hand():
         + 1280 * 4096 + 4096
     assert arch.total_params == 2 * 128256 * 4096 + 32 * llama + 8 * adapter + 4096 + saprot + resampler \
         == 10_390_787_344
+
+
+def test_blt_by_hand():
+    """BltConfig defaults: a layer is q/k/v/o 4h² (heads x h / heads, no GQA here) + the gated MLP 3·h·I + two norms
+    2h; the local encoder 1 layer (h 1024, I 2730), its patch projection 1024*2048, embed_tokens 260*1024 (untied),
+    one cross-attention 4*1024² + 2*1024; the global 25 layers (h 2048, I 5632); the local decoder 9 layers (I 2816),
+    its projection 2048*2048, a norm, 9 cross-attentions; the hash embedding 500002*6*1024; the patcher 14 layers
+    (h 768, I 2048), embed_tokens / lm_head 260*768 each, a norm; lm_head 260*1024."""
+    arch = model_from_config(ROWS["default:blt"]["config"])
+
+    def layer(h, i):
+        return 4 * h * h + 3 * h * i + 2 * h
+    cross = 4 * 1024 * 1024 + 2048
+    total = (layer(1024, 2730) + 1024 * 2048 + 260 * 1024 + cross + 25 * layer(2048, 5632)
+             + 9 * layer(1024, 2816) + 2048 * 2048 + 1024 + 9 * cross + 500002 * 6 * 1024
+             + 14 * layer(768, 2048) + 2 * 260 * 768 + 768 + 260 * 1024)
+    assert arch.total_params == total == 4_633_127_680
+    assert len(arch.layer_sizes) == 25 == arch.num_layers

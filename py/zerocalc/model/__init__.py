@@ -32,6 +32,7 @@ from .pi0 import pi0
 from .t5gemma2 import t5gemma2
 from .sam import SAM, got_ocr2, pp_formulanet
 from .evolla import evolla
+from .blt import blt
 from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
@@ -53,7 +54,7 @@ GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma", "encoder-decoder"}
 # whole models of their own modules (towers + text), dispatched in model_from_config ahead of composite.py
 WHOLE = set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS) | set(SAM) | {"udop", "florence2", "pi0", "t5gemma2",
-                                                                  "pp_formulanet", "evolla"}
+                                                                  "pp_formulanet", "evolla", "blt"}
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | WHOLE))
 
 
@@ -88,6 +89,8 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return pp_formulanet(cfg)
     if cfg.get("model_type") == "evolla":
         return evolla(cfg, model_from_config)
+    if cfg.get("model_type") == "blt":
+        return blt(cfg)
     if cfg.get("model_type") in KOSMOS:
         return kosmos(cfg)
     if cfg.get("model_type") in BLIP2:            # vision tower, Q-Former, projection, then any modelled LM
