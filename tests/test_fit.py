@@ -1,16 +1,18 @@
 """The planner: exact maxima, min GPUs per stage, options that equal the estimate of the changed plan."""
 from __future__ import annotations
 
+import importlib
 import io
 import json
 from contextlib import redirect_stdout
 
 from hypothesis import given, settings, strategies as st
 
-from zerocalc import Plan, estimate, fit
+from zerocalc import Plan, PlanError, estimate, fit
 from zerocalc.cli import main
 
 SEED = json.load(open("examples/default-plan.json"))
+fit_module = importlib.import_module("zerocalc.fit")   # the package's `fit` is the function
 
 
 def _cli(*args) -> tuple[int, str]:
@@ -41,6 +43,43 @@ def test_seed_example_options_equal_their_estimates():
     # and the allocator's cache of the logits-sized transients (~62 GiB), well inside 80 GiB
     ck = [o for o in opts if o["changes"] == {"activation_checkpointing": "full"}]
     assert ck and ck[0]["fits"] and ck[0]["device_used_bytes"] < 64 * 2**30
+
+
+def test_fit_steps_asks_for_each_distinct_estimate_once_and_a_driver_gets_fits_answer():
+    """fit_steps yields its estimate requests; a driver that answers them one at a time (as the page's planner worker
+    does, a few per slice) gets fit()'s answer, after exactly `estimate_calls` requests, none of them twice."""
+    p = Plan.from_dict(SEED)
+    steps = fit_module.fit_steps(p)
+    asked = []
+    try:
+        need = next(steps)
+        while True:
+            plan, search = need
+            asked.append((json.dumps(plan.to_dict(), sort_keys=True), search))
+            need = steps.send(estimate(plan, search_min_gpus=search))
+    except StopIteration as done:
+        f = done.value
+    assert f.to_dict() == fit(p).to_dict()
+    assert len(asked) == len(set(asked)) == f.estimates
+    # the deepspeed seed asks for the min_gpus search at each of its 4 stages, and for nothing else with it
+    assert sorted(json.loads(k)["zero_stage"] for k, s in asked if s) == [0, 1, 2, 3]
+
+
+def test_an_estimate_error_is_raised_where_the_planner_asked(monkeypatch):
+    """answer() raises estimate's PlanError inside the generator: min_gpus_by_stage catches it for that stage only,
+    exactly as when fit called estimate itself."""
+    p = Plan.from_dict(SEED)
+    real = fit_module.estimate
+
+    def refuses_stage_3(plan, search_min_gpus=False):
+        if search_min_gpus and plan.zero_stage == 3:
+            raise PlanError("zero_stage", "refused by the test")
+        return real(plan, search_min_gpus=search_min_gpus)
+
+    want = fit(p).min_gpus
+    monkeypatch.setattr(fit_module, "estimate", refuses_stage_3)
+    got = fit(p).min_gpus
+    assert want["3"] is not None and got == {**want, "3": None}
 
 
 def test_micro_batch_option_keeps_the_global_batch():

@@ -10,7 +10,7 @@ from zerocalc import Plan
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from plan_corrections import corrected_plan, corrections_for, load_corrections  # noqa: E402
+from plan_corrections import corrected_plan, corrections_for, load_corrections, replacements_for  # noqa: E402
 
 RECORDS = json.loads((ROOT / "validation" / "public.json").read_text())
 BY_ID = {r["id"]: r for r in RECORDS}
@@ -29,7 +29,7 @@ def test_every_entry_names_a_record_or_group_and_cites_a_quote():
 
 def test_a_correction_only_fills_keys_the_published_plan_omits():
     for rid, entry in FIXES["records"].items():
-        assert not set(entry["set"]) & set(BY_ID[rid]["plan"]), rid
+        assert not set(entry.get("set", {})) & set(BY_ID[rid]["plan"]), rid
     for rec in RECORDS:
         got = corrections_for(rec, FIXES)
         assert not set(got) & set(rec["plan"]), rec["id"]
@@ -54,3 +54,29 @@ def test_litgpt_single_device_accumulation_is_128_over_the_micro_batch():
     # finetune/lora.py at 0cc02afa: batch_size = 128, gradient_accumulation_iters = batch_size // micro_batch_size
     assert corrections_for(BY_ID["litgpt_rt_lora1gpu_phi-15_none_mb4"], FIXES) == {"gradient_accumulation_steps": 32}
     assert corrections_for(BY_ID["litgpt_rt_lora1gpu_phi-15_none_mb1"], FIXES) == {"gradient_accumulation_steps": 128}
+
+
+def test_a_replacement_names_the_published_value_and_applies_only_while_the_record_states_it():
+    for rid, entry in FIXES["records"].items():
+        for key, was in entry.get("was", {}).items():
+            assert BY_ID[rid]["plan"][key] == was, (rid, key)      # public.json still says what `was` quotes
+            assert corrected_plan(BY_ID[rid], FIXES)[key] == entry["replace"][key], (rid, key)
+    fixes = {"groups": {}, "records": {"x": {"replace": {"optimizer": "sgd"}, "was": {"optimizer": "adamw"},
+                                             "evidence": []}}}
+    rec = {"id": "x", "source_group": "g", "plan": {"schema": 1, "optimizer": "adamw"}}
+    assert corrected_plan(rec, fixes) == {"schema": 1, "optimizer": "sgd"}
+    moved = {**rec, "plan": {"schema": 1, "optimizer": "adafactor"}}      # the record changed: no override
+    assert replacements_for(moved, fixes) == {} and corrected_plan(moved, fixes)["optimizer"] == "adafactor"
+
+
+def test_a_replacement_without_its_published_value_is_refused(tmp_path):
+    bad = {"schema": 1, "groups": {}, "records": {"x": {"replace": {"optimizer": "sgd"}, "evidence": [{"q": 1}]}}}
+    (tmp_path / "c.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="was"):
+        load_corrections(tmp_path / "c.json")
+
+
+def test_torchtune_4x4090_full_row_trains_with_the_sgd_of_the_config_it_was_measured_with():
+    # README a95c6b931 adds 12.01 GB with full_finetune_distributed.yaml, whose optimizer is torch.optim.SGD there
+    plan = Plan.from_dict(corrected_plan(BY_ID["tt_l2_7b_full_4x4090"], FIXES))
+    assert plan.optimizer == "sgd"

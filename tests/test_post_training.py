@@ -667,3 +667,19 @@ def test_torch_kernels_fallback_by_hand():
     with pytest.raises(PlanError) as e:
         plan({"method": "dpo", "kernels": "cuda"})
     assert e.value.key == "post_training.kernels"
+
+
+def test_trl_grpo_reference_by_version():
+    # TRL GRPOConfig.beta defaulted to 0.04 up to 0.18 (a reference is loaded) and to 0.0 from 0.19 (none).
+    # DDP, full: the fp32 replica of TRL's default load, 4 B x 1,235,814,400 on every GPU; with LoRA the adapter is
+    # disabled instead (no weights, but the base scores the batch)
+    grpo = {"method": "grpo", "num_generations": 2}
+    old = _terms(plan({**grpo, "trainer_version": "0.18"}, framework="ddp", zero_stage=0))
+    assert old["reference_weights"].nbytes == 4 * P1B
+    for v in ("0.19", None):
+        t = _terms(plan({**grpo, "trainer_version": v}, framework="ddp", zero_stage=0))
+        assert "reference_weights" not in t and "reference_logits" not in t
+    from zerocalc.post.defaults import resolve
+    for v, ref in (("0.17", "adapter"), ("0.19", "none")):
+        p = plan({**grpo, "trainer_version": v}, framework="ddp", zero_stage=0, method="lora")
+        assert resolve(p).reference == ref and "reference_weights" not in _terms(p)

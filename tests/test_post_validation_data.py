@@ -45,3 +45,29 @@ def test_figures_match_their_quotes():
         assert m, r["id"]
         unit = {"GiB": 2**30, "MiB": 2**20, "GB": 10**9}
         assert r["measured_bytes"] in {int(v) * unit[u] for v, u in m}, r["id"]
+
+
+def test_lengths_come_from_their_source():
+    """Where a record names the source of its lengths (a dataset's token statistics, a reporter's sentence), the
+    quoted maximum, capped by the run's own limit, is the plan's longest prompt (or prompt + completion)."""
+    import re
+    seen = 0
+    for r in _records():
+        ls = r.get("lengths_source")
+        if ls is None:
+            continue
+        seen += 1
+        assert ls["url"].startswith("https://github.com/"), r["id"]
+        assert str(ls["max_tokens"]) in re.findall(r"\d+", ls["quote"]), r["id"]
+        pt = r["plan"]["post_training"]
+        got = pt["prompt_len"] + pt["completion_len"] if ls["applies_to"] == "prompt+completion" else pt["prompt_len"]
+        assert got == min(ls["max_tokens"], ls.get("cap", ls["max_tokens"])), r["id"]
+    assert seen >= 8
+
+
+def test_ms_swift_dpo_rows_are_the_datasets_longest():
+    """shareAI-Llama3-DPO-zh-en-emoji's longest row is 1801 tokens (ms-swift's dataset table), under the scripts'
+    --max_length 2048 and 8192: the DPO/SimPO plans' rows are 1801 tokens (900 + 901), not max_length."""
+    recs = {r["id"]: r for r in _records()}
+    for rid in ("swift_dpo_lora_qwen25_7b", "swift_dpo_full_qwen25_7b_z3_padded", "swift_simpo_full_qwen25_3b_z2"):
+        assert recs[rid]["plan"]["seq_len"] == 900 + 901, rid

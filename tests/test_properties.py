@@ -424,6 +424,20 @@ def at_world(d: dict, gpus: int) -> dict:
 
 @SETTINGS
 @given(plans())
+def test_run_fits_agrees_with_the_run_peaks(d):
+    """run_fits (the min_gpus probes' shortcut) says what run_peaks(...).fits says, at the plan's own layout
+    and on one GPU, without building the phases' figures."""
+    from zerocalc.estimate import step_inputs_for, whole_run
+    from zerocalc.post import post_phases
+    from zerocalc.run import run_fits
+    for dd in (d, at_world(d, 1)):
+        p = Plan.from_dict(dd)
+        pg, view, run = whole_run(p, step_inputs_for(p), p.gpu_spec)
+        assert run_fits(view, pg.device_used, post_phases(view, None)) == run.fits, dd
+
+
+@SETTINGS
+@given(plans())
 def test_fits_and_min_gpus(d):
     out = est_dict(d)
     pg = out["per_gpu"]

@@ -18,12 +18,13 @@ from .memory import deepspeed as ds
 from .memory.inputs import StepInputs, activation_terms, model_state_terms, recompute_terms, step_inputs
 from .memory.fragmentation import over_steps
 from .memory.runtime import allocator_reserve, runtime_terms, stream_cache
-from .memory.terms import (ALLOCATOR, COMPONENTS, DRIVER, HOST_PINNED, MANAGED, STREAM_CACHE, Term, phases_of)
+from .memory.terms import (ALLOCATOR, COMPONENTS, DRIVER, HOST_PINNED, MANAGED, ON_GPU, STREAM_CACHE, Term,
+                           phases_of)
 from .plan import Plan
 from .post import post_phases, post_step_terms, update_inputs, update_plan
 from .post import resolve as resolve_post
 from .result import Estimate, PerGpu
-from .run import PhasePeak, run_fix, run_peaks, run_view
+from .run import PhasePeak, run_fits, run_fix, run_peaks, run_view
 from .step import step_estimate
 from .units import next_pow2
 
@@ -50,28 +51,49 @@ def step_inputs_for(plan: Plan) -> StepInputs:
     return update_inputs(sp, step_inputs(sp), post)
 
 
-def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = None) -> PerGpu:
-    ts = terms(plan, si) if ts is None else ts
+def _sums(plan: Plan, ts: list[Term], spec: GpuSpec) -> tuple:
+    """One pass over the terms: the allocated bytes of each phase, the peak phase, the allocator's reserve
+    terms, reserved, the bytes outside the allocator and the managed bytes alive at the peak. Terms that share
+    a lifetime are summed together first (a plan has a few distinct lifetimes and dozens of terms)."""
     phases = phases_of(plan)
-    allocated = [t for t in ts if t.where == ALLOCATOR]
-    alloc = {ph: sum(t.nbytes for t in allocated if ph in t.phases) for ph in phases}
+    by_life: dict = {}          # lifetime -> [allocated, of which activations and logits, stream-cached]
+    outside = 0
+    for t in ts:
+        w = t.where
+        if w == ALLOCATOR:
+            s = by_life.get(t.phases)
+            if s is None:
+                s = by_life[t.phases] = [0, 0, 0]
+            s[0] += t.nbytes
+            if t.component in ("activations", "logits"):
+                s[1] += t.nbytes
+        elif w == STREAM_CACHE:
+            s = by_life.get(t.phases)
+            if s is None:
+                s = by_life[t.phases] = [0, 0, 0]
+            s[2] += t.nbytes
+        elif w == DRIVER:
+            outside += t.nbytes
+    alloc = dict.fromkeys(phases, 0)
+    moving = dict.fromkeys(phases, 0)
+    cached = dict.fromkeys(phases, 0)
+    for life, (a, m, c) in by_life.items():
+        for ph in phases:
+            if ph in life:
+                alloc[ph] += a
+                moving[ph] += m
+                cached[ph] += c
     peak_phase = max(phases, key=lambda ph: alloc[ph])
     peak_alloc = alloc[peak_phase]
     # blocks another stream keeps cached (FSDP's all-gather stream) raise reserved in the phases where
     # no tensor occupies them
-    cached = [t for t in ts if t.where == STREAM_CACHE]
-    held = max(alloc[ph] + sum(t.nbytes for t in cached if ph in t.phases) for ph in phases)
-    driver = [t for t in ts if t.where == DRIVER]
-    outside = sum(t.nbytes for t in driver)
+    held = max(alloc[ph] + cached[ph] for ph in phases)
     streams = [stream_cache(held - peak_alloc)] if held > peak_alloc else []
     # the cache the allocator keeps scales with what the step allocates and frees: activations and logits
-    held_streams = sum(t.nbytes for t in streams)
+    held_streams = held - peak_alloc if streams else 0
     checkpointed = plan.activation_checkpointing != "none"
-
-    moving = [t for t in allocated if t.component in ("activations", "logits")]
-    cache_at = {ph: allocator_reserve(sum(t.nbytes for t in moving if ph in t.phases), checkpointed,
-                                      spec.capacity_bytes - outside - alloc[ph] - held_streams) for ph in phases}
-
+    room = spec.capacity_bytes - outside - held_streams
+    cache_at = {ph: allocator_reserve(moving[ph], checkpointed, room - alloc[ph]) for ph in phases}
     # segments are kept (no empty_cache inside a step): reserved is the most that any moment's blocks and the
     # cache they leave ever took, which a moment with more activations than the allocated peak's can set
     cache_phase = max(phases, key=lambda ph: alloc[ph] + cache_at[ph].nbytes)
@@ -79,33 +101,42 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
     reserve = [Term(cache.name, cache.component, alloc[cache_phase] + cache.nbytes - peak_alloc, cache.phases,
                     cache.where)] + streams
     reserved = peak_alloc + sum(t.nbytes for t in reserve)
+    managed = sum(t.nbytes for t in ts if t.where == MANAGED and peak_phase in t.phases)
+    return alloc, peak_phase, peak_alloc, reserve, reserved, outside, managed
+
+
+def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = None) -> PerGpu:
+    ts = terms(plan, si) if ts is None else ts
+    alloc, peak_phase, peak_alloc, reserve, reserved, outside, _ = _sums(plan, ts, spec)
     # Paged (CUDA managed) memory sits on the GPU only as far as the rest leaves room; the driver
     # evicts the remainder to host RAM instead of failing, so it never causes an out-of-memory.
     room = max(0, spec.capacity_bytes - reserved - outside)
     comps = {c: 0 for c in COMPONENTS}     # post-training adds "generator" (a colocated vLLM) where it has one
     detail: dict[str, int] = {}
+    host_detail: dict[str, int] = {}
     paged = evicted = 0
+    driver = []
     for t in ts:
-        if t.where not in (ALLOCATOR, MANAGED):
-            continue
-        b = t.live(peak_phase)
-        if b and t.where == MANAGED:
-            resident = min(b, room)
-            room -= resident
-            paged += resident
-            evicted += b - resident
-            b = resident
-        if b:
-            comps[t.component] = comps.get(t.component, 0) + b
-            detail[t.name] = detail.get(t.name, 0) + b
+        w = t.where
+        if w == ALLOCATOR or w == MANAGED:
+            b = t.nbytes if peak_phase in t.phases else 0
+            if b and w == MANAGED:
+                resident = min(b, room)
+                room -= resident
+                paged += resident
+                evicted += b - resident
+                b = resident
+            if b:
+                comps[t.component] = comps.get(t.component, 0) + b
+                detail[t.name] = detail.get(t.name, 0) + b
+        elif w == DRIVER:
+            driver.append(t)
+        elif w not in ON_GPU:
+            host_detail[t.name] = host_detail.get(t.name, 0) + (next_pow2(t.nbytes) if w == HOST_PINNED
+                                                                else t.nbytes)
     for t in reserve + driver:
         comps[t.component] = comps.get(t.component, 0) + t.nbytes
         detail[t.name] = t.nbytes
-    host_detail: dict[str, int] = {}
-    for t in ts:
-        if not t.on_gpu:
-            host_detail[t.name] = host_detail.get(t.name, 0) + (next_pow2(t.nbytes) if t.where == HOST_PINNED
-                                                                else t.nbytes)
     if evicted:
         host_detail["paged_evicted"] = evicted
     ds_buffers = {}
@@ -132,14 +163,21 @@ def _run_of(sp: Plan, si: StepInputs, spec: GpuSpec, post, ts: list[Term], pg: P
     return pg, view, run_peaks(view, step, post_phases(view, post, ts))
 
 
-def _run_fits(plan: Plan, si: StepInputs, spec: GpuSpec) -> bool:
-    """``whole_run(...)[2].fits``, without the run's other phases when the steady step alone is over the
-    capacity (it is one of the run's phases, so the run cannot fit then)."""
+def _step_device_used(plan: Plan, si: StepInputs, spec: GpuSpec) -> tuple:
+    """(step plan, post-training settings, terms, reserved, device_used) of the steady step of ``plan``."""
     sp, post, ts = step_terms(plan, si)
-    pg = per_gpu(sp, si, spec, ts)
-    if pg.device_used > spec.capacity_bytes:
+    _, _, _, _, reserved, outside, managed = _sums(sp, ts, spec)
+    return sp, post, ts, reserved, reserved + outside + min(managed, max(0, spec.capacity_bytes - reserved - outside))
+
+
+def _run_fits(plan: Plan, si: StepInputs, spec: GpuSpec) -> bool:
+    """``whole_run(...)[2].fits`` without the run's figures (run/run_fits), and without its other phases when
+    the steady step alone is over the capacity (it is one of the run's phases, so the run cannot fit then)."""
+    sp, post, ts, reserved, used = _step_device_used(plan, si, spec)
+    if used > spec.capacity_bytes:
         return False
-    return _run_of(sp, si, spec, post, ts, pg)[2].fits
+    view = run_view(sp, si, ts, spec.capacity_bytes, reserved)
+    return run_fits(view, used, post_phases(view, post, ts))
 
 
 def _over_steps(plan: Plan, pg: PerGpu, spec: GpuSpec) -> dict:
@@ -170,33 +208,43 @@ def _layout(plan: Plan, i: int) -> tuple[int, int]:
 def _min_gpus(plan: Plan, si: StepInputs, spec: GpuSpec, fits_here: bool) -> int | None:
     """Fewest GPUs of this kind that fit the plan at its stage. Per-GPU memory never grows with
     the world size at a fixed stage, so the first fitting layout is the answer. ``fits_here``: whether the
-    plan's own layout fits (the estimate has just run it)."""
+    plan's own layout fits (the estimate has just run it). The probes that settle most plans at once come
+    first: one GPU when the plan's own layout fits, the largest layout's steady step (no other phase) when
+    it does not."""
     if plan.framework in ("single", "ddp"):
         return 1 if fits_here else None
     last = plan.gpus_per_node + MAX_NODES_SEARCHED - 2
     here = plan.gpus_per_node - 1 + (plan.nodes - 1)
+    memo = {here: fits_here}
+
+    def other(i: int) -> Plan:
+        g, n = _layout(plan, i)
+        return replace(plan, gpus_per_node=g, nodes=n)   # same plan, another world: no re-validation
 
     def fits(i: int) -> bool:
-        if i == here:
-            return fits_here
-        g, n = _layout(plan, i)
-        p = replace(plan, gpus_per_node=g, nodes=n)   # same plan, another world: no re-validation
-        return _run_fits(p, si, spec)               # every phase of the run fits, not only the step
+        if i not in memo:
+            memo[i] = _run_fits(other(i), si, spec)     # every phase of the run fits, not only the step
+        return memo[i]
 
-    # bracket by doubling from the plan's own layout, then bisect (per-GPU memory falls with the count)
-    if fits(here):
-        lo, hi = -1, here
-        step = 1
-        while hi - step >= 0 and fits(hi - step):
+    if fits_here:
+        if here == 0 or fits(0):
+            return 1
+        # bracket by doubling down from the plan's own layout, then bisect (per-GPU memory falls with the count)
+        hi, step = here, 1
+        while hi - step > 0 and fits(hi - step):
             hi, step = hi - step, step * 2
-        lo = max(-1, hi - step)
+        lo = max(0, hi - step)
     else:
-        if not fits(last):                           # not even the largest layout fits
+        # not even the largest layout's steady step fits: no layout does
+        if here >= last or _step_device_used(other(last), si, spec)[4] > spec.capacity_bytes:
             return None
         lo, hi, step = here, here + 1, 1
-        while hi <= last and not fits(hi):
+        while hi < last and not fits(hi):
             lo, hi, step = hi, hi + step * 2, step * 2
-        hi = min(hi, last)
+        if hi >= last:
+            hi = last
+            if not fits(last):
+                return None
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if fits(mid):
@@ -214,8 +262,7 @@ def _zero2_device_used(plan: Plan, si: StepInputs, spec: GpuSpec) -> int | None:
     # no re-validation: no consistency rule reads zero_stage 2 or offload_params none (plan.py
     # _check_consistency; stack, post-training and vision checks read neither), so a valid plan stays valid
     p2 = replace(plan, zero_stage=2, offload_params="none")
-    sp, _, ts = step_terms(p2, si)
-    return per_gpu(sp, si, spec, ts).device_used
+    return _step_device_used(p2, si, spec)[4]
 
 
 def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:

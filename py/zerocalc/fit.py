@@ -8,6 +8,13 @@ bisection), ``min_gpus`` is the estimate's own search at each ZeRO stage (FSDP: 
 FULL_SHARD), and every option is ``estimate(plan.with_changes(**changes))``, ranked fitting first, then by
 tokens per second per GPU. Estimates of the same plan are computed once per call (memoised by the plan's
 JSON), candidates skip the min_gpus search (``search_min_gpus=False``).
+
+    fit_steps(plan) -> a generator: it yields ``(plan, search_min_gpus)`` for each estimate it needs, is sent
+    that estimate back, and returns the Fit (StopIteration.value). ``fit()`` is ``drain(fit_steps(plan))``.
+
+The planner asks for its estimates instead of making them, so a shell can spread one fit over several short
+slices (the page's planner worker, py/app/fit_view.py: an edit pre-empts the next slice). The generator holds
+all of one fit's state; nothing here is global.
 """
 from __future__ import annotations
 
@@ -71,8 +78,30 @@ class Fit:
                 "estimate_calls": self.estimates, **self.post}
 
 
+def answer(steps, need):
+    """Answer one request ``need = (plan, search_min_gpus)`` of a generator of estimate requests with
+    ``estimate()`` and return its next request (StopIteration when it is done). An error of ``estimate`` is raised
+    inside the generator, where it asked, as if it had called ``estimate`` itself."""
+    try:
+        e = estimate(need[0], search_min_gpus=need[1])
+    except Exception as err:
+        return steps.throw(err)
+    return steps.send(e)
+
+
+def drain(steps):
+    """Run a generator of estimate requests (``fit_steps``, or a reader built on it) to its end; returns what the
+    generator returns."""
+    try:
+        need = next(steps)
+        while True:
+            need = answer(steps, need)
+    except StopIteration as done:
+        return done.value
+
+
 class _Memo:
-    """estimate() once per distinct plan in one fit() call."""
+    """estimate() once per distinct plan in one fit: ``yield from memo(plan)`` yields the request on a miss."""
 
     def __init__(self):
         self.cache: dict = {}
@@ -82,21 +111,21 @@ class _Memo:
         key = (json.dumps(plan.to_dict(), sort_keys=True), search_min_gpus)
         if key not in self.cache:
             self.calls += 1
-            self.cache[key] = estimate(plan, search_min_gpus=search_min_gpus)
+            self.cache[key] = yield (plan, search_min_gpus)
         return self.cache[key]
 
 
-def _max_int(fits, start: int, hi_limit: int) -> int | None:
+def _max_int(fits, start: int, hi_limit: int):
     """Largest n in [1, hi_limit] with fits(n), for a monotone fits (true up to some n, false after):
-    double (or halve) from ``start`` to bracket, then bisect."""
+    double (or halve) from ``start`` to bracket, then bisect. ``fits(n)`` is a generator (``yield from``)."""
     start = max(1, min(start, hi_limit))
-    if fits(start):
+    if (yield from fits(start)):
         lo, hi = start, None
         while hi is None:
             nxt = min(lo * 2, hi_limit)
             if nxt == lo:
                 return lo
-            if fits(nxt):
+            if (yield from fits(nxt)):
                 lo = nxt
             else:
                 hi = nxt
@@ -106,13 +135,13 @@ def _max_int(fits, start: int, hi_limit: int) -> int | None:
             if hi == 1:
                 return None
             nxt = max(1, hi // 2)
-            if fits(nxt):
+            if (yield from fits(nxt)):
                 lo = nxt
             else:
                 hi = nxt
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if fits(mid):
+        if (yield from fits(mid)):
             lo = mid
         else:
             hi = mid
@@ -129,18 +158,19 @@ def _stage_plan(plan: Plan, stage: int) -> Plan:
     return plan.with_changes(**ch)
 
 
-def min_gpus_by_stage(plan: Plan, memo) -> dict:
-    """Fewest GPUs of this kind that fit, per ZeRO stage (deepspeed), per FSDP mode, or DDP's 1/None."""
+def min_gpus_by_stage(plan: Plan, memo):
+    """Fewest GPUs of this kind that fit, per ZeRO stage (deepspeed), per FSDP mode, or DDP's 1/None
+    (a generator of estimate requests, like every helper below that takes ``memo`` or ``fits_with``)."""
     if plan.framework == "fsdp":
         stages = (2, 3)
     elif plan.framework == "deepspeed":
         stages = (0, 1, 2, 3)
     else:
-        return {"0": memo(plan, True).min_gpus}
+        return {"0": (yield from memo(plan, True)).min_gpus}
     out = {}
     for s in stages:
         try:
-            out[str(s)] = memo(_stage_plan(plan, s), True).min_gpus
+            out[str(s)] = (yield from memo(_stage_plan(plan, s), True)).min_gpus
         except PlanError:
             out[str(s)] = None
     return out
@@ -218,7 +248,7 @@ def _run_with(plan: Plan, **parts) -> dict:
     return run
 
 
-def _run_candidates(plan: Plan, fits_with) -> list[tuple[dict, str]]:
+def _run_candidates(plan: Plan, fits_with):
     """The run's knobs (Extension 5) that keep a phase other than the step inside: the eval batch (the largest that
     fits), eval_accumulation_steps and argmax logits for accumulated eval logits, zero.Init at load, a save that
     offloads or writes shards, a merge on the CPU-friendly PEFT path."""
@@ -228,7 +258,7 @@ def _run_candidates(plan: Plan, fits_with) -> list[tuple[dict, str]]:
     if ev is not None:
         cur = ev.batch_size if ev.batch_size != "auto" else max(plan.micro_batch_size, 8)
         if cur > 1:
-            b = _max_int(lambda n: fits_with(run=_run_with(plan, eval={"batch_size": n})), 1, cur - 1) or 1
+            b = (yield from _max_int(lambda n: fits_with(run=_run_with(plan, eval={"batch_size": n})), 1, cur - 1)) or 1
             out.append(({"run": _run_with(plan, eval={"batch_size": b})}, f"eval batch size {b}"))
         if ev.logits == "accumulate":
             out.append(({"run": _run_with(plan, eval={"accumulation_steps": 1})}, "eval_accumulation_steps 1"))
@@ -304,42 +334,43 @@ def _post_with(plan: Plan, **keys) -> dict:
     return {"post_training": d}
 
 
-def post_maxima(plan: Plan, fits_with) -> dict:
+def post_maxima(plan: Plan, fits_with):
     """Post-training's questions: the longest completion that fits, and the largest colocated vLLM fraction
     (in hundredths) that leaves every phase room."""
     pt = plan.post_training
     if pt is None:
         return {}
-    out = {"max_completion_len": _max_int(lambda n: fits_with(**_post_with(plan, completion_len=n)),
-                                          lengths(pt)[1], MAX_SEQ_LEN)}
+    out = {"max_completion_len": (yield from _max_int(lambda n: fits_with(**_post_with(plan, completion_len=n)),
+                                                      lengths(pt)[1], MAX_SEQ_LEN))}
     g = pt.generator
     if g is not None and g.engine == "vllm" and g.mode == "colocate":
         start = round(100 * (g.gpu_memory_utilization or 0.3))
-        k = _max_int(lambda k: fits_with(**_post_with(plan, generator={"gpu_memory_utilization": k / 100})),
-                     start, 100)
+        k = yield from _max_int(lambda k: fits_with(**_post_with(plan, generator={"gpu_memory_utilization": k / 100})),
+                                start, 100)
         out["max_gpu_memory_utilization"] = None if k is None else k / 100
     return out
 
 
-def fit(plan: Plan, *, max_options: int = 16) -> Fit:
-    """Maxima, minimum GPUs per stage and ranked options for ``plan`` (see the module docstring)."""
+def fit_steps(plan: Plan, *, max_options: int = 16):
+    """``fit`` as a generator of its estimate requests (see the module docstring); returns the Fit."""
     memo = _Memo()
-    base = memo(plan)
+    base = yield from memo(plan)
 
-    def fits_with(**ch) -> bool:
-        return memo(plan.with_changes(**ch)).fits
+    def fits_with(**ch):
+        return (yield from memo(plan.with_changes(**ch))).fits
 
     unit = micro_batch_unit(plan)
-    k = _max_int(lambda k: fits_with(micro_batch_size=k * unit), -(-plan.micro_batch_size // unit),
-                 MAX_MICRO_BATCH // unit)
+    k = yield from _max_int(lambda k: fits_with(micro_batch_size=k * unit), -(-plan.micro_batch_size // unit),
+                            MAX_MICRO_BATCH // unit)
     max_mbs = None if k is None else k * unit
     # post-training trains on prompt + completion, not seq_len: its own maxima instead (post_maxima)
-    max_seq = None if plan.post_training is not None else _max_int(lambda n: fits_with(**_at_seq_len(plan, n)),
-                                                                   plan.seq_len, MAX_SEQ_LEN)
-    mins = min_gpus_by_stage(plan, memo)
+    max_seq = None if plan.post_training is not None else (
+        yield from _max_int(lambda n: fits_with(**_at_seq_len(plan, n)), plan.seq_len, MAX_SEQ_LEN))
+    mins = yield from min_gpus_by_stage(plan, memo)
     options = []
     seen = set()
-    for changes, label in _data_candidates(plan) + _run_candidates(plan, fits_with) + _candidates(plan, max_mbs, mins):
+    run_candidates = yield from _run_candidates(plan, fits_with)
+    for changes, label in _data_candidates(plan) + run_candidates + _candidates(plan, max_mbs, mins):
         try:
             changed = plan.with_changes(**changes)
         except PlanError:
@@ -348,18 +379,25 @@ def fit(plan: Plan, *, max_options: int = 16) -> Fit:
         if key in seen or changed == plan:
             continue
         seen.add(key)
-        e = memo(changed)
+        e = yield from memo(changed)
         st = e.step
         options.append(Option(changes=changes, label=label, device_used_bytes=e.run.device_used,
                               capacity_bytes=e.capacity_bytes, fits=e.fits, step_time_s=st.time_s,
                               tokens_per_s_per_gpu=st.tokens_per_s_per_gpu, reserved_after_1000_bytes=_over_steps(e)[0],
                               fragmentation_oom_step=_over_steps(e)[1]))
     options.sort(key=lambda o: (not o.fits, -o.tokens_per_s_per_gpu, o.device_used_bytes))
+    calls = memo.calls   # the post-training maxima's estimates are not counted (as before the generator)
+    post = yield from post_maxima(plan, fits_with)
     return Fit(plan=plan, fits=base.fits, device_used_bytes=base.run.device_used,
                tokens_per_s_per_gpu=base.step.tokens_per_s_per_gpu, max_micro_batch_size=max_mbs,
-               max_seq_len=max_seq, min_gpus=mins, options=tuple(options[:max_options]), estimates=memo.calls,
+               max_seq_len=max_seq, min_gpus=mins, options=tuple(options[:max_options]), estimates=calls,
                reserved_after_1000_bytes=_over_steps(base)[0], fragmentation_oom_step=_over_steps(base)[1],
-               post=post_maxima(plan, fits_with))
+               post=post)
 
 
-__all__ = ["fit", "Fit", "Option"]
+def fit(plan: Plan, *, max_options: int = 16) -> Fit:
+    """Maxima, minimum GPUs per stage and ranked options for ``plan`` (see the module docstring)."""
+    return drain(fit_steps(plan, max_options=max_options))
+
+
+__all__ = ["fit", "fit_steps", "answer", "drain", "Fit", "Option"]

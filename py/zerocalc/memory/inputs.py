@@ -33,7 +33,8 @@ class StepInputs:
     shapes: tuple                    # (shape, numel) of trainable tensors (optimizer states)
     frozen_bytes: int                # whole frozen base on one GPU
     frozen_numel: int
-    all_sizes: tuple                 # module params for ZeRO-3 partitioning (16-bit element units)
+    all_sizes: tuple                 # module params for ZeRO-3 partitioning (16-bit element units;
+                                     # a LoRA plan's frozen base only under DeepSpeed, which alone reads it)
     acts: Activations
     logits: Logits
     dequant: int                     # QLoRA: 16-bit copy of the largest quantized weight
@@ -61,10 +62,15 @@ def step_inputs(plan: Plan) -> StepInputs:
         tr = ds.Trainable(sizes, "weights", "gradients", "optimizer_states")
     else:
         ad_sizes, ad_shapes = [], []
+        per_block: dict = {}         # the blocks share a few adapter tuples (dense, MoE): each listed once
         for ads in adapters_per_layer(arch, plan):
-            for a in ads:
-                ad_sizes += [a.rank * a.d_in, a.d_out * a.rank]
-                ad_shapes += [((a.rank, a.d_in), a.rank * a.d_in), ((a.d_out, a.rank), a.d_out * a.rank)]
+            if id(ads) not in per_block:
+                shapes_b = [(s, n) for a in ads for s, n in (((a.rank, a.d_in), a.rank * a.d_in),
+                                                            ((a.d_out, a.rank), a.d_out * a.rank))]
+                per_block[id(ads)] = ([n for _, n in shapes_b], shapes_b)
+            sizes_b, shapes_b = per_block[id(ads)]
+            ad_sizes += sizes_b
+            ad_shapes += shapes_b
         if "lm_head" in plan.lora.targets:
             r = plan.lora.rank
             ad_sizes += [r * arch.hidden_size, arch.vocab_size * r]
@@ -101,7 +107,8 @@ def step_inputs(plan: Plan) -> StepInputs:
         # ZeRO-3 partitions the frozen base too; in 16-bit element units (QLoRA's packed storage is
         # kept in a 16-bit quant_storage dtype so DeepSpeed can shard it)
         scale = frozen_bytes / max(1, frozen_numel * 2)
-        frozen_sizes = tuple(max(1, int(t.numel * scale)) for t in arch.tensors)
+        frozen_sizes = (tuple(max(1, int(t.numel * scale)) for t in arch.tensors) if plan.framework == "deepspeed"
+                        else ())
     all_sizes = tuple(tr.sizes) + frozen_sizes
     acts = activations(plan, arch, module_dtypes(plan, dt), stack)
     lg = logits(plan, arch, 2 if dt.autocast else dt.compute, stack)

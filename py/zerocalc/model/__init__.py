@@ -30,7 +30,7 @@ from .udop import udop
 from .florence2 import florence2
 from .pi0 import pi0
 from .t5gemma2 import t5gemma2
-from .sam import SAM, got_ocr2, pp_formulanet
+from .pp_formulanet import pp_formulanet
 from .evolla import evolla
 from .blt import blt
 from .gptlike import GPTLIKE, gptlike
@@ -53,7 +53,7 @@ TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma", "encoder-decoder"}
 # whole models of their own modules (towers + text), dispatched in model_from_config ahead of composite.py
-WHOLE = set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS) | set(SAM) | {"udop", "florence2", "pi0", "t5gemma2",
+WHOLE = set(VISION_ENCDEC) | set(BLIP2) | set(KOSMOS) | {"udop", "florence2", "pi0", "t5gemma2",
                                                                   "pp_formulanet", "evolla", "blt"}
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | WHOLE))
 
@@ -83,8 +83,6 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return pi0(cfg, model_from_config)
     if cfg.get("model_type") == "t5gemma2":
         return t5gemma2(cfg, model_from_config)
-    if cfg.get("model_type") in SAM:              # sam.py: a SAM ViT-B tower before a modelled language model
-        return got_ocr2(cfg, model_from_config)
     if cfg.get("model_type") == "pp_formulanet":
         return pp_formulanet(cfg)
     if cfg.get("model_type") == "evolla":

@@ -16,13 +16,17 @@ from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
 from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
+from .audio_more import glmasr_parts, omniasr_parts, qwen3_asr_parts
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
-from .vision_more import cohere2_vision_parts, fuyu_parts
+from .vision_more import (cohere2_vision_parts, fuyu_parts, got_ocr2_parts, hyperclovax_vision_v2_parts, idefics2_parts,
+                          video_llama_3_parts)
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
+# the sub-configs beside the tower's that a composite's projector reads (Idefics2's perceiver resampler)
+EXTRA_CONFIGS = {"idefics2": {"perceiver_config"}}
 
 # model_type -> (tower model_types it is modelled with (None: any, the tower is its own), the text model_type
 # when text_config names none, the tower + projector tensors (cfg, text hidden size) -> tensors, tie rule)
@@ -72,12 +76,22 @@ COMPOSITES = {
     "cohere2_vision": (("siglip_vision_model",), "cohere2", cohere2_vision_parts, "top:True"),
     "lighton_ocr": (("pixtral",), "qwen3", mistral3_parts, "top:True"),
     "fuyu": (None, "persimmon", fuyu_parts, "top:False"),
+    "hyperclovax_vision_v2": (None, "hyperclovax", hyperclovax_vision_v2_parts, "top:True"),
+    "video_llama_3": (None, "qwen2", video_llama_3_parts, "or"),
+    "qianfan_ocr": (None, "qwen3", lambda cfg, h: internvl_parts(cfg, h, qkv_bias_default=True), "top:False"),
+    "idefics2": (None, "mistral", idefics2_parts, "top:False"),
+    "got_ocr2": (None, "qwen2", got_ocr2_parts, "top:True"),
+    "pp_chart2table": (None, "qwen2", got_ocr2_parts, "top:True"),
+    "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    "omniasr": (None, "llama", omniasr_parts, "top:False"),
+    "qwen3_asr": (None, "qwen3", qwen3_asr_parts, "top:True"),
 }
 
 NO_TOWER_CONFIG = ("fuyu",)   # composites whose only sub-config is text_config (the tower is one linear)
 
 
-AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize")   # composites whose tower is an audio_config
+AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
+         "qwen3_asr")   # composites whose tower is an audio_config
 
 
 def is_composite(cfg: Mapping) -> bool:
@@ -94,7 +108,8 @@ def composite(cfg: Mapping, build: Callable):
     tower = vision.get("model_type") if isinstance(vision, Mapping) else None
     towers = ({"audio_config"} if model_type in AUDIO else set() if model_type in NO_TOWER_CONFIG
               else {"vision_config"})
-    if (spec is None or not set(parts) <= {"text_config"} | towers or not towers <= set(parts)
+    if (spec is None or not set(parts) <= {"text_config"} | towers | EXTRA_CONFIGS.get(model_type, set())
+            or not towers <= set(parts)
             or (spec[0] is not None and tower not in spec[0])):
         raise PlanError("model.model_type", f"model_type {model_type!r} is a composite model ({', '.join(parts)}"
                         + (f"; vision tower {tower!r}" if tower else "") + "): its towers and projector are not "

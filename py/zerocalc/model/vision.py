@@ -35,7 +35,12 @@ PADDLEOCR = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers"
 MINICPMV4_6 = {**SIGLIP, "head": False}
 # Idefics3VisionConfig (configuration_idefics3.py; SmolVLM's copies it): a SigLIP layer stack without head
 IDEFICS3 = {**SIGLIP, "hidden_size": 1152, "image_size": 224, "patch_size": 32, "head": False}
-TOWER_DEFAULTS = {"clip_vision_model": CLIP, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2,
+# Idefics2VisionConfig (configuration_idefics2.py): SigLIP's layers, patch 32, no head
+IDEFICS2 = {**SIGLIP, "patch_size": 32, "head": False}
+# VideoLlama3VisionConfig (configuration_video_llama_3.py; modeling_video_llama_3.py VideoLlama3VisionModel):
+# SigLIP's layers with 2-D rotary positions instead of a position table, no head
+VIDEO_LLAMA_3 = {**SIGLIP, "head": False, "positions": False}
+TOWER_DEFAULTS = {"clip_vision_model": CLIP, "idefics2_vision": IDEFICS2, "video_llama_3_vision": VIDEO_LLAMA_3, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2,
                   "idefics3_vision": IDEFICS3, "smolvlm_vision": IDEFICS3,
                   "paddleocr_vl_vision": PADDLEOCR, "minicpmv4_6_vision": MINICPMV4_6}
 
@@ -64,7 +69,8 @@ def vit(b: TensorList, p: str, v: ConfigReader, kind: str) -> int:
     b.matrix(f"{p}.embeddings.patch_embedding", "weight", (h, ch * patch * patch), "vision")
     if not clip:
         b.param(f"{p}.embeddings.patch_embedding", "bias", h, "vision")
-    b.matrix(f"{p}.embeddings.position_embedding", "weight", (patches + clip, h), "vision")
+    if d.get("positions", True):
+        b.matrix(f"{p}.embeddings.position_embedding", "weight", (patches + clip, h), "vision")
     if clip:
         ln(f"{p}.pre_layrnorm")
     for i in range(n):
@@ -334,12 +340,13 @@ INTERNVL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers":
             "patch_size": 14, "num_channels": 3}
 
 
-def internvl_parts(cfg: Mapping, text_h: int) -> list:
+def internvl_parts(cfg: Mapping, text_h: int, qkv_bias_default: bool = False) -> list:
     """InternVL (modeling_internvl.py InternVLVisionModel + InternVLMultiModalProjector): cls_token, absolute
     positions (patches + 1), biased patch Conv2d; layers of lambda_1/lambda_2 (layer scale), q/k/v
     (attention_bias), projection_layer (biased), [q_norm/k_norm RMSNorm(h) with use_qk_norm], biased fc1/fc2,
     layernorm_before/after (layer_norm: weight + bias, rms_norm: weight); a final LayerNorm unless
-    use_mean_pooling; projector: LayerNorm over h / downsample_ratio^2, linear_1 (-> text h), linear_2, biased."""
+    use_mean_pooling; projector: LayerNorm over h / downsample_ratio^2, linear_1 (-> text h), linear_2, biased.
+    Qianfan-OCR (modeling_qianfan_ocr.py) registers the same tower and projector, attention_bias True by default."""
     v = ConfigReader(cfg.get("vision_config") or {})
     get = lambda k: v.int(k, default=INTERNVL[k])   # noqa: E731
     h, inter, p = get("hidden_size"), get("intermediate_size"), "model.vision_tower"
@@ -355,7 +362,7 @@ def internvl_parts(cfg: Mapping, text_h: int) -> list:
     b.matrix(f"{p}.embeddings.patch_embeddings.projection", "weight", (h, get("num_channels") * patch[0] * patch[1]),
              "vision")
     b.param(f"{p}.embeddings.patch_embeddings.projection", "bias", h, "vision")
-    qkv_bias = v.bool("attention_bias", False)
+    qkv_bias = v.bool("attention_bias", qkv_bias_default)
     for i in range(get("num_hidden_layers")):
         q = f"{p}.encoder.layer.{i}"
         b.param(q, "lambda_1", h, "vision")

@@ -14,8 +14,9 @@ post-training.md; the TRL ones read at trl@f2cd577).
   prompt + completion tokens (TRL `per_device_train_batch_size` counts completions).
 - Logit positions. TRL's GRPO computes logits for the completion only (`logits_to_keep + 1`,
   grpo_trainer.py `_get_per_token_logps_and_entropies`); everything else over the whole row.
-- The reference (``auto``): none for ORPO / SimPO / CPO / RM, none for TRL's GRPO (`beta` 0.0: "the reference
-  model is not loaded", grpo_config.py), verl's (`use_kl_loss` false) ; with LoRA the adapter is disabled
+- The reference (``auto``): none for ORPO / SimPO / CPO / RM, none for TRL's GRPO from 0.19 (`beta` 0.0: "the
+  reference model is not loaded", grpo_config.py; up to 0.18 `beta` defaulted to 0.04, so a reference was loaded:
+  grpo_config.py at v0.18.0 `default=0.04`, v0.19.0 `default=0.0`), verl's (`use_kl_loss` false) ; with LoRA the adapter is disabled
   (TRL `use_adapter`, LLaMA-Factory `disable_adapter`, verl `ref_in_actor = lora_rank > 0`) except in OpenRLHF,
   whose reference is its own Actor (for PPO / GRPO a Ray group on other GPUs, as are its critic and reward
   model: `train_ppo_ray.py`); verl forces the full reference to CPU ("We force reference policy to use
@@ -57,6 +58,7 @@ DEFAULT_LENGTHS = {"llamafactory": (1024, 1024)}     # cutoff_len 2048
 VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, "llamafactory": 0.9}
 LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 NEWEST = {"trl": (1, 16, 0)}                         # the newest release each trainer's rules were read in
+GRPO_BETA_ZERO_SINCE = (0, 19, 0)                    # TRL GRPOConfig.beta: 0.04 up to 0.18.x, 0.0 from 0.19.0
 FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
 LOSS_KERNEL_SINCE = (1, 11, 0)                       # TRL: the Triton log-prob kernel (seen in 1.14.2, not 1.10)
 
@@ -124,13 +126,19 @@ def reference_source(plan: Plan, pt: PostTraining) -> str:
         return {"adapter-disabled": "adapter"}.get(r, r)
     if pt.method in NO_REFERENCE:
         return "none"
-    if pt.method in GROUPED and pt.trainer in ("trl", "verl"):
-        return "none"             # TRL GRPOConfig.beta 0.0; verl actor.use_kl_loss false
+    if pt.method in GROUPED and pt.trainer in ("trl", "verl") and not _trl_grpo_beta_default(pt):
+        return "none"             # TRL GRPOConfig.beta 0.0 (from 0.19); verl actor.use_kl_loss false
     if pt.method in ONLINE and pt.trainer == "openrlhf":
         return "elsewhere"        # train_ppo_ray.py: the reference is a Ray actor group of its own
     if plan.method != "full" and pt.trainer != "openrlhf":
         return "adapter"
     return "cpu" if pt.trainer == "verl" else "model"
+
+
+def _trl_grpo_beta_default(pt: PostTraining) -> bool:
+    """TRL's GRPO before 0.19 defaults to beta 0.04: the trainer loads a reference."""
+    return (pt.trainer == "trl" and pt.method == "grpo"
+            and version_tuple(pt.trainer_version, NEWEST["trl"]) < GRPO_BETA_ZERO_SINCE)
 
 
 def reference_bytes(plan: Plan, pt: PostTraining) -> int:

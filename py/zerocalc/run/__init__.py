@@ -122,6 +122,20 @@ def run_peaks(view: RunView, step: PhasePeak, before: tuple = ()) -> RunPeaks:
                     max(p.reserved for p in out.values()), top.device_used, view.capacity)
 
 
+def run_fits(view: RunView, step_device_used: int, before: tuple = ()) -> bool:
+    """``run_peaks(view, step, before).fits`` without the figures (the min_gpus probes): the reserved a phase
+    carries beyond its own need is capped at the capacity less the driver (``_peak``), so a phase fits exactly
+    when it fits on its own (``phase_fits``), and the steady step when its device_used does. Stops at the
+    first phase over the capacity."""
+    if step_device_used > view.capacity or not all(phase_fits(view, ph) for _, ph in before):
+        return False
+    for _, fn in PHASES:
+        ph = fn(view) if fn is not None else None
+        if ph is not None and not phase_fits(view, ph):
+            return False
+    return True
+
+
 def run_fix(view: RunView, peaks: RunPeaks) -> str:
     """The setting that keeps the first phase that does not fit inside the GPU ("" when all fit)."""
     over = peaks.first_over()
@@ -130,4 +144,4 @@ def run_fix(view: RunView, peaks: RunPeaks) -> str:
     return phase_fix(view, over.name, lambda ph: phase_fits(view, ph))
 
 
-__all__ = ["run_fix", "LABELS", "run_view", "run_peaks", "RunView", "RunPeaks", "PhasePeak", "PHASES"]
+__all__ = ["run_fits", "run_fix", "LABELS", "run_view", "run_peaks", "RunView", "RunPeaks", "PhasePeak", "PHASES"]
