@@ -2,9 +2,10 @@
 model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma), zamba.py (Zamba, Zamba 2),
 jetmoe.py (JetMoE), doge.py (Doge), olmo_hybrid.py, kimi_linear.py, xlstm.py, longcat.py, lfm3.py,
 minimax_m3.py (MiniMax-M3's text model), hy_v4.py, deepseek_v4.py, zaya.py, inkling.py, hrm_text.py, dory.py,
-gemma4_assistant.py, bailing_hybrid.py."""
+gemma4_assistant.py, bailing_hybrid.py, axk2.py."""
 from __future__ import annotations
 
+from .axk2 import AXK2
 from .bailing_hybrid import BAILING_HYBRID
 from .deepseek_v4 import DEEPSEEK_V4
 from .doge import DOGE
@@ -27,4 +28,4 @@ from .zaya import ZAYA
 TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE, **DOGE, **OLMO_HYBRID, **KIMI_LINEAR, **XLSTM, **LONGCAT, **LFM3, **MINIMAX_M3,
                **HY_V4, **DEEPSEEK_V4, **ZAYA, **INKLING,
                **HRM_TEXT, **DORY, **GEMMA4_ASSISTANT,
-               **BAILING_HYBRID}
+               **BAILING_HYBRID, **AXK2}
