@@ -2,7 +2,8 @@
 model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma), zamba.py (Zamba, Zamba 2),
 jetmoe.py (JetMoE), doge.py (Doge), olmo_hybrid.py, kimi_linear.py, xlstm.py, longcat.py, lfm3.py,
 minimax_m3.py (MiniMax-M3's text model), hy_v4.py, deepseek_v4.py, zaya.py, inkling.py, hrm_text.py, dory.py,
-gemma4_assistant.py, bailing_hybrid.py, axk2.py."""
+gemma4_assistant.py, bailing_hybrid.py, axk2.py,
+qwen4_exp.py (Qwen4-Exp's text model)."""
 from __future__ import annotations
 
 from .axk2 import AXK2
@@ -20,6 +21,7 @@ from .lfm3 import LFM3
 from .longcat import LONGCAT
 from .minimax_m3 import MINIMAX_M3
 from .olmo_hybrid import OLMO_HYBRID
+from .qwen4_exp import QWEN4_EXP
 from .recurrent import RECURRENT
 from .xlstm import XLSTM
 from .zamba import ZAMBA
@@ -28,4 +30,4 @@ from .zaya import ZAYA
 TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE, **DOGE, **OLMO_HYBRID, **KIMI_LINEAR, **XLSTM, **LONGCAT, **LFM3, **MINIMAX_M3,
                **HY_V4, **DEEPSEEK_V4, **ZAYA, **INKLING,
                **HRM_TEXT, **DORY, **GEMMA4_ASSISTANT,
-               **BAILING_HYBRID, **AXK2}
+               **BAILING_HYBRID, **AXK2, **QWEN4_EXP}
