@@ -3,7 +3,8 @@ model/__init__.py's dispatch): recurrent.py (RWKV, RecurrentGemma), zamba.py (Za
 jetmoe.py (JetMoE), doge.py (Doge), olmo_hybrid.py, kimi_linear.py, xlstm.py, longcat.py, lfm3.py,
 minimax_m3.py (MiniMax-M3's text model), hy_v4.py, deepseek_v4.py, zaya.py, inkling.py, hrm_text.py, dory.py,
 gemma4_assistant.py, bailing_hybrid.py, axk2.py,
-qwen4_exp.py (Qwen4-Exp's text model)."""
+qwen4_exp.py (Qwen4-Exp's text model),
+inkling2.py (Inkling 2 and 2 Loop's text models)."""
 from __future__ import annotations
 
 from .axk2 import AXK2
@@ -15,6 +16,7 @@ from .dory import DORY
 from .hrm_text import HRM_TEXT
 from .hy_v4 import HY_V4
 from .inkling import INKLING
+from .inkling2 import INKLING2
 from .jetmoe import JETMOE
 from .kimi_linear import KIMI_LINEAR
 from .lfm3 import LFM3
@@ -30,4 +32,4 @@ from .zaya import ZAYA
 TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE, **DOGE, **OLMO_HYBRID, **KIMI_LINEAR, **XLSTM, **LONGCAT, **LFM3, **MINIMAX_M3,
                **HY_V4, **DEEPSEEK_V4, **ZAYA, **INKLING,
                **HRM_TEXT, **DORY, **GEMMA4_ASSISTANT,
-               **BAILING_HYBRID, **AXK2, **QWEN4_EXP}
+               **BAILING_HYBRID, **AXK2, **QWEN4_EXP, **INKLING2}
