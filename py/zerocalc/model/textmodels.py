@@ -4,7 +4,8 @@ jetmoe.py (JetMoE), doge.py (Doge), olmo_hybrid.py, kimi_linear.py, xlstm.py, lo
 minimax_m3.py (MiniMax-M3's text model), hy_v4.py, deepseek_v4.py, zaya.py, inkling.py, hrm_text.py, dory.py,
 gemma4_assistant.py, bailing_hybrid.py, axk2.py,
 qwen4_exp.py (Qwen4-Exp's text model),
-inkling2.py (Inkling 2 and 2 Loop's text models), dots3_note.py."""
+inkling2.py (Inkling 2 and 2 Loop's text models), dots3_note.py,
+gemma3n.py (Gemma 3n's text model)."""
 from __future__ import annotations
 
 from .axk2 import AXK2
@@ -12,6 +13,7 @@ from .bailing_hybrid import BAILING_HYBRID
 from .deepseek_v4 import DEEPSEEK_V4
 from .doge import DOGE
 from .dots3_note import DOTS3_NOTE
+from .gemma3n import GEMMA3N
 from .gemma4_assistant import GEMMA4_ASSISTANT
 from .dory import DORY
 from .hrm_text import HRM_TEXT
@@ -34,4 +36,4 @@ TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE, **DOGE, **OLMO_HYBRID, **KIMI_LIN
                **HY_V4, **DEEPSEEK_V4, **ZAYA, **INKLING,
                **HRM_TEXT, **DORY, **GEMMA4_ASSISTANT,
                **BAILING_HYBRID, **AXK2, **QWEN4_EXP, **INKLING2,
-               **DOTS3_NOTE}
+               **DOTS3_NOTE, **GEMMA3N}
