@@ -5,11 +5,12 @@ minimax_m3.py (MiniMax-M3's text model), hy_v4.py, deepseek_v4.py, zaya.py, inkl
 gemma4_assistant.py, bailing_hybrid.py, axk2.py,
 qwen4_exp.py (Qwen4-Exp's text model),
 inkling2.py (Inkling 2 and 2 Loop's text models), dots3_note.py,
-gemma3n.py (Gemma 3n's text model)."""
+gemma3n.py (Gemma 3n's text model), beam.py."""
 from __future__ import annotations
 
 from .axk2 import AXK2
 from .bailing_hybrid import BAILING_HYBRID
+from .beam import BEAM
 from .deepseek_v4 import DEEPSEEK_V4
 from .doge import DOGE
 from .dots3_note import DOTS3_NOTE
@@ -36,4 +37,4 @@ TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE, **DOGE, **OLMO_HYBRID, **KIMI_LIN
                **HY_V4, **DEEPSEEK_V4, **ZAYA, **INKLING,
                **HRM_TEXT, **DORY, **GEMMA4_ASSISTANT,
                **BAILING_HYBRID, **AXK2, **QWEN4_EXP, **INKLING2,
-               **DOTS3_NOTE, **GEMMA3N}
+               **DOTS3_NOTE, **GEMMA3N, **BEAM}
