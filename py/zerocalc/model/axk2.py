@@ -52,8 +52,8 @@ def axk2(c: ConfigReader) -> ModelArch:
 
     def gated_norm(m: str) -> None:
         b.norm(f"{m}.norm", h)
-        b.linear(f"{m}.mlp.fc1", h, rank, "norm")
-        b.linear(f"{m}.mlp.fc2", rank, h, "norm")
+        b.linear(f"{m}.mlp.fc1", h, rank, "other")
+        b.linear(f"{m}.mlp.fc2", rank, h, "other")
 
     for i in range(n_layers):
         p = f"model.layers.{i}"
