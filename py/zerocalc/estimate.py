@@ -16,6 +16,7 @@ from .datasettings import expandable
 from .hardware import GpuSpec
 from .memory import deepspeed as ds
 from .memory.inputs import StepInputs, activation_terms, model_state_terms, recompute_terms, step_inputs
+from .memory.fp8 import fp8_terms
 from .memory.fragmentation import over_steps
 from .memory.runtime import allocator_cache_bytes, allocator_reserve, runtime_terms, stream_cache
 from .memory.terms import (ALLOCATOR, COMPONENTS, DRIVER, HOST_PINNED, MANAGED, ON_GPU, STREAM_CACHE, Term,
@@ -32,6 +33,7 @@ from .units import next_pow2
 def terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Every term of the busiest rank, in a stable order (the detail lists follow it)."""
     return (model_state_terms(plan, si) + activation_terms(plan, si) + recompute_terms(plan, si)
+            + fp8_terms(plan, si.arch)
             + runtime_terms(plan.gpu_spec.compute_capability, plan.world_size, si.stack.cuda_context_eager))
 
 
