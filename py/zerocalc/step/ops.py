@@ -13,6 +13,7 @@ Backward holds the recompute of activation checkpointing. Recorded ops come from
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from ..memory.stack import effective_stack
 from .kernels import (ATTENTION_RATES, ATTN_SEQ_HALF, COMPILED_HEAD, COMPILED_LAUNCH_S, COMPILED_LAYER, EAGER_SCORES,
@@ -20,8 +21,8 @@ from .kernels import (ATTENTION_RATES, ATTN_SEQ_HALF, COMPILED_HEAD, COMPILED_LA
                       LAYERNORM_DROPOUT, LORA_OUTPUT, MEMORY_EFFICIENCY, QK_NORM, EXTRA_NORM)
 
 
-@dataclass(frozen=True)
-class Pass:
+class Pass(NamedTuple):
+    """One pass's times (a named tuple: built a few dozen times per estimate, cheaper than a frozen dataclass)."""
     gemm_s: float = 0.0
     attention_s: float = 0.0
     memory_s: float = 0.0
