@@ -207,14 +207,19 @@ def _layout(plan: Plan, i: int) -> tuple[int, int]:
     return (i + 1, 1) if i < per else (per, i - per + 2)
 
 
-def _min_gpus(plan: Plan, si: StepInputs, spec: GpuSpec, fits_here: bool, used_here: int) -> int | None:
+# the components a sharding stage divides among the ranks (ZeRO 1/2/3; FSDP SHARD_GRAD_OP = 2, FULL_SHARD = 3)
+SHARDED = {0: (), 1: ("optimizer_states",), 2: ("gradients", "optimizer_states"),
+           3: ("weights", "gradients", "optimizer_states", "lora_adapters")}
+
+
+def _min_gpus(plan: Plan, si: StepInputs, spec: GpuSpec, fits_here: bool, pg: PerGpu) -> int | None:
     """Fewest GPUs of this kind that fit the plan at its stage. Per-GPU memory never grows with
     the world size at a fixed stage, so the first fitting layout is the answer. ``fits_here``: whether the
-    plan's own layout fits, ``used_here`` its steady step's device_used (the estimate has just run it).
+    plan's own layout fits, ``pg`` its steady step (the estimate has just run both).
     The probes that settle most plans at once come first: one GPU when the plan's own layout fits; when it
-    does not, the next layout if the step's bytes shrunk in proportion to the GPUs would fit there (no term
-    shrinks faster), else the largest layout's steady step alone (no other phase). The order changes the
-    number of probes, never the answer."""
+    does not, the next layout if the step would fit there with its sharded components (SHARDED) shrunk in
+    proportion to the GPUs, else the largest layout's steady step alone (no other phase). The order changes
+    the number of probes, never the answer."""
     if plan.framework in ("single", "ddp"):
         return 1 if fits_here else None
     last = plan.gpus_per_node + MAX_NODES_SEARCHED - 2
@@ -242,7 +247,9 @@ def _min_gpus(plan: Plan, si: StepInputs, spec: GpuSpec, fits_here: bool, used_h
         if here >= last:
             return None
         g, n = _layout(plan, here + 1)
-        if used_here * plan.world_size <= spec.capacity_bytes * g * n and fits(here + 1):
+        shrinks = sum(pg.components.get(c, 0) for c in SHARDED[plan.zero_stage])
+        if (pg.device_used - shrinks) * g * n + shrinks * plan.world_size <= spec.capacity_bytes * g * n \
+                and fits(here + 1):
             return g * n
         # not even the largest layout's steady step fits: no layout does
         if _step_device_used(other(last), si, spec)[4] > spec.capacity_bytes:
@@ -292,7 +299,7 @@ def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
         global_batch_size=plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
         trainable_params=si.trainable.numel,
         total_params=arch.total_params + (si.trainable.numel if plan.method != "full" else 0),
-        min_gpus=_min_gpus(plan, si, spec, run.fits, pg.device_used) if search_min_gpus else None,
+        min_gpus=_min_gpus(plan, si, spec, run.fits, pg) if search_min_gpus else None,
         zero2_device_used=_zero2_device_used(plan, si, spec),
         step=step_estimate(sp, sp.arch, plan.gpu,
                            offloaded_activation_bytes=pg.host_detail.get("offloaded_activations", 0)))
