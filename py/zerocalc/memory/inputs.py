@@ -227,7 +227,8 @@ def recompute_terms(plan: Plan, si: StepInputs) -> list[Term]:
     if plan.activation_checkpointing != "full":
         return []
     t = [gpu("recomputed_layer", "activations", a.recompute_layer, {RECOMPUTE, RECOMPUTE_TOP})]
-    replicated = plan.framework in ("single", "ddp")
+    # accumulating, the earlier micro-steps' gradients are all resident at every recompute (single_terms)
+    replicated = plan.framework in ("single", "ddp") and plan.gradient_accumulation_steps == 1
     if replicated and plan.method == "full":
         # at the top layer's recompute only the head's gradients exist (lm_head, final norm)
         head = arch.numel_where(outside_blocks=True, components=("lm_head", "norm"))
