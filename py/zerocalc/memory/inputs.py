@@ -227,8 +227,10 @@ def recompute_terms(plan: Plan, si: StepInputs) -> list[Term]:
     if plan.activation_checkpointing != "full":
         return []
     t = [gpu("recomputed_layer", "activations", a.recompute_layer, {RECOMPUTE, RECOMPUTE_TOP})]
-    # gradients kept from the previous step (torch 1.x zero_grad) exist whole at every recompute already
-    replicated = plan.framework in ("single", "ddp") and not si.stack.grads_kept
+    # gradients kept from the previous step (torch 1.x zero_grad) or from earlier micro-steps (accumulating)
+    # exist whole at every recompute already (single_terms)
+    replicated = (plan.framework in ("single", "ddp") and not si.stack.grads_kept
+                  and plan.gradient_accumulation_steps == 1)
     if replicated and plan.method == "full":
         # at the top layer's recompute only the head's gradients exist (lm_head, final norm)
         head = arch.numel_where(outside_blocks=True, components=("lm_head", "norm"))
