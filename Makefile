@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-families trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-families trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity post-fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -93,8 +93,10 @@ trace-families: tools-venv
 
 # Whole runs (tools/memtrace/rungrid.py): HF Trainer load, init, two steps, eval, save on fake tensors, and the
 # DeepSpeed / FSDP probes' load and save phases; fixtures in tools/memtrace/golden/run/ (not part of `make test`)
-trace-run: tools-venv
+trace-run: tools-venv .venv-torchtune/.ok .venv-litgpt/.ok
 	$(PY) -m tools.memtrace.rungrid
+	PYTHONPATH=$(CURDIR)/py .venv-torchtune/bin/python -m tools.memtrace.rungrid --recipes
+	PYTHONPATH=$(CURDIR)/py .venv-litgpt/bin/python -m tools.memtrace.rungrid --recipes
 
 # Post-training (tools/memtrace/post.py, tools/dsprobe/refmodel.py): TRL's DPO / GRPO steps on fake tensors and
 # TRL's ZeRO reference on CPU ranks, from .venv-trl (tools venv + TRL, tools/memtrace/requirements-trl.txt);
@@ -125,6 +127,10 @@ fsdpprobe-check: tools-venv
 
 fidelity: tools-venv
 	$(PY) scripts/fidelity.py
+
+# the README's post-training error table from tests/data/validation/post_training.json (tests/test_post_fidelity.py)
+post-fidelity:
+	$(PY) scripts/post_fidelity.py --write
 
 # the tracer grid replayed through the CUDA caching allocator's rules: the cache shares memory/runtime.py uses
 # Ground truth for the parameter counts: every transformers model_type + checkpoint configs + presets built on

@@ -1,14 +1,16 @@
-// "What fits" panel: asks the engine's CALLS["fit"] (py/app/fit_view.py) for the plan in the address bar
+// "What fits" panel: asks the engine's CALLS["fit_start"] / ["fit_step"] (py/app/fit_view.py) for the plan in the address bar
 // (#plan=..., or the default), shows the ranked options (each with a button that applies it: setting
 // location.hash to the changed plan's fragment, which app.js loads into the form on hashchange) and draws
 // the engine's series as inline SVG. User-visible text goes in with textContent only.
 //
 // Typing never waits for it: the panel plans in its own worker (engine.js planner(): the same snapshot, another
-// thread), so an edit's request never queues behind a re-plan; an answer is drawn only while no edit is in flight
-// (<html data-pending>, set by app.js from input to its figures), one piece per animation frame (the table, then
-// each chart), and a newer re-plan abandons the drawing of an older one. A re-plan is not even sent to the planner, nor
-// its answer parsed, while an edit is in flight: the edit's own request has the CPU to itself (2 cores, two workers). #fit[data-render-ms] is the longest
-// piece, #fit[data-deferred] how many frames it waited for edits (scripts/bench_page.py reads both).
+// thread), so an edit's request never queues behind a re-plan; the re-plan goes in slices of a few ms (fit_start,
+// then fit_step until the view comes), and no slice is sent, nor an answer parsed, while an edit is in flight
+// (<html data-pending>, set by app.js from input to its figures): the edit's own request has the CPU to itself after
+// at most one slice (2 cores, two workers). An answer is drawn only while no edit is in flight, one piece per
+// animation frame (the table, then each chart), and a newer re-plan abandons the drawing of an older one.
+// #fit[data-render-ms] is the longest piece, #fit[data-deferred] how many frames it waited for edits,
+// #fit[data-slices] how many slices the re-plan took (scripts/bench_page.py reads them).
 import { engine, planner } from "./engine.js";
 
 const $ = (s, root = document) => root.querySelector(s);
@@ -188,18 +190,21 @@ async function render(v, my, sec, waited) {
   return true;
 }
 
-let inflight = false;   // one re-plan in the planner at a time; later requests coalesce into one more
-let again = false;
+let planning = false;   // one planning loop at a time; a newer run() only bumps seq, and the loop restarts from it
 let booted = false;
 
+// The re-plan goes a slice at a time (py/app/fit_view.py fit_start / fit_step, ~4 ms of Python each), and the next
+// slice is sent only while no edit is in flight: an edit pre-empts the planner after at most one slice, so the edit's
+// own request has the CPU (2 cores: the page, the engine's worker, the planner's). A newer run() (hashchange,
+// Recompute, the address bar) restarts from its plan with fit_start, which drops the unfinished one.
 async function run() {
-  const my = ++seq;
+  ++seq;
   const sec = $("#fit");
   sec.dataset.state = "busy";
   sec.setAttribute("aria-busy", "true");
-  if (inflight) { again = true; return; }   // the answer in flight is stale now: never drawn
-  inflight = true;
-  let api, text, t0, waited = 0;
+  if (planning) return;   // the loop below sees the newer seq
+  planning = true;
+  let api, v, t0, mine = 0, waited = 0;
   try {
     // the planner's boot waits for the page's first figures (a share link's): two boots' worth of CPU at once
     // would slow them on a small machine
@@ -208,24 +213,26 @@ async function run() {
     api = await planner();
     sec.dataset.worker = api.role || "engine";   // "planner": its own worker (tests/test_page_speed.py)
     if (api.times) sec.dataset.workerTimes = JSON.stringify(api.times);
-    // a re-plan starts only while no edit is in flight: the edit's own request gets the CPU (2 cores, two workers)
-    while (root.dataset.pending) { waited++; await frame(); }
-    t0 = performance.now();
-    text = await api.call("fit", JSON.stringify({ plan: planFromHash() }));
-  } finally { inflight = false; }
-  if (again) { again = false; run(); return; }
-  if (my !== seq) return;
-  while (root.dataset.pending) { waited++; await frame(); }   // even the answer's JSON.parse waits for an edit's figures
-  if (my !== seq) return;
-  const v = JSON.parse(text);
-  sec.dataset.ms = (performance.now() - t0).toFixed(1);   // request -> answer, worker round trip included
+    for (let next = "fit_start"; ;) {
+      while (root.dataset.pending) { waited++; await frame(); }   // an edit in flight: no slice is sent
+      if (mine !== seq) { mine = seq; next = "fit_start"; t0 = performance.now(); }
+      const text = await api.call(next, next === "fit_start" ? JSON.stringify({ plan: planFromHash() }) : "{}");
+      while (root.dataset.pending) { waited++; await frame(); }   // even an answer's JSON.parse waits for an edit's figures
+      if (mine !== seq) continue;                                 // a newer re-plan: this answer is never used
+      v = JSON.parse(text);
+      if (!v.pending) break;
+      next = "fit_step";
+    }
+  } finally { planning = false; }
+  sec.dataset.ms = (performance.now() - t0).toFixed(1);   // first slice sent -> view received, round trips included
   if (v.fatal) {
     sec.removeAttribute("aria-busy");
     $("#fit-summary").textContent = `The planner failed: ${v.fatal}`; sec.dataset.state = "failed"; return;
   }
-  if (!(await render(v, my, sec, waited))) return;
+  if (!(await render(v, mine, sec, waited))) return;
   sec.removeAttribute("aria-busy");
-  sec.dataset.pyMs = String(v.py_ms);
+  sec.dataset.pyMs = String(v.fit_py_ms ?? v.py_ms);   // Python over all the slices
+  sec.dataset.slices = String(v.slices);
   sec.dataset.share = v.share;
   sec.dataset.runs = String(++runs);
   sec.dataset.state = "ready";

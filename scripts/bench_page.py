@@ -28,7 +28,8 @@ Figures (ms since navigation start):
             pressed, so a re-plan is in flight in the planner's worker when the edit is typed (the count of
             edits that met a busy planner is printed); also the longest piece of the panel's drawing
             (#fit[data-render-ms]). --one-worker measures the panel planning in the engine's own worker
-            (index.html?planner=engine, the page before issue 25) in the same alternation.
+            (index.html?planner=engine, the page before issue 25) in the same alternation. --panel-only also
+            types the same edits with the panel idle, in the same page just before: the floor at this load.
 
 Budgets (issues 3, 15, 25): ready <= 0.3 x bare ready, share link figures <= 0.35 x, repeat visit ready <= 0.2 x,
 main thread blocked <= 300 ms, update p95 <= 16 ms, with the panel re-planning too; the default figures are in
@@ -152,7 +153,7 @@ def wait_ready(page, url, answer):
     return page.evaluate(READ_JS)
 
 
-def one_run(pw, url: str, updates: int, answer: bool = False, panel: int = 0) -> dict:
+def one_run(pw, url: str, updates: int, answer: bool = False, panel: int = 0, idle: bool = False) -> dict:
     browser = launch(pw)
     try:
         page = browser.new_page(viewport={"width": 1366, "height": 900})
@@ -169,6 +170,9 @@ def one_run(pw, url: str, updates: int, answer: bool = False, panel: int = 0) ->
             res["updates"] = page.evaluate(UPDATES_JS, {"n": updates, "panel": False})["ms"]
         if panel:
             page.wait_for_selector("#fit[data-state='ready']", state="attached", timeout=120_000)
+            if idle:   # the same edits with the panel idle, in the same page just before: the floor at this load
+                res["idle"] = page.evaluate(UPDATES_JS, {"n": panel, "panel": False})
+                page.wait_for_selector("#fit[data-state='ready']", state="attached", timeout=120_000)
             res["panel"] = page.evaluate(UPDATES_JS, {"n": panel, "panel": True})
         return res
     finally:
@@ -258,8 +262,9 @@ def main() -> int:
                 for key, url in (("page", "/site/index.html"), ("one", "/site/index.html?planner=engine")):
                     if key == "one" and not a.one_worker:
                         continue
-                    runs[key].append(one_run(pw, base + url, 0, panel=a.panel_edits))
+                    runs[key].append(one_run(pw, base + url, 0, panel=a.panel_edits, idle=True))
                     print(f"run {i + 1} {key}: " + panel_summary(runs[key][-1]["panel"]), flush=True)
+                    print(f"run {i + 1} {key}, the panel idle: " + panel_summary(runs[key][-1]["idle"]), flush=True)
             for i in range(a.runs if a.repeat_only else 0):
                 runs["bare"].append(one_run(pw, base + "/bare.html", 0))
                 runs["repeat"].append(repeat_run(pw, "/index.html" + fragment))
@@ -293,10 +298,12 @@ def main() -> int:
     med = statistics.median
     if a.panel_only:
         for key in ("page", "one"):
-            if runs[key]:
-                merged = {k: [x for r in runs[key] for x in r["panel"][k]] for k in ("ms", "drawn", "parts", "long")}
-                merged.update(order=sum(r["panel"]["order"] for r in runs[key]), busy=sum(r["panel"]["busy"] for r in runs[key]))
-                print(f"{key}, {a.runs} runs: " + panel_summary(merged))
+            for part, name in (("panel", "the panel re-planning"), ("idle", "the panel idle")):
+                if runs[key]:
+                    rs = [r[part] for r in runs[key]]
+                    merged = {k: [x for r in rs for x in r[k]] for k in ("ms", "drawn", "parts", "long")}
+                    merged.update(order=sum(r["order"] for r in rs), busy=sum(r["busy"] for r in rs))
+                    print(f"{key}, {a.runs} runs, {name}: " + panel_summary(merged))
         import os
         print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         return 0

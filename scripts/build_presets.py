@@ -24,7 +24,7 @@ REF_COPY = ROOT / "data" / "reference"
 MODEL_KEYS = ("id", "name", "family", "hf_repo", "model_type", "architecture", "config")
 GPU_KEYS = ("id", "name", "vendor", "architecture", "compute_capability", "form_factor",
             "memory_gb_marketed", "memory_mib_reported", "memory_gib_usable", "memory_bandwidth_gb_s",
-            "bf16_supported", "fp8_supported", "bf16_dense_tflops", "fp16_dense_tflops",
+            "bf16_supported", "fp8_supported", "bf16_dense_tflops", "fp16_dense_tflops", "fp8_dense_tflops",
             "interconnect", "pcie", "typical_gpus_per_node")
 
 

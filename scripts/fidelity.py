@@ -32,6 +32,8 @@ DEFAULT_TAGS = ROOT / "validation" / "public-stack.json"
 DEFAULT_CORRECTIONS = ROOT / "validation" / "public-corrections.json"
 DEFAULT_RUN_TAGS = ROOT / "validation" / "public-run.json"
 DEFAULT_DATA_TAGS = ROOT / "validation" / "public-data.json"
+# records the repository collects itself (same fields as public.json, plus the source's own line in `quote`)
+DEFAULT_REPO_RECORDS = ROOT / "validation" / "repo-records.json"
 METRIC_KEY = {"allocated": "peak_allocated_bytes", "active": "peak_allocated_bytes",
               "unknown": "peak_allocated_bytes", "reserved": "peak_reserved_bytes",
               "device_used": "device_used_bytes"}
@@ -289,6 +291,8 @@ def main(argv=None) -> int:
             run_public_data_compare(args.public, tags, fixes, runs, data)
     else:
         print(f"no public validation set at {args.public}")
+    if DEFAULT_REPO_RECORDS.exists():
+        run_public(DEFAULT_REPO_RECORDS, args.records)
     from scripts.fidelity_throughput import run_throughput   # the step-time model against measured throughput
     run_throughput(records=args.records)
     if not args.no_tracer:

@@ -8,6 +8,10 @@ batch's longest; padding-free: concatenated) through tools/memtrace/allocator.py
 (defaults; max_split_size_mb:128) and expandable_segments, with no device limit and on a device
 25 % above the fixed-length step's allocated peak. Prints the grid; --json writes the fixture that
 tests/test_fragmentation.py holds py/zerocalc/memory/fragmentation.py against. Needs the tools venv.
+
+--shapes OUT: the native allocator without a limit over other step shapes (LoRA with and without
+checkpointing, h 1024 and 4096) under an Alpaca-like tail (TAIL: mean ~160 tokens, longest 1305), 8 seeds,
+1000 steps: what the ratchet's growth is a share of (tests/data/fragmentation_shapes.json).
 """
 from __future__ import annotations
 
@@ -31,6 +35,87 @@ DISTS = [("fixed", None, None), ("padded-longest", 700, 1100), ("padded-longest"
          ("padding-free", 700, 2048)]
 SETTINGS = {"native": {}, "max_split_size_mb:128": {"max_split_size": 128 * MIB},
             "expandable_segments": {"expandable_segments": True}}
+
+
+# Alpaca's 52,002 samples in LLaMA tokens with the Alpaca prompt, BOS and EOS (tloen/alpaca-lora lengths.ipynb:
+# a 10-bin histogram from 60 to 1305 tokens, [42516, 8250, 983, 191, 35, 16, 9, 0, 1, 1]); drawn uniformly
+# within each 124.5-token bin, so the lengths are continuous as a real dataset's are
+TAIL_EDGES = (60.0, 1305.0)
+TAIL_COUNTS = (42516, 8250, 983, 191, 35, 16, 9, 0, 1, 1)
+TAIL_SEQ = 1305
+SHAPES = [  # (hidden, layers, method, checkpointing, micro-batch)
+    (1024, 2, "full", "none", 4), (1024, 8, "lora", "none", 2), (1024, 8, "lora", "full", 2),
+    (4096, 4, "lora", "none", 2), (4096, 4, "lora", "full", 2)]
+SHAPE_LENS = (300, 600, 900, 1305)
+
+
+def shape_model(h: int, layers: int) -> dict:
+    if h == 1024:
+        return {**MODEL, "num_hidden_layers": layers}
+    return {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": layers, "num_attention_heads": 32,
+            "num_key_value_heads": 32, "head_dim": 128, "intermediate_size": 11008, "vocab_size": 32000,
+            "tie_word_embeddings": False}
+
+
+def shape_plan(shape: tuple, s: int) -> dict:
+    h, layers, method, ac, b = shape
+    p = {**plan(b, s), "model": shape_model(h, layers), "method": method, "activation_checkpointing": ac}
+    if method == "lora":
+        p["lora"] = {"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]}
+    return p
+
+
+def tail_draw(seed: int):
+    import random  # noqa: PLC0415
+    rng = random.Random(seed)
+    lo, hi = TAIL_EDGES
+    w = (hi - lo) / len(TAIL_COUNTS)
+    bins = list(range(len(TAIL_COUNTS)))
+    return lambda: min(TAIL_SEQ, max(1, int(rng.uniform(*(lambda i: (lo + i * w, lo + (i + 1) * w))(
+        rng.choices(bins, TAIL_COUNTS)[0])))))
+
+
+def shapes(out: pathlib.Path, cache: pathlib.Path, seeds=range(1, 9), steps: int = 1000) -> None:
+    """The --shapes fixture: per shape the step's allocated at 0 and TAIL_SEQ tokens, the fixed run's cache,
+    the largest logits bytes the trace saw at TAIL_SEQ; per seed and checkpoint the longest batch, the record
+    count, the earlier records' summed x and the replayed max_memory_reserved."""
+    from tools.memtrace.allocator import Config  # noqa: PLC0415
+    from tools.memtrace.runs import family, run, schedule, step_peak  # noqa: PLC0415
+    from tools.memtrace.trace import trace  # noqa: PLC0415
+    logs = json.loads(cache.read_text()) if cache.exists() else {}
+    rows = []
+    for shape in SHAPES:
+        b = shape[4]
+        key = ":".join(map(str, shape))
+        for s in SHAPE_LENS:
+            if f"{key}:{s}" not in logs:
+                ev: list = []
+                rep = trace(shape_plan(shape, s), steps=2, events=ev)
+                snaps = list(rep["phase_peaks"].values()) + list(rep["marks"].values())
+                logs[f"{key}:{s}"] = {"events": ev, "logits": max(x["components"]["logits"] for x in snaps)}
+                cache.write_text(json.dumps(logs))
+        fam = family({s: [tuple(e) for e in logs[f"{key}:{s}"]["events"]] for s in SHAPE_LENS})
+        fixed = run(fam, [TAIL_SEQ] * 3, Config(), checkpoints=())
+        row = {"shape": dict(zip(("hidden", "layers", "method", "checkpointing", "b"), shape)),
+               "step_peak_at_seq_len": step_peak(fam, TAIL_SEQ), "step_peak_at_0": step_peak(fam, 0),
+               "cache": fixed["peak_reserved"] - fixed["peak_allocated"],
+               "logits": logs[f"{key}:{TAIL_SEQ}"]["logits"], "runs": []}
+        for seed in seeds:
+            lens = schedule("padded-longest", steps, b, TAIL_SEQ, tail_draw(seed))
+            got = run(fam, lens, Config(), checkpoints=(10, 100, 1000))
+            pts, best, recs = {}, 0, []
+            for i, n in enumerate(lens, 1):
+                if n > best:
+                    best = n
+                    recs.append(n)
+                if i in (10, 100, 1000):
+                    pts[str(i)] = {"longest": best, "records": len(recs), "earlier": sum(recs[:-1]) / TAIL_SEQ,
+                                   "reserved": got["reserved_after"][i], "step_peak": step_peak(fam, best)}
+            row["runs"].append({"seed": seed, "after": pts})
+            print(key, seed, {k: round(v["reserved"] / GIB, 3) for k, v in pts.items()}, flush=True)
+        rows.append(row)
+    out.write_text(json.dumps({"seq_len": TAIL_SEQ, "tail_counts": TAIL_COUNTS, "tail_edges": TAIL_EDGES,
+                               "steps": steps, "rows": rows}, indent=1) + "\n")
 
 
 def plan(b: int, s: int) -> dict:
@@ -63,8 +148,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--only", type=int, nargs="*", help="rows of DISTS to run (default: all)")
     ap.add_argument("--cache", type=pathlib.Path, default=ROOT / ".cache" / "fragmentation_logs.json")
+    ap.add_argument("--shapes", type=pathlib.Path, help="write the step-shapes fixture instead of the grid")
     a = ap.parse_args(argv)
     a.cache.parent.mkdir(exist_ok=True)
+    if a.shapes:
+        shapes(a.shapes, a.cache.parent / "fragmentation_shapes_logs.json")
+        return 0
     from tools.memtrace.allocator import Config  # noqa: PLC0415
     from tools.memtrace.runs import run, sampler, schedule, step_peak  # noqa: PLC0415
     fam = families(a.cache)

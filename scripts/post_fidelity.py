@@ -7,9 +7,9 @@
 Records: tests/data/validation/post_training.json (format and tags in tests/test_post_validation_data.py). Each
 plan is estimated and the prediction matching the record's metric is taken over the whole run (every phase:
 `run.*`, since a rollout can set the peak), as scripts/fidelity.py does for whole-process figures. Records tagged
-`unsupported` are left out; nothing is tuned per record. Grouped by trainer x method: n (records with a figure),
-median and p90 of |error|, bias (median signed error), and the OOM boundaries on the right side (an `oom` record predicted
-not to fit, an `ok` record predicted to fit: both counted, figure or not).
+`unsupported` are left out; nothing is tuned per record. Grouped by trainer x method: n (records with a
+figure), median and p90 of |error|, bias (median signed error), and the OOM boundaries on the right side (an
+`oom` record predicted not to fit, an `ok` record predicted to fit: both counted, figure or not).
 """
 from __future__ import annotations
 

@@ -61,6 +61,16 @@ def test_cpmant_and_modernbert_decoder_by_hand():
     assert sum(mb.layer_sizes) == 22 * 5_014_272 + 21 * 768 == 110_330_112
 
 
+def test_moshi_text_model_by_hand():
+    """MoshiForCausalLM defaults (hidden 4096, 32 layers, 32 heads x 128, ffn_dim 22528, vocab 32000): embed_tokens
+    32001*4096; a layer q/k/v/o 4*4096*4096, fc1 4096*22528, fc2 (22528 / 2)*4096, two RMSNorms 8192 =
+    205,529,088; final norm 4096; lm_head 32000*4096. The model_support says the depth decoder is not counted."""
+    arch = model_from_config(cfg("moshi"))
+    assert arch.layer_sizes[0] == 4 * 4096 * 4096 + 4096 * 22528 + 11264 * 4096 + 8192 == 205_529_088
+    assert arch.total_params == 32001 * 4096 + 32 * 205_529_088 + 4096 + 32000 * 4096 == 6_839_083_008
+    assert "depth decoder" in arch.support
+
+
 @pytest.mark.parametrize("model_type", sorted(CLASSIC_MORE))
 def test_each_plans_with_the_approximate_warning(model_type):
     for method in ("full", "lora"):

@@ -29,7 +29,13 @@ def test_every_reserved_source_is_tagged_with_evidence():
 def test_the_sources_figures():
     alpaca = TAGS["groups"]["torchtune README (early 2024, Llama2-7B)"]["data"]["histogram"]
     # tloen/alpaca-lora lengths.ipynb: 42516 + 8250 + 983 + 191 + 35 + 16 + 9 + 0 + 1 + 1 = 52,002 samples
-    assert sum(w for _, w in alpaca) == 52002 and max(x for x, _ in alpaca) == 1305
+    assert sum(w for _, w in alpaca) == pytest.approx(52002) and max(x for x, _ in alpaca) == 1305
+    # each published bin (60 + 124.5 i .. 60 + 124.5 (i + 1)) spread over 25 rows that sum back to its count
+    edges = [60 + 124.5 * i for i in range(11)]
+    per_bin = [sum(w for x, w in alpaca if edges[i] <= x < edges[i + 1]) for i in range(10)]
+    per_bin[9] += sum(w for x, w in alpaca if x == 1305)
+    assert per_bin == pytest.approx([42516, 8250, 983, 191, 35, 16, 9, 0, 1, 1])
+    assert len([x for x, _ in alpaca if edges[0] <= x < edges[1]]) == 25
     peft = TAGS["groups"]["HF PEFT method_comparison (MetaMathQA, L40S)"]
     assert peft["data"]["mean_len"] == round(4198051 / 20000)     # 209.9 tokens per sample
     assert peft["allocator"] == {"empty_cache_every": 1}           # run.py empties the cache after every step

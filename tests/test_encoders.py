@@ -24,8 +24,11 @@ def test_roberta_by_hand():
     assert 50265 * 768 + 512 * 768 + 2 * 768 + 2 * 768 == 38_999_808
     assert 4 * (768 * 768 + 768) + 2 * (768 * 3072) + 3072 + 768 + 2 * 1536 == 7_087_872
     assert arch.total_params == 38_999_808 + 12 * 7_087_872 + 50265 + 768 * 768 + 768 + 1536 == 124_696_665
+    # untied: the decoder matrix and the decoder's own nn.Linear bias (tied to the head's bias only with the
+    # weight; the meta build of RobertaForCausalLM untied holds 163,350,450)
     untied = model_from_config({**ROWS["default:roberta"]["config"], "tie_word_embeddings": False})
-    assert untied.total_params - arch.total_params == 50265 * 768
+    assert untied.total_params - arch.total_params == 50265 * 768 + 50265
+    assert untied.total_params == 163_350_450
 
 
 @pytest.mark.parametrize("model_type", sorted(ENCODERS))
@@ -40,10 +43,36 @@ def test_every_encoder_plans(model_type):
         assert est["per_gpu"]["peak_allocated_bytes"] > est["per_gpu"]["components"]["weights"] > 0
 
 
-def test_cross_attention_is_refused_by_key():
-    with pytest.raises(PlanError) as e:
-        model_from_config({**ROWS["default:roberta"]["config"], "add_cross_attention": True, "is_decoder": True})
-    assert e.value.key == "model.add_cross_attention"
+def test_cross_attention_is_counted():
+    """With add_cross_attention each RobertaLayer registers a crossattention like its attention: query/key/value
+    and output.dense 4*(768*768 + 768) and output.LayerNorm 2*768 = 2,363,904 per layer, x12."""
+    plain = model_from_config(ROWS["default:roberta"]["config"])
+    cross = model_from_config({**ROWS["default:roberta"]["config"], "add_cross_attention": True, "is_decoder": True})
+    assert cross.total_params - plain.total_params == 12 * (4 * (768 * 768 + 768) + 2 * 768) == 12 * 2_363_904
+    assert "crossattention" in cross.support
+
+
+def test_encoder_decoder_by_hand():
+    """EncoderDecoderModel of two BertConfig defaults: the encoder is BertModel, embeddings 30522*768 + 512*768
+    + 2*768 + 1536 = 23,837,184, 12 layers of 7,087,872 and the pooler 768*768 + 768; the decoder is
+    BertLMHeadModel with cross-attention: the same embeddings, 12 layers of 7,087,872 + 2,363,904, no pooler,
+    the head's bias 30522, transform 768*768 + 768 and LayerNorm 1536 (decoder tied to its own words)."""
+    arch = model_from_config(ROWS["default:encoder-decoder"]["config"])
+    encoder = 23_837_184 + 12 * 7_087_872 + 768 * 768 + 768
+    decoder = 23_837_184 + 12 * (7_087_872 + 2_363_904) + 30522 + 768 * 768 + 768 + 1536
+    assert arch.total_params == encoder + decoder == 247_363_386
+    assert arch.num_layers == 24 and len(arch.layer_sizes) == 24
+    assert any(t.name == "encoder.pooler.dense.weight" for t in arch.tensors)
+    assert any(t.name.startswith("decoder.bert.encoder.layer.0.crossattention.") for t in arch.tensors)
+    # a 1024-wide encoder feeding a 768-wide decoder adds enc_to_dec_proj 1024*768 + 768
+    wide = {**arch_cfg(), "encoder": {**arch_cfg()["encoder"], "hidden_size": 1024, "num_attention_heads": 16}}
+    assert any(t.name == "enc_to_dec_proj.weight" and t.shape == (768, 1024) for t in model_from_config(wide).tensors)
+    with pytest.raises(PlanError, match="'encoder-decoder'"):
+        model_from_config({**arch_cfg(), "decoder": {**arch_cfg()["decoder"], "model_type": "gpt2"}})
+
+
+def arch_cfg() -> dict:
+    return ROWS["default:encoder-decoder"]["config"]
 
 
 def test_bart_decoder_by_hand():
@@ -139,3 +168,15 @@ def test_switch_transformers_by_hand():
     assert enc == 12 * 5_506_560 + 384 + 3 * (7 * 3_145_728 + 6144) == 132_157_824
     sparse = sorted({t.layer for t in arch.tensors if t.component == "routed_experts" and t.block.startswith("encoder")})
     assert sparse == [1, 5, 9]
+
+
+def test_seamless_m4t_text_to_text_by_hand():
+    """SeamlessM4TForTextToText defaults (vocab 256102, hidden 1024, 24 + 24 layers, ffn 8192): shared
+    256102*1024 = 262,248,448; an encoder layer 4*(1024*1024 + 1024) + 2048 + 8192*1024 + 8192 + 1024*8192
+    + 1024 + 2048 = 20,988,928; a decoder layer adds cross_attention 4,198,400 + 2048; two final LayerNorms
+    4096; the speech encoder, text-to-unit model and vocoder are no part of the text-to-text class."""
+    for mt in ("seamless_m4t", "seamless_m4t_v2"):
+        arch = model_from_config(ROWS[f"default:{mt}"]["config"])
+        assert arch.total_params == 262_248_448 + 24 * 20_988_928 + 24 * (20_988_928 + 4_200_448) + 4096 \
+            == 1_370_531_840
+        assert arch.tensors[0].name == "shared.weight"

@@ -18,22 +18,27 @@ NAME = {"native": "native", "max_split_size_mb:128": "max_split", "expandable_se
 B, SEQ = 4, 2048
 ALLOC = GRID["step_peak_at_seq_len"]
 TRANSIENT = ALLOC - GRID["step_peak_at_0"]
+# the traced step's logits at their largest: 12 B per element of b x s x V (the bf16 logits and their fp32 upcast,
+# the fp32 gradient of the log-softmax and its bf16 cast), as the tracer counts them for this model at every length
+LOGITS = B * SEQ * GRID["model"]["vocab_size"] * 12
 CACHE = {NAME[r["allocator"]]: r["reserved_after"]["1000"] - r["allocated_after"]["1000"]
          for r in GRID["rows"] if r["lengths"] == "fixed"}
 
 
 def realized(row):
-    """The replayed schedule (same sampler and seed as the script): its longest batch and its record-long
-    batches after each checkpoint."""
+    """The replayed schedule (same sampler and seed as the script): after each checkpoint, its longest batch,
+    its record-long batches and the sum of the earlier records' x (tokens over a fixed batch's)."""
     from tools.memtrace.runs import sampler, schedule
     draw = sampler(SEQ, mean=row["mean_len"], p99=row["p99_len"], seed=GRID["seed"]) if row["mean_len"] else None
     lens = schedule(row["lengths"], 1000, B, SEQ, draw)
-    out, best, rec = {}, 0, 0
+    full = B * SEQ if row["lengths"] == "padding-free" else SEQ
+    out, best, recs = {}, 0, []
     for i, s in enumerate(lens, 1):
         if s > best:
-            best, rec = s, rec + 1
+            best = s
+            recs.append(s)
         if i in (10, 100, 1000):
-            out[str(i)] = (best, rec)
+            out[str(i)] = (best, len(recs), sum(recs[:-1]) / full)
     return out
 
 
@@ -55,9 +60,9 @@ def test_on_the_device_the_rule_is_within_5_percent_of_the_replay():
     bad, errs = [], []
     for row in GRID["rows"]:
         r = realized(row)
-        for n, (longest, rec) in r.items():
+        for n, (longest, rec, earlier) in r.items():
             x = longest / (B * SEQ if row["lengths"] == "padding-free" else SEQ)
-            got = F.reserved_after(ALLOC, TRANSIENT, CACHE[NAME[row["allocator"]]], x, rec,
+            got = F.reserved_after(ALLOC, TRANSIENT, LOGITS, CACHE[NAME[row["allocator"]]], x, rec, earlier,
                                    NAME[row["allocator"]], capacity=GRID["capacity"])
             want = row["device_reserved_after"][n]
             errs.append(abs(got / want - 1))
@@ -77,18 +82,62 @@ def test_without_a_limit_expandable_segments_and_fixed_lengths_are_within_5_perc
     for row in GRID["rows"]:
         if NAME[row["allocator"]] != "expandable" and row["lengths"] != "fixed":
             continue
-        for n, (longest, rec) in realized(row).items():
+        for n, (longest, rec, earlier) in realized(row).items():
             x = longest / (B * SEQ if row["lengths"] == "padding-free" else SEQ)
-            got = F.reserved_after(ALLOC, TRANSIENT, CACHE[NAME[row["allocator"]]], x, rec, NAME[row["allocator"]])
+            got = F.reserved_after(ALLOC, TRANSIENT, LOGITS, CACHE[NAME[row["allocator"]]], x, rec, earlier,
+                                   NAME[row["allocator"]])
             want = row["reserved_after"][n]
             if abs(got / want - 1) > 0.05:
                 bad.append(f"{row['lengths']} {row['allocator']} N={n}: {got / 2**30:.3f} vs {want / 2**30:.3f}")
     assert not bad, bad
 
 
+def test_without_a_limit_the_native_rule_is_within_7_percent_of_the_replay():
+    """The record-sum form (RECORD_GROWTH of the logits of each earlier record): 8 of the 9 native points of
+    the grid within 5 %, the ninth -6.3 % (padded-longest p99 1100 at 1000 steps: 12.928 vs 13.803 GiB); median
+    3.0 %. The first rule (0.61 x the longest's transient per record) was +22.9 % to +24.9 % on six of them."""
+    errs = []
+    for row in GRID["rows"]:
+        if NAME[row["allocator"]] != "native" or row["lengths"] == "fixed":
+            continue
+        for n, (longest, rec, earlier) in realized(row).items():
+            x = longest / (B * SEQ if row["lengths"] == "padding-free" else SEQ)
+            got = F.reserved_after(ALLOC, TRANSIENT, LOGITS, CACHE["native"], x, rec, earlier, "native")
+            errs.append(got / row["reserved_after"][n] - 1)
+    assert len(errs) == 9 and max(abs(e) for e in errs) < 0.07
+    assert sum(abs(e) > 0.05 for e in errs) <= 1 and sorted(abs(e) for e in errs)[4] < 0.035
+
+
+def test_earlier_records_by_hand():
+    # atoms 256 (3/4) and 1024 (1/4) of seq_len 2048, b = 1, 2 steps: only (256, 1024), p = 3/4 * 1/4, has a
+    # record before the longest, of x = 256/2048 = 0.125: E = 0.1875 * 0.125 = 0.0234375
+    h = ((256, 3), (1024, 1))
+    assert F.earlier_records("padded-longest", (2,), 1, 2048, histogram=h)[0] == pytest.approx(0.0234375)
+    assert F.earlier_records("padded-longest", (1,), 1, 2048, histogram=h) == (0.0,)
+    assert F.earlier_records("fixed", (10, 100), 4, 2048) == (0.0, 0.0)
+
+
+def test_earlier_records_match_the_sampled_schedules():
+    """The quadrature against the replay's own sampler (tools/memtrace/runs.py), 200 schedules each."""
+    import statistics
+    from tools.memtrace.runs import sampler, schedule
+    for mode, n, mean, p99 in (("padded-longest", 1000, 700, 1100), ("padding-free", 100, 700, 2048)):
+        full = B * SEQ if mode == "padding-free" else SEQ
+        sums = []
+        for seed in range(200):
+            best, recs = 0, []
+            for s in schedule(mode, n, B, SEQ, sampler(SEQ, mean=mean, p99=p99, seed=1000 + seed)):
+                if s > best:
+                    best = s
+                    recs.append(s / full)
+            sums.append(sum(recs[:-1]))
+        want = statistics.mean(sums)
+        assert F.earlier_records(mode, (n,), B, SEQ, mean, p99)[0] == pytest.approx(want, rel=0.06), mode
+
+
 def test_the_allocated_peak_is_the_longest_batchs():
     for row in GRID["rows"]:
-        for n, (longest, _) in realized(row).items():
+        for n, (longest, _, _) in realized(row).items():
             x = longest / (B * SEQ if row["lengths"] == "padding-free" else SEQ)
             assert F.allocated_peak(ALLOC, TRANSIENT, x) == pytest.approx(row["allocated_after"][n], rel=0.08)
 
@@ -111,10 +160,12 @@ dists = st.tuples(st.sampled_from(["padded-longest", "padding-free"]), st.intege
 def curve(lengths, mean, spread, b, seq_len, setting, capacity=None):
     p99 = min(seq_len, mean * spread)
     out = []
-    for n in F.STEPS:
+    earlier = F.earlier_records(lengths, F.STEPS, b, seq_len, mean, p99)
+    for n, e in zip(F.STEPS, earlier):
         x = F.longest_fraction(lengths, n, b, seq_len, mean, p99)
         rec = F.record_batches(lengths, n, b, seq_len, mean, p99)
-        out.append(F.reserved_after(ALLOC, TRANSIENT, CACHE.get(setting, CACHE["native"]), x, rec, setting, capacity))
+        out.append(F.reserved_after(ALLOC, TRANSIENT, LOGITS, CACHE.get(setting, CACHE["native"]), x, rec, e,
+                                    setting, capacity))
     return out
 
 
@@ -129,8 +180,9 @@ def test_reserved_never_decreases_with_steps(d, setting_, cap):
 
 @given(st.sampled_from(["native", "max_split", "expandable"]))
 def test_fixed_lengths_are_flat(setting_):
-    c = [F.reserved_after(ALLOC, TRANSIENT, CACHE[setting_], F.longest_fraction("fixed", n, B, SEQ),
-                          F.record_batches("fixed", n, B, SEQ), setting_) for n in F.STEPS]
+    c = [F.reserved_after(ALLOC, TRANSIENT, LOGITS, CACHE[setting_], F.longest_fraction("fixed", n, B, SEQ),
+                          F.record_batches("fixed", n, B, SEQ), e, setting_)
+         for n, e in zip(F.STEPS, F.earlier_records("fixed", F.STEPS, B, SEQ))]
     assert len(set(c)) == 1
 
 
@@ -156,7 +208,7 @@ def test_padding_free_at_a_short_mean_needs_less_than_fixed():
         x = F.longest_fraction("padding-free", n, 4, 2048, 400, 1200)
         assert F.allocated_peak(ALLOC, TRANSIENT, x) < ALLOC
     free = curve("padding-free", 400, 3.0, 4, 2048, "expandable")
-    fixed = F.reserved_after(ALLOC, TRANSIENT, CACHE["expandable"], 1.0, 1.0, "expandable")
+    fixed = F.reserved_after(ALLOC, TRANSIENT, LOGITS, CACHE["expandable"], 1.0, 1.0, 0.0, "expandable")
     assert all(f < fixed for f in free)
     pf = [r for r in GRID["rows"] if r["lengths"] == "padding-free" and r["allocator"] == "native"][0]
     fx = [r for r in GRID["rows"] if r["lengths"] == "fixed" and r["allocator"] == "native"][0]

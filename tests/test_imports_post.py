@@ -144,6 +144,42 @@ def test_openrlhf_lora_dpo():
     assert p["gradient_accumulation_steps"] == 2                                     # 8 / (2 x 2)
 
 
+def test_openrlhf_011_dotted_flags():
+    # OpenRLHF v0.11.0 train_ppo_ray.py: the same options in dotted groups; --data.max_len is prompt + response
+    # (4096 - 3072 new tokens = 1024 of prompt); 128 / (2 micro x 8 GPUs) = 8 accumulation steps; the report
+    # names the flags as written
+    res = import_config("python3 -m openrlhf.cli.train_ppo_ray --actor.model_name_or_path meta-llama/Llama-3.1-8B "
+                        "--algo.advantage.estimator group_norm --rollout.n_samples_per_prompt 8 --ds.zero_stage 3 "
+                        "--vllm.num_engines 4 --vllm.tensor_parallel_size 2 --train.micro_batch_size 2 "
+                        "--train.batch_size 128 --data.max_len 4096 --rollout.max_new_tokens 3072 "
+                        "--algo.kl.init_coef 0 --ds.lora.rank 16 --actor.gradient_checkpointing_enable "
+                        "--ds.packing_samples\n", {})
+    p, pt = res.plan, res.plan["post_training"]
+    assert (pt["method"], pt["num_generations"], pt["reference"]) == ("grpo", 8, "none")
+    assert (pt["prompt_len"], pt["completion_len"]) == (1024, 3072)
+    assert pt["generator"]["mode"] == "server" and pt["generator"]["gpus"] == 8          # 4 engines x TP 2
+    assert (p["zero_stage"], p["micro_batch_size"], p["gradient_accumulation_steps"]) == (3, 2, 8)
+    assert p["method"] == "lora" and p["lora"]["rank"] == 16 and p["activation_checkpointing"] == "full"
+    applied = {a["key"] for a in res.applied}
+    assert {"ds.zero_stage", "train.micro_batch_size", "rollout.max_new_tokens"} <= applied
+    assert "ds.packing_samples" in {n["key"] for n in res.not_represented}             # reported, not guessed
+    assert not any(w["id"] == "openrlhf-dtype" for w in res.warnings)                  # 0.11: --ds.param_dtype bf16
+
+
+def test_openrlhf_011_defaults():
+    # 0.11's changed defaults: --train.micro_batch_size 1, --data.max_len 2048 as two halves when
+    # --rollout.max_new_tokens is left to max_len - prompt_len; DPO's --ref.offload puts the reference on the CPU
+    ppo = import_config("python3 -m openrlhf.cli.train_ppo_ray --actor.model_name_or_path meta-llama/Llama-3.1-8B "
+                        "--ds.zero_stage 2\n", {}).plan
+    assert ppo["micro_batch_size"] == 1
+    assert (ppo["post_training"]["prompt_len"], ppo["post_training"]["completion_len"]) == (1024, 1024)
+    dpo = import_config("torchrun --nproc_per_node 2 -m openrlhf.cli.train_dpo --model.model_name_or_path "
+                        "meta-llama/Llama-3.1-8B --ref.offload --data.max_len 2048 --train.micro_batch_size 2 "
+                        "--train.batch_size 8 --model.ipo_enable\n", {}).plan
+    assert dpo["post_training"]["method"] == "ipo" and dpo["post_training"]["reference"] == "cpu"
+    assert dpo["gradient_accumulation_steps"] == 2                                     # 8 / (2 x 2)
+
+
 def test_swift_unmodelled_rlhf_type_is_reported_not_guessed():
     res = import_config("swift rlhf --rlhf_type gkd --model Qwen/Qwen2.5-7B\n", {})
     assert res.plan.get("post_training") is None

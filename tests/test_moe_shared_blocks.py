@@ -64,13 +64,15 @@ def test_qwen2_moe_block_keeps_the_routed_experts():
 def test_deepseek_v3_sparse_block_keeps_the_routed_experts():
     """Layer 3 (after first_k_dense_replace = 3 dense layers) against layer 0, a dense MLP of 18432: the
     sparse layer runs a shared expert of 2048 instead, so it saves the routed part and 4 tensors of
-    (2048 - 18432) per token less (gate, up, act, product at 2 bytes)."""
+    (2048 - 18432) per token less (gate, up, act, product at 2 bytes), and its router's fp32 copy of the
+    input (DeepseekV3TopkRouter: F.linear(hidden_states.type(torch.float32), ...)), 4 bytes x h per token."""
     cfg = ROWS["default:deepseek_v3"]["config"]
     # E = 256, k = 8, h = 7168, I_e = 2048: 4*512*256 + 2*2*512*8*7168 + 4*512*8*2048 + 2*2*512*8*2048
     #   + 40*512*8 + 4*512 = 524,288 + 117,440,512 + 33,554,432 + 33,554,432 + 163,840 + 2,048 = 185,239,552
     assert routed(256, 8, 7168, 2048) == 185_239_552
     shared_minus_dense = 4 * 2 * T * (2048 - 18432)          # = -67,108,864
-    assert saved(cfg, 3) - saved(cfg, 0) == 185_239_552 + shared_minus_dense
+    router_fp32 = 4 * T * 7168                               # = 14,680,064
+    assert saved(cfg, 3) - saved(cfg, 0) == 185_239_552 + shared_minus_dense + router_fp32
 
 
 TRACE = json.loads((Path(__file__).parent / "data" / "moe_shared_trace.json").read_text())

@@ -7,7 +7,7 @@ import pytest
 
 from zerocalc import Plan, estimate
 
-from app.fit_view import fit_call
+from app.fit_view import fit_call, fit_start, fit_step
 
 READY = 120_000
 
@@ -27,6 +27,29 @@ def test_fit_view_rows_apply_their_fragment():
     assert [s["stage"] for s in v["charts"]["stages"]] == [0, 1, 2, 3]
     ck = [r for r in v["rows"] if r["changes"] == {"activation_checkpointing": "full"}][0]
     assert f"full activation checkpointing: {ck['gib']:.2f} GiB, fits, −{abs(ck['delta_pct']):.1f} % tokens/s" in v["advice"]
+
+
+def _sliced(plan, slice_ms):
+    v, answers = fit_start({"plan": plan, "slice_ms": slice_ms}), 1
+    while v.get("pending"):
+        v, answers = fit_step({"slice_ms": slice_ms}), answers + 1
+    return v, answers
+
+
+def test_the_sliced_re_plan_is_the_same_view():
+    """fit_start / fit_step (what assets/fit.js sends, one slice while no edit is in flight) end on fit_call's view.
+    With a zero budget every slice answers exactly one estimate, so the slices count the estimates."""
+    fsdp = {"framework": "fsdp", "zero_stage": 3}
+    for plan in ({}, fsdp):
+        v, answers = _sliced(plan, 0)
+        extra = {k: v.pop(k) for k in ("slices", "estimates", "fit_py_ms")}
+        assert v == fit_call({"plan": plan})
+        assert extra["slices"] == answers == extra["estimates"] > 30 and extra["fit_py_ms"] > 0
+    # a new fit_start drops the unfinished re-plan: after one slice of the default plan, the FSDP plan's view
+    assert fit_start({"plan": {}, "slice_ms": 0})["pending"]
+    v, _ = _sliced(fsdp, 1000)
+    assert v["slices"] == 1 and v["min_gpus"].keys() == {"2", "3"} and v["share"] == fit_call({"plan": fsdp})["share"]
+    assert "fatal" in fit_step({})                    # finished: nothing left to step
 
 
 pytest.importorskip("pytest_playwright")

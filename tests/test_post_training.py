@@ -287,13 +287,39 @@ def test_trl_grpo_logits_only_for_the_completion():
 
 
 def test_hf_generate_kv_cache_by_hand():
-    # HF generate for the generation batch: micro 2 x steps_per_generation 4 = 8 sequences of 1024 tokens:
-    # 2 (K, V) x 16 layers x 512 x 8 x 1024 x 2 bytes, plus the last position's fp32 logits twice
+    # HF generate for the generation batch: micro 2 x steps_per_generation 4 = 8 sequences of 1024 tokens, the
+    # cache one position short (1023); DeepSpeed casts the model to bf16, so 2-byte keys and values:
+    # 16 layers x 512 x 8 x 1023 x (2 + 2) bytes, plus the last position's fp32 logits twice
     est = grpo(None)
-    kv = 2 * L * KV * 8 * 1024 * 2
+    kv = L * KV * 8 * 1023 * (2 + 2)
     ph = est.run.phases["generate"]
     assert ph.components["activations"] == kv + 4 * 2 * 8 * V
     assert "8 sequences x 1024 tokens" in ph.note
+
+
+def test_hf_generate_kv_cache_fp32_model_under_autocast():
+    # TRL's fp32 load on one GPU under bf16 autocast (no DeepSpeed cast): fp32 keys (RoPE in the fp32 residual
+    # stream), bf16 values: 16 layers x 512 x 8 x 1023 x (4 + 2) bytes
+    est = grpo(None, framework="single", gpus_per_node=1, zero_stage=0)
+    kv = L * KV * 8 * 1023 * (4 + 2)
+    assert est.run.phases["generate"].components["activations"] == kv + 4 * 2 * 8 * V
+
+
+def test_hf_generate_cache_dtypes_match_the_trace():
+    """tools/memtrace/hfcache.py: a real DynamicCache after accelerate's prepare / unwrap and generate."""
+    import os
+    from zerocalc.post.generator import hf_kv_dtypes
+    path = os.path.join(os.path.dirname(__file__), "..", "tools", "memtrace", "golden", "post",
+                        "hf-generate-cache.json")
+    with open(path) as f:
+        cases = json.load(f)["cases"]
+    assert len(cases) == 4
+    for c in cases:
+        model_bytes = {"fp32": 4, "bf16": 2}[c["model_dtype"]]
+        assert hf_kv_dtypes(model_bytes, c["native_amp"]) == (c["key_bytes"], c["value_bytes"]), c
+        assert c["cached_positions"] == c["prompt"] + c["new_tokens"] - 1, c
+    fp32_amp = next(c for c in cases if c["model_dtype"] == "fp32" and c["native_amp"])
+    assert (fp32_amp["key_bytes"], fp32_amp["value_bytes"]) == (4, 2)
 
 
 def phases_of(gen, **kw) -> dict:

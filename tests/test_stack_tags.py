@@ -16,7 +16,7 @@ RECORDS = json.loads((ROOT / "validation" / "public.json").read_text())
 BY_ID = {r["id"]: r for r in RECORDS}
 TAGS = load_tags(ROOT / "validation" / "public-stack.json")
 STACK_KEYS = {"trainer", "transformers", "peft_adapter_dtype", "kbit_prepare", "bitsandbytes",
-              "optimizer_impl", "compile", "fsdp_version", "cuda_context", "fsdp_embedding_units"}
+              "optimizer_impl", "compile", "fsdp_version", "cuda_context", "fsdp_embedding_units", "torch"}
 
 
 def test_every_tagged_record_and_group_exists():

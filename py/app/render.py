@@ -260,6 +260,7 @@ SOFTWARE_LABELS = {
     "stack.compile": {"none": "none", "model": "the model", "model+loss": "the model and the loss"},
     "stack.fsdp_version": {1: "FSDP1 (FullyShardedDataParallel)", 2: "FSDP2 (fully_shard)"},
     "stack.cuda_context": {"lazy": "lazy (CUDA >= 11.7)", "eager": "eager (CUDA < 11.7, ~1.3 GiB)"},
+    "stack.torch": {"2": "2.x", "1": "1.x (zero_grad keeps the gradients)"},
 }
 
 
@@ -269,7 +270,7 @@ def section_software(p: dict) -> str:
 
     def sel(key, values, kind="str"):
         labels = SOFTWARE_LABELS[key]
-        cur = st[key.split(".", 1)[1]]
+        cur = st.get(key.split(".", 1)[1], values[0])      # keys added later are omitted at their default
         cur = {True: "true", False: "false"}.get(cur, cur) if kind == "autobool" else cur
         return _select(key, [(str(v).lower() if isinstance(v, bool) else v, labels.get(v, str(v))) for v in values],
                        cur, kind)
@@ -281,7 +282,8 @@ def section_software(p: dict) -> str:
         ("stack.optimizer_impl", "torch AdamW implementation", S.OPTIMIZER_IMPLS, "str"),
         ("stack.compile", "torch.compile", S.COMPILE_MODES, "str"),
         ("stack.fsdp_version", "FSDP version", S.FSDP_VERSIONS, "int"),
-        ("stack.cuda_context", "CUDA context", S.CUDA_CONTEXTS, "str")))
+        ("stack.cuda_context", "CUDA context", S.CUDA_CONTEXTS, "str"),
+        ("stack.torch", "torch", S.TORCH_ERAS, "str")))
     advanced += _check("stack.fsdp_embedding_units", "FSDP2: embedding and lm_head as units of their own",
                        bool(st.get("fsdp_embedding_units", False)),
                        "torchtune's custom_sharded_layers: ['tok_embeddings', 'output']")

@@ -12,7 +12,7 @@ import json
 import time
 import traceback
 
-from app.fit_view import fit_call as _fit_call
+from app.fit_view import fit_call as _fit_call, fit_start as _fit_start, fit_step as _fit_step
 from app.importer import import_view as _import_view
 from app.embed import estimate_call as _estimate
 from app.view import compute as _compute
@@ -29,7 +29,9 @@ def _view(request):
 CALLS = {
     "compute": _view,
     "doctor": _doctor,
-    "fit": _fit_call,        # the "What fits" panel (app/fit_view.py)
+    "fit": _fit_call,        # the "What fits" panel (app/fit_view.py), in one call
+    "fit_start": _fit_start,  # ... the same, a slice at a time (assets/fit.js: an edit pre-empts the next slice)
+    "fit_step": _fit_step,
     "import_config": _import_view,
     "estimate": _estimate,   # the embed view's postMessage (py/app/embed.py)
 }

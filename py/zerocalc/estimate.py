@@ -16,8 +16,9 @@ from .datasettings import expandable
 from .hardware import GpuSpec
 from .memory import deepspeed as ds
 from .memory.inputs import StepInputs, activation_terms, model_state_terms, recompute_terms, step_inputs
+from .memory.fp8 import fp8_terms
 from .memory.fragmentation import over_steps
-from .memory.runtime import allocator_reserve, runtime_terms, stream_cache
+from .memory.runtime import allocator_cache_bytes, allocator_reserve, runtime_terms, stream_cache
 from .memory.terms import (ALLOCATOR, COMPONENTS, DRIVER, HOST_PINNED, MANAGED, ON_GPU, STREAM_CACHE, Term,
                            phases_of)
 from .plan import Plan
@@ -32,6 +33,7 @@ from .units import next_pow2
 def terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Every term of the busiest rank, in a stable order (the detail lists follow it)."""
     return (model_state_terms(plan, si) + activation_terms(plan, si) + recompute_terms(plan, si)
+            + fp8_terms(plan, si.arch)
             + runtime_terms(plan.gpu_spec.compute_capability, plan.world_size, si.stack.cuda_context_eager))
 
 
@@ -93,11 +95,11 @@ def _sums(plan: Plan, ts: list[Term], spec: GpuSpec) -> tuple:
     held_streams = held - peak_alloc if streams else 0
     checkpointed = plan.activation_checkpointing != "none"
     room = spec.capacity_bytes - outside - held_streams
-    cache_at = {ph: allocator_reserve(moving[ph], checkpointed, room - alloc[ph]) for ph in phases}
+    cache_at = {ph: allocator_cache_bytes(moving[ph], checkpointed, room - alloc[ph]) for ph in phases}
     # segments are kept (no empty_cache inside a step): reserved is the most that any moment's blocks and the
     # cache they leave ever took, which a moment with more activations than the allocated peak's can set
-    cache_phase = max(phases, key=lambda ph: alloc[ph] + cache_at[ph].nbytes)
-    cache = cache_at[cache_phase]
+    cache_phase = max(phases, key=lambda ph: alloc[ph] + cache_at[ph])
+    cache = allocator_reserve(moving[cache_phase], checkpointed, room - alloc[cache_phase])
     reserve = [Term(cache.name, cache.component, alloc[cache_phase] + cache.nbytes - peak_alloc, cache.phases,
                     cache.where)] + streams
     reserved = peak_alloc + sum(t.nbytes for t in reserve)
@@ -143,10 +145,14 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
     if plan.framework == "deepspeed":
         ds_buffers = {t.name if t.on_gpu else f"host.{t.name}": t.nbytes for t in ts
                       if t.component not in ("activations", "logits", "runtime") and t.nbytes}
+    # the logits alive at once at any moment of the step (the fragmentation rules scale with them)
+    logit_terms = [t for t in ts if t.where == ALLOCATOR and t.component == "logits"]
+    logits_step = max((sum(t.nbytes for t in logit_terms if ph in t.phases) for ph in phases_of(plan)), default=0)
     return PerGpu(phase=peak_phase, phase_allocated=MappingProxyType(alloc), components=MappingProxyType(comps),
                   detail=MappingProxyType(detail), peak_allocated=peak_alloc, peak_reserved=reserved,
                   device_used=reserved + outside + paged, host_per_rank=sum(host_detail.values()),
-                  host_detail=MappingProxyType(host_detail), deepspeed_buffers=MappingProxyType(ds_buffers))
+                  host_detail=MappingProxyType(host_detail), deepspeed_buffers=MappingProxyType(ds_buffers),
+                  logits_step=logits_step)
 
 
 def whole_run(plan: Plan, si: StepInputs, spec: GpuSpec) -> tuple[PerGpu, object, object]:
@@ -185,7 +191,7 @@ def _over_steps(plan: Plan, pg: PerGpu, spec: GpuSpec) -> dict:
     d, a = plan.data, plan.allocator
     return over_steps(d.lengths, d.mean_len, d.p99_len, d.histogram, plan.micro_batch_size, plan.seq_len,
                       pg.peak_allocated, pg.peak_reserved, pg.components["activations"] + pg.components["logits"],
-                      spec.capacity_bytes - (pg.device_used - pg.peak_reserved), expandable(a, plan.stack.trainer),
+                      pg.logits_step, spec.capacity_bytes - (pg.device_used - pg.peak_reserved), expandable(a, plan.stack.trainer),
                       a.max_split_size_mb, a.empty_cache_every)
 
 
@@ -205,12 +211,19 @@ def _layout(plan: Plan, i: int) -> tuple[int, int]:
     return (i + 1, 1) if i < per else (per, i - per + 2)
 
 
-def _min_gpus(plan: Plan, si: StepInputs, spec: GpuSpec, fits_here: bool) -> int | None:
+# the components a sharding stage divides among the ranks (ZeRO 1/2/3; FSDP SHARD_GRAD_OP = 2, FULL_SHARD = 3)
+SHARDED = {0: (), 1: ("optimizer_states",), 2: ("gradients", "optimizer_states"),
+           3: ("weights", "gradients", "optimizer_states", "lora_adapters")}
+
+
+def _min_gpus(plan: Plan, si: StepInputs, spec: GpuSpec, fits_here: bool, pg: PerGpu) -> int | None:
     """Fewest GPUs of this kind that fit the plan at its stage. Per-GPU memory never grows with
     the world size at a fixed stage, so the first fitting layout is the answer. ``fits_here``: whether the
-    plan's own layout fits (the estimate has just run it). The probes that settle most plans at once come
-    first: one GPU when the plan's own layout fits, the largest layout's steady step (no other phase) when
-    it does not."""
+    plan's own layout fits, ``pg`` its steady step (the estimate has just run both).
+    The probes that settle most plans at once come first: one GPU when the plan's own layout fits; when it
+    does not, the next layout if the step would fit there with its sharded components (SHARDED) shrunk in
+    proportion to the GPUs, else the largest layout's steady step alone (no other phase). The order changes
+    the number of probes, never the answer."""
     if plan.framework in ("single", "ddp"):
         return 1 if fits_here else None
     last = plan.gpus_per_node + MAX_NODES_SEARCHED - 2
@@ -235,8 +248,15 @@ def _min_gpus(plan: Plan, si: StepInputs, spec: GpuSpec, fits_here: bool) -> int
             hi, step = hi - step, step * 2
         lo = max(0, hi - step)
     else:
+        if here >= last:
+            return None
+        g, n = _layout(plan, here + 1)
+        shrinks = sum(pg.components.get(c, 0) for c in SHARDED[plan.zero_stage])
+        if (pg.device_used - shrinks) * g * n + shrinks * plan.world_size <= spec.capacity_bytes * g * n \
+                and fits(here + 1):
+            return g * n
         # not even the largest layout's steady step fits: no layout does
-        if here >= last or _step_device_used(other(last), si, spec)[4] > spec.capacity_bytes:
+        if _step_device_used(other(last), si, spec)[4] > spec.capacity_bytes:
             return None
         lo, hi, step = here, here + 1, 1
         while hi < last and not fits(hi):
@@ -283,7 +303,7 @@ def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
         global_batch_size=plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
         trainable_params=si.trainable.numel,
         total_params=arch.total_params + (si.trainable.numel if plan.method != "full" else 0),
-        min_gpus=_min_gpus(plan, si, spec, run.fits) if search_min_gpus else None,
+        min_gpus=_min_gpus(plan, si, spec, run.fits, pg) if search_min_gpus else None,
         zero2_device_used=_zero2_device_used(plan, si, spec),
         step=step_estimate(sp, sp.arch, plan.gpu,
                            offloaded_activation_bytes=pg.host_detail.get("offloaded_activations", 0)))

@@ -17,7 +17,7 @@ from .errors import PlanError
 from .hardware import GpuSpec, gpu_spec
 from .postplan import check_post_training, parse_post_training, post_training_to_dict
 from .runplan import RunSettings, parse_run, run_to_dict
-from .stack import BOOL_KEYS, StackSettings, check_stack, parse_stack
+from .stack import LATE_KEYS, StackSettings, check_stack, parse_stack
 from .visionsettings import VisionSettings, parse_vision, vision_dict
 from .values import (check_bool, check_choice, check_int, check_mapping, check_number, reject_unknown,
                      show)
@@ -40,6 +40,7 @@ METHODS = ("full", "lora", "qlora")
 QUANT_TYPES = ("nf4", "fp4", "int8", "gptq")
 GPTQ_BITS = (4, 8)
 COMPUTE_DTYPES = ("bf16", "fp16", "fp32")
+FP8_RECIPES = ("none", "tensorwise", "rowwise")     # Extension 9: torchao Float8LinearConfig recipes
 LLAMA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 # Upper bounds: far beyond any real run, low enough that arithmetic stays meaningful.
@@ -60,7 +61,8 @@ DEEPSPEED_AUTO_OK = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage
                      "gradient_clipping")
 DEEPSPEED_KNOBS = DEEPSPEED_INT_KNOBS + DEEPSPEED_BOOL_KNOBS + ("gradient_clipping",)
 NETWORK_KINDS = ("infiniband", "roce", "ethernet", "efa")    # plan-v1 Extension 2: `network`
-GPU_RATES = ("bf16_dense_tflops", "fp16_dense_tflops", "memory_bandwidth_gb_s", "link_gb_s", "pcie_gb_s")
+GPU_RATES = ("bf16_dense_tflops", "fp16_dense_tflops", "memory_bandwidth_gb_s", "link_gb_s", "pcie_gb_s",
+             "fp8_dense_tflops")
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class Plan:
     run: RunSettings = RunSettings()           # Extension 5; omitted keys take the trainer's defaults
     vision: VisionSettings = VisionSettings()  # Extension 8 (visionsettings.py)
     post_training: Any = None                  # Extension 7 (postplan.py): PostTraining, or None (SFT / pre-training)
+    fp8: str = "none"                          # Extension 9: the block linears' GEMMs in fp8 (torchao Float8Linear)
 
     @cached_property
     def arch(self) -> ModelArch:
@@ -294,6 +297,7 @@ def parse_plan(data: Any) -> Plan:
         allocator=parse_allocator(get("allocator", {})),
         run=parse_run(get("run", {})),
         post_training=parse_post_training(get("post_training")),
+        fp8=check_choice("fp8", get("fp8", d.fp8), FP8_RECIPES),
     )
     if "data" in data:
         plan = replace(plan, data=parse_data(data["data"], plan.seq_len))
@@ -333,6 +337,24 @@ def _check_consistency(plan: Plan) -> None:
     check_stack(plan)
     check_post_training(plan)
     _check_vision(plan)
+    _check_fp8(plan)
+
+
+def _check_fp8(plan: Plan) -> None:
+    """Extension 9: torchao's Float8Linear swaps the trained nn.Linear modules and casts their bf16 inputs and
+    weights for torch._scaled_mm, which runs on fp8 tensor cores only (compute capability 8.9 and up)."""
+    if plan.fp8 == "none":
+        return
+    if plan.method != "full":
+        raise PlanError("fp8", f"fp8 linears train the base weights (torchao convert_to_float8_training): method "
+                               f"full, not {plan.method}")
+    if plan.precision not in ("bf16-mixed", "bf16-pure"):
+        raise PlanError("fp8", f"fp8 linears cast from bf16 (precision bf16-mixed or bf16-pure), not {plan.precision}")
+    g = plan.gpu
+    rate = GPUS[g].fp8_dense_tflops if isinstance(g, str) else g.get("fp8_dense_tflops")
+    if not rate:
+        raise PlanError("fp8", f"{plan.gpu_spec.name} has no fp8 tensor cores (Ada, Hopper, Blackwell, MI300 do)"
+                        + ("" if isinstance(g, str) else "; a custom GPU gives fp8_dense_tflops"))
 
 
 def _check_vision(plan: Plan) -> None:
@@ -366,15 +388,17 @@ def plan_to_dict(plan: Plan) -> dict:
             v = {"type": v.type, "double_quant": v.double_quant, "compute_dtype": v.compute_dtype, "bits": v.bits,
                  "group_size": v.group_size}
         elif isinstance(v, StackSettings):
-            # keys added to Extension 1 later (BOOL_KEYS): omitted at their default, as `network` is
+            # keys added to Extension 1 later (LATE_KEYS): omitted at their default, as `network` is
             v = {f.name: getattr(v, f.name) for f in fields(StackSettings)
-                 if f.name not in BOOL_KEYS or getattr(v, f.name)}
+                 if f.name not in LATE_KEYS or getattr(v, f.name) != getattr(StackSettings(), f.name)}
         elif f.name == "network" and not v:
             continue                  # Extension 2 key: omitted while it takes the stated default
         elif isinstance(v, (DataSettings, AllocatorSettings)):
             if v == type(v)():
                 continue              # Extension 6 keys: omitted at their defaults, as `network` is
             v = data_dict(v) if isinstance(v, DataSettings) else allocator_dict(v)
+        elif f.name == "fp8" and v == "none":
+            continue                  # Extension 9: omitted at its default
         elif f.name == "post_training":
             if v is None:
                 continue              # Extension 7: omitted for a plan without post-training

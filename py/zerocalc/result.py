@@ -37,6 +37,7 @@ class PerGpu:
     host_per_rank: int                # steady-state host bytes of one rank (pinned rounded)
     host_detail: Mapping
     deepspeed_buffers: Mapping        # DeepSpeed buffer -> bytes on this rank (sizes, any phase)
+    logits_step: int = 0              # the step's logits bytes at their largest moment (memory/fragmentation.py)
 
 
 @dataclass(frozen=True)

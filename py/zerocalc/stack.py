@@ -21,6 +21,7 @@ OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "single-tensor")
 COMPILE_MODES = ("none", "model", "model+loss")
 FSDP_VERSIONS = (1, 2)
 CUDA_CONTEXTS = ("lazy", "eager")
+TORCH_ERAS = ("2", "1")      # torch >= 2.0, torch 1.x (zero_grad's set_to_none default: memory/stack.py)
 
 @dataclass(frozen=True)
 class StackSettings:
@@ -35,14 +36,16 @@ class StackSettings:
     fsdp_version: int = 1
     cuda_context: str = "lazy"
     fsdp_embedding_units: bool = False
+    torch: str = "2"
 
 
 _STACK_CHOICES = {"trainer": TRAINERS, "transformers": TRANSFORMERS_ERAS, "peft_adapter_dtype": ADAPTER_DTYPES,
                   "kbit_prepare": KBIT_PREPARE, "bitsandbytes": BNB_ERAS, "optimizer_impl": OPTIMIZER_IMPLS,
                   "compile": COMPILE_MODES, "fsdp_version": FSDP_VERSIONS, "cuda_context": CUDA_CONTEXTS,
-                  "fsdp_embedding_units": (False, True)}
+                  "fsdp_embedding_units": (False, True), "torch": TORCH_ERAS}
 # true/false keys added to Extension 1 after v1: a plan omits them at their default (plan.plan_to_dict)
 BOOL_KEYS = ("fsdp_embedding_units",)
+LATE_KEYS = BOOL_KEYS + ("torch",)   # keys added after v1, omitted at their default by plan.plan_to_dict
 
 
 def fsdp_version_of(settings: StackSettings) -> int:
@@ -57,8 +60,8 @@ def parse_stack(value: Any) -> StackSettings:
     vals = {}
     for k, allowed in _STACK_CHOICES.items():
         v = obj.get(k, getattr(d, k))
-        if k == "transformers" and isinstance(v, (int, float)) and not isinstance(v, bool):
-            v = str(v)                       # 5 and 4.46 typed as numbers mean the same versions
+        if k in ("transformers", "torch") and isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = str(v)                       # 5 and 4.46 (torch 2 and 1) typed as numbers mean the same versions
         if k == "kbit_prepare":
             if v != "auto" and not isinstance(v, bool):
                 raise PlanError("stack.kbit_prepare", f"must be auto, true or false; got {show(v)}")
@@ -80,6 +83,11 @@ def check_stack(plan) -> None:
     if trainer in OWN_MODEL_CODE and s.transformers != "5":
         raise PlanError("stack.transformers", f"{trainer} runs its own model code, not transformers; leave "
                                               "stack.transformers at 5")
+    if s.torch == "1" and trainer in OWN_MODEL_CODE:
+        # torchtune's, LitGPT's and torchtitan's releases require torch 2 (their pyproject pins torch >= 2.x)
+        raise PlanError("stack.torch", f"{trainer} runs on torch 2; leave stack.torch at 2")
+    if s.torch == "1" and s.compile != "none":
+        raise PlanError("stack.torch", "torch.compile came with torch 2.0; set stack.compile none or stack.torch 2")
     if trainer == "torchtitan" and plan.method != "full":
         raise PlanError("method", "torchtitan trains full models only (no LoRA/QLoRA)")
     if trainer == "torchtitan" and plan.framework not in ("fsdp", "single"):

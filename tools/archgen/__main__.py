@@ -9,7 +9,9 @@ Rows, one per config:
   (src/transformers/models/auto/modeling_auto.py), built from ``AutoConfig.for_model(model_type)`` (a few
   defaults leave a size field None and are filled, FILL below, as the research note did);
 - ``checkpoint:<id>`` for the real config.json files in tools/archgen/checkpoints.json (written by hand from
-  the published files, each with its source) and ``preset:<id>`` for every engine preset.
+  the published files, each with its source), ``variant:<id>`` for the switch variants in
+  tools/archgen/variants.json (a default config with named fields changed, so code paths the defaults leave off
+  are held too) and ``preset:<id>`` for every engine preset.
 
 Each model is built with ``<AutoClass>.from_config(config)`` under ``torch.device("meta")`` in a forked
 child (no weights, no network): the image-text-to-text class when the model_type has one (the whole model:
@@ -31,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "data" / "architectures.json"
 CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints.json"
+VARIANTS = Path(__file__).resolve().parent / "variants.json"
 
 # default configs that leave a size None (the research note's fills, architectures.md "builds on meta?")
 FILL = {
@@ -195,6 +198,9 @@ def jobs(only: set | None) -> list[dict]:
     for rec in json.loads(CHECKPOINTS.read_text())["checkpoints"]:
         out.append({"id": f"checkpoint:{rec['id']}", "model_type": rec["config"]["model_type"],
                     "config": rec["config"], "source": rec["source"]})
+    for rec in json.loads(VARIANTS.read_text())["variants"]:
+        out.append({"id": f"variant:{rec['id']}", "model_type": rec["config"]["model_type"], "config": rec["config"],
+                    "source": "tools/archgen/variants.json: default config with " + ", ".join(rec["switches"])})
     sys.path.insert(0, str(ROOT / "py"))
     from zerocalc.presets import MODELS
     for pid, p in MODELS.items():

@@ -114,9 +114,21 @@ def attn_impl(plan: TracePlan) -> str:
     return FLASH if has_attention_interface() else "sdpa"
 
 
+def model_class(plan: TracePlan):
+    """The auto class a plan trains: a causal LM, or, for an encoder the engine costs without an LM head (BERT:
+    zerocalc's ModelArch.causal_lm is false), a sequence classifier (pooler + num_labels head), as the
+    HF guide's bert-large runs (AutoModelForSequenceClassification) train it."""
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification  # noqa: PLC0415
+    return AutoModelForCausalLM if plan.causal_lm else AutoModelForSequenceClassification
+
+
+def step_labels(plan: TracePlan, ids):
+    """Labels of the traced batch: the input ids (causal LM), one class per sequence (a classifier)."""
+    return ids if plan.causal_lm else torch.zeros(ids.shape[0], dtype=torch.long)
+
+
 def build_meta_model(plan: TracePlan, gc_context_fn=None):
     """-> (model on meta with GC/LoRA/QLoRA applied, hf config, dtypes)."""
-    from transformers import AutoModelForCausalLM  # noqa: PLC0415
     dt = precision_dtypes(plan)
     attn = attn_impl(plan)
     if attn == FLASH:
@@ -128,7 +140,7 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     import transformers  # noqa: PLC0415
     dkw = {"dtype": dt["base"]} if int(transformers.__version__.split(".")[0]) >= 5 else {"torch_dtype": dt["base"]}
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg, **dkw, **kw)
+        model = model_class(plan).from_config(cfg, **dkw, **kw)
     model.train()
     gk = {"use_reentrant": False}
     if gc_context_fn is not None:

@@ -1,7 +1,14 @@
-"""Traced steps of a MoE model with a shared expert beside the routed ones (Qwen2-MoE's default shapes, two
-layers), for the CI check that the engine keeps both (memory/blocks.py llama_block; tests/test_moe_shared_blocks.py).
+"""Traced steps of small MoE models, for the CI checks that the engine keeps what their blocks save
+(memory/blocks.py llama_block):
 
-  python -m tools.memtrace.moe_trace > tests/data/moe_shared_trace.json     (about 1 min on 2 cores)
+- ``qwen2_moe``: a shared expert beside the routed ones (Qwen2-MoE's default shapes, two layers;
+  tests/test_moe_shared_blocks.py);
+- ``deepseek_v3``: multi-head latent attention under FA2 (v padded to the query head dim, the output cropped
+  and copied for o_proj) and the fp32 router (DeepSeek-V3's default with h 2048, 16 heads, 2 layers: one dense,
+  one sparse of 16 experts of 512, top-8, one shared expert; tests/test_mla_blocks.py).
+
+  python -m tools.memtrace.moe_trace > tests/data/moe_shared_trace.json             (about 1 min on 2 cores)
+  python -m tools.memtrace.moe_trace deepseek_v3 > tests/data/mla_trace.json
 
 Each case keeps what tools/memtrace/compare.py compares (the peak's components, phase peaks, saved activations
 at forward end) and the plan; the test re-runs the engine on the plan and requires every component and the
@@ -16,28 +23,44 @@ from pathlib import Path
 from .trace import trace
 
 ROOT = Path(__file__).resolve().parents[2]
+# LoRA on MLA's projections alone (the experts frozen)
+LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj",
+                                                             "o_proj"]}
+SHRINK = {"qwen2_moe": {"num_hidden_layers": 2},
+          "deepseek_v3": {"hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 16,
+                          "num_hidden_layers": 2, "first_k_dense_replace": 1, "intermediate_size": 4096,
+                          "moe_intermediate_size": 512, "n_routed_experts": 16}}
 
 
-def plans() -> list[tuple[str, dict]]:
+def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
-    cfg = next(r for r in rows if r["id"] == "default:qwen2_moe")["config"]
-    cfg = {k: v for k, v in cfg.items() if k != "layer_types"} | {"num_hidden_layers": 2}
+    cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"]
+    cfg = {k: v for k, v in cfg.items() if k != "layer_types"} | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
+    if model_type == "deepseek_v3":
+        return [("deepseek-v3-2l-full-s512", base),
+                ("deepseek-v3-2l-full-b2-s256-ckpt", {**base, "micro_batch_size": 2, "seq_len": 256,
+                                                      "activation_checkpointing": "full"}),
+                ("deepseek-v3-2l-lora-attn-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
+                                                         "lora": LORA})]
     return [("qwen2-moe-2l-full-s512", base),
             ("qwen2-moe-2l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
             ("qwen2-moe-2l-full-b2-s256", {**base, "micro_batch_size": 2, "seq_len": 256})]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     import torch  # noqa: PLC0415
     import transformers  # noqa: PLC0415
+    args = sys.argv[1:] if argv is None else argv
+    model_type = args[0] if args else "qwen2_moe"
     cases = []
-    for cid, plan in plans():
+    for cid, plan in plans(model_type):
         r = trace(plan, steps=2)
         cases.append({"id": cid, "plan": plan, **{k: r[k] for k in ("peak", "peak_bytes", "peak_phase", "peak_op", "phase_peaks",
                                                                     "saved_activations_forward_end")}})
-    json.dump({"generator": "python -m tools.memtrace.moe_trace", "transformers": transformers.__version__,
+    gen = "python -m tools.memtrace.moe_trace" + (f" {model_type}" if args else "")
+    json.dump({"generator": gen, "transformers": transformers.__version__,
                "torch": torch.__version__.split("+")[0], "cases": cases}, sys.stdout, indent=1)
     print()
     return 0

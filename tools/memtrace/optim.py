@@ -102,6 +102,21 @@ def state_tensors(opt) -> list:
     return out
 
 
+def traced_step(opt, tr):
+    """Wrap `opt.step` so the tracker is in its step phase while it runs and the states it creates (lazily, in the
+    first step) are labelled optimizer states. Returns opt."""
+    step = opt.step
+
+    def wrapped(*a, **k):
+        tr.set_phase("step")
+        out = step(*a, **k)
+        for t in state_tensors(opt):
+            tr.relabel(t, "opt", "")
+        return out
+    opt.step = wrapped
+    return opt
+
+
 def label_grads(params, tr) -> None:
     """Each gradient is labelled a gradient once AccumulateGrad has stored it (the tracker's categories)."""
     for p in params:

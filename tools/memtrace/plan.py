@@ -34,6 +34,8 @@ class TracePlan:
     bitsandbytes: str = "current"
     optimizer_impl: str = "auto"
     optimizer_in_backward: bool = False    # torchtune's optimizer_in_bwd (tools/memtrace/tune.py only)
+    causal_lm: bool = True                 # false: an encoder trained as a sequence classifier (build.py)
+    torch_era: str = "2"                   # stack.torch: "1" = zero_grad(set_to_none=False), torch 1.x's default
 
 
 # plan features the tracer does not emulate: refuse instead of tracing something else
@@ -57,7 +59,8 @@ def from_dict(d: dict, trainers: tuple = ("hf-trainer", "custom-loop")) -> Trace
     zero_stage, offload_*) are ignored: the trace is always one process, no wrapper (single-GPU view).
     """
     from zerocalc import Plan  # noqa: PLC0415  (validates keys and values, fills the contract's defaults)
-    d = Plan.from_dict(dict(d)).to_dict()
+    parsed = Plan.from_dict(dict(d))
+    d = parsed.to_dict()
     st = d.get("stack") or {}
     own = st.get("trainer") in ("torchtune", "litgpt", "torchtitan")
     for (key, value), why in _UNSUPPORTED.items():
@@ -99,6 +102,8 @@ def from_dict(d: dict, trainers: tuple = ("hf-trainer", "custom-loop")) -> Trace
         bitsandbytes=st.get("bitsandbytes", "current"),
         optimizer_impl=st.get("optimizer_impl", "auto"),
         optimizer_in_backward=bool(d["optimizer_in_backward"]),
+        causal_lm=parsed.arch.causal_lm,
+        torch_era=str(st.get("torch", "2")),
     )
 
 

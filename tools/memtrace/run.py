@@ -41,7 +41,7 @@ from . import running
 from .allocator import PHASE, replay
 from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches
 from .cuda_autocast import cuda_autocast_policy
-from .optim import label_grads, state_tensors
+from .optim import label_grads, traced_step
 from .plan import from_dict
 from .trace import snap_dict
 from .tracker import Snapshot, StorageTracker
@@ -172,7 +172,7 @@ def host_copies(tr: RunTracker):
         return None
 
     def save(obj, f, *a, **k):
-        fakes = [t for t in _tensors_in(obj) if _is_fake(t)]
+        fakes = [t for t in tensors_in(obj) if _is_fake(t)]
         if not fakes:
             return saved[3](obj, f, *a, **k)
         n = max(t.untyped_storage().nbytes() for t in fakes)
@@ -197,15 +197,16 @@ def host_copies(tr: RunTracker):
             pm.safe_save_file = saved[5]
 
 
-def _tensors_in(obj):
+def tensors_in(obj):
+    """Every tensor in nested dicts, lists and tuples (what torch.save would write)."""
     if isinstance(obj, torch.Tensor):
         yield obj
     elif isinstance(obj, dict):
         for v in obj.values():
-            yield from _tensors_in(v)
+            yield from tensors_in(v)
     elif isinstance(obj, (list, tuple)):
         for v in obj:
-            yield from _tensors_in(v)
+            yield from tensors_in(v)
 
 
 @contextlib.contextmanager
@@ -370,17 +371,7 @@ def _make_trainer(Trainer, TrainingArguments, model, plan, rb, bes, evals, tmp, 
             return SequentialSampler(self.train_dataset)
 
         def create_optimizer(self, *a, **k):
-            opt = super().create_optimizer(*a, **k)
-            step = opt.step
-
-            def traced_step(*sa, **sk):
-                tr.set_phase("step")
-                out = step(*sa, **sk)
-                for t in state_tensors(opt):
-                    tr.relabel(t, "opt", "")
-                return out
-            opt.step = traced_step
-            return opt
+            return traced_step(super().create_optimizer(*a, **k), tr)
 
         def training_step(self, model, inputs, num_items_in_batch=None):
             tr.enter("step")
@@ -440,7 +431,9 @@ def _eval_samples(ev: dict, be: int) -> int:
     return int(ev["samples"]) if ev["samples"] else 2 * be
 
 
-def _report(plan_d, rb, tr, alloc, cfg, params, bes, seconds) -> dict:
+def phase_reports(tr: RunTracker, alloc: dict, notes: dict) -> dict:
+    """Per run phase (not `end`, `between`): the tracker's peak and its components, start and end, the allocator
+    replay's peaks and end, the host bytes and `notes[phase]` (the copies that made them)."""
     phases = {}
     for name, snap in tr.run_peak.items():
         if name in ("end", "between"):
@@ -455,8 +448,13 @@ def _report(plan_d, rb, tr, alloc, cfg, params, bes, seconds) -> dict:
             "peak_reserved_bytes": ap.get("peak_reserved"),
             "end_reserved_bytes": ap.get("end_reserved"),
             "host_bytes": tr.host_peak.get(name, 0),
-            "host_copies": tr.host_notes.get(name, []),
+            "host_copies": notes.get(name, []),
         }
+    return phases
+
+
+def _report(plan_d, rb, tr, alloc, cfg, params, bes, seconds) -> dict:
+    phases = phase_reports(tr, alloc, tr.host_notes)
     import transformers  # noqa: PLC0415
     return {
         "plan": plan_d, "run": rb, "model_type": cfg.model_type, "eval_batch_sizes": bes,

@@ -2,6 +2,7 @@
 golden/run/<id>.json, which tests/test_run_trace_grid.py holds the engine's `run.phases` to (docs/tracer.md §10).
 
   python -m tools.memtrace.rungrid [--only ID,...] [--hf | --probes]   (make trace-run; minutes per run)
+  python -m tools.memtrace.rungrid --recipes      in .venv-torchtune / .venv-litgpt: that trainer's RECIPES
 
 Every plan is a plan-v1 dict with its Extension 5 `run` block; a fixture keeps the plan, per run phase the
 traced peak of live storages (`peak_bytes`, = max_memory_allocated to 0.1 %), the allocator replay's
@@ -40,6 +41,39 @@ RUNS = [
        {"eval": {"every_steps": 500, "batch_size": "auto", "logits": "loss-only"}, "save": SAVE},
        method="lora", precision="bf16-mixed", micro_batch_size=1, seq_len=1024, activation_checkpointing="full"),
 ]
+
+
+# torchtune 0.6.1 / litgpt 0.5.13 single-device recipes (tools/memtrace/recipe_run.py; run in .venv-torchtune /
+# .venv-litgpt): bf16, b 2, s 1024, a validation of 2 batches at the training batch after step 2, then a save
+_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _recipe(rid, trainer, method, loss, run):
+    kw = {"lora": {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": list(_TARGETS)}} if method == "lora" else {}
+    return _p(rid, run, method=method, precision="bf16-pure", micro_batch_size=2, seq_len=1024,
+              activation_checkpointing="none", zero_stage=0, loss=loss, stack={"trainer": trainer}, **kw)
+
+
+_VAL = {"every_steps": 2, "batch_size": "auto", "logits": "loss-only", "generate": None}
+_VAL_LIT = {**_VAL, "generate": {"max_new_tokens": 100, "batch_size": 1}}
+RECIPES = [
+    _recipe("tt-l1b-full-chunked-s1024-b2-val", "torchtune", "full", "chunked", {"eval": _VAL, "save": SAVE}),
+    _recipe("tt-l1b-lora-chunked-s1024-b2-val", "torchtune", "lora", "chunked", {"eval": _VAL, "save": SAVE}),
+    # LitGPT's default eval: generate_example (batch 1, eval.max_new_tokens 100) after each validation
+    _recipe("lit-l1b-full-s1024-b2-val", "litgpt", "full", "standard", {"eval": _VAL_LIT, "save": SAVE}),
+    _recipe("lit-l1b-lora-s1024-b2-val", "litgpt", "lora", "standard", {"eval": _VAL_LIT, "save": SAVE}),
+]
+
+
+def recipe_run(e: dict) -> dict:
+    from .recipe_run import trace_lit_run, trace_tune_run  # noqa: PLC0415
+    trainer = e["plan"]["stack"]["trainer"]
+    return slim((trace_tune_run if trainer == "torchtune" else trace_lit_run)(e["plan"]))
+
+
+def _venv_trainer() -> str | None:
+    import importlib.util  # noqa: PLC0415
+    return next((t for t in ("torchtune", "litgpt") if importlib.util.find_spec(t)), None)
 
 
 # the probes' whole runs on 2 CPU ranks (tools/dsprobe, tools/fsdpprobe with a `run` block): the small Llama of
@@ -124,12 +158,19 @@ def main(argv=None) -> int:
     if "--only" in argv:
         only = set(argv[argv.index("--only") + 1].split(","))
     os.makedirs(OUT, exist_ok=True)
-    for e in RUNS + PROBES:
+    if "--recipes" in argv:
+        here = _venv_trainer()
+        entries = [e for e in RECIPES if e["plan"]["stack"]["trainer"] == here]
+    else:
+        entries = RUNS + PROBES
+    for e in entries:
         if only and e["id"] not in only:
             continue
         if "--probes" in argv and "probe" not in e or "--hf" in argv and "probe" in e:
             continue
-        if "probe" in e:
+        if "stack" in e["plan"]:
+            res = recipe_run(e)
+        elif "probe" in e:
             res = probe_run(e)
         else:
             from .run import trace_run  # noqa: PLC0415

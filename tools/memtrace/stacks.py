@@ -28,6 +28,10 @@ MOMENTS = ("forward_end", "backward_start", "backward_end", "step", "peak")
 VENVS = {"5": None, "4.46": ".venv-tf448", "4.45": ".venv-tf445", "torchtune": ".venv-torchtune", "litgpt": ".venv-litgpt",
          "torchtitan": ".venv-torchtitan"}
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# google-bert/bert-large-uncased config.json (the HF single-GPU guide's model), trained as a sequence classifier
+BERT_LARGE = {"model_type": "bert", "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+              "intermediate_size": 4096, "vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2,
+              "hidden_act": "gelu", "tie_word_embeddings": True}
 
 
 def _p(pid, method="full", precision="bf16-pure", ckpt="none", seq=2048, mb=1, model="llama-3.2-1b", loss="standard",
@@ -112,6 +116,16 @@ STACKS = [
        optimizer_impl="fused"),
     _p("l1b-full-pure-s1024-b2-tf446", seq=1024, mb=2, transformers="4.46", optimizer_impl="fused"),
     _p("l1b-full-pure-s1024-b2-custom", seq=1024, mb=2, trainer="custom-loop", optimizer_impl="fused"),
+    # 7. torch 1.x: Optimizer / Module.zero_grad default to set_to_none=False, so the gradients are zeroed in place
+    # and stay allocated through the next forward (emulated: zero_grad(set_to_none=False) on torch 2.13)
+    _p("l1b-full-pure-torch1", torch="1", optimizer_impl="fused"),
+    _p("l1b-full-mixed-gc-torch1", precision="bf16-mixed", ckpt="full", torch="1", optimizer_impl="fused"),
+    # 8. eager attention outside the Llama lineage under CUDA autocast (softmax on autocast's fp32 list): the HF
+    # guide's bert-large sequence classifier in fp16-mixed, and GPT-2 in bf16-mixed
+    {**_p("bert-large-full-fp16mixed-eager-s512-b4", precision="fp16-mixed", seq=512, mb=4, model=BERT_LARGE),
+     "attention": "eager"},
+    {**_p("gpt2-full-mixed-eager-s1024-b4", precision="bf16-mixed", seq=1024, mb=4, model="gpt2"),
+     "attention": "eager"},
 ]
 
 

@@ -14,7 +14,8 @@ HEADER = """# Stack grid: what other training stacks allocate (measured on fake 
 Written by `python -m tools.memtrace.stacks readme` from the `*.json` files beside it (bytes, per component, at
 the end of forward, the start of backward, the end of backward, the step's own peak and the overall peak, for
 the worse of two consecutive steady-state steps). Every row is Llama 3.2 1B (h 2048, 16 layers, V 128256,
-P 1.236e9), s 2048, b 1 (s 1024, b 2 where the id says so), FA2 profile (the 4.x eras run HF's own
+P 1.236e9), s 2048, b 1 (s 1024, b 2 where the id says so; the bert-large and gpt2 rows are those models, eager,
+at the id's s and b), FA2 profile (the 4.x eras run HF's own
 `sdpa` class, which has no FA2 hook), one GPU, gradient accumulation 1. "default" is the same plan traced
 without `stack` (HF Trainer, transformers 5, fused AdamW) in the tools venv (`_default/*.json`). GiB = 2^30. The
 per-component Δ compares the two peaks, which may be at different moments (the foreach rows peak in the step,

@@ -9,6 +9,8 @@ Sequence (HF Trainer's training_step, single GPU, docs/tracer.md §1e), run for 
   forward  under autocast for *-mixed: out = model(input_ids, labels); loss = out.loss; del out
            (Trainer.compute_loss drops the outputs, so the bf16 logits die before backward);
   backward loss.backward(); step optimizer.step(); zero_grad(set_to_none=True).
+stack.torch 1 (torch 1.x, whose Optimizer/Module.zero_grad default to set_to_none=False): the warm-up leaves zeroed
+  gradients and each step's zero_grad zeroes them in place, so they stay allocated through the next forward.
 stack.trainer custom-loop (a plain PyTorch loop over an HF model):
   out = model(input_ids, labels); out.loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
   with `out` referenced through backward and the step, and rebound only when the next forward returns.
@@ -21,7 +23,7 @@ import time
 import torch
 
 from .cuda_autocast import cuda_autocast_policy
-from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches
+from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches, step_labels
 from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import TracePlan, from_dict
 from .allocator import replay
@@ -94,6 +96,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
             tr.register(bf, "weight", "quant_stats" if id(bf) in qbufs else "buffer")
         ids = torch.zeros(b, s, dtype=torch.long)
         tr.register(ids, "act", "input")
+        labels = step_labels(plan, ids)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = make_optimizer(plan.optimizer, params,
                              adamw_impl(plan.optimizer_impl, plan.trainer, plan.transformers))
@@ -101,6 +104,11 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
         running.start(tr)
         with tr:
             warm_up(opt, params, tr)
+            in_place = plan.torch_era == "1"
+            if in_place:
+                for p in params:      # zero_grad(set_to_none=False) after the warm-up step: zeroed, kept
+                    p.grad = torch.zeros_like(p)
+                    tr.relabel(p.grad, "grad", "")
             ac = torch.autocast("cpu", dtype=dt["autocast"]) if dt["autocast"] else contextlib.nullcontext()
             if dump_saved:
                 from .dump import SavedRecorder  # noqa: PLC0415
@@ -123,7 +131,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
                 tr.set_phase("forward")
                 rec = saved.hooks() if (saved and i == steps - 1) else contextlib.nullcontext()
                 with ac, rec:
-                    new = model(input_ids=ids, labels=ids)
+                    new = model(input_ids=ids, labels=labels)
                 # custom loop: `out = model(**batch)` rebinds `out` only now, so the previous step's output
                 # (its logits, its loss and through it the graph's ctx attributes) lived until here
                 out = new
@@ -144,7 +152,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
                 tr.mark("backward_end")
                 tr.set_phase("step")
                 opt.step()
-                opt.zero_grad(set_to_none=True)
+                opt.zero_grad(set_to_none=not in_place)
                 tr.mark("step_end")
                 per_step.append({"peak": tr.peak, "phase_peak": dict(tr.phase_peak), "marks": dict(tr.marks)})
             out = None

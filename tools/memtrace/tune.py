@@ -69,6 +69,16 @@ def build(plan):
     return model
 
 
+def recipe_loss(plan, model):
+    """The recipe's loss: CEWithChunkedOutputLoss (the model set to return CHUNKS chunks) for `loss: chunked`,
+    torch.nn.CrossEntropyLoss otherwise."""
+    from torchtune.modules.loss import CEWithChunkedOutputLoss  # noqa: PLC0415
+    if plan.loss != "chunked":
+        return torch.nn.CrossEntropyLoss()
+    model.set_num_output_chunks(CHUNKS)
+    return CEWithChunkedOutputLoss(num_output_chunks=CHUNKS)
+
+
 def _nf4_params(model) -> list:
     """(module, name, NF4Tensor) of every torchao NF4 base weight (LoRALinear / FrozenNF4Linear, quantize_base)."""
     from torchao.dtypes.nf4tensor import NF4Tensor  # noqa: PLC0415
@@ -101,14 +111,10 @@ def trace_tune(plan_d: dict, steps: int = 2, dump_saved: bool = False) -> dict:
     """Trace `steps` steps of torchtune's loop; `dump_saved` adds every tensor autograd saved in the last
     step's forward (module path, producing op, shape, dtype, bytes: tools/memtrace/dump.py SavedRecorder)."""
     from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
-    from torchtune.modules.loss import CEWithChunkedOutputLoss  # noqa: PLC0415
     t0 = time.perf_counter()
     plan = from_dict(plan_d, trainers=("torchtune",))
     model = build(plan)
-    chunked = plan.loss == "chunked"
-    loss_fn = CEWithChunkedOutputLoss(num_output_chunks=CHUNKS) if chunked else torch.nn.CrossEntropyLoss()
-    if chunked:
-        model.set_num_output_chunks(CHUNKS)
+    loss_fn = recipe_loss(plan, model)
     fm = FakeTensorMode(allow_non_fake_inputs=False)
     nf4 = []
     if plan.method == "qlora":

@@ -13,11 +13,14 @@ program's name (train_dpo with ``--ipo`` is IPO); PPO-family by ``--advantage_es
 critic; group_norm / dr_grpo: GRPO; rloo: RLOO; reinforce / reinforce_baseline update the actor alone, as GRPO
 does: train_ppo_ray.py drops the critic for every estimator but gae). vLLM engines run on GPUs of their own
 (``mode: server``, ``vllm_num_engines × vllm_tensor_parallel_size`` GPUs) unless ``--colocate_all_models``.
+OpenRLHF 0.11's dotted flags (``--ds.zero_stage``, ``--train.micro_batch_size``...) are read under these names
+with 0.11's changed defaults (imports/openrlhf_dotted.py); the report names the flag as written.
 """
 from __future__ import annotations
 
 from .builder import NO_EFFECT, NOT_MODELLED, Builder, ConfigImportError, as_int, as_number, attention_from_impl, \
     set_model
+from .openrlhf_dotted import flatten, is_dotted
 from .post_common import (flag, not_modelled_flags, role_model, set_deepspeed, set_int, set_launcher_gpus, set_lora,
                           split_total)
 
@@ -48,6 +51,10 @@ def openrlhf_method(text: str, opt: dict) -> str:
 def import_openrlhf(opt: dict, plan, cmd=None, text: str = ""):
     b = Builder("openrlhf", plan)
     seen = set()
+    dotted = is_dotted(opt)
+    origin: dict = {}
+    if dotted:
+        opt, origin = flatten(opt)
 
     def take(k):
         seen.add(k)
@@ -87,7 +94,7 @@ def import_openrlhf(opt: dict, plan, cmd=None, text: str = ""):
         take("lora_rank")
         b.set("lora_rank", "method", "full", default=rank is None)
     # --- batch
-    mb_default = 4 if online else 8
+    mb_default = (1 if dotted else 4) if online else 8     # 0.11 train_ppo_ray.py: --train.micro_batch_size 1
     micro = set_int(b, take, "micro_train_batch_size", "micro_batch_size", mb_default)
     tb = take("train_batch_size")
     world = b.plan["gpus_per_node"] * b.plan["nodes"]
@@ -98,7 +105,12 @@ def import_openrlhf(opt: dict, plan, cmd=None, text: str = ""):
         b.skip("train_batch_size", total, f"not mapped: {total} is not a multiple of micro_train_batch_size "
                                           f"{micro} x {world} GPUs")
     # --- lengths
-    if online:
+    if online and dotted:
+        _lengths_011(b, take)
+        n = take("n_samples_per_prompt")
+        b.set("n_samples_per_prompt", "post_training.num_generations", 1 if n is None else
+              as_int("n_samples_per_prompt", n), default=n is None)
+    elif online:
         set_int(b, take, "prompt_max_len", "post_training.prompt_len", 1024)
         set_int(b, take, "generate_max_len", "post_training.completion_len", 1024)
         if "max_len" in opt:
@@ -120,8 +132,9 @@ def import_openrlhf(opt: dict, plan, cmd=None, text: str = ""):
         b.set("bf16", "precision", "bf16-mixed")
     else:
         b.set("bf16", "precision", "bf16-mixed", default=True)
-        b.warn("openrlhf-dtype", "neither --bf16 nor --param_dtype: OpenRLHF releases with --param_dtype default "
-                                 "to bf16 (assumed); older ones without --bf16 train in fp32")
+        if not dotted:                                    # 0.11: --ds.param_dtype defaults to bf16
+            b.warn("openrlhf-dtype", "neither --bf16 nor --param_dtype: OpenRLHF releases with --param_dtype "
+                                     "default to bf16 (assumed); older ones without --bf16 train in fp32")
     gc = flag(opt, take, "gradient_checkpointing")
     b.set("gradient_checkpointing", "activation_checkpointing", "full" if gc else "none", default=not gc)
     impl = take("attn_implementation")
@@ -162,7 +175,27 @@ def import_openrlhf(opt: dict, plan, cmd=None, text: str = ""):
         if k not in seen and k.endswith(("_num_nodes", "_num_gpus_per_node")):
             b.skip(k, take(k), "read: a Ray group's GPUs (the training GPUs are the actor's)")
     b.rest(opt, seen)
-    return b.result()
+    res = b.result()
+    for entry in res.applied + res.not_represented:      # name the flag as the command wrote it
+        entry["key"] = origin.get(entry["key"], entry["key"])
+    return res
+
+
+def _lengths_011(b: Builder, take) -> None:
+    """OpenRLHF 0.11 PPO: ``--data.max_len`` (2048) bounds prompt and response together; ``--rollout.
+    max_new_tokens`` (None: max_len - prompt_len per sample) the response."""
+    ml = take("max_len")
+    total = 2048 if ml is None else as_int("data.max_len", ml)
+    new = take("generate_max_len")
+    if new is None:
+        split_total(b, "max_len", total, default=ml is None)
+        return
+    completion = as_int("rollout.max_new_tokens", new)
+    if completion >= total:
+        raise ConfigImportError("rollout.max_new_tokens", f"{completion} new tokens leave no room for a prompt in "
+                                                    f"max_len {total}")
+    b.set("generate_max_len", "post_training.completion_len", completion)
+    b.set("max_len", "post_training.prompt_len", total - completion, default=ml is None)
 
 
 def _ppo_models(b: Builder, opt: dict, take, method: str, pre) -> None:
@@ -176,7 +209,7 @@ def _ppo_models(b: Builder, opt: dict, take, method: str, pre) -> None:
         b.set("init_kl_coef", "post_training.reference", "none")
     elif kl is not None:
         b.skip("init_kl_coef", kl, "read: > 0, so OpenRLHF builds the reference group (train_ppo_ray.py)")
-    elif flag(opt, take, "ref_reward_offload"):
+    elif flag(opt, take, "ref_reward_offload") or flag(opt, take, "ref_offload"):      # 0.11: --ref.offload
         b.set("ref_reward_offload", "post_training.reference", "cpu")
     elif not colocate_ref:
         b.warn("openrlhf-ref-gpus", "the reference runs in its own Ray group (no --colocate_actor_ref / "

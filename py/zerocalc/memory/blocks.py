@@ -16,7 +16,8 @@ Llama 3.1 8B:
   own output.
 - Flash/SDPA attention keeps q, k, v (kv heads; every query head where the code expands them first:
   transformers 4.x sdpa, LitGPT, torchtune), the output and an fp32 logsumexp per head and token;
-  eager attention keeps the repeated K/V, the fp32 softmax and its 16-bit copy (6·a·s²·b bytes).
+  eager attention keeps the repeated K/V, the fp32 softmax and its 16-bit copy (6·a·s²·b bytes); so do the
+  GPT-2 / BERT-era blocks under CUDA autocast, with a 1-byte dropout mask (7·a·s²·b).
 """
 from __future__ import annotations
 
@@ -157,8 +158,26 @@ def attention_core(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, q_dim: int, 
             ss.save(f"{key}.softmax", 4 * scores)               # softmax(dtype=float32)
             if e != 4:
                 ss.save(f"{key}.probs", e * scores)             # .to(query.dtype)
+        elif c.autocast:
+            # GPT-2 / BERT-era eager under CUDA autocast: softmax is on autocast's fp32 list, so the output it
+            # saves is fp32; probs @ V runs in 16 bits and keeps a 16-bit copy of its input: GPT-2
+            # (modeling_gpt2.py eager_attention_forward) casts `attn_weights.type(value.dtype)` before dropout,
+            # BERT (modeling_bert.py) drops out the fp32 probabilities and autocast casts them for the matmul;
+            # either way fp32 softmax + bool mask + 16-bit probs, 7 bytes per score (GPT-Neo/J, CodeGen, CTRL,
+            # RoBERTa, BART, OPT: softmax without dtype; Bloom, NeoX, Phi, BigCode: softmax(dtype=float32) then
+            # .to(16 bit): the same). Falcon asks `softmax(..., dtype=hidden_states.dtype)`, which autocast keeps:
+            # fp32 with fp32 weights, 16 bits over a 16-bit base, read by the matmul as is. Traced:
+            # tools/memtrace/golden/stacks/bert-large-*, gpt2-*-eager
+            soft = c.res if arch.family == "falcon" else 4
+            ss.save(f"{key}.softmax", soft * scores)
+            if arch.dropout > 0:
+                ss.save(f"{key}.attn_drop_mask", MASK * scores)
+            if soft == 4:
+                ss.save(f"{key}.probs", 2 * scores)
+            elif arch.dropout > 0:
+                ss.save(f"{key}.attn_drop", soft * scores)
         else:
-            # GPT-2 / BERT eager: softmax in the input dtype, then attention dropout (mask + output)
+            # GPT-2 / BERT eager without autocast: softmax in the input dtype, then attention dropout (mask + output)
             ss.save(f"{key}.softmax", e * scores)
             if arch.dropout > 0:
                 ss.save(f"{key}.attn_drop_mask", MASK * scores)
@@ -243,14 +262,21 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
         for name in ("q_a_proj", "q_proj", "kv_a_proj_with_mqa"):
             if name in lins:
                 linear(ss, c, y, e_lin, lins[name], ads.get(name))
+        # in layer 0 under LoRA the latent norms need a gradient when their projection has an adapter
         if "q_b_proj" in lins:
-            rmsnorm(ss, c, "q_a_norm", "q_a", mla["q_lora_rank"])
+            rmsnorm(ss, _no_first(c) if "q_a_proj" in ads else c, "q_a_norm", "q_a", mla["q_lora_rank"])
             linear(ss, c, "q_a.out", c.e, lins["q_b_proj"], ads.get("q_b_proj"))
-        rmsnorm(ss, c, "kv_a_norm", "kv_a", mla["kv_lora_rank"])
+        rmsnorm(ss, _no_first(c) if "kv_a_proj_with_mqa" in ads else c, "kv_a_norm", "kv_a", mla["kv_lora_rank"])
         linear(ss, c, "kv_a.out", c.e, lins["kv_b_proj"], ads.get("kv_b_proj"))
         q_dim = arch.num_heads * (mla["qk_nope"] + mla["qk_rope"])
         kv_dim = q_dim
         out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
+        if c.attention == "flash" and mla["v_head"] != mla["qk_nope"] + mla["qk_rope"]:
+            # transformers 5.24 integrations/flash_attention.py pads v to the query head dim and returns
+            # attn_output[..., :v_head_dim], a strided view; DeepseekV3Attention.forward's
+            # attn_output.reshape(b, s, -1) then copies it: o_proj reads (and keeps) a·v_head_dim per token
+            # beside FA2's own padded output (traced: tests/data/mla_trace.json)
+            out = f"{out}.cropped"
         o = lins["o_proj"]
     elif "qkv_proj" in lins:
         linear(ss, c, y, e_lin, lins["qkv_proj"], ads.get("qkv_proj"))
@@ -296,7 +322,16 @@ def _moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, x_bytes: int, lins: dict
     t, e = c.tokens, 2 if c.autocast else c.e
     k = moe.experts_per_token
     if c.train_base:
-        ss.save(x, x_bytes * t * arch.hidden_size)              # router input
+        # the router's F.linear keeps its input for the weight's gradient (autocast: its own 16-bit copy).
+        # DeepseekV3TopkRouter.forward: F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))
+        # reads an fp32 copy unless the stream is fp32; with autocast off there (ERNIE 4.5: "forced") it keeps
+        # that fp32 tensor. The weight is fp32 already (_keep_in_fp32_modules_strict "gate.weight"): no copy of
+        # it (traced: tests/data/mla_trace.json)
+        xr, xr_bytes = (f"{x}.fp32", 4) if moe.router_fp32 and x_bytes != 4 else (x, x_bytes)
+        if moe.router_fp32 == "forced":
+            ss.save(xr, 4 * t * arch.hidden_size)
+        else:
+            linear(ss, c, xr, xr_bytes, Linear("router", arch.hidden_size, moe.num_experts), None)
     ss.save("router.probs", 4 * t * moe.num_experts)
     ss.save("moe.gathered", e * t * k * arch.hidden_size)       # expert inputs (index_select copies)
     n = t * k * moe.expert_intermediate

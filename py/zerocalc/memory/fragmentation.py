@@ -1,34 +1,47 @@
 """Reserved memory over a run whose batches change shape (plan-v1 Extension 6): compact rules, no replay at
 estimate time. They stand for the replay of traced step logs through the CUDA caching allocator's rules over
-up to 1000 steps (tools/memtrace/allocator.py, tools/memtrace/runs.py, scripts/fragmentation.py; fixture
-tests/data/fragmentation.json, docs/tracer.md section 8b) and are held within 5 % of it in CI
-(tests/test_fragmentation.py).
+up to 1000 steps (tools/memtrace/allocator.py, tools/memtrace/runs.py, scripts/fragmentation.py; fixtures
+tests/data/fragmentation.json and fragmentation_shapes.json, docs/tracer.md section 8b) and are held against
+them in CI (tests/test_fragmentation.py: within 5 % on the grid; tests/test_fragmentation_shapes.py: within
+10 % of each step shape's median replay).
 
 The mechanism (c10/cuda/CUDACachingAllocator.cpp): a request no cached block can serve opens a segment of its
 own (alloc_block); blocks of different segments never merge (free_block merges neighbours only); cached
 segments are kept until empty_cache() or a failed cudaMalloc (malloc -> release_cached_blocks), and only
 whole free segments go then. Each time a batch is longer than every earlier one, its activation- and
 logits-sized requests outgrow the cache and new segments open beside it; shorter batches later split those
-and pin them. So `max_memory_reserved` ratchets with the number of record-long batches: about ln N of N
-independent draws (the harmonic number), ending once the batches reach the truncation length.
+and pin them. So `max_memory_reserved` ratchets with the record-long batches (about ln N of N independent
+draws, ending once the batches reach the truncation length), each leaving a share of its own logits bytes
+behind: the sum over the records before the longest (earlier_records) is what the cache grows by.
 With expandable_segments the segment grows in place (map_block, 20 MiB pages), and the ratchet is gone.
 Inputs are per-GPU bytes of the fixed-length (seq_len) step: `allocated` (its peak), `transient` (its
-activations and logits at the peak, which scale with the batch's tokens) and `cache` (its steady cache,
-memory/runtime.py allocator_reserve).
+activations and logits at the peak, which scale with the batch's tokens), `logits` (its logits at their own
+largest moment) and `cache` (its steady cache, memory/runtime.py allocator_reserve).
 """
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from statistics import NormalDist
 
 STEPS = (10, 100, 1000, 10000)
 Z99 = 2.3263478740408408
 EULER = 0.5772156649015329
 
-# Per record-long batch beyond the first, the cache grows by this share of the longest batch's transient
-# bytes: the medians over the replay grid's rows and step counts (scripts/fragmentation.py, 1000 steps;
-# native 0.16-0.78, max_split_size_mb:128 1.4-11.6 as every distinct oversize length opens its own
-# segment, expandable segments -0.13-0.04).
+# Native allocator: every record-long batch leaves segments sized for itself (the next record outgrows them,
+# shorter batches later split and pin them). What opens them is the logits: the step's largest tensors, allocated
+# while the layers' activations hold the cache, where the activations of a shorter batch fit the blocks an
+# earlier one left. So the cache grows by this share of the logits bytes (at seq_len) of each record before the
+# longest: (reserved - the longest step's allocated and steady cache) / (logits x the sum of the earlier
+# records' x) is 0.76-0.95 on the replay grid's native points and 0.32-0.95 (medians over 8 seeds at 100 and
+# 1000 steps) on five step shapes under an Alpaca-like tail (full and LoRA, with and without checkpointing,
+# h 1024 and 4096: tests/data/fragmentation_shapes.json); 0.87 is the median of those 19. Per transient byte
+# the same ratios spread 0.12-0.90, lowest for LoRA without checkpointing at h 4096, whose activations dwarf
+# its logits; a constant per record (the first rule, 0.61 x the longest's transient) held narrow tails only.
+RECORD_GROWTH = 0.87
+# max_split_size_mb:128 keeps every oversize block whole, so each distinct oversize length opens its own
+# segment: per record-long batch beyond the first, this share of the longest batch's transient (the grid's
+# median, 1.4-11.6); expandable segments: no growth (-0.13-0.04).
 GROWTH = {"native": 0.61, "max_split": 3.03, "expandable": 0.0}
 # Of the longest batch's transient bytes, what a full device cannot get back (segments holding a live block,
 # memory/runtime.py PINNED_PER_TRANSIENT); expandable segments unmap every whole free page.
@@ -102,6 +115,99 @@ def record_batches(lengths: str, steps: int, b: int, seq_len: int, mean=None, p9
     return max(1.0, math.log(n) + EULER + 1 / (2 * n))
 
 
+_STD = NormalDist()
+QUAD = 32   # quadrature points of earlier_records (midpoints in -ln(1 - G))
+
+
+def earlier_records(lengths: str, steps: tuple, b: int, seq_len: int, mean=None, p99=None,
+                    histogram=None) -> tuple:
+    """For each step count n of `steps`: the expected sum of the x (share of a fixed batch's tokens) of the
+    record-long batches among n, less the expected longest: E[sum of records] - E[max]. Of iid batches with
+    CDF G, a record of value y comes at step i with density G(y)^(i-1) dG(y), so E[sum of records] = integral
+    of y (1 - G^n) / (1 - G) dG and E[max] = integral of y d(G^n); a histogram's lengths are atoms (as
+    tools/memtrace/runs.py samples them), the truncation at seq_len an atom at x = 1. Cached per distinct
+    distribution (a page edit or a fit re-estimates the same data many times)."""
+    if lengths == "fixed":
+        return tuple(0.0 for _ in steps)
+    hist = tuple((float(x), float(w)) for x, w in histogram) if histogram else None
+    return _earlier(lengths, tuple(steps), b, seq_len, mean, p99, hist)
+
+
+@lru_cache(maxsize=256)
+def _earlier(lengths: str, steps: tuple, b: int, seq_len: int, mean, p99, histogram) -> tuple:
+    if histogram:
+        total = sum(w for _, w in histogram)
+        atoms: dict = {}
+        for length, w in histogram:
+            atoms[min(length, seq_len)] = atoms.get(min(length, seq_len), 0.0) + w / total
+        if lengths == "padded-longest":
+            pts, acc = [], 0.0
+            for v in sorted(atoms):
+                acc += atoms[v]
+                pts.append((v / seq_len, min(acc, 1.0) ** b))
+            return tuple(_atoms_earlier(pts, n) for n in steps)
+    if lengths == "padded-longest":
+        mu, sigma = _lognormal(mean, p99 or seq_len)
+        cdf_top = NormalDist(mu, sigma).cdf(math.log(seq_len)) if sigma > 0 else float(mean < seq_len)
+        top = cdf_top ** b                                   # P(a batch is shorter than seq_len)
+
+        def y(u: float) -> float:
+            q = min(u ** (1 / b), 1 - 1e-15)
+            return min(1.0, math.exp(mu + sigma * _STD.inv_cdf(q)) / seq_len) if sigma > 0 else mean / seq_len
+    else:                                                    # padding-free: the sum of b samples, normal
+        m, sd = _moments(seq_len, mean, p99, histogram)
+        dist = NormalDist(b * m, math.sqrt(b) * sd) if sd > 0 else None
+        top = dist.cdf(b * seq_len) if dist else float(b * m < b * seq_len)
+
+        def y(u: float) -> float:
+            if dist is None:
+                return min(1.0, m / seq_len)
+            return min(1.0, max(0.0, dist.inv_cdf(min(max(u, 1e-15), 1 - 1e-15)) / (b * seq_len)))
+    return _continuous_earlier(y, top, steps)
+
+
+def _atoms_earlier(pts: list, n: int) -> float:
+    """E[sum of records] - E[max] of n iid draws from atoms (x, G(x)) in increasing x."""
+    if n <= 1:
+        return 0.0
+    rec = mx = 0.0
+    below = 0.0
+    for x, g in pts:
+        p = g - below
+        if p > 0:
+            rec += x * p * (n if below >= 1.0 else (1 - below ** n) / (1 - below))
+            mx += x * (g ** n - below ** n)
+        below = g
+    return max(0.0, rec - mx)
+
+
+def _continuous_earlier(y, top: float, steps: tuple) -> tuple:
+    """The same for a continuous part of probability `top` below x = 1 and an atom of 1 - top at x = 1, by
+    the substitution u = 1 - e^-v (du = (1 - u) dv): midpoints on v in [0, min(-ln(1 - top), ln N + 10)],
+    one grid (and one y per point) for every n of `steps` (N the largest)."""
+    cap = math.log(max(max(steps), 2)) + 10.0
+    vmax = cap if top >= 1.0 else min(cap, -math.log(1.0 - top))
+    h = vmax / QUAD
+    us = [1.0 - math.exp(-(i + 0.5) * h) for i in range(QUAD)]
+    ys = [y(u) for u in us]
+    out = []
+    for n in steps:
+        if n <= 1:
+            out.append(0.0)
+            continue
+        rec = mx = 0.0
+        for u, yu in zip(us, ys):
+            un1 = u ** (n - 1)
+            rec += yu * (1.0 - un1 * u)
+            mx += yu * n * un1 * (1.0 - u)
+        rec, mx = rec * h, mx * h
+        if top < 1.0:                                       # the atom at x = 1: one record, the maximum
+            rec += 1.0 - top ** n
+            mx += 1.0 - top ** n
+        out.append(max(0.0, rec - mx))
+    return tuple(out)
+
+
 def _tail(x: float, seq_len: int, mean, p99, histogram) -> float:
     """P(a sample length >= x) after truncation at seq_len."""
     if histogram:
@@ -116,12 +222,18 @@ def allocated_peak(allocated: int, transient: int, x: float) -> int:
     return int(allocated - transient * (1 - x))
 
 
-def reserved_after(allocated: int, transient: int, cache: int, x: float, records: float, setting: str,
-                   capacity: int | None = None) -> int:
-    """max_memory_reserved after the steps that gave a longest batch x and `records` record-long batches:
-    the longest step's allocated peak and steady cache, plus GROWTH[setting] of its transient per record
-    after the first; on a device, at most `capacity` (a failed cudaMalloc frees whole cached segments)."""
-    r = allocated_peak(allocated, transient, x) + cache * x + GROWTH[setting] * transient * x * (records - 1)
+def reserved_after(allocated: int, transient: int, logits: int, cache: int, x: float, records: float,
+                   earlier: float, setting: str, capacity: int | None = None) -> int:
+    """max_memory_reserved after the steps that gave a longest batch x, `records` record-long batches and
+    `earlier` (the sum of the x of the records before the longest): the longest step's allocated peak and
+    steady cache, plus for the native allocator RECORD_GROWTH of the logits bytes (at seq_len) of each earlier
+    record, for max_split_size GROWTH of the longest's transient per record after the first; on a device, at
+    most `capacity` (a failed cudaMalloc frees whole cached segments)."""
+    if setting == "native":
+        growth = RECORD_GROWTH * logits * earlier
+    else:
+        growth = GROWTH[setting] * transient * x * (records - 1)
+    r = allocated_peak(allocated, transient, x) + cache * x + growth
     return int(r if capacity is None else min(r, max(capacity, allocated_peak(allocated, transient, x))))
 
 
@@ -145,10 +257,11 @@ def oom_step(allocated: int, transient: int, xs: dict, setting_: str, capacity: 
 
 
 def over_steps(lengths: str, mean, p99, histogram, b: int, seq_len: int, allocated: int, reserved: int,
-               transient: int, capacity: int, expandable_: bool, max_split_size_mb: int | None,
+               transient: int, logits: int, capacity: int, expandable_: bool, max_split_size_mb: int | None,
                empty_cache_every: int | None) -> dict:
     """plan-v1 Extension 6 output: `reserved_after_steps` (10 / 100 / 1000 / 10000 -> bytes) and
-    `fragmentation_oom_step`. `allocated`, `reserved` and `transient` are the fixed-length step's (per_gpu);
+    `fragmentation_oom_step`. `allocated`, `reserved` and `transient` are the fixed-length step's (per_gpu),
+    `logits` its logits bytes at their largest moment (PerGpu.logits_step);
     `capacity` what the allocator may reserve (the device less the CUDA context and NCCL). With
     empty_cache_every the cache starts again every that many steps, so records count within one window."""
     st = setting(expandable_, max_split_size_mb)
@@ -157,11 +270,13 @@ def over_steps(lengths: str, mean, p99, histogram, b: int, seq_len: int, allocat
         return {"reserved_after_steps": {str(n): r for n in STEPS}, "fragmentation_oom_step": None}
     cache = reserved - allocated
     xs, out = {}, {}
-    for n in STEPS:
+    windows = tuple(min(n, empty_cache_every) if empty_cache_every else n for n in STEPS)
+    before = earlier_records(lengths, windows, b, seq_len, mean, p99, histogram) if st == "native" else \
+        tuple(0.0 for _ in STEPS)
+    for n, window, e in zip(STEPS, windows, before):
         xs[n] = longest_fraction(lengths, n, b, seq_len, mean, p99, histogram)
-        window = min(n, empty_cache_every) if empty_cache_every else n
         rec = record_batches(lengths, window, b, seq_len, mean, p99, histogram)
-        out[str(n)] = reserved_after(allocated, transient, cache, xs[n], rec, st, capacity)
+        out[str(n)] = reserved_after(allocated, transient, logits, cache, xs[n], rec, e, st, capacity)
     for a, n in zip(STEPS, STEPS[1:]):            # a peak since the start never falls
         out[str(n)] = max(out[str(n)], out[str(a)])
     return {"reserved_after_steps": out, "fragmentation_oom_step": oom_step(allocated, transient, xs, st, capacity)}

@@ -39,7 +39,9 @@ def adamw_step_temps(impl: str, sbytes: int, numel: int, largest: int,
 
 
 def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int, wbytes: int, gbytes: int,
-                 sbytes: int, gas: int, impl: str = "fused") -> list[Term]:
+                 sbytes: int, gas: int, impl: str = "fused", grads_kept: bool = False) -> list[Term]:
+    """``grads_kept``: zero_grad zeroes the gradients in place (torch 1.x's default, memory/stack.py), so they
+    stay allocated from one step to the next, through forward and every backward moment."""
     p = tr.numel
     t: list[Term] = []
     if frozen:
@@ -49,17 +51,27 @@ def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int
     t.append(gpu("optimizer_states", tr.state_component, states.allocator_bytes))
     if states.paged_bytes:
         t.append(gpu("paged_optimizer_states", tr.state_component, states.paged_bytes, where=MANAGED))
-    # At the top layer's backward only the head's gradients exist (estimate.py's grads_at_top_recompute),
-    # so the whole gradient set is alive from the bottom layer's recompute on, not at the top.
+    # At the top layer's backward only the head's gradients exist (inputs.py's grads_at_top_recompute),
+    # so the whole gradient set is alive from the bottom layer's recompute on, not at the top. Accumulating
+    # (gas > 1), every micro-step after the first adds into the previous ones' `.grad`: HF Trainer's
+    # `_run_epoch` calls `model.zero_grad()` only after `optimizer.step()` on the sync micro-step
+    # (transformers 5.24 trainer.py), so all of them are resident through forward and the whole backward.
     if plan.optimizer_in_backward:
         # each parameter is stepped and its gradient freed inside backward: one gradient at a time
         t.append(gpu("gradients", tr.grad_component, gbytes * tr.largest, {"bwd_end", RECOMPUTE}))
     else:
-        t.append(gpu("gradients", tr.grad_component, gbytes * p, (ALL if gas > 1 else AFTER_BWD) - TOP_BWD))
+        t.append(gpu("gradients", tr.grad_component, gbytes * p,
+                     ALL if grads_kept or gas > 1 else AFTER_BWD - TOP_BWD))
         if tr.component == "weights" and arch.tied_embeddings and arch.causal_lm:
+            head = gbytes * arch.vocab_size * arch.hidden_size
             # the embedding's gradient exists before autograd adds it into lm_head's (tied), at the very end
-            t.append(gpu("tied_embedding_grad", "gradients", gbytes * arch.vocab_size * arch.hidden_size,
-                         {"bwd_end"}))
+            t.append(gpu("tied_embedding_grad", "gradients", head, {"bwd_end"}))
+            if gas > 1:
+                # the tied weight's AccumulateGrad runs once both contributions are in its input buffer, so
+                # lm_head's waits there from the head's backward to the embedding's, beside the accumulated
+                # `.grad` (without accumulation it is the gradient the phases above count). Traced:
+                # tools/memtrace/golden/stacks/l1b-full-mixed-gc-ga2 (the top recompute's and the end's temporaries)
+                t.append(gpu("tied_head_grad_pending", "gradients", head, MID_BWD | {"bwd_end"}))
     # optimizer in backward (torchtune's register_optim_in_bwd_hooks): one optimizer per parameter, stepped as
     # its gradient lands, so a foreach step's temporaries are one parameter's, beside its gradient, and the
     # step phase runs nothing (traced: tools/memtrace/golden/stacks/tt-l1b-*-inbwd*)
@@ -76,8 +88,8 @@ def single_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int
 
 
 def ddp_terms(plan: Plan, arch: ModelArch, tr: Trainable, shapes, frozen: int, wbytes: int, gbytes: int,
-              sbytes: int, gas: int, impl: str = "fused") -> list[Term]:
-    t = single_terms(plan, arch, tr, shapes, frozen, wbytes, gbytes, sbytes, gas, impl)
+              sbytes: int, gas: int, impl: str = "fused", grads_kept: bool = False) -> list[Term]:
+    t = single_terms(plan, arch, tr, shapes, frozen, wbytes, gbytes, sbytes, gas, impl, grads_kept)
     t.append(gpu("ddp_grad_buckets", "buffers", gbytes * tr.numel))
     return t
 

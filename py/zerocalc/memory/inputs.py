@@ -46,7 +46,7 @@ def step_inputs(plan: Plan) -> StepInputs:
     dt = dtypes_for(plan, stack)
     # LitGPT's convert_hf_checkpoint gives a tied model its own lm_head (a copy of the embedding)
     head_copy = arch.vocab_size * arch.hidden_size if stack.separate_lm_head else 0
-    tower = tower_tensors(arch) if arch.tower is not None or plan.vision.trainable != "frozen" else ()
+    tower = tower_tensors(arch)
     if plan.method == "full":
         sizes, shapes = arch.tensor_sizes, arch.tensor_shapes
         frozen_bytes, frozen_numel, frozen_sizes = 0, 0, ()
@@ -177,7 +177,7 @@ def framework_state_terms(plan: Plan, si: StepInputs) -> list[Term]:
                           reduce_bytes=fsdp2_reduce_bytes(plan, si.stack.trainer),
                           embedding_units=si.stack.fsdp_embedding_units)
     fn = ddp_terms if plan.framework == "ddp" else single_terms
-    return fn(plan, si.arch, tr, si.shapes, si.frozen_bytes, wbytes, gbytes, sbytes, gas, impl)
+    return fn(plan, si.arch, tr, si.shapes, si.frozen_bytes, wbytes, gbytes, sbytes, gas, impl, si.stack.grads_kept)
 
 
 def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
@@ -227,7 +227,10 @@ def recompute_terms(plan: Plan, si: StepInputs) -> list[Term]:
     if plan.activation_checkpointing != "full":
         return []
     t = [gpu("recomputed_layer", "activations", a.recompute_layer, {RECOMPUTE, RECOMPUTE_TOP})]
-    replicated = plan.framework in ("single", "ddp")
+    # gradients kept from the previous step (torch 1.x zero_grad) or from earlier micro-steps (accumulating)
+    # exist whole at every recompute already (single_terms)
+    replicated = (plan.framework in ("single", "ddp") and not si.stack.grads_kept
+                  and plan.gradient_accumulation_steps == 1)
     if replicated and plan.method == "full":
         # at the top layer's recompute only the head's gradients exist (lm_head, final norm)
         head = arch.numel_where(outside_blocks=True, components=("lm_head", "norm"))

@@ -6,6 +6,12 @@ shifts a copy of the logits instead of the labels.
   log_softmax + nll_loss). Traced (docs/tracer.md §3): kept from forward to backward the fp32 log_softmax
   4n; end of forward c·n + 4n (upcast) + 4n = 10n in bf16; start of backward the saved log_softmax,
   nll_loss's fp32 gradient and _log_softmax_backward_data's output = 12n.
+  Under the HF Trainer with accelerate's native_amp (bf16/fp16 mixed, no DeepSpeed) the forward is wrapped in
+  `convert_outputs_to_fp32` (accelerate accelerator.py `prepare_model`), which copies the returned 16-bit logits
+  to fp32 after the loss: raw c·n + the saved log_softmax 4n + the copy 4n = 10n, the loss's own moment, and
+  `Trainer.compute_loss` drops the outputs before backward, so nothing moves (the run tracer drives the real
+  Trainer with bf16 on CPU, native_amp: golden/run/l1b-lora-mixed-gc-s1024-eval-loss, step within 1 %).
+  Post-training's log-prob code reads that copy instead: post/fp32out.py.
 - transformers 4.46-4.57 (`ForCausalLMLoss` upcasts, then `shift_logits = logits[..., :-1, :].contiguous()`):
   the shifted fp32 copy 4n' on top at the end of forward (b > 1; one sequence's slice needs no copy); the
   loss runs on n' rows.

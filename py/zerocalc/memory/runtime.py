@@ -60,10 +60,15 @@ def allocator_reserve(transient: int, checkpointed: bool, room: int) -> Term:
     when the forward saves its activations. On a full GPU the allocator frees its wholly free segments and
     retries a failed cudaMalloc (release_cached_blocks), so the cache shrinks to what `room` (the capacity
     less the rest) leaves, never below the pinned part. Shown as its own `allocator_cache` line."""
+    return Term("allocator_cache", "runtime", allocator_cache_bytes(transient, checkpointed, room), ALL, RESERVE)
+
+
+def allocator_cache_bytes(transient: int, checkpointed: bool, room: int) -> int:
+    """``allocator_reserve(...).nbytes`` (the aggregator weighs every phase's and keeps one)."""
     kind = "checkpointed" if checkpointed else "saved"
     cache = int(transient * CACHE_PER_TRANSIENT[kind])
     pinned = int(transient * PINNED_PER_TRANSIENT[kind])
-    return Term("allocator_cache", "runtime", min(cache, max(pinned, room)), ALL, RESERVE)
+    return min(cache, max(pinned, room))
 
 
 def stream_cache(nbytes: int) -> Term:

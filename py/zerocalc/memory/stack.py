@@ -21,6 +21,13 @@ per rule (read in the libraries' code; docs/stacks.md lists the leads and which 
 - checkpointing: transformers 4.35-4.57 `gradient_checkpointing_enable` defaults to `use_reentrant=True` (the
   checkpointed forward runs under no_grad, builds no graph); transformers 5's `activation_checkpointing_enable`
   defaults to non-reentrant, as do torchtune's, LitGPT's and torchtitan's checkpoint wrappers.
+- zero_grad: torch 2.0 made `set_to_none=True` the default of `Optimizer.zero_grad` and `Module.zero_grad`
+  (pytorch issue #92656, PR #92731); torch 1.7-1.13 default to `set_to_none=False` (pytorch PR #42754 added the
+  argument; torch 1.13 torch/optim/optimizer.py `Optimizer.zero_grad` and torch/nn/modules/module.py
+  `Module.zero_grad` zero each `.grad` in place, `p.grad.zero_()`, unless asked to set it to None). The HF Trainer calls
+  `model.zero_grad()` after each optimizer step and before the loop (transformers 4.26.1 and 4.28.1 trainer.py
+  `_inner_training_loop`, no argument), a plain loop `optimizer.zero_grad()`: on torch 1.x the gradients are
+  zeroed in place and stay allocated through the next forward. DeepSpeed zeroes its own buffers.
 - what the loop keeps: a plain loop (`out = model(**batch); out.loss.backward()`) and LitGPT's
   (`logits = model(...)`) keep the model output referenced through backward and the step, until the next
   forward returns; the HF Trainer's `compute_loss` drops it.
@@ -54,6 +61,7 @@ class Stack:
     fsdp_adapters_in_units: bool    # FSDP1: the LoRA layers share the layer units' flat parameters
     fabric_mixed: bool         # Lightning Fabric "bf16-mixed": an fp32 model, autocast, outputs cast to fp32
     fsdp_embedding_units: bool  # FSDP2: the embedding and lm_head are units of their own (not in the root)
+    grads_kept: bool = False   # zero_grad zeroes .grad in place (torch 1.x): gradients resident through forward
 
 
 def effective_stack(plan: Plan) -> Stack:
@@ -97,4 +105,6 @@ def effective_stack(plan: Plan) -> Stack:
         fabric_mixed=trainer == "litgpt" and plan.precision == "bf16-mixed" and plan.framework != "deepspeed",
         # torchtune's custom_sharded_layers: ['tok_embeddings', 'output'] (training.shard_model fully_shards each
         # module whose name is listed before the root)
-        fsdp_embedding_units=s.fsdp_embedding_units and plan.framework == "fsdp" and version == 2)
+        fsdp_embedding_units=s.fsdp_embedding_units and plan.framework == "fsdp" and version == 2,
+        # torch 1.x zero_grad(set_to_none=False) by default; FSDP's flat gradients not modelled (counted as freed)
+        grads_kept=s.torch == "1" and plan.framework in ("single", "ddp") and not plan.optimizer_in_backward)

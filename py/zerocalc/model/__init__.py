@@ -23,26 +23,38 @@ from .dbrx import dbrx
 from .decoders import DECODERS, bart_decoder
 from .seq2seq import SEQ2SEQ, seq2seq
 from .encoders import ENCODERS, encoder_lm
+from .encdec import encoder_decoder
+from .vision_encdec import VISION_ENCDEC
+from .kosmos import KOSMOS, kosmos
+from .udop import udop
+from .florence2 import florence2
+from .pi0 import pi0
+from .t5gemma2 import t5gemma2
+from .pp_formulanet import pp_formulanet
+from .evolla import evolla
+from .blt import blt
 from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
 from .hybrid import lfm2, lfm2_moe
-from .ssm import falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
+from .ssm import bamba, falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
 from .textmodels import TEXT_MODELS
 
 CLASSIC = {"gpt2", "bert", "falcon", "bloom", "gpt_neox", "phi", "gpt_bigcode"}
 T5 = {"t5", "mt5", "umt5", "longt5", "switch_transformers"}
 SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehybrid": granitemoehybrid,
-       "lfm2": lfm2, "lfm2_moe": lfm2_moe, "falcon_h1": falcon_h1, "jamba": jamba, "gemma4_text": gemma4_text,
+       "lfm2": lfm2, "lfm2_moe": lfm2_moe, "falcon_h1": falcon_h1, "jamba": jamba, "bamba": bamba, "gemma4_text": gemma4_text,
        "gemma4_unified_text": gemma4_unified_text,
        # modeling_falcon_mamba.py: Mamba's mixer; its B / C / dt RMS norms have no weights
        "falcon_mamba": lambda c: replace(mamba(c), model_type="falcon_mamba"),
-       **TEXT_MODELS,   # textmodels.py: text builders outside the Llama rows (recurrent.py today)
+       **TEXT_MODELS,   # textmodels.py: text builders outside the Llama rows, one module per family
        **CLASSIC_MORE}  # classic_more.py: XLM, XLNet, Reformer, ProphetNet, CPM-Ant, ModernBERT decoder
 TOWERS = ("vision_config", "audio_config")
 GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
-MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma"}
-SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4))
+MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma", "encoder-decoder"}
+# whole models of their own modules (towers + text), dispatched in model_from_config ahead of composite.py
+WHOLE = set(VISION_ENCDEC) | set(KOSMOS) | {"udop", "florence2", "pi0", "t5gemma2", "pp_formulanet", "evolla", "blt"}
+SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | WHOLE))
 
 
 def model_from_config(cfg: Mapping) -> ModelArch:
@@ -58,6 +70,26 @@ def model_from_config(cfg: Mapping) -> ModelArch:
         return gemma4_without_towers(cfg)
     if cfg.get("model_type") == "t5gemma":
         return t5gemma(cfg)
+    if cfg.get("model_type") == "encoder-decoder":
+        return encoder_decoder(cfg)
+    if cfg.get("model_type") in VISION_ENCDEC:    # vision_encdec.py: towers before a cross-attending BERT decoder
+        return VISION_ENCDEC[cfg["model_type"]](cfg)
+    if cfg.get("model_type") == "udop":
+        return udop(cfg)
+    if cfg.get("model_type") == "florence2":
+        return florence2(cfg)
+    if cfg.get("model_type") == "pi0":
+        return pi0(cfg, model_from_config)
+    if cfg.get("model_type") == "t5gemma2":
+        return t5gemma2(cfg, model_from_config)
+    if cfg.get("model_type") == "pp_formulanet":
+        return pp_formulanet(cfg)
+    if cfg.get("model_type") == "evolla":
+        return evolla(cfg, model_from_config)
+    if cfg.get("model_type") == "blt":
+        return blt(cfg)
+    if cfg.get("model_type") in KOSMOS:
+        return kosmos(cfg)
     if is_composite(cfg) and cfg.get("model_type") not in MODELLED_TEXT:
         return composite(cfg, model_from_config)
     if not c.has("model_type"):

@@ -42,6 +42,9 @@ class MoE:
     expert_intermediate: int
     shared_intermediate: int     # 0 when there is no shared expert
     dense_layers: int            # leading layers with a dense MLP (DeepSeek first_k_dense_replace)
+    # how the router reads its input: "" as it is; "cast": F.linear(x.type(float32), w.type(float32)) inside
+    # autocast's region (DeepSeek-V2/V3, GLM-4.5, dots1 ...); "forced": the same with autocast disabled (ERNIE 4.5)
+    router_fp32: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Language models of the pre-Llama era whose blocks are their own (transformers 5.24), read from config.json by
-their own field names; each checked against the meta-device build in tests/data/architectures.json.
+"""Language models (mostly of the pre-Llama era) whose blocks are their own (transformers 5.24), read from
+config.json by their own field names; each checked against the meta-device build in tests/data/architectures.json.
 Activations: costed by another family's block of memory/blocks.py (named in each SUPPORT string; not traced:
 memory/blocks.py's Llama block reads Llama's module names, so the gated CPM-Ant and ModernBERT blocks are
 costed by the name-agnostic classic block).
@@ -28,6 +28,12 @@ costed by the name-agnostic classic block).
   LayerNorm (norm_bias); attn_norm in every layer but the first (nn.Identity there), q/k/v_proj and Wo
   (attention_bias), mlp_norm, Wi (hidden -> 2·intermediate) / Wo (mlp_bias); final_norm; lm_head.dense
   (classifier_bias) and norm; the decoder tied to tok_embeddings, its bias by decoder_bias.
+- moshi (modeling_moshi.py MoshiForCausalLM, the text model): embed_tokens of vocab_size + 1 rows; RMSNorms;
+  q/k/v/o_proj as MoshiLinear wrapping an nn.Linear (``.linear``; GQA by num_key_value_heads x head_dim), the
+  gating MLP fc1 (hidden -> ffn_dim) / fc2 (ffn_dim / 2 -> hidden), no biases; an untied lm_head. This is what
+  AutoModelForCausalLM builds from every Moshi config (MoshiConfig always carries audio_encoder_config and
+  depth_decoder_config); the depth decoder and Mimi codec of MoshiForConditionalGeneration are not counted, as
+  model_support says.
 """
 from __future__ import annotations
 
@@ -40,10 +46,14 @@ from .config import ConfigReader, TensorList
 _NOT_TRACED = "exact parameter count; activations approximate (costed as the {} block of memory/blocks.py, not traced)"
 SUPPORT = {"xlm": _NOT_TRACED.format("BERT"),
            "xlnet": _NOT_TRACED.format("BERT") + "; the two-stream relative attention not modelled",
-           "reformer": _NOT_TRACED.format("classic") + "; reversible layers, LSH / chunked local attention not modelled",
+           "reformer": _NOT_TRACED.format("classic") + "; reversible layers, LSH / chunked local attention not "
+                                                        "modelled",
            "prophetnet": _NOT_TRACED.format("classic") + "; the n-gram streams and the kept cross-attention not "
                                                          "modelled",
            "cpmant": _NOT_TRACED.format("classic") + "; the gated feed-forward costed as an ungated one",
+           "moshi": _NOT_TRACED.format("classic") + "; the gated feed-forward costed as an ungated one; the text "
+                                                     "model (MoshiForCausalLM) only, without the depth decoder "
+                                                     "and audio codec",
            "modernbert-decoder": _NOT_TRACED.format("classic") + "; the gated feed-forward costed as an ungated "
                                                                  "one, sliding-window layers as full attention"}
 
@@ -175,7 +185,7 @@ def prophetnet(c: ConfigReader) -> ModelArch:
 
 
 def cpmant(c: ConfigReader) -> ModelArch:
-    h, n, heads, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
+    h, n, heads, vocab = _sizes(c)
     hd, ff = c.int("dim_head", default=128), c.int("dim_ff", default=10240)
     seg = c.int("segment_types", default=32)
     prompts = c.int("prompt_types", default=32, lo=0) * c.int("prompt_length", default=32, lo=0)
@@ -203,7 +213,7 @@ def cpmant(c: ConfigReader) -> ModelArch:
 
 
 def modernbert_decoder(c: ConfigReader) -> ModelArch:
-    h, n, heads, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
+    h, n, heads, vocab = _sizes(c)
     inter = c.int("intermediate_size")
     nb, ab, mb = c.bool("norm_bias", False), c.bool("attention_bias", False), c.bool("mlp_bias", False)
     tied = c.bool("tie_word_embeddings", True)
@@ -234,8 +244,36 @@ def modernbert_decoder(c: ConfigReader) -> ModelArch:
                  c.cfg.get("max_position_embeddings"), blk, c.cfg.get("attention_dropout"), gated=True)
 
 
+def moshi(c: ConfigReader) -> ModelArch:
+    h, n, heads, vocab = _sizes(c)
+    kv, ffn = c.int("num_key_value_heads", default=heads), c.int("ffn_dim", default=22528)
+    hd = c.int("head_dim", default=h // heads)
+    b = TensorList()
+    b.matrix("model.embed_tokens", "weight", (vocab + 1, h), "embedding")
+    for i in range(n):
+        p = f"model.layers.{i}"
+        for name, d_in, d_out in (("q_proj", h, heads * hd), ("k_proj", h, kv * hd), ("v_proj", h, kv * hd),
+                                  ("o_proj", heads * hd, h)):
+            b.matrix(f"{p}.self_attn.{name}.linear", "weight", (d_out, d_in), "attention", name)
+        b.linear(f"{p}.mlp.fc1", h, ffn, "mlp")
+        b.linear(f"{p}.mlp.fc2", ffn // 2, h, "mlp")
+        b.norm(f"{p}.input_layernorm", h)
+        b.norm(f"{p}.post_attention_layernorm", h)
+    b.norm("model.norm", h)
+    b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    blk = [Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+           Linear("o_proj", heads * hd, h), Linear("fc1", h, ffn), Linear("fc2", ffn // 2, h)]
+    arch = _arch(c, "moshi", b, "gpt2", h, n, heads, hd, ffn // 2, vocab, False,
+                 c.cfg.get("max_position_embeddings"), blk, c.cfg.get("attention_dropout"), gated=True, norm="rmsnorm")
+    return replace(arch, num_kv_heads=kv)
+
+
+def _sizes(c: ConfigReader) -> tuple[int, int, int, int]:
+    return c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
+
+
 CLASSIC_MORE = {"xlm": xlm, "xlnet": xlnet, "reformer": reformer, "prophetnet": prophetnet, "cpmant": cpmant,
-                "modernbert-decoder": modernbert_decoder}
+                "modernbert-decoder": modernbert_decoder, "moshi": moshi}
 
 
 def _arch(c: ConfigReader, model_type: str, b: TensorList, family: str, h: int, n: int, heads: int, hd: int,

@@ -16,17 +16,27 @@ from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
 from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
-from .audio_more import glmasr_parts, omniasr_parts, qwen3_asr_parts
+from .audio_more import (QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts,
+                         vibevoice_asr_parts)
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
-from .vision_more import (cohere2_vision_parts, fuyu_parts, got_ocr2_parts, hyperclovax_vision_v2_parts, idefics2_parts,
-                          video_llama_3_parts)
+from .vision_more import (aria_parts, cohere2_vision_parts, cosmos3_edge_parts, cosmos3_edge_text, fuyu_parts, granite_docling_parts, hunyuan_vl_parts,
+                          hyperclovax_vision_v2_parts, idefics2_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
+from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
+from .vision_mllama import mllama_parts, mllama_text
+from .vision_molmo2 import molmo2_parts, molmo2_text
+from .vision_ernie import ernie4_5_vl_parts, ernie4_5_vl_text
+from .vision_vq import chameleon_parts, chameleon_text, janus_parts
+from .vision_idefics import idefics_parts, idefics_text
+from .vision_qformer import blip2_parts, granite4_vision_parts
+from .vision_radio import nemotron_h_omni_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
-# the sub-configs beside the tower's that a composite's projector reads (Idefics2's perceiver resampler)
-EXTRA_CONFIGS = {"idefics2": {"perceiver_config"}}
+# the sub-configs beside the tower's that a composite reads (Idefics' perceivers, Janus's VQ-VAE; sub-configs
+# outside SUB_CONFIGS, like Molmo 2's adapter_config, are not checked)
+EXTRA_CONFIGS = {"idefics2": {"perceiver_config"}, "janus": {"vq_config"}, "idefics": {"perceiver_config"}}
 
 # model_type -> (tower model_types it is modelled with (None: any, the tower is its own), the text model_type
 # when text_config names none, the tower + projector tensors (cfg, text hidden size) -> tensors, tie rule)
@@ -82,16 +92,65 @@ COMPOSITES = {
     "idefics2": (None, "mistral", idefics2_parts, "top:False"),
     "got_ocr2": (None, "qwen2", got_ocr2_parts, "top:True"),
     "pp_chart2table": (None, "qwen2", got_ocr2_parts, "top:True"),
+    "kimi_k25": (None, "deepseek_v3", kimi_k25_parts, "top:True"),
+    "deepseek_vl_hybrid": (("siglip_vision_model",), "llama", deepseek_vl_hybrid_parts, "top:True"),
+    "mllama": (None, "mllama_text_model", mllama_parts, "top:False"),
+    # Glm46VForConditionalGeneration under its own model_type (configuration_glmga.py); EXAONE 4.5: a Qwen2.5-VL
+    # tower with grouped k/v; MiniCPM-V 4.7 and MiniCPM-OCR subclass MiniCPM-V 4.6 (modular_minicpmv4_7.py)
+    "glmga": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "top:False"),
+    "exaone4_5": (None, "exaone4", lambda cfg, h: qwen_visual(cfg, "2.5", kv_heads_default=8), "top:False"),
+    "minicpmv4_7": (("minicpmv4_7_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:False"),
+    "minicpm_ocr": (("minicpm_ocr_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:True"),
+    "aria": (("idefics3_vision",), "aria_text", aria_parts, "top:False"),
+    "ovis2": (None, "qwen2", ovis2_parts, "top:True"),
+    "granite4_vision": (("clip_vision_model",), "granite4_vision_text", granite4_vision_parts, "top:False"),
+    "blip-2": (None, "opt", blip2_parts, "top:True"),
+    "instructblip": (None, "opt", lambda cfg, h: blip2_parts(cfg, h, instruct=True), "top:True"),
+    "instructblipvideo": (None, "opt", lambda cfg, h: blip2_parts(cfg, h, instruct=True), "top:True"),
+    "granite_speech": (None, "granite", granite_speech_parts, "top:True"),
+    "granite_speech_plus": (None, "granite", granite_speech_parts, "top:True"),
+    "nemotron_h_omni": (("radio",), "nemotron_h", nemotron_h_omni_parts, "or"),
+    "vibevoice_asr": (None, "qwen2", vibevoice_asr_parts, "top:False"),
+    "granite_docling": (None, "granite_docling_text", granite_docling_parts, "top:True"),
+    "hunyuan_vl": (None, "hunyuan_vl_text", hunyuan_vl_parts, "top:True"),
+    "molmo2": (None, "molmo2_text", molmo2_parts, "top:False"),
+    "ernie4_5_vl_moe": (None, "ernie4_5_vl_moe_text", ernie4_5_vl_parts, "top:True"),
+    # CohereCompassVisionConfig subclasses Qwen3VLVisionConfig (modular_cohere_compass.py): Qwen3-VL's tower
+    "cohere_compass": (None, "cohere_compass_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+    "chameleon": (None, "llama", chameleon_parts, "top:False"),
+    "janus": (None, "llama", janus_parts, "top:True"),
+    "idefics": (None, "llama", idefics_parts, "top:False"),
+    "cosmos3_edge": (None, "cosmos3_edge_text", cosmos3_edge_parts, "top:False"),
+    # the omni thinkers: an audio and a vision tower (OMNI)
+    "qwen2_5_omni_thinker": (None, "qwen2", lambda cfg, h: qwen2_5_omni_audio(cfg) + qwen_visual(cfg, "2.5"),
+                             "top:False"),
+    "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
+                               + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
     "omniasr": (None, "llama", omniasr_parts, "top:False"),
     "qwen3_asr": (None, "qwen3", qwen3_asr_parts, "top:True"),
 }
 
-NO_TOWER_CONFIG = ("fuyu",)   # composites whose only sub-config is text_config (the tower is one linear)
-
-
+# composites whose only sub-config among SUB_CONFIGS is text_config (Fuyu: the tower is one linear; VibeVoice ASR:
+# its encoders' configs are acoustic_ / semantic_tokenizer_encoder_config)
+NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
+# composites whose tower is an audio_config
 AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
-         "qwen3_asr")   # composites whose tower is an audio_config
+         "qwen3_asr")
+OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")   # an audio_config and a vision_config
+# composites whose tower sits under another sub-config
+TOWER_CONFIGS = {"chameleon": {"vq_config"}, "granite_speech": {"encoder_config"},
+                 "granite_speech_plus": {"encoder_config"}}
+# composites whose language model is not a text model_type of its own:
+# (text config, model_from_config, the whole config) -> arch
+TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text, "ernie4_5_vl_moe": ernie4_5_vl_text,
+                 "chameleon": chameleon_text, "idefics": idefics_text, "cosmos3_edge": cosmos3_edge_text}
+# text model_types whose decoder is another's, layer for layer: modeling_qwen2_5_omni.py Qwen2_5OmniDecoderLayer
+# (Qwen2's biased q/k/v), modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer (Qwen3-MoE's),
+# Exaone4_5_Config.__post_init__ (the first release's name for exaone4), configuration_granite4_vision.py /
+# configuration_granite_docling.py (GraniteConfig's fields), modeling_hunyuan_vl.py HunYuanVLDenseV1DecoderLayer
+TEXT_AS = {"qwen2_5_omni_text": "qwen2", "qwen3_omni_moe_text": "qwen3_moe", "exaone4_5_text": "exaone4",
+           "granite4_vision_text": "granite", "granite_docling_text": "granite", "hunyuan_vl_text": "hunyuan_v1_dense"}
 
 
 def is_composite(cfg: Mapping) -> bool:
@@ -106,8 +165,9 @@ def composite(cfg: Mapping, build: Callable):
     spec = COMPOSITES.get(model_type)
     vision = cfg.get("vision_config")
     tower = vision.get("model_type") if isinstance(vision, Mapping) else None
-    towers = ({"audio_config"} if model_type in AUDIO else set() if model_type in NO_TOWER_CONFIG
-              else {"vision_config"})
+    towers = TOWER_CONFIGS.get(model_type) or (
+        {"audio_config"} if model_type in AUDIO else set() if model_type in NO_TOWER_CONFIG
+        else {"audio_config", "vision_config"} if model_type in OMNI else {"vision_config"})
     if (spec is None or not set(parts) <= {"text_config"} | towers | EXTRA_CONFIGS.get(model_type, set())
             or not towers <= set(parts)
             or (spec[0] is not None and tower not in spec[0])):
@@ -120,13 +180,14 @@ def composite(cfg: Mapping, build: Callable):
     else:   # flat (Qwen2-VL hub configs)
         text = {k: v for k, v in cfg.items() if k not in SUB_CONFIGS and k != "model_type"}
     text = {**TEXT_DEFAULTS.get(text.get("model_type", text_type), {}), "model_type": text_type, **text}
+    text["model_type"] = TEXT_AS.get(text["model_type"], text["model_type"])
     text["name"] = cfg.get("name", model_type)
     if tie_rule.startswith("or"):
         if cfg.get("tie_word_embeddings", tie_rule == "or:True"):
             text["tie_word_embeddings"] = True
     else:
         text["tie_word_embeddings"] = cfg.get("tie_word_embeddings", tie_rule == "top:True") is not False
-    arch = build(text)
+    arch = TEXT_BUILDERS[model_type](text, build, cfg) if model_type in TEXT_BUILDERS else build(text)
     extra = [replace(t, block="", layer=None) for t in parts_of(cfg, arch.hidden_size)]
     return replace(arch, model_type=model_type, tensors=tuple(extra) + arch.tensors, tower=tower_spec(cfg, arch.hidden_size))
 

@@ -66,10 +66,10 @@ class TensorList:
         if bias:
             self.param(module, "bias", d_out, component)
 
-    def norm(self, module: str, dim: int, bias: bool = False) -> None:
-        self.param(module, "weight", dim, "norm")
+    def norm(self, module: str, dim: int, bias: bool = False, component: str = "norm") -> None:
+        self.param(module, "weight", dim, component)
         if bias:
-            self.param(module, "bias", dim, "norm")
+            self.param(module, "bias", dim, component)
 
 
 

@@ -4,11 +4,11 @@ model's attribute name, the embeddings it registers, the order of a layer's tens
 if any, and the LM head (a transform dense + LayerNorm, a vocabulary bias; its decoder is the word embedding
 unless ``tie_word_embeddings`` is false). Sources: src/transformers/models/<model_type>/modeling_<x>.py
 (the *Embeddings, *Layer, *LMHead / *OnlyMLMHead classes); every row checked against the meta-device build
-in tests/data/architectures.json. A config with ``add_cross_attention`` (the encoder-decoder use) is refused.
+in tests/data/architectures.json. With ``add_cross_attention`` (the decoder of an encoder-decoder) each layer's
+crossattention is counted; ``base_model`` builds the bare encoder of model/encdec.py.
 Activations: the BERT block of memory/blocks.py (classic_block)."""
 from __future__ import annotations
 
-from ..errors import PlanError
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
@@ -65,11 +65,33 @@ ENCODERS = {
 }
 
 
-def encoder_lm(c: ConfigReader, model_type: str) -> ModelArch:
-    base, emb, order, final, pooler, (bias_mod, dense, head_norm) = ENCODERS[model_type]
-    if c.bool("add_cross_attention", False):
-        raise PlanError("model.add_cross_attention", f"model_type {model_type!r} with cross-attention (an "
-                        "encoder-decoder's decoder) is not modelled")
+# BertLMHeadModel (modeling_bert.py): a decoder of the encoder-decoder composite; a bare "bert" config is BertModel
+# (classic.py), as the engine's presets count it
+LM_ONLY = {"bert": ("bert", _BERT_EMB, _POST, "", False, _CLS_HEAD),
+           # modeling_blip_text.py BlipTextLMHeadModel: no token types; every layer of a decoder (is_decoder) has
+           # a crossattention whose key/value read encoder_hidden_size (the vision tower's width)
+           "blip_text_model": ("bert", ("word", "position", "ln"), _POST, "", False, _CLS_HEAD),
+           # modeling_git.py GitModel's text side (its head, ``output``, is vision_encdec.py's)
+           "git": ("git", ("word", "position", "ln"), _POST, "", False, ("", "", ""))}
+# the base models AutoModel builds without a pooler (ElectraModel, BertGenerationEncoder, RoFormerModel, GitModel)
+NO_POOLER = ("electra", "bert-generation", "roformer", "git")
+_ATTENTION_PARTS = ("attn", "attn_out_ln", "attn_ln", "self_attn_ln", "attn_pre_ln")
+
+
+def encoder_lm(c: ConfigReader, model_type: str, *, base_model: bool = False) -> ModelArch:
+    """The *ForCausalLM of a BERT-lineage config; ``base_model``: the bare AutoModel (no LM head, the pooler
+    except in NO_POOLER, no ``<base>.`` prefix), the encoder of an encoder-decoder. With ``add_cross_attention``
+    every layer registers a ``crossattention`` copy of its attention (four biased linears and the attention's
+    LayerNorm: *Layer.__init__), counted though a causal LM alone never runs it."""
+    row = ENCODERS.get(model_type) or LM_ONLY[model_type]
+    base, emb, order, final, pooler, (bias_mod, dense, head_norm) = row
+    cross = c.bool("add_cross_attention", False) or (model_type == "blip_text_model" and c.bool("is_decoder", True))
+    if base_model:
+        pooler = model_type not in NO_POOLER
+    att = [part for part in order if part in _ATTENTION_PARTS]
+    if cross:                                # crossattention is registered after attention, before the MLP
+        i = max(order.index(part) for part in att) + 1
+        order = order[:i] + tuple("cross_" + part for part in att) + order[i:]
     h, n = c.int("hidden_size"), c.int("num_hidden_layers")
     heads, vocab = c.int("num_attention_heads"), c.int("vocab_size")
     inter = c.int("intermediate_size", default=4 * h)
@@ -100,13 +122,18 @@ def encoder_lm(c: ConfigReader, model_type: str) -> ModelArch:
     norms = {"attn_out_ln": "attention.output.LayerNorm", "out_ln": "output.LayerNorm", "attn_ln": "attention.LayerNorm",
              "inter_ln": "intermediate.LayerNorm", "self_attn_ln": "attention.self_attn_layer_norm", "ln": "LayerNorm",
              "attn_pre_ln": "attention.ln", "pre_ln": "ln"}
+    kv_cross = c.int("encoder_hidden_size", default=h) if model_type == "blip_text_model" else h
     for i in range(n):
         p = f"{base}.encoder.layer.{i}"
         for part in order:
+            mod = "attention"
+            if part.startswith("cross_"):
+                mod, part = "crossattention", part[len("cross_"):]
             if part == "attn":
-                for name in ("query", "key", "value"):
-                    b.linear(f"{p}.attention.self.{name}", h, h, "attention", bias=True)
-                b.linear(f"{p}.attention.output.dense", h, h, "attention", bias=True)
+                kv_in = kv_cross if mod == "crossattention" else h
+                for name, d_in in (("query", h), ("key", kv_in), ("value", kv_in)):
+                    b.linear(f"{p}.{mod}.self.{name}", d_in, h, "attention", bias=True)
+                b.linear(f"{p}.{mod}.output.dense", h, h, "attention", bias=True)
             elif part == "mlp":
                 b.linear(f"{p}.intermediate.dense", h, inter, "mlp", bias=True)
                 b.linear(f"{p}.output.dense", inter, h, "mlp", bias=True)
@@ -118,12 +145,15 @@ def encoder_lm(c: ConfigReader, model_type: str) -> ModelArch:
                     b.linear(f"{p}.output.adapter_modules.{lang}.dense1", h, bottleneck, "mlp", bias=True)
                     b.linear(f"{p}.output.adapter_modules.{lang}.dense2", bottleneck, h, "mlp", bias=True)
             else:
-                b.norm(f"{p}.{norms[part]}", h, bias=True)
+                b.norm(f"{p}.{norms[part].replace('attention.', mod + '.', 1)}", h, bias=True)
     if final:
         b.norm(f"{base}.{final}", h, bias=True)
     if pooler:
         b.linear(f"{base}.pooler.dense", h, h, "other", bias=True)
-    if model_type == "rembert":
+    if base_model:
+        bias_mod = dense = ""
+        tied = True
+    elif model_type == "rembert":
         out = c.int("output_embedding_size", default=1664)
         b.linear("cls.predictions.dense", h, out, "lm_head", bias=True)
         b.linear("cls.predictions.decoder", out, vocab, "lm_head", bias=True)
@@ -140,6 +170,10 @@ def encoder_lm(c: ConfigReader, model_type: str) -> ModelArch:
     if not tied and model_type != "rembert":
         b.matrix(f"{bias_mod}.decoder" if bias_mod != "generator_lm_head" else bias_mod, "weight", (vocab, e),
                  "lm_head", "decoder")
+        if bias_mod != "generator_lm_head":
+            # *LMPredictionHead.decoder is nn.Linear(..., bias=True): its bias is tied to the head's own bias
+            # only with the weight (transformers 5 tie_weights); untied it is one more vocab-sized vector
+            b.param(f"{bias_mod}.decoder", "bias", vocab, "lm_head")
     blk = (Linear("query", h, h), Linear("key", h, h), Linear("value", h, h), Linear("dense", h, h),
            Linear("dense", h, inter), Linear("dense", inter, h))
     return ModelArch(
@@ -148,4 +182,5 @@ def encoder_lm(c: ConfigReader, model_type: str) -> ModelArch:
         tied_embeddings=tied, max_positions=sizes["position"][0], gated_mlp=False, norm="layernorm",
         norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False,
         final_softcap=False, dropout=float(c.cfg.get("hidden_dropout_prob", 0.1) or 0.0), tensors=tuple(b.tensors),
-        block_linears=blk, dense_block_linears=blk, support=SUPPORT)
+        block_linears=blk, dense_block_linears=blk,
+        support=SUPPORT + ("; LoRA adapters on the crossattention not counted" if cross else ""))

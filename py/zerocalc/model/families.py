@@ -48,6 +48,7 @@ BASE = MappingProxyType({
     "head_dim": 0,                            # head_dim's class default when not hidden_size / heads
     "diff_lambdas": False,                    # DiffLlama: lambda_q1/k1/q2/k2 (head_dim each); its groupnorm has none
     "sub_norms": False,                       # BitNet: attn_sub_norm (h) before o_proj, ffn_sub_norm (I) before down
+    "router_fp32": None,                      # the router's input upcast if not its MoE layout's (moe.ROUTER_FP32)
 })
 
 _GEMMA2_NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
@@ -170,7 +171,8 @@ FAMILIES = {
                   "mlp": "plain", "mlp_names": ("dense_h_to_4h", "dense_4h_to_h"), "mlp_bias": True, "norm": "ln"},
     # modeling_flint.py: per-head q/k norm, a sink per head, the kolibri MoE outside mlp_only_layers
     # (FlintConfig's default [0, 1]) every decoder_sparse_step-th layer
-    "flint": {"head_dim": 128, "qk_norm": "head", "sinks": True, "moe": "kolibri", "first_dense": 2},
+    "flint": {"head_dim": 128, "qk_norm": "head", "sinks": True, "moe": "kolibri", "first_dense": 2,
+              "router_fp32": "forced"},     # FlintTopKRouter: F.linear(x.float(), w.float()) without autocast
     # modeling_diffllama.py: Llama's block with differential attention's four lambda vectors
     "diffllama": {"diff_lambdas": True},
     # modeling_kolibri1.py: GLM-4's sandwich norms, per-head q/k norm, no biases, a sparse MLP in every layer
@@ -209,7 +211,11 @@ FAMILIES = {
     "qwen3_next": {"qk_norm": "head", "linear_attn": "fused", "q_gate": True, "moe": "qwen2_moe"},
     "qwen3_5_text": {"qk_norm": "head", "linear_attn": "split", "q_gate": True},
     "qwen3_5_moe_text": {"qk_norm": "head", "linear_attn": "split", "q_gate": True, "moe": "qwen2_moe"},
-    "qwen3_vl_moe_text": {"qk_norm": "head", "moe": "deepseek"},
+    # modeling_lara_mini.py: Qwen3.5's Gated DeltaNet in the linear_attention layers, plain Qwen3 attention (no
+    # query gate) elsewhere, a sparse block of experts, gate and an ungated shared_expert (kolibri's count; its
+    # router: F.linear(x.float(), w.float()))
+    "lara_mini": {"qk_norm": "head", "linear_attn": "split", "moe": "kolibri"},
+    "qwen3_vl_moe_text": {"qk_norm": "head", "moe": "deepseek", "router_fp32": ""},   # F.linear(x, w)
     # modeling_llama4.py: weightless L2 q/k norm, NoPE and chunked attention make no tensors
     "llama4_text": {"moe": "llama4", "mlp_module": "feed_forward", "dense_inter": "intermediate_size_mlp"},
     "olmoe": {"qk_norm": "full", "moe": "mixtral"},
@@ -223,7 +229,7 @@ FAMILIES = {
     # DeepSeek sparse attention: MLA + the lightning indexer (moe.mla_attention), DeepSeek MoE
     "deepseek_v32": {"attn": "mla_dsa", "moe": "deepseek", "first_dense": 3},
     "glm_moe_dsa": {"attn": "mla_dsa", "moe": "deepseek", "first_dense": 3},
-    "mistral4": {"attn": "mla", "moe": "deepseek"},
+    "mistral4": {"attn": "mla", "moe": "deepseek", "router_fp32": ""},   # Mistral4TopkRouter: F.linear(x, w)
     "sarvam_mla": {"attn": "mla", "moe": "deepseek", "first_dense": 1},
     # modeling_minicpm3.py: DeepSeek-V2's MLA on a dense SwiGLU block; attention_bias on q_a/kv_a/o (read as
     # MLA's), mlp_bias on the MLP

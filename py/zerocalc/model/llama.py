@@ -53,7 +53,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     tied = switch(c, s["tie"])
     qkv_bias, o_bias, mlp_bias = switch(c, s["qkv_bias"]), switch(c, s["o_bias"]), switch(c, s["mlp_bias"])
     qk_norm = s["qk_norm"] if switch(c, s["qk_norm_on"]) else ""
-    moe = moe_spec(c, s["moe"], inter, s["first_dense"], s["shared_experts"])
+    moe = moe_spec(c, s["moe"], inter, s["first_dense"], s["shared_experts"], s["router_fp32"])
     mla = mla_spec(c, s["attn"] == "mla_dsa") if s["attn"] in ("mla", "mla_dsa") else None
     norm_bias = s["norm"] == "ln"
 

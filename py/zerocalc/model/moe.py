@@ -39,8 +39,17 @@ from .arch import Linear, MoE
 from .config import ConfigReader, TensorList
 
 
-def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0, n_shared: int = 0) -> MoE | None:
-    """``n_shared``: the configuration class's shared-expert count when the config omits it."""
+# The router's input upcast, by layout (a family row's "router_fp32" overrides it): the TopkRouter of
+# modeling_deepseek_v3.py (and deepseek_v2/v32, glm4_moe(_lite), glm4v_moe, glm_moe_dsa, dots1, solar_open, mimo_v2_flash,
+# axk1, kolibri1, exaone_moe, hy_v3) runs F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32));
+# Ernie4_5_MoeTopKRouter and FlintTopKRouter the same under maybe_autocast(enabled=False)
+ROUTER_FP32 = {"deepseek": "cast", "axk1": "cast", "kolibri": "cast", "hy": "cast", "ernie": "forced"}
+
+
+def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0, n_shared: int = 0,
+             router_fp32: str | None = None) -> MoE | None:
+    """``n_shared``: the configuration class's shared-expert count when the config omits it; ``router_fp32``:
+    the row's router upcast when it differs from its layout's (``ROUTER_FP32``)."""
     experts = c.int("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", default=0, lo=0)
     # HunYuan builds its MoE block whatever num_experts is (the default config has one expert)
     if not layout or experts < 1 or (experts == 1 and layout != "hunyuan"):
@@ -72,7 +81,8 @@ def moe_spec(c: ConfigReader, layout: str, inter: int, first_dense: int = 0, n_s
     dense = sum(1 for i in range(n_layers) if not is_sparse(c, i, first_dense))
     return MoE(num_experts=experts, experts_per_token=c.int("num_experts_per_tok", "num_experts_per_token", "moe_topk",
                                                             "moe_k", default=2),
-               expert_intermediate=ei, shared_intermediate=shared, dense_layers=dense)
+               expert_intermediate=ei, shared_intermediate=shared, dense_layers=dense,
+               router_fp32=ROUTER_FP32.get(layout, "") if router_fp32 is None else router_fp32)
 
 
 def is_sparse(c: ConfigReader, i: int, first_dense: int = 0) -> bool:

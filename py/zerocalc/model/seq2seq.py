@@ -16,6 +16,9 @@ field names. Sources, each checked against the meta-device build in tests/data/a
 - nllb-moe (modeling_nllb_moe.py): M2M100's layout with cross_attention / ff_layer_norm / ffn.fc1 names; layer i
   is sparse when (i + 1) % encoder_sparse_step (decoder_sparse_step) == 0: ffn.router.classifier (d_model x
   num_experts, router_bias) and num_experts ffn.experts.expert_<e>.fc1/fc2.
+- seamless_m4t / seamless_m4t_v2 (SeamlessM4T(v2)ForTextToText): shared, text_encoder / text_decoder of NLLB's
+  layer names (ffn_layer_norm), sinusoidal position buffers, hidden_size for d_model; the speech encoder, the
+  text-to-unit model and the vocoder are not in the text-to-text class.
 Activations: the classic block of memory/blocks.py (not traced); a sparse layer's activations are costed as
 one dense feed-forward (top-k routing and expert capacity are not modelled)."""
 from __future__ import annotations
@@ -29,7 +32,10 @@ SUPPORT = ("exact parameter count; activations approximate (costed as the classi
            "BART layer per block (not on the cross-attention nor on each expert)")
 
 _BART_NAMES = ("encoder_attn", "fc1", "fc2", "final_layer_norm")
-_DEFAULT = {"base": "model", "shared": True, "positions": "none", "emb_ln": False, "final_ln": True,
+_SEAMLESS = {"base": "", "stacks": ("text_encoder", "text_decoder"),
+             "names": ("cross_attention", "ffn.fc1", "ffn.fc2", "ffn_layer_norm")}
+_DEFAULT = {"base": "model", "stacks": ("encoder", "decoder"), "shared": True, "positions": "none", "emb_ln": False,
+            "final_ln": True,
             "encoder_attn": "bart", "attn_bias": True, "global_tokens": False, "names": _BART_NAMES, "sparse": False}
 # model_type -> its differences from _DEFAULT; positions: "none" (a buffer), "offset2" (max + 2 rows), or the
 # (encoder, decoder) fields naming the rows of learned tables
@@ -40,15 +46,24 @@ SEQ2SEQ = {
             "emb_ln": True, "final_ln": False, "encoder_attn": "longformer"},
     "pegasus_x": {"encoder_attn": "global_local", "attn_bias": False, "global_tokens": True},
     "nllb-moe": {"names": ("cross_attention", "ffn.fc1", "ffn.fc2", "ff_layer_norm"), "sparse": True},
+    # modeling_seamless_m4t(_v2).py *ForTextToText: the text encoder / decoder of NLLB's layer, at the top level
+    "seamless_m4t": _SEAMLESS,
+    "seamless_m4t_v2": _SEAMLESS,
 }
 _LONGFORMER = ("query", "key", "value", "query_global", "key_global", "value_global")
 
 
-def seq2seq(c: ConfigReader, model_type: str) -> ModelArch:
-    row = {**_DEFAULT, **SEQ2SEQ[model_type]}
+# BartModel (modeling_bart.py) as the language model of a composite (Florence-2): learned positions of max + 2
+# rows, layernorm_embedding on both sides, no final LayerNorm; the base path is the composite's
+BART_MODEL = {"positions": "offset2", "emb_ln": True, "final_ln": False}
+
+
+def seq2seq(c: ConfigReader, model_type: str, row: dict | None = None) -> ModelArch:
+    """The encoder-decoder of SEQ2SEQ[model_type], or of ``row`` (a composite's language model)."""
+    row = {**_DEFAULT, **(SEQ2SEQ[model_type] if row is None else row)}
     base, shared, pos, bias = row["base"], row["shared"], row["positions"], row["attn_bias"]
     cross_name, fc1, fc2, ff_ln = row["names"]
-    d = c.int("d_model")
+    d = c.int("d_model", "hidden_size")
     heads = c.int("decoder_attention_heads")
     src = c.int("vocab_size", "src_vocab_size")
     tgt = c.int("tgt_vocab_size", default=src) if model_type == "fsmt" else src
@@ -59,9 +74,10 @@ def seq2seq(c: ConfigReader, model_type: str) -> ModelArch:
     tied = c.bool("tie_word_embeddings", shared)
     b = TensorList()
     if shared:
-        b.matrix(f"{base}.shared", "weight", (src, d), "embedding")
-    for side, vocab, cross in (("encoder", src, False), ("decoder", tgt, True)):
-        path = f"{base}.{side}"
+        b.matrix(f"{base}.shared" if base else "shared", "weight", (src, d), "embedding")
+    stacks = row["stacks"]
+    for side, stack, vocab, cross in (("encoder", stacks[0], src, False), ("decoder", stacks[1], tgt, True)):
+        path = f"{base}.{stack}" if base else stack
         n, ffn = c.int(f"{side}_layers"), c.int(f"{side}_ffn_dim")
         step = c.int(f"{side}_sparse_step", default=4, lo=0) if experts else 0
         if not shared or not tied:

@@ -288,3 +288,40 @@ def jamba(c: ConfigReader) -> ModelArch:
             Linear("out_proj", inner, h), Linear("gate_proj", h, inter), Linear("up_proj", h, inter),
             Linear("down_proj", inter, h))
     return _arch(c, "jamba", b, h, n_layers, vocab, tied, lins, heads, kv, hd)
+
+
+def bamba(c: ConfigReader) -> ModelArch:
+    """Bamba (modeling_bamba.py BambaDecoderLayer): feed_forward (gate/up/down, mlp_bias), input_layernorm,
+    pre_ff_layernorm, then a Mamba-2 mixer (``mamba``: mamba_n_heads, mamba_n_groups, mamba_d_state, mamba_d_conv,
+    I = mamba_expand x h, mamba_conv_bias, mamba_proj_bias; its gated norm always) or, at the layers in
+    attn_layer_indices (BambaConfig.layers_block_type), GQA self_attn (head_dim, attention_bias);
+    final_layernorm."""
+    h, n_layers, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("vocab_size")
+    heads = c.int("num_attention_heads")
+    kv, hd = c.int("num_key_value_heads", default=heads), c.int("head_dim", default=h // heads)
+    inter, mlp_bias, att_bias = c.int("intermediate_size"), c.bool("mlp_bias", False), c.bool("attention_bias", False)
+    attn_layers = set(c.cfg.get("attn_layer_indices") or ())
+    tied = c.bool("tie_word_embeddings", False)
+    b = TensorList()
+    b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
+    lins: list = []
+    for i in range(n_layers):
+        p = f"model.layers.{i}"
+        for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
+            b.linear(f"{p}.feed_forward.{name}", d_in, d_out, "mlp", bias=mlp_bias)
+        b.norm(f"{p}.input_layernorm", h)
+        b.norm(f"{p}.pre_ff_layernorm", h)
+        if i in attn_layers:
+            for name, d_in, d_out in (("q_proj", h, heads * hd), ("k_proj", h, kv * hd), ("v_proj", h, kv * hd),
+                                      ("o_proj", heads * hd, h)):
+                b.linear(f"{p}.self_attn.{name}", d_in, d_out, "attention", bias=att_bias)
+        else:
+            lins = mamba2_mixer(b, f"{p}.mamba", h, int(c.cfg.get("mamba_expand", 2) * h),
+                                c.int("mamba_n_heads", default=128), c.int("mamba_n_groups", default=1),
+                                c.int("mamba_d_state", default=256), c.int("mamba_d_conv", default=4),
+                                c.bool("mamba_conv_bias", True), c.bool("mamba_proj_bias", False))
+    b.norm("model.final_layernorm", h)
+    if not tied:
+        b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    lins += [Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h)]
+    return _arch(c, "bamba", b, h, n_layers, vocab, tied, tuple(lins), heads, kv, hd)

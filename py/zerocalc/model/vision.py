@@ -40,7 +40,11 @@ IDEFICS2 = {**SIGLIP, "patch_size": 32, "head": False}
 # VideoLlama3VisionConfig (configuration_video_llama_3.py; modeling_video_llama_3.py VideoLlama3VisionModel):
 # SigLIP's layers with 2-D rotary positions instead of a position table, no head
 VIDEO_LLAMA_3 = {**SIGLIP, "head": False, "positions": False}
-TOWER_DEFAULTS = {"clip_vision_model": CLIP, "idefics2_vision": IDEFICS2, "video_llama_3_vision": VIDEO_LLAMA_3, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2,
+# GraniteDoclingVisionConfig (configuration_granite_docling.py): SigLIP's layers at 512 px, no head
+GRANITE_DOCLING = {**SIGLIP, "image_size": 512, "head": False}
+# Cosmos3EdgeVisionConfig (configuration_cosmos3_edge.py): SigLIP 2's linear patch and num_patches positions, no head
+COSMOS3_EDGE = {**SIGLIP2, "hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "head": False}
+TOWER_DEFAULTS = {"granite_docling_vision": GRANITE_DOCLING, "cosmos3_edge_vision": COSMOS3_EDGE, "clip_vision_model": CLIP, "idefics2_vision": IDEFICS2, "video_llama_3_vision": VIDEO_LLAMA_3, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2,
                   "idefics3_vision": IDEFICS3, "smolvlm_vision": IDEFICS3,
                   "paddleocr_vl_vision": PADDLEOCR, "minicpmv4_6_vision": MINICPMV4_6}
 

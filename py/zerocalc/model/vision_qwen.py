@@ -43,8 +43,10 @@ def _norm(b: TensorList, m: str, d: int, bias: bool, comp: str = "vision") -> No
         b.param(m, "bias", d, comp)
 
 
-def qwen_visual(cfg: Mapping, version: str) -> list:
-    """The tensors of ``model.visual`` for version "2", "2.5", "3" or "3.5"."""
+def qwen_visual(cfg: Mapping, version: str, kv_heads_default: int | None = None) -> list:
+    """The tensors of ``model.visual`` for version "2", "2.5", "3" or "3.5". EXAONE 4.5's tower
+    (modeling_exaone4_5.py Exaone4_5_VisionAttention) is Qwen2.5-VL's with grouped k/v in the fused qkv
+    (num_key_value_heads of num_heads, ``kv_heads_default`` its config's default)."""
     v = ConfigReader(cfg.get("vision_config") or {})
     d = {"2": QWEN2_VL, "2.5": QWEN2_5_VL, "3": QWEN3_VL, "3.5": QWEN3_5}[version]
     version = "3" if version == "3.5" else version
@@ -58,12 +60,14 @@ def qwen_visual(cfg: Mapping, version: str) -> list:
         b.param(f"{p}.patch_embed.proj", "bias", h, "vision")
         b.matrix(f"{p}.pos_embed", "weight", (get("num_position_embeddings"), h), "vision")
     ln = version != "2.5"
+    heads = v.int("num_heads", default=16)
+    kv_dim = h if kv_heads_default is None else v.int("num_key_value_heads", default=kv_heads_default) * (h // heads)
     inter = h * get("mlp_ratio") if version == "2" else get("intermediate_size")
     for i in range(get("depth")):
         q = f"{p}.blocks.{i}"
         _norm(b, f"{q}.norm1", h, ln)
         _norm(b, f"{q}.norm2", h, ln)
-        _lin(b, f"{q}.attn.qkv", h, 3 * h)
+        _lin(b, f"{q}.attn.qkv", h, h + 2 * kv_dim)
         _lin(b, f"{q}.attn.proj", h, h)
         if version == "2":
             _lin(b, f"{q}.mlp.fc1", h, inter)

@@ -9,9 +9,19 @@ accounting is read from vLLM's source.
   gpu_memory_utilization of the total memory"). Each GPU of a tensor-parallel group holds the fraction of its
   own capacity; the weights split over the group.
 - CUDA graphs are captured after the KV cache is allocated (`compile_or_warm_up_model` -> `capture_model`,
-  which logs "Graph capturing finished in N secs, took X GiB", measured as the drop in free memory), outside
-  the budget, and cannot be offloaded (verl rollout.yaml: "cudagraph in inference engine can not be offloaded
-  during update policy"). Their size is not derived here: logs show 0.11-0.96 GiB; 0.5 GiB is assumed.
+  which logs "Graph capturing finished in N secs, took X GiB", measured as the drop in free memory), in torch's
+  graph pool rather than the CuMemAllocator pool, so they cannot be offloaded (verl rollout.yaml: "cudagraph in
+  inference engine can not be offloaded during update policy"). Up to vLLM 0.20 they come on top of the budget
+  (vllm#21489: the profile "does not include CUDAGraph memory since the estimation happens before CUDAGraph
+  capture"); from 0.21 vLLM captures dummy graphs while profiling and takes that estimate out of the budget
+  (vllm#30515; its log in 0.27.1: "CUDA graph memory profiling is enabled (default since v0.21.0)",
+  gpustack/runner#251). TRL supports vLLM 0.17-0.25.1 (pyproject `vllm>=0.17.0,<=0.25.1`), both sides of that
+  change; the plan names no vLLM release, so the graphs stay counted beside the budget (an upper bound from 0.21).
+  Their size is not derived from the model: the graphs of all capture sizes share one pool (vllm#45178: the
+  per-graph extrapolation overestimates for that reason), and the logs give 0.13 GiB (a 1.1 GiB model,
+  mellea#416), 0.21 GiB (Llama-3.2-1B, 35 sizes, vllm#11349), 0.36 GiB (estimated, 16 piecewise sizes,
+  gpustack/runner#251), 0.65 GiB (gemma-3-4b, vllm#21489), ~1.3 GB (Llama 4 Maverick, vllm#21489), 6-28 MiB per
+  capture size (vllm#22897): 0.5 GiB is assumed.
 - Sleep (vLLM `LLM.sleep`, CuMemAllocator): level 1 offloads the weights to pinned host memory and discards the
   KV cache; level 2 discards both. TRL (`vllm_enable_sleep_mode`) sleeps at level 2 after each generation and
   wakes the weights before the sync, the KV cache before the next generation (trl/generation/
@@ -20,16 +30,24 @@ accounting is read from vLLM's source.
   FSDP) and sent on its own; with PEFT under ZeRO-3 "we must gather the full model at once before merging"
   (the 16-bit model on every GPU; under FSDP the gather is a no-op and the modules are synced in post-order);
   without sharding the adapter is merged in place.
-- HF `generate`: a KV cache of 2·L·n_kv·d_h·rows·(prompt + completion) 16-bit bytes for the whole generation
-  batch, and under ZeRO-3 the whole model gathered (trl/models/utils.py `unwrap_model_for_generation`:
-  `GatheredParameters(model.parameters())`, unless `ds3_gather_for_generation=False`).
+- HF `generate` (TRL grpo_trainer.py `_generate_single_turn`: `unwrapped_model.generate(...)` under no_grad, for
+  the whole generation batch at once): a `DynamicCache` (transformers cache_utils.py `DynamicLayer.update`:
+  `torch.cat` of each step's keys / values onto the layer's) of L·n_kv·d_h·rows·(prompt + completion - 1)
+  positions (the last sampled token is never fed back) x (key bytes + value bytes). The dtypes are what the
+  attention hands the cache: values are `v_proj`'s output (16-bit under autocast, else the model's dtype), keys
+  are `k_proj`'s output rotated by RoPE's cos / sin in the residual stream's dtype (`cos.to(x.dtype)`), so an
+  fp32 model under bf16 autocast (TRL's fp32 default with accelerate's native_amp; `unwrap_model` keeps the
+  autocast wrapper) caches fp32 keys and bf16 values. Traced: tools/memtrace/hfcache.py (golden/post/
+  hf-generate-cache.json). Under ZeRO-3 the whole model is gathered (trl/models/utils.py
+  `unwrap_model_for_generation`: `GatheredParameters(model.parameters())`, unless
+  `ds3_gather_for_generation=False`).
 """
 from __future__ import annotations
 
 from ..model import ModelArch
 from ..units import ceil_div
 
-CUDA_GRAPH_BYTES = 512 << 20       # assumed; vLLM logs 0.11-0.96 GiB ("Graph capturing finished ... took X GiB")
+CUDA_GRAPH_BYTES = 512 << 20       # assumed; vLLM logs 0.13-1.3 GiB ("Graph capturing finished ... took X GiB")
 KV_BYTES = 2                       # vLLM's default kv_cache_dtype "auto": the model's 16-bit dtype
 MAX_BATCHED_TOKENS = 4096          # TRL colocate: LLM(..., max_num_batched_tokens=4096)
 
@@ -71,9 +89,17 @@ def sleep_host_bytes(sleep: int, arch: ModelArch, tp: int) -> int:
     return vllm_weight_bytes(arch, tp) if sleep == 1 else 0
 
 
-def hf_kv_cache_bytes(arch: ModelArch, rows: int, length: int, nbytes: int = 2) -> int:
-    """HF `generate`'s DynamicCache for ``rows`` sequences grown to ``length`` tokens."""
-    return 2 * arch.num_layers * arch.kv_dim * rows * length * nbytes
+def hf_kv_dtypes(model_bytes: int, autocast: bool) -> tuple[int, int]:
+    """(key, value) bytes per element of HF `generate`'s cache for a model stored in ``model_bytes``: values
+    are `v_proj`'s output, keys its RoPE-rotated `k_proj` output promoted to the residual stream's dtype."""
+    value = 2 if autocast else model_bytes
+    return max(value, model_bytes), value
+
+
+def hf_kv_cache_bytes(arch: ModelArch, rows: int, length: int, key_bytes: int = 2, value_bytes: int = 2) -> int:
+    """HF `generate`'s DynamicCache for ``rows`` sequences of ``length`` tokens (prompt + completion): the
+    cache ends one position short, the last sampled token never being fed back."""
+    return arch.num_layers * arch.kv_dim * rows * (length - 1) * (key_bytes + value_bytes)
 
 
 def sync_gathers_whole_model(peft: bool, framework: str, zero_stage: int, trainer: str) -> bool:

@@ -12,7 +12,7 @@ from ..run.phase import Phase, phase
 from ..run.view import RunView
 from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy
-from .generator import (hf_kv_cache_bytes, kv_bytes_per_token, sleep_host_bytes, sync_gather_bytes,
+from .generator import (hf_kv_cache_bytes, hf_kv_dtypes, kv_bytes_per_token, sleep_host_bytes, sync_gather_bytes,
                         sync_gathers_whole_model, vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
 from .logprobs import fused_head_no_grad, fused_head_torch, kernel_buffers, reference_forward_bytes
 
@@ -51,7 +51,9 @@ def generate_phase(v: RunView, post: Post) -> Phase | None:
         # never left in torch's cache; what the sync left cached stays (TRL calls no empty_cache before waking
         # the KV cache)
         return phase("generate", _resident(v), extra, note=note, outside=budget if g.sleep else 0)
-    kv = hf_kv_cache_bytes(arch, post.gen_rows, length)
+    dt = v.si.dt
+    kv = hf_kv_cache_bytes(arch, post.gen_rows, length,
+                           *hf_kv_dtypes(dt.weight if plan.method == "full" else dt.frozen, dt.autocast))
     extra = {"activations": kv + 4 * 2 * post.gen_rows * arch.vocab_size}
     note = f"HF generate: KV cache for {post.gen_rows} sequences x {length} tokens"
     if plan.framework == "deepspeed" and plan.zero_stage == 3:

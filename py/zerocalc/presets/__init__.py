@@ -50,6 +50,7 @@ class GpuPreset:
     bf16_dense_tflops: float | None = None     # peak dense tensor-core rates (the step-time model)
     fp16_dense_tflops: float | None = None
     memory_bandwidth_gb_s: float | None = None
+    fp8_dense_tflops: float | None = None      # fp8 tensor-core peak (None: no fp8 tensor cores)
 
 
 def _load(name: str) -> list:
@@ -87,7 +88,8 @@ def _gpu(rec: dict) -> GpuPreset:
         compute_capability=rec.get("compute_capability"),
         memory_gb_marketed=rec.get("memory_gb_marketed"),
         bf16_dense_tflops=rec.get("bf16_dense_tflops"), fp16_dense_tflops=rec.get("fp16_dense_tflops"),
-        memory_bandwidth_gb_s=rec.get("memory_bandwidth_gb_s"))
+        memory_bandwidth_gb_s=rec.get("memory_bandwidth_gb_s"),
+        fp8_dense_tflops=rec.get("fp8_dense_tflops") if rec.get("fp8_supported") else None)
 
 
 MODELS: Mapping[str, ModelPreset] = MappingProxyType({r["id"]: _model(r) for r in _load("models.json")})

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
-from ..memory.runtime import allocator_reserve
+from ..memory.runtime import allocator_cache_bytes
 from .evaluate import eval_phase, generate_phase
 from .fixes import LABELS, phase_fix
 from .load import init_phase, load_phase
@@ -69,7 +69,7 @@ class RunPeaks:
 
 def _own_reserved(view: RunView, ph: Phase) -> int:
     alloc = ph.allocated
-    return alloc + allocator_reserve(ph.transient, False, view.capacity - view.driver - alloc).nbytes
+    return alloc + allocator_cache_bytes(ph.transient, False, view.capacity - view.driver - alloc)
 
 
 def phase_fits(view: RunView, ph: Phase) -> bool:

@@ -83,10 +83,12 @@ def save_writer(plan: Plan, stack: Stack, given: str) -> str:
     (`stage3_gather_16bit_weights_on_model_save`, which the exports write); FSDP1 under accelerate and Lightning
     writes a FULL_STATE_DICT offloaded to rank 0's CPU (accelerate's FSDP2 a SHARDED_STATE_DICT); torchtune's
     FSDP2 gathers each parameter (`gather_cpu_state_dict`); torchtitan writes DCP shards; otherwise the module's
-    own state dict."""
+    own state dict. torchtune's LoRA recipes save the merged model beside the adapters unless
+    `save_adapter_weights_only` (0.6.1 lora_finetune_single_device.py `save_checkpoint`), so their writer is the
+    framework's, as for a full fine-tune."""
     if given != "auto":
         return given
-    if plan.method != "full":
+    if plan.method != "full" and stack.trainer != "torchtune":
         return "adapter-only"
     if plan.framework == "deepspeed":
         return "zero3-16bit" if plan.zero_stage == 3 else "module"

@@ -9,7 +9,9 @@ parameters, FSDP's root unit: run/view.py), at the eval batch b_e and length s_e
   residual stream and its norm, e·t·(3·I + 2·h).
 LitGPT's `validate()` (litgpt @01fe959 litgpt/finetune/lora.py, under `@torch.no_grad()`) calls `model(input_ids)`
 without `lm_head_chunk_size` and `chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:], chunk_size=0)`: the logits, the shifted reshape copy and a 16-bit log_softmax,
-3 x the logits (in fp32 under Fabric's bf16-mixed, whose convert_output upcasts outputs).
+3 x the logits (in fp32 under Fabric's bf16-mixed, whose convert_output upcasts outputs); the training loop's
+`logits` are still bound meanwhile (the view's resident `logits_kept_by_loop`; traced: golden/run lit-l1b-*-val).
+torchtune's chunked loss under no_grad keeps one chunk's fp32 copy and log_softmax at a time (`eval_logits_bytes`).
 HF `compute_metrics` without `preprocess_logits_for_metrics` (transformers 5.24 trainer.py `evaluation_loop`:
 `pad_across_processes`, `gather_function`,
 then `EvalLoopContainer.add` -> `nested_concat` -> `torch.cat`): every eval step's logits of all ranks are
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..memory.logits import logits
+from ..memory.logits import CHUNKS, logits
 from ..units import ceil_div
 from .phase import Phase, phase
 from .view import RunView
@@ -47,6 +49,13 @@ def eval_logits_bytes(v: RunView, b: int, s: int) -> int:
     if v.run.eval.unchunked_head:
         o = 4 if si.stack.fabric_mixed else e
         return o * b * s * arch.vocab_size + 2 * o * b * (s - 1) * arch.vocab_size
+    if v.plan.loss == "chunked" and si.stack.trainer == "torchtune" and si.stack.compile == "none":
+        # torchtune's `validate` (@bd2a0fc recipes/full_finetune_distributed.py: `_loss_step` under torch.no_grad())
+        # through CEWithChunkedOutputLoss (0.6.1 modules/loss/ce_chunked_output_loss.py: `F.cross_entropy(
+        # logits_chunk.float(), ...)` per chunk): nothing is saved, so one chunk's fp32 upcast and log_softmax live
+        # at a time beside the 16-bit chunks (traced: tools/memtrace/golden/run tt-l1b-*-s1024-b2-val, 3·b·s·V)
+        n = b * s * arch.vocab_size
+        return e * n + 8 * n // CHUNKS
     lg = logits(replace(v.plan, micro_batch_size=b, seq_len=s), arch, e, si.stack)
     return lg.forward_peak
 

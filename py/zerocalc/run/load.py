@@ -84,18 +84,26 @@ def load_phase(v: RunView) -> Phase:
     return phase("load", {"weights": weights}, note="the model moved to the GPU")
 
 
+def _before_first_step(t) -> bool:
+    """A resident term that exists before the first step: not the model output a loop keeps bound between steps
+    (LitGPT `fit` binds `logits` / `loss` in its first iteration; traced: tools/memtrace/golden/run lit-l1b-*-val,
+    init = the loaded weights)."""
+    return t.name != "logits_kept_by_loop"
+
+
 def init_phase(v: RunView) -> Phase | None:
     plan = v.plan
     if plan.framework != "deepspeed":
         # the trainer's set-up (HF Trainer create_optimizer / accelerator.prepare, a recipe's _setup_optimizer): torch
         # optimizers create their states lazily in the first step (torch/optim/adamw.py _init_group), so only what
         # the model holds is there (traced: tools/memtrace/golden/run, init = the loaded weights)
-        resident = {k: b for k, b in v.by_component(t for t in v.state if not _optimizer_state(t)).items()
-                    if k != "gradients"}
+        resident = {k: b for k, b in v.by_component(t for t in v.state if not _optimizer_state(t)
+                                                    and _before_first_step(t)).items() if k != "gradients"}
         return phase("init", resident, note="the optimizer built; its states come with the first step")
     if plan.offload_optimizer != "none":
         return None
-    resident = {k: b for k, b in v.by_component(v.state).items() if k != "gradients"}
+    resident = {k: b for k, b in v.by_component(t for t in v.state if _before_first_step(t)).items()
+                if k != "gradients"}
     p = ceil_div(v.si.trainable.numel, plan.world_size)
     part = min(p, int(plan.deepspeed.get("sub_group_size", 1_000_000_000) or p)) if plan.zero_stage == 3 else p
     return phase("init", resident, {"buffers": 4 * part}, transient=4 * part,

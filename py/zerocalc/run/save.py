@@ -4,7 +4,9 @@ Each runs after `zero_grad`, on the resident state (run/view.py), plus what its 
 Writers (run/defaults.py `save_writer` picks the default):
 - ``module`` (a state dict of tensors already whole on the GPU: transformers `save_pretrained` / safetensors,
   DeepSpeed stages 0-2 `module_state_dict`, torchtune single-device `{k: v.cpu()}`): host copies only.
-  torchtune's NF4 state-dict hook dequantizes one weight at a time (`v.to(dtype)` before `.cpu()`).
+  torchtune's NF4 state-dict hook dequantizes one weight at a time (`v.to(dtype)` before `.cpu()`); torchtune
+  0.6.1's single-device full save permutes q and k on the GPU, its LoRA save merges a host copy of the model;
+  LitGPT's `fabric.save` serialises model and optimizer into memory first.
 - ``adapter-only`` (PEFT `save_pretrained`, LitGPT `save_lora_checkpoint`): host copies only, except under
   ZeRO-3, where accelerate's `get_state_dict` still gathers every module's parameters one module at a time.
 - ``zero3-16bit`` (DeepSpeed engine.py `_zero3_consolidated_16bit_state_dict`, "gather one layer at a time":
@@ -61,6 +63,13 @@ def save_transient(v: RunView, writer: str, optimizer: bool) -> tuple[int, str]:
     if writer == "module":
         if si.stack.trainer == "torchtune" and plan.method == "qlora":
             return 2 * largest_quantized_matrix(arch), "state dict, one NF4 weight dequantized at a time"
+        if si.stack.trainer == "torchtune" and full and plan.world_size == 1:
+            # torchtune 0.6.1 full_finetune_single_device.py `save_checkpoint` hands `self._model.state_dict()` (the
+            # device tensors) to FullModelHFCheckpointer.save_checkpoint (training/checkpointing/_checkpointer.py),
+            # whose convert_weights.tune_to_hf `_permute`s every q_proj and k_proj (view, transpose, reshape: a copy)
+            # into the converted dict before any shard is written (traced: golden/run tt-l1b-full-chunked-s1024-b2-val)
+            qk = si.dt.weight * arch.num_layers * arch.hidden_size * (arch.q_dim + arch.kv_dim)
+            return qk, "state dict on the GPU, q and k permuted to HF's layout"
         return 0, "state dict copied to the host"
     if writer == "zero3-16bit":
         return 2 * arch.largest_module, "ZeRO-3 16-bit gather, one module at a time"
@@ -107,6 +116,18 @@ def save_host(v: RunView, writer: str) -> int:
     full = plan.method == "full"
     adapters = (si.dt.weight if full else si.dt.adapter) * si.trainable.numel
     if writer == "module":
+        if si.stack.trainer == "torchtune" and not full:
+            # lora_finetune_single_device.py `save_checkpoint` (save_adapter_weights_only False, the 0.6.1 configs'):
+            # `{k: v.cpu() ...}` of the whole model, get_merged_lora_ckpt merges in place on the host, and safetensors
+            # `save_file` serialises the merged shard beside it; the adapters' own `.to("cpu")` copies too (traced:
+            # golden/run tt-l1b-lora-chunked-s1024-b2-val)
+            return adapters + 2 * si.frozen_bytes
+        if si.stack.trainer == "litgpt":
+            # finetune/full.py `fabric.save(checkpoint_file, state)`: lightning cloud_io.py `_atomic_save` serialises the
+            # model's and the optimizer's state dicts into a BytesIO, then `f.write(bytesbuffer.getvalue())` copies it
+            # (traced: golden/run lit-l1b-full-s1024-b2-val)
+            opt = v.state_bytes("optimizer_states") if v.run.save.optimizer else 0
+            return 2 * (adapters + (si.frozen_bytes if not full else 0) + opt)
         return adapters + (si.frozen_bytes if not full else 0)
     if writer == "adapter-only":
         return adapters

@@ -46,9 +46,11 @@ class RunView:
 ZERO_GRAD_FREES = ("gradients", "tied_embedding_grad", "grad_shards", "grad_shards_last", "no_sync_unsharded_grads")
 
 
-def _freed_by_zero_grad(plan: Plan, t: Term) -> bool:
-    """torch's `zero_grad(set_to_none=True)` frees `.grad` (DDP's reducer buckets stay allocated)."""
-    return plan.framework != "deepspeed" and (t.component == "gradients" or t.name in ZERO_GRAD_FREES)
+def _freed_by_zero_grad(plan: Plan, si: StepInputs, t: Term) -> bool:
+    """torch's `zero_grad(set_to_none=True)` frees `.grad` (DDP's reducer buckets stay allocated); torch 1.x's
+    default zeroes it in place (memory/stack.py `grads_kept`), which frees nothing."""
+    return plan.framework != "deepspeed" and not si.stack.grads_kept and (t.component == "gradients"
+                                                                           or t.name in ZERO_GRAD_FREES)
 
 
 def kept_flat_grads(plan: Plan, si: StepInputs, terms: list) -> tuple:
@@ -64,9 +66,10 @@ def kept_flat_grads(plan: Plan, si: StepInputs, terms: list) -> tuple:
 
 def run_view(plan: Plan, si: StepInputs, terms: list, capacity: int, step_reserved: int) -> RunView:
     alloc = [t for t in terms if t.where == ALLOCATOR and t.nbytes]
-    state = tuple(t for t in alloc if FWD in t.phases and STEP_PHASE in t.phases and not _freed_by_zero_grad(plan, t))
+    state = tuple(t for t in alloc if FWD in t.phases and STEP_PHASE in t.phases
+                  and not _freed_by_zero_grad(plan, si, t))
     extra = tuple(t for t in alloc if FWD in t.phases and STEP_PHASE not in t.phases
-                  and t.component not in ("activations", "logits") and not _freed_by_zero_grad(plan, t))
+                  and t.component not in ("activations", "logits") and not _freed_by_zero_grad(plan, si, t))
     driver = sum(t.nbytes for t in terms if t.where == DRIVER)
     return RunView(plan, si, resolve(plan, si.stack), state, extra, driver, capacity, step_reserved,
                    step_largest_block(plan, si), kept_flat_grads(plan, si, terms))

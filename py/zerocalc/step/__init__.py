@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..memory.stack import effective_stack
 from .comm import Collective, collectives, exposed_time
 from .flops import Flops, adapter_matmul_params, flops_per_token
-from .kernels import (ADAMW_KERNELS_PER_TENSOR, ADAMW_PASSES, ATTENTION_SOURCE, COMPILE_SOURCE, LAUNCH_S,
+from .kernels import (ADAMW_KERNELS_PER_TENSOR, ADAMW_PASSES, ATTENTION_SOURCE, COMPILE_SOURCE, FP8_SOURCE, LAUNCH_S,
                       MEMORY_EFFICIENCY, NCCL_CHANNELS)
 from .offload import Offload, offload_time
 from .ops import MicroStep, micro_step, model_assumptions
@@ -199,6 +199,8 @@ def step_estimate(plan, arch, gpu=None, *, train_tokens: float | None = None,
     notes = list(rates.assumed)
     if micro.compiled:
         notes.append(COMPILE_SOURCE)
+    if plan.fp8 != "none":
+        notes.append(f"{FP8_SOURCE}; {plan.fp8} scaling, {rates.fp8_flops / 1e12:g} TFLOP/s fp8 peak")
     if rates.network_defaulted and plan.nodes > 1:
         notes.append("network: the default 400 Gb/s per GPU (8 x 400 Gb/s InfiniBand-class node) assumed")
     return Step(plan=plan, rates=rates, flops=fl, tokens_per_step=tokens_micro * gas * plan.world_size,

@@ -131,6 +131,19 @@ LORA_INPUT = {"forward": (12.0, 9.0), "backward": (11.0, 12.0)}       # (fp32-ad
 LORA_OUTPUT = {"forward": 10.0, "backward": 4.0}
 LORA_KERNELS = {"forward": (4, 4, 1), "backward": (6, 2, 1)}
 
+# fp8 linears (plan-v1 Extension 9, memory/fp8.py: torchao Float8Linear). The three GEMMs of a converted linear
+# (output, grad_input, grad_weight: torch._scaled_mm in matmul_with_hp_or_float8_args) run at the GPU's dense fp8
+# peak (presets/gpus.json fp8_dense_tflops) times the bf16 best-shape ratio (MAMF): no fp8 best-shape table is
+# held here, a stated assumption. Each cast (hp_tensor_to_float8_dynamic: the amax reduction `tensor_to_amax`
+# over the bf16 tensor, then the scaled cast) reads the 2-byte tensor twice and writes 1 byte per element, in two
+# kernels: forward the input and the weight, backward grad_output twice (for grad_input and for grad_weight), the
+# weight and the input again (torchao 0.18.0 matmul_with_hp_or_float8_args.backward). Rowwise (axiswise) scaling's
+# GEMM is taken at tensorwise's rate: no measured ratio between the two is held here.
+FP8_CAST_BYTES = 5.0
+FP8_CAST_KERNELS = 2
+FP8_SOURCE = ("fp8 linears: the block linears' GEMMs at the dense fp8 peak x the bf16 best-shape ratio (assumed), "
+              "their casts memory-bound (amax read, read, fp8 write: 5 B per element)")
+
 # torch.compile (inductor) fuses each chain of pointwise/reduction ops between two extern kernels (GEMM,
 # attention) into one kernel (torch/_inductor/scheduler.py: fusion of pointwise and reduction nodes); the chain
 # reads its inputs and writes its outputs once. For one layer: norm, rotary, add+norm, SwiGLU, add, i.e. per token

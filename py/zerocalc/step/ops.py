@@ -12,16 +12,17 @@ Backward holds the recompute of activation checkpointing. Recorded ops come from
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from ..memory.stack import effective_stack
 from .kernels import (ATTENTION_RATES, ATTN_SEQ_HALF, COMPILED_HEAD, COMPILED_LAUNCH_S, COMPILED_LAYER, EAGER_SCORES,
-                      GEMM_TILE, HEAD_MEMORY, HOPPER_SUSTAINED, KERNEL_SUSTAINED, LAUNCH_S, LAYER_MEMORY, LORA_INPUT, LORA_KERNELS,
+                      FP8_CAST_BYTES, FP8_CAST_KERNELS, GEMM_TILE, HEAD_MEMORY, HOPPER_SUSTAINED, KERNEL_SUSTAINED, LAUNCH_S, LAYER_MEMORY, LORA_INPUT, LORA_KERNELS,
                       LAYERNORM_DROPOUT, LORA_OUTPUT, MEMORY_EFFICIENCY, QK_NORM, EXTRA_NORM)
 
 
-@dataclass(frozen=True)
-class Pass:
+class Pass(NamedTuple):
+    """One pass's times (a named tuple: built a few dozen times per estimate, cheaper than a frozen dataclass)."""
     gemm_s: float = 0.0
     attention_s: float = 0.0
     memory_s: float = 0.0
@@ -134,6 +135,8 @@ def _linears_pass(arch, plan, rates, T, es, trainable_base: bool, st):
     fp32_adapters = lora and st.adapter_dtype == "fp32" and plan.precision != "fp32"
     compiled = st.compile != "none"
     hf_loop = st.trainer == "hf-trainer" and st.loss_path != "hf5"   # transformers 4.x: a loop over experts
+    fp8 = plan.fp8 != "none" and rates.fp8_flops > 0                  # kernels.FP8_*: the converted linears
+    rates8 = replace(rates, peak_flops=rates.fp8_flops) if fp8 else rates
     tot = [0.0] * 6            # forward gemm, memory, kernels; backward gemm, memory, kernels
     for layers, linears in _layer_linears(arch):
         for lin in linears:
@@ -144,13 +147,20 @@ def _linears_pass(arch, plan, rates, T, es, trainable_base: bool, st):
                 loop_kernels = 6 * count if hf_loop else 2
             else:
                 m, calls, loop_kernels = T, 1, 0
-            g_f = calls * gemm_s(m, lin.d_in, lin.d_out, es, rates)
-            g_b = calls * gemm_s(m, lin.d_out, lin.d_in, es, rates)                 # activation gradient
+            conv = fp8 and count == 1              # fused 3-D experts are no nn.Linear: never converted
+            r_g, e_g = (rates8, 1) if conv else (rates, es)
+            g_f = calls * gemm_s(m, lin.d_in, lin.d_out, e_g, r_g)
+            g_b = calls * gemm_s(m, lin.d_out, lin.d_in, e_g, r_g)                 # activation gradient
             if trainable_base:
-                g_b += calls * gemm_s(lin.d_out, m, lin.d_in, es, rates)            # weight gradient
+                g_b += calls * gemm_s(lin.d_out, m, lin.d_in, e_g, r_g)            # weight gradient
             k_f, k_b = calls + loop_kernels, calls * (2 if trainable_base else 1) + loop_kernels
             mf = mb = 0.0
             n = lin.d_in * lin.d_out * count
+            if conv:
+                mf += FP8_CAST_BYTES * (T * lin.d_in + n)
+                mb += FP8_CAST_BYTES * (2 * T * lin.d_out + T * lin.d_in + n)
+                k_f += 2 * FP8_CAST_KERNELS
+                k_b += 4 * FP8_CAST_KERNELS
             if qlora:
                 # bitsandbytes dequantize_4bit per pass (MatMul4Bit forward and backward): 0.5 B codes + absmax in,
                 # the compute-dtype weight out

@@ -2,7 +2,8 @@
 
 Peak rates come from the GPU presets (``presets/gpus.json``: vendor datasheet dense tensor-core
 figures, no sparsity); a custom GPU object may carry ``bf16_dense_tflops``, ``fp16_dense_tflops``,
-``memory_bandwidth_gb_s``, ``link_gb_s``, ``pcie_gb_s`` (else the A100's figures are assumed and said so).
+``memory_bandwidth_gb_s``, ``link_gb_s``, ``pcie_gb_s`` (else the A100's figures are assumed and said so), and
+``fp8_dense_tflops`` for a plan with fp8 linears (the presets' fp8 rate: the vendors' dense fp8 tensor-core peak).
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ class Rates:
     generation: str = "other"       # sm70, sm80, sm8x, sm90, sm100, other (kernel tables)
     warn: tuple = ()                # assumptions the estimate's warnings name (custom GPU without rates)
     sms: int = 108                  # streaming multiprocessors (kernels.SMS; a custom GPU's "sm_count")
+    fp8_flops: float = 0.0          # dense fp8 tensor-core FLOP/s (0: none; plan-v1 Extension 9 `fp8`)
 
 
 def _generation(cc: str | None) -> str:
@@ -77,11 +79,13 @@ def gpu_rates(plan, gpu=None) -> Rates:
         name, cc, inter = g.name, g.compute_capability, g.interconnect
         bf16, fp16, hbm, link, pcie = (g.bf16_dense_tflops, g.fp16_dense_tflops, g.memory_bandwidth_gb_s,
                                        g.link_gb_s, g.pcie_gb_s)
+        fp8 = g.fp8_dense_tflops
     else:
         name, cc = str(gpu.get("name", "custom GPU")), gpu.get("compute_capability")
         inter = str(gpu.get("interconnect", "PCIe"))
         bf16, fp16 = gpu.get("bf16_dense_tflops"), gpu.get("fp16_dense_tflops")
         hbm, link, pcie = gpu.get("memory_bandwidth_gb_s"), gpu.get("link_gb_s"), gpu.get("pcie_gb_s")
+        fp8 = gpu.get("fp8_dense_tflops")
         if link and "interconnect" not in gpu:
             inter = "NVLink"
     if plan.precision == "fp32":
@@ -126,7 +130,7 @@ def gpu_rates(plan, gpu=None) -> Rates:
                  hbm_bytes_s=float(hbm) * 1e9, nvlink_bytes_s=nvlink, pcie_bytes_s=float(pcie) * 1e9,
                  network_bytes_s=float(net["gbps_per_gpu"]) * 1e9 / 8, network_kind=str(net["kind"]),
                  network_defaulted="gbps_per_gpu" not in plan.network, assumed=tuple(assumed + warn),
-                 generation=gen, warn=tuple(warn), sms=int(sms))
+                 generation=gen, warn=tuple(warn), sms=int(sms), fp8_flops=float(fp8 or 0) * 1e12)
 
 
 __all__ = ["Rates", "gpu_rates", "DEFAULT_NETWORK", "LINK_EFFICIENCY", "PCIE_EFFICIENCY",

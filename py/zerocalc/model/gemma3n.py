@@ -1,0 +1,87 @@
+"""Gemma 3n's language model (transformers 5.24 modeling_gemma3n.py Gemma3nForCausalLM, Gemma3nTextConfig's
+defaults): ``model.embed_tokens``; per layer (Gemma3nTextDecoderLayer)
+
+- self_attn: q_proj, q_norm (head_dim) and o_proj; unless the layer reuses an earlier layer's K/V (the last
+  num_kv_shared_layers: kv_sharing_modes "reuse") k_proj, v_proj and k_norm (v_norm has no weight); biases by
+  attention_bias;
+- the gated MLP of that layer's intermediate_size (a list, or one value for every layer) and Gemma 2's four norms;
+- altup (correct_output_scale (h), correction_coefs n x n, prediction_coefs n -> n^2, modality_router h -> n,
+  router_norm; n = altup_num_inputs), laurel (linear_left h -> laurel_rank, linear_right back, post_laurel_norm),
+  per_layer_input_gate (h -> hidden_size_per_layer_input), per_layer_projection (back) and
+  post_per_layer_input_norm; no biases;
+
+then ``model.norm``, embed_tokens_per_layer (vocab_size_per_layer_input x layers x hidden_size_per_layer_input),
+per_layer_model_projection (h -> layers x per-layer width), per_layer_projection_norm, and n - 1 altup_projections
+and altup_unembed_projections (h x h each). lm_head tied by default. The composite gemma3n (vision and audio
+towers) is not modelled here.
+
+The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the first layer's
+linears (AltUp's n streams, LAuReL and the per-layer inputs are not traced), which ``support`` says.
+"""
+from __future__ import annotations
+
+from ..errors import PlanError
+from .arch import Linear, ModelArch
+from .config import ConfigReader, TensorList
+from .recurrent import recurrent_arch
+
+
+def gemma3n_text(c: ConfigReader) -> ModelArch:
+    h, n, vocab = c.int("hidden_size", default=2048), c.int("num_hidden_layers", default=35), c.int(
+        "vocab_size", default=262400)
+    heads, kv = c.int("num_attention_heads", default=8), c.int("num_key_value_heads", default=2)
+    hd = c.int("head_dim", default=256)
+    inter = c.cfg.get("intermediate_size", 16384)
+    inters = [int(x) for x in inter] if isinstance(inter, list) else [c.int("intermediate_size", default=16384)] * n
+    if len(inters) != n:    # Gemma3nTextConfig.__post_init__ raises the same
+        raise PlanError("model.intermediate_size", f"needs one value per layer ({n}), got {len(inters)}")
+    hpl, alt = c.int("hidden_size_per_layer_input", default=256), c.int("altup_num_inputs", default=4)
+    rank = c.int("laurel_rank", default=64)
+    shared = c.int("num_kv_shared_layers", default=15, lo=0)
+    bias, tied = c.bool("attention_bias", False), c.bool("tie_word_embeddings", True)
+    b = TensorList()
+    b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
+    for i in range(n):
+        p, a, w = f"model.layers.{i}", f"model.layers.{i}.self_attn", inters[i]
+        b.linear(f"{a}.q_proj", h, heads * hd, "attention", bias=bias)
+        b.norm(f"{a}.q_norm", hd)
+        if i < n - shared:
+            b.linear(f"{a}.k_proj", h, kv * hd, "attention", bias=bias)
+            b.linear(f"{a}.v_proj", h, kv * hd, "attention", bias=bias)
+            b.norm(f"{a}.k_norm", hd)
+        b.linear(f"{a}.o_proj", heads * hd, h, "attention", bias=bias)
+        for name, d_in, d_out in (("gate_proj", h, w), ("up_proj", h, w), ("down_proj", w, h)):
+            b.linear(f"{p}.mlp.{name}", d_in, d_out, "mlp")
+        for name in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                     "post_feedforward_layernorm"):
+            b.norm(f"{p}.{name}", h)
+        b.param(f"{p}.altup", "correct_output_scale", h, "other")
+        b.linear(f"{p}.altup.correction_coefs", alt, alt, "other")
+        b.linear(f"{p}.altup.prediction_coefs", alt, alt * alt, "other")
+        b.linear(f"{p}.altup.modality_router", h, alt, "other")
+        b.norm(f"{p}.altup.router_norm", h)
+        b.linear(f"{p}.laurel.linear_left", h, rank, "other")
+        b.linear(f"{p}.laurel.linear_right", rank, h, "other")
+        b.norm(f"{p}.laurel.post_laurel_norm", h)
+        b.linear(f"{p}.per_layer_input_gate", h, hpl, "other")
+        b.linear(f"{p}.per_layer_projection", hpl, h, "other")
+        b.norm(f"{p}.post_per_layer_input_norm", h)
+    b.norm("model.norm", h)
+    b.matrix("model.embed_tokens_per_layer", "weight", (c.int("vocab_size_per_layer_input", default=262144), n * hpl),
+             "embedding")
+    b.linear("model.per_layer_model_projection", h, n * hpl, "other")
+    b.norm("model.per_layer_projection_norm", hpl)
+    for group in ("altup_projections", "altup_unembed_projections"):
+        for j in range(alt - 1):
+            b.linear(f"model.{group}.{j}", h, h, "other")
+    if not tied:
+        b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    lins = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("o_proj", heads * hd, h), Linear("gate_proj", h, inters[0]), Linear("up_proj", h, inters[0]),
+            Linear("down_proj", inters[0], h))
+    return recurrent_arch(c, "gemma3n_text", b, h=h, n_layers=n, vocab=vocab, tied=tied, lins=lins, heads=heads,
+                          kv=kv, hd=hd, inter=inters[0],
+                          what="AltUp, LAuReL and per-layer-input Gemma blocks are")
+
+
+GEMMA3N = {"gemma3n_text": gemma3n_text}

@@ -1,0 +1,123 @@
+"""Inkling 2 and Inkling 2 Loop's language models (transformers 5.24 modeling_inkling2.py Inkling2ForCausalLM,
+modeling_inkling2_loop.py Inkling2LoopForCausalLM). Per layer, by layer_types (default: "hybrid" at every 6th,
+else "hybrid_sliding"):
+
+- attention_input (a learned query: h, or (3, h) in full layers; none in layer 0) and mlp_input (h);
+- self_attn with the sliding (swa_* heads / head dim, rel_extent = sliding_window_size) or full (num_* heads,
+  head_dim, rel_extent) shape: q_proj.linear and its clip's scale (heads, d); k_proj / v_proj .linear (kv x d)
+  and their short conv: static depthwise conv1d (kv x d, 1, conv_kernel_size) in sliding layers, in full layers
+  the dynamic one's static_weight (kernel, kv x d) and weight_proj (h -> kv x kernel); o_proj.gate_proj and
+  .linear; sink_proj (h -> heads); relative_position_bias.linear (h -> heads x d_rel), .norm.scale (heads, d_rel),
+  .proj (d_rel, rel_extent); no biases;
+- mlp: experts (E, 2I, h) / (E, h, I) and the fp32 gate (E x h; e_score_correction_bias a buffer);
+- input_layernorm (sliding) or q/k/v_input_layernorm (full), post_attention_layernorm, and the depthwise
+  post_attention_convolution / post_mlp_convolution (h, 1, kernel);
+- Inkling 2 Loop, in layers loop_layer_index_start <= i < loop_layer_index_end: q/k/v/mlp_message_gate
+  (down_proj 2h -> loop_gate_rank, forget_gate_proj and message_gate_proj back to h), and the model's
+  message_input query (loop layers, 4, h) (loop_config's core_start / core_end / gate_rank honoured).
+
+``model.embed_tokens`` with its embed_norm, ``model.norm``, final_input (h); lm_head (unpadded_vocab_size x h)
+never tied (_tied_weights_keys is empty). The composites inkling2 / inkling2_loop (vision tower) are not modelled.
+
+The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the sliding layers'
+linears with the routed experts as the MLP, once per layer call (the loop layers run loop_num_passes times),
+not traced, which ``support`` says.
+"""
+from __future__ import annotations
+
+from .arch import Linear, ModelArch, MoE
+from .config import ConfigReader, TensorList
+from .recurrent import recurrent_arch
+
+# Inkling2TextConfig / Inkling2LoopTextConfig class defaults that differ
+_DEFAULTS = {"inkling2_text": {"h": 4608, "layers": 48, "heads": 48, "ei": 2304, "e": 384},
+             "inkling2_loop_text": {"h": 2304, "layers": 24, "heads": 24, "ei": 1152, "e": 128}}
+
+
+def _inkling2(c: ConfigReader, model_type: str) -> ModelArch:
+    dft = _DEFAULTS[model_type]
+    h, n_layers = c.int("hidden_size", default=dft["h"]), c.int("num_hidden_layers", default=dft["layers"])
+    vocab, out_vocab = c.int("vocab_size", default=201024), c.int("unpadded_vocab_size", default=200058)
+    full = (c.int("num_attention_heads", default=dft["heads"]), c.int("num_key_value_heads", default=8),
+            c.int("head_dim", default=128), c.int("rel_extent", default=1024))
+    window = c.int("sliding_window_size", "sliding_window", default=1024)
+    swa = (c.int("swa_num_attention_heads", default=dft["heads"]), c.int("swa_num_key_value_heads", default=8),
+           c.int("swa_head_dim", default=128), window)
+    d_rel, kernel = c.int("d_rel", default=16), c.int("conv_kernel_size", "sconv_kernel_size", default=4)
+    e = c.int("n_routed_experts", "num_local_experts", default=dft["e"])
+    ei = c.int("moe_intermediate_size", "intermediate_size", default=dft["ei"])
+    kinds = c.cfg.get("layer_types")
+    if not isinstance(kinds, list):
+        kinds = ["hybrid" if (i + 1) % 6 == 0 else "hybrid_sliding" for i in range(n_layers)]
+    loop = model_type == "inkling2_loop_text"
+    lc = c.cfg.get("loop_config") if isinstance(c.cfg.get("loop_config"), dict) else {}
+    start = int(lc.get("core_start", c.int("loop_layer_index_start", default=6, lo=0)))
+    end = int(lc.get("core_end", c.int("loop_layer_index_end", default=18, lo=0)))
+    rank = int(lc.get("gate_rank", c.int("loop_gate_rank", default=64)))
+    moe = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=8), expert_intermediate=ei,
+              shared_intermediate=0, dense_layers=0, router_fp32="cast")
+    b = TensorList()
+    b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
+    b.norm("model.embed_tokens.embed_norm", h)
+    for i in range(n_layers):
+        p, sliding = f"model.layers.{i}", kinds[i] == "hybrid_sliding"
+        heads, kv, d, extent = swa if sliding else full
+        if i:
+            b.matrix(f"{p}.attention_input", "query", (h,) if sliding else (3, h), "other")
+        b.param(f"{p}.mlp_input", "query", h, "other")
+        a = f"{p}.self_attn"
+        b.linear(f"{a}.q_proj.linear", h, heads * d, "attention")
+        b.matrix(f"{a}.q_proj.norm", "scale", (heads, d), "attention")
+        for name in ("k_proj", "v_proj"):
+            b.linear(f"{a}.{name}.linear", h, kv * d, "attention")
+            if sliding:
+                b.matrix(f"{a}.{name}.sconv.conv1d", "weight", (kv * d, 1, kernel), "attention")
+            else:
+                b.matrix(f"{a}.{name}.sconv", "static_weight", (kernel, kv * d), "attention")
+                b.linear(f"{a}.{name}.sconv.weight_proj", h, kv * kernel, "attention")
+        b.linear(f"{a}.o_proj.gate_proj", h, heads * d, "attention")
+        b.linear(f"{a}.o_proj.linear", heads * d, h, "attention")
+        b.linear(f"{a}.sink_proj", h, heads, "attention")
+        r = f"{a}.relative_position_bias"
+        b.linear(f"{r}.linear", h, heads * d_rel, "attention")
+        b.matrix(f"{r}.norm", "scale", (heads, d_rel), "attention")
+        b.matrix(r, "proj", (d_rel, extent), "attention")
+        b.matrix(f"{p}.mlp.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
+        b.matrix(f"{p}.mlp.experts", "down_proj", (e, h, ei), "routed_experts")
+        b.matrix(f"{p}.mlp.gate", "weight", (e, h), "router")
+        norms = ("input_layernorm",) if sliding else ("q_input_layernorm", "k_input_layernorm", "v_input_layernorm")
+        for name in norms + ("post_attention_layernorm",):
+            b.norm(f"{p}.{name}", h)
+        for name in ("post_attention_convolution", "post_mlp_convolution"):
+            b.matrix(f"{p}.{name}.conv1d", "weight", (h, 1, kernel), "other")
+        if loop and start <= i < end:
+            for g in ("q", "k", "v", "mlp"):
+                m = f"{p}.{g}_message_gate"
+                b.linear(f"{m}.down_proj", 2 * h, rank, "other")
+                b.linear(f"{m}.forget_gate_proj", rank, h, "other")
+                b.linear(f"{m}.message_gate_proj", rank, h, "other")
+    b.norm("model.norm", h)
+    b.param("model.final_input", "query", h, "other")
+    if loop:
+        b.matrix("model.message_input", "query", (end - start, 4, h), "other")
+    b.matrix("lm_head", "weight", (out_vocab, h), "lm_head", "lm_head")
+    heads, kv, d, _ = swa
+    lins = (Linear("linear", h, heads * d), Linear("linear", h, kv * d), Linear("linear", h, kv * d),
+            Linear("gate_proj", h, heads * d), Linear("linear", heads * d, h),
+            Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e))
+    calls = n_layers + (int(lc.get("num_passes", c.int("loop_num_passes", default=3))) - 1) * (end - start) if loop \
+        else n_layers
+    return recurrent_arch(c, model_type, b, h=h, n_layers=calls, vocab=vocab, tied=False, lins=lins, heads=heads,
+                          kv=kv, hd=d, inter=ei, moe=moe,
+                          what="clipped, conv-fed, relative-bias attention and softcapped MoE layers are")
+
+
+def inkling2_text(c: ConfigReader) -> ModelArch:
+    return _inkling2(c, "inkling2_text")
+
+
+def inkling2_loop_text(c: ConfigReader) -> ModelArch:
+    return _inkling2(c, "inkling2_loop_text")
+
+
+INKLING2 = {"inkling2_text": inkling2_text, "inkling2_loop_text": inkling2_loop_text}
