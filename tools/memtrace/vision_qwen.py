@@ -1,0 +1,115 @@
+"""What a Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision tower keeps for backward, traced on CPU tensors.
+
+The tower alone (``model.visual``: modeling_qwen2_vl.py Qwen2VisionTransformerPretrainedModel,
+modeling_qwen2_5_vl.py Qwen2_5_VisionTransformerPretrainedModel, modeling_qwen3_vl.py Qwen3VLVisionModel;
+transformers 5.24) runs one forward, attn_implementation "sdpa", bf16 weights, trainable, on the flattened
+patches of `images` images of `h` x `w` pixels (pixel_values (patches, 3 * temporal_patch_size * patch^2), as
+Qwen2VLImageProcessor emits them, and image_grid_thw). Its outputs are what the language model reads
+(pooler_output, and Qwen3-VL's deepstack features); their sum stands for the loss (sum saves no tensor), the
+outputs are dropped, and the activation storages still alive are what autograd saved. The language model
+receives the merged tokens through masked_scatter, which saves only its mask, so the tower's share of a
+step's saved activations is this number.
+
+The window / cu_seqlens indexes are data-dependent (``.tolist()``), so the tower runs on real CPU tensors
+(tiny widths, a few hundred patches: milliseconds); the ops dispatch as on FakeTensors (CPU SDPA is
+aten._scaled_dot_product_flash_attention_for_cpu: q, k, v, the output and an fp32 logsumexp saved).
+
+  python -m tools.memtrace.vision_qwen > tests/data/vision_qwen_trace.json      (a few seconds)
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+
+from .tracker import StorageTracker
+
+TOWERS = {
+    "2": {"depth": 4, "embed_dim": 128, "num_heads": 4, "mlp_ratio": 4, "hidden_size": 256, "patch_size": 14,
+          "spatial_merge_size": 2, "temporal_patch_size": 2, "hidden_act": "quick_gelu"},
+    "2.5": {"depth": 4, "hidden_size": 128, "num_heads": 4, "intermediate_size": 344, "out_hidden_size": 256,
+            "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 56,
+            "fullatt_block_indexes": [1, 3], "hidden_act": "silu"},
+    "3": {"depth": 4, "hidden_size": 128, "num_heads": 4, "intermediate_size": 344, "out_hidden_size": 256,
+          "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 64,
+          "deepstack_visual_indexes": [1, 2], "hidden_act": "gelu_pytorch_tanh"},
+    "3.5": {"depth": 4, "hidden_size": 128, "num_heads": 4, "intermediate_size": 344, "out_hidden_size": 256,
+            "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 64,
+            "hidden_act": "gelu_pytorch_tanh"},
+}
+# (version, images, (h, w) in pixels): patches = (h / patch) * (w / patch) per image
+CASES = [("2", 1, (112, 112)), ("2", 2, (112, 168)),
+         ("2.5", 1, (112, 112)), ("2.5", 2, (112, 168)), ("2.5", 1, (224, 224)),
+         ("3", 1, (128, 128)), ("3", 2, (128, 192)), ("3.5", 1, (128, 128)), ("3.5", 2, (128, 192)),
+         # gradient checkpointing (model.gradient_checkpointing_enable(): every VisionBlock is a
+         # GradientCheckpointingLayer, use_reentrant False as Trainer sets it)
+         ("2", 2, (112, 168), True), ("2.5", 2, (112, 168), True), ("3", 2, (128, 192), True)]
+
+
+def build(version: str):
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as m25  # noqa: PLC0415
+    from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig  # noqa: PLC0415
+    from transformers.models.qwen2_vl import modeling_qwen2_vl as m2  # noqa: PLC0415
+    from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLVisionConfig  # noqa: PLC0415
+    from transformers.models.qwen3_vl import modeling_qwen3_vl as m3  # noqa: PLC0415
+    from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLVisionConfig  # noqa: PLC0415
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as m35  # noqa: PLC0415
+    from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5VisionConfig  # noqa: PLC0415
+    cls, cfg_cls = {"2": (m2.Qwen2VisionTransformerPretrainedModel, Qwen2VLVisionConfig),
+                    "2.5": (m25.Qwen2_5_VisionTransformerPretrainedModel, Qwen2_5_VLVisionConfig),
+                    "3": (m3.Qwen3VLVisionModel, Qwen3VLVisionConfig),
+                    "3.5": (m35.Qwen3_5VisionModel, Qwen3_5VisionConfig)}[version]
+    cfg = cfg_cls(**TOWERS[version])
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = cls._from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+    model.train()
+    return model, cfg
+
+
+def trace_case(version: str, images: int, hw: tuple[int, int], checkpointing: bool = False) -> dict:
+    model, cfg = build(version)
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    p, t = cfg.patch_size, cfg.temporal_patch_size
+    gh, gw = hw[0] // p, hw[1] // p
+    grid = torch.tensor([[1, gh, gw]] * images)
+    n = images * gh * gw
+    pix = torch.randn(n, 3 * t * p * p, dtype=torch.bfloat16)
+    tr = StorageTracker()
+    for prm in model.parameters():
+        tr.register(prm, "weight", "")
+    for bf in model.buffers():
+        tr.register(bf, "weight", "buffer")
+    tr.register(pix, "act", "input")
+    tr.register(grid, "act", "input")
+    with tr:
+        tr.set_phase("forward")
+        out = model(pix, grid_thw=grid)
+        loss = out.pooler_output.float().sum()
+        for feat in getattr(out, "deepstack_features", None) or ():
+            loss = loss + feat.float().sum()
+        del out
+        feat = None
+        snap = tr.snapshot()
+    saved = sum(v for (c, sub), v in snap.by_key.items() if c == "act" and sub != "input")
+    del loss
+    return {"id": f"qwen{version}-vl-tower-i{images}-{hw[0]}x{hw[1]}" + ("-ac" if checkpointing else ""),
+            "version": version, "images": images, "checkpointing": checkpointing,
+            "height": hw[0], "width": hw[1], "patches": n, "tokens": n // cfg.spatial_merge_size ** 2,
+            "saved_bytes_forward_end": saved, "params": sum(q.numel() for q in model.parameters())}
+
+
+def main() -> int:
+    import transformers  # noqa: PLC0415
+    out = {"generator": "python -m tools.memtrace.vision_qwen", "transformers": transformers.__version__,
+           "torch": torch.__version__.split("+")[0], "towers": TOWERS,
+           "cases": [trace_case(*c) for c in CASES]}
+    json.dump(out, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
