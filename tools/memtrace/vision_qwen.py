@@ -68,6 +68,29 @@ def build(version: str):
     return model, cfg
 
 
+def saved_after_forward(model, inputs: tuple, forward) -> int:
+    """Activation bytes autograd still holds once ``forward()``'s outputs are dropped and only the loss (the
+    sum of pooler_output and of any deepstack features) is kept; weights, buffers and inputs left out."""
+    tr = StorageTracker()
+    for prm in model.parameters():
+        tr.register(prm, "weight", "")
+    for bf in model.buffers():
+        tr.register(bf, "weight", "buffer")
+    for t in inputs:
+        tr.register(t, "act", "input")
+    with tr:
+        tr.set_phase("forward")
+        out = forward()
+        loss = out.pooler_output.float().sum()
+        for feat in getattr(out, "deepstack_features", None) or ():
+            loss = loss + feat.float().sum()
+        del out
+        feat = None
+        snap = tr.snapshot()
+    del loss
+    return sum(v for (c, sub), v in snap.by_key.items() if c == "act" and sub != "input")
+
+
 def trace_case(version: str, images: int, hw: tuple[int, int], checkpointing: bool = False) -> dict:
     model, cfg = build(version)
     if checkpointing:
@@ -77,24 +100,7 @@ def trace_case(version: str, images: int, hw: tuple[int, int], checkpointing: bo
     grid = torch.tensor([[1, gh, gw]] * images)
     n = images * gh * gw
     pix = torch.randn(n, 3 * t * p * p, dtype=torch.bfloat16)
-    tr = StorageTracker()
-    for prm in model.parameters():
-        tr.register(prm, "weight", "")
-    for bf in model.buffers():
-        tr.register(bf, "weight", "buffer")
-    tr.register(pix, "act", "input")
-    tr.register(grid, "act", "input")
-    with tr:
-        tr.set_phase("forward")
-        out = model(pix, grid_thw=grid)
-        loss = out.pooler_output.float().sum()
-        for feat in getattr(out, "deepstack_features", None) or ():
-            loss = loss + feat.float().sum()
-        del out
-        feat = None
-        snap = tr.snapshot()
-    saved = sum(v for (c, sub), v in snap.by_key.items() if c == "act" and sub != "input")
-    del loss
+    saved = saved_after_forward(model, (pix, grid), lambda: model(pix, grid_thw=grid))
     return {"id": f"qwen{version}-vl-tower-i{images}-{hw[0]}x{hw[1]}" + ("-ac" if checkpointing else ""),
             "version": version, "images": images, "checkpointing": checkpointing,
             "height": hw[0], "width": hw[1], "patches": n, "tokens": n // cfg.spatial_merge_size ** 2,

@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 from ..errors import PlanError
 from .config import ConfigReader
-from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
+from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, internvl_tower_spec, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
 from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
 from .audio_more import (QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts,
@@ -208,6 +208,8 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     class token), whether the MLP is QuickGELU (x * sigmoid(1.702 x): three tensors of the MLP width kept)
     or one GELU kernel (two), and the projector's kind. None where the tower's activations are not modelled."""
     model_type = cfg.get("model_type")
+    if model_type == "internvl":
+        return internvl_tower_spec(cfg, text_hidden)
     if model_type in QWEN_TOWERS:
         return qwen_tower_spec(cfg, *QWEN_TOWERS[model_type][:1], text_hidden, QWEN_TOWERS[model_type][1])
     projector = VIT_TOWERS.get(model_type)
