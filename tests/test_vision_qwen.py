@@ -4,7 +4,8 @@ Qwen3.5): what ``model.visual`` keeps for its backward.
 Ground truth: tests/data/vision_qwen_trace.json (tools/memtrace/vision_qwen.py: each tower alone, 4 blocks of
 width 128, 4 heads, merger to 256, bf16, SDPA, transformers 5.24, on 1-2 images of 112-224 px; 2.5-VL with
 windows of 56 px and full attention in blocks 1 and 3, Qwen3-VL with deepstack mergers after blocks 1 and 2;
-three cases with gradient checkpointing). The engine must be within 3 %; the trace's LayerNorm statistics are
+three cases with gradient checkpointing, four under flash_attention_2: HF's varlen glue with the kernel's saves
+stood in for). The engine must be within 3 %; the trace's LayerNorm statistics are
 bf16 on CPU, the engine's fp32 as on CUDA.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ def model(version: str) -> dict:
 
 
 def plan(version: str, tokens: int, images: int = 1, batch: int = 1, trainable: str = "full", **kw) -> Plan:
+    kw.setdefault("attention", "sdpa")
     return Plan.from_dict({"model": model(version), "framework": "single", "gpus_per_node": 1,
                            "precision": "bf16-pure", "method": "lora", "micro_batch_size": batch, "seq_len": 1024,
                            "vision": {"trainable": trainable, "images_per_sample": images,
@@ -41,12 +43,14 @@ def plan(version: str, tokens: int, images: int = 1, batch: int = 1, trainable: 
 @pytest.mark.parametrize("case", TRACE["cases"], ids=[c["id"] for c in TRACE["cases"]])
 def test_tower_activations_within_3_percent_of_the_trace(case):
     ac = "full" if case["checkpointing"] else "none"
-    p = plan(case["version"], case["tokens"], case["images"], activation_checkpointing=ac)
+    attention = "flash" if case["attention"] == "flash_attention_2" else "sdpa"
+    p = plan(case["version"], case["tokens"], case["images"], activation_checkpointing=ac, attention=attention)
     got, traced = tower_saved_bytes(p, p.arch, 2), case["saved_bytes_forward_end"]
     assert abs(got - traced) <= 0.03 * traced, (case["id"], got, traced)
     # the same patches as two samples of half the tokens: the tower sees one packed sequence either way
     if case["tokens"] % 2 == 0:
-        p2 = plan(case["version"], case["tokens"] // 2, case["images"], batch=2, activation_checkpointing=ac)
+        p2 = plan(case["version"], case["tokens"] // 2, case["images"], batch=2, activation_checkpointing=ac,
+                  attention=attention)
         assert tower_saved_bytes(p2, p2.arch, 2) == got
 
 
@@ -71,6 +75,9 @@ def test_qwen2_5_vl_formula_by_hand():
     # checkpointed: each block keeps its input, 2*64*128 = 16,384: 4*16,384 + 16,384 + 256 + 98,560 = 180,736
     pc = plan("2.5", 16, activation_checkpointing="full")
     assert tower_saved_bytes(pc, pc.arch, 2) == 180_736
+    # flash_attention_2: the varlen kernel's one output is proj's input, no concatenated copy: 4 * 16,384 less
+    pf = plan("2.5", 16, attention="flash")
+    assert tower_saved_bytes(pf, pf.arch, 2) == 1_808_896 - 4 * 16_384
 
 
 def test_qwen3_vl_deepstack_by_hand():

@@ -18,6 +18,7 @@ aten._scaled_dot_product_flash_attention_for_cpu: q, k, v, the output and an fp3
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -44,7 +45,10 @@ CASES = [("2", 1, (112, 112)), ("2", 2, (112, 168)),
          ("3", 1, (128, 128)), ("3", 2, (128, 192)), ("3.5", 1, (128, 128)), ("3.5", 2, (128, 192)),
          # gradient checkpointing (model.gradient_checkpointing_enable(): every VisionBlock is a
          # GradientCheckpointingLayer, use_reentrant False as Trainer sets it)
-         ("2", 2, (112, 168), True), ("2.5", 2, (112, 168), True), ("3", 2, (128, 192), True)]
+         ("2", 2, (112, 168), True), ("2.5", 2, (112, 168), True), ("3", 2, (128, 192), True),
+         # attn_implementation flash_attention_2 (HF's varlen glue; the kernel's saves stood in for on CPU)
+         ("2", 2, (112, 168), False, "flash_attention_2"), ("2.5", 2, (112, 168), False, "flash_attention_2"),
+         ("3", 2, (128, 192), False, "flash_attention_2"), ("3.5", 1, (128, 128), False, "flash_attention_2")]
 
 
 def build(version: str):
@@ -66,6 +70,50 @@ def build(version: str):
     model = cls._from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
     model.train()
     return model, cfg
+
+
+class _FlashVarlenSaves(torch.autograd.Function):
+    """flash-attn 2's FlashAttnVarlenFunc as far as memory goes (flash_attn_interface.py: forward makes q, k, v
+    contiguous only where their last stride is not 1, and ctx.save_for_backward(q, k, v, out_padded,
+    softmax_lse, cu_seqlens_q, cu_seqlens_k, rng_state); out (total, heads, head_dim) in the input dtype,
+    softmax_lse (heads, total) fp32). The values are not computed: only what is kept is traced."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k):
+        out = torch.empty_like(q)
+        lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32)
+        ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v = ctx.saved_tensors[:3]
+        return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v), None, None
+
+
+def _flash_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, dropout_p=0.0,
+                  softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                  deterministic=False, return_attn_probs=False, block_table=None):
+    """flash_attn_varlen_func's signature (flash-attn 2.x), so HF's kwargs processing treats it as FA2's."""
+    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
+    return _FlashVarlenSaves.apply(q, k, v, cu_seqlens_q, cu_seqlens_k)
+
+
+@contextlib.contextmanager
+def flash_attention_2():
+    """attn_implementation "flash_attention_2" without the flash-attn package: HF's own glue runs
+    (integrations/flash_attention.py flash_attention_forward, modeling_flash_attention_utils.py
+    _flash_attention_forward with the vision tower's cu_seqlens: the varlen branch, q/k/v reshaped as views),
+    and only the kernel is _flash_varlen."""
+    import transformers.modeling_flash_attention_utils as fau  # noqa: PLC0415
+    orig = fau.lazy_import_flash_attention
+    fns = ((None, _flash_varlen, None, fau._pad_input, fau._unpad_input),
+           (fau._lazy_define_process_function(_flash_varlen), dict))
+    fau.lazy_import_flash_attention = lambda *a, **k: fns
+    try:
+        yield
+    finally:
+        fau.lazy_import_flash_attention = orig
 
 
 def saved_after_forward(model, inputs: tuple, forward) -> int:
@@ -91,8 +139,11 @@ def saved_after_forward(model, inputs: tuple, forward) -> int:
     return sum(v for (c, sub), v in snap.by_key.items() if c == "act" and sub != "input")
 
 
-def trace_case(version: str, images: int, hw: tuple[int, int], checkpointing: bool = False) -> dict:
+def trace_case(version: str, images: int, hw: tuple[int, int], checkpointing: bool = False,
+               attention: str = "sdpa") -> dict:
     model, cfg = build(version)
+    if attention == "flash_attention_2":
+        model.config._attn_implementation = "flash_attention_2"
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     p, t = cfg.patch_size, cfg.temporal_patch_size
@@ -100,8 +151,10 @@ def trace_case(version: str, images: int, hw: tuple[int, int], checkpointing: bo
     grid = torch.tensor([[1, gh, gw]] * images)
     n = images * gh * gw
     pix = torch.randn(n, 3 * t * p * p, dtype=torch.bfloat16)
-    saved = saved_after_forward(model, (pix, grid), lambda: model(pix, grid_thw=grid))
-    return {"id": f"qwen{version}-vl-tower-i{images}-{hw[0]}x{hw[1]}" + ("-ac" if checkpointing else ""),
+    with flash_attention_2() if attention == "flash_attention_2" else contextlib.nullcontext():
+        saved = saved_after_forward(model, (pix, grid), lambda: model(pix, grid_thw=grid))
+    return {"id": f"qwen{version}-vl-tower-i{images}-{hw[0]}x{hw[1]}" + ("-ac" if checkpointing else "")
+            + ("-fa2" if attention == "flash_attention_2" else ""), "attention": attention,
             "version": version, "images": images, "checkpointing": checkpointing,
             "height": hw[0], "width": hw[1], "patches": n, "tokens": n // cfg.spatial_merge_size ** 2,
             "saved_bytes_forward_end": saved, "params": sum(q.numel() for q in model.parameters())}

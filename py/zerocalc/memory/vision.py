@@ -55,7 +55,7 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
         return 0
     if spec["kind"] == "qwen":      # dynamic resolution: the patches are the image tokens times merge^2
         n = plan.micro_batch_size * plan.vision.tokens_per_sample * spec["merge"] ** 2
-        return qwen_tower_saved_bytes(spec, n, e, plan.activation_checkpointing == "full")
+        return qwen_tower_saved_bytes(spec, n, e, plan.activation_checkpointing == "full", plan.attention == "flash")
     if spec["kind"] == "internvit":
         return internvit_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     h, inter, heads, layers = spec["hidden"], spec["inter"], spec["heads"], spec["layers_run"]

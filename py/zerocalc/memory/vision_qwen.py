@@ -12,7 +12,9 @@ changes no saved byte), e bytes per element, h the tower width, I its MLP width:
   normalised tensor cast back (weight * x needs it: e·n·h), its output (e·n·h) and the fp32 rsqrt (4·n);
 - attention: the fused qkv output (e·n·3h: v is a view of it), the rotated q and k cast back to the input
   dtype (2·e·n·h; the fp32 rotation keeps nothing, cos and sin need no gradient), SDPA's output (e·n·h) and
-  fp32 logsumexp per head (4·heads·n), proj's input (the concatenated chunks, e·n·h);
+  fp32 logsumexp per head (4·heads·n), proj's input (under SDPA the per-image / per-window chunks' outputs
+  concatenated, a copy: e·n·h; under flash_attention_2 (plan attention ``flash``) the varlen kernel's one output
+  viewed: nothing more);
 - the MLP: fc1's output, or gate's and up's outputs and their product (gated, 2.5-VL), and the activation's
   own output(s) (QuickGELU: its sigmoid and the product; silu / GELU: one), e·n·I each;
 - once: the rotary cos and sin (fp32, 2·4·n·head_dim); 2.5-VL's window index and its argsort (int64, n / 4
@@ -24,7 +26,9 @@ changes no saved byte), e bytes per element, h the tower width, I its MLP width:
   2·n), linear_fc1's and GELU's outputs (2·e·n·h); HyperCLOVA X Vision V2's projector its input
   (e·(n / merge^2)·out_hidden_size, a linear keeps its input: not traced).
 With activation checkpointing each VisionBlock (a GradientCheckpointingLayer) keeps its input (e·n·h); the
-rest is as above (traced). The trace's LayerNorm statistics are bf16 on CPU (2 bytes less each than on CUDA).
+rest is as above (traced). The trace's LayerNorm statistics are bf16 on CPU (2 bytes less each than on CUDA);
+its flash_attention_2 cases run HF's varlen glue with the kernel's saves stood in for (q, k, v, out, lse).
+Eager attention (its per-chunk probabilities) is not modelled: it is counted as SDPA.
 """
 from __future__ import annotations
 
@@ -39,18 +43,20 @@ def qwen_norm_bytes(spec: Mapping, n: int, e: int) -> int:
     return 2 * e * n * h + 8 * n                      # input, output; fp32 mean and rstd
 
 
-def qwen_block_bytes(spec: Mapping, n: int, e: int) -> int:
+def qwen_block_bytes(spec: Mapping, n: int, e: int, flash: bool) -> int:
     """One VisionBlock without checkpointing: two norms, attention, the MLP."""
     h, inter = spec["hidden"], spec["inter"]
-    attn = e * n * 3 * h + 2 * e * n * h + e * n * h + e * n * h + 4 * spec["heads"] * n   # qkv, q/k, out, proj in
+    attn = e * n * 3 * h + 2 * e * n * h + e * n * h + 4 * spec["heads"] * n   # qkv, rotated q/k, out, lse
+    if not flash:
+        attn += e * n * h                                                   # proj's input: the chunks' cat
     mlp_tensors = (3 if spec["gated"] else 1) + spec["act_tensors"]    # gate, up, product | fc1; + activation
     return 2 * qwen_norm_bytes(spec, n, e) + attn + mlp_tensors * e * n * inter
 
 
-def qwen_tower_saved_bytes(spec: Mapping, n: int, e: int, checkpointed: bool) -> int:
-    """Bytes the tower keeps for n patches (the module docstring's rules)."""
+def qwen_tower_saved_bytes(spec: Mapping, n: int, e: int, checkpointed: bool, flash: bool) -> int:
+    """Bytes the tower keeps for n patches (the module docstring's rules); ``flash``: flash_attention_2."""
     h = spec["hidden"]
-    per_block = e * n * h if checkpointed else qwen_block_bytes(spec, n, e)
+    per_block = e * n * h if checkpointed else qwen_block_bytes(spec, n, e, flash)
     total = spec["layers"] * per_block
     total += 2 * 4 * n * (h // spec["heads"])                 # rotary cos, sin (fp32)
     if spec["windowed"]:
