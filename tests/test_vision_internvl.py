@@ -4,7 +4,8 @@ Ground truth: tests/data/vision_internvl_trace.json (tools/memtrace/vision_inter
 .get_image_features, tower h 128, I 512, 4 layers, 4 heads, 112 px tiles of 14 px patches = 64 patches + the
 class token, downsample_ratio 0.5 -> 16 tokens of 512, Qwen2 text width 256; bf16, SDPA, transformers 5.24;
 1-3 tiles, vision_feature_layer -2, InternViT-6B's rms_norm + use_qk_norm + no mean pooling, gradient
-checkpointing). The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the
+checkpointing, flash_attention_2 (HF's glue, the kernel's saves stood in for: the same saves as SDPA)).
+The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the
 engine as on CUDA).
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ def plan(case: dict, trainable: str = "full", **kw) -> Plan:
     return Plan.from_dict({"model": case["config"], "framework": "single", "gpus_per_node": 1,
                            "precision": "bf16-pure", "method": "lora", "micro_batch_size": 1, "seq_len": 1024,
                            "activation_checkpointing": "full" if case.get("checkpointing") else "none",
+                           "attention": "flash" if case.get("attention") == "flash_attention_2" else "sdpa",
                            "vision": {"trainable": trainable, "images_per_sample": case["tiles"],
                                       "tokens_per_sample": 16 * case["tiles"]}, **kw})
 

@@ -13,12 +13,13 @@ alive are what autograd saved. Real CPU tensors of tiny widths (the ops dispatch
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
 import torch
 
-from .vision_qwen import saved_after_forward
+from .vision_qwen import flash_attention_2, saved_after_forward
 
 TOWER = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
          "image_size": 112, "patch_size": 14, "model_type": "internvl_vision"}
@@ -30,7 +31,9 @@ CASES = [{"id": "internvl-tiny-t1", "tiles": 1},
          {"id": "internvl-tiny-t3", "tiles": 3},
          {"id": "internvl-tiny-t2-layer-2", "tiles": 2, "vision_feature_layer": -2},
          {"id": "internvl-tiny-t2-6b-switches", "tiles": 2, "tower": SIX_B},
-         {"id": "internvl-tiny-t2-ac", "tiles": 2, "checkpointing": True}]
+         {"id": "internvl-tiny-t2-ac", "tiles": 2, "checkpointing": True},
+         # attn_implementation flash_attention_2: HF's glue, the kernel's saves stood in for (vision_qwen.py)
+         {"id": "internvl-tiny-t2-fa2", "tiles": 2, "attention": "flash_attention_2"}]
 
 
 def config(case: dict) -> dict:
@@ -47,13 +50,16 @@ def trace_case(case: dict) -> dict:
     torch.manual_seed(0)
     model = InternVLModel._from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
     model.train()
+    if case.get("attention") == "flash_attention_2":
+        model.vision_tower.config._attn_implementation = "flash_attention_2"
     if case.get("checkpointing"):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     size = TOWER["image_size"]
     pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
-    saved = saved_after_forward(model, (pix,), lambda: model.get_image_features(
-        pixel_values=pix, vision_feature_layer=raw["vision_feature_layer"], vision_feature_select_strategy="default",
-        return_dict=True))
+    with flash_attention_2() if case.get("attention") == "flash_attention_2" else contextlib.nullcontext():
+        saved = saved_after_forward(model, (pix,), lambda: model.get_image_features(
+            pixel_values=pix, vision_feature_layer=raw["vision_feature_layer"],
+            vision_feature_select_strategy="default", return_dict=True))
     tower = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("language_model."))
     return {**case, "config": raw, "patches": (size // TOWER["patch_size"]) ** 2,
             "saved_bytes_forward_end": saved, "tower_and_projector_params": tower}

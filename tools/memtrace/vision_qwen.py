@@ -81,8 +81,9 @@ class _FlashVarlenSaves(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, cu_q, cu_k):
         out = torch.empty_like(q)
-        lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32)
-        ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+        # varlen (total, heads, d): lse (heads, total); flash_attn_func (b, s, heads, d): lse (b, heads, s)
+        lse = torch.empty(*q.shape[:-3], q.shape[-2], q.shape[-3], dtype=torch.float32)
+        ctx.save_for_backward(*(t for t in (q, k, v, out, lse, cu_q, cu_k) if t is not None))
         return out
 
     @staticmethod
@@ -99,15 +100,22 @@ def _flash_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_se
     return _FlashVarlenSaves.apply(q, k, v, cu_seqlens_q, cu_seqlens_k)
 
 
+def _flash(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+           alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """flash_attn_func's signature (flash-attn 2.x): FlashAttnFunc saves q, k, v, out_padded, softmax_lse."""
+    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
+    return _FlashVarlenSaves.apply(q, k, v, None, None)
+
+
 @contextlib.contextmanager
 def flash_attention_2():
     """attn_implementation "flash_attention_2" without the flash-attn package: HF's own glue runs
     (integrations/flash_attention.py flash_attention_forward, modeling_flash_attention_utils.py
     _flash_attention_forward with the vision tower's cu_seqlens: the varlen branch, q/k/v reshaped as views),
-    and only the kernel is _flash_varlen."""
+    and only the kernel is _flash_varlen (_flash without cu_seqlens)."""
     import transformers.modeling_flash_attention_utils as fau  # noqa: PLC0415
     orig = fau.lazy_import_flash_attention
-    fns = ((None, _flash_varlen, None, fau._pad_input, fau._unpad_input),
+    fns = ((_flash, _flash_varlen, None, fau._pad_input, fau._unpad_input),
            (fau._lazy_define_process_function(_flash_varlen), dict))
     fau.lazy_import_flash_attention = lambda *a, **k: fns
     try:

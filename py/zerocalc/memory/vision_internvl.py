@@ -19,7 +19,8 @@ per element, h the tower width, I its MLP width, for each layer the selected fea
 - the projector, on the n' = patches / shuffle^2 tokens of width shuffle^2·h a tile: LayerNorm's input (the
   pixel-shuffled copy) and output (e·n'·shuffle^2·h each) and statistics (8·n'), linear_1's and GELU's outputs
   (e·n'·text_hidden each).
-With activation checkpointing each layer (a GradientCheckpointingLayer) keeps its input (e·n·h). Layers after
+flash_attention_2 (flash_attn_func on (b, s, heads, d) views) keeps the same as SDPA (traced with the kernel's
+saves stood in for). With activation checkpointing each layer (a GradientCheckpointingLayer) keeps its input (e·n·h). Layers after
 the selected feature layer run, but nothing reaches the loss through them.
 """
 from __future__ import annotations
