@@ -1,5 +1,5 @@
 """plan-v1 Extension 8 `vision.images_per_sample` for the Qwen-VL towers (Qwen2-VL, Qwen2.5-VL, Qwen3-VL,
-Qwen3.5): what ``model.visual`` keeps for its backward.
+Qwen3.5, EXAONE 4.5): what ``model.visual`` keeps for its backward.
 
 Ground truth: tests/data/vision_qwen_trace.json (tools/memtrace/vision_qwen.py: each tower alone, 4 blocks of
 width 128, 4 heads, merger to 256, bf16, SDPA, transformers 5.24, on 1-2 images of 112-224 px; 2.5-VL with
@@ -23,7 +23,7 @@ from zerocalc.plan import Plan
 DATA = Path(__file__).parent / "data"
 TRACE = json.loads((DATA / "vision_qwen_trace.json").read_text())
 ARCHS = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
-TYPE = {"2": "qwen2_vl", "2.5": "qwen2_5_vl", "3": "qwen3_vl", "3.5": "qwen3_5"}
+TYPE = {"2": "qwen2_vl", "2.5": "qwen2_5_vl", "3": "qwen3_vl", "3.5": "qwen3_5", "exaone4.5": "exaone4_5"}
 
 
 def model(version: str) -> dict:
@@ -54,7 +54,7 @@ def test_tower_activations_within_3_percent_of_the_trace(case):
         assert tower_saved_bytes(p2, p2.arch, 2) == got
 
 
-@pytest.mark.parametrize("version", ["2", "2.5", "3", "3.5"])
+@pytest.mark.parametrize("version", list(TYPE))
 def test_tower_parameters_match_the_traced_tower(version):
     p = plan(version, 16)
     parts = p.arch.params_by_component()
@@ -88,6 +88,14 @@ def test_qwen3_vl_deepstack_by_hand():
     assert tower_saved_bytes(a, a.arch, 2) - tower_saved_bytes(b, b.arch, 2) == 98_560
 
 
+def test_exaone_grouped_kv_by_hand():
+    """EXAONE 4.5's tower is Qwen2.5-VL's with 2 k/v heads of 4 (kv width 64): per block the qkv output is
+    2*n*(128 + 128) instead of 2*n*384 and the rotated k 2*n*64 instead of 2*n*128, 384*n less; 4 blocks, 64
+    patches: 4 * 384 * 64 = 98,304 less than the same-sized Qwen2.5-VL tower."""
+    a, b = plan("exaone4.5", 16), plan("2.5", 16)
+    assert tower_saved_bytes(b, b.arch, 2) - tower_saved_bytes(a, a.arch, 2) == 98_304
+
+
 def test_frozen_tower_keeps_nothing_and_no_warning_when_trained():
     p = plan("2.5", 16, trainable="frozen")
     assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -102,7 +110,7 @@ def test_images_without_tokens_are_refused_naming_the_key():
 
 
 @pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5",
-                                        "qwen3_5_moe", "hyperclovax_vision_v2"])
+                                        "qwen3_5_moe", "hyperclovax_vision_v2", "exaone4_5"])
 def test_every_qwen_tower_composite_takes_images(model_type):
     cfg = ARCHS[f"default:{model_type}"]["config"]
     p = Plan.from_dict({"model": cfg, "method": "lora", "seq_len": 2048,

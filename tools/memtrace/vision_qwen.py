@@ -1,8 +1,8 @@
 """What a Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision tower keeps for backward, traced on CPU tensors.
 
 The tower alone (``model.visual``: modeling_qwen2_vl.py Qwen2VisionTransformerPretrainedModel,
-modeling_qwen2_5_vl.py Qwen2_5_VisionTransformerPretrainedModel, modeling_qwen3_vl.py Qwen3VLVisionModel;
-transformers 5.24) runs one forward, attn_implementation "sdpa", bf16 weights, trainable, on the flattened
+modeling_qwen2_5_vl.py Qwen2_5_VisionTransformerPretrainedModel, modeling_qwen3_vl.py Qwen3VLVisionModel,
+modeling_qwen3_5.py Qwen3_5VisionModel, modeling_exaone4_5.py Exaone4_5_VisionModel; transformers 5.24) runs one forward, attn_implementation "sdpa", bf16 weights, trainable, on the flattened
 patches of `images` images of `h` x `w` pixels (pixel_values (patches, 3 * temporal_patch_size * patch^2), as
 Qwen2VLImageProcessor emits them, and image_grid_thw). Its outputs are what the language model reads
 (pooler_output, and Qwen3-VL's deepstack features); their sum stands for the loss (sum saves no tensor), the
@@ -38,6 +38,10 @@ TOWERS = {
     "3.5": {"depth": 4, "hidden_size": 128, "num_heads": 4, "intermediate_size": 344, "out_hidden_size": 256,
             "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "num_position_embeddings": 64,
             "hidden_act": "gelu_pytorch_tanh"},
+    # EXAONE 4.5 (modeling_exaone4_5.py Exaone4_5_VisionModel): Qwen2.5-VL's tower with grouped k/v in the qkv
+    "exaone4.5": {"depth": 4, "hidden_size": 128, "num_heads": 4, "num_key_value_heads": 2, "intermediate_size": 344,
+                  "out_hidden_size": 256, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                  "window_size": 56, "fullatt_block_indexes": [1, 3], "hidden_act": "silu"},
 }
 # (version, images, (h, w) in pixels): patches = (h / patch) * (w / patch) per image
 CASES = [("2", 1, (112, 112)), ("2", 2, (112, 168)),
@@ -48,7 +52,8 @@ CASES = [("2", 1, (112, 112)), ("2", 2, (112, 168)),
          ("2", 2, (112, 168), True), ("2.5", 2, (112, 168), True), ("3", 2, (128, 192), True),
          # attn_implementation flash_attention_2 (HF's varlen glue; the kernel's saves stood in for on CPU)
          ("2", 2, (112, 168), False, "flash_attention_2"), ("2.5", 2, (112, 168), False, "flash_attention_2"),
-         ("3", 2, (128, 192), False, "flash_attention_2"), ("3.5", 1, (128, 128), False, "flash_attention_2")]
+         ("3", 2, (128, 192), False, "flash_attention_2"), ("3.5", 1, (128, 128), False, "flash_attention_2"),
+         ("exaone4.5", 2, (112, 168)), ("exaone4.5", 2, (112, 168), False, "flash_attention_2")]
 
 
 def build(version: str):
@@ -59,11 +64,14 @@ def build(version: str):
     from transformers.models.qwen3_vl import modeling_qwen3_vl as m3  # noqa: PLC0415
     from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLVisionConfig  # noqa: PLC0415
     from transformers.models.qwen3_5 import modeling_qwen3_5 as m35  # noqa: PLC0415
+    from transformers.models.exaone4_5 import modeling_exaone4_5 as mex  # noqa: PLC0415
+    from transformers.models.exaone4_5.configuration_exaone4_5 import Exaone4_5_VisionConfig  # noqa: PLC0415
     from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5VisionConfig  # noqa: PLC0415
     cls, cfg_cls = {"2": (m2.Qwen2VisionTransformerPretrainedModel, Qwen2VLVisionConfig),
                     "2.5": (m25.Qwen2_5_VisionTransformerPretrainedModel, Qwen2_5_VLVisionConfig),
                     "3": (m3.Qwen3VLVisionModel, Qwen3VLVisionConfig),
-                    "3.5": (m35.Qwen3_5VisionModel, Qwen3_5VisionConfig)}[version]
+                    "3.5": (m35.Qwen3_5VisionModel, Qwen3_5VisionConfig),
+                    "exaone4.5": (mex.Exaone4_5_VisionModel, Exaone4_5_VisionConfig)}[version]
     cfg = cfg_cls(**TOWERS[version])
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -161,7 +169,8 @@ def trace_case(version: str, images: int, hw: tuple[int, int], checkpointing: bo
     pix = torch.randn(n, 3 * t * p * p, dtype=torch.bfloat16)
     with flash_attention_2() if attention == "flash_attention_2" else contextlib.nullcontext():
         saved = saved_after_forward(model, (pix, grid), lambda: model(pix, grid_thw=grid))
-    return {"id": f"qwen{version}-vl-tower-i{images}-{hw[0]}x{hw[1]}" + ("-ac" if checkpointing else "")
+    name = version if version.startswith("exaone") else f"qwen{version}-vl"
+    return {"id": f"{name}-tower-i{images}-{hw[0]}x{hw[1]}" + ("-ac" if checkpointing else "")
             + ("-fa2" if attention == "flash_attention_2" else ""), "attention": attention,
             "version": version, "images": images, "checkpointing": checkpointing,
             "height": hw[0], "width": hw[1], "patches": n, "tokens": n // cfg.spatial_merge_size ** 2,

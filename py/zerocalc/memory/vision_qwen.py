@@ -1,17 +1,20 @@
-"""What a Qwen2-VL / Qwen2.5-VL / Qwen3-VL / Qwen3.5 vision tower (``model.visual``) keeps for its backward.
+"""What a Qwen2-VL / Qwen2.5-VL / Qwen3-VL / Qwen3.5 / EXAONE 4.5 vision tower (``model.visual``) keeps for its
+backward.
 
 Read off the traced forward of each tower on CPU tensors (tools/memtrace/vision_qwen.py,
 tests/data/vision_qwen_trace.json; transformers 5.24 modeling_qwen2_vl.py Qwen2VisionTransformerPretrainedModel,
 modeling_qwen2_5_vl.py Qwen2_5_VisionTransformerPretrainedModel, modeling_qwen3_vl.py Qwen3VLVisionModel,
-modeling_qwen3_5.py Qwen3_5VisionModel), per patch n of the micro-batch's images (the tower sees every image's
-patches as one packed sequence; cu_seqlens splits the attention per image, or per window in 2.5-VL, which
+modeling_qwen3_5.py Qwen3_5VisionModel, modeling_exaone4_5.py Exaone4_5_VisionModel), per patch n of the
+micro-batch's images (the tower sees every image's patches as one packed sequence; cu_seqlens splits the attention per image, or per window in 2.5-VL, which
 changes no saved byte), e bytes per element, h the tower width, I its MLP width:
 
 - each block's two norms: LayerNorm keeps its input and its output (read by the next linear), e·n·h each, and
   fp32 mean and rstd, 8·n (bf16 on CPU, fp32 on CUDA); Qwen2_5_VLRMSNorm keeps its fp32 upcast (4·n·h), the
   normalised tensor cast back (weight * x needs it: e·n·h), its output (e·n·h) and the fp32 rsqrt (4·n);
 - attention: the fused qkv output (e·n·3h: v is a view of it), the rotated q and k cast back to the input
-  dtype (2·e·n·h; the fp32 rotation keeps nothing, cos and sin need no gradient), SDPA's output (e·n·h) and
+  dtype (2·e·n·h; the fp32 rotation keeps nothing, cos and sin need no gradient); EXAONE 4.5's grouped k/v
+  (width kv = num_key_value_heads·head_dim, SDPA with enable_gqa: no repeat) make these e·n·(h + 2kv) and
+  e·n·(h + kv); SDPA's output (e·n·h) and
   fp32 logsumexp per head (4·heads·n), proj's input (under SDPA the per-image / per-window chunks' outputs
   concatenated, a copy: e·n·h; under flash_attention_2 (plan attention ``flash``) the varlen kernel's one output
   viewed: nothing more);
@@ -46,7 +49,8 @@ def qwen_norm_bytes(spec: Mapping, n: int, e: int) -> int:
 def qwen_block_bytes(spec: Mapping, n: int, e: int, flash: bool) -> int:
     """One VisionBlock without checkpointing: two norms, attention, the MLP."""
     h, inter = spec["hidden"], spec["inter"]
-    attn = e * n * 3 * h + 2 * e * n * h + e * n * h + 4 * spec["heads"] * n   # qkv, rotated q/k, out, lse
+    kv = spec["kv"]
+    attn = e * n * (h + 2 * kv) + e * n * (h + kv) + e * n * h + 4 * spec["heads"] * n   # qkv, q/k, out, lse
     if not flash:
         attn += e * n * h                                                   # proj's input: the chunks' cat
     mlp_tensors = (3 if spec["gated"] else 1) + spec["act_tensors"]    # gate, up, product | fc1; + activation

@@ -196,9 +196,10 @@ def composite(cfg: Mapping, build: Callable):
 VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
               "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma"}
 # composites whose tower is a Qwen-VL ``model.visual`` (vision_qwen.qwen_tower_spec): its version, its projector
+# (and EXAONE 4.5's default k/v heads)
 QWEN_TOWERS = {"qwen2_vl": ("2", "merger"), "qwen2_5_vl": ("2.5", "merger"), "qwen3_vl": ("3", "merger"),
                "qwen3_vl_moe": ("3", "merger"), "qwen3_5": ("3.5", "merger"), "qwen3_5_moe": ("3.5", "merger"),
-               "hyperclovax_vision_v2": ("2.5", "linear")}
+               "hyperclovax_vision_v2": ("2.5", "linear"), "exaone4_5": ("2.5", "merger", 8)}
 
 
 def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
@@ -211,7 +212,8 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     if model_type == "internvl":
         return internvl_tower_spec(cfg, text_hidden)
     if model_type in QWEN_TOWERS:
-        return qwen_tower_spec(cfg, *QWEN_TOWERS[model_type][:1], text_hidden, QWEN_TOWERS[model_type][1])
+        version, projector, *kv = QWEN_TOWERS[model_type]
+        return qwen_tower_spec(cfg, version, text_hidden, projector, *kv)
     projector = VIT_TOWERS.get(model_type)
     if projector is None:
         return None
