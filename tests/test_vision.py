@@ -117,11 +117,11 @@ def test_vision_keys_need_a_tower_and_a_modelled_one():
     with pytest.raises(PlanError) as e:
         Plan.from_dict({"model": TRACE["config"], "vision": {"trainable": "lora"}})   # method full
     assert e.value.key == "vision.trainable"
-    qwen = ARCHS["default:qwen2_vl"]["config"]
-    Plan.from_dict({"model": qwen, "vision": {"trainable": "full", "tokens_per_sample": 256}})   # counted, placed
+    mllama = ARCHS["default:mllama"]["config"]
+    Plan.from_dict({"model": mllama, "vision": {"trainable": "full", "tokens_per_sample": 256}})   # counted, placed
     with pytest.raises(PlanError) as e:
-        Plan.from_dict({"model": qwen, "vision": {"images_per_sample": 1}})
-    assert e.value.key == "vision.images_per_sample" and "'qwen2_vl'" in str(e.value)
+        Plan.from_dict({"model": mllama, "vision": {"images_per_sample": 1}})
+    assert e.value.key == "vision.images_per_sample" and "'mllama'" in str(e.value)
 
 
 def test_round_trip_and_default_omitted():

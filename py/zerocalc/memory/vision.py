@@ -16,7 +16,8 @@ micro-batch's images (patches, plus CLIP's class token), e bytes per element:
 plus CLIP's pre_layrnorm input (e·n·h, 8·n) and the selected hidden state kept by the projector (e·n·h);
 LLaVA's projector keeps GELU's input and linear_2's input (2·e·n'·h_text, n' the patches without the class
 token). SigLIP towers (Gemma 3, PaliGemma) run the same layer with one GELU and a post_layernorm (its input and
-its output, read by the projector): the same op rules, not traced. Layers after the selected feature layer
+its output, read by the projector): the same op rules, not traced. The Qwen-VL towers: memory/vision_qwen.py; InternVL's
+InternViT: memory/vision_internvl.py. Layers after the selected feature layer
 (LLaVA's vision_feature_layer -2) run but nothing reaches the loss through them: their graph dies with the
 outputs. With activation checkpointing the tower's layers keep their inputs only.
 """
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 from ..model import ModelArch
 from ..plan import Plan
+from .vision_internvl import internvit_saved_bytes
+from .vision_qwen import qwen_tower_saved_bytes
 
 TOWER_PARTS = ("vision", "projector", "audio")
 
@@ -50,6 +53,11 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
     spec, images = arch.tower, plan.vision.images_per_sample * plan.micro_batch_size
     if spec is None or not images or plan.vision.trainable == "frozen":
         return 0
+    if spec["kind"] == "qwen":      # dynamic resolution: the patches are the image tokens times merge^2
+        n = plan.micro_batch_size * plan.vision.tokens_per_sample * spec["merge"] ** 2
+        return qwen_tower_saved_bytes(spec, n, e, plan.activation_checkpointing == "full", plan.attention == "flash")
+    if spec["kind"] == "internvit":
+        return internvit_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     h, inter, heads, layers = spec["hidden"], spec["inter"], spec["heads"], spec["layers_run"]
     n = images * (spec["patches"] + spec["cls"])
     if plan.activation_checkpointing == "full":

@@ -13,14 +13,14 @@ from typing import Callable, Mapping
 
 from ..errors import PlanError
 from .config import ConfigReader
-from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
+from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, internvl_tower_spec, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
 from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
 from .audio_more import (QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts,
                          vibevoice_asr_parts)
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
-from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_visual
+from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_tower_spec, qwen_visual
 from .vision_more import (aria_parts, cohere2_vision_parts, cosmos3_edge_parts, cosmos3_edge_text, fuyu_parts, granite_docling_parts, hunyuan_vl_parts,
                           hyperclovax_vision_v2_parts, idefics2_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
@@ -195,6 +195,11 @@ def composite(cfg: Mapping, build: Callable):
 # composites whose tower is a CLIP / SigLIP ViT of fixed resolution, and the projector after it
 VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
               "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma"}
+# composites whose tower is a Qwen-VL ``model.visual`` (vision_qwen.qwen_tower_spec): its version, its projector
+# (and EXAONE 4.5's default k/v heads)
+QWEN_TOWERS = {"qwen2_vl": ("2", "merger"), "qwen2_5_vl": ("2.5", "merger"), "qwen3_vl": ("3", "merger"),
+               "qwen3_vl_moe": ("3", "merger"), "qwen3_5": ("3.5", "merger"), "qwen3_5_moe": ("3.5", "merger"),
+               "hyperclovax_vision_v2": ("2.5", "linear"), "exaone4_5": ("2.5", "merger", 8)}
 
 
 def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
@@ -204,6 +209,11 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     class token), whether the MLP is QuickGELU (x * sigmoid(1.702 x): three tensors of the MLP width kept)
     or one GELU kernel (two), and the projector's kind. None where the tower's activations are not modelled."""
     model_type = cfg.get("model_type")
+    if model_type == "internvl":
+        return internvl_tower_spec(cfg, text_hidden)
+    if model_type in QWEN_TOWERS:
+        version, projector, *kv = QWEN_TOWERS[model_type]
+        return qwen_tower_spec(cfg, version, text_hidden, projector, *kv)
     projector = VIT_TOWERS.get(model_type)
     if projector is None:
         return None

@@ -399,3 +399,27 @@ def internvl_parts(cfg: Mapping, text_h: int, qkv_bias_default: bool = False) ->
         b.matrix(f"{m}.{name}", "weight", (text_h, d_in), "projector", name)
         b.param(f"{m}.{name}", "bias", text_h, "projector")
     return b.tensors
+
+
+def internvl_tower_spec(cfg: Mapping, text_h: int) -> dict:
+    """The activation shape of InternVL's tower and projector (memory/vision_internvl.py), read from the config
+    by InternVLVisionConfig's / InternVLConfig's field names and defaults: width, MLP width, heads, the layers
+    that vision_feature_layer depends on (hidden_states[k] is layer k - 1's output; -1 is the last hidden
+    state, through the final LayerNorm unless use_mean_pooling), patches per tile, the norm, q/k norms, the
+    GELU (one kernel; QuickGELU keeps two tensors), the pixel-shuffle factor."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    size, patch = v.cfg.get("image_size", 448), v.cfg.get("patch_size", 14)
+    size = size if isinstance(size, (list, tuple)) else (size, size)
+    patch = patch if isinstance(patch, (list, tuple)) else (patch, patch)
+    layers = v.int("num_hidden_layers", default=INTERNVL["num_hidden_layers"])
+    feature = cfg.get("vision_feature_layer", -1)
+    run = layers + 1 + feature if feature < 0 else feature
+    return {"kind": "internvit", "hidden": v.int("hidden_size", default=INTERNVL["hidden_size"]),
+            "inter": v.int("intermediate_size", default=INTERNVL["intermediate_size"]),
+            "heads": v.int("num_attention_heads", default=16), "layers_run": max(0, min(layers, run)),
+            "patches": (size[0] // patch[0]) * (size[1] // patch[1]),
+            "norm": "rmsnorm" if v.cfg.get("norm_type", "layer_norm") == "rms_norm" else "layernorm",
+            "qk_norm": v.bool("use_qk_norm", False),
+            "final_norm": feature == -1 and not v.bool("use_mean_pooling", True),
+            "act_tensors": 2 if v.str("hidden_act", "gelu") == "quick_gelu" else 1,
+            "shuffle": int(1 / cfg.get("downsample_ratio", 0.5)), "text_hidden": text_h}

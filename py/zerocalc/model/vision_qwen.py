@@ -185,3 +185,36 @@ def glm_ocr_visual(cfg: Mapping) -> list:
     b.param(f"{p}.downsample", "bias", out, "vision")
     _norm(b, f"{p}.post_layernorm", h, False)
     return b.tensors
+
+
+# the activation of the tower's MLP by the config class's default hidden_act (Qwen2VLVisionConfig quick_gelu,
+# Qwen2_5_VLVisionConfig silu, Qwen3VLVisionConfig / Qwen3_5VisionConfig gelu_pytorch_tanh)
+QWEN_ACT = {"2": "quick_gelu", "2.5": "silu", "3": "gelu_pytorch_tanh", "3.5": "gelu_pytorch_tanh"}
+
+
+def qwen_tower_spec(cfg: Mapping, version: str, text_hidden: int, projector: str = "merger",
+                    kv_heads_default: int | None = None) -> dict:
+    """The activation shape of ``model.visual`` (memory/vision_qwen.py) for version "2", "2.5", "3" or "3.5",
+    read from the vision config by its own field names with the config classes' defaults (the dicts above):
+    width, MLP width, heads, depth, the norm (Qwen2.5-VL's RMSNorm, else LayerNorm), whether the MLP is gated
+    (Qwen2.5-VL's gate/up/down) and how many tensors its activation keeps beyond its input (QuickGELU
+    x * sigmoid(1.702 x): the sigmoid and the product; one kernel: its output), the merge factor (image tokens
+    = patches / spatial_merge_size^2), Qwen3-VL's deepstack mergers and learned position embedding, 2.5-VL's
+    window index. ``projector`` "linear": HyperCLOVA X Vision V2's model.projector after the merger;
+    ``kv_heads_default``: EXAONE 4.5's grouped k/v (num_key_value_heads, as in qwen_visual), the k/v width."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    d = {"2": QWEN2_VL, "2.5": QWEN2_5_VL, "3": QWEN3_VL, "3.5": QWEN3_5}[version]
+    get = lambda k: v.int(k, default=d[k])   # noqa: E731
+    h = get("embed_dim") if version == "2" else get("hidden_size")
+    act = v.str("hidden_act", QWEN_ACT[version])
+    heads = v.int("num_heads", default=16)
+    kv = h if kv_heads_default is None else v.int("num_key_value_heads", default=kv_heads_default) * (h // heads)
+    return {"kind": "qwen", "version": version, "hidden": h, "heads": heads, "kv": kv,
+            "inter": h * get("mlp_ratio") if version == "2" else get("intermediate_size"),
+            "layers": get("depth"), "norm": "rmsnorm" if version == "2.5" else "layernorm",
+            "gated": version == "2.5", "act_tensors": 2 if act == "quick_gelu" else 1,
+            "merge": get("spatial_merge_size"), "windowed": version == "2.5", "pos_embed": version in ("3", "3.5"),
+            "deepstack": len(v.cfg.get("deepstack_visual_indexes", d["deepstack_visual_indexes"]))
+            if version in ("3", "3.5") else 0,
+            "out": get("hidden_size") if version == "2" else get("out_hidden_size"),
+            "projector": projector, "text_hidden": text_hidden}
