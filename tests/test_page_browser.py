@@ -290,3 +290,25 @@ def test_pyscript_runtime_variant_runs_the_same_engine(offline_page):
     change(page, lambda: page.fill("[name='seq_len']", "2048"))
     assert_shows(page, {"seq_len": 2048})
     assert page.blocked == []
+
+
+def test_fp8_select_reaches_the_engine_and_a_gpu_without_fp8_is_named(offline_page):
+    """plan-v1 Extension 9 on the page: the "FP8 linears" select is the plan's `fp8`; on the default A100
+    (compute capability 8.0, no fp8 tensor cores) the engine refuses it next to the field and keeps the rest."""
+    page = offline_page
+    open_app(page)
+    change(page, lambda: page.select_option("[name='fp8']", "rowwise"))
+    msg = page.locator("[data-error-for='fp8']")
+    expect(msg).to_be_visible()
+    assert "fp8" in msg.inner_text()
+    assert_shows(page, {})                                                    # the figures stay the last good plan's
+    change(page, lambda: page.select_option("[name='gpu']", "h100-sxm-80gb"))
+    expect(msg).to_be_hidden()
+    plan = {"gpu": "h100-sxm-80gb", "fp8": "rowwise"}
+    est = assert_shows(page, plan)
+    bf16 = estimate(Plan.from_dict({"gpu": "h100-sxm-80gb"})).to_dict()
+    assert est["step"]["time_s"] < bf16["step"]["time_s"]                     # fp8 GEMMs at the fp8 peak
+    assert page.inner_text("[data-view='step.time']") == f"{est['step']['time_s']:.3g}"
+    link = page.input_value("#share-url")
+    assert Plan.from_dict(json.loads(unquote(link.split("#plan=", 1)[1]))) == Plan.from_dict(plan)
+    assert page.js_errors == []

@@ -33,6 +33,8 @@ LABELS = {
     "attention": {"flash": "FlashAttention (no s×s scores)", "sdpa": "PyTorch SDPA", "eager": "eager (s×s scores)"},
     "loss": {"standard": "standard cross-entropy", "chunked": "chunked / fused cross-entropy"},
     "method": {"full": "Full fine-tuning", "lora": "LoRA", "qlora": "QLoRA (4/8-bit base)"},
+    "fp8": {"none": "none (bf16 GEMMs)", "tensorwise": "tensorwise (torchao Float8Linear)",
+            "rowwise": "rowwise (torchao Float8Linear)"},
 }
 STAGES = (
     (0, "Stage 0", "nothing sharded: every GPU holds weights, gradients and optimizer states (DDP)"),
@@ -184,6 +186,7 @@ def section_zero(p: dict) -> str:
                      _choices("offload_params", P.OFFLOAD_DEVICES, p["offload_params"], LABELS["offload"]))
             + _field("precision", "Precision", _choices("precision", P.PRECISIONS, p["precision"], LABELS["precision"]))
             + _field("optimizer", "Optimizer", _choices("optimizer", P.OPTIMIZERS, p["optimizer"], LABELS["optimizer"]))
+            + _field("fp8", "FP8 linears (bf16 only)", _choices("fp8", P.FP8_RECIPES, p.get("fp8", "none"), LABELS["fp8"]))
             + '</div>'
             + _check("optimizer_in_backward", "Optimizer step in backward (gradients freed per parameter)",
                      p["optimizer_in_backward"])
