@@ -427,3 +427,27 @@ def test_stack_keys_read_from_the_files(trainer, name, stack):
     res = import_config(text, {"framework": "fsdp", "zero_stage": 3} if trainer == "accelerate" else None)
     for k, v in stack.items():
         assert res.plan["stack"][k] == v, k
+
+
+# TRL <= 0.19 (max_seq_length; 0.20's SFTConfig has max_length only): SFTTrainer runs prepare_model_for_kbit_training
+# on an unsharded 4-bit model; under bf16 it casts embeddings and lm_head back (peft_module_casting_to_bf16)
+_TRL_OLD_QLORA = {"model_name_or_path": "meta-llama/Llama-3.2-1B", "use_peft": True, "load_in_4bit": True,
+                  "max_seq_length": 2048, "per_device_train_batch_size": 1}
+
+
+@pytest.mark.parametrize("extra, kbit, warned", [
+    ({"fp16": True}, True, False),                     # fp16 AMP: nothing casts back -> prepared state
+    ({"bf16": True}, "auto", True),                    # bf16: fp32 norms + bf16 embeddings, no plan value: warned
+    ({"fp16": True, "fsdp": "full_shard"}, "auto", False),   # FSDP-QLoRA: Params4bit on meta/cpu, TRL skips
+])
+def test_old_trl_sft_qlora_sets_kbit_prepare(extra, kbit, warned):
+    res = import_config(json.dumps({**_TRL_OLD_QLORA, **extra}), {})
+    assert res.format == "trl"
+    assert res.plan.get("stack", {}).get("kbit_prepare", "auto") == kbit
+    assert any(w["id"] == "import-trl-kbit-bf16" for w in res.warnings) == warned
+
+
+def test_current_trl_sft_qlora_leaves_kbit_prepare_auto():
+    cfg = {k: v for k, v in _TRL_OLD_QLORA.items() if k != "max_seq_length"}
+    res = import_config(json.dumps({**cfg, "max_length": 2048, "fp16": True}), {})   # TRL >= 0.26: no prepare
+    assert res.plan.get("stack", {}).get("kbit_prepare", "auto") == "auto"

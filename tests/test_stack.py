@@ -120,6 +120,22 @@ def test_kbit_prepare_keeps_the_unquantized_parameters_in_fp32():
     assert b.frozen_bytes - a.frozen_bytes == 2 * (P_1B - quantized)     # 4 instead of 2 bytes each
 
 
+@pytest.mark.parametrize("trainer", ["hf-trainer", "custom-loop", "torchtune", "litgpt"])
+def test_kbit_prepare_auto_is_false_for_every_trainer(trainer):
+    # memory/stack.py kbit_prepared: no modelled trainer's current release trains in the prepared state (plain HF
+    # Trainer and LLaMA-Factory never call prepare_model_for_kbit_training, TRL >= 0.26 neither, axolotl casts
+    # the norms and embeddings back to torch_dtype): auto gives the bytes of false; true adds 2 B for each of
+    # the 262,668,288 tied embedding + 33 x 2048 norm parameters = 525,471,744 B (hf-trainer, bf16-mixed)
+    kw = dict(precision="bf16-mixed", method="qlora", stack={"trainer": trainer})
+    auto = est(**kw).per_gpu.peak_allocated
+    off = est(**{**kw, "stack": {"trainer": trainer, "kbit_prepare": False}}).per_gpu.peak_allocated
+    assert auto == off
+    if trainer == "hf-trainer":
+        a = step_inputs(est(**kw).plan)
+        b = step_inputs(est(**{**kw, "stack": {"trainer": trainer, "kbit_prepare": True}}).plan)
+        assert b.frozen_bytes - a.frozen_bytes == 2 * (V * H + (2 * LAYERS_1B + 1) * H) == 525_471_744
+
+
 def _qlora_acts_without_and_with_kbit(precision):
     """Activations of QLoRA on all 7 projections (s 2048, b 1, no checkpointing), without and with
     prepare_model_for_kbit_training."""

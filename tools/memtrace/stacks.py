@@ -34,6 +34,9 @@ BERT_LARGE = {"model_type": "bert", "hidden_size": 1024, "num_hidden_layers": 24
               "hidden_act": "gelu", "tie_word_embeddings": True}
 
 
+FP16_NF4 = {"type": "nf4", "double_quant": True, "compute_dtype": "fp16"}
+
+
 def _p(pid, method="full", precision="bf16-pure", ckpt="none", seq=2048, mb=1, model="llama-3.2-1b", loss="standard",
        in_bwd=False, **stack):
     d = {"id": pid, "schema": 1, "model": model, "gpu": "h200-sxm-141gb", "framework": "single", "gpus_per_node": 1,
@@ -68,6 +71,9 @@ STACKS = [
     _p("l1b-lora-pure-base", "lora", peft_adapter_dtype="base"),
     _p("l1b-qlora-mixed-kbit", "qlora", "bf16-mixed", kbit_prepare=True),
     _p("l1b-qlora-mixed-gc-kbit", "qlora", "bf16-mixed", "full", kbit_prepare=True),
+    # fp16 AMP (TRL SFTTrainer 0.8-0.25 prepares a 4-bit model and, without bf16, casts nothing back: issue 19)
+    {**_p("l1b-qlora-fp16mixed-kbit", "qlora", "fp16-mixed", kbit_prepare=True), "quantization": FP16_NF4},
+    {**_p("l1b-qlora-fp16mixed-gc-kbit", "qlora", "fp16-mixed", "full", kbit_prepare=True), "quantization": FP16_NF4},
     # without autocast the 4-bit layers' fp32 outputs reach SDPA: fp32 attention (fp32 adapters, PEFT's default)
     _p("l1b-qlora-pure-kbit-fp32", "qlora", kbit_prepare=True, peft_adapter_dtype="fp32"),
     # 5. bitsandbytes < 0.43.2: MatMul4Bit keeps its input (emulated from its source, see qlora.py)

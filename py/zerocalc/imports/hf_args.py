@@ -19,7 +19,7 @@ from .builder import (EMPTY, NO_EFFECT, NOT_MODELLED, Builder, ConfigImportError
 from .data_keys import alloc_env, hf_data_keys, trl_collator
 from .run_args import hf_run_settings
 from .builder import gptq_checkpoint
-from .trainer_rules import fsdp_upcast_precision, set_gptq, single_process_only
+from .trainer_rules import fsdp_upcast_precision, set_gptq, single_process_only, trl_kbit_prepare
 from .trl_post import trl_post_keys
 
 TRL_KEYS = ("max_length", "max_seq_length", "packing", "dataset_text_field", "completion_only_loss",
@@ -156,6 +156,8 @@ def import_hf_args(cfg: dict, plan, loader=None):
             b.skip("fsdp_config", fcfg, "fsdp is off: no effect")
     # accelerate's FSDP (1 and 2) keeps fp32 trainable weights under bf16 mixed precision
     fsdp_upcast_precision(b, "bf16", b.plan["precision"])
+    if sft:
+        trl_kbit_prepare(b, cfg)
     if isinstance(opt, str) and opt.lower().endswith("layerwise"):
         single_process_only(b, "optim", opt, "transformers' layer-wise optimizers (trainer_optimizer.py "
                                              "_setup_low_rank_optimizer) refuse distributed training")

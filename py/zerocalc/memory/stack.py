@@ -64,6 +64,27 @@ class Stack:
     grads_kept: bool = False   # zero_grad zeroes .grad in place (torch 1.x): gradients resident through forward
 
 
+def kbit_prepared(plan: Plan) -> bool:
+    """Whether the 4-bit model trains as PEFT ``prepare_model_for_kbit_training`` leaves it (every parameter that
+    is not a bnb ``Params4bit`` in fp32: embeddings, norms, lm_head; peft utils/other.py). ``auto`` is False for
+    every trainer, because none of the modelled ones trains in that state in its current release:
+    - the plain HF Trainer never calls it (transformers trainer.py: no call);
+    - TRL's SFTTrainer called it for a 4-bit/8-bit model that is not sharded (Params4bit on cpu/meta = FSDP or
+      ZeRO-3 QLoRA: skipped) from 0.7 (``prepare_model_for_int8_training``) to 0.24 (sft_trainer.py
+      ``__init__``, from 0.15 ``_prepare_peft_model``; 0.22-0.24 trl/models/utils.py ``prepare_peft_model``),
+      and from 0.7.6 cast the embeddings and lm_head back to bf16 under ``args.bf16``
+      (``peft_module_casting_to_bf16``, the norms stay fp32); 0.25 calls its own copy that upcasts the norms
+      only; from 0.26 it calls nothing (``get_peft_model`` alone, the trainable parameters cast to bf16). So
+      true fits TRL 0.7-0.24 without bf16 only; the importer sets it where the config says so (imports/hf_args.py);
+    - axolotl calls it (loaders/model.py ``_prepare_model_for_quantization``; utils/models.py ``load_model`` up to
+      0.6), skipped under FSDP-QLoRA, ZeRO-3 and cpu_ram_efficient_loading, but for any adapter then casts the
+      norms and embedding modules back to ``torch_dtype`` (``_configure_embedding_dtypes``: ``needs_fa2_dtype``
+      -> ``_convert_embedding_modules_dtype``): its model trains 16-bit, as with false;
+    - LLaMA-Factory never calls it (src/llamafactory/model: its own ``prepare_model_for_training``, whose
+      ``upcast_layernorm`` is off by default); torchtune, LitGPT and torchtitan do not use PEFT."""
+    return plan.method == "qlora" and plan.stack.kbit_prepare is True
+
+
 def effective_stack(plan: Plan) -> Stack:
     s, trainer = plan.stack, plan.stack.trainer
     code = MODEL_CODE[trainer]
@@ -86,7 +107,7 @@ def effective_stack(plan: Plan) -> Stack:
     version = fsdp_version_of(s)
     return Stack(
         trainer=trainer, loss_path=loss_path, loop_keeps_output=trainer in ("custom-loop", "litgpt"),
-        adapter_dtype=adapter, kbit_prepare=plan.method == "qlora" and s.kbit_prepare is True,
+        adapter_dtype=adapter, kbit_prepare=kbit_prepared(plan),
         bnb_keeps_inputs=quant4 and s.bitsandbytes == "0.42" and trainer not in ("torchtune", "torchtitan"),
         optimizer_impl=impl, compile=s.compile,
         fsdp_version=version,
