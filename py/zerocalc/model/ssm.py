@@ -4,11 +4,13 @@ depthwise conv1d (I, 1, conv_kernel) with use_conv_bias, in_proj (h -> 2I, use_b
 dt_proj (R -> I, biased), out_proj (I -> h, use_bias); ``backbone.norm_f``; lm_head tied by default.
 I = intermediate_size (expand x h), N = state_size, R = time_step_rank ("auto": ceil(h / 16)).
 
-The parameter count is exact (tests/test_architectures.py); the activations are not modelled for the scan
-(the block is costed as a classic block of the same linears: ``support`` says so)."""
+The parameter count is exact (tests/test_architectures.py). Mamba-2's activations are memory/ssm_blocks.py's (the
+mamba_ssm kernel's saves, traced); the other types' blocks are costed as a classic block of the same linears
+(``support`` says so)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..errors import PlanError
 from .arch import Linear, ModelArch
@@ -101,7 +103,10 @@ def mamba2(c: ConfigReader) -> ModelArch:
     b.norm("backbone.norm_f", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    return _arch(c, "mamba2", b, h, n_layers, vocab, tied, tuple(lins))
+    dims = {"inner": int(c.cfg.get("expand", 2) * h), "heads": c.int("num_heads", default=128),
+            "groups": c.int("n_groups", default=8), "residual_fp32": c.bool("residual_in_fp32", True)}
+    # activations: memory/ssm_blocks.py mamba2_block, held to tests/data/ssm_trace.json (tools/memtrace/ssm_trace.py)
+    return replace(_arch(c, "mamba2", b, h, n_layers, vocab, tied, tuple(lins)), ssm=dims, support="exact")
 
 
 def nemotron_h(c: ConfigReader) -> ModelArch:

@@ -1,0 +1,78 @@
+"""The tensors autograd saves in one state-space block, as it trains on a GPU.
+
+Mamba-2 (transformers 5.24 models/mamba2/modeling_mamba2.py Mamba2Block / Mamba2Mixer.forward): in training
+without a cache the mixer hands in_proj's output to `mamba2_split_conv1d_scan_combined`, the hub kernel
+"mamba_split_conv1d_scan_combined" of mamba_ssm (conv1d, chunked scan, gated RMSNorm and out_proj in one
+autograd Function). Where mamba_ssm is installed (any real GPU run) its
+mamba_ssm/ops/triton/ssd_combined.py MambaSplitConv1dScanCombinedFn.forward saves, besides parameters,
+``zxbcdt`` (in_proj's output, kept whole: gate, conv input, dt), ``out_x`` (the scan output before the gate,
+inner per token in zxbcdt's dtype) and ``rstd`` (the gated norm's fp32 1/rms per group and token,
+layernorm_gated.py _layer_norm_fwd); the norm output and out_proj's input are recomputed in backward. Under
+autocast it casts outproj_weight to the autocast dtype and saves that copy. The PyTorch fallback the CPU build
+runs keeps about ten times more (fp32 chunk tensors); it is not what a GPU trains with.
+
+Traced with the kernel's saves stood in on fake tensors (tools/memtrace/ssm_trace.py, tests/data/ssm_trace.json):
+the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..model import Linear, ModelArch
+from .blocks import Ctx, SavedSet, block_saved_bytes as _classic_saved_bytes, linear, rmsnorm
+from .lora import Adapter
+
+
+def mamba2_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Mamba2Block: norm(x.to(norm dtype)) -> in_proj -> the fused kernel (its saves above) -> + residual.
+
+    The block norm is Mamba2RMSNorm (LlamaRMSNorm's code): its input is `hidden_states.to(norm.weight.dtype)`
+    and residual_in_fp32 keeps the stream in fp32 only in the residual sum, so the norm sees the weights' dtype
+    (c.res) like a Llama block's."""
+    ss = SavedSet()
+    t, ssm = c.tokens, arch.ssm
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    y = rmsnorm(ss, c, "norm", "resid", arch.hidden_size)
+    in_proj = lins["in_proj"]
+    linear(ss, c, y, c.res, in_proj, ads.get("in_proj"))
+    # nothing before the kernel needs a gradient in layer 0 of a LoRA run without an in_proj adapter: autograd
+    # records no node and the saved tensors go with the forward
+    if c.first_layer and not c.train_base and "in_proj" not in ads:
+        return ss.total
+    e = 2 if c.autocast else c.e                         # in_proj's output dtype
+    ss.save("zxbcdt", e * t * in_proj.d_out)
+    ss.save("out_x", e * t * ssm["inner"])
+    ss.save("rstd", 4 * t * ssm["groups"])
+    # fp32 weights under autocast: the kernel saves `outproj_weight.to(torch.get_autocast_gpu_dtype())`, a 16-bit
+    # copy of out_proj's weight per layer, which autocast_weight_copies (memory/activations.py) already counts
+    return ss.total
+
+
+def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
+    """The backbone's norm_f and lm_head's input; returns (key, bytes per element) of what lm_head reads.
+
+    With residual_in_fp32 (Mamba2Block: `residual = residual.to(torch.float32)`) the last block returns the fp32
+    sum, so Mamba2RMSNorm's `.to(float32)` is a no-op: it keeps that fp32 input, the fp32 rsqrt and, for the
+    weight's gradient, its fp32 normalised tensor (`self.weight * hidden_states.to(input_dtype)`, input_dtype
+    fp32); Mamba2ForCausalLM.forward casts it to lm_head's dtype (a 16-bit copy lm_head keeps; under autocast
+    the cast is a no-op and autocast makes that copy). Traced: tests/data/ssm_trace.json."""
+    if not ssm["residual_fp32"]:
+        return rmsnorm(ss, c, "final_norm", "resid_final", h), c.res
+    y = rmsnorm(ss, replace(c, res=4), "final_norm", "resid_final", h)
+    return (y, 4) if c.autocast else (f"{y}.to_head", c.res)
+
+
+def checkpointed_inputs(arch: ModelArch, res: int, t: int) -> int:
+    """Full checkpointing: each Mamba2Block keeps its input. Layer 0 reads the embedding output (the weights'
+    dtype); with residual_in_fp32 every later layer reads the fp32 sum `residual.to(float32) + mixer_out`
+    (no dropout, so nothing else is kept; traced: tests/data/ssm_trace.json, the 4-layer checkpointed case)."""
+    later = 4 if arch.ssm["residual_fp32"] else res
+    return res * t * arch.hidden_size + later * t * arch.hidden_size * (arch.num_layers - 1)
+
+
+def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
+    if arch.ssm is not None:
+        return mamba2_block(arch, c, linears, adapters)
+    return _classic_saved_bytes(arch, c, linears, adapters)

@@ -1,0 +1,101 @@
+"""Mamba-2's block as it trains on a GPU (memory/ssm_blocks.py), held to a trace.
+
+The traced model (tools/memtrace/ssm_trace.py): Mamba-2's default config (transformers 5.24 Mamba2Config: 8 groups,
+state 128, expand 2, residual_in_fp32) at h = 1024, 32 heads of 64 (inner I = 2048), 2 layers; in_proj
+h -> I + (I + 2*8*128) + 32 = 6176. transformers' mixer hands in_proj's output to mamba_ssm's
+mamba_split_conv1d_scan_combined in training; the trace stands that kernel in with an autograd.Function saving
+what MambaSplitConv1dScanCombinedFn.forward saves (zxbcdt, out_x, the fp32 rstd per group), so norms, in_proj and
+the residual stream are traced as transformers runs them. Before this rule the block was costed as a classic
+block: activations +10.2 % (full, bf16), +4.7 % (bf16-mixed), -41.6 % (4 layers, checkpointed), +44.4 % (LoRA).
+
+On the CPU fallback (no mamba_ssm) the same step keeps 368 MiB, not 93 MiB: the fp32 chunk-scan tensors; the
+norm's tensors and in_proj's output (conv1d's input is a view of it) are the same there.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.memtrace.compare import compare, engine_breakdown, format_rows
+from zerocalc import Plan
+from zerocalc.memory.activations import activations
+from zerocalc.memory.inputs import dtypes_for, module_dtypes
+from zerocalc.model import model_from_config
+
+DATA = Path(__file__).parent / "data"
+TRACE = json.loads((DATA / "ssm_trace.json").read_text())
+CASES = {c["id"]: c for c in TRACE["cases"]}
+H, I, P, G = 1024, 2048, 6176, 8
+
+
+def acts(case_id: str):
+    plan = CASES[case_id]["plan"]
+    p = Plan.from_dict(plan)
+    return activations(p, model_from_config(plan["model"]), module_dtypes(p, dtypes_for(p)))
+
+
+def kernel(t: int) -> int:
+    """What the fused kernel saves in bf16: zxbcdt 2*t*6176, out_x 2*t*2048, rstd 4*t*8."""
+    return 2 * t * P + 2 * t * I + 4 * t * G
+
+
+def test_full_bf16_layer_by_hand():
+    """t = 512: the block norm's fp32 copy (4*512*1024 = 2,097,152), rsqrt (2,048), the normalised bf16 tensor
+    (1,048,576), in_proj's input (1,048,576), and the kernel's 6,324,224 + 2,097,152 + 16,384: 12,634,112 B."""
+    t = 512
+    assert kernel(t) == 6_324_224 + 2_097_152 + 16_384
+    assert acts("mamba2-2l-full-s512").layers == (4 * t * H + 4 * t + 2 * t * H + 2 * t * H + kernel(t),) * 2
+    assert acts("mamba2-2l-full-s512").layers[0] == 12_634_112
+
+
+def test_head_by_hand():
+    """residual_in_fp32: norm_f gets the fp32 sum and keeps it (2,097,152), its rsqrt (2,048) and its fp32
+    normalised tensor (2,097,152); lm_head keeps its bf16 copy (1,048,576); ids and labels 16*512."""
+    t = 512
+    assert acts("mamba2-2l-full-s512").head_saved == 4 * t * H + 4 * t + 4 * t * H + 2 * t * H + 16 * t \
+        == 5_253_120
+
+
+def test_mixed_layer_by_hand():
+    """bf16-mixed: fp32 stream, so the norm keeps its input as is and an fp32 normalised tensor; in_proj keeps
+    autocast's bf16 copy of it; the kernel's tensors are bf16 (in_proj ran under autocast). 13,682,688 B; the
+    kernel's bf16 copy of out_proj's weight is among autocast_weight_copies."""
+    t = 512
+    a = acts("mamba2-2l-mixed-s512")
+    assert a.layers[0] == 4 * t * H + 4 * t + 4 * t * H + 2 * t * H + kernel(t) == 13_682_688
+    # every linear's bf16 copy (in_proj 6176 x 1024, out_proj 1024 x 2048, 2 layers) and the untied head (32768 x 1024)
+    assert a.autocast_weight_copies == 2 * (2 * (P * H + H * I) + 32768 * H)
+
+
+def test_lora_layers_by_hand():
+    """LoRA r 16 on in_proj (bf16 base, fp32 adapters, autocast). Layer 0: the norm needs no gradient; lora_A keeps
+    autocast's bf16 copy of its fp32 input (1,048,576) and its output (2*512*16); the kernel as above: 9,502,720 B.
+    Layer 1 adds the norm's fp32 copy and rsqrt (frozen weight: no normalised tensor): 11,601,920 B."""
+    t = 512
+    layer0 = 2 * t * H + 2 * t * 16 + kernel(t)
+    assert acts("mamba2-2l-lora-mixed-s512").layers == (layer0, layer0 + 4 * t * H + 4 * t) == (9_502_720, 11_601_920)
+
+
+def test_checkpointed_stack_by_hand():
+    """Four layers, s 1024, full checkpointing: layer 0 keeps the bf16 embedding output (2*1024*1024), layers 1-3
+    the fp32 residual sums (3 * 4*1024*1024): 14,680,064 B (the classic rule's 5 * 2*t*h was 10,485,760)."""
+    t = 1024
+    assert acts("mamba2-4l-full-s1024-ckpt").stack_saved == 2 * t * H + 3 * 4 * t * H == 14_680_064
+
+
+def test_only_mamba2_is_exact():
+    rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
+    assert model_from_config(rows["default:mamba2"]["config"]).support == "exact"
+    for other in ("mamba", "bamba", "nemotron_h", "falcon_h1", "granitemoehybrid"):
+        arch = model_from_config(rows[f"default:{other}"]["config"])
+        assert arch.ssm is None and "approximate" in arch.support
+
+
+@pytest.mark.parametrize("case", TRACE["cases"], ids=[c["id"] for c in TRACE["cases"]])
+def test_mamba2_step_within_3_percent_of_the_trace(case):
+    """tools/memtrace/ssm_trace.py on fake tensors: every component at the peak and the peak within 3 %."""
+    eng = engine_breakdown(case["plan"])
+    rows = compare(case, eng)
+    assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)
