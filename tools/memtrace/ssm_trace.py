@@ -21,6 +21,7 @@ tensors (same shapes and dtypes; FakeTensorMode computes nothing), so the rest o
 in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers runs it.
 
   python -m tools.memtrace.ssm_trace > tests/data/ssm_trace.json             (about 30 s on 2 cores)
+  python -m tools.memtrace.ssm_trace bamba > tests/data/bamba_trace.json
 
 Each case keeps what tools/memtrace/compare.py compares, and the plan.
 """
@@ -37,7 +38,11 @@ from .trace import trace
 
 ROOT = Path(__file__).resolve().parents[2]
 # Mamba-2's default config (mamba-codestral shapes: 128 heads of 64, 8 groups, state 128) at h 1024, 2 layers
-SHRINK = {"mamba2": {"hidden_size": 1024, "num_hidden_layers": 2, "num_heads": 32, "head_dim": 64}}
+SHRINK = {"mamba2": {"hidden_size": 1024, "num_hidden_layers": 2, "num_heads": 32, "head_dim": 64},
+          # Bamba's default (128 mixer heads of 64, 1 group, state 256, GQA 32/8) at h 1024: 32 mixer heads of 64,
+          # 16/4 attention heads of 64, MLP 2816, 4 layers with attention at layer 2
+          "bamba": {"hidden_size": 1024, "num_hidden_layers": 4, "attn_layer_indices": [2], "mamba_n_heads": 32,
+                    "num_attention_heads": 16, "num_key_value_heads": 4, "intermediate_size": 2816}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -102,6 +107,12 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
+    if model_type == "bamba":
+        lora = {**LORA, "targets": ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"]}
+        return [("bamba-4l-full-s512", base),
+                ("bamba-4l-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}),
+                ("bamba-4l-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
+                ("bamba-4l-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora", "lora": lora})]
     return [("mamba2-2l-full-s512", base),
             ("mamba2-2l-full-b2-s1024", {**base, "micro_batch_size": 2, "seq_len": 1024}),
             ("mamba2-2l-mixed-s512", {**base, "precision": "bf16-mixed"}),
@@ -120,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             r = trace(plan, steps=2)
         cases.append({"id": cid, "plan": plan, **{k: r[k] for k in ("peak", "peak_bytes", "peak_phase", "peak_op",
                                                                     "phase_peaks", "saved_activations_forward_end")}})
-    json.dump({"generator": "python -m tools.memtrace.ssm_trace", "transformers": transformers.__version__,
+    gen = "python -m tools.memtrace.ssm_trace" + (f" {model_type}" if args else "")
+    json.dump({"generator": gen, "transformers": transformers.__version__,
                "torch": torch.__version__.split("+")[0], "cases": cases}, sys.stdout, indent=1)
     print()
     return 0

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..model import Linear, ModelArch
-from .blocks import Ctx, SavedSet, block_saved_bytes as _classic_saved_bytes, linear, rmsnorm
+from .blocks import Ctx, SavedSet, block_saved_bytes as _classic_saved_bytes, gated_mlp, linear, rmsnorm
 from .lora import Adapter
 
 
@@ -57,6 +57,9 @@ def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
     weight's gradient, its fp32 normalised tensor (`self.weight * hidden_states.to(input_dtype)`, input_dtype
     fp32); Mamba2ForCausalLM.forward casts it to lm_head's dtype (a 16-bit copy lm_head keeps; under autocast
     the cast is a no-op and autocast makes that copy). Traced: tests/data/ssm_trace.json."""
+    if "rope_dim" in ssm:
+        # the attention layers' rotary cos/sin, (1, s, rotary dim) each (Bamba: partial_rotary_factor 0.5)
+        ss.save("rope_cos_sin", 2 * c.res * c.seq * ssm["rope_dim"])
     if not ssm["residual_fp32"]:
         return rmsnorm(ss, c, "final_norm", "resid_final", h), c.res
     y = rmsnorm(ss, replace(c, res=4), "final_norm", "resid_final", h)
@@ -71,8 +74,25 @@ def checkpointed_inputs(arch: ModelArch, res: int, t: int) -> int:
     return res * t * arch.hidden_size + later * t * arch.hidden_size * (arch.num_layers - 1)
 
 
+def hybrid_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Bamba (modeling_bamba.py BambaDecoderLayer): input_layernorm, then the Mamba-2 mixer or GQA attention,
+    residual add, pre_ff_layernorm, the SwiGLU feed_forward, residual add - a Llama layer with its attention
+    swapped where layer_types says linear_attention. An attention layer is blocks.py's llama_block."""
+    if "in_proj" not in {lin.name for lin in linears}:
+        return _classic_saved_bytes(replace(arch, family="llama"), c, linears, adapters)
+    ss = SavedSet()
+    ss.items["mixer"] = mamba2_block(arch, c, linears, adapters)
+    lins = {lin.name: lin for lin in linears}
+    c2 = replace(c, first_layer=False)           # the mixer's output needs a gradient in every layer
+    y = rmsnorm(ss, c2, "ln2", "resid2", arch.hidden_size)
+    gated_mlp(ss, c2, "mlp", y, c.res, lins, {ad.name: ad for ad in adapters}, lins["down_proj"].d_in)
+    return ss.total
+
+
 def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
-    if arch.ssm is not None:
-        return mamba2_block(arch, c, linears, adapters)
-    return _classic_saved_bytes(arch, c, linears, adapters)
+    if arch.ssm is None:
+        return _classic_saved_bytes(arch, c, linears, adapters)
+    if "layers" in arch.ssm:
+        return hybrid_layer(arch, c, linears, adapters)
+    return mamba2_block(arch, c, linears, adapters)

@@ -4,7 +4,7 @@ depthwise conv1d (I, 1, conv_kernel) with use_conv_bias, in_proj (h -> 2I, use_b
 dt_proj (R -> I, biased), out_proj (I -> h, use_bias); ``backbone.norm_f``; lm_head tied by default.
 I = intermediate_size (expand x h), N = state_size, R = time_step_rank ("auto": ceil(h / 16)).
 
-The parameter count is exact (tests/test_architectures.py). Mamba-2's activations are memory/ssm_blocks.py's (the
+The parameter count is exact (tests/test_architectures.py). Mamba-2's and Bamba's activations are memory/ssm_blocks.py's (the
 mamba_ssm kernel's saves, traced); the other types' blocks are costed as a classic block of the same linears
 (``support`` says so)."""
 from __future__ import annotations
@@ -328,5 +328,16 @@ def bamba(c: ConfigReader) -> ModelArch:
     b.norm("model.final_layernorm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins += [Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h)]
-    return _arch(c, "bamba", b, h, n_layers, vocab, tied, tuple(lins), heads, kv, hd)
+    mlp = (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
+    lins += list(mlp)
+    attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("o_proj", heads * hd, h)) + mlp
+    mixer = tuple(lins) if len(attn_layers) < n_layers else attn
+    # per layer its own linears (an attention layer's q/k/v/o, a mixer layer's in_proj/out_proj), each kind one tuple
+    dims = {"inner": int(c.cfg.get("mamba_expand", 2) * h), "heads": c.int("mamba_n_heads", default=128),
+            "groups": c.int("mamba_n_groups", default=1), "residual_fp32": False,
+            "rope_dim": int(hd * (c.cfg.get("rope_parameters") or {}).get("partial_rotary_factor", 0.5)),
+            "layers": tuple(attn if i in attn_layers else mixer for i in range(n_layers))}
+    # activations: memory/ssm_blocks.py, held to tests/data/ssm_trace.json (tools/memtrace/ssm_trace.py bamba)
+    return replace(_arch(c, "bamba", b, h, n_layers, vocab, tied, mixer, heads, kv, hd), dense_block_linears=attn,
+                   gated_mlp=True, ssm=dims, support="exact")
