@@ -22,6 +22,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
 
   python -m tools.memtrace.ssm_trace > tests/data/ssm_trace.json             (about 30 s on 2 cores)
   python -m tools.memtrace.ssm_trace bamba > tests/data/bamba_trace.json
+  python -m tools.memtrace.ssm_trace nemotron_h > tests/data/nemotron_h_trace.json
 
 Each case keeps what tools/memtrace/compare.py compares, and the plan.
 """
@@ -42,7 +43,12 @@ SHRINK = {"mamba2": {"hidden_size": 1024, "num_hidden_layers": 2, "num_heads": 3
           # Bamba's default (128 mixer heads of 64, 1 group, state 256, GQA 32/8) at h 1024: 32 mixer heads of 64,
           # 16/4 attention heads of 64, MLP 2816, 4 layers with attention at layer 2
           "bamba": {"hidden_size": 1024, "num_hidden_layers": 4, "attn_layer_indices": [2], "mamba_n_heads": 32,
-                    "num_attention_heads": 16, "num_key_value_heads": 4, "intermediate_size": 2816}}
+                    "num_attention_heads": 16, "num_key_value_heads": 4, "intermediate_size": 2816},
+          # Nemotron-H's default (Mamba-2 of 128 heads of 64, 8 groups, state 128; GQA 32/8 of 128; ReLU² MLP) at
+          # h 1024: 32 mixer heads, 8/2 heads of 128, MLP 4096, layers M - * - M (the default's MoE layer left out)
+          "nemotron_h": {"hidden_size": 1024, "mamba_num_heads": 32, "num_attention_heads": 8,
+                         "num_key_value_heads": 2, "intermediate_size": 4096,
+                         "layers_block_type": ["mamba", "mlp", "attention", "mlp", "mamba"]}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -107,12 +113,16 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type == "bamba":
-        lora = {**LORA, "targets": ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"]}
-        return [("bamba-4l-full-s512", base),
-                ("bamba-4l-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}),
-                ("bamba-4l-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
-                ("bamba-4l-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora", "lora": lora})]
+    if model_type in ("nemotron_h", "bamba"):
+        # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
+        targets = ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"] if model_type == "nemotron_h" \
+            else ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"]
+        name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
+        return [(f"{name}-full-s512", base),
+                (f"{name}-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}),
+                (f"{name}-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
+                (f"{name}-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
+                                             "lora": {**LORA, "targets": targets}})]
     return [("mamba2-2l-full-s512", base),
             ("mamba2-2l-full-b2-s1024", {**base, "micro_batch_size": 2, "seq_len": 1024}),
             ("mamba2-2l-mixed-s512", {**base, "precision": "bf16-mixed"}),

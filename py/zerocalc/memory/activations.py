@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
-from .ssm_blocks import block_saved_bytes, checkpointed_inputs, ssm_final_norm  # blocks.py's, with the state-space mixers of ssm_blocks.py
+# blocks.py's block_saved_bytes, with the state-space mixers of ssm_blocks.py
+from .ssm_blocks import block_saved_bytes, checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes

@@ -12,15 +12,30 @@ autocast it casts outproj_weight to the autocast dtype and saves that copy. The 
 runs keeps about ten times more (fp32 chunk tensors); it is not what a GPU trains with.
 
 Traced with the kernel's saves stood in on fake tensors (tools/memtrace/ssm_trace.py, tests/data/ssm_trace.json):
-the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them.
+the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them. The hybrids built on the same
+mixer call: Bamba (hybrid_layer, tests/data/bamba_trace.json) and Nemotron-H without MoE layers
+(single_mixer_layer, tests/data/nemotron_h_trace.json); each layer gets its kind's linears from ModelArch.ssm.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ..model import Linear, ModelArch
-from .blocks import Ctx, SavedSet, block_saved_bytes as _classic_saved_bytes, gated_mlp, linear, rmsnorm
+from .blocks import (Ctx, SavedSet, attention_core, block_saved_bytes as _classic_saved_bytes, gated_mlp, linear,
+                     rmsnorm)
 from .lora import Adapter
+
+
+def block_norm(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, x: str) -> str:
+    """The layer's RMSNorm: Mamba2RMSNorm / BambaRMSNorm are LlamaRMSNorm's code; NemotronHRMSNorm
+    (modeling_nemotron_h.py) multiplies in fp32, `(self.weight.to(torch.float32) * hidden_states).to(input_dtype)`:
+    it keeps the fp32 normalised tensor (blocks.py's Gemma rule) and, over 16-bit weights, the weight's fp32 copy."""
+    if not arch.ssm.get("fp32_norm"):
+        return rmsnorm(ss, c, key, x, arch.hidden_size)
+    out = rmsnorm(ss, c, key, x, arch.hidden_size, gemma=True)
+    if c.res != 4 and not (c.first_layer and not c.train_base):
+        ss.save(f"{key}.weight32", 4 * arch.hidden_size)
+    return out
 
 
 def mamba2_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -33,7 +48,7 @@ def mamba2_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     t, ssm = c.tokens, arch.ssm
     lins = {lin.name: lin for lin in linears}
     ads = {ad.name: ad for ad in adapters}
-    y = rmsnorm(ss, c, "norm", "resid", arch.hidden_size)
+    y = block_norm(ss, c, arch, "norm", "resid")
     in_proj = lins["in_proj"]
     linear(ss, c, y, c.res, in_proj, ads.get("in_proj"))
     # nothing before the kernel needs a gradient in layer 0 of a LoRA run without an in_proj adapter: autograd
@@ -60,6 +75,12 @@ def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
     if "rope_dim" in ssm:
         # the attention layers' rotary cos/sin, (1, s, rotary dim) each (Bamba: partial_rotary_factor 0.5)
         ss.save("rope_cos_sin", 2 * c.res * c.seq * ssm["rope_dim"])
+    if ssm.get("fp32_norm"):
+        # NemotronHRMSNorm (block_norm); its `.to(input_dtype)` output is what lm_head reads
+        out = rmsnorm(ss, c, "final_norm", "resid_final", h, gemma=True)
+        if c.res != 4:
+            ss.save("final_norm.weight32", 4 * h)
+        return out, c.res
     if not ssm["residual_fp32"]:
         return rmsnorm(ss, c, "final_norm", "resid_final", h), c.res
     y = rmsnorm(ss, replace(c, res=4), "final_norm", "resid_final", h)
@@ -89,10 +110,43 @@ def hybrid_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     return ss.total
 
 
+def single_mixer_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Nemotron-H (modeling_nemotron_h.py NemotronHBlock): norm(x.to(norm dtype)), then one mixer by
+    layers_block_type - the Mamba-2 mixer, GQA attention without RoPE (NemotronHAttention), or the MLP
+    down(relu2(up(x))) (NemotronHMLP, activations.py ReLUSquaredActivation: relu keeps its output for its
+    backward, square reads the same tensor, down_proj keeps the square) - and the residual add. Traced:
+    tests/data/nemotron_h_trace.json."""
+    lins = {lin.name: lin for lin in linears}
+    if "in_proj" in lins:
+        return mamba2_block(arch, c, linears, adapters)
+    ss = SavedSet()
+    ads = {ad.name: ad for ad in adapters}
+    y = block_norm(ss, c, arch, "norm", "resid")
+    e = 2 if c.autocast else c.e
+    if "q_proj" in lins:
+        for name in ("q_proj", "k_proj", "v_proj"):
+            linear(ss, c, y, c.res, lins[name], ads.get(name))
+        out = attention_core(ss, c, arch, "attn", lins["q_proj"].d_out, lins["k_proj"].d_out)
+        linear(ss, c, out, e, lins["o_proj"], ads.get("o_proj"))
+        return ss.total
+    up, down = lins["up_proj"], lins["down_proj"]
+    linear(ss, c, y, c.res, up, ads.get("up_proj"))
+    if not (c.first_layer and not c.train_base and "up_proj" not in ads):
+        ss.save("mlp.relu", e * c.tokens * up.d_out)
+        if c.autocast:
+            # torch.square is aten::pow, on CUDA autocast's fp32 list: it keeps an fp32 copy of relu's output and
+            # returns fp32, which down_proj reads through autocast's 16-bit copy (tools/memtrace/cuda_autocast.py)
+            ss.save("mlp.relu32", 4 * c.tokens * up.d_out)
+    linear(ss, c, "mlp.square", 4 if c.autocast else e, down, ads.get("down_proj"))
+    return ss.total
+
+
 def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
     if arch.ssm is None:
         return _classic_saved_bytes(arch, c, linears, adapters)
+    if arch.ssm.get("layout") == "single":
+        return single_mixer_layer(arch, c, linears, adapters)
     if "layers" in arch.ssm:
         return hybrid_layer(arch, c, linears, adapters)
     return mamba2_block(arch, c, linears, adapters)

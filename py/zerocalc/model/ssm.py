@@ -4,9 +4,9 @@ depthwise conv1d (I, 1, conv_kernel) with use_conv_bias, in_proj (h -> 2I, use_b
 dt_proj (R -> I, biased), out_proj (I -> h, use_bias); ``backbone.norm_f``; lm_head tied by default.
 I = intermediate_size (expand x h), N = state_size, R = time_step_rank ("auto": ceil(h / 16)).
 
-The parameter count is exact (tests/test_architectures.py). Mamba-2's and Bamba's activations are memory/ssm_blocks.py's (the
-mamba_ssm kernel's saves, traced); the other types' blocks are costed as a classic block of the same linears
-(``support`` says so)."""
+The parameter count is exact (tests/test_architectures.py). The activations of Mamba-2, Bamba and Nemotron-H
+without MoE layers are memory/ssm_blocks.py's (the mamba_ssm kernel's saves, traced); the other types' blocks are
+costed as a classic block of the same linears (``support`` says so)."""
 from __future__ import annotations
 
 import math
@@ -154,7 +154,25 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
     b.norm("model.norm_f", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    return _arch(c, "nemotron_h", b, h, len(kinds), vocab, tied, tuple(lins), heads, kv, hd)
+    arch = _arch(c, "nemotron_h", b, h, len(kinds), vocab, tied, tuple(lins), heads, kv, hd)
+    if any(kind in ("moe", "E") for kind in kinds):
+        return arch                                  # the sparse layers' activations are not modelled
+    # activations: memory/ssm_blocks.py single_mixer_layer, each layer one mixer of its kind (its own linears),
+    # held to tests/data/nemotron_h_trace.json (tools/memtrace/ssm_trace.py nemotron_h)
+    mh = c.int("mamba_num_heads", default=128)
+    mixer = (Linear("in_proj", h, mh * c.int("mamba_head_dim", default=64) * 2
+                    + 2 * c.int("n_groups", default=8) * c.int("ssm_state_size", default=128) + mh),
+             Linear("out_proj", mh * c.int("mamba_head_dim", default=64), h))
+    attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("o_proj", heads * hd, h))
+    mlp = (Linear("up_proj", h, c.int("intermediate_size", default=4 * h)),
+           Linear("down_proj", c.int("intermediate_size", default=4 * h), h))
+    per_kind = {"linear_attention": mixer, "mamba": mixer, "M": mixer, "full_attention": attn, "attention": attn,
+                "*": attn, "mlp": mlp, "-": mlp}
+    dims = {"inner": mh * c.int("mamba_head_dim", default=64), "heads": mh, "groups": c.int("n_groups", default=8),
+            "residual_fp32": False, "fp32_norm": True, "layout": "single",
+            "layers": tuple(per_kind[kind] for kind in kinds)}
+    return replace(arch, block_linears=mixer, dense_block_linears=attn + mlp, ssm=dims, support="exact")
 
 
 def granitemoehybrid(c: ConfigReader) -> ModelArch:
