@@ -1,5 +1,5 @@
-"""Mamba-2's block, Bamba's and Nemotron-H's hybrid layers as they train on a GPU (memory/ssm_blocks.py), held
-to traces.
+"""Mamba-2's block, Bamba's, Nemotron-H's and LFM2's hybrid layers as they train on a GPU
+(memory/ssm_blocks.py), held to traces.
 
 The traced model (tools/memtrace/ssm_trace.py): Mamba-2's default config (transformers 5.24 Mamba2Config: 8 groups,
 state 128, expand 2, residual_in_fp32) at h = 1024, 32 heads of 64 (inner I = 2048), 2 layers; in_proj
@@ -28,7 +28,7 @@ from zerocalc.model import model_from_config
 
 DATA = Path(__file__).parent / "data"
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in ("ssm_trace", "bamba_trace",
-                                                                            "nemotron_h_trace")}
+                                                                            "nemotron_h_trace", "lfm2_trace")}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
 
@@ -140,25 +140,42 @@ def test_nemotron_h_relu2_under_autocast_by_hand():
     assert acts("nemotron-h-5l-mixed-b2-s512").layers[1] == mlp == 44_044_288
 
 
+def test_lfm2_layers_by_hand():
+    """LFM2 at h 1024, layers conv conv attention conv (16/4 heads of 64, SwiGLU 2816), bf16, t = 512. Both kinds:
+    operator_norm and ffn_norm (4*t*h + 4*t + 2*t*h = 3,147,776 each), w1/w3's input (2*t*h), SwiGLU
+    (4 * 2*t*2816). The short conv: in_proj's input (2*t*h), its whole output BCx (2*t*3h, kept by B * x and C * conv),
+    the conv's input B * x, the conv output, out_proj's contiguous input (2*t*h each): 26,218,496 B. Attention:
+    q/k/v's input, the per-head q_layernorm (fp32 copy 4*t*1024, rsqrt 4*t*16, bf16 normalised 2*t*1024) and
+    k_layernorm (4*t*256, 4*t*4, 2*t*256), FA2's q, k, v, output and lse (4*16*t): 26,554,368 B."""
+    t, h = 512, 1024
+    both = 2 * (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 4 * 2 * t * 2816
+    conv = both + 2 * t * h + 2 * t * 3 * h + 3 * 2 * t * h
+    q_norm, k_norm = 4 * t * 1024 + 4 * t * 16 + 2 * t * 1024, 4 * t * 256 + 4 * t * 4 + 2 * t * 256
+    attention = both + 2 * t * h + q_norm + k_norm + 2 * t * 1024 + 2 * 2 * t * 256 + 2 * t * 1024 + 4 * 16 * t
+    assert acts("lfm2-4l-full-s512").layers == (conv, conv, attention, conv) \
+        == (26_218_496, 26_218_496, 26_554_368, 26_218_496)
+
+
 def test_which_state_space_types_are_exact():
-    """Mamba-2, Bamba and Nemotron-H without MoE layers are exact; Nemotron-H's default (one MoE layer) is not."""
+    """Mamba-2, Bamba, LFM2 and Nemotron-H without MoE layers are exact; Nemotron-H's default (one MoE layer) and
+    LFM2-MoE are not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
-    for exact in ("mamba2", "bamba"):
+    for exact in ("mamba2", "bamba", "lfm2"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
     assert model_from_config(CASES["nemotron-h-5l-full-s512"]["plan"]["model"]).support == "exact"
-    for other in ("mamba", "nemotron_h", "falcon_h1", "granitemoehybrid"):
+    for other in ("mamba", "nemotron_h", "falcon_h1", "granitemoehybrid", "lfm2_moe"):
         arch = model_from_config(rows[f"default:{other}"]["config"])
         assert arch.ssm is None and "approximate" in arch.support
 
 
 BEFORE = ("before these rules (the classic block of the mixer's linears), activations: mamba2 +10.2 % / +10.2 % / "
-          "+4.7 % / -41.6 % / +44.4 %; bamba -45.6 % / -16.4 % / -13.2 % / -36.8 %; nemotron_h +19.5 % / +2.3 % / -20.0 % / "
-          "+15.5 % (cases in fixture order)")
+          "+4.7 % / -41.6 % / +44.4 %; bamba -45.6 % / -16.4 % / -13.2 % / -36.8 %; nemotron_h +19.5 % / +2.3 % / "
+          "-20.0 % / +15.5 %; lfm2 -46.3 % / -20.1 % / -13.8 % / -26.3 % (cases in fixture order)")
 
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_step_within_3_percent_of_the_trace(case):
-    """tools/memtrace/ssm_trace.py [bamba | nemotron_h] on fake tensors: every component at the peak and the peak
+    """tools/memtrace/ssm_trace.py [bamba | nemotron_h | lfm2] on fake tensors: every component at the peak and the peak
     within 3 % (tools/memtrace/compare.py); BEFORE says how far off the engine was."""
     eng = engine_breakdown(case["plan"])
     rows = compare(case, eng)

@@ -23,6 +23,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace > tests/data/ssm_trace.json             (about 30 s on 2 cores)
   python -m tools.memtrace.ssm_trace bamba > tests/data/bamba_trace.json
   python -m tools.memtrace.ssm_trace nemotron_h > tests/data/nemotron_h_trace.json
+  python -m tools.memtrace.ssm_trace lfm2 > tests/data/lfm2_trace.json
 
 Each case keeps what tools/memtrace/compare.py compares, and the plan.
 """
@@ -48,7 +49,11 @@ SHRINK = {"mamba2": {"hidden_size": 1024, "num_hidden_layers": 2, "num_heads": 3
           # h 1024: 32 mixer heads, 8/2 heads of 128, MLP 4096, layers M - * - M (the default's MoE layer left out)
           "nemotron_h": {"hidden_size": 1024, "mamba_num_heads": 32, "num_attention_heads": 8,
                          "num_key_value_heads": 2, "intermediate_size": 4096,
-                         "layers_block_type": ["mamba", "mlp", "attention", "mlp", "mamba"]}}
+                         "layers_block_type": ["mamba", "mlp", "attention", "mlp", "mamba"]},
+          # LFM2's default (h 2560, 32/8 heads, conv_L_cache 3) at h 1024: 16/4 heads of 64, MLP 4096 (-> 2816 by
+          # block_auto_adjust_ff_dim), 4 layers conv conv attention conv
+          "lfm2": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
+                   "intermediate_size": 4096, "layer_types": ["conv", "conv", "full_attention", "conv"]}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -82,6 +87,25 @@ class KernelStandIn(torch.autograd.Function):
                 none(out_w), none(out_b), None, None)
 
 
+class ConvStandIn(torch.autograd.Function):
+    """causal-conv1d's CausalConv1dFn (causal_conv1d_interface.py): forward keeps x, weight, bias; returns x's shape
+    and dtype (no activation in LFM2)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight, bias)
+        return x.new_empty(x.shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, bias = ctx.saved_tensors
+        return torch.empty_like(x), torch.empty_like(weight), None if bias is None else torch.empty_like(bias)
+
+
+def _conv_stand_in(x, weight, bias=None, activation=None, **kwargs):
+    return ConvStandIn.apply(x, weight, bias)
+
+
 def _stand_in(zxbcdt, conv1d_weight, conv1d_bias, dt_bias, A, D, chunk_size, initial_states=None,
               dt_limit=(0.0, float("inf")), return_final_states=False, activation="silu", rmsnorm_weight=None,
               rmsnorm_eps=1e-6, outproj_weight=None, outproj_bias=None, headdim=None, ngroups=1,
@@ -96,13 +120,17 @@ def mamba_ssm_kernel():
     import importlib  # noqa: PLC0415
     mods = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in KERNEL_MODULES]
     prev = [m.mamba2_split_conv1d_scan_combined for m in mods]
+    lfm2 = importlib.import_module("transformers.models.lfm2.modeling_lfm2")
+    prev_conv = lfm2.causal_conv1d_fn
     for m in mods:
         m.mamba2_split_conv1d_scan_combined = _stand_in
+    lfm2.causal_conv1d_fn = _conv_stand_in
     try:
         yield
     finally:
         for m, p in zip(mods, prev):
             m.mamba2_split_conv1d_scan_combined = p
+        lfm2.causal_conv1d_fn = prev_conv
 
 
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["in_proj"]}  # PEFT refuses out_proj, conv1d on Mamba
@@ -113,10 +141,11 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "bamba"):
+    if model_type in ("nemotron_h", "bamba", "lfm2"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
-        targets = ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"] if model_type == "nemotron_h" \
-            else ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"]
+        targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
+                   "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"]}.get(
+            model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
         name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
         return [(f"{name}-full-s512", base),
                 (f"{name}-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}),

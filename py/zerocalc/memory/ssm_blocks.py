@@ -14,7 +14,8 @@ runs keeps about ten times more (fp32 chunk tensors); it is not what a GPU train
 Traced with the kernel's saves stood in on fake tensors (tools/memtrace/ssm_trace.py, tests/data/ssm_trace.json):
 the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them. The hybrids built on the same
 mixer call: Bamba (hybrid_layer, tests/data/bamba_trace.json) and Nemotron-H without MoE layers
-(single_mixer_layer, tests/data/nemotron_h_trace.json); each layer gets its kind's linears from ModelArch.ssm.
+(single_mixer_layer, tests/data/nemotron_h_trace.json); LFM2's short convolution (lfm2_layer, the causal-conv1d
+kernel, tests/data/lfm2_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"].
 """
 from __future__ import annotations
 
@@ -141,10 +142,52 @@ def single_mixer_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], ada
     return ss.total
 
 
+MLP_NAMES = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
+
+
+def lfm2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """LFM2 (modeling_lfm2.py Lfm2DecoderLayer): operator_norm, then the short convolution or GQA attention with
+    per-head q/k RMSNorms, residual add, ffn_norm, SwiGLU w2(silu(w1(x)) * w3(x)), residual add.
+
+    Lfm2ShortConv: BCx = in_proj(x).transpose(-1, -2); B, C, x = BCx.chunk(3); B * x keeps B and x (one storage,
+    in_proj's whole output); causal_conv1d_fn(B * x) - the causal-conv1d kernel's CausalConv1dFn keeps its input
+    (causal_conv1d_interface.py ctx.save_for_backward(x, weight, bias, ...)), as the F.conv1d fallback does; C * conv
+    keeps the conv output; out_proj keeps the `.transpose(-1, -2).contiguous()` copy of the product."""
+    lins = {MLP_NAMES.get(lin.name, lin.name): lin for lin in linears}
+    ads = {MLP_NAMES.get(ad.name, ad.name): ad for ad in adapters}
+    ss = SavedSet()
+    t, h, e = c.tokens, arch.hidden_size, 2 if c.autocast else c.e
+    y = rmsnorm(ss, c, "operator_norm", "resid", h)
+    c2 = replace(c, first_layer=False)
+    if "in_proj" in lins:
+        linear(ss, c, y, c.res, lins["in_proj"], ads.get("in_proj"))
+        if not (c.first_layer and not c.train_base and "in_proj" not in ads):
+            ss.save("conv.BCx", e * t * 3 * h)
+            ss.save("conv.Bx", e * t * h)
+            ss.save("conv.out", e * t * h)
+        linear(ss, c2, "conv.y", e, lins["out_proj"], ads.get("out_proj"))
+    else:
+        for name in ("q_proj", "k_proj", "v_proj"):
+            linear(ss, c, y, c.res, lins[name], ads.get(name))
+        q_dim, kv_dim = lins["q_proj"].d_out, lins["k_proj"].d_out
+        # the per-head norms read q_proj / k_proj outputs: 16-bit under autocast, so `hs.to(input_dtype)` (the
+        # normalised tensor the weight's gradient needs) is 16-bit even over fp32 weights (traced)
+        cq = replace(c2, res=2) if c.autocast else c2
+        rmsnorm(ss, cq, "q_norm", "q", q_dim, groups=arch.num_heads)
+        rmsnorm(ss, cq, "k_norm", "k", kv_dim, groups=arch.num_kv_heads)
+        out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
+        linear(ss, c, out, e, lins["out_proj"], ads.get("out_proj"))
+    y2 = rmsnorm(ss, c2, "ffn_norm", "resid2", h)
+    gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    return ss.total
+
+
 def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
     if arch.ssm is None:
         return _classic_saved_bytes(arch, c, linears, adapters)
+    if arch.ssm.get("layout") == "lfm2":
+        return lfm2_layer(arch, c, linears, adapters)
     if arch.ssm.get("layout") == "single":
         return single_mixer_layer(arch, c, linears, adapters)
     if "layers" in arch.ssm:
