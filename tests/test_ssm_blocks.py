@@ -1,4 +1,4 @@
-"""Mamba-2's block, Bamba's, Nemotron-H's and LFM2's hybrid layers as they train on a GPU
+"""Mamba-2's block, Bamba's, Nemotron-H's, Falcon-H1's and LFM2's hybrid layers as they train on a GPU
 (memory/ssm_blocks.py), held to traces.
 
 The traced model (tools/memtrace/ssm_trace.py): Mamba-2's default config (transformers 5.24 Mamba2Config: 8 groups,
@@ -28,7 +28,8 @@ from zerocalc.model import model_from_config
 
 DATA = Path(__file__).parent / "data"
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in ("ssm_trace", "bamba_trace",
-                                                                            "nemotron_h_trace", "lfm2_trace")}
+                                                                            "nemotron_h_trace", "lfm2_trace",
+                                                                            "falcon_h1_trace")}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
 
@@ -156,14 +157,39 @@ def test_lfm2_layers_by_hand():
         == (26_218_496, 26_218_496, 26_554_368, 26_218_496)
 
 
+def test_falcon_h1_layer_by_hand():
+    """Falcon-H1 at h 1024 (mixer: 16 heads of 64 = mamba_d_ssm 1024, 1 group of state 256: in_proj 1024 + 1536 + 16
+    = 2576; attention 8/2 heads of 128; SwiGLU 2816), bf16, t = 512, mamba_rms_norm off. input_layernorm
+    (4*t*h + 4*t + 2*t*h), then two scaled copies of its output, kept by in_proj and by q/k/v (2*t*h each), zxbcdt
+    (2*t*2576), out_x (2*t*1024), no rstd (no gated norm); q 2*t*1024, k and v 2*t*256, output 2*t*1024, lse 4*8*t;
+    pre_ff_layernorm, gate/up's input, SwiGLU 4 * 2*t*2816: 27,299,840 B."""
+    t, h = 512, 1024
+    norm = 4 * t * h + 4 * t + 2 * t * h
+    layer = norm + 2 * t * h + 2 * t * 2576 + 2 * t * 1024 + 2 * t * h + 2 * t * 1024 + 2 * 2 * t * 256 \
+        + 2 * t * 1024 + 4 * 8 * t + norm + 2 * t * h + 4 * 2 * t * 2816
+    assert acts("falcon-h1-3l-full-s512").layers == (layer,) * 3 and layer == 27_299_840
+
+
+def test_falcon_h1_mup_vector_keeps_zxbcdt_fp32_under_autocast():
+    """bf16-mixed, t = 2*512, mamba_rms_norm on: in_proj's bf16 output times the fp32 mup_vector buffer is fp32, so
+    the kernel keeps zxbcdt (4*t*2576) and out_x (4*t*1024) in fp32, and the gated norm's rstd (4*t*1). The rest:
+    fp32 norms (input kept, rsqrt, fp32 normalised), autocast's bf16 copies for in_proj, q, k, v, gate, up (2*t*h
+    each), FA2 in bf16, SwiGLU in bf16: 72,462,336 B."""
+    t, h = 1024, 1024
+    norm = 4 * t * h + 4 * t + 4 * t * h
+    layer = norm + 2 * t * h + 4 * t * 2576 + 4 * t * 1024 + 4 * t + 3 * 2 * t * h + 2 * t * 1024 + 2 * 2 * t * 256 \
+        + 2 * t * 1024 + 4 * 8 * t + norm + 2 * 2 * t * h + 4 * 2 * t * 2816
+    assert acts("falcon-h1-3l-mixed-b2-s512").layers[0] == layer == 72_462_336
+
+
 def test_which_state_space_types_are_exact():
-    """Mamba-2, Bamba, LFM2 and Nemotron-H without MoE layers are exact; Nemotron-H's default (one MoE layer) and
-    LFM2-MoE are not."""
+    """Mamba-2, Bamba, Falcon-H1, LFM2 and Nemotron-H without MoE layers are exact; Nemotron-H's default (one MoE
+    layer) and LFM2-MoE are not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
-    for exact in ("mamba2", "bamba", "lfm2"):
+    for exact in ("mamba2", "bamba", "lfm2", "falcon_h1"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
     assert model_from_config(CASES["nemotron-h-5l-full-s512"]["plan"]["model"]).support == "exact"
-    for other in ("mamba", "nemotron_h", "falcon_h1", "granitemoehybrid", "lfm2_moe"):
+    for other in ("mamba", "nemotron_h", "granitemoehybrid", "lfm2_moe"):
         arch = model_from_config(rows[f"default:{other}"]["config"])
         assert arch.ssm is None and "approximate" in arch.support
 
@@ -175,8 +201,8 @@ BEFORE = ("before these rules (the classic block of the mixer's linears), activa
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_step_within_3_percent_of_the_trace(case):
-    """tools/memtrace/ssm_trace.py [bamba | nemotron_h | lfm2] on fake tensors: every component at the peak and the peak
-    within 3 % (tools/memtrace/compare.py); BEFORE says how far off the engine was."""
+    """tools/memtrace/ssm_trace.py [bamba | nemotron_h | lfm2 | falcon_h1] on fake tensors: every component at the
+    peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how far off the engine was."""
     eng = engine_breakdown(case["plan"])
     rows = compare(case, eng)
     assert all(r["ok"] for r in rows), f"{BEFORE}\n" + format_rows(case["id"], case, eng, rows)

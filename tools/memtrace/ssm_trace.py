@@ -24,6 +24,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace bamba > tests/data/bamba_trace.json
   python -m tools.memtrace.ssm_trace nemotron_h > tests/data/nemotron_h_trace.json
   python -m tools.memtrace.ssm_trace lfm2 > tests/data/lfm2_trace.json
+  python -m tools.memtrace.ssm_trace falcon_h1 > tests/data/falcon_h1_trace.json
 
 Each case keeps what tools/memtrace/compare.py compares, and the plan.
 """
@@ -53,7 +54,11 @@ SHRINK = {"mamba2": {"hidden_size": 1024, "num_hidden_layers": 2, "num_heads": 3
           # LFM2's default (h 2560, 32/8 heads, conv_L_cache 3) at h 1024: 16/4 heads of 64, MLP 4096 (-> 2816 by
           # block_auto_adjust_ff_dim), 4 layers conv conv attention conv
           "lfm2": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
-                   "intermediate_size": 4096, "layer_types": ["conv", "conv", "full_attention", "conv"]}}
+                   "intermediate_size": 4096, "layer_types": ["conv", "conv", "full_attention", "conv"]},
+          # Falcon-H1's default (mixer of 128 heads of 8 = mamba_d_ssm 1024, 1 group of state 256; GQA 32/8) at h 1024:
+          # 16 mixer heads of 64, 8/2 heads of 128, MLP 2816, 3 layers (mamba_rms_norm on in the mixed case)
+          "falcon_h1": {"hidden_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
+                        "intermediate_size": 2816, "mamba_n_heads": 16, "mamba_d_head": 64}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -141,14 +146,15 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "bamba", "lfm2"):
+    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
         name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
         return [(f"{name}-full-s512", base),
-                (f"{name}-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}),
+                (f"{name}-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}
+                 | ({"model": cfg | {"mamba_rms_norm": True}} if model_type == "falcon_h1" else {})),
                 (f"{name}-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
                 (f"{name}-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
                                              "lora": {**LORA, "targets": targets}})]

@@ -15,7 +15,8 @@ Traced with the kernel's saves stood in on fake tensors (tools/memtrace/ssm_trac
 the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them. The hybrids built on the same
 mixer call: Bamba (hybrid_layer, tests/data/bamba_trace.json) and Nemotron-H without MoE layers
 (single_mixer_layer, tests/data/nemotron_h_trace.json); LFM2's short convolution (lfm2_layer, the causal-conv1d
-kernel, tests/data/lfm2_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"].
+kernel, tests/data/lfm2_trace.json); Falcon-H1's parallel mixer and attention (falcon_h1_layer,
+tests/data/falcon_h1_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"].
 """
 from __future__ import annotations
 
@@ -50,18 +51,51 @@ def mamba2_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     lins = {lin.name: lin for lin in linears}
     ads = {ad.name: ad for ad in adapters}
     y = block_norm(ss, c, arch, "norm", "resid")
-    in_proj = lins["in_proj"]
-    linear(ss, c, y, c.res, in_proj, ads.get("in_proj"))
-    # nothing before the kernel needs a gradient in layer 0 of a LoRA run without an in_proj adapter: autograd
-    # records no node and the saved tensors go with the forward
-    if c.first_layer and not c.train_base and "in_proj" not in ads:
-        return ss.total
-    e = 2 if c.autocast else c.e                         # in_proj's output dtype
-    ss.save("zxbcdt", e * t * in_proj.d_out)
-    ss.save("out_x", e * t * ssm["inner"])
-    ss.save("rstd", 4 * t * ssm["groups"])
+    mixer_saves(ss, c, ssm, y, lins["in_proj"], ads.get("in_proj"))
     # fp32 weights under autocast: the kernel saves `outproj_weight.to(torch.get_autocast_gpu_dtype())`, a 16-bit
     # copy of out_proj's weight per layer, which autocast_weight_copies (memory/activations.py) already counts
+    return ss.total
+
+
+def mixer_saves(ss: SavedSet, c: Ctx, ssm, x: str, in_proj: Linear, adapter: Adapter | None) -> None:
+    """in_proj reading `x`, then what MambaSplitConv1dScanCombinedFn keeps: zxbcdt, out_x and - with the gated
+    RMSNorm (rmsnorm_weight given; Falcon-H1 only under mamba_rms_norm) - its fp32 rstd per group."""
+    t = c.tokens
+    linear(ss, c, x, c.res, in_proj, adapter)
+    # nothing before the kernel needs a gradient in layer 0 of a LoRA run without an in_proj adapter: autograd
+    # records no node and the saved tensors go with the forward
+    if c.first_layer and not c.train_base and adapter is None:
+        return
+    e = 2 if c.autocast else c.e                         # in_proj's output dtype
+    if ssm.get("mup"):
+        # Falcon-H1: zxbcdt = in_proj(x) * mup_vector, a buffer in the weights' dtype: fp32 over fp32 weights even
+        # under autocast (mul is not an autocast op), and out_x follows zxbcdt's dtype (traced)
+        e = max(e, c.res)
+    ss.save("zxbcdt", e * t * in_proj.d_out)
+    ss.save("out_x", e * t * ssm["inner"])
+    if ssm.get("gated_norm", True):
+        ss.save("rstd", 4 * t * ssm["groups"])
+
+
+def falcon_h1_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Falcon-H1 (modeling_falcon_h1.py FalconH1DecoderLayer): input_layernorm, then the Mamba-2 mixer and GQA
+    attention side by side on scaled copies of the norm output (`hidden_states * ssm_in_multiplier`, `*
+    attention_in_multiplier`: new tensors, which in_proj and q/k/v keep; the norm output itself is kept by
+    nothing), their scaled sum, pre_ff_layernorm and the SwiGLU (gate_proj's output times gate_multiplier is what
+    silu keeps: the same size). in_proj's output times the mup_vector buffer is the kernel's zxbcdt."""
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    ss = SavedSet()
+    h, e = arch.hidden_size, 2 if c.autocast else c.e
+    y = rmsnorm(ss, c, "input_norm", "resid", h)
+    mixer_saves(ss, c, arch.ssm, f"{y}.ssm_in", lins["in_proj"], ads.get("in_proj"))
+    for name in ("q_proj", "k_proj", "v_proj"):
+        linear(ss, c, f"{y}.attn_in", c.res, lins[name], ads.get(name))
+    out = attention_core(ss, c, arch, "attn", lins["q_proj"].d_out, lins["k_proj"].d_out)
+    linear(ss, c, out, e, lins["o_proj"], ads.get("o_proj"))
+    c2 = replace(c, first_layer=False)
+    y2 = rmsnorm(ss, c2, "pre_ff_norm", "resid2", h)
+    gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
     return ss.total
 
 
@@ -186,6 +220,8 @@ def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
     """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
     if arch.ssm is None:
         return _classic_saved_bytes(arch, c, linears, adapters)
+    if arch.ssm.get("layout") == "falcon_h1":
+        return falcon_h1_layer(arch, c, linears, adapters)
     if arch.ssm.get("layout") == "lfm2":
         return lfm2_layer(arch, c, linears, adapters)
     if arch.ssm.get("layout") == "single":

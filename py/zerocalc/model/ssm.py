@@ -4,8 +4,8 @@ depthwise conv1d (I, 1, conv_kernel) with use_conv_bias, in_proj (h -> 2I, use_b
 dt_proj (R -> I, biased), out_proj (I -> h, use_bias); ``backbone.norm_f``; lm_head tied by default.
 I = intermediate_size (expand x h), N = state_size, R = time_step_rank ("auto": ceil(h / 16)).
 
-The parameter count is exact (tests/test_architectures.py). The activations of Mamba-2, Bamba and Nemotron-H
-without MoE layers are memory/ssm_blocks.py's (the mamba_ssm kernel's saves, traced); the other types' blocks are
+The parameter count is exact (tests/test_architectures.py). The activations of Mamba-2, Bamba, Falcon-H1 and
+Nemotron-H without MoE layers are memory/ssm_blocks.py's (the mamba_ssm kernel's saves, traced); the other types' blocks are
 costed as a classic block of the same linears (``support`` says so)."""
 from __future__ import annotations
 
@@ -254,8 +254,13 @@ def falcon_h1(c: ConfigReader) -> ModelArch:
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = (Linear("in_proj", h, inner + conv + mh), Linear("out_proj", inner, h), Linear("gate_proj", h, inter),
-            Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return _arch(c, "falcon_h1", b, h, n_layers, vocab, tied, lins, heads, kv, hd)
+            Linear("up_proj", h, inter), Linear("down_proj", inter, h), Linear("q_proj", h, heads * hd),
+            Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd), Linear("o_proj", heads * hd, h))
+    # activations: memory/ssm_blocks.py falcon_h1_layer, held to tests/data/falcon_h1_trace.json
+    dims = {"inner": inner, "heads": mh, "groups": groups, "residual_fp32": False, "layout": "falcon_h1", "mup": True,
+            "gated_norm": c.bool("mamba_rms_norm", False), "rope_dim": hd}
+    return replace(_arch(c, "falcon_h1", b, h, n_layers, vocab, tied, lins, heads, kv, hd), gated_mlp=True, ssm=dims,
+                   support="exact")
 
 
 def jamba(c: ConfigReader) -> ModelArch:
