@@ -1,5 +1,5 @@
-"""Mamba-2's block, Bamba's, Nemotron-H's, Falcon-H1's and LFM2's hybrid layers as they train on a GPU
-(memory/ssm_blocks.py), held to traces.
+"""Mamba-2's block, Bamba's, Nemotron-H's, Falcon-H1's, Granite 4's and LFM2's hybrid layers as they train on a
+GPU (memory/ssm_blocks.py), held to traces.
 
 The traced model (tools/memtrace/ssm_trace.py): Mamba-2's default config (transformers 5.24 Mamba2Config: 8 groups,
 state 128, expand 2, residual_in_fp32) at h = 1024, 32 heads of 64 (inner I = 2048), 2 layers; in_proj
@@ -27,9 +27,8 @@ from zerocalc.memory.lora import adapter_params
 from zerocalc.model import model_from_config
 
 DATA = Path(__file__).parent / "data"
-TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in ("ssm_trace", "bamba_trace",
-                                                                            "nemotron_h_trace", "lfm2_trace",
-                                                                            "falcon_h1_trace")}
+FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace")
+TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
 
@@ -182,13 +181,29 @@ def test_falcon_h1_mup_vector_keeps_zxbcdt_fp32_under_autocast():
     assert acts("falcon-h1-3l-mixed-b2-s512").layers[0] == layer == 72_462_336
 
 
+def test_dense_granite_4_layers_by_hand():
+    """Granite 4 without experts at h 1024 (mixer 32 heads of 64, 1 group of state 256: in_proj 4640; attention 16/4
+    heads of 64 at layer 2; shared MLP 2048), bf16, t = 512. Both kinds: input and post-attention norms
+    (4*t*h + 4*t + 2*t*h each), input_linear's input (2*t*h), its whole output (2*t*2*2048, chunked into gate and up),
+    act and product (2*t*2048 each): 15,732,736 B. Mixer: in_proj's input, zxbcdt 2*t*4640, out_x 2*t*2048,
+    rstd 4*t: 23,631,872 B. Attention: q/k/v's input, q 2*t*1024, k and v 2*t*256, output, lse 4*16*t:
+    19,435,520 B. The scalar multipliers (embedding, residual, logits) keep nothing."""
+    t, h = 512, 1024
+    both = 2 * (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 2 * t * 2 * 2048 + 2 * 2 * t * 2048
+    mixer = both + 2 * t * h + 2 * t * 4640 + 2 * t * 2048 + 4 * t
+    attention = both + 2 * t * h + 2 * t * 1024 + 2 * 2 * t * 256 + 2 * t * 1024 + 4 * 16 * t
+    assert acts("granitemoehybrid-4l-full-s512").layers == (mixer, mixer, attention, mixer) \
+        == (23_631_872, 23_631_872, 19_435_520, 23_631_872)
+
+
 def test_which_state_space_types_are_exact():
-    """Mamba-2, Bamba, Falcon-H1, LFM2 and Nemotron-H without MoE layers are exact; Nemotron-H's default (one MoE
-    layer) and LFM2-MoE are not."""
+    """Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
+    Nemotron-H's default (one MoE layer), Granite 4's (8 experts) and LFM2-MoE are not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
     for exact in ("mamba2", "bamba", "lfm2", "falcon_h1"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
-    assert model_from_config(CASES["nemotron-h-5l-full-s512"]["plan"]["model"]).support == "exact"
+    for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512"):
+        assert model_from_config(CASES[case]["plan"]["model"]).support == "exact"
     for other in ("mamba", "nemotron_h", "granitemoehybrid", "lfm2_moe"):
         arch = model_from_config(rows[f"default:{other}"]["config"])
         assert arch.ssm is None and "approximate" in arch.support
@@ -201,8 +216,9 @@ BEFORE = ("before these rules (the classic block of the mixer's linears), activa
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_step_within_3_percent_of_the_trace(case):
-    """tools/memtrace/ssm_trace.py [bamba | nemotron_h | lfm2 | falcon_h1] on fake tensors: every component at the
-    peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how far off the engine was."""
+    """tools/memtrace/ssm_trace.py [bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid] on fake
+    tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
+    far off the engine was."""
     eng = engine_breakdown(case["plan"])
     rows = compare(case, eng)
     assert all(r["ok"] for r in rows), f"{BEFORE}\n" + format_rows(case["id"], case, eng, rows)

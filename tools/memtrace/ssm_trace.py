@@ -25,6 +25,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace nemotron_h > tests/data/nemotron_h_trace.json
   python -m tools.memtrace.ssm_trace lfm2 > tests/data/lfm2_trace.json
   python -m tools.memtrace.ssm_trace falcon_h1 > tests/data/falcon_h1_trace.json
+  python -m tools.memtrace.ssm_trace granitemoehybrid > tests/data/granitemoehybrid_trace.json
 
 Each case keeps what tools/memtrace/compare.py compares, and the plan.
 """
@@ -58,7 +59,15 @@ SHRINK = {"mamba2": {"hidden_size": 1024, "num_hidden_layers": 2, "num_heads": 3
           # Falcon-H1's default (mixer of 128 heads of 8 = mamba_d_ssm 1024, 1 group of state 256; GQA 32/8) at h 1024:
           # 16 mixer heads of 64, 8/2 heads of 128, MLP 2816, 3 layers (mamba_rms_norm on in the mixed case)
           "falcon_h1": {"hidden_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
-                        "intermediate_size": 2816, "mamba_n_heads": 16, "mamba_d_head": 64}}
+                        "intermediate_size": 2816, "mamba_n_heads": 16, "mamba_d_head": 64},
+          # Granite 4's default (mixer 128 heads of 64, 1 group of state 256) without experts (Granite-4.0-H-Micro's
+          # layout) at h 1024: 32 mixer heads of 64, 16/4 heads of 64, shared MLP 2048, 4 layers, attention at 2
+          "granitemoehybrid": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16,
+                               "num_key_value_heads": 4, "mamba_n_heads": 32, "num_local_experts": 0,
+                               "shared_intermediate_size": 2048, "embedding_multiplier": 12.0,
+                               "attention_multiplier": 0.015625, "residual_multiplier": 0.22, "logits_scaling": 8.0,
+                               "layer_types": ["linear_attention", "linear_attention", "attention",
+                                               "linear_attention"]}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -146,10 +155,11 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1"):
+    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
-                   "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"]}.get(
+                   "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
+                   "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
         name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
         return [(f"{name}-full-s512", base),

@@ -12,11 +12,11 @@ autocast it casts outproj_weight to the autocast dtype and saves that copy. The 
 runs keeps about ten times more (fp32 chunk tensors); it is not what a GPU trains with.
 
 Traced with the kernel's saves stood in on fake tensors (tools/memtrace/ssm_trace.py, tests/data/ssm_trace.json):
-the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them. The hybrids built on the same
-mixer call: Bamba (hybrid_layer, tests/data/bamba_trace.json) and Nemotron-H without MoE layers
-(single_mixer_layer, tests/data/nemotron_h_trace.json); LFM2's short convolution (lfm2_layer, the causal-conv1d
-kernel, tests/data/lfm2_trace.json); Falcon-H1's parallel mixer and attention (falcon_h1_layer,
-tests/data/falcon_h1_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"].
+the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them. The hybrids on the same mixer
+call: Bamba and dense Granite 4 (hybrid_layer; tests/data/bamba_trace.json, granitemoehybrid_trace.json),
+Nemotron-H without MoE layers (single_mixer_layer; nemotron_h_trace.json), Falcon-H1's parallel mixer and
+attention (falcon_h1_layer; falcon_h1_trace.json); and LFM2's short convolution (lfm2_layer, the causal-conv1d
+kernel; lfm2_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"].
 """
 from __future__ import annotations
 
@@ -130,10 +130,22 @@ def checkpointed_inputs(arch: ModelArch, res: int, t: int) -> int:
     return res * t * arch.hidden_size + later * t * arch.hidden_size * (arch.num_layers - 1)
 
 
+# other families' MLP linears under blocks.py gated_mlp's names: LFM2's w1/w3/w2, Granite 4's shared_mlp
+MLP_NAMES = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj", "input_linear": "gate_up_proj",
+             "output_linear": "down_proj"}
+
+
 def hybrid_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """Bamba (modeling_bamba.py BambaDecoderLayer): input_layernorm, then the Mamba-2 mixer or GQA attention,
     residual add, pre_ff_layernorm, the SwiGLU feed_forward, residual add - a Llama layer with its attention
-    swapped where layer_types says linear_attention. An attention layer is blocks.py's llama_block."""
+    swapped where layer_types says linear_attention. An attention layer is blocks.py's llama_block. Dense Granite 4
+    (modeling_granitemoehybrid.py GraniteMoeHybridDecoderLayer without experts) is the same with shared_mlp and
+    scalar multipliers (embedding, attention, residual: new tensors nothing keeps)."""
+    # Granite 4's shared_mlp: input_linear (h -> 2 x shared_intermediate_size) chunked into act(gate) * up, then
+    # output_linear - the fused gate_up of blocks.py's gated_mlp; the names are renamed for it (LoRA targets keep
+    # the modelling names: the adapters were matched before)
+    linears = tuple(replace(lin, name=MLP_NAMES.get(lin.name, lin.name)) for lin in linears)
+    adapters = tuple(replace(ad, name=MLP_NAMES.get(ad.name, ad.name)) for ad in adapters)
     if "in_proj" not in {lin.name for lin in linears}:
         return _classic_saved_bytes(replace(arch, family="llama"), c, linears, adapters)
     ss = SavedSet()
@@ -174,9 +186,6 @@ def single_mixer_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], ada
             ss.save("mlp.relu32", 4 * c.tokens * up.d_out)
     linear(ss, c, "mlp.square", 4 if c.autocast else e, down, ads.get("down_proj"))
     return ss.total
-
-
-MLP_NAMES = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
 
 
 def lfm2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

@@ -4,9 +4,9 @@ depthwise conv1d (I, 1, conv_kernel) with use_conv_bias, in_proj (h -> 2I, use_b
 dt_proj (R -> I, biased), out_proj (I -> h, use_bias); ``backbone.norm_f``; lm_head tied by default.
 I = intermediate_size (expand x h), N = state_size, R = time_step_rank ("auto": ceil(h / 16)).
 
-The parameter count is exact (tests/test_architectures.py). The activations of Mamba-2, Bamba, Falcon-H1 and
-Nemotron-H without MoE layers are memory/ssm_blocks.py's (the mamba_ssm kernel's saves, traced); the other types' blocks are
-costed as a classic block of the same linears (``support`` says so)."""
+The parameter count is exact (tests/test_architectures.py). The activations of Mamba-2, Bamba, Falcon-H1,
+Nemotron-H without MoE layers and Granite 4 without experts are memory/ssm_blocks.py's (the mamba_ssm kernel's
+saves, traced); the other types' blocks are costed as a classic block of the same linears (``support`` says so)."""
 from __future__ import annotations
 
 import math
@@ -213,7 +213,23 @@ def granitemoehybrid(c: ConfigReader) -> ModelArch:
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    return _arch(c, "granitemoehybrid", b, h, n_layers, vocab, tied, tuple(lins), heads, kv, hd)
+    arch = _arch(c, "granitemoehybrid", b, h, n_layers, vocab, tied, tuple(lins), heads, kv, hd)
+    if e > 0:
+        return arch                                  # the sparse block's activations are not modelled
+    # dense Granite 4 (Granite-4.0-H-Micro): memory/ssm_blocks.py hybrid_layer, held to
+    # tests/data/granitemoehybrid_trace.json
+    inner = int(c.cfg.get("mamba_expand", 2) * h)
+    mh, groups = c.int("mamba_n_heads", default=128), c.int("mamba_n_groups", default=1)
+    mlp = (Linear("input_linear", h, 2 * si), Linear("output_linear", si, h))
+    mixer = (Linear("in_proj", h, 2 * inner + 2 * groups * c.int("mamba_d_state", default=256) + mh),
+             Linear("out_proj", inner, h)) + mlp
+    attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("o_proj", heads * hd, h)) + mlp
+    dims = {"inner": inner, "heads": mh, "groups": groups, "residual_fp32": False,
+            "layers": tuple(mixer if kind == "linear_attention" else attn for kind in kinds[:n_layers])}
+    if c.cfg.get("position_embedding_type") == "rope":
+        dims["rope_dim"] = hd
+    return replace(arch, block_linears=mixer, dense_block_linears=attn, gated_mlp=True, ssm=dims, support="exact")
 
 
 def falcon_h1(c: ConfigReader) -> ModelArch:
