@@ -27,7 +27,8 @@ from zerocalc.memory.lora import adapter_params
 from zerocalc.model import model_from_config
 
 DATA = Path(__file__).parent / "data"
-FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace")
+FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
+            "mamba_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -196,15 +197,32 @@ def test_dense_granite_4_layers_by_hand():
         == (23_631_872, 23_631_872, 19_435_520, 23_631_872)
 
 
+def test_mamba_layer_by_hand():
+    """Mamba's default config (I 1536, state 16, dt rank 48) at h 1024, bf16, t = 512: the norm (4*t*h + 4*t +
+    2*t*h), in_proj's input (2*t*h), then MambaInnerFn's saves: xz made contiguous (2*t*3072), x_dbl (2*t*80), B and C
+    (2*t*16 each), the fp32 chunk states (4 * 1536 * ceil(512 / 2048) * 32), the scan output (2*t*1536); the mixer's
+    fp32 exp(A_log) and A (2 * 4*1536*16) and D / dt bias fp32 copies (2 * 4*1536): 9,435,136 B."""
+    t, h = 512, 1024
+    layer = 4 * t * h + 4 * t + 2 * t * h + 2 * t * h + 2 * t * 3072 + 2 * t * 80 + 2 * 2 * t * 16 \
+        + 4 * 1536 * 1 * 32 + 2 * t * 1536 + 2 * 4 * 1536 * 16 + 2 * 4 * 1536
+    assert acts("mamba-2l-full-s512").layers == (layer, layer) and layer == 9_435_136
+
+
+def test_mamba_scan_states_per_2048_positions():
+    """b 2, s 2560: two chunks of the selective scan's fp32 states, 4 * 2 * 1536 * 2 * 32 = 786,432 B per layer."""
+    two, one = acts("mamba-2l-mixed-b2-s2560").layers[0], acts("mamba-2l-full-s512").layers[0]
+    assert 4 * 2 * 1536 * 2 * 32 == 786_432 and two > one
+
+
 def test_which_state_space_types_are_exact():
-    """Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
+    """Mamba, Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
     Nemotron-H's default (one MoE layer), Granite 4's (8 experts) and LFM2-MoE are not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
-    for exact in ("mamba2", "bamba", "lfm2", "falcon_h1"):
+    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
     for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512"):
         assert model_from_config(CASES[case]["plan"]["model"]).support == "exact"
-    for other in ("mamba", "nemotron_h", "granitemoehybrid", "lfm2_moe"):
+    for other in ("falcon_mamba", "nemotron_h", "granitemoehybrid", "lfm2_moe"):
         arch = model_from_config(rows[f"default:{other}"]["config"])
         assert arch.ssm is None and "approximate" in arch.support
 
@@ -216,7 +234,7 @@ BEFORE = ("before these rules (the classic block of the mixer's linears), activa
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_step_within_3_percent_of_the_trace(case):
-    """tools/memtrace/ssm_trace.py [bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid] on fake
+    """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid] on fake
     tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
     far off the engine was."""
     eng = engine_breakdown(case["plan"])

@@ -26,6 +26,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace lfm2 > tests/data/lfm2_trace.json
   python -m tools.memtrace.ssm_trace falcon_h1 > tests/data/falcon_h1_trace.json
   python -m tools.memtrace.ssm_trace granitemoehybrid > tests/data/granitemoehybrid_trace.json
+  python -m tools.memtrace.ssm_trace mamba > tests/data/mamba_trace.json
 
 Each case keeps what tools/memtrace/compare.py compares, and the plan.
 """
@@ -42,7 +43,8 @@ from .trace import trace
 
 ROOT = Path(__file__).resolve().parents[2]
 # Mamba-2's default config (mamba-codestral shapes: 128 heads of 64, 8 groups, state 128) at h 1024, 2 layers
-SHRINK = {"mamba2": {"hidden_size": 1024, "num_hidden_layers": 2, "num_heads": 32, "head_dim": 64},
+SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's default (state 16, expand 2) at h 1024
+          "mamba2": {"hidden_size": 1024, "num_hidden_layers": 2, "num_heads": 32, "head_dim": 64},
           # Bamba's default (128 mixer heads of 64, 1 group, state 256, GQA 32/8) at h 1024: 32 mixer heads of 64,
           # 16/4 attention heads of 64, MLP 2816, 4 layers with attention at layer 2
           "bamba": {"hidden_size": 1024, "num_hidden_layers": 4, "attn_layer_indices": [2], "mamba_n_heads": 32,
@@ -116,6 +118,46 @@ class ConvStandIn(torch.autograd.Function):
         return torch.empty_like(x), torch.empty_like(weight), None if bias is None else torch.empty_like(bias)
 
 
+class InnerStandIn(torch.autograd.Function):
+    """mamba_ssm's MambaInnerFn (selective_scan_interface.py, checkpoint_lvl 1): its forward's casts, copies,
+    allocations and save_for_backward, no arithmetic."""
+
+    @staticmethod
+    def forward(ctx, xz, conv_w, conv_b, x_proj_w, dt_proj_w, out_w, out_b, A, D, delta_bias):
+        dev = next((d for d in ("cuda", "cpu") if torch.is_autocast_enabled(d)), None)
+        if dev is not None:
+            dtype = torch.get_autocast_dtype(dev)
+            x_proj_w, dt_proj_w, out_w = x_proj_w.to(dtype), dt_proj_w.to(dtype), out_w.to(dtype)
+            out_b = out_b.to(dtype) if out_b is not None else None
+        if xz.stride(-1) != 1:
+            xz = xz.contiguous()
+        b, d2, L = xz.shape
+        n = A.shape[-1]
+        x_dbl = xz.new_empty((b * L, x_proj_w.shape[0]))
+        B = xz.new_empty((b, 1, n, L))
+        C = xz.new_empty((b, 1, n, L))
+        states = torch.empty((b, d2 // 2, -(-L // 2048), 2 * n), dtype=A.dtype, device=xz.device)
+        out = xz.new_empty((b, d2 // 2, L))
+        out_z = xz.new_empty((b, d2 // 2, L))
+        y = torch.nn.functional.linear(out_z.transpose(1, 2), out_w, out_b)
+        ctx.save_for_backward(xz, conv_w, conv_b, x_dbl, x_proj_w, dt_proj_w, out_w, A, B, C, D, delta_bias, states,
+                              out)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        xz, conv_w, conv_b, _, x_proj_w, dt_proj_w, out_w, A, _, _, D, delta_bias, _, _ = ctx.saved_tensors
+        none = lambda t: None if t is None else torch.empty_like(t)  # noqa: E731
+        return (torch.empty_like(xz), none(conv_w), none(conv_b), none(x_proj_w), none(dt_proj_w), none(out_w),
+                None, none(A), none(D), none(delta_bias))
+
+
+def _inner_stand_in(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight,
+                    out_proj_bias, A, B=None, C=None, D=None, delta_bias=None, delta_softplus=True, **kwargs):
+    return InnerStandIn.apply(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight,
+                              out_proj_bias, A, D, delta_bias)
+
+
 def _conv_stand_in(x, weight, bias=None, activation=None, **kwargs):
     return ConvStandIn.apply(x, weight, bias)
 
@@ -135,16 +177,17 @@ def mamba_ssm_kernel():
     mods = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in KERNEL_MODULES]
     prev = [m.mamba2_split_conv1d_scan_combined for m in mods]
     lfm2 = importlib.import_module("transformers.models.lfm2.modeling_lfm2")
-    prev_conv = lfm2.causal_conv1d_fn
+    mamba = importlib.import_module("transformers.models.mamba.modeling_mamba")
+    prev_conv, prev_inner = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn
     for m in mods:
         m.mamba2_split_conv1d_scan_combined = _stand_in
-    lfm2.causal_conv1d_fn = _conv_stand_in
+    lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = _conv_stand_in, _inner_stand_in
     try:
         yield
     finally:
         for m, p in zip(mods, prev):
             m.mamba2_split_conv1d_scan_combined = p
-        lfm2.causal_conv1d_fn = prev_conv
+        lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = prev_conv, prev_inner
 
 
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["in_proj"]}  # PEFT refuses out_proj, conv1d on Mamba
@@ -168,6 +211,13 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
                 (f"{name}-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
                 (f"{name}-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
                                              "lora": {**LORA, "targets": targets}})]
+    if model_type == "mamba":
+        return [("mamba-2l-full-s512", base),
+                ("mamba-2l-mixed-b2-s2560", {**base, "precision": "bf16-mixed", "micro_batch_size": 2,
+                                             "seq_len": 2560}),
+                ("mamba-2l-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
+                ("mamba-2l-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
+                                              "lora": {**LORA, "targets": ["in_proj", "x_proj", "dt_proj"]}})]
     return [("mamba2-2l-full-s512", base),
             ("mamba2-2l-full-b2-s1024", {**base, "micro_batch_size": 2, "seq_len": 1024}),
             ("mamba2-2l-mixed-s512", {**base, "precision": "bf16-mixed"}),

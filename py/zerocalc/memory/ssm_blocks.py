@@ -225,10 +225,43 @@ def lfm2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     return ss.total
 
 
+SCAN_CHUNK = 2048   # mamba_ssm csrc/selective_scan/selective_scan.cpp: n_chunks = (seqlen + 2048 - 1) / 2048
+
+
+def mamba1_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Mamba (modeling_mamba.py MambaBlock): norm, in_proj, then `mamba_inner_fn` - with mamba_ssm installed its
+    MambaInnerFn (mamba_ssm/ops/selective_scan_interface.py, checkpoint_lvl 1: conv1d_out and delta recomputed)
+    keeps xz (in_proj's output made contiguous: the mixer passes `.transpose(1, 2)`, a copy; 2I per token), x_dbl
+    (x_proj's output, R + 2N), B and C made contiguous (N each), the scan's fp32 chunk states (b, I, ceil(s / 2048),
+    2N) and its output (I), besides parameters; the mixer's A = -exp(A_log.float()) (exp keeps its fp32 output, A
+    is another fp32 I x N tensor), D.float() and dt_proj.bias.float() (copies over 16-bit weights). Under
+    autocast it casts x_proj / dt_proj / out_proj weights (autocast_weight_copies counts them)."""
+    ss, ssm, t = SavedSet(), arch.ssm, c.tokens
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    y = block_norm(ss, c, arch, "norm", "resid")
+    linear(ss, c, y, c.res, lins["in_proj"], ads.get("in_proj"))
+    if c.first_layer and not c.train_base and "in_proj" not in ads:
+        return ss.total
+    e, inner, n = 2 if c.autocast else c.e, ssm["inner"], ssm["state"]
+    ss.save("xz", e * t * 2 * inner)
+    ss.save("x_dbl", e * t * (ssm["rank"] + 2 * n))
+    ss.save("B_C", e * t * 2 * n)
+    ss.save("scan_states", 4 * c.batch * inner * -(-c.seq // SCAN_CHUNK) * 2 * n)
+    ss.save("scan_out", e * t * inner)
+    if c.train_base:
+        ss.save("A", 2 * 4 * inner * n)                  # exp's output and A, fp32
+        if c.res != 4:
+            ss.save("D_dt_bias32", 2 * 4 * inner)        # D.float(), dt_proj.bias.float()
+    return ss.total
+
+
 def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
     if arch.ssm is None:
         return _classic_saved_bytes(arch, c, linears, adapters)
+    if arch.ssm.get("layout") == "mamba1":
+        return mamba1_block(arch, c, linears, adapters)
     if arch.ssm.get("layout") == "falcon_h1":
         return falcon_h1_layer(arch, c, linears, adapters)
     if arch.ssm.get("layout") == "lfm2":
