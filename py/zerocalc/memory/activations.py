@@ -13,6 +13,7 @@ from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_families import LAYERNORM_HEADS, final_norm, layer_saved_bytes
 from .blocks_families import RULES as FAMILY_RULES
+from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
@@ -69,7 +70,10 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     t, h = c.tokens, arch.hidden_size
     ss = SavedSet()
     ss.save("ids_labels", 16 * t)
-    if arch.family in ("llama", "gemma", "t5"):
+    y_bytes = 4 if c.autocast and arch.family not in ("llama", "gemma", "t5") else c.res
+    if arch.ssm is not None:
+        y, y_bytes = ssm_final_norm(ss, c, h, arch.ssm)
+    elif arch.family in ("llama", "gemma", "t5"):
         y = (final_norm(ss, c, arch, "resid_final") if arch.model_type in LAYERNORM_HEADS
              else rmsnorm(ss, c, "final_norm", "resid_final", h, arch.family == "gemma"))
         if stack.trainer != "torchtune":
@@ -85,7 +89,6 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     head_adapter = None
     if plan.method != "full" and "lm_head" in plan.lora.targets:
         head_adapter = Adapter("lm_head", h, arch.vocab_size, plan.lora.rank)
-    y_bytes = 4 if c.autocast and arch.family not in ("llama", "gemma", "t5") else c.res
     linear(ss, c, y, y_bytes, Linear("lm_head", h, arch.vocab_size), head_adapter)
     if plan.method != "full" and "lm_head" in plan.lora.modules_to_save:
         ss.save(y, y_bytes * t * h)              # the trainable lm_head copy keeps its input for its gradient
@@ -162,6 +165,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced); not in
             # OPT, GPT-NeoX, GPT-J, Phi (tools/memtrace/golden/families/*-gc-*: the block inputs and the head only)
             stack += res * t * h
+        if arch.ssm is not None:
+            stack = checkpointed_inputs(arch, res, t)       # ssm_blocks.py: residual_in_fp32 keeps fp32 inputs
     elif plan.activation_checkpointing == "selective-op":
         stack = arch.num_layers * selective_op_layer(plan, arch, dt)
         recompute = 0

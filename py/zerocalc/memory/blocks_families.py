@@ -26,6 +26,7 @@ from dataclasses import replace
 from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear
 from .lora import Adapter
+from .ssm_blocks import block_saved_bytes as ssm_saved_bytes   # blocks.py's, with the state-space mixers
 
 
 def layernorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int) -> tuple[str, int]:
@@ -312,8 +313,9 @@ RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi"
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """One block's saved bytes: this module's rule for the model_type (transformers' modelling code), else
-    memory/blocks.py's (also for the trainers that run their own model code: LitGPT, torchtune, torchtitan)."""
-    rule = block_saved_bytes if c.own_model else RULES.get(arch.model_type, block_saved_bytes)
+    memory/ssm_blocks.py's for a state-space / hybrid block, else memory/blocks.py's (also for the trainers that
+    run their own model code: LitGPT, torchtune, torchtitan)."""
+    rule = block_saved_bytes if c.own_model else RULES.get(arch.model_type, ssm_saved_bytes)
     return rule(arch, c, linears, adapters)
 
 

@@ -79,6 +79,8 @@ class ModelArch:
     support: str = "exact"
     # the vision tower's activation shape (composite.tower_spec) where its activations are modelled, else None
     tower: Mapping | None = None
+    # a Mamba-2 mixer's dims (model/ssm.py mamba2_dims) where memory/ssm_blocks.py models its activations
+    ssm: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:

@@ -80,7 +80,8 @@ def lfm2(c: ConfigReader, sparse: bool = False):
     conv_bias) or GQA attention (q/k/v, out_proj, per-head q_layernorm/k_layernorm), a SwiGLU feed_forward
     w1/w3/w2 whose width block_auto_adjust_ff_dim makes 2/3 of intermediate_size (times
     block_ffn_dim_multiplier, rounded up to block_multiple_of), operator_norm and ffn_norm; embedding_norm
-    after the last layer; the head tied by default."""
+    after the last layer; the head tied by default. LFM2's activations: memory/ssm_blocks.py lfm2_layer (traced);
+    LFM2-MoE's stay approximate."""
     from .arch import ModelArch
     h, n_layers, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("vocab_size")
     heads = c.int("num_attention_heads")
@@ -129,11 +130,22 @@ def lfm2(c: ConfigReader, sparse: bool = False):
     b.norm("model.embedding_norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    ssm, dense = None, tuple(lins)
+    if not sparse:
+        # activations: memory/ssm_blocks.py lfm2_layer, each layer its kind's linears (tools/memtrace/ssm_trace.py lfm2)
+        mlp = (Linear("w1", h, inter), Linear("w3", h, inter), Linear("w2", inter, h))
+        conv = (Linear("in_proj", h, 3 * h), Linear("out_proj", h, h)) + mlp
+        attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+                Linear("out_proj", heads * hd, h)) + mlp
+        ssm = {"layout": "lfm2", "residual_fp32": False, "rope_dim": hd,
+               "layers": tuple(conv if kind == "conv" else attn for kind in kinds)}
+        lins, dense = list(conv), attn
     return ModelArch(
         name=c.str("name", "lfm2"), model_type="lfm2_moe" if sparse else "lfm2", family="mamba", hidden_size=h, num_layers=n_layers,
         num_heads=heads, num_kv_heads=kv, head_dim=hd, intermediate_size=inter, vocab_size=vocab, tied_embeddings=tied,
         max_positions=c.cfg.get("max_position_embeddings"), gated_mlp=True, norm="rmsnorm", norms_per_layer=2,
         qk_norm="head", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False, dropout=0.0,
-        tensors=tuple(b.tensors), block_linears=tuple(lins), dense_block_linears=tuple(lins),
-        support="exact parameter count; activations approximate (LFM2's blocks are costed as a classic block"
-                + (", its sparse layers as the dense feed_forward" if sparse else "") + "; not traced)")
+        tensors=tuple(b.tensors), block_linears=tuple(lins), dense_block_linears=dense,
+        ssm=ssm, support="exact" if not sparse else
+        "exact parameter count; activations approximate (LFM2's blocks are costed as a classic block, its sparse "
+        "layers as the dense feed_forward; not traced)")

@@ -4,11 +4,13 @@ depthwise conv1d (I, 1, conv_kernel) with use_conv_bias, in_proj (h -> 2I, use_b
 dt_proj (R -> I, biased), out_proj (I -> h, use_bias); ``backbone.norm_f``; lm_head tied by default.
 I = intermediate_size (expand x h), N = state_size, R = time_step_rank ("auto": ceil(h / 16)).
 
-The parameter count is exact (tests/test_architectures.py); the activations are not modelled for the scan
-(the block is costed as a classic block of the same linears: ``support`` says so)."""
+The parameter count is exact (tests/test_architectures.py). The activations of Mamba, Mamba-2, Bamba, Falcon-H1,
+Nemotron-H without MoE layers and Granite 4 without experts are memory/ssm_blocks.py's (the mamba_ssm kernel's
+saves, traced); the other types' blocks are costed as a classic block of the same linears (``support`` says so)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..errors import PlanError
 from .arch import Linear, ModelArch
@@ -46,13 +48,19 @@ def mamba(c: ConfigReader) -> ModelArch:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = (Linear("in_proj", h, 2 * inter), Linear("x_proj", inter, r + 2 * n), Linear("dt_proj", r, inter),
             Linear("out_proj", inter, h))
+    # activations: memory/ssm_blocks.py mamba1_block (mamba_ssm's MambaInnerFn), held to tests/data/mamba_trace.json
+    dims = {"layout": "mamba1", "inner": inter, "state": n, "rank": r,
+            "residual_fp32": c.bool("residual_in_fp32", True)}
     return ModelArch(
         name=c.str("name", "mamba"), model_type="mamba", family="mamba", hidden_size=h, num_layers=n_layers,
         num_heads=1, num_kv_heads=1, head_dim=h, intermediate_size=inter, vocab_size=vocab, tied_embeddings=tied,
         max_positions=None, gated_mlp=False, norm="rmsnorm", norms_per_layer=1, qk_norm="", causal_lm=True,
         moe=None, mla=None, attn_softcap=False, final_softcap=False, dropout=0.0, tensors=tuple(b.tensors),
-        block_linears=lins, dense_block_linears=lins,
-        support="exact parameter count; activations approximate (the selective scan is costed as a classic block)")
+        block_linears=lins, dense_block_linears=lins, **(
+            {"ssm": dims} if c.cfg.get("model_type", "mamba") == "mamba" else
+            # falcon_mamba (model/__init__.py builds it here) runs its own inner function with B / C / dt RMS norms
+            {"support": "exact parameter count; activations approximate (the selective scan is costed as a classic "
+                        "block)"}))
 
 
 def mamba2_mixer(b: TensorList, m: str, h: int, inner: int, heads: int, groups: int, state: int, kernel: int,
@@ -101,7 +109,10 @@ def mamba2(c: ConfigReader) -> ModelArch:
     b.norm("backbone.norm_f", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    return _arch(c, "mamba2", b, h, n_layers, vocab, tied, tuple(lins))
+    dims = {"inner": int(c.cfg.get("expand", 2) * h), "heads": c.int("num_heads", default=128),
+            "groups": c.int("n_groups", default=8), "residual_fp32": c.bool("residual_in_fp32", True)}
+    # activations: memory/ssm_blocks.py mamba2_block, held to tests/data/ssm_trace.json (tools/memtrace/ssm_trace.py)
+    return replace(_arch(c, "mamba2", b, h, n_layers, vocab, tied, tuple(lins)), ssm=dims, support="exact")
 
 
 def nemotron_h(c: ConfigReader) -> ModelArch:
@@ -149,7 +160,25 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
     b.norm("model.norm_f", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    return _arch(c, "nemotron_h", b, h, len(kinds), vocab, tied, tuple(lins), heads, kv, hd)
+    arch = _arch(c, "nemotron_h", b, h, len(kinds), vocab, tied, tuple(lins), heads, kv, hd)
+    if any(kind in ("moe", "E") for kind in kinds):
+        return arch                                  # the sparse layers' activations are not modelled
+    # activations: memory/ssm_blocks.py single_mixer_layer, each layer one mixer of its kind (its own linears),
+    # held to tests/data/nemotron_h_trace.json (tools/memtrace/ssm_trace.py nemotron_h)
+    mh = c.int("mamba_num_heads", default=128)
+    mixer = (Linear("in_proj", h, mh * c.int("mamba_head_dim", default=64) * 2
+                    + 2 * c.int("n_groups", default=8) * c.int("ssm_state_size", default=128) + mh),
+             Linear("out_proj", mh * c.int("mamba_head_dim", default=64), h))
+    attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("o_proj", heads * hd, h))
+    mlp = (Linear("up_proj", h, c.int("intermediate_size", default=4 * h)),
+           Linear("down_proj", c.int("intermediate_size", default=4 * h), h))
+    per_kind = {"linear_attention": mixer, "mamba": mixer, "M": mixer, "full_attention": attn, "attention": attn,
+                "*": attn, "mlp": mlp, "-": mlp}
+    dims = {"inner": mh * c.int("mamba_head_dim", default=64), "heads": mh, "groups": c.int("n_groups", default=8),
+            "residual_fp32": False, "fp32_norm": True, "layout": "single",
+            "layers": tuple(per_kind[kind] for kind in kinds)}
+    return replace(arch, block_linears=mixer, dense_block_linears=attn + mlp, ssm=dims, support="exact")
 
 
 def granitemoehybrid(c: ConfigReader) -> ModelArch:
@@ -190,7 +219,23 @@ def granitemoehybrid(c: ConfigReader) -> ModelArch:
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    return _arch(c, "granitemoehybrid", b, h, n_layers, vocab, tied, tuple(lins), heads, kv, hd)
+    arch = _arch(c, "granitemoehybrid", b, h, n_layers, vocab, tied, tuple(lins), heads, kv, hd)
+    if e > 0:
+        return arch                                  # the sparse block's activations are not modelled
+    # dense Granite 4 (Granite-4.0-H-Micro): memory/ssm_blocks.py hybrid_layer, held to
+    # tests/data/granitemoehybrid_trace.json
+    inner = int(c.cfg.get("mamba_expand", 2) * h)
+    mh, groups = c.int("mamba_n_heads", default=128), c.int("mamba_n_groups", default=1)
+    mlp = (Linear("input_linear", h, 2 * si), Linear("output_linear", si, h))
+    mixer = (Linear("in_proj", h, 2 * inner + 2 * groups * c.int("mamba_d_state", default=256) + mh),
+             Linear("out_proj", inner, h)) + mlp
+    attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("o_proj", heads * hd, h)) + mlp
+    dims = {"inner": inner, "heads": mh, "groups": groups, "residual_fp32": False,
+            "layers": tuple(mixer if kind == "linear_attention" else attn for kind in kinds[:n_layers])}
+    if c.cfg.get("position_embedding_type") == "rope":
+        dims["rope_dim"] = hd
+    return replace(arch, block_linears=mixer, dense_block_linears=attn, gated_mlp=True, ssm=dims, support="exact")
 
 
 def falcon_h1(c: ConfigReader) -> ModelArch:
@@ -231,8 +276,13 @@ def falcon_h1(c: ConfigReader) -> ModelArch:
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = (Linear("in_proj", h, inner + conv + mh), Linear("out_proj", inner, h), Linear("gate_proj", h, inter),
-            Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return _arch(c, "falcon_h1", b, h, n_layers, vocab, tied, lins, heads, kv, hd)
+            Linear("up_proj", h, inter), Linear("down_proj", inter, h), Linear("q_proj", h, heads * hd),
+            Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd), Linear("o_proj", heads * hd, h))
+    # activations: memory/ssm_blocks.py falcon_h1_layer, held to tests/data/falcon_h1_trace.json
+    dims = {"inner": inner, "heads": mh, "groups": groups, "residual_fp32": False, "layout": "falcon_h1", "mup": True,
+            "gated_norm": c.bool("mamba_rms_norm", False), "rope_dim": hd}
+    return replace(_arch(c, "falcon_h1", b, h, n_layers, vocab, tied, lins, heads, kv, hd), gated_mlp=True, ssm=dims,
+                   support="exact")
 
 
 def jamba(c: ConfigReader) -> ModelArch:
@@ -323,5 +373,16 @@ def bamba(c: ConfigReader) -> ModelArch:
     b.norm("model.final_layernorm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins += [Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h)]
-    return _arch(c, "bamba", b, h, n_layers, vocab, tied, tuple(lins), heads, kv, hd)
+    mlp = (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
+    lins += list(mlp)
+    attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("o_proj", heads * hd, h)) + mlp
+    mixer = tuple(lins) if len(attn_layers) < n_layers else attn
+    # per layer its own linears (an attention layer's q/k/v/o, a mixer layer's in_proj/out_proj), each kind one tuple
+    dims = {"inner": int(c.cfg.get("mamba_expand", 2) * h), "heads": c.int("mamba_n_heads", default=128),
+            "groups": c.int("mamba_n_groups", default=1), "residual_fp32": False,
+            "rope_dim": int(hd * (c.cfg.get("rope_parameters") or {}).get("partial_rotary_factor", 0.5)),
+            "layers": tuple(attn if i in attn_layers else mixer for i in range(n_layers))}
+    # activations: memory/ssm_blocks.py, held to tests/data/ssm_trace.json (tools/memtrace/ssm_trace.py bamba)
+    return replace(_arch(c, "bamba", b, h, n_layers, vocab, tied, mixer, heads, kv, hd), dense_block_linears=attn,
+                   gated_mlp=True, ssm=dims, support="exact")

@@ -1,0 +1,273 @@
+"""The tensors autograd saves in one state-space block, as it trains on a GPU.
+
+Mamba-2 (transformers 5.24 models/mamba2/modeling_mamba2.py Mamba2Block / Mamba2Mixer.forward): in training
+without a cache the mixer hands in_proj's output to `mamba2_split_conv1d_scan_combined`, the hub kernel
+"mamba_split_conv1d_scan_combined" of mamba_ssm (conv1d, chunked scan, gated RMSNorm and out_proj in one
+autograd Function). Where mamba_ssm is installed (any real GPU run) its
+mamba_ssm/ops/triton/ssd_combined.py MambaSplitConv1dScanCombinedFn.forward saves, besides parameters,
+``zxbcdt`` (in_proj's output, kept whole: gate, conv input, dt), ``out_x`` (the scan output before the gate,
+inner per token in zxbcdt's dtype) and ``rstd`` (the gated norm's fp32 1/rms per group and token,
+layernorm_gated.py _layer_norm_fwd); the norm output and out_proj's input are recomputed in backward. Under
+autocast it casts outproj_weight to the autocast dtype and saves that copy. The PyTorch fallback the CPU build
+runs keeps about ten times more (fp32 chunk tensors); it is not what a GPU trains with.
+
+Traced with the kernel's saves stood in on fake tensors (tools/memtrace/ssm_trace.py, tests/data/ssm_trace.json):
+the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them. The hybrids on the same mixer
+call: Bamba and dense Granite 4 (hybrid_layer; tests/data/bamba_trace.json, granitemoehybrid_trace.json),
+Nemotron-H without MoE layers (single_mixer_layer; nemotron_h_trace.json), Falcon-H1's parallel mixer and
+attention (falcon_h1_layer; falcon_h1_trace.json); and LFM2's short convolution (lfm2_layer, the causal-conv1d
+kernel; lfm2_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"].
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..model import Linear, ModelArch
+from .blocks import (Ctx, SavedSet, attention_core, block_saved_bytes as _classic_saved_bytes, gated_mlp, linear,
+                     rmsnorm)
+from .lora import Adapter
+
+
+def block_norm(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, x: str) -> str:
+    """The layer's RMSNorm: Mamba2RMSNorm / BambaRMSNorm are LlamaRMSNorm's code; NemotronHRMSNorm
+    (modeling_nemotron_h.py) multiplies in fp32, `(self.weight.to(torch.float32) * hidden_states).to(input_dtype)`:
+    it keeps the fp32 normalised tensor (blocks.py's Gemma rule) and, over 16-bit weights, the weight's fp32 copy."""
+    if not arch.ssm.get("fp32_norm"):
+        return rmsnorm(ss, c, key, x, arch.hidden_size)
+    out = rmsnorm(ss, c, key, x, arch.hidden_size, gemma=True)
+    if c.res != 4 and not (c.first_layer and not c.train_base):
+        ss.save(f"{key}.weight32", 4 * arch.hidden_size)
+    return out
+
+
+def mamba2_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Mamba2Block: norm(x.to(norm dtype)) -> in_proj -> the fused kernel (its saves above) -> + residual.
+
+    The block norm is Mamba2RMSNorm (LlamaRMSNorm's code): its input is `hidden_states.to(norm.weight.dtype)`
+    and residual_in_fp32 keeps the stream in fp32 only in the residual sum, so the norm sees the weights' dtype
+    (c.res) like a Llama block's."""
+    ss = SavedSet()
+    t, ssm = c.tokens, arch.ssm
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    y = block_norm(ss, c, arch, "norm", "resid")
+    mixer_saves(ss, c, ssm, y, lins["in_proj"], ads.get("in_proj"))
+    # fp32 weights under autocast: the kernel saves `outproj_weight.to(torch.get_autocast_gpu_dtype())`, a 16-bit
+    # copy of out_proj's weight per layer, which autocast_weight_copies (memory/activations.py) already counts
+    return ss.total
+
+
+def mixer_saves(ss: SavedSet, c: Ctx, ssm, x: str, in_proj: Linear, adapter: Adapter | None) -> None:
+    """in_proj reading `x`, then what MambaSplitConv1dScanCombinedFn keeps: zxbcdt, out_x and - with the gated
+    RMSNorm (rmsnorm_weight given; Falcon-H1 only under mamba_rms_norm) - its fp32 rstd per group."""
+    t = c.tokens
+    linear(ss, c, x, c.res, in_proj, adapter)
+    # nothing before the kernel needs a gradient in layer 0 of a LoRA run without an in_proj adapter: autograd
+    # records no node and the saved tensors go with the forward
+    if c.first_layer and not c.train_base and adapter is None:
+        return
+    e = 2 if c.autocast else c.e                         # in_proj's output dtype
+    if ssm.get("mup"):
+        # Falcon-H1: zxbcdt = in_proj(x) * mup_vector, a buffer in the weights' dtype: fp32 over fp32 weights even
+        # under autocast (mul is not an autocast op), and out_x follows zxbcdt's dtype (traced)
+        e = max(e, c.res)
+    ss.save("zxbcdt", e * t * in_proj.d_out)
+    ss.save("out_x", e * t * ssm["inner"])
+    if ssm.get("gated_norm", True):
+        ss.save("rstd", 4 * t * ssm["groups"])
+
+
+def falcon_h1_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Falcon-H1 (modeling_falcon_h1.py FalconH1DecoderLayer): input_layernorm, then the Mamba-2 mixer and GQA
+    attention side by side on scaled copies of the norm output (`hidden_states * ssm_in_multiplier`, `*
+    attention_in_multiplier`: new tensors, which in_proj and q/k/v keep; the norm output itself is kept by
+    nothing), their scaled sum, pre_ff_layernorm and the SwiGLU (gate_proj's output times gate_multiplier is what
+    silu keeps: the same size). in_proj's output times the mup_vector buffer is the kernel's zxbcdt."""
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    ss = SavedSet()
+    h, e = arch.hidden_size, 2 if c.autocast else c.e
+    y = rmsnorm(ss, c, "input_norm", "resid", h)
+    mixer_saves(ss, c, arch.ssm, f"{y}.ssm_in", lins["in_proj"], ads.get("in_proj"))
+    for name in ("q_proj", "k_proj", "v_proj"):
+        linear(ss, c, f"{y}.attn_in", c.res, lins[name], ads.get(name))
+    out = attention_core(ss, c, arch, "attn", lins["q_proj"].d_out, lins["k_proj"].d_out)
+    linear(ss, c, out, e, lins["o_proj"], ads.get("o_proj"))
+    c2 = replace(c, first_layer=False)
+    y2 = rmsnorm(ss, c2, "pre_ff_norm", "resid2", h)
+    gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    return ss.total
+
+
+def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
+    """The backbone's norm_f and lm_head's input; returns (key, bytes per element) of what lm_head reads.
+
+    With residual_in_fp32 (Mamba2Block: `residual = residual.to(torch.float32)`) the last block returns the fp32
+    sum, so Mamba2RMSNorm's `.to(float32)` is a no-op: it keeps that fp32 input, the fp32 rsqrt and, for the
+    weight's gradient, its fp32 normalised tensor (`self.weight * hidden_states.to(input_dtype)`, input_dtype
+    fp32); Mamba2ForCausalLM.forward casts it to lm_head's dtype (a 16-bit copy lm_head keeps; under autocast
+    the cast is a no-op and autocast makes that copy). Traced: tests/data/ssm_trace.json."""
+    if "rope_dim" in ssm:
+        # the attention layers' rotary cos/sin, (1, s, rotary dim) each (Bamba: partial_rotary_factor 0.5)
+        ss.save("rope_cos_sin", 2 * c.res * c.seq * ssm["rope_dim"])
+    if ssm.get("fp32_norm"):
+        # NemotronHRMSNorm (block_norm); its `.to(input_dtype)` output is what lm_head reads
+        out = rmsnorm(ss, c, "final_norm", "resid_final", h, gemma=True)
+        if c.res != 4:
+            ss.save("final_norm.weight32", 4 * h)
+        return out, c.res
+    if not ssm["residual_fp32"]:
+        return rmsnorm(ss, c, "final_norm", "resid_final", h), c.res
+    y = rmsnorm(ss, replace(c, res=4), "final_norm", "resid_final", h)
+    return (y, 4) if c.autocast else (f"{y}.to_head", c.res)
+
+
+def checkpointed_inputs(arch: ModelArch, res: int, t: int) -> int:
+    """Full checkpointing: each Mamba2Block keeps its input. Layer 0 reads the embedding output (the weights'
+    dtype); with residual_in_fp32 every later layer reads the fp32 sum `residual.to(float32) + mixer_out`
+    (no dropout, so nothing else is kept; traced: tests/data/ssm_trace.json, the 4-layer checkpointed case)."""
+    later = 4 if arch.ssm["residual_fp32"] else res
+    return res * t * arch.hidden_size + later * t * arch.hidden_size * (arch.num_layers - 1)
+
+
+# other families' MLP linears under blocks.py gated_mlp's names: LFM2's w1/w3/w2, Granite 4's shared_mlp
+MLP_NAMES = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj", "input_linear": "gate_up_proj",
+             "output_linear": "down_proj"}
+
+
+def hybrid_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Bamba (modeling_bamba.py BambaDecoderLayer): input_layernorm, then the Mamba-2 mixer or GQA attention,
+    residual add, pre_ff_layernorm, the SwiGLU feed_forward, residual add - a Llama layer with its attention
+    swapped where layer_types says linear_attention. An attention layer is blocks.py's llama_block. Dense Granite 4
+    (modeling_granitemoehybrid.py GraniteMoeHybridDecoderLayer without experts) is the same with shared_mlp and
+    scalar multipliers (embedding, attention, residual: new tensors nothing keeps)."""
+    # Granite 4's shared_mlp: input_linear (h -> 2 x shared_intermediate_size) chunked into act(gate) * up, then
+    # output_linear - the fused gate_up of blocks.py's gated_mlp; the names are renamed for it (LoRA targets keep
+    # the modelling names: the adapters were matched before)
+    linears = tuple(replace(lin, name=MLP_NAMES.get(lin.name, lin.name)) for lin in linears)
+    adapters = tuple(replace(ad, name=MLP_NAMES.get(ad.name, ad.name)) for ad in adapters)
+    if "in_proj" not in {lin.name for lin in linears}:
+        return _classic_saved_bytes(replace(arch, family="llama"), c, linears, adapters)
+    ss = SavedSet()
+    ss.items["mixer"] = mamba2_block(arch, c, linears, adapters)
+    lins = {lin.name: lin for lin in linears}
+    c2 = replace(c, first_layer=False)           # the mixer's output needs a gradient in every layer
+    y = rmsnorm(ss, c2, "ln2", "resid2", arch.hidden_size)
+    gated_mlp(ss, c2, "mlp", y, c.res, lins, {ad.name: ad for ad in adapters}, lins["down_proj"].d_in)
+    return ss.total
+
+
+def single_mixer_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Nemotron-H (modeling_nemotron_h.py NemotronHBlock): norm(x.to(norm dtype)), then one mixer by
+    layers_block_type - the Mamba-2 mixer, GQA attention without RoPE (NemotronHAttention), or the MLP
+    down(relu2(up(x))) (NemotronHMLP, activations.py ReLUSquaredActivation: relu keeps its output for its
+    backward, square reads the same tensor, down_proj keeps the square) - and the residual add. Traced:
+    tests/data/nemotron_h_trace.json."""
+    lins = {lin.name: lin for lin in linears}
+    if "in_proj" in lins:
+        return mamba2_block(arch, c, linears, adapters)
+    ss = SavedSet()
+    ads = {ad.name: ad for ad in adapters}
+    y = block_norm(ss, c, arch, "norm", "resid")
+    e = 2 if c.autocast else c.e
+    if "q_proj" in lins:
+        for name in ("q_proj", "k_proj", "v_proj"):
+            linear(ss, c, y, c.res, lins[name], ads.get(name))
+        out = attention_core(ss, c, arch, "attn", lins["q_proj"].d_out, lins["k_proj"].d_out)
+        linear(ss, c, out, e, lins["o_proj"], ads.get("o_proj"))
+        return ss.total
+    up, down = lins["up_proj"], lins["down_proj"]
+    linear(ss, c, y, c.res, up, ads.get("up_proj"))
+    if not (c.first_layer and not c.train_base and "up_proj" not in ads):
+        ss.save("mlp.relu", e * c.tokens * up.d_out)
+        if c.autocast:
+            # torch.square is aten::pow, on CUDA autocast's fp32 list: it keeps an fp32 copy of relu's output and
+            # returns fp32, which down_proj reads through autocast's 16-bit copy (tools/memtrace/cuda_autocast.py)
+            ss.save("mlp.relu32", 4 * c.tokens * up.d_out)
+    linear(ss, c, "mlp.square", 4 if c.autocast else e, down, ads.get("down_proj"))
+    return ss.total
+
+
+def lfm2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """LFM2 (modeling_lfm2.py Lfm2DecoderLayer): operator_norm, then the short convolution or GQA attention with
+    per-head q/k RMSNorms, residual add, ffn_norm, SwiGLU w2(silu(w1(x)) * w3(x)), residual add.
+
+    Lfm2ShortConv: BCx = in_proj(x).transpose(-1, -2); B, C, x = BCx.chunk(3); B * x keeps B and x (one storage,
+    in_proj's whole output); causal_conv1d_fn(B * x) - the causal-conv1d kernel's CausalConv1dFn keeps its input
+    (causal_conv1d_interface.py ctx.save_for_backward(x, weight, bias, ...)), as the F.conv1d fallback does; C * conv
+    keeps the conv output; out_proj keeps the `.transpose(-1, -2).contiguous()` copy of the product."""
+    lins = {MLP_NAMES.get(lin.name, lin.name): lin for lin in linears}
+    ads = {MLP_NAMES.get(ad.name, ad.name): ad for ad in adapters}
+    ss = SavedSet()
+    t, h, e = c.tokens, arch.hidden_size, 2 if c.autocast else c.e
+    y = rmsnorm(ss, c, "operator_norm", "resid", h)
+    c2 = replace(c, first_layer=False)
+    if "in_proj" in lins:
+        linear(ss, c, y, c.res, lins["in_proj"], ads.get("in_proj"))
+        if not (c.first_layer and not c.train_base and "in_proj" not in ads):
+            ss.save("conv.BCx", e * t * 3 * h)
+            ss.save("conv.Bx", e * t * h)
+            ss.save("conv.out", e * t * h)
+        linear(ss, c2, "conv.y", e, lins["out_proj"], ads.get("out_proj"))
+    else:
+        for name in ("q_proj", "k_proj", "v_proj"):
+            linear(ss, c, y, c.res, lins[name], ads.get(name))
+        q_dim, kv_dim = lins["q_proj"].d_out, lins["k_proj"].d_out
+        # the per-head norms read q_proj / k_proj outputs: 16-bit under autocast, so `hs.to(input_dtype)` (the
+        # normalised tensor the weight's gradient needs) is 16-bit even over fp32 weights (traced)
+        cq = replace(c2, res=2) if c.autocast else c2
+        rmsnorm(ss, cq, "q_norm", "q", q_dim, groups=arch.num_heads)
+        rmsnorm(ss, cq, "k_norm", "k", kv_dim, groups=arch.num_kv_heads)
+        out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
+        linear(ss, c, out, e, lins["out_proj"], ads.get("out_proj"))
+    y2 = rmsnorm(ss, c2, "ffn_norm", "resid2", h)
+    gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    return ss.total
+
+
+SCAN_CHUNK = 2048   # mamba_ssm csrc/selective_scan/selective_scan.cpp: n_chunks = (seqlen + 2048 - 1) / 2048
+
+
+def mamba1_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Mamba (modeling_mamba.py MambaBlock): norm, in_proj, then `mamba_inner_fn` - with mamba_ssm installed its
+    MambaInnerFn (mamba_ssm/ops/selective_scan_interface.py, checkpoint_lvl 1: conv1d_out and delta recomputed)
+    keeps xz (in_proj's output made contiguous: the mixer passes `.transpose(1, 2)`, a copy; 2I per token), x_dbl
+    (x_proj's output, R + 2N), B and C made contiguous (N each), the scan's fp32 chunk states (b, I, ceil(s / 2048),
+    2N) and its output (I), besides parameters; the mixer's A = -exp(A_log.float()) (exp keeps its fp32 output, A
+    is another fp32 I x N tensor), D.float() and dt_proj.bias.float() (copies over 16-bit weights). Under
+    autocast it casts x_proj / dt_proj / out_proj weights (autocast_weight_copies counts them)."""
+    ss, ssm, t = SavedSet(), arch.ssm, c.tokens
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    y = block_norm(ss, c, arch, "norm", "resid")
+    linear(ss, c, y, c.res, lins["in_proj"], ads.get("in_proj"))
+    if c.first_layer and not c.train_base and "in_proj" not in ads:
+        return ss.total
+    e, inner, n = 2 if c.autocast else c.e, ssm["inner"], ssm["state"]
+    ss.save("xz", e * t * 2 * inner)
+    ss.save("x_dbl", e * t * (ssm["rank"] + 2 * n))
+    ss.save("B_C", e * t * 2 * n)
+    ss.save("scan_states", 4 * c.batch * inner * -(-c.seq // SCAN_CHUNK) * 2 * n)
+    ss.save("scan_out", e * t * inner)
+    if c.train_base:
+        ss.save("A", 2 * 4 * inner * n)                  # exp's output and A, fp32
+        if c.res != 4:
+            ss.save("D_dt_bias32", 2 * 4 * inner)        # D.float(), dt_proj.bias.float()
+    return ss.total
+
+
+def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
+    if arch.ssm is None:
+        return _classic_saved_bytes(arch, c, linears, adapters)
+    if arch.ssm.get("layout") == "mamba1":
+        return mamba1_block(arch, c, linears, adapters)
+    if arch.ssm.get("layout") == "falcon_h1":
+        return falcon_h1_layer(arch, c, linears, adapters)
+    if arch.ssm.get("layout") == "lfm2":
+        return lfm2_layer(arch, c, linears, adapters)
+    if arch.ssm.get("layout") == "single":
+        return single_mixer_layer(arch, c, linears, adapters)
+    if "layers" in arch.ssm:
+        return hybrid_layer(arch, c, linears, adapters)
+    return mamba2_block(arch, c, linears, adapters)

@@ -1,0 +1,242 @@
+"""Mamba-2's block, Bamba's, Nemotron-H's, Falcon-H1's, Granite 4's and LFM2's hybrid layers as they train on a
+GPU (memory/ssm_blocks.py), held to traces.
+
+The traced model (tools/memtrace/ssm_trace.py): Mamba-2's default config (transformers 5.24 Mamba2Config: 8 groups,
+state 128, expand 2, residual_in_fp32) at h = 1024, 32 heads of 64 (inner I = 2048), 2 layers; in_proj
+h -> I + (I + 2*8*128) + 32 = 6176. transformers' mixer hands in_proj's output to mamba_ssm's
+mamba_split_conv1d_scan_combined in training; the trace stands that kernel in with an autograd.Function saving
+what MambaSplitConv1dScanCombinedFn.forward saves (zxbcdt, out_x, the fp32 rstd per group), so norms, in_proj and
+the residual stream are traced as transformers runs them. Before this rule the block was costed as a classic
+block: activations +10.2 % (full, bf16), +4.7 % (bf16-mixed), -41.6 % (4 layers, checkpointed), +44.4 % (LoRA).
+
+On the CPU fallback (no mamba_ssm) the same step keeps 368 MiB, not 93 MiB: the fp32 chunk-scan tensors; the
+norm's tensors and in_proj's output (conv1d's input is a view of it) are the same there.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.memtrace.compare import compare, engine_breakdown, format_rows
+from zerocalc import Plan
+from zerocalc.memory.activations import activations
+from zerocalc.memory.inputs import dtypes_for, module_dtypes
+from zerocalc.memory.lora import adapter_params
+from zerocalc.model import model_from_config
+
+DATA = Path(__file__).parent / "data"
+FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
+            "mamba_trace")
+TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
+CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
+H, I, P, G = 1024, 2048, 6176, 8
+
+
+def acts(case_id: str):
+    plan = CASES[case_id]["plan"]
+    p = Plan.from_dict(plan)
+    return activations(p, model_from_config(plan["model"]), module_dtypes(p, dtypes_for(p)))
+
+
+def kernel(t: int) -> int:
+    """What the fused kernel saves in bf16: zxbcdt 2*t*6176, out_x 2*t*2048, rstd 4*t*8."""
+    return 2 * t * P + 2 * t * I + 4 * t * G
+
+
+def test_full_bf16_layer_by_hand():
+    """t = 512: the block norm's fp32 copy (4*512*1024 = 2,097,152), rsqrt (2,048), the normalised bf16 tensor
+    (1,048,576), in_proj's input (1,048,576), and the kernel's 6,324,224 + 2,097,152 + 16,384: 12,634,112 B."""
+    t = 512
+    assert kernel(t) == 6_324_224 + 2_097_152 + 16_384
+    assert acts("mamba2-2l-full-s512").layers == (4 * t * H + 4 * t + 2 * t * H + 2 * t * H + kernel(t),) * 2
+    assert acts("mamba2-2l-full-s512").layers[0] == 12_634_112
+
+
+def test_head_by_hand():
+    """residual_in_fp32: norm_f gets the fp32 sum and keeps it (2,097,152), its rsqrt (2,048) and its fp32
+    normalised tensor (2,097,152); lm_head keeps its bf16 copy (1,048,576); ids and labels 16*512."""
+    t = 512
+    assert acts("mamba2-2l-full-s512").head_saved == 4 * t * H + 4 * t + 4 * t * H + 2 * t * H + 16 * t \
+        == 5_253_120
+
+
+def test_mixed_layer_by_hand():
+    """bf16-mixed: fp32 stream, so the norm keeps its input as is and an fp32 normalised tensor; in_proj keeps
+    autocast's bf16 copy of it; the kernel's tensors are bf16 (in_proj ran under autocast). 13,682,688 B; the
+    kernel's bf16 copy of out_proj's weight is among autocast_weight_copies."""
+    t = 512
+    a = acts("mamba2-2l-mixed-s512")
+    assert a.layers[0] == 4 * t * H + 4 * t + 4 * t * H + 2 * t * H + kernel(t) == 13_682_688
+    # every linear's bf16 copy (in_proj 6176 x 1024, out_proj 1024 x 2048, 2 layers) and the untied head (32768 x 1024)
+    assert a.autocast_weight_copies == 2 * (2 * (P * H + H * I) + 32768 * H)
+
+
+def test_lora_layers_by_hand():
+    """LoRA r 16 on in_proj (bf16 base, fp32 adapters, autocast). Layer 0: the norm needs no gradient; lora_A keeps
+    autocast's bf16 copy of its fp32 input (1,048,576) and its output (2*512*16); the kernel as above: 9,502,720 B.
+    Layer 1 adds the norm's fp32 copy and rsqrt (frozen weight: no normalised tensor): 11,601,920 B."""
+    t = 512
+    layer0 = 2 * t * H + 2 * t * 16 + kernel(t)
+    assert acts("mamba2-2l-lora-mixed-s512").layers == (layer0, layer0 + 4 * t * H + 4 * t) == (9_502_720, 11_601_920)
+
+
+def test_checkpointed_stack_by_hand():
+    """Four layers, s 1024, full checkpointing: layer 0 keeps the bf16 embedding output (2*1024*1024), layers 1-3
+    the fp32 residual sums (3 * 4*1024*1024): 14,680,064 B (the classic rule's 5 * 2*t*h was 10,485,760)."""
+    t = 1024
+    assert acts("mamba2-4l-full-s1024-ckpt").stack_saved == 2 * t * H + 3 * 4 * t * H == 14_680_064
+
+
+def test_bamba_layers_by_hand():
+    """Bamba at h 1024, 4 layers, attention at layer 2 (16/4 heads of 64), MLP 2816, mixer of 32 heads of 64 with
+    1 group of state 256 (in_proj 2048 + 2560 + 32 = 4640), bf16, t = 512. Both kinds: input_layernorm
+    (4*t*h + 4*t + 2*t*h = 3,147,776), pre_ff_layernorm (the same), gate/up's input (2*t*h), SwiGLU gate, up, act,
+    product (4 * 2*t*2816 = 11,534,336). A mixer layer adds in_proj's input (2*t*h), zxbcdt (2*t*4640), out_x
+    (2*t*2048) and rstd (4*t*1): 26,777,600 B. The attention layer: q_proj's input (2*t*h), q (2*t*1024), k and v
+    (2*t*256 each), the output (2*t*1024), the fp32 logsumexp (4*16*t): 22,581,248 B. (The trace keeps one more
+    2*t*1024 there, -1.0 % of the step's activations: its FA2 stand-in copies the output of a query that partial
+    RoPE's cat left head-major, tools/memtrace/build.py flash_attention_forward; FA2 writes (b, s, h, d).)"""
+    t, h = 512, 1024
+    both = 2 * (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 4 * 2 * t * 2816
+    mixer = both + 2 * t * h + 2 * t * 4640 + 2 * t * 2048 + 4 * t
+    attention = both + 2 * t * h + 2 * t * 1024 + 2 * 2 * t * 256 + 2 * t * 1024 + 4 * 16 * t
+    assert acts("bamba-4l-full-s512").layers == (mixer, mixer, attention, mixer) \
+        == (26_777_600, 26_777_600, 22_581_248, 26_777_600)
+
+
+def test_bamba_lora_adapters_per_layer_kind():
+    """LoRA r 16 on in_proj and q/k/v/o: three mixer layers adapt in_proj (16 * (1024 + 4640)), the attention layer
+    q, k, v, o (16 * (2*(1024 + 1024) + 2*(1024 + 256))); before, every layer was counted as a mixer layer."""
+    plan = CASES["bamba-4l-lora-mixed-s512"]["plan"]
+    arch = model_from_config(plan["model"])
+    assert adapter_params(arch, Plan.from_dict(plan)) == 3 * 16 * (1024 + 4640) + 16 * (2 * 2048 + 2 * 1280)
+
+
+def test_nemotron_h_layers_by_hand():
+    """Nemotron-H at h 1024, layers mamba / mlp / attention / mlp / mamba (mixer: 32 heads of 64, 8 groups of state
+    128, in_proj 6176 as Mamba-2's; attention 8/2 heads of 128, no RoPE; ReLU² MLP 4096), bf16, t = 512.
+    NemotronHRMSNorm multiplies in fp32: its fp32 input copy (2,097,152), rsqrt (2,048), fp32 normalised tensor
+    (2,097,152) and the weight's fp32 copy (4*1024): 4,200,448 B in every layer. Then
+      mixer: in_proj's input 2*t*h + the kernel (zxbcdt, out_x, rstd)               = 13,686,784 B
+      mlp: up_proj's input 2*t*h, relu's output 2*t*4096, its square 2*t*4096      = 13,637,632 B
+      attention: q_proj's input, q 2*t*1024, k and v 2*t*256, output, lse 4*8*t    =  7,886,848 B"""
+    t, h = 512, 1024
+    norm = 4 * t * h + 4 * t + 4 * t * h + 4 * h
+    mixer = norm + 2 * t * h + kernel(t)
+    mlp = norm + 2 * t * h + 2 * 2 * t * 4096
+    attention = norm + 2 * t * h + 2 * t * 1024 + 2 * 2 * t * 256 + 2 * t * 1024 + 4 * 8 * t
+    assert acts("nemotron-h-5l-full-s512").layers == (mixer, mlp, attention, mlp, mixer) \
+        == (13_686_784, 13_637_632, 7_886_848, 13_637_632, 13_686_784)
+
+
+def test_nemotron_h_relu2_under_autocast_by_hand():
+    """bf16-mixed, t = 2*512: torch.square is aten::pow, which CUDA autocast runs in fp32: relu's bf16 output
+    (2*t*4096), pow's fp32 copy of it (4*t*4096), down_proj's bf16 copy of the fp32 square (2*t*4096); the norm keeps
+    the fp32 stream as is and its fp32 normalised tensor (no weight copy: the weight is fp32), up_proj autocast's
+    bf16 copy of the norm output (2*t*h): 44,044,288 B."""
+    t, h = 1024, 1024
+    mlp = 4 * t * h + 4 * t + 4 * t * h + 2 * t * h + (2 + 4 + 2) * t * 4096
+    assert acts("nemotron-h-5l-mixed-b2-s512").layers[1] == mlp == 44_044_288
+
+
+def test_lfm2_layers_by_hand():
+    """LFM2 at h 1024, layers conv conv attention conv (16/4 heads of 64, SwiGLU 2816), bf16, t = 512. Both kinds:
+    operator_norm and ffn_norm (4*t*h + 4*t + 2*t*h = 3,147,776 each), w1/w3's input (2*t*h), SwiGLU
+    (4 * 2*t*2816). The short conv: in_proj's input (2*t*h), its whole output BCx (2*t*3h, kept by B * x and C * conv),
+    the conv's input B * x, the conv output, out_proj's contiguous input (2*t*h each): 26,218,496 B. Attention:
+    q/k/v's input, the per-head q_layernorm (fp32 copy 4*t*1024, rsqrt 4*t*16, bf16 normalised 2*t*1024) and
+    k_layernorm (4*t*256, 4*t*4, 2*t*256), FA2's q, k, v, output and lse (4*16*t): 26,554,368 B."""
+    t, h = 512, 1024
+    both = 2 * (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 4 * 2 * t * 2816
+    conv = both + 2 * t * h + 2 * t * 3 * h + 3 * 2 * t * h
+    q_norm, k_norm = 4 * t * 1024 + 4 * t * 16 + 2 * t * 1024, 4 * t * 256 + 4 * t * 4 + 2 * t * 256
+    attention = both + 2 * t * h + q_norm + k_norm + 2 * t * 1024 + 2 * 2 * t * 256 + 2 * t * 1024 + 4 * 16 * t
+    assert acts("lfm2-4l-full-s512").layers == (conv, conv, attention, conv) \
+        == (26_218_496, 26_218_496, 26_554_368, 26_218_496)
+
+
+def test_falcon_h1_layer_by_hand():
+    """Falcon-H1 at h 1024 (mixer: 16 heads of 64 = mamba_d_ssm 1024, 1 group of state 256: in_proj 1024 + 1536 + 16
+    = 2576; attention 8/2 heads of 128; SwiGLU 2816), bf16, t = 512, mamba_rms_norm off. input_layernorm
+    (4*t*h + 4*t + 2*t*h), then two scaled copies of its output, kept by in_proj and by q/k/v (2*t*h each), zxbcdt
+    (2*t*2576), out_x (2*t*1024), no rstd (no gated norm); q 2*t*1024, k and v 2*t*256, output 2*t*1024, lse 4*8*t;
+    pre_ff_layernorm, gate/up's input, SwiGLU 4 * 2*t*2816: 27,299,840 B."""
+    t, h = 512, 1024
+    norm = 4 * t * h + 4 * t + 2 * t * h
+    layer = norm + 2 * t * h + 2 * t * 2576 + 2 * t * 1024 + 2 * t * h + 2 * t * 1024 + 2 * 2 * t * 256 \
+        + 2 * t * 1024 + 4 * 8 * t + norm + 2 * t * h + 4 * 2 * t * 2816
+    assert acts("falcon-h1-3l-full-s512").layers == (layer,) * 3 and layer == 27_299_840
+
+
+def test_falcon_h1_mup_vector_keeps_zxbcdt_fp32_under_autocast():
+    """bf16-mixed, t = 2*512, mamba_rms_norm on: in_proj's bf16 output times the fp32 mup_vector buffer is fp32, so
+    the kernel keeps zxbcdt (4*t*2576) and out_x (4*t*1024) in fp32, and the gated norm's rstd (4*t*1). The rest:
+    fp32 norms (input kept, rsqrt, fp32 normalised), autocast's bf16 copies for in_proj, q, k, v, gate, up (2*t*h
+    each), FA2 in bf16, SwiGLU in bf16: 72,462,336 B."""
+    t, h = 1024, 1024
+    norm = 4 * t * h + 4 * t + 4 * t * h
+    layer = norm + 2 * t * h + 4 * t * 2576 + 4 * t * 1024 + 4 * t + 3 * 2 * t * h + 2 * t * 1024 + 2 * 2 * t * 256 \
+        + 2 * t * 1024 + 4 * 8 * t + norm + 2 * 2 * t * h + 4 * 2 * t * 2816
+    assert acts("falcon-h1-3l-mixed-b2-s512").layers[0] == layer == 72_462_336
+
+
+def test_dense_granite_4_layers_by_hand():
+    """Granite 4 without experts at h 1024 (mixer 32 heads of 64, 1 group of state 256: in_proj 4640; attention 16/4
+    heads of 64 at layer 2; shared MLP 2048), bf16, t = 512. Both kinds: input and post-attention norms
+    (4*t*h + 4*t + 2*t*h each), input_linear's input (2*t*h), its whole output (2*t*2*2048, chunked into gate and up),
+    act and product (2*t*2048 each): 15,732,736 B. Mixer: in_proj's input, zxbcdt 2*t*4640, out_x 2*t*2048,
+    rstd 4*t: 23,631,872 B. Attention: q/k/v's input, q 2*t*1024, k and v 2*t*256, output, lse 4*16*t:
+    19,435,520 B. The scalar multipliers (embedding, residual, logits) keep nothing."""
+    t, h = 512, 1024
+    both = 2 * (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 2 * t * 2 * 2048 + 2 * 2 * t * 2048
+    mixer = both + 2 * t * h + 2 * t * 4640 + 2 * t * 2048 + 4 * t
+    attention = both + 2 * t * h + 2 * t * 1024 + 2 * 2 * t * 256 + 2 * t * 1024 + 4 * 16 * t
+    assert acts("granitemoehybrid-4l-full-s512").layers == (mixer, mixer, attention, mixer) \
+        == (23_631_872, 23_631_872, 19_435_520, 23_631_872)
+
+
+def test_mamba_layer_by_hand():
+    """Mamba's default config (I 1536, state 16, dt rank 48) at h 1024, bf16, t = 512: the norm (4*t*h + 4*t +
+    2*t*h), in_proj's input (2*t*h), then MambaInnerFn's saves: xz made contiguous (2*t*3072), x_dbl (2*t*80), B and C
+    (2*t*16 each), the fp32 chunk states (4 * 1536 * ceil(512 / 2048) * 32), the scan output (2*t*1536); the mixer's
+    fp32 exp(A_log) and A (2 * 4*1536*16) and D / dt bias fp32 copies (2 * 4*1536): 9,435,136 B."""
+    t, h = 512, 1024
+    layer = 4 * t * h + 4 * t + 2 * t * h + 2 * t * h + 2 * t * 3072 + 2 * t * 80 + 2 * 2 * t * 16 \
+        + 4 * 1536 * 1 * 32 + 2 * t * 1536 + 2 * 4 * 1536 * 16 + 2 * 4 * 1536
+    assert acts("mamba-2l-full-s512").layers == (layer, layer) and layer == 9_435_136
+
+
+def test_mamba_scan_states_per_2048_positions():
+    """b 2, s 2560: two chunks of the selective scan's fp32 states, 4 * 2 * 1536 * 2 * 32 = 786,432 B per layer."""
+    two, one = acts("mamba-2l-mixed-b2-s2560").layers[0], acts("mamba-2l-full-s512").layers[0]
+    assert 4 * 2 * 1536 * 2 * 32 == 786_432 and two > one
+
+
+def test_which_state_space_types_are_exact():
+    """Mamba, Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
+    Nemotron-H's default (one MoE layer), Granite 4's (8 experts) and LFM2-MoE are not."""
+    rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
+    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1"):
+        assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
+    for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512"):
+        assert model_from_config(CASES[case]["plan"]["model"]).support == "exact"
+    for other in ("falcon_mamba", "nemotron_h", "granitemoehybrid", "lfm2_moe"):
+        arch = model_from_config(rows[f"default:{other}"]["config"])
+        assert arch.ssm is None and "approximate" in arch.support
+
+
+BEFORE = ("before these rules (the classic block of the mixer's linears), activations: mamba2 +10.2 % / +10.2 % / "
+          "+4.7 % / -41.6 % / +44.4 %; bamba -45.6 % / -16.4 % / -13.2 % / -36.8 %; nemotron_h +19.5 % / +2.3 % / "
+          "-20.0 % / +15.5 %; lfm2 -46.3 % / -20.1 % / -13.8 % / -26.3 % (cases in fixture order)")
+
+
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_step_within_3_percent_of_the_trace(case):
+    """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid] on fake
+    tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
+    far off the engine was."""
+    eng = engine_breakdown(case["plan"])
+    rows = compare(case, eng)
+    assert all(r["ok"] for r in rows), f"{BEFORE}\n" + format_rows(case["id"], case, eng, rows)

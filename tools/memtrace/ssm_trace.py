@@ -1,0 +1,247 @@
+"""Traced steps of a small Mamba-2 model as it trains on a GPU, for the CI check that the engine keeps what its
+mixer saves (memory/ssm_blocks.py; tests/test_ssm_blocks.py).
+
+Which path real training takes: transformers 5.24 Mamba2Mixer.forward (models/mamba2/modeling_mamba2.py; the
+same code in bamba, nemotron_h, granitemoehybrid, falcon_h1, zamba2) calls `mamba2_split_conv1d_scan_combined`
+whenever `self.training and cache is None`. That name is `use_kernel_func_from_hub_with_fallback(
+"mamba_split_conv1d_scan_combined", "mamba_ssm")`: with mamba_ssm installed it is mamba_ssm's fused
+conv1d + chunked scan + gated RMSNorm + out_proj, with in_proj's output zxbcdt as its input; without it the stub
+returns None and the mixer runs its PyTorch fallback (conv1d, silu, the fp32 chunk scan, MambaRMSNormGated),
+which keeps about 10x more (fp32 chunk tensors, the (b, h, c, l, l) decay masks). Training on a GPU means the
+kernel: mamba_ssm/ops/triton/ssd_combined.py MambaSplitConv1dScanCombinedFn.forward ends in
+``ctx.save_for_backward(zxbcdt, conv1d_weight, conv1d_bias, out_x, A, D, dt_bias, initial_states, seq_idx,
+rmsnorm_weight, rstd, outproj_weight, outproj_bias)``: besides parameters, zxbcdt (the in_proj output, kept
+whole), out_x (the scan output before the gate, (b, s, nheads, headdim) in x's dtype) and rstd (the gated norm's
+fp32 1/rms, one per group and token: layernorm_gated.py _layer_norm_fwd). The norm output and the out_proj
+input are recomputed in backward. Under autocast it casts out and outproj_weight to the autocast dtype and saves
+the cast weight.
+
+On CPU fake tensors the stub is replaced by `KernelStandIn`, an autograd.Function that saves exactly those
+tensors (same shapes and dtypes; FakeTensorMode computes nothing), so the rest of the step (block norms,
+in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers runs it.
+
+  python -m tools.memtrace.ssm_trace > tests/data/ssm_trace.json             (about 30 s on 2 cores)
+  python -m tools.memtrace.ssm_trace bamba > tests/data/bamba_trace.json
+  python -m tools.memtrace.ssm_trace nemotron_h > tests/data/nemotron_h_trace.json
+  python -m tools.memtrace.ssm_trace lfm2 > tests/data/lfm2_trace.json
+  python -m tools.memtrace.ssm_trace falcon_h1 > tests/data/falcon_h1_trace.json
+  python -m tools.memtrace.ssm_trace granitemoehybrid > tests/data/granitemoehybrid_trace.json
+  python -m tools.memtrace.ssm_trace mamba > tests/data/mamba_trace.json
+
+Each case keeps what tools/memtrace/compare.py compares, and the plan.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from .trace import trace
+
+ROOT = Path(__file__).resolve().parents[2]
+# Mamba-2's default config (mamba-codestral shapes: 128 heads of 64, 8 groups, state 128) at h 1024, 2 layers
+SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's default (state 16, expand 2) at h 1024
+          "mamba2": {"hidden_size": 1024, "num_hidden_layers": 2, "num_heads": 32, "head_dim": 64},
+          # Bamba's default (128 mixer heads of 64, 1 group, state 256, GQA 32/8) at h 1024: 32 mixer heads of 64,
+          # 16/4 attention heads of 64, MLP 2816, 4 layers with attention at layer 2
+          "bamba": {"hidden_size": 1024, "num_hidden_layers": 4, "attn_layer_indices": [2], "mamba_n_heads": 32,
+                    "num_attention_heads": 16, "num_key_value_heads": 4, "intermediate_size": 2816},
+          # Nemotron-H's default (Mamba-2 of 128 heads of 64, 8 groups, state 128; GQA 32/8 of 128; ReLU² MLP) at
+          # h 1024: 32 mixer heads, 8/2 heads of 128, MLP 4096, layers M - * - M (the default's MoE layer left out)
+          "nemotron_h": {"hidden_size": 1024, "mamba_num_heads": 32, "num_attention_heads": 8,
+                         "num_key_value_heads": 2, "intermediate_size": 4096,
+                         "layers_block_type": ["mamba", "mlp", "attention", "mlp", "mamba"]},
+          # LFM2's default (h 2560, 32/8 heads, conv_L_cache 3) at h 1024: 16/4 heads of 64, MLP 4096 (-> 2816 by
+          # block_auto_adjust_ff_dim), 4 layers conv conv attention conv
+          "lfm2": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
+                   "intermediate_size": 4096, "layer_types": ["conv", "conv", "full_attention", "conv"]},
+          # Falcon-H1's default (mixer of 128 heads of 8 = mamba_d_ssm 1024, 1 group of state 256; GQA 32/8) at h 1024:
+          # 16 mixer heads of 64, 8/2 heads of 128, MLP 2816, 3 layers (mamba_rms_norm on in the mixed case)
+          "falcon_h1": {"hidden_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
+                        "intermediate_size": 2816, "mamba_n_heads": 16, "mamba_d_head": 64},
+          # Granite 4's default (mixer 128 heads of 64, 1 group of state 256) without experts (Granite-4.0-H-Micro's
+          # layout) at h 1024: 32 mixer heads of 64, 16/4 heads of 64, shared MLP 2048, 4 layers, attention at 2
+          "granitemoehybrid": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16,
+                               "num_key_value_heads": 4, "mamba_n_heads": 32, "num_local_experts": 0,
+                               "shared_intermediate_size": 2048, "embedding_multiplier": 12.0,
+                               "attention_multiplier": 0.015625, "residual_multiplier": 0.22, "logits_scaling": 8.0,
+                               "layer_types": ["linear_attention", "linear_attention", "attention",
+                                               "linear_attention"]}}
+KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
+
+
+class KernelStandIn(torch.autograd.Function):
+    """MambaSplitConv1dScanCombinedFn with its forward's allocations and save_for_backward, no arithmetic."""
+
+    @staticmethod
+    def forward(ctx, zxbcdt, conv_w, conv_b, dt_bias, A, D, rms_w, out_w, out_b, headdim, ngroups):
+        b, s, _ = zxbcdt.shape
+        dim = D.shape[0] * headdim
+        # _mamba_chunk_scan_combined_fwd: out_x like x (the conv output, zxbcdt's dtype); _layer_norm_fwd: rstd
+        # fp32 (ngroups * M,); the normalised, gated output in x's dtype, then F.linear(out, outproj_weight)
+        out_x = zxbcdt.new_empty((b, s, D.shape[0], headdim))
+        rstd = torch.empty((ngroups * b * s,), dtype=torch.float32, device=zxbcdt.device)
+        out = zxbcdt.new_empty((b, s, dim))
+        # the tracer runs CUDA's autocast policy on the CPU device (cuda_autocast.py)
+        dev = next((d for d in ("cuda", "cpu") if torch.is_autocast_enabled(d)), None)
+        if dev is not None:
+            dtype = torch.get_autocast_dtype(dev)
+            out, out_w = out.to(dtype), out_w.to(dtype)
+            out_b = out_b.to(dtype) if out_b is not None else None
+        y = torch.nn.functional.linear(out, out_w, out_b)
+        ctx.save_for_backward(zxbcdt, conv_w, conv_b, out_x, A, D, dt_bias, rms_w, rstd, out_w, out_b)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        zxbcdt, conv_w, conv_b, _, A, D, dt_bias, rms_w, _, out_w, out_b = ctx.saved_tensors
+        none = lambda t: None if t is None else torch.empty_like(t)  # noqa: E731
+        return (torch.empty_like(zxbcdt), none(conv_w), none(conv_b), none(dt_bias), none(A), none(D), none(rms_w),
+                none(out_w), none(out_b), None, None)
+
+
+class ConvStandIn(torch.autograd.Function):
+    """causal-conv1d's CausalConv1dFn (causal_conv1d_interface.py): forward keeps x, weight, bias; returns x's shape
+    and dtype (no activation in LFM2)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight, bias)
+        return x.new_empty(x.shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, bias = ctx.saved_tensors
+        return torch.empty_like(x), torch.empty_like(weight), None if bias is None else torch.empty_like(bias)
+
+
+class InnerStandIn(torch.autograd.Function):
+    """mamba_ssm's MambaInnerFn (selective_scan_interface.py, checkpoint_lvl 1): its forward's casts, copies,
+    allocations and save_for_backward, no arithmetic."""
+
+    @staticmethod
+    def forward(ctx, xz, conv_w, conv_b, x_proj_w, dt_proj_w, out_w, out_b, A, D, delta_bias):
+        dev = next((d for d in ("cuda", "cpu") if torch.is_autocast_enabled(d)), None)
+        if dev is not None:
+            dtype = torch.get_autocast_dtype(dev)
+            x_proj_w, dt_proj_w, out_w = x_proj_w.to(dtype), dt_proj_w.to(dtype), out_w.to(dtype)
+            out_b = out_b.to(dtype) if out_b is not None else None
+        if xz.stride(-1) != 1:
+            xz = xz.contiguous()
+        b, d2, L = xz.shape
+        n = A.shape[-1]
+        x_dbl = xz.new_empty((b * L, x_proj_w.shape[0]))
+        B = xz.new_empty((b, 1, n, L))
+        C = xz.new_empty((b, 1, n, L))
+        states = torch.empty((b, d2 // 2, -(-L // 2048), 2 * n), dtype=A.dtype, device=xz.device)
+        out = xz.new_empty((b, d2 // 2, L))
+        out_z = xz.new_empty((b, d2 // 2, L))
+        y = torch.nn.functional.linear(out_z.transpose(1, 2), out_w, out_b)
+        ctx.save_for_backward(xz, conv_w, conv_b, x_dbl, x_proj_w, dt_proj_w, out_w, A, B, C, D, delta_bias, states,
+                              out)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        xz, conv_w, conv_b, _, x_proj_w, dt_proj_w, out_w, A, _, _, D, delta_bias, _, _ = ctx.saved_tensors
+        none = lambda t: None if t is None else torch.empty_like(t)  # noqa: E731
+        return (torch.empty_like(xz), none(conv_w), none(conv_b), none(x_proj_w), none(dt_proj_w), none(out_w),
+                None, none(A), none(D), none(delta_bias))
+
+
+def _inner_stand_in(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight,
+                    out_proj_bias, A, B=None, C=None, D=None, delta_bias=None, delta_softplus=True, **kwargs):
+    return InnerStandIn.apply(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight,
+                              out_proj_bias, A, D, delta_bias)
+
+
+def _conv_stand_in(x, weight, bias=None, activation=None, **kwargs):
+    return ConvStandIn.apply(x, weight, bias)
+
+
+def _stand_in(zxbcdt, conv1d_weight, conv1d_bias, dt_bias, A, D, chunk_size, initial_states=None,
+              dt_limit=(0.0, float("inf")), return_final_states=False, activation="silu", rmsnorm_weight=None,
+              rmsnorm_eps=1e-6, outproj_weight=None, outproj_bias=None, headdim=None, ngroups=1,
+              norm_before_gate=True, **kwargs):
+    return KernelStandIn.apply(zxbcdt, conv1d_weight, conv1d_bias, dt_bias, A, D, rmsnorm_weight, outproj_weight,
+                               outproj_bias, headdim, ngroups)
+
+
+@contextlib.contextmanager
+def mamba_ssm_kernel():
+    """Each modelling module's `mamba2_split_conv1d_scan_combined` (a module global its mixer calls) -> the stand-in."""
+    import importlib  # noqa: PLC0415
+    mods = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in KERNEL_MODULES]
+    prev = [m.mamba2_split_conv1d_scan_combined for m in mods]
+    lfm2 = importlib.import_module("transformers.models.lfm2.modeling_lfm2")
+    mamba = importlib.import_module("transformers.models.mamba.modeling_mamba")
+    prev_conv, prev_inner = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn
+    for m in mods:
+        m.mamba2_split_conv1d_scan_combined = _stand_in
+    lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = _conv_stand_in, _inner_stand_in
+    try:
+        yield
+    finally:
+        for m, p in zip(mods, prev):
+            m.mamba2_split_conv1d_scan_combined = p
+        lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = prev_conv, prev_inner
+
+
+LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["in_proj"]}  # PEFT refuses out_proj, conv1d on Mamba
+
+
+def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
+    rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
+    cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
+    base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
+            "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
+    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid"):
+        # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
+        targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
+                   "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
+                   "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"]}.get(
+            model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
+        name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
+        return [(f"{name}-full-s512", base),
+                (f"{name}-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}
+                 | ({"model": cfg | {"mamba_rms_norm": True}} if model_type == "falcon_h1" else {})),
+                (f"{name}-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
+                (f"{name}-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
+                                             "lora": {**LORA, "targets": targets}})]
+    if model_type == "mamba":
+        return [("mamba-2l-full-s512", base),
+                ("mamba-2l-mixed-b2-s2560", {**base, "precision": "bf16-mixed", "micro_batch_size": 2,
+                                             "seq_len": 2560}),
+                ("mamba-2l-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
+                ("mamba-2l-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
+                                              "lora": {**LORA, "targets": ["in_proj", "x_proj", "dt_proj"]}})]
+    return [("mamba2-2l-full-s512", base),
+            ("mamba2-2l-full-b2-s1024", {**base, "micro_batch_size": 2, "seq_len": 1024}),
+            ("mamba2-2l-mixed-s512", {**base, "precision": "bf16-mixed"}),
+            ("mamba2-4l-full-s1024-ckpt", {**base, "model": cfg | {"num_hidden_layers": 4}, "seq_len": 1024,
+                                          "activation_checkpointing": "full"}),
+            ("mamba2-2l-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora", "lora": LORA})]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import transformers  # noqa: PLC0415
+    args = sys.argv[1:] if argv is None else argv
+    model_type = args[0] if args else "mamba2"
+    cases = []
+    for cid, plan in plans(model_type):
+        with mamba_ssm_kernel():
+            r = trace(plan, steps=2)
+        cases.append({"id": cid, "plan": plan, **{k: r[k] for k in ("peak", "peak_bytes", "peak_phase", "peak_op",
+                                                                    "phase_peaks", "saved_activations_forward_end")}})
+    gen = "python -m tools.memtrace.ssm_trace" + (f" {model_type}" if args else "")
+    json.dump({"generator": gen, "transformers": transformers.__version__,
+               "torch": torch.__version__.split("+")[0], "cases": cases}, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
