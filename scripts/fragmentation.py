@@ -77,8 +77,9 @@ def tail_draw(seed: int):
 
 def shapes(out: pathlib.Path, cache: pathlib.Path, seeds=range(1, 9), steps: int = 1000) -> None:
     """The --shapes fixture: per shape the step's allocated at 0 and TAIL_SEQ tokens, the fixed run's cache,
-    the largest logits bytes the trace saw at TAIL_SEQ; per seed and checkpoint the longest batch, the record
-    count, the earlier records' summed x and the replayed max_memory_reserved."""
+    the largest logits bytes the trace saw at TAIL_SEQ; per seed the mean batch's x over the run and, per
+    checkpoint, the longest batch, the record count, the earlier records' summed x and the replayed
+    max_memory_reserved."""
     from tools.memtrace.allocator import Config  # noqa: PLC0415
     from tools.memtrace.runs import family, run, schedule, step_peak  # noqa: PLC0415
     from tools.memtrace.trace import trace  # noqa: PLC0415
@@ -111,7 +112,7 @@ def shapes(out: pathlib.Path, cache: pathlib.Path, seeds=range(1, 9), steps: int
                 if i in (10, 100, 1000):
                     pts[str(i)] = {"longest": best, "records": len(recs), "earlier": sum(recs[:-1]) / TAIL_SEQ,
                                    "reserved": got["reserved_after"][i], "step_peak": step_peak(fam, best)}
-            row["runs"].append({"seed": seed, "after": pts})
+            row["runs"].append({"seed": seed, "mean": sum(lens) / len(lens) / TAIL_SEQ, "after": pts})
             print(key, seed, {k: round(v["reserved"] / GIB, 3) for k, v in pts.items()}, flush=True)
         rows.append(row)
     out.write_text(json.dumps({"seq_len": TAIL_SEQ, "tail_counts": TAIL_COUNTS, "tail_edges": TAIL_EDGES,
