@@ -37,7 +37,8 @@ EULER = 0.5772156649015329
 # So the cache holds every record's logits segments whole, the longest's activations inside them, and beside
 # them the activations' segments of the first batches (a typical batch, x-bar) or the steady cache, the larger:
 #   reserved = max(longest step's peak + cache·x, static + logits·(earlier + x) + max(act·x-bar, cache·x))
-# (act = transient - logits). The growth per logits byte of the record-sum form therefore fell as the activations
+# (act = transient - logits; scripts/fragmentation.py --segments: after the first batch each record opens just its
+# three logits segments; one within the 2 MiB round-up of the record before opens none). The growth per logits byte of the record-sum form therefore fell as the activations
 # grew (0.64-0.95 on tests/data/fragmentation_shapes.json, lowest for LoRA without checkpointing at h 4096).
 # max_split_size_mb:128 keeps every oversize block whole, so each distinct oversize length opens its own
 # segment: per record-long batch beyond the first, this share of the longest batch's transient (the grid's
