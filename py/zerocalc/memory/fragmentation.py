@@ -247,9 +247,16 @@ def reserved_after(allocated: int, transient: int, logits: int, cache: int, x: f
 def mean_fraction(lengths: str, b: int, seq_len: int, mean=None, p99=None, histogram=None) -> float:
     """The mean batch's tokens as a share of b·seq_len (what the first batches leave in the cache).
     padded-longest: E[the longest of b samples] (a histogram's atoms exactly, a log-normal's by midpoints in
-    the batch's CDF u: its longest is the quantile u^(1/b)); padding-free: the mean sample."""
+    the batch's CDF u: its longest is the quantile u^(1/b)); padding-free: the mean sample. Cached per
+    distinct distribution, as earlier_records."""
     if lengths == "fixed":
         return 1.0
+    hist = tuple((float(x), float(w)) for x, w in histogram) if histogram else None
+    return _mean(lengths, b, seq_len, mean, p99, hist)
+
+
+@lru_cache(maxsize=256)
+def _mean(lengths: str, b: int, seq_len: int, mean, p99, histogram) -> float:
     if lengths != "padded-longest":
         return min(1.0, _moments(seq_len, mean, p99, histogram)[0] / seq_len)
     if histogram:
