@@ -12,6 +12,10 @@ tests/test_fragmentation.py holds py/zerocalc/memory/fragmentation.py against. N
 --shapes OUT: the native allocator without a limit over other step shapes (LoRA with and without
 checkpointing, h 1024 and 4096) under an Alpaca-like tail (TAIL: mean ~160 tokens, longest 1305), 8 seeds,
 1000 steps: what the ratchet's growth is a share of (tests/data/fragmentation_shapes.json).
+
+--segments SHAPE SEED: one of those runs (SHAPES index, seed), printing for each record-long batch the segments
+the native allocator opened in its step (cudaMalloc'd sizes) beside its logits bytes, and what the other steps
+opened: where the ratchet's bytes come from (fragmentation.py, the comment above GROWTH).
 """
 from __future__ import annotations
 
@@ -77,8 +81,9 @@ def tail_draw(seed: int):
 
 def shapes(out: pathlib.Path, cache: pathlib.Path, seeds=range(1, 9), steps: int = 1000) -> None:
     """The --shapes fixture: per shape the step's allocated at 0 and TAIL_SEQ tokens, the fixed run's cache,
-    the largest logits bytes the trace saw at TAIL_SEQ; per seed and checkpoint the longest batch, the record
-    count, the earlier records' summed x and the replayed max_memory_reserved."""
+    the largest logits bytes the trace saw at TAIL_SEQ; per seed the mean batch's x over the run and, per
+    checkpoint, the longest batch, the record count, the earlier records' summed x and the replayed
+    max_memory_reserved."""
     from tools.memtrace.allocator import Config  # noqa: PLC0415
     from tools.memtrace.runs import family, run, schedule, step_peak  # noqa: PLC0415
     from tools.memtrace.trace import trace  # noqa: PLC0415
@@ -111,11 +116,54 @@ def shapes(out: pathlib.Path, cache: pathlib.Path, seeds=range(1, 9), steps: int
                 if i in (10, 100, 1000):
                     pts[str(i)] = {"longest": best, "records": len(recs), "earlier": sum(recs[:-1]) / TAIL_SEQ,
                                    "reserved": got["reserved_after"][i], "step_peak": step_peak(fam, best)}
-            row["runs"].append({"seed": seed, "after": pts})
+            row["runs"].append({"seed": seed, "mean": sum(lens) / len(lens) / TAIL_SEQ, "after": pts})
             print(key, seed, {k: round(v["reserved"] / GIB, 3) for k, v in pts.items()}, flush=True)
         rows.append(row)
     out.write_text(json.dumps({"seq_len": TAIL_SEQ, "tail_counts": TAIL_COUNTS, "tail_edges": TAIL_EDGES,
                                "steps": steps, "rows": rows}, indent=1) + "\n")
+
+
+def segments(shape_i: int, seed: int, cache: pathlib.Path, steps: int = 1000) -> None:
+    """The --segments reading: the run through tools/memtrace/runs.py run() with every step a checkpoint and
+    alloc_block logged; without a limit nothing is released, so each step's rise of reserved is the segments
+    it opened, taken from the log in order."""
+    from tools.memtrace.allocator import CachingAllocator  # noqa: PLC0415
+    from tools.memtrace.runs import family, run, schedule  # noqa: PLC0415
+    logs = json.loads(cache.read_text())
+    shape = SHAPES[shape_i]
+    key = ":".join(map(str, shape))
+    fam = family({s: [tuple(e) for e in logs[f"{key}:{s}"]["events"]] for s in SHAPE_LENS})
+    logits = logs[f"{key}:{TAIL_SEQ}"]["logits"]
+    lens = schedule("padded-longest", steps, shape[4], TAIL_SEQ, tail_draw(seed))
+    opened, alloc_block = [], CachingAllocator._alloc_block
+
+    def logged(self, size, small):
+        blk = alloc_block(self, size, small)
+        if blk is not None:
+            opened.append(blk.size)
+        return blk
+    CachingAllocator._alloc_block = logged
+    try:
+        run(fam, [], checkpoints=())                                # the setup alone: how many segments
+        j = len(opened)
+        opened.clear()
+        got = run(fam, lens, checkpoints=range(1, steps + 1))
+    finally:
+        CachingAllocator._alloc_block = alloc_block
+    before, best, other = sum(opened[:j]), 0, 0                    # this run's setup segments
+    for i, s in enumerate(lens, 1):
+        mine = []
+        while before < got["reserved_after"][i]:
+            mine.append(opened[j])
+            before += opened[j]
+            j += 1
+        if s > best:
+            best = s
+            print(f"step {i}: record s={s}, opened {len(mine)} segments "
+                  f"{' + '.join(f'{v / MIB:.0f}' for v in mine)} MiB; logits x = {logits * s / TAIL_SEQ / MIB:.0f} MiB")
+        else:
+            other += sum(mine)
+    print(f"other steps opened {other / MIB:.0f} MiB; max_memory_reserved {got['peak_reserved'] / MIB:.0f} MiB")
 
 
 def plan(b: int, s: int) -> dict:
@@ -149,8 +197,13 @@ def main(argv=None) -> int:
     ap.add_argument("--only", type=int, nargs="*", help="rows of DISTS to run (default: all)")
     ap.add_argument("--cache", type=pathlib.Path, default=ROOT / ".cache" / "fragmentation_logs.json")
     ap.add_argument("--shapes", type=pathlib.Path, help="write the step-shapes fixture instead of the grid")
+    ap.add_argument("--segments", type=int, nargs=2, metavar=("SHAPE", "SEED"),
+                    help="print the segments one --shapes run opens (needs the --shapes step logs)")
     a = ap.parse_args(argv)
     a.cache.parent.mkdir(exist_ok=True)
+    if a.segments:
+        segments(*a.segments, a.cache.parent / "fragmentation_shapes_logs.json")
+        return 0
     if a.shapes:
         shapes(a.shapes, a.cache.parent / "fragmentation_shapes_logs.json")
         return 0

@@ -3,7 +3,7 @@ estimate time. They stand for the replay of traced step logs through the CUDA ca
 up to 1000 steps (tools/memtrace/allocator.py, tools/memtrace/runs.py, scripts/fragmentation.py; fixtures
 tests/data/fragmentation.json and fragmentation_shapes.json, docs/tracer.md section 8b) and are held against
 them in CI (tests/test_fragmentation.py: within 5 % on the grid; tests/test_fragmentation_shapes.py: within
-10 % of each step shape's median replay).
+5 % of each step shape's median replay).
 
 The mechanism (c10/cuda/CUDACachingAllocator.cpp): a request no cached block can serve opens a segment of its
 own (alloc_block); blocks of different segments never merge (free_block merges neighbours only); cached
@@ -28,17 +28,18 @@ STEPS = (10, 100, 1000, 10000)
 Z99 = 2.3263478740408408
 EULER = 0.5772156649015329
 
-# Native allocator: every record-long batch leaves segments sized for itself (the next record outgrows them,
-# shorter batches later split and pin them). What opens them is the logits: the step's largest tensors, allocated
-# while the layers' activations hold the cache, where the activations of a shorter batch fit the blocks an
-# earlier one left. So the cache grows by this share of the logits bytes (at seq_len) of each record before the
-# longest: (reserved - the longest step's allocated and steady cache) / (logits x the sum of the earlier
-# records' x) is 0.76-0.95 on the replay grid's native points and 0.32-0.95 (medians over 8 seeds at 100 and
-# 1000 steps) on five step shapes under an Alpaca-like tail (full and LoRA, with and without checkpointing,
-# h 1024 and 4096: tests/data/fragmentation_shapes.json); 0.87 is the median of those 19. Per transient byte
-# the same ratios spread 0.12-0.90, lowest for LoRA without checkpointing at h 4096, whose activations dwarf
-# its logits; a constant per record (the first rule, 0.61 x the longest's transient) held narrow tails only.
-RECORD_GROWTH = 0.87
+# Native allocator (c10/cuda/CUDACachingAllocator.cpp; the traced steps' blocks at the loss): the step's largest
+# blocks are its logits (three fp32-sized b·s·V blocks live at the loss, each its own segment: > 10 MiB, rounded
+# to 2 MiB).
+# A record-long batch's logits fit no cached block (every earlier one is shorter), so they open segments of their
+# own; an earlier record's logits segments are then free but too short for any later logits, and best-fit
+# (get_free_block) hands them to the next records' activations, whose own earlier blocks are too short as well.
+# So the cache holds every record's logits segments whole, the longest's activations inside them, and beside
+# them the activations' segments of the first batches (a typical batch, x-bar) or the steady cache, the larger:
+#   reserved = max(longest step's peak + cache·x, static + logits·(earlier + x) + max(act·x-bar, cache·x))
+# (act = transient - logits; scripts/fragmentation.py --segments: after the first batch each record opens just its
+# three logits segments; one within the 2 MiB round-up of the record before opens none). The growth per logits byte of the record-sum form therefore fell as the activations
+# grew (0.64-0.95 on tests/data/fragmentation_shapes.json, lowest for LoRA without checkpointing at h 4096).
 # max_split_size_mb:128 keeps every oversize block whole, so each distinct oversize length opens its own
 # segment: per record-long batch beyond the first, this share of the longest batch's transient (the grid's
 # median, 1.4-11.6); expandable segments: no growth (-0.13-0.04).
@@ -223,18 +224,50 @@ def allocated_peak(allocated: int, transient: int, x: float) -> int:
 
 
 def reserved_after(allocated: int, transient: int, logits: int, cache: int, x: float, records: float,
-                   earlier: float, setting: str, capacity: int | None = None) -> int:
+                   earlier: float, setting: str, capacity: int | None = None, typical: float | None = None) -> int:
     """max_memory_reserved after the steps that gave a longest batch x, `records` record-long batches and
-    `earlier` (the sum of the x of the records before the longest): the longest step's allocated peak and
-    steady cache, plus for the native allocator RECORD_GROWTH of the logits bytes (at seq_len) of each earlier
-    record, for max_split_size GROWTH of the longest's transient per record after the first; on a device, at
-    most `capacity` (a failed cudaMalloc frees whole cached segments)."""
+    `earlier` (the sum of the x of the records before the longest), `typical` the mean batch's x (default x):
+    the longest step's allocated peak and steady cache, or for the native allocator, when more, the static
+    bytes, every record's logits segments and the larger of a typical batch's activations and the steady cache
+    (the segments the replay keeps: the comment above GROWTH); for max_split_size GROWTH of the
+    longest's transient per record after the first; on a device, at most `capacity` (a failed cudaMalloc frees
+    whole cached segments)."""
+    peak = allocated_peak(allocated, transient, x)
+    r = peak + cache * x
     if setting == "native":
-        growth = RECORD_GROWTH * logits * earlier
+        if earlier > 0:
+            xbar = x if typical is None else min(typical, x)
+            kept = allocated - transient + logits * (earlier + x) + max((transient - logits) * xbar, cache * x)
+            r = max(r, kept)
     else:
-        growth = GROWTH[setting] * transient * x * (records - 1)
-    r = allocated_peak(allocated, transient, x) + cache * x + growth
-    return int(r if capacity is None else min(r, max(capacity, allocated_peak(allocated, transient, x))))
+        r += GROWTH[setting] * transient * x * (records - 1)
+    return int(r if capacity is None else min(r, max(capacity, peak)))
+
+
+def mean_fraction(lengths: str, b: int, seq_len: int, mean=None, p99=None, histogram=None) -> float:
+    """The mean batch's tokens as a share of b·seq_len (what the first batches leave in the cache).
+    padded-longest: E[the longest of b samples] (a histogram's atoms exactly, a log-normal's by midpoints in
+    the batch's CDF u: its longest is the quantile u^(1/b)); padding-free: the mean sample. Cached per
+    distinct distribution, as earlier_records."""
+    if lengths == "fixed":
+        return 1.0
+    hist = tuple((float(x), float(w)) for x, w in histogram) if histogram else None
+    return _mean(lengths, b, seq_len, mean, p99, hist)
+
+
+@lru_cache(maxsize=256)
+def _mean(lengths: str, b: int, seq_len: int, mean, p99, histogram) -> float:
+    if lengths != "padded-longest":
+        return min(1.0, _moments(seq_len, mean, p99, histogram)[0] / seq_len)
+    if histogram:
+        total = sum(w for _, w in histogram)
+        acc = below = out = 0.0
+        for length, w in sorted(histogram):
+            acc += w / total
+            out += min(length, seq_len) / seq_len * (min(acc, 1.0) ** b - below)
+            below = min(acc, 1.0) ** b
+        return out
+    return sum(sample_quantile(((i + 0.5) / QUAD) ** (1 / b), seq_len, mean, p99) for i in range(QUAD)) / QUAD / seq_len
 
 
 def setting(expandable: bool, max_split_size_mb: int | None) -> str:
@@ -273,10 +306,11 @@ def over_steps(lengths: str, mean, p99, histogram, b: int, seq_len: int, allocat
     windows = tuple(min(n, empty_cache_every) if empty_cache_every else n for n in STEPS)
     before = earlier_records(lengths, windows, b, seq_len, mean, p99, histogram) if st == "native" else \
         tuple(0.0 for _ in STEPS)
+    xbar = mean_fraction(lengths, b, seq_len, mean, p99, histogram)
     for n, window, e in zip(STEPS, windows, before):
         xs[n] = longest_fraction(lengths, n, b, seq_len, mean, p99, histogram)
         rec = record_batches(lengths, window, b, seq_len, mean, p99, histogram)
-        out[str(n)] = reserved_after(allocated, transient, logits, cache, xs[n], rec, e, st, capacity)
+        out[str(n)] = reserved_after(allocated, transient, logits, cache, xs[n], rec, e, st, capacity, xbar)
     for a, n in zip(STEPS, STEPS[1:]):            # a peak since the start never falls
         out[str(n)] = max(out[str(n)], out[str(a)])
     return {"reserved_after_steps": out, "fragmentation_oom_step": oom_step(allocated, transient, xs, st, capacity)}
