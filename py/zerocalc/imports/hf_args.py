@@ -5,8 +5,8 @@ post-training config also gives the plan's ``post_training`` block (imports/trl_
 
 Defaults of transformers 5 ``training_args.py`` (per_device_train_batch_size 8, gradient_accumulation_steps 1,
 optim adamw_torch_fused, bf16/fp16 off: fp32) and TRL ``SFTConfig`` (max_length 1024; ``max_seq_length`` in
-TRL < 0.20), with TRL's own overrides in every stable config (SFT, DPO, GRPO, KTO, Reward, RLOO; the newest
-release read): gradient_checkpointing defaults to True (from v0.22.0, "New defaults: gradient_checkpointing=True"
+TRL < 0.20), with TRL's own overrides in every config (SFT, DPO, GRPO, KTO, Reward, RLOO, experimental CPO /
+ORPO; the newest release read): gradient_checkpointing defaults to True (from v0.22.0, "New defaults: gradient_checkpointing=True"
 #3510, a222aeb46; trl/trainer/base_config.py `_BaseConfig` from v0.29.0) and bf16 to True unless fp16 (from
 v0.19.0, 4c92de000, `self.bf16 = not (self.fp16) if self.bf16 is None`).
 ``deepspeed`` is a path or an inline ds_config; ``fsdp`` a string or list (full_shard,
@@ -105,7 +105,7 @@ def import_hf_args(cfg: dict, plan, loader=None):
     alloc_env(b, cfg, seen)
     # --- activations, attention, loss, optimizer
     # transformers 5: activation_checkpointing (+ _kwargs {"offload": true}); gradient_checkpointing is its old name.
-    # TRL's configs (trl/trainer/base_config.py, v1.9.0): gradient_checkpointing defaults to True, bf16 to True unless fp16
+    # TRL's configs (trl/trainer/base_config.py, v1.9.0): gradient_checkpointing defaults to True, bf16 unless fp16
     gkey = "activation_checkpointing" if cfg.get("activation_checkpointing") is not None else "gradient_checkpointing"
     gc = cfg.get(gkey)
     seen.update(("activation_checkpointing", "gradient_checkpointing"))
