@@ -6,9 +6,9 @@ post-training config also gives the plan's ``post_training`` block (imports/trl_
 Defaults of transformers 5 ``training_args.py`` (per_device_train_batch_size 8, gradient_accumulation_steps 1,
 optim adamw_torch_fused, bf16/fp16 off: fp32) and TRL ``SFTConfig`` (max_length 1024; ``max_seq_length`` in
 TRL < 0.20), with TRL's own overrides in every config (SFT, DPO, GRPO, KTO, Reward, RLOO, experimental CPO /
-ORPO; the newest release read): gradient_checkpointing defaults to True (from v0.22.0, "New defaults: gradient_checkpointing=True"
-#3510, a222aeb46; trl/trainer/base_config.py `_BaseConfig` from v0.29.0) and bf16 to True unless fp16 (from
-v0.19.0, 4c92de000, `self.bf16 = not (self.fp16) if self.bf16 is None`).
+ORPO; the newest release read): gradient_checkpointing defaults to True (from v0.22.0, a222aeb46 "New defaults:
+gradient_checkpointing=True" #3510; trl/trainer/base_config.py `_BaseConfig` from v0.29.0) and bf16 to True
+unless fp16 (from v0.19.0, 4c92de000, `self.bf16 = not (self.fp16) if self.bf16 is None`).
 ``deepspeed`` is a path or an inline ds_config; ``fsdp`` a string or list (full_shard,
 shard_grad_op, offload, ...) with ``fsdp_config``; ``use_liger_kernel`` patches the fused linear
 cross-entropy (loss chunked). bf16 is AMP over the model's load dtype: bf16-mixed, unless TRL's ``dtype`` /
