@@ -82,6 +82,21 @@ def test_trl_dpo_flags_precompute_and_lengths():
     assert (pt["method"], pt["prompt_len"], pt["completion_len"], pt["reference"]) == ("dpo", 1536, 512, "precomputed")
 
 
+@pytest.mark.parametrize("flags, ckpt, precision", [
+    ("", "full", "bf16-mixed"),                                   # TRL's defaults: gradient_checkpointing, bf16 on
+    ("--gradient_checkpointing false ", "none", "bf16-mixed"),
+    ("--fp16 true ", "full", "fp16-mixed"),                       # bf16 = not fp16
+    ("--bf16 false ", "full", "fp32"),
+])
+def test_trl_post_configs_take_trls_checkpointing_and_bf16_defaults(flags, ckpt, precision):
+    # trl/trainer/base_config.py (v1.9.0) `_BaseConfig`: gradient_checkpointing True (since v0.22.0, #3510) and
+    # bf16 = not fp16 (since v0.19.0) for DPOConfig and GRPOConfig as for SFTConfig, not transformers' off / off
+    for cmd in ("trl dpo --model_name_or_path Qwen/Qwen2.5-0.5B --beta 0.1 ",
+                "trl grpo --model_name_or_path Qwen/Qwen2.5-0.5B --num_generations 4 --per_device_train_batch_size 4 "):
+        p = import_config(cmd + flags + "\n", {"gpus_per_node": 1}).plan
+        assert (p["activation_checkpointing"], p["precision"]) == (ckpt, precision), cmd + flags
+
+
 def test_trl_orpo_script_is_orpo():
     res = import_config("accelerate launch examples/scripts/orpo.py --beta 0.1 --max_length 1024 "
                         "--per_device_train_batch_size 2\n", {})

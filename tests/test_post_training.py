@@ -710,3 +710,21 @@ def test_trl_grpo_reference_by_version():
     for v, ref in (("0.17", "adapter"), ("0.19", "none")):
         p = plan({**grpo, "trainer_version": v}, framework="ddp", zero_stage=0, method="lora")
         assert resolve(p).reference == ref and "reference_weights" not in _terms(p)
+
+
+@pytest.mark.parametrize("method, version, completion", [
+    ("grpo", "0.17", 256), ("grpo", "1.9.1", 256), ("grpo", "1.10", 512), ("grpo", None, 512),
+    ("rloo", "1.0", 256), ("rloo", "1.16", 512),
+])
+def test_trl_grouped_completion_default_follows_the_release(method, version, completion):
+    # GRPOConfig / RLOOConfig.max_completion_length: 256 in every release up to v1.9.x, 512 from 1.10
+    # (286d19fc7, #6264). Prompt 512 (the stand-in), so the row is 512 + completion and the update scores the
+    # completion's positions plus one (logits_to_keep + 1)
+    from zerocalc.post.defaults import resolve
+    p = plan({"method": method, "num_generations": 2, "trainer_version": version}, framework="ddp", zero_stage=0)
+    post = resolve(p)
+    assert (post.completion, post.length, post.logit_positions) == (completion, 512 + completion, completion + 1)
+    # a stated length is kept whatever the release
+    q = plan({"method": method, "num_generations": 2, "trainer_version": version, "completion_len": 1000},
+             framework="ddp", zero_stage=0)
+    assert resolve(q).completion == 1000

@@ -5,7 +5,10 @@ post-training config also gives the plan's ``post_training`` block (imports/trl_
 
 Defaults of transformers 5 ``training_args.py`` (per_device_train_batch_size 8, gradient_accumulation_steps 1,
 optim adamw_torch_fused, bf16/fp16 off: fp32) and TRL ``SFTConfig`` (max_length 1024; ``max_seq_length`` in
-TRL < 0.20), with SFTConfig's own overrides: gradient_checkpointing and bf16 (unless fp16) default to True.
+TRL < 0.20), with TRL's own overrides in every config (SFT, DPO, GRPO, KTO, Reward, RLOO, experimental CPO /
+ORPO; the newest release read): gradient_checkpointing defaults to True (from v0.22.0, a222aeb46 "New defaults:
+gradient_checkpointing=True" #3510; trl/trainer/base_config.py `_BaseConfig` from v0.29.0) and bf16 to True
+unless fp16 (from v0.19.0, 4c92de000, `self.bf16 = not (self.fp16) if self.bf16 is None`).
 ``deepspeed`` is a path or an inline ds_config; ``fsdp`` a string or list (full_shard,
 shard_grad_op, offload, ...) with ``fsdp_config``; ``use_liger_kernel`` patches the fused linear
 cross-entropy (loss chunked). bf16 is AMP over the model's load dtype: bf16-mixed, unless TRL's ``dtype`` /
@@ -102,11 +105,11 @@ def import_hf_args(cfg: dict, plan, loader=None):
     alloc_env(b, cfg, seen)
     # --- activations, attention, loss, optimizer
     # transformers 5: activation_checkpointing (+ _kwargs {"offload": true}); gradient_checkpointing is its old name.
-    # TRL SFTConfig (trl/trainer/sft_config.py): gradient_checkpointing defaults to True, bf16 to True unless fp16
+    # TRL's configs (trl/trainer/base_config.py, v1.9.0): gradient_checkpointing defaults to True, bf16 unless fp16
     gkey = "activation_checkpointing" if cfg.get("activation_checkpointing") is not None else "gradient_checkpointing"
     gc = cfg.get(gkey)
     seen.update(("activation_checkpointing", "gradient_checkpointing"))
-    on = as_bool(gkey, gc) if gc is not None else sft
+    on = as_bool(gkey, gc) if gc is not None else fmt == "trl"
     other = "gradient_checkpointing" if gkey == "activation_checkpointing" else "activation_checkpointing"
     if cfg.get(other) is not None and as_bool(other, cfg[other]) != on:
         raise ConfigImportError(other, f"says {cfg[other]!r} while {gkey} says {gc!r}")
@@ -130,7 +133,7 @@ def import_hf_args(cfg: dict, plan, loader=None):
         b.set("adafactor", "optimizer", "adafactor")
     # --- precision
     bf16, fp16 = take("bf16"), take("fp16")
-    bf16_default = bf16 is None and sft and not fp16
+    bf16_default = bf16 is None and fmt == "trl" and not fp16
     if bf16_default:
         bf16 = True
     dtype = take("dtype") or take("torch_dtype")

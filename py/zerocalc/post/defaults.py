@@ -4,7 +4,9 @@ built, the generator and its budget. Every default names its code site (lead: ..
 post-training.md; the TRL ones read at trl@f2cd577).
 
 - Lengths. TRL `DPOConfig.max_length` 1024 (prompt and completion together; taken as 512 + 512) and
-  `GRPOConfig.max_completion_length` 512; LLaMA-Factory `cutoff_len` 2048 (1024 + 1024); verl
+  `GRPOConfig` / `RLOOConfig.max_completion_length` 512 from 1.10 (286d19fc7, #6264 "Change default
+  `max_completion_length` from 256 to 512"), 256 in every release before (grpo_config.py / rloo_config.py at
+  v0.14.0 ... v1.9.0; `trainer_version`); LLaMA-Factory `cutoff_len` 2048 (1024 + 1024); verl
   `data.max_prompt_length` / `max_response_length` 512 / 512; OpenRLHF and ms-swift: 512 + 512 (stated).
 - Rows. DPO and its family concatenate chosen and rejected into one forward of 2·B rows padded to one length
   (TRL `DataCollatorForPreference`, OpenRLHF / LLaMA-Factory `concatenated_forward`); a reward model stacks the
@@ -58,6 +60,7 @@ DEFAULT_LENGTHS = {"llamafactory": (1024, 1024)}     # cutoff_len 2048
 VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, "llamafactory": 0.9}
 LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 NEWEST = {"trl": (1, 16, 0)}                         # the newest release each trainer's rules were read in
+GROUPED_COMPLETION_512_SINCE = (1, 10, 0)            # TRL GRPO/RLOO max_completion_length: 256 before, 512 from
 GRPO_BETA_ZERO_SINCE = (0, 19, 0)                    # TRL GRPOConfig.beta: 0.04 up to 0.18.x, 0.0 from 0.19.0
 FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
 LOSS_KERNEL_SINCE = (1, 11, 0)                       # TRL: the Triton log-prob kernel (seen in 1.14.2, not 1.10)
@@ -106,6 +109,9 @@ class Post:
 
 def lengths(pt: PostTraining) -> tuple[int, int]:
     p, c = DEFAULT_LENGTHS.get(pt.trainer, (512, 512))
+    if (pt.trainer == "trl" and pt.method in GROUPED
+            and version_tuple(pt.trainer_version, NEWEST["trl"]) < GROUPED_COMPLETION_512_SINCE):
+        c = 256                   # GRPOConfig / RLOOConfig max_completion_length 256 up to v1.9.x
     return (pt.prompt_len if pt.prompt_len is not None else p,
             pt.completion_len if pt.completion_len is not None else c)
 
