@@ -72,6 +72,10 @@ CONFIGS = {
                 "vocab_size": 49152, "n_positions": 2048, "multi_query": True,
                 "activation_function": "gelu_pytorch_tanh", "resid_pdrop": 0.0, "embd_pdrop": 0.0,
                 "attn_pdrop": 0.0},
+    # Qwen/Qwen3-0.6B's layout: per-head q/k RMSNorms (Qwen3RMSNorm: weight * hs.to(input_dtype)), GQA, head_dim 128
+    "qwen3": {"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072, "num_attention_heads": 16,
+              "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 4, "vocab_size": 151936,
+              "max_position_embeddings": 40960, "attention_dropout": 0.0, "tie_word_embeddings": True},
 }
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -80,7 +84,7 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "phi": ["q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2"],
            "starcoder2": ["q_proj", "k_proj", "v_proj", "o_proj", "c_fc", "c_proj"],
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-              for fam in ("stablelm", "olmo", "cohere")},
+              for fam in ("stablelm", "olmo", "cohere", "qwen3")},
            "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
            "bigcode": ["c_attn", "c_proj", "c_fc"]}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for

@@ -70,9 +70,12 @@ class Ctx:
 # --- op rules -------------------------------------------------------------------------------------
 
 
-def rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, gemma: bool = False, groups: int = 1) -> str:
+def rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, gemma: bool = False, groups: int = 1,
+            x_bytes: int = 0) -> str:
     """HF LlamaRMSNorm / Gemma RMSNorm over the last dim d, `groups` norms per token (per-head q/k
-    norms). Returns the key of the output (dtype c.res)."""
+    norms). `x_bytes`: the input's dtype when it is not the residual stream's (a projection's output: the
+    q/k norms). Returns the key of the output (dtype c.res)."""
+    xb = x_bytes or c.res
     needs_grad = not (c.first_layer and not c.train_base)
     if c.compiled:
         # torch.compile: the partitioner (torch/_functorch/partitioners.py min_cut_rematerialization_partition)
@@ -92,7 +95,7 @@ def rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, gemma: bool = False,
         return f"{key}.out"
     if needs_grad:
         # hs = x.to(float32): a new fp32 tensor, or x itself when already fp32 (pow keeps it)
-        ss.save(f"{key}.fp32" if c.res != 4 else x, 4 * c.tokens * d)
+        ss.save(f"{key}.fp32" if xb != 4 else x, 4 * c.tokens * d)
         ss.save(f"{key}.rsqrt", 4 * c.tokens * groups)          # rsqrt(variance + eps), fp32 (b, s, 1)
     if c.train_base:
         # weight * hs.to(dtype): the normalised tensor is kept for the weight gradient.
@@ -101,7 +104,9 @@ def rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, gemma: bool = False,
         # torch's rms_norm_symint falls back to rms_norm_composite on every device (torch 2.13
         # aten/src/ATen/native/layer_norm.cpp:346, "Cannot dispatch to fused implementation"), whose
         # `upcasted_result.mul(weight)` keeps the fp32 normalised tensor (traced: 4·s·b·h bytes, not 2·s·b·h)
-        ss.save(f"{key}.normed", (4 if gemma or c.fp32_norm_out else c.res) * c.tokens * d)
+        # LlamaRMSNorm: `self.weight * hidden_states.to(input_dtype)` keeps the normalised tensor in the input's
+        # dtype: 16-bit for a q/k norm under autocast (Qwen3RMSNorm; traced: golden/families/qwen3-full-mixed-*)
+        ss.save(f"{key}.normed", (4 if gemma or c.fp32_norm_out else xb) * c.tokens * d)
     return f"{key}.out"
 
 
@@ -238,6 +243,7 @@ def gated_mlp(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, linears: dic
 
 
 POST_NORM = ("olmo2", "olmo3")
+FP32_PRODUCT_NORMS = ("afmoe", "flint")      # modeling_afmoe.py / modeling_flint.py RMSNorm.forward
 
 
 def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -287,8 +293,11 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
             linear(ss, c, y, e_lin, lins[name], ads.get(name))
         if arch.qk_norm:
             per_head = arch.qk_norm == "head"
-            rmsnorm(ss, _no_first(c), "q_norm", "q", q_dim, gemma, arch.num_heads if per_head else 1)
-            rmsnorm(ss, _no_first(c), "k_norm", "k", kv_dim, gemma, arch.num_kv_heads if per_head else 1)
+            # per-head norms of Qwen3RMSNorm's formula read the projections' dtype; OLMo 2's full-width ones and
+            # AFMoE's / Flint's multiply in fp32 before the cast (`(self.weight * hidden_states).to(input_dtype)`)
+            qk = (2 if c.autocast else c.e) if per_head and arch.model_type not in FP32_PRODUCT_NORMS else 0
+            rmsnorm(ss, _no_first(c), "q_norm", "q", q_dim, gemma, arch.num_heads if per_head else 1, qk)
+            rmsnorm(ss, _no_first(c), "k_norm", "k", kv_dim, gemma, arch.num_kv_heads if per_head else 1, qk)
         out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
         o = lins["o_proj"]
     linear(ss, _no_first(c), out, 2 if c.autocast else (c.res if c.quant_out_as_input else c.e), o, ads.get("o_proj"))
