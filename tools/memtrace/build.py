@@ -100,7 +100,14 @@ def register_flash() -> None:
     from transformers import AttentionInterface  # noqa: PLC0415
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS  # noqa: PLC0415
     AttentionInterface.register(FLASH, flash_attention_forward)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(FLASH, ALL_MASK_ATTENTION_FUNCTIONS["flash_attention_2"])
+    ALL_MASK_ATTENTION_FUNCTIONS.register(FLASH, unpadded_flash_mask)
+
+
+def unpadded_flash_mask(batch_size, q_length, kv_length, *args, attention_mask=None, **kwargs):
+    """masking_utils.flash_attention_mask on the traced (never padded) batch: None, as FA2 gets for an all-ones 2-D
+    mask. The real function decides with `attention_mask.all()`, which a FakeTensor cannot answer; BART's decoder
+    makes such a mask itself (modeling_bart.py BartDecoder.forward `attention_mask = torch.ones(...)`)."""
+    return None
 
 
 def attn_impl(plan: TracePlan) -> str:
@@ -114,16 +121,30 @@ def attn_impl(plan: TracePlan) -> str:
     return FLASH if has_attention_interface() else "sdpa"
 
 
-def model_class(plan: TracePlan):
-    """The auto class a plan trains: a causal LM, or, for an encoder the engine costs without an LM head (BERT:
-    zerocalc's ModelArch.causal_lm is false), a sequence classifier (pooler + num_labels head), as the
-    HF guide's bert-large runs (AutoModelForSequenceClassification) train it."""
+def model_class(plan: TracePlan, cfg=None):
+    """The auto class a plan trains: a causal LM, an encoder-decoder's seq2seq LM (a config with
+    `is_encoder_decoder`: T5, BART ...; AutoModelForSeq2SeqLM, as run_summarization / Seq2SeqTrainer train it), or,
+    for an encoder the engine costs without an LM head (BERT: zerocalc's ModelArch.causal_lm is false), a sequence
+    classifier (pooler + num_labels head), as the HF guide's bert-large runs (AutoModelForSequenceClassification)
+    train it."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification  # noqa: PLC0415
+    if is_seq2seq(cfg):
+        from transformers import AutoModelForSeq2SeqLM  # noqa: PLC0415
+        return AutoModelForSeq2SeqLM
     return AutoModelForCausalLM if plan.causal_lm else AutoModelForSequenceClassification
 
 
+def is_seq2seq(cfg) -> bool:
+    return bool(getattr(cfg, "is_encoder_decoder", False))
+
+
 def step_labels(plan: TracePlan, ids):
-    """Labels of the traced batch: the input ids (causal LM), one class per sequence (a classifier)."""
+    """Labels of the traced batch: the input ids (causal LM), one class per sequence (a classifier).
+
+    An encoder-decoder gets the same (b, s) labels: its forward makes decoder_input_ids = shift_tokens_right(labels)
+    (modeling_t5.py T5ForConditionalGeneration.forward `_shift_right`, modeling_bart.py BartForConditionalGeneration
+    .forward), so the encoder and the decoder both run at the plan's seq_len, the engine's convention (model/
+    classic.py t5: num_layers = encoder + decoder blocks, every block at seq_len · micro_batch tokens)."""
     return ids if plan.causal_lm else torch.zeros(ids.shape[0], dtype=torch.long)
 
 
@@ -140,7 +161,7 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     import transformers  # noqa: PLC0415
     dkw = {"dtype": dt["base"]} if int(transformers.__version__.split(".")[0]) >= 5 else {"torch_dtype": dt["base"]}
     with torch.device("meta"):
-        model = model_class(plan).from_config(cfg, **dkw, **kw)
+        model = model_class(plan, cfg).from_config(cfg, **dkw, **kw)
     model.train()
     gk = {"use_reentrant": False}
     if gc_context_fn is not None:
@@ -164,7 +185,8 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     if plan.method in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model  # noqa: PLC0415
         lc = LoraConfig(r=plan.lora_rank, lora_alpha=plan.lora_alpha, lora_dropout=plan.lora_dropout,
-                        target_modules=list(plan.lora_targets), task_type="CAUSAL_LM")
+                        target_modules=list(plan.lora_targets),
+                        task_type="SEQ_2_SEQ_LM" if is_seq2seq(cfg) else "CAUSAL_LM")
         with torch.device("meta"):
             model = get_peft_model(model, lc, autocast_adapter_dtype=False)
     return model, cfg, dt
