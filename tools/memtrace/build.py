@@ -121,21 +121,19 @@ def attn_impl(plan: TracePlan) -> str:
     return FLASH if has_attention_interface() else "sdpa"
 
 
-def model_class(plan: TracePlan, cfg=None):
-    """The auto class a plan trains: a causal LM, an encoder-decoder's seq2seq LM (a config with
-    `is_encoder_decoder`: T5, BART ...; AutoModelForSeq2SeqLM, as run_summarization / Seq2SeqTrainer train it), or,
+def model_class(plan: TracePlan):
+    """The auto class a plan trains: a causal LM, an encoder-decoder's seq2seq LM (those the engine counts whole:
+    T5, M2M100 ... plan.py is_encoder_decoder; AutoModelForSeq2SeqLM, as run_summarization / Seq2SeqTrainer train
+    them), or,
     for an encoder the engine costs without an LM head (BERT: zerocalc's ModelArch.causal_lm is false), a sequence
     classifier (pooler + num_labels head), as the HF guide's bert-large runs (AutoModelForSequenceClassification)
     train it."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification  # noqa: PLC0415
-    if is_seq2seq(cfg):
+    if plan.encoder_decoder:
         from transformers import AutoModelForSeq2SeqLM  # noqa: PLC0415
         return AutoModelForSeq2SeqLM
     return AutoModelForCausalLM if plan.causal_lm else AutoModelForSequenceClassification
 
-
-def is_seq2seq(cfg) -> bool:
-    return bool(getattr(cfg, "is_encoder_decoder", False))
 
 
 def step_labels(plan: TracePlan, ids):
@@ -161,7 +159,7 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     import transformers  # noqa: PLC0415
     dkw = {"dtype": dt["base"]} if int(transformers.__version__.split(".")[0]) >= 5 else {"torch_dtype": dt["base"]}
     with torch.device("meta"):
-        model = model_class(plan, cfg).from_config(cfg, **dkw, **kw)
+        model = model_class(plan).from_config(cfg, **dkw, **kw)
     model.train()
     gk = {"use_reentrant": False}
     if gc_context_fn is not None:
@@ -186,7 +184,7 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
         from peft import LoraConfig, get_peft_model  # noqa: PLC0415
         lc = LoraConfig(r=plan.lora_rank, lora_alpha=plan.lora_alpha, lora_dropout=plan.lora_dropout,
                         target_modules=list(plan.lora_targets),
-                        task_type="SEQ_2_SEQ_LM" if is_seq2seq(cfg) else "CAUSAL_LM")
+                        task_type="SEQ_2_SEQ_LM" if plan.encoder_decoder else "CAUSAL_LM")
         with torch.device("meta"):
             model = get_peft_model(model, lc, autocast_adapter_dtype=False)
     return model, cfg, dt

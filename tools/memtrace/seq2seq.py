@@ -1,4 +1,4 @@
-"""The encoder-decoder grid: T5 and BART (issue 20, item 3), their real transformers 5.24 training step traced on
+"""The encoder-decoder grid: T5 and M2M100 (BART's layer; issue 20, item 3), their real transformers 5.24 training step traced on
 FakeTensors as AutoModelForSeq2SeqLM (build.py model_class). The fixtures (tools/memtrace/golden/seq2seq/<id>.json,
 the same layout as tools/memtrace/families.py's) are what tests/test_seq2seq_grid.py holds the engine to.
 
@@ -8,7 +8,7 @@ step_labels; the engine's convention: model/classic.py t5 counts encoder + decod
 
 T5 is traced with eager attention only: T5 has no FlashAttention-2 path (modeling_t5.py T5PreTrainedModel
 `_supports_flash_attn = False`; its relative position bias is an additive score term), and the tracer's FA2
-profile (build.py flash_attention_forward) would drop the bias. BART runs the FA2 profile.
+profile (build.py flash_attention_forward) would drop the bias. M2M100 runs the FA2 profile.
 
     python -m tools.memtrace.seq2seq            # trace all rows and (re)write the fixtures
     python -m tools.memtrace.seq2seq t5-        # only the ids starting with this
@@ -29,16 +29,19 @@ CONFIGS = {
            "num_decoder_layers": 2, "vocab_size": 32128, "feed_forward_proj": "relu", "dropout_rate": 0.0,
            "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
            "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0, "tie_word_embeddings": True},
-    # facebook/bart-base's layout (GELU, learned positions, layernorm_embedding), 2 + 2 layers
-    "bart": {"model_type": "bart", "d_model": 768, "encoder_layers": 2, "decoder_layers": 2,
-             "encoder_attention_heads": 12, "decoder_attention_heads": 12, "encoder_ffn_dim": 3072,
-             "decoder_ffn_dim": 3072, "vocab_size": 50265, "max_position_embeddings": 1024, "dropout": 0.0,
-             "attention_dropout": 0.0, "activation_dropout": 0.0, "activation_function": "gelu",
-             "scale_embedding": False},
+    # facebook/m2m100_418M's layout (BART's pre-LN layer, ReLU, sinusoidal positions, scaled embedding, shared
+    # table, encoder/decoder final LayerNorms) at 2 + 2 layers and a 32k vocabulary. Not "bart": the engine counts
+    # model_type bart as BartForCausalLM (model/decoders.py), and the tracer builds what the engine counts
+    "m2m": {"model_type": "m2m_100", "d_model": 512, "encoder_layers": 2, "decoder_layers": 2,
+            "encoder_attention_heads": 8, "decoder_attention_heads": 8, "encoder_ffn_dim": 2048,
+            "decoder_ffn_dim": 2048, "vocab_size": 32000, "max_position_embeddings": 1024, "dropout": 0.0,
+            "attention_dropout": 0.0, "activation_dropout": 0.0, "activation_function": "relu",
+            "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "scale_embedding": True,
+            "pad_token_id": 1, "decoder_start_token_id": 2, "tie_word_embeddings": True},
 }
 TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"],
-           "bart": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]}
-ATTENTION = {"t5": "eager", "bart": "flash"}
+           "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]}
+ATTENTION = {"t5": "eager", "m2m": "flash"}
 
 
 def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none") -> dict:
