@@ -29,6 +29,12 @@ CONFIGS = {
            "num_decoder_layers": 2, "vocab_size": 32128, "feed_forward_proj": "relu", "dropout_rate": 0.0,
            "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
            "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0, "tie_word_embeddings": True},
+    # google/t5-v1_1-small's layout (gated-gelu: wi_0 / wi_1 and transformers' python gelu_new, untied head; the
+    # T0 / mT0 / Flan-T5 lineage), 2 + 2 blocks
+    "t5v11": {"model_type": "t5", "d_model": 512, "d_kv": 64, "d_ff": 1024, "num_heads": 6, "num_layers": 2,
+              "num_decoder_layers": 2, "vocab_size": 32128, "feed_forward_proj": "gated-gelu", "dropout_rate": 0.0,
+              "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+              "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0, "tie_word_embeddings": False},
     # facebook/m2m100_418M's layout (BART's pre-LN layer, ReLU, sinusoidal positions, scaled embedding, shared
     # table, encoder/decoder final LayerNorms) at 2 + 2 layers and a 32k vocabulary. Not "bart": the engine counts
     # model_type bart as BartForCausalLM (model/decoders.py), and the tracer builds what the engine counts
@@ -39,9 +45,9 @@ CONFIGS = {
             "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "scale_embedding": True,
             "pad_token_id": 1, "decoder_start_token_id": 2, "tie_word_embeddings": True},
 }
-TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"],
+TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]}
-ATTENTION = {"t5": "eager", "m2m": "flash"}
+ATTENTION = {"t5": "eager", "t5v11": "eager", "m2m": "flash"}
 
 
 def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none") -> dict:
@@ -56,11 +62,15 @@ def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = 
 
 def rows() -> list[dict]:
     out = []
-    for fam in CONFIGS:
+    for fam in ("t5", "m2m"):
         a = ATTENTION[fam]
         out.append({"id": f"{fam}-full-pure-{a}-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512)})
         out.append({"id": f"{fam}-lora-mixed-{a}-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512)})
         out.append({"id": f"{fam}-full-pure-{a}-gc-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512, ckpt="full")})
+    # T5 v1.1's gated feed-forward in fp32 (how PEFT's T0 / mT0 examples train: LoRA on q and v)
+    out.append({"id": "t5v11-full-fp32-eager-s128-b8", **_plan("t5v11", "full", "fp32", 8, 128)})
+    out.append({"id": "t5v11-lora-fp32-eager-s128-b8", **_plan("t5v11", "lora", "fp32", 8, 128)})
+    out.append({"id": "t5v11-lora-mixed-eager-s512-b2", **_plan("t5v11", "lora", "bf16-mixed", 2, 512)})
     return out
 
 
