@@ -15,17 +15,13 @@ GRID = pathlib.Path(__file__).resolve().parents[1] / "tools" / "memtrace" / "gol
 ROWS = sorted(GRID.glob("*.json"))
 KNOWN_SAVED: dict[str, str] = {}
 # the peak's components that miss for a reason outside the blocks' activations (a strict xfail: a fix shows as XPASS)
-_LOGITS = ("memory/logits.py books transformers 5's fp32 upcast of the logits (ForCausalLMLoss); the seq2seq heads "
-           "run CrossEntropyLoss on the 16-bit logits (modeling_t5.py / modeling_m2m_100.py *ForConditionalGeneration"
-           ".forward), so without autocast the log-softmax and its gradients are 16-bit: the trace's logits are half")
 _BUFFERS = ("M2M100SinusoidalPositionalEmbedding's `weights` buffer ((max_position_embeddings + 2) x d_model, "
             "persistent=False, modeling_m2m_100.py) is not among the engine's buffers (model/seq2seq.py)")
 _TIED = ("T5Config forces tie_word_embeddings = True in transformers 5.24 (configuration_t5.py __post_init__: "
          "`self.tie_word_embeddings = True`; the False of a v1.1 config only turns off the decoder-output scaling), "
          "while model/classic.py t5 adds an untied lm_head: +vocab x d_model weights (and optimizer states)")
 KNOWN_PEAK: dict[str, str] = {
-    "t5-full-pure-eager-s512-b2": _LOGITS, "t5-full-pure-eager-gc-s512-b2": _LOGITS,
-    "m2m-full-pure-flash-s512-b2": _LOGITS + "; " + _BUFFERS, "m2m-full-pure-flash-gc-s512-b2": _LOGITS + "; " + _BUFFERS,
+    "m2m-full-pure-flash-s512-b2": _BUFFERS, "m2m-full-pure-flash-gc-s512-b2": _BUFFERS,
     "m2m-lora-mixed-flash-s512-b2": _BUFFERS,
     "t5v11-full-fp32-eager-s128-b8": _TIED, "t5v11-lora-fp32-eager-s128-b8": _TIED,
     "t5v11-lora-mixed-eager-s512-b2": _TIED,
