@@ -8,7 +8,9 @@ step_labels; the engine's convention: model/classic.py t5 counts encoder + decod
 
 T5 is traced with eager attention only: T5 has no FlashAttention-2 path (modeling_t5.py T5PreTrainedModel
 `_supports_flash_attn = False`; its relative position bias is an additive score term), and the tracer's FA2
-profile (build.py flash_attention_forward) would drop the bias. M2M100 runs the FA2 profile.
+profile (build.py flash_attention_forward) would drop the bias. M2M100 runs the FA2 profile. Rows: T5 and M2M100
+each full bf16-pure, LoRA (every block linear) bf16-mixed and full bf16-pure with checkpointing at s 512, b 2; T5
+v1.1's gated feed-forward full and LoRA (q, v) in fp32 at s 128, b 8 (PEFT's T0 / mT0 examples) and LoRA bf16-mixed.
 
     python -m tools.memtrace.seq2seq            # trace all rows and (re)write the fixtures
     python -m tools.memtrace.seq2seq t5-        # only the ids starting with this

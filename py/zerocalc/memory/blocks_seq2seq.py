@@ -10,6 +10,12 @@ Sequence lengths: the plan's one seq_len is the encoder's and the decoder's (the
 and labels (b, s), decoder_input_ids = shift_right(labels)), so every block runs at s·b tokens and a
 cross-attention's scores are s × s.
 
+Traced: T5 (ReLU, t5-small's layout) and T5 v1.1 (gated-gelu) with eager attention, M2M100 (BART's pre-LN layer)
+with FA2, full / LoRA / checkpointed. Costed with the same rules, not traced: a T5 plan asking flash or sdpa (T5 has
+no FA2 path, `_supports_flash_attn = False`, and SDPA takes the position bias as a float mask: costed as eager),
+LED's Longformer and PEGASUS-X's global-local encoder attention (as full attention), FSMT's post-LN layer, the
+sparse layers of Switch / NLLB-MoE (as one dense feed-forward), UMT5's per-layer bias under checkpointing.
+
 Shared facts:
 - the encoder output (the encoder's final norm output) is one tensor that every decoder layer's cross-attention
   K/V projections read: saved once, not per decoder layer;
@@ -28,8 +34,8 @@ from .blocks import Ctx, SavedSet, attention_core, linear
 from .blocks_families import layernorm
 from .lora import Adapter
 
-_DECODER_BLOCK = re.compile(r"(?:^|\.)decoder\.(?:block|layers)\.(\d+)\.(?:EncDecAttention|encoder_attn|cross_attention)")
-_ENCODER_BLOCK = re.compile(r"(?:^|\.)encoder\.(?:block|layers)\.(\d+)\.")
+_DECODER_BLOCK = re.compile(r"(?:^|[._])decoder\.(?:block|layers)\.(\d+)\.(?:EncDecAttention|encoder_attn|cross_attention)")
+_ENCODER_BLOCK = re.compile(r"(?:^|[._])encoder\.(?:block|layers)\.(\d+)\.")
 
 
 @dataclass(frozen=True)
