@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-families trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity post-fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-families trace-seq2seq trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity post-fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -90,6 +90,11 @@ trace-stacks: tools-venv .venv-tf445/.ok .venv-tf448/.ok .venv-torchtune/.ok .ve
 # fixtures in tools/memtrace/golden/families/, held by tests/test_family_grid.py (not part of `make test`)
 trace-families: tools-venv
 	$(PY) -m tools.memtrace.families
+
+# Encoder-decoder grid (tools/memtrace/seq2seq.py): T5, T5 v1.1 and M2M100 as AutoModelForSeq2SeqLM; fixtures in
+# tools/memtrace/golden/seq2seq/, held by tests/test_seq2seq_grid.py
+trace-seq2seq: tools-venv
+	$(PY) -m tools.memtrace.seq2seq
 
 # Whole runs (tools/memtrace/rungrid.py): HF Trainer load, init, two steps, eval, save on fake tensors, and the
 # DeepSpeed / FSDP probes' load and save phases; fixtures in tools/memtrace/golden/run/ (not part of `make test`)

@@ -100,7 +100,14 @@ def register_flash() -> None:
     from transformers import AttentionInterface  # noqa: PLC0415
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS  # noqa: PLC0415
     AttentionInterface.register(FLASH, flash_attention_forward)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(FLASH, ALL_MASK_ATTENTION_FUNCTIONS["flash_attention_2"])
+    ALL_MASK_ATTENTION_FUNCTIONS.register(FLASH, unpadded_flash_mask)
+
+
+def unpadded_flash_mask(batch_size, q_length, kv_length, *args, attention_mask=None, **kwargs):
+    """masking_utils.flash_attention_mask on the traced (never padded) batch: None, as FA2 gets for an all-ones 2-D
+    mask. The real function decides with `attention_mask.all()`, which a FakeTensor cannot answer; BART's decoder
+    makes such a mask itself (modeling_bart.py BartDecoder.forward `attention_mask = torch.ones(...)`)."""
+    return None
 
 
 def attn_impl(plan: TracePlan) -> str:
@@ -115,15 +122,27 @@ def attn_impl(plan: TracePlan) -> str:
 
 
 def model_class(plan: TracePlan):
-    """The auto class a plan trains: a causal LM, or, for an encoder the engine costs without an LM head (BERT:
-    zerocalc's ModelArch.causal_lm is false), a sequence classifier (pooler + num_labels head), as the
-    HF guide's bert-large runs (AutoModelForSequenceClassification) train it."""
+    """The auto class a plan trains: a causal LM, an encoder-decoder's seq2seq LM (those the engine counts whole:
+    T5, M2M100 ... plan.py is_encoder_decoder; AutoModelForSeq2SeqLM, as run_summarization / Seq2SeqTrainer train
+    them), or,
+    for an encoder the engine costs without an LM head (BERT: zerocalc's ModelArch.causal_lm is false), a sequence
+    classifier (pooler + num_labels head), as the HF guide's bert-large runs (AutoModelForSequenceClassification)
+    train it."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification  # noqa: PLC0415
+    if plan.encoder_decoder:
+        from transformers import AutoModelForSeq2SeqLM  # noqa: PLC0415
+        return AutoModelForSeq2SeqLM
     return AutoModelForCausalLM if plan.causal_lm else AutoModelForSequenceClassification
 
 
+
 def step_labels(plan: TracePlan, ids):
-    """Labels of the traced batch: the input ids (causal LM), one class per sequence (a classifier)."""
+    """Labels of the traced batch: the input ids (causal LM), one class per sequence (a classifier).
+
+    An encoder-decoder gets the same (b, s) labels: its forward makes decoder_input_ids = shift_tokens_right(labels)
+    (modeling_t5.py T5ForConditionalGeneration.forward `_shift_right`, modeling_bart.py BartForConditionalGeneration
+    .forward), so the encoder and the decoder both run at the plan's seq_len, the engine's convention (model/
+    classic.py t5: num_layers = encoder + decoder blocks, every block at seq_len · micro_batch tokens)."""
     return ids if plan.causal_lm else torch.zeros(ids.shape[0], dtype=torch.long)
 
 
@@ -164,7 +183,8 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     if plan.method in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model  # noqa: PLC0415
         lc = LoraConfig(r=plan.lora_rank, lora_alpha=plan.lora_alpha, lora_dropout=plan.lora_dropout,
-                        target_modules=list(plan.lora_targets), task_type="CAUSAL_LM")
+                        target_modules=list(plan.lora_targets),
+                        task_type="SEQ_2_SEQ_LM" if plan.encoder_decoder else "CAUSAL_LM")
         with torch.device("meta"):
             model = get_peft_model(model, lc, autocast_adapter_dtype=False)
     return model, cfg, dt

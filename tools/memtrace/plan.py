@@ -35,6 +35,7 @@ class TracePlan:
     optimizer_impl: str = "auto"
     optimizer_in_backward: bool = False    # torchtune's optimizer_in_bwd (tools/memtrace/tune.py only)
     causal_lm: bool = True                 # false: an encoder trained as a sequence classifier (build.py)
+    encoder_decoder: bool = False          # the engine builds a whole encoder-decoder (T5, M2M100 ...): build.py
     torch_era: str = "2"                   # stack.torch: "1" = zero_grad(set_to_none=False), torch 1.x's default
 
 
@@ -103,6 +104,7 @@ def from_dict(d: dict, trainers: tuple = ("hf-trainer", "custom-loop")) -> Trace
         optimizer_impl=st.get("optimizer_impl", "auto"),
         optimizer_in_backward=bool(d["optimizer_in_backward"]),
         causal_lm=parsed.arch.causal_lm,
+        encoder_decoder=is_encoder_decoder(parsed.arch.model_type),
         torch_era=str(st.get("torch", "2")),
     )
 
@@ -122,3 +124,11 @@ def _check_transformers_era(era: str) -> None:
     if have != era:
         raise ValueError(f"stack.transformers={era!r}: this venv has transformers {transformers.__version__} "
                          f"(era {have!r}); run the pinned venv (make trace-stacks)")
+
+
+def is_encoder_decoder(model_type: str) -> bool:
+    """The model_types the engine counts as a whole encoder-decoder (model/classic.py t5, model/seq2seq.py); BART,
+    mBART, Marian, Pegasus ... are counted as their causal-LM decoder (model/decoders.py: BartForCausalLM), so the
+    tracer builds those as AutoModelForCausalLM too."""
+    from zerocalc.model import SEQ2SEQ, T5  # noqa: PLC0415
+    return model_type in T5 or model_type in SEQ2SEQ

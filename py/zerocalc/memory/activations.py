@@ -13,6 +13,7 @@ from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_families import LAYERNORM_HEADS, final_norm, layer_saved_bytes
 from .blocks_families import RULES as FAMILY_RULES
+from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
@@ -86,13 +87,17 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
         y = "ln_f.out"
         if arch.dropout > 0:
             ss.save("embed_drop_mask", MASK * t * h)
-    head_adapter = None
-    if plan.method != "full" and "lm_head" in plan.lora.targets:
-        head_adapter = Adapter("lm_head", h, arch.vocab_size, plan.lora.rank)
+    head_adapter = _lm_head_adapter(plan, arch)
     linear(ss, c, y, y_bytes, Linear("lm_head", h, arch.vocab_size), head_adapter)
     if plan.method != "full" and "lm_head" in plan.lora.modules_to_save:
         ss.save(y, y_bytes * t * h)              # the trainable lm_head copy keeps its input for its gradient
     return ss.total
+
+
+def _lm_head_adapter(plan: Plan, arch: ModelArch) -> Adapter | None:
+    if plan.method != "full" and "lm_head" in plan.lora.targets:
+        return Adapter("lm_head", arch.hidden_size, arch.vocab_size, plan.lora.rank)
+    return None
 
 
 def selective_op_layer(plan: Plan, arch: ModelArch, dt: Dtypes) -> int:
@@ -130,6 +135,12 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     t = plan.seq_len * plan.micro_batch_size
     h = arch.hidden_size
     res = dt.weight if plan.method == "full" else dt.frozen
+    # T5 / BART-layer encoder-decoders: both stacks' blocks and the tensors between them (memory/blocks_seq2seq.py)
+    ed = encoder_decoder(arch, context(base, arch, dt, True, st), context(base, arch, dt, False, st),
+                         per_layer_linears[0], per_layer_adapters[0], _lm_head_adapter(plan, arch))
+    if ed is not None:
+        layers = list(ed.layers)
+        cache = {(id(lins), False): max(layers) for lins in per_layer_linears}
     # a layer's whole saved set (the recompute's); the loop above computed it unless selective changed the plan
     full_layer = max(cache[(id(lins), False)] if base is plan and (id(lins), False) in cache
                      else layer_saved_bytes(arch, context(plan, arch, dt, False, st), lins,
@@ -137,7 +148,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                      for lins in {id(x): x for x in per_layer_linears}.values())
     if plan.activation_checkpointing == "full":
         # HF gradient_checkpointing (non-reentrant): each decoder layer keeps only its input.
-        stack = arch.num_layers * res * t * h
+        stack = arch.num_layers * res * t * h + (ed.ckpt_extra if ed else 0)
         recompute = full_layer
         if plan.attention == "eager":
             # The recompute's peak is the softmax backward: the fp32 softmax output, its fp32 gradient
@@ -155,13 +166,13 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             routed = t * arch.moe.experts_per_token
             recompute = recompute - e_m * routed * (h + arch.moe.expert_intermediate) \
                 + 3 * e_m * routed * arch.moe.expert_intermediate
-        if plan.attention == "eager":
+        if plan.attention == "eager" and ed is None:
             # the 4-D (b, 1, s, s) mask is a checkpoint input of every layer (one tensor): bool in the
             # Llama lineage (masking_utils), additive 16-bit in GPT-2/BERT
             mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") else 2
             masks = 2 if arch.family == "gemma" else 1          # Gemma: a sliding-window and a global mask
             stack += masks * mask_bytes * plan.seq_len * plan.seq_len * plan.micro_batch_size
-        if arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES:
+        if arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES and ed is None:
             # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced); not in
             # OPT, GPT-NeoX, GPT-J, Phi (tools/memtrace/golden/families/*-gc-*: the block inputs and the head only)
             stack += res * t * h
@@ -171,9 +182,9 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         stack = arch.num_layers * selective_op_layer(plan, arch, dt)
         recompute = 0
     else:
-        stack = sum(layers)
+        stack = sum(layers) + (ed.extra if ed else 0)
         recompute = 0
-    head = _head_saved(plan, arch, dt, st)
+    head = ed.head if ed else _head_saved(plan, arch, dt, st)
     e = 2 if dt.autocast else dt.compute
     temp = e * t * h
     # Autocast caches a 16-bit copy of every fp32 weight a matmul reads (cache_enabled, until forward

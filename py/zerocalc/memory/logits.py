@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from ..model import ModelArch
 from ..plan import Plan
+from .blocks_seq2seq import stacks
 from .stack import Stack
 
 CHUNKS = 8
@@ -99,6 +100,13 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         fwd = max(returning, o * n + o * shifted) - kept
         return Logits(saved=o * shifted, forward_peak=fwd, backward_peak=o * shifted + 2 * o * chunk,
                       kept_by_loop=kept)
+    if stacks(arch) is not None and not plan.precision.endswith("-mixed") and c != 4 and path != "torchtune":
+        # encoder-decoders (T5, M2M100 ... *ForConditionalGeneration.forward: `CrossEntropyLoss()(lm_logits.view(-1,
+        # V), labels.view(-1))`, no upcast, labels not shifted): without autocast the log-softmax is kept in the
+        # logits' 16-bit dtype, and backward holds it, nll_loss's gradient and log_softmax_backward's output, 3·c·n
+        # (traced: tools/memtrace/golden/seq2seq/*-full-pure-*). Under autocast cross_entropy runs in fp32, the
+        # transformers 5 path below
+        return Logits(saved=c * n, forward_peak=raw + c * n, backward_peak=3 * c * n, kept_by_loop=kept)
     # `logits[..., :-1, :].contiguous()` copies only when b > 1: with one sequence the slice is already
     # contiguous (traced: the 4.45 / 4.48 rows of tools/memtrace/golden/stacks)
     shift_copy = 4 * shifted if b > 1 else 0

@@ -1,0 +1,213 @@
+"""Saved tensors of the encoder-decoders the engine counts whole: T5 (model/classic.py t5: T5, mT5, UMT5, LongT5,
+Switch) and BART's layer (model/seq2seq.py: M2M100, NLLB-MoE, FSMT, LED, PEGASUS-X, SeamlessM4T text-to-text).
+
+Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
+backward, read off fake-tensor traces of the real step as AutoModelForSeq2SeqLM (tools/memtrace/seq2seq.py,
+fixtures in tools/memtrace/golden/seq2seq/, held within 3 % by tests/test_seq2seq_grid.py). memory/activations.py
+asks `encoder_decoder` first and uses its layers, its stack-level tensors and its head where it answers.
+
+Sequence lengths: the plan's one seq_len is the encoder's and the decoder's (the traced batch: input_ids (b, s)
+and labels (b, s), decoder_input_ids = shift_right(labels)), so every block runs at s·b tokens and a
+cross-attention's scores are s × s.
+
+Traced: T5 (ReLU, t5-small's layout) and T5 v1.1 (gated-gelu) with eager attention, M2M100 (BART's pre-LN layer)
+with FA2, full / LoRA / checkpointed. Costed with the same rules, not traced: a T5 plan asking flash or sdpa (T5 has
+no FA2 path, `_supports_flash_attn = False`, and SDPA takes the position bias as a float mask: costed as eager),
+LED's Longformer and PEGASUS-X's global-local encoder attention (as full attention), FSMT's post-LN layer, the
+sparse layers of Switch / NLLB-MoE (as one dense feed-forward), UMT5's per-layer bias under checkpointing.
+
+Shared facts:
+- the encoder output (the encoder's final norm output) is one tensor that every decoder layer's cross-attention
+  K/V projections read: saved once, not per decoder layer;
+- the cross-attention K and V are projections of that output made in each decoder layer, saved per layer by the
+  attention (SDPA keeps its k, v; eager T5 keeps a contiguous K^T and V);
+- T5's relative position bias is computed once per stack (the first block's relative_attention_bias; UMT5: every
+  self-attention has one) and handed to the later blocks.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from ..model import Linear, ModelArch
+from .blocks import Ctx, SavedSet, attention_core, linear
+from .blocks_families import layernorm
+from .lora import Adapter
+
+_DECODER_BLOCK = re.compile(r"(?:^|[._])decoder\.(?:block|layers)\.(\d+)\.(?:EncDecAttention|encoder_attn|cross_attention)")
+_ENCODER_BLOCK = re.compile(r"(?:^|[._])encoder\.(?:block|layers)\.(\d+)\.")
+
+
+@dataclass(frozen=True)
+class EncDec:
+    layers: tuple[int, ...]   # each block's saved bytes: the encoder's blocks, then the decoder's
+    extra: int                # stack-level tensors kept without checkpointing (encoder output and final norm ...)
+    ckpt_extra: int           # stack-level tensors kept under full checkpointing, besides each block's input
+    head: int                 # the decoder's final norm, lm_head's input, the decoder's input ids
+
+
+def stacks(arch: ModelArch) -> tuple[int, int] | None:
+    """(encoder blocks, decoder blocks) read off the parameter names, or None for a model without a
+    cross-attending decoder."""
+    dec = {m.group(1) for t in arch.tensors if (m := _DECODER_BLOCK.search(t.module))}
+    if not dec:
+        return None
+    enc = {m.group(1) for t in arch.tensors if (m := _ENCODER_BLOCK.search(t.module))}
+    return len(enc), len(dec)
+
+
+def _needs_grad(c: Ctx) -> bool:
+    return not (c.first_layer and not c.train_base)
+
+
+def t5_norm(ss: SavedSet, c: Ctx, key: str, x: str, d: int) -> str:
+    """modeling_t5.py T5LayerNorm.forward: variance = x.to(float32).pow(2).mean(-1); x * rsqrt(variance + eps)
+    (the 16-bit x times an fp32 rsqrt: mul keeps both), .to(weight dtype), weight * that (keeps the cast copy for
+    the weight's gradient). 4·t·d (fp32 copy) + 4·t + res·t·d (x) + res·t·d (the cast, with a trainable weight);
+    an fp32 x is its own fp32 copy, and the cast is then the normalised product itself."""
+    if _needs_grad(c):
+        ss.save(x if c.res == 4 else f"{key}.fp32", 4 * c.tokens * d)
+        ss.save(f"{key}.rsqrt", 4 * c.tokens)
+        ss.save(x, c.res * c.tokens * d)
+    if c.train_base:
+        ss.save(f"{key}.cast", c.res * c.tokens * d)
+    return f"{key}.out"
+
+
+def t5_attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, x: str, kv_x: str, lins: dict, ads: dict) -> None:
+    """modeling_t5.py T5Attention.forward + eager_attention_forward (T5 has no FA2 path: `_supports_flash_attn =
+    False`, its bias is a score term): q/k/v projections, matmul(q, k^T) keeps a contiguous q and K^T, softmax
+    in q's dtype (no dtype=float32; fp32 under autocast, with matmul's 16-bit copy), matmul(probs, v) keeps the
+    probabilities and a contiguous V, the output transposed and made contiguous is o's input."""
+    e = 2 if c.autocast else c.e
+    t, q = c.tokens, arch.num_heads * arch.head_dim
+    for name, src in (("q", x), ("k", kv_x), ("v", kv_x)):
+        linear(ss, c, src, c.res, lins[name], ads.get(name))
+    ss.save(f"{key}.q", e * t * q)
+    ss.save(f"{key}.kT", e * t * q)
+    ss.save(f"{key}.v", e * t * q)
+    scores = arch.num_heads * c.seq * c.seq * c.batch
+    if c.autocast:
+        ss.save(f"{key}.softmax", 4 * scores)
+        ss.save(f"{key}.probs", 2 * scores)
+    else:
+        ss.save(f"{key}.softmax", e * scores)
+    linear(ss, c, f"{key}.out", e, lins["o"], ads.get("o"))
+
+
+def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool) -> SavedSet:
+    """modeling_t5.py T5Block: T5LayerSelfAttention (norm, attention, residual), in the decoder
+    T5LayerCrossAttention (norm, attention over the encoder output), T5LayerFF (norm, DenseReluDense: wi, ReLU
+    (keeps its output, wo's input), wo; gated: wi_0, the activation, wi_1 and their product)."""
+    ss = SavedSet()
+    h = arch.hidden_size
+    y = t5_norm(ss, c, "ln_sa", "resid", h)
+    t5_attention(ss, c, arch, "sa", y, y, lins, ads)
+    c2 = replace(c, first_layer=False)
+    if decoder:
+        y = t5_norm(ss, c2, "ln_ca", "resid_ca", h)
+        t5_attention(ss, c2, arch, "ca", y, "enc_out", lins, ads)
+    y = t5_norm(ss, c2, "ln_ff", "resid_ff", h)
+    e = 2 if c.autocast else c.e
+    inner = lins["wo"].d_in
+    if "wi" in lins:
+        linear(ss, c2, y, c.res, lins["wi"], ads.get("wi"))
+        ss.save("act.out", e * c.tokens * inner)         # ReLU keeps its output, wo's input
+        linear(ss, c2, "act.out", e, lins["wo"], ads.get("wo"))
+    else:
+        # T5DenseGatedActDense: act(wi_0(x)) * wi_1(x). gelu_new (activations.py NewGELUActivation, python:
+        # 0.5·x·(1 + tanh(√(2/π)(x + 0.044715·x³)))) keeps x, tanh, 1 + tanh and 0.5·x (4·e per element; under
+        # CUDA autocast pow runs in fp32: x's fp32 copy, tanh and 1 + tanh fp32, 0.5·x 16-bit, 14 bytes) and
+        # gives an fp32 output under autocast; the product keeps it and wi_1's output, wo keeps the product
+        n = c.tokens * inner
+        for name in ("wi_0", "wi_1"):
+            linear(ss, c2, y, c.res, lins[name], ads.get(name))
+        act = 4 if c.autocast else e
+        ss.save("gelu", (14 if c.autocast else 4 * e) * n)
+        ss.save("act.out", act * n)
+        ss.save("wi_1.out", e * n)
+        linear(ss, c2, "act.prod", act, lins["wo"], ads.get("wo"))
+    return ss
+
+
+def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool) -> SavedSet:
+    """modeling_m2m_100.py M2M100EncoderLayer / M2M100DecoderLayer (pre-LayerNorm; BART's layer): LayerNorm ->
+    q/k/v -> attention -> out_proj -> residual; in the decoder LayerNorm -> q_proj, k_proj/v_proj of the encoder
+    output -> attention -> out_proj -> residual; LayerNorm -> fc1 -> activation (ReLU keeps its output, GELU its
+    input: one t·I tensor, fc2's input) -> fc2 -> residual. SDPA/FA2 keep q, k, v, the output and an fp32
+    logsumexp (memory/blocks.py attention_core)."""
+    ss = SavedSet()
+    h, e = arch.hidden_size, 2 if c.autocast else c.e
+    y, yb = layernorm(ss, c, "ln_sa", "resid", h)
+    for name in ("q_proj", "k_proj", "v_proj"):
+        linear(ss, c, y, yb, lins[name], ads.get(name))
+    c2 = replace(c, first_layer=False)
+    view = arch if c.attention != "eager" else replace(arch, family="gpt2")
+    out = attention_core(ss, c2, view, "sa", arch.q_dim, arch.q_dim)
+    linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
+    if decoder:
+        y, yb = layernorm(ss, c2, "ln_ca", "resid_ca", h)
+        linear(ss, c2, y, yb, lins["q_proj"], ads.get("q_proj"))
+        for name in ("k_proj", "v_proj"):
+            linear(ss, c2, "enc_out", c.res, lins[name], ads.get(name))
+        out = attention_core(ss, c2, view, "ca", arch.q_dim, arch.q_dim)
+        linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
+    y, yb = layernorm(ss, c2, "ln_ff", "resid_ff", h)
+    fc1, fc2 = lins["fc1"], lins["fc2"]
+    linear(ss, c2, y, yb, fc1, ads.get("fc1"))
+    ss.save("act", e * c.tokens * fc1.d_out)
+    linear(ss, c2, "act", e, fc2, ads.get("fc2"))
+    return ss
+
+
+def _names(arch: ModelArch, lins: tuple[Linear, ...], ads: tuple[Adapter, ...]) -> tuple[dict, dict]:
+    return {lin.name: lin for lin in lins}, {ad.name: ad for ad in ads}
+
+
+def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear, ...],
+                    adapters: tuple[Adapter, ...], lm_head_adapter: Adapter | None = None) -> EncDec | None:
+    """The whole model's saved set for an encoder-decoder (None for any other model). The encoder's and the
+    decoder's first block see an input that needs no gradient under LoRA (c_first)."""
+    n = stacks(arch)
+    if n is None or arch.family not in ("t5", "gpt2"):
+        return None
+    n_enc, n_dec = n
+    lins, ads = _names(arch, linears, adapters)
+    block = t5_block if arch.family == "t5" else bart_block
+    t, h, e = c.tokens, arch.hidden_size, 2 if c.autocast else c.e
+    layers, shared = [], SavedSet()
+    for i in range(n_enc + n_dec):
+        decoder = i >= n_enc
+        ss = block(arch, c_first if i in (0, n_enc) else c, lins, ads, decoder)
+        if "enc_out" in ss.items:               # one tensor read by every decoder layer
+            shared.save("enc_out", ss.items.pop("enc_out"))
+        layers.append(ss.total)
+    # the encoder's final norm (T5LayerNorm / nn.LayerNorm) over its last block's output, kept for backward
+    fin = SavedSet()
+    if arch.family == "t5":
+        t5_norm(fin, c, "enc_final", "enc_last", h)
+    else:
+        layernorm(fin, c, "enc_final", "enc_last", h)
+    extra = fin.total + shared.total + 8 * t      # + the decoder's input ids (int64, shift_right's new tensor)
+    ckpt_extra = fin.total + c.res * t * h + 8 * t
+    if arch.family == "t5":
+        # relative_attention_bias is an nn.Embedding over (s, s) int64 bucket ids, computed once per stack
+        # (T5Attention.compute_bias); its weight trains only in full fine-tuning. UMT5: in every self-attention
+        per_layer = arch.model_type == "umt5"
+        if c.train_base:
+            extra += 8 * c.seq * c.seq * (n_enc + n_dec if per_layer else 2)
+        # under checkpointing the later blocks take the bias (s, s, heads) as an input (T5Stack.forward
+        # `position_bias` handed on), the decoder its additive 16-bit causal mask (b, 1, s, s) and the
+        # cross-attention's zero bias (1, heads, s, s), created with requires_grad under checkpointing
+        a, s2 = arch.num_heads, c.seq * c.seq
+        if not per_layer:
+            ckpt_extra += c.res * a * s2 * ((n_enc > 1) + (n_dec > 1))
+        ckpt_extra += c.res * c.batch * s2 + (c.res * a * s2 if n_dec > 1 else 0)
+    # the decoder's final norm and lm_head (T5 tied: `sequence_output * model_dim**-0.5` is lm_head's input)
+    head = SavedSet()
+    if arch.family == "t5":
+        y, yb = t5_norm(head, c, "dec_final", "dec_last", h), c.res
+    else:
+        y, yb = layernorm(head, c, "dec_final", "dec_last", h)
+    linear(head, c, y, yb, Linear("lm_head", h, arch.vocab_size), lm_head_adapter)
+    return EncDec(layers=tuple(layers), extra=extra, ckpt_extra=ckpt_extra, head=head.total)

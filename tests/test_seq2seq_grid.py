@@ -1,0 +1,99 @@
+"""The engine against the encoder-decoder grid: T5 and M2M100 (BART's layer), their real transformers 5.24 training step traced on
+fake tensors as AutoModelForSeq2SeqLM (tools/memtrace/seq2seq.py; the results in tools/memtrace/golden/seq2seq/,
+`python -m tools.memtrace.seq2seq` re-traces them). Issue 20, item 3: the saved activations and the peak within
+3 %, as tests/test_family_grid.py holds the decoder families (memory/blocks_seq2seq.py). Peaks that miss for a
+reason outside the activations are strict xfails naming it (a fix shows as XPASS)."""
+import json
+import pathlib
+
+import pytest
+
+from tools.memtrace.compare import compare, engine_breakdown, format_rows
+from zerocalc import Plan, estimate
+
+GRID = pathlib.Path(__file__).resolve().parents[1] / "tools" / "memtrace" / "golden" / "seq2seq"
+ROWS = sorted(GRID.glob("*.json"))
+KNOWN_SAVED: dict[str, str] = {}
+# the peak's components that miss for a reason outside the blocks' activations (a strict xfail: a fix shows as XPASS)
+_BUFFERS = ("M2M100SinusoidalPositionalEmbedding's `weights` buffer ((max_position_embeddings + 2) x d_model, "
+            "persistent=False, modeling_m2m_100.py) is not among the engine's buffers (model/seq2seq.py)")
+_TIED = ("T5Config forces tie_word_embeddings = True in transformers 5.24 (configuration_t5.py __post_init__: "
+         "`self.tie_word_embeddings = True`; the False of a v1.1 config only turns off the decoder-output scaling), "
+         "while model/classic.py t5 adds an untied lm_head: +vocab x d_model weights (and optimizer states)")
+KNOWN_PEAK: dict[str, str] = {
+    "m2m-full-pure-flash-s512-b2": _BUFFERS, "m2m-full-pure-flash-gc-s512-b2": _BUFFERS,
+    "m2m-lora-mixed-flash-s512-b2": _BUFFERS,
+    "t5v11-full-fp32-eager-s128-b8": _TIED, "t5v11-lora-fp32-eager-s128-b8": _TIED,
+    "t5v11-lora-mixed-eager-s512-b2": _TIED,
+}
+
+
+def test_every_family_has_its_rows():
+    ids = {p.stem for p in ROWS}
+    assert {"t5-full-pure-eager-s512-b2", "t5-lora-mixed-eager-s512-b2", "t5-full-pure-eager-gc-s512-b2",
+            "t5v11-full-fp32-eager-s128-b8", "t5v11-lora-fp32-eager-s128-b8", "t5v11-lora-mixed-eager-s512-b2",
+            "m2m-full-pure-flash-s512-b2", "m2m-lora-mixed-flash-s512-b2", "m2m-full-pure-flash-gc-s512-b2"} <= ids
+
+
+def _saved(row):
+    traced = row["saved_activations_forward_end"]
+    plan = row["plan"]
+    t = plan["seq_len"] * plan["micro_batch_size"]
+    # the loss's log-softmax, which the engine books under logits: the seq2seq heads call CrossEntropyLoss on the
+    # 16-bit logits (modeling_t5.py T5ForConditionalGeneration.forward, modeling_bart.py
+    # BartForConditionalGeneration.forward: `loss_fct(lm_logits.view(-1, ...), labels.view(-1))`, no upcast), so it is
+    # bf16 without autocast and fp32 under autocast (cross_entropy is on autocast's fp32 list)
+    traced -= (2 if plan["precision"] == "bf16-pure" else 4) * t * plan["model"]["vocab_size"]
+    detail = estimate(Plan.from_dict(plan)).to_dict()["per_gpu"]["detail"]
+    engine = detail["saved_activations"] + detail.get("head_activations", 0) + detail.get("autocast_weight_copies", 0)
+    return engine, traced
+
+
+@pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
+def test_saved_activations_within_3_percent(path, request):
+    row = json.loads(path.read_text())
+    if row["id"] in KNOWN_SAVED:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_SAVED[row["id"]]))
+    engine, traced = _saved(row)
+    assert abs(engine - traced) <= 0.03 * traced, (engine / 2**20, traced / 2**20)
+
+
+@pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
+def test_components_and_peak_within_3_percent(path, request):
+    row = json.loads(path.read_text())
+    if row["id"] in KNOWN_PEAK:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_PEAK[row["id"]]))
+    res = {"plan": row["plan"], "peak": {"components": row["components"]}, "peak_bytes": row["peak_bytes"],
+           "peak_phase": row["peak_phase"], "peak_op": row["peak_op"],
+           "saved_activations_forward_end": row["saved_activations_forward_end"],
+           "phase_peaks": {k: {"bytes": v} for k, v in row["phase_peaks"].items()}}
+    eng = engine_breakdown(row["plan"])
+    rows = compare(res, eng)
+    assert all(r["ok"] for r in rows), "\n" + format_rows(row["id"], res, eng, rows)
+
+
+def test_t5_blocks_by_hand():
+    """t5-small's layout at 2 + 2 blocks, full bf16 (e = 2), eager, s 512, b 2: t = 1024 tokens, h = q = 512,
+    I 2048, 8 heads. T5LayerNorm keeps an fp32 copy, the rsqrt, its 16-bit input and the cast: 8·t·h + 4·t;
+    an attention keeps q, K^T, V and the output (4·2·t·q) and the 16-bit probabilities (2·a·s²·b); q/k/v and wi
+    keep their (norm output) input 2·t·h; ReLU its output 2·t·I."""
+    from zerocalc.memory.blocks import Ctx
+    from zerocalc.memory.blocks_seq2seq import encoder_decoder
+    from zerocalc.memory.lora import block_linears_per_layer
+    from zerocalc.model import model_from_config
+    from tools.memtrace.seq2seq import CONFIGS
+    arch = model_from_config(CONFIGS["t5"])
+    c = Ctx(tokens=1024, seq=512, batch=2, e=2, res=2, autocast=False, train_base=True, adapter_bytes=2,
+            dropout=0.0, attention="eager", first_layer=False)
+    ed = encoder_decoder(arch, c, c, block_linears_per_layer(arch)[0], ())
+    t, h, inner, a, s, b = 1024, 512, 2048, 8, 512, 2
+    norm = 8 * t * h + 4 * t
+    attn = 4 * 2 * t * h + 2 * a * s * s * b
+    enc = 2 * norm + 2 * 2 * t * h + attn + 2 * t * inner
+    dec = 3 * norm + 3 * 2 * t * h + 2 * attn + 2 * t * inner
+    assert ed.layers == (enc, enc, dec, dec)
+    # the encoder's final norm, its output (read by every decoder layer), two stacks' int64 (s, s) bucket ids and
+    # the decoder's input ids
+    assert ed.extra == norm + 2 * t * h + 2 * 8 * s * s + 8 * t
+    # the decoder's final norm and lm_head's (scaled) input
+    assert ed.head == norm + 2 * t * h

@@ -1,0 +1,99 @@
+"""The encoder-decoder grid: T5 and M2M100 (BART's layer; issue 20, item 3), their real transformers 5.24 training step traced on
+FakeTensors as AutoModelForSeq2SeqLM (build.py model_class). The fixtures (tools/memtrace/golden/seq2seq/<id>.json,
+the same layout as tools/memtrace/families.py's) are what tests/test_seq2seq_grid.py holds the engine to.
+
+Sequence lengths: the plan has one seq_len; the traced batch is input_ids (b, s) for the encoder and labels (b, s),
+from which the model makes decoder_input_ids = shift_right(labels), so the decoder also runs at s (build.py
+step_labels; the engine's convention: model/classic.py t5 counts encoder + decoder blocks, each at s·b tokens).
+
+T5 is traced with eager attention only: T5 has no FlashAttention-2 path (modeling_t5.py T5PreTrainedModel
+`_supports_flash_attn = False`; its relative position bias is an additive score term), and the tracer's FA2
+profile (build.py flash_attention_forward) would drop the bias. M2M100 runs the FA2 profile. Rows: T5 and M2M100
+each full bf16-pure, LoRA (every block linear) bf16-mixed and full bf16-pure with checkpointing at s 512, b 2; T5
+v1.1's gated feed-forward full and LoRA (q, v) in fp32 at s 128, b 8 (PEFT's T0 / mT0 examples) and LoRA bf16-mixed.
+
+    python -m tools.memtrace.seq2seq            # trace all rows and (re)write the fixtures
+    python -m tools.memtrace.seq2seq t5-        # only the ids starting with this
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .grid import GPU, run_grid, slim
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "seq2seq")
+
+CONFIGS = {
+    # google-t5/t5-small's layout (ReLU DenseReluDense, 32 relative buckets, tied head), 2 + 2 blocks
+    "t5": {"model_type": "t5", "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_heads": 8, "num_layers": 2,
+           "num_decoder_layers": 2, "vocab_size": 32128, "feed_forward_proj": "relu", "dropout_rate": 0.0,
+           "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+           "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0, "tie_word_embeddings": True},
+    # google/t5-v1_1-small's layout (gated-gelu: wi_0 / wi_1 and transformers' python gelu_new, untied head; the
+    # T0 / mT0 / Flan-T5 lineage), 2 + 2 blocks
+    "t5v11": {"model_type": "t5", "d_model": 512, "d_kv": 64, "d_ff": 1024, "num_heads": 6, "num_layers": 2,
+              "num_decoder_layers": 2, "vocab_size": 32128, "feed_forward_proj": "gated-gelu", "dropout_rate": 0.0,
+              "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+              "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0, "tie_word_embeddings": False},
+    # facebook/m2m100_418M's layout (BART's pre-LN layer, ReLU, sinusoidal positions, scaled embedding, shared
+    # table, encoder/decoder final LayerNorms) at 2 + 2 layers and a 32k vocabulary. Not "bart": the engine counts
+    # model_type bart as BartForCausalLM (model/decoders.py), and the tracer builds what the engine counts
+    "m2m": {"model_type": "m2m_100", "d_model": 512, "encoder_layers": 2, "decoder_layers": 2,
+            "encoder_attention_heads": 8, "decoder_attention_heads": 8, "encoder_ffn_dim": 2048,
+            "decoder_ffn_dim": 2048, "vocab_size": 32000, "max_position_embeddings": 1024, "dropout": 0.0,
+            "attention_dropout": 0.0, "activation_dropout": 0.0, "activation_function": "relu",
+            "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "scale_embedding": True,
+            "pad_token_id": 1, "decoder_start_token_id": 2, "tie_word_embeddings": True},
+}
+TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
+           "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]}
+ATTENTION = {"t5": "eager", "t5v11": "eager", "m2m": "flash"}
+
+
+def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none") -> dict:
+    d = {"schema": 1, "model": dict(CONFIGS[fam]), "gpu": GPU, "framework": "single", "gpus_per_node": 1,
+         "nodes": 1, "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
+         "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt,
+         "attention": ATTENTION[fam], "loss": "standard", "method": method}
+    if method == "lora":
+        d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": TARGETS[fam]}
+    return d
+
+
+def rows() -> list[dict]:
+    out = []
+    for fam in ("t5", "m2m"):
+        a = ATTENTION[fam]
+        out.append({"id": f"{fam}-full-pure-{a}-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512)})
+        out.append({"id": f"{fam}-lora-mixed-{a}-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512)})
+        out.append({"id": f"{fam}-full-pure-{a}-gc-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512, ckpt="full")})
+    # T5 v1.1's gated feed-forward in fp32 (how PEFT's T0 / mT0 examples train: LoRA on q and v)
+    out.append({"id": "t5v11-full-fp32-eager-s128-b8", **_plan("t5v11", "full", "fp32", 8, 128)})
+    out.append({"id": "t5v11-lora-fp32-eager-s128-b8", **_plan("t5v11", "lora", "fp32", 8, 128)})
+    out.append({"id": "t5v11-lora-mixed-eager-s512-b2", **_plan("t5v11", "lora", "bf16-mixed", 2, 512)})
+    return out
+
+
+def write(results: list[dict]) -> None:
+    import peft  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    import transformers  # noqa: PLC0415
+    os.makedirs(OUT, exist_ok=True)
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
+    for r in results:
+        if "error" in r:
+            print(r["id"], "ERROR", r["error"])
+            continue
+        row = {"id": r["id"], "plan": r["plan"], "versions": versions, **slim(r)}
+        with open(os.path.join(OUT, f"{r['id']}.json"), "w") as f:
+            json.dump(row, f, indent=1)
+            f.write("\n")
+        print(r["id"], f"{r['peak_bytes'] / 2**30:.3f} GiB {r['peak_phase']} {r['wall_s']} s")
+
+
+if __name__ == "__main__":
+    prefix = sys.argv[1] if len(sys.argv) > 1 else ""
+    todo = [{**p, "quick": False} for p in rows() if p["id"].startswith(prefix)]
+    write(run_grid(todo, jobs=1))
