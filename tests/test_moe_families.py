@@ -1,0 +1,62 @@
+"""Fused 3-D experts under full fine-tuning: layer 0's gate_up weight-gradient transient (memory/activations.py
+_expert_grad_temp), held to traces of five MoE families (tools/memtrace/moe_trace.py families:
+tests/data/moe_families_trace.json; Mixtral, Qwen3-MoE, OLMoE, gpt-oss, GraniteMoE at their default shapes,
+two layers, full and LoRA on attention, with and without checkpointing).
+
+In every full fine-tuning trace whose peak is not the loss's backward, the peak sits in layer 0's backward of
+the gate_up grouped matmul with a temporary of one gate_up-sized gradient beside the stored gradients
+(Mixtral 1.816 GiB, OLMoE 1.049, gpt-oss 3.991, GraniteMoE 1.397). Before the term the engine missed it and
+those peaks were 4.5-6.5 % low.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.memtrace.compare import compare, engine_breakdown, format_rows
+from tools.memtrace.moe_trace import plans
+from zerocalc.memory.activations import activations
+from zerocalc.memory.precision import dtypes_for
+from zerocalc.model import model_from_config
+from zerocalc.plan import parse_plan
+
+TRACE = json.loads((Path(__file__).parent / "data" / "moe_families_trace.json").read_text())
+
+
+def _temp(plan_d: dict) -> int:
+    plan = parse_plan(plan_d)
+    arch = model_from_config(plan_d["model"])
+    return activations(plan, arch, dtypes_for(plan)).layer_backward_temp
+
+
+def test_mixtral_full_keeps_one_gate_up_gradient_in_layer_0_backward():
+    """Mixtral's default (h 4096, 8 experts of 14336, top-2), 2 layers, bf16-pure, s 512, b 1:
+    the gradient flowing between layers  2*512*4096                      =     4,194,304
+    gate_up's gradient (E, 2I, h) bf16    2*8*2*14336*4096                = 1,879,048,192
+    the gradients of its output, input    2*512*2*(2*14336 + 4096)        =    67,108,864
+    the trace's temporaries at its peak: 1.816 GiB (1,950,351,360 bytes is 1.8164 GiB)."""
+    full = dict(plans("mixtral"))["mixtral-2l-full-s512"]
+    assert _temp(full) == 4_194_304 + 1_879_048_192 + 67_108_864
+    lora = dict(plans("mixtral"))["mixtral-2l-lora-attn-s512"]
+    assert _temp(lora) == 4_194_304                     # frozen experts: no weight gradient
+
+
+def test_a_dense_layer_0_keeps_no_expert_gradient():
+    """DeepSeek-V3 (first_k_dense_replace = 1): layer 0 is dense, the sparse layer's transient passes before
+    the last gradients exist; only the gradient between layers, 2*512*2048 = 2,097,152."""
+    ds = dict(plans("deepseek_v3"))["deepseek-v3-2l-full-s512"]
+    assert _temp(ds) == 2_097_152
+
+
+@pytest.mark.parametrize("case", TRACE["cases"], ids=[c["id"] for c in TRACE["cases"]])
+def test_moe_family_peak_within_3_percent_of_the_trace(case):
+    """The peak, weights, gradients and optimizer states within compare.REL_TOL (3 %). The activations at
+    the peak are not yet held (open: layer 0's saved set alive at the gate_up backward, -10..-15 % without
+    checkpointing, +8.5 % with it; LoRA on attention +51..67 %: frozen experts keep neither the gathered tokens
+    nor the product)."""
+    eng = engine_breakdown(case["plan"])
+    rows = [r for r in compare(case, eng) if r["name"] in ("peak", "weights", "gradients", "optimizer_states")]
+    assert len(rows) == 4
+    assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)
