@@ -60,7 +60,9 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
                 ("deepseek-v3-2l-lora-attn-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
                                                          "lora": LORA})]
     if model_type != "qwen2_moe":
-        lora = {**base, "method": "lora", "lora": ATTN_LORA}
+        # fp32 adapters on the bf16 base: PEFT >= 0.12 get_peft_model(autocast_adapter_dtype=True), as the
+        # engine's default stack (memory/stack.py)
+        lora = {**base, "method": "lora", "lora": ATTN_LORA, "stack": {"peft_adapter_dtype": "fp32"}}
         return [(f"{tag}-2l-full-s512", base),
                 (f"{tag}-2l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
                 (f"{tag}-2l-lora-attn-s512", lora),

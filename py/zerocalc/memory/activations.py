@@ -150,8 +150,11 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # flight (3 x the expert width per routed token; traced, mixtral)
             e_m = 2 if dt.autocast else dt.compute
             routed = t * arch.moe.experts_per_token
-            recompute = recompute - e_m * routed * (h + arch.moe.expert_intermediate) \
-                + 3 * e_m * routed * arch.moe.expert_intermediate
+            # frozen experts keep no product (memory/blocks.py _moe): none to subtract. Under eager attention the
+            # recompute is the softmax backward's (above), not traced with MoE: kept as it was
+            trained = plan.attention == "eager" or _experts_trained(plan, arch, st, per_layer_linears)
+            prod = arch.moe.expert_intermediate if trained else 0
+            recompute = recompute - e_m * routed * (h + prod) + 3 * e_m * routed * arch.moe.expert_intermediate
         if plan.attention == "eager":
             # the 4-D (b, 1, s, s) mask is a checkpoint input of every layer (one tensor): bool in the
             # Llama lineage (masking_utils), additive 16-bit in GPT-2/BERT
@@ -251,3 +254,11 @@ def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, t: int) -> int:
     routed = t * moe.experts_per_token
     ie = moe.expert_intermediate
     return dt.grad * moe.num_experts * 2 * ie * arch.hidden_size + e * routed * (2 * ie + arch.hidden_size)
+
+
+
+def _experts_trained(plan: Plan, arch: ModelArch, st: Stack, per_layer_linears) -> bool:
+    """Whether the routed experts' fused weights get a gradient (full fine-tuning or adapters on them): only
+    then do the grouped matmuls keep the product (memory/blocks.py _moe)."""
+    return plan.method == "full" or st.fsdp_adapters_in_units or any(ad.name.startswith("experts.") for lins in per_layer_linears
+                                        for ad in layer_adapters(arch, plan, lins))
