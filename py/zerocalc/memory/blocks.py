@@ -341,7 +341,9 @@ def _moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, x_bytes: int, lins: dict
     if trained:
         ss.save("moe.gathered", e * t * k * arch.hidden_size)   # expert inputs (index_select copies)
     ss.save("moe.gate_up", e * 2 * n)
-    ss.save("moe.act", e * n)
+    # gpt-oss's _apply_gate (modeling_gpt_oss.py GptOssExperts): clamp(gate), sigmoid(gate * alpha), glu and
+    # up + 1 are each kept for a backward; SwiGLU keeps act(gate) alone (traced: moe_families_trace.json)
+    ss.save("moe.act", e * n * (4 if arch.model_type == "gpt_oss" else 1))
     if trained:
         ss.save("moe.prod", e * n)
     ss.save("moe.expert_out", e * t * k * arch.hidden_size)     # kept for the routing-weight product
