@@ -63,7 +63,9 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
         # fp32 adapters on the bf16 base: PEFT >= 0.12 get_peft_model(autocast_adapter_dtype=True), as the
         # engine's default stack (memory/stack.py)
         lora = {**base, "method": "lora", "lora": ATTN_LORA, "stack": {"peft_adapter_dtype": "fp32"}}
-        return [(f"{tag}-2l-full-s512", base),
+        # the first micro-step of an accumulation (no gradients yet): Mixtral only
+        ga1 = [(f"{tag}-2l-full-s512-ga1", {**base, "gradient_accumulation_steps": 1})] if model_type == "mixtral" else []
+        return [(f"{tag}-2l-full-s512", base), *ga1,
                 (f"{tag}-2l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
                 (f"{tag}-2l-lora-attn-s512", lora),
                 (f"{tag}-2l-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"})]

@@ -173,7 +173,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         recompute = 0
     head = _head_saved(plan, arch, dt, st)
     e = 2 if dt.autocast else dt.compute
-    temp = e * t * h + _expert_grad_temp(plan, arch, dt, t)
+    temp = e * t * h + _expert_grad_temp(plan, arch, dt, st, t)
     # Autocast caches a 16-bit copy of every fp32 weight a matmul reads (cache_enabled, until forward
     # ends) and the matmul keeps it for the backward: the whole linear stack under AMP (the tied
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
@@ -239,16 +239,22 @@ def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
     return total
 
 
-def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, t: int) -> int:
+def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int) -> int:
     """Full fine-tuning of fused 3-D experts, layer 0 sparse: the backward of layer 0's gate_up grouped matmul
     (transformers 5.24 integrations/moe.py _grouped_linear: torch._grouped_mm(x, weight.transpose(-2, -1)))
     holds a second gate_up-sized gradient (E·2I·h in the gradient dtype) beside the stored gradients, with the
     gradient of its output (t·k·2I) and of its gathered input (t·k·h) in the compute dtype. Traced (tests/data/
     moe_families_trace.json): one such copy in Mixtral, OLMoE, GraniteMoE (input_linear) and gpt-oss. A dense
     layer 0 (DeepSeek first_k_dense_replace) runs last: the sparse layers' transient passes before the
-    embedding's and layer 0's gradients exist, and is not counted."""
+    embedding's and layer 0's gradients exist, and is not counted. Only where the gradients exist before the
+    backward (accumulation steps > 1, or torch 1.x's zero_grad keeping them): the new gradient is then added
+    into .grad; on the first micro-step AccumulateGrad steals it (traced, gradient_accumulation_steps 1: no such
+    temporary, mixtral-2l-full-s512-ga1). Single process and DDP only: DeepSpeed's and FSDP's gradient hooks
+    were not traced with MoE."""
     moe = arch.moe
-    if moe is None or plan.method != "full" or moe.dense_layers:
+    if moe is None or plan.method != "full" or moe.dense_layers or plan.framework not in ("single", "ddp"):
+        return 0
+    if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
         return 0
     e = 2 if dt.autocast else dt.compute
     routed = t * moe.experts_per_token
