@@ -96,12 +96,17 @@ def test_gpt_oss_gate_keeps_four_tensors_per_routed_token():
     assert lora["moe.act"] == 4 * 2 * 2048 * 2880 == 47_185_920
 
 
-HELD = [c for c in TRACE["cases"] if "lora" in c["id"]]
+# full fine-tuning without checkpointing and with accumulated gradients: only the peak is held (below)
+OPEN = {"mixtral-2l-full-s512", "olmoe-2l-full-s512", "gpt-oss-2l-full-s512", "granitemoe-2l-full-s512"}
+HELD = [c for c in TRACE["cases"] if c["id"] not in OPEN]
 
 
 @pytest.mark.parametrize("case", HELD, ids=[c["id"] for c in HELD])
-def test_moe_family_lora_step_within_3_percent_of_the_trace(case):
-    """LoRA on q/k/v/o (fp32 adapters, PEFT >= 0.12): every component at the peak and the peak within 3 %.
+def test_moe_family_step_within_3_percent_of_the_trace(case):
+    """Every component at the peak and the peak within 3 %: LoRA on q/k/v/o (fp32 adapters, PEFT >= 0.12),
+    full fine-tuning with checkpointing (the gate_up backward's moment inside the recomputed layer: before it
+    the activations were +8.5 %), without accumulation, and Qwen3-MoE (a loss-backward peak).
+    LoRA:
     Before the frozen-experts rule: activations +51..67 % without checkpointing (Mixtral +52.4 %, Qwen3-MoE
     +67.3 %, OLMoE +50.9 %, GraniteMoE +52.9 %), Mixtral + checkpointing +17 %; gpt-oss before its gate's four
     tensors -8.8 %."""
@@ -112,8 +117,10 @@ def test_moe_family_lora_step_within_3_percent_of_the_trace(case):
 @pytest.mark.parametrize("case", TRACE["cases"], ids=[c["id"] for c in TRACE["cases"]])
 def test_moe_family_peak_within_3_percent_of_the_trace(case):
     """The peak, weights, gradients and optimizer states within compare.REL_TOL (3 %). The activations at
-    the peak of full fine-tuning are not yet held (open: layer 0's saved set alive at the gate_up backward,
-    -5..-15 % without checkpointing, +1..+9 % with it)."""
+    the peak of full fine-tuning without checkpointing, with accumulated gradients, are not yet held (open: the
+    moment is the top layer's gate_up backward, with every layer's saved set but that layer's consumed MoE tail
+    alive; the engine has no top-layer-backward moment outside FSDP and books the transient at the end of
+    backward: -5..-15 %, peak -0.3..-1.2 %)."""
     eng = engine_breakdown(case["plan"])
     rows = [r for r in compare(case, eng) if r["name"] in ("peak", "weights", "gradients", "optimizer_states")]
     assert len(rows) == 4

@@ -173,7 +173,18 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         recompute = 0
     head = _head_saved(plan, arch, dt, st)
     e = 2 if dt.autocast else dt.compute
-    temp = e * t * h + _expert_grad_temp(plan, arch, dt, st, t)
+    temp = e * t * h
+    expert_grad = _expert_grad_temp(plan, arch, dt, st, t)
+    if expert_grad and plan.activation_checkpointing == "full":
+        # a moment of its own in the recomputed layer's backward, at its gate_up grouped matmul: the layer's
+        # gate_up output, activation, product and weighted outputs are consumed by then (traced: 58 MiB of
+        # mixtral-2l-full-s512-ckpt's activations at its peak = two layer inputs + 170 - 120)
+        moe, e_m = arch.moe, 2 if dt.autocast else dt.compute
+        acts = 4 if arch.model_type == "gpt_oss" else 1          # memory/blocks.py _moe
+        tail = e_m * t * moe.experts_per_token * ((3 + acts) * moe.expert_intermediate + h)
+        recompute = max(recompute, full_layer - tail + expert_grad)
+    else:
+        temp += expert_grad
     # Autocast caches a 16-bit copy of every fp32 weight a matmul reads (cache_enabled, until forward
     # ends) and the matmul keeps it for the backward: the whole linear stack under AMP (the tied
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
