@@ -26,28 +26,37 @@ from zerocalc.plan import parse_plan
 TRACE = json.loads((Path(__file__).parent / "data" / "moe_families_trace.json").read_text())
 
 
-def _temp(plan_d: dict) -> int:
+def _acts(plan_d: dict):
     plan = parse_plan(plan_d)
-    arch = model_from_config(plan_d["model"])
-    return activations(plan, arch, dtypes_for(plan)).layer_backward_temp
+    return activations(plan, model_from_config(plan_d["model"]), dtypes_for(plan))
 
 
-def test_mixtral_full_keeps_one_gate_up_gradient_in_layer_0_backward():
+def _temp(plan_d: dict) -> int:
+    return _acts(plan_d).layer_backward_temp
+
+
+def test_mixtral_full_keeps_one_gate_up_gradient_in_a_layer_backward():
     """Mixtral's default (h 4096, 8 experts of 14336, top-2), 2 layers, bf16-pure, s 512, b 1, 4 accumulation
-    steps (the gradients exist before the traced backward):
-    the gradient flowing between layers  2*512*4096                      =     4,194,304
-    gate_up's gradient (E, 2I, h) bf16    2*8*2*14336*4096                = 1,879,048,192
-    the gradients of its output, input    2*512*2*(2*14336 + 4096)        =    67,108,864
-    the trace's temporaries at its peak: 1.816 GiB (1,950,351,360 bytes is 1.8164 GiB)."""
-    full = dict(plans("mixtral"))["mixtral-2l-full-s512"]
-    assert _temp(full) == 4_194_304 + 1_879_048_192 + 67_108_864
-    lora = dict(plans("mixtral"))["mixtral-2l-lora-attn-s512"]
-    assert _temp(lora) == 4_194_304                     # frozen experts: no weight gradient
+    steps (the gradients exist before the traced backward). The top layer's moment at its gate_up backward:
+      gate_up's new gradient (E, 2I, h) bf16   2*8*2*14336*4096          = 1,879,048,192
+      the gradients of its output and input    2*512*2*(2*14336 + 4096)  =    67,108,864
+      less that layer's consumed tail: gate_up output, silu, product, weighted outputs
+                                               2*1024*(4*14336 + 4096)   =   125,829,120
+    = 1,820,327,936 over the saved stack (the trace: 220 MiB of activations = 2 x 170 - 120, 1.816 GiB of
+    temporaries); the gradient between layers stays 2*512*4096 = 4,194,304."""
+    rows = dict(plans("mixtral"))
+    full = _acts(rows["mixtral-2l-full-s512"])
+    assert full.expert_grad_top == 1_879_048_192 + 67_108_864 - 125_829_120 == 1_820_327_936
+    assert full.layer_backward_temp == 4_194_304
+    assert _acts(rows["mixtral-2l-lora-attn-s512"]).expert_grad_top == 0      # frozen experts: no weight gradient
     # the first micro-step (gradient_accumulation_steps 1): AccumulateGrad stores the new gradient as .grad,
     # no second copy (the trace: 0.004 GiB of temporaries at its peak)
-    ga1 = dict(plans("mixtral"))["mixtral-2l-full-s512-ga1"]
-    assert _temp(ga1) == 4_194_304
-    assert _temp({**full, "framework": "fsdp", "gpus_per_node": 2}) == 4_194_304    # not traced there
+    assert _acts(rows["mixtral-2l-full-s512-ga1"]).expert_grad_top == 0
+    fsdp = {**rows["mixtral-2l-full-s512"], "framework": "fsdp", "gpus_per_node": 2}
+    assert _acts(fsdp).expert_grad_top == 0 and _temp(fsdp) == 4_194_304       # not traced there
+    # with checkpointing the moment is the recomputed layer's: layer (170 MiB) - tail + the transient
+    ckpt = _acts(rows["mixtral-2l-full-s512-ckpt"])
+    assert ckpt.recompute_layer == full.layers[1] - 125_829_120 + 1_879_048_192 + 67_108_864
 
 
 def test_a_dense_layer_0_keeps_no_expert_gradient():
@@ -96,16 +105,15 @@ def test_gpt_oss_gate_keeps_four_tensors_per_routed_token():
     assert lora["moe.act"] == 4 * 2 * 2048 * 2880 == 47_185_920
 
 
-# full fine-tuning without checkpointing and with accumulated gradients: only the peak is held (below)
-OPEN = {"mixtral-2l-full-s512", "olmoe-2l-full-s512", "gpt-oss-2l-full-s512", "granitemoe-2l-full-s512"}
-HELD = [c for c in TRACE["cases"] if c["id"] not in OPEN]
+HELD = TRACE["cases"]
 
 
 @pytest.mark.parametrize("case", HELD, ids=[c["id"] for c in HELD])
 def test_moe_family_step_within_3_percent_of_the_trace(case):
     """Every component at the peak and the peak within 3 %: LoRA on q/k/v/o (fp32 adapters, PEFT >= 0.12),
     full fine-tuning with checkpointing (the gate_up backward's moment inside the recomputed layer: before it
-    the activations were +8.5 %), without accumulation, and Qwen3-MoE (a loss-backward peak).
+    the activations were +8.5 %), without it (the top layer's moment, bwd_top: before it -5..-15 %), without
+    accumulation, and Qwen3-MoE (a loss-backward peak).
     LoRA:
     Before the frozen-experts rule: activations +51..67 % without checkpointing (Mixtral +52.4 %, Qwen3-MoE
     +67.3 %, OLMoE +50.9 %, GraniteMoE +52.9 %), Mixtral + checkpointing +17 %; gpt-oss before its gate's four
@@ -117,10 +125,7 @@ def test_moe_family_step_within_3_percent_of_the_trace(case):
 @pytest.mark.parametrize("case", TRACE["cases"], ids=[c["id"] for c in TRACE["cases"]])
 def test_moe_family_peak_within_3_percent_of_the_trace(case):
     """The peak, weights, gradients and optimizer states within compare.REL_TOL (3 %). The activations at
-    the peak of full fine-tuning without checkpointing, with accumulated gradients, are not yet held (open: the
-    moment is the top layer's gate_up backward, with every layer's saved set but that layer's consumed MoE tail
-    alive; the engine has no top-layer-backward moment outside FSDP and books the transient at the end of
-    backward: -5..-15 %, peak -0.3..-1.2 %)."""
+    the peak are held by the test above."""
     eng = engine_breakdown(case["plan"])
     rows = [r for r in compare(case, eng) if r["name"] in ("peak", "weights", "gradients", "optimizer_states")]
     assert len(rows) == 4

@@ -30,6 +30,7 @@ class Activations:
     autocast_cache_forward: int  # copies cached during forward but not kept (checkpointed layers)
     host_offloaded: int          # bytes moved to host by activation offloading
     quant_inputs: int = 0        # bitsandbytes < 0.43.2: every 4-bit layer's input held as a ctx attribute
+    expert_grad_top: int = 0     # the top layer's gate_up weight-gradient moment over the saved stack (MoE)
 
     @property
     def saved_total(self) -> int:
@@ -174,17 +175,22 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     head = _head_saved(plan, arch, dt, st)
     e = 2 if dt.autocast else dt.compute
     temp = e * t * h
-    expert_grad = _expert_grad_temp(plan, arch, dt, st, t)
-    if expert_grad and plan.activation_checkpointing == "full":
-        # a moment of its own in the recomputed layer's backward, at its gate_up grouped matmul: the layer's
-        # gate_up output, activation, product and weighted outputs are consumed by then (traced: 58 MiB of
-        # mixtral-2l-full-s512-ckpt's activations at its peak = two layer inputs + 170 - 120)
+    expert_grad, expert_top = _expert_grad_temp(plan, arch, dt, st, t), 0
+    if expert_grad:
+        # a moment of its own in a layer's backward, at its gate_up grouped matmul: the layer's gate_up output,
+        # activation, product and weighted outputs are consumed by then. With checkpointing, inside the
+        # recomputed layer (traced: 58 MiB of mixtral-2l-full-s512-ckpt's activations at its peak = two layer
+        # inputs + 170 - 120); without, in the top layer with every other layer's saved set alive (220 MiB of
+        # mixtral-2l-full-s512's = 2 x 170 - 120)
         moe, e_m = arch.moe, 2 if dt.autocast else dt.compute
         acts = 4 if arch.model_type == "gpt_oss" else 1          # memory/blocks.py _moe
         tail = e_m * t * moe.experts_per_token * ((3 + acts) * moe.expert_intermediate + h)
-        recompute = max(recompute, full_layer - tail + expert_grad)
-    else:
-        temp += expert_grad
+        if plan.activation_checkpointing == "full":
+            recompute = max(recompute, full_layer - tail + expert_grad)
+        elif plan.activation_checkpointing == "none":
+            expert_top = max(0, expert_grad - tail)
+        else:
+            temp += expert_grad                                  # selective: not traced with MoE
     # Autocast caches a 16-bit copy of every fp32 weight a matmul reads (cache_enabled, until forward
     # ends) and the matmul keeps it for the backward: the whole linear stack under AMP (the tied
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
@@ -228,7 +234,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         keep = min(stack, 2 * max(layers) if plan.activation_checkpointing != "full" else 2 * res * t * h)
         offloaded, stack = stack - keep, keep
     return Activations(layers=tuple(layers), stack_saved=stack, head_saved=head, recompute_layer=recompute,
-                       layer_backward_temp=temp, autocast_weight_copies=copies,
+                       layer_backward_temp=temp, autocast_weight_copies=copies, expert_grad_top=expert_top,
                        autocast_cache_forward=cache_forward, host_offloaded=offloaded, quant_inputs=quant_inputs)
 
 
