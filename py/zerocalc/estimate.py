@@ -57,7 +57,7 @@ def _sums(plan: Plan, ts: list[Term], spec: GpuSpec) -> tuple:
     """One pass over the terms: the allocated bytes of each phase, the peak phase, the allocator's reserve
     terms, reserved, the bytes outside the allocator and the managed bytes alive at the peak. Terms that share
     a lifetime are summed together first (a plan has a few distinct lifetimes and dozens of terms)."""
-    phases = phases_of(plan)
+    phases = phases_of(plan, ts)
     by_life: dict = {}          # lifetime -> [allocated, of which activations and logits, stream-cached]
     outside = 0
     for t in ts:
@@ -147,7 +147,7 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
                       if t.component not in ("activations", "logits", "runtime") and t.nbytes}
     # the logits alive at once at any moment of the step (the fragmentation rules scale with them)
     logit_terms = [t for t in ts if t.where == ALLOCATOR and t.component == "logits"]
-    logits_step = max((sum(t.nbytes for t in logit_terms if ph in t.phases) for ph in phases_of(plan)), default=0)
+    logits_step = max((sum(t.nbytes for t in logit_terms if ph in t.phases) for ph in phases_of(plan, ts)), default=0)
     return PerGpu(phase=peak_phase, phase_allocated=MappingProxyType(alloc), components=MappingProxyType(comps),
                   detail=MappingProxyType(detail), peak_allocated=peak_alloc, peak_reserved=reserved,
                   device_used=reserved + outside + paged, host_per_rank=sum(host_detail.values()),

@@ -9,6 +9,11 @@
 
   python -m tools.memtrace.moe_trace > tests/data/moe_shared_trace.json             (about 1 min on 2 cores)
   python -m tools.memtrace.moe_trace deepseek_v3 > tests/data/mla_trace.json
+  python -m tools.memtrace.moe_trace families > tests/data/moe_families_trace.json   (about 8 min)
+
+``families``: Mixtral, Qwen3-MoE, OLMoE, gpt-oss, GraniteMoE, each its default shapes with two layers, full and
+LoRA on attention, each with and without checkpointing (tests/test_moe_families.py). JetMoE does not build in
+the tracer (transformers 5.24: "JetMoeForCausalLM does not support setting experts implementation").
 
 Each case keeps what tools/memtrace/compare.py compares (the peak's components, phase peaks, saved activations
 at forward end) and the plan; the test re-runs the engine on the plan and requires every component and the
@@ -29,13 +34,23 @@ LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["q_a_proj", "q_b_pr
 SHRINK = {"qwen2_moe": {"num_hidden_layers": 2},
           "deepseek_v3": {"hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 16,
                           "num_hidden_layers": 2, "first_k_dense_replace": 1, "intermediate_size": 4096,
-                          "moe_intermediate_size": 512, "n_routed_experts": 16}}
+                          "moe_intermediate_size": 512, "n_routed_experts": 16},
+          # the families below: their default shapes, two layers (the engine's per-layer rule is what is held)
+          "mixtral": {"num_hidden_layers": 2},
+          "qwen3_moe": {"num_hidden_layers": 2},
+          "olmoe": {"num_hidden_layers": 2},
+          "gpt_oss": {"num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"]},
+          "granitemoe": {"num_hidden_layers": 2}}
+FAMILIES = ("mixtral", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
+# LoRA on attention (the experts frozen) for the families of the generic grid
+ATTN_LORA = {**LORA, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 
 
 def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"]
     cfg = {k: v for k, v in cfg.items() if k != "layer_types"} | SHRINK[model_type]
+    tag = model_type.replace("_", "-")
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     if model_type == "deepseek_v3":
@@ -44,6 +59,16 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
                                                       "activation_checkpointing": "full"}),
                 ("deepseek-v3-2l-lora-attn-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
                                                          "lora": LORA})]
+    if model_type != "qwen2_moe":
+        # fp32 adapters on the bf16 base: PEFT >= 0.12 get_peft_model(autocast_adapter_dtype=True), as the
+        # engine's default stack (memory/stack.py)
+        lora = {**base, "method": "lora", "lora": ATTN_LORA, "stack": {"peft_adapter_dtype": "fp32"}}
+        # the first micro-step of an accumulation (no gradients yet): Mixtral only
+        ga1 = [(f"{tag}-2l-full-s512-ga1", {**base, "gradient_accumulation_steps": 1})] if model_type == "mixtral" else []
+        return [(f"{tag}-2l-full-s512", base), *ga1,
+                (f"{tag}-2l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
+                (f"{tag}-2l-lora-attn-s512", lora),
+                (f"{tag}-2l-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"})]
     return [("qwen2-moe-2l-full-s512", base),
             ("qwen2-moe-2l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
             ("qwen2-moe-2l-full-b2-s256", {**base, "micro_batch_size": 2, "seq_len": 256})]
@@ -55,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     model_type = args[0] if args else "qwen2_moe"
     cases = []
-    for cid, plan in plans(model_type):
+    types = FAMILIES if model_type == "families" else (model_type,)
+    for cid, plan in [row for mt in types for row in plans(mt)]:
         r = trace(plan, steps=2)
         cases.append({"id": cid, "plan": plan, **{k: r[k] for k in ("peak", "peak_bytes", "peak_phase", "peak_op", "phase_peaks",
                                                                     "saved_activations_forward_end")}})

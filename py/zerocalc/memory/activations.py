@@ -32,6 +32,7 @@ class Activations:
     autocast_cache_forward: int  # copies cached during forward but not kept (checkpointed layers)
     host_offloaded: int          # bytes moved to host by activation offloading
     quant_inputs: int = 0        # bitsandbytes < 0.43.2: every 4-bit layer's input held as a ctx attribute
+    expert_grad_top: int = 0     # the top layer's gate_up weight-gradient moment over the saved stack (MoE)
 
     @property
     def saved_total(self) -> int:
@@ -164,8 +165,11 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # flight (3 x the expert width per routed token; traced, mixtral)
             e_m = 2 if dt.autocast else dt.compute
             routed = t * arch.moe.experts_per_token
-            recompute = recompute - e_m * routed * (h + arch.moe.expert_intermediate) \
-                + 3 * e_m * routed * arch.moe.expert_intermediate
+            # frozen experts keep no product (memory/blocks.py _moe): none to subtract. Under eager attention the
+            # recompute is the softmax backward's (above), not traced with MoE: kept as it was
+            trained = plan.attention == "eager" or _experts_trained(plan, arch, st, per_layer_linears)
+            prod = arch.moe.expert_intermediate if trained else 0
+            recompute = recompute - e_m * routed * (h + prod) + 3 * e_m * routed * arch.moe.expert_intermediate
         if plan.attention == "eager" and ed is None:
             # the 4-D (b, 1, s, s) mask is a checkpoint input of every layer (one tensor): bool in the
             # Llama lineage (masking_utils), additive 16-bit in GPT-2/BERT
@@ -187,6 +191,22 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     head = ed.head if ed else _head_saved(plan, arch, dt, st)
     e = 2 if dt.autocast else dt.compute
     temp = e * t * h
+    expert_grad, expert_top = _expert_grad_temp(plan, arch, dt, st, t), 0
+    if expert_grad:
+        # a moment of its own in a layer's backward, at its gate_up grouped matmul: the layer's gate_up output,
+        # activation, product and weighted outputs are consumed by then. With checkpointing, inside the
+        # recomputed layer (traced: 58 MiB of mixtral-2l-full-s512-ckpt's activations at its peak = two layer
+        # inputs + 170 - 120); without, in the top layer with every other layer's saved set alive (220 MiB of
+        # mixtral-2l-full-s512's = 2 x 170 - 120)
+        moe, e_m = arch.moe, 2 if dt.autocast else dt.compute
+        acts = 4 if arch.model_type == "gpt_oss" else 1          # memory/blocks.py _moe
+        tail = e_m * t * moe.experts_per_token * ((3 + acts) * moe.expert_intermediate + h)
+        if plan.activation_checkpointing == "full":
+            recompute = max(recompute, full_layer - tail + expert_grad)
+        elif plan.activation_checkpointing == "none":
+            expert_top = max(0, expert_grad - tail)
+        else:
+            temp += expert_grad                                  # selective: not traced with MoE
     # Autocast caches a 16-bit copy of every fp32 weight a matmul reads (cache_enabled, until forward
     # ends) and the matmul keeps it for the backward: the whole linear stack under AMP (the tied
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
@@ -230,7 +250,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         keep = min(stack, 2 * max(layers) if plan.activation_checkpointing != "full" else 2 * res * t * h)
         offloaded, stack = stack - keep, keep
     return Activations(layers=tuple(layers), stack_saved=stack, head_saved=head, recompute_layer=recompute,
-                       layer_backward_temp=temp, autocast_weight_copies=copies,
+                       layer_backward_temp=temp, autocast_weight_copies=copies, expert_grad_top=expert_top,
                        autocast_cache_forward=cache_forward, host_offloaded=offloaded, quant_inputs=quant_inputs)
 
 
@@ -250,3 +270,34 @@ def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
             widths = [lin.d_in for lin in names.values()]
         total += e * t * sum(widths)
     return total
+
+
+def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int) -> int:
+    """Full fine-tuning of fused 3-D experts, layer 0 sparse: the backward of layer 0's gate_up grouped matmul
+    (transformers 5.24 integrations/moe.py _grouped_linear: torch._grouped_mm(x, weight.transpose(-2, -1)))
+    holds a second gate_up-sized gradient (E·2I·h in the gradient dtype) beside the stored gradients, with the
+    gradient of its output (t·k·2I) and of its gathered input (t·k·h) in the compute dtype. Traced (tests/data/
+    moe_families_trace.json): one such copy in Mixtral, OLMoE, GraniteMoE (input_linear) and gpt-oss. A dense
+    layer 0 (DeepSeek first_k_dense_replace) runs last: the sparse layers' transient passes before the
+    embedding's and layer 0's gradients exist, and is not counted. Only where the gradients exist before the
+    backward (accumulation steps > 1, or torch 1.x's zero_grad keeping them): the new gradient is then added
+    into .grad; on the first micro-step AccumulateGrad steals it (traced, gradient_accumulation_steps 1: no such
+    temporary, mixtral-2l-full-s512-ga1). Single process and DDP only: DeepSpeed's and FSDP's gradient hooks
+    were not traced with MoE."""
+    moe = arch.moe
+    if moe is None or plan.method != "full" or moe.dense_layers or plan.framework not in ("single", "ddp"):
+        return 0
+    if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
+        return 0
+    e = 2 if dt.autocast else dt.compute
+    routed = t * moe.experts_per_token
+    ie = moe.expert_intermediate
+    return dt.grad * moe.num_experts * 2 * ie * arch.hidden_size + e * routed * (2 * ie + arch.hidden_size)
+
+
+
+def _experts_trained(plan: Plan, arch: ModelArch, st: Stack, per_layer_linears) -> bool:
+    """Whether the routed experts' fused weights get a gradient (full fine-tuning or adapters on them): only
+    then do the grouped matmuls keep the product (memory/blocks.py _moe)."""
+    return plan.method == "full" or st.fsdp_adapters_in_units or any(ad.name.startswith("experts.") for lins in per_layer_linears
+                                        for ad in layer_adapters(arch, plan, lins))

@@ -342,16 +342,23 @@ def _moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, x_bytes: int, lins: dict
         else:
             linear(ss, c, xr, xr_bytes, Linear("router", arch.hidden_size, moe.num_experts), None)
     ss.save("router.probs", 4 * t * moe.num_experts)
-    ss.save("moe.gathered", e * t * k * arch.hidden_size)       # expert inputs (index_select copies)
+    expert_ads = [ad for name, ad in ads.items() if name.startswith("experts.")]
+    # the grouped matmuls keep their inputs for the experts' weight gradients only: frozen experts keep
+    # neither the gathered tokens nor the product (traced: tests/data/moe_families_trace.json lora-attn)
+    trained = c.train_base or bool(expert_ads)
     n = t * k * moe.expert_intermediate
+    if trained:
+        ss.save("moe.gathered", e * t * k * arch.hidden_size)   # expert inputs (index_select copies)
     ss.save("moe.gate_up", e * 2 * n)
-    ss.save("moe.act", e * n)
-    ss.save("moe.prod", e * n)
+    # gpt-oss's _apply_gate (modeling_gpt_oss.py GptOssExperts): clamp(gate), sigmoid(gate * alpha), glu and
+    # up + 1 are each kept for a backward; SwiGLU keeps act(gate) alone (traced: moe_families_trace.json)
+    ss.save("moe.act", e * n * (4 if arch.model_type == "gpt_oss" else 1))
+    if trained:
+        ss.save("moe.prod", e * n)
     ss.save("moe.expert_out", e * t * k * arch.hidden_size)     # kept for the routing-weight product
     # top-k indices, the permutation/sort/inverse indices (int64) and routing weights (fp32):
     # 40 bytes per token and chosen expert, plus the router's fp32 row sums (traced, mixtral)
     ss.save("moe.routing_index", 40 * t * k + 4 * t)
-    expert_ads = [ad for name, ad in ads.items() if name.startswith("experts.")]
     if expert_ads:
         # PEFT's ParamWrapper merges W + ΔW for all experts in forward (baddbmm) and the grouped matmul
         # keeps the merged 16-bit weights: a second copy of the layer's experts (traced, qwen3-moe)

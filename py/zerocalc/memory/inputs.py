@@ -20,7 +20,7 @@ from .lora import (adapters_per_layer, largest_quantized_matrix, modules_to_save
 from .precision import Dtypes, dtypes_for, module_dtypes
 from .stack import Stack, effective_stack
 from .vision import tower_adapters, tower_saved_bytes, tower_tensors
-from .terms import ALL, BWD_END, FWD_BWD, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, Term, gpu
+from .terms import ALL, BWD_END, FWD_BWD, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, TOP_ONLY, Term, gpu
 
 
 @dataclass(frozen=True)
@@ -203,6 +203,10 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         # the model output the loop still references: this step's from the loss on, the previous step's
         # during the next forward (rebound only when that forward returns)
         t.append(gpu("logits_kept_by_loop", "logits", lg.kept_by_loop, ALL))
+    if a.expert_grad_top:
+        # MoE without checkpointing, gradients accumulated: the top layer's gate_up weight-gradient moment
+        # (memory/activations.py _expert_grad_temp), beside every saved activation
+        t.append(gpu("moe_top_weight_grad", "activations", a.expert_grad_top, TOP_ONLY))
     # the gradients in flight inside the layer being back-propagated (the last one is layer 0)
     t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, BWD_END))
     if a.autocast_weight_copies:

@@ -26,6 +26,7 @@ BWD_TOP = "bwd_top"              # FSDP without checkpointing: the top layer's b
 PHASES = (FWD, LOSS_BWD, BWD_END_PHASE, STEP_PHASE, STEP_NORM)
 MID_BWD = frozenset((RECOMPUTE, RECOMPUTE_TOP, BWD_TOP))   # layer-by-layer backward moments
 TOP_BWD = frozenset((RECOMPUTE_TOP, BWD_TOP))              # the top layer's backward (with / without checkpointing)
+TOP_ONLY = frozenset((BWD_TOP,))                          # a term there alone makes the moment exist (phases_of)
 
 # Lifetimes, as sets of phases. "Backward" includes its layer-by-layer moments.
 ALL = frozenset(PHASES) | MID_BWD                          # allocated before the step and never freed
@@ -74,9 +75,11 @@ def host(name: str, nbytes: int, pinned: bool = False, component: str = "host") 
     return Term(name, component, int(nbytes), ALL, HOST_PINNED if pinned else HOST_PAGEABLE)
 
 
-def phases_of(plan) -> tuple[str, ...]:
+def phases_of(plan, ts=()) -> tuple[str, ...]:
     """The moments of this plan's step: the steady phases, plus the layer-by-layer backward moments
-    that exist (recompute with full checkpointing; the top layer's backward under FSDP without it)."""
+    that exist (recompute with full checkpointing; the top layer's backward under FSDP without it, or where a
+    term lives there alone: an MoE layer's expert weight gradient)."""
     if plan.activation_checkpointing == "full":
         return PHASES + (RECOMPUTE, RECOMPUTE_TOP)
-    return PHASES + ((BWD_TOP,) if plan.framework == "fsdp" else ())
+    top = plan.framework == "fsdp" or any(t.phases == TOP_ONLY for t in ts)
+    return PHASES + ((BWD_TOP,) if top else ())
