@@ -26,7 +26,6 @@ Shared facts:
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from ..model import Linear, ModelArch
@@ -34,8 +33,6 @@ from .blocks import Ctx, SavedSet, attention_core, linear
 from .blocks_families import layernorm
 from .lora import Adapter
 
-_DECODER_BLOCK = re.compile(r"(?:^|[._])decoder\.(?:block|layers)\.(\d+)\.(?:EncDecAttention|encoder_attn|cross_attention)")
-_ENCODER_BLOCK = re.compile(r"(?:^|[._])encoder\.(?:block|layers)\.(\d+)\.")
 
 
 @dataclass(frozen=True)
@@ -48,12 +45,8 @@ class EncDec:
 
 def stacks(arch: ModelArch) -> tuple[int, int] | None:
     """(encoder blocks, decoder blocks) read off the parameter names, or None for a model without a
-    cross-attending decoder."""
-    dec = {m.group(1) for t in arch.tensors if (m := _DECODER_BLOCK.search(t.module))}
-    if not dec:
-        return None
-    enc = {m.group(1) for t in arch.tensors if (m := _ENCODER_BLOCK.search(t.module))}
-    return len(enc), len(dec)
+    cross-attending decoder (model/arch.py, read once per model)."""
+    return arch.encoder_decoder_blocks
 
 
 def _needs_grad(c: Ctx) -> bool:
@@ -168,8 +161,10 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
                     adapters: tuple[Adapter, ...], lm_head_adapter: Adapter | None = None) -> EncDec | None:
     """The whole model's saved set for an encoder-decoder (None for any other model). The encoder's and the
     decoder's first block see an input that needs no gradient under LoRA (c_first)."""
+    if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model
+        return None
     n = stacks(arch)
-    if n is None or arch.family not in ("t5", "gpt2"):
+    if n is None:
         return None
     n_enc, n_dec = n
     lins, ads = _names(arch, linears, adapters)

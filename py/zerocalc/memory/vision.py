@@ -28,11 +28,8 @@ from ..plan import Plan
 from .vision_internvl import internvit_saved_bytes
 from .vision_qwen import qwen_tower_saved_bytes
 
-TOWER_PARTS = ("vision", "projector", "audio")
-
-
 def tower_tensors(arch: ModelArch) -> tuple:
-    return tuple(t for t in arch.tensors if t.component in TOWER_PARTS)
+    return arch.tower_tensors                 # vision / projector / audio, read once per model (model/arch.py)
 
 
 def tower_trained_in_full(plan: Plan) -> bool:

@@ -9,9 +9,15 @@ bitsandbytes quantizes.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Mapping
+
+# a decoder block with cross-attention, and an encoder block (T5's block / BART's layers naming)
+_DECODER_BLOCK = re.compile(r"(?:^|[._])decoder\.(?:block|layers)\.(\d+)\.(?:EncDecAttention|encoder_attn|cross_attention)")
+_ENCODER_BLOCK = re.compile(r"(?:^|[._])encoder\.(?:block|layers)\.(\d+)\.")
+
 
 @dataclass(frozen=True)
 class Tensor:
@@ -113,6 +119,21 @@ class ModelArch:
     @cached_property
     def tensor_shapes(self) -> tuple[tuple[tuple, int], ...]:
         return tuple((t.shape, t.numel) for t in self.tensors)
+
+    @cached_property
+    def encoder_decoder_blocks(self) -> tuple[int, int] | None:
+        """(encoder blocks, decoder blocks) read off the parameter names, or None for a model without a
+        cross-attending decoder (memory/blocks_seq2seq.py and memory/logits.py ask it on every estimate)."""
+        dec = {m.group(1) for t in self.tensors if (m := _DECODER_BLOCK.search(t.module))}
+        if not dec:
+            return None
+        enc = {m.group(1) for t in self.tensors if (m := _ENCODER_BLOCK.search(t.module))}
+        return len(enc), len(dec)
+
+    @cached_property
+    def tower_tensors(self) -> tuple:
+        """The vision / projector / audio parts' tensors (composite.py files a tower under those components)."""
+        return tuple(t for t in self.tensors if t.component in ("vision", "projector", "audio"))
 
     @cached_property
     def layer_sizes(self) -> tuple[int, ...]:
