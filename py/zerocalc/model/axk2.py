@@ -73,8 +73,7 @@ def axk2(c: ConfigReader) -> ModelArch:
         if sparse[i]:
             moe_block(b, p, h, moe, "deepseek", [])
         else:
-            for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-                b.linear(f"{p}.mlp.{name}", d_in, d_out, "mlp")
+            b.swiglu(f"{p}.mlp", h, inter)
         gated_norm(f"{p}.input_layernorm")
         if sparse[i]:
             gated_norm(f"{p}.post_attention_layernorm")

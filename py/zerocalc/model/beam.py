@@ -46,8 +46,7 @@ def beam(c: ConfigReader) -> ModelArch:
         if kinds[i] == "sparse":
             moe_block(b, p, h, moe, "deepseek", [])
         else:
-            for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-                b.linear(f"{p}.mlp.{name}", d_in, d_out, "mlp")
+            b.swiglu(f"{p}.mlp", h, inter)
         for name in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                      "post_feedforward_layernorm"):
             b.norm(f"{p}.{name}", h)

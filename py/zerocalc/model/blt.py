@@ -39,8 +39,7 @@ def _layer(b: TensorList, p: str, c: ConfigReader) -> None:
     for name, d_in, d_out in (("q_proj", h, heads * hd), ("k_proj", h, kv * hd), ("v_proj", h, kv * hd),
                               ("o_proj", heads * hd, h)):
         b.linear(f"{p}.self_attn.{name}", d_in, d_out, "attention")
-    for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-        b.linear(f"{p}.mlp.{name}", d_in, d_out, "mlp")
+    b.swiglu(f"{p}.mlp", h, inter)
     b.norm(f"{p}.input_layernorm", h)
     b.norm(f"{p}.post_attention_layernorm", h)
 

@@ -105,8 +105,7 @@ def dots3_note_text(c: ConfigReader) -> ModelArch:
         if sparse[i]:
             moe_block(b, p, h, moe, "deepseek", [])
         else:
-            for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-                b.linear(f"{p}.mlp.{name}", d_in, d_out, "mlp")
+            b.swiglu(f"{p}.mlp", h, inter)
         b.norm(f"{p}.input_layernorm", h)
         b.norm(f"{p}.post_attention_layernorm", h)
         if i == 0:

@@ -50,8 +50,7 @@ def gemma3n_text(c: ConfigReader) -> ModelArch:
             b.linear(f"{a}.v_proj", h, kv * hd, "attention", bias=bias)
             b.norm(f"{a}.k_norm", hd)
         b.linear(f"{a}.o_proj", heads * hd, h, "attention", bias=bias)
-        for name, d_in, d_out in (("gate_proj", h, w), ("up_proj", h, w), ("down_proj", w, h)):
-            b.linear(f"{p}.mlp.{name}", d_in, d_out, "mlp")
+        b.swiglu(f"{p}.mlp", h, w)
         for name in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                      "post_feedforward_layernorm"):
             b.norm(f"{p}.{name}", h)

@@ -48,8 +48,7 @@ def hy_v4(c: ConfigReader) -> ModelArch:
         if is_sparse(c, i, 1):
             moe_block(b, p, h, moe, "deepseek", [])
         else:
-            for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-                b.linear(f"{p}.mlp.{name}", d_in, d_out, "mlp")
+            b.swiglu(f"{p}.mlp", h, inter)
         b.norm(f"{p}.input_layernorm", h)
         b.norm(f"{p}.post_attention_layernorm", h)
         for hc in ("attn_hc", "ffn_hc"):

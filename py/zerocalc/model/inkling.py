@@ -67,8 +67,7 @@ def inkling_text(c: ConfigReader) -> ModelArch:
             for name, shape in (("gate_proj", (s, ei, h)), ("up_proj", (s, ei, h)), ("down_proj", (s, h, ei))):
                 b.matrix(f"{m}.shared_experts", name, shape, "shared_experts")
         else:
-            for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-                b.linear(f"{m}.{name}", d_in, d_out, "mlp")
+            b.swiglu(f"{m}", h, inter)
             b.param(m, "global_scale", 1, "mlp")
         b.norm(f"{p}.input_layernorm", h)
         b.norm(f"{p}.post_attention_layernorm", h)

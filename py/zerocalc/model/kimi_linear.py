@@ -82,8 +82,7 @@ def kimi_linear(c: ConfigReader) -> ModelArch:
         if is_sparse(c, i, 1):
             moe_block(b, p, h, moe, "deepseek", [])
         else:
-            for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-                b.linear(f"{p}.mlp.{name}", d_in, d_out, "mlp")
+            b.swiglu(f"{p}.mlp", h, inter)
         b.norm(f"{p}.input_layernorm", h)
         b.norm(f"{p}.post_attention_layernorm", h)
     b.norm("model.norm", h)

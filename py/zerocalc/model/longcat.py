@@ -48,8 +48,7 @@ def longcat_flash(c: ConfigReader) -> ModelArch:
             b.linear(f"{a}.kv_b_proj", kvr, heads * (nope + vd), "attention")
             b.linear(f"{a}.o_proj", heads * vd, h, "attention", bias=bias)
         for j in (0, 1):
-            for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-                b.linear(f"{p}.mlps.{j}.{name}", d_in, d_out, "mlp")
+            b.swiglu(f"{p}.mlps.{j}", h, inter)
         for name in ("input_layernorm", "post_attention_layernorm"):
             for j in (0, 1):
                 b.norm(f"{p}.{name}.{j}", h)

@@ -120,8 +120,7 @@ def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Li
         # moe_intermediate_size), experts, and expert_bias (a frozen nn.Parameter)
         b.linear(f"{m}.router.gate", h, e, "router")
         si = moe.shared_intermediate
-        for name, d_in, d_out in (("gate_proj", h, si), ("up_proj", h, si), ("down_proj", si, h)):
-            b.linear(f"{m}.shared_experts.{name}", d_in, d_out, "shared_experts")
+        b.swiglu(f"{m}.shared_experts", h, si, "shared_experts")
         b.matrix(f"{m}.experts", "gate_up_proj", (e, 2 * ei, h), "routed_experts")
         b.matrix(f"{m}.experts", "down_proj", (e, h, ei), "routed_experts")
         b.param(m, "expert_bias", e, "router")

@@ -39,8 +39,7 @@ def olmo_hybrid(c: ConfigReader) -> ModelArch:
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
 
     def mlp(p: str) -> None:
-        for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-            b.linear(f"{p}.mlp.{name}", d_in, d_out, "mlp")
+        b.swiglu(f"{p}.mlp", h, inter)
 
     for i, kind in enumerate(kinds[:n_layers]):
         p = f"model.layers.{i}"

@@ -327,8 +327,7 @@ def jamba(c: ConfigReader) -> ModelArch:
             b.matrix(f"{f}.experts", "gate_up_proj", (e, 2 * inter, h), "routed_experts")
             b.matrix(f"{f}.experts", "down_proj", (e, h, inter), "routed_experts")
         else:
-            for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-                b.linear(f"{f}.{name}", d_in, d_out, "mlp")
+            b.swiglu(f"{f}", h, inter)
         b.norm(f"{p}.input_layernorm", h)
         b.norm(f"{p}.pre_ff_layernorm", h)
     b.norm("model.final_layernorm", h)

@@ -63,8 +63,7 @@ def zamba(c: ConfigReader) -> ModelArch:
                 for name, d_in, d_out in (("q_proj", a, heads * hd), ("k_proj", a, kv * hd), ("v_proj", a, kv * hd),
                                           ("o_proj", heads * hd, h)):
                     b.linear(f"{s}.self_attn.{name}", d_in, d_out, "attention")
-                for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-                    b.linear(f"{s}.feed_forward.{name}", d_in, d_out, "mlp")
+                b.swiglu(f"{s}.feed_forward", h, inter)
                 b.norm(f"{s}.input_layernorm", a)
                 b.norm(f"{s}.pre_ff_layernorm", h)
                 shared = True
