@@ -52,6 +52,14 @@ def trace_targets(res: dict, engine_has_temporaries: bool) -> dict:
     return t
 
 
+def fixture_result(row: dict) -> dict:
+    """A checked-in fixture row (grid.slim's fields) as the trace result compare() reads."""
+    return {"plan": row["plan"], "peak": {"components": row["components"]}, "peak_bytes": row["peak_bytes"],
+            "peak_phase": row["peak_phase"], "peak_op": row["peak_op"],
+            "saved_activations_forward_end": row["saved_activations_forward_end"],
+            "phase_peaks": {k: {"bytes": v} for k, v in row["phase_peaks"].items()}}
+
+
 def compare(res: dict, eng: dict) -> list[dict]:
     """Rows {name, trace, engine, diff, rel, ok} for each compared component and the peak. The engine books
     torch AdamW's step transients (`optimizer_step_temps`, e.g. foreach's sqrt copy) under buffers; the trace

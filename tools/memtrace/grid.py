@@ -150,3 +150,23 @@ if __name__ == "__main__":
             json.dump({"versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                                     "peft": peft.__version__},
                        "results": {r["id"]: slim(r) for r in out if "error" not in r}}, f, indent=1)
+
+
+def write_fixtures(results: list[dict], out: str) -> None:
+    """Each traced row as <out>/<id>.json (the plan, the library versions, slim's fields): the families' and the
+    seq2seq grids' fixtures."""
+    import json  # noqa: PLC0415
+    import peft  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    import transformers  # noqa: PLC0415
+    os.makedirs(out, exist_ok=True)
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
+    for r in results:
+        if "error" in r:
+            print(r["id"], "ERROR", r["error"])
+            continue
+        row = {"id": r["id"], "plan": r["plan"], "versions": versions, **slim(r)}
+        with open(os.path.join(out, f"{r['id']}.json"), "w") as f:
+            json.dump(row, f, indent=1)
+            f.write("\n")
+        print(r["id"], f"{r['peak_bytes'] / 2**30:.3f} GiB {r['peak_phase']} {r['wall_s']} s")

@@ -17,11 +17,10 @@ v1.1's gated feed-forward full and LoRA (q, v) in fp32 at s 128, b 8 (PEFT's T0 
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
-from .grid import GPU, run_grid, slim
+from .grid import GPU, run_grid, write_fixtures
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "seq2seq")
 
@@ -76,24 +75,7 @@ def rows() -> list[dict]:
     return out
 
 
-def write(results: list[dict]) -> None:
-    import peft  # noqa: PLC0415
-    import torch  # noqa: PLC0415
-    import transformers  # noqa: PLC0415
-    os.makedirs(OUT, exist_ok=True)
-    versions = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
-    for r in results:
-        if "error" in r:
-            print(r["id"], "ERROR", r["error"])
-            continue
-        row = {"id": r["id"], "plan": r["plan"], "versions": versions, **slim(r)}
-        with open(os.path.join(OUT, f"{r['id']}.json"), "w") as f:
-            json.dump(row, f, indent=1)
-            f.write("\n")
-        print(r["id"], f"{r['peak_bytes'] / 2**30:.3f} GiB {r['peak_phase']} {r['wall_s']} s")
-
-
 if __name__ == "__main__":
     prefix = sys.argv[1] if len(sys.argv) > 1 else ""
     todo = [{**p, "quick": False} for p in rows() if p["id"].startswith(prefix)]
-    write(run_grid(todo, jobs=1))
+    write_fixtures(run_grid(todo, jobs=1), OUT)
