@@ -41,15 +41,6 @@ def mllama_parts(cfg: Mapping, text_h: int) -> list:
     ratios = len(v.cfg.get("supported_aspect_ratios") or [0] * 8) + 1
     b = TensorList()
 
-    def lin(m: str, d_in: int, d_out: int, bias: bool, comp: str = "vision") -> None:
-        b.matrix(m, "weight", (d_out, d_in), comp, m.rsplit(".", 1)[-1])
-        if bias:
-            b.param(m, "bias", d_out, comp)
-
-    def ln(m: str) -> None:
-        b.param(m, "weight", h, "vision")
-        b.param(m, "bias", h, "vision")
-
     b.param(p, "class_embedding", h, "vision")
     b.matrix(f"{p}.patch_embedding", "weight", (h, get("num_channels") * get("patch_size") ** 2), "vision")
     g = f"{p}.gated_positional_embedding"
@@ -59,22 +50,22 @@ def mllama_parts(cfg: Mapping, text_h: int) -> list:
     for name in ("pre_tile_positional_embedding", "post_tile_positional_embedding"):
         b.param(f"{p}.{name}", "gate", 1, "vision")
         b.matrix(f"{p}.{name}.embedding", "weight", (ratios, tiles * h), "vision")
-    ln(f"{p}.layernorm_pre")
-    ln(f"{p}.layernorm_post")
+    b.norm(f"{p}.layernorm_pre", h, bias=True, component="vision")
+    b.norm(f"{p}.layernorm_post", h, bias=True, component="vision")
     for stack, n, gated in (("transformer", get("num_hidden_layers"), False),
                             ("global_transformer", get("num_global_layers"), True)):
         for i in range(n):
             q = f"{p}.{stack}.layers.{i}"
             for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-                lin(f"{q}.self_attn.{name}", h, h, False)
-            lin(f"{q}.mlp.fc1", h, inter, True)
-            lin(f"{q}.mlp.fc2", inter, h, True)
-            ln(f"{q}.input_layernorm")
-            ln(f"{q}.post_attention_layernorm")
+                b.linear(f"{q}.self_attn.{name}", h, h, "vision")
+            b.linear(f"{q}.mlp.fc1", h, inter, "vision", bias=True)
+            b.linear(f"{q}.mlp.fc2", inter, h, "vision", bias=True)
+            b.norm(f"{q}.input_layernorm", h, bias=True, component="vision")
+            b.norm(f"{q}.post_attention_layernorm", h, bias=True, component="vision")
             if gated:
                 b.param(q, "gate_attn", 1, "vision")
                 b.param(q, "gate_ffn", 1, "vision")
-    lin("model.multi_modal_projector", get("vision_output_dim"), text_h, True, "projector")
+    b.linear("model.multi_modal_projector", get("vision_output_dim"), text_h, "projector", bias=True)
     return b.tensors
 
 
