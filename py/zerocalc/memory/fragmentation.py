@@ -44,6 +44,9 @@ EULER = 0.5772156649015329
 # segment: per record-long batch beyond the first, this share of the longest batch's transient (the grid's
 # median, 1.4-11.6); expandable segments: no growth (-0.13-0.04).
 GROWTH = {"native": 0.61, "max_split": 3.03, "expandable": 0.0}
+# The logits segments a record-long batch opens (the three fp32-sized b·s·V blocks above, logits / 3 bytes each;
+# scripts/fragmentation.py --segments, and the retry path below, where they open and fail one at a time).
+LOGITS_SEGMENTS = 3
 # Of the longest batch's transient bytes, what a full device cannot get back (segments holding a live block,
 # memory/runtime.py PINNED_PER_TRANSIENT); expandable segments unmap every whole free page.
 PINNED = {"native": 0.187, "max_split": 0.187, "expandable": 0.0}
@@ -223,6 +226,23 @@ def allocated_peak(allocated: int, transient: int, x: float) -> int:
     return int(allocated - transient * (1 - x))
 
 
+def first_overflow(kept: float, logits_x: float, capacity: int) -> float:
+    """max_memory_reserved of the native ratchet on a device, where the rule's `kept` (every record's logits
+    segments, logits_x bytes of them the longest's) is above `capacity`. The allocator's retry path
+    (CUDACachingAllocator.cpp malloc: alloc_block fails -> release_cached_blocks -> alloc_block again): the
+    longest record's logits segments open one at a time over the cache the earlier records left (kept - logits_x);
+    the first that does not fit frees every whole free segment, so the reserve drops before the rest open and
+    the peak is the level just before that failure. Replayed (scripts/fragmentation.py grid, padded-longest
+    p99 = seq_len, 10 steps): 3.504 GiB before the record, two 0.697 GiB segments to 4.898, the third fails on a
+    5.475 GiB device, 2.066 GiB released, it opens at 3.529. When the earlier records' cache alone is above the
+    device, the ratchet has overflowed before, each time just under the device, and the peak is the device."""
+    before = kept - logits_x
+    if before > capacity or logits_x <= 0:
+        return float(capacity)
+    seg = logits_x / LOGITS_SEGMENTS
+    return before + min(LOGITS_SEGMENTS, int((capacity - before) // seg)) * seg
+
+
 def reserved_after(allocated: int, transient: int, logits: int, cache: int, x: float, records: float,
                    earlier: float, setting: str, capacity: int | None = None, typical: float | None = None) -> int:
     """max_memory_reserved after the steps that gave a longest batch x, `records` record-long batches and
@@ -231,14 +251,17 @@ def reserved_after(allocated: int, transient: int, logits: int, cache: int, x: f
     bytes, every record's logits segments and the larger of a typical batch's activations and the steady cache
     (the segments the replay keeps: the comment above GROWTH); for max_split_size GROWTH of the
     longest's transient per record after the first; on a device, at most `capacity` (a failed cudaMalloc frees
-    whole cached segments)."""
+    whole cached segments), for the native ratchet the level before its first failure (first_overflow)."""
     peak = allocated_peak(allocated, transient, x)
     r = peak + cache * x
     if setting == "native":
         if earlier > 0:
             xbar = x if typical is None else min(typical, x)
             kept = allocated - transient + logits * (earlier + x) + max((transient - logits) * xbar, cache * x)
-            r = max(r, kept)
+            if capacity is not None and kept > capacity and kept > r:
+                r = max(first_overflow(kept, logits * x, capacity), min(r, capacity))
+            else:
+                r = max(r, kept)
     else:
         r += GROWTH[setting] * transient * x * (records - 1)
     return int(r if capacity is None else min(r, max(capacity, peak)))
