@@ -45,7 +45,9 @@ def predict(record: dict, window: str = "per-log", count: str | None = None) -> 
     `count` (validation/public-data.json, scripts/data_tags.py): for a reserved or nvidia-smi record of a run whose
     batches change shape, the steps come from run.reserved_after_steps[count] (nvidia-smi: plus what lies outside
     the allocator, device_used - peak_reserved), in place of the steady step; whole-process: the larger of that
-    and the run's other phases."""
+    and the run's other phases. A per-log reserved or nvidia-smi figure of a fixed-length run adds what
+    run.reserved_after_steps holds beside the steady step (the segments an on-device build left cached:
+    run.load.on_device_build; zero for every other plan)."""
     est = estimate(Plan.from_dict(record["plan"]))
     d = est.to_dict()
     key = METRIC_KEY[record["metric"]]
@@ -59,6 +61,10 @@ def predict(record: dict, window: str = "per-log", count: str | None = None) -> 
             steps += pg["device_used_bytes"] - pg["peak_reserved_bytes"]
         others = [p[key] for k, p in d["run"]["phases"].items() if k != "step"]
         pred = max([steps, *others]) if window == "whole-process" else steps
+    elif window == "per-log" and record["metric"] in ("reserved", "device_used"):
+        # the steps beside the segments the load left stranded (run.load.on_device_build): reserved_after_steps
+        # of a fixed-length plan is the steady step's reserve plus those; 0 for every other plan
+        pred += max(0, d["run"]["reserved_after_steps"]["10"] - d["per_gpu"]["peak_reserved_bytes"])
     return pred, est.fits
 
 

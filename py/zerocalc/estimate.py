@@ -186,9 +186,18 @@ def _run_fits(plan: Plan, si: StepInputs, spec: GpuSpec) -> bool:
     return run_fits(view, used, post_phases(view, post, ts))
 
 
-def _over_steps(plan: Plan, pg: PerGpu, spec: GpuSpec) -> dict:
-    """Extension 6: reserved over 10-10000 steps of the plan's length distribution (memory/fragmentation.py)."""
+def _over_steps(plan: Plan, pg: PerGpu, spec: GpuSpec, beside: int = 0) -> dict:
+    """Extension 6: reserved over 10-10000 steps of the plan's length distribution (memory/fragmentation.py),
+    plus `beside`: segments the load left that the steps cannot use (run/__init__.py RunPeaks.beside_steps)."""
     d, a = plan.data, plan.allocator
+    out = _steps_of(plan, pg, spec, d, a)
+    if beside:
+        cap = spec.capacity_bytes - (pg.device_used - pg.peak_reserved)
+        out["reserved_after_steps"] = {n: max(r, min(r + beside, cap)) for n, r in out["reserved_after_steps"].items()}
+    return out
+
+
+def _steps_of(plan: Plan, pg: PerGpu, spec: GpuSpec, d, a) -> dict:
     return over_steps(d.lengths, d.mean_len, d.p99_len, d.histogram, plan.micro_batch_size, plan.seq_len,
                       pg.peak_allocated, pg.peak_reserved, pg.components["activations"] + pg.components["logits"],
                       pg.logits_step, spec.capacity_bytes - (pg.device_used - pg.peak_reserved), expandable(a, plan.stack.trainer),
@@ -297,7 +306,7 @@ def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
     est = Estimate(
         plan=plan, arch=arch, gpu=spec, per_gpu=pg, capacity_bytes=spec.capacity_bytes,
         fits=run.fits, primary_driver=max(comps, key=lambda k: comps[k]), run=run, run_fix=run_fix(view, run),
-        run_steps=_over_steps(sp, pg, spec),
+        run_steps=_over_steps(sp, pg, spec, run.beside_steps),
         host_per_node_bytes=_host_per_node(plan, si, pg),
         tokens_per_step=sp.seq_len * sp.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,
         global_batch_size=plan.micro_batch_size * plan.gradient_accumulation_steps * plan.world_size,

@@ -321,6 +321,10 @@ def _check_consistency(plan: Plan) -> None:
     if plan.framework == "single" and plan.world_size != 1:
         raise PlanError("framework", f"single means one process on one GPU, but the cluster has "
                                      f"{plan.world_size} GPUs; use ddp, fsdp or deepspeed")
+    if plan.run.load.on_device_build is True and plan.framework != "fsdp":
+        raise PlanError("run.load.on_device_build", "a build on the GPU before FSDP wraps the model needs framework "
+                                                    f"fsdp (single and ddp train the built model itself; DeepSpeed: "
+                                                    f"run.load.zero_init), not {plan.framework}")
     if plan.framework == "fsdp" and plan.zero_stage not in (2, 3):
         raise PlanError("zero_stage", "with fsdp, 2 means SHARD_GRAD_OP and 3 FULL_SHARD; got "
                                       f"{plan.zero_stage}")

@@ -49,6 +49,7 @@ class SaveSettings:
 class LoadSettings:
     dtype: str = "auto"
     zero_init: Any = "auto"
+    on_device_build: Any = "auto"        # auto, true, false: the whole model built on each GPU before FSDP wraps it
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,12 @@ def _auto_or_bool(key: str, v: Any) -> Any:
 
 def _parse_load(v: Any) -> LoadSettings:
     obj = check_mapping("run.load", v)
-    reject_unknown("run.load", obj, ("dtype", "zero_init"))
+    reject_unknown("run.load", obj, ("dtype", "zero_init", "on_device_build"))
     d = LoadSettings()
     return LoadSettings(dtype=check_choice("run.load.dtype", obj.get("dtype", d.dtype), LOAD_DTYPES),
-                        zero_init=_auto_or_bool("run.load.zero_init", obj.get("zero_init", d.zero_init)))
+                        zero_init=_auto_or_bool("run.load.zero_init", obj.get("zero_init", d.zero_init)),
+                        on_device_build=_auto_or_bool("run.load.on_device_build",
+                                                      obj.get("on_device_build", d.on_device_build)))
 
 
 def parse_run(value: Any) -> RunSettings:
@@ -162,7 +165,8 @@ def run_to_dict(run: RunSettings) -> dict:
     if run.save != DEFAULT:
         out["save"] = _as_dict(run.save)
     if run.load != LoadSettings():
-        out["load"] = _as_dict(run.load)
+        # a key added later to run.load is omitted at "auto", so plans that state the others serialise as before
+        out["load"] = {k: v for k, v in _as_dict(run.load).items() if k != "on_device_build" or v != "auto"}
     for k in ("resume", "load_best_at_end", "merge_at_end"):
         if getattr(run, k) != getattr(RunSettings(), k):
             out[k] = getattr(run, k)

@@ -52,6 +52,7 @@ class RunPeaks:
     peak_reserved: int
     device_used: int
     capacity: int
+    beside_steps: int = 0        # reserved the load left that the steps cannot use (Phase.stranded), beside theirs
 
     @property
     def fits(self) -> bool:
@@ -96,7 +97,7 @@ def run_peaks(view: RunView, step: PhasePeak, before: tuple = ()) -> RunPeaks:
     moments each step meets before its update (post-training's generate, sync, score: post/phases.py). A name
     two phases share (the rollout's and an evaluation's ``generate``) keeps the larger."""
     out: dict = {}
-    carried = 0
+    carried = stranded = 0
     for name, fn in PHASES:
         if fn is None:
             # steady state: each step's moments before its update follow the previous update step's segments
@@ -106,20 +107,35 @@ def run_peaks(view: RunView, step: PhasePeak, before: tuple = ()) -> RunPeaks:
                 pk = _peak(view, ph, carried)
                 carried = 0 if ph.empties_cache else max(carried, pk.reserved - ph.outside)
                 out[bname] = pk
-            pk = step
-            carried = max(carried, step.reserved)
+            pk = _beside(view, step, stranded)
+            carried = max(carried, pk.reserved)
         else:
             ph = fn(view)
             if ph is None:
                 continue
             pk = _peak(view, ph, carried)
             carried = 0 if ph.empties_cache else max(carried, pk.reserved)
+            stranded = 0 if ph.empties_cache else stranded + ph.stranded
         if name in out and out[name].device_used >= pk.device_used:
             continue
         out[name] = pk
     top = max(out.values(), key=lambda p: (p.device_used, p.allocated, p.name == "step"))
     return RunPeaks(MappingProxyType(out), top.name, max(p.allocated for p in out.values()),
-                    max(p.reserved for p in out.values()), top.device_used, view.capacity)
+                    max(p.reserved for p in out.values()), top.device_used, view.capacity,
+                    out["step"].reserved - step.reserved)
+
+
+def _beside(view: RunView, step: PhasePeak, stranded: int) -> PhasePeak:
+    """The steps beside the segments an earlier phase left stranded (Phase.stranded): reserved is the step's own
+    reserve, less its activations and logits (small enough to be served from the stranded segments), plus those
+    segments; capped where the GPU is full (a failed cudaMalloc frees whole cached segments, so no OOM). Without
+    stranded segments (every plan that does not set run.load.on_device_build) the steady step as it is."""
+    if not stranded:
+        return step
+    reuse = min(stranded, step.components.get("activations", 0) + step.components.get("logits", 0))
+    reserved = max(step.reserved, min(step.reserved + stranded - reuse, view.capacity - view.driver))
+    return PhasePeak(step.name, step.allocated, reserved, step.device_used + reserved - step.reserved,
+                     step.components, step.host, step.note + ", beside the build's cached segments")
 
 
 def run_fits(view: RunView, step_device_used: int, before: tuple = ()) -> bool:

@@ -57,6 +57,7 @@ class Run:
     save: Save | None
     load_bytes: int                  # bytes per element of the model as it is built and loaded
     zero_init: bool
+    on_device_build: bool            # the whole model built on each GPU before FSDP wraps it (run/load.py)
     resume: bool
     load_best_at_end: bool
     merge: str                       # none, peft, 16bit-in-process
@@ -122,5 +123,11 @@ def resolve(plan: Plan, stack: Stack) -> Run:
     else:
         load_bytes = 4 if plan.precision == "fp32" else 2   # transformers 5 "auto": the checkpoint's (16-bit) dtype
     zero_init = plan.deepspeed.get("zero_init", True) if load.zero_init == "auto" else load.zero_init
-    return Run(eval=e, generate=g, save=s, load_bytes=load_bytes, zero_init=bool(zero_init), resume=r.resume,
+    # auto: no trainer modelled today builds the whole model on the GPU before FSDP shards it (accelerate FSDP
+    # from the CPU copy; torchtune from cf20eff74, 2024-03-22, rank 0 on the CPU and the others on meta, later
+    # FSDP2 load_from_full_model_state_dict);
+    # torchtune's Jan-Mar 2024 full_finetune.py did (run/load.py), and a plan for it says so
+    on_device_build = load.on_device_build is True
+    return Run(eval=e, generate=g, save=s, load_bytes=load_bytes, zero_init=bool(zero_init),
+               on_device_build=on_device_build, resume=r.resume,
                load_best_at_end=r.load_best_at_end, merge=r.merge_at_end)

@@ -13,6 +13,14 @@
 - ZeRO-3 with `zero.Init` (transformers integrations/deepspeed.py `_load_state_dict_into_zero3_model`:
   `GatheredParameters(params, recurse=False, modifier_rank=0)` per module): the 16-bit partition plus the
   largest module gathered whole; rank 0 reads the checkpoint into host memory.
+- FSDP with the whole model built on each GPU first (`run.load.on_device_build`; torchtune's full_finetune.py of
+  Jan-Mar 2024, a3fc7ac65 `_setup_model`: `models.get_model(model, device=self._device)`, whose
+  torchtune/models/__init__.py `get_model` builds under `with get_device(device)`, then `utils.wrap_fsdp`, FSDP1
+  with `device_id`, unit by unit; no `torch.cuda.empty_cache` anywhere in recipes/ or torchtune/ at that commit):
+  the whole model in its build dtype plus one unit flattened (`FlatParamHandle` concatenates the unit's tensors,
+  then keeps 1/N of it). Every built tensor is its own block, freed when its unit is flattened, so the build's
+  segments stay cached: each is one tensor's size, smaller than the units' flat parameters, gathers and
+  gradients the steps request, and only the steps' activations and logits fit in them (`stranded`).
 - FSDP1 (accelerate, `sync_module_states` / device_id wrapping, torch/distributed/fsdp/_init_utils.py): the
   shards built so far plus one unit moved to the GPU and flattened (2 x the largest unit) [not traced];
   FSDP2 (accelerate `fsdp2_load_full_state_dict`, torchtune `load_from_full_model_state_dict`): the shards plus
@@ -59,6 +67,11 @@ def load_phase(v: RunView) -> Phase:
     if plan.framework == "deepspeed":
         return phase("load", {"weights": weights}, {"buffers": 2 * arch.largest_module}, transient=2 * arch.largest_module,
                      host=2 * whole, note="zero.Init: one module gathered at a time")
+    if plan.framework == "fsdp" and r.on_device_build:
+        unit = max(max(arch.layer_sizes or (arch.total_params,)), arch.total_params - sum(arch.layer_sizes))
+        built = r.load_bytes * whole
+        return phase("load", {"weights": built}, {"buffers": r.load_bytes * unit}, stranded=built,
+                     host=r.load_bytes * whole, note="whole model built on the GPU, then FSDP wraps it unit by unit")
     if plan.framework == "fsdp":
         if si.stack.fsdp_version == 1:
             unit = max(arch.layer_sizes or (arch.total_params,))

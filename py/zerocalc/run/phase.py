@@ -20,6 +20,8 @@ class Phase:
     outside: int = 0             # bytes of the components held outside PyTorch's cache (a colocated vLLM's
                                  # CuMemAllocator pool, unmapped when it sleeps): never left cached for later phases
     empties_cache_before: bool = False   # torch.cuda.empty_cache() at its start (TRL before waking vLLM's weights)
+    stranded: int = 0            # bytes of segments it leaves cached that the steps' requests cannot use, so the
+                                 # steps' reserve sits beside them (run/load.py on-device build before FSDP)
 
     @property
     def allocated(self) -> int:
