@@ -10,10 +10,15 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   the saved rows c·n'. Start of backward: the saved rows, their gradients stacked by `unbind`'s backward
   (c·n') and the slice's zero-filled gradient of the logits (c·n): c·n + 2·c·n' at most, taken as the moment
   the stacked gradient is copied into the slice (the saved rows are freed one by one before it).
-  fp32 logits: `gather` plus a per-row `logsumexp`; the graph keeps the logits (4n); the backward holds gather's
-  zero-filled gradient and its `scatter_add` output and the per-row logsumexp gradients stacked by `unbind`'s
-  backward, three fp32 tensors of the shifted shape (4n + 12n'; traced: posttrace's TRL 1.14.2 CPU runs, whose
-  torch fallback takes this branch, list `new_zeros`, `scatter_add` and `stack` of (rows, s-1, V) fp32).
+  fp32 logits: `gather` plus a per-row `logsumexp`; the graph keeps the logits (4n); the backward holds the
+  per-row logsumexp gradients and their stack by `unbind`'s backward, then that stack beside gather's
+  zero-filled gradient, two fp32 tensors of the shifted shape beside the logits (4n + 8n'). aten's
+  `gather_backward` (TensorAdvancedIndexing.cpp) fills the zeros with `scatter_add_` in place, unless
+  `areAnyTensorSubclassLike` is true, which it is for every tensor while a dispatch mode is active: under the
+  tracer's FakeTensorMode it takes the out-of-place `scatter_add`, a third fp32 tensor (posttrace's TRL 1.14.2
+  CPU runs listed `new_zeros`, `scatter_add` and `stack` of (rows, s-1, V) fp32: 4n + 12n'). A real run has no
+  dispatch mode: checked on CPU eager with torch 2.13's profiler, TRL 0.17's branch on (4, 64, 8192) fp32
+  logits peaks 3 x 4·R·T·V above its input in eager and 4x under a pass-through TorchDispatchMode.
 - OpenRLHF: `output["logits"].to(torch.float32)` (openrlhf/models/actor.py) then `log_probs_from_logits`
   (flash-attn's fused cross-entropy, which saves its fp32 input): forward c·n + 4n, saved 4n, backward 4n + 4n
   (the fp32 gradient) + c·n (its cast back).
@@ -113,8 +118,8 @@ def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, 
         chunk = (c + 4) * n // FUSED_CHUNKS
         return Logits(saved=0, forward_peak=chunk, backward_peak=chunk + c * n // FUSED_CHUNKS)
     if trainer in ("trl", "ms-swift"):
-        if c == 4:
-            return Logits(saved=4 * n, forward_peak=4 * n, backward_peak=4 * n + 12 * shifted)
+        if c == 4:       # eager gather_backward: scatter_add_ in place (see the module docstring)
+            return Logits(saved=4 * n, forward_peak=4 * n, backward_peak=4 * n + 8 * shifted)
         return Logits(saved=c * shifted, forward_peak=c * n + c * shifted, backward_peak=c * n + 2 * c * shifted)
     if trainer == "openrlhf":
         cast = 0 if c == 4 else c * n
