@@ -97,7 +97,9 @@ def fused_head_torch(positions: int, vocab: int, hidden: int, c: int, head_train
 
 
 def upcast_buffers(rows: int, positions: int, vocab: int, c: int) -> Logits:
-    """TRL 1.11-1.14's DPO fallback: the 16-bit logits copied to fp32, then the fp32 branch."""
+    """TRL 1.11-1.14's DPO fallback: the 16-bit logits copied to fp32, then the fp32 branch. Its backward stays
+    at the traced 4n + 12n': the 1.14 fallback's code was not read here, so whether it takes the same
+    `gather_backward` (whose third tensor is the tracer's dispatch mode's, see the module docstring) is open."""
     n = rows * positions * vocab
     shifted = rows * max(positions - 1, 1) * vocab
     cast = 0 if c == 4 else c * n
