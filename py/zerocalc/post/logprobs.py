@@ -53,6 +53,15 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   difference (29T beside 2T), counted in trl/kernels/chunked_logprob.py (1.16.0). In 1.11-1.14 DPO's
   `selective_log_softmax_and_entropy` fallback upcasts the logits to fp32 and takes the fp32 branch above (the
   reference's scoring too); GRPO's `selective_log_softmax` keeps the 16-bit per-row loop.
+- The chosen rows' NLL of TRL's ORPO, CPO and SimPO (and ms-swift's, which subclass them): ORPOTrainer always
+  and CPOTrainer with `cpo_alpha` != 0 (CPOConfig default 1.0 at v0.11.4 and at f2cd577, trl/experimental/cpo/
+  cpo_config.py; ms-swift's `cpo_alpha` 1.0, swift/arguments/rlhf_args.py, its SimPO is TRL's CPOTrainer with
+  loss_type simpo) run `cross_entropy_loss(all_logits[:len_chosen], ...)` on the same logits:
+  `logits[..., :-1, :].contiguous()` then `nn.CrossEntropyLoss`, whose log_softmax output of the B chosen rows
+  (c·B·(T-1)·V, in the logits' dtype) is saved for backward beside what the preference loss keeps (`nll`). The
+  `.contiguous()` copy (B >= 2 rows) dies as the function returns, before get_batch_logps' own, larger moment.
+  Checked on CPU eager (torch 2.13 profiler, fp32 logits, B = 1 pair): TRL 0.11.4's CPO loss code with
+  cpo_alpha 1 holds 0.5 c·R·T·V more than with 0 saved, at the end of forward and at the backward peak.
 A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero.
 """
 from __future__ import annotations
@@ -61,6 +70,7 @@ from ..memory.logits import Logits
 
 
 FUSED_CHUNKS = 8
+CHOSEN_NLL = ("orpo", "cpo", "simpo")   # TRL ORPOTrainer always, CPOTrainer's cpo_alpha 1.0 by default
 TOKEN_CHUNK = 4096          # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
 VOCAB_CHUNK = 32768         # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
 STATS = 7                   # fp32 per-token running statistics of the forward (running_max, sum_exp, ...)
@@ -148,3 +158,11 @@ def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int,
     if trainer == "llamafactory":
         return max((0 if c == 4 else c * n) + 4 * n, 8 * n)
     return c * n
+
+
+def chosen_nll(lg: Logits, pairs: int, positions: int, vocab: int, c: int) -> Logits:
+    """The chosen rows' NLL (ORPO / CPO / SimPO, see the module docstring): its saved log_softmax of the B chosen
+    rows' shifted logits, alive from the end of forward through the backward peak."""
+    extra = c * pairs * max(positions - 1, 1) * vocab
+    return Logits(saved=lg.saved + extra, forward_peak=lg.forward_peak + extra,
+                  backward_peak=lg.backward_peak + extra, kept_by_loop=lg.kept_by_loop)
