@@ -673,11 +673,13 @@ def test_import_an_ms_swift_command_line():
 
 
 def test_trl_fp32_logits_backward_by_hand():
-    # fp32 logits (precision fp32), TRL <= 1.10: the logits 4·R·T·V kept; backward gather's zeros, scatter_add and
-    # the stacked logsumexp gradients, 3 x 4·R·(T-1)·V; R = 4, T = 1024
+    # fp32 logits (precision fp32), TRL <= 1.10: the logits 4·R·T·V kept; backward: the stacked logsumexp
+    # gradients beside gather's zeros, which eager `gather_backward` fills in place (`scatter_add_`; only a
+    # dispatch mode such as the tracer's takes the out-of-place `scatter_add`, a third tensor):
+    # 2 x 4·R·(T-1)·V; R = 4, T = 1024
     t = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512, "reference": "precomputed",
                      "trainer_version": "1.10"}, precision="fp32"))
-    assert t["logits_backward"].nbytes == 4 * 4 * 1024 * V + 12 * 4 * 1023 * V
+    assert t["logits_backward"].nbytes == 4 * 4 * 1024 * V + 8 * 4 * 1023 * V
 
 
 def test_torch_kernels_fallback_by_hand():
@@ -728,3 +730,23 @@ def test_trl_grouped_completion_default_follows_the_release(method, version, com
     q = plan({"method": method, "num_generations": 2, "trainer_version": version, "completion_len": 1000},
              framework="ddp", zero_stage=0)
     assert resolve(q).completion == 1000
+
+
+def test_chosen_nll_of_orpo_cpo_simpo_by_hand():
+    # TRL's ORPO (always) and CPO / SimPO (cpo_alpha 1.0 by default) add the chosen rows' NLL: CrossEntropyLoss
+    # over all_logits[:B, :-1] saves its log_softmax, 2·B·(T-1)·V bf16 (DeepSpeed: no autocast copy), beside
+    # DPO's selective_log_softmax buffers (test_trl_dpo_logits_buffers_by_hand); B = 2 pairs, R = 4 rows, T = 1024
+    dpo_fwd = 2 * 4 * 1024 * V + 2 * 4 * 1023 * V
+    dpo_bwd = 2 * 4 * 1024 * V + 2 * 2 * 4 * 1023 * V
+    nll = 2 * 2 * 1023 * V
+    for method in ("orpo", "cpo", "simpo"):
+        for trainer in ("trl", "ms-swift"):
+            t = _terms(plan({"method": method, "trainer": trainer, "prompt_len": 512, "completion_len": 512,
+                             "trainer_version": "1.10"} if trainer == "trl" else
+                            {"method": method, "trainer": trainer, "prompt_len": 512, "completion_len": 512}))
+            assert t["logits_forward"].nbytes == dpo_fwd + nll, (method, trainer)
+            assert t["logits_backward"].nbytes == dpo_bwd + nll, (method, trainer)
+    # DPO has no NLL term by default (rpo_alpha None)
+    t = _terms(plan({"method": "dpo", "trainer": "ms-swift", "prompt_len": 512, "completion_len": 512,
+                     "reference": "precomputed"}))
+    assert t["logits_forward"].nbytes == dpo_fwd

@@ -10,10 +10,15 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   the saved rows c·n'. Start of backward: the saved rows, their gradients stacked by `unbind`'s backward
   (c·n') and the slice's zero-filled gradient of the logits (c·n): c·n + 2·c·n' at most, taken as the moment
   the stacked gradient is copied into the slice (the saved rows are freed one by one before it).
-  fp32 logits: `gather` plus a per-row `logsumexp`; the graph keeps the logits (4n); the backward holds gather's
-  zero-filled gradient and its `scatter_add` output and the per-row logsumexp gradients stacked by `unbind`'s
-  backward, three fp32 tensors of the shifted shape (4n + 12n'; traced: posttrace's TRL 1.14.2 CPU runs, whose
-  torch fallback takes this branch, list `new_zeros`, `scatter_add` and `stack` of (rows, s-1, V) fp32).
+  fp32 logits: `gather` plus a per-row `logsumexp`; the graph keeps the logits (4n); the backward holds the
+  per-row logsumexp gradients and their stack by `unbind`'s backward, then that stack beside gather's
+  zero-filled gradient, two fp32 tensors of the shifted shape beside the logits (4n + 8n'). aten's
+  `gather_backward` (TensorAdvancedIndexing.cpp) fills the zeros with `scatter_add_` in place, unless
+  `areAnyTensorSubclassLike` is true, which it is for every tensor while a dispatch mode is active: under the
+  tracer's FakeTensorMode it takes the out-of-place `scatter_add`, a third fp32 tensor (posttrace's TRL 1.14.2
+  CPU runs listed `new_zeros`, `scatter_add` and `stack` of (rows, s-1, V) fp32: 4n + 12n'). A real run has no
+  dispatch mode: checked on CPU eager with torch 2.13's profiler, TRL 0.17's branch on (4, 64, 8192) fp32
+  logits peaks 3 x 4·R·T·V above its input in eager and 4x under a pass-through TorchDispatchMode.
 - OpenRLHF: `output["logits"].to(torch.float32)` (openrlhf/models/actor.py) then `log_probs_from_logits`
   (flash-attn's fused cross-entropy, which saves its fp32 input): forward c·n + 4n, saved 4n, backward 4n + 4n
   (the fp32 gradient) + c·n (its cast back).
@@ -48,6 +53,15 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   difference (29T beside 2T), counted in trl/kernels/chunked_logprob.py (1.16.0). In 1.11-1.14 DPO's
   `selective_log_softmax_and_entropy` fallback upcasts the logits to fp32 and takes the fp32 branch above (the
   reference's scoring too); GRPO's `selective_log_softmax` keeps the 16-bit per-row loop.
+- The chosen rows' NLL of TRL's ORPO, CPO and SimPO (and ms-swift's, which subclass them): ORPOTrainer always
+  and CPOTrainer with `cpo_alpha` != 0 (CPOConfig default 1.0 at v0.11.4 and at f2cd577, trl/experimental/cpo/
+  cpo_config.py; ms-swift's `cpo_alpha` 1.0, swift/arguments/rlhf_args.py, its SimPO is TRL's CPOTrainer with
+  loss_type simpo) run `cross_entropy_loss(all_logits[:len_chosen], ...)` on the same logits:
+  `logits[..., :-1, :].contiguous()` then `nn.CrossEntropyLoss`, whose log_softmax output of the B chosen rows
+  (c·B·(T-1)·V, in the logits' dtype) is saved for backward beside what the preference loss keeps (`nll`). The
+  `.contiguous()` copy (B >= 2 rows) dies as the function returns, before get_batch_logps' own, larger moment.
+  Checked on CPU eager (torch 2.13 profiler, fp32 logits, B = 1 pair): TRL 0.11.4's CPO loss code with
+  cpo_alpha 1 holds 0.5 c·R·T·V more than with 0 saved, at the end of forward and at the backward peak.
 A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero.
 """
 from __future__ import annotations
@@ -56,6 +70,7 @@ from ..memory.logits import Logits
 
 
 FUSED_CHUNKS = 8
+CHOSEN_NLL = ("orpo", "cpo", "simpo")   # TRL ORPOTrainer always, CPOTrainer's cpo_alpha 1.0 by default
 TOKEN_CHUNK = 4096          # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
 VOCAB_CHUNK = 32768         # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
 STATS = 7                   # fp32 per-token running statistics of the forward (running_max, sum_exp, ...)
@@ -92,7 +107,9 @@ def fused_head_torch(positions: int, vocab: int, hidden: int, c: int, head_train
 
 
 def upcast_buffers(rows: int, positions: int, vocab: int, c: int) -> Logits:
-    """TRL 1.11-1.14's DPO fallback: the 16-bit logits copied to fp32, then the fp32 branch."""
+    """TRL 1.11-1.14's DPO fallback: the 16-bit logits copied to fp32, then the fp32 branch. Its backward stays
+    at the traced 4n + 12n': the 1.14 fallback's code was not read here, so whether it takes the same
+    `gather_backward` (whose third tensor is the tracer's dispatch mode's, see the module docstring) is open."""
     n = rows * positions * vocab
     shifted = rows * max(positions - 1, 1) * vocab
     cast = 0 if c == 4 else c * n
@@ -113,8 +130,8 @@ def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, 
         chunk = (c + 4) * n // FUSED_CHUNKS
         return Logits(saved=0, forward_peak=chunk, backward_peak=chunk + c * n // FUSED_CHUNKS)
     if trainer in ("trl", "ms-swift"):
-        if c == 4:
-            return Logits(saved=4 * n, forward_peak=4 * n, backward_peak=4 * n + 12 * shifted)
+        if c == 4:       # eager gather_backward: scatter_add_ in place (see the module docstring)
+            return Logits(saved=4 * n, forward_peak=4 * n, backward_peak=4 * n + 8 * shifted)
         return Logits(saved=c * shifted, forward_peak=c * n + c * shifted, backward_peak=c * n + 2 * c * shifted)
     if trainer == "openrlhf":
         cast = 0 if c == 4 else c * n
@@ -141,3 +158,11 @@ def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int,
     if trainer == "llamafactory":
         return max((0 if c == 4 else c * n) + 4 * n, 8 * n)
     return c * n
+
+
+def chosen_nll(lg: Logits, pairs: int, positions: int, vocab: int, c: int) -> Logits:
+    """The chosen rows' NLL (ORPO / CPO / SimPO, see the module docstring): its saved log_softmax of the B chosen
+    rows' shifted logits, alive from the end of forward through the backward peak."""
+    extra = c * pairs * max(positions - 1, 1) * vocab
+    return Logits(saved=lg.saved + extra, forward_peak=lg.forward_peak + extra,
+                  backward_peak=lg.backward_peak + extra, kept_by_loop=lg.kept_by_loop)

@@ -26,7 +26,7 @@ from ..plan import Plan
 from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy, with_copy
 from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes
-from .logprobs import (fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
+from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
                        policy_logprob_buffers, reference_forward_bytes, upcast_buffers)
 from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch
 
@@ -63,11 +63,15 @@ def policy_buffers(sp: Plan, si: StepInputs, post: Post) -> Logits:
         return (fused_head_torch(post.rows * (post.length - 1), v, h, c, head_trains) if post.torch_kernels
                 else fused_head_buffers(post.rows * post.labelled, v, h, c, head_trains))
     if post.loss_kernel and sp.loss != "chunked" and post.torch_kernels:
-        return (policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c) if post.online
-                else upcast_buffers(post.rows, post.logit_positions, v, c))
-    if post.loss_kernel and sp.loss != "chunked":
-        return kernel_buffers(post.rows, post.logit_positions, v, c)
-    return policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c, fused=sp.loss == "chunked")
+        lg = (policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c) if post.online
+              else upcast_buffers(post.rows, post.logit_positions, v, c))
+    elif post.loss_kernel and sp.loss != "chunked":
+        lg = kernel_buffers(post.rows, post.logit_positions, v, c)
+    else:
+        lg = policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c, fused=sp.loss == "chunked")
+    if post.method in CHOSEN_NLL and post.trainer in ("trl", "ms-swift") and sp.loss != "chunked":
+        lg = chosen_nll(lg, post.rows // 2, post.logit_positions, v, c)
+    return lg
 
 
 def update_inputs(sp: Plan, si: StepInputs, post: Post | None) -> StepInputs:
