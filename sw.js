@@ -8,8 +8,8 @@ const FILES = {{files}};
 const CACHE = "zerocalc-" + VERSION;
 const scope = new URL(self.registration.scope);
 // Opened once per start of this worker, not per request: a repeat visit asks it for ~60 files in its first second.
-// Every file is served as the Response Cache Storage returns, untouched: the browser keeps V8's code for the
-// .wasm (streaming compilation in assets/worker.js) beside that entry, and reuses it on the next visit.
+// Every file is served as the Response Cache Storage returns, untouched, so the browser may keep V8's code for the
+// .wasm (streaming compilation in assets/worker.js) beside that entry (Chromium 156 headless was not seen to: README).
 let opened = null;
 const cache = () => (opened ??= caches.open(CACHE));
 

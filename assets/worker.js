@@ -13,8 +13,8 @@
 // Compiled at once: Pyodide's loadPyodide awaits the snapshot before it creates the module, and only then hands the
 // .wasm to WebAssembly.instantiateStreaming, so its 9.6 MB of WebAssembly would compile after the snapshot has
 // arrived and been inflated. This worker starts WebAssembly.compileStreaming on pyodide.asm.wasm in its first
-// line (streaming: compiled while it downloads, and the compiled code lands in the browser's code cache, which
-// a repeat visit reuses), beside the snapshot's fetch; Pyodide's own fetch of the .wasm gets an empty stand-in and
+// line (streaming: compiled while it downloads; a browser that caches the compiled code may reuse it on a repeat
+// visit, which Chromium 156 headless was not seen to do: README), beside the snapshot's fetch; Pyodide's own fetch of the .wasm gets an empty stand-in and
 // its instantiateStreaming the compiled module. A page that already holds the compiled module (the planner
 // worker, assets/engine.js) posts it as the first message {module} and nothing is compiled twice.
 //
