@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 from ..errors import PlanError
 from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, internvl_tower_spec, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
-                     mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
+                     mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts, pixtral_tower_spec)
 from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
 from .audio_more import (QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts,
                          vibevoice_asr_parts)
@@ -194,7 +194,9 @@ def composite(cfg: Mapping, build: Callable):
 
 # composites whose tower is a CLIP / SigLIP ViT of fixed resolution, and the projector after it
 VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
-              "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma"}
+              "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma", "cohere2_vision": "cohere2"}
+# composites whose tower is Pixtral (vision.pixtral_tower_spec): whether the processor adds row-break tokens
+PIXTRAL_TOWERS = {"mistral3": True, "lighton_ocr": False}
 # composites whose tower is a Qwen-VL ``model.visual`` (vision_qwen.qwen_tower_spec): its version, its projector
 # (and EXAONE 4.5's default k/v heads)
 QWEN_TOWERS = {"qwen2_vl": ("2", "merger"), "qwen2_5_vl": ("2.5", "merger"), "qwen3_vl": ("3", "merger"),
@@ -214,6 +216,8 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     if model_type in QWEN_TOWERS:
         version, projector, *kv = QWEN_TOWERS[model_type]
         return qwen_tower_spec(cfg, version, text_hidden, projector, *kv)
+    if model_type in PIXTRAL_TOWERS:
+        return pixtral_tower_spec(cfg, text_hidden, PIXTRAL_TOWERS[model_type])
     projector = VIT_TOWERS.get(model_type)
     if projector is None:
         return None
@@ -234,7 +238,11 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
             "patches": patches, "cls": kind == "clip_vision_model", "mlp_tensors": 3 if act == "quick_gelu" else 2,
             "features": len(feature) if isinstance(feature, list) else 1, "projector": projector,
             "text_hidden": text_hidden,
-            "tokens_per_image": ConfigReader(cfg).int("mm_tokens_per_image", default=256)}
+            "tokens_per_image": ConfigReader(cfg).int("mm_tokens_per_image", default=256),
+            # Cohere2VisionConfig: pixel_shuffle's factor and linear_1's width (the SwiGLU's two halves)
+            **({"downsample": ConfigReader(cfg).int("downsample_factor", default=2),
+                "mid": ConfigReader(cfg).int("alignment_intermediate_size", default=36864)}
+               if projector == "cohere2" else {})}
 
 
 # a composite's config.json keeps only the text_config fields that differ from the text config class's

@@ -1,0 +1,117 @@
+"""plan-v1 Extension 8 `vision.images_per_sample` for the Pixtral towers (Mistral 3, LightOnOCR) and Cohere2
+Vision's SigLIP tower with its pixel-shuffle SwiGLU projector.
+
+Ground truth: tests/data/vision_towers_trace.json (tools/memtrace/vision_towers.py: get_image_features on CPU
+tensors, bf16, SDPA, transformers 5.24). Pixtral: h 128, I 344, 4 layers, 4 heads, 16 px patches, merge 2,
+text width 256; 1-3 images of 128 x 128 (64 patches each), one of 96 x 160, vision_feature_layer -2, gradient
+checkpointing, flash_attention_2 (HF's varlen glue, the kernel's saves stood in for). SigLIP: h 128, I 512,
+4 layers, 4 heads, 128 px tiles of 16 px patches (64), downsample_factor 2, alignment_intermediate_size 512.
+The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zerocalc.errors import PlanError
+from zerocalc.estimate import estimate
+from zerocalc.memory.vision import tower_saved_bytes
+from zerocalc.memory.vision_pixtral import pixtral_patches, pixtral_saved_bytes
+from zerocalc.plan import Plan
+
+TRACE = json.loads((Path(__file__).parent / "data" / "vision_towers_trace.json").read_text())
+CASES = {c["id"]: c for c in TRACE["cases"]}
+
+
+def tokens(case: dict) -> int:
+    """The image tokens a sample's images take: (h / 32) rows of (w / 32) merged tokens, Mistral 3's processor
+    ending each row with a break token; Cohere2 Vision 16 a 128 px tile (64 patches / 2^2)."""
+    if case["model"] == "cohere2_vision":
+        return 16 * case["tiles"]
+    return sum((h // 32) * (w // 32 + (case["model"] == "mistral3")) for h, w in case["images"])
+
+
+def plan(case: dict, trainable: str = "full", **kw) -> Plan:
+    images = case.get("tiles") or len(case["images"])
+    return Plan.from_dict({"model": case["config"], "framework": "single", "gpus_per_node": 1,
+                           "precision": "bf16-pure", "method": "lora", "micro_batch_size": 1, "seq_len": 1024,
+                           "activation_checkpointing": "full" if case.get("checkpointing") else "none",
+                           "attention": "flash" if case.get("attention") == "flash_attention_2" else "sdpa",
+                           "vision": {"trainable": trainable, "images_per_sample": images,
+                                      "tokens_per_sample": tokens(case)}, **kw})
+
+
+SQUARE = [cid for cid, c in CASES.items() if c["model"] == "cohere2_vision" or len(set(map(tuple, c["images"]))) == 1]
+
+
+def off(got: int, case: dict) -> float:
+    return abs(got / case["saved_bytes_forward_end"] - 1)
+
+
+@pytest.mark.parametrize("cid", SQUARE)
+def test_tower_activations_within_3_percent_of_the_trace_and_parameters_exact(cid):
+    case, p = CASES[cid], plan(CASES[cid])
+    assert off(tower_saved_bytes(p, p.arch, 2), case) <= 0.03, cid
+    by_part = p.arch.params_by_component()
+    assert by_part["vision"] + by_part["projector"] == case["tower_and_projector_params"]
+
+
+def test_images_of_different_sizes_are_one_packed_sequence():
+    """128 x 128 and 96 x 160: 64 + 60 = 124 patches in one sequence (the block mask 124^2, not 64^2 + 60^2)."""
+    case = CASES["mistral3-i2-128x128-96x160"]
+    p = plan(case)
+    assert off(pixtral_saved_bytes(p.arch.tower, case["patches"], 2, False, False), case) <= 0.03
+
+
+def test_pixtral_formula_by_hand():
+    """One 128 x 128 image, N = 64 patches, e = 2, h 128, I 344. A layer: two RMSNorms 2 * (4*64*128 + 4*64 +
+    2*2*64*128) = 131,584; rotated q, k, v and SDPA's output 4 * 2*64*128 = 65,536; logsumexp 4*4*64 = 1,024;
+    the MLP 4 * 2*64*344 = 176,128: 374,272; 4 layers 1,497,088. ln_pre 4*64*128 + 4*64 + 2*64*128 = 49,408;
+    cos, sin 2 * 2*64*32 = 8,192; the mask 2*64*64 = 8,192. The projector: its norm 49,408, the unfold
+    2*64*128 = 16,384, the 16 merged tokens 2*16*128 = 4,096, linear_1's and GELU's outputs 2 * 2*16*256 =
+    16,384. Sum 1,649,152 (traced: 1,649,156)."""
+    p = plan(CASES["mistral3-i1-128x128"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_649_152
+    # vision_feature_layer -2: layer 4's graph dies, one layer less
+    p2 = plan(CASES["mistral3-i1-128x128-layer-2"])
+    assert tower_saved_bytes(p2, p2.arch, 2) == 1_649_152 - 374_272
+    # flash_attention_2 keeps no mask: 2 images, N = 128, the mask 2*128*128 = 32,768 less than SDPA
+    fa2 = CASES["mistral3-i2-128x128-fa2"]
+    sdpa = {**fa2, "attention": "sdpa"}
+    assert tower_saved_bytes(plan(sdpa), plan(sdpa).arch, 2) - tower_saved_bytes(plan(fa2), plan(fa2).arch, 2) \
+        == 32_768
+
+
+def test_patches_from_tokens():
+    """Mistral 3: a 32 x 32 grid of merged tokens is 32 * 33 = 1,056 tokens -> 1,024 * 4 patches; two such
+    images 2,112 tokens; LightOnOCR counts no breaks: 1,024 tokens -> 4,096 patches."""
+    spec = {"breaks": True, "merge": 2}
+    assert pixtral_patches(spec, 1_056, 1) == 4_096
+    assert pixtral_patches(spec, 2_112, 2) == 4_096
+    assert pixtral_patches({"breaks": False, "merge": 2}, 1_024, 1) == 4_096
+
+
+def test_cohere2_vision_formula_by_hand():
+    """One tile, n = 64, e = 2, h 128, I 512. A SigLIP layer 2*64*(8*128 + 2*512) + 4*4*64 + 16*64 = 264,192;
+    4 layers 1,056,768; post_layernorm 2*2*64*128 + 8*64 = 33,280; the projector over 16 tokens:
+    linear_1's output 2*16*512 and SiLU's output and the product 2 * 2*16*256: 32,768. 1,122,816 (traced
+    1,120,516: bf16 LayerNorm statistics on CPU)."""
+    p = plan(CASES["cohere2_vision-t1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_122_816
+
+
+def test_frozen_keeps_nothing_and_trained_is_not_warned():
+    for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1"):
+        case = CASES[cid]
+        p = plan(case, trainable="frozen")
+        assert tower_saved_bytes(p, p.arch, 2) == 0
+        assert "model-approximate" not in {w["id"] for w in estimate(plan(case)).to_dict()["warnings"]}
+
+
+def test_pixtral_needs_the_image_tokens():
+    case = CASES["mistral3-i1-128x128"]
+    with pytest.raises(PlanError, match="tokens_per_sample"):
+        Plan.from_dict({"model": case["config"], "framework": "single", "gpus_per_node": 1, "method": "lora",
+                        "vision": {"trainable": "full", "images_per_sample": 1}})

@@ -1,0 +1,117 @@
+"""What more vision towers and projectors keep for backward, traced on CPU tensors (transformers 5.24).
+
+Each case builds the composite's base model (tiny widths, bf16, SDPA unless the case says otherwise, trainable)
+and runs its ``get_image_features`` on real CPU tensors, as vision_internvl.py does (the ops dispatch as on
+FakeTensors; Pixtral's per-image positions and masks are data-dependent). The pooled features' sum stands for
+the loss (the language model takes them by masked_scatter, which saves only its mask); the outputs are dropped
+and the activation storages still alive are what autograd saved (vision_qwen.saved_after_forward).
+
+- ``mistral3`` / ``lighton_ocr``: modeling_pixtral.py PixtralVisionModel (patch_conv, ln_pre RMSNorm, 2-D
+  axial rotary, one packed sequence of every image's patches with a block-diagonal additive mask under SDPA,
+  cu_seqlens under flash_attention_2; layers of attention_norm, q/k/v/o_proj, ffn_norm and a gated SiLU MLP)
+  and modeling_mistral3.py Mistral3MultiModalProjector / modeling_lighton_ocr.py
+  LightOnOcrMultiModalProjector (RMSNorm, patch_merger: per-image unfold of spatial_merge_size^2 patches and
+  merging_layer, linear_1, GELU, linear_2); `images` (height, width) pixel sizes, padded into one batch as
+  PixtralImageProcessor does (image_sizes gives each image's own size);
+- ``cohere2_vision``: modeling_siglip.py SiglipVisionModel (no head: last_hidden_state after post_layernorm)
+  and modeling_cohere2_vision.py Cohere2VisionMultiModalProjector (pixel_shuffle by downsample_factor,
+  linear_1 to alignment_intermediate_size, SwiGLU over its halves, linear_2); `tiles` crops of image_size.
+
+  python -m tools.memtrace.vision_towers > tests/data/vision_towers_trace.json      (a few seconds)
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from .vision_qwen import flash_attention_2, print_trace, saved_after_forward
+
+PIXTRAL = {"hidden_size": 128, "intermediate_size": 344, "num_hidden_layers": 4, "num_attention_heads": 4,
+           "head_dim": 32, "image_size": 256, "patch_size": 16, "model_type": "pixtral"}
+SIGLIP = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+          "image_size": 128, "patch_size": 16, "model_type": "siglip_vision_model"}
+TEXT = {"mistral3": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1, "num_attention_heads": 4,
+                     "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 1000, "model_type": "mistral"},
+        "lighton_ocr": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                        "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 1000,
+                        "model_type": "qwen3"},
+        "cohere2_vision": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                           "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000,
+                           "model_type": "cohere2"}}
+CASES = [{"id": "mistral3-i1-128x128", "model": "mistral3", "images": [(128, 128)]},
+         {"id": "mistral3-i2-128x128-96x160", "model": "mistral3", "images": [(128, 128), (96, 160)]},
+         {"id": "mistral3-i3-128x128", "model": "mistral3", "images": [(128, 128)] * 3},
+         {"id": "mistral3-i1-128x128-layer-2", "model": "mistral3", "images": [(128, 128)], "vision_feature_layer": -2},
+         # gradient checkpointing: each PixtralAttentionLayer is a GradientCheckpointingLayer
+         {"id": "mistral3-i2-128x128-ac", "model": "mistral3", "images": [(128, 128)] * 2, "checkpointing": True},
+         # attn_implementation flash_attention_2 (HF's varlen glue; the kernel's saves stood in for)
+         {"id": "mistral3-i2-128x128-fa2", "model": "mistral3", "images": [(128, 128)] * 2,
+          "attention": "flash_attention_2"},
+         {"id": "lighton_ocr-i2-128x128", "model": "lighton_ocr", "images": [(128, 128)] * 2},
+         {"id": "cohere2_vision-t1", "model": "cohere2_vision", "tiles": 1},
+         {"id": "cohere2_vision-t3", "model": "cohere2_vision", "tiles": 3},
+         {"id": "cohere2_vision-t2-ac", "model": "cohere2_vision", "tiles": 2, "checkpointing": True},
+         {"id": "cohere2_vision-t2-fa2", "model": "cohere2_vision", "tiles": 2, "attention": "flash_attention_2"}]
+COHERE2 = {"downsample_factor": 2, "alignment_intermediate_size": 512}
+
+
+def config(case: dict) -> dict:
+    model = case["model"]
+    raw = {"model_type": model, "text_config": dict(TEXT[model]), "image_token_id": 999, "tie_word_embeddings": False}
+    if model == "cohere2_vision":
+        return {**raw, "vision_config": dict(SIGLIP), **COHERE2}
+    return {**raw, "vision_config": dict(PIXTRAL), "spatial_merge_size": 2,
+            **({"vision_feature_layer": case.get("vision_feature_layer", -1)} if model == "mistral3" else {})}
+
+
+def _model(case: dict, raw: dict):
+    from transformers import AutoConfig  # noqa: PLC0415
+    from transformers.models.cohere2_vision.modeling_cohere2_vision import Cohere2VisionModel  # noqa: PLC0415
+    from transformers.models.lighton_ocr.modeling_lighton_ocr import LightOnOcrModel  # noqa: PLC0415
+    from transformers.models.mistral3.modeling_mistral3 import Mistral3Model  # noqa: PLC0415
+    cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel}
+    cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
+    torch.manual_seed(0)
+    model = cls[case["model"]]._from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+    model.train()
+    if case.get("attention") == "flash_attention_2":
+        for sub in (model.config, getattr(model.config, "vision_config", None)):
+            if sub is not None:
+                sub._attn_implementation = "flash_attention_2"
+    if case.get("checkpointing"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def trace_case(case: dict) -> dict:
+    raw = config(case)
+    model = _model(case, raw)
+    if case["model"] == "cohere2_vision":
+        size = SIGLIP["image_size"]
+        pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
+        inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
+        patches = case["tiles"] * (size // SIGLIP["patch_size"]) ** 2
+    else:
+        sizes = case["images"]
+        hmax, wmax = max(h for h, _ in sizes), max(w for _, w in sizes)
+        pix = torch.randn(len(sizes), 3, hmax, wmax, dtype=torch.bfloat16)
+        image_sizes = torch.tensor(sizes)
+        extra = {"vision_feature_layer": raw["vision_feature_layer"]} if case["model"] == "mistral3" else {}
+        inputs = (pix, image_sizes)
+        forward = lambda: model.get_image_features(pixel_values=pix, image_sizes=image_sizes,  # noqa: E731
+                                                   return_dict=True, **extra)
+        patches = sum((h // PIXTRAL["patch_size"]) * (w // PIXTRAL["patch_size"]) for h, w in sizes)
+    with flash_attention_2() if case.get("attention") == "flash_attention_2" else contextlib.nullcontext():
+        saved = saved_after_forward(model, inputs, forward)
+    tower = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("language_model."))
+    return {**case, "config": raw, "patches": patches, "saved_bytes_forward_end": saved,
+            "tower_and_projector_params": tower}
+
+
+def main() -> int:
+    return print_trace("python -m tools.memtrace.vision_towers", CASES, trace_case)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
