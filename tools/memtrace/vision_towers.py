@@ -15,7 +15,11 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
   PixtralImageProcessor does (image_sizes gives each image's own size);
 - ``cohere2_vision``: modeling_siglip.py SiglipVisionModel (no head: last_hidden_state after post_layernorm)
   and modeling_cohere2_vision.py Cohere2VisionMultiModalProjector (pixel_shuffle by downsample_factor,
-  linear_1 to alignment_intermediate_size, SwiGLU over its halves, linear_2); `tiles` crops of image_size.
+  linear_1 to alignment_intermediate_size, SwiGLU over its halves, linear_2); `tiles` crops of image_size;
+- ``blip-2``: modeling_blip_2.py Blip2ForConditionalGeneration.get_image_features (Blip2VisionModel: class
+  token, fused qkv; Blip2QFormerModel over num_query_tokens queries with cross-attention to the ViT's tokens
+  every cross_attention_frequency-th layer; language_projection), query_tokens and the Q-Former cast to fp32 as
+  from_pretrained keeps its _keep_in_fp32_modules; `tiles` images.
 
   python -m tools.memtrace.vision_towers > tests/data/vision_towers_trace.json      (a few seconds)
 """
@@ -54,6 +58,19 @@ CASES = [{"id": "mistral3-i1-128x128", "model": "mistral3", "images": [(128, 128
          {"id": "cohere2_vision-t2-ac", "model": "cohere2_vision", "tiles": 2, "checkpointing": True},
          {"id": "cohere2_vision-t2-fa2", "model": "cohere2_vision", "tiles": 2, "attention": "flash_attention_2"}]
 COHERE2 = {"downsample_factor": 2, "alignment_intermediate_size": 512}
+# BLIP-2: an EVA-style ViT (fused qkv, class token) and a Q-Former with cross-attention every 2nd layer
+BLIP2_VISION = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+                "image_size": 112, "patch_size": 14}
+# dropout 0: CPU's dropout keeps an input-dtype noise tensor (and SDPA with dropout_p > 0 falls back to the math
+# path there), where CUDA's native_dropout keeps a bool mask and its SDPA kernels an RNG state
+QFORMER = {"hidden_size": 96, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 256,
+           "cross_attention_frequency": 2, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+BLIP2_CASES = [{"id": "blip-2-i1", "model": "blip-2", "tiles": 1},
+               {"id": "blip-2-i3", "model": "blip-2", "tiles": 3},
+               {"id": "blip-2-i2-ac", "model": "blip-2", "tiles": 2, "checkpointing": True}]
+TEXT["blip-2"] = {"model_type": "opt", "hidden_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4,
+                  "ffn_dim": 512, "vocab_size": 1000, "word_embed_proj_dim": 256}
+CASES += BLIP2_CASES
 
 
 def config(case: dict) -> dict:
@@ -61,6 +78,8 @@ def config(case: dict) -> dict:
     raw = {"model_type": model, "text_config": dict(TEXT[model]), "image_token_id": 999, "tie_word_embeddings": False}
     if model == "cohere2_vision":
         return {**raw, "vision_config": dict(SIGLIP), **COHERE2}
+    if model == "blip-2":
+        return {**raw, "vision_config": dict(BLIP2_VISION), "qformer_config": dict(QFORMER), "num_query_tokens": 8}
     return {**raw, "vision_config": dict(PIXTRAL), "spatial_merge_size": 2,
             **({"vision_feature_layer": case.get("vision_feature_layer", -1)} if model == "mistral3" else {})}
 
@@ -70,11 +89,19 @@ def _model(case: dict, raw: dict):
     from transformers.models.cohere2_vision.modeling_cohere2_vision import Cohere2VisionModel  # noqa: PLC0415
     from transformers.models.lighton_ocr.modeling_lighton_ocr import LightOnOcrModel  # noqa: PLC0415
     from transformers.models.mistral3.modeling_mistral3 import Mistral3Model  # noqa: PLC0415
-    cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel}
+    from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
+    cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
+           "blip-2": Blip2ForConditionalGeneration}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     model = cls[case["model"]]._from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
     model.train()
+    for name in getattr(model, "_keep_in_fp32_modules", None) or ():    # as from_pretrained keeps them (BLIP-2)
+        part = getattr(model, name)
+        if isinstance(part, torch.nn.Parameter):
+            part.data = part.data.float()
+        else:
+            part.float()
     if case.get("attention") == "flash_attention_2":
         for sub in (model.config, getattr(model.config, "vision_config", None)):
             if sub is not None:
@@ -87,11 +114,12 @@ def _model(case: dict, raw: dict):
 def trace_case(case: dict) -> dict:
     raw = config(case)
     model = _model(case, raw)
-    if case["model"] == "cohere2_vision":
-        size = SIGLIP["image_size"]
+    if case["model"] in ("cohere2_vision", "blip-2"):
+        vc = raw["vision_config"]
+        size = vc["image_size"]
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
-        patches = case["tiles"] * (size // SIGLIP["patch_size"]) ** 2
+        patches = case["tiles"] * (size // vc["patch_size"]) ** 2
     else:
         sizes = case["images"]
         hmax, wmax = max(h for h, _ in sizes), max(w for _, w in sizes)

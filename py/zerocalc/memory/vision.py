@@ -19,7 +19,7 @@ token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision) run the same layer wi
 (its input and its output, read by the projector): the same op rules, traced through Cohere2 Vision's tower
 (tools/memtrace/vision_towers.py, tests/data/vision_towers_trace.json, modeling_siglip.py SiglipVisionModel,
 modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
-(Mistral 3, LightOnOCR): memory/vision_pixtral.py. The Qwen-VL towers: memory/vision_qwen.py; InternVL's
+(Mistral 3, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py. The Qwen-VL towers: memory/vision_qwen.py; InternVL's
 InternViT: memory/vision_internvl.py. Layers after the selected feature layer
 (LLaVA's vision_feature_layer -2) run but nothing reaches the loss through them: their graph dies with the
 outputs. With activation checkpointing the tower's layers keep their inputs only.
@@ -30,6 +30,7 @@ from ..model import ModelArch
 from ..plan import Plan
 from .vision_internvl import internvit_saved_bytes
 from .vision_pixtral import pixtral_patches, pixtral_saved_bytes
+from .vision_qformer import blip2_saved_bytes
 from .vision_qwen import qwen_tower_saved_bytes
 
 def tower_tensors(arch: ModelArch) -> tuple:
@@ -61,6 +62,8 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
         n = plan.micro_batch_size * plan.vision.images_per_sample * pixtral_patches(
             spec, plan.vision.tokens_per_sample, plan.vision.images_per_sample)
         return pixtral_saved_bytes(spec, n, e, plan.activation_checkpointing == "full", plan.attention == "flash")
+    if spec["kind"] == "blip2":
+        return blip2_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     if spec["kind"] == "internvit":
         return internvit_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     h, inter, heads, layers = spec["hidden"], spec["inter"], spec["heads"], spec["layers_run"]

@@ -29,7 +29,7 @@ from .vision_molmo2 import molmo2_parts, molmo2_text
 from .vision_ernie import ernie4_5_vl_parts, ernie4_5_vl_text
 from .vision_vq import chameleon_parts, chameleon_text, janus_parts
 from .vision_idefics import idefics_parts, idefics_text
-from .vision_qformer import blip2_parts, granite4_vision_parts
+from .vision_qformer import blip2_parts, blip2_tower_spec, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
@@ -216,6 +216,8 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     if model_type in QWEN_TOWERS:
         version, projector, *kv = QWEN_TOWERS[model_type]
         return qwen_tower_spec(cfg, version, text_hidden, projector, *kv)
+    if model_type == "blip-2":
+        return blip2_tower_spec(cfg, text_hidden)
     if model_type in PIXTRAL_TOWERS:
         return pixtral_tower_spec(cfg, text_hidden, PIXTRAL_TOWERS[model_type])
     projector = VIT_TOWERS.get(model_type)
