@@ -8,7 +8,8 @@ checkpointing, flash_attention_2 (HF's varlen glue, the kernel's saves stood in 
 4 layers, 4 heads, 128 px tiles of 16 px patches (64), downsample_factor 2, alignment_intermediate_size 512.
 BLIP-2: a ViT of h 128, I 512, 4 layers, 4 heads, 112 px / 14 px (64 patches + the class token); a Q-Former of
 H 96, I 256, 4 layers (cross-attention in layers 0 and 2), 4 heads, 8 query tokens, fp32, dropout 0; 1-3
-images, gradient checkpointing.
+images, gradient checkpointing. Fuyu: its patch linear (30 x 30 x 3 -> 256) over 100 patches, bf16, and fp32
+under CPU autocast to bf16.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -35,11 +36,13 @@ def tokens(case: dict) -> int:
         return 16 * case["tiles"]
     if case["model"] == "blip-2":
         return 8 * case["tiles"]          # num_query_tokens an image
+    if case["model"] == "fuyu":
+        return 10 * 11                    # 10 rows of 10 patches, each row ended by |NEWLINE|
     return sum((h // 32) * (w // 32 + (case["model"] == "mistral3")) for h, w in case["images"])
 
 
 def plan(case: dict, trainable: str = "full", **kw) -> Plan:
-    images = case.get("tiles") or len(case["images"])
+    images = case.get("tiles") or len(case.get("images", [None]))       # Fuyu: one image
     return Plan.from_dict({"model": case["config"], "framework": "single", "gpus_per_node": 1,
                            "precision": "bf16-pure", "method": "lora", "micro_batch_size": 1, "seq_len": 1024,
                            "activation_checkpointing": "full" if case.get("checkpointing") else "none",
@@ -48,7 +51,9 @@ def plan(case: dict, trainable: str = "full", **kw) -> Plan:
                                       "tokens_per_sample": tokens(case)}, **kw})
 
 
-SQUARE = [cid for cid, c in CASES.items() if "tiles" in c or len(set(map(tuple, c["images"]))) == 1]
+# the cases a plan can state: tiles, or images of one size (Fuyu's trace includes its weight copy: own test)
+SQUARE = [cid for cid, c in CASES.items()
+          if "tiles" in c or (c["model"] != "fuyu" and len({tuple(i) for i in c["images"]}) == 1)]
 
 
 def off(got: int, case: dict) -> float:
@@ -108,7 +113,7 @@ def test_cohere2_vision_formula_by_hand():
 
 
 def test_frozen_keeps_nothing_and_trained_is_not_warned():
-    for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1"):
+    for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -140,3 +145,15 @@ def test_blip2_formula_by_hand():
     dropped = {**case, "config": {**case["config"], "qformer_config": {**case["config"]["qformer_config"],
                                                                        "hidden_dropout_prob": 0.1}}}
     assert tower_saved_bytes(plan(dropped), plan(dropped).arch, 2) == 1_414_984 + 8_448
+
+
+def test_fuyu_keeps_its_patches_only_under_autocast():
+    """bf16: the linear keeps the batch's own patches, no activation (traced 4 bytes). bf16-mixed: the fp32
+    patches' bf16 copy, 2*100*2700 = 540,000 bytes; the trace's other 2*(256*2700 + 256) = 1,382,912 bytes are
+    autocast's copies of the weight and bias, which activations.autocast_weight_copies counts."""
+    pure = CASES["fuyu-p100"]
+    assert tower_saved_bytes(plan(pure), plan(pure).arch, 2) == 0 and pure["saved_bytes_forward_end"] <= 16
+    case = CASES["fuyu-p100-autocast"]
+    p = plan(case, precision="bf16-mixed")
+    assert tower_saved_bytes(p, p.arch, 2) == 540_000
+    assert case["saved_bytes_forward_end"] - 2 * case["tower_and_projector_params"] - 540_000 <= 16

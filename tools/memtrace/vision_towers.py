@@ -19,7 +19,9 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
 - ``blip-2``: modeling_blip_2.py Blip2ForConditionalGeneration.get_image_features (Blip2VisionModel: class
   token, fused qkv; Blip2QFormerModel over num_query_tokens queries with cross-attention to the ViT's tokens
   every cross_attention_frequency-th layer; language_projection), query_tokens and the Q-Former cast to fp32 as
-  from_pretrained keeps its _keep_in_fp32_modules; `tiles` images.
+  from_pretrained keeps its _keep_in_fp32_modules; `tiles` images;
+- ``fuyu``: modeling_fuyu.py FuyuModel.get_image_features, one linear (vision_embed_tokens) over `patches`
+  flattened 30 x 30 x 3 patches, bf16, or fp32 weights and patches under CPU autocast to bf16.
 
   python -m tools.memtrace.vision_towers > tests/data/vision_towers_trace.json      (a few seconds)
 """
@@ -71,6 +73,12 @@ BLIP2_CASES = [{"id": "blip-2-i1", "model": "blip-2", "tiles": 1},
 TEXT["blip-2"] = {"model_type": "opt", "hidden_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4,
                   "ffn_dim": 512, "vocab_size": 1000, "word_embed_proj_dim": 256}
 CASES += BLIP2_CASES
+# Fuyu: no tower, one linear over each flattened 30 x 30 x 3 patch; bf16 weights and patches, or fp32 weights
+# and patches under autocast (bf16-mixed)
+TEXT["fuyu"] = {"model_type": "persimmon", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                "num_attention_heads": 4, "vocab_size": 1000}
+CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
+          {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
 
 def config(case: dict) -> dict:
@@ -78,6 +86,8 @@ def config(case: dict) -> dict:
     raw = {"model_type": model, "text_config": dict(TEXT[model]), "image_token_id": 999, "tie_word_embeddings": False}
     if model == "cohere2_vision":
         return {**raw, "vision_config": dict(SIGLIP), **COHERE2}
+    if model == "fuyu":
+        return {**raw, "patch_size": 30, "num_channels": 3}
     if model == "blip-2":
         return {**raw, "vision_config": dict(BLIP2_VISION), "qformer_config": dict(QFORMER), "num_query_tokens": 8}
     return {**raw, "vision_config": dict(PIXTRAL), "spatial_merge_size": 2,
@@ -90,11 +100,13 @@ def _model(case: dict, raw: dict):
     from transformers.models.lighton_ocr.modeling_lighton_ocr import LightOnOcrModel  # noqa: PLC0415
     from transformers.models.mistral3.modeling_mistral3 import Mistral3Model  # noqa: PLC0415
     from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
+    from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
-           "blip-2": Blip2ForConditionalGeneration}
+           "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
-    model = cls[case["model"]]._from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+    dtype = torch.float32 if case.get("autocast") else torch.bfloat16
+    model = cls[case["model"]]._from_config(cfg, dtype=dtype, attn_implementation="sdpa")
     model.train()
     for name in getattr(model, "_keep_in_fp32_modules", None) or ():    # as from_pretrained keeps them (BLIP-2)
         part = getattr(model, name)
@@ -111,10 +123,21 @@ def _model(case: dict, raw: dict):
     return model
 
 
+def _pooled(out):
+    """Fuyu's get_image_features returns the patch embeddings as last_hidden_state only."""
+    out.pooler_output = out.last_hidden_state
+    return out
+
+
 def trace_case(case: dict) -> dict:
     raw = config(case)
     model = _model(case, raw)
-    if case["model"] in ("cohere2_vision", "blip-2"):
+    if case["model"] == "fuyu":      # the processor's flattened patches: float32 (bf16 for a bf16 model)
+        patches = case["patches"]
+        pix = torch.randn(1, patches, 30 * 30 * 3, dtype=torch.float32 if case.get("autocast") else torch.bfloat16)
+        inputs = (pix,)
+        forward = lambda: _pooled(model.get_image_features(pixel_values=pix, return_dict=True))  # noqa: E731
+    elif case["model"] in ("cohere2_vision", "blip-2"):
         vc = raw["vision_config"]
         size = vc["image_size"]
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
@@ -130,7 +153,8 @@ def trace_case(case: dict) -> dict:
         forward = lambda: model.get_image_features(pixel_values=pix, image_sizes=image_sizes,  # noqa: E731
                                                    return_dict=True, **extra)
         patches = sum((h // PIXTRAL["patch_size"]) * (w // PIXTRAL["patch_size"]) for h, w in sizes)
-    with flash_attention_2() if case.get("attention") == "flash_attention_2" else contextlib.nullcontext():
+    with flash_attention_2() if case.get("attention") == "flash_attention_2" else contextlib.nullcontext(), \
+            torch.autocast("cpu", dtype=torch.bfloat16) if case.get("autocast") else contextlib.nullcontext():
         saved = saved_after_forward(model, inputs, forward)
     tower = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("language_model."))
     return {**case, "config": raw, "patches": patches, "saved_bytes_forward_end": saved,

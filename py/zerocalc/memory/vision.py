@@ -19,7 +19,9 @@ token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision) run the same layer wi
 (its input and its output, read by the projector): the same op rules, traced through Cohere2 Vision's tower
 (tools/memtrace/vision_towers.py, tests/data/vision_towers_trace.json, modeling_siglip.py SiglipVisionModel,
 modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
-(Mistral 3, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py. The Qwen-VL towers: memory/vision_qwen.py; InternVL's
+(Mistral 3, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py.
+Fuyu has no tower: its one patch linear keeps the batch's patches (nothing more) or, under autocast, their
+16-bit copy. The Qwen-VL towers: memory/vision_qwen.py; InternVL's
 InternViT: memory/vision_internvl.py. Layers after the selected feature layer
 (LLaVA's vision_feature_layer -2) run but nothing reaches the loss through them: their graph dies with the
 outputs. With activation checkpointing the tower's layers keep their inputs only.
@@ -62,6 +64,15 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
         n = plan.micro_batch_size * plan.vision.images_per_sample * pixtral_patches(
             spec, plan.vision.tokens_per_sample, plan.vision.images_per_sample)
         return pixtral_saved_bytes(spec, n, e, plan.activation_checkpointing == "full", plan.attention == "flash")
+    if spec["kind"] == "fuyu":
+        # no tower: vision_embed_tokens keeps its input, the batch's patches; under autocast the fp32 patches
+        # FuyuProcessor emits are cast to a 16-bit copy that the linear keeps (e·patches·patch_dim, traced; the
+        # weight's copy is autocast_weight_copies' in activations.py)
+        if plan.precision not in ("bf16-mixed", "fp16-mixed"):
+            return 0
+        n = plan.micro_batch_size * plan.vision.images_per_sample * pixtral_patches(
+            spec, plan.vision.tokens_per_sample, plan.vision.images_per_sample)
+        return e * n * spec["patch_dim"]
     if spec["kind"] == "blip2":
         return blip2_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     if spec["kind"] == "internvit":

@@ -45,8 +45,8 @@ def pixtral_layer_bytes(spec: Mapping, n: int, e: int) -> int:
 
 def pixtral_patches(spec: Mapping, tokens: int, images: int) -> int:
     """Patches per image from its image tokens: Mistral 3's PixtralProcessor ends each row of merged tokens with
-    [IMG_BREAK] (the last with [IMG_END]), so a g x g grid is g^2 + g tokens (images taken square);
-    LightOnOCR's processor adds none. Times spatial_merge_size^2."""
+    [IMG_BREAK] (the last with [IMG_END]), and FuyuProcessor each row of patches with |NEWLINE|, so a g x g grid
+    is g^2 + g tokens (images taken square); LightOnOCR's processor adds none. Times spatial_merge_size^2."""
     per_image = tokens // images if images else 0
     if spec["breaks"]:
         g = (_isqrt(1 + 4 * per_image) - 1) // 2
