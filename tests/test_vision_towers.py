@@ -9,7 +9,9 @@ checkpointing, flash_attention_2 (HF's varlen glue, the kernel's saves stood in 
 BLIP-2: a ViT of h 128, I 512, 4 layers, 4 heads, 112 px / 14 px (64 patches + the class token); a Q-Former of
 H 96, I 256, 4 layers (cross-attention in layers 0 and 2), 4 heads, 8 query tokens, fp32, dropout 0; 1-3
 images, gradient checkpointing. Fuyu: its patch linear (30 x 30 x 3 -> 256) over 100 patches, bf16, and fp32
-under CPU autocast to bf16.
+under CPU autocast to bf16. GOT-OCR 2.0 (eager: it supports no SDPA): a SAM ViTDet of h 64, 4 heads, MLP 256,
+4 layers (1 and 3 global), windows of 4 on a 10 x 10 grid (padded to 12), 32 neck channels, 1-2 tiles, AC, and
+GOT's own widths (768, 12 heads, MLP 3072, windows of 14) on a 512 px tile.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -38,6 +40,9 @@ def tokens(case: dict) -> int:
         return 8 * case["tiles"]          # num_query_tokens an image
     if case["model"] == "fuyu":
         return 10 * 11                    # 10 rows of 10 patches, each row ended by |NEWLINE|
+    if case["model"] == "got_ocr2":       # the projector's two stride-2 convs: ceil(ceil(G / 2) / 2)^2 a tile
+        g = case["config"]["vision_config"]["image_size"] // 16
+        return case["tiles"] * (-(-(-(-g // 2)) // 2)) ** 2
     return sum((h // 32) * (w // 32 + (case["model"] == "mistral3")) for h, w in case["images"])
 
 
@@ -113,7 +118,8 @@ def test_cohere2_vision_formula_by_hand():
 
 
 def test_frozen_keeps_nothing_and_trained_is_not_warned():
-    for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100"):
+    for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
+                "got_ocr2-t1"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -157,3 +163,19 @@ def test_fuyu_keeps_its_patches_only_under_autocast():
     p = plan(case, precision="bf16-mixed")
     assert tower_saved_bytes(p, p.arch, 2) == 540_000
     assert case["saved_bytes_forward_end"] - 2 * case["tower_and_projector_params"] - 540_000 <= 16
+
+
+def test_got_ocr2_formula_by_hand():
+    """One 160 px tile: a 10 x 10 grid (T = 100), h 64, 4 heads of 16, MLP 256, windows of 4 (the grid padded to
+    12 x 12: Tp = 144 in 9 windows), layers 1 and 3 global, 32 neck channels, text width 128, e = 2.
+    A windowed layer: layer_norm1 2*100*64 + 8*100 = 13,600; qkv's input, its output, query * scale and proj's
+    input 6 * 2*144*64 = 110,592; the tables 2 * 2*4*4*16 + indices 2 * 8*16 = 1,280; one einsum copy 18,432;
+    softmax fp32 + bf16 6 * 4*9*4^4 = 55,296; layer_norm2 and the MLP 2*2*100*64 + 800 + 2*2*100*256 = 128,800:
+    328,000. A global layer: 13,600 + 6 * 2*100*64 = 76,800 + tables 2 * 2*10*10*16 + 2 * 8*100 = 8,000 + two
+    einsum copies (a batch of one) 25,600 + 6 * 4*100^2 = 240,000 + 128,800: 492,800. The neck 2*100*64 +
+    4 * 2*100*32 + 16*100 = 40,000; the projector 2*5*5*64 + 2*3*3*128 = 5,504.
+    2 * 328,000 + 2 * 492,800 + 40,000 + 5,504 = 1,687,104 (traced 1,683,108: bf16 LayerNorm statistics)."""
+    p = plan(CASES["got_ocr2-t1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_687_104
+    # the plan's attention does not change it: GotOcr2Model has no SDPA, its attention is written out
+    assert tower_saved_bytes(plan(CASES["got_ocr2-t1"], attention="flash"), p.arch, 2) == 1_687_104

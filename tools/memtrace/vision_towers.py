@@ -20,6 +20,9 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
   token, fused qkv; Blip2QFormerModel over num_query_tokens queries with cross-attention to the ViT's tokens
   every cross_attention_frequency-th layer; language_projection), query_tokens and the Q-Former cast to fp32 as
   from_pretrained keeps its _keep_in_fp32_modules; `tiles` images;
+- ``got_ocr2``: modeling_got_ocr2.py GotOcr2Model.get_image_features (GotOcr2VisionEncoder: SAM's ViTDet,
+  windowed and global layers with decomposed relative positions, eager attention, GotOcr2VisionNeck;
+  GotOcr2MultiModalProjector's two stride-2 convs and linear); `tiles` tiles of image_size;
 - ``fuyu``: modeling_fuyu.py FuyuModel.get_image_features, one linear (vision_embed_tokens) over `patches`
   flattened 30 x 30 x 3 patches, bf16, or fp32 weights and patches under CPU autocast to bf16.
 
@@ -77,6 +80,21 @@ CASES += BLIP2_CASES
 # and patches under autocast (bf16-mixed)
 TEXT["fuyu"] = {"model_type": "persimmon", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
                 "num_attention_heads": 4, "vocab_size": 1000}
+# GOT-OCR 2.0: a SAM ViTDet tower (windowed attention with padding to whole windows, global layers, decomposed
+# relative positions, eager attention), its conv neck and the two strided convs of the projector
+GOT_VISION = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "mlp_dim": 256,
+              "image_size": 160, "patch_size": 16, "window_size": 4, "global_attn_indexes": [1, 3],
+              "output_channels": 32}
+TEXT["got_ocr2"] = {"model_type": "qwen2", "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 1,
+                    "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000}
+CASES += [{"id": "got_ocr2-t1", "model": "got_ocr2", "tiles": 1},
+          {"id": "got_ocr2-t2", "model": "got_ocr2", "tiles": 2},
+          {"id": "got_ocr2-t1-ac", "model": "got_ocr2", "tiles": 1, "checkpointing": True},
+          # GOT-OCR 2.0's own widths (768, 12 heads, MLP 3072, 14-patch windows, 256 neck channels) on a 512 px
+          # tile: a 32 x 32 grid padded to 42 x 42 for the windowed layer, one global layer
+          {"id": "got_ocr2-512px-real-widths", "model": "got_ocr2", "tiles": 1,
+           "tower": {"hidden_size": 768, "num_attention_heads": 12, "mlp_dim": 3072, "num_hidden_layers": 2,
+                     "image_size": 512, "window_size": 14, "global_attn_indexes": [1], "output_channels": 256}}]
 CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
           {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
@@ -86,6 +104,8 @@ def config(case: dict) -> dict:
     raw = {"model_type": model, "text_config": dict(TEXT[model]), "image_token_id": 999, "tie_word_embeddings": False}
     if model == "cohere2_vision":
         return {**raw, "vision_config": dict(SIGLIP), **COHERE2}
+    if model == "got_ocr2":
+        return {**raw, "vision_config": {**GOT_VISION, **case.get("tower", {})}}
     if model == "fuyu":
         return {**raw, "patch_size": 30, "num_channels": 3}
     if model == "blip-2":
@@ -101,12 +121,15 @@ def _model(case: dict, raw: dict):
     from transformers.models.mistral3.modeling_mistral3 import Mistral3Model  # noqa: PLC0415
     from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
     from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
+    from transformers.models.got_ocr2.modeling_got_ocr2 import GotOcr2Model  # noqa: PLC0415
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
-           "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel}
+           "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     dtype = torch.float32 if case.get("autocast") else torch.bfloat16
-    model = cls[case["model"]]._from_config(cfg, dtype=dtype, attn_implementation="sdpa")
+    # GOT-OCR 2.0 supports no SDPA (its tower's attention is written out, eager): built eager
+    attn = "eager" if case["model"] == "got_ocr2" else "sdpa"
+    model = cls[case["model"]]._from_config(cfg, dtype=dtype, attn_implementation=attn)
     model.train()
     for name in getattr(model, "_keep_in_fp32_modules", None) or ():    # as from_pretrained keeps them (BLIP-2)
         part = getattr(model, name)
@@ -137,7 +160,7 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(1, patches, 30 * 30 * 3, dtype=torch.float32 if case.get("autocast") else torch.bfloat16)
         inputs = (pix,)
         forward = lambda: _pooled(model.get_image_features(pixel_values=pix, return_dict=True))  # noqa: E731
-    elif case["model"] in ("cohere2_vision", "blip-2"):
+    elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2"):
         vc = raw["vision_config"]
         size = vc["image_size"]
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)

@@ -23,7 +23,7 @@ from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, 
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_tower_spec, qwen_visual
 from .vision_more import (aria_parts, cohere2_vision_parts, cosmos3_edge_parts, cosmos3_edge_text, fuyu_parts, fuyu_tower_spec, granite_docling_parts, hunyuan_vl_parts,
                           hyperclovax_vision_v2_parts, idefics2_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
-from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
+from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts, got_ocr2_tower_spec
 from .vision_mllama import mllama_parts, mllama_text
 from .vision_molmo2 import molmo2_parts, molmo2_text
 from .vision_ernie import ernie4_5_vl_parts, ernie4_5_vl_text
@@ -218,6 +218,8 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
         return qwen_tower_spec(cfg, version, text_hidden, projector, *kv)
     if model_type == "fuyu":
         return fuyu_tower_spec(cfg, text_hidden)
+    if model_type in ("got_ocr2", "pp_chart2table"):     # both GotOcr2ForConditionalGeneration (modeling_auto.py)
+        return got_ocr2_tower_spec(cfg, text_hidden)
     if model_type == "blip-2":
         return blip2_tower_spec(cfg, text_hidden)
     if model_type in PIXTRAL_TOWERS:
