@@ -11,7 +11,8 @@ H 96, I 256, 4 layers (cross-attention in layers 0 and 2), 4 heads, 8 query toke
 images, gradient checkpointing. Fuyu: its patch linear (30 x 30 x 3 -> 256) over 100 patches, bf16, and fp32
 under CPU autocast to bf16. GOT-OCR 2.0 (eager: it supports no SDPA): a SAM ViTDet of h 64, 4 heads, MLP 256,
 4 layers (1 and 3 global), windows of 4 on a 10 x 10 grid (padded to 12), 32 neck channels, 1-2 tiles, AC, and
-GOT's own widths (768, 12 heads, MLP 3072, windows of 14) on a 512 px tile.
+GOT's own widths (768, 12 heads, MLP 3072, windows of 14) on a 512 px tile. Idefics3 / SmolVLM: SigLIP layers
+of h 128, I 512, 4 layers, 4 heads on 128 px crops of 16 px patches, scale_factor 2; 1-3 crops, AC.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ CASES = {c["id"]: c for c in TRACE["cases"]}
 def tokens(case: dict) -> int:
     """The image tokens a sample's images take: (h / 32) rows of (w / 32) merged tokens, Mistral 3's processor
     ending each row with a break token; Cohere2 Vision 16 a 128 px tile (64 patches / 2^2)."""
-    if case["model"] == "cohere2_vision":
+    if case["model"] in ("cohere2_vision", "idefics3", "smolvlm"):
         return 16 * case["tiles"]
     if case["model"] == "blip-2":
         return 8 * case["tiles"]          # num_query_tokens an image
@@ -119,7 +120,7 @@ def test_cohere2_vision_formula_by_hand():
 
 def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
-                "got_ocr2-t1"):
+                "got_ocr2-t1", "idefics3-t1", "smolvlm-t2"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -179,3 +180,14 @@ def test_got_ocr2_formula_by_hand():
     assert tower_saved_bytes(p, p.arch, 2) == 1_687_104
     # the plan's attention does not change it: GotOcr2Model has no SDPA, its attention is written out
     assert tower_saved_bytes(plan(CASES["got_ocr2-t1"], attention="flash"), p.arch, 2) == 1_687_104
+
+
+def test_idefics3_formula_by_hand():
+    """One 128 px crop, n = 64, e = 2, h 128, I 512: the SigLIP layers and post_layernorm as Cohere2 Vision's
+    (4 * 264,192 + 33,280 = 1,090,048; the connector's pixel-shuffled copy stands where post_layernorm's output
+    is counted), the crop's indexed pixels 2*3*128*128 = 98,304 and int64 position ids 8*64 = 512: 1,188,864
+    (traced 1,186,564: bf16 LayerNorm statistics on CPU). SmolVLM registers the same tower and connector."""
+    p = plan(CASES["idefics3-t1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_188_864
+    s = plan(CASES["smolvlm-t2"])
+    assert tower_saved_bytes(s, s.arch, 2) == 2 * 1_188_864

@@ -372,7 +372,7 @@ def _check_vision(plan: Plan) -> None:
     if v.images_per_sample and arch.tower is None:
         raise PlanError("vision.images_per_sample", f"the tower activations of model_type {arch.model_type!r} "
                         "are not modelled (modelled: the CLIP and SigLIP towers of LLaVA, LLaVA-NeXT, "
-                        "LLaVA-OneVision, Gemma 3, ShieldGemma 2, PaliGemma and Cohere2 Vision; the Qwen2-VL, "
+                        "LLaVA-OneVision, Gemma 3, ShieldGemma 2, PaliGemma, Cohere2 Vision, Idefics3 and SmolVLM; the Qwen2-VL, "
                         "Qwen2.5-VL, Qwen3-VL, Qwen3.5, HyperCLOVA X Vision V2 and EXAONE 4.5 towers; InternVL's "
                         "InternViT; the Pixtral towers of Mistral 3 and LightOnOCR; BLIP-2's ViT and "
                         "Q-Former; Fuyu's patch linear; GOT-OCR 2.0's SAM ViT); set 0 to leave them out")

@@ -16,6 +16,9 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
 - ``cohere2_vision``: modeling_siglip.py SiglipVisionModel (no head: last_hidden_state after post_layernorm)
   and modeling_cohere2_vision.py Cohere2VisionMultiModalProjector (pixel_shuffle by downsample_factor,
   linear_1 to alignment_intermediate_size, SwiGLU over its halves, linear_2); `tiles` crops of image_size;
+- ``idefics3`` / ``smolvlm``: modeling_idefics3.py Idefics3Model.get_image_features / modeling_smolvlm.py
+  (Idefics3VisionTransformer: SigLIP layers, post_layernorm, the real images picked by boolean index;
+  Idefics3Connector: pixel_shuffle by scale_factor and modality_projection); `tiles` crops of one sample;
 - ``blip-2``: modeling_blip_2.py Blip2ForConditionalGeneration.get_image_features (Blip2VisionModel: class
   token, fused qkv; Blip2QFormerModel over num_query_tokens queries with cross-attention to the ViT's tokens
   every cross_attention_frequency-th layer; language_projection), query_tokens and the Q-Former cast to fp32 as
@@ -95,6 +98,17 @@ CASES += [{"id": "got_ocr2-t1", "model": "got_ocr2", "tiles": 1},
           {"id": "got_ocr2-512px-real-widths", "model": "got_ocr2", "tiles": 1,
            "tower": {"hidden_size": 768, "num_attention_heads": 12, "mlp_dim": 3072, "num_hidden_layers": 2,
                      "image_size": 512, "window_size": 14, "global_attn_indexes": [1], "output_channels": 256}}]
+# Idefics3 / SmolVLM: a SigLIP-layer tower without head (post_layernorm) and the connector's pixel shuffle +
+# modality_projection; pixel_values (batch, images, 3, H, W) of image_size crops
+IDEFICS3_VISION = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+                   "image_size": 128, "patch_size": 16}
+for name in ("idefics3", "smolvlm"):
+    TEXT[name] = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                  "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000}
+CASES += [{"id": "idefics3-t1", "model": "idefics3", "tiles": 1},
+          {"id": "idefics3-t3", "model": "idefics3", "tiles": 3},
+          {"id": "idefics3-t2-ac", "model": "idefics3", "tiles": 2, "checkpointing": True},
+          {"id": "smolvlm-t2", "model": "smolvlm", "tiles": 2}]
 CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
           {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
@@ -104,6 +118,8 @@ def config(case: dict) -> dict:
     raw = {"model_type": model, "text_config": dict(TEXT[model]), "image_token_id": 999, "tie_word_embeddings": False}
     if model == "cohere2_vision":
         return {**raw, "vision_config": dict(SIGLIP), **COHERE2}
+    if model in ("idefics3", "smolvlm"):
+        return {**raw, "vision_config": {**IDEFICS3_VISION, "model_type": f"{model}_vision"}, "scale_factor": 2}
     if model == "got_ocr2":
         return {**raw, "vision_config": {**GOT_VISION, **case.get("tower", {})}}
     if model == "fuyu":
@@ -122,8 +138,11 @@ def _model(case: dict, raw: dict):
     from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
     from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
     from transformers.models.got_ocr2.modeling_got_ocr2 import GotOcr2Model  # noqa: PLC0415
+    from transformers.models.idefics3.modeling_idefics3 import Idefics3Model  # noqa: PLC0415
+    from transformers.models.smolvlm.modeling_smolvlm import SmolVLMModel  # noqa: PLC0415
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
-           "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model}
+           "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
+           "idefics3": Idefics3Model, "smolvlm": SmolVLMModel}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     dtype = torch.float32 if case.get("autocast") else torch.bfloat16
@@ -160,6 +179,11 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(1, patches, 30 * 30 * 3, dtype=torch.float32 if case.get("autocast") else torch.bfloat16)
         inputs = (pix,)
         forward = lambda: _pooled(model.get_image_features(pixel_values=pix, return_dict=True))  # noqa: E731
+    elif case["model"] in ("idefics3", "smolvlm"):       # one sample of `tiles` crops
+        size = IDEFICS3_VISION["image_size"]
+        pix = torch.randn(1, case["tiles"], 3, size, size, dtype=torch.bfloat16)
+        inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
+        patches = case["tiles"] * (size // IDEFICS3_VISION["patch_size"]) ** 2
     elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2"):
         vc = raw["vision_config"]
         size = vc["image_size"]
@@ -179,7 +203,8 @@ def trace_case(case: dict) -> dict:
     with flash_attention_2() if case.get("attention") == "flash_attention_2" else contextlib.nullcontext(), \
             torch.autocast("cpu", dtype=torch.bfloat16) if case.get("autocast") else contextlib.nullcontext():
         saved = saved_after_forward(model, inputs, forward)
-    tower = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("language_model."))
+    tower = sum(p.numel() for n, p in model.named_parameters()
+                if not n.startswith(("language_model.", "text_model.")))       # Idefics3 / SmolVLM: text_model
     return {**case, "config": raw, "patches": patches, "saved_bytes_forward_end": saved,
             "tower_and_projector_params": tower}
 

@@ -15,7 +15,7 @@ micro-batch's images (patches, plus CLIP's class token), e bytes per element:
   SDPA's fp32 logsumexp per head: 4·heads·n; the LayerNorms' mean and rstd (fp32 on CUDA): 16·n
 plus CLIP's pre_layrnorm input (e·n·h, 8·n) and the selected hidden state kept by the projector (e·n·h);
 LLaVA's projector keeps GELU's input and linear_2's input (2·e·n'·h_text, n' the patches without the class
-token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision) run the same layer with one GELU and a post_layernorm
+token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Idefics3, SmolVLM) run the same layer with one GELU and a post_layernorm
 (its input and its output, read by the projector): the same op rules, traced through Cohere2 Vision's tower
 (tools/memtrace/vision_towers.py, tests/data/vision_towers_trace.json, modeling_siglip.py SiglipVisionModel,
 modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
@@ -99,6 +99,11 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
             # (no copy); linear_1's output (kept by SiLU and the product), SiLU's output and the product
             # (linear_2's input), half its width each: 2·e·n'·mid over n' = n / downsample^2 tokens (traced)
             total += 2 * e * (n // spec["downsample"] ** 2) * spec["mid"]
+        if spec["projector"] == "idefics3":
+            # Idefics3Connector's pixel shuffle copies post_layernorm's output for modality_projection (the same
+            # bytes as that output, counted above); Idefics3VisionEmbeddings keeps the real images' pixels, a
+            # boolean-indexed copy (e·3·image_size^2 an image), and its int64 position ids (traced)
+            total += images * (e * 3 * spec["image_size"] ** 2 + 8 * spec["patches"])
         if spec["projector"] == "gemma3":
             # Gemma3MultiModalProjector: the pooled tokens' fp32 RMSNorm upcast and the projection's input
             total += (4 + e) * images * spec["tokens_per_image"] * h

@@ -194,7 +194,10 @@ def composite(cfg: Mapping, build: Callable):
 
 # composites whose tower is a CLIP / SigLIP ViT of fixed resolution, and the projector after it
 VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
-              "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma", "cohere2_vision": "cohere2"}
+              "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma", "cohere2_vision": "cohere2",
+              "idefics3": "idefics3", "smolvlm": "idefics3"}
+# the SigLIP-layer towers of their own config class (Idefics3VisionConfig / SmolVLMVisionConfig: 16 heads)
+OWN_VIT_KINDS = {"idefics3_vision": 16, "smolvlm_vision": 16}
 # composites whose tower is Pixtral (vision.pixtral_tower_spec): whether the processor adds row-break tokens
 PIXTRAL_TOWERS = {"mistral3": True, "lighton_ocr": False}
 # composites whose tower is a Qwen-VL ``model.visual`` (vision_qwen.qwen_tower_spec): its version, its projector
@@ -229,7 +232,9 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
         return None
     v = ConfigReader(cfg["vision_config"])
     kind = cfg["vision_config"].get("model_type")
-    if kind not in ("clip_vision_model", "siglip_vision_model"):     # LLaVA's default tower is CLIP's
+    if projector == "idefics3":
+        kind = kind if kind in OWN_VIT_KINDS else f"{model_type}_vision"
+    elif kind not in ("clip_vision_model", "siglip_vision_model"):     # LLaVA's default tower is CLIP's
         kind = "clip_vision_model" if projector == "llava" else "siglip_vision_model"
     d = TOWER_DEFAULTS[kind]
     layers = v.int("num_hidden_layers", default=d["num_hidden_layers"])
@@ -240,8 +245,9 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     act = v.str("hidden_act", "quick_gelu" if kind == "clip_vision_model" else "gelu_pytorch_tanh")
     return {"kind": kind, "hidden": v.int("hidden_size", default=d["hidden_size"]),
             "inter": v.int("intermediate_size", default=d["intermediate_size"]),
-            "heads": v.int("num_attention_heads", default=12), "layers_run": max(0, min(layers, run)),
-            "patches": patches, "cls": kind == "clip_vision_model", "mlp_tensors": 3 if act == "quick_gelu" else 2,
+            "heads": v.int("num_attention_heads", default=OWN_VIT_KINDS.get(kind, 12)),
+            "layers_run": max(0, min(layers, run)),
+            "patches": patches, "cls": kind == "clip_vision_model", "image_size": v.int("image_size", default=d["image_size"]), "mlp_tensors": 3 if act == "quick_gelu" else 2,
             "features": len(feature) if isinstance(feature, list) else 1, "projector": projector,
             "text_hidden": text_hidden,
             "tokens_per_image": ConfigReader(cfg).int("mm_tokens_per_image", default=256),
