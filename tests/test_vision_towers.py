@@ -12,7 +12,10 @@ images, gradient checkpointing. Fuyu: its patch linear (30 x 30 x 3 -> 256) over
 under CPU autocast to bf16. GOT-OCR 2.0 (eager: it supports no SDPA): a SAM ViTDet of h 64, 4 heads, MLP 256,
 4 layers (1 and 3 global), windows of 4 on a 10 x 10 grid (padded to 12), 32 neck channels, 1-2 tiles, AC, and
 GOT's own widths (768, 12 heads, MLP 3072, windows of 14) on a 512 px tile. Idefics3 / SmolVLM: SigLIP layers
-of h 128, I 512, 4 layers, 4 heads on 128 px crops of 16 px patches, scale_factor 2; 1-3 crops, AC.
+of h 128, I 512, 4 layers, 4 heads on 128 px crops of 16 px patches, scale_factor 2; 1-3 crops, AC. Florence-2:
+DaViT of depths (1, 1, 2, 1), widths (32, 64, 96, 128), windows of 3, on 96 px (no padding) and 112 px images
+(padded windows), with the attention kernels' saves stood in for as on CUDA (the cases held here), AC; its
+plain-SDPA cases record CPU's fp32 math path for the channel attention and are held only as an upper bound.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -41,6 +44,9 @@ def tokens(case: dict) -> int:
         return 8 * case["tiles"]          # num_query_tokens an image
     if case["model"] == "fuyu":
         return 10 * 11                    # 10 rows of 10 patches, each row ended by |NEWLINE|
+    if case["model"] == "florence2":      # the last stage's grid (stride 4, then 2, 2, 2) plus the pooled token
+        g = -(-case["image_size"] // 32)
+        return case["tiles"] * (g * g + 1)
     if case["model"] == "got_ocr2":       # the projector's two stride-2 convs: ceil(ceil(G / 2) / 2)^2 a tile
         g = case["config"]["vision_config"]["image_size"] // 16
         return case["tiles"] * (-(-(-(-g // 2)) // 2)) ** 2
@@ -49,7 +55,10 @@ def tokens(case: dict) -> int:
 
 def plan(case: dict, trainable: str = "full", **kw) -> Plan:
     images = case.get("tiles") or len(case.get("images", [None]))       # Fuyu: one image
-    return Plan.from_dict({"model": case["config"], "framework": "single", "gpus_per_node": 1,
+    model = case["config"]
+    if case["model"] == "florence2":     # the processor's resize, which the config does not carry
+        model = {**model, "vision_config": {**model["vision_config"], "image_size": case["image_size"]}}
+    return Plan.from_dict({"model": model, "framework": "single", "gpus_per_node": 1,
                            "precision": "bf16-pure", "method": "lora", "micro_batch_size": 1, "seq_len": 1024,
                            "activation_checkpointing": "full" if case.get("checkpointing") else "none",
                            "attention": "flash" if case.get("attention") == "flash_attention_2" else "sdpa",
@@ -59,7 +68,8 @@ def plan(case: dict, trainable: str = "full", **kw) -> Plan:
 
 # the cases a plan can state: tiles, or images of one size (Fuyu's trace includes its weight copy: own test)
 SQUARE = [cid for cid, c in CASES.items()
-          if "tiles" in c or (c["model"] != "fuyu" and len({tuple(i) for i in c["images"]}) == 1)]
+          if ("tiles" in c and (c["model"] != "florence2" or c.get("attention") == "flash_attention_2"))
+          or (c["model"] not in ("fuyu", "florence2") and len({tuple(i) for i in c["images"]}) == 1)]
 
 
 def off(got: int, case: dict) -> float:
@@ -120,7 +130,7 @@ def test_cohere2_vision_formula_by_hand():
 
 def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
-                "got_ocr2-t1", "idefics3-t1", "smolvlm-t2"):
+                "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -191,3 +201,27 @@ def test_idefics3_formula_by_hand():
     assert tower_saved_bytes(p, p.arch, 2) == 1_188_864
     s = plan(CASES["smolvlm-t2"])
     assert tower_saved_bytes(s, s.arch, 2) == 2 * 1_188_864
+
+
+def test_florence2_formula_by_hand_and_its_cpu_sdpa_bound():
+    """One 96 px image, e = 2: stage grids 24, 12, 6, 3 (T = 576, 144, 36, 9), widths 32, 64, 96, 128, heads 2, 4,
+    6, 8, MLP 4x, windows of 3 (no padding). Stage 0: the LayerNorm after the conv 2*576*32 + 8*576 = 41,472; a
+    spatial block 10 * 2*576*32 + 4*2*576 + 16*576 + 2 * 2*576*128 = 368,640 + 4,608 + 9,216 + 294,912 =
+    677,376; a channel block 11 * 2*576*32 + 16*576 + 4*32 + 294,912 = 405,504 + 9,216 + 128 + 294,912 =
+    709,760. Stage 1: the LayerNorm before the conv 2 * 2*576*32 + 8*576 = 78,336; spatial 10 * 2*144*64 +
+    4*4*144 + 16*144 + 2 * 2*144*256 = 184,320 + 2,304 + 2,304 + 147,456 = 336,384; channel 11 * 2*144*64 +
+    2,304 + 256 + 147,456 = 202,752 + 2,304 + 256 + 147,456 = 352,768. Stage 2 (two blocks): 2 * 2*144*64 +
+    8*144 = 38,016; spatial 10 * 2*36*96 + 4*6*36 + 16*36 + 2 * 2*36*384 = 69,120 + 864 + 576 + 55,296 =
+    125,856; channel 11 * 2*36*96 + 576 + 384 + 55,296 = 76,032 + 576 + 384 + 55,296 = 132,288. Stage 3:
+    2 * 2*36*96 + 8*36 = 14,112; spatial 10 * 2*9*128 + 4*8*9 + 16*9 + 2 * 2*9*512 = 23,040 + 288 + 144 +
+    18,432 = 41,904; channel 11 * 2*9*128 + 144 + 512 + 18,432 = 25,344 + 144 + 512 + 18,432 = 44,432. The
+    projector over 10 tokens: 2*10*128 + 2*10*128 + 8*10 = 5,200. Sum 2,856,048 (traced with the kernels'
+    saves 2,837,952: bf16 LayerNorm statistics on CPU)."""
+    p = plan(CASES["florence2-96px-kernel"])
+    assert tower_saved_bytes(p, p.arch, 2) == 2_856_048
+    # gradient checkpointing changes nothing (DaViT's blocks are not GradientCheckpointingLayers: traced)
+    ac = CASES["florence2-96px-kernel-ac"]
+    assert ac["saved_bytes_forward_end"] == CASES["florence2-96px-kernel"]["saved_bytes_forward_end"]
+    assert tower_saved_bytes(plan(ac), plan(ac).arch, 2) == 2_856_048
+    # CPU's SDPA keeps the channel attention's q, k, v and scores in fp32: more than CUDA's kernels
+    assert CASES["florence2-96px"]["saved_bytes_forward_end"] > 2_856_048

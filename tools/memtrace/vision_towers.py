@@ -26,6 +26,10 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
 - ``got_ocr2``: modeling_got_ocr2.py GotOcr2Model.get_image_features (GotOcr2VisionEncoder: SAM's ViTDet,
   windowed and global layers with decomposed relative positions, eager attention, GotOcr2VisionNeck;
   GotOcr2MultiModalProjector's two stride-2 convs and linear); `tiles` tiles of image_size;
+- ``florence2``: modeling_florence2.py Florence2Model.get_image_features (Florence2VisionBackbone: DaViT's conv
+  embeddings, spatial (windowed) and channel-attention blocks, drop_path; Florence2MultiModalProjector); images
+  of `image_size` pixels; the attention kernels' saves stood in for in the ``flash_attention_2`` cases (CPU SDPA
+  runs the channel attention, head dimension = token count, by its fp32 math path);
 - ``fuyu``: modeling_fuyu.py FuyuModel.get_image_features, one linear (vision_embed_tokens) over `patches`
   flattened 30 x 30 x 3 patches, bf16, or fp32 weights and patches under CPU autocast to bf16.
 
@@ -109,6 +113,27 @@ CASES += [{"id": "idefics3-t1", "model": "idefics3", "tiles": 1},
           {"id": "idefics3-t3", "model": "idefics3", "tiles": 3},
           {"id": "idefics3-t2-ac", "model": "idefics3", "tiles": 2, "checkpointing": True},
           {"id": "smolvlm-t2", "model": "smolvlm", "tiles": 2}]
+# Florence-2: DaViT (per stage a conv embedding and blocks of a windowed spatial block and a channel-attention
+# block, each with depthwise convs and drop_path 0..drop_path_rate), the projector's pooled + flattened tokens
+FLORENCE2_VISION = {"depths": [1, 1, 2, 1], "embed_dim": [32, 64, 96, 128], "num_heads": [2, 4, 6, 8],
+                    "num_groups": [2, 4, 6, 8], "window_size": 3, "projection_dim": 128,
+                    "max_position_embeddings": 16}
+TEXT["florence2"] = {"model_type": "bart", "d_model": 128, "encoder_layers": 1, "decoder_layers": 1,
+                     "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 256,
+                     "decoder_ffn_dim": 256, "vocab_size": 1000}
+CASES += [{"id": "florence2-96px", "model": "florence2", "tiles": 1, "image_size": 96},
+          {"id": "florence2-112px-padded-i2", "model": "florence2", "tiles": 2, "image_size": 112},
+          {"id": "florence2-96px-no-drop-path", "model": "florence2", "tiles": 1, "image_size": 96,
+           "tower": {"drop_path_rate": 0.0}},
+          # the attention kernels' saves stood in for (vision_qwen.flash_attention_2: q, k, v, out, lse), as CUDA's
+          # SDPA keeps them; CPU SDPA runs the channel attention (head dim = the token count) by its fp32 math path
+          {"id": "florence2-96px-kernel", "model": "florence2", "tiles": 1, "image_size": 96,
+           "attention": "flash_attention_2"},
+          {"id": "florence2-112px-padded-i2-kernel", "model": "florence2", "tiles": 2, "image_size": 112,
+           "attention": "flash_attention_2"},
+          # gradient_checkpointing_enable: DaViT's blocks are plain nn.Modules, not GradientCheckpointingLayers
+          {"id": "florence2-96px-kernel-ac", "model": "florence2", "tiles": 1, "image_size": 96,
+           "attention": "flash_attention_2", "checkpointing": True}]
 CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
           {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
@@ -118,6 +143,8 @@ def config(case: dict) -> dict:
     raw = {"model_type": model, "text_config": dict(TEXT[model]), "image_token_id": 999, "tie_word_embeddings": False}
     if model == "cohere2_vision":
         return {**raw, "vision_config": dict(SIGLIP), **COHERE2}
+    if model == "florence2":
+        return {**raw, "vision_config": {**FLORENCE2_VISION, **case.get("tower", {})}}
     if model in ("idefics3", "smolvlm"):
         return {**raw, "vision_config": {**IDEFICS3_VISION, "model_type": f"{model}_vision"}, "scale_factor": 2}
     if model == "got_ocr2":
@@ -139,10 +166,11 @@ def _model(case: dict, raw: dict):
     from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
     from transformers.models.got_ocr2.modeling_got_ocr2 import GotOcr2Model  # noqa: PLC0415
     from transformers.models.idefics3.modeling_idefics3 import Idefics3Model  # noqa: PLC0415
+    from transformers.models.florence2.modeling_florence2 import Florence2Model  # noqa: PLC0415
     from transformers.models.smolvlm.modeling_smolvlm import SmolVLMModel  # noqa: PLC0415
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
            "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
-           "idefics3": Idefics3Model, "smolvlm": SmolVLMModel}
+           "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     dtype = torch.float32 if case.get("autocast") else torch.bfloat16
@@ -184,6 +212,11 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(1, case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
         patches = case["tiles"] * (size // IDEFICS3_VISION["patch_size"]) ** 2
+    elif case["model"] == "florence2":
+        size = case["image_size"]
+        pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
+        inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
+        patches = case["tiles"] * (size // 4) ** 2
     elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2"):
         vc = raw["vision_config"]
         size = vc["image_size"]

@@ -20,7 +20,7 @@ token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Idefics3, SmolVLM) ru
 (tools/memtrace/vision_towers.py, tests/data/vision_towers_trace.json, modeling_siglip.py SiglipVisionModel,
 modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
 (Mistral 3, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py.
-GOT-OCR 2.0's SAM ViTDet: memory/vision_sam.py. Fuyu has no tower: its one patch linear keeps the batch's patches (nothing more) or, under autocast, their
+GOT-OCR 2.0's SAM ViTDet: memory/vision_sam.py; Florence-2's DaViT: memory/vision_davit.py. Fuyu has no tower: its one patch linear keeps the batch's patches (nothing more) or, under autocast, their
 16-bit copy. The Qwen-VL towers: memory/vision_qwen.py; InternVL's
 InternViT: memory/vision_internvl.py. Layers after the selected feature layer
 (LLaVA's vision_feature_layer -2) run but nothing reaches the loss through them: their graph dies with the
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from ..model import ModelArch
 from ..plan import Plan
+from .vision_davit import davit_saved_bytes
 from .vision_internvl import internvit_saved_bytes
 from .vision_pixtral import pixtral_patches, pixtral_saved_bytes
 from .vision_qformer import blip2_saved_bytes
@@ -74,6 +75,8 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
         n = plan.micro_batch_size * plan.vision.images_per_sample * pixtral_patches(
             spec, plan.vision.tokens_per_sample, plan.vision.images_per_sample)
         return e * n * spec["patch_dim"]
+    if spec["kind"] == "davit":     # its blocks are not checkpointed (plain modules)
+        return davit_saved_bytes(spec, images, e)
     if spec["kind"] == "sam":
         return sam_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     if spec["kind"] == "blip2":
