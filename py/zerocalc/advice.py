@@ -61,8 +61,8 @@ def warnings(est: Estimate) -> list[Warning]:
     if step is not None and getattr(step, "model_warnings", ()):
         out.append(_w("step-model-assumed", "warning", "Step time assumes: " + "; ".join(step.model_warnings) + ".",
                       "Read the step time as an estimate from a similar traced architecture."))
-    # a trained tower without a tower_spec (composite.tower_spec: the CLIP / SigLIP towers of LLaVA, Gemma 3
-    # and PaliGemma, the Qwen-VL towers and InternViT are traced) is placed and counted, but what it saves for its backward
+    # a trained tower without a tower_spec (composite.tower_spec: the CLIP / SigLIP towers of LLaVA, Gemma 3,
+    # PaliGemma, Cohere2 Vision, Idefics3 and SmolVLM, the Qwen-VL towers, InternViT, Pixtral, BLIP-2's Q-Former, GOT-OCR 2.0's SAM ViT, Florence-2's DaViT and Fuyu's patch linear are traced) is placed and counted, but what it saves for its backward
     # is left out
     untraced_tower = (arch.tower is None and plan.vision.trainable != "frozen" and bool(tower_tensors(arch)))
     if arch.support != "exact" or untraced_tower:

@@ -14,12 +14,10 @@ alive are what autograd saved. Real CPU tensors of tiny widths (the ops dispatch
 from __future__ import annotations
 
 import contextlib
-import json
-import sys
 
 import torch
 
-from .vision_qwen import flash_attention_2, saved_after_forward
+from .vision_qwen import flash_attention_2, print_trace, saved_after_forward
 
 TOWER = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
          "image_size": 112, "patch_size": 14, "model_type": "internvl_vision"}
@@ -66,12 +64,7 @@ def trace_case(case: dict) -> dict:
 
 
 def main() -> int:
-    import transformers  # noqa: PLC0415
-    out = {"generator": "python -m tools.memtrace.vision_internvl", "transformers": transformers.__version__,
-           "torch": torch.__version__.split("+")[0], "cases": [trace_case(c) for c in CASES]}
-    json.dump(out, sys.stdout, indent=1)
-    print()
-    return 0
+    return print_trace("python -m tools.memtrace.vision_internvl", CASES, trace_case)
 
 
 if __name__ == "__main__":

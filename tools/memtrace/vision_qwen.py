@@ -134,7 +134,8 @@ def flash_attention_2():
 
 def saved_after_forward(model, inputs: tuple, forward) -> int:
     """Activation bytes autograd still holds once ``forward()``'s outputs are dropped and only the loss (the
-    sum of pooler_output and of any deepstack features) is kept; weights, buffers and inputs left out."""
+    sum of pooler_output, or of its per-image pieces, and of any deepstack features) is kept; weights, buffers
+    and inputs left out."""
     tr = StorageTracker()
     for prm in model.parameters():
         tr.register(prm, "weight", "")
@@ -145,14 +146,25 @@ def saved_after_forward(model, inputs: tuple, forward) -> int:
     with tr:
         tr.set_phase("forward")
         out = forward()
-        loss = out.pooler_output.float().sum()
+        pooled = out.pooler_output      # one tensor, or one per image (Mistral 3's torch.split)
+        loss = sum(t.float().sum() for t in pooled) if isinstance(pooled, (tuple, list)) else pooled.float().sum()
         for feat in getattr(out, "deepstack_features", None) or ():
             loss = loss + feat.float().sum()
         del out
-        feat = None
+        feat = pooled = None
         snap = tr.snapshot()
     del loss
     return sum(v for (c, sub), v in snap.by_key.items() if c == "act" and sub != "input")
+
+
+def print_trace(generator: str, cases: list, trace, **extra) -> int:
+    """Writes one trace fixture to stdout: the generator, the versions, ``extra`` and every traced case."""
+    import transformers  # noqa: PLC0415
+    out = {"generator": generator, "transformers": transformers.__version__,
+           "torch": torch.__version__.split("+")[0], **extra, "cases": [trace(c) for c in cases]}
+    json.dump(out, sys.stdout, indent=1)
+    print()
+    return 0
 
 
 def trace_case(version: str, images: int, hw: tuple[int, int], checkpointing: bool = False,
@@ -178,13 +190,7 @@ def trace_case(version: str, images: int, hw: tuple[int, int], checkpointing: bo
 
 
 def main() -> int:
-    import transformers  # noqa: PLC0415
-    out = {"generator": "python -m tools.memtrace.vision_qwen", "transformers": transformers.__version__,
-           "torch": torch.__version__.split("+")[0], "towers": TOWERS,
-           "cases": [trace_case(*c) for c in CASES]}
-    json.dump(out, sys.stdout, indent=1)
-    print()
-    return 0
+    return print_trace("python -m tools.memtrace.vision_qwen", CASES, lambda c: trace_case(*c), towers=TOWERS)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,13 @@ micro-batch's images (patches, plus CLIP's class token), e bytes per element:
   SDPA's fp32 logsumexp per head: 4·heads·n; the LayerNorms' mean and rstd (fp32 on CUDA): 16·n
 plus CLIP's pre_layrnorm input (e·n·h, 8·n) and the selected hidden state kept by the projector (e·n·h);
 LLaVA's projector keeps GELU's input and linear_2's input (2·e·n'·h_text, n' the patches without the class
-token). SigLIP towers (Gemma 3, PaliGemma) run the same layer with one GELU and a post_layernorm (its input and
-its output, read by the projector): the same op rules, not traced. The Qwen-VL towers: memory/vision_qwen.py; InternVL's
+token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Idefics3, SmolVLM) run the same layer with one GELU and a post_layernorm
+(its input and its output, read by the projector): the same op rules, traced through Cohere2 Vision's tower
+(tools/memtrace/vision_towers.py, tests/data/vision_towers_trace.json, modeling_siglip.py SiglipVisionModel,
+modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
+(Mistral 3, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py.
+GOT-OCR 2.0's SAM ViTDet: memory/vision_sam.py; Florence-2's DaViT: memory/vision_davit.py. Fuyu has no tower: its one patch linear keeps the batch's patches (nothing more) or, under autocast, their
+16-bit copy. The Qwen-VL towers: memory/vision_qwen.py; InternVL's
 InternViT: memory/vision_internvl.py. Layers after the selected feature layer
 (LLaVA's vision_feature_layer -2) run but nothing reaches the loss through them: their graph dies with the
 outputs. With activation checkpointing the tower's layers keep their inputs only.
@@ -25,7 +30,11 @@ from __future__ import annotations
 
 from ..model import ModelArch
 from ..plan import Plan
+from .vision_davit import davit_saved_bytes
 from .vision_internvl import internvit_saved_bytes
+from .vision_pixtral import pixtral_patches, pixtral_saved_bytes
+from .vision_qformer import blip2_saved_bytes
+from .vision_sam import sam_saved_bytes
 from .vision_qwen import qwen_tower_saved_bytes
 
 def tower_tensors(arch: ModelArch) -> tuple:
@@ -53,6 +62,25 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
     if spec["kind"] == "qwen":      # dynamic resolution: the patches are the image tokens times merge^2
         n = plan.micro_batch_size * plan.vision.tokens_per_sample * spec["merge"] ** 2
         return qwen_tower_saved_bytes(spec, n, e, plan.activation_checkpointing == "full", plan.attention == "flash")
+    if spec["kind"] == "pixtral":   # dynamic resolution: every image's patches in one packed sequence
+        n = plan.micro_batch_size * plan.vision.images_per_sample * pixtral_patches(
+            spec, plan.vision.tokens_per_sample, plan.vision.images_per_sample)
+        return pixtral_saved_bytes(spec, n, e, plan.activation_checkpointing == "full", plan.attention == "flash")
+    if spec["kind"] == "fuyu":
+        # no tower: vision_embed_tokens keeps its input, the batch's patches; under autocast the fp32 patches
+        # FuyuProcessor emits are cast to a 16-bit copy that the linear keeps (e·patches·patch_dim, traced; the
+        # weight's copy is autocast_weight_copies' in activations.py)
+        if plan.precision not in ("bf16-mixed", "fp16-mixed"):
+            return 0
+        n = plan.micro_batch_size * plan.vision.images_per_sample * pixtral_patches(
+            spec, plan.vision.tokens_per_sample, plan.vision.images_per_sample)
+        return e * n * spec["patch_dim"]
+    if spec["kind"] == "davit":     # its blocks are not checkpointed (plain modules)
+        return davit_saved_bytes(spec, images, e)
+    if spec["kind"] == "sam":
+        return sam_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
+    if spec["kind"] == "blip2":
+        return blip2_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     if spec["kind"] == "internvit":
         return internvit_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     h, inter, heads, layers = spec["hidden"], spec["inter"], spec["heads"], spec["layers_run"]
@@ -69,6 +97,16 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
         total += 2 * e * images * spec["patches"] * spec["text_hidden"]    # GELU's and linear_2's inputs
     else:
         total += 2 * e * n * h + 8 * n                # post_layernorm's input and output, its statistics
+        if spec["projector"] == "cohere2":
+            # Cohere2VisionMultiModalProjector: linear_1 reads the pixel-shuffled view of post_layernorm's output
+            # (no copy); linear_1's output (kept by SiLU and the product), SiLU's output and the product
+            # (linear_2's input), half its width each: 2·e·n'·mid over n' = n / downsample^2 tokens (traced)
+            total += 2 * e * (n // spec["downsample"] ** 2) * spec["mid"]
+        if spec["projector"] == "idefics3":
+            # Idefics3Connector's pixel shuffle copies post_layernorm's output for modality_projection (the same
+            # bytes as that output, counted above); Idefics3VisionEmbeddings keeps the real images' pixels, a
+            # boolean-indexed copy (e·3·image_size^2 an image), and its int64 position ids (traced)
+            total += images * (e * 3 * spec["image_size"] ** 2 + 8 * spec["patches"])
         if spec["projector"] == "gemma3":
             # Gemma3MultiModalProjector: the pooled tokens' fp32 RMSNorm upcast and the projection's input
             total += (4 + e) * images * spec["tokens_per_image"] * h

@@ -14,22 +14,22 @@ from typing import Callable, Mapping
 from ..errors import PlanError
 from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, internvl_tower_spec, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
-                     mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts)
+                     mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts, pixtral_tower_spec)
 from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
 from .audio_more import (QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts,
                          vibevoice_asr_parts)
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
 from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_tower_spec, qwen_visual
-from .vision_more import (aria_parts, cohere2_vision_parts, cosmos3_edge_parts, cosmos3_edge_text, fuyu_parts, granite_docling_parts, hunyuan_vl_parts,
+from .vision_more import (aria_parts, cohere2_vision_parts, cosmos3_edge_parts, cosmos3_edge_text, fuyu_parts, fuyu_tower_spec, granite_docling_parts, hunyuan_vl_parts,
                           hyperclovax_vision_v2_parts, idefics2_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
-from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts
+from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts, got_ocr2_tower_spec
 from .vision_mllama import mllama_parts, mllama_text
 from .vision_molmo2 import molmo2_parts, molmo2_text
 from .vision_ernie import ernie4_5_vl_parts, ernie4_5_vl_text
 from .vision_vq import chameleon_parts, chameleon_text, janus_parts
 from .vision_idefics import idefics_parts, idefics_text
-from .vision_qformer import blip2_parts, granite4_vision_parts
+from .vision_qformer import blip2_parts, blip2_tower_spec, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
@@ -194,7 +194,12 @@ def composite(cfg: Mapping, build: Callable):
 
 # composites whose tower is a CLIP / SigLIP ViT of fixed resolution, and the projector after it
 VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
-              "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma"}
+              "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma", "cohere2_vision": "cohere2",
+              "idefics3": "idefics3", "smolvlm": "idefics3"}
+# the SigLIP-layer towers of their own config class (Idefics3VisionConfig / SmolVLMVisionConfig: 16 heads)
+OWN_VIT_KINDS = {"idefics3_vision": 16, "smolvlm_vision": 16}
+# composites whose tower is Pixtral (vision.pixtral_tower_spec): whether the processor adds row-break tokens
+PIXTRAL_TOWERS = {"mistral3": True, "lighton_ocr": False}
 # composites whose tower is a Qwen-VL ``model.visual`` (vision_qwen.qwen_tower_spec): its version, its projector
 # (and EXAONE 4.5's default k/v heads)
 QWEN_TOWERS = {"qwen2_vl": ("2", "merger"), "qwen2_5_vl": ("2.5", "merger"), "qwen3_vl": ("3", "merger"),
@@ -214,12 +219,22 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     if model_type in QWEN_TOWERS:
         version, projector, *kv = QWEN_TOWERS[model_type]
         return qwen_tower_spec(cfg, version, text_hidden, projector, *kv)
+    if model_type == "fuyu":
+        return fuyu_tower_spec(cfg, text_hidden)
+    if model_type in ("got_ocr2", "pp_chart2table"):     # both GotOcr2ForConditionalGeneration (modeling_auto.py)
+        return got_ocr2_tower_spec(cfg, text_hidden)
+    if model_type == "blip-2":
+        return blip2_tower_spec(cfg, text_hidden)
+    if model_type in PIXTRAL_TOWERS:
+        return pixtral_tower_spec(cfg, text_hidden, PIXTRAL_TOWERS[model_type])
     projector = VIT_TOWERS.get(model_type)
     if projector is None:
         return None
     v = ConfigReader(cfg["vision_config"])
     kind = cfg["vision_config"].get("model_type")
-    if kind not in ("clip_vision_model", "siglip_vision_model"):     # LLaVA's default tower is CLIP's
+    if projector == "idefics3":
+        kind = kind if kind in OWN_VIT_KINDS else f"{model_type}_vision"
+    elif kind not in ("clip_vision_model", "siglip_vision_model"):     # LLaVA's default tower is CLIP's
         kind = "clip_vision_model" if projector == "llava" else "siglip_vision_model"
     d = TOWER_DEFAULTS[kind]
     layers = v.int("num_hidden_layers", default=d["num_hidden_layers"])
@@ -230,11 +245,16 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     act = v.str("hidden_act", "quick_gelu" if kind == "clip_vision_model" else "gelu_pytorch_tanh")
     return {"kind": kind, "hidden": v.int("hidden_size", default=d["hidden_size"]),
             "inter": v.int("intermediate_size", default=d["intermediate_size"]),
-            "heads": v.int("num_attention_heads", default=12), "layers_run": max(0, min(layers, run)),
-            "patches": patches, "cls": kind == "clip_vision_model", "mlp_tensors": 3 if act == "quick_gelu" else 2,
+            "heads": v.int("num_attention_heads", default=OWN_VIT_KINDS.get(kind, 12)),
+            "layers_run": max(0, min(layers, run)),
+            "patches": patches, "cls": kind == "clip_vision_model", "image_size": v.int("image_size", default=d["image_size"]), "mlp_tensors": 3 if act == "quick_gelu" else 2,
             "features": len(feature) if isinstance(feature, list) else 1, "projector": projector,
             "text_hidden": text_hidden,
-            "tokens_per_image": ConfigReader(cfg).int("mm_tokens_per_image", default=256)}
+            "tokens_per_image": ConfigReader(cfg).int("mm_tokens_per_image", default=256),
+            # Cohere2VisionConfig: pixel_shuffle's factor and linear_1's width (the SwiGLU's two halves)
+            **({"downsample": ConfigReader(cfg).int("downsample_factor", default=2),
+                "mid": ConfigReader(cfg).int("alignment_intermediate_size", default=36864)}
+               if projector == "cohere2" else {})}
 
 
 # a composite's config.json keeps only the text_config fields that differ from the text config class's

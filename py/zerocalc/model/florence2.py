@@ -14,7 +14,8 @@ tests/data/architectures.json (and an untied variant).
 - language_model: BartModel (shared, positions of max + 2 rows, layernorm_embedding) under
   model.language_model, its embed_tokens tied to shared by the text config's tie_word_embeddings; lm_head at
   the top, tied to shared by the top-level tie_word_embeddings.
-Activations: the BART layers as the classic block of memory/blocks.py (not traced); the tower's not modelled.
+Activations: the BART layers as the classic block of memory/blocks.py (not traced); the tower's and projector's
+by memory/vision_davit.py (traced).
 """
 from __future__ import annotations
 
@@ -28,13 +29,26 @@ from .seq2seq import BART_MODEL, seq2seq
 
 VISION = {"in_channels": 3, "depths": [1, 1, 9, 1], "patch_size": [7, 3, 3, 3],
           "patch_prenorm": [False, True, True, True], "embed_dim": [128, 256, 512, 1024], "mlp_ratio": 4.0, "qkv_bias": True, "projection_dim": 1024,
-          "max_position_embeddings": 50}
+          "max_position_embeddings": 50, "patch_stride": [4, 2, 2, 2], "patch_padding": [3, 1, 1, 1],
+          "num_heads": [4, 8, 16, 32], "window_size": 12}
+# Florence2Processor resizes every image to 768 x 768 (its CLIPImageProcessor's size): 24 x 24 + 1 = 577 tokens
+IMAGE_SIZE = 768
 # BartConfig's defaults (configuration_bart.py)
 BART = {"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 12, "encoder_ffn_dim": 4096,
         "encoder_attention_heads": 16, "decoder_layers": 12, "decoder_ffn_dim": 4096, "decoder_attention_heads": 16,
         "d_model": 1024}
 SUPPORT = ("exact parameter count; activations approximate (the BART layers costed as the classic block of "
-           "memory/blocks.py, not traced; the DaViT tower's activations not modelled)")
+           "memory/blocks.py, not traced; the DaViT tower's traced: memory/vision_davit.py)")
+
+
+def davit_tower_spec(v: Mapping) -> dict:
+    """The activation shape of the DaViT tower and projector (memory/vision_davit.py), read by
+    Florence2VisionConfig's field names over its defaults (VISION); the image side from ``image_size`` where a
+    config gives one, else the processor's 768."""
+    return {"kind": "davit", "depths": list(v["depths"]), "dims": list(v["embed_dim"]), "heads": list(v["num_heads"]),
+            "kernels": list(v["patch_size"]), "strides": list(v["patch_stride"]), "paddings": list(v["patch_padding"]),
+            "window": int(v["window_size"]), "mlp_ratio": float(v["mlp_ratio"]),
+            "projection": int(v["projection_dim"]), "image_size": int(v.get("image_size", IMAGE_SIZE))}
 
 
 def davit(b: TensorList, p: str, v: Mapping) -> int:
@@ -97,4 +111,4 @@ def florence2(cfg: Mapping) -> ModelArch:
     extra = tuple(replace(t, block="", layer=None) for t in b.tensors)
     return replace(lm, name=ConfigReader(cfg).str("name", "florence2"), model_type="florence2", tied_embeddings=tied,
                    tensors=extra + tuple(t for t in lm.tensors if t.name != "lm_head.weight") + tuple(head.tensors),
-                   support=SUPPORT)
+                   support=SUPPORT, tower=davit_tower_spec(v))

@@ -340,6 +340,25 @@ def mistral3_parts(cfg: Mapping, text_h: int) -> list:
     return b.tensors
 
 
+def pixtral_tower_spec(cfg: Mapping, text_h: int, breaks: bool) -> dict | None:
+    """The activation shape of a Pixtral tower and its patch-merger projector (memory/vision_pixtral.py), read by
+    PixtralVisionConfig's field names and defaults (modeling_pixtral.py: head_dim = hidden_size / heads) and
+    Mistral3Config's / LightOnOcrConfig's (spatial_merge_size 2; Mistral 3's vision_feature_layer -1,
+    hidden_states[k] being layer k - 1's output; LightOnOCR reads the last hidden state). ``breaks``: the
+    processor puts a row-break token after each row of merged tokens (Mistral 3's PixtralProcessor). A list of
+    feature layers (concatenated before a merging_layer sized for one) is not modelled: None."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    feature = cfg.get("vision_feature_layer", -1)
+    if not isinstance(feature, int):
+        return None
+    layers = v.int("num_hidden_layers", default=PIXTRAL["num_hidden_layers"])
+    h, heads = v.int("hidden_size", default=PIXTRAL["hidden_size"]), v.int("num_attention_heads", default=16)
+    run = layers + 1 + feature if feature < 0 else feature
+    return {"kind": "pixtral", "hidden": h, "inter": v.int("intermediate_size", default=PIXTRAL["intermediate_size"]),
+            "heads": heads, "head_dim": h // heads, "layers_run": max(0, min(layers, run)),
+            "merge": ConfigReader(cfg).int("spatial_merge_size", default=2), "breaks": breaks, "text_hidden": text_h}
+
+
 INTERNVL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "image_size": 448,
             "patch_size": 14, "num_channels": 3}
 

@@ -80,6 +80,15 @@ def fuyu_parts(cfg: Mapping, text_h: int) -> list:
     return b.tensors
 
 
+def fuyu_tower_spec(cfg: Mapping, text_h: int) -> dict:
+    """Fuyu's patch linear (memory/vision.py): the flattened patch's width (FuyuConfig patch_size 30,
+    num_channels 3, read from the top-level config); FuyuProcessor ends each row of image tokens with a
+    |NEWLINE| token, so an image's patches are read from its tokens as Mistral 3's (memory/vision_pixtral.py)."""
+    c = ConfigReader(cfg)
+    return {"kind": "fuyu", "patch_dim": c.int("patch_size", default=30) ** 2 * c.int("num_channels", default=3),
+            "breaks": True, "merge": 1, "text_hidden": text_h}
+
+
 def hyperclovax_vision_v2_parts(cfg: Mapping, text_h: int) -> list:
     b = TensorList()
     b.tensors.extend(qwen_visual(cfg, "2.5"))

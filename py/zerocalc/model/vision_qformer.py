@@ -119,3 +119,25 @@ def blip2_parts(cfg: Mapping, text_h: int, instruct: bool = False) -> list:
     qformer(b, "qformer", q, final_norm=not instruct)
     _linear(b, "language_projection", qh, text_h, "projector")
     return b.tensors
+
+
+def blip2_tower_spec(cfg: Mapping, text_h: int) -> dict:
+    """The activation shape of BLIP-2's ViT, Q-Former and language_projection (memory/vision_qformer.py), read by
+    Blip2VisionConfig's / Blip2QFormerConfig's / Blip2Config's field names and defaults (modeling_blip_2.py
+    Blip2ForConditionalGeneration.get_image_features: the ViT's last hidden state after post_layernorm, all its
+    layers; the Q-Former's cross-attention in each layer i with i % cross_attention_frequency == 0; hidden
+    dropout hidden_dropout_prob, 0.1 by default)."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    q = ConfigReader(cfg.get("qformer_config") or {})
+    get = lambda k: v.int(k, default=BLIP2_VISION[k])   # noqa: E731
+    qget = lambda k: q.int(k, default=QFORMER[k])   # noqa: E731
+    layers, freq = qget("num_hidden_layers"), qget("cross_attention_frequency")
+    return {"kind": "blip2", "hidden": get("hidden_size"), "inter": get("intermediate_size"),
+            "heads": v.int("num_attention_heads", default=16), "layers_run": get("num_hidden_layers"),
+            "patches": (get("image_size") // get("patch_size")) ** 2,
+            "mlp_tensors": 3 if v.str("hidden_act", "gelu") == "quick_gelu" else 2,
+            "q_hidden": qget("hidden_size"), "q_inter": qget("intermediate_size"),
+            "q_heads": q.int("num_attention_heads", default=12), "q_layers": layers,
+            "q_cross": sum(1 for i in range(layers) if i % freq == 0),
+            "queries": ConfigReader(cfg).int("num_query_tokens", default=32),
+            "q_dropout": (q.cfg.get("hidden_dropout_prob", 0.1) or 0) > 0, "text_hidden": text_h}

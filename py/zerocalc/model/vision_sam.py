@@ -92,3 +92,19 @@ def deepseek_vl_hybrid_parts(cfg: Mapping, text_h: int) -> list:
     _linear(b, "model.aligner.high_res_vision_proj", 4 * oc, text_h // 2)
     _linear(b, "model.aligner.proj", text_h, text_h)
     return b.tensors
+
+
+def got_ocr2_tower_spec(cfg: Mapping, text_h: int) -> dict:
+    """The activation shape of GOT-OCR 2.0's SAM ViT, neck and projector (memory/vision_sam.py), read by
+    GotOcr2VisionConfig's field names and defaults (SAM above; global_attn_indexes (2, 5, 8, 11), use_rel_pos):
+    width, heads, MLP width, the patch grid of one image_size tile, the window, which layers are global, the
+    neck's output_channels, the text width the projector's convs reach."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=SAM[k])   # noqa: E731
+    layers = get("num_hidden_layers")
+    glob = set(v.cfg.get("global_attn_indexes", (2, 5, 8, 11)))
+    return {"kind": "sam", "hidden": get("hidden_size"), "heads": get("num_attention_heads"),
+            "inter": get("mlp_dim"), "grid": get("image_size") // get("patch_size"), "window": get("window_size"),
+            "global_layers": sum(1 for i in range(layers) if i in glob),
+            "window_layers": sum(1 for i in range(layers) if i not in glob),
+            "rel_pos": v.bool("use_rel_pos", True), "channels": get("output_channels"), "text_hidden": text_h}

@@ -1,0 +1,250 @@
+"""What more vision towers and projectors keep for backward, traced on CPU tensors (transformers 5.24).
+
+Each case builds the composite's base model (tiny widths, bf16, SDPA unless the case says otherwise, trainable)
+and runs its ``get_image_features`` on real CPU tensors, as vision_internvl.py does (the ops dispatch as on
+FakeTensors; Pixtral's per-image positions and masks are data-dependent). The pooled features' sum stands for
+the loss (the language model takes them by masked_scatter, which saves only its mask); the outputs are dropped
+and the activation storages still alive are what autograd saved (vision_qwen.saved_after_forward).
+
+- ``mistral3`` / ``lighton_ocr``: modeling_pixtral.py PixtralVisionModel (patch_conv, ln_pre RMSNorm, 2-D
+  axial rotary, one packed sequence of every image's patches with a block-diagonal additive mask under SDPA,
+  cu_seqlens under flash_attention_2; layers of attention_norm, q/k/v/o_proj, ffn_norm and a gated SiLU MLP)
+  and modeling_mistral3.py Mistral3MultiModalProjector / modeling_lighton_ocr.py
+  LightOnOcrMultiModalProjector (RMSNorm, patch_merger: per-image unfold of spatial_merge_size^2 patches and
+  merging_layer, linear_1, GELU, linear_2); `images` (height, width) pixel sizes, padded into one batch as
+  PixtralImageProcessor does (image_sizes gives each image's own size);
+- ``cohere2_vision``: modeling_siglip.py SiglipVisionModel (no head: last_hidden_state after post_layernorm)
+  and modeling_cohere2_vision.py Cohere2VisionMultiModalProjector (pixel_shuffle by downsample_factor,
+  linear_1 to alignment_intermediate_size, SwiGLU over its halves, linear_2); `tiles` crops of image_size;
+- ``idefics3`` / ``smolvlm``: modeling_idefics3.py Idefics3Model.get_image_features / modeling_smolvlm.py
+  (Idefics3VisionTransformer: SigLIP layers, post_layernorm, the real images picked by boolean index;
+  Idefics3Connector: pixel_shuffle by scale_factor and modality_projection); `tiles` crops of one sample;
+- ``blip-2``: modeling_blip_2.py Blip2ForConditionalGeneration.get_image_features (Blip2VisionModel: class
+  token, fused qkv; Blip2QFormerModel over num_query_tokens queries with cross-attention to the ViT's tokens
+  every cross_attention_frequency-th layer; language_projection), query_tokens and the Q-Former cast to fp32 as
+  from_pretrained keeps its _keep_in_fp32_modules; `tiles` images;
+- ``got_ocr2``: modeling_got_ocr2.py GotOcr2Model.get_image_features (GotOcr2VisionEncoder: SAM's ViTDet,
+  windowed and global layers with decomposed relative positions, eager attention, GotOcr2VisionNeck;
+  GotOcr2MultiModalProjector's two stride-2 convs and linear); `tiles` tiles of image_size;
+- ``florence2``: modeling_florence2.py Florence2Model.get_image_features (Florence2VisionBackbone: DaViT's conv
+  embeddings, spatial (windowed) and channel-attention blocks, drop_path; Florence2MultiModalProjector); images
+  of `image_size` pixels; the attention kernels' saves stood in for in the ``flash_attention_2`` cases (CPU SDPA
+  runs the channel attention, head dimension = token count, by its fp32 math path);
+- ``fuyu``: modeling_fuyu.py FuyuModel.get_image_features, one linear (vision_embed_tokens) over `patches`
+  flattened 30 x 30 x 3 patches, bf16, or fp32 weights and patches under CPU autocast to bf16.
+
+  python -m tools.memtrace.vision_towers > tests/data/vision_towers_trace.json      (a few seconds)
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from .vision_qwen import flash_attention_2, print_trace, saved_after_forward
+
+PIXTRAL = {"hidden_size": 128, "intermediate_size": 344, "num_hidden_layers": 4, "num_attention_heads": 4,
+           "head_dim": 32, "image_size": 256, "patch_size": 16, "model_type": "pixtral"}
+SIGLIP = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+          "image_size": 128, "patch_size": 16, "model_type": "siglip_vision_model"}
+TEXT = {"mistral3": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1, "num_attention_heads": 4,
+                     "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 1000, "model_type": "mistral"},
+        "lighton_ocr": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                        "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 1000,
+                        "model_type": "qwen3"},
+        "cohere2_vision": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                           "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000,
+                           "model_type": "cohere2"}}
+CASES = [{"id": "mistral3-i1-128x128", "model": "mistral3", "images": [(128, 128)]},
+         {"id": "mistral3-i2-128x128-96x160", "model": "mistral3", "images": [(128, 128), (96, 160)]},
+         {"id": "mistral3-i3-128x128", "model": "mistral3", "images": [(128, 128)] * 3},
+         {"id": "mistral3-i1-128x128-layer-2", "model": "mistral3", "images": [(128, 128)], "vision_feature_layer": -2},
+         # gradient checkpointing: each PixtralAttentionLayer is a GradientCheckpointingLayer
+         {"id": "mistral3-i2-128x128-ac", "model": "mistral3", "images": [(128, 128)] * 2, "checkpointing": True},
+         # attn_implementation flash_attention_2 (HF's varlen glue; the kernel's saves stood in for)
+         {"id": "mistral3-i2-128x128-fa2", "model": "mistral3", "images": [(128, 128)] * 2,
+          "attention": "flash_attention_2"},
+         {"id": "lighton_ocr-i2-128x128", "model": "lighton_ocr", "images": [(128, 128)] * 2},
+         {"id": "cohere2_vision-t1", "model": "cohere2_vision", "tiles": 1},
+         {"id": "cohere2_vision-t3", "model": "cohere2_vision", "tiles": 3},
+         {"id": "cohere2_vision-t2-ac", "model": "cohere2_vision", "tiles": 2, "checkpointing": True},
+         {"id": "cohere2_vision-t2-fa2", "model": "cohere2_vision", "tiles": 2, "attention": "flash_attention_2"}]
+COHERE2 = {"downsample_factor": 2, "alignment_intermediate_size": 512}
+# BLIP-2: an EVA-style ViT (fused qkv, class token) and a Q-Former with cross-attention every 2nd layer
+BLIP2_VISION = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+                "image_size": 112, "patch_size": 14}
+# dropout 0: CPU's dropout keeps an input-dtype noise tensor (and SDPA with dropout_p > 0 falls back to the math
+# path there), where CUDA's native_dropout keeps a bool mask and its SDPA kernels an RNG state
+QFORMER = {"hidden_size": 96, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 256,
+           "cross_attention_frequency": 2, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+BLIP2_CASES = [{"id": "blip-2-i1", "model": "blip-2", "tiles": 1},
+               {"id": "blip-2-i3", "model": "blip-2", "tiles": 3},
+               {"id": "blip-2-i2-ac", "model": "blip-2", "tiles": 2, "checkpointing": True}]
+TEXT["blip-2"] = {"model_type": "opt", "hidden_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4,
+                  "ffn_dim": 512, "vocab_size": 1000, "word_embed_proj_dim": 256}
+CASES += BLIP2_CASES
+# Fuyu: no tower, one linear over each flattened 30 x 30 x 3 patch; bf16 weights and patches, or fp32 weights
+# and patches under autocast (bf16-mixed)
+TEXT["fuyu"] = {"model_type": "persimmon", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                "num_attention_heads": 4, "vocab_size": 1000}
+# GOT-OCR 2.0: a SAM ViTDet tower (windowed attention with padding to whole windows, global layers, decomposed
+# relative positions, eager attention), its conv neck and the two strided convs of the projector
+GOT_VISION = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "mlp_dim": 256,
+              "image_size": 160, "patch_size": 16, "window_size": 4, "global_attn_indexes": [1, 3],
+              "output_channels": 32}
+TEXT["got_ocr2"] = {"model_type": "qwen2", "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 1,
+                    "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000}
+CASES += [{"id": "got_ocr2-t1", "model": "got_ocr2", "tiles": 1},
+          {"id": "got_ocr2-t2", "model": "got_ocr2", "tiles": 2},
+          {"id": "got_ocr2-t1-ac", "model": "got_ocr2", "tiles": 1, "checkpointing": True},
+          # GOT-OCR 2.0's own widths (768, 12 heads, MLP 3072, 14-patch windows, 256 neck channels) on a 512 px
+          # tile: a 32 x 32 grid padded to 42 x 42 for the windowed layer, one global layer
+          {"id": "got_ocr2-512px-real-widths", "model": "got_ocr2", "tiles": 1,
+           "tower": {"hidden_size": 768, "num_attention_heads": 12, "mlp_dim": 3072, "num_hidden_layers": 2,
+                     "image_size": 512, "window_size": 14, "global_attn_indexes": [1], "output_channels": 256}}]
+# Idefics3 / SmolVLM: a SigLIP-layer tower without head (post_layernorm) and the connector's pixel shuffle +
+# modality_projection; pixel_values (batch, images, 3, H, W) of image_size crops
+IDEFICS3_VISION = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+                   "image_size": 128, "patch_size": 16}
+for name in ("idefics3", "smolvlm"):
+    TEXT[name] = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                  "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000}
+CASES += [{"id": "idefics3-t1", "model": "idefics3", "tiles": 1},
+          {"id": "idefics3-t3", "model": "idefics3", "tiles": 3},
+          {"id": "idefics3-t2-ac", "model": "idefics3", "tiles": 2, "checkpointing": True},
+          {"id": "smolvlm-t2", "model": "smolvlm", "tiles": 2}]
+# Florence-2: DaViT (per stage a conv embedding and blocks of a windowed spatial block and a channel-attention
+# block, each with depthwise convs and drop_path 0..drop_path_rate), the projector's pooled + flattened tokens
+FLORENCE2_VISION = {"depths": [1, 1, 2, 1], "embed_dim": [32, 64, 96, 128], "num_heads": [2, 4, 6, 8],
+                    "num_groups": [2, 4, 6, 8], "window_size": 3, "projection_dim": 128,
+                    "max_position_embeddings": 16}
+TEXT["florence2"] = {"model_type": "bart", "d_model": 128, "encoder_layers": 1, "decoder_layers": 1,
+                     "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 256,
+                     "decoder_ffn_dim": 256, "vocab_size": 1000}
+CASES += [{"id": "florence2-96px", "model": "florence2", "tiles": 1, "image_size": 96},
+          {"id": "florence2-112px-padded-i2", "model": "florence2", "tiles": 2, "image_size": 112},
+          {"id": "florence2-96px-no-drop-path", "model": "florence2", "tiles": 1, "image_size": 96,
+           "tower": {"drop_path_rate": 0.0}},
+          # the attention kernels' saves stood in for (vision_qwen.flash_attention_2: q, k, v, out, lse), as CUDA's
+          # SDPA keeps them; CPU SDPA runs the channel attention (head dim = the token count) by its fp32 math path
+          {"id": "florence2-96px-kernel", "model": "florence2", "tiles": 1, "image_size": 96,
+           "attention": "flash_attention_2"},
+          {"id": "florence2-112px-padded-i2-kernel", "model": "florence2", "tiles": 2, "image_size": 112,
+           "attention": "flash_attention_2"},
+          # gradient_checkpointing_enable: DaViT's blocks are plain nn.Modules, not GradientCheckpointingLayers
+          {"id": "florence2-96px-kernel-ac", "model": "florence2", "tiles": 1, "image_size": 96,
+           "attention": "flash_attention_2", "checkpointing": True}]
+CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
+          {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
+
+
+def config(case: dict) -> dict:
+    model = case["model"]
+    raw = {"model_type": model, "text_config": dict(TEXT[model]), "image_token_id": 999, "tie_word_embeddings": False}
+    if model == "cohere2_vision":
+        return {**raw, "vision_config": dict(SIGLIP), **COHERE2}
+    if model == "florence2":
+        return {**raw, "vision_config": {**FLORENCE2_VISION, **case.get("tower", {})}}
+    if model in ("idefics3", "smolvlm"):
+        return {**raw, "vision_config": {**IDEFICS3_VISION, "model_type": f"{model}_vision"}, "scale_factor": 2}
+    if model == "got_ocr2":
+        return {**raw, "vision_config": {**GOT_VISION, **case.get("tower", {})}}
+    if model == "fuyu":
+        return {**raw, "patch_size": 30, "num_channels": 3}
+    if model == "blip-2":
+        return {**raw, "vision_config": dict(BLIP2_VISION), "qformer_config": dict(QFORMER), "num_query_tokens": 8}
+    return {**raw, "vision_config": dict(PIXTRAL), "spatial_merge_size": 2,
+            **({"vision_feature_layer": case.get("vision_feature_layer", -1)} if model == "mistral3" else {})}
+
+
+def _model(case: dict, raw: dict):
+    from transformers import AutoConfig  # noqa: PLC0415
+    from transformers.models.cohere2_vision.modeling_cohere2_vision import Cohere2VisionModel  # noqa: PLC0415
+    from transformers.models.lighton_ocr.modeling_lighton_ocr import LightOnOcrModel  # noqa: PLC0415
+    from transformers.models.mistral3.modeling_mistral3 import Mistral3Model  # noqa: PLC0415
+    from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
+    from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
+    from transformers.models.got_ocr2.modeling_got_ocr2 import GotOcr2Model  # noqa: PLC0415
+    from transformers.models.idefics3.modeling_idefics3 import Idefics3Model  # noqa: PLC0415
+    from transformers.models.florence2.modeling_florence2 import Florence2Model  # noqa: PLC0415
+    from transformers.models.smolvlm.modeling_smolvlm import SmolVLMModel  # noqa: PLC0415
+    cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
+           "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
+           "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model}
+    cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
+    torch.manual_seed(0)
+    dtype = torch.float32 if case.get("autocast") else torch.bfloat16
+    # GOT-OCR 2.0 supports no SDPA (its tower's attention is written out, eager): built eager
+    attn = "eager" if case["model"] == "got_ocr2" else "sdpa"
+    model = cls[case["model"]]._from_config(cfg, dtype=dtype, attn_implementation=attn)
+    model.train()
+    for name in getattr(model, "_keep_in_fp32_modules", None) or ():    # as from_pretrained keeps them (BLIP-2)
+        part = getattr(model, name)
+        if isinstance(part, torch.nn.Parameter):
+            part.data = part.data.float()
+        else:
+            part.float()
+    if case.get("attention") == "flash_attention_2":
+        for sub in (model.config, getattr(model.config, "vision_config", None)):
+            if sub is not None:
+                sub._attn_implementation = "flash_attention_2"
+    if case.get("checkpointing"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def _pooled(out):
+    """Fuyu's get_image_features returns the patch embeddings as last_hidden_state only."""
+    out.pooler_output = out.last_hidden_state
+    return out
+
+
+def trace_case(case: dict) -> dict:
+    raw = config(case)
+    model = _model(case, raw)
+    if case["model"] == "fuyu":      # the processor's flattened patches: float32 (bf16 for a bf16 model)
+        patches = case["patches"]
+        pix = torch.randn(1, patches, 30 * 30 * 3, dtype=torch.float32 if case.get("autocast") else torch.bfloat16)
+        inputs = (pix,)
+        forward = lambda: _pooled(model.get_image_features(pixel_values=pix, return_dict=True))  # noqa: E731
+    elif case["model"] in ("idefics3", "smolvlm"):       # one sample of `tiles` crops
+        size = IDEFICS3_VISION["image_size"]
+        pix = torch.randn(1, case["tiles"], 3, size, size, dtype=torch.bfloat16)
+        inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
+        patches = case["tiles"] * (size // IDEFICS3_VISION["patch_size"]) ** 2
+    elif case["model"] == "florence2":
+        size = case["image_size"]
+        pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
+        inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
+        patches = case["tiles"] * (size // 4) ** 2
+    elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2"):
+        vc = raw["vision_config"]
+        size = vc["image_size"]
+        pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
+        inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
+        patches = case["tiles"] * (size // vc["patch_size"]) ** 2
+    else:
+        sizes = case["images"]
+        hmax, wmax = max(h for h, _ in sizes), max(w for _, w in sizes)
+        pix = torch.randn(len(sizes), 3, hmax, wmax, dtype=torch.bfloat16)
+        image_sizes = torch.tensor(sizes)
+        extra = {"vision_feature_layer": raw["vision_feature_layer"]} if case["model"] == "mistral3" else {}
+        inputs = (pix, image_sizes)
+        forward = lambda: model.get_image_features(pixel_values=pix, image_sizes=image_sizes,  # noqa: E731
+                                                   return_dict=True, **extra)
+        patches = sum((h // PIXTRAL["patch_size"]) * (w // PIXTRAL["patch_size"]) for h, w in sizes)
+    with flash_attention_2() if case.get("attention") == "flash_attention_2" else contextlib.nullcontext(), \
+            torch.autocast("cpu", dtype=torch.bfloat16) if case.get("autocast") else contextlib.nullcontext():
+        saved = saved_after_forward(model, inputs, forward)
+    tower = sum(p.numel() for n, p in model.named_parameters()
+                if not n.startswith(("language_model.", "text_model.")))       # Idefics3 / SmolVLM: text_model
+    return {**case, "config": raw, "patches": patches, "saved_bytes_forward_end": saved,
+            "tower_and_projector_params": tower}
+
+
+def main() -> int:
+    return print_trace("python -m tools.memtrace.vision_towers", CASES, trace_case)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
