@@ -71,6 +71,9 @@ STACKS = [
     _p("l1b-lora-pure-base", "lora", peft_adapter_dtype="base"),
     _p("l1b-qlora-mixed-kbit", "qlora", "bf16-mixed", kbit_prepare=True),
     _p("l1b-qlora-mixed-gc-kbit", "qlora", "bf16-mixed", "full", kbit_prepare=True),
+    # TRL 0.9-0.24 SFTTrainer with bf16: prepare, then peft_module_casting_to_bf16 (fp32 norms, bf16 embed / head)
+    _p("l1b-qlora-mixed-kbit-trlbf16", "qlora", "bf16-mixed", kbit_prepare="trl-bf16"),
+    _p("l1b-qlora-mixed-gc-kbit-trlbf16", "qlora", "bf16-mixed", "full", kbit_prepare="trl-bf16"),
     # fp16 AMP (TRL SFTTrainer 0.8-0.25 prepares a 4-bit model and, without bf16, casts nothing back: issue 19)
     {**_p("l1b-qlora-fp16mixed-kbit", "qlora", "fp16-mixed", kbit_prepare=True), "quantization": FP16_NF4},
     {**_p("l1b-qlora-fp16mixed-gc-kbit", "qlora", "fp16-mixed", "full", kbit_prepare=True), "quantization": FP16_NF4},
