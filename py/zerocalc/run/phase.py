@@ -20,6 +20,8 @@ class Phase:
     outside: int = 0             # bytes of the components held outside PyTorch's cache (a colocated vLLM's
                                  # CuMemAllocator pool, unmapped when it sleeps): never left cached for later phases
     empties_cache_before: bool = False   # torch.cuda.empty_cache() at its start (TRL before waking vLLM's weights)
+    fresh: int | None = None     # bytes of new segments it opens beside the cached ones, where the software's order
+                                 # says so (LitGPT's validation: run/evaluate.py); None: the `largest` rule
 
     @property
     def allocated(self) -> int:
