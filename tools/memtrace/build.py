@@ -187,7 +187,11 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
                         target_modules=list(plan.lora_targets),
                         task_type="SEQ_2_SEQ_LM" if plan.encoder_decoder else "CAUSAL_LM")
         with torch.device("meta"):
-            model = get_peft_model(model, lc, autocast_adapter_dtype=False)
+            import inspect  # noqa: PLC0415
+            # PEFT < 0.12 has no autocast_adapter_dtype (its adapters take the base dtype; fakeify sets them anyway)
+            akw = ({"autocast_adapter_dtype": False}
+                   if "autocast_adapter_dtype" in inspect.signature(get_peft_model).parameters else {})
+            model = get_peft_model(model, lc, **akw)
         if kbit == "trl-bf16":
             with torch.device("meta"):
                 trl_casting_to_bf16(model)
