@@ -42,7 +42,8 @@ function valueOf(el) {
   const kind = el.dataset.type;
   if (kind === "bool") return el.checked;
   if (kind === "tribool") return el.value === "" ? undefined : el.value === "true";
-  if (kind === "autobool") return el.value === "auto" ? "auto" : el.value === "true";
+  // "auto" and named values (stack.kbit_prepare "trl-bf16") stay strings; "true" / "false" are booleans
+  if (kind === "autobool") return el.value === "true" ? true : el.value === "false" ? false : el.value;
   if (kind === "csv") return el.value.split(",").map((t) => t.trim()).filter((t) => t !== "");
   if (kind === "json") {     // the run / post_training blocks: empty = the defaults; text that is not JSON goes as is
     const t = el.value.trim();

@@ -435,16 +435,16 @@ _TRL_OLD_QLORA = {"model_name_or_path": "meta-llama/Llama-3.2-1B", "use_peft": T
                   "max_seq_length": 2048, "per_device_train_batch_size": 1}
 
 
-@pytest.mark.parametrize("extra, kbit, warned", [
-    ({"fp16": True}, True, False),                     # fp16 AMP: nothing casts back -> prepared state
-    ({"bf16": True}, "auto", True),                    # bf16: fp32 norms + bf16 embeddings, no plan value: warned
-    ({"fp16": True, "fsdp": "full_shard"}, "auto", False),   # FSDP-QLoRA: Params4bit on meta/cpu, TRL skips
+@pytest.mark.parametrize("extra, kbit", [
+    ({"fp16": True}, True),                            # fp16 AMP: nothing casts back -> prepared state
+    ({"bf16": True}, "trl-bf16"),                      # bf16: fp32 norms + bf16 embeddings / lm_head
+    ({"fp16": True, "fsdp": "full_shard"}, "auto"),    # FSDP-QLoRA: Params4bit on meta/cpu, TRL skips
 ])
-def test_old_trl_sft_qlora_sets_kbit_prepare(extra, kbit, warned):
+def test_old_trl_sft_qlora_sets_kbit_prepare(extra, kbit):
     res = import_config(json.dumps({**_TRL_OLD_QLORA, **extra}), {})
     assert res.format == "trl"
     assert res.plan.get("stack", {}).get("kbit_prepare", "auto") == kbit
-    assert any(w["id"] == "import-trl-kbit-bf16" for w in res.warnings) == warned
+    assert not any(w["id"] == "import-trl-kbit-bf16" for w in res.warnings)
 
 
 def test_current_trl_sft_qlora_leaves_kbit_prepare_auto():

@@ -74,6 +74,14 @@ def test_litgpt_validate_meets_the_loops_logits(name):
     assert ev["components"]["logits"] == 2 * N + 2 * N + 2 * 2 * shifted
 
 
+def test_litgpt_validate_at_batch_1_makes_no_shifted_copy():
+    """At b 1, s 2048 the slice logits[..., :-1, :] of a contiguous (1, s, V) tensor is contiguous, so
+    chunked_cross_entropy's reshape is a view: the loop's logits (2·s·V), validate's logits (2·s·V) and the bf16
+    log_softmax (2·(s-1)·V) only."""
+    ev = _fx("lit-l1b-lora-s2048-b1-val")["phases"]["eval"]
+    assert ev["components"]["logits"] == 2 * 2048 * V + 2 * 2048 * V + 2 * 2047 * V
+
+
 @pytest.mark.parametrize("name", ["lit-l1b-full-s1024-b2-val", "lit-l1b-lora-s1024-b2-val"])
 def test_litgpt_init_holds_the_model_alone(name):
     """Before the first step no loop variable exists and AdamW's states are lazy: init = the loaded model."""

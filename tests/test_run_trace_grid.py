@@ -281,8 +281,8 @@ def test_engine_fsdp1_saves_on_the_device(name):
 
 def _hf_trainer(path) -> bool:
     """The HF Trainer runs. The torchtune / LitGPT recipe runs evaluate at the training batch, so their eval's
-    reserved is the step's segments (or the eval's own logits' beside them), and the step's reserved is the stack
-    grid's question, not the run's: they are held on allocated and host bytes only."""
+    reserved is the step's segments (or the eval's own logits' beside them): they are held apart, at 5 %
+    (test_engine_recipe_eval_*)."""
     fx = _load(path)
     return "probe" not in fx and "stack" not in fx["plan"]
 
@@ -299,6 +299,56 @@ def test_engine_eval_reserved_within_3_percent(path):
     run, _ = _engine_run(fx["plan"])
     got, want = run["phases"]["eval"]["peak_reserved_bytes"], fx["phases"]["eval"]["peak_reserved_bytes"]
     assert abs(got - want) <= TOL * want, (got / 2**20, want / 2**20)
+
+
+def _recipe_run(path) -> bool:
+    """torchtune's and LitGPT's recipe runs (tools/memtrace/recipe_run.py: their validation at the training batch)."""
+    fx = _load(path)
+    return "probe" not in fx and fx["plan"].get("stack", {}).get("trainer") in ("torchtune", "litgpt")
+
+
+RECIPE_TOL = 0.05
+# the step's own reserved is off by more than the eval's tolerance (the eval adds nothing to it: checked below)
+RECIPE_STEP_RESERVED: dict[str, str] = {
+    "tt-l1b-full-chunked-s1024-b2-val":
+        "the steady step's reserved, not the eval's (eval adds 0 B in trace and engine): torchtune's fused AdamW "
+        "creates its bf16 states in the first optimizer.step, inside the segments step 1's activations and "
+        "gradients freed, so step 2's transients open 3,216 MiB of fresh segments (allocator replay of "
+        "recipe_run.py: reserved 10,886 MiB after step 1, 14,102 after step 2); the engine's step cache "
+        "(memory/runtime.py allocator_reserve) has no lazily created state term: 13,128 MiB (-6.9 %)",
+}
+
+
+@pytest.mark.parametrize("path", [p for p in FIXTURES if _recipe_run(p)], ids=_id)
+def test_engine_recipe_eval_adds_the_traced_segments(path):
+    """What the torchtune / LitGPT validation reserves beyond the step's segments, engine against the allocator
+    replay, within 5 % of the traced eval reserved: torchtune's validation (`_loss_step` under no_grad, the
+    chunked loss one chunk at a time) and LitGPT's full finetune (the step frees logits- and gradient-sized
+    blocks) fit in the step's segments (+0 B); LitGPT's LoRA validation after the step opens two segments of its
+    bf16 logits' size, o·b·(s-1)·V rounded up to 2 MiB: 2 x 502 MiB at b2 s1024, b1 s2048 and b4 s512 alike
+    (the loop's kept logit chunks sit in two of the three segments the sanity validation opened)."""
+    fx = _load(path)
+    run, _ = _engine_run(fx["plan"])
+    t, e = fx["phases"], run["phases"]
+    traced = t["eval"]["peak_reserved_bytes"] - t["step"]["peak_reserved_bytes"]
+    got = e["eval"]["peak_reserved_bytes"] - e["step"]["peak_reserved_bytes"]
+    plan = fx["plan"]
+    if plan["stack"]["trainer"] == "litgpt" and plan["method"] == "lora":
+        seg = -(-2 * plan["micro_batch_size"] * (plan["seq_len"] - 1) * V // (2 << 20)) * (2 << 20)
+        assert traced == 2 * seg == 2 * 502 * 2**20
+    else:
+        assert traced == 0
+    assert abs(got - traced) <= RECIPE_TOL * t["eval"]["peak_reserved_bytes"], (got / 2**20, traced / 2**20)
+
+
+@pytest.mark.parametrize("path", [p for p in FIXTURES if _recipe_run(p)], ids=_id)
+def test_engine_recipe_eval_reserved_within_5_percent(path, request):
+    fx = _load(path)
+    if _id(path) in RECIPE_STEP_RESERVED:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=RECIPE_STEP_RESERVED[_id(path)]))
+    run, _ = _engine_run(fx["plan"])
+    got, want = run["phases"]["eval"]["peak_reserved_bytes"], fx["phases"]["eval"]["peak_reserved_bytes"]
+    assert abs(got - want) <= RECIPE_TOL * want, (got / 2**20, want / 2**20)
 
 
 def test_accumulated_logits_reserve_their_own_segments():

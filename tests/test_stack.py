@@ -136,6 +136,32 @@ def test_kbit_prepare_auto_is_false_for_every_trainer(trainer):
         assert b.frozen_bytes - a.frozen_bytes == 2 * (V * H + (2 * LAYERS_1B + 1) * H) == 525_471_744
 
 
+@pytest.mark.parametrize("ckpt", ["none", "full"])
+def test_trl_bf16_kbit_prepare_is_true_with_a_16bit_embedding(ckpt):
+    # TRL 0.9-0.24 SFTTrainer, bf16: prepare_model_for_kbit_training (all non-4-bit params fp32), get_peft_model,
+    # then peft_module_casting_to_bf16 (norms fp32, lm_head / embed_tokens back to bf16). Against kbit true on
+    # Llama 3.2 1B (tied: one V x h tensor), bf16-mixed, s 2048 b 1:
+    # - resident: the embedding 2 B instead of 4: 2 * 128256 * 2048 = 525,336,576 B less
+    # - autocast keeps no 16-bit copy of a bf16 head weight: 2 * V * h = 525,336,576 B less
+    # - rotary cos/sin follow the bf16 embedding output: 2 tensors * (4 - 2) B * 2048 * 64 = 524,288 B less
+    # - checkpointed: layer 0's saved input is the bf16 embedding output: (4 - 2) * 2048 * 2048 = 8,388,608 B
+    # (traced: tools/memtrace/golden/stacks/l1b-qlora-mixed-*kbit-trlbf16, activations exact under checkpointing)
+    kw = dict(precision="bf16-mixed", method="qlora", activation_checkpointing=ckpt)
+    a = step_inputs(est(**kw, stack={"kbit_prepare": True}).plan)
+    b = step_inputs(est(**kw, stack={"kbit_prepare": "trl-bf16"}).plan)
+    assert a.frozen_bytes - b.frozen_bytes == 2 * V * H == 525_336_576
+    assert a.acts.autocast_weight_copies - b.acts.autocast_weight_copies == 2 * V * H
+    assert a.acts.head_saved - b.acts.head_saved == 2 * 2 * 2048 * 64
+    assert a.acts.stack_saved - b.acts.stack_saved == (2 * 2048 * H if ckpt == "full" else 0)
+
+
+def test_trl_bf16_kbit_prepare_is_no_cast_outside_qlora():
+    # prepare_model_for_kbit_training is QLoRA's: a LoRA plan with the value estimates as without it
+    kw = dict(precision="bf16-mixed", method="lora")
+    assert (est(**kw, stack={"kbit_prepare": "trl-bf16"}).per_gpu.peak_allocated
+            == est(**kw).per_gpu.peak_allocated)
+
+
 def _qlora_acts_without_and_with_kbit(precision):
     """Activations of QLoRA on all 7 projections (s 2048, b 1, no checkpointing), without and with
     prepare_model_for_kbit_training."""

@@ -15,7 +15,7 @@ TRAINERS = ("hf-trainer", "custom-loop", "torchtune", "litgpt", "torchtitan")
 OWN_MODEL_CODE = ("torchtune", "litgpt", "torchtitan")     # trainers that do not run transformers' models
 TRANSFORMERS_ERAS = ("5", "4.46", "4.45")
 ADAPTER_DTYPES = ("auto", "fp32", "base")
-KBIT_PREPARE = ("auto", True, False)
+KBIT_PREPARE = ("auto", True, False, "trl-bf16")
 BNB_ERAS = ("current", "0.42")
 OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "single-tensor")
 COMPILE_MODES = ("none", "model", "model+loss")
@@ -63,8 +63,8 @@ def parse_stack(value: Any) -> StackSettings:
         if k in ("transformers", "torch") and isinstance(v, (int, float)) and not isinstance(v, bool):
             v = str(v)                       # 5 and 4.46 (torch 2 and 1) typed as numbers mean the same versions
         if k == "kbit_prepare":
-            if v != "auto" and not isinstance(v, bool):
-                raise PlanError("stack.kbit_prepare", f"must be auto, true or false; got {show(v)}")
+            if v not in ("auto", "trl-bf16") and not isinstance(v, bool):
+                raise PlanError("stack.kbit_prepare", f"must be auto, true, false or trl-bf16; got {show(v)}")
             vals[k] = v
             continue
         if k in BOOL_KEYS:

@@ -172,7 +172,8 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
             quantize_targets(model, plan.lora_targets, plan.quant_type, plan.double_quant,
                              DTYPES.get(plan.compute_dtype, torch.bfloat16), dt["base"],
                              keep_input=getattr(plan, "bitsandbytes", "current") == "0.42")
-    if plan.method in ("lora", "qlora") and getattr(plan, "kbit_prepare", "auto") is True:
+    kbit = getattr(plan, "kbit_prepare", "auto")
+    if plan.method in ("lora", "qlora") and kbit in (True, "trl-bf16"):
         # peft.prepare_model_for_kbit_training (peft/utils/other.py): freezes the base, casts every 16-bit
         # parameter that is not a bnb Params4bit to fp32, and (for a k-bit model) enables checkpointing
         from peft import prepare_model_for_kbit_training  # noqa: PLC0415
@@ -186,8 +187,27 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
                         target_modules=list(plan.lora_targets),
                         task_type="SEQ_2_SEQ_LM" if plan.encoder_decoder else "CAUSAL_LM")
         with torch.device("meta"):
-            model = get_peft_model(model, lc, autocast_adapter_dtype=False)
+            import inspect  # noqa: PLC0415
+            # PEFT < 0.12 has no autocast_adapter_dtype (its adapters take the base dtype; fakeify sets them anyway)
+            akw = ({"autocast_adapter_dtype": False}
+                   if "autocast_adapter_dtype" in inspect.signature(get_peft_model).parameters else {})
+            model = get_peft_model(model, lc, **akw)
+        if kbit == "trl-bf16":
+            with torch.device("meta"):
+                trl_casting_to_bf16(model)
     return model, cfg, dt
+
+
+def trl_casting_to_bf16(model: nn.Module) -> None:
+    """TRL 0.9-0.24 ``peft_module_casting_to_bf16`` (trl/trainer/utils.py), which SFTTrainer runs after
+    prepare_model_for_kbit_training and get_peft_model under ``args.bf16``: every module whose name holds "norm"
+    to fp32, and the fp32 lm_head / embed_tokens / wte / wpe back to bf16 (copied: TRL is not in the tools venv)."""
+    for name, module in model.named_modules():
+        if isinstance(module, nn.LayerNorm) or "norm" in name:
+            module.to(torch.float32)
+        elif any(x in name for x in ["lm_head", "embed_tokens", "wte", "wpe"]):
+            if hasattr(module, "weight") and module.weight.dtype == torch.float32:
+                module.to(torch.bfloat16)
 
 
 def fakeify(model: nn.Module, fake_mode, adapter_dtype) -> dict:

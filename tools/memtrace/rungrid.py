@@ -48,9 +48,9 @@ RUNS = [
 _TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def _recipe(rid, trainer, method, loss, run):
+def _recipe(rid, trainer, method, loss, run, b=2, s=1024):
     kw = {"lora": {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": list(_TARGETS)}} if method == "lora" else {}
-    return _p(rid, run, method=method, precision="bf16-pure", micro_batch_size=2, seq_len=1024,
+    return _p(rid, run, method=method, precision="bf16-pure", micro_batch_size=b, seq_len=s,
               activation_checkpointing="none", zero_stage=0, loss=loss, stack={"trainer": trainer}, **kw)
 
 
@@ -62,6 +62,10 @@ RECIPES = [
     # LitGPT's default eval: generate_example (batch 1, eval.max_new_tokens 100) after each validation
     _recipe("lit-l1b-full-s1024-b2-val", "litgpt", "full", "standard", {"eval": _VAL_LIT, "save": SAVE}),
     _recipe("lit-l1b-lora-s1024-b2-val", "litgpt", "lora", "standard", {"eval": _VAL_LIT, "save": SAVE}),
+    # the same LoRA run at other shapes (kept-logits chunks of 31.3 and 125.2 MiB): where the validation's fresh
+    # segments come from (run/evaluate.py litgpt_fresh_segments)
+    _recipe("lit-l1b-lora-s2048-b1-val", "litgpt", "lora", "standard", {"eval": _VAL_LIT, "save": SAVE}, b=1, s=2048),
+    _recipe("lit-l1b-lora-s512-b4-val", "litgpt", "lora", "standard", {"eval": _VAL_LIT, "save": SAVE}, b=4, s=512),
 ]
 
 

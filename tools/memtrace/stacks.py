@@ -71,9 +71,17 @@ STACKS = [
     _p("l1b-lora-pure-base", "lora", peft_adapter_dtype="base"),
     _p("l1b-qlora-mixed-kbit", "qlora", "bf16-mixed", kbit_prepare=True),
     _p("l1b-qlora-mixed-gc-kbit", "qlora", "bf16-mixed", "full", kbit_prepare=True),
+    # TRL 0.9-0.24 SFTTrainer with bf16: prepare, then peft_module_casting_to_bf16 (fp32 norms, bf16 embed / head)
+    _p("l1b-qlora-mixed-kbit-trlbf16", "qlora", "bf16-mixed", kbit_prepare="trl-bf16"),
+    _p("l1b-qlora-mixed-gc-kbit-trlbf16", "qlora", "bf16-mixed", "full", kbit_prepare="trl-bf16"),
     # fp16 AMP (TRL SFTTrainer 0.8-0.25 prepares a 4-bit model and, without bf16, casts nothing back: issue 19)
     {**_p("l1b-qlora-fp16mixed-kbit", "qlora", "fp16-mixed", kbit_prepare=True), "quantization": FP16_NF4},
     {**_p("l1b-qlora-fp16mixed-gc-kbit", "qlora", "fp16-mixed", "full", kbit_prepare=True), "quantization": FP16_NF4},
+    # the same under transformers 4.45 (fms-acceleration's QLoRA baselines: fp16 AMP, k-bit prep, reentrant ckpt)
+    {**_p("l1b-qlora-fp16mixed-kbit-tf445", "qlora", "fp16-mixed", kbit_prepare=True, transformers="4.45"),
+     "quantization": FP16_NF4},
+    {**_p("l1b-qlora-fp16mixed-gc-kbit-tf445", "qlora", "fp16-mixed", "full", kbit_prepare=True, transformers="4.45"),
+     "quantization": FP16_NF4},
     # without autocast the 4-bit layers' fp32 outputs reach SDPA: fp32 attention (fp32 adapters, PEFT's default)
     _p("l1b-qlora-pure-kbit-fp32", "qlora", kbit_prepare=True, peft_adapter_dtype="fp32"),
     # 5. bitsandbytes < 0.43.2: MatMul4Bit keeps its input (emulated from its source, see qlora.py)

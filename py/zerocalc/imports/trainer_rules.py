@@ -51,8 +51,9 @@ def trl_kbit_prepare(b: Builder, cfg: dict) -> None:
     the Params4bit sit on cpu/meta, i.e. FSDP or ZeRO-3 QLoRA), then under ``args.bf16`` casts the embeddings and
     lm_head back to bf16 (``peft_module_casting_to_bf16``; the norms stay fp32). A config that still names
     ``max_seq_length`` is TRL <= 0.19 (0.20's SFTConfig has ``max_length`` only): without bf16 its QLoRA model
-    trains as prepare leaves it (stack.kbit_prepare true, memory/stack.py kbit_prepared); with bf16 the mix of
-    fp32 norms and bf16 embeddings is no plan value, and the config says so in a warning."""
+    trains as prepare leaves it (stack.kbit_prepare true, memory/stack.py kbit_prepared), with bf16 in the mixed
+    state (stack.kbit_prepare trl-bf16, memory/stack.py kbit_bf16_ends; TRL 0.7.x-0.8.x also cast the LoRA layers
+    to bf16, which the plan does not say)."""
     if "max_seq_length" not in cfg or b.plan["method"] != "qlora":
         return
     if b.plan.get("quantization", {}).get("type") not in ("nf4", "fp4"):
@@ -60,12 +61,4 @@ def trl_kbit_prepare(b: Builder, cfg: dict) -> None:
     sharded = b.plan["framework"] == "fsdp" or (b.plan["framework"] == "deepspeed" and b.plan["zero_stage"] == 3)
     if sharded:
         return
-    if b.plan["precision"].startswith("bf16"):
-        b.warn("import-trl-kbit-bf16", "max_seq_length: TRL <= 0.19, whose SFTTrainer prepares the 4-bit model "
-                                       "(prepare_model_for_kbit_training) and casts the embeddings and lm_head back "
-                                       "to bf16, leaving the norms fp32: not modelled (read as kbit_prepare false); "
-                                       "the fp32 norm outputs make the MLP's saved activations and the residual "
-                                       "stream fp32 (traced, Llama 3.2 1B s2048 b1: +1.5 GiB without "
-                                       "checkpointing, +0.12 GiB with it), which the estimate leaves out")
-        return
-    b.set("max_seq_length", "stack.kbit_prepare", True)
+    b.set("max_seq_length", "stack.kbit_prepare", "trl-bf16" if b.plan["precision"].startswith("bf16") else True)

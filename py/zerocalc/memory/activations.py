@@ -81,7 +81,9 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
         if stack.trainer != "torchtune":
             # torchtune's RoPE multiplies by slices of its fp32 cache buffer, which is all it saves
             # (models/llama3_1/_position_embeddings.py:181-184 Llama3ScaledRoPE.forward; traced)
-            ss.save("rope_cos_sin", 2 * c.res * plan.seq_len * arch.head_dim)
+            # LlamaRotaryEmbedding returns cos/sin .to(x.dtype), x the embedding output: bf16 after TRL's cast
+            emb = 2 if stack.kbit_bf16_ends else c.res
+            ss.save("rope_cos_sin", 2 * emb * plan.seq_len * arch.head_dim)
     else:
         ss.save("ln_f.in", (4 if c.autocast else c.res) * t * h)
         ss.save("ln_f.stats", 4 * t)
@@ -150,6 +152,9 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     if plan.activation_checkpointing == "full":
         # HF gradient_checkpointing (non-reentrant): each decoder layer keeps only its input.
         stack = arch.num_layers * res * t * h + (ed.ckpt_extra if ed else 0)
+        if st.kbit_bf16_ends:
+            # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
+            stack -= (res - 2) * t * h
         recompute = full_layer
         if plan.attention == "eager":
             # The recompute's peak is the softmax backward: the fp32 softmax output, its fp32 gradient
@@ -241,8 +246,9 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # MatMul4Bit keeps A as ctx.tensors, an attribute the non-reentrant checkpoint's saved-tensor hooks
             # never see: the layers keep every 4-bit input (traced: tools/memtrace/golden/stacks, bnb042 rows)
             stack += quant_inputs
-    if plan.method == "qlora" and dt.autocast and dt.frozen == 4 and arch.causal_lm:
-        # kbit_prepare makes lm_head's weight fp32: autocast caches its 16-bit copy and the matmul keeps it
+    if plan.method == "qlora" and dt.autocast and dt.frozen == 4 and arch.causal_lm and not st.kbit_bf16_ends:
+        # kbit_prepare makes lm_head's weight fp32: autocast caches its 16-bit copy and the matmul keeps it (TRL's
+        # bf16 cast gives the head back its 16-bit weight, which autocast reads as is)
         copies += 2 * arch.vocab_size * h
     offloaded = 0
     if plan.activation_offloading:

@@ -15,7 +15,7 @@ from . import deepspeed as ds
 from .activations import Activations, activations
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .logits import Logits, chunked_head_grads, logits
-from .lora import (adapters_per_layer, largest_quantized_matrix, modules_to_save_numel,
+from .lora import (adapters_per_layer, largest_quantized_matrix, modules_to_save_numel, trl_bf16_numel,
                    qlora_base_bytes, quantized_linear_bytes)
 from .precision import Dtypes, dtypes_for, module_dtypes
 from .stack import Stack, effective_stack
@@ -100,6 +100,9 @@ def step_inputs(plan: Plan) -> StepInputs:
                             + quantized_linear_bytes(head, arch.vocab_size, plan))
         elif plan.method == "qlora":
             frozen_bytes = qlora_base_bytes(arch, plan, dt.frozen) + head_copy * dt.frozen
+            if stack.kbit_bf16_ends:
+                # TRL peft_module_casting_to_bf16: the embedding and the head back to 2 B (the norms stay fp32)
+                frozen_bytes -= (dt.frozen - 2) * trl_bf16_numel(arch)
         else:
             frozen_bytes = frozen_numel * dt.frozen
         if plan.method == "qlora" and plan.vision.trainable == "full":

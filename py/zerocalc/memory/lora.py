@@ -150,6 +150,18 @@ def qlora_base_bytes(arch: ModelArch, plan: Plan, kept_dtype: int) -> int:
     return sum(c * quantized_linear_bytes(n, d_out, plan) for (n, d_out), c in mats) + kept * kept_dtype
 
 
+TRL_BF16_NAMES = ("lm_head", "embed_tokens", "wte", "wpe")
+
+
+def trl_bf16_numel(arch: ModelArch) -> int:
+    """Elements TRL's ``peft_module_casting_to_bf16`` (trl/trainer/utils.py, 0.9-0.24) casts back to bf16 after
+    ``prepare_model_for_kbit_training``: modules named ``lm_head``, ``embed_tokens``, ``wte`` or ``wpe`` (a
+    module whose name holds ``norm`` is cast to fp32 first, by the function's own ``elif`` order). A tied head is
+    the embedding's tensor, counted once."""
+    return sum(t.numel for t in arch.tensors
+               if "norm" not in t.module and any(x in t.module for x in TRL_BF16_NAMES))
+
+
 def modules_to_save_numel(arch: ModelArch, plan: Plan) -> int:
     """PEFT `modules_to_save`: each named module gets a trainable copy beside the frozen original
     (peft/utils/other.py ModulesToSaveWrapper: copy.deepcopy(original_module)). A tied lm_head's copy is a

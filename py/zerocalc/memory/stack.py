@@ -62,6 +62,7 @@ class Stack:
     fabric_mixed: bool         # Lightning Fabric "bf16-mixed": an fp32 model, autocast, outputs cast to fp32
     fsdp_embedding_units: bool  # FSDP2: the embedding and lm_head are units of their own (not in the root)
     grads_kept: bool = False   # zero_grad zeroes .grad in place (torch 1.x): gradients resident through forward
+    kbit_bf16_ends: bool = False   # TRL's peft_module_casting_to_bf16 after kbit prepare: embeddings / lm_head bf16
 
 
 def kbit_prepared(plan: Plan) -> bool:
@@ -75,14 +76,30 @@ def kbit_prepared(plan: Plan) -> bool:
       and from 0.7.6 cast the embeddings and lm_head back to bf16 under ``args.bf16``
       (``peft_module_casting_to_bf16``, the norms stay fp32); 0.25 calls its own copy that upcasts the norms
       only; from 0.26 it calls nothing (``get_peft_model`` alone, the trainable parameters cast to bf16). So
-      true fits TRL 0.7-0.24 without bf16 only; the importer sets it where the config says so (imports/hf_args.py);
+      true fits TRL 0.7-0.24 without bf16, and ``trl-bf16`` TRL 0.9-0.24 with bf16 (``kbit_bf16_ends``); the
+      importer sets them where the config says so (imports/hf_args.py);
     - axolotl calls it (loaders/model.py ``_prepare_model_for_quantization``; utils/models.py ``load_model`` up to
       0.6), skipped under FSDP-QLoRA, ZeRO-3 and cpu_ram_efficient_loading, but for any adapter then casts the
       norms and embedding modules back to ``torch_dtype`` (``_configure_embedding_dtypes``: ``needs_fa2_dtype``
       -> ``_convert_embedding_modules_dtype``): its model trains 16-bit, as with false;
     - LLaMA-Factory never calls it (src/llamafactory/model: its own ``prepare_model_for_training``, whose
       ``upcast_layernorm`` is off by default); torchtune, LitGPT and torchtitan do not use PEFT."""
-    return plan.method == "qlora" and plan.stack.kbit_prepare is True
+    return plan.method == "qlora" and plan.stack.kbit_prepare in (True, "trl-bf16")
+
+
+def kbit_bf16_ends(plan: Plan) -> bool:
+    """``kbit_prepare: trl-bf16``: TRL 0.9-0.24 SFTTrainer under ``args.bf16`` runs PEFT
+    ``prepare_model_for_kbit_training`` (every non-``Params4bit`` parameter to fp32), ``get_peft_model``, then
+    ``peft_module_casting_to_bf16`` (trl/trainer/utils.py; called from sft_trainer.py ``_prepare_peft_model``
+    0.15-0.21, trl/models/utils.py ``prepare_peft_model`` 0.22-0.24): modules named ``*norm*`` stay fp32 and
+    the fp32 ``lm_head`` / ``embed_tokens`` / ``wte`` / ``wpe`` go back to bf16 (0.7.x-0.8.x also cast the LoRA
+    layers to bf16: not modelled). The norms' fp32 weights promote their outputs to fp32 (``weight *
+    hs.to(input_dtype)``), the 4-bit layers cast their outputs back to that dtype, and layer 0's MLP output
+    makes the residual stream fp32 from layer 1 on: the blocks are those of ``true``; the embedding and the head
+    weigh 2 B per element and autocast reads the bf16 head as is (no fp32-weight copy). Without bf16 TRL casts
+    nothing back (``if args.bf16``): a plan in fp16 or fp32 with this value trains as ``true``. Traced:
+    tools/memtrace/golden/stacks/l1b-qlora-mixed-*kbit-trlbf16."""
+    return kbit_prepared(plan) and plan.stack.kbit_prepare == "trl-bf16" and plan.precision.startswith("bf16")
 
 
 def effective_stack(plan: Plan) -> Stack:
@@ -128,4 +145,5 @@ def effective_stack(plan: Plan) -> Stack:
         # module whose name is listed before the root)
         fsdp_embedding_units=s.fsdp_embedding_units and plan.framework == "fsdp" and version == 2,
         # torch 1.x zero_grad(set_to_none=False) by default; FSDP's flat gradients not modelled (counted as freed)
-        grads_kept=s.torch == "1" and plan.framework in ("single", "ddp") and not plan.optimizer_in_backward)
+        grads_kept=s.torch == "1" and plan.framework in ("single", "ddp") and not plan.optimizer_in_backward,
+        kbit_bf16_ends=kbit_bf16_ends(plan))

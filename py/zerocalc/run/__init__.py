@@ -88,6 +88,8 @@ def _peak(view: RunView, ph: Phase, carried: int) -> PhasePeak:
     the allocator then frees cached segments and retries."""
     own = _own_reserved(view, ph)
     fresh = ph.transient if ph.largest > view.step_largest and carried else 0
+    if ph.fresh is not None:
+        fresh = ph.fresh if carried else 0
     reserved = max(own, min(carried + fresh, view.capacity - view.driver - ph.outside) + ph.outside)
     return PhasePeak(ph.name, ph.allocated, reserved, reserved + view.driver, ph.components, ph.host, ph.note)
 

@@ -8,7 +8,7 @@ parameters, FSDP's root unit: run/view.py), at the eval batch b_e and length s_e
 - inside a layer: the no-grad MLP's three intermediate-wide tensors (act(gate), up, their product) plus the
   residual stream and its norm, e·t·(3·I + 2·h).
 LitGPT's `validate()` (litgpt @01fe959 litgpt/finetune/lora.py, under `@torch.no_grad()`) calls `model(input_ids)`
-without `lm_head_chunk_size` and `chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:], chunk_size=0)`: the logits, the shifted reshape copy and a 16-bit log_softmax,
+without `lm_head_chunk_size` and `chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:], chunk_size=0)`: the logits, the shifted reshape copy (none at batch 1) and a 16-bit log_softmax,
 3 x the logits (in fp32 under Fabric's bf16-mixed, whose convert_output upcasts outputs); the training loop's
 `logits` are still bound meanwhile (the view's resident `logits_kept_by_loop`; traced: golden/run lit-l1b-*-val).
 torchtune's chunked loss under no_grad keeps one chunk's fp32 copy and log_softmax at a time (`eval_logits_bytes`).
@@ -48,7 +48,7 @@ def eval_logits_bytes(v: RunView, b: int, s: int) -> int:
     e = 2 if si.dt.autocast else si.dt.compute
     if v.run.eval.unchunked_head:
         o = 4 if si.stack.fabric_mixed else e
-        return o * b * s * arch.vocab_size + 2 * o * b * (s - 1) * arch.vocab_size
+        return o * b * s * arch.vocab_size + litgpt_eval_copies(b) * o * b * (s - 1) * arch.vocab_size
     if v.plan.loss == "chunked" and si.stack.trainer == "torchtune" and si.stack.compile == "none":
         # torchtune's `validate` (@bd2a0fc recipes/full_finetune_distributed.py: `_loss_step` under torch.no_grad())
         # through CEWithChunkedOutputLoss (0.6.1 modules/loss/ce_chunked_output_loss.py: `F.cross_entropy(
@@ -103,7 +103,41 @@ def eval_phase(v: RunView) -> Phase | None:
     # 2 batches: reserved = the step's + 10·b·s·V + the 2-batch concat 2·c)
     segments = max(peak, one_batch + pinned)
     return phase("eval", _forward_resident(v), {comp: peak}, transient=segments, empties_cache=empties, note=note,
-                 largest=largest, host=host)
+                 largest=largest, host=host, fresh=litgpt_fresh_segments(v, b, s, segments))
+
+
+SEGMENT_ROUND = 2 << 20       # CUDACachingAllocator kRoundLarge: a large segment is its request rounded up to 2 MiB
+
+
+def litgpt_eval_copies(b: int) -> int:
+    """Logits-sized tensors LitGPT's `validate` makes beside the logits: `chunked_cross_entropy(logits[..., :-1, :],
+    ..., chunk_size=0)` reshapes the slice to (b·(s-1), V), a copy unless b is 1 (a (1, s-1, V) slice of a
+    contiguous (1, s, V) tensor is contiguous, so the reshape is a view), then the 16-bit log_softmax (traced:
+    golden/run lit-l1b-lora-s2048-b1-val holds the logits and the log_softmax only)."""
+    return 2 if b > 1 else 1
+
+
+def litgpt_fresh_segments(v: RunView, b: int, s: int, transient: int) -> int | None:
+    """The new segments LitGPT's later validations open beside the step's (None: not LitGPT's LoRA finetune).
+    `fit()` (litgpt 0.5.13 finetune/lora.py) runs a sanity `validate(..., max_iters=2)` before the first step, so
+    the logits-sized tensors of `validate` (E = o·b·(s-1)·V each; three, two at b 1) get segments of their own; the steps
+    (lm_head chunked by 128 positions, no tensor as large as E) serve their activations from them and free them
+    again, but the chunks of the logits the loop keeps bound (`logits`, K bytes) land in their free remainders:
+    at the next validation the segments holding a kept chunk have no whole E-sized block left, and that many
+    E-sized requests take fresh segments. The kept chunks straddle ceil(K / E) + 1 of them (CUDACachingAllocator
+    best fit into the remainders the step's freed activations leave): traced by the allocator replay of
+    tools/memtrace/recipe_run.py at b2 s1024 (golden/run lit-l1b-lora-s1024-b2-val), b1 s2048 and b4 s512
+    (chunks of 62.6, 31.3 and 125.2 MiB): in each, two of the 502 MiB segments hold the kept chunks and the
+    validation reserves 2 x 502 MiB more than the step (golden/run lit-l1b-lora-s*-val). LitGPT's full finetune (unchunked head) frees E-sized
+    logits and gradients every step, so the cached blocks serve the validation (the `largest` rule)."""
+    si, arch = v.si, v.si.arch
+    if si.stack.trainer != "litgpt" or v.plan.method == "full" or not arch.causal_lm or not v.run.eval.unchunked_head:
+        return None
+    o = 4 if si.stack.fabric_mixed else (2 if si.dt.autocast else si.dt.compute)
+    e_seg = ceil_div(o * b * (s - 1) * arch.vocab_size, SEGMENT_ROUND) * SEGMENT_ROUND
+    kept = sum(t.nbytes for t in v.state if t.name == "logits_kept_by_loop")
+    polluted = min(1 + litgpt_eval_copies(b), ceil_div(kept, e_seg) + 1) if kept else 0
+    return min(transient, polluted * e_seg)
 
 
 def eval_host(v: RunView, b: int, s: int) -> int:
