@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
-from .blocks_families import LAYERNORM_HEADS, final_norm, layer_saved_bytes
+from .blocks_bart import layer_saved_bytes, outside_blocks
+from .blocks_families import LAYERNORM_HEADS, final_norm
 from .blocks_families import RULES as FAMILY_RULES
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
@@ -75,6 +76,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     y_bytes = 4 if c.autocast and arch.family not in ("llama", "gemma", "t5") else c.res
     if arch.ssm is not None:
         y, y_bytes = ssm_final_norm(ss, c, h, arch.ssm)
+    elif arch.bart is not None:
+        y, y_bytes = outside_blocks(ss, c, arch)           # memory/blocks_bart.py: BART-lineage causal decoders
     elif arch.family in ("llama", "gemma", "t5"):
         y = (final_norm(ss, c, arch, "resid_final") if arch.model_type in LAYERNORM_HEADS
              else rmsnorm(ss, c, "final_norm", "resid_final", h, arch.family == "gemma"))
@@ -93,6 +96,12 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     if plan.method != "full" and "lm_head" in plan.lora.modules_to_save:
         ss.save(y, y_bytes * t * h)              # the trainable lm_head copy keeps its input for its gradient
     return ss.total
+
+
+def _unused(arch: ModelArch, module: str) -> bool:
+    """A BART-lineage causal decoder's cross-attention (encoder_attn): registered, never run without an encoder, so
+    autocast casts none of its weights (traced: tools/memtrace/golden/bart/*-mixed-*)."""
+    return arch.bart is not None and ".encoder_attn." in module
 
 
 def _lm_head_adapter(plan: Plan, arch: ModelArch) -> Adapter | None:
@@ -176,7 +185,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") else 2
             masks = 2 if arch.family == "gemma" else 1          # Gemma: a sliding-window and a global mask
             stack += masks * mask_bytes * plan.seq_len * plan.seq_len * plan.micro_batch_size
-        if arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES and ed is None:
+        if (arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES and ed is None
+                and arch.bart is None):
             # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced); not in
             # OPT, GPT-NeoX, GPT-J, Phi (tools/memtrace/golden/families/*-gc-*: the block inputs and the head only)
             stack += res * t * h
@@ -214,7 +224,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     # lm_head's copy (outside the checkpointed layers) stays saved (traced).
     copies = 0
     if dt.autocast and plan.method == "full" and dt.weight == 4:
-        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear)
+        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not _unused(arch, tt.module))
         if arch.tied_embeddings and arch.causal_lm:
             copies += 2 * arch.vocab_size * h
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:
