@@ -101,7 +101,7 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
 def _unused(arch: ModelArch, module: str) -> bool:
     """A BART-lineage causal decoder's cross-attention (encoder_attn): registered, never run without an encoder, so
     autocast casts none of its weights (traced: tools/memtrace/golden/bart/*-mixed-*)."""
-    return arch.bart is not None and ".encoder_attn." in module
+    return arch.bart is not None and arch.bart["decoder_only"] and ".encoder_attn." in module
 
 
 def _lm_head_adapter(plan: Plan, arch: ModelArch) -> Adapter | None:

@@ -34,7 +34,7 @@ from .blocks_families import layernorm
 from .lora import Adapter
 
 
-def _eager(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, p_drop: float) -> str:
+def eager_attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, p_drop: float) -> str:
     """modeling_bart.py eager_attention_forward: `matmul(query, key.transpose(2, 3)) * scaling` keeps q and K^T
     (contiguous copies of the transposed projections), softmax without a dtype (on autocast's fp32 list), then
     `dropout(p=attention_dropout)`; `matmul(attn_weights, value)` keeps the probabilities (a 16-bit copy under
@@ -57,18 +57,18 @@ def _eager(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, p_drop: float) -> st
     return f"{key}.out"
 
 
-def _mlp(ss: SavedSet, c: Ctx, sw: dict, x: str, x_bytes: int, lins: dict, ads: dict) -> None:
+def bart_mlp(ss: SavedSet, c: Ctx, sw: dict, x: str, x_bytes: int, lins: dict, ads: dict, key: str = "") -> None:
     """fc1 -> ACT2FN[activation_function] -> dropout(activation_dropout) -> fc2 (modeling_bart.py
     BartDecoderLayer.forward). ReLU's backward reads its output, GELU's and SiLU's their input."""
     e = 2 if c.autocast else c.e
     fc1, fc2 = lins["fc1"], lins["fc2"]
     linear(ss, c, x, x_bytes, fc1, ads.get("fc1"))
     n = c.tokens * fc1.d_out
-    ss.save("act.out" if sw["act"] == "relu" else "act.in", e * n)
-    out = "act.out"
+    ss.save(f"{key}act.out" if sw["act"] == "relu" else f"{key}act.in", e * n)
+    out = f"{key}act.out"
     if sw["act_dropout"] > 0:
-        ss.save("act.drop_mask", MASK * n)
-        out = "act.drop"
+        ss.save(f"{key}act.drop_mask", MASK * n)
+        out = f"{key}act.drop"
     linear(ss, c, out, e, fc2, ads.get("fc2"))
 
 
@@ -91,14 +91,14 @@ def bart_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     for name in ("q_proj", "k_proj", "v_proj"):
         linear(ss, c, y, yb, lins[name], ads.get(name))
     if c.attention == "eager":
-        out = _eager(ss, c2, arch, "attn", sw["attn_dropout"])
+        out = eager_attention(ss, c2, arch, "attn", sw["attn_dropout"])
     else:
         out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.q_dim)
     linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
     if sw["dropout"] > 0:
         ss.save("attn_drop", MASK * c.tokens * h)
     y2, yb2 = layernorm(ss, c2, "ln_sa" if sw["post_ln"] else "ln_ff", "resid_attn", h)
-    _mlp(ss, c2, sw, y2, yb2, lins, ads)
+    bart_mlp(ss, c2, sw, y2, yb2, lins, ads)
     if sw["dropout"] > 0:
         ss.save("mlp_drop", MASK * c.tokens * h)
     if sw["post_ln"]:
@@ -109,7 +109,7 @@ def bart_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """One block's saved bytes: the BART-lineage decoder layer above where the arch has its switches and the
     trainer runs transformers' code, else memory/blocks_families.py's rule."""
-    if arch.bart is not None and not c.own_model:
+    if arch.bart is not None and arch.bart["decoder_only"] and not c.own_model:
         return bart_layer(arch, c, linears, adapters)
     return family_layer_saved_bytes(arch, c, linears, adapters)
 

@@ -144,7 +144,7 @@ def layer_switches(c: ConfigReader, model_type: str, emb_ln: bool, final_ln: boo
     after the activation (`activation_dropout`) and on the attention probabilities (`attention_dropout`); the
     residual and embedding dropout is ModelArch.dropout (`dropout`)."""
     drop, attn, act = _DROPOUT_FIELDS.get(model_type, ("dropout", "attention_dropout", "activation_function"))
-    return {"post_ln": model_type in POST_LN, "emb_ln": emb_ln, "final_ln": final_ln,
+    return {"post_ln": model_type in POST_LN, "emb_ln": emb_ln, "final_ln": final_ln, "decoder_only": True,
             "act": c.str(act, "gelu"), "act_dropout": _rate(c, "activation_dropout"), "attn_dropout": _rate(c, attn),
             "dropout": _rate(c, drop)}
 
