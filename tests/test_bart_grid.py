@@ -18,9 +18,11 @@ ROWS = sorted(GRID.glob("*.json"))
 FAMILIES = ("bart", "mbart", "marian", "pegasus")
 
 _CROSS_LORA = ("PEFT's target names (q_proj ...) also match each layer's never-run encoder_attn projections "
-               "(modeling_bart.py BartDecoderLayer.encoder_attn), whose adapters (and the trace's optimizer states "
-               "for them) the engine does not count (memory/lora.py adapters from the block's self-attention and "
-               "fc1/fc2 only; model/decoders.py SUPPORT says so)")
+               "(modeling_bart.py BartDecoderLayer.encoder_attn): the engine counts no adapters there (memory/lora.py "
+               "adapters from the block's self-attention and fc1/fc2; model/decoders.py SUPPORT says so), and the "
+               "trace holds optimizer states for them too, which its warm-up step creates by giving every trainable "
+               "parameter a zero gradient (tools/memtrace/optim.py warm_up) where a real run, whose never-used "
+               "adapters get no gradient, creates none")
 _PHASE = ("the engine's peak is at bwd_end (every fp32 gradient plus the tied embedding's second contribution, "
           "detail.tied_embedding_grad), 1.7 % (mbart) / 0.8 % (pegasus) above the trace's peak in the loss's "
           "backward: the peak is within 3 % but the components are those of two different moments")
