@@ -68,6 +68,15 @@ def snap_dict(snap: Snapshot) -> dict:
             "by_category": {c: snap.by_cat.get(c, 0) for c in CATS}}
 
 
+def never_run(cfg, name: str) -> bool:
+    """A parameter a real step leaves without a gradient: the cross-attention (encoder_attn, encoder_attn_layer_norm) of a BART-lineage
+    decoder built as a causal LM (BartForCausalLM ... set config.is_decoder and not is_encoder_decoder, and
+    BartDecoderLayer runs encoder_attn only `if encoder_hidden_states is not None`). The warm-up step gives these no
+    zero gradient, so, as in a real run (torch AdamW skips a parameter whose .grad is None), they get no state."""
+    return (getattr(cfg, "is_decoder", False) and not getattr(cfg, "is_encoder_decoder", False)
+            and ".encoder_attn" in name)
+
+
 def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool = False,
           events: list | None = None) -> dict:
     """Trace `steps` consecutive steady-state steps of a plan-v1 dict; returns the report dict (bytes).
@@ -105,7 +114,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
         label_grads(params, tr)
         running.start(tr)
         with tr:
-            warm_up(opt, params, tr)
+            warm_up(opt, [p for n, p in model.named_parameters() if p.requires_grad and not never_run(model.config, n)], tr)
             in_place = plan.torch_era == "1"
             if in_place:
                 for p in params:      # zero_grad(set_to_none=False) after the warm-up step: zeroed, kept

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
-from .blocks_bart import layer_saved_bytes, outside_blocks
+from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
 from .blocks_families import LAYERNORM_HEADS, final_norm
 from .blocks_families import RULES as FAMILY_RULES
 from .blocks_seq2seq import encoder_decoder
@@ -96,12 +96,6 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     if plan.method != "full" and "lm_head" in plan.lora.modules_to_save:
         ss.save(y, y_bytes * t * h)              # the trainable lm_head copy keeps its input for its gradient
     return ss.total
-
-
-def _unused(arch: ModelArch, module: str) -> bool:
-    """A BART-lineage causal decoder's cross-attention (encoder_attn): registered, never run without an encoder, so
-    autocast casts none of its weights (traced: tools/memtrace/golden/bart/*-mixed-*)."""
-    return arch.bart is not None and arch.bart["decoder_only"] and ".encoder_attn." in module
 
 
 def _lm_head_adapter(plan: Plan, arch: ModelArch) -> Adapter | None:
@@ -224,7 +218,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     # lm_head's copy (outside the checkpointed layers) stays saved (traced).
     copies = 0
     if dt.autocast and plan.method == "full" and dt.weight == 4:
-        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not _unused(arch, tt.module))
+        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
         if arch.tied_embeddings and arch.causal_lm:
             copies += 2 * arch.vocab_size * h
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:
@@ -235,7 +229,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # runs lm_head once per 128-position chunk, each chunk with its own copy (traced: lit-l1b-lora-mixed;
             # layer 0's q/k/v input needs no gradient and keeps none, counted anyway: 2·h·(h + 2·kv) bytes)
             calls = -(-plan.seq_len // LITGPT_CHUNK) if st.trainer == "litgpt" else 1
-            copies += 2 * sum(tt.numel for tt in arch.tensors if tt.linear)
+            copies += 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
             copies += 2 * arch.vocab_size * h * calls if arch.causal_lm else 0
     cache_forward = 0
     if copies and plan.activation_checkpointing == "full":

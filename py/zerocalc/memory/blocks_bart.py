@@ -106,6 +106,14 @@ def bart_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     return ss.total
 
 
+def never_run(arch: ModelArch, module: str) -> bool:
+    """A BART-lineage causal decoder's cross-attention (encoder_attn and its encoder_attn_layer_norm): registered,
+    never run without an encoder (modeling_bart.py BartDecoderLayer: `if encoder_hidden_states is not None`), so it
+    gets no gradient, no optimizer state, and autocast casts none of its weights (traced:
+    tools/memtrace/golden/bart)."""
+    return arch.bart is not None and arch.bart["decoder_only"] and ".encoder_attn" in module
+
+
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """One block's saved bytes: the BART-lineage decoder layer above where the arch has its switches and the
     trainer runs transformers' code, else memory/blocks_families.py's rule."""

@@ -217,7 +217,7 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model
         return None
     n = stacks(arch)
-    if n is None or n[0] == 0:      # a decoder cut from one (BartForCausalLM ...): memory/blocks_bart.py
+    if n is None or (arch.bart is not None and arch.bart["decoder_only"]):   # BartForCausalLM ...: blocks_bart.py
         return None
     n_enc, n_dec = n
     lins, ads = _names(arch, linears, adapters)
