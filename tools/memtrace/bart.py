@@ -12,7 +12,8 @@ The layer switches these four cover (modeling_<x>.py *DecoderLayer / *Decoder):
 - pegasus (google/pegasus-large): pre-LayerNorm, sinusoidal table, ReLU, final layer_norm, activation and attention
   dropout 0.1.
 Each is 4 layers at a small width, rows as families.py's: full bf16 with FA2's profile, LoRA bf16-mixed at s 1024
-(adapter dropout), full bf16-mixed eager and full bf16 with checkpointing; the config's dropouts as shipped.
+(adapter dropout), full bf16-mixed eager, full bf16 with checkpointing and LoRA bf16-mixed eager with
+checkpointing; the config's dropouts as shipped.
 
     python -m tools.memtrace.bart            # trace all rows and (re)write the fixtures (make trace-bart)
     python -m tools.memtrace.bart pegasus-   # only the ids starting with this
@@ -59,11 +60,13 @@ def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: i
     return d
 
 
-# (id suffix, method, precision, attention, micro-batch, seq_len, checkpointing): families.py's four rows
+# (id suffix, method, precision, attention, micro-batch, seq_len, checkpointing): families.py's four rows and
+# LoRA under checkpointing (PEFT's enable_input_require_grads: the embedding output needs a gradient)
 ROWS = (("full-pure-flash-s512-b2", "full", "bf16-pure", "flash", 2, 512, "none"),
         ("lora-mixed-flash-s1024-b2", "lora", "bf16-mixed", "flash", 2, 1024, "none"),
         ("full-mixed-eager-s256-b2", "full", "bf16-mixed", "eager", 2, 256, "none"),
-        ("full-pure-flash-gc-s1024-b2", "full", "bf16-pure", "flash", 2, 1024, "full"))
+        ("full-pure-flash-gc-s1024-b2", "full", "bf16-pure", "flash", 2, 1024, "full"),
+        ("lora-mixed-eager-gc-s256-b2", "lora", "bf16-mixed", "eager", 2, 256, "full"))
 
 
 def rows() -> list[dict]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
+from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
 from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
 from .blocks_families import LAYERNORM_HEADS, final_norm
 from .blocks_families import RULES as FAMILY_RULES
@@ -77,7 +78,9 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     if arch.ssm is not None:
         y, y_bytes = ssm_final_norm(ss, c, h, arch.ssm)
     elif arch.bart is not None:
-        y, y_bytes = outside_blocks(ss, c, arch)           # memory/blocks_bart.py: BART-lineage causal decoders
+        # memory/blocks_bart.py: BART-lineage causal decoders; PEFT with checkpointing makes the embedding output
+        # require grad (enable_input_require_grads)
+        y, y_bytes = outside_blocks(ss, c, arch, plan.method != "full" and plan.activation_checkpointing == "full")
     elif arch.family in ("llama", "gemma", "t5"):
         y = (final_norm(ss, c, arch, "resid_final") if arch.model_type in LAYERNORM_HEADS
              else rmsnorm(ss, c, "final_norm", "resid_final", h, arch.family == "gemma"))
@@ -186,6 +189,9 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             stack += res * t * h
         if arch.ssm is not None:
             stack = checkpointed_inputs(arch, res, t)       # ssm_blocks.py: residual_in_fp32 keeps fp32 inputs
+        elif arch.bart is not None and ed is None:
+            # the layer inputs, fp32 after a LayerNorm under autocast (blocks_bart.py), beside the mask above
+            stack += bart_checkpointed_inputs(arch, res, dt.autocast, t) - arch.num_layers * res * t * h
     elif plan.activation_checkpointing == "selective-op":
         stack = arch.num_layers * selective_op_layer(plan, arch, dt)
         recompute = 0

@@ -122,13 +122,17 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
     return family_layer_saved_bytes(arch, c, linears, adapters)
 
 
-def outside_blocks(ss: SavedSet, c: Ctx, arch: ModelArch) -> tuple[str, int]:
+def outside_blocks(ss: SavedSet, c: Ctx, arch: ModelArch, input_grads: bool = False) -> tuple[str, int]:
     """Around the layers (modeling_bart.py BartDecoder.forward: `inputs_embeds + positions` ->
     layernorm_embedding -> dropout -> layers -> layer_norm (mBART, Pegasus ...) -> lm_head): layernorm_embedding's
-    input and the embedding dropout's mask when the embedding trains (nothing before layer 0 needs a gradient
-    under LoRA), the final norm's input. Returns lm_head's input and its bytes per element."""
+    input and the embedding dropout's mask when the embedding output needs a gradient (it trains, or
+    `input_grads`: PEFT under checkpointing calls enable_input_require_grads, whose hook makes the embedding output
+    a leaf that requires grad, itself kept by the graph; nothing before layer 0 needs one under LoRA otherwise),
+    the final norm's input. Returns lm_head's input and its bytes per element."""
     sw, h = arch.bart, arch.hidden_size
-    if c.train_base:
+    if input_grads and not c.train_base:
+        ss.save("emb_leaf", c.res * c.tokens * h)
+    if c.train_base or input_grads:
         if sw["emb_ln"]:
             layernorm(ss, c, "ln_emb", "emb", h)
         if sw["dropout"] > 0:
@@ -138,3 +142,13 @@ def outside_blocks(ss: SavedSet, c: Ctx, arch: ModelArch) -> tuple[str, int]:
     if sw["post_ln"]:
         return "ln_ff.out", 4 if c.autocast else c.res      # the last layer's final_layer_norm output
     return "resid_final", c.res
+
+
+def checkpointed_inputs(arch: ModelArch, res: int, autocast: bool, t: int) -> int:
+    """Full checkpointing keeps each layer's input. Under autocast a LayerNorm's output is fp32 and so is every
+    residual sum after it: a post-LN layer's input is the previous final_layer_norm's output (layer 0's the
+    embedding's, fp32 only after layernorm_embedding), and layernorm_embedding makes a pre-LN stream fp32 from the
+    start (traced: tools/memtrace/golden/bart/*-lora-mixed-eager-gc-*)."""
+    sw, n = arch.bart, arch.num_layers
+    fp32 = 0 if not autocast else n if sw["emb_ln"] else n - 1 if sw["post_ln"] else 0
+    return (4 * fp32 + res * (n - fp32)) * t * arch.hidden_size
