@@ -22,7 +22,7 @@ _TIED = ("T5Config forces tie_word_embeddings = True in transformers 5.24 (confi
          "while model/classic.py t5 adds an untied lm_head: +vocab x d_model weights (and optimizer states)")
 KNOWN_PEAK: dict[str, str] = {
     "m2m-full-pure-flash-s512-b2": _BUFFERS, "m2m-full-pure-flash-gc-s512-b2": _BUFFERS,
-    "m2m-lora-mixed-flash-s512-b2": _BUFFERS,
+    "m2m-lora-mixed-flash-s512-b2": _BUFFERS, "m2m-lora-mixed-flash-gc-s512-b2": _BUFFERS,
     "t5v11-full-fp32-eager-s128-b8": _TIED, "t5v11-lora-fp32-eager-s128-b8": _TIED,
     "t5v11-lora-mixed-eager-s512-b2": _TIED,
 }
@@ -34,7 +34,9 @@ def test_every_family_has_its_rows():
             "t5v11-full-fp32-eager-s128-b8", "t5v11-lora-fp32-eager-s128-b8", "t5v11-lora-mixed-eager-s512-b2",
             "m2m-full-pure-flash-s512-b2", "m2m-lora-mixed-flash-s512-b2", "m2m-full-pure-flash-gc-s512-b2",
             "led-full-pure-eager-s512-b2", "led-lora-mixed-eager-s512-b2", "led-full-pure-eager-gc-s512-b2",
-            "pegx-full-pure-flash-s512-b2", "pegx-lora-mixed-flash-s512-b2", "pegx-full-pure-flash-gc-s512-b2"} <= ids
+            "pegx-full-pure-flash-s512-b2", "pegx-lora-mixed-flash-s512-b2", "pegx-full-pure-flash-gc-s512-b2",
+            "t5-lora-mixed-eager-gc-s512-b2", "m2m-lora-mixed-flash-gc-s512-b2", "led-lora-mixed-eager-gc-s512-b2",
+            "pegx-lora-mixed-flash-gc-s512-b2"} <= ids
 
 
 def _saved(row):

@@ -95,6 +95,8 @@ def rows() -> list[dict]:
         out.append({"id": f"{fam}-full-pure-{a}-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512)})
         out.append({"id": f"{fam}-lora-mixed-{a}-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512)})
         out.append({"id": f"{fam}-full-pure-{a}-gc-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512, ckpt="full")})
+        # LoRA under checkpointing: PEFT's enable_input_require_grads makes the embedding outputs need a gradient
+        out.append({"id": f"{fam}-lora-mixed-{a}-gc-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512, ckpt="full")})
     # T5 v1.1's gated feed-forward in fp32 (how PEFT's T0 / mT0 examples train: LoRA on q and v)
     out.append({"id": "t5v11-full-fp32-eager-s128-b8", **_plan("t5v11", "full", "fp32", 8, 128)})
     out.append({"id": "t5v11-lora-fp32-eager-s128-b8", **_plan("t5v11", "lora", "fp32", 8, 128)})

@@ -144,7 +144,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     res = dt.weight if plan.method == "full" else dt.frozen
     # T5 / BART-layer encoder-decoders: both stacks' blocks and the tensors between them (memory/blocks_seq2seq.py)
     ed = encoder_decoder(arch, context(base, arch, dt, True, st), context(base, arch, dt, False, st),
-                         per_layer_linears[0], per_layer_adapters[0], _lm_head_adapter(plan, arch))
+                         per_layer_linears[0], per_layer_adapters[0], _lm_head_adapter(plan, arch),
+                         plan.method != "full" and plan.activation_checkpointing == "full")
     if ed is not None:
         layers = list(ed.layers)
         cache = {(id(lins), False): max(layers) for lins in per_layer_linears}

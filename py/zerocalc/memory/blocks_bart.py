@@ -144,11 +144,12 @@ def outside_blocks(ss: SavedSet, c: Ctx, arch: ModelArch, input_grads: bool = Fa
     return "resid_final", c.res
 
 
-def checkpointed_inputs(arch: ModelArch, res: int, autocast: bool, t: int) -> int:
+def checkpointed_inputs(arch: ModelArch, res: int, autocast: bool, t: int, n: int = 0) -> int:
     """Full checkpointing keeps each layer's input. Under autocast a LayerNorm's output is fp32 and so is every
     residual sum after it: a post-LN layer's input is the previous final_layer_norm's output (layer 0's the
     embedding's, fp32 only after layernorm_embedding), and layernorm_embedding makes a pre-LN stream fp32 from the
-    start (traced: tools/memtrace/golden/bart/*-lora-mixed-eager-gc-*)."""
-    sw, n = arch.bart, arch.num_layers
+    start (traced: tools/memtrace/golden/bart/*-lora-mixed-eager-gc-*). `n`: one stack's layers (an encoder-decoder's:
+    memory/blocks_seq2seq.py), else the decoder's."""
+    sw, n = arch.bart, n or arch.num_layers
     fp32 = 0 if not autocast else n if sw["emb_ln"] else n - 1 if sw["post_ln"] else 0
     return (4 * fp32 + res * (n - fp32)) * t * arch.hidden_size

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet, attention_core, linear
-from .blocks_bart import bart_mlp, eager_attention
+from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
 from .lora import Adapter
@@ -195,10 +195,28 @@ def _checkpointed_masks(arch: ModelArch, c: Ctx) -> int:
     return square * ((c.attention == "eager") + (arch.bart["encoder_attn"] == "longformer"))
 
 
-def _embeddings(ss: SavedSet, c: Ctx, sw: dict, h: int) -> None:
+def _checkpointed_bart(arch: ModelArch, c: Ctx, n_enc: int, n_dec: int, input_grads: bool) -> int:
+    """What full checkpointing keeps of BART's layer beyond each block's input in the residual dtype: under autocast
+    the inputs made by a LayerNorm are fp32 (blocks_bart.py checkpointed_inputs, per stack), the encoder output too
+    when a norm makes it (its final layer_norm, or a post-LN layer's); with `input_grads` each stack's embedding
+    output, a leaf that requires grad (enable_input_require_grads' hook), and what follows it keeps for its gradient
+    (layernorm_embedding's input, the dropout's mask). Traced: tools/memtrace/golden/seq2seq/*-lora-mixed-*-gc-*."""
+    sw, t, h = arch.bart, c.tokens, arch.hidden_size
+    extra = sum(checkpointed_inputs(arch, c.res, c.autocast, t, n) - n * c.res * t * h for n in (n_enc, n_dec))
+    if c.autocast and (sw["final_ln"] or sw["post_ln"]):
+        extra += (4 - c.res) * t * h
+    if input_grads and not c.train_base:
+        emb = SavedSet()
+        _embeddings(emb, c, sw, h, True)
+        extra += emb.total + 2 * c.res * t * h
+    return extra
+
+
+def _embeddings(ss: SavedSet, c: Ctx, sw: dict, h: int, needed: bool) -> None:
     """Each stack's layernorm_embedding input and embedding-dropout mask (modeling_led.py LEDEncoder.forward:
-    `inputs_embeds + embed_pos` -> layernorm_embedding -> dropout), kept when the embeddings train."""
-    if not c.train_base:
+    `inputs_embeds + embed_pos` -> layernorm_embedding -> dropout), kept when the embedding outputs need a
+    gradient (`needed`: they train, or enable_input_require_grads)."""
+    if not needed:
         return
     for side in ("enc", "dec"):
         if sw["emb_ln"]:
@@ -211,9 +229,11 @@ def _names(arch: ModelArch, lins: tuple[Linear, ...], ads: tuple[Adapter, ...]) 
 
 
 def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear, ...],
-                    adapters: tuple[Adapter, ...], lm_head_adapter: Adapter | None = None) -> EncDec | None:
+                    adapters: tuple[Adapter, ...], lm_head_adapter: Adapter | None = None,
+                    input_grads: bool = False) -> EncDec | None:
     """The whole model's saved set for an encoder-decoder (None for any other model). The encoder's and the
-    decoder's first block see an input that needs no gradient under LoRA (c_first)."""
+    decoder's first block see an input that needs no gradient under LoRA (c_first); `input_grads`: LoRA under
+    checkpointing, where PEFT's enable_input_require_grads makes the embedding outputs need one."""
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model
         return None
     n = stacks(arch)
@@ -238,11 +258,11 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     else:
         if arch.bart["final_ln"]:
             layernorm(fin, c, "enc_final", "enc_last", h)
-        _embeddings(fin, c, arch.bart, h)
+        _embeddings(fin, c, arch.bart, h, c.train_base)
     extra = fin.total + shared.total + 8 * t      # + the decoder's input ids (int64, shift_right's new tensor)
     ckpt_extra = fin.total + c.res * t * h + 8 * t
     if not t5:
-        ckpt_extra += _checkpointed_masks(arch, c)
+        ckpt_extra += _checkpointed_masks(arch, c) + _checkpointed_bart(arch, c, n_enc, n_dec, input_grads)
     if t5:
         # relative_attention_bias is an nn.Embedding over (s, s) int64 bucket ids, computed once per stack
         # (T5Attention.compute_bias); its weight trains only in full fine-tuning. UMT5: in every self-attention
