@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-families trace-seq2seq trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity post-fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-families trace-seq2seq trace-bart trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity post-fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -95,6 +95,11 @@ trace-families: tools-venv
 # tools/memtrace/golden/seq2seq/, held by tests/test_seq2seq_grid.py
 trace-seq2seq: tools-venv
 	$(PY) -m tools.memtrace.seq2seq
+
+# BART-lineage causal decoders (tools/memtrace/bart.py): BART, mBART, Marian, Pegasus as AutoModelForCausalLM;
+# fixtures in tools/memtrace/golden/bart/, held by tests/test_bart_grid.py
+trace-bart: tools-venv
+	$(PY) -m tools.memtrace.bart
 
 # Whole runs (tools/memtrace/rungrid.py): HF Trainer load, init, two steps, eval, save on fake tensors, and the
 # DeepSpeed / FSDP probes' load and save phases; fixtures in tools/memtrace/golden/run/ (not part of `make test`)

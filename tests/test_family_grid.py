@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from tools.memtrace.compare import compare, engine_breakdown, fixture_result, format_rows
+from tools.memtrace.compare import check_fixture
 from zerocalc import Plan, estimate
 
 GRID = pathlib.Path(__file__).resolve().parents[1] / "tools" / "memtrace" / "golden" / "families"
@@ -52,7 +52,5 @@ def test_components_and_peak_within_3_percent(path, request):
     row = json.loads(path.read_text())
     if row["id"] in KNOWN_COMPONENTS:
         request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_COMPONENTS[row["id"]]))
-    res = fixture_result(row)
-    eng = engine_breakdown(row["plan"])
-    rows = compare(res, eng)
-    assert all(r["ok"] for r in rows), "\n" + format_rows(row["id"], res, eng, rows)
+    ok, table = check_fixture(row)
+    assert ok, "\n" + table

@@ -262,6 +262,28 @@ def hf_patches():
 
 
 @contextlib.contextmanager
+def no_global_attention(enabled: bool):
+    """LEDEncoder.forward (modeling_led.py) asks `is_index_global_attn.flatten().any().item()`, which a FakeTensor
+    cannot answer. The traced batch carries no global_attention_mask (as run_summarization trains LED), so the
+    real answer is False: every token attends its sliding window only. While enabled (an LED plan), `.item()` of a
+    one-element fake bool tensor returns False; any other `.item()` is left as it is."""
+    from torch._subclasses.fake_tensor import FakeTensor  # noqa: PLC0415
+    orig = torch.Tensor.item
+
+    def item(self):
+        if isinstance(self, FakeTensor) and self.dtype == torch.bool and self.numel() == 1:
+            return False
+        return orig(self)
+
+    if enabled:
+        torch.Tensor.item = item
+    try:
+        yield
+    finally:
+        torch.Tensor.item = orig
+
+
+@contextlib.contextmanager
 def cuda_like_dropout():
     """CPU F.dropout saves a mask in the input dtype; CUDA calls native_dropout and saves a bool mask.
 

@@ -106,6 +106,15 @@ def format_rows(pid: str, res: dict, eng: dict, rows: list) -> str:
     return "\n".join(out)
 
 
+def check_fixture(row: dict) -> tuple[bool, str]:
+    """A checked-in fixture row against the engine on its plan: (every component and the peak within tolerance,
+    the table format_rows writes), what the family, seq2seq and BART grid tests assert."""
+    res = fixture_result(row)
+    eng = engine_breakdown(row["plan"])
+    rows = compare(res, eng)
+    return all(r["ok"] for r in rows), format_rows(row["id"], res, eng, rows)
+
+
 def compare_results(results: list) -> list[dict]:
     """run_grid() results -> [{id, rows, ok, error}] (engine evaluated on each result's own plan)."""
     out = []

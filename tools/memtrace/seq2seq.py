@@ -1,4 +1,4 @@
-"""The encoder-decoder grid: T5 and M2M100 (BART's layer; issue 20, item 3), their real transformers 5.24 training step traced on
+"""The encoder-decoder grid: T5, M2M100 (BART's layer), LED and PEGASUS-X (issue 20, item 3), their real transformers 5.24 training step traced on
 FakeTensors as AutoModelForSeq2SeqLM (build.py model_class). The fixtures (tools/memtrace/golden/seq2seq/<id>.json,
 the same layout as tools/memtrace/families.py's) are what tests/test_seq2seq_grid.py holds the engine to.
 
@@ -8,8 +8,11 @@ step_labels; the engine's convention: model/classic.py t5 counts encoder + decod
 
 T5 is traced with eager attention only: T5 has no FlashAttention-2 path (modeling_t5.py T5PreTrainedModel
 `_supports_flash_attn = False`; its relative position bias is an additive score term), and the tracer's FA2
-profile (build.py flash_attention_forward) would drop the bias. M2M100 runs the FA2 profile. Rows: T5 and M2M100
-each full bf16-pure, LoRA (every block linear) bf16-mixed and full bf16-pure with checkpointing at s 512, b 2; T5
+profile (build.py flash_attention_forward) would drop the bias. M2M100 and PEGASUS-X (its decoder; the encoder's
+global-local attention is its own matmuls) run the FA2 profile, LED eager (it has no attention interface; a fake
+batch cannot answer LEDEncoder's `is_global_attn` .item(): build.py no_global_attention). Rows: T5, M2M100, LED and
+PEGASUS-X each full bf16-pure, LoRA (every block linear) bf16-mixed and full bf16-pure with checkpointing at s 512,
+b 2; T5
 v1.1's gated feed-forward full and LoRA (q, v) in fp32 at s 128, b 8 (PEFT's T0 / mT0 examples) and LoRA bf16-mixed.
 
     python -m tools.memtrace.seq2seq            # trace all rows and (re)write the fixtures
@@ -45,10 +48,34 @@ CONFIGS = {
             "attention_dropout": 0.0, "activation_dropout": 0.0, "activation_function": "relu",
             "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "scale_embedding": True,
             "pad_token_id": 1, "decoder_start_token_id": 2, "tie_word_embeddings": True},
+    # allenai/led-base-16384's layout (BART's post-LN layer, GELU, layernorm_embedding, learned positions) at 2 + 2
+    # layers: the encoder's LEDEncoderSelfAttention is Longformer's sliding window (attention_window 128 here, so
+    # s 512 is 4 windows; no global_attention_mask in the batch, as run_summarization trains it without one)
+    "led": {"model_type": "led", "d_model": 512, "encoder_layers": 2, "decoder_layers": 2,
+            "encoder_attention_heads": 8, "decoder_attention_heads": 8, "encoder_ffn_dim": 2048,
+            "decoder_ffn_dim": 2048, "vocab_size": 32000, "max_encoder_position_embeddings": 4096,
+            "max_decoder_position_embeddings": 1024, "attention_window": [128, 128], "dropout": 0.0,
+            "attention_dropout": 0.0, "activation_dropout": 0.0, "activation_function": "gelu",
+            "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "pad_token_id": 1, "decoder_start_token_id": 2,
+            "tie_word_embeddings": True},
+    # google/pegasus-x-base's layout (pre-LN, GELU, sinusoidal positions, scaled embedding) at 2 + 2 layers: the
+    # encoder's PegasusXGlobalLocalAttention over blocks of block_size 128 (s 512: 4 blocks, staggered every other
+    # layer) beside num_global_tokens 32 global tokens
+    "pegx": {"model_type": "pegasus_x", "d_model": 512, "encoder_layers": 2, "decoder_layers": 2,
+             "encoder_attention_heads": 8, "decoder_attention_heads": 8, "encoder_ffn_dim": 2048,
+             "decoder_ffn_dim": 2048, "vocab_size": 32000, "max_position_embeddings": 4096, "block_size": 128,
+             "num_global_tokens": 32, "stagger_local_blocks": True, "dropout": 0.0, "attention_dropout": 0.0,
+             "activation_dropout": 0.0, "activation_function": "gelu", "encoder_layerdrop": 0.0,
+             "decoder_layerdrop": 0.0, "scale_embedding": True, "pad_token_id": 0, "decoder_start_token_id": 0,
+             "tie_word_embeddings": True},
 }
 TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
-           "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]}
-ATTENTION = {"t5": "eager", "t5v11": "eager", "m2m": "flash"}
+           "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+           "led": ["query", "key", "value", "output", "q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+           "pegx": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]}
+# LED has no attention interface (modeling_led.py: LEDEncoderSelfAttention's own chunked matmuls, LEDDecoderAttention
+# eager); PEGASUS-X's decoder attention supports FA2 (`_supports_flash_attn = True`), its encoder's is its own
+ATTENTION = {"t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash"}
 
 
 def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none") -> dict:
@@ -63,11 +90,13 @@ def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = 
 
 def rows() -> list[dict]:
     out = []
-    for fam in ("t5", "m2m"):
+    for fam in ("t5", "m2m", "led", "pegx"):
         a = ATTENTION[fam]
         out.append({"id": f"{fam}-full-pure-{a}-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512)})
         out.append({"id": f"{fam}-lora-mixed-{a}-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512)})
         out.append({"id": f"{fam}-full-pure-{a}-gc-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512, ckpt="full")})
+        # LoRA under checkpointing: PEFT's enable_input_require_grads makes the embedding outputs need a gradient
+        out.append({"id": f"{fam}-lora-mixed-{a}-gc-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512, ckpt="full")})
     # T5 v1.1's gated feed-forward in fp32 (how PEFT's T0 / mT0 examples train: LoRA on q and v)
     out.append({"id": "t5v11-full-fp32-eager-s128-b8", **_plan("t5v11", "full", "fp32", 8, 128)})
     out.append({"id": "t5v11-lora-fp32-eager-s128-b8", **_plan("t5v11", "lora", "fp32", 8, 128)})

@@ -23,7 +23,8 @@ import time
 import torch
 
 from .cuda_autocast import cuda_autocast_policy
-from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches, step_labels
+from .build import (build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches,
+                    no_global_attention, step_labels)
 from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import TracePlan, from_dict
 from .allocator import replay
@@ -67,6 +68,15 @@ def snap_dict(snap: Snapshot) -> dict:
             "by_category": {c: snap.by_cat.get(c, 0) for c in CATS}}
 
 
+def never_run(cfg, name: str) -> bool:
+    """A parameter a real step leaves without a gradient: the cross-attention (encoder_attn, encoder_attn_layer_norm) of a BART-lineage
+    decoder built as a causal LM (BartForCausalLM ... set config.is_decoder and not is_encoder_decoder, and
+    BartDecoderLayer runs encoder_attn only `if encoder_hidden_states is not None`). The warm-up step gives these no
+    zero gradient, so, as in a real run (torch AdamW skips a parameter whose .grad is None), they get no state."""
+    return (getattr(cfg, "is_decoder", False) and not getattr(cfg, "is_encoder_decoder", False)
+            and ".encoder_attn" in name)
+
+
 def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool = False,
           events: list | None = None) -> dict:
     """Trace `steps` consecutive steady-state steps of a plan-v1 dict; returns the report dict (bytes).
@@ -85,7 +95,8 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
     V = _vocab(cfg)
     tr = StorageTracker(logits_numel=b * s * V, vocab=V)
     saved = None
-    with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), cuda_autocast_policy(dt["autocast"] is not None), fm:
+    with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), cuda_autocast_policy(dt["autocast"] is not None), \
+            no_global_attention(cfg.model_type == "led"), fm:
         tr.phase = "setup"
         lora_ids = {id(p) for p in tagged["lora"]}
         for p in model.parameters():
@@ -103,7 +114,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
         label_grads(params, tr)
         running.start(tr)
         with tr:
-            warm_up(opt, params, tr)
+            warm_up(opt, [p for n, p in model.named_parameters() if p.requires_grad and not never_run(model.config, n)], tr)
             in_place = plan.torch_era == "1"
             if in_place:
                 for p in params:      # zero_grad(set_to_none=False) after the warm-up step: zeroed, kept

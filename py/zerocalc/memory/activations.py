@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
-from .blocks_families import LAYERNORM_HEADS, final_norm, layer_saved_bytes
+from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
+from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
+from .blocks_families import LAYERNORM_HEADS, final_norm
 from .blocks_families import RULES as FAMILY_RULES
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
@@ -75,6 +77,10 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     y_bytes = 4 if c.autocast and arch.family not in ("llama", "gemma", "t5") else c.res
     if arch.ssm is not None:
         y, y_bytes = ssm_final_norm(ss, c, h, arch.ssm)
+    elif arch.bart is not None:
+        # memory/blocks_bart.py: BART-lineage causal decoders; PEFT with checkpointing makes the embedding output
+        # require grad (enable_input_require_grads)
+        y, y_bytes = outside_blocks(ss, c, arch, plan.method != "full" and plan.activation_checkpointing == "full")
     elif arch.family in ("llama", "gemma", "t5"):
         y = (final_norm(ss, c, arch, "resid_final") if arch.model_type in LAYERNORM_HEADS
              else rmsnorm(ss, c, "final_norm", "resid_final", h, arch.family == "gemma"))
@@ -140,7 +146,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     res = dt.weight if plan.method == "full" else dt.frozen
     # T5 / BART-layer encoder-decoders: both stacks' blocks and the tensors between them (memory/blocks_seq2seq.py)
     ed = encoder_decoder(arch, context(base, arch, dt, True, st), context(base, arch, dt, False, st),
-                         per_layer_linears[0], per_layer_adapters[0], _lm_head_adapter(plan, arch))
+                         per_layer_linears[0], per_layer_adapters[0], _lm_head_adapter(plan, arch),
+                         plan.method != "full" and plan.activation_checkpointing == "full")
     if ed is not None:
         layers = list(ed.layers)
         cache = {(id(lins), False): max(layers) for lins in per_layer_linears}
@@ -181,12 +188,16 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") else 2
             masks = 2 if arch.family == "gemma" else 1          # Gemma: a sliding-window and a global mask
             stack += masks * mask_bytes * plan.seq_len * plan.seq_len * plan.micro_batch_size
-        if arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES and ed is None:
+        if (arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES and ed is None
+                and arch.bart is None):
             # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced); not in
             # OPT, GPT-NeoX, GPT-J, Phi (tools/memtrace/golden/families/*-gc-*: the block inputs and the head only)
             stack += res * t * h
         if arch.ssm is not None:
             stack = checkpointed_inputs(arch, res, t)       # ssm_blocks.py: residual_in_fp32 keeps fp32 inputs
+        elif arch.bart is not None and ed is None:
+            # the layer inputs, fp32 after a LayerNorm under autocast (blocks_bart.py), beside the mask above
+            stack += bart_checkpointed_inputs(arch, res, dt.autocast, t) - arch.num_layers * res * t * h
     elif plan.activation_checkpointing == "selective-op":
         stack = arch.num_layers * selective_op_layer(plan, arch, dt)
         recompute = 0
@@ -219,7 +230,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     # lm_head's copy (outside the checkpointed layers) stays saved (traced).
     copies = 0
     if dt.autocast and plan.method == "full" and dt.weight == 4:
-        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear)
+        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
         if arch.tied_embeddings and arch.causal_lm:
             copies += 2 * arch.vocab_size * h
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:
@@ -230,7 +241,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # runs lm_head once per 128-position chunk, each chunk with its own copy (traced: lit-l1b-lora-mixed;
             # layer 0's q/k/v input needs no gradient and keeps none, counted anyway: 2·h·(h + 2·kv) bytes)
             calls = -(-plan.seq_len // LITGPT_CHUNK) if st.trainer == "litgpt" else 1
-            copies += 2 * sum(tt.numel for tt in arch.tensors if tt.linear)
+            copies += 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
             copies += 2 * arch.vocab_size * h * calls if arch.causal_lm else 0
     cache_forward = 0
     if copies and plan.activation_checkpointing == "full":

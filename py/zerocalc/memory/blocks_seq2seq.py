@@ -11,10 +11,12 @@ and labels (b, s), decoder_input_ids = shift_right(labels)), so every block runs
 cross-attention's scores are s × s.
 
 Traced: T5 (ReLU, t5-small's layout) and T5 v1.1 (gated-gelu) with eager attention, M2M100 (BART's pre-LN layer)
-with FA2, full / LoRA / checkpointed. Costed with the same rules, not traced: a T5 plan asking flash or sdpa (T5 has
-no FA2 path, `_supports_flash_attn = False`, and SDPA takes the position bias as a float mask: costed as eager),
-LED's Longformer and PEGASUS-X's global-local encoder attention (as full attention), FSMT's post-LN layer, the
-sparse layers of Switch / NLLB-MoE (as one dense feed-forward), UMT5's per-layer bias under checkpointing.
+with FA2, LED (post-LN, GELU, Longformer encoder attention) with eager, PEGASUS-X (pre-LN, GELU, block-local +
+global-token encoder layer: memory/blocks_encoder_attn.py) with FA2, full / LoRA / checkpointed. Costed with the
+same rules, not traced: a T5 plan asking flash or sdpa (T5 has no FA2 path, `_supports_flash_attn = False`, and
+SDPA takes the position bias as a float mask: costed as eager), LED with global attention (a global_attention_mask:
+costed as local only), FSMT's post-LN layer, the sparse layers of Switch / NLLB-MoE (as one dense feed-forward),
+UMT5's per-layer bias under checkpointing.
 
 Shared facts:
 - the encoder output (the encoder's final norm output) is one tensor that every decoder layer's cross-attention
@@ -29,7 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..model import Linear, ModelArch
-from .blocks import Ctx, SavedSet, attention_core, linear
+from .blocks import MASK, Ctx, SavedSet, attention_core, linear
+from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
+from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
 from .lora import Adapter
 
@@ -123,34 +127,101 @@ def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool) -> S
     return ss
 
 
-def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool) -> SavedSet:
-    """modeling_m2m_100.py M2M100EncoderLayer / M2M100DecoderLayer (pre-LayerNorm; BART's layer): LayerNorm ->
-    q/k/v -> attention -> out_proj -> residual; in the decoder LayerNorm -> q_proj, k_proj/v_proj of the encoder
-    output -> attention -> out_proj -> residual; LayerNorm -> fc1 -> activation (ReLU keeps its output, GELU its
-    input: one t·I tensor, fc2's input) -> fc2 -> residual. SDPA/FA2 keep q, k, v, the output and an fp32
-    logsumexp (memory/blocks.py attention_core)."""
+def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, layer: int = 0,
+               last: bool = False) -> SavedSet:
+    """BART's encoder / decoder layer by the arch's switches (model/seq2seq.py switches). Pre-LN
+    (modeling_m2m_100.py M2M100EncoderLayer / M2M100DecoderLayer): LayerNorm -> q/k/v -> attention -> out_proj
+    -> dropout -> residual; in the decoder LayerNorm -> q_proj, k_proj/v_proj of the encoder output -> attention
+    -> out_proj -> residual; LayerNorm -> fc1 -> activation -> fc2 -> dropout -> residual. Post-LN
+    (modeling_led.py LEDEncoderLayer / LEDDecoderLayer): each LayerNorm after its residual add, so q/k/v read the
+    layer input (the previous norm's output). The feed-forward and dropouts as memory/blocks_bart.py's (GELU keeps
+    its input and fc2 its output, ReLU one tensor). SDPA/FA2 keep q, k, v, the output and an fp32 logsumexp
+    (memory/blocks.py attention_core); eager as blocks_bart.py eager_attention. LED's encoder attention and
+    PEGASUS-X's encoder layer: memory/blocks_encoder_attn.py."""
+    sw = arch.bart
     ss = SavedSet()
+    if not decoder and sw["encoder_attn"] == "global_local":
+        global_local_layer(ss, c, arch, lins, ads, sw["stagger"] and layer % 2 == 1, last)
+        return ss
     h, e = arch.hidden_size, 2 if c.autocast else c.e
-    y, yb = layernorm(ss, c, "ln_sa", "resid", h)
-    for name in ("q_proj", "k_proj", "v_proj"):
-        linear(ss, c, y, yb, lins[name], ads.get(name))
     c2 = replace(c, first_layer=False)
-    view = arch if c.attention != "eager" else replace(arch, family="gpt2")
-    out = attention_core(ss, c2, view, "sa", arch.q_dim, arch.q_dim)
+    post = sw["post_ln"]
+    if post:
+        y, yb = "resid", 4 if c.autocast and (sw["emb_ln"] or not c.first_layer) else c.res
+    else:
+        y, yb = layernorm(ss, c, "ln_sa", "resid", h)
+    if not decoder and sw["encoder_attn"] == "longformer":
+        out = longformer(ss, c, arch, y, yb, lins, ads, sw["windows"][min(layer, len(sw["windows"]) - 1)])
+    else:
+        for name in ("q_proj", "k_proj", "v_proj"):
+            linear(ss, c, y, yb, lins[name], ads.get(name))
+        out = _attention(ss, c2, arch, "sa")
     linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
+    _drop(ss, c2, sw, "sa_drop", h)
     if decoder:
-        y, yb = layernorm(ss, c2, "ln_ca", "resid_ca", h)
+        y, yb = layernorm(ss, c2, "ln_sa" if post else "ln_ca", "resid_ca", h)
         linear(ss, c2, y, yb, lins["q_proj"], ads.get("q_proj"))
         for name in ("k_proj", "v_proj"):
             linear(ss, c2, "enc_out", c.res, lins[name], ads.get(name))
-        out = attention_core(ss, c2, view, "ca", arch.q_dim, arch.q_dim)
+        out = _attention(ss, c2, arch, "ca")
         linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
-    y, yb = layernorm(ss, c2, "ln_ff", "resid_ff", h)
-    fc1, fc2 = lins["fc1"], lins["fc2"]
-    linear(ss, c2, y, yb, fc1, ads.get("fc1"))
-    ss.save("act", e * c.tokens * fc1.d_out)
-    linear(ss, c2, "act", e, fc2, ads.get("fc2"))
+        _drop(ss, c2, sw, "ca_drop", h)
+    y, yb = layernorm(ss, c2, ("ln_ca" if decoder else "ln_sa") if post else "ln_ff", "resid_ff", h)
+    bart_mlp(ss, c2, sw, y, yb, lins, ads)
+    _drop(ss, c2, sw, "ff_drop", h)
+    if post:
+        layernorm(ss, c2, "ln_ff", "resid_out", h)      # its output is the next layer's input (saved there)
     return ss
+
+
+def _attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str) -> str:
+    if c.attention == "eager":
+        return eager_attention(ss, c, arch, key, arch.bart["attn_dropout"])
+    return attention_core(ss, c, arch, key, arch.q_dim, arch.q_dim)
+
+
+def _drop(ss: SavedSet, c: Ctx, sw: dict, key: str, h: int) -> None:
+    if sw["dropout"] > 0:
+        ss.save(key, MASK * c.tokens * h)               # CUDA native_dropout's bool mask
+
+
+def _checkpointed_masks(arch: ModelArch, c: Ctx) -> int:
+    """4-D masks that are checkpoint inputs of every layer of a stack under full checkpointing (one tensor each,
+    in the embeddings' dtype; traced: led-full-pure-eager-gc): eager's additive causal mask (b, 1, s, s) of the
+    decoder (masking_utils create_causal_mask; FA2 takes none), and LED's encoder mask, whose `[:, 0, 0, :]`
+    slice keeps the whole (b, 1, s, s) storage of _prepare_4d_attention_mask_inverted alive
+    (modeling_led.py LEDEncoder.forward)."""
+    square = c.res * c.batch * c.seq * c.seq
+    return square * ((c.attention == "eager") + (arch.bart["encoder_attn"] == "longformer"))
+
+
+def _checkpointed_bart(arch: ModelArch, c: Ctx, n_enc: int, n_dec: int, input_grads: bool) -> int:
+    """What full checkpointing keeps of BART's layer beyond each block's input in the residual dtype: under autocast
+    the inputs made by a LayerNorm are fp32 (blocks_bart.py checkpointed_inputs, per stack), the encoder output too
+    when a norm makes it (its final layer_norm, or a post-LN layer's); with `input_grads` each stack's embedding
+    output, a leaf that requires grad (enable_input_require_grads' hook), and what follows it keeps for its gradient
+    (layernorm_embedding's input, the dropout's mask). Traced: tools/memtrace/golden/seq2seq/*-lora-mixed-*-gc-*."""
+    sw, t, h = arch.bart, c.tokens, arch.hidden_size
+    extra = sum(checkpointed_inputs(arch, c.res, c.autocast, t, n) - n * c.res * t * h for n in (n_enc, n_dec))
+    if c.autocast and (sw["final_ln"] or sw["post_ln"]):
+        extra += (4 - c.res) * t * h
+    if input_grads and not c.train_base:
+        emb = SavedSet()
+        _embeddings(emb, c, sw, h, True)
+        extra += emb.total + 2 * c.res * t * h
+    return extra
+
+
+def _embeddings(ss: SavedSet, c: Ctx, sw: dict, h: int, needed: bool) -> None:
+    """Each stack's layernorm_embedding input and embedding-dropout mask (modeling_led.py LEDEncoder.forward:
+    `inputs_embeds + embed_pos` -> layernorm_embedding -> dropout), kept when the embedding outputs need a
+    gradient (`needed`: they train, or enable_input_require_grads)."""
+    if not needed:
+        return
+    for side in ("enc", "dec"):
+        if sw["emb_ln"]:
+            layernorm(ss, c, f"{side}.ln_emb", f"{side}.emb", h)
+        _drop(ss, c, sw, f"{side}.emb_drop", h)
 
 
 def _names(arch: ModelArch, lins: tuple[Linear, ...], ads: tuple[Adapter, ...]) -> tuple[dict, dict]:
@@ -158,34 +229,41 @@ def _names(arch: ModelArch, lins: tuple[Linear, ...], ads: tuple[Adapter, ...]) 
 
 
 def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear, ...],
-                    adapters: tuple[Adapter, ...], lm_head_adapter: Adapter | None = None) -> EncDec | None:
+                    adapters: tuple[Adapter, ...], lm_head_adapter: Adapter | None = None,
+                    input_grads: bool = False) -> EncDec | None:
     """The whole model's saved set for an encoder-decoder (None for any other model). The encoder's and the
-    decoder's first block see an input that needs no gradient under LoRA (c_first)."""
+    decoder's first block see an input that needs no gradient under LoRA (c_first); `input_grads`: LoRA under
+    checkpointing, where PEFT's enable_input_require_grads makes the embedding outputs need one."""
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model
         return None
     n = stacks(arch)
-    if n is None:
+    if n is None or (arch.bart is not None and arch.bart["decoder_only"]):   # BartForCausalLM ...: blocks_bart.py
         return None
     n_enc, n_dec = n
     lins, ads = _names(arch, linears, adapters)
-    block = t5_block if arch.family == "t5" else bart_block
+    t5 = arch.family == "t5"
     t, h, e = c.tokens, arch.hidden_size, 2 if c.autocast else c.e
     layers, shared = [], SavedSet()
     for i in range(n_enc + n_dec):
-        decoder = i >= n_enc
-        ss = block(arch, c_first if i in (0, n_enc) else c, lins, ads, decoder)
+        decoder, ci = i >= n_enc, c_first if i in (0, n_enc) else c
+        ss = (t5_block(arch, ci, lins, ads, decoder) if t5 else
+              bart_block(arch, ci, lins, ads, decoder, i - n_enc * decoder, i == n_enc - 1))
         if "enc_out" in ss.items:               # one tensor read by every decoder layer
             shared.save("enc_out", ss.items.pop("enc_out"))
         layers.append(ss.total)
     # the encoder's final norm (T5LayerNorm / nn.LayerNorm) over its last block's output, kept for backward
     fin = SavedSet()
-    if arch.family == "t5":
+    if t5:
         t5_norm(fin, c, "enc_final", "enc_last", h)
     else:
-        layernorm(fin, c, "enc_final", "enc_last", h)
+        if arch.bart["final_ln"]:
+            layernorm(fin, c, "enc_final", "enc_last", h)
+        _embeddings(fin, c, arch.bart, h, c.train_base)
     extra = fin.total + shared.total + 8 * t      # + the decoder's input ids (int64, shift_right's new tensor)
     ckpt_extra = fin.total + c.res * t * h + 8 * t
-    if arch.family == "t5":
+    if not t5:
+        ckpt_extra += _checkpointed_masks(arch, c) + _checkpointed_bart(arch, c, n_enc, n_dec, input_grads)
+    if t5:
         # relative_attention_bias is an nn.Embedding over (s, s) int64 bucket ids, computed once per stack
         # (T5Attention.compute_bias); its weight trains only in full fine-tuning. UMT5: in every self-attention
         per_layer = arch.model_type == "umt5"
@@ -200,9 +278,11 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         ckpt_extra += c.res * c.batch * s2 + (c.res * a * s2 if n_dec > 1 else 0)
     # the decoder's final norm and lm_head (T5 tied: `sequence_output * model_dim**-0.5` is lm_head's input)
     head = SavedSet()
-    if arch.family == "t5":
+    if t5:
         y, yb = t5_norm(head, c, "dec_final", "dec_last", h), c.res
-    else:
+    elif arch.bart["final_ln"]:
         y, yb = layernorm(head, c, "dec_final", "dec_last", h)
+    else:                       # post-LN: the last layer's final_layer_norm output
+        y, yb = "dec_last", 4 if c.autocast and arch.bart["post_ln"] else c.res
     linear(head, c, y, yb, Linear("lm_head", h, arch.vocab_size), lm_head_adapter)
     return EncDec(layers=tuple(layers), extra=extra, ckpt_extra=ckpt_extra, head=head.total)

@@ -13,6 +13,7 @@ from ..model import ModelArch
 from ..plan import Plan
 from . import deepspeed as ds
 from .activations import Activations, activations
+from .blocks_bart import never_run
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .logits import Logits, chunked_head_grads, logits
 from .lora import (adapters_per_layer, largest_quantized_matrix, modules_to_save_numel, trl_bf16_numel,
@@ -50,13 +51,19 @@ def step_inputs(plan: Plan) -> StepInputs:
     if plan.method == "full":
         sizes, shapes = arch.tensor_sizes, arch.tensor_shapes
         frozen_bytes, frozen_numel, frozen_sizes = 0, 0, ()
-        if tower and plan.vision.trainable == "frozen":
-            # freeze_vision_tower / freeze_multi_modal_projector: the tower stays in the weight dtype, untrained
-            kept = [t for t in arch.tensors if t.component not in ("vision", "projector", "audio")]
+        # freeze_vision_tower / freeze_multi_modal_projector: the tower stays in the weight dtype, untrained; a
+        # BART-lineage causal decoder's never-run cross-attention gets no gradient, so no optimizer state either
+        # (torch AdamW skips a parameter whose .grad is None; traced: tools/memtrace/golden/bart/*-full-*)
+        idle = list(tower) if tower and plan.vision.trainable == "frozen" else []
+        if arch.bart is not None and arch.bart["decoder_only"]:
+            idle += [t for t in arch.tensors if never_run(arch, t.module)]
+        if idle:
+            idle_ids = {id(t) for t in idle}
+            kept = [t for t in arch.tensors if id(t) not in idle_ids]
             sizes, shapes = tuple(t.numel for t in kept), tuple((t.shape, t.numel) for t in kept)
-            frozen_numel = sum(t.numel for t in tower)
+            frozen_numel = sum(t.numel for t in idle)
             frozen_bytes = frozen_numel * dt.weight
-            frozen_sizes = tuple(max(1, t.numel * dt.weight // 2) for t in tower)
+            frozen_sizes = tuple(max(1, t.numel * dt.weight // 2) for t in idle)
         if head_copy:
             sizes, shapes = sizes + (head_copy,), shapes + (((arch.vocab_size, arch.hidden_size), head_copy),)
         tr = ds.Trainable(sizes, "weights", "gradients", "optimizer_states")

@@ -87,6 +87,9 @@ class ModelArch:
     tower: Mapping | None = None
     # a Mamba-2 mixer's dims (model/ssm.py mamba2_dims) where memory/ssm_blocks.py models its activations
     ssm: Mapping | None = None
+    # a BART-lineage causal decoder's layer switches (model/decoders.py layer_switches) where memory/blocks_bart.py
+    # models its activations: post_ln, emb_ln, final_ln, act, act_dropout, attn_dropout
+    bart: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:

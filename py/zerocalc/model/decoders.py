@@ -9,12 +9,22 @@ Pegasus, a buffer in XGLM and TrOCR), each checked against the meta-device build
 tests/data/architectures.json. Activations: the classic block of memory/blocks.py (not traced)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
 # parameters checked against transformers (tests/test_architectures.py); activations not traced for these
 SUPPORT = ("exact parameter count; activations approximate (costed as the classic block of memory/blocks.py, "
            "not traced); LoRA adapters on a kept cross-attention (encoder_attn) not counted")
+
+# activations: memory/blocks_bart.py's decoder layer, traced on these (tools/memtrace/bart.py, tests/test_bart_grid.py)
+TRACED = ("bart", "mbart", "marian", "pegasus")
+TRACED_SUPPORT = ("exact parameter count; activations traced (memory/blocks_bart.py: tools/memtrace/golden/bart); "
+                  "LoRA adapters on a kept cross-attention (encoder_attn) not counted")
+RULE_SUPPORT = ("exact parameter count; activations approximate (memory/blocks_bart.py's decoder layer, traced on "
+                "bart / mbart / marian / pegasus, not on this model_type); LoRA adapters on a kept cross-attention "
+                "(encoder_attn) not counted")
 
 _BART = ("d_model", "decoder_layers", "decoder_ffn_dim", "decoder_attention_heads")
 _OPT = ("hidden_size", "num_hidden_layers", "ffn_dim", "num_attention_heads")
@@ -47,6 +57,14 @@ DECODERS = {
                "offset2", False, False, True),
 }
 
+
+# the decoder layers that normalise after each residual add (`residual + x`, then self_attn_layer_norm /
+# final_layer_norm: modeling_bart.py BartDecoderLayer and its copies in plbart, mvp, marian, blenderbot_small,
+# trocr); the others normalise each sublayer's input (modeling_mbart.py MBartDecoderLayer, pegasus, blenderbot,
+# xglm, whisper, bigbird_pegasus, biogpt)
+POST_LN = ("bart", "plbart", "mvp", "marian", "blenderbot-small", "trocr")
+# BioGPT's dropout fields (configuration_biogpt.py); the others use BART's names (configuration_bart.py)
+_DROPOUT_FIELDS = {"biogpt": ("hidden_dropout_prob", "attention_probs_dropout_prob", "hidden_act")}
 
 # per model_type: the positions' size field, and the attention projections' biases (all four by default)
 POSITIONS_FIELD = {"whisper": "max_target_positions"}
@@ -108,7 +126,27 @@ def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
     if not tied:
         b.matrix("lm_head" if model_type != "biogpt" else "output_projection", "weight", (vocab, proj), "lm_head",
                  "lm_head")
-    return bart_arch(c, model_type, b, h, n, heads, ffn, vocab, tied, max_pos)
+    arch = bart_arch(c, model_type, b, h, n, heads, ffn, vocab, tied, max_pos)
+    if model_type == "opt":                     # memory/blocks_families.py opt_block (traced on its own)
+        return arch
+    return replace(arch, bart=layer_switches(c, model_type, _switch(c, emb_ln), _switch(c, final_ln)),
+                   support=TRACED_SUPPORT if model_type in TRACED else RULE_SUPPORT)
+
+
+def _rate(c: ConfigReader, key: str) -> float:
+    v = c.cfg.get(key, 0.0)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
+def layer_switches(c: ConfigReader, model_type: str, emb_ln: bool, final_ln: bool) -> dict:
+    """What memory/blocks_bart.py needs of the decoder layer beside its sizes: where its LayerNorms sit (POST_LN),
+    the embedding and final LayerNorms, the activation (`ACT2FN[config.activation_function]`) and the dropouts
+    after the activation (`activation_dropout`) and on the attention probabilities (`attention_dropout`); the
+    residual and embedding dropout is ModelArch.dropout (`dropout`)."""
+    drop, attn, act = _DROPOUT_FIELDS.get(model_type, ("dropout", "attention_dropout", "activation_function"))
+    return {"post_ln": model_type in POST_LN, "emb_ln": emb_ln, "final_ln": final_ln, "decoder_only": True,
+            "act": c.str(act, "gelu"), "act_dropout": _rate(c, "activation_dropout"), "attn_dropout": _rate(c, attn),
+            "dropout": _rate(c, drop)}
 
 
 def bart_arch(c: ConfigReader, model_type: str, b: TensorList, h: int, n: int, heads: int, ffn: int, vocab: int,

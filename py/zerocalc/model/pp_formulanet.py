@@ -40,6 +40,8 @@ def pp_formulanet(cfg: Mapping) -> ModelArch:
     tower = rebase(tuple(sam), TOWER + ".", "model.encoder.")
     support = (dec.support if dec.support != "exact" else "exact parameter count; activations approximate") \
         + "; the SAM image encoder's activations not modelled"
+    # the decoder's cross-attention runs here (over the projected image features): memory/blocks_seq2seq.py's
+    # decoder layer, not blocks_bart.py's causal one
     return replace(dec, name=ConfigReader(cfg).str("name", "pp_formulanet"), model_type="pp_formulanet",
                    tensors=dec.tensors + tuple(replace(t, block="", layer=None) for t in tower + tuple(b.tensors)),
-                   support=support)
+                   support=support, bart={**dec.bart, "decoder_only": False, "encoder_attn": "bart"})

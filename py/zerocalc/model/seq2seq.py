@@ -19,17 +19,23 @@ field names. Sources, each checked against the meta-device build in tests/data/a
 - seamless_m4t / seamless_m4t_v2 (SeamlessM4T(v2)ForTextToText): shared, text_encoder / text_decoder of NLLB's
   layer names (ffn_layer_norm), sinusoidal position buffers, hidden_size for d_model; the speech encoder, the
   text-to-unit model and the vocoder are not in the text-to-text class.
-Activations: the classic block of memory/blocks.py (not traced); a sparse layer's activations are costed as
-one dense feed-forward (top-k routing and expert capacity are not modelled)."""
+Activations: memory/blocks_seq2seq.py by the switches `switches` reads (traced: M2M100, LED, PEGASUS-X;
+tools/memtrace/seq2seq.py); a sparse layer's activations are costed as one dense feed-forward (top-k routing and
+expert capacity are not modelled)."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import ModelArch
 from .config import ConfigReader, TensorList
-from .decoders import SUPPORT as BART_SUPPORT, bart_arch
+from .decoders import SUPPORT as BART_SUPPORT, bart_arch, layer_switches
 
-SUPPORT = ("exact parameter count; activations approximate (costed as the classic block of memory/blocks.py, "
-           "not traced; local / Longformer attention and MoE routing not modelled); LoRA adapters counted on one "
-           "BART layer per block (not on the cross-attention nor on each expert)")
+TRACED_SUPPORT = ("exact parameter count; activations traced (memory/blocks_seq2seq.py: tools/memtrace/golden/"
+                  "seq2seq); LoRA adapters counted on one BART layer per block (not on the cross-attention)")
+
+SUPPORT = ("exact parameter count; activations approximate (BART's layer of memory/blocks_seq2seq.py, traced on "
+           "M2M100 and LED, not on this model_type; MoE routing not modelled); LoRA adapters counted on one BART "
+           "layer per block (not on the cross-attention nor on each expert)")
 
 _BART_NAMES = ("encoder_attn", "fc1", "fc2", "final_layer_norm")
 _SEAMLESS = {"base": "", "stacks": ("text_encoder", "text_decoder"),
@@ -122,5 +128,27 @@ def seq2seq(c: ConfigReader, model_type: str, row: dict | None = None) -> ModelA
         else:
             b.matrix("lm_head", "weight", (tgt, d), "lm_head", "lm_head")
     n_layers = c.int("encoder_layers") + c.int("decoder_layers")
-    return bart_arch(c, model_type, b, d, n_layers, heads, c.int("decoder_ffn_dim"), tgt, tied, max_pos,
-                     BART_SUPPORT if model_type in ("m2m_100", "fsmt") else SUPPORT)
+    arch = bart_arch(c, model_type, b, d, n_layers, heads, c.int("decoder_ffn_dim"), tgt, tied, max_pos,
+                     TRACED_SUPPORT if model_type in ("m2m_100", "led", "pegasus_x") else
+                     BART_SUPPORT if model_type == "fsmt" else SUPPORT)
+    return replace(arch, bart=switches(c, model_type, row))
+
+
+def switches(c: ConfigReader, model_type: str, row: dict) -> dict:
+    """memory/blocks_seq2seq.py's switches: decoders.py layer_switches (post-LN: modeling_led.py LEDEncoderLayer /
+    LEDDecoderLayer and modeling_fsmt.py normalise after each residual add; M2M100, NLLB, SeamlessM4T and
+    PEGASUS-X before each sublayer), both stacks running (decoder_only false), and the encoder's attention:
+    LED's Longformer `attention_window` (an int or one per layer; modeling_led.py LEDEncoderSelfAttention
+    one_sided_attn_window_size = window // 2), PEGASUS-X's `block_size`, `num_global_tokens` and
+    `stagger_local_blocks` (modeling_pegasus_x.py PegasusXEncoder: layer i staggered when i is odd)."""
+    sw = layer_switches(c, model_type, row["emb_ln"], row["final_ln"])
+    sw.update(post_ln=sw["post_ln"] or model_type in ("led", "fsmt"), decoder_only=False,
+              encoder_attn=row["encoder_attn"])
+    if row["encoder_attn"] == "longformer":
+        w = c.cfg.get("attention_window", 512)
+        n = c.int("encoder_layers")
+        sw["windows"] = tuple(int(x) for x in w) if isinstance(w, (list, tuple)) else (int(w),) * n
+    elif row["encoder_attn"] == "global_local":
+        sw.update(block=c.int("block_size", default=512), globals=c.int("num_global_tokens", default=32),
+                  stagger=c.bool("stagger_local_blocks", True))
+    return sw
