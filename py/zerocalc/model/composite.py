@@ -67,6 +67,8 @@ COMPOSITES = {
     "qwen3_5": (None, "qwen3_5_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_5_moe": (None, "qwen3_5_moe_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_vl_moe": (None, "qwen3_vl_moe_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+    # Qwen4ExpVisionModel subclasses Qwen3_5MoeVisionModel (modular_qwen4_exp.py): Qwen3.5's tower
+    "qwen4_exp": (None, "qwen4_exp_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "glm_ocr": (None, "glm_ocr_text", lambda cfg, h: glm_ocr_visual(cfg), "or"),
     "lfm2_vl": (("siglip2_vision_model",), "lfm2", lfm2_vl_parts, "top:True"),
     "paddleocr_vl": (None, "paddleocr_vl_text", paddleocr_vl_parts, "or:True"),
@@ -199,6 +201,7 @@ VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llav
 # (and EXAONE 4.5's default k/v heads)
 QWEN_TOWERS = {"qwen2_vl": ("2", "merger"), "qwen2_5_vl": ("2.5", "merger"), "qwen3_vl": ("3", "merger"),
                "qwen3_vl_moe": ("3", "merger"), "qwen3_5": ("3.5", "merger"), "qwen3_5_moe": ("3.5", "merger"),
+               "qwen4_exp": ("3.5", "merger"),
                "hyperclovax_vision_v2": ("2.5", "linear"), "exaone4_5": ("2.5", "merger", 8)}
 
 
