@@ -31,6 +31,8 @@ from .vision_vq import chameleon_parts, chameleon_text, janus_parts
 from .vision_idefics import idefics_parts, idefics_text
 from .vision_qformer import blip2_parts, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
+from .vision_lfm3 import lfm3_vl_parts
+from .vision_minimax_m3 import minimax_m3_vl_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
@@ -68,6 +70,9 @@ COMPOSITES = {
     "qwen3_5_moe": (None, "qwen3_5_moe_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_vl_moe": (None, "qwen3_vl_moe_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
     # Qwen4ExpVisionModel subclasses Qwen3_5MoeVisionModel (modular_qwen4_exp.py): Qwen3.5's tower
+    "lfm3_vl": (("lfm3_vl_vision",), "lfm3", lfm3_vl_parts, "top:True"),
+    # MiniMaxM3VLConfig.__post_init__ takes a True tie_word_embeddings from text_config
+    "minimax_m3_vl": (("minimax_m3_vl_vision",), "minimax_m3_vl_text", minimax_m3_vl_parts, "or"),
     "qwen4_exp": (None, "qwen4_exp_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "glm_ocr": (None, "glm_ocr_text", lambda cfg, h: glm_ocr_visual(cfg), "or"),
     "lfm2_vl": (("siglip2_vision_model",), "lfm2", lfm2_vl_parts, "top:True"),
