@@ -92,6 +92,8 @@ COMPOSITES = {
     "cosmos3_omni": (None, "qwen3_vl_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
     "cohere2_vision": (("siglip_vision_model",), "cohere2", cohere2_vision_parts, "top:True"),
     "lighton_ocr": (("pixtral",), "qwen3", mistral3_parts, "top:True"),
+    # MistralLarge4Config subclasses Mistral3Config: Pixtral + Mistral 3's projector; tie_word_embeddings False
+    "mistral_large4": (("pixtral",), "mistral_large4_text", mistral3_parts, "top:False"),
     "fuyu": (None, "persimmon", fuyu_parts, "top:False"),
     "hyperclovax_vision_v2": (None, "hyperclovax", hyperclovax_vision_v2_parts, "top:True"),
     "video_llama_3": (None, "qwen2", video_llama_3_parts, "or"),

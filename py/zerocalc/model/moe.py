@@ -111,6 +111,18 @@ def is_sparse(c: ConfigReader, i: int, first_dense: int = 0) -> bool:
     return (i + 1) % step == 0
 
 
+def deepseek_ffn(b: TensorList, p: str, h: int, moe: MoE, inter: int, sparse: bool) -> None:
+    """The rest of a DeepSeek-style decoder layer after its attention, in registration order: DeepSeek's MoE
+    (experts, the fp32 gate, shared_experts) where the layer is sparse, else a SwiGLU ``mlp`` of ``inter``;
+    then input_layernorm and post_attention_layernorm (RMSNorms over h)."""
+    if sparse:
+        moe_block(b, p, h, moe, "deepseek", [])
+    else:
+        b.swiglu(f"{p}.mlp", h, inter)
+    b.norm(f"{p}.input_layernorm", h)
+    b.norm(f"{p}.post_attention_layernorm", h)
+
+
 def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Linear], module: str = "mlp") -> None:
     """Router + fused experts (+ shared expert) of block ``p``, in registration order."""
     e, ei = moe.num_experts, moe.expert_intermediate
