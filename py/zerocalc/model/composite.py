@@ -32,6 +32,7 @@ from .vision_idefics import idefics_parts, idefics_text
 from .vision_qformer import blip2_parts, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
 from .vision_lfm3 import lfm3_vl_parts
+from .phi4_multimodal import PHI4_TEXT, phi4_multimodal_parts
 from .vision_minimax_m3 import minimax_m3_vl_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
@@ -136,6 +137,8 @@ COMPOSITES = {
     "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
                                + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    # Phi-4-multimodal: a flat Phi-3 text config beside vision_config and audio_config (phi4_multimodal.py)
+    "phi4_multimodal": (None, "phi4_multimodal_text", phi4_multimodal_parts, "top:False"),
     "omniasr": (None, "llama", omniasr_parts, "top:False"),
     "qwen3_asr": (None, "qwen3", qwen3_asr_parts, "top:True"),
 }
@@ -146,7 +149,7 @@ NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
 # composites whose tower is an audio_config
 AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
          "qwen3_asr")
-OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")   # an audio_config and a vision_config
+OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "phi4_multimodal")   # an audio_config and a vision_config
 # composites whose tower sits under another sub-config
 TOWER_CONFIGS = {"chameleon": {"vq_config"}, "granite_speech": {"encoder_config"},
                  "granite_speech_plus": {"encoder_config"}}
@@ -159,7 +162,7 @@ TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text, "ernie4_5_vl_moe"
 # Exaone4_5_Config.__post_init__ (the first release's name for exaone4), configuration_granite4_vision.py /
 # configuration_granite_docling.py (GraniteConfig's fields), modeling_hunyuan_vl.py HunYuanVLDenseV1DecoderLayer
 TEXT_AS = {"qwen2_5_omni_text": "qwen2", "qwen3_omni_moe_text": "qwen3_moe", "exaone4_5_text": "exaone4",
-           "granite4_vision_text": "granite", "granite_docling_text": "granite", "hunyuan_vl_text": "hunyuan_v1_dense"}
+           "granite4_vision_text": "granite", "granite_docling_text": "granite", "hunyuan_vl_text": "hunyuan_v1_dense", "phi4_multimodal_text": "phi3"}
 
 
 def is_composite(cfg: Mapping) -> bool:
@@ -249,7 +252,8 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
 
 # a composite's config.json keeps only the text_config fields that differ from the text config class's
 # defaults (LLaVA-1.5's has no hidden_size): LlamaConfig's (configuration_llama.py)
-TEXT_DEFAULTS = {"llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+TEXT_DEFAULTS = {"phi4_multimodal_text": PHI4_TEXT,
+                 "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
                            "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048},
                  # GlmOcrTextConfig (configuration_glm_ocr.py)
                  "glm_ocr_text": {"vocab_size": 59392, "hidden_size": 1024, "intermediate_size": 4096,
