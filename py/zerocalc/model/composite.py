@@ -32,6 +32,7 @@ from .vision_idefics import idefics_parts, idefics_text
 from .vision_qformer import blip2_parts, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
 from .vision_lfm3 import lfm3_vl_parts
+from .glm5_next import glm5_next_visual
 from .phi4_multimodal import PHI4_TEXT, phi4_multimodal_parts
 from .vision_minimax_m3 import minimax_m3_vl_parts
 
@@ -107,6 +108,8 @@ COMPOSITES = {
     "mllama": (None, "mllama_text_model", mllama_parts, "top:False"),
     # Glm46VForConditionalGeneration under its own model_type (configuration_glmga.py); EXAONE 4.5: a Qwen2.5-VL
     # tower with grouped k/v; MiniCPM-V 4.7 and MiniCPM-OCR subclass MiniCPM-V 4.6 (modular_minicpmv4_7.py)
+    # GLM-5.3-Flash (glm5_next.py): tie_word_embeddings False at the top level
+    "glm5_next": (None, "glm5_next_text", glm5_next_visual, "top:False"),
     "glmga": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "top:False"),
     "exaone4_5": (None, "exaone4", lambda cfg, h: qwen_visual(cfg, "2.5", kv_heads_default=8), "top:False"),
     "minicpmv4_7": (("minicpmv4_7_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:False"),
