@@ -32,6 +32,7 @@ from .vision_idefics import idefics_parts, idefics_text
 from .vision_qformer import blip2_parts, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
 from .vision_lfm3 import lfm3_vl_parts
+from .apertus1p5 import apertus1p5_parts
 from .glm5_next import glm5_next_visual
 from .phi4_multimodal import PHI4_TEXT, phi4_multimodal_parts
 from .vision_minimax_m3 import minimax_m3_vl_parts
@@ -140,6 +141,8 @@ COMPOSITES = {
     "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
                                + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    # Apertus 1.5: a VQ image tokenizer and the WavTokenizer encoder (apertus1p5.py); tie_word_embeddings False
+    "apertus1p5": (("apertus1p5_vision_tokenizer",), "apertus1p5_text", apertus1p5_parts, "top:False"),
     # Phi-4-multimodal: a flat Phi-3 text config beside vision_config and audio_config (phi4_multimodal.py)
     "phi4_multimodal": (None, "phi4_multimodal_text", phi4_multimodal_parts, "top:False"),
     "omniasr": (None, "llama", omniasr_parts, "top:False"),
@@ -152,7 +155,7 @@ NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
 # composites whose tower is an audio_config
 AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
          "qwen3_asr")
-OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "phi4_multimodal")   # an audio_config and a vision_config
+OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "phi4_multimodal", "apertus1p5")   # an audio_config and a vision_config
 # composites whose tower sits under another sub-config
 TOWER_CONFIGS = {"chameleon": {"vq_config"}, "granite_speech": {"encoder_config"},
                  "granite_speech_plus": {"encoder_config"}}
