@@ -33,6 +33,7 @@ from .vision_qformer import blip2_parts, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
 from .vision_lfm3 import lfm3_vl_parts
 from .apertus1p5 import apertus1p5_parts
+from .step3p7 import step3p7_parts
 from .glm5_next import glm5_next_visual
 from .phi4_multimodal import PHI4_TEXT, phi4_multimodal_parts
 from .vision_minimax_m3 import minimax_m3_vl_parts
@@ -141,6 +142,8 @@ COMPOSITES = {
     "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
                                + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    # Step 3.7 (step3p7.py): Step3p7Config has no tie_word_embeddings field (getattr default False)
+    "step3p7": (("step3p5_vision",), "step3p5", step3p7_parts, "top:False"),
     # Apertus 1.5: a VQ image tokenizer and the WavTokenizer encoder (apertus1p5.py); tie_word_embeddings False
     "apertus1p5": (("apertus1p5_vision_tokenizer",), "apertus1p5_text", apertus1p5_parts, "top:False"),
     # Phi-4-multimodal: a flat Phi-3 text config beside vision_config and audio_config (phi4_multimodal.py)
