@@ -34,6 +34,7 @@ from .vision_radio import nemotron_h_omni_parts
 from .vision_lfm3 import lfm3_vl_parts
 from .apertus1p5 import apertus1p5_parts
 from .step3p7 import step3p7_parts
+from .voxtral_realtime import TEXT as VOXTRAL_REALTIME_TEXT, voxtral_realtime_parts, voxtral_realtime_text
 from .glm5_next import glm5_next_visual
 from .phi4_multimodal import PHI4_TEXT, phi4_multimodal_parts
 from .vision_minimax_m3 import minimax_m3_vl_parts
@@ -142,6 +143,8 @@ COMPOSITES = {
     "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
                                + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    # Voxtral Realtime (voxtral_realtime.py): its own encoder, Mistral + ada RMSNorms; tie_word_embeddings True
+    "voxtral_realtime": (None, "voxtral_realtime_text", voxtral_realtime_parts, "top:True"),
     # Step 3.7 (step3p7.py): Step3p7Config has no tie_word_embeddings field (getattr default False)
     "step3p7": (("step3p5_vision",), "step3p5", step3p7_parts, "top:False"),
     # Apertus 1.5: a VQ image tokenizer and the WavTokenizer encoder (apertus1p5.py); tie_word_embeddings False
@@ -156,7 +159,7 @@ COMPOSITES = {
 # its encoders' configs are acoustic_ / semantic_tokenizer_encoder_config)
 NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
 # composites whose tower is an audio_config
-AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
+AUDIO = ("qwen2_audio", "voxtral", "voxtral_realtime", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
          "qwen3_asr")
 OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "phi4_multimodal", "apertus1p5")   # an audio_config and a vision_config
 # composites whose tower sits under another sub-config
@@ -165,7 +168,8 @@ TOWER_CONFIGS = {"chameleon": {"vq_config"}, "granite_speech": {"encoder_config"
 # composites whose language model is not a text model_type of its own:
 # (text config, model_from_config, the whole config) -> arch
 TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text, "ernie4_5_vl_moe": ernie4_5_vl_text,
-                 "chameleon": chameleon_text, "idefics": idefics_text, "cosmos3_edge": cosmos3_edge_text}
+                 "chameleon": chameleon_text, "idefics": idefics_text, "cosmos3_edge": cosmos3_edge_text,
+                 "voxtral_realtime": voxtral_realtime_text}
 # text model_types whose decoder is another's, layer for layer: modeling_qwen2_5_omni.py Qwen2_5OmniDecoderLayer
 # (Qwen2's biased q/k/v), modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer (Qwen3-MoE's),
 # Exaone4_5_Config.__post_init__ (the first release's name for exaone4), configuration_granite4_vision.py /
@@ -261,7 +265,7 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
 
 # a composite's config.json keeps only the text_config fields that differ from the text config class's
 # defaults (LLaVA-1.5's has no hidden_size): LlamaConfig's (configuration_llama.py)
-TEXT_DEFAULTS = {"phi4_multimodal_text": PHI4_TEXT,
+TEXT_DEFAULTS = {"phi4_multimodal_text": PHI4_TEXT, "voxtral_realtime_text": VOXTRAL_REALTIME_TEXT,
                  "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
                            "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048},
                  # GlmOcrTextConfig (configuration_glm_ocr.py)
