@@ -34,6 +34,7 @@ from .vision_radio import nemotron_h_omni_parts
 from .vision_lfm3 import lfm3_vl_parts
 from .apertus1p5 import apertus1p5_parts
 from .step3p7 import step3p7_parts
+from .vision_inkling2 import inkling2_parts
 from .voxtral_realtime import TEXT as VOXTRAL_REALTIME_TEXT, voxtral_realtime_parts, voxtral_realtime_text
 from .glm5_next import glm5_next_visual
 from .phi4_multimodal import PHI4_TEXT, phi4_multimodal_parts
@@ -143,6 +144,9 @@ COMPOSITES = {
     "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
                                + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    # Inkling 2 / 2 Loop (vision_inkling2.py): no tie_word_embeddings field (getattr default False)
+    "inkling2": (("inkling2_vision",), "inkling2_text", inkling2_parts, "top:False"),
+    "inkling2_loop": (("inkling2_vision",), "inkling2_loop_text", inkling2_parts, "top:False"),
     # Voxtral Realtime (voxtral_realtime.py): its own encoder, Mistral + ada RMSNorms; tie_word_embeddings True
     "voxtral_realtime": (None, "voxtral_realtime_text", voxtral_realtime_parts, "top:True"),
     # Step 3.7 (step3p7.py): Step3p7Config has no tie_word_embeddings field (getattr default False)

@@ -86,6 +86,21 @@ def step3p5(c: ConfigReader) -> ModelArch:
                           kv=kv, hd=hd, inter=inter, moe=moe, what="gated attention and the MoE are")
 
 
+def layer_scaled_vit(b: TensorList, p: str, n: int, h: int, inter: int) -> None:
+    """``n`` ViT layers with layer scales (Step3p7VisionEncoderLayer, Inkling2VisionEncoderLayer): lambda_1 and
+    lambda_2 (h each), self_attn k/v/q/out_proj and mlp fc1 / fc2, all biased, layernorm_before / _after."""
+    for i in range(n):
+        q = f"{p}.{i}"
+        b.param(q, "lambda_1", h, "vision")
+        b.param(q, "lambda_2", h, "vision")
+        for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
+            b.linear(f"{q}.self_attn.{name}", h, h, "vision", bias=True)
+        b.linear(f"{q}.mlp.fc1", h, inter, "vision", bias=True)
+        b.linear(f"{q}.mlp.fc2", inter, h, "vision", bias=True)
+        b.norm(f"{q}.layernorm_before", h, bias=True, component="vision")
+        b.norm(f"{q}.layernorm_after", h, bias=True, component="vision")
+
+
 def step3p7_parts(cfg: Mapping, text_h: int) -> list:
     raw = cfg.get("vision_config") or {}
     v = ConfigReader({**raw, **{k: raw[a] for k, a in (("hidden_size", "width"), ("num_hidden_layers", "layers"))
@@ -98,16 +113,7 @@ def step3p7_parts(cfg: Mapping, text_h: int) -> list:
     b.matrix(f"{p}.embeddings.patch_embedding", "weight", (h, g("num_channels"), patch, patch), "vision")
     b.matrix(f"{p}.embeddings.position_embedding", "weight", ((g("image_size") // patch) ** 2, h), "vision")
     b.norm(f"{p}.pre_layernorm", h, bias=True, component="vision")
-    for i in range(g("num_hidden_layers")):
-        q = f"{p}.layers.{i}"
-        b.param(q, "lambda_1", h, "vision")
-        b.param(q, "lambda_2", h, "vision")
-        for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
-            b.linear(f"{q}.self_attn.{name}", h, h, "vision", bias=True)
-        b.linear(f"{q}.mlp.fc1", h, inter, "vision", bias=True)
-        b.linear(f"{q}.mlp.fc2", inter, h, "vision", bias=True)
-        b.norm(f"{q}.layernorm_before", h, bias=True, component="vision")
-        b.norm(f"{q}.layernorm_after", h, bias=True, component="vision")
+    layer_scaled_vit(b, f"{p}.layers", g("num_hidden_layers"), h, inter)
     for name, c_in, c_out in (("downsampler1", h, 2 * h), ("downsampler2", 2 * h, 4 * h)):
         b.matrix(f"{p}.{name}", "weight", (c_out, c_in, 3, 3), "vision")
         b.param(f"{p}.{name}", "bias", c_out, "vision")
