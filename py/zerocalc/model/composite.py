@@ -35,6 +35,7 @@ from .vision_lfm3 import lfm3_vl_parts
 from .apertus1p5 import apertus1p5_parts
 from .step3p7 import step3p7_parts
 from .vision_inkling2 import inkling2_parts
+from .unlimited_ocr import unlimited_ocr_parts
 from .voxtral_realtime import TEXT as VOXTRAL_REALTIME_TEXT, voxtral_realtime_parts, voxtral_realtime_text
 from .glm5_next import glm5_next_visual
 from .phi4_multimodal import PHI4_TEXT, phi4_multimodal_parts
@@ -144,6 +145,8 @@ COMPOSITES = {
     "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
                                + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    # Unlimited-OCR (unlimited_ocr.py): SAM + CLIP towers; tie_word_embeddings False
+    "unlimited_ocr": (("unlimited_ocr_vision",), "unlimited_ocr_text", unlimited_ocr_parts, "top:False"),
     # Inkling 2 / 2 Loop (vision_inkling2.py): no tie_word_embeddings field (getattr default False)
     "inkling2": (("inkling2_vision",), "inkling2_text", inkling2_parts, "top:False"),
     "inkling2_loop": (("inkling2_vision",), "inkling2_loop_text", inkling2_parts, "top:False"),

@@ -24,14 +24,14 @@ Step3p7TextConfig.__post_init__, which this module does not redo: such a config 
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Mapping
 
 from ..errors import PlanError
 from .arch import ModelArch, MoE
 from .config import ConfigReader, TensorList
-from .moe import moe_block
+from .moe import deepseek_ffn
 from .recurrent import llama_lins, recurrent_arch
+from .vit_layers import layer_scaled_vit
 
 TEXT = {"vocab_size": 128815, "hidden_size": 4096, "intermediate_size": 11264, "num_hidden_layers": 45,
         "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "num_experts_per_tok": 8,
@@ -57,7 +57,6 @@ def step3p5(c: ConfigReader) -> ModelArch:
     moe = MoE(num_experts=c.int("n_routed_experts", "num_local_experts", default=TEXT["n_routed_experts"]),
               experts_per_token=g("num_experts_per_tok"), expert_intermediate=g("moe_intermediate_size"),
               shared_intermediate=g("share_expert_dim"), dense_layers=sum(1 for k in mlp if k != "sparse"))
-    routed = replace(moe, shared_intermediate=0)
     bias, mlp_bias, tied = c.bool("attention_bias", False), c.bool("mlp_bias", False), c.bool("tie_word_embeddings", False)
     b = TensorList()
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
@@ -71,34 +70,13 @@ def step3p5(c: ConfigReader) -> ModelArch:
         b.norm(f"{a}.q_norm", hd)
         b.norm(f"{a}.k_norm", hd)
         b.linear(f"{a}.g_proj", h, lh if per_head else lh * hd, "attention")
-        if mlp[i] == "sparse":
-            moe_block(b, p, h, routed, "step3p5", [])                 # gate, then experts
-            b.swiglu(f"{p}.mlp.shared_experts", h, moe.shared_intermediate, "shared_experts", bias=mlp_bias)
-        else:
-            b.swiglu(f"{p}.mlp", h, inter, bias=mlp_bias)
-        b.norm(f"{p}.input_layernorm", h)
-        b.norm(f"{p}.post_attention_layernorm", h)
+        deepseek_ffn(b, p, h, moe, inter, mlp[i] == "sparse", "step3p5", bias=mlp_bias)
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = llama_lins(h, heads, kv, hd, inter)
     return recurrent_arch(c, "step3p5", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
                           kv=kv, hd=hd, inter=inter, moe=moe, what="gated attention and the MoE are")
-
-
-def layer_scaled_vit(b: TensorList, p: str, n: int, h: int, inter: int) -> None:
-    """``n`` ViT layers with layer scales (Step3p7VisionEncoderLayer, Inkling2VisionEncoderLayer): lambda_1 and
-    lambda_2 (h each), self_attn k/v/q/out_proj and mlp fc1 / fc2, all biased, layernorm_before / _after."""
-    for i in range(n):
-        q = f"{p}.{i}"
-        b.param(q, "lambda_1", h, "vision")
-        b.param(q, "lambda_2", h, "vision")
-        for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
-            b.linear(f"{q}.self_attn.{name}", h, h, "vision", bias=True)
-        b.linear(f"{q}.mlp.fc1", h, inter, "vision", bias=True)
-        b.linear(f"{q}.mlp.fc2", inter, h, "vision", bias=True)
-        b.norm(f"{q}.layernorm_before", h, bias=True, component="vision")
-        b.norm(f"{q}.layernorm_after", h, bias=True, component="vision")
 
 
 def step3p7_parts(cfg: Mapping, text_h: int) -> list:

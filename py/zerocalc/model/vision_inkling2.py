@@ -2,7 +2,7 @@
 the same from its inkling2_vision config), ``model.vision_tower``, with Inkling2VisionConfig's defaults:
 embeddings (class_embedding and cls_position_embedding of h, patch_embedding a Linear num_channels x
 patch_size^2 -> h without bias, position_embedding posemb_grid_size^2 x h), pre_layernorm, num_hidden_layers
-layer-scaled ViT layers (step3p7.layer_scaled_vit; intermediate_size defaults to int(h x mlp_ratio)) and the
+layer-scaled ViT layers (vit_layers.layer_scaled_vit; intermediate_size defaults to int(h x mlp_ratio)) and the
 merger: linear_1 (h x spatial_merge_size^2 -> projection_hidden_dim), linear_2 (-> text_hidden_size, the vision
 config's own field, 4608 when left out: Inkling 2 Loop's 2304 is its sub-config default only where vision_config
 is absent, SubConfigSpec.create_subconfig), biased by projector_bias.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .config import ConfigReader, TensorList
-from .step3p7 import layer_scaled_vit
+from .vit_layers import layer_scaled_vit
 
 INKLING2_VISION = {"hidden_size": 1024, "num_hidden_layers": 23, "num_channels": 3, "patch_size": 20,
                    "spatial_merge_size": 2, "posemb_grid_size": 32, "projection_hidden_dim": 4096,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .config import ConfigReader, TensorList
+from .vit_layers import clip_layers
 
 MINIMAX_M3_VL_VISION = {"hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_channels": 3,
                         "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2}
@@ -29,14 +30,7 @@ def minimax_m3_vl_parts(cfg: Mapping, text_h: int) -> list:
     b.matrix(f"{p}.embeddings.proj", "weight",
              (h, get("num_channels") * get("temporal_patch_size") * get("patch_size") ** 2), "vision")
     b.norm(f"{p}.pre_layrnorm", h, bias=True, component="vision")
-    for i in range(get("num_hidden_layers")):
-        q = f"{p}.layers.{i}"
-        for name in ("k_proj", "v_proj", "q_proj", "out_proj"):
-            b.linear(f"{q}.self_attn.{name}", h, h, "vision", bias=True)
-        b.norm(f"{q}.layer_norm1", h, bias=True, component="vision")
-        b.linear(f"{q}.mlp.fc1", h, inter, "vision", bias=True)
-        b.linear(f"{q}.mlp.fc2", inter, h, "vision", bias=True)
-        b.norm(f"{q}.layer_norm2", h, bias=True, component="vision")
+    clip_layers(b, f"{p}.layers", get("num_hidden_layers"), h, inter)
     m, proj = "model.multi_modal_projector", ConfigReader(cfg).int("projector_hidden_size", default=6144)
     for name, d_in, d_out in (("linear_1", h, proj), ("linear_2", proj, text_h),
                               ("merge_linear_1", text_h * get("spatial_merge_size") ** 2, proj),
