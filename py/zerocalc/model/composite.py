@@ -36,6 +36,7 @@ from .apertus1p5 import apertus1p5_parts
 from .step3p7 import step3p7_parts
 from .vision_inkling2 import inkling2_parts
 from .unlimited_ocr import unlimited_ocr_parts
+from .vision_hy_v4 import TEXT as HY_V4_VL_TEXT, hy_v4_vl_parts
 from .voxtral_realtime import TEXT as VOXTRAL_REALTIME_TEXT, voxtral_realtime_parts, voxtral_realtime_text
 from .glm5_next import glm5_next_visual
 from .phi4_multimodal import PHI4_TEXT, phi4_multimodal_parts
@@ -145,6 +146,8 @@ COMPOSITES = {
     "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
                                + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    # HY-V4-VL (vision_hy_v4.py): HunYuan-VL's tower, its own merger, HY-V4's language model
+    "hy_v4_vl": (("hy_v4_vl_vision",), "hy_v4_vl_text", hy_v4_vl_parts, "top:False"),
     # Unlimited-OCR (unlimited_ocr.py): SAM + CLIP towers; tie_word_embeddings False
     "unlimited_ocr": (("unlimited_ocr_vision",), "unlimited_ocr_text", unlimited_ocr_parts, "top:False"),
     # Inkling 2 / 2 Loop (vision_inkling2.py): no tie_word_embeddings field (getattr default False)
@@ -182,7 +185,8 @@ TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text, "ernie4_5_vl_moe"
 # Exaone4_5_Config.__post_init__ (the first release's name for exaone4), configuration_granite4_vision.py /
 # configuration_granite_docling.py (GraniteConfig's fields), modeling_hunyuan_vl.py HunYuanVLDenseV1DecoderLayer
 TEXT_AS = {"qwen2_5_omni_text": "qwen2", "qwen3_omni_moe_text": "qwen3_moe", "exaone4_5_text": "exaone4",
-           "granite4_vision_text": "granite", "granite_docling_text": "granite", "hunyuan_vl_text": "hunyuan_v1_dense", "phi4_multimodal_text": "phi3"}
+           "granite4_vision_text": "granite", "granite_docling_text": "granite", "hunyuan_vl_text": "hunyuan_v1_dense", "phi4_multimodal_text": "phi3",
+           "hy_v4_vl_text": "hy_v4"}
 
 
 def is_composite(cfg: Mapping) -> bool:
@@ -272,7 +276,7 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
 
 # a composite's config.json keeps only the text_config fields that differ from the text config class's
 # defaults (LLaVA-1.5's has no hidden_size): LlamaConfig's (configuration_llama.py)
-TEXT_DEFAULTS = {"phi4_multimodal_text": PHI4_TEXT, "voxtral_realtime_text": VOXTRAL_REALTIME_TEXT,
+TEXT_DEFAULTS = {"phi4_multimodal_text": PHI4_TEXT, "hy_v4_vl_text": HY_V4_VL_TEXT, "voxtral_realtime_text": VOXTRAL_REALTIME_TEXT,
                  "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
                            "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048},
                  # GlmOcrTextConfig (configuration_glm_ocr.py)
