@@ -37,6 +37,7 @@ from .step3p7 import step3p7_parts
 from .vision_inkling2 import inkling2_parts
 from .unlimited_ocr import unlimited_ocr_parts
 from .dots3_note_towers import dots3_note_parts
+from .vision_inkling import inkling_mm_parts
 from .vision_hy_v4 import TEXT as HY_V4_VL_TEXT, hy_v4_vl_parts
 from .voxtral_realtime import TEXT as VOXTRAL_REALTIME_TEXT, voxtral_realtime_parts, voxtral_realtime_text
 from .glm5_next import glm5_next_visual
@@ -147,6 +148,8 @@ COMPOSITES = {
     "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
                                + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    # Inkling (vision_inkling.py): the HMLP vision encoder and audio-token embeddings; no tie_word_embeddings field
+    "inkling_mm_model": (("inkling_vision",), "inkling_text", inkling_mm_parts, "top:False"),
     # dots.3 Note (dots3_note_towers.py): an MoE vision tower and an audio tower; tie_word_embeddings False
     "dots3_note": (("dots3_note_vision_encoder",), "dots3_note_text", dots3_note_parts, "top:False"),
     # HY-V4-VL (vision_hy_v4.py): HunYuan-VL's tower, its own merger, HY-V4's language model
@@ -174,7 +177,8 @@ NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
 # composites whose tower is an audio_config
 AUDIO = ("qwen2_audio", "voxtral", "voxtral_realtime", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
          "qwen3_asr")
-OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "phi4_multimodal", "apertus1p5", "dots3_note")   # an audio_config and a vision_config
+OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "phi4_multimodal", "apertus1p5", "dots3_note",
+        "inkling_mm_model")   # an audio_config and a vision_config
 # composites whose tower sits under another sub-config
 TOWER_CONFIGS = {"chameleon": {"vq_config"}, "granite_speech": {"encoder_config"},
                  "granite_speech_plus": {"encoder_config"}}
