@@ -39,6 +39,7 @@ from .unlimited_ocr import unlimited_ocr_parts
 from .dots3_note_towers import dots3_note_parts
 from .vision_inkling import inkling_mm_parts
 from .nemo_speechlm import nemo_speechlm_parts
+from .muse_spark import muse_spark_parts
 from .vision_hy_v4 import TEXT as HY_V4_VL_TEXT, hy_v4_vl_parts
 from .voxtral_realtime import TEXT as VOXTRAL_REALTIME_TEXT, voxtral_realtime_parts, voxtral_realtime_text
 from .glm5_next import glm5_next_visual
@@ -149,6 +150,8 @@ COMPOSITES = {
     "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
                                + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    # Muse Spark (muse_spark.py): vision + audio towers; its head is never tied (no _tied_weights_keys)
+    "muse_spark": (("muse_spark_vision",), "muse_spark_text", muse_spark_parts, "top:False"),
     # Nemotron 3.5 Transcribe (nemo_speechlm.py): ASR + diarization encoders, word-timestamp encoder and head
     "nemo_speechlm": (None, "nemotron_h", nemo_speechlm_parts, "top:False"),
     # Inkling (vision_inkling.py): the HMLP vision encoder and audio-token embeddings; no tie_word_embeddings field
@@ -181,7 +184,7 @@ NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
 AUDIO = ("qwen2_audio", "voxtral", "voxtral_realtime", "nemo_speechlm", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
          "qwen3_asr")
 OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "phi4_multimodal", "apertus1p5", "dots3_note",
-        "inkling_mm_model")   # an audio_config and a vision_config
+        "inkling_mm_model", "muse_spark")   # an audio_config and a vision_config
 # composites whose tower sits under another sub-config
 TOWER_CONFIGS = {"chameleon": {"vq_config"}, "granite_speech": {"encoder_config"},
                  "granite_speech_plus": {"encoder_config"}}

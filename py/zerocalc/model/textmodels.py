@@ -5,7 +5,7 @@ minimax_m3.py (MiniMax-M3's text model), hy_v4.py, deepseek_v4.py, zaya.py, inkl
 gemma4_assistant.py, bailing_hybrid.py, axk2.py, qwen4_exp.py (Qwen4-Exp's text model), inkling2.py (Inkling 2
 and 2 Loop's text models), dots3_note.py (dots.3 Note's text model), gemma3n.py (Gemma 3n's text model), beam.py, mistral_large4.py (Mistral Large 4's text model),
 glm5_next.py (GLM-5.3-Flash's text model), step3p7.py (Step 3.7's step3p5 text model),
-unlimited_ocr.py (Unlimited-OCR's text model)."""
+unlimited_ocr.py (Unlimited-OCR's text model), muse_spark.py (Muse Spark's)."""
 from __future__ import annotations
 
 from .axk2 import AXK2
@@ -33,6 +33,7 @@ from .qwen4_exp import QWEN4_EXP
 from .recurrent import RECURRENT
 from .step3p7 import STEP3P5
 from .unlimited_ocr import UNLIMITED_OCR
+from .muse_spark import MUSE_SPARK
 from .xlstm import XLSTM
 from .zamba import ZAMBA
 from .zaya import ZAYA
@@ -41,4 +42,4 @@ TEXT_MODELS = {**RECURRENT, **ZAMBA, **JETMOE, **DOGE, **OLMO_HYBRID, **KIMI_LIN
                **HY_V4, **DEEPSEEK_V4, **ZAYA, **INKLING,
                **HRM_TEXT, **DORY, **GEMMA4_ASSISTANT,
                **BAILING_HYBRID, **AXK2, **QWEN4_EXP, **INKLING2,
-               **DOTS3_NOTE, **GEMMA3N, **BEAM, **MISTRAL_LARGE4, **GLM5_NEXT, **STEP3P5, **UNLIMITED_OCR}
+               **DOTS3_NOTE, **GEMMA3N, **BEAM, **MISTRAL_LARGE4, **GLM5_NEXT, **STEP3P5, **UNLIMITED_OCR, **MUSE_SPARK}
