@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
-from .moe import is_sparse, mla_attention, mla_spec, moe_block
+from .moe import deepseek_ffn, is_sparse, mla_attention, mla_spec
 from .recurrent import recurrent_arch
 
 
@@ -69,12 +69,7 @@ def bailing_hybrid(c: ConfigReader) -> ModelArch:
             b.norm(f"{a}.o_norm", d)
             b.linear(f"{a}.o_proj", q, h, "attention")
             b.linear(f"{a}.g_proj", h, q, "attention")
-        if is_sparse(c, i, 2):
-            moe_block(b, p, h, moe, "deepseek", [])
-        else:
-            b.swiglu(f"{p}.mlp", h, inter)
-        b.norm(f"{p}.input_layernorm", h)
-        b.norm(f"{p}.post_attention_layernorm", h)
+        deepseek_ffn(b, p, h, moe, inter, is_sparse(c, i, 2))
     b.norm("model.norm", h)
     b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = [Linear("q_proj", h, q), Linear("k_proj", h, q), Linear("v_proj", h, q), Linear("g_proj", h, q),

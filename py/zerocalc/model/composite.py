@@ -31,6 +31,20 @@ from .vision_vq import chameleon_parts, chameleon_text, janus_parts
 from .vision_idefics import idefics_parts, idefics_text
 from .vision_qformer import blip2_parts, blip2_tower_spec, granite4_vision_parts
 from .vision_radio import nemotron_h_omni_parts
+from .vision_lfm3 import lfm3_vl_parts
+from .apertus1p5 import apertus1p5_parts
+from .step3p7 import step3p7_parts
+from .vision_inkling2 import inkling2_parts
+from .unlimited_ocr import unlimited_ocr_parts
+from .dots3_note_towers import dots3_note_parts
+from .vision_inkling import inkling_mm_parts
+from .nemo_speechlm import nemo_speechlm_parts
+from .muse_spark import muse_spark_parts
+from .vision_hy_v4 import TEXT as HY_V4_VL_TEXT, hy_v4_vl_parts
+from .voxtral_realtime import TEXT as VOXTRAL_REALTIME_TEXT, voxtral_realtime_parts, voxtral_realtime_text
+from .glm5_next import glm5_next_visual
+from .phi4_multimodal import PHI4_TEXT, phi4_multimodal_parts
+from .vision_minimax_m3 import minimax_m3_vl_parts
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "speech_config", "vision_tower_config",
                "encoder_config", "decoder_config", "audio_encoder_config", "vq_config", "perceiver_config")
@@ -67,6 +81,11 @@ COMPOSITES = {
     "qwen3_5": (None, "qwen3_5_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_5_moe": (None, "qwen3_5_moe_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "qwen3_vl_moe": (None, "qwen3_vl_moe_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
+    # Qwen4ExpVisionModel subclasses Qwen3_5MoeVisionModel (modular_qwen4_exp.py): Qwen3.5's tower
+    "lfm3_vl": (("lfm3_vl_vision",), "lfm3", lfm3_vl_parts, "top:True"),
+    # MiniMaxM3VLConfig.__post_init__ takes a True tie_word_embeddings from text_config
+    "minimax_m3_vl": (("minimax_m3_vl_vision",), "minimax_m3_vl_text", minimax_m3_vl_parts, "or"),
+    "qwen4_exp": (None, "qwen4_exp_text", lambda cfg, h: qwen_visual(cfg, "3.5"), "top:False"),
     "glm_ocr": (None, "glm_ocr_text", lambda cfg, h: glm_ocr_visual(cfg), "or"),
     "lfm2_vl": (("siglip2_vision_model",), "lfm2", lfm2_vl_parts, "top:True"),
     "paddleocr_vl": (None, "paddleocr_vl_text", paddleocr_vl_parts, "or:True"),
@@ -85,6 +104,8 @@ COMPOSITES = {
     "cosmos3_omni": (None, "qwen3_vl_text", lambda cfg, h: qwen_visual(cfg, "3"), "top:False"),
     "cohere2_vision": (("siglip_vision_model",), "cohere2", cohere2_vision_parts, "top:True"),
     "lighton_ocr": (("pixtral",), "qwen3", mistral3_parts, "top:True"),
+    # MistralLarge4Config subclasses Mistral3Config: Pixtral + Mistral 3's projector; tie_word_embeddings False
+    "mistral_large4": (("pixtral",), "mistral_large4_text", mistral3_parts, "top:False"),
     "fuyu": (None, "persimmon", fuyu_parts, "top:False"),
     "hyperclovax_vision_v2": (None, "hyperclovax", hyperclovax_vision_v2_parts, "top:True"),
     "video_llama_3": (None, "qwen2", video_llama_3_parts, "or"),
@@ -97,6 +118,8 @@ COMPOSITES = {
     "mllama": (None, "mllama_text_model", mllama_parts, "top:False"),
     # Glm46VForConditionalGeneration under its own model_type (configuration_glmga.py); EXAONE 4.5: a Qwen2.5-VL
     # tower with grouped k/v; MiniCPM-V 4.7 and MiniCPM-OCR subclass MiniCPM-V 4.6 (modular_minicpmv4_7.py)
+    # GLM-5.3-Flash (glm5_next.py): tie_word_embeddings False at the top level
+    "glm5_next": (None, "glm5_next_text", glm5_next_visual, "top:False"),
     "glmga": (None, "glm4v_text", lambda cfg, h: glm4v_visual(cfg), "top:False"),
     "exaone4_5": (None, "exaone4", lambda cfg, h: qwen_visual(cfg, "2.5", kv_heads_default=8), "top:False"),
     "minicpmv4_7": (("minicpmv4_7_vision",), "qwen3_5_text", minicpmv4_6_parts, "top:False"),
@@ -127,6 +150,29 @@ COMPOSITES = {
     "qwen3_omni_moe_thinker": (None, "qwen3_moe", lambda cfg, h: qwen3_asr_parts(cfg, h, QWEN3_OMNI)
                                + qwen_visual(cfg, "3"), "top:False"),
     "glmasr": (None, "llama", glmasr_parts, "top:True"),
+    # Muse Spark (muse_spark.py): vision + audio towers; its head is never tied (no _tied_weights_keys)
+    "muse_spark": (("muse_spark_vision",), "muse_spark_text", muse_spark_parts, "top:False"),
+    # Nemotron 3.5 Transcribe (nemo_speechlm.py): ASR + diarization encoders, word-timestamp encoder and head
+    "nemo_speechlm": (None, "nemotron_h", nemo_speechlm_parts, "top:False"),
+    # Inkling (vision_inkling.py): the HMLP vision encoder and audio-token embeddings; no tie_word_embeddings field
+    "inkling_mm_model": (("inkling_vision",), "inkling_text", inkling_mm_parts, "top:False"),
+    # dots.3 Note (dots3_note_towers.py): an MoE vision tower and an audio tower; tie_word_embeddings False
+    "dots3_note": (("dots3_note_vision_encoder",), "dots3_note_text", dots3_note_parts, "top:False"),
+    # HY-V4-VL (vision_hy_v4.py): HunYuan-VL's tower, its own merger, HY-V4's language model
+    "hy_v4_vl": (("hy_v4_vl_vision",), "hy_v4_vl_text", hy_v4_vl_parts, "top:False"),
+    # Unlimited-OCR (unlimited_ocr.py): SAM + CLIP towers; tie_word_embeddings False
+    "unlimited_ocr": (("unlimited_ocr_vision",), "unlimited_ocr_text", unlimited_ocr_parts, "top:False"),
+    # Inkling 2 / 2 Loop (vision_inkling2.py): no tie_word_embeddings field (getattr default False)
+    "inkling2": (("inkling2_vision",), "inkling2_text", inkling2_parts, "top:False"),
+    "inkling2_loop": (("inkling2_vision",), "inkling2_loop_text", inkling2_parts, "top:False"),
+    # Voxtral Realtime (voxtral_realtime.py): its own encoder, Mistral + ada RMSNorms; tie_word_embeddings True
+    "voxtral_realtime": (None, "voxtral_realtime_text", voxtral_realtime_parts, "top:True"),
+    # Step 3.7 (step3p7.py): Step3p7Config has no tie_word_embeddings field (getattr default False)
+    "step3p7": (("step3p5_vision",), "step3p5", step3p7_parts, "top:False"),
+    # Apertus 1.5: a VQ image tokenizer and the WavTokenizer encoder (apertus1p5.py); tie_word_embeddings False
+    "apertus1p5": (("apertus1p5_vision_tokenizer",), "apertus1p5_text", apertus1p5_parts, "top:False"),
+    # Phi-4-multimodal: a flat Phi-3 text config beside vision_config and audio_config (phi4_multimodal.py)
+    "phi4_multimodal": (None, "phi4_multimodal_text", phi4_multimodal_parts, "top:False"),
     "omniasr": (None, "llama", omniasr_parts, "top:False"),
     "qwen3_asr": (None, "qwen3", qwen3_asr_parts, "top:True"),
 }
@@ -135,22 +181,25 @@ COMPOSITES = {
 # its encoders' configs are acoustic_ / semantic_tokenizer_encoder_config)
 NO_TOWER_CONFIG = ("fuyu", "vibevoice_asr")
 # composites whose tower is an audio_config
-AUDIO = ("qwen2_audio", "voxtral", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
+AUDIO = ("qwen2_audio", "voxtral", "voxtral_realtime", "nemo_speechlm", "audioflamingo3", "musicflamingo", "moss_transcribe_diarize", "glmasr", "omniasr",
          "qwen3_asr")
-OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")   # an audio_config and a vision_config
+OMNI = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker", "phi4_multimodal", "apertus1p5", "dots3_note",
+        "inkling_mm_model", "muse_spark")   # an audio_config and a vision_config
 # composites whose tower sits under another sub-config
 TOWER_CONFIGS = {"chameleon": {"vq_config"}, "granite_speech": {"encoder_config"},
                  "granite_speech_plus": {"encoder_config"}}
 # composites whose language model is not a text model_type of its own:
 # (text config, model_from_config, the whole config) -> arch
 TEXT_BUILDERS = {"mllama": mllama_text, "molmo2": molmo2_text, "ernie4_5_vl_moe": ernie4_5_vl_text,
-                 "chameleon": chameleon_text, "idefics": idefics_text, "cosmos3_edge": cosmos3_edge_text}
+                 "chameleon": chameleon_text, "idefics": idefics_text, "cosmos3_edge": cosmos3_edge_text,
+                 "voxtral_realtime": voxtral_realtime_text}
 # text model_types whose decoder is another's, layer for layer: modeling_qwen2_5_omni.py Qwen2_5OmniDecoderLayer
 # (Qwen2's biased q/k/v), modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextDecoderLayer (Qwen3-MoE's),
 # Exaone4_5_Config.__post_init__ (the first release's name for exaone4), configuration_granite4_vision.py /
 # configuration_granite_docling.py (GraniteConfig's fields), modeling_hunyuan_vl.py HunYuanVLDenseV1DecoderLayer
 TEXT_AS = {"qwen2_5_omni_text": "qwen2", "qwen3_omni_moe_text": "qwen3_moe", "exaone4_5_text": "exaone4",
-           "granite4_vision_text": "granite", "granite_docling_text": "granite", "hunyuan_vl_text": "hunyuan_v1_dense"}
+           "granite4_vision_text": "granite", "granite_docling_text": "granite", "hunyuan_vl_text": "hunyuan_v1_dense", "phi4_multimodal_text": "phi3",
+           "hy_v4_vl_text": "hy_v4"}
 
 
 def is_composite(cfg: Mapping) -> bool:
@@ -204,6 +253,7 @@ PIXTRAL_TOWERS = {"mistral3": True, "lighton_ocr": False}
 # (and EXAONE 4.5's default k/v heads)
 QWEN_TOWERS = {"qwen2_vl": ("2", "merger"), "qwen2_5_vl": ("2.5", "merger"), "qwen3_vl": ("3", "merger"),
                "qwen3_vl_moe": ("3", "merger"), "qwen3_5": ("3.5", "merger"), "qwen3_5_moe": ("3.5", "merger"),
+               "qwen4_exp": ("3.5", "merger"),
                "hyperclovax_vision_v2": ("2.5", "linear"), "exaone4_5": ("2.5", "merger", 8)}
 
 
@@ -259,7 +309,8 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
 
 # a composite's config.json keeps only the text_config fields that differ from the text config class's
 # defaults (LLaVA-1.5's has no hidden_size): LlamaConfig's (configuration_llama.py)
-TEXT_DEFAULTS = {"llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+TEXT_DEFAULTS = {"phi4_multimodal_text": PHI4_TEXT, "hy_v4_vl_text": HY_V4_VL_TEXT, "voxtral_realtime_text": VOXTRAL_REALTIME_TEXT,
+                 "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
                            "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048},
                  # GlmOcrTextConfig (configuration_glm_ocr.py)
                  "glm_ocr_text": {"vocab_size": 59392, "hidden_size": 1024, "intermediate_size": 4096,

@@ -66,10 +66,10 @@ class TensorList:
         if bias:
             self.param(module, "bias", d_out, component)
 
-    def swiglu(self, module: str, h: int, inter: int, component: str = "mlp") -> None:
+    def swiglu(self, module: str, h: int, inter: int, component: str = "mlp", bias: bool = False) -> None:
         """A gated MLP's gate_proj, up_proj and down_proj, in that (parameters()) order."""
         for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
-            self.linear(f"{module}.{name}", d_in, d_out, component)
+            self.linear(f"{module}.{name}", d_in, d_out, component, bias)
 
     def norm(self, module: str, dim: int, bias: bool = False, component: str = "norm") -> None:
         self.param(module, "weight", dim, component)

@@ -35,6 +35,14 @@ def _compressor(b: TensorList, m: str, h: int, width: int, rate: int, norm: int)
     b.norm(f"{m}.kv_norm", norm)
 
 
+def hyper_connection(b: TensorList, m: str, n: int, h: int) -> None:
+    """A manifold-constrained hyper-connection (DeepseekV4HyperConnection, Glm5NextTextHyperConnection): fn
+    ((2 + N) N, N h), base ((2 + N) N) and scale (3), N = hc_mult streams of width h."""
+    b.matrix(m, "fn", ((2 + n) * n, n * h), "other")
+    b.param(m, "base", (2 + n) * n, "other")
+    b.param(m, "scale", 3, "other")
+
+
 def deepseek_v4(c: ConfigReader) -> ModelArch:
     h, n_layers, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("vocab_size")
     heads, d, qr = c.int("num_attention_heads"), c.int("head_dim", default=512), c.int("q_lora_rank", default=1024)
@@ -84,9 +92,7 @@ def deepseek_v4(c: ConfigReader) -> ModelArch:
         b.norm(f"{p}.input_layernorm", h)
         b.norm(f"{p}.post_attention_layernorm", h)
         for hc in ("attn_hc", "ffn_hc"):
-            b.matrix(f"{p}.{hc}", "fn", ((2 + n) * n, n * h), "other")
-            b.param(f"{p}.{hc}", "base", (2 + n) * n, "other")
-            b.param(f"{p}.{hc}", "scale", 3, "other")
+            hyper_connection(b, f"{p}.{hc}", n, h)
     b.norm("model.norm", h)
     b.matrix("model.hc_head", "hc_fn", (n, n * h), "other")
     b.param("model.hc_head", "hc_base", n, "other")

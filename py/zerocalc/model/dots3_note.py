@@ -27,7 +27,7 @@ from typing import Mapping
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
-from .moe import mla_attention, moe_block
+from .moe import deepseek_ffn, mla_attention
 from .recurrent import recurrent_arch
 
 _SWA = {"num_attention_heads": 64, "q_lora_rank": 1024, "kv_lora_rank": 1024, "head_dim": 256,
@@ -102,12 +102,7 @@ def dots3_note_text(c: ConfigReader) -> ModelArch:
             b.linear(f"{x}.wk", h, index[1], "attention")
             b.norm(f"{x}.k_norm", index[1], bias=True)
             b.linear(f"{x}.weights_proj", h, index[0], "attention")
-        if sparse[i]:
-            moe_block(b, p, h, moe, "deepseek", [])
-        else:
-            b.swiglu(f"{p}.mlp", h, inter)
-        b.norm(f"{p}.input_layernorm", h)
-        b.norm(f"{p}.post_attention_layernorm", h)
+        deepseek_ffn(b, p, h, moe, inter, sparse[i])
         if i == 0:
             first = lins
     b.norm("model.norm", h)

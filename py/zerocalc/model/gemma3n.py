@@ -21,9 +21,9 @@ linears (AltUp's n streams, LAuReL and the per-layer inputs are not traced), whi
 from __future__ import annotations
 
 from ..errors import PlanError
-from .arch import Linear, ModelArch
+from .arch import ModelArch
 from .config import ConfigReader, TensorList
-from .recurrent import recurrent_arch
+from .recurrent import llama_lins, recurrent_arch
 
 
 def gemma3n_text(c: ConfigReader) -> ModelArch:
@@ -75,9 +75,7 @@ def gemma3n_text(c: ConfigReader) -> ModelArch:
             b.linear(f"model.{group}.{j}", h, h, "other")
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
-            Linear("o_proj", heads * hd, h), Linear("gate_proj", h, inters[0]), Linear("up_proj", h, inters[0]),
-            Linear("down_proj", inters[0], h))
+    lins = llama_lins(h, heads, kv, hd, inters[0])
     return recurrent_arch(c, "gemma3n_text", b, h=h, n_layers=n, vocab=vocab, tied=tied, lins=lins, heads=heads,
                           kv=kv, hd=hd, inter=inters[0],
                           what="AltUp, LAuReL and per-layer-input Gemma blocks are")

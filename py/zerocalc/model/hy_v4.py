@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
-from .moe import is_sparse, mla_attention, mla_spec, moe_block
+from .moe import deepseek_ffn, is_sparse, mla_attention, mla_spec
 from .recurrent import recurrent_arch
 
 
@@ -45,12 +45,7 @@ def hy_v4(c: ConfigReader) -> ModelArch:
         b.param(a, "sinks", heads, "attention")
         mla_attention(b, p, h, heads, {**mla, "indexer": index if kinds[i] == "full" else None}, [], bias=bias)
         b.linear(f"{a}.gate_proj", h, heads * mla["v_head"], "attention")
-        if is_sparse(c, i, 1):
-            moe_block(b, p, h, moe, "deepseek", [])
-        else:
-            b.swiglu(f"{p}.mlp", h, inter)
-        b.norm(f"{p}.input_layernorm", h)
-        b.norm(f"{p}.post_attention_layernorm", h)
+        deepseek_ffn(b, p, h, moe, inter, is_sparse(c, i, 1))
         for hc in ("attn_hc", "ffn_hc"):
             b.matrix(f"{p}.{hc}", "fn", (2 * n, n * h), "other")
             b.param(f"{p}.{hc}", "base", 2 * n, "other")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
-from .moe import is_sparse, mla_attention, mla_spec, moe_block
+from .moe import deepseek_ffn, is_sparse, mla_attention, mla_spec
 from .recurrent import recurrent_arch
 
 
@@ -79,12 +79,7 @@ def kimi_linear(c: ConfigReader) -> ModelArch:
             b.linear(f"{a}.g_b_proj", d, q, "attention")
             b.norm(f"{a}.o_norm", d)
             b.linear(f"{a}.o_proj", q, h, "attention")
-        if is_sparse(c, i, 1):
-            moe_block(b, p, h, moe, "deepseek", [])
-        else:
-            b.swiglu(f"{p}.mlp", h, inter)
-        b.norm(f"{p}.input_layernorm", h)
-        b.norm(f"{p}.post_attention_layernorm", h)
+        deepseek_ffn(b, p, h, moe, inter, is_sparse(c, i, 1))
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")

@@ -33,6 +33,7 @@ with ``decoder_sparse_step`` > 1, all but every step-th (Qwen2MoeDecoderLayer's 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 from .arch import Linear, MoE
@@ -109,6 +110,22 @@ def is_sparse(c: ConfigReader, i: int, first_dense: int = 0) -> bool:
         return False
     step = c.int("decoder_sparse_step", default=1)
     return (i + 1) % step == 0
+
+
+def deepseek_ffn(b: TensorList, p: str, h: int, moe: MoE, inter: int, sparse: bool, layout: str = "deepseek",
+                 bias: bool = False) -> None:
+    """The rest of a DeepSeek-style decoder layer after its attention, in registration order: the routed MoE
+    of ``layout`` (DeepSeek's: experts, then the fp32 gate; another: the gate first) and its SwiGLU
+    shared_experts where the layer is sparse, else a SwiGLU ``mlp`` of ``inter`` (``bias``: the MLPs' mlp_bias,
+    never the experts'); then input_layernorm and post_attention_layernorm (RMSNorms over h)."""
+    if sparse:
+        moe_block(b, p, h, replace(moe, shared_intermediate=0), layout, [])
+        if moe.shared_intermediate:
+            b.swiglu(f"{p}.mlp.shared_experts", h, moe.shared_intermediate, "shared_experts", bias)
+    else:
+        b.swiglu(f"{p}.mlp", h, inter, bias=bias)
+    b.norm(f"{p}.input_layernorm", h)
+    b.norm(f"{p}.post_attention_layernorm", h)
 
 
 def moe_block(b: TensorList, p: str, h: int, moe: MoE, layout: str, out: list[Linear], module: str = "mlp") -> None:

@@ -16,9 +16,9 @@ layers' linears (the DeltaNet's recurrence is not traced), which ``support`` say
 """
 from __future__ import annotations
 
-from .arch import Linear, ModelArch
+from .arch import ModelArch
 from .config import ConfigReader, TensorList
-from .recurrent import recurrent_arch
+from .recurrent import llama_lins, recurrent_arch
 
 
 def olmo_hybrid(c: ConfigReader) -> ModelArch:
@@ -69,9 +69,7 @@ def olmo_hybrid(c: ConfigReader) -> ModelArch:
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
-            Linear("o_proj", heads * hd, h), Linear("gate_proj", h, inter), Linear("up_proj", h, inter),
-            Linear("down_proj", inter, h))
+    lins = llama_lins(h, heads, kv, hd, inter)
     return recurrent_arch(c, "olmo_hybrid", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
                           heads=heads, kv=kv, hd=hd, inter=inter,
                           what="Gated DeltaNet and attention layers are")

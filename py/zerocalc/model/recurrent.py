@@ -25,6 +25,13 @@ APPROX = ("exact parameter count; activations approximate (the {what} costed as 
           "linears; not traced)")
 
 
+def llama_lins(h: int, heads: int, kv: int, hd: int, inter: int) -> tuple[Linear, ...]:
+    """A Llama block's linears for recurrent_arch's ``lins``: q/k/v/o_proj, then the gated MLP's three."""
+    return (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("o_proj", heads * hd, h), Linear("gate_proj", h, inter), Linear("up_proj", h, inter),
+            Linear("down_proj", inter, h))
+
+
 def recurrent_arch(c: ConfigReader, model_type: str, b: TensorList, *, h: int, n_layers: int, vocab: int,
                    tied: bool, lins: tuple[Linear, ...], what: str, heads: int = 1, kv: int = 1, hd: int = 0,
                    inter: int = 0, norm: str = "rmsnorm", moe: MoE | None = None, family: str = "mamba",

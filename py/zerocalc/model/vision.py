@@ -44,7 +44,10 @@ VIDEO_LLAMA_3 = {**SIGLIP, "head": False, "positions": False}
 GRANITE_DOCLING = {**SIGLIP, "image_size": 512, "head": False}
 # Cosmos3EdgeVisionConfig (configuration_cosmos3_edge.py): SigLIP 2's linear patch and num_patches positions, no head
 COSMOS3_EDGE = {**SIGLIP2, "hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27, "head": False}
-TOWER_DEFAULTS = {"granite_docling_vision": GRANITE_DOCLING, "cosmos3_edge_vision": COSMOS3_EDGE, "clip_vision_model": CLIP, "idefics2_vision": IDEFICS2, "video_llama_3_vision": VIDEO_LLAMA_3, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2,
+# Phi4MultimodalVisionConfig (configuration_phi4_multimodal.py): a SigLIP ViT with its head at 448 px, patch 14
+PHI4_MULTIMODAL = {**SIGLIP, "hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                   "image_size": 448, "patch_size": 14}
+TOWER_DEFAULTS = {"phi4_multimodal_vision": PHI4_MULTIMODAL, "granite_docling_vision": GRANITE_DOCLING, "cosmos3_edge_vision": COSMOS3_EDGE, "clip_vision_model": CLIP, "idefics2_vision": IDEFICS2, "video_llama_3_vision": VIDEO_LLAMA_3, "siglip_vision_model": SIGLIP, "siglip2_vision_model": SIGLIP2,
                   "idefics3_vision": IDEFICS3, "smolvlm_vision": IDEFICS3,
                   "paddleocr_vl_vision": PADDLEOCR, "minicpmv4_6_vision": MINICPMV4_6}
 

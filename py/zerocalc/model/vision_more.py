@@ -264,11 +264,11 @@ HUNYUAN_VL = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers
               "patch_size": 16, "spatial_merge_size": 2, "max_image_size": 2048, "text_hidden_size": 3072}
 
 
-def hunyuan_vl_parts(cfg: Mapping, text_h: int) -> list:
-    b = TensorList()
-    v = ConfigReader(cfg.get("vision_config") or {})
-    get = lambda k: v.int(k, default=HUNYUAN_VL[k])   # noqa: E731
-    h, inter, p, th = get("hidden_size"), get("intermediate_size"), "model.vision_tower", get("text_hidden_size")
+def hunyuan_vl_tower(b: TensorList, v: ConfigReader, defaults: Mapping) -> int:
+    """HunYuanVLVisionTransformer's embeddings and layers under ``model.vision_tower`` (HY-V4-VL's too, its
+    HYV4VLVisionModel subclasses it); returns the width."""
+    get = lambda k: v.int(k, default=defaults[k])   # noqa: E731
+    h, inter, p = get("hidden_size"), get("intermediate_size"), "model.vision_tower"
     b.matrix(f"{p}.embeddings.patch_embedding", "weight", (h, get("num_channels") * get("patch_size") ** 2), "vision")
     b.param(f"{p}.embeddings.patch_embedding", "bias", h, "vision")
     b.matrix(f"{p}.embeddings.position_embedding", "weight", ((get("max_image_size") // get("patch_size")) ** 2 + 1, h),
@@ -282,7 +282,15 @@ def hunyuan_vl_parts(cfg: Mapping, text_h: int) -> list:
             _linear(b, f"{q}.self_attn.{name}", h, h, "vision")
         _linear(b, f"{q}.mlp.fc1", h, inter, "vision")
         _linear(b, f"{q}.mlp.fc2", inter, h, "vision")
-    m, merge = f"{p}.patch_merger", get("spatial_merge_size")
+    return h
+
+
+def hunyuan_vl_parts(cfg: Mapping, text_h: int) -> list:
+    b = TensorList()
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=HUNYUAN_VL[k])   # noqa: E731
+    h, th = hunyuan_vl_tower(b, v, HUNYUAN_VL), get("text_hidden_size")
+    m, merge = "model.vision_tower.patch_merger", get("spatial_merge_size")
     b.param(m, "image_newline", 4 * h, "projector")
     for name in ("image_begin", "image_end", "image_sep"):
         b.param(m, name, th, "projector")
