@@ -18,7 +18,7 @@ ROWS = sorted(GRID.glob("*.json"))
 def test_every_family_has_its_four_rows():
     ids = {p.stem for p in ROWS}
     for fam in ("opt", "neox", "gptj", "phi", "starcoder2", "stablelm", "olmo", "cohere",
-                "phi3", "bigcode", "qwen3"):
+                "phi3", "bigcode", "qwen3", "falcon"):
         assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
                 f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s1024-b2"} <= ids, fam
 
