@@ -105,7 +105,9 @@ def test_gpt_oss_gate_keeps_four_tensors_per_routed_token():
     assert lora["moe.act"] == 4 * 2 * 2048 * 2880 == 47_185_920
 
 
-HELD = TRACE["cases"]
+# the families added since (tools/memtrace/moe_trace.py ADDED: Llama 4 text), held by the same two tests
+ADDED = json.loads((Path(__file__).parent / "data" / "moe_families_added_trace.json").read_text())
+HELD = TRACE["cases"] + ADDED["cases"]
 
 
 @pytest.mark.parametrize("case", HELD, ids=[c["id"] for c in HELD])
@@ -122,7 +124,7 @@ def test_moe_family_step_within_3_percent_of_the_trace(case):
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, engine_breakdown(case["plan"]), rows)
 
 
-@pytest.mark.parametrize("case", TRACE["cases"], ids=[c["id"] for c in TRACE["cases"]])
+@pytest.mark.parametrize("case", HELD, ids=[c["id"] for c in HELD])
 def test_moe_family_peak_within_3_percent_of_the_trace(case):
     """The peak, weights, gradients and optimizer states within compare.REL_TOL (3 %). The activations at
     the peak are held by the test above."""
@@ -130,3 +132,24 @@ def test_moe_family_peak_within_3_percent_of_the_trace(case):
     rows = [r for r in compare(case, eng) if r["name"] in ("peak", "weights", "gradients", "optimizer_states")]
     assert len(rows) == 4
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)
+
+
+def test_llama4_runs_every_expert_on_every_token():
+    """Llama 4 (modeling_llama4.py Llama4TextMoe): `hidden_states.repeat(E, 1)` times the router's scores feeds a
+    bmm over all E experts, so the experts' tensors have E·t rows, not t·k. The traced shape (moe_trace.py SHRINK:
+    h 2048, 16 experts of 2048, t = 512, bf16), per sparse layer:
+      the repeated input, kept by the product with the scores   2*16*512*2048 = 33,554,432
+      the gate_up bmm output                                     2*8192*4096   = 67,108,864
+      silu's output                                              2*8192*2048   = 33,554,432
+    and, when the experts train, the bmm's input and the product (33,554,432 each). In full fine-tuning the top
+    sparse layer's gate_up backward holds the new (16, 2048, 4096) bf16 gradient with its output's and input's
+    gradients: 2*16*2048*4096 + 2*8192*(4096 + 2048) = 268,435,456 + 100,663,296 = 369,098,752 (trace: 0.348 GiB
+    of temporaries)."""
+    rows = dict(plans("llama4_text"))
+    lora, full = _moe_saved(rows["llama4-text-4l-lora-attn-s512"]), _moe_saved(rows["llama4-text-4l-full-s512"])
+    assert lora["moe.repeat"] == 33_554_432 and lora["moe.gate_up"] == 67_108_864 and lora["moe.act"] == 33_554_432
+    assert "moe.routed_in" not in lora and "moe.prod" not in lora
+    assert full["moe.routed_in"] == full["moe.prod"] == 33_554_432
+    # over the saved stack: less that layer's consumed gate_up output, silu output and product,
+    # 2*8192*(4096 + 2048 + 2048) = 134,217,728 (no weighted outputs: Llama 4 weights the experts' input)
+    assert _acts(rows["llama4-text-4l-full-s512"]).expert_grad_top == 369_098_752 - 134_217_728

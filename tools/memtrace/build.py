@@ -176,8 +176,13 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
         kw["experts_implementation"] = "grouped_mm"    # the default on CUDA sm80+
     import transformers  # noqa: PLC0415
     dkw = {"dtype": dt["base"]} if int(transformers.__version__.split(".")[0]) >= 5 else {"torch_dtype": dt["base"]}
+    auto = model_class(plan)
+    if "experts_implementation" in kw and not auto._model_mapping[type(cfg)]._can_set_experts_implementation():
+        # Llama 4 and JetMoE run their own expert code (modeling_llama4.py Llama4TextExperts: bmm over every
+        # expert; modeling_jetmoe.py JetMoeParallelExperts): "... does not support setting experts implementation"
+        kw.pop("experts_implementation")
     with torch.device("meta"):
-        model = model_class(plan).from_config(cfg, **dkw, **kw)
+        model = auto.from_config(cfg, **dkw, **kw)
     model.train()
     gk = {"use_reentrant": False}
     if gc_context_fn is not None:
