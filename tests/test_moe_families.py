@@ -153,3 +153,22 @@ def test_llama4_runs_every_expert_on_every_token():
     # over the saved stack: less that layer's consumed gate_up output, silu output and product,
     # 2*8192*(4096 + 2048 + 2048) = 134,217,728 (no weighted outputs: Llama 4 weights the experts' input)
     assert _acts(rows["llama4-text-4l-full-s512"]).expert_grad_top == 369_098_752 - 134_217_728
+
+
+def test_dbrx_keeps_its_loop_and_every_experts_full_size_gradient():
+    """DBRX (modeling_dbrx.py DbrxExperts, the traced shape: h 2048, 16 experts of 3584, top-4, t = 512, bf16):
+    per routed row (t·k = 2048) the loop keeps w1's and v1's outputs, silu's, w2's output and its product with the
+    routing weight; full fine-tuning also the gathered input and the w1/v1 product:
+      gate_up 2*2048*2*3584 = 29,360,128; act 2*2048*3584 = 14,680,064; expert_out = weighted = 2*2048*2048
+      = 8,388,608; gathered 8,388,608, product 14,680,064.
+    Its weight gradients pass through select_backward into zero tensors of the whole (E·I, h) weight: w1, v1, w2
+    each a full-size buffer, a fourth for the next expert, and that expert's three (I, h) slices:
+      2*(4*16 + 3)*3584*2048 = 983,564,288 bytes (the trace: 896 + 42 MiB of temporaries)."""
+    rows = dict(plans("dbrx"))
+    lora, full = _moe_saved(rows["dbrx-2l-lora-attn-s512"]), _moe_saved(rows["dbrx-2l-full-s512"])
+    assert lora["moe.gate_up"] == 29_360_128 and lora["moe.act"] == 14_680_064
+    assert lora["moe.expert_out"] == lora["moe.weighted"] == 8_388_608
+    assert "moe.gathered" not in lora and "moe.prod" not in lora
+    assert full["moe.gathered"] == 8_388_608 and full["moe.prod"] == 14_680_064
+    # over the saved stack, less one expert's share of the top layer's loop (128 rows * (4*3584 + 3*2048) * 2)
+    assert _acts(rows["dbrx-2l-full-s512"]).expert_grad_top == 983_564_288 - 2 * 128 * (4 * 3584 + 3 * 2048)

@@ -49,12 +49,21 @@ SHRINK = {"qwen2_moe": {"num_hidden_layers": 2},
           "llama4_text": {"hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
                           "intermediate_size": 2048, "intermediate_size_mlp": 4096, "num_hidden_layers": 4,
                           "interleave_moe_layer_step": 2, "moe_layers": [1, 3], "no_rope_layers": [1, 1, 1, 0],
-                          "vocab_size": 32000}}
+                          "vocab_size": 32000},
+          # databricks/dbrx-base's layout (16 experts, top-4, clip_qkv 8, GQA) at d_model 2048 (16 heads of 128, 4 KV
+          # heads), 2 layers, vocab 32k (tools/memtrace/routing.py: a balanced router on fake tensors)
+          "dbrx": {"d_model": 2048, "n_heads": 16, "n_layers": 2, "vocab_size": 32000,
+                   "attn_config": {"attn_pdrop": 0.0, "clip_qkv": 8.0, "kv_n_heads": 4, "rope_theta": 500000.0},
+                   "ffn_config": {"hidden_size": 2048, "ffn_act_fn": {"name": "silu"}, "ffn_hidden_size": 3584,
+                                  "moe_num_experts": 16, "moe_top_k": 4, "moe_jitter_eps": None,
+                                  "moe_loss_weight": 0.05, "moe_normalize_expert_weights": 1.0}}}
 FAMILIES = ("mixtral", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 # the families added since (``added``: tests/data/moe_families_added_trace.json, the same tests)
-ADDED = ("llama4_text",)
+ADDED = ("llama4_text", "dbrx")
 # LoRA on attention (the experts frozen) for the families of the generic grid
 ATTN_LORA = {**LORA, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+# the attention's nn.Linear modules where they are named otherwise
+ATTN_TARGETS = {"dbrx": ["Wqkv", "out_proj"], "jetmoe": ["kv_proj"]}
 
 
 def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
@@ -73,7 +82,8 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
     if model_type != "qwen2_moe":
         # fp32 adapters on the bf16 base: PEFT >= 0.12 get_peft_model(autocast_adapter_dtype=True), as the
         # engine's default stack (memory/stack.py)
-        lora = {**base, "method": "lora", "lora": ATTN_LORA, "stack": {"peft_adapter_dtype": "fp32"}}
+        attn_lora = {**ATTN_LORA, "targets": ATTN_TARGETS[model_type]} if model_type in ATTN_TARGETS else ATTN_LORA
+        lora = {**base, "method": "lora", "lora": attn_lora, "stack": {"peft_adapter_dtype": "fp32"}}
         # the first micro-step of an accumulation (no gradients yet): Mixtral only
         ga1 = [(f"{tag}-full-s512-ga1", {**base, "gradient_accumulation_steps": 1})] if model_type == "mixtral" else []
         return [(f"{tag}-full-s512", base), *ga1,

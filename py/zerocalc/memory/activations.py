@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
-from .blocks_families import LAYERNORM_HEADS, final_norm, layer_saved_bytes
-from .blocks_families import RULES as FAMILY_RULES
+from .blocks_families import LAYERNORM_HEADS, final_norm
+from .blocks_moe import RULES as FAMILY_RULES
+from .blocks_moe import layer_saved_bytes
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
@@ -214,6 +215,10 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         # _llama4_moe)
         out_w = 0 if arch.model_type in EVERY_EXPERT else h
         tail = e_m * routed_rows(arch, t) * ((3 + acts) * moe.expert_intermediate + out_w)
+        if arch.model_type in PER_EXPERT_SLICES:
+            # DBRX's moment comes at the second expert its backward visits: one expert's share of the top layer's
+            # expert tensors is consumed (memory/blocks_families.py dbrx_block: 3h + 4I per routed row)
+            tail = e_m * routed_rows(arch, t) // moe.num_experts * (4 * moe.expert_intermediate + 3 * h)
         if plan.activation_checkpointing == "full":
             recompute = max(recompute, full_layer - tail + expert_grad)
         elif plan.activation_checkpointing == "none":
@@ -285,6 +290,7 @@ def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
     return total
 
 
+PER_EXPERT_SLICES = ("dbrx",)                    # experts indexed out of one (E·I, h) weight per projection
 EVERY_EXPERT = ("llama4_text", "llama4")         # Llama 4 text, and the composite whose text model it is
 
 
@@ -311,6 +317,13 @@ def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int
     moe = arch.moe
     if moe is None or plan.method != "full" or plan.framework not in ("single", "ddp"):
         return 0
+    if arch.model_type in PER_EXPERT_SLICES:
+        # modeling_dbrx.py DbrxExperts: `self.mlp.w1.view(-1, I, h)[expert_idx]` is a select, whose backward
+        # (select_backward) writes each expert's (I, h) gradient into a zero tensor of the whole (E·I, h) weight;
+        # autograd sums those per parameter before AccumulateGrad, so w1, v1 and w2 each hold a full-size buffer
+        # while the next expert's adds a fourth, beside that expert's three (I, h) slice gradients, on every
+        # micro-step (traced: dbrx-2l-full-s512, 896 + 42 MiB of temporaries at select_backward)
+        return dt.grad * (4 * moe.num_experts + 3) * moe.expert_intermediate * arch.hidden_size
     if moe.dense_layers and not (arch.model_type in EVERY_EXPERT and top_sparse):
         return 0
     if plan.gradient_accumulation_steps == 1 and not st.grads_kept:

@@ -1,7 +1,6 @@
 """Saved tensors of the decoder blocks transformers writes with LayerNorms: OPT, GPT-NeoX (Pythia), GPT-J, Phi
-(1, 1.5, 2), GPT-BigCode, Falcon, the Llama-shaped StarCoder2, StableLM and OLMo, Cohere's parallel block, what
-Phi-3 keeps beside its Llama block, and Llama 4's block (its L2 q/k norm and its experts run on every token;
-traced by tools/memtrace/moe_trace.py).
+(1, 1.5, 2), GPT-BigCode, Falcon, the Llama-shaped StarCoder2, StableLM and OLMo, Cohere's parallel block, and what
+Phi-3 keeps beside its Llama block (the MoE families with an expert loop of their own: memory/blocks_moe.py).
 
 Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
 backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, fixtures in
@@ -25,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..model import Linear, ModelArch
-from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear, rmsnorm
+from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear
 from .lora import Adapter
 from .ssm_blocks import block_saved_bytes as ssm_saved_bytes   # blocks.py's, with the state-space mixers
 
@@ -344,66 +343,6 @@ def falcon_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     return ss.total
 
 
-def llama4_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
-    """modeling_llama4.py Llama4TextDecoderLayer: Llama's RMSNorms and attention (memory/blocks.py rules), with
-    Llama4TextL2Norm on q and k (`_norm(x.float()).type_as(x)`, no weight: the fp32 upcast and the per-head rsqrt
-    kept, SDPA keeps the 16-bit output) on the RoPE layers. The NoPE layers (every no_rope_layer_interval-th)
-    have no q/k norm but a temperature-scaled query copy `(q * attn_scales).to(dtype)` that SDPA keeps instead;
-    both are costed as RoPE layers (4·t·(q + kv) bytes over a NoPE layer, under 1 % of Scout's MoE layer).
-    Dense layers (not in moe_layers): Llama4TextMLP of intermediate_size_mlp, the gated rule. MoE layers: see
-    `_llama4_moe`. Traced: tools/memtrace/moe_trace.py llama4_text (tests/data/moe_families_added_trace.json)."""
-    ss = SavedSet()
-    h = arch.hidden_size
-    lins = {lin.name: lin for lin in linears if lin.count == 1}
-    experts = {lin.name: lin for lin in linears if lin.count > 1}
-    ads = {ad.name: ad for ad in adapters}
-    c2 = _later(c)
-    y = rmsnorm(ss, c, "ln1", "resid", h)
-    for name in ("q_proj", "k_proj", "v_proj"):
-        linear(ss, c, y, c.res, lins[name], ads.get(name))
-    if arch.qk_norm and (c.train_base or any(n in ads for n in ("q_proj", "k_proj")) or not c.first_layer):
-        ss.save("q_norm.fp32", 4 * c.tokens * arch.q_dim)
-        ss.save("q_norm.rsqrt", 4 * c.tokens * arch.num_heads)
-        ss.save("k_norm.fp32", 4 * c.tokens * arch.kv_dim)
-        ss.save("k_norm.rsqrt", 4 * c.tokens * arch.num_kv_heads)
-    out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.kv_dim)
-    linear(ss, c2, out, 2 if c.autocast else c.e, lins["o_proj"], ads.get("o_proj"))
-    y2 = rmsnorm(ss, c2, "ln2", "resid2", h)
-    if "gate_up_proj" in experts:
-        _llama4_moe(ss, c2, arch, y2, lins, ads)
-    else:
-        gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
-    return ss.total
-
-
-def _llama4_moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, lins: dict, ads: dict) -> None:
-    """modeling_llama4.py Llama4TextMoe: every expert runs on every token. The router (nn.Linear, keeps its input
-    when it trains) scatters its top-k logits into -inf and keeps `sigmoid(scores.float())` (fp32, t·E) and the
-    top-k indices; `hidden_states.repeat(E, 1)` (E·t rows, kept by the product with the scores, whose transposed
-    copy is kept too) times the scores is Llama4TextExperts' bmm input, kept only when the experts train;
-    the bmm's gate_up output (E·t·2I, `chunk` views: silu's input and the product's other factor), silu's output
-    and, when the experts train, the product (down_proj's bmm input). The shared expert is a gated MLP on the t
-    tokens. Traced per MoE layer (bf16, full): 2·E·t·(2h + 4I) + 8·t·I_shared + the router's."""
-    moe, t, h = arch.moe, c.tokens, arch.hidden_size
-    e = 2 if c.autocast else c.e
-    rows, ie = moe.num_experts * t, moe.expert_intermediate
-    if c.train_base:
-        linear(ss, c, x, c.res, Linear("router", h, moe.num_experts), None)
-    ss.save("router.sigmoid", 4 * t * moe.num_experts)
-    ss.save("router.topk", 8 * t * moe.experts_per_token)
-    ss.save("router.scores_t", e * rows)
-    ss.save("moe.repeat", c.res * rows * h)
-    trained = c.train_base or any(name.startswith("experts.") for name in ads)
-    if trained:
-        ss.save("moe.routed_in", e * rows * h)
-    ss.save("moe.gate_up", e * rows * 2 * ie)
-    ss.save("moe.act", e * rows * ie)
-    if trained:
-        ss.save("moe.prod", e * rows * ie)
-    shared = {name: lins[name] for name in ("gate_proj", "up_proj", "down_proj")}
-    gated_mlp(ss, c, "shared", x, c.res, shared, ads, moe.shared_intermediate)
-
-
 def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     """The final norm of the Llama-shaped LayerNorm models above (StarCoder2, StableLM: nn.LayerNorm; OLMo:
     OlmoLayerNorm; Cohere: CohereLayerNorm), as their blocks' norms. Returns the output's key."""
@@ -413,8 +352,7 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
 
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
          "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
-         "cohere": cohere_block, "phi3": phi3_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block,
-         "llama4_text": llama4_block, "llama4": llama4_block}   # llama4: the composite, its text model
+         "cohere": cohere_block, "phi3": phi3_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

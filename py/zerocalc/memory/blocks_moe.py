@@ -1,0 +1,140 @@
+"""Saved tensors of the MoE decoder blocks whose experts run code of their own, not transformers' shared MoE
+experts (memory/blocks.py _moe): Llama 4 (every expert on every token) and DBRX (a loop over the experts hit, each
+indexed out of one (E·I, h) weight). Each rule is the op sequence of the transformers 5.24 modelling file and what
+each op keeps for backward, traced on fake tensors (tools/memtrace/moe_trace.py `added`, fixtures in
+tests/data/moe_families_added_trace.json, held within 3 % by tests/test_moe_families.py). `layer_saved_bytes`
+adds these rules to memory/blocks_families.py's.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..model import Linear, ModelArch
+from .blocks import Ctx, SavedSet, attention_core, gated_mlp, linear, rmsnorm
+from .blocks_families import RULES as FAMILY_RULES
+from .blocks_families import layer_saved_bytes as family_saved_bytes
+from .blocks_families import layernorm
+from .lora import Adapter
+
+
+def _later(c: Ctx) -> Ctx:
+    return replace(c, first_layer=False) if c.first_layer else c
+
+
+def llama4_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_llama4.py Llama4TextDecoderLayer: Llama's RMSNorms and attention (memory/blocks.py rules), with
+    Llama4TextL2Norm on q and k (`_norm(x.float()).type_as(x)`, no weight: the fp32 upcast and the per-head rsqrt
+    kept, SDPA keeps the 16-bit output) on the RoPE layers. The NoPE layers (every no_rope_layer_interval-th)
+    have no q/k norm but a temperature-scaled query copy `(q * attn_scales).to(dtype)` that SDPA keeps instead;
+    both are costed as RoPE layers (4·t·(q + kv) bytes over a NoPE layer, under 1 % of Scout's MoE layer).
+    Dense layers (not in moe_layers): Llama4TextMLP of intermediate_size_mlp, the gated rule. MoE layers: see
+    `_llama4_moe`. Traced: tools/memtrace/moe_trace.py llama4_text (tests/data/moe_families_added_trace.json)."""
+    ss = SavedSet()
+    h = arch.hidden_size
+    lins = {lin.name: lin for lin in linears if lin.count == 1}
+    experts = {lin.name: lin for lin in linears if lin.count > 1}
+    ads = {ad.name: ad for ad in adapters}
+    c2 = _later(c)
+    y = rmsnorm(ss, c, "ln1", "resid", h)
+    for name in ("q_proj", "k_proj", "v_proj"):
+        linear(ss, c, y, c.res, lins[name], ads.get(name))
+    if arch.qk_norm and (c.train_base or any(n in ads for n in ("q_proj", "k_proj")) or not c.first_layer):
+        ss.save("q_norm.fp32", 4 * c.tokens * arch.q_dim)
+        ss.save("q_norm.rsqrt", 4 * c.tokens * arch.num_heads)
+        ss.save("k_norm.fp32", 4 * c.tokens * arch.kv_dim)
+        ss.save("k_norm.rsqrt", 4 * c.tokens * arch.num_kv_heads)
+    out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.kv_dim)
+    linear(ss, c2, out, 2 if c.autocast else c.e, lins["o_proj"], ads.get("o_proj"))
+    y2 = rmsnorm(ss, c2, "ln2", "resid2", h)
+    if "gate_up_proj" in experts:
+        _llama4_moe(ss, c2, arch, y2, lins, ads)
+    else:
+        gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    return ss.total
+
+
+def _llama4_moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, lins: dict, ads: dict) -> None:
+    """modeling_llama4.py Llama4TextMoe: every expert runs on every token. The router (nn.Linear, keeps its input
+    when it trains) scatters its top-k logits into -inf and keeps `sigmoid(scores.float())` (fp32, t·E) and the
+    top-k indices; `hidden_states.repeat(E, 1)` (E·t rows, kept by the product with the scores, whose transposed
+    copy is kept too) times the scores is Llama4TextExperts' bmm input, kept only when the experts train;
+    the bmm's gate_up output (E·t·2I, `chunk` views: silu's input and the product's other factor), silu's output
+    and, when the experts train, the product (down_proj's bmm input). The shared expert is a gated MLP on the t
+    tokens. Traced per MoE layer (bf16, full): 2·E·t·(2h + 4I) + 8·t·I_shared + the router's."""
+    moe, t, h = arch.moe, c.tokens, arch.hidden_size
+    e = 2 if c.autocast else c.e
+    rows, ie = moe.num_experts * t, moe.expert_intermediate
+    if c.train_base:
+        linear(ss, c, x, c.res, Linear("router", h, moe.num_experts), None)
+    ss.save("router.sigmoid", 4 * t * moe.num_experts)
+    ss.save("router.topk", 8 * t * moe.experts_per_token)
+    ss.save("router.scores_t", e * rows)
+    ss.save("moe.repeat", c.res * rows * h)
+    trained = c.train_base or any(name.startswith("experts.") for name in ads)
+    if trained:
+        ss.save("moe.routed_in", e * rows * h)
+    ss.save("moe.gate_up", e * rows * 2 * ie)
+    ss.save("moe.act", e * rows * ie)
+    if trained:
+        ss.save("moe.prod", e * rows * ie)
+    shared = {name: lins[name] for name in ("gate_proj", "up_proj", "down_proj")}
+    gated_mlp(ss, c, "shared", x, c.res, shared, ads, moe.shared_intermediate)
+
+
+def dbrx_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_dbrx.py DbrxBlock: norm_1 (nn.LayerNorm without bias) -> Wqkv -> `clamp(-clip_qkv, clip_qkv)` (keeps
+    its input for the mask; every DBRX checkpoint sets clip_qkv, torch.clamp refuses two Nones) -> split: v a view
+    of the clamped output, so SDPA keeps all of it, q and k new after RoPE -> SDPA -> out_proj; norm_2 -> DbrxFFN:
+    router.layer, softmax in the logits' dtype (kept), top-k and its p-norm normalisation; DbrxExperts loops over
+    the experts hit: `hidden_states[token_idx]` (a gathered copy the w1/v1 matmuls keep when the experts train),
+    w1 and v1 outputs (silu's input, the product's factor), silu's output, the product (w2's input, kept when the
+    experts train), w2's output (kept by the product with the routing weights) and that product (kept for
+    index_add_), with the int64 (idx, token_idx) of torch.where per routed row. Traced (tools/memtrace/moe_trace.py
+    dbrx, a balanced router: tools/memtrace/routing.py) per layer in 16-bit elements: 3·t·h + 2·t·qkv + t·kv +
+    rows·(3h + 4I) with rows = t·k, full fine-tuning."""
+    ss = SavedSet()
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    t, e, h = c.tokens, 2 if c.autocast else c.e, arch.hidden_size
+    moe = arch.moe
+    y, yb = layernorm(ss, c, "ln1", "resid", h)
+    wqkv = lins["Wqkv"]
+    linear(ss, c, y, yb, wqkv, ads.get("Wqkv"))
+    c2 = _later(c)
+    if c.train_base or "Wqkv" in ads or not c.first_layer:
+        ss.save("qkv.out", e * t * wqkv.d_out)                  # clamp's input, for its mask
+    ss.save("qkv.clamped", e * t * wqkv.d_out)                  # v is a view of it
+    ss.save("attn.v", 0)
+    ss.save("attn.q", e * t * arch.q_dim)                       # RoPE's new q and k
+    ss.save("attn.k", e * t * arch.kv_dim)
+    out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.kv_dim)
+    linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
+    y2, yb2 = layernorm(ss, c2, "ln2", "resid2", h)
+    if c.train_base:
+        linear(ss, c2, y2, yb2, Linear("router", h, moe.num_experts), None)
+    k = moe.experts_per_token
+    ss.save("router.softmax", e * t * moe.num_experts)
+    ss.save("router.topk", (8 + e) * t * k + e * t)             # indices, values, their p-norm
+    rows, ie = t * k, moe.expert_intermediate
+    trained = c.train_base or any(name.startswith("experts.") for name in ads)
+    if trained:
+        ss.save("moe.gathered", e * rows * h)
+        ss.save("moe.prod", e * rows * ie)
+    ss.save("moe.gate_up", e * rows * 2 * ie)                   # w1's and v1's outputs
+    ss.save("moe.act", e * rows * ie)
+    ss.save("moe.expert_out", e * rows * h)                     # w2's output, for the routing weights' gradient
+    ss.save("moe.weighted", e * rows * h)                       # kept by index_add_
+    ss.save("moe.routing_index", (16 + e) * rows)               # torch.where's two int64 and the gathered weights
+    return ss.total
+
+
+MOE_RULES = {"llama4_text": llama4_block, "llama4": llama4_block,   # llama4: the composite's text model
+             "dbrx": dbrx_block}
+RULES = {**FAMILY_RULES, **MOE_RULES}
+
+
+def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """One block's saved bytes: this module's rule for the model_type, else memory/blocks_families.py's
+    layer_saved_bytes (which the trainers running their own model code always get)."""
+    rule = None if c.own_model else MOE_RULES.get(arch.model_type)
+    return rule(arch, c, linears, adapters) if rule else family_saved_bytes(arch, c, linears, adapters)
