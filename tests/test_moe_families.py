@@ -172,3 +172,21 @@ def test_dbrx_keeps_its_loop_and_every_experts_full_size_gradient():
     assert full["moe.gathered"] == 8_388_608 and full["moe.prod"] == 14_680_064
     # over the saved stack, less one expert's share of the top layer's loop (128 rows * (4*3584 + 3*2048) * 2)
     assert _acts(rows["dbrx-2l-full-s512"]).expert_grad_top == 983_564_288 - 2 * 128 * (4 * 3584 + 3 * 2048)
+
+
+def test_jetmoe_keeps_both_mixtures_and_one_input_linear_gradient_in_flight():
+    """JetMoE-8B's default shapes (h 2048, 8 experts of 5632, top-2, 16 KV heads of 128: 32 query heads), two layers,
+    t = 512, so 1024 routed rows, bf16. The MoE MLP keeps the gate/up cat 2*1024*11264 = 23,068,672, silu's output
+    2*1024*5632 = 11,534,336, the output experts' cat and the gated output 2*1024*2048 = 4,194,304 each; the
+    mixture of attention the same gated output. JetMoeParallelExperts selects each expert's weight
+    (`self.weight[i]`): in full fine-tuning the top layer's MLP input_linear backward holds its (8, 11264, 2048)
+    summed buffer and the next expert's, one expert's (11264, 2048) slice and the gradients of its output and
+    gathered input: 2*(2*8 + 1)*11264*2048 + 2*1024*(11264 + 2048) = 784,334,848 + 27,262,976; less the MLP's
+    consumed tensors 2*1024*(4*5632 + 2*2048) = 54,525,952 over the saved stack (the trace: 0.879 GiB of
+    temporaries with lm_head's 125 MiB pending tied gradient, 0.161 GiB of activations)."""
+    rows = dict(plans("jetmoe"))
+    saved = _moe_saved(rows["jetmoe-2l-full-s512"])
+    assert saved["moe.gate_up"] == 23_068_672 and saved["moe.act"] == saved["moe.prod"] == 11_534_336
+    assert saved["moe.expert_out"] == saved["moe.weighted"] == 4_194_304
+    assert _acts(rows["jetmoe-2l-full-s512"]).expert_grad_top == 784_334_848 + 27_262_976 - 54_525_952
+    assert _acts(rows["jetmoe-2l-lora-attn-s512"]).expert_grad_top == 0

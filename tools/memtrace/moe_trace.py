@@ -14,7 +14,9 @@
 
 ``families``: Mixtral, Qwen3-MoE, OLMoE, gpt-oss, GraniteMoE, each its default shapes with two layers, full and
 LoRA on attention, each with and without checkpointing (tests/test_moe_families.py). ``added``: Llama 4 text
-(its own experts code: every expert on every token), in a shape of its own (SHRINK), the same four rows.
+(its own experts code: every expert on every token), in a shape of its own (SHRINK), the same four rows; DBRX
+and JetMoE (their value-dependent routing with a balanced router, tools/memtrace/routing.py; JetMoE has no
+gradient checkpointing: two rows).
 
 Each case keeps what tools/memtrace/compare.py compares (the peak's components, phase peaks, saved activations
 at forward end) and the plan; the test re-runs the engine on the plan and requires every component and the
@@ -56,10 +58,14 @@ SHRINK = {"qwen2_moe": {"num_hidden_layers": 2},
                    "attn_config": {"attn_pdrop": 0.0, "clip_qkv": 8.0, "kv_n_heads": 4, "rope_theta": 500000.0},
                    "ffn_config": {"hidden_size": 2048, "ffn_act_fn": {"name": "silu"}, "ffn_hidden_size": 3584,
                                   "moe_num_experts": 16, "moe_top_k": 4, "moe_jitter_eps": None,
-                                  "moe_loss_weight": 0.05, "moe_normalize_expert_weights": 1.0}}}
+                                  "moe_loss_weight": 0.05, "moe_normalize_expert_weights": 1.0}},
+          # JetMoE-8B's default (h 2048, 8 attention and 8 MLP experts, top-2, 16 KV heads of 128), two layers
+          "jetmoe": {"num_hidden_layers": 2}}
 FAMILIES = ("mixtral", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 # the families added since (``added``: tests/data/moe_families_added_trace.json, the same tests)
-ADDED = ("llama4_text", "dbrx")
+ADDED = ("llama4_text", "dbrx", "jetmoe")
+# no gradient checkpointing (modeling_jetmoe.py JetMoePreTrainedModel.supports_gradient_checkpointing = False)
+NO_CKPT = ("jetmoe",)
 # LoRA on attention (the experts frozen) for the families of the generic grid
 ATTN_LORA = {**LORA, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 # the attention's nn.Linear modules where they are named otherwise
@@ -86,10 +92,11 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
         lora = {**base, "method": "lora", "lora": attn_lora, "stack": {"peft_adapter_dtype": "fp32"}}
         # the first micro-step of an accumulation (no gradients yet): Mixtral only
         ga1 = [(f"{tag}-full-s512-ga1", {**base, "gradient_accumulation_steps": 1})] if model_type == "mixtral" else []
-        return [(f"{tag}-full-s512", base), *ga1,
-                (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
-                (f"{tag}-lora-attn-s512", lora),
-                (f"{tag}-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"})]
+        out = [(f"{tag}-full-s512", base), *ga1,
+               (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
+               (f"{tag}-lora-attn-s512", lora),
+               (f"{tag}-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"})]
+        return [row for row in out if model_type not in NO_CKPT or "ckpt" not in row[0]]
     return [("qwen2-moe-2l-full-s512", base),
             ("qwen2-moe-2l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
             ("qwen2-moe-2l-full-b2-s256", {**base, "micro_batch_size": 2, "seq_len": 256})]

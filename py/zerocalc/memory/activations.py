@@ -215,10 +215,14 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         # _llama4_moe)
         out_w = 0 if arch.model_type in EVERY_EXPERT else h
         tail = e_m * routed_rows(arch, t) * ((3 + acts) * moe.expert_intermediate + out_w)
-        if arch.model_type in PER_EXPERT_SLICES:
+        if arch.model_type == "dbrx":
             # DBRX's moment comes at the second expert its backward visits: one expert's share of the top layer's
-            # expert tensors is consumed (memory/blocks_families.py dbrx_block: 3h + 4I per routed row)
+            # expert tensors is consumed (memory/blocks_moe.py dbrx_block: 3h + 4I per routed row)
             tail = e_m * routed_rows(arch, t) // moe.num_experts * (4 * moe.expert_intermediate + 3 * h)
+        elif arch.model_type == "jetmoe":
+            # JetMoE's, in the MLP's input_linear backward: its output_linear's loop, silu and the product are done
+            # (memory/blocks_moe.py jetmoe_block: gate/up, silu, product, output, gated output per routed row)
+            tail = e_m * routed_rows(arch, t) * (4 * moe.expert_intermediate + 2 * h)
         if plan.activation_checkpointing == "full":
             recompute = max(recompute, full_layer - tail + expert_grad)
         elif plan.activation_checkpointing == "none":
@@ -290,7 +294,6 @@ def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
     return total
 
 
-PER_EXPERT_SLICES = ("dbrx",)                    # experts indexed out of one (E·I, h) weight per projection
 EVERY_EXPERT = ("llama4_text", "llama4")         # Llama 4 text, and the composite whose text model it is
 
 
@@ -317,22 +320,28 @@ def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int
     moe = arch.moe
     if moe is None or plan.method != "full" or plan.framework not in ("single", "ddp"):
         return 0
-    if arch.model_type in PER_EXPERT_SLICES:
+    ie, h = moe.expert_intermediate, arch.hidden_size
+    if arch.model_type == "dbrx":
         # modeling_dbrx.py DbrxExperts: `self.mlp.w1.view(-1, I, h)[expert_idx]` is a select, whose backward
         # (select_backward) writes each expert's (I, h) gradient into a zero tensor of the whole (E·I, h) weight;
         # autograd sums those per parameter before AccumulateGrad, so w1, v1 and w2 each hold a full-size buffer
         # while the next expert's adds a fourth, beside that expert's three (I, h) slice gradients, on every
         # micro-step (traced: dbrx-2l-full-s512, 896 + 42 MiB of temporaries at select_backward)
-        return dt.grad * (4 * moe.num_experts + 3) * moe.expert_intermediate * arch.hidden_size
+        return dt.grad * (4 * moe.num_experts + 3) * ie * h
+    if arch.model_type == "jetmoe":
+        # modeling_jetmoe.py JetMoeParallelExperts: `F.linear(input_list[i], self.weight[i])`, the same
+        # select_backward per expert (above); the top layer's MLP input_linear (E, 2I, h) holds its summed buffer
+        # and the next expert's, with that expert's (2I, h) slice and the gradients of its output and gathered input
+        # (output_linear's loop is summed into .grad before; traced: jetmoe-2l-full-s512, 0.879 GiB of temporaries
+        # with lm_head's pending tied gradient)
+        return (dt.grad * (2 * moe.num_experts + 1) * 2 * ie * h
+                + (2 if dt.autocast else dt.compute) * routed_rows(arch, t) * (2 * ie + h))
     if moe.dense_layers and not (arch.model_type in EVERY_EXPERT and top_sparse):
         return 0
     if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
         return 0
     e = 2 if dt.autocast else dt.compute
-    routed = routed_rows(arch, t)
-    ie = moe.expert_intermediate
-    return dt.grad * moe.num_experts * 2 * ie * arch.hidden_size + e * routed * (2 * ie + arch.hidden_size)
-
+    return dt.grad * moe.num_experts * 2 * ie * h + e * routed_rows(arch, t) * (2 * ie + h)
 
 
 def _experts_trained(plan: Plan, arch: ModelArch, st: Stack, per_layer_linears) -> bool:

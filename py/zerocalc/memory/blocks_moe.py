@@ -1,6 +1,6 @@
 """Saved tensors of the MoE decoder blocks whose experts run code of their own, not transformers' shared MoE
-experts (memory/blocks.py _moe): Llama 4 (every expert on every token) and DBRX (a loop over the experts hit, each
-indexed out of one (E·I, h) weight). Each rule is the op sequence of the transformers 5.24 modelling file and what
+experts (memory/blocks.py _moe): Llama 4 (every expert on every token), DBRX (a loop over the experts hit, each
+indexed out of one (E·I, h) weight) and JetMoE (a mixture of attention beside the MoE MLP). Each rule is the op sequence of the transformers 5.24 modelling file and what
 each op keeps for backward, traced on fake tensors (tools/memtrace/moe_trace.py `added`, fixtures in
 tests/data/moe_families_added_trace.json, held within 3 % by tests/test_moe_families.py). `layer_saved_bytes`
 adds these rules to memory/blocks_families.py's.
@@ -128,8 +128,59 @@ def dbrx_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     return ss.total
 
 
+def jetmoe_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_jetmoe.py JetMoeDecoderLayer: RMSNorms as Llama's; JetMoeAttention's mixture of attention (MoA) and
+    the MoE MLP, both JetMoeParallelExperts over t·k routed rows (experts sorted by JetMoeTopKGating), 3-D weights
+    PEFT cannot wrap. Per routed row: the gathered input (`layer_input[batch_index]`, kept by the experts'
+    F.linear when they train), each ParallelExperts' `cat` output where the next op keeps it (`index_add`'s source,
+    the product with the gates), the gated product `expert_outputs * batch_gates` (index_add's source). MoA: q over
+    k·kv heads (RoPE's new tensor), kv_proj's K and V `repeat`ed to the k groups (copies SDPA keeps), SDPA's
+    output, and the expert-sorted copy of it that output_linear keeps when it trains. MoE: the gate/up `cat`
+    (silu's input and the product's factor), silu's output and the product (output_linear's input, kept when
+    the experts train). The router (nn.Linear) keeps its input when it trains, the fp32 top-k softmax and the
+    int64 indices. In layer 0 under LoRA (only kv_proj is targetable) nothing before kv_proj needs a gradient, so
+    the query experts' outputs and the output experts' outputs are not kept there. Traced (tools/memtrace/
+    moe_trace.py jetmoe, a balanced router: tools/memtrace/routing.py) per layer, 16-bit elements, full:
+    rows·(9·kv·d + 7h + 4I) + the norms' and the router's."""
+    ss = SavedSet()
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    t, e, h = c.tokens, 2 if c.autocast else c.e, arch.hidden_size
+    moe = arch.moe
+    rows, kvp, ie = t * moe.experts_per_token, arch.kv_dim, moe.expert_intermediate
+    c2 = _later(c)
+
+    def router(key: str, x: str) -> None:
+        if c.train_base:
+            linear(ss, c, x, c.res, Linear(f"{key}.router", h, moe.num_experts), None)
+            ss.save(f"{key}.gathered", e * rows * h)
+        ss.save(f"{key}.routing", 4 * rows + 24 * rows + e * rows)   # softmax, top-k / sorted / batch index, gates
+
+    y = rmsnorm(ss, c, "ln1", "resid", h)
+    router("moa", y)
+    query_grad = c.train_base or not c.first_layer
+    if query_grad:
+        ss.save("moa.q_out", e * rows * kvp)                    # input_linear's cat, index_add's source
+    linear(ss, c, y, c.res, lins["kv_proj"], ads.get("kv_proj"))
+    out = attention_core(ss, c2, replace(arch, family="llama"), "attn", arch.q_dim, arch.q_dim)
+    if c.train_base:
+        ss.save(f"{out}.sorted", e * rows * kvp)                # `layer_input[index_sorted_experts]`
+    if query_grad:
+        ss.save("moa.o_out", e * rows * h)                      # output_linear's cat, for the gates' gradient
+    ss.save("moa.weighted", e * rows * h)
+    y2 = rmsnorm(ss, c2, "ln2", "resid2", h)
+    router("moe", y2)
+    ss.save("moe.gate_up", e * rows * 2 * ie)
+    ss.save("moe.act", e * rows * ie)
+    if c.train_base:
+        ss.save("moe.prod", e * rows * ie)
+    ss.save("moe.expert_out", e * rows * h)
+    ss.save("moe.weighted", e * rows * h)
+    return ss.total
+
+
 MOE_RULES = {"llama4_text": llama4_block, "llama4": llama4_block,   # llama4: the composite's text model
-             "dbrx": dbrx_block}
+             "dbrx": dbrx_block, "jetmoe": jetmoe_block}
 RULES = {**FAMILY_RULES, **MOE_RULES}
 
 
