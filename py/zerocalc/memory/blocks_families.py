@@ -313,8 +313,10 @@ def falcon_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     copy; dense reads a contiguous copy of the permuted output. MLP: dense_h_to_4h -> GELU (keeps its input) ->
     dense_4h_to_h (keeps the GELU output). Traced (tools/memtrace/families.py falcon, 16-bit elements per layer):
     FA2 5·t·h + 2·t·d + 2·t·I and the fp32 logsumexp; eager under AMP 3·t·h fp32 + 5·t·h + 2·t·I and 6 bytes per
-    score. The sequential layout (parallel_attn false) and new_decoder_architecture's two LayerNorms are costed as
-    this block (model/classic.py builds one input_layernorm for every Falcon)."""
+    score. new_decoder_architecture (Falcon-40B / 180B): ln_attn feeds attention and ln_mlp the MLP, both reading
+    the layer input; K and V broadcast to every query head (traced: families.py falcon40b). The sequential layout
+    (parallel_attn false, Falcon-RW's, with ALiBi) is costed as the two-LayerNorm parallel block: its second
+    LayerNorm's input (t·h) and attention-dropout mask are not counted, nor ALiBi's eager scores."""
     ss = SavedSet()
     lins = {lin.name: lin for lin in linears}
     ads = {ad.name: ad for ad in adapters}
@@ -336,7 +338,10 @@ def falcon_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
         out = attention_core(ss, c2, arch, "attn", q_dim, kv_dim)
     linear(ss, c2, out, e, lins["dense"], ads.get("dense"))
     up, down = lins["dense_h_to_4h"], lins["dense_4h_to_h"]
-    linear(ss, c, y, yb, up, ads.get(up.name))                  # parallel_attn: the same LayerNorm output
+    if arch.norms_per_layer == 2:
+        # the new decoder architecture's ln_mlp reads the same layer input (saved already): its stats and output
+        y, yb = layernorm(ss, c, "ln_mlp", "resid", h)
+    linear(ss, c, y, yb, up, ads.get(up.name))                  # parallel: one LayerNorm output or ln_mlp's
     ss.save("gelu.in", e * t * up.d_out)
     linear(ss, c2, "gelu.out", e, down, ads.get(down.name))
     _residual_dropout(ss, c2, arch, "mlp_drop")
