@@ -92,6 +92,8 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
         lora = {**base, "method": "lora", "lora": attn_lora, "stack": {"peft_adapter_dtype": "fp32"}}
         # the first micro-step of an accumulation (no gradients yet): Mixtral only
         ga1 = [(f"{tag}-full-s512-ga1", {**base, "gradient_accumulation_steps": 1})] if model_type == "mixtral" else []
+        # Llama 4's eager attention (softmax in the query's dtype, no fp32 upcast): Llama 4 only
+        ga1 += [(f"{tag}-full-s512-eager", {**base, "attention": "eager"})] if model_type == "llama4_text" else []
         out = [(f"{tag}-full-s512", base), *ga1,
                (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
                (f"{tag}-lora-attn-s512", lora),

@@ -1,9 +1,9 @@
 """Saved tensors of the MoE decoder blocks whose experts run code of their own, not transformers' shared MoE
 experts (memory/blocks.py _moe): Llama 4 (every expert on every token), DBRX (a loop over the experts hit, each
-indexed out of one (E·I, h) weight) and JetMoE (a mixture of attention beside the MoE MLP). Each rule is the op sequence of the transformers 5.24 modelling file and what
-each op keeps for backward, traced on fake tensors (tools/memtrace/moe_trace.py `added`, fixtures in
-tests/data/moe_families_added_trace.json, held within 3 % by tests/test_moe_families.py). `layer_saved_bytes`
-adds these rules to memory/blocks_families.py's.
+indexed out of one (E·I, h) weight) and JetMoE (a mixture of attention beside the MoE MLP). Each rule is the op
+sequence of the transformers 5.24 modelling file and what each op keeps for backward, traced on fake tensors
+(tools/memtrace/moe_trace.py `added`, fixtures in tests/data/moe_families_added_trace.json, held within 3 % by
+tests/test_moe_families.py). `layer_saved_bytes` adds these rules to memory/blocks_families.py's.
 """
 from __future__ import annotations
 
@@ -43,7 +43,19 @@ def llama4_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
         ss.save("q_norm.rsqrt", 4 * c.tokens * arch.num_heads)
         ss.save("k_norm.fp32", 4 * c.tokens * arch.kv_dim)
         ss.save("k_norm.rsqrt", 4 * c.tokens * arch.num_kv_heads)
-    out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.kv_dim)
+    if c.attention == "eager":
+        # modeling_llama4.py eager_attention_forward: repeat_kv copies K and V to every head and the softmax runs
+        # in the query's dtype (no fp32 upcast; under autocast softmax is an fp32 op and the probs @ V matmul keeps
+        # a 16-bit copy). Traced: llama4-text-4l-full-s512-eager, 2 bytes per score
+        e, scores = 2 if c.autocast else c.e, arch.num_heads * c.seq * c.seq * c.batch
+        for name in ("q", "k_rep", "v_rep"):
+            ss.save(f"attn.{name}", e * c.tokens * arch.q_dim)
+        ss.save("attn.softmax", (4 if c.autocast else e) * scores)
+        if c.autocast:
+            ss.save("attn.probs", 2 * scores)
+        out = "attn.out"
+    else:
+        out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.kv_dim)
     linear(ss, c2, out, 2 if c.autocast else c.e, lins["o_proj"], ads.get("o_proj"))
     y2 = rmsnorm(ss, c2, "ln2", "resid2", h)
     if "gate_up_proj" in experts:
