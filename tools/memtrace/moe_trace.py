@@ -64,6 +64,7 @@ SHRINK = {"qwen2_moe": {"num_hidden_layers": 2},
 FAMILIES = ("mixtral", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 # the families added since (``added``: tests/data/moe_families_added_trace.json, the same tests)
 ADDED = ("llama4_text", "dbrx", "jetmoe")
+EAGER_ROWS = ("llama4_text", "dbrx")
 # no gradient checkpointing (modeling_jetmoe.py JetMoePreTrainedModel.supports_gradient_checkpointing = False)
 NO_CKPT = ("jetmoe",)
 # LoRA on attention (the experts frozen) for the families of the generic grid
@@ -92,8 +93,8 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
         lora = {**base, "method": "lora", "lora": attn_lora, "stack": {"peft_adapter_dtype": "fp32"}}
         # the first micro-step of an accumulation (no gradients yet): Mixtral only
         ga1 = [(f"{tag}-full-s512-ga1", {**base, "gradient_accumulation_steps": 1})] if model_type == "mixtral" else []
-        # Llama 4's eager attention (softmax in the query's dtype, no fp32 upcast): Llama 4 only
-        ga1 += [(f"{tag}-full-s512-eager", {**base, "attention": "eager"})] if model_type == "llama4_text" else []
+        # eager attention where a family's own rule has one: Llama 4 (softmax in the query's dtype), DBRX
+        ga1 += [(f"{tag}-full-s512-eager", {**base, "attention": "eager"})] if model_type in EAGER_ROWS else []
         out = [(f"{tag}-full-s512", base), *ga1,
                (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
                (f"{tag}-lora-attn-s512", lora),
