@@ -18,7 +18,7 @@ ROWS = sorted(GRID.glob("*.json"))
 def test_every_family_has_its_four_rows():
     ids = {p.stem for p in ROWS}
     for fam in ("opt", "neox", "gptj", "phi", "starcoder2", "stablelm", "olmo", "cohere",
-                "phi3", "bigcode", "qwen3"):
+                "phi3", "bigcode", "qwen3", "falcon", "falcon40b"):
         assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
                 f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s1024-b2"} <= ids, fam
 
@@ -54,3 +54,18 @@ def test_components_and_peak_within_3_percent(path, request):
         request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_COMPONENTS[row["id"]]))
     ok, table = check_fixture(row)
     assert ok, "\n" + table
+
+
+def test_falcon_new_decoder_architecture_counts_ln_attn_and_ln_mlp():
+    """modeling_falcon.py FalconDecoderLayer: new_decoder_architecture with num_ln_in_parallel_attn None builds
+    ln_attn and ln_mlp (weight and bias each). The falcon40b row's config (h 1024, 16 heads of 64, 4 KV heads,
+    ffn 4096, 4 layers, vocab 65024, untied): per layer query_key_value 1024*(16 + 2*4)*64 = 1,572,864, dense
+    1,048,576, dense_h_to_4h and dense_4h_to_h 4,194,304 each, two LayerNorms 4*1024 = 4,096; embedding and
+    lm_head 65024*1024 = 66,584,576 each, ln_f 2,048: 4*11,014,144 + 2*66,584,576 + 2,048 = 177,227,776 (the
+    trace's bf16 weights: 354,455,552 bytes)."""
+    from tools.memtrace.families import CONFIGS  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    arch = model_from_config(CONFIGS["falcon40b"])
+    assert sum(t.numel for t in arch.tensors) == 177_227_776
+    assert arch.norms_per_layer == 2
+    assert model_from_config(CONFIGS["falcon"]).norms_per_layer == 1

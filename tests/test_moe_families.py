@@ -105,7 +105,9 @@ def test_gpt_oss_gate_keeps_four_tensors_per_routed_token():
     assert lora["moe.act"] == 4 * 2 * 2048 * 2880 == 47_185_920
 
 
-HELD = TRACE["cases"]
+# the families added since (tools/memtrace/moe_trace.py ADDED: Llama 4 text), held by the same two tests
+ADDED = json.loads((Path(__file__).parent / "data" / "moe_families_added_trace.json").read_text())
+HELD = TRACE["cases"] + ADDED["cases"]
 
 
 @pytest.mark.parametrize("case", HELD, ids=[c["id"] for c in HELD])
@@ -122,7 +124,7 @@ def test_moe_family_step_within_3_percent_of_the_trace(case):
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, engine_breakdown(case["plan"]), rows)
 
 
-@pytest.mark.parametrize("case", TRACE["cases"], ids=[c["id"] for c in TRACE["cases"]])
+@pytest.mark.parametrize("case", HELD, ids=[c["id"] for c in HELD])
 def test_moe_family_peak_within_3_percent_of_the_trace(case):
     """The peak, weights, gradients and optimizer states within compare.REL_TOL (3 %). The activations at
     the peak are held by the test above."""
@@ -130,3 +132,61 @@ def test_moe_family_peak_within_3_percent_of_the_trace(case):
     rows = [r for r in compare(case, eng) if r["name"] in ("peak", "weights", "gradients", "optimizer_states")]
     assert len(rows) == 4
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)
+
+
+def test_llama4_runs_every_expert_on_every_token():
+    """Llama 4 (modeling_llama4.py Llama4TextMoe): `hidden_states.repeat(E, 1)` times the router's scores feeds a
+    bmm over all E experts, so the experts' tensors have E·t rows, not t·k. The traced shape (moe_trace.py SHRINK:
+    h 2048, 16 experts of 2048, t = 512, bf16), per sparse layer:
+      the repeated input, kept by the product with the scores   2*16*512*2048 = 33,554,432
+      the gate_up bmm output                                     2*8192*4096   = 67,108,864
+      silu's output                                              2*8192*2048   = 33,554,432
+    and, when the experts train, the bmm's input and the product (33,554,432 each). In full fine-tuning the top
+    sparse layer's gate_up backward holds the new (16, 2048, 4096) bf16 gradient with its output's and input's
+    gradients: 2*16*2048*4096 + 2*8192*(4096 + 2048) = 268,435,456 + 100,663,296 = 369,098,752 (trace: 0.348 GiB
+    of temporaries)."""
+    rows = dict(plans("llama4_text"))
+    lora, full = _moe_saved(rows["llama4-text-4l-lora-attn-s512"]), _moe_saved(rows["llama4-text-4l-full-s512"])
+    assert lora["moe.repeat"] == 33_554_432 and lora["moe.gate_up"] == 67_108_864 and lora["moe.act"] == 33_554_432
+    assert "moe.routed_in" not in lora and "moe.prod" not in lora
+    assert full["moe.routed_in"] == full["moe.prod"] == 33_554_432
+    # over the saved stack: less that layer's consumed gate_up output, silu output and product,
+    # 2*8192*(4096 + 2048 + 2048) = 134,217,728 (no weighted outputs: Llama 4 weights the experts' input)
+    assert _acts(rows["llama4-text-4l-full-s512"]).expert_grad_top == 369_098_752 - 134_217_728
+
+
+def test_dbrx_keeps_its_loop_and_every_experts_full_size_gradient():
+    """DBRX (modeling_dbrx.py DbrxExperts, the traced shape: h 2048, 16 experts of 3584, top-4, t = 512, bf16):
+    per routed row (t·k = 2048) the loop keeps w1's and v1's outputs, silu's, w2's output and its product with the
+    routing weight; full fine-tuning also the gathered input and the w1/v1 product:
+      gate_up 2*2048*2*3584 = 29,360,128; act 2*2048*3584 = 14,680,064; expert_out = weighted = 2*2048*2048
+      = 8,388,608; gathered 8,388,608, product 14,680,064.
+    Its weight gradients pass through select_backward into zero tensors of the whole (E·I, h) weight: w1, v1, w2
+    each a full-size buffer, a fourth for the next expert, and that expert's three (I, h) slices:
+      2*(4*16 + 3)*3584*2048 = 983,564,288 bytes (the trace: 896 + 42 MiB of temporaries)."""
+    rows = dict(plans("dbrx"))
+    lora, full = _moe_saved(rows["dbrx-2l-lora-attn-s512"]), _moe_saved(rows["dbrx-2l-full-s512"])
+    assert lora["moe.gate_up"] == 29_360_128 and lora["moe.act"] == 14_680_064
+    assert lora["moe.expert_out"] == lora["moe.weighted"] == 8_388_608
+    assert "moe.gathered" not in lora and "moe.prod" not in lora
+    assert full["moe.gathered"] == 8_388_608 and full["moe.prod"] == 14_680_064
+    # over the saved stack, less one expert's share of the top layer's loop (128 rows * (4*3584 + 3*2048) * 2)
+    assert _acts(rows["dbrx-2l-full-s512"]).expert_grad_top == 983_564_288 - 2 * 128 * (4 * 3584 + 3 * 2048)
+
+
+def test_jetmoe_keeps_both_mixtures_and_one_input_linear_gradient_in_flight():
+    """JetMoE-8B's default shapes (h 2048, 8 experts of 5632, top-2, 16 KV heads of 128: 32 query heads), two layers,
+    t = 512, so 1024 routed rows, bf16. The MoE MLP keeps the gate/up cat 2*1024*11264 = 23,068,672, silu's output
+    2*1024*5632 = 11,534,336, the output experts' cat and the gated output 2*1024*2048 = 4,194,304 each; the
+    mixture of attention the same gated output. JetMoeParallelExperts selects each expert's weight
+    (`self.weight[i]`): in full fine-tuning the top layer's MLP input_linear backward holds its (8, 11264, 2048)
+    summed buffer and the next expert's, one expert's (11264, 2048) slice and the gradients of its output and
+    gathered input: 2*(2*8 + 1)*11264*2048 + 2*1024*(11264 + 2048) = 784,334,848 + 27,262,976; less the MLP's
+    consumed tensors 2*1024*(4*5632 + 2*2048) = 54,525,952 over the saved stack (the trace: 0.879 GiB of
+    temporaries with lm_head's 125 MiB pending tied gradient, 0.161 GiB of activations)."""
+    rows = dict(plans("jetmoe"))
+    saved = _moe_saved(rows["jetmoe-2l-full-s512"])
+    assert saved["moe.gate_up"] == 23_068_672 and saved["moe.act"] == saved["moe.prod"] == 11_534_336
+    assert saved["moe.expert_out"] == saved["moe.weighted"] == 4_194_304
+    assert _acts(rows["jetmoe-2l-full-s512"]).expert_grad_top == 784_334_848 + 27_262_976 - 54_525_952
+    assert _acts(rows["jetmoe-2l-lora-attn-s512"]).expert_grad_top == 0

@@ -398,7 +398,10 @@ def test_full_checkpointing_keeps_one_input_per_layer(d):
     arch = full.arch
     tokens = d["seq_len"] * d["micro_batch_size"]
     llama_like = arch.family in ("llama", "gemma", "t5")
-    inputs = arch.num_layers + (0 if llama_like else 1)        # GPT-2 lineage also keeps the embedding output
+    # GPT-2 and BERT also keep the embedding output (their embedding dropout / LayerNorm makes a new tensor beside
+    # layer 0's input); Falcon's embedding output is layer 0's input (traced:
+    # tools/memtrace/golden/families/falcon-full-pure-flash-gc-s1024-b2)
+    inputs = arch.num_layers + (1 if arch.model_type in ("gpt2", "bert") else 0)
     extra = 0
     if d["attention"] == "eager":
         # the 4-D (b, 1, s, s) mask is a checkpoint input too: bool in the Llama lineage (two for Gemma's

@@ -103,6 +103,22 @@ def register_flash() -> None:
     ALL_MASK_ATTENTION_FUNCTIONS.register(FLASH, unpadded_flash_mask)
 
 
+def register_falcon_flash() -> None:
+    """Falcon keeps its own attention classes (modeling_falcon.py FALCON_ATTENTION_CLASSES, picked by
+    `config._attn_implementation`, not AttentionInterface): our kernel's name gets FalconFlashAttention2, the class a
+    user with flash_attention_2 trains, and its `_flash_attention_forward` (inputs (b, s, a, d), output (b, s, a, d))
+    our FA2 profile. FA2's mha_fwd allocates `empty_like(q)`, q being a (b, s, a, d) view of the rotary's
+    (b, a, s, d) tensor, so the output keeps that layout and FalconFlashAttention2's `reshape` copies it for
+    dense, as flash_attention_forward's `transpose(1, 2).contiguous()` does here."""
+    from transformers.models.falcon import modeling_falcon as mf  # noqa: PLC0415
+
+    def falcon_fa(query, key, value, attention_mask, query_length, dropout=0.0, **kwargs):
+        return flash_attention_forward(None, query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                                       None, dropout=dropout)[0]
+    mf.FALCON_ATTENTION_CLASSES[FLASH] = mf.FalconFlashAttention2
+    mf._flash_attention_forward = falcon_fa
+
+
 def unpadded_flash_mask(batch_size, q_length, kv_length, *args, attention_mask=None, **kwargs):
     """masking_utils.flash_attention_mask on the traced (never padded) batch: None, as FA2 gets for an all-ones 2-D
     mask. The real function decides with `attention_mask.all()`, which a FakeTensor cannot answer; BART's decoder
@@ -153,13 +169,20 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     if attn == FLASH:
         register_flash()
     cfg = hf_config(plan, attn)
+    if attn == FLASH and cfg.model_type == "falcon":
+        register_falcon_flash()
     kw = {"attn_implementation": attn}
     if getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None):
         kw["experts_implementation"] = "grouped_mm"    # the default on CUDA sm80+
     import transformers  # noqa: PLC0415
     dkw = {"dtype": dt["base"]} if int(transformers.__version__.split(".")[0]) >= 5 else {"torch_dtype": dt["base"]}
+    auto = model_class(plan)
+    if "experts_implementation" in kw and not auto._model_mapping[type(cfg)]._can_set_experts_implementation():
+        # Llama 4 and JetMoE run their own expert code (modeling_llama4.py Llama4TextExperts: bmm over every
+        # expert; modeling_jetmoe.py JetMoeParallelExperts): "... does not support setting experts implementation"
+        kw.pop("experts_implementation")
     with torch.device("meta"):
-        model = model_class(plan).from_config(cfg, **dkw, **kw)
+        model = auto.from_config(cfg, **dkw, **kw)
     model.train()
     gk = {"use_reentrant": False}
     if gc_context_fn is not None:

@@ -65,18 +65,25 @@ def compare(res: dict, eng: dict) -> list[dict]:
     torch AdamW's step transients (`optimizer_step_temps`, e.g. foreach's sqrt copy) under buffers; the trace
     sees them as temporaries: they are compared as temporaries. Likewise a tied embedding's gradient while its
     two contributions (lm_head's and the embedding's) are not yet summed into `.grad` (the engine's
-    `tied_embedding_grad` moment): the trace sees both as temporaries, the engine books them as gradients."""
+    `tied_embedding_grad` moment): the trace sees both as temporaries, the engine books them as gradients; and
+    lm_head's contribution waiting for the embedding's under accumulation (`tied_head_grad_pending`)."""
     step_temps = eng["detail"].get("optimizer_step_temps", 0)
     tied = eng["detail"].get("tied_embedding_grad", 0)
+    # lm_head's contribution to a tied weight waiting in its AccumulateGrad's input buffer (gradient accumulation):
+    # a temporary for the trace (it is added into `.grad`, never becomes it), compared as one
+    pending = eng["detail"].get("tied_head_grad_pending", 0)
     has_tmp = "temporaries" in eng["detail"] or bool(step_temps) or bool(tied)
     tt = trace_targets(res, has_tmp)
     ev = {k: eng["components"].get(k, 0) for k in COMPARED}
     if has_tmp:
         layer_temps = eng["detail"].get("layer_backward_temps", 0)    # the gradient flowing between layers
-        ev["temporaries"] = eng["detail"].get("temporaries", 0) + step_temps + 2 * tied + layer_temps
+        ev["temporaries"] = eng["detail"].get("temporaries", 0) + step_temps + 2 * tied + pending + layer_temps
         ev["buffers"] -= step_temps
         ev["gradients"] -= 2 * tied
         ev["activations"] -= layer_temps
+    ev["gradients"] -= pending
+    if not has_tmp:
+        ev["activations"] += pending                         # the trace's temporaries are folded in there
     ev["peak"] = eng["peak"]
     rows = []
     for k in tt:

@@ -75,6 +75,19 @@ CONFIGS = {
     "qwen3": {"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072, "num_attention_heads": 16,
               "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 4, "vocab_size": 151936,
               "max_position_embeddings": 40960, "attention_dropout": 0.0, "tie_word_embeddings": True},
+    # tiiuae/falcon-7b's layout: multi_query (one K/V head in the fused query_key_value), parallel_attn (one
+    # LayerNorm feeds attention and MLP), no biases, GELU, head_dim 64, tied head
+    "falcon": {"model_type": "falcon", "hidden_size": 1024, "ffn_hidden_size": 4096, "num_attention_heads": 16,
+               "num_hidden_layers": 4, "vocab_size": 65024, "multi_query": True, "parallel_attn": True,
+               "new_decoder_architecture": False, "bias": False, "alibi": False, "activation": "gelu",
+               "hidden_dropout": 0.0, "attention_dropout": 0.0, "max_position_embeddings": 2048,
+               "tie_word_embeddings": True},
+    # tiiuae/falcon-40b's layout: new_decoder_architecture (ln_attn and ln_mlp, grouped K/V: num_kv_heads 8 of 128
+    # heads, here 4 of 16), parallel block, no biases, untied head
+    "falcon40b": {"model_type": "falcon", "hidden_size": 1024, "ffn_hidden_size": 4096, "num_attention_heads": 16,
+                  "num_kv_heads": 4, "num_hidden_layers": 4, "vocab_size": 65024, "new_decoder_architecture": True,
+                  "parallel_attn": True, "bias": False, "alibi": False, "activation": "gelu", "hidden_dropout": 0.0,
+                  "attention_dropout": 0.0, "max_position_embeddings": 2048, "tie_word_embeddings": False},
 }
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -85,12 +98,13 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
               for fam in ("stablelm", "olmo", "cohere", "qwen3")},
            "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
-           "bigcode": ["c_attn", "c_proj", "c_fc"]}
+           "bigcode": ["c_attn", "c_proj", "c_fc"],
+           **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for
 # StarCoder2's residual_dropout, StableLM's hidden_dropout and Phi-3's resid_pdrop: the engine's Llama-shaped
 # builder does not read them yet (model/llama.py), so those rows trace without; OLMo and Cohere have none
 DROPOUT = {"opt": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "phi": "resid_pdrop",
-           "bigcode": "resid_pdrop"}
+           "bigcode": "resid_pdrop", "falcon": "hidden_dropout", "falcon40b": "hidden_dropout"}
 
 
 def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: int, dropout: float = 0.0,

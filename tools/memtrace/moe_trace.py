@@ -10,10 +10,13 @@
   python -m tools.memtrace.moe_trace > tests/data/moe_shared_trace.json             (about 1 min on 2 cores)
   python -m tools.memtrace.moe_trace deepseek_v3 > tests/data/mla_trace.json
   python -m tools.memtrace.moe_trace families > tests/data/moe_families_trace.json   (about 8 min)
+  python -m tools.memtrace.moe_trace added > tests/data/moe_families_added_trace.json
 
 ``families``: Mixtral, Qwen3-MoE, OLMoE, gpt-oss, GraniteMoE, each its default shapes with two layers, full and
-LoRA on attention, each with and without checkpointing (tests/test_moe_families.py). JetMoE does not build in
-the tracer (transformers 5.24: "JetMoeForCausalLM does not support setting experts implementation").
+LoRA on attention, each with and without checkpointing (tests/test_moe_families.py). ``added``: Llama 4 text
+(its own experts code: every expert on every token), in a shape of its own (SHRINK), the same four rows and a
+full one with eager attention; DBRX (the same five) and JetMoE (their value-dependent routing with a balanced
+router, tools/memtrace/routing.py; JetMoE has no gradient checkpointing: two rows). About 1 min on 2 cores.
 
 Each case keeps what tools/memtrace/compare.py compares (the peak's components, phase peaks, saved activations
 at forward end) and the plan; the test re-runs the engine on the plan and requires every component and the
@@ -40,17 +43,41 @@ SHRINK = {"qwen2_moe": {"num_hidden_layers": 2},
           "qwen3_moe": {"num_hidden_layers": 2},
           "olmoe": {"num_hidden_layers": 2},
           "gpt_oss": {"num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"]},
-          "granitemoe": {"num_hidden_layers": 2}}
+          "granitemoe": {"num_hidden_layers": 2},
+          # Llama 4 Scout's layout (16 experts, top-1, a shared expert, the q/k L2 norm on RoPE layers, every 4th
+          # layer NoPE with full attention) at h 2048 and 4 layers; MoE on layers 1 and 3 (Maverick's
+          # interleave_moe_layer_step 2), so a dense feed_forward of intermediate_size_mlp and a NoPE MoE layer show;
+          # a 32k vocabulary, so that the peak is in the layers' backward, not the 202k-wide loss's
+          "llama4_text": {"hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+                          "intermediate_size": 2048, "intermediate_size_mlp": 4096, "num_hidden_layers": 4,
+                          "interleave_moe_layer_step": 2, "moe_layers": [1, 3], "no_rope_layers": [1, 1, 1, 0],
+                          "vocab_size": 32000},
+          # databricks/dbrx-base's layout (16 experts, top-4, clip_qkv 8, GQA) at d_model 2048 (16 heads of 128, 4 KV
+          # heads), 2 layers, vocab 32k (tools/memtrace/routing.py: a balanced router on fake tensors)
+          "dbrx": {"d_model": 2048, "n_heads": 16, "n_layers": 2, "vocab_size": 32000,
+                   "attn_config": {"attn_pdrop": 0.0, "clip_qkv": 8.0, "kv_n_heads": 4, "rope_theta": 500000.0},
+                   "ffn_config": {"hidden_size": 2048, "ffn_act_fn": {"name": "silu"}, "ffn_hidden_size": 3584,
+                                  "moe_num_experts": 16, "moe_top_k": 4, "moe_jitter_eps": None,
+                                  "moe_loss_weight": 0.05, "moe_normalize_expert_weights": 1.0}},
+          # JetMoE-8B's default (h 2048, 8 attention and 8 MLP experts, top-2, 16 KV heads of 128), two layers
+          "jetmoe": {"num_hidden_layers": 2}}
 FAMILIES = ("mixtral", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
+# the families added since (``added``: tests/data/moe_families_added_trace.json, the same tests)
+ADDED = ("llama4_text", "dbrx", "jetmoe")
+EAGER_ROWS = ("llama4_text", "dbrx")
+# no gradient checkpointing (modeling_jetmoe.py JetMoePreTrainedModel.supports_gradient_checkpointing = False)
+NO_CKPT = ("jetmoe",)
 # LoRA on attention (the experts frozen) for the families of the generic grid
 ATTN_LORA = {**LORA, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+# the attention's nn.Linear modules where they are named otherwise
+ATTN_TARGETS = {"dbrx": ["Wqkv", "out_proj"], "jetmoe": ["kv_proj"]}
 
 
 def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"]
     cfg = {k: v for k, v in cfg.items() if k != "layer_types"} | SHRINK[model_type]
-    tag = model_type.replace("_", "-")
+    tag = f'{model_type.replace("_", "-")}-{cfg.get("num_hidden_layers", cfg.get("n_layers"))}l'
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     if model_type == "deepseek_v3":
@@ -62,13 +89,17 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
     if model_type != "qwen2_moe":
         # fp32 adapters on the bf16 base: PEFT >= 0.12 get_peft_model(autocast_adapter_dtype=True), as the
         # engine's default stack (memory/stack.py)
-        lora = {**base, "method": "lora", "lora": ATTN_LORA, "stack": {"peft_adapter_dtype": "fp32"}}
+        attn_lora = {**ATTN_LORA, "targets": ATTN_TARGETS[model_type]} if model_type in ATTN_TARGETS else ATTN_LORA
+        lora = {**base, "method": "lora", "lora": attn_lora, "stack": {"peft_adapter_dtype": "fp32"}}
         # the first micro-step of an accumulation (no gradients yet): Mixtral only
-        ga1 = [(f"{tag}-2l-full-s512-ga1", {**base, "gradient_accumulation_steps": 1})] if model_type == "mixtral" else []
-        return [(f"{tag}-2l-full-s512", base), *ga1,
-                (f"{tag}-2l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
-                (f"{tag}-2l-lora-attn-s512", lora),
-                (f"{tag}-2l-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"})]
+        ga1 = [(f"{tag}-full-s512-ga1", {**base, "gradient_accumulation_steps": 1})] if model_type == "mixtral" else []
+        # eager attention where a family's own rule has one: Llama 4 (softmax in the query's dtype), DBRX
+        ga1 += [(f"{tag}-full-s512-eager", {**base, "attention": "eager"})] if model_type in EAGER_ROWS else []
+        out = [(f"{tag}-full-s512", base), *ga1,
+               (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
+               (f"{tag}-lora-attn-s512", lora),
+               (f"{tag}-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"})]
+        return [row for row in out if model_type not in NO_CKPT or "ckpt" not in row[0]]
     return [("qwen2-moe-2l-full-s512", base),
             ("qwen2-moe-2l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
             ("qwen2-moe-2l-full-b2-s256", {**base, "micro_batch_size": 2, "seq_len": 256})]
@@ -80,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     model_type = args[0] if args else "qwen2_moe"
     cases = []
-    types = FAMILIES if model_type == "families" else (model_type,)
+    types = {"families": FAMILIES, "added": ADDED}.get(model_type, (model_type,))
     for cid, plan in [row for mt in types for row in plans(mt)]:
         r = trace(plan, steps=2)
         cases.append({"id": cid, "plan": plan, **{k: r[k] for k in ("peak", "peak_bytes", "peak_phase", "peak_op", "phase_peaks",

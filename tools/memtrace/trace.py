@@ -28,6 +28,7 @@ from .build import (build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any
 from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import TracePlan, from_dict
 from .allocator import replay
+from .routing import balanced_routing
 from .tracker import CATS, Snapshot, StorageTracker
 from . import running
 
@@ -95,8 +96,8 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
     V = _vocab(cfg)
     tr = StorageTracker(logits_numel=b * s * V, vocab=V)
     saved = None
-    with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), cuda_autocast_policy(dt["autocast"] is not None), \
-            no_global_attention(cfg.model_type == "led"), fm:
+    with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), balanced_routing(), \
+            cuda_autocast_policy(dt["autocast"] is not None), no_global_attention(cfg.model_type == "led"), fm:
         tr.phase = "setup"
         lora_ids = {id(p) for p in tagged["lora"]}
         for p in model.parameters():

@@ -14,7 +14,7 @@ from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
 from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
 from .blocks_families import LAYERNORM_HEADS, final_norm
-from .blocks_families import RULES as FAMILY_RULES
+from .blocks_moe import RULES as FAMILY_RULES
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
@@ -176,12 +176,21 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # and the down-projection input are consumed, and the gradients of gate/up/product are in
             # flight (3 x the expert width per routed token; traced, mixtral)
             e_m = 2 if dt.autocast else dt.compute
-            routed = t * arch.moe.experts_per_token
+            routed = routed_rows(arch, t)
             # frozen experts keep no product (memory/blocks.py _moe): none to subtract. Under eager attention the
             # recompute is the softmax backward's (above), not traced with MoE: kept as it was
             trained = plan.attention == "eager" or _experts_trained(plan, arch, st, per_layer_linears)
             prod = arch.moe.expert_intermediate if trained else 0
-            recompute = recompute - e_m * routed * (h + prod) + 3 * e_m * routed * arch.moe.expert_intermediate
+            if arch.model_type in EVERY_EXPERT:
+                # Llama 4: the non-reentrant checkpoint recomputes at the layer backward's first unpack, after
+                # `sum(dim=0)`'s backward has expanded the MoE output's gradient to every expert's rows (a copy,
+                # e·E·t·h); the peak is the recomputed down bmm: its output beside it and, with frozen experts,
+                # its input (the product) and the scores-weighted input, not saved but alive as Llama4TextMoe's
+                # locals (traced: llama4-text-4l-lora-attn-s512-ckpt, 0.297 GiB at the recompute's bmm)
+                no_saved = 0 if trained else e_m * routed * (h + arch.moe.expert_intermediate)
+                recompute = max(recompute, full_layer + 2 * e_m * routed * h + no_saved)
+            else:
+                recompute = recompute - e_m * routed * (h + prod) + 3 * e_m * routed * arch.moe.expert_intermediate
         if plan.attention == "eager" and ed is None:
             # the 4-D (b, 1, s, s) mask is a checkpoint input of every layer (one tensor): bool in the
             # Llama lineage (masking_utils), additive 16-bit in GPT-2/BERT
@@ -207,7 +216,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     head = ed.head if ed else _head_saved(plan, arch, dt, st)
     e = 2 if dt.autocast else dt.compute
     temp = e * t * h
-    expert_grad, expert_top = _expert_grad_temp(plan, arch, dt, st, t), 0
+    top_sparse = any(lin.count > 1 for lin in per_layer_linears[-1])
+    expert_grad, expert_top = _expert_grad_temp(plan, arch, dt, st, t, top_sparse), 0
     if expert_grad:
         # a moment of its own in a layer's backward, at its gate_up grouped matmul: the layer's gate_up output,
         # activation, product and weighted outputs are consumed by then. With checkpointing, inside the
@@ -216,7 +226,18 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         # mixtral-2l-full-s512's = 2 x 170 - 120)
         moe, e_m = arch.moe, 2 if dt.autocast else dt.compute
         acts = 4 if arch.model_type == "gpt_oss" else 1          # memory/blocks.py _moe
-        tail = e_m * t * moe.experts_per_token * ((3 + acts) * moe.expert_intermediate + h)
+        # Llama 4's experts weight their input, not their output: no weighted outputs (memory/blocks_families.py
+        # _llama4_moe)
+        out_w = 0 if arch.model_type in EVERY_EXPERT else h
+        tail = e_m * routed_rows(arch, t) * ((3 + acts) * moe.expert_intermediate + out_w)
+        if arch.model_type == "dbrx":
+            # DBRX's moment comes at the second expert its backward visits: one expert's share of the top layer's
+            # expert tensors is consumed (memory/blocks_moe.py dbrx_block: 3h + 4I per routed row)
+            tail = e_m * routed_rows(arch, t) // moe.num_experts * (4 * moe.expert_intermediate + 3 * h)
+        elif arch.model_type == "jetmoe":
+            # JetMoE's, in the MLP's input_linear backward: its output_linear's loop, silu and the product are done
+            # (memory/blocks_moe.py jetmoe_block: gate/up, silu, product, output, gated output per routed row)
+            tail = e_m * routed_rows(arch, t) * (4 * moe.expert_intermediate + 2 * h)
         if plan.activation_checkpointing == "full":
             recompute = max(recompute, full_layer - tail + expert_grad)
         elif plan.activation_checkpointing == "none":
@@ -289,7 +310,16 @@ def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
     return total
 
 
-def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int) -> int:
+EVERY_EXPERT = ("llama4_text", "llama4")         # Llama 4 text, and the composite whose text model it is
+
+
+def routed_rows(arch: ModelArch, t: int) -> int:
+    """The rows the experts' matmuls run on: t·k routed tokens (transformers' MoE experts), or every token through
+    every expert (modeling_llama4.py Llama4TextMoe: `hidden_states.repeat(E, 1)` times the router's scores)."""
+    return t * (arch.moe.num_experts if arch.model_type in EVERY_EXPERT else arch.moe.experts_per_token)
+
+
+def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int, top_sparse: bool = True) -> int:
     """Full fine-tuning of fused 3-D experts, layer 0 sparse: the backward of layer 0's gate_up grouped matmul
     (transformers 5.24 integrations/moe.py _grouped_linear: torch._grouped_mm(x, weight.transpose(-2, -1)))
     holds a second gate_up-sized gradient (E·2I·h in the gradient dtype) beside the stored gradients, with the
@@ -300,17 +330,34 @@ def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int
     backward (accumulation steps > 1, or torch 1.x's zero_grad keeping them): the new gradient is then added
     into .grad; on the first micro-step AccumulateGrad steals it (traced, gradient_accumulation_steps 1: no such
     temporary, mixtral-2l-full-s512-ga1). Single process and DDP only: DeepSpeed's and FSDP's gradient hooks
-    were not traced with MoE."""
+    were not traced with MoE. Llama 4 (interleaved dense layers, its own bmm experts: every expert on every
+    token) has the moment in its top sparse layer (traced: llama4-text-4l-full-s512, layers 1 and 3 sparse: the
+    16·2048·4096 bf16 gradient, the gate_up output's and the input's gradients, 0.348 GiB of temporaries)."""
     moe = arch.moe
-    if moe is None or plan.method != "full" or moe.dense_layers or plan.framework not in ("single", "ddp"):
+    if moe is None or plan.method != "full" or plan.framework not in ("single", "ddp"):
+        return 0
+    ie, h = moe.expert_intermediate, arch.hidden_size
+    if arch.model_type == "dbrx":
+        # modeling_dbrx.py DbrxExperts: `self.mlp.w1.view(-1, I, h)[expert_idx]` is a select, whose backward
+        # (select_backward) writes each expert's (I, h) gradient into a zero tensor of the whole (E·I, h) weight;
+        # autograd sums those per parameter before AccumulateGrad, so w1, v1 and w2 each hold a full-size buffer
+        # while the next expert's adds a fourth, beside that expert's three (I, h) slice gradients, on every
+        # micro-step (traced: dbrx-2l-full-s512, 896 + 42 MiB of temporaries at select_backward)
+        return dt.grad * (4 * moe.num_experts + 3) * ie * h
+    if arch.model_type == "jetmoe":
+        # modeling_jetmoe.py JetMoeParallelExperts: `F.linear(input_list[i], self.weight[i])`, the same
+        # select_backward per expert (above); the top layer's MLP input_linear (E, 2I, h) holds its summed buffer
+        # and the next expert's, with that expert's (2I, h) slice and the gradients of its output and gathered input
+        # (output_linear's loop is summed into .grad before; traced: jetmoe-2l-full-s512, 0.879 GiB of temporaries
+        # with lm_head's pending tied gradient)
+        return (dt.grad * (2 * moe.num_experts + 1) * 2 * ie * h
+                + (2 if dt.autocast else dt.compute) * routed_rows(arch, t) * (2 * ie + h))
+    if moe.dense_layers and not (arch.model_type in EVERY_EXPERT and top_sparse):
         return 0
     if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
         return 0
     e = 2 if dt.autocast else dt.compute
-    routed = t * moe.experts_per_token
-    ie = moe.expert_intermediate
-    return dt.grad * moe.num_experts * 2 * ie * arch.hidden_size + e * routed * (2 * ie + arch.hidden_size)
-
+    return dt.grad * moe.num_experts * 2 * ie * h + e * routed_rows(arch, t) * (2 * ie + h)
 
 
 def _experts_trained(plan: Plan, arch: ModelArch, st: Stack, per_layer_linears) -> bool:

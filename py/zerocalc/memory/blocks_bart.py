@@ -29,8 +29,8 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet, attention_core, linear
-from .blocks_families import layer_saved_bytes as family_layer_saved_bytes
 from .blocks_families import layernorm
+from .blocks_moe import layer_saved_bytes as family_layer_saved_bytes
 from .lora import Adapter
 
 
@@ -116,7 +116,7 @@ def never_run(arch: ModelArch, module: str) -> bool:
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """One block's saved bytes: the BART-lineage decoder layer above where the arch has its switches and the
-    trainer runs transformers' code, else memory/blocks_families.py's rule."""
+    trainer runs transformers' code, else memory/blocks_moe.py's (its MoE families, then blocks_families.py's)."""
     if arch.bart is not None and arch.bart["decoder_only"] and not c.own_model:
         return bart_layer(arch, c, linears, adapters)
     return family_layer_saved_bytes(arch, c, linears, adapters)

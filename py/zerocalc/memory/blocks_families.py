@@ -1,6 +1,6 @@
 """Saved tensors of the decoder blocks transformers writes with LayerNorms: OPT, GPT-NeoX (Pythia), GPT-J, Phi
-(1, 1.5, 2), GPT-BigCode, the Llama-shaped StarCoder2, StableLM and OLMo, Cohere's parallel block, and what
-Phi-3 keeps beside its Llama block.
+(1, 1.5, 2), GPT-BigCode, Falcon, the Llama-shaped StarCoder2, StableLM and OLMo, Cohere's parallel block, and what
+Phi-3 keeps beside its Llama block (the MoE families with an expert loop of their own: memory/blocks_moe.py).
 
 Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
 backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, fixtures in
@@ -299,6 +299,55 @@ def bigcode_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
     return ss.total
 
 
+def falcon_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_falcon.py FalconDecoderLayer with parallel_attn (Falcon-7B/1B layout: one input_layernorm feeds
+    attention and the MLP side by side, one `dropout_add` after their sum). FalconAttention: one fused
+    query_key_value output; with multi_query `_split_heads` indexes the one K/V head out of it (`[..., [-2], :]`, a
+    copy), so SDPA / FA2 keeps q, k and v at one head's width (num_kv_heads > 1, the new_decoder_architecture's
+    `broadcast_to(...).flatten(2, 3)`: at every query head's width, from the source, not traced); q is made by
+    `transpose(1, 2).reshape` in (b, s, a, d) memory order, so FA2's output is a view for dense
+    (FalconFlashAttention2). Eager (`query_layer @ key_layer.transpose(-1, -2)`, `softmax(...,
+    dtype=hidden_states.dtype)`, `attention_scores @ value_layer`): matmul's broadcasting copies the one K/V head
+    to every head (saved at q's width) and q itself (its (b, s, a, d) order); the softmax keeps its output in the
+    hidden dtype (fp32 under autocast: the LayerNorm's output is fp32) and under autocast the matmul a 16-bit
+    copy; dense reads a contiguous copy of the permuted output. MLP: dense_h_to_4h -> GELU (keeps its input) ->
+    dense_4h_to_h (keeps the GELU output). Traced (tools/memtrace/families.py falcon, 16-bit elements per layer):
+    FA2 5·t·h + 2·t·d + 2·t·I and the fp32 logsumexp; eager under AMP 3·t·h fp32 + 5·t·h + 2·t·I and 6 bytes per
+    score. new_decoder_architecture (Falcon-40B / 180B): ln_attn feeds attention and ln_mlp the MLP, both reading
+    the layer input; K and V broadcast to every query head (traced: families.py falcon40b). The sequential layout
+    (parallel_attn false, Falcon-RW's, with ALiBi) is costed as the two-LayerNorm parallel block: its second
+    LayerNorm's input (t·h) and attention-dropout mask are not counted, nor ALiBi's eager scores."""
+    ss = SavedSet()
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    t, e, h = c.tokens, 2 if c.autocast else c.e, arch.hidden_size
+    q_dim = arch.q_dim
+    kv_dim = arch.kv_dim if arch.num_kv_heads == 1 else q_dim
+    y, yb = layernorm(ss, c, "ln1", "resid", h)
+    linear(ss, c, y, yb, lins["query_key_value"], ads.get("query_key_value"))
+    c2 = _later(c)
+    if c.attention == "eager":
+        scores = arch.num_heads * c.seq * c.seq * c.batch
+        for name in ("q", "k_rep", "v_rep"):                    # matmul's broadcast / layout copies
+            ss.save(f"attn.{name}", e * t * q_dim)
+        ss.save("attn.softmax", (4 if c.autocast else e) * scores)
+        if c.autocast:
+            ss.save("attn.probs", 2 * scores)                   # autocast's 16-bit copy for probs @ V
+        out = "attn.out_copy"
+    else:
+        out = attention_core(ss, c2, arch, "attn", q_dim, kv_dim)
+    linear(ss, c2, out, e, lins["dense"], ads.get("dense"))
+    up, down = lins["dense_h_to_4h"], lins["dense_4h_to_h"]
+    if arch.norms_per_layer == 2:
+        # the new decoder architecture's ln_mlp reads the same layer input (saved already): its stats and output
+        y, yb = layernorm(ss, c, "ln_mlp", "resid", h)
+    linear(ss, c, y, yb, up, ads.get(up.name))                  # parallel: one LayerNorm output or ln_mlp's
+    ss.save("gelu.in", e * t * up.d_out)
+    linear(ss, c2, "gelu.out", e, down, ads.get(down.name))
+    _residual_dropout(ss, c2, arch, "mlp_drop")
+    return ss.total
+
+
 def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     """The final norm of the Llama-shaped LayerNorm models above (StarCoder2, StableLM: nn.LayerNorm; OLMo:
     OlmoLayerNorm; Cohere: CohereLayerNorm), as their blocks' norms. Returns the output's key."""
@@ -308,7 +357,7 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
 
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
          "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
-         "cohere": cohere_block, "phi3": phi3_block, "gpt_bigcode": bigcode_block}
+         "cohere": cohere_block, "phi3": phi3_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

@@ -74,8 +74,18 @@ def classic(c: ConfigReader, model_type: str) -> ModelArch:
         b.linear("pooler.dense", h, h, "other", bias=True)
     elif model_type == "falcon":
         kv = 1 if c.bool("multi_query", True) else heads
-        kv = c.int("num_kv_heads", default=kv) if c.bool("new_decoder_architecture", False) else kv
+        new_arch = c.bool("new_decoder_architecture", False)
+        kv = c.int("num_kv_heads", default=kv) if new_arch else kv
         bias = c.bool("bias", False)
+        # FalconDecoderLayer.__init__ (modeling_falcon.py): the new decoder architecture (Falcon-40B / 180B) has
+        # ln_attn and ln_mlp (num_ln_in_parallel_attn None means 2), a sequential block (parallel_attn false)
+        # post_attention_layernorm and input_layernorm, a parallel one input_layernorm alone
+        if new_arch and c.int("num_ln_in_parallel_attn", default=2) == 2:
+            falcon_norms = ("ln_attn", "ln_mlp")
+        elif not new_arch and not c.bool("parallel_attn", True):
+            falcon_norms = ("post_attention_layernorm", "input_layernorm")
+        else:
+            falcon_norms = ("input_layernorm",)
         b.matrix("transformer.word_embeddings", "weight", (vocab, h), "embedding")
         qkv = (heads + 2 * kv) * hd
         for i in range(n_layers):
@@ -84,7 +94,8 @@ def classic(c: ConfigReader, model_type: str) -> ModelArch:
             b.linear(f"{p}.self_attention.dense", h, h, "attention", bias=bias)
             b.linear(f"{p}.mlp.dense_h_to_4h", h, inter, "mlp", bias=bias)
             b.linear(f"{p}.mlp.dense_4h_to_h", inter, h, "mlp", bias=bias)
-            b.norm(f"{p}.input_layernorm", h, bias=True)
+            for name in falcon_norms:
+                b.norm(f"{p}.{name}", h, bias=True)
         blk = [Linear("query_key_value", h, qkv), Linear("dense", h, h), Linear("dense_h_to_4h", h, inter),
                Linear("dense_4h_to_h", inter, h)]
         b.norm("transformer.ln_f", h, bias=True)
@@ -133,7 +144,7 @@ def classic(c: ConfigReader, model_type: str) -> ModelArch:
         raise PlanError("model.model_type", f"unsupported model_type {model_type!r}")
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    gpt2_like_norms = 1 if model_type in ("falcon", "phi") else 2
+    gpt2_like_norms = len(falcon_norms) if model_type == "falcon" else 1 if model_type == "phi" else 2
     return ModelArch(
         name=c.str("name", model_type), model_type=model_type, family=family, hidden_size=h,
         num_layers=n_layers, num_heads=heads, num_kv_heads=kv, head_dim=hd, intermediate_size=inter,

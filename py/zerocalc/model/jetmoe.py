@@ -10,8 +10,8 @@ them) routed by a JetMoeTopKGating ``router.layer`` (E x h, an nn.Linear):
   (num_attention_heads = kv x top-k, JetMoeConfig.__post_init__).
 ``model.norm``; lm_head tied by default (tie_word_embeddings True).
 
-The count is exact (tests/test_architectures.py). Activations: the block is costed as a classic block of its
-kv_proj and a dense MLP of the experts' width, which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_moe.py jetmoe_block, traced
+(tools/memtrace/moe_trace.py jetmoe with a balanced router).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def jetmoe(c: ConfigReader) -> ModelArch:
     moe = MoE(num_experts=e, experts_per_token=k, expert_intermediate=inter, shared_intermediate=0, dense_layers=0)
     return recurrent_arch(c, "jetmoe", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=kv * k,
                           kv=kv, hd=d, inter=inter, moe=moe,
-                          what="mixture-of-attention and MoE block is")
+                          what="mixture-of-attention and MoE block is", support="exact")
 
 
 def _experts(b: TensorList, m: str, h: int, e: int, d_in_out: int, d_back: int, comp: str) -> None:

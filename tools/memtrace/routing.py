@@ -1,0 +1,78 @@
+"""Balanced routing for the MoE models whose expert loop reads the router's values (docs/tracer.md §1k).
+
+FakeTensors have shapes, not values: modeling_dbrx.py DbrxExperts.forward picks the experts to run and their tokens
+with `nonzero()` / `torch.where` over the top-k indices, modeling_jetmoe.py JetMoeTopKGating.forward splits the
+routed rows with `expert_size.tolist()`; both fail on fake tensors. Inside `balanced_routing()` the router still
+runs as written (its linear, softmax and top-k: what it keeps for backward) but the assignment is fixed: routed
+slot r = i·k + s (token i's s-th choice) goes to expert r mod E, so each expert gets ⌈t·k/E⌉ or ⌊t·k/E⌋ rows and
+every token k distinct experts (k <= E): a perfectly balanced router, which is what the load-balancing loss
+trains towards. The rest of each forward is the modelling file's own ops in its own order, so the saved tensors
+are the real code's for that assignment (their sizes depend only on the row counts).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+
+def _slots(t: int, k: int, e: int, j: int):
+    """Expert j's routed slots (token i·k + choice s), in token order."""
+    return torch.arange(j, t * k, e)
+
+
+def _dbrx_experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """modeling_dbrx.py DbrxExperts.forward with `expert_hit` / `torch.where(expert_mask[expert_idx])` replaced by
+    the balanced assignment (every expert hit)."""
+    batch_size = hidden_states.shape[0]
+    hidden_states = hidden_states.reshape(-1, self.hidden_size)
+    next_states = torch.zeros_like(hidden_states, dtype=hidden_states.dtype, device=hidden_states.device)
+    t, k = top_k_index.shape
+    split_expert_shape = (-1, self.ffn_hidden_size, self.hidden_size)
+    for expert_idx in range(self.num_experts):
+        slots = _slots(t, k, self.num_experts, expert_idx)
+        idx, token_idx = slots % k, slots.div(k, rounding_mode="trunc")
+        v1 = self.mlp.v1.view(split_expert_shape)[expert_idx]
+        w1 = self.mlp.w1.view(split_expert_shape)[expert_idx]
+        w2 = self.mlp.w2.view(split_expert_shape)[expert_idx]
+        states = self.mlp(hidden_states[token_idx], w1, v1, w2)
+        states = states.view(-1, self.hidden_size) * top_k_weights[token_idx, idx, None]
+        next_states.index_add_(0, token_idx, states)
+    return next_states.view(batch_size, -1, self.hidden_size)
+
+
+def _jetmoe_gating_forward(self, hidden_states):
+    """modeling_jetmoe.py JetMoeTopKGating.forward with the expert sizes and the expert-sorted slot order of the
+    balanced assignment instead of `gates.long().sum(0).tolist()` and `top_k_experts.sort(0)`."""
+    logits = self.layer(hidden_states).float()
+    top_k_logits, top_k_indices = logits.topk(self.top_k, dim=1)
+    top_k_gates = torch.softmax(top_k_logits, dim=1).type_as(hidden_states)
+    t = top_k_gates.size(0)
+    groups = [_slots(t, self.top_k, self.num_experts, j) for j in range(self.num_experts)]
+    expert_size = [len(range(j, t * self.top_k, self.num_experts)) for j in range(self.num_experts)]
+    index_sorted_experts = torch.cat(groups)
+    batch_index = index_sorted_experts.div(self.top_k, rounding_mode="trunc")
+    batch_gates = top_k_gates.flatten()[index_sorted_experts]
+    return index_sorted_experts, batch_index, batch_gates, expert_size, logits
+
+
+PATCHES = (("transformers.models.dbrx.modeling_dbrx", "DbrxExperts", _dbrx_experts_forward),
+           ("transformers.models.jetmoe.modeling_jetmoe", "JetMoeTopKGating", _jetmoe_gating_forward))
+
+
+@contextlib.contextmanager
+def balanced_routing():
+    import importlib  # noqa: PLC0415
+    undo = []
+    for mod_name, cls_name, fwd in PATCHES:
+        try:
+            cls = getattr(importlib.import_module(mod_name), cls_name)
+        except (ImportError, AttributeError):     # an older transformers without the model
+            continue
+        undo.append((cls, cls.forward))
+        cls.forward = fwd
+    try:
+        yield
+    finally:
+        for cls, fwd in undo:
+            cls.forward = fwd
