@@ -69,7 +69,12 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
                                "shared_intermediate_size": 2048, "embedding_multiplier": 12.0,
                                "attention_multiplier": 0.015625, "residual_multiplier": 0.22, "logits_scaling": 8.0,
                                "layer_types": ["linear_attention", "linear_attention", "attention",
-                                               "linear_attention"]}}
+                                               "linear_attention"]},
+          # Jamba's default (Mamba of state 16, expand 2, dt rank 256; GQA 32/8; 16 experts top-2 every other layer
+          # from 1) at h 1024: 16/4 heads of 64, MLP 2816, dt rank 64, 4 experts, 4 layers with attention at 2
+          "jamba": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
+                    "intermediate_size": 2816, "mamba_dt_rank": 64, "num_experts": 4, "attn_layer_period": 4,
+                    "attn_layer_offset": 2}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -152,6 +157,33 @@ class InnerStandIn(torch.autograd.Function):
                 None, none(A), none(D), none(delta_bias))
 
 
+class ScanStandIn(torch.autograd.Function):
+    """mamba_ssm's SelectiveScanFn (selective_scan_interface.py) with z: its forward's contiguous copies of delta,
+    B, C and z (u is the conv output, already contiguous), selective_scan_cuda.fwd's out (like u), the fp32 chunk
+    states x (b, d, ceil(L / 2048), 2N) and out_z; ``ctx.save_for_backward(u, delta, A, B, C, D, z, delta_bias, x,
+    out)``, no arithmetic."""
+
+    @staticmethod
+    def forward(ctx, u, delta, A, B, C, D, z, delta_bias):
+        u, delta, B, C, z = (t if t.stride(-1) == 1 else t.contiguous() for t in (u, delta, B, C, z))
+        b, d, L = u.shape
+        x = torch.empty((b, d, -(-L // 2048), 2 * A.shape[-1]), dtype=torch.float32, device=u.device)
+        out, out_z = u.new_empty(u.shape), u.new_empty(u.shape)
+        ctx.save_for_backward(u, delta, A, B, C, D, z, delta_bias, x, out)
+        return out_z
+
+    @staticmethod
+    def backward(ctx, dy):
+        u, delta, A, B, C, D, z, delta_bias, _, _ = ctx.saved_tensors
+        none = lambda t: None if t is None else torch.empty_like(t)  # noqa: E731
+        return tuple(none(t) for t in (u, delta, A, B, C, D, z, delta_bias))
+
+
+def _scan_stand_in(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
+                   return_last_state=False, **kwargs):
+    return ScanStandIn.apply(hidden_states, dt, A, B, C, D, z, delta_bias)
+
+
 def _inner_stand_in(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight,
                     out_proj_bias, A, B=None, C=None, D=None, delta_bias=None, delta_softplus=True, **kwargs):
     return InnerStandIn.apply(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight,
@@ -178,16 +210,21 @@ def mamba_ssm_kernel():
     prev = [m.mamba2_split_conv1d_scan_combined for m in mods]
     lfm2 = importlib.import_module("transformers.models.lfm2.modeling_lfm2")
     mamba = importlib.import_module("transformers.models.mamba.modeling_mamba")
+    # Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls causal_conv1d_fn and mamba_selective_scan
+    jamba = importlib.import_module("transformers.models.jamba.modeling_jamba")
     prev_conv, prev_inner = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn
+    prev_jamba = jamba.causal_conv1d_fn, jamba.mamba_selective_scan
     for m in mods:
         m.mamba2_split_conv1d_scan_combined = _stand_in
     lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = _conv_stand_in, _inner_stand_in
+    jamba.causal_conv1d_fn, jamba.mamba_selective_scan = _conv_stand_in, _scan_stand_in
     try:
         yield
     finally:
         for m, p in zip(mods, prev):
             m.mamba2_split_conv1d_scan_combined = p
         lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = prev_conv, prev_inner
+        jamba.causal_conv1d_fn, jamba.mamba_selective_scan = prev_jamba
 
 
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["in_proj"]}  # PEFT refuses out_proj, conv1d on Mamba
@@ -198,7 +235,7 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid"):
+    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],

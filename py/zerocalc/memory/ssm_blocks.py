@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import (Ctx, SavedSet, attention_core, block_saved_bytes as _classic_saved_bytes, gated_mlp, linear,
-                     rmsnorm)
+                     rmsnorm, sparse_moe)
 from .lora import Adapter
 
 
@@ -256,10 +256,75 @@ def mamba1_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     return ss.total
 
 
+def jamba_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Jamba (modeling_jamba.py JambaMambaDecoderLayer / JambaAttentionDecoderLayer): input_layernorm, the Mamba
+    mixer or GQA attention without RoPE, residual add, pre_ff_layernorm, then JambaSparseMoeBlock (a router and
+    top-k experts: memory/blocks.py sparse_moe, the MoE in ModelArch.ssm["moe"]) or the SwiGLU JambaMLP. An attention
+    layer is blocks.py's llama_block (its experts too). Traced: tests/data/jamba_trace.json."""
+    experts = any(lin.count > 1 for lin in linears)
+    moe_arch = replace(arch, family="llama", moe=arch.ssm["moe"] if experts else None)
+    lins = {lin.name: lin for lin in linears if lin.count == 1}
+    if "in_proj" not in lins:
+        return _classic_saved_bytes(moe_arch, c, linears, adapters)
+    ads = {ad.name: ad for ad in adapters}
+    ss = SavedSet()
+    y = rmsnorm(ss, c, "input_norm", "resid", arch.hidden_size)
+    jamba_mixer(ss, c, arch.ssm, y, lins, ads)
+    c2 = replace(c, first_layer=False)           # the mixer's output needs a gradient in every layer
+    y2 = rmsnorm(ss, c2, "pre_ff_norm", "resid2", arch.hidden_size)
+    if experts:
+        sparse_moe(ss, c2, moe_arch, y2, c.res, lins, ads)
+    else:
+        gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    return ss.total
+
+
+def jamba_mixer(ss: SavedSet, c: Ctx, ssm, x: str, lins: dict, ads: dict) -> None:
+    """JambaMambaMixer.forward (modeling_jamba.py) as a GPU trains it: with mamba_ssm and causal-conv1d installed
+    its `causal_conv1d_fn` and `mamba_selective_scan` are their kernels (use_kernel_func_from_hub_with_fallback).
+    in_proj's output (2I per token) is kept whole: the conv's input is a strided view of it, and causal-conv1d's
+    CausalConv1dFn keeps x (causal_conv1d_interface.py). The conv output u (silu fused) is x_proj's input and the
+    scan's u; dt / B / C go through the weight-only RMSNorms (dt_layernorm, b_layernorm, c_layernorm: each an fp32
+    copy, rsqrt, normalised tensor; their outputs are fp32 under autocast - an fp32 weight times a 16-bit tensor);
+    `dt_proj.weight @ time_step.T` keeps time_step (16-bit: autocast's copy under autocast). mamba_ssm's
+    SelectiveScanFn (selective_scan_interface.py) with z keeps u, delta (I), contiguous copies of B and C (N each,
+    in their dtype) and of the gate z (I), A = -exp(A_log.float()) (fp32 I x N; exp keeps its own output when
+    A_log trains), D.float() and dt_proj.bias.float() (fp32 copies over 16-bit weights), its fp32 chunk states
+    (b, I, ceil(s / 2048), 2N) and out (I), and returns out_z, out_proj's input (I). With b > 1 the (b, s, I)
+    transposed views x_proj and out_proj read are copied by the matmul's reshape (traced)."""
+    t = c.tokens
+    linear(ss, c, x, c.res, lins["in_proj"], ads.get("in_proj"))
+    if c.first_layer and not c.train_base and "in_proj" not in ads:
+        return
+    e, inner, n, r = 2 if c.autocast else c.e, ssm["inner"], ssm["state"], ssm["rank"]
+    ss.save("xz", e * t * 2 * inner)
+    ss.save("u", e * t * inner)
+    linear(ss, c, "u" if c.batch == 1 else "u.x_proj", e, lins["x_proj"], ads.get("x_proj"))
+    # the norms read x_proj's output (16-bit under autocast) and keep `hs.to(input_dtype)` in that dtype
+    cn = replace(c, res=e, first_layer=False)
+    for key, d in (("dt_norm", r), ("b_norm", n), ("c_norm", n)):
+        rmsnorm(ss, cn, key, f"{key}.in", d)
+    bc = 4 if c.autocast and c.res == 4 else e      # B, C: the norms' outputs (weight dtype times e)
+    linear(ss, c, "dt_norm.out", 2 if c.autocast else e, lins["dt_proj"], ads.get("dt_proj"))
+    ss.save("delta", e * t * inner)
+    ss.save("B_C", bc * t * 2 * n)
+    ss.save("z", e * t * inner)
+    ss.save("A", 4 * inner * n)
+    if c.train_base:
+        ss.save("A_exp", 4 * inner * n)
+    if c.res != 4:
+        ss.save("D_dt_bias32", 2 * 4 * inner)
+    ss.save("scan_states", 4 * c.batch * inner * -(-c.seq // SCAN_CHUNK) * 2 * n)
+    ss.save("scan_out", e * t * inner)
+    linear(ss, c, "out_z" if c.batch == 1 else "out_z.copy", e, lins["out_proj"], ads.get("out_proj"))
+
+
 def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
     if arch.ssm is None:
         return _classic_saved_bytes(arch, c, linears, adapters)
+    if arch.ssm.get("layout") == "jamba":
+        return jamba_layer(arch, c, linears, adapters)
     if arch.ssm.get("layout") == "mamba1":
         return mamba1_block(arch, c, linears, adapters)
     if arch.ssm.get("layout") == "falcon_h1":
