@@ -28,7 +28,7 @@ from zerocalc.model import model_from_config
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
-            "mamba_trace", "jamba_trace")
+            "mamba_trace", "jamba_trace", "zamba2_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -254,11 +254,36 @@ def test_moe_experts_in_fp32_under_bf16_mixed():
     assert layers[1] - layers[0] == moe - (2 * 2 * t * h + 4 * 2 * t * 2816) == 83_988_480
 
 
+def test_zamba2_layers_by_hand():
+    """Zamba2 at h 1024, layers mamba hybrid mamba hybrid (mixer: 32 heads of 64, 1 group of state 64: in_proj
+    2048 + 2048 + 128 + 32 = 4256; the shared block: 16 heads of 128 over 2h = 2048, MLP 2816, gate_up adapter rank
+    128), bf16, t = 512. A Mamba layer is Mamba-2's block: the norm, in_proj's input, zxbcdt, out_x, rstd:
+    10,653,696 B. A hybrid layer first runs the shared block on the 2h concatenation: its norm (4*t*2h + 4*t +
+    2*t*2h), q/k/v's input (2*t*2h), q, k, v (2*t*2048 each), the fp32 lse (4*16*t), the output (2*t*2048);
+    pre_ff_layernorm (4*t*h + 4*t + 2*t*h), gate_up's and the adapter's input (2*t*h), the adapter's rank-wide
+    middle (2*t*128), the sum gate_up + adapter (2*t*2*2816), act and product (2*t*2816 each), ``linear``'s input
+    (2*t*h): 33,722,368 B, then the Mamba block: 44,376,064 B (traced: 44,376,320, the mixer's A adds 256)."""
+    t, h, a, inter = 512, 1024, 2048, 2816
+    mixer = (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 2 * t * 4256 + 2 * t * 2048 + 4 * t
+    shared = (4 * t * a + 4 * t + 2 * t * a) + 2 * t * a + 3 * 2 * t * 2048 + 4 * 16 * t + 2 * t * 2048 \
+        + (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 2 * t * 128 + 2 * t * 2 * inter + 2 * 2 * t * inter + 2 * t * h
+    assert mixer == 10_653_696 and shared == 33_722_368
+    assert acts("zamba2-4l-full-s512").layers == (mixer, shared + mixer, mixer, shared + mixer)
+
+
+def test_zamba2_checkpointed_stack_by_hand():
+    """s 1024, full checkpointing: the four layer inputs (2*t*h each), the embedding clone every layer is passed
+    (original_hidden_states, 2*t*h) and each hybrid layer's ``linear`` output, a keyword argument of its
+    checkpointed mamba_decoder (2 * 2*t*h): 14,680,064 B (the Mamba-2 rule alone: 8,388,608)."""
+    t, h = 1024, 1024
+    assert acts("zamba2-4l-full-s1024-ckpt").stack_saved == 4 * 2 * t * h + 2 * t * h + 2 * 2 * t * h == 14_680_064
+
+
 def test_which_state_space_types_are_exact():
     """Mamba, Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
     Nemotron-H's default (one MoE layer), Granite 4's (8 experts) and LFM2-MoE are not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
-    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba"):
+    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba2"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
     for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512"):
         assert model_from_config(CASES[case]["plan"]["model"]).support == "exact"
@@ -269,13 +294,14 @@ def test_which_state_space_types_are_exact():
 
 BEFORE = ("before these rules (the classic block of the mixer's linears), activations: mamba2 +10.2 % / +10.2 % / "
           "+4.7 % / -41.6 % / +44.4 %; bamba -45.6 % / -16.4 % / -13.2 % / -36.8 %; nemotron_h +19.5 % / +2.3 % / "
-          "-20.0 % / +15.5 %; lfm2 -46.3 % / -20.1 % / -13.8 % / -26.3 %; jamba -64.3 % / -48.1 % / -12.5 % / -57.7 % "
-          "(cases in fixture order)")
+          "-20.0 % / +15.5 %; lfm2 -46.3 % / -20.1 % / -13.8 % / -26.3 %; jamba -64.3 % / -48.1 % / -12.5 % / -57.7 %; "
+          "zamba2 -23.7 % / -17.1 % / -36.3 % / -22.3 % (cases in fixture order)")
 
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_step_within_3_percent_of_the_trace(case):
-    """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba] on fake
+    """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba | zamba2]
+    on fake
     tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
     far off the engine was."""
     eng = engine_breakdown(case["plan"])

@@ -27,6 +27,12 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace falcon_h1 > tests/data/falcon_h1_trace.json
   python -m tools.memtrace.ssm_trace granitemoehybrid > tests/data/granitemoehybrid_trace.json
   python -m tools.memtrace.ssm_trace mamba > tests/data/mamba_trace.json
+  python -m tools.memtrace.ssm_trace jamba > tests/data/jamba_trace.json
+  python -m tools.memtrace.ssm_trace zamba2 > tests/data/zamba2_trace.json
+
+Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls `causal_conv1d_fn` and `mamba_selective_scan`, the
+hub kernels "causal_conv1d_fn" (causal-conv1d) and "selective_scan_fn" (mamba_ssm) on a GPU: ConvStandIn and
+ScanStandIn keep what CausalConv1dFn and SelectiveScanFn keep. Zamba2's mixer is Mamba-2's kernel call.
 
 Each case keeps what tools/memtrace/compare.py compares, and the plan.
 """
@@ -74,7 +80,15 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
           # from 1) at h 1024: 16/4 heads of 64, MLP 2816, dt rank 64, 4 experts, 4 layers with attention at 2
           "jamba": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
                     "intermediate_size": 2816, "mamba_dt_rank": 64, "num_experts": 4, "attn_layer_period": 4,
-                    "attn_layer_offset": 2}}
+                    "attn_layer_offset": 2},
+          # Zamba2's default (Mamba-2 of 8 heads of 640, 1 group of state 64; one shared block of MHA 32 heads over
+          # 2h, GELU-gated MLP 4h, its gate_up adapter of rank 128 per hybrid layer) at h 1024: 32 mixer heads of
+          # 64, 16 heads of 128 over 2h = 2048, MLP 2816, 4 layers with the shared block called at 1 and 3
+          "zamba2": {"hidden_size": 1024, "num_hidden_layers": 4, "n_mamba_heads": 32, "mamba_headdim": 64,
+                     "num_attention_heads": 16, "num_key_value_heads": 16, "attention_hidden_size": 2048,
+                     "attention_head_dim": 128, "kv_channels": 64, "num_query_groups": 16, "intermediate_size": 2816,
+                     "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"],
+                     "hybrid_layer_ids": [1, 3]}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -235,7 +249,7 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba"):
+    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba", "zamba2"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],

@@ -181,7 +181,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # OPT, GPT-NeoX, GPT-J, Phi (tools/memtrace/golden/families/*-gc-*: the block inputs and the head only)
             stack += res * t * h
         if arch.ssm is not None:
-            stack = checkpointed_inputs(arch, res, t)       # ssm_blocks.py: residual_in_fp32 keeps fp32 inputs
+            # ssm_blocks.py: residual_in_fp32 keeps fp32 inputs
+            stack = checkpointed_inputs(arch, res, t, 2 if dt.autocast else dt.compute)
     elif plan.activation_checkpointing == "selective-op":
         stack = arch.num_layers * selective_op_layer(plan, arch, dt)
         recompute = 0

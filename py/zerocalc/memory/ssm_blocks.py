@@ -122,12 +122,22 @@ def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
     return (y, 4) if c.autocast else (f"{y}.to_head", c.res)
 
 
-def checkpointed_inputs(arch: ModelArch, res: int, t: int) -> int:
+def checkpointed_inputs(arch: ModelArch, res: int, t: int, e: int) -> int:
     """Full checkpointing: each Mamba2Block keeps its input. Layer 0 reads the embedding output (the weights'
     dtype); with residual_in_fp32 every later layer reads the fp32 sum `residual.to(float32) + mixer_out`
-    (no dropout, so nothing else is kept; traced: tests/data/ssm_trace.json, the 4-layer checkpointed case)."""
+    (no dropout, so nothing else is kept; traced: tests/data/ssm_trace.json, the 4-layer checkpointed case).
+
+    Zamba2 (modeling_zamba2.py Zamba2Model.forward) passes every layer `original_hidden_states =
+    torch.clone(inputs_embeds)`, one more tensor the checkpoints keep; and Zamba2HybridLayer calls its
+    mamba_decoder, itself a GradientCheckpointingLayer, with `transformer_hidden_states=` (the ``linear``'s output,
+    e per element): GradientCheckpointingLayer.__call__ checkpoints `partial(super().__call__, **kwargs)`, so the
+    keyword tensor lives with the partial until backward, one per hybrid layer (traced: zamba2_trace.json)."""
     later = 4 if arch.ssm["residual_fp32"] else res
-    return res * t * arch.hidden_size + later * t * arch.hidden_size * (arch.num_layers - 1)
+    stack = res * t * arch.hidden_size + later * t * arch.hidden_size * (arch.num_layers - 1)
+    if arch.ssm.get("layout") == "zamba2":
+        hybrid = sum(1 for lins in arch.ssm["layers"] if any(lin.name == "q_proj" for lin in lins))
+        stack += res * t * arch.hidden_size + hybrid * e * t * arch.hidden_size
+    return stack
 
 
 # other families' MLP linears under blocks.py gated_mlp's names: LFM2's w1/w3/w2, Granite 4's shared_mlp
@@ -319,10 +329,46 @@ def jamba_mixer(ss: SavedSet, c: Ctx, ssm, x: str, lins: dict, ads: dict) -> Non
     linear(ss, c, "out_z" if c.batch == 1 else "out_z.copy", e, lins["out_proj"], ads.get("out_proj"))
 
 
+def zamba2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Zamba2 (modeling_zamba2.py): a Zamba2MambaDecoderLayer is Mamba-2's block (input_layernorm, in_proj, the
+    fused kernel: mamba2_block). A Zamba2HybridLayer first runs the shared Zamba2AttentionDecoderLayer on
+    `torch.concatenate([hidden_states, original_hidden_states], -1)` (2h wide; the concatenation itself is kept
+    by nothing): input_layernorm over 2h, q/k/v from it, attention (no RoPE unless use_mem_rope), o_proj to h,
+    pre_ff_layernorm (no residual in the shared block), Zamba2MLP: gate_up_proj(x) + its per-layer adapter
+    Sequential(Linear(h, rank), Linear(rank, 2I)) (the sum is the activation's input, chunked), act(gate) * up,
+    down_proj; then the layer's own ``linear`` (h x h) on it, added to the stream before the mixer's block."""
+    lins = {lin.name: lin for lin in linears}
+    if "q_proj" not in lins:
+        return mamba2_block(arch, c, linears, adapters)
+    ads = {ad.name: ad for ad in adapters}
+    ss = SavedSet()
+    t, e, a = c.tokens, 2 if c.autocast else c.e, arch.ssm["attn_hidden"]
+    y = rmsnorm(ss, c, "shared_norm", "cat", a)
+    for name in ("q_proj", "k_proj", "v_proj"):
+        linear(ss, c, y, c.res, lins[name], ads.get(name))
+    out = attention_core(ss, c, arch, "attn", lins["q_proj"].d_out, lins["k_proj"].d_out)
+    c2 = replace(c, first_layer=False)
+    linear(ss, c2, out, e, lins["o_proj"], ads.get("o_proj"))
+    y2 = rmsnorm(ss, c2, "pre_ff_norm", "attn_out", arch.hidden_size)
+    gate_up, down = lins["gate_up_proj"], lins["down_proj"]
+    linear(ss, c2, y2, c.res, gate_up, ads.get("gate_up_proj"))
+    ad0, ad1 = lins["gate_up_proj_adapter.0"], lins["gate_up_proj_adapter.1"]
+    linear(ss, c2, y2, c.res, ad0, ads.get(ad0.name))
+    linear(ss, c2, "adapter.mid", e, ad1, ads.get(ad1.name))
+    ss.save("mlp.gate_up", e * t * gate_up.d_out)        # the sum: the activation reads its first half
+    ss.save("mlp.act", e * t * down.d_in)
+    linear(ss, c2, "mlp.prod", e, down, ads.get("down_proj"))
+    linear(ss, c2, "mlp.out", e, lins["linear"], ads.get("linear"))
+    ss.items["mixer"] = mamba2_block(arch, c2, linears, adapters)
+    return ss.total
+
+
 def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
     if arch.ssm is None:
         return _classic_saved_bytes(arch, c, linears, adapters)
+    if arch.ssm.get("layout") == "zamba2":
+        return zamba2_layer(arch, c, linears, adapters)
     if arch.ssm.get("layout") == "jamba":
         return jamba_layer(arch, c, linears, adapters)
     if arch.ssm.get("layout") == "mamba1":
