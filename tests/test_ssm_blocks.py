@@ -28,7 +28,7 @@ from zerocalc.model import model_from_config
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
-            "mamba_trace", "jamba_trace", "zamba2_trace")
+            "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -279,11 +279,52 @@ def test_zamba2_checkpointed_stack_by_hand():
     assert acts("zamba2-4l-full-s1024-ckpt").stack_saved == 4 * 2 * t * h + 2 * t * h + 2 * 2 * t * h == 14_680_064
 
 
+def test_recurrent_gemma_layers_by_hand():
+    """RecurrentGemma at h = lru_width = 1024 (4 heads of 256, 1 kv head; MLP 3072 halved: gate / up 1536; conv
+    width 4), bf16, t = s = 512, layers recurrent recurrent attention. RecurrentGemmaRMSNorm: the fp32 copy, rsqrt,
+    the fp32 normalised tensor and the fp32 (1 + weight) (4*t*h + 4*t + 4*t*h + 4*h = 4,200,448) twice a layer;
+    the MLP keeps gate/up's input (2*t*h) and gate, act, up, product (4 * 2*t*1536). The recurrent block: linear_y's
+    input (2*t*h), act's input and output, conv_1d's input (2*t*w each), its padded output (2*w*(512 + 3)), both
+    sigmoids, -8 * gate, the two exps and 1 - a² (2*t*w each), softplus (2*w), two bool ~reset (t each), the
+    multiplier and the gated input (2*t*w each), the 511 per-step fp32 gate copies and 511 running states plus the
+    zero state (4*w each), the output buffer and the product x * y (2*t*w each): 35,668,992 B (traced: the same).
+    Attention: q/k/v's input (2*t*h), the layer's rotary cos / sin (2 * 2*512*128), q (2*t*1024), k and v
+    (2*t*256 each), the lse (4*4*t), the output (2*t*1024): 19,681,280 B (the trace keeps 1 MiB more: its FA2
+    stand-in's copy of the output of a query partial RoPE's cat left head-major, as in Bamba)."""
+    t, h, w = 512, 1024, 1024
+    norm = 4 * t * h + 4 * t + 4 * t * h + 4 * h
+    mlp = 2 * t * h + 4 * 2 * t * 1536
+    recurrent = 2 * t * h + 3 * 2 * t * w + 2 * w * (512 + 3) + 6 * 2 * t * w + 2 * w + 2 * t + 2 * 2 * t * w \
+        + (511 + 511 + 1) * 4 * w + 2 * 2 * t * w
+    attention = 2 * t * h + 2 * 2 * 512 * 128 + 2 * t * 1024 + 2 * 2 * t * 256 + 4 * 4 * t + 2 * t * 1024
+    assert norm == 4_200_448
+    assert acts("recurrent-gemma-3l-full-s512").layers == (2 * norm + recurrent + mlp,) * 2 \
+        + (2 * norm + attention + mlp,) == (35_668_992, 35_668_992, 19_681_280)
+
+
+def test_recurrent_gemma_scan_under_autocast_by_hand():
+    """bf16-mixed, b 2: softplus runs in fp32 (CUDA autocast's fp32 list) over the fp32 recurrent_param, so the
+    gate chain is fp32: the two exps, 1 - a² and the reset-masked gate (4*t*w each; the scan's steps keep views of
+    that one tensor, not copies), the running states (4*2*w * 512 with the zero state); the multiplier is cast
+    back to 16 bits. The recurrent layer minus the attention one, from the parts that differ (t = 1024):
+    linear_y / linear_x keep autocast copies (2 * 2*t*h) against q/k/v's three (3 * 2*t*h); the block's 16-bit
+    tensors (act in/out, conv in, 2 sigmoids, -8 * gate, multiplier, gated, output, product: 10 * 2*t*w), the conv
+    output (2*2*w*515), 4 fp32 (b, s, w) tensors, softplus (4*w), ~reset (2*t), the states (4*2*w*512), the
+    baddbmm / conv weights' 16-bit copies (2 * 2*w*256 + 2*w*4), linear_out's input kept; attention's rope
+    (2 * 2*512*128), q, k, v, output, lse."""
+    t, h, w = 1024, 1024, 1024
+    recurrent = 2 * 2 * t * h + 10 * 2 * t * w + 2 * 2 * w * 515 + 4 * 4 * t * w + 4 * w + 2 * t + 4 * 2 * w * 512 \
+        + 2 * 2 * w * 256 + 2 * w * 4
+    attention = 3 * 2 * t * h + 2 * 2 * 512 * 128 + 2 * t * 1024 + 2 * 2 * t * 256 + 2 * t * 1024 + 4 * 4 * t
+    layers = acts("recurrent-gemma-3l-mixed-b2-s512").layers
+    assert layers[0] - layers[2] == recurrent - attention
+
+
 def test_which_state_space_types_are_exact():
     """Mamba, Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
     Nemotron-H's default (one MoE layer), Granite 4's (8 experts) and LFM2-MoE are not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
-    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba2"):
+    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba2", "recurrent_gemma"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
     for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512"):
         assert model_from_config(CASES[case]["plan"]["model"]).support == "exact"
@@ -295,12 +336,14 @@ def test_which_state_space_types_are_exact():
 BEFORE = ("before these rules (the classic block of the mixer's linears), activations: mamba2 +10.2 % / +10.2 % / "
           "+4.7 % / -41.6 % / +44.4 %; bamba -45.6 % / -16.4 % / -13.2 % / -36.8 %; nemotron_h +19.5 % / +2.3 % / "
           "-20.0 % / +15.5 %; lfm2 -46.3 % / -20.1 % / -13.8 % / -26.3 %; jamba -64.3 % / -48.1 % / -12.5 % / -57.7 %; "
-          "zamba2 -23.7 % / -17.1 % / -36.3 % / -22.3 % (cases in fixture order)")
+          "zamba2 -23.7 % / -17.1 % / -36.3 % / -22.3 %; recurrent_gemma -62.2 % / -15.1 % / -25.0 % / -46.2 % "
+          "(and logits -14.3 %: the soft cap's tanh output) (cases in fixture order)")
 
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_step_within_3_percent_of_the_trace(case):
-    """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba | zamba2]
+    """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba | zamba2 |
+    recurrent_gemma]
     on fake
     tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
     far off the engine was."""

@@ -29,6 +29,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace mamba > tests/data/mamba_trace.json
   python -m tools.memtrace.ssm_trace jamba > tests/data/jamba_trace.json
   python -m tools.memtrace.ssm_trace zamba2 > tests/data/zamba2_trace.json
+  python -m tools.memtrace.ssm_trace recurrent_gemma > tests/data/recurrent_gemma_trace.json   (RG-LRU: PyTorch on a GPU too)
 
 Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls `causal_conv1d_fn` and `mamba_selective_scan`, the
 hub kernels "causal_conv1d_fn" (causal-conv1d) and "selective_scan_fn" (mamba_ssm) on a GPU: ConvStandIn and
@@ -88,7 +89,12 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
                      "num_attention_heads": 16, "num_key_value_heads": 16, "attention_hidden_size": 2048,
                      "attention_head_dim": 128, "kv_channels": 64, "num_query_groups": 16, "intermediate_size": 2816,
                      "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"],
-                     "hybrid_layer_ids": [1, 3]}}
+                     "hybrid_layer_ids": [1, 3]},
+          # RecurrentGemma's default (h 2560, lru_width 2560, 10 heads of 256, MLP 7680 halved into gate/up, blocks
+          # recurrent recurrent attention) at h 1024: lru_width 1024, 4 query heads of 256 and 1 kv head (the 2B
+          # checkpoint's MQA), MLP 3072, 3 layers
+          "recurrent_gemma": {"hidden_size": 1024, "lru_width": 1024, "num_attention_heads": 4,
+                              "num_key_value_heads": 1, "intermediate_size": 3072, "num_hidden_layers": 3}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -249,11 +255,13 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba", "zamba2"):
+    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba", "zamba2",
+                      "recurrent_gemma"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
-                   "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"]}.get(
+                   "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
+                   "recurrent_gemma": ["linear_x", "linear_y", "linear_out", "q_proj", "v_proj"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
         name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
         return [(f"{name}-full-s512", base),

@@ -16,7 +16,9 @@ the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them.
 call: Bamba and dense Granite 4 (hybrid_layer; tests/data/bamba_trace.json, granitemoehybrid_trace.json),
 Nemotron-H without MoE layers (single_mixer_layer; nemotron_h_trace.json), Falcon-H1's parallel mixer and
 attention (falcon_h1_layer; falcon_h1_trace.json); and LFM2's short convolution (lfm2_layer, the causal-conv1d
-kernel; lfm2_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"].
+kernel; lfm2_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"]. The families built
+around other blocks (Jamba, Zamba2, RecurrentGemma) and the dispatch by ModelArch.ssm["layout"] are in
+memory/ssm_hybrids.py.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import (Ctx, SavedSet, attention_core, block_saved_bytes as _classic_saved_bytes, gated_mlp, linear,
-                     rmsnorm, sparse_moe)
+                     rmsnorm)
 from .lora import Adapter
 
 
@@ -35,7 +37,9 @@ def block_norm(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, x: str) -> str:
     if not arch.ssm.get("fp32_norm"):
         return rmsnorm(ss, c, key, x, arch.hidden_size)
     out = rmsnorm(ss, c, key, x, arch.hidden_size, gemma=True)
-    if c.res != 4 and not (c.first_layer and not c.train_base):
+    # RecurrentGemmaRMSNorm (fp32_norm "one_plus"): `output * (1.0 + self.weight.float())`, a new fp32 vector
+    # whatever the weights' dtype
+    if (c.res != 4 or arch.ssm["fp32_norm"] == "one_plus") and not (c.first_layer and not c.train_base):
         ss.save(f"{key}.weight32", 4 * arch.hidden_size)
     return out
 
@@ -111,9 +115,9 @@ def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
         # the attention layers' rotary cos/sin, (1, s, rotary dim) each (Bamba: partial_rotary_factor 0.5)
         ss.save("rope_cos_sin", 2 * c.res * c.seq * ssm["rope_dim"])
     if ssm.get("fp32_norm"):
-        # NemotronHRMSNorm (block_norm); its `.to(input_dtype)` output is what lm_head reads
+        # NemotronHRMSNorm / RecurrentGemmaRMSNorm (block_norm); its `.to(input_dtype)` output is what lm_head reads
         out = rmsnorm(ss, c, "final_norm", "resid_final", h, gemma=True)
-        if c.res != 4:
+        if c.res != 4 or ssm["fp32_norm"] == "one_plus":
             ss.save("final_norm.weight32", 4 * h)
         return out, c.res
     if not ssm["residual_fp32"]:
@@ -264,121 +268,3 @@ def mamba1_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
         if c.res != 4:
             ss.save("D_dt_bias32", 2 * 4 * inner)        # D.float(), dt_proj.bias.float()
     return ss.total
-
-
-def jamba_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
-    """Jamba (modeling_jamba.py JambaMambaDecoderLayer / JambaAttentionDecoderLayer): input_layernorm, the Mamba
-    mixer or GQA attention without RoPE, residual add, pre_ff_layernorm, then JambaSparseMoeBlock (a router and
-    top-k experts: memory/blocks.py sparse_moe, the MoE in ModelArch.ssm["moe"]) or the SwiGLU JambaMLP. An attention
-    layer is blocks.py's llama_block (its experts too). Traced: tests/data/jamba_trace.json."""
-    experts = any(lin.count > 1 for lin in linears)
-    moe_arch = replace(arch, family="llama", moe=arch.ssm["moe"] if experts else None)
-    lins = {lin.name: lin for lin in linears if lin.count == 1}
-    if "in_proj" not in lins:
-        return _classic_saved_bytes(moe_arch, c, linears, adapters)
-    ads = {ad.name: ad for ad in adapters}
-    ss = SavedSet()
-    y = rmsnorm(ss, c, "input_norm", "resid", arch.hidden_size)
-    jamba_mixer(ss, c, arch.ssm, y, lins, ads)
-    c2 = replace(c, first_layer=False)           # the mixer's output needs a gradient in every layer
-    y2 = rmsnorm(ss, c2, "pre_ff_norm", "resid2", arch.hidden_size)
-    if experts:
-        sparse_moe(ss, c2, moe_arch, y2, c.res, lins, ads)
-    else:
-        gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
-    return ss.total
-
-
-def jamba_mixer(ss: SavedSet, c: Ctx, ssm, x: str, lins: dict, ads: dict) -> None:
-    """JambaMambaMixer.forward (modeling_jamba.py) as a GPU trains it: with mamba_ssm and causal-conv1d installed
-    its `causal_conv1d_fn` and `mamba_selective_scan` are their kernels (use_kernel_func_from_hub_with_fallback).
-    in_proj's output (2I per token) is kept whole: the conv's input is a strided view of it, and causal-conv1d's
-    CausalConv1dFn keeps x (causal_conv1d_interface.py). The conv output u (silu fused) is x_proj's input and the
-    scan's u; dt / B / C go through the weight-only RMSNorms (dt_layernorm, b_layernorm, c_layernorm: each an fp32
-    copy, rsqrt, normalised tensor; their outputs are fp32 under autocast - an fp32 weight times a 16-bit tensor);
-    `dt_proj.weight @ time_step.T` keeps time_step (16-bit: autocast's copy under autocast). mamba_ssm's
-    SelectiveScanFn (selective_scan_interface.py) with z keeps u, delta (I), contiguous copies of B and C (N each,
-    in their dtype) and of the gate z (I), A = -exp(A_log.float()) (fp32 I x N; exp keeps its own output when
-    A_log trains), D.float() and dt_proj.bias.float() (fp32 copies over 16-bit weights), its fp32 chunk states
-    (b, I, ceil(s / 2048), 2N) and out (I), and returns out_z, out_proj's input (I). With b > 1 the (b, s, I)
-    transposed views x_proj and out_proj read are copied by the matmul's reshape (traced)."""
-    t = c.tokens
-    linear(ss, c, x, c.res, lins["in_proj"], ads.get("in_proj"))
-    if c.first_layer and not c.train_base and "in_proj" not in ads:
-        return
-    e, inner, n, r = 2 if c.autocast else c.e, ssm["inner"], ssm["state"], ssm["rank"]
-    ss.save("xz", e * t * 2 * inner)
-    ss.save("u", e * t * inner)
-    linear(ss, c, "u" if c.batch == 1 else "u.x_proj", e, lins["x_proj"], ads.get("x_proj"))
-    # the norms read x_proj's output (16-bit under autocast) and keep `hs.to(input_dtype)` in that dtype
-    cn = replace(c, res=e, first_layer=False)
-    for key, d in (("dt_norm", r), ("b_norm", n), ("c_norm", n)):
-        rmsnorm(ss, cn, key, f"{key}.in", d)
-    bc = 4 if c.autocast and c.res == 4 else e      # B, C: the norms' outputs (weight dtype times e)
-    linear(ss, c, "dt_norm.out", 2 if c.autocast else e, lins["dt_proj"], ads.get("dt_proj"))
-    ss.save("delta", e * t * inner)
-    ss.save("B_C", bc * t * 2 * n)
-    ss.save("z", e * t * inner)
-    ss.save("A", 4 * inner * n)
-    if c.train_base:
-        ss.save("A_exp", 4 * inner * n)
-    if c.res != 4:
-        ss.save("D_dt_bias32", 2 * 4 * inner)
-    ss.save("scan_states", 4 * c.batch * inner * -(-c.seq // SCAN_CHUNK) * 2 * n)
-    ss.save("scan_out", e * t * inner)
-    linear(ss, c, "out_z" if c.batch == 1 else "out_z.copy", e, lins["out_proj"], ads.get("out_proj"))
-
-
-def zamba2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
-    """Zamba2 (modeling_zamba2.py): a Zamba2MambaDecoderLayer is Mamba-2's block (input_layernorm, in_proj, the
-    fused kernel: mamba2_block). A Zamba2HybridLayer first runs the shared Zamba2AttentionDecoderLayer on
-    `torch.concatenate([hidden_states, original_hidden_states], -1)` (2h wide; the concatenation itself is kept
-    by nothing): input_layernorm over 2h, q/k/v from it, attention (no RoPE unless use_mem_rope), o_proj to h,
-    pre_ff_layernorm (no residual in the shared block), Zamba2MLP: gate_up_proj(x) + its per-layer adapter
-    Sequential(Linear(h, rank), Linear(rank, 2I)) (the sum is the activation's input, chunked), act(gate) * up,
-    down_proj; then the layer's own ``linear`` (h x h) on it, added to the stream before the mixer's block."""
-    lins = {lin.name: lin for lin in linears}
-    if "q_proj" not in lins:
-        return mamba2_block(arch, c, linears, adapters)
-    ads = {ad.name: ad for ad in adapters}
-    ss = SavedSet()
-    t, e, a = c.tokens, 2 if c.autocast else c.e, arch.ssm["attn_hidden"]
-    y = rmsnorm(ss, c, "shared_norm", "cat", a)
-    for name in ("q_proj", "k_proj", "v_proj"):
-        linear(ss, c, y, c.res, lins[name], ads.get(name))
-    out = attention_core(ss, c, arch, "attn", lins["q_proj"].d_out, lins["k_proj"].d_out)
-    c2 = replace(c, first_layer=False)
-    linear(ss, c2, out, e, lins["o_proj"], ads.get("o_proj"))
-    y2 = rmsnorm(ss, c2, "pre_ff_norm", "attn_out", arch.hidden_size)
-    gate_up, down = lins["gate_up_proj"], lins["down_proj"]
-    linear(ss, c2, y2, c.res, gate_up, ads.get("gate_up_proj"))
-    ad0, ad1 = lins["gate_up_proj_adapter.0"], lins["gate_up_proj_adapter.1"]
-    linear(ss, c2, y2, c.res, ad0, ads.get(ad0.name))
-    linear(ss, c2, "adapter.mid", e, ad1, ads.get(ad1.name))
-    ss.save("mlp.gate_up", e * t * gate_up.d_out)        # the sum: the activation reads its first half
-    ss.save("mlp.act", e * t * down.d_in)
-    linear(ss, c2, "mlp.prod", e, down, ads.get("down_proj"))
-    linear(ss, c2, "mlp.out", e, lins["linear"], ads.get("linear"))
-    ss.items["mixer"] = mamba2_block(arch, c2, linears, adapters)
-    return ss.total
-
-
-def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
-    """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
-    if arch.ssm is None:
-        return _classic_saved_bytes(arch, c, linears, adapters)
-    if arch.ssm.get("layout") == "zamba2":
-        return zamba2_layer(arch, c, linears, adapters)
-    if arch.ssm.get("layout") == "jamba":
-        return jamba_layer(arch, c, linears, adapters)
-    if arch.ssm.get("layout") == "mamba1":
-        return mamba1_block(arch, c, linears, adapters)
-    if arch.ssm.get("layout") == "falcon_h1":
-        return falcon_h1_layer(arch, c, linears, adapters)
-    if arch.ssm.get("layout") == "lfm2":
-        return lfm2_layer(arch, c, linears, adapters)
-    if arch.ssm.get("layout") == "single":
-        return single_mixer_layer(arch, c, linears, adapters)
-    if "layers" in arch.ssm:
-        return hybrid_layer(arch, c, linears, adapters)
-    return mamba2_block(arch, c, linears, adapters)

@@ -1,0 +1,194 @@
+"""The tensors autograd saves in one layer of the recurrent / hybrid families built around other blocks, as they
+train on a GPU: Jamba (Mamba mixer + MoE), Zamba2 (shared attention blocks on Mamba-2) and RecurrentGemma (RG-LRU +
+local attention); and block_saved_bytes, the state-space dispatch (memory/ssm_blocks.py has the Mamba / Mamba-2
+mixers and the hybrids on them). Traced with tools/memtrace/ssm_trace.py: tests/data/jamba_trace.json,
+zamba2_trace.json, recurrent_gemma_trace.json (tests/test_ssm_blocks.py).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..model import Linear, ModelArch
+from .blocks import (Ctx, SavedSet, attention_core, block_saved_bytes as _classic_saved_bytes, gated_mlp, linear,
+                     rmsnorm, sparse_moe)
+from .lora import Adapter
+from .ssm_blocks import (SCAN_CHUNK, block_norm, falcon_h1_layer, hybrid_layer, lfm2_layer, mamba1_block,
+                         mamba2_block, single_mixer_layer)
+
+
+def jamba_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Jamba (modeling_jamba.py JambaMambaDecoderLayer / JambaAttentionDecoderLayer): input_layernorm, the Mamba
+    mixer or GQA attention without RoPE, residual add, pre_ff_layernorm, then JambaSparseMoeBlock (a router and
+    top-k experts: memory/blocks.py sparse_moe, the MoE in ModelArch.ssm["moe"]) or the SwiGLU JambaMLP. An attention
+    layer is blocks.py's llama_block (its experts too). Traced: tests/data/jamba_trace.json."""
+    experts = any(lin.count > 1 for lin in linears)
+    moe_arch = replace(arch, family="llama", moe=arch.ssm["moe"] if experts else None)
+    lins = {lin.name: lin for lin in linears if lin.count == 1}
+    if "in_proj" not in lins:
+        return _classic_saved_bytes(moe_arch, c, linears, adapters)
+    ads = {ad.name: ad for ad in adapters}
+    ss = SavedSet()
+    y = rmsnorm(ss, c, "input_norm", "resid", arch.hidden_size)
+    jamba_mixer(ss, c, arch.ssm, y, lins, ads)
+    c2 = replace(c, first_layer=False)           # the mixer's output needs a gradient in every layer
+    y2 = rmsnorm(ss, c2, "pre_ff_norm", "resid2", arch.hidden_size)
+    if experts:
+        sparse_moe(ss, c2, moe_arch, y2, c.res, lins, ads)
+    else:
+        gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    return ss.total
+
+
+def jamba_mixer(ss: SavedSet, c: Ctx, ssm, x: str, lins: dict, ads: dict) -> None:
+    """JambaMambaMixer.forward (modeling_jamba.py) as a GPU trains it: with mamba_ssm and causal-conv1d installed
+    its `causal_conv1d_fn` and `mamba_selective_scan` are their kernels (use_kernel_func_from_hub_with_fallback).
+    in_proj's output (2I per token) is kept whole: the conv's input is a strided view of it, and causal-conv1d's
+    CausalConv1dFn keeps x (causal_conv1d_interface.py). The conv output u (silu fused) is x_proj's input and the
+    scan's u; dt / B / C go through the weight-only RMSNorms (dt_layernorm, b_layernorm, c_layernorm: each an fp32
+    copy, rsqrt, normalised tensor; their outputs are fp32 under autocast - an fp32 weight times a 16-bit tensor);
+    `dt_proj.weight @ time_step.T` keeps time_step (16-bit: autocast's copy under autocast). mamba_ssm's
+    SelectiveScanFn (selective_scan_interface.py) with z keeps u, delta (I), contiguous copies of B and C (N each,
+    in their dtype) and of the gate z (I), A = -exp(A_log.float()) (fp32 I x N; exp keeps its own output when
+    A_log trains), D.float() and dt_proj.bias.float() (fp32 copies over 16-bit weights), its fp32 chunk states
+    (b, I, ceil(s / 2048), 2N) and out (I), and returns out_z, out_proj's input (I). With b > 1 the (b, s, I)
+    transposed views x_proj and out_proj read are copied by the matmul's reshape (traced)."""
+    t = c.tokens
+    linear(ss, c, x, c.res, lins["in_proj"], ads.get("in_proj"))
+    if c.first_layer and not c.train_base and "in_proj" not in ads:
+        return
+    e, inner, n, r = 2 if c.autocast else c.e, ssm["inner"], ssm["state"], ssm["rank"]
+    ss.save("xz", e * t * 2 * inner)
+    ss.save("u", e * t * inner)
+    linear(ss, c, "u" if c.batch == 1 else "u.x_proj", e, lins["x_proj"], ads.get("x_proj"))
+    # the norms read x_proj's output (16-bit under autocast) and keep `hs.to(input_dtype)` in that dtype
+    cn = replace(c, res=e, first_layer=False)
+    for key, d in (("dt_norm", r), ("b_norm", n), ("c_norm", n)):
+        rmsnorm(ss, cn, key, f"{key}.in", d)
+    bc = 4 if c.autocast and c.res == 4 else e      # B, C: the norms' outputs (weight dtype times e)
+    linear(ss, c, "dt_norm.out", 2 if c.autocast else e, lins["dt_proj"], ads.get("dt_proj"))
+    ss.save("delta", e * t * inner)
+    ss.save("B_C", bc * t * 2 * n)
+    ss.save("z", e * t * inner)
+    ss.save("A", 4 * inner * n)
+    if c.train_base:
+        ss.save("A_exp", 4 * inner * n)
+    if c.res != 4:
+        ss.save("D_dt_bias32", 2 * 4 * inner)
+    ss.save("scan_states", 4 * c.batch * inner * -(-c.seq // SCAN_CHUNK) * 2 * n)
+    ss.save("scan_out", e * t * inner)
+    linear(ss, c, "out_z" if c.batch == 1 else "out_z.copy", e, lins["out_proj"], ads.get("out_proj"))
+
+
+def zamba2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Zamba2 (modeling_zamba2.py): a Zamba2MambaDecoderLayer is Mamba-2's block (input_layernorm, in_proj, the
+    fused kernel: mamba2_block). A Zamba2HybridLayer first runs the shared Zamba2AttentionDecoderLayer on
+    `torch.concatenate([hidden_states, original_hidden_states], -1)` (2h wide; the concatenation itself is kept
+    by nothing): input_layernorm over 2h, q/k/v from it, attention (no RoPE unless use_mem_rope), o_proj to h,
+    pre_ff_layernorm (no residual in the shared block), Zamba2MLP: gate_up_proj(x) + its per-layer adapter
+    Sequential(Linear(h, rank), Linear(rank, 2I)) (the sum is the activation's input, chunked), act(gate) * up,
+    down_proj; then the layer's own ``linear`` (h x h) on it, added to the stream before the mixer's block."""
+    lins = {lin.name: lin for lin in linears}
+    if "q_proj" not in lins:
+        return mamba2_block(arch, c, linears, adapters)
+    ads = {ad.name: ad for ad in adapters}
+    ss = SavedSet()
+    t, e, a = c.tokens, 2 if c.autocast else c.e, arch.ssm["attn_hidden"]
+    y = rmsnorm(ss, c, "shared_norm", "cat", a)
+    for name in ("q_proj", "k_proj", "v_proj"):
+        linear(ss, c, y, c.res, lins[name], ads.get(name))
+    out = attention_core(ss, c, arch, "attn", lins["q_proj"].d_out, lins["k_proj"].d_out)
+    c2 = replace(c, first_layer=False)
+    linear(ss, c2, out, e, lins["o_proj"], ads.get("o_proj"))
+    y2 = rmsnorm(ss, c2, "pre_ff_norm", "attn_out", arch.hidden_size)
+    gate_up, down = lins["gate_up_proj"], lins["down_proj"]
+    linear(ss, c2, y2, c.res, gate_up, ads.get("gate_up_proj"))
+    ad0, ad1 = lins["gate_up_proj_adapter.0"], lins["gate_up_proj_adapter.1"]
+    linear(ss, c2, y2, c.res, ad0, ads.get(ad0.name))
+    linear(ss, c2, "adapter.mid", e, ad1, ads.get(ad1.name))
+    ss.save("mlp.gate_up", e * t * gate_up.d_out)        # the sum: the activation reads its first half
+    ss.save("mlp.act", e * t * down.d_in)
+    linear(ss, c2, "mlp.prod", e, down, ads.get("down_proj"))
+    linear(ss, c2, "mlp.out", e, lins["linear"], ads.get("linear"))
+    ss.items["mixer"] = mamba2_block(arch, c2, linears, adapters)
+    return ss.total
+
+
+def recurrent_gemma_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...],
+                          adapters: tuple[Adapter, ...]) -> int:
+    """RecurrentGemma (modeling_recurrent_gemma.py RecurrentGemmaDecoderLayer): temporal_pre_norm, the recurrent
+    block or local attention, residual add, channel_pre_norm, the GeGLU MLP (gate / up / down, biased), residual
+    add. The norms are RecurrentGemmaRMSNorm (block_norm, fp32_norm "one_plus"). RG-LRU has no kernel in
+    transformers: a GPU runs the same PyTorch (rg_lru_saves). RecurrentGemmaAttention computes its own rotary
+    cos / sin per layer ((1, s, head_dim / 2) each in q's dtype, kept by the rotation's products), q / k
+    concatenated back after partial RoPE, then attention_core. Traced: tests/data/recurrent_gemma_trace.json."""
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    ss = SavedSet()
+    e = 2 if c.autocast else c.e
+    y = block_norm(ss, c, arch, "temporal_norm", "resid")
+    if "linear_x" in lins:
+        rg_lru_saves(ss, c, arch.ssm, y, lins, ads)
+    else:
+        for name in ("q_proj", "k_proj", "v_proj"):
+            linear(ss, c, y, c.res, lins[name], ads.get(name))
+        if not (c.first_layer and not c.train_base and not {"q_proj", "k_proj"} & set(ads)):
+            ss.save("rope_cos_sin", 2 * e * c.seq * arch.ssm["layer_rope_dim"])
+        out = attention_core(ss, c, arch, "attn", lins["q_proj"].d_out, lins["k_proj"].d_out)
+        linear(ss, replace(c, first_layer=False), out, e, lins["o_proj"], ads.get("o_proj"))
+    c2 = replace(c, first_layer=False)
+    y2 = block_norm(ss, c2, arch, "channel_norm", "resid2")
+    gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    return ss.total
+
+
+def rg_lru_saves(ss: SavedSet, c: Ctx, ssm, y: str, lins: dict, ads: dict) -> None:
+    """RecurrentGemmaRecurrentBlock.forward and RecurrentGemmaRglru.forward / _rnn_scan (modeling_recurrent_gemma.py),
+    width w = lru_width. y = act(linear_y(x)) keeps linear_y's output and act's; linear_x's output is conv_1d's input
+    (aten::convolution keeps it, frozen weight or not: traced under LoRA); conv_1d's padded output (b, w, s + conv1d_width - 1) is what the gates' baddbmm
+    and `activations * input_gate` read; both sigmoid outputs; `-8.0 * gate` (kept by its product with
+    softplus(recurrent_param) when that trains) and the softplus output (w); the two exp outputs (recurrent_gate, a²)
+    and 1 - a² (SqrtBoundDerivative keeps its input); the two bool ~reset (b, s, 1); the multiplier in the input's
+    dtype; the gated input; then the Python loop over s positions: each step's `recurrent_gate[:, t].type(fp32)`
+    (a copy per step when the gate is 16-bit; under autocast the gate is fp32 - softplus is on CUDA autocast's fp32
+    list, and an fp32 parameter promotes the chain - so the steps keep views of one fp32 (b, s, w) tensor) and the
+    fp32 running state (b, w) the next step multiplies; the output buffer (zeros_like, the input's dtype), the
+    product x * y, linear_out's input. Under autocast over fp32 weights the baddbmms and the conv keep 16-bit copies
+    of their weights (not linears: counted here)."""
+    t, b, s, w = c.tokens, c.batch, c.seq, ssm["lru_width"]
+    e = 2 if c.autocast else c.e
+    g = 4 if c.autocast else e                          # the recurrent-gate chain's dtype
+    linear(ss, c, y, c.res, lins["linear_y"], ads.get("linear_y"))
+    linear(ss, c, y, c.res, lins["linear_x"], ads.get("linear_x"))
+    if c.first_layer and not c.train_base and not {"linear_x", "linear_y"} & set(ads):
+        return
+    ss.save("y_branch", 2 * e * t * w)                  # act's input and output
+    ss.save("conv_in", e * t * w)                       # aten::convolution keeps its input even over a frozen weight
+    if c.train_base:
+        ss.save("minus8_gate", e * t * w)
+        if c.autocast and c.res == 4:
+            ss.save("weights16", 2 * 2 * w * ssm["block_width"] + 2 * w * ssm["conv_width"])
+    ss.save("conv_out", e * b * w * (s + ssm["conv_width"] - 1))
+    ss.save("sigmoids", 2 * e * t * w)
+    ss.save("softplus", g * w)
+    ss.save("exp_a_a2_1ma2", 3 * g * t * w)
+    ss.save("not_reset", 2 * t)
+    ss.save("multiplier_gated", 2 * e * t * w)
+    ss.save("scan_gate", 4 * t * w if g == 4 else 4 * b * w * (s - 1))
+    ss.save("scan_states", 4 * b * w * s)
+    ss.save("scan_out", e * t * w)
+    linear(ss, c, "x_times_y", e, lins["linear_out"], ads.get("linear_out"))
+
+
+# ModelArch.ssm["layout"] -> the layer's rule; no layout: Mamba-2's block, or hybrid_layer with per-layer linears
+LAYOUTS = {"recurrent_gemma": recurrent_gemma_layer, "zamba2": zamba2_layer, "jamba": jamba_layer,
+           "mamba1": mamba1_block, "falcon_h1": falcon_h1_layer, "lfm2": lfm2_layer, "single": single_mixer_layer}
+
+
+def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
+    if arch.ssm is None:
+        return _classic_saved_bytes(arch, c, linears, adapters)
+    rule = LAYOUTS.get(arch.ssm.get("layout"))
+    if rule is None:
+        rule = hybrid_layer if "layers" in arch.ssm else mamba2_block
+    return rule(arch, c, linears, adapters)
