@@ -28,7 +28,7 @@ from zerocalc.model import model_from_config
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
-            "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace")
+            "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace", "rwkv_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -320,11 +320,27 @@ def test_recurrent_gemma_scan_under_autocast_by_hand():
     assert layers[0] - layers[2] == recurrent - attention
 
 
+def test_rwkv_layers_by_hand():
+    """RWKV-4 at h = attention_hidden_size = 1024, FFN 4096, bf16, t = 512. LayerNorm keeps its input and mean /
+    rstd (2*t*h + 4*t). Time mixing: the norm output and its one-step shift (2*t*h each, the mixes' gradients), three
+    (1 - mix) vectors (3 * 2*h), key / value / receptance's own mixed inputs (3 * 2*t*h), sigmoid(receptance), the
+    wkv kernel's key, value and output (2*t*1024 each) and fp32 -exp(time_decay) (4*1024), output's input
+    receptance * wkv (2*t*1024): 11,546,624 B with ln1. Channel mixing: ln2, the output and shift, two (1 - mix), key
+    and receptance's inputs, relu's output and its square (2*t*4096 each), sigmoid and value's output (2*t*h each):
+    15,734,784 B. Layer 0 adds pre_ln (2*t*h + 4*t). 27,281,408 B a layer (traced: the same)."""
+    t, h = 512, 1024
+    ln = 2 * t * h + 4 * t
+    att = ln + 2 * 2 * t * h + 3 * 2 * h + 3 * 2 * t * h + 2 * t * 1024 + 3 * 2 * t * 1024 + 4 * 1024 + 2 * t * 1024
+    ffn = ln + 2 * 2 * t * h + 2 * 2 * h + 2 * 2 * t * h + 2 * 2 * t * 4096 + 2 * 2 * t * h
+    assert (att, ffn) == (11_546_624, 15_734_784)
+    assert acts("rwkv-2l-full-s512").layers == (ln + att + ffn, att + ffn) and att + ffn == 27_281_408
+
+
 def test_which_state_space_types_are_exact():
     """Mamba, Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
     Nemotron-H's default (one MoE layer), Granite 4's (8 experts) and LFM2-MoE are not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
-    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba2", "recurrent_gemma"):
+    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba2", "recurrent_gemma", "rwkv"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
     for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512"):
         assert model_from_config(CASES[case]["plan"]["model"]).support == "exact"
@@ -337,13 +353,14 @@ BEFORE = ("before these rules (the classic block of the mixer's linears), activa
           "+4.7 % / -41.6 % / +44.4 %; bamba -45.6 % / -16.4 % / -13.2 % / -36.8 %; nemotron_h +19.5 % / +2.3 % / "
           "-20.0 % / +15.5 %; lfm2 -46.3 % / -20.1 % / -13.8 % / -26.3 %; jamba -64.3 % / -48.1 % / -12.5 % / -57.7 %; "
           "zamba2 -23.7 % / -17.1 % / -36.3 % / -22.3 %; recurrent_gemma -62.2 % / -15.1 % / -25.0 % / -46.2 % "
-          "(and logits -14.3 %: the soft cap's tanh output) (cases in fixture order)")
+          "(and logits -14.3 %: the soft cap's tanh output); rwkv -38.2 % / -25.0 % / +25.1 % / -30.5 % "
+          "(cases in fixture order)")
 
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_step_within_3_percent_of_the_trace(case):
     """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba | zamba2 |
-    recurrent_gemma]
+    recurrent_gemma | rwkv]
     on fake
     tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
     far off the engine was."""

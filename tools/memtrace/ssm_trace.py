@@ -30,6 +30,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace jamba > tests/data/jamba_trace.json
   python -m tools.memtrace.ssm_trace zamba2 > tests/data/zamba2_trace.json
   python -m tools.memtrace.ssm_trace recurrent_gemma > tests/data/recurrent_gemma_trace.json   (RG-LRU: PyTorch on a GPU too)
+  python -m tools.memtrace.ssm_trace rwkv > tests/data/rwkv_trace.json   (WkvStandIn: the kernels-community/rwkv kernel)
 
 Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls `causal_conv1d_fn` and `mamba_selective_scan`, the
 hub kernels "causal_conv1d_fn" (causal-conv1d) and "selective_scan_fn" (mamba_ssm) on a GPU: ConvStandIn and
@@ -94,7 +95,10 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
           # recurrent recurrent attention) at h 1024: lru_width 1024, 4 query heads of 256 and 1 kv head (the 2B
           # checkpoint's MQA), MLP 3072, 3 layers
           "recurrent_gemma": {"hidden_size": 1024, "lru_width": 1024, "num_attention_heads": 4,
-                              "num_key_value_heads": 1, "intermediate_size": 3072, "num_hidden_layers": 3}}
+                              "num_key_value_heads": 1, "intermediate_size": 3072, "num_hidden_layers": 3},
+          # RWKV's default (h 4096, 32 layers, attention_hidden_size h, FFN 4h) at h 1024, 2 layers
+          "rwkv": {"hidden_size": 1024, "num_hidden_layers": 2, "attention_hidden_size": 1024,
+                   "intermediate_size": 4096}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -204,6 +208,34 @@ def _scan_stand_in(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=None, 
     return ScanStandIn.apply(hidden_states, dt, A, B, C, D, z, delta_bias)
 
 
+class WkvStandIn(torch.autograd.Function):
+    """RWKV's RwkvLinearAttention (modeling_rwkv.py) over the kernels-community/rwkv CUDA kernel: its forward's
+    `-torch.exp(time_decay.float())`, fp32 copies of time_first / key / value under fp16 only, the output like key;
+    ``ctx.save_for_backward(time_decay, time_first, key, value, output)`` and `output.to(input_dtype)` (the same
+    tensor unless fp16), no arithmetic."""
+
+    @staticmethod
+    def forward(ctx, time_decay, time_first, key, value):
+        dtype = key.dtype
+        time_decay = -torch.exp(time_decay.float().contiguous())
+        if key.dtype == torch.float16:
+            time_first, key, value = time_first.float(), key.float(), value.float()
+        time_first, key, value = time_first.contiguous(), key.contiguous(), value.contiguous()
+        output = torch.empty_like(key, memory_format=torch.contiguous_format)
+        ctx.save_for_backward(time_decay, time_first, key, value, output)
+        return output.to(dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        _, time_first, key, value, _ = ctx.saved_tensors
+        return (time_first.new_empty(time_first.shape), torch.empty_like(time_first), torch.empty_like(key),
+                torch.empty_like(value))
+
+
+def _wkv_stand_in(time_decay, time_first, key, value, state=None, return_state=False):
+    return WkvStandIn.apply(time_decay, time_first, key, value), None
+
+
 def _inner_stand_in(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight,
                     out_proj_bias, A, B=None, C=None, D=None, delta_bias=None, delta_softplus=True, **kwargs):
     return InnerStandIn.apply(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight,
@@ -234,10 +266,13 @@ def mamba_ssm_kernel():
     jamba = importlib.import_module("transformers.models.jamba.modeling_jamba")
     prev_conv, prev_inner = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn
     prev_jamba = jamba.causal_conv1d_fn, jamba.mamba_selective_scan
+    rwkv = importlib.import_module("transformers.models.rwkv.modeling_rwkv")
+    prev_rwkv = rwkv.rwkv_linear_attention
     for m in mods:
         m.mamba2_split_conv1d_scan_combined = _stand_in
     lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = _conv_stand_in, _inner_stand_in
     jamba.causal_conv1d_fn, jamba.mamba_selective_scan = _conv_stand_in, _scan_stand_in
+    rwkv.rwkv_linear_attention = _wkv_stand_in
     try:
         yield
     finally:
@@ -245,6 +280,7 @@ def mamba_ssm_kernel():
             m.mamba2_split_conv1d_scan_combined = p
         lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = prev_conv, prev_inner
         jamba.causal_conv1d_fn, jamba.mamba_selective_scan = prev_jamba
+        rwkv.rwkv_linear_attention = prev_rwkv
 
 
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["in_proj"]}  # PEFT refuses out_proj, conv1d on Mamba
@@ -256,12 +292,13 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba", "zamba2",
-                      "recurrent_gemma"):
+                      "recurrent_gemma", "rwkv"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
                    "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
-                   "recurrent_gemma": ["linear_x", "linear_y", "linear_out", "q_proj", "v_proj"]}.get(
+                   "recurrent_gemma": ["linear_x", "linear_y", "linear_out", "q_proj", "v_proj"],
+                   "rwkv": ["key", "value", "receptance", "output"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
         name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
         return [(f"{name}-full-s512", base),

@@ -111,6 +111,12 @@ def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
     weight's gradient, its fp32 normalised tensor (`self.weight * hidden_states.to(input_dtype)`, input_dtype
     fp32); Mamba2ForCausalLM.forward casts it to lm_head's dtype (a 16-bit copy lm_head keeps; under autocast
     the cast is a no-op and autocast makes that copy). Traced: tests/data/ssm_trace.json."""
+    if ssm.get("layout") == "rwkv":
+        # RwkvModel.ln_out, an nn.LayerNorm: its input and mean / rstd (fp32 under autocast, like its output)
+        f = 4 if c.autocast else c.res
+        ss.save("ln_out.in", f * c.tokens * h)
+        ss.save("ln_out.stats", 4 * c.tokens)
+        return "ln_out.out", f
     if "rope_dim" in ssm:
         # the attention layers' rotary cos/sin, (1, s, rotary dim) each (Bamba: partial_rotary_factor 0.5)
         ss.save("rope_cos_sin", 2 * c.res * c.seq * ssm["rope_dim"])

@@ -1,8 +1,8 @@
 """The tensors autograd saves in one layer of the recurrent / hybrid families built around other blocks, as they
 train on a GPU: Jamba (Mamba mixer + MoE), Zamba2 (shared attention blocks on Mamba-2) and RecurrentGemma (RG-LRU +
-local attention); and block_saved_bytes, the state-space dispatch (memory/ssm_blocks.py has the Mamba / Mamba-2
+local attention), RWKV-4 (time and channel mixing); and block_saved_bytes, the state-space dispatch (memory/ssm_blocks.py has the Mamba / Mamba-2
 mixers and the hybrids on them). Traced with tools/memtrace/ssm_trace.py: tests/data/jamba_trace.json,
-zamba2_trace.json, recurrent_gemma_trace.json (tests/test_ssm_blocks.py).
+zamba2_trace.json, recurrent_gemma_trace.json, rwkv_trace.json (tests/test_ssm_blocks.py).
 """
 from __future__ import annotations
 
@@ -179,9 +179,66 @@ def rg_lru_saves(ss: SavedSet, c: Ctx, ssm, y: str, lins: dict, ads: dict) -> No
     linear(ss, c, "x_times_y", e, lins["linear_out"], ads.get("linear_out"))
 
 
+def rwkv_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """RWKV-4 (modeling_rwkv.py RwkvBlock): pre_ln (layer 0), ln1, time mixing (RwkvSelfAttention), residual add,
+    ln2, channel mixing (RwkvFeedForward), residual add. nn.LayerNorm keeps its input and mean / rstd (fp32 under
+    autocast, whose layer_norm runs in fp32 and returns fp32). Each mixing sublayer shifts the norm output by one
+    position (ZeroPad2d: a new tensor) and feeds every linear its own `x * mix + shifted * (1 - mix)`; with the
+    mixes training, the products keep x and shifted, and each (1 - mix) vector is kept either way. Time mixing:
+    sigmoid(receptance) kept; with the kernels-community/rwkv kernel a GPU loads (RwkvLinearAttention) the wkv
+    keeps -exp(time_decay.float()) (fp32, a), key, value and its output (a each, the linears' dtype); receptance *
+    wkv is output's input (without the `kernels` package RwkvSelfAttention falls back to rwkv_linear_attention_cpu's
+    Python loop, not modelled). Channel mixing: square(relu(key(x))) - relu keeps its output, pow reads it (under
+    autocast pow is on CUDA's fp32 list: an fp32 copy and an fp32 result value reads through autocast's copy) -
+    then receptance * value keeps sigmoid's output and value's. Traced: tests/data/rwkv_trace.json."""
+    t, h = c.tokens, arch.hidden_size
+    e, f = 2 if c.autocast else c.e, 4 if c.autocast else c.res    # linear outputs; LayerNorm and mixes
+    ss = SavedSet()
+    att, ffn = linears[:4], linears[4:]
+
+    def ad(lin: Linear) -> Adapter | None:
+        return next((a for a in adapters if (a.name, a.d_in, a.d_out) == (lin.name, lin.d_in, lin.d_out)), None)
+
+    def layer_norm(cn: Ctx, key: str, x_bytes: int) -> None:
+        if not (cn.first_layer and not cn.train_base):
+            ss.save(f"{key}.in", (4 if cn.autocast else x_bytes) * t * h)
+            ss.save(f"{key}.stats", 4 * t)
+
+    def mixes(cn: Ctx, key: str, lins: tuple[Linear, ...]) -> None:
+        if cn.train_base:
+            ss.save(f"{key}.x", f * t * h)
+            ss.save(f"{key}.shifted", f * t * h)
+        if not (cn.first_layer and not cn.train_base):
+            ss.save(f"{key}.one_minus_mix", len(lins) * f * h)
+        for lin in lins:
+            linear(ss, cn, f"{key}.mixed.{lin.name}", f, lin, ad(lin))
+
+    if c.first_layer:
+        layer_norm(c, "pre_ln", c.res)
+    layer_norm(c, "ln1", f if c.first_layer else c.res)
+    mixes(c, "att", att[:3])
+    key, value, receptance, output = att
+    if not (c.first_layer and not c.train_base and not any(ad(lin) for lin in att[:3])):
+        ss.save("att.sigmoid", e * t * receptance.d_out)
+        ss.save("wkv.time_decay", 4 * key.d_out)
+        ss.save("wkv.kv_out", 3 * e * t * key.d_out)
+    c2 = replace(c, first_layer=False)
+    linear(ss, c2, "att.r_wkv", e, output, ad(output))
+    layer_norm(c2, "ln2", c.res)
+    f_key, f_receptance, f_value = ({lin.name: lin for lin in ffn}[n] for n in ("key", "receptance", "value"))
+    mixes(c2, "ffn", (f_key, f_receptance))
+    ss.save("ffn.relu", e * t * f_key.d_out)
+    if c.autocast:
+        ss.save("ffn.relu32", 4 * t * f_key.d_out)
+    linear(ss, c2, "ffn.square", 4 if c.autocast else e, f_value, ad(f_value))
+    ss.save("ffn.sigmoid_value", 2 * e * t * h)
+    return ss.total
+
+
 # ModelArch.ssm["layout"] -> the layer's rule; no layout: Mamba-2's block, or hybrid_layer with per-layer linears
 LAYOUTS = {"recurrent_gemma": recurrent_gemma_layer, "zamba2": zamba2_layer, "jamba": jamba_layer,
-           "mamba1": mamba1_block, "falcon_h1": falcon_h1_layer, "lfm2": lfm2_layer, "single": single_mixer_layer}
+           "mamba1": mamba1_block, "falcon_h1": falcon_h1_layer, "lfm2": lfm2_layer, "single": single_mixer_layer,
+           "rwkv": rwkv_layer}
 
 
 def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

@@ -73,8 +73,11 @@ def rwkv(c: ConfigReader) -> ModelArch:
         b.matrix("head", "weight", (vocab, h), "other", "head")
     lins = (Linear("key", h, a), Linear("value", h, a), Linear("receptance", h, a), Linear("output", a, h),
             Linear("receptance", h, h), Linear("key", h, inter), Linear("value", inter, h))
-    return recurrent_arch(c, "rwkv", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
+    arch = recurrent_arch(c, "rwkv", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
                           what="time-mix recurrence is", inter=inter, norm="layernorm")
+    # activations: memory/ssm_hybrids.py rwkv_layer (time mixing, then channel mixing: lins in that order), held to
+    # tests/data/rwkv_trace.json
+    return replace(arch, ssm={"layout": "rwkv", "residual_fp32": False}, support="exact")
 
 
 def recurrent_gemma(c: ConfigReader) -> ModelArch:
