@@ -28,7 +28,7 @@ from zerocalc.model import model_from_config
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
-            "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace", "rwkv_trace")
+            "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace", "rwkv_trace", "zamba_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -271,6 +271,21 @@ def test_zamba2_layers_by_hand():
     assert acts("zamba2-4l-full-s512").layers == (mixer, shared + mixer, mixer, shared + mixer)
 
 
+def test_zamba_layers_by_hand():
+    """Zamba at h 1024, layers mamba hybrid mamba hybrid (mixer: 2 heads of 1024 = I 2048, state 16, dt rank 64;
+    the shared block: 16 heads of 128 over 2h, MLP 2816 gate / up / down), bf16, t = 512. A Mamba layer: the norm
+    (4*t*h + 4*t + 2*t*h), in_proj's input (2*t*h), the contiguous conv input and the conv output (2*t*I each),
+    the per-head x_proj bmm's output (2*t*2*96), delta, z, the scans' out and out_proj's input (2*t*I each),
+    A and exp's output (2 * 4*I*16), fp32 D and dt bias (2 * 4*I), the chunk states (4*I*32): 17,516,544 B (traced:
+    the same). A hybrid layer adds Zamba2's shared block without the adapter (33,722,368 - 2*t*128)."""
+    t, h, inner = 512, 1024, 2048
+    mixer = (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 2 * 2 * t * inner + 2 * t * 2 * 96 + 4 * 2 * t * inner \
+        + 2 * 4 * inner * 16 + 2 * 4 * inner + 4 * inner * 32
+    shared = 33_722_368 - 2 * t * 128
+    assert mixer == 17_516_544
+    assert acts("zamba-4l-full-s512").layers == (mixer, shared + mixer, mixer, shared + mixer)
+
+
 def test_zamba2_checkpointed_stack_by_hand():
     """s 1024, full checkpointing: the four layer inputs (2*t*h each), the embedding clone every layer is passed
     (original_hidden_states, 2*t*h) and each hybrid layer's ``linear`` output, a keyword argument of its
@@ -340,7 +355,8 @@ def test_which_state_space_types_are_exact():
     """Mamba, Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
     Nemotron-H's default (one MoE layer), Granite 4's (8 experts) and LFM2-MoE are not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
-    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba2", "recurrent_gemma", "rwkv"):
+    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba", "zamba2", "recurrent_gemma",
+                  "rwkv"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
     for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512"):
         assert model_from_config(CASES[case]["plan"]["model"]).support == "exact"
@@ -353,14 +369,14 @@ BEFORE = ("before these rules (the classic block of the mixer's linears), activa
           "+4.7 % / -41.6 % / +44.4 %; bamba -45.6 % / -16.4 % / -13.2 % / -36.8 %; nemotron_h +19.5 % / +2.3 % / "
           "-20.0 % / +15.5 %; lfm2 -46.3 % / -20.1 % / -13.8 % / -26.3 %; jamba -64.3 % / -48.1 % / -12.5 % / -57.7 %; "
           "zamba2 -23.7 % / -17.1 % / -36.3 % / -22.3 %; recurrent_gemma -62.2 % / -15.1 % / -25.0 % / -46.2 % "
-          "(and logits -14.3 %: the soft cap's tanh output); rwkv -38.2 % / -25.0 % / +25.1 % / -30.5 % "
-          "(cases in fixture order)")
+          "(and logits -14.3 %: the soft cap's tanh output); rwkv -38.2 % / -25.0 % / +25.1 % / -30.5 %; "
+          "zamba -46.5 % / -32.3 % / -36.3 % / -43.5 % (cases in fixture order)")
 
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_step_within_3_percent_of_the_trace(case):
     """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba | zamba2 |
-    recurrent_gemma | rwkv]
+    recurrent_gemma | rwkv | zamba]
     on fake
     tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
     far off the engine was."""

@@ -29,12 +29,14 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace mamba > tests/data/mamba_trace.json
   python -m tools.memtrace.ssm_trace jamba > tests/data/jamba_trace.json
   python -m tools.memtrace.ssm_trace zamba2 > tests/data/zamba2_trace.json
+  python -m tools.memtrace.ssm_trace zamba > tests/data/zamba_trace.json
   python -m tools.memtrace.ssm_trace recurrent_gemma > tests/data/recurrent_gemma_trace.json   (RG-LRU: PyTorch on a GPU too)
   python -m tools.memtrace.ssm_trace rwkv > tests/data/rwkv_trace.json   (WkvStandIn: the kernels-community/rwkv kernel)
 
 Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls `causal_conv1d_fn` and `mamba_selective_scan`, the
 hub kernels "causal_conv1d_fn" (causal-conv1d) and "selective_scan_fn" (mamba_ssm) on a GPU: ConvStandIn and
-ScanStandIn keep what CausalConv1dFn and SelectiveScanFn keep. Zamba2's mixer is Mamba-2's kernel call.
+ScanStandIn keep what CausalConv1dFn and SelectiveScanFn keep; Zamba's mixer the same, one scan per head. Zamba2's
+mixer is Mamba-2's kernel call.
 
 Each case keeps what tools/memtrace/compare.py compares, and the plan.
 """
@@ -98,7 +100,13 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
                               "num_key_value_heads": 1, "intermediate_size": 3072, "num_hidden_layers": 3},
           # RWKV's default (h 4096, 32 layers, attention_hidden_size h, FFN 4h) at h 1024, 2 layers
           "rwkv": {"hidden_size": 1024, "num_hidden_layers": 2, "attention_hidden_size": 1024,
-                   "intermediate_size": 4096}}
+                   "intermediate_size": 4096},
+          # Zamba's default (Mamba of 2 heads, state 16, expand 2, dt rank 232; one shared block of MHA 16 heads over
+          # 2h, GELU-gated MLP 4h) at h 1024: 2 mixer heads of 1024, dt rank 64, 16 heads of 128 over 2h = 2048,
+          # MLP 2816, 4 layers with the shared block called at 1 and 3
+          "zamba": {"hidden_size": 1024, "attention_hidden_size": 2048, "attention_head_dim": 128,
+                    "intermediate_size": 2816, "mamba_dt_rank": 64, "num_hidden_layers": 4,
+                    "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"]}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -263,15 +271,17 @@ def mamba_ssm_kernel():
     lfm2 = importlib.import_module("transformers.models.lfm2.modeling_lfm2")
     mamba = importlib.import_module("transformers.models.mamba.modeling_mamba")
     # Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls causal_conv1d_fn and mamba_selective_scan
-    jamba = importlib.import_module("transformers.models.jamba.modeling_jamba")
+    # and Zamba's (modeling_zamba.py ZambaMambaMixer.forward: one scan per mixer head)
+    scans = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in ("jamba", "zamba")]
     prev_conv, prev_inner = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn
-    prev_jamba = jamba.causal_conv1d_fn, jamba.mamba_selective_scan
+    prev_scans = [(m.causal_conv1d_fn, m.mamba_selective_scan) for m in scans]
     rwkv = importlib.import_module("transformers.models.rwkv.modeling_rwkv")
     prev_rwkv = rwkv.rwkv_linear_attention
     for m in mods:
         m.mamba2_split_conv1d_scan_combined = _stand_in
     lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = _conv_stand_in, _inner_stand_in
-    jamba.causal_conv1d_fn, jamba.mamba_selective_scan = _conv_stand_in, _scan_stand_in
+    for m in scans:
+        m.causal_conv1d_fn, m.mamba_selective_scan = _conv_stand_in, _scan_stand_in
     rwkv.rwkv_linear_attention = _wkv_stand_in
     try:
         yield
@@ -279,7 +289,8 @@ def mamba_ssm_kernel():
         for m, p in zip(mods, prev):
             m.mamba2_split_conv1d_scan_combined = p
         lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = prev_conv, prev_inner
-        jamba.causal_conv1d_fn, jamba.mamba_selective_scan = prev_jamba
+        for m, (conv, scan) in zip(scans, prev_scans):
+            m.causal_conv1d_fn, m.mamba_selective_scan = conv, scan
         rwkv.rwkv_linear_attention = prev_rwkv
 
 
@@ -292,7 +303,7 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba", "zamba2",
-                      "recurrent_gemma", "rwkv"):
+                      "recurrent_gemma", "rwkv", "zamba"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],

@@ -1,8 +1,9 @@
 """The tensors autograd saves in one layer of the recurrent / hybrid families built around other blocks, as they
-train on a GPU: Jamba (Mamba mixer + MoE), Zamba2 (shared attention blocks on Mamba-2) and RecurrentGemma (RG-LRU +
-local attention), RWKV-4 (time and channel mixing); and block_saved_bytes, the state-space dispatch (memory/ssm_blocks.py has the Mamba / Mamba-2
-mixers and the hybrids on them). Traced with tools/memtrace/ssm_trace.py: tests/data/jamba_trace.json,
-zamba2_trace.json, recurrent_gemma_trace.json, rwkv_trace.json (tests/test_ssm_blocks.py).
+train on a GPU: Jamba (Mamba mixer + MoE), Zamba / Zamba2 (shared attention blocks on Mamba / Mamba-2),
+RecurrentGemma (RG-LRU + local attention), RWKV-4 (time and channel mixing); and block_saved_bytes, the state-space
+dispatch (memory/ssm_blocks.py has the Mamba / Mamba-2 mixers and the hybrids on them). Traced with
+tools/memtrace/ssm_trace.py: tests/data/jamba_trace.json, zamba_trace.json, zamba2_trace.json,
+recurrent_gemma_trace.json, rwkv_trace.json (tests/test_ssm_blocks.py).
 """
 from __future__ import annotations
 
@@ -79,17 +80,20 @@ def jamba_mixer(ss: SavedSet, c: Ctx, ssm, x: str, lins: dict, ads: dict) -> Non
     linear(ss, c, "out_z" if c.batch == 1 else "out_z.copy", e, lins["out_proj"], ads.get("out_proj"))
 
 
-def zamba2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
-    """Zamba2 (modeling_zamba2.py): a Zamba2MambaDecoderLayer is Mamba-2's block (input_layernorm, in_proj, the
-    fused kernel: mamba2_block). A Zamba2HybridLayer first runs the shared Zamba2AttentionDecoderLayer on
+def zamba_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Zamba2 (modeling_zamba2.py) and Zamba (modeling_zamba.py). A Zamba2MambaDecoderLayer is Mamba-2's block
+    (input_layernorm, in_proj, the fused kernel: mamba2_block); a ZambaMambaDecoderLayer is zamba_mamba_block. A
+    hybrid layer (Zamba2HybridLayer / ZambaHybridLayer) first runs the shared attention decoder layer on
     `torch.concatenate([hidden_states, original_hidden_states], -1)` (2h wide; the concatenation itself is kept
-    by nothing): input_layernorm over 2h, q/k/v from it, attention (no RoPE unless use_mem_rope), o_proj to h,
-    pre_ff_layernorm (no residual in the shared block), Zamba2MLP: gate_up_proj(x) + its per-layer adapter
-    Sequential(Linear(h, rank), Linear(rank, 2I)) (the sum is the activation's input, chunked), act(gate) * up,
-    down_proj; then the layer's own ``linear`` (h x h) on it, added to the stream before the mixer's block."""
+    by nothing): input_layernorm over 2h, q/k/v from it, attention (no RoPE unless Zamba2's use_mem_rope), o_proj
+    to h, pre_ff_layernorm (no residual in the shared block), the MLP - Zamba2MLP: gate_up_proj(x) + its per-layer
+    adapter Sequential(Linear(h, rank), Linear(rank, 2I)) (the sum is the activation's input, chunked), act(gate) *
+    up, down_proj; ZambaMLP: gate / up / down - then the layer's own ``linear`` (h x h) on it, added to the stream
+    before the mixer's block."""
     lins = {lin.name: lin for lin in linears}
+    mixer = zamba_mamba_block if arch.ssm.get("mixer") == "mamba1" else mamba2_block
     if "q_proj" not in lins:
-        return mamba2_block(arch, c, linears, adapters)
+        return mixer(arch, c, linears, adapters)
     ads = {ad.name: ad for ad in adapters}
     ss = SavedSet()
     t, e, a = c.tokens, 2 if c.autocast else c.e, arch.ssm["attn_hidden"]
@@ -100,16 +104,55 @@ def zamba2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     c2 = replace(c, first_layer=False)
     linear(ss, c2, out, e, lins["o_proj"], ads.get("o_proj"))
     y2 = rmsnorm(ss, c2, "pre_ff_norm", "attn_out", arch.hidden_size)
-    gate_up, down = lins["gate_up_proj"], lins["down_proj"]
-    linear(ss, c2, y2, c.res, gate_up, ads.get("gate_up_proj"))
-    ad0, ad1 = lins["gate_up_proj_adapter.0"], lins["gate_up_proj_adapter.1"]
-    linear(ss, c2, y2, c.res, ad0, ads.get(ad0.name))
-    linear(ss, c2, "adapter.mid", e, ad1, ads.get(ad1.name))
-    ss.save("mlp.gate_up", e * t * gate_up.d_out)        # the sum: the activation reads its first half
-    ss.save("mlp.act", e * t * down.d_in)
-    linear(ss, c2, "mlp.prod", e, down, ads.get("down_proj"))
+    down = lins["down_proj"]
+    if "gate_up_proj" in lins:
+        gate_up = lins["gate_up_proj"]
+        linear(ss, c2, y2, c.res, gate_up, ads.get("gate_up_proj"))
+        ad0, ad1 = lins["gate_up_proj_adapter.0"], lins["gate_up_proj_adapter.1"]
+        linear(ss, c2, y2, c.res, ad0, ads.get(ad0.name))
+        linear(ss, c2, "adapter.mid", e, ad1, ads.get(ad1.name))
+        ss.save("mlp.gate_up", e * t * gate_up.d_out)        # the sum: the activation reads its first half
+        ss.save("mlp.act", e * t * down.d_in)
+        linear(ss, c2, "mlp.prod", e, down, ads.get("down_proj"))
+    else:
+        gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, down.d_in)
     linear(ss, c2, "mlp.out", e, lins["linear"], ads.get("linear"))
-    ss.items["mixer"] = mamba2_block(arch, c2, linears, adapters)
+    ss.items["mixer"] = mixer(arch, c2, linears, adapters)
+    return ss.total
+
+
+def zamba_mamba_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """ZambaMambaDecoderLayer (modeling_zamba.py): input_layernorm, then ZambaMambaMixer.forward with causal-conv1d
+    and mamba_ssm as a GPU runs it: in_proj's output (2I, gate and conv input interleaved per channel); the conv
+    input made contiguous (I, CausalConv1dFn keeps it); the conv output u (I, the per-head x_proj bmm's and the
+    scans' input); the bmm's output - dt, B, C for every head, (R + 2N) x heads - kept by the dt_proj bmm (dt) and
+    the scans (B, C are views); delta (I); A = -exp(A_log.float()) (exp's output too when A_log trains), the fp32
+    dt bias and D; then one SelectiveScanFn per head (selective_scan_interface.py, with z): the gate made contiguous
+    (I over the heads), the fp32 chunk states (b, I, ceil(s / 2048), 2N), out (I); the heads' out_z concatenated is
+    out_proj's input (I). Traced: tests/data/zamba_trace.json."""
+    ss, ssm, t = SavedSet(), arch.ssm, c.tokens
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    y = rmsnorm(ss, c, "norm", "resid", arch.hidden_size)
+    linear(ss, c, y, c.res, lins["in_proj"], ads.get("in_proj"))
+    if c.first_layer and not c.train_base and "in_proj" not in ads:
+        return ss.total
+    e, inner, n, r, heads = 2 if c.autocast else c.e, ssm["inner"], ssm["state"], ssm["rank"], ssm["heads"]
+    for key, width in (("conv_in", inner), ("u", inner), ("x_proj_out", heads * (r + 2 * n)), ("delta", inner),
+                       ("z", inner), ("scan_out", inner)):
+        ss.save(key, e * t * width)
+    ss.save("A", 4 * inner * n * (2 if c.train_base else 1))
+    if c.res != 4:
+        ss.save("D_dt_bias32", 2 * 4 * inner)
+    ss.save("scan_states", 4 * c.batch * inner * -(-c.seq // SCAN_CHUNK) * 2 * n)
+    if c.batch > 1:
+        # the bmms broadcast over (heads, b): u made contiguous, and x_proj_weight / dt_proj_weight expanded and
+        # copied per sample (in the compute dtype; traced)
+        ss.save("u_heads", e * t * inner)
+        ss.save("bmm_weights", e * c.batch * inner * (2 * r + 2 * n))
+    # `out_proj(scan_output.transpose(1, 2).to(dtype))`, dtype the input's: the stream's (fp32 under autocast, which
+    # then keeps its own 16-bit copy)
+    linear(ss, c, "out_z_cat", c.res, lins["out_proj"], ads.get("out_proj"))
     return ss.total
 
 
@@ -236,7 +279,7 @@ def rwkv_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
 
 
 # ModelArch.ssm["layout"] -> the layer's rule; no layout: Mamba-2's block, or hybrid_layer with per-layer linears
-LAYOUTS = {"recurrent_gemma": recurrent_gemma_layer, "zamba2": zamba2_layer, "jamba": jamba_layer,
+LAYOUTS = {"recurrent_gemma": recurrent_gemma_layer, "zamba2": zamba_layer, "jamba": jamba_layer,
            "mamba1": mamba1_block, "falcon_h1": falcon_h1_layer, "lfm2": lfm2_layer, "single": single_mixer_layer,
            "rwkv": rwkv_layer}
 

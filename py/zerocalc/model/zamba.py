@@ -17,10 +17,10 @@ transformer block called from every ``hybrid`` layer of ``layers_block_type``.
   (add_bias_linear), per hybrid layer of its kind a LoRA-like gate_up adapter (h -> adapter_rank -> 2I) and,
   with use_shared_attention_adapter, q/k/v adapters (2h -> rank -> 2h); a hybrid layer adds ``linear`` (h x h).
 
-The counts are exact (tests/test_architectures.py). Activations: Zamba 2 without q/k/v adapters and rotary
-memory blocks (the default) by memory/ssm_blocks.py zamba2_layer, held to tests/data/zamba2_trace.json; Zamba and
-the other Zamba 2 variants are costed as a classic block of the linears (the "mamba" family), which ``support``
-says.
+The counts are exact (tests/test_architectures.py). Activations: Zamba, and Zamba 2 without q/k/v adapters and
+rotary memory blocks (the default), by memory/ssm_hybrids.py zamba_layer, held to tests/data/zamba_trace.json and
+zamba2_trace.json; the other Zamba 2 variants are costed as a classic block of the linears (the "mamba" family),
+which ``support`` says.
 """
 from __future__ import annotations
 
@@ -89,8 +89,16 @@ def zamba(c: ConfigReader) -> ModelArch:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = (Linear("in_proj", h, 2 * inner), Linear("out_proj", inner, h), Linear("gate_proj", h, inter),
             Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return recurrent_arch(c, "zamba", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
+    arch = recurrent_arch(c, "zamba", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
                           kv=kv, hd=hd, inter=inter, what="Mamba layers and the shared transformer block are")
+    # activations: memory/ssm_hybrids.py zamba_layer / zamba_mamba_block (held to tests/data/zamba_trace.json)
+    mixer = lins[:2]
+    shared = (Linear("q_proj", a, heads * hd), Linear("k_proj", a, kv * hd), Linear("v_proj", a, kv * hd),
+              Linear("o_proj", heads * hd, h)) + lins[2:] + (Linear("linear", h, h),) + mixer
+    dims = {"layout": "zamba2", "mixer": "mamba1", "inner": inner, "heads": mh, "state": n, "rank": r,
+            "residual_fp32": False, "attn_hidden": a,
+            "layers": tuple(shared if kind == "hybrid" else mixer for kind in kinds)}
+    return replace(arch, ssm=dims, gated_mlp=True, support="exact")
 
 
 def zamba2(c: ConfigReader) -> ModelArch:
@@ -137,7 +145,7 @@ def zamba2(c: ConfigReader) -> ModelArch:
     arch = recurrent_arch(c, "zamba2", b, h=h, n_layers=len(kinds), vocab=vocab, tied=tied, lins=tuple(lins),
                           heads=heads, kv=kv, hd=hd, inter=inter,
                           what="Mamba-2 layers and the shared transformer blocks are")
-    # activations: memory/ssm_blocks.py zamba2_layer, per layer its kind's linears (a hybrid layer: the shared
+    # activations: memory/ssm_hybrids.py zamba_layer, per layer its kind's linears (a hybrid layer: the shared
     # block's, its gate_up adapter's, its own ``linear``, then the mixer's); held to tests/data/zamba2_trace.json
     shared = (Linear("q_proj", a, heads * hd), Linear("k_proj", a, kv * hd), Linear("v_proj", a, kv * hd),
               Linear("o_proj", heads * hd, h), Linear("gate_up_proj", h, 2 * inter), Linear("down_proj", inter, h),
