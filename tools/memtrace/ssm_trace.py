@@ -30,7 +30,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace jamba > tests/data/jamba_trace.json
   python -m tools.memtrace.ssm_trace zamba2 > tests/data/zamba2_trace.json
   python -m tools.memtrace.ssm_trace zamba > tests/data/zamba_trace.json
-  python -m tools.memtrace.ssm_trace recurrent_gemma > tests/data/recurrent_gemma_trace.json   (RG-LRU: PyTorch on a GPU too)
+  python -m tools.memtrace.ssm_trace recurrent_gemma > tests/data/recurrent_gemma_trace.json   (PyTorch on GPUs too)
   python -m tools.memtrace.ssm_trace rwkv > tests/data/rwkv_trace.json   (WkvStandIn: the kernels-community/rwkv kernel)
 
 Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls `causal_conv1d_fn` and `mamba_selective_scan`, the

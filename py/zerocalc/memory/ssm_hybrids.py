@@ -187,16 +187,16 @@ def recurrent_gemma_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...],
 def rg_lru_saves(ss: SavedSet, c: Ctx, ssm, y: str, lins: dict, ads: dict) -> None:
     """RecurrentGemmaRecurrentBlock.forward and RecurrentGemmaRglru.forward / _rnn_scan (modeling_recurrent_gemma.py),
     width w = lru_width. y = act(linear_y(x)) keeps linear_y's output and act's; linear_x's output is conv_1d's input
-    (aten::convolution keeps it, frozen weight or not: traced under LoRA); conv_1d's padded output (b, w, s + conv1d_width - 1) is what the gates' baddbmm
-    and `activations * input_gate` read; both sigmoid outputs; `-8.0 * gate` (kept by its product with
-    softplus(recurrent_param) when that trains) and the softplus output (w); the two exp outputs (recurrent_gate, a²)
-    and 1 - a² (SqrtBoundDerivative keeps its input); the two bool ~reset (b, s, 1); the multiplier in the input's
-    dtype; the gated input; then the Python loop over s positions: each step's `recurrent_gate[:, t].type(fp32)`
-    (a copy per step when the gate is 16-bit; under autocast the gate is fp32 - softplus is on CUDA autocast's fp32
-    list, and an fp32 parameter promotes the chain - so the steps keep views of one fp32 (b, s, w) tensor) and the
-    fp32 running state (b, w) the next step multiplies; the output buffer (zeros_like, the input's dtype), the
-    product x * y, linear_out's input. Under autocast over fp32 weights the baddbmms and the conv keep 16-bit copies
-    of their weights (not linears: counted here)."""
+    (aten::convolution keeps it, frozen weight or not: traced under LoRA); conv_1d's padded output (b, w, s +
+    conv1d_width - 1) is what the gates' baddbmm and `activations * input_gate` read; both sigmoid outputs; `-8.0 *
+    gate` (kept by its product with softplus(recurrent_param) when that trains) and the softplus output (w); the two exp
+    outputs (recurrent_gate, a²) and 1 - a² (SqrtBoundDerivative keeps its input); the two bool ~reset (b, s, 1); the
+    multiplier in the input's dtype; the gated input; then the Python loop over s positions: each step's
+    `recurrent_gate[:, t].type(fp32)` (a copy per step when the gate is 16-bit; under autocast the gate is fp32 -
+    softplus is on CUDA autocast's fp32 list, and an fp32 parameter promotes the chain - so the steps keep views of one
+    fp32 (b, s, w) tensor) and the fp32 running state (b, w) the next step multiplies; the output buffer (zeros_like,
+    the input's dtype), the product x * y, linear_out's input. Under autocast over fp32 weights the baddbmms and the
+    conv keep 16-bit copies of their weights (not linears: counted here)."""
     t, b, s, w = c.tokens, c.batch, c.seq, ssm["lru_width"]
     e = 2 if c.autocast else c.e
     g = 4 if c.autocast else e                          # the recurrent-gate chain's dtype
