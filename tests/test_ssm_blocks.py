@@ -351,6 +351,21 @@ def test_rwkv_layers_by_hand():
     assert acts("rwkv-2l-full-s512").layers == (ln + att + ffn, att + ffn) and att + ffn == 27_281_408
 
 
+def test_xlstm_logits_soft_cap_by_hand():
+    """xLSTMForCausalLM soft-caps `lm_head(x).float()` (output_logit_soft_cap 30: cap * tanh(x / cap)); tanh keeps its
+    fp32 output, one more b*s*V tensor: 4 * 1024 * 50304 = 206,045,184 B at b 2, s 512, bf16-mixed (traced with the
+    grid's stand-ins at h 1024, 2 layers, 4 heads: logits 0.768 GiB; the engine had 0.576 GiB without the cap)."""
+    rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
+    cfg = rows["default:xlstm"]["config"] | {"hidden_size": 1024, "embedding_dim": 1024, "num_hidden_layers": 2,
+                                             "num_blocks": 2, "num_heads": 4}
+    plan = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-mixed", "method": "full",
+            "micro_batch_size": 2, "seq_len": 512, "attention": "flash"}
+    capped = engine_breakdown(plan)["components"]["logits"]
+    plain = engine_breakdown({**plan, "model": cfg | {"output_logit_soft_cap": None}})["components"]["logits"]
+    assert capped - plain == 4 * 1024 * 50304 == 206_045_184
+    assert abs(capped / 2**30 - 0.768) < 0.001
+
+
 def test_which_state_space_types_are_exact():
     """Mamba, Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
     Nemotron-H's default (one MoE layer), Granite 4's (8 experts) and LFM2-MoE are not."""
