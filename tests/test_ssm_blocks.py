@@ -28,7 +28,8 @@ from zerocalc.model import model_from_config
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
-            "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace", "rwkv_trace", "zamba_trace")
+            "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace", "rwkv_trace", "zamba_trace",
+            "xlstm_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -366,12 +367,37 @@ def test_xlstm_logits_soft_cap_by_hand():
     assert abs(capped / 2**30 - 0.768) < 0.001
 
 
+def test_xlstm_layer_by_hand():
+    """xLSTM at h 1024, 4 heads (qk 512: 128 a head, v 1024: 256 a head), chunks of 64 (8 at s 512), FFN 2752,
+    bf16-mixed, t = 512, b = 1. norm_mlstm and norm_ffn over the fp32 stream (the input itself, rsqrt, the fp32
+    normalised tensor); autocast's 16-bit copy for each of q, k, v, ogate, igate, fgate (6 * 2*t*h). The native
+    chunkwise mLSTM: q, k, v head-major (2*t*512 twice, 2*t*1024), the gated keys cast per chunk (2*t*512), the gate
+    exps (4*t*4 + 4*4*7), the (64 x 64) fp32 decay matrix and its two 16-bit companions (4*t*4*64, 2 * 2*t*4*64),
+    fp32 normaliser terms (5 * 4*t*4), the chunk states in bf16 (2*4*8*128*257), q / k chunk copies (2 * 2*t*512),
+    the 16-bit numerator (2*t*1024), the fp32 output (4*t*1024); multihead_norm's centred input and rsqrt
+    (4*t*1024 + 4*t*4) and normalised tensor (4*t*1024), sigmoid(ogate) (2*t*1024), the weighted fp32 norm output
+    (4*t*1024), out_proj's 16-bit input copy (2*t*1024); for the gates' gradients the tanh caps and logsigmoid (4 *
+    2*t*4), chunk maxima (20*4*8 - 4*4*7), the fp32 C (4*4*128*256 * 8) and n states (4*4*128 * 8), the causal mask
+    (64*64), the decay maxima (16*t*4); the SwiGLU (2 copies of 2*t*h, 4 * 2*t*2752): 50,733,696 B (traced: the
+    same, autocast's weight copies aside)."""
+    t, h, nh, qk, v, L, nc = 512, 1024, 4, 512, 1024, 64, 8
+    norm = 4 * t * h + 4 * t + 4 * t * h
+    kernel = 2 * 2 * t * qk + 2 * t * v + 2 * t * qk + (4 * t * nh + 4 * nh * (nc - 1)) + 4 * t * nh * L \
+        + 2 * 2 * t * nh * L + 5 * 4 * t * nh + 2 * nh * nc * 128 * 257 + 2 * 2 * t * qk + 2 * t * v + 4 * t * v
+    gates = 4 * 2 * t * nh + (20 * nh * nc - 4 * nh * (nc - 1)) + 4 * nh * 128 * 256 * nc + 4 * nh * 128 * nc \
+        + L * L + 16 * t * nh
+    mh_norm = 4 * t * v + 4 * t * nh + 4 * t * v + 2 * t * v + 4 * t * v + 2 * t * v
+    ffn = 2 * 2 * t * h + 4 * 2 * t * 2752
+    layer = norm + 6 * 2 * t * h + kernel + gates + mh_norm + norm + ffn
+    assert acts("xlstm-2l-mixed-s512").layers == (layer, layer) and layer == 50_733_696
+
+
 def test_which_state_space_types_are_exact():
     """Mamba, Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
     Nemotron-H's default (one MoE layer), Granite 4's (8 experts) and LFM2-MoE are not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
     for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba", "zamba2", "recurrent_gemma",
-                  "rwkv"):
+                  "rwkv", "xlstm"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
     for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512"):
         assert model_from_config(CASES[case]["plan"]["model"]).support == "exact"
@@ -385,13 +411,14 @@ BEFORE = ("before these rules (the classic block of the mixer's linears), activa
           "-20.0 % / +15.5 %; lfm2 -46.3 % / -20.1 % / -13.8 % / -26.3 %; jamba -64.3 % / -48.1 % / -12.5 % / -57.7 %; "
           "zamba2 -23.7 % / -17.1 % / -36.3 % / -22.3 %; recurrent_gemma -62.2 % / -15.1 % / -25.0 % / -46.2 % "
           "(and logits -14.3 %: the soft cap's tanh output); rwkv -38.2 % / -25.0 % / +25.1 % / -30.5 %; "
-          "zamba -46.5 % / -32.3 % / -36.3 % / -43.5 % (cases in fixture order)")
+          "zamba -46.5 % / -32.3 % / -36.3 % / -43.5 %; xlstm -25.0 % / -35.4 % / 0.0 % / -56.1 % (and logits "
+          "-25 %: the fp32 soft cap) (cases in fixture order)")
 
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_step_within_3_percent_of_the_trace(case):
     """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba | zamba2 |
-    recurrent_gemma | rwkv | zamba]
+    recurrent_gemma | rwkv | zamba | xlstm]
     on fake
     tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
     far off the engine was."""

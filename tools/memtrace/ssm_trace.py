@@ -30,6 +30,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace jamba > tests/data/jamba_trace.json
   python -m tools.memtrace.ssm_trace zamba2 > tests/data/zamba2_trace.json
   python -m tools.memtrace.ssm_trace zamba > tests/data/zamba_trace.json
+  python -m tools.memtrace.ssm_trace xlstm > tests/data/xlstm_trace.json   (transformers' native mLSTM, bf16-mixed)
   python -m tools.memtrace.ssm_trace recurrent_gemma > tests/data/recurrent_gemma_trace.json   (PyTorch on GPUs too)
   python -m tools.memtrace.ssm_trace rwkv > tests/data/rwkv_trace.json   (WkvStandIn: the kernels-community/rwkv kernel)
 
@@ -106,7 +107,10 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
           # MLP 2816, 4 layers with the shared block called at 1 and 3
           "zamba": {"hidden_size": 1024, "attention_hidden_size": 2048, "attention_head_dim": 128,
                     "intermediate_size": 2816, "mamba_dt_rank": 64, "num_hidden_layers": 4,
-                    "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"]}}
+                    "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"]},
+          # xLSTM's default (7B: h 4096, 8 heads, qk 0.5 h, v h, FFN 2.667 h) at h 1024: 4 heads, 2 blocks
+          "xlstm": {"hidden_size": 1024, "embedding_dim": 1024, "num_hidden_layers": 2, "num_blocks": 2,
+                    "num_heads": 4}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -318,6 +322,15 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
                 (f"{name}-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
                 (f"{name}-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
                                              "lora": {**LORA, "targets": targets}})]
+    if model_type == "xlstm":
+        # bf16-mixed only: in 16-bit weights without autocast transformers' native chunkwise mLSTM fails
+        # (modeling_xlstm.py mlstm_chunkwise_recurrent_fw_C: fp32 gate x bf16 key, then `@` the bf16 value)
+        mixed = {**base, "precision": "bf16-mixed"}
+        return [("xlstm-2l-mixed-s512", mixed),
+                ("xlstm-2l-mixed-b2-s512", {**mixed, "micro_batch_size": 2}),
+                ("xlstm-2l-mixed-s1024-ckpt", {**mixed, "seq_len": 1024, "activation_checkpointing": "full"}),
+                ("xlstm-2l-lora-mixed-s512", {**mixed, "method": "lora",
+                                              "lora": {**LORA, "targets": ["q", "k", "v", "out_proj"]}})]
     if model_type == "mamba":
         return [("mamba-2l-full-s512", base),
                 ("mamba-2l-mixed-b2-s2560", {**base, "precision": "bf16-mixed", "micro_batch_size": 2,

@@ -152,7 +152,7 @@ def checkpointed_inputs(arch: ModelArch, res: int, t: int, e: int) -> int:
 
 # other families' MLP linears under blocks.py gated_mlp's names: LFM2's w1/w3/w2, Granite 4's shared_mlp
 MLP_NAMES = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj", "input_linear": "gate_up_proj",
-             "output_linear": "down_proj"}
+             "output_linear": "down_proj", "proj_up_gate": "gate_proj", "proj_up": "up_proj", "proj_down": "down_proj"}
 
 
 def hybrid_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

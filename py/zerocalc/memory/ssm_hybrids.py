@@ -1,9 +1,9 @@
 """The tensors autograd saves in one layer of the recurrent / hybrid families built around other blocks, as they
 train on a GPU: Jamba (Mamba mixer + MoE), Zamba / Zamba2 (shared attention blocks on Mamba / Mamba-2),
-RecurrentGemma (RG-LRU + local attention), RWKV-4 (time and channel mixing); and block_saved_bytes, the state-space
-dispatch (memory/ssm_blocks.py has the Mamba / Mamba-2 mixers and the hybrids on them). Traced with
+RecurrentGemma (RG-LRU + local attention), RWKV-4 (time and channel mixing), xLSTM (mLSTM); and block_saved_bytes,
+the state-space dispatch (memory/ssm_blocks.py has the Mamba / Mamba-2 mixers and the hybrids on them). Traced with
 tools/memtrace/ssm_trace.py: tests/data/jamba_trace.json, zamba_trace.json, zamba2_trace.json,
-recurrent_gemma_trace.json, rwkv_trace.json (tests/test_ssm_blocks.py).
+recurrent_gemma_trace.json, rwkv_trace.json, xlstm_trace.json (tests/test_ssm_blocks.py).
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from ..model import Linear, ModelArch
 from .blocks import (Ctx, SavedSet, attention_core, block_saved_bytes as _classic_saved_bytes, gated_mlp, linear,
                      rmsnorm, sparse_moe)
 from .lora import Adapter
-from .ssm_blocks import (SCAN_CHUNK, block_norm, falcon_h1_layer, hybrid_layer, lfm2_layer, mamba1_block,
-                         mamba2_block, single_mixer_layer)
+from .ssm_blocks import (MLP_NAMES, SCAN_CHUNK, block_norm, falcon_h1_layer, hybrid_layer, lfm2_layer,
+                         mamba1_block, mamba2_block, single_mixer_layer)
 
 
 def jamba_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -278,10 +278,60 @@ def rwkv_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     return ss.total
 
 
+def xlstm_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """xLSTM (modeling_xlstm.py xLSTMBlock, weight_mode "single", transformers' own backend: without the xlstm
+    package a GPU runs the same PyTorch). norm_mlstm (an RMSNorm), q / k / v / ogate_preact / igate_preact /
+    fgate_preact from it, the gates soft-capped (tanh kept, per head), then mlstm_chunkwise_native_autograd over
+    s / chunk_size chunks: q, k, v made head-major (qk, qk, v per token), logsigmoid of the forget gate, the
+    per-chunk recurrence (mlstm_chunkwise_recurrent_fw_C: each chunk's fp32 C (dqk x dv) and n (dqk) state per head,
+    its bf16-cast gated keys, the fp32 exp of the gate vector) and the parallel part (mlstm_chunkwise_parallel_fw_H:
+    the (L x L) fp32 decay matrix and its bf16 product, q / k chunk copies, the states cast to bf16, the bf16
+    numerator, fp32 normaliser terms), the fp32 concatenated output; multihead_norm (fp32: the centred input, its
+    normalised clone, rsqrt per head; its weighted output kept by the output gate's product), sigmoid(ogate),
+    out_proj's input (fp32: autocast's copy); norm_ffn and the SwiGLU. Traced under bf16-mixed only
+    (tests/data/xlstm_trace.json): in 16-bit weights without autocast the native kernel fails (fp32 gates times the
+    bf16 keys, then `@` the bf16 values, mlstm_chunkwise_recurrent_fw_C)."""
+    x = arch.ssm
+    t, b, h, e = c.tokens, c.batch, arch.hidden_size, 2 if c.autocast else c.e
+    nh, qk, v, L = x["heads"], x["qk"], x["v"], x["chunk"]
+    nc, dqk, dv = c.seq // L, qk // nh, v // nh
+    lins = {MLP_NAMES.get(lin.name, lin.name): lin for lin in linears}
+    ads = {MLP_NAMES.get(ad.name, ad.name): ad for ad in adapters}
+    ss = SavedSet()
+    y = rmsnorm(ss, c, "norm_mlstm", "resid", h)
+    for lin in (lins["q"], lins["k"], lins["v"], lins["ogate_preact"], Linear("igate_preact", h, nh),
+                Linear("fgate_preact", h, nh)):
+        linear(ss, c, y, c.res, lin, ads.get(lin.name))
+    f = 4                                                 # the kernel's fp32 terms
+    kept = {"qk_heads": 2 * e * t * qk, "v_heads": e * t * v, "k_gated16": e * t * qk,
+            "chunk_exp": f * t * nh + f * b * nh * (nc - 1), "decay": f * t * nh * L, "norm_terms": 5 * f * t * nh,
+            "C16_n16": e * b * nh * nc * dqk * (dv + 1), "q_k_chunks16": 2 * e * t * qk, "decay_cast16": e * t * nh * L,
+            "h_num16": e * t * v, "H32": f * t * v, "mh_norm_centred": f * t * v + f * t * nh,
+            "ogate_sigmoid": e * t * v}
+    # what only the gates' gradients need: none in layer 0 of a LoRA run without adapters on the gate projections
+    # (the gates then need no gradient, and a product keeps only its other factor: traced)
+    if not (c.first_layer and not c.train_base and not {"igate_preact", "fgate_preact"} & set(ads)):
+        kept |= {"gate_tanh": 2 * e * t * nh, "igate_t_logsig": 2 * e * t * nh,
+                 "chunk_max": (8 + 4 + 4 + 4) * b * nh * nc - 4 * b * nh * (nc - 1),
+                 "C_states": f * b * nh * dqk * dv * nc, "n_states": f * b * nh * dqk * nc, "tril": L * L,
+                 "decay_max": (8 + 4 + 4) * t * nh, "decay16": e * t * nh * L}
+    if not (c.first_layer and not c.train_base and "ogate_preact" not in ads):
+        kept["h_norm32"] = f * t * v                      # kept by `h_norm * sigmoid(ogate)` for the gate's gradient
+    if c.train_base:
+        kept["mh_norm_normed"] = f * t * v                # multihead_norm's weight gradient
+    for key, nbytes in kept.items():
+        ss.save(key, nbytes)
+    linear(ss, c, "h_gated", 4 if c.autocast else e, lins["out_proj"], ads.get("out_proj"))
+    c2 = replace(c, first_layer=False)
+    y2 = rmsnorm(ss, c2, "norm_ffn", "resid2", h)
+    gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    return ss.total
+
+
 # ModelArch.ssm["layout"] -> the layer's rule; no layout: Mamba-2's block, or hybrid_layer with per-layer linears
 LAYOUTS = {"recurrent_gemma": recurrent_gemma_layer, "zamba2": zamba_layer, "jamba": jamba_layer,
            "mamba1": mamba1_block, "falcon_h1": falcon_h1_layer, "lfm2": lfm2_layer, "single": single_mixer_layer,
-           "rwkv": rwkv_layer}
+           "rwkv": rwkv_layer, "xlstm": xlstm_layer}
 
 
 def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

@@ -63,7 +63,13 @@ def xlstm(c: ConfigReader) -> ModelArch:
     # xLSTMForCausalLM.forward: `logits = soft_cap(lm_head(x).float(), config.output_logit_soft_cap)`, cap *
     # tanh(x / cap): the fp32 tanh output is kept (memory/logits.py; traced with tools/memtrace/ssm_trace.py's
     # stand-ins at h 1024, bf16-mixed b 2 s 512: logits 0.768 GiB, the engine 0.576 without the cap)
-    return replace(arch, final_softcap=c.cfg.get("output_logit_soft_cap", 30.0) is not None)
+    arch = replace(arch, final_softcap=c.cfg.get("output_logit_soft_cap", 30.0) is not None)
+    if fused:
+        return arch
+    # activations: memory/ssm_hybrids.py xlstm_layer (held to tests/data/xlstm_trace.json)
+    dims = {"layout": "xlstm", "heads": heads, "qk": qk, "v": v, "chunk": c.int("chunk_size", default=64),
+            "residual_fp32": False}
+    return replace(arch, ssm=dims, gated_mlp=True, support="exact")
 
 
 XLSTM = {"xlstm": xlstm}
