@@ -1,4 +1,4 @@
-"""DeepSeek-V3's multi-head latent attention and fp32 router (memory/blocks.py llama_block, _moe), held to a trace.
+"""DeepSeek-V3's multi-head latent attention and fp32 router (memory/blocks.py llama_block, sparse_moe), held to a trace.
 
 The traced model (tools/memtrace/moe_trace.py deepseek_v3): DeepSeek-V3's default config with h = 2048, 16 heads,
 2 layers (layer 0 dense with an MLP of 4096, layer 1 sparse: 16 experts of 512, top-8, one shared expert of 512),
@@ -121,6 +121,6 @@ def test_deepseek_v3_step_within_3_percent_of_the_trace(case):
     """tools/memtrace/moe_trace.py deepseek_v3 on fake tensors: every component at the peak and the peak itself
     within 3 % (tools/memtrace/compare.py). Before the two terms the full step's activations were -5.2 %; LoRA
     on the attention alone was +18.8 % until the frozen experts stopped keeping the gathered tokens and the
-    product (memory/blocks.py _moe)."""
+    product (memory/blocks.py sparse_moe)."""
     rows = compare(case, engine_breakdown(case["plan"]))
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, engine_breakdown(case["plan"]), rows)

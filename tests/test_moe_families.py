@@ -2,7 +2,7 @@
 _expert_grad_temp), held to traces of five MoE families (tools/memtrace/moe_trace.py families:
 tests/data/moe_families_trace.json; Mixtral, Qwen3-MoE, OLMoE, gpt-oss, GraniteMoE at their default shapes,
 two layers, full and LoRA on attention, with and without checkpointing); and frozen experts (LoRA on attention)
-keep neither the gathered tokens nor the product (memory/blocks.py _moe).
+keep neither the gathered tokens nor the product (memory/blocks.py sparse_moe).
 
 In every full fine-tuning trace whose peak is not the loss's backward, the peak sits in layer 0's backward of
 the gate_up grouped matmul with a temporary of one gate_up-sized gradient beside the stored gradients
@@ -67,7 +67,7 @@ def test_a_dense_layer_0_keeps_no_expert_gradient():
 
 
 def _moe_saved(plan_d: dict) -> dict:
-    """The MoE terms one sparse block saves (memory/blocks.py _moe), by key."""
+    """The MoE terms one sparse block saves (memory/blocks.py sparse_moe), by key."""
     from zerocalc.memory import blocks  # noqa: PLC0415
     seen: dict = {}
     orig = blocks.SavedSet.save

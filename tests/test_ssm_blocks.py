@@ -28,7 +28,8 @@ from zerocalc.model import model_from_config
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
-            "mamba_trace")
+            "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace", "rwkv_trace", "zamba_trace",
+            "xlstm_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -214,11 +215,189 @@ def test_mamba_scan_states_per_2048_positions():
     assert 4 * 2 * 1536 * 2 * 32 == 786_432 and two > one
 
 
+def test_jamba_layers_by_hand():
+    """Jamba at h 1024, 4 layers (attention at 2, experts at 1 and 3: 4 of 2816, top-2; dense SwiGLU 2816), Mamba I
+    2048, state 16, dt rank 64, bf16, t = 512. input_layernorm and pre_ff_layernorm (4*t*h + 4*t + 2*t*h each).
+    The mixer as mamba_ssm / causal-conv1d run it: in_proj's input (2*t*h), its whole output (2*t*2I, the conv's
+    input is a view), the conv output u (2*t*I, x_proj's and the scan's input), the dt / B / C RMSNorms (fp32 copy,
+    rsqrt, bf16 normalised tensor: 64, 16, 16 wide), dt_proj's input (2*t*64), SelectiveScanFn's delta (2*t*I),
+    contiguous B and C (2*t*16 each) and z (2*t*I), A and exp's output (2 * 4*I*16), D and dt bias in fp32 (2 * 4*I),
+    the fp32 chunk states (4 * I * 1 * 32), out (2*t*I), out_proj's input out_z (2*t*I): 19,816,448 B with the
+    first norm. Dense MLP: gate/up's input, gate, up, act, product (2*t*h + 4 * 2*t*2816): layer 0 35,547,136 B
+    (traced: the same). The MoE layer: the router's input (2*t*h), fp32 softmax (4*t*4), the gathered tokens
+    (2*t*2*h), grouped gate_up (2*t*2*5632), act and product (2 * 2*t*2*2816), the expert outputs (2*t*2*h), routing
+    indices (40*t*2 + 4*t): 51,326,976 B (traced 51,318,800: the indices are 8 KiB fewer)."""
+    t, h, inner, n, r = 512, 1024, 2048, 16, 64
+    norm = 4 * t * h + 4 * t + 2 * t * h
+    small_norms = (4 * t * r + 4 * t + 2 * t * r) + 2 * (4 * t * n + 4 * t + 2 * t * n)
+    mixer = 2 * t * h + 2 * t * 2 * inner + 2 * t * inner + small_norms + 2 * t * r + 2 * t * inner + 2 * t * 2 * n \
+        + 2 * t * inner + 2 * 4 * inner * n + 2 * 4 * inner + 4 * inner * 32 + 2 * t * inner + 2 * t * inner
+    assert norm + mixer == 19_816_448
+    dense = 2 * t * h + 4 * 2 * t * 2816
+    moe = 2 * t * h + 4 * t * 4 + 2 * t * 2 * h + 2 * t * 2 * 5632 + 2 * 2 * t * 2 * 2816 + 2 * t * 2 * h + 40 * t * 2 \
+        + 4 * t
+    layers = acts("jamba-4l-full-s512").layers
+    assert layers[0] == 2 * norm + mixer + dense == 35_547_136
+    assert layers[1] == layers[3] == 2 * norm + mixer + moe == 51_326_976
+
+
+def test_moe_experts_in_fp32_under_bf16_mixed():
+    """bf16-mixed over fp32 weights, t = 2*512: transformers' grouped_mm experts cast their input to the weights'
+    dtype (integrations/moe.py _grouped_mm; grouped_mm is not autocast-enabled), so the gathered tokens, gate_up,
+    act, product and expert outputs are fp32; the router keeps autocast's bf16 copy of its input (gate_proj and
+    up_proj of the dense MLP one each). Jamba's layer 1 minus layer 0 is the MoE minus the dense MLP:
+    (2*t*h + 4*t*4 + 4*t*2*h + 4*t*2*5632 + 2 * 4*t*2*2816 + 4*t*2*h + 40*t*2 + 4*t) - (2 * 2*t*h + 4 * 2*t*2816)
+    = 83,988,480 B (traced, autocast's weight copies left out: 83,976,192). Before, these were counted in 16 bits."""
+    t, h = 1024, 1024
+    layers = acts("jamba-4l-mixed-b2-s512").layers
+    moe = 2 * t * h + 4 * t * 4 + 4 * t * 2 * h + 4 * t * 2 * 5632 + 2 * 4 * t * 2 * 2816 + 4 * t * 2 * h \
+        + 40 * t * 2 + 4 * t
+    assert layers[1] - layers[0] == moe - (2 * 2 * t * h + 4 * 2 * t * 2816) == 83_988_480
+
+
+def test_zamba2_layers_by_hand():
+    """Zamba2 at h 1024, layers mamba hybrid mamba hybrid (mixer: 32 heads of 64, 1 group of state 64: in_proj
+    2048 + 2048 + 128 + 32 = 4256; the shared block: 16 heads of 128 over 2h = 2048, MLP 2816, gate_up adapter rank
+    128), bf16, t = 512. A Mamba layer is Mamba-2's block: the norm, in_proj's input, zxbcdt, out_x, rstd:
+    10,653,696 B. A hybrid layer first runs the shared block on the 2h concatenation: its norm (4*t*2h + 4*t +
+    2*t*2h), q/k/v's input (2*t*2h), q, k, v (2*t*2048 each), the fp32 lse (4*16*t), the output (2*t*2048);
+    pre_ff_layernorm (4*t*h + 4*t + 2*t*h), gate_up's and the adapter's input (2*t*h), the adapter's rank-wide
+    middle (2*t*128), the sum gate_up + adapter (2*t*2*2816), act and product (2*t*2816 each), ``linear``'s input
+    (2*t*h): 33,722,368 B, then the Mamba block: 44,376,064 B (traced: 44,376,320, the mixer's A adds 256)."""
+    t, h, a, inter = 512, 1024, 2048, 2816
+    mixer = (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 2 * t * 4256 + 2 * t * 2048 + 4 * t
+    shared = (4 * t * a + 4 * t + 2 * t * a) + 2 * t * a + 3 * 2 * t * 2048 + 4 * 16 * t + 2 * t * 2048 \
+        + (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 2 * t * 128 + 2 * t * 2 * inter + 2 * 2 * t * inter + 2 * t * h
+    assert mixer == 10_653_696 and shared == 33_722_368
+    assert acts("zamba2-4l-full-s512").layers == (mixer, shared + mixer, mixer, shared + mixer)
+
+
+def test_zamba_layers_by_hand():
+    """Zamba at h 1024, layers mamba hybrid mamba hybrid (mixer: 2 heads of 1024 = I 2048, state 16, dt rank 64;
+    the shared block: 16 heads of 128 over 2h, MLP 2816 gate / up / down), bf16, t = 512. A Mamba layer: the norm
+    (4*t*h + 4*t + 2*t*h), in_proj's input (2*t*h), the contiguous conv input and the conv output (2*t*I each),
+    the per-head x_proj bmm's output (2*t*2*96), delta, z, the scans' out and out_proj's input (2*t*I each),
+    A and exp's output (2 * 4*I*16), fp32 D and dt bias (2 * 4*I), the chunk states (4*I*32): 17,516,544 B (traced:
+    the same). A hybrid layer adds Zamba2's shared block without the adapter (33,722,368 - 2*t*128)."""
+    t, h, inner = 512, 1024, 2048
+    mixer = (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 2 * 2 * t * inner + 2 * t * 2 * 96 + 4 * 2 * t * inner \
+        + 2 * 4 * inner * 16 + 2 * 4 * inner + 4 * inner * 32
+    shared = 33_722_368 - 2 * t * 128
+    assert mixer == 17_516_544
+    assert acts("zamba-4l-full-s512").layers == (mixer, shared + mixer, mixer, shared + mixer)
+
+
+def test_zamba2_checkpointed_stack_by_hand():
+    """s 1024, full checkpointing: the four layer inputs (2*t*h each), the embedding clone every layer is passed
+    (original_hidden_states, 2*t*h) and each hybrid layer's ``linear`` output, a keyword argument of its
+    checkpointed mamba_decoder (2 * 2*t*h): 14,680,064 B (the Mamba-2 rule alone: 8,388,608)."""
+    t, h = 1024, 1024
+    assert acts("zamba2-4l-full-s1024-ckpt").stack_saved == 4 * 2 * t * h + 2 * t * h + 2 * 2 * t * h == 14_680_064
+
+
+def test_recurrent_gemma_layers_by_hand():
+    """RecurrentGemma at h = lru_width = 1024 (4 heads of 256, 1 kv head; MLP 3072 halved: gate / up 1536; conv
+    width 4), bf16, t = s = 512, layers recurrent recurrent attention. RecurrentGemmaRMSNorm: the fp32 copy, rsqrt,
+    the fp32 normalised tensor and the fp32 (1 + weight) (4*t*h + 4*t + 4*t*h + 4*h = 4,200,448) twice a layer;
+    the MLP keeps gate/up's input (2*t*h) and gate, act, up, product (4 * 2*t*1536). The recurrent block: linear_y's
+    input (2*t*h), act's input and output, conv_1d's input (2*t*w each), its padded output (2*w*(512 + 3)), both
+    sigmoids, -8 * gate, the two exps and 1 - a² (2*t*w each), softplus (2*w), two bool ~reset (t each), the
+    multiplier and the gated input (2*t*w each), the 511 per-step fp32 gate copies and 511 running states plus the
+    zero state (4*w each), the output buffer and the product x * y (2*t*w each): 35,668,992 B (traced: the same).
+    Attention: q/k/v's input (2*t*h), the layer's rotary cos / sin (2 * 2*512*128), q (2*t*1024), k and v
+    (2*t*256 each), the lse (4*4*t), the output (2*t*1024): 19,681,280 B (the trace keeps 1 MiB more: its FA2
+    stand-in's copy of the output of a query partial RoPE's cat left head-major, as in Bamba)."""
+    t, h, w = 512, 1024, 1024
+    norm = 4 * t * h + 4 * t + 4 * t * h + 4 * h
+    mlp = 2 * t * h + 4 * 2 * t * 1536
+    recurrent = 2 * t * h + 3 * 2 * t * w + 2 * w * (512 + 3) + 6 * 2 * t * w + 2 * w + 2 * t + 2 * 2 * t * w \
+        + (511 + 511 + 1) * 4 * w + 2 * 2 * t * w
+    attention = 2 * t * h + 2 * 2 * 512 * 128 + 2 * t * 1024 + 2 * 2 * t * 256 + 4 * 4 * t + 2 * t * 1024
+    assert norm == 4_200_448
+    assert acts("recurrent-gemma-3l-full-s512").layers == (2 * norm + recurrent + mlp,) * 2 \
+        + (2 * norm + attention + mlp,) == (35_668_992, 35_668_992, 19_681_280)
+
+
+def test_recurrent_gemma_scan_under_autocast_by_hand():
+    """bf16-mixed, b 2: softplus runs in fp32 (CUDA autocast's fp32 list) over the fp32 recurrent_param, so the
+    gate chain is fp32: the two exps, 1 - a² and the reset-masked gate (4*t*w each; the scan's steps keep views of
+    that one tensor, not copies), the running states (4*2*w * 512 with the zero state); the multiplier is cast
+    back to 16 bits. The recurrent layer minus the attention one, from the parts that differ (t = 1024):
+    linear_y / linear_x keep autocast copies (2 * 2*t*h) against q/k/v's three (3 * 2*t*h); the block's 16-bit
+    tensors (act in/out, conv in, 2 sigmoids, -8 * gate, multiplier, gated, output, product: 10 * 2*t*w), the conv
+    output (2*2*w*515), 4 fp32 (b, s, w) tensors, softplus (4*w), ~reset (2*t), the states (4*2*w*512), the
+    baddbmm / conv weights' 16-bit copies (2 * 2*w*256 + 2*w*4), linear_out's input kept; attention's rope
+    (2 * 2*512*128), q, k, v, output, lse."""
+    t, h, w = 1024, 1024, 1024
+    recurrent = 2 * 2 * t * h + 10 * 2 * t * w + 2 * 2 * w * 515 + 4 * 4 * t * w + 4 * w + 2 * t + 4 * 2 * w * 512 \
+        + 2 * 2 * w * 256 + 2 * w * 4
+    attention = 3 * 2 * t * h + 2 * 2 * 512 * 128 + 2 * t * 1024 + 2 * 2 * t * 256 + 2 * t * 1024 + 4 * 4 * t
+    layers = acts("recurrent-gemma-3l-mixed-b2-s512").layers
+    assert layers[0] - layers[2] == recurrent - attention
+
+
+def test_rwkv_layers_by_hand():
+    """RWKV-4 at h = attention_hidden_size = 1024, FFN 4096, bf16, t = 512. LayerNorm keeps its input and mean /
+    rstd (2*t*h + 4*t). Time mixing: the norm output and its one-step shift (2*t*h each, the mixes' gradients), three
+    (1 - mix) vectors (3 * 2*h), key / value / receptance's own mixed inputs (3 * 2*t*h), sigmoid(receptance), the
+    wkv kernel's key, value and output (2*t*1024 each) and fp32 -exp(time_decay) (4*1024), output's input
+    receptance * wkv (2*t*1024): 11,546,624 B with ln1. Channel mixing: ln2, the output and shift, two (1 - mix), key
+    and receptance's inputs, relu's output and its square (2*t*4096 each), sigmoid and value's output (2*t*h each):
+    15,734,784 B. Layer 0 adds pre_ln (2*t*h + 4*t). 27,281,408 B a layer (traced: the same)."""
+    t, h = 512, 1024
+    ln = 2 * t * h + 4 * t
+    att = ln + 2 * 2 * t * h + 3 * 2 * h + 3 * 2 * t * h + 2 * t * 1024 + 3 * 2 * t * 1024 + 4 * 1024 + 2 * t * 1024
+    ffn = ln + 2 * 2 * t * h + 2 * 2 * h + 2 * 2 * t * h + 2 * 2 * t * 4096 + 2 * 2 * t * h
+    assert (att, ffn) == (11_546_624, 15_734_784)
+    assert acts("rwkv-2l-full-s512").layers == (ln + att + ffn, att + ffn) and att + ffn == 27_281_408
+
+
+def test_xlstm_logits_soft_cap_by_hand():
+    """xLSTMForCausalLM soft-caps `lm_head(x).float()` (output_logit_soft_cap 30: cap * tanh(x / cap)); tanh keeps its
+    fp32 output, one more b*s*V tensor: 4 * 1024 * 50304 = 206,045,184 B at b 2, s 512, bf16-mixed (traced with the
+    grid's stand-ins at h 1024, 2 layers, 4 heads: logits 0.768 GiB; the engine had 0.576 GiB without the cap)."""
+    rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
+    cfg = rows["default:xlstm"]["config"] | {"hidden_size": 1024, "embedding_dim": 1024, "num_hidden_layers": 2,
+                                             "num_blocks": 2, "num_heads": 4}
+    plan = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-mixed", "method": "full",
+            "micro_batch_size": 2, "seq_len": 512, "attention": "flash"}
+    capped = engine_breakdown(plan)["components"]["logits"]
+    plain = engine_breakdown({**plan, "model": cfg | {"output_logit_soft_cap": None}})["components"]["logits"]
+    assert capped - plain == 4 * 1024 * 50304 == 206_045_184
+    assert abs(capped / 2**30 - 0.768) < 0.001
+
+
+def test_xlstm_layer_by_hand():
+    """xLSTM at h 1024, 4 heads (qk 512: 128 a head, v 1024: 256 a head), chunks of 64 (8 at s 512), FFN 2752,
+    bf16-mixed, t = 512, b = 1. norm_mlstm and norm_ffn over the fp32 stream (the input itself, rsqrt, the fp32
+    normalised tensor); autocast's 16-bit copy for each of q, k, v, ogate, igate, fgate (6 * 2*t*h). The native
+    chunkwise mLSTM: q, k, v head-major (2*t*512 twice, 2*t*1024), the gated keys cast per chunk (2*t*512), the gate
+    exps (4*t*4 + 4*4*7), the (64 x 64) fp32 decay matrix and its two 16-bit companions (4*t*4*64, 2 * 2*t*4*64),
+    fp32 normaliser terms (5 * 4*t*4), the chunk states in bf16 (2*4*8*128*257), q / k chunk copies (2 * 2*t*512),
+    the 16-bit numerator (2*t*1024), the fp32 output (4*t*1024); multihead_norm's centred input and rsqrt
+    (4*t*1024 + 4*t*4) and normalised tensor (4*t*1024), sigmoid(ogate) (2*t*1024), the weighted fp32 norm output
+    (4*t*1024), out_proj's 16-bit input copy (2*t*1024); for the gates' gradients the tanh caps and logsigmoid (4 *
+    2*t*4), chunk maxima (20*4*8 - 4*4*7), the fp32 C (4*4*128*256 * 8) and n states (4*4*128 * 8), the causal mask
+    (64*64), the decay maxima (16*t*4); the SwiGLU (2 copies of 2*t*h, 4 * 2*t*2752): 50,733,696 B (traced: the
+    same, autocast's weight copies aside)."""
+    t, h, nh, qk, v, L, nc = 512, 1024, 4, 512, 1024, 64, 8
+    norm = 4 * t * h + 4 * t + 4 * t * h
+    kernel = 2 * 2 * t * qk + 2 * t * v + 2 * t * qk + (4 * t * nh + 4 * nh * (nc - 1)) + 4 * t * nh * L \
+        + 2 * 2 * t * nh * L + 5 * 4 * t * nh + 2 * nh * nc * 128 * 257 + 2 * 2 * t * qk + 2 * t * v + 4 * t * v
+    gates = 4 * 2 * t * nh + (20 * nh * nc - 4 * nh * (nc - 1)) + 4 * nh * 128 * 256 * nc + 4 * nh * 128 * nc \
+        + L * L + 16 * t * nh
+    mh_norm = 4 * t * v + 4 * t * nh + 4 * t * v + 2 * t * v + 4 * t * v + 2 * t * v
+    ffn = 2 * 2 * t * h + 4 * 2 * t * 2752
+    layer = norm + 6 * 2 * t * h + kernel + gates + mh_norm + norm + ffn
+    assert acts("xlstm-2l-mixed-s512").layers == (layer, layer) and layer == 50_733_696
+
+
 def test_which_state_space_types_are_exact():
     """Mamba, Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
     Nemotron-H's default (one MoE layer), Granite 4's (8 experts) and LFM2-MoE are not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
-    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1"):
+    for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba", "zamba2", "recurrent_gemma",
+                  "rwkv", "xlstm"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
     for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512"):
         assert model_from_config(CASES[case]["plan"]["model"]).support == "exact"
@@ -229,12 +408,18 @@ def test_which_state_space_types_are_exact():
 
 BEFORE = ("before these rules (the classic block of the mixer's linears), activations: mamba2 +10.2 % / +10.2 % / "
           "+4.7 % / -41.6 % / +44.4 %; bamba -45.6 % / -16.4 % / -13.2 % / -36.8 %; nemotron_h +19.5 % / +2.3 % / "
-          "-20.0 % / +15.5 %; lfm2 -46.3 % / -20.1 % / -13.8 % / -26.3 % (cases in fixture order)")
+          "-20.0 % / +15.5 %; lfm2 -46.3 % / -20.1 % / -13.8 % / -26.3 %; jamba -64.3 % / -48.1 % / -12.5 % / -57.7 %; "
+          "zamba2 -23.7 % / -17.1 % / -36.3 % / -22.3 %; recurrent_gemma -62.2 % / -15.1 % / -25.0 % / -46.2 % "
+          "(and logits -14.3 %: the soft cap's tanh output); rwkv -38.2 % / -25.0 % / +25.1 % / -30.5 %; "
+          "zamba -46.5 % / -32.3 % / -36.3 % / -43.5 %; xlstm -25.0 % / -35.4 % / 0.0 % / -56.1 % (and logits "
+          "-25 %: the fp32 soft cap) (cases in fixture order)")
 
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_step_within_3_percent_of_the_trace(case):
-    """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid] on fake
+    """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba | zamba2 |
+    recurrent_gemma | rwkv | zamba | xlstm]
+    on fake
     tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
     far off the engine was."""
     eng = engine_breakdown(case["plan"])

@@ -27,6 +27,17 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace falcon_h1 > tests/data/falcon_h1_trace.json
   python -m tools.memtrace.ssm_trace granitemoehybrid > tests/data/granitemoehybrid_trace.json
   python -m tools.memtrace.ssm_trace mamba > tests/data/mamba_trace.json
+  python -m tools.memtrace.ssm_trace jamba > tests/data/jamba_trace.json
+  python -m tools.memtrace.ssm_trace zamba2 > tests/data/zamba2_trace.json
+  python -m tools.memtrace.ssm_trace zamba > tests/data/zamba_trace.json
+  python -m tools.memtrace.ssm_trace xlstm > tests/data/xlstm_trace.json   (transformers' native mLSTM, bf16-mixed)
+  python -m tools.memtrace.ssm_trace recurrent_gemma > tests/data/recurrent_gemma_trace.json   (PyTorch on GPUs too)
+  python -m tools.memtrace.ssm_trace rwkv > tests/data/rwkv_trace.json   (WkvStandIn: the kernels-community/rwkv kernel)
+
+Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls `causal_conv1d_fn` and `mamba_selective_scan`, the
+hub kernels "causal_conv1d_fn" (causal-conv1d) and "selective_scan_fn" (mamba_ssm) on a GPU: ConvStandIn and
+ScanStandIn keep what CausalConv1dFn and SelectiveScanFn keep; Zamba's mixer the same, one scan per head. Zamba2's
+mixer is Mamba-2's kernel call.
 
 Each case keeps what tools/memtrace/compare.py compares, and the plan.
 """
@@ -69,7 +80,37 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
                                "shared_intermediate_size": 2048, "embedding_multiplier": 12.0,
                                "attention_multiplier": 0.015625, "residual_multiplier": 0.22, "logits_scaling": 8.0,
                                "layer_types": ["linear_attention", "linear_attention", "attention",
-                                               "linear_attention"]}}
+                                               "linear_attention"]},
+          # Jamba's default (Mamba of state 16, expand 2, dt rank 256; GQA 32/8; 16 experts top-2 every other layer
+          # from 1) at h 1024: 16/4 heads of 64, MLP 2816, dt rank 64, 4 experts, 4 layers with attention at 2
+          "jamba": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
+                    "intermediate_size": 2816, "mamba_dt_rank": 64, "num_experts": 4, "attn_layer_period": 4,
+                    "attn_layer_offset": 2},
+          # Zamba2's default (Mamba-2 of 8 heads of 640, 1 group of state 64; one shared block of MHA 32 heads over
+          # 2h, GELU-gated MLP 4h, its gate_up adapter of rank 128 per hybrid layer) at h 1024: 32 mixer heads of
+          # 64, 16 heads of 128 over 2h = 2048, MLP 2816, 4 layers with the shared block called at 1 and 3
+          "zamba2": {"hidden_size": 1024, "num_hidden_layers": 4, "n_mamba_heads": 32, "mamba_headdim": 64,
+                     "num_attention_heads": 16, "num_key_value_heads": 16, "attention_hidden_size": 2048,
+                     "attention_head_dim": 128, "kv_channels": 64, "num_query_groups": 16, "intermediate_size": 2816,
+                     "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"],
+                     "hybrid_layer_ids": [1, 3]},
+          # RecurrentGemma's default (h 2560, lru_width 2560, 10 heads of 256, MLP 7680 halved into gate/up, blocks
+          # recurrent recurrent attention) at h 1024: lru_width 1024, 4 query heads of 256 and 1 kv head (the 2B
+          # checkpoint's MQA), MLP 3072, 3 layers
+          "recurrent_gemma": {"hidden_size": 1024, "lru_width": 1024, "num_attention_heads": 4,
+                              "num_key_value_heads": 1, "intermediate_size": 3072, "num_hidden_layers": 3},
+          # RWKV's default (h 4096, 32 layers, attention_hidden_size h, FFN 4h) at h 1024, 2 layers
+          "rwkv": {"hidden_size": 1024, "num_hidden_layers": 2, "attention_hidden_size": 1024,
+                   "intermediate_size": 4096},
+          # Zamba's default (Mamba of 2 heads, state 16, expand 2, dt rank 232; one shared block of MHA 16 heads over
+          # 2h, GELU-gated MLP 4h) at h 1024: 2 mixer heads of 1024, dt rank 64, 16 heads of 128 over 2h = 2048,
+          # MLP 2816, 4 layers with the shared block called at 1 and 3
+          "zamba": {"hidden_size": 1024, "attention_hidden_size": 2048, "attention_head_dim": 128,
+                    "intermediate_size": 2816, "mamba_dt_rank": 64, "num_hidden_layers": 4,
+                    "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"]},
+          # xLSTM's default (7B: h 4096, 8 heads, qk 0.5 h, v h, FFN 2.667 h) at h 1024: 4 heads, 2 blocks
+          "xlstm": {"hidden_size": 1024, "embedding_dim": 1024, "num_hidden_layers": 2, "num_blocks": 2,
+                    "num_heads": 4}}
 KERNEL_MODULES = ("mamba2", "bamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "zamba2")
 
 
@@ -152,6 +193,61 @@ class InnerStandIn(torch.autograd.Function):
                 None, none(A), none(D), none(delta_bias))
 
 
+class ScanStandIn(torch.autograd.Function):
+    """mamba_ssm's SelectiveScanFn (selective_scan_interface.py) with z: its forward's contiguous copies of delta,
+    B, C and z (u is the conv output, already contiguous), selective_scan_cuda.fwd's out (like u), the fp32 chunk
+    states x (b, d, ceil(L / 2048), 2N) and out_z; ``ctx.save_for_backward(u, delta, A, B, C, D, z, delta_bias, x,
+    out)``, no arithmetic."""
+
+    @staticmethod
+    def forward(ctx, u, delta, A, B, C, D, z, delta_bias):
+        u, delta, B, C, z = (t if t.stride(-1) == 1 else t.contiguous() for t in (u, delta, B, C, z))
+        b, d, L = u.shape
+        x = torch.empty((b, d, -(-L // 2048), 2 * A.shape[-1]), dtype=torch.float32, device=u.device)
+        out, out_z = u.new_empty(u.shape), u.new_empty(u.shape)
+        ctx.save_for_backward(u, delta, A, B, C, D, z, delta_bias, x, out)
+        return out_z
+
+    @staticmethod
+    def backward(ctx, dy):
+        u, delta, A, B, C, D, z, delta_bias, _, _ = ctx.saved_tensors
+        none = lambda t: None if t is None else torch.empty_like(t)  # noqa: E731
+        return tuple(none(t) for t in (u, delta, A, B, C, D, z, delta_bias))
+
+
+def _scan_stand_in(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
+                   return_last_state=False, **kwargs):
+    return ScanStandIn.apply(hidden_states, dt, A, B, C, D, z, delta_bias)
+
+
+class WkvStandIn(torch.autograd.Function):
+    """RWKV's RwkvLinearAttention (modeling_rwkv.py) over the kernels-community/rwkv CUDA kernel: its forward's
+    `-torch.exp(time_decay.float())`, fp32 copies of time_first / key / value under fp16 only, the output like key;
+    ``ctx.save_for_backward(time_decay, time_first, key, value, output)`` and `output.to(input_dtype)` (the same
+    tensor unless fp16), no arithmetic."""
+
+    @staticmethod
+    def forward(ctx, time_decay, time_first, key, value):
+        dtype = key.dtype
+        time_decay = -torch.exp(time_decay.float().contiguous())
+        if key.dtype == torch.float16:
+            time_first, key, value = time_first.float(), key.float(), value.float()
+        time_first, key, value = time_first.contiguous(), key.contiguous(), value.contiguous()
+        output = torch.empty_like(key, memory_format=torch.contiguous_format)
+        ctx.save_for_backward(time_decay, time_first, key, value, output)
+        return output.to(dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        _, time_first, key, value, _ = ctx.saved_tensors
+        return (time_first.new_empty(time_first.shape), torch.empty_like(time_first), torch.empty_like(key),
+                torch.empty_like(value))
+
+
+def _wkv_stand_in(time_decay, time_first, key, value, state=None, return_state=False):
+    return WkvStandIn.apply(time_decay, time_first, key, value), None
+
+
 def _inner_stand_in(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight,
                     out_proj_bias, A, B=None, C=None, D=None, delta_bias=None, delta_softplus=True, **kwargs):
     return InnerStandIn.apply(xz, conv1d_weight, conv1d_bias, x_proj_weight, delta_proj_weight, out_proj_weight,
@@ -178,16 +274,28 @@ def mamba_ssm_kernel():
     prev = [m.mamba2_split_conv1d_scan_combined for m in mods]
     lfm2 = importlib.import_module("transformers.models.lfm2.modeling_lfm2")
     mamba = importlib.import_module("transformers.models.mamba.modeling_mamba")
+    # Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls causal_conv1d_fn and mamba_selective_scan
+    # and Zamba's (modeling_zamba.py ZambaMambaMixer.forward: one scan per mixer head)
+    scans = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in ("jamba", "zamba")]
     prev_conv, prev_inner = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn
+    prev_scans = [(m.causal_conv1d_fn, m.mamba_selective_scan) for m in scans]
+    rwkv = importlib.import_module("transformers.models.rwkv.modeling_rwkv")
+    prev_rwkv = rwkv.rwkv_linear_attention
     for m in mods:
         m.mamba2_split_conv1d_scan_combined = _stand_in
     lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = _conv_stand_in, _inner_stand_in
+    for m in scans:
+        m.causal_conv1d_fn, m.mamba_selective_scan = _conv_stand_in, _scan_stand_in
+    rwkv.rwkv_linear_attention = _wkv_stand_in
     try:
         yield
     finally:
         for m, p in zip(mods, prev):
             m.mamba2_split_conv1d_scan_combined = p
         lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = prev_conv, prev_inner
+        for m, (conv, scan) in zip(scans, prev_scans):
+            m.causal_conv1d_fn, m.mamba_selective_scan = conv, scan
+        rwkv.rwkv_linear_attention = prev_rwkv
 
 
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["in_proj"]}  # PEFT refuses out_proj, conv1d on Mamba
@@ -198,11 +306,14 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid"):
+    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba", "zamba2",
+                      "recurrent_gemma", "rwkv", "zamba"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
-                   "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"]}.get(
+                   "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
+                   "recurrent_gemma": ["linear_x", "linear_y", "linear_out", "q_proj", "v_proj"],
+                   "rwkv": ["key", "value", "receptance", "output"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
         name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
         return [(f"{name}-full-s512", base),
@@ -211,6 +322,15 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
                 (f"{name}-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
                 (f"{name}-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
                                              "lora": {**LORA, "targets": targets}})]
+    if model_type == "xlstm":
+        # bf16-mixed only: in 16-bit weights without autocast transformers' native chunkwise mLSTM fails
+        # (modeling_xlstm.py mlstm_chunkwise_recurrent_fw_C: fp32 gate x bf16 key, then `@` the bf16 value)
+        mixed = {**base, "precision": "bf16-mixed"}
+        return [("xlstm-2l-mixed-s512", mixed),
+                ("xlstm-2l-mixed-b2-s512", {**mixed, "micro_batch_size": 2}),
+                ("xlstm-2l-mixed-s1024-ckpt", {**mixed, "seq_len": 1024, "activation_checkpointing": "full"}),
+                ("xlstm-2l-lora-mixed-s512", {**mixed, "method": "lora",
+                                              "lora": {**LORA, "targets": ["q", "k", "v", "out_proj"]}})]
     if model_type == "mamba":
         return [("mamba-2l-full-s512", base),
                 ("mamba-2l-mixed-b2-s2560", {**base, "precision": "bf16-mixed", "micro_batch_size": 2,

@@ -177,7 +177,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # flight (3 x the expert width per routed token; traced, mixtral)
             e_m = 2 if dt.autocast else dt.compute
             routed = routed_rows(arch, t)
-            # frozen experts keep no product (memory/blocks.py _moe): none to subtract. Under eager attention the
+            # frozen experts keep no product (memory/blocks.py sparse_moe): none to subtract. Under eager attention the
             # recompute is the softmax backward's (above), not traced with MoE: kept as it was
             trained = plan.attention == "eager" or _experts_trained(plan, arch, st, per_layer_linears)
             prod = arch.moe.expert_intermediate if trained else 0
@@ -203,7 +203,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # OPT, GPT-NeoX, GPT-J, Phi (tools/memtrace/golden/families/*-gc-*: the block inputs and the head only)
             stack += res * t * h
         if arch.ssm is not None:
-            stack = checkpointed_inputs(arch, res, t)       # ssm_blocks.py: residual_in_fp32 keeps fp32 inputs
+            # ssm_blocks.py: residual_in_fp32 keeps fp32 inputs
+            stack = checkpointed_inputs(arch, res, t, 2 if dt.autocast else dt.compute)
         elif arch.bart is not None and ed is None:
             # the layer inputs, fp32 after a LayerNorm under autocast (blocks_bart.py), beside the mask above
             stack += bart_checkpointed_inputs(arch, res, dt.autocast, t) - arch.num_layers * res * t * h
@@ -225,7 +226,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         # inputs + 170 - 120); without, in the top layer with every other layer's saved set alive (220 MiB of
         # mixtral-2l-full-s512's = 2 x 170 - 120)
         moe, e_m = arch.moe, 2 if dt.autocast else dt.compute
-        acts = 4 if arch.model_type == "gpt_oss" else 1          # memory/blocks.py _moe
+        acts = 4 if arch.model_type == "gpt_oss" else 1          # memory/blocks.py sparse_moe
         # Llama 4's experts weight their input, not their output: no weighted outputs (memory/blocks_families.py
         # _llama4_moe)
         out_w = 0 if arch.model_type in EVERY_EXPERT else h
@@ -362,6 +363,6 @@ def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int
 
 def _experts_trained(plan: Plan, arch: ModelArch, st: Stack, per_layer_linears) -> bool:
     """Whether the routed experts' fused weights get a gradient (full fine-tuning or adapters on them): only
-    then do the grouped matmuls keep the product (memory/blocks.py _moe)."""
+    then do the grouped matmuls keep the product (memory/blocks.py sparse_moe)."""
     return plan.method == "full" or st.fsdp_adapters_in_units or any(ad.name.startswith("experts.") for lins in per_layer_linears
                                         for ad in layer_adapters(arch, plan, lins))

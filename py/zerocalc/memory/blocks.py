@@ -310,7 +310,7 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     else:
         y2 = rmsnorm(ss, _no_first(c), "ln2", "resid2", h, gemma)
     if arch.moe and "down_proj" in experts:
-        _moe(ss, _no_first(c), arch, y2, e_lin, lins, ads)
+        sparse_moe(ss, _no_first(c), arch, y2, e_lin, lins, ads)
     elif not arch.gated_mlp:
         # Starcoder2's c_fc -> GELU -> c_proj (not traced: counted as the classic blocks' fused GELU)
         up, down = linears[-2], linears[-1]
@@ -324,11 +324,14 @@ def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     return ss.total
 
 
-def _moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, x_bytes: int, lins: dict, ads: dict) -> None:
+def sparse_moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, x_bytes: int, lins: dict, ads: dict) -> None:
     """Router softmax (fp32) and top-k; each token's hidden state gathered per chosen expert; the
     expert MLP on tokens*k rows; the weighted expert outputs (transformers 5 MoE experts loop)."""
     moe = arch.moe
-    t, e = c.tokens, 2 if c.autocast else c.e
+    # transformers' grouped_mm experts (integrations/moe.py _grouped_mm: `grouped_mm(input.to(weight.dtype), ...)`,
+    # grouped_mm is not autocast-enabled) run in the experts' weight dtype: fp32 under bf16-mixed over fp32 master
+    # weights (traced: tests/data/jamba_trace.json jamba-4l-mixed-b2-s512), 16-bit over 16-bit weights
+    t, e = c.tokens, c.res
     k = moe.experts_per_token
     if c.train_base:
         # the router's F.linear keeps its input for the weight's gradient (autocast: its own 16-bit copy).

@@ -26,7 +26,7 @@ from dataclasses import replace
 from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear
 from .lora import Adapter
-from .ssm_blocks import block_saved_bytes as ssm_saved_bytes   # blocks.py's, with the state-space mixers
+from .ssm_hybrids import block_saved_bytes as ssm_saved_bytes  # blocks.py's, with the state-space mixers
 
 
 def layernorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int) -> tuple[str, int]:

@@ -16,7 +16,9 @@ the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them.
 call: Bamba and dense Granite 4 (hybrid_layer; tests/data/bamba_trace.json, granitemoehybrid_trace.json),
 Nemotron-H without MoE layers (single_mixer_layer; nemotron_h_trace.json), Falcon-H1's parallel mixer and
 attention (falcon_h1_layer; falcon_h1_trace.json); and LFM2's short convolution (lfm2_layer, the causal-conv1d
-kernel; lfm2_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"].
+kernel; lfm2_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"]. The families built
+around other blocks (Jamba, Zamba2, RecurrentGemma) and the dispatch by ModelArch.ssm["layout"] are in
+memory/ssm_hybrids.py.
 """
 from __future__ import annotations
 
@@ -35,7 +37,9 @@ def block_norm(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, x: str) -> str:
     if not arch.ssm.get("fp32_norm"):
         return rmsnorm(ss, c, key, x, arch.hidden_size)
     out = rmsnorm(ss, c, key, x, arch.hidden_size, gemma=True)
-    if c.res != 4 and not (c.first_layer and not c.train_base):
+    # RecurrentGemmaRMSNorm (fp32_norm "one_plus"): `output * (1.0 + self.weight.float())`, a new fp32 vector
+    # whatever the weights' dtype
+    if (c.res != 4 or arch.ssm["fp32_norm"] == "one_plus") and not (c.first_layer and not c.train_base):
         ss.save(f"{key}.weight32", 4 * arch.hidden_size)
     return out
 
@@ -107,13 +111,19 @@ def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
     weight's gradient, its fp32 normalised tensor (`self.weight * hidden_states.to(input_dtype)`, input_dtype
     fp32); Mamba2ForCausalLM.forward casts it to lm_head's dtype (a 16-bit copy lm_head keeps; under autocast
     the cast is a no-op and autocast makes that copy). Traced: tests/data/ssm_trace.json."""
+    if ssm.get("layout") == "rwkv":
+        # RwkvModel.ln_out, an nn.LayerNorm: its input and mean / rstd (fp32 under autocast, like its output)
+        f = 4 if c.autocast else c.res
+        ss.save("ln_out.in", f * c.tokens * h)
+        ss.save("ln_out.stats", 4 * c.tokens)
+        return "ln_out.out", f
     if "rope_dim" in ssm:
         # the attention layers' rotary cos/sin, (1, s, rotary dim) each (Bamba: partial_rotary_factor 0.5)
         ss.save("rope_cos_sin", 2 * c.res * c.seq * ssm["rope_dim"])
     if ssm.get("fp32_norm"):
-        # NemotronHRMSNorm (block_norm); its `.to(input_dtype)` output is what lm_head reads
+        # NemotronHRMSNorm / RecurrentGemmaRMSNorm (block_norm); its `.to(input_dtype)` output is what lm_head reads
         out = rmsnorm(ss, c, "final_norm", "resid_final", h, gemma=True)
-        if c.res != 4:
+        if c.res != 4 or ssm["fp32_norm"] == "one_plus":
             ss.save("final_norm.weight32", 4 * h)
         return out, c.res
     if not ssm["residual_fp32"]:
@@ -122,17 +132,27 @@ def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
     return (y, 4) if c.autocast else (f"{y}.to_head", c.res)
 
 
-def checkpointed_inputs(arch: ModelArch, res: int, t: int) -> int:
+def checkpointed_inputs(arch: ModelArch, res: int, t: int, e: int) -> int:
     """Full checkpointing: each Mamba2Block keeps its input. Layer 0 reads the embedding output (the weights'
     dtype); with residual_in_fp32 every later layer reads the fp32 sum `residual.to(float32) + mixer_out`
-    (no dropout, so nothing else is kept; traced: tests/data/ssm_trace.json, the 4-layer checkpointed case)."""
+    (no dropout, so nothing else is kept; traced: tests/data/ssm_trace.json, the 4-layer checkpointed case).
+
+    Zamba2 (modeling_zamba2.py Zamba2Model.forward) passes every layer `original_hidden_states =
+    torch.clone(inputs_embeds)`, one more tensor the checkpoints keep; and Zamba2HybridLayer calls its
+    mamba_decoder, itself a GradientCheckpointingLayer, with `transformer_hidden_states=` (the ``linear``'s output,
+    e per element): GradientCheckpointingLayer.__call__ checkpoints `partial(super().__call__, **kwargs)`, so the
+    keyword tensor lives with the partial until backward, one per hybrid layer (traced: zamba2_trace.json)."""
     later = 4 if arch.ssm["residual_fp32"] else res
-    return res * t * arch.hidden_size + later * t * arch.hidden_size * (arch.num_layers - 1)
+    stack = res * t * arch.hidden_size + later * t * arch.hidden_size * (arch.num_layers - 1)
+    if arch.ssm.get("layout") == "zamba2":
+        hybrid = sum(1 for lins in arch.ssm["layers"] if any(lin.name == "q_proj" for lin in lins))
+        stack += res * t * arch.hidden_size + hybrid * e * t * arch.hidden_size
+    return stack
 
 
 # other families' MLP linears under blocks.py gated_mlp's names: LFM2's w1/w3/w2, Granite 4's shared_mlp
 MLP_NAMES = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj", "input_linear": "gate_up_proj",
-             "output_linear": "down_proj"}
+             "output_linear": "down_proj", "proj_up_gate": "gate_proj", "proj_up": "up_proj", "proj_down": "down_proj"}
 
 
 def hybrid_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -254,20 +274,3 @@ def mamba1_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
         if c.res != 4:
             ss.save("D_dt_bias32", 2 * 4 * inner)        # D.float(), dt_proj.bias.float()
     return ss.total
-
-
-def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
-    """memory/blocks.py block_saved_bytes, with the state-space mixers modelled here taking their own rule."""
-    if arch.ssm is None:
-        return _classic_saved_bytes(arch, c, linears, adapters)
-    if arch.ssm.get("layout") == "mamba1":
-        return mamba1_block(arch, c, linears, adapters)
-    if arch.ssm.get("layout") == "falcon_h1":
-        return falcon_h1_layer(arch, c, linears, adapters)
-    if arch.ssm.get("layout") == "lfm2":
-        return lfm2_layer(arch, c, linears, adapters)
-    if arch.ssm.get("layout") == "single":
-        return single_mixer_layer(arch, c, linears, adapters)
-    if "layers" in arch.ssm:
-        return hybrid_layer(arch, c, linears, adapters)
-    return mamba2_block(arch, c, linears, adapters)

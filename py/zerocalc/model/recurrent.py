@@ -18,6 +18,8 @@ ssm.py's models), which ``support`` says, so advice's model-approximate warning 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
 
@@ -78,8 +80,11 @@ def rwkv(c: ConfigReader) -> ModelArch:
         b.matrix("head", "weight", (vocab, h), "other", "head")
     lins = (Linear("key", h, a), Linear("value", h, a), Linear("receptance", h, a), Linear("output", a, h),
             Linear("receptance", h, h), Linear("key", h, inter), Linear("value", inter, h))
-    return recurrent_arch(c, "rwkv", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
+    arch = recurrent_arch(c, "rwkv", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
                           what="time-mix recurrence is", inter=inter, norm="layernorm")
+    # activations: memory/ssm_hybrids.py rwkv_layer (time mixing, then channel mixing: lins in that order), held to
+    # tests/data/rwkv_trace.json
+    return replace(arch, ssm={"layout": "rwkv", "residual_fp32": False}, support="exact")
 
 
 def recurrent_gemma(c: ConfigReader) -> ModelArch:
@@ -122,8 +127,19 @@ def recurrent_gemma(c: ConfigReader) -> ModelArch:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = (Linear("linear_y", h, w), Linear("linear_x", h, w), Linear("linear_out", w, h),
             Linear("gate_proj", h, mlp), Linear("up_proj", h, mlp), Linear("down_proj", mlp, h))
-    return recurrent_arch(c, "recurrent_gemma", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
+    arch = recurrent_arch(c, "recurrent_gemma", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
                           what="RG-LRU recurrence and local attention are", heads=heads, kv=kv, hd=hd, inter=mlp)
+    # activations: memory/ssm_blocks.py recurrent_gemma_layer, per layer its kind's linears (held to
+    # tests/data/recurrent_gemma_trace.json); RecurrentGemmaForCausalLM soft-caps the logits (tanh(x / cap) * cap)
+    mlp_lins = lins[3:]
+    attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("o_proj", heads * hd, h)) + mlp_lins
+    rope = int(hd * (c.cfg.get("rope_parameters") or {}).get("partial_rotary_factor", 0.5))
+    dims = {"layout": "recurrent_gemma", "lru_width": w, "block_width": bw, "conv_width": kernel,
+            "residual_fp32": False, "fp32_norm": "one_plus", "layer_rope_dim": rope,
+            "layers": tuple(lins if kind == "recurrent" else attn for kind in kinds)}
+    return replace(arch, ssm=dims, gated_mlp=True, final_softcap=c.cfg.get("logits_soft_cap") is not None,
+                   support="exact")
 
 
 RECURRENT = {"rwkv": rwkv, "recurrent_gemma": recurrent_gemma}

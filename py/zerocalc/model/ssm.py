@@ -13,7 +13,7 @@ import math
 from dataclasses import replace
 
 from ..errors import PlanError
-from .arch import Linear, ModelArch
+from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
 
 
@@ -336,7 +336,23 @@ def jamba(c: ConfigReader) -> ModelArch:
     lins = (Linear("in_proj", h, 2 * inner), Linear("x_proj", inner, r + 2 * n), Linear("dt_proj", r, inner),
             Linear("out_proj", inner, h), Linear("gate_proj", h, inter), Linear("up_proj", h, inter),
             Linear("down_proj", inter, h))
-    return _arch(c, "jamba", b, h, n_layers, vocab, tied, lins, heads, kv, hd)
+    # activations: memory/ssm_blocks.py jamba_layer, per layer its kind's linears (held to tests/data/jamba_trace.json)
+    attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("o_proj", heads * hd, h))
+    dense, sparse = lins[4:], (Linear("gate_up_proj", h, 2 * inter, e), Linear("down_proj", inter, h, e))
+    kinds = {}
+    for mixer in (False, True):
+        for moe_layer in (False, True):
+            kinds[mixer, moe_layer] = (lins[:4] if mixer else attn) + (sparse if moe_layer else dense)
+    layers = tuple(kinds[i % c.int("attn_layer_period", default=8) != c.int("attn_layer_offset", default=4, lo=0),
+                         e > 1 and i % c.int("expert_layer_period", default=2)
+                         == c.int("expert_layer_offset", default=1, lo=0)] for i in range(n_layers))
+    moe = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=2), expert_intermediate=inter,
+              shared_intermediate=0, dense_layers=0)
+    dims = {"layout": "jamba", "inner": inner, "state": n, "rank": r, "residual_fp32": False, "moe": moe,
+            "layers": layers}
+    return replace(_arch(c, "jamba", b, h, n_layers, vocab, tied, lins, heads, kv, hd), gated_mlp=True, ssm=dims,
+                   dense_block_linears=kinds[False, False], support="exact")
 
 
 def bamba(c: ConfigReader) -> ModelArch:

@@ -14,6 +14,8 @@ costed as a classic block of the same linears, which ``support`` says.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .recurrent import recurrent_arch
@@ -56,8 +58,18 @@ def xlstm(c: ConfigReader) -> ModelArch:
         Linear("q", h, qk), Linear("k", h, qk), Linear("v", h, v), Linear("ogate_preact", h, v))
     ffn = (Linear("proj_up_gate_z", h, 2 * up),) if fused else (Linear("proj_up_gate", h, up),)
     lins = qkv + (Linear("out_proj", v, h),) + ffn + (Linear("proj_up", h, up), Linear("proj_down", up, h))
-    return recurrent_arch(c, "xlstm", b, h=h, n_layers=n_layers, vocab=vocab, tied=False, lins=lins, heads=heads,
+    arch = recurrent_arch(c, "xlstm", b, h=h, n_layers=n_layers, vocab=vocab, tied=False, lins=lins, heads=heads,
                           hd=v // heads, inter=up, what="mLSTM recurrence is")
+    # xLSTMForCausalLM.forward: `logits = soft_cap(lm_head(x).float(), config.output_logit_soft_cap)`, cap *
+    # tanh(x / cap): the fp32 tanh output is kept (memory/logits.py; traced with tools/memtrace/ssm_trace.py's
+    # stand-ins at h 1024, bf16-mixed b 2 s 512: logits 0.768 GiB, the engine 0.576 without the cap)
+    arch = replace(arch, final_softcap=c.cfg.get("output_logit_soft_cap", 30.0) is not None)
+    if fused:
+        return arch
+    # activations: memory/ssm_hybrids.py xlstm_layer (held to tests/data/xlstm_trace.json)
+    dims = {"layout": "xlstm", "heads": heads, "qk": qk, "v": v, "chunk": c.int("chunk_size", default=64),
+            "residual_fp32": False}
+    return replace(arch, ssm=dims, gated_mlp=True, support="exact")
 
 
 XLSTM = {"xlstm": xlstm}

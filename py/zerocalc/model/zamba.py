@@ -17,12 +17,15 @@ transformer block called from every ``hybrid`` layer of ``layers_block_type``.
   (add_bias_linear), per hybrid layer of its kind a LoRA-like gate_up adapter (h -> adapter_rank -> 2I) and,
   with use_shared_attention_adapter, q/k/v adapters (2h -> rank -> 2h); a hybrid layer adds ``linear`` (h x h).
 
-The counts are exact (tests/test_architectures.py). Activations: the blocks are costed as a classic block of
-the linears (the "mamba" family), which ``support`` says.
+The counts are exact (tests/test_architectures.py). Activations: Zamba, and Zamba 2 without q/k/v adapters and
+rotary memory blocks (the default), by memory/ssm_hybrids.py zamba_layer, held to tests/data/zamba_trace.json and
+zamba2_trace.json; the other Zamba 2 variants are costed as a classic block of the linears (the "mamba" family),
+which ``support`` says.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
@@ -86,8 +89,16 @@ def zamba(c: ConfigReader) -> ModelArch:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = (Linear("in_proj", h, 2 * inner), Linear("out_proj", inner, h), Linear("gate_proj", h, inter),
             Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return recurrent_arch(c, "zamba", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
+    arch = recurrent_arch(c, "zamba", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
                           kv=kv, hd=hd, inter=inter, what="Mamba layers and the shared transformer block are")
+    # activations: memory/ssm_hybrids.py zamba_layer / zamba_mamba_block (held to tests/data/zamba_trace.json)
+    mixer = lins[:2]
+    shared = (Linear("q_proj", a, heads * hd), Linear("k_proj", a, kv * hd), Linear("v_proj", a, kv * hd),
+              Linear("o_proj", heads * hd, h)) + lins[2:] + (Linear("linear", h, h),) + mixer
+    dims = {"layout": "zamba2", "mixer": "mamba1", "inner": inner, "heads": mh, "state": n, "rank": r,
+            "residual_fp32": False, "attn_hidden": a,
+            "layers": tuple(shared if kind == "hybrid" else mixer for kind in kinds)}
+    return replace(arch, ssm=dims, gated_mlp=True, support="exact")
 
 
 def zamba2(c: ConfigReader) -> ModelArch:
@@ -129,10 +140,23 @@ def zamba2(c: ConfigReader) -> ModelArch:
     b.norm("model.final_layernorm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    mixer = tuple(lins)
     lins += [Linear("gate_up_proj", h, 2 * inter), Linear("down_proj", inter, h)]
-    return recurrent_arch(c, "zamba2", b, h=h, n_layers=len(kinds), vocab=vocab, tied=tied, lins=tuple(lins),
+    arch = recurrent_arch(c, "zamba2", b, h=h, n_layers=len(kinds), vocab=vocab, tied=tied, lins=tuple(lins),
                           heads=heads, kv=kv, hd=hd, inter=inter,
                           what="Mamba-2 layers and the shared transformer blocks are")
+    # activations: memory/ssm_hybrids.py zamba_layer, per layer its kind's linears (a hybrid layer: the shared
+    # block's, its gate_up adapter's, its own ``linear``, then the mixer's); held to tests/data/zamba2_trace.json
+    shared = (Linear("q_proj", a, heads * hd), Linear("k_proj", a, kv * hd), Linear("v_proj", a, kv * hd),
+              Linear("o_proj", heads * hd, h), Linear("gate_up_proj", h, 2 * inter), Linear("down_proj", inter, h),
+              Linear("gate_up_proj_adapter.0", h, rank), Linear("gate_up_proj_adapter.1", rank, 2 * inter),
+              Linear("linear", h, h)) + mixer
+    dims = {"layout": "zamba2", "inner": int(c.cfg.get("mamba_expand", 2) * h), "heads": mh,
+            "groups": c.int("mamba_ngroups", default=1), "residual_fp32": False, "attn_hidden": a,
+            "layers": tuple(shared if kind == "hybrid" else mixer for kind in kinds)}
+    if attn_adapters or c.bool("use_mem_rope", False):
+        return arch                  # the q/k/v adapters and rotary q/k: not traced
+    return replace(arch, ssm=dims, support="exact")
 
 
 def _zamba2_block(b: TensorList, s: str, h: int, a: int, heads: int, kv: int, hd: int, inter: int, rank: int,
