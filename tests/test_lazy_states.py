@@ -29,6 +29,7 @@ def test_only_full_fine_tuning_on_one_gpu_or_ddp():
     assert not _lazy_states(_plan(framework="deepspeed", zero_stage=2, nodes=1, gpus_per_node=2))
     assert not _lazy_states(_plan(framework="fsdp", zero_stage=3, nodes=1, gpus_per_node=2))
     assert not _lazy_states(_plan(framework="single", nodes=1, gpus_per_node=1, method="lora"))
+    assert not _lazy_states(_plan(framework="single", nodes=1, gpus_per_node=1, optimizer_in_backward=True))
 
 
 def test_one_gpu_full_fine_tune_reserves_the_stranded_share():

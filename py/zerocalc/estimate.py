@@ -117,8 +117,10 @@ def _sums(plan: Plan, ts: list[Term], spec: GpuSpec) -> tuple:
 def _lazy_states(plan: Plan) -> bool:
     """Full fine-tuning whose optimizer states torch.optim creates on the GPU in the first step (one GPU, DDP):
     not DeepSpeed (its ZeRO optimizers create them at init), not FSDP (sharded states beside its own stream's
-    buffers, not replayed), not LoRA / QLoRA (the adapters' states are under 1 % of the peak)."""
-    return plan.method == "full" and plan.framework in ("single", "ddp")
+    buffers, not replayed), not LoRA / QLoRA (the adapters' states are under 1 % of the peak), not an optimizer in
+    the backward (torchtune's hooks create each parameter's states inside the backward, among live activations:
+    not replayed)."""
+    return plan.method == "full" and plan.framework in ("single", "ddp") and not plan.optimizer_in_backward
 
 
 def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = None) -> PerGpu:
