@@ -118,3 +118,23 @@ def test_garbage_collection_needs_a_memory_fraction():
     a.free(a.malloc(30 * MIB))
     a.malloc(44 * MIB)                   # the cached 30 stays: 30 + 44
     assert a.reserved == 74 * MIB
+
+
+def test_states_created_in_the_first_step_strand_the_transients_segment():
+    """Lazily created optimizer states (torch.optim's first step) land in the block step 1's activations freed, so
+    step 2's activations open a segment of their own: 100 MiB weights, a 200 MiB activation freed, 150 MiB states
+    split from its cached block (50 MiB left, too small), step 2's 200 MiB activation a new segment: reserved
+    100 + 200 + 200 = 500 MiB at 100 + 150 + 200 = 450 allocated. States made before the first activation (DeepSpeed
+    creates them at init) take their own segment, and the activation's is reused: 450 reserved at 450."""
+    lazy = CachingAllocator()
+    lazy.malloc(100 * MIB)
+    lazy.free(lazy.malloc(200 * MIB))
+    lazy.malloc(150 * MIB)
+    lazy.malloc(200 * MIB)
+    assert (lazy.allocated, lazy.reserved) == (450 * MIB, 500 * MIB)
+    eager = CachingAllocator()
+    eager.malloc(100 * MIB)
+    eager.malloc(150 * MIB)
+    eager.free(eager.malloc(200 * MIB))
+    eager.malloc(200 * MIB)
+    assert (eager.allocated, eager.reserved) == (450 * MIB, 450 * MIB)

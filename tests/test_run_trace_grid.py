@@ -308,15 +308,6 @@ def _recipe_run(path) -> bool:
 
 
 RECIPE_TOL = 0.05
-# the step's own reserved is off by more than the eval's tolerance (the eval adds nothing to it: checked below)
-RECIPE_STEP_RESERVED: dict[str, str] = {
-    "tt-l1b-full-chunked-s1024-b2-val":
-        "the steady step's reserved, not the eval's (eval adds 0 B in trace and engine): torchtune's fused AdamW "
-        "creates its bf16 states in the first optimizer.step, inside the segments step 1's activations and "
-        "gradients freed, so step 2's transients open 3,216 MiB of fresh segments (allocator replay of "
-        "recipe_run.py: reserved 10,886 MiB after step 1, 14,102 after step 2); the engine's step cache "
-        "(memory/runtime.py allocator_reserve) has no lazily created state term: 13,128 MiB (-6.9 %)",
-}
 
 
 @pytest.mark.parametrize("path", [p for p in FIXTURES if _recipe_run(p)], ids=_id)
@@ -342,10 +333,10 @@ def test_engine_recipe_eval_adds_the_traced_segments(path):
 
 
 @pytest.mark.parametrize("path", [p for p in FIXTURES if _recipe_run(p)], ids=_id)
-def test_engine_recipe_eval_reserved_within_5_percent(path, request):
+def test_engine_recipe_eval_reserved_within_5_percent(path):
+    """The recipes' eval reserved (the step's segments, plus the eval's own where it opens some), within 5 % of the
+    replay; torchtune's full fine-tune holds since its step's cache counts the lazily created states' segments."""
     fx = _load(path)
-    if _id(path) in RECIPE_STEP_RESERVED:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=RECIPE_STEP_RESERVED[_id(path)]))
     run, _ = _engine_run(fx["plan"])
     got, want = run["phases"]["eval"]["peak_reserved_bytes"], fx["phases"]["eval"]["peak_reserved_bytes"]
     assert abs(got - want) <= RECIPE_TOL * want, (got / 2**20, want / 2**20)
@@ -355,3 +346,22 @@ def test_accumulated_logits_reserve_their_own_segments():
     acc = _fx("l1b-full-pure-s512-eval-accumulate")["phases"]["eval"]["peak_reserved_bytes"]
     loss = _fx("l1b-full-pure-s512-eval-loss")["phases"]["eval"]["peak_reserved_bytes"]
     assert acc - loss == pytest.approx(2 * 8 * 512 * V * 2, rel=0.001)
+
+
+def _full_ft_one_gpu(path) -> bool:
+    fx = _load(path)
+    return ("probe" not in fx and fx["plan"].get("method", "full") == "full"
+            and fx["plan"].get("framework") == "single")
+
+
+@pytest.mark.parametrize("path", [p for p in FIXTURES if _full_ft_one_gpu(p)], ids=_id)
+def test_engine_step_reserved_with_lazily_created_states(path):
+    """The steady step's max_memory_reserved of full fine-tuning on one GPU (HF Trainer, LitGPT, torchtune), whose
+    optimizer creates its states in the first optimizer.step among the segments step 1's transients freed, so step
+    2's transients open fresh ones (memory/runtime.py lazy_state_cache): the engine within 5 % of the replay."""
+    fx = _load(path)
+    run, _ = _engine_run(fx["plan"])
+    got, want = run["phases"]["step"]["peak_reserved_bytes"], fx["phases"]["step"]["peak_reserved_bytes"]
+    # what the replay reserves above the step's blocks is more than 3 % of them: the mechanism is in the fixture
+    assert want - fx["phases"]["step"]["peak_allocated_bytes"] > 0.03 * fx["phases"]["step"]["peak_allocated_bytes"]
+    assert abs(got - want) <= RECIPE_TOL * want, (got / 2**20, want / 2**20)

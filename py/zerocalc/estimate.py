@@ -18,7 +18,8 @@ from .memory import deepspeed as ds
 from .memory.inputs import StepInputs, activation_terms, model_state_terms, recompute_terms, step_inputs
 from .memory.fp8 import fp8_terms
 from .memory.fragmentation import over_steps
-from .memory.runtime import allocator_cache_bytes, allocator_reserve, runtime_terms, stream_cache
+from .memory.runtime import (PINNED_PER_TRANSIENT, allocator_cache_bytes, allocator_reserve, lazy_state_cache,
+                             runtime_terms, stream_cache)
 from .memory.terms import (ALLOCATOR, COMPONENTS, DRIVER, HOST_PINNED, MANAGED, ON_GPU, STREAM_CACHE, Term,
                            phases_of)
 from .plan import Plan
@@ -100,11 +101,26 @@ def _sums(plan: Plan, ts: list[Term], spec: GpuSpec) -> tuple:
     # cache they leave ever took, which a moment with more activations than the allocated peak's can set
     cache_phase = max(phases, key=lambda ph: alloc[ph] + cache_at[ph])
     cache = allocator_reserve(moving[cache_phase], checkpointed, room - alloc[cache_phase])
-    reserve = [Term(cache.name, cache.component, alloc[cache_phase] + cache.nbytes - peak_alloc, cache.phases,
-                    cache.where)] + streams
+    extra = alloc[cache_phase] + cache.nbytes - peak_alloc
+    if _lazy_states(plan):
+        # states created in the first optimizer.step strand the segments the step's transients freed
+        states = sum(t.nbytes for t in ts if t.component == "optimizer_states" and t.where == ALLOCATOR)
+        # what the transients freed before the optimizer step runs (a loop's kept logits are still live there)
+        lazy = lazy_state_cache(states, max(moving.values()) - moving.get("step", 0))
+        extra = max(extra, min(lazy, max(int(moving[peak_phase] * PINNED_PER_TRANSIENT["saved"]), room - peak_alloc)))
+    reserve = [Term(cache.name, cache.component, extra, cache.phases, cache.where)] + streams
     reserved = peak_alloc + sum(t.nbytes for t in reserve)
     managed = sum(t.nbytes for t in ts if t.where == MANAGED and peak_phase in t.phases)
     return alloc, peak_phase, peak_alloc, reserve, reserved, outside, managed
+
+
+def _lazy_states(plan: Plan) -> bool:
+    """Full fine-tuning whose optimizer states torch.optim creates on the GPU in the first step (one GPU, DDP):
+    not DeepSpeed (its ZeRO optimizers create them at init), not FSDP (sharded states beside its own stream's
+    buffers, not replayed), not LoRA / QLoRA (the adapters' states are under 1 % of the peak), not an optimizer in
+    the backward (torchtune's hooks create each parameter's states inside the backward, among live activations:
+    not replayed)."""
+    return plan.method == "full" and plan.framework in ("single", "ddp") and not plan.optimizer_in_backward
 
 
 def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = None) -> PerGpu:
