@@ -12,13 +12,6 @@ from zerocalc import Plan, estimate
 GRID = pathlib.Path(__file__).resolve().parents[1] / "tools" / "memtrace" / "golden" / "stacks"
 ROWS = sorted(GRID.glob("*.json"))
 KNOWN: dict[str, str] = {     # id -> the mechanism the engine does not reproduce (a strict xfail)
-    "tt-l1b-qlora-s128-chunked":
-        "torchao 0.10.0 NF4Tensor.get_original_weight (weight.to(bf16) in LinearNF4 forward/backward) holds two "
-        "int64 code tensors, their bf16 dequantised and scaled halves and the torch.stack output at once: "
-        "14 B per element of the weight (+3 B per 64), 235,669,504 B for a 2048 x 8192 gate_proj; at s 128 it sets "
-        "the peak inside the last layer's forward (op stack), a moment the engine has no phase for: it counts the "
-        "transient (memory/inputs.py dequant_bytes, the same size) in backward only, and its forward phase is the "
-        "end of forward with the logits",
 }
 
 

@@ -60,3 +60,27 @@ def test_torchao_dequantization_transient_by_hand():
     assert dequant_bytes(plan, dtypes_for(plan), effective_stack(plan), n) == 235_669_504
     hf = Plan.from_dict({**plan.to_dict(), "stack": {"trainer": "hf-trainer"}})
     assert dequant_bytes(hf, dtypes_for(hf), effective_stack(hf), n) == 2 * n      # bitsandbytes: one bf16 copy
+
+
+def test_the_dequantised_weight_inside_the_top_layers_forward():
+    """torchao's LinearNF4 forward (`F.linear(input, weight.to(input.dtype))`) dequantises as its backward does:
+    at s 128 the traced peak is inside the last layer's forward, at op stack, where the activations are every
+    layer's saved tensors (218,844,212 B at forward end, head included) plus the 235,669,504 B transient; no logits
+    yet. The engine's `fwd_top` moment is that peak; bitsandbytes' plans and compiled torchtune get no such moment."""
+    s128 = ROW.parent / "tt-l1b-qlora-s128-chunked.json"
+    row = json.loads(s128.read_text())
+    peak = row["bytes"]["peak"]
+    assert (peak["phase"], peak["op"], peak["logits"]) == ("forward", "stack", 0)
+    n = 2048 * 8192
+    transient = 14 * n + 3 * n // 64 + 2 * (n // 16384)
+    saved = peak["activations"] - transient
+    assert abs(saved - row["bytes"]["forward_end"]["activations"]) < 2**20      # within 1 MiB of forward end's
+    from zerocalc import estimate
+    pg = estimate(Plan.from_dict(row["plan"])).per_gpu
+    assert pg.phase == "fwd_top"
+    assert abs(pg.peak_allocated - peak["bytes"]) / peak["bytes"] <= 0.03
+    # without the transient the moment is below the end of forward (no head activations, no logits yet)
+    assert pg.phase_allocated["fwd_top"] - transient < pg.phase_allocated["fwd"]
+    for stack in ({"trainer": "hf-trainer"}, {"trainer": "torchtune", "compile": "model"}):
+        plan = {**row["plan"], "stack": stack, "loss": "chunked" if stack["trainer"] == "torchtune" else "standard"}
+        assert "fwd_top" not in estimate(Plan.from_dict(plan)).per_gpu.phase_allocated

@@ -24,7 +24,7 @@ CONTEXT_ALLOWANCE = GIB                  # context + NCCL + workspaces when only
 RUN_KEYS = {"eval": "run.eval", "generate": "run.eval.generate", "save": "run.save",
             "resume": "run.resume or run.load_best_at_end", "merge": "run.merge_at_end"}
 # log phase -> the engine phases (estimate()["per_gpu"]["phases"]) that cover it
-PHASE_MAP = {"forward": ("fwd",), "loss": ("loss_bwd",),
+PHASE_MAP = {"forward": ("fwd", "fwd_top"), "loss": ("loss_bwd",),
              "backward": ("loss_bwd", "bwd_end", "recompute", "recompute_top", "bwd_top"),
              "step": ("step", "step_norm")}
 

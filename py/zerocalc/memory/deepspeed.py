@@ -19,7 +19,7 @@ from ..model import ModelArch
 from ..plan import Plan
 from ..units import ceil_div
 from .optimizers import is_paged, sharded_states
-from .terms import AFTER_BWD, ALL, ALLOCATOR, BWD, BWD_END, FWD_BWD, MANAGED, STEP_NORM, Term, gpu, host
+from .terms import AFTER_BWD, ALL, ALLOCATOR, BWD, BWD_END, FWD_BWD, FWD_IN, MANAGED, STEP_NORM, Term, gpu, host
 
 ALLREDUCE_BUCKET = 500_000_000      # engine.MEMORY_OPT_ALLREDUCE_SIZE, hard-coded (stage 0)
 NORM_CHUNK = 250_000_000            # stage3 _constant_buffered_norm2 chunk (offload)
@@ -277,7 +277,7 @@ def _stage3(plan: Plan, arch: ModelArch, tr: Trainable, all_sizes: tuple[int, ..
     kept = max(k.max_reuse_distance, k.max_live_parameters if k.prefetch_bucket_size > 0 else 0)
     turn = min(nonpers, kept + min(k.prefetch_bucket_size, k.max_live_parameters) + M)
     working = min(nonpers, M + min(k.prefetch_bucket_size, k.max_live_parameters))
-    t.append(gpu("gathered_params", "buffers", wb * turn, {"fwd", "loss_bwd"}))
+    t.append(gpu("gathered_params", "buffers", wb * turn, FWD_IN | {"loss_bwd"}))
     t.append(gpu("gathered_params_bwd", "buffers", wb * working, BWD_END))
     # backward: full-size 16-bit grads of the module being reduced
     t.append(gpu("module_grads", "buffers", gb * M, BWD_END))

@@ -20,8 +20,8 @@ from ..plan import Plan
 from ..units import ceil_div
 from .deepspeed import Trainable
 from .optimizers import is_paged, optimizer_states, sharded_states
-from .terms import (AFTER_BWD, ALL, ALLOCATOR, BWD_END, BWD_END_PHASE, FWD_BWD, MANAGED, MID_BWD, RECOMPUTE, STEP,
-                    STEP_PHASE, STREAM_CACHE, TOP_BWD, Term, gpu, host)
+from .terms import (AFTER_BWD, ALL, ALLOCATOR, BWD_END, BWD_END_PHASE, FWD_BWD, FWD_IN, MANAGED, MID_BWD, RECOMPUTE,
+                    STEP, STEP_PHASE, STREAM_CACHE, TOP_BWD, Term, gpu, host)
 
 
 def adamw_step_temps(impl: str, sbytes: int, numel: int, largest: int,
@@ -211,7 +211,7 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
         t.append(gpu("gathered_output_unit", "buffers", compute * out, {"fwd", "loss_bwd"}))
     if plan.zero_stage == 2:
         # SHARD_GRAD_OP keeps each unit from its forward to its post-backward reshard
-        t.append(gpu("gathered_layers", "buffers", layer_bytes * len(layer_sizes), {"fwd", "loss_bwd"} | TOP_BWD))
+        t.append(gpu("gathered_layers", "buffers", layer_bytes * len(layer_sizes), FWD_IN | {"loss_bwd"} | TOP_BWD))
         t.append(gpu("gathered_units", "buffers", 2 * layer_bytes, {RECOMPUTE}))
     else:
         t.append(gpu("gathered_units", "buffers", 2 * layer_bytes, MID_BWD))
@@ -252,7 +252,7 @@ def fsdp_terms(plan: Plan, arch: ModelArch, tr: Trainable, frozen_numel: int, fr
     if version == 2 and keep_last_block and plan.zero_stage == 3:
         # torchtitan parallelize_llama: fully_shard(block, reshard_after_forward=layer_id < n_layers - 1): the
         # last block stays gathered from its forward to its backward, which comes first
-        t.append(gpu("gathered_last_block", "buffers", layer_bytes, {"fwd", "loss_bwd"} | TOP_BWD))
+        t.append(gpu("gathered_last_block", "buffers", layer_bytes, FWD_IN | {"loss_bwd"} | TOP_BWD))
     if plan.optimizer == "adamw" and not off:
         t += adamw_step_temps(impl, sbytes, shard, ceil_div(tr.largest, n))
     return t

@@ -21,7 +21,7 @@ from .lora import (adapters_per_layer, largest_quantized_matrix, modules_to_save
 from .precision import Dtypes, dtypes_for, module_dtypes
 from .stack import Stack, effective_stack
 from .vision import tower_adapters, tower_saved_bytes, tower_tensors
-from .terms import ALL, BWD_END, FWD_BWD, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, TOP_ONLY, Term, gpu
+from .terms import ALL, BWD_END, FWD_BWD, FWD_IN, FWD_TOP, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, TOP_ONLY, Term, gpu
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,21 @@ def dequant_bytes(plan: Plan, dt, stack: Stack, n: int) -> int:
     return dt.compute * n
 
 
+def dequant_phases(plan: Plan, stack: Stack) -> frozenset:
+    """When the QLoRA dequantization transient is alive. LitGPT: from the end of forward (the 4-bit lm_head
+    per chunk) to the end of backward. torchtune's torchao NF4 (uncompiled): torchao/dtypes/nf4tensor.py
+    `linear_nf4` runs `F.linear(input, weight.to(input.dtype))` in LinearNF4's forward and again in its backward;
+    NF4Tensor's `_to_copy` dispatch calls `get_original_weight`, whose intermediates (dequant_bytes) all exist at
+    its torch.stack: inside the top layer's forward too, beside every layer's saved activations and before the
+    logits (traced: the peak at op stack in forward, tools/memtrace/golden/stacks tt-l1b-qlora-s128-chunked).
+    Elsewhere (bitsandbytes' MatMul4Bit, not traced in forward as a peak) the backward and the recomputes."""
+    if stack.trainer == "litgpt":
+        return FWD_BWD
+    if stack.trainer == "torchtune" and plan.quantization.type == "nf4" and stack.compile == "none":
+        return BWD_END | {FWD_TOP}
+    return BWD_END
+
+
 def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Model buffers worth counting: torchtune's rotary cache, (max_seq_len, head_dim / 2, 2) fp32 cos/sin built
     for the builder's max_seq_len (the Llama builders pass the HF config's max_position_embeddings) and
@@ -194,7 +209,7 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Saved activations (kept to their layer's backward), the head's, logits, backward temporaries."""
     a, lg = si.acts, si.logits
     t = [
-        gpu("saved_activations", "activations", a.stack_saved, {"fwd", "loss_bwd"} | TOP_BWD),
+        gpu("saved_activations", "activations", a.stack_saved, FWD_IN | {"loss_bwd"} | TOP_BWD),
         gpu("head_activations", "activations", a.head_saved, {"fwd", "loss_bwd"}),
         gpu("logits_forward", "logits", lg.forward_peak, {"fwd"}),
         gpu("logits_backward", "logits", lg.backward_peak, {"loss_bwd"}),
@@ -204,7 +219,7 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
     if a.quant_inputs and si.stack.loop_keeps_output:
         # the previous step's out.loss keeps its graph, and so bitsandbytes' ctx-held inputs, until the next
         # forward returns (traced: tools/memtrace/golden/stacks l1b-qlora-mixed-bnb042-custom)
-        t.append(gpu("previous_step_quant_inputs", "activations", a.quant_inputs, {"fwd"}))
+        t.append(gpu("previous_step_quant_inputs", "activations", a.quant_inputs, FWD_IN))
     tower = tower_saved_bytes(plan, si.arch, 2 if si.dt.autocast else si.dt.compute)
     if tower:
         # the tower runs first, so its saved tensors live until the very end of backward
@@ -220,15 +235,14 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
     # the gradients in flight inside the layer being back-propagated (the last one is layer 0)
     t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, BWD_END))
     if a.autocast_weight_copies:
-        t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies, {"fwd", "loss_bwd"}))
+        t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies, FWD_IN | {"loss_bwd"}))
     if a.autocast_cache_forward:
         # cached until the autocast context exits at the end of forward, not kept by checkpointed layers
-        t.append(gpu("autocast_cache_forward", "activations", a.autocast_cache_forward, {"fwd"}))
+        t.append(gpu("autocast_cache_forward", "activations", a.autocast_cache_forward, FWD_IN))
     if si.dequant:
         # one dequantized weight exists only inside a layer's forward, backward or recompute; LitGPT's 4-bit
         # lm_head is dequantized for each 128-position chunk at the very end of forward, and for the loss's backward
-        phases = FWD_BWD if si.stack.trainer == "litgpt" else BWD_END
-        t.append(gpu("qlora_dequant_buffer", "activations", si.dequant, phases))
+        t.append(gpu("qlora_dequant_buffer", "activations", si.dequant, dequant_phases(plan, si.stack)))
     if a.host_offloaded:
         t.append(gpu("offloaded_activations", "activations", a.host_offloaded, where=HOST_PAGEABLE))
     return t
