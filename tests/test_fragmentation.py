@@ -197,7 +197,16 @@ def test_reserved_never_decreases_with_steps(d, setting_, cap):
     lengths, seq_len, spread, b = d
     mean = max(1, seq_len // 3)
     c = curve(lengths, mean, spread, b, seq_len, setting_, cap)
-    assert c == sorted(c)
+    if cap is None:
+        assert c == sorted(c)
+    # On a device the native ratchet's level can fall: a failed cudaMalloc releases whole cached segments
+    # (first_overflow), so a later step can sit below an earlier peak. What the plan reports is
+    # max_memory_reserved, the peak since the start, which never falls.
+    out = F.over_steps(lengths, mean, min(seq_len, mean * spread), None, b, seq_len, ALLOC,
+                       ALLOC + CACHE.get(setting_, CACHE["native"]), TRANSIENT, LOGITS, cap or 2**50,
+                       setting_ == "expandable", 512 if setting_ == "max_split" else None, None)
+    reported = [out["reserved_after_steps"][str(n)] for n in F.STEPS]
+    assert reported == sorted(reported)
 
 
 @given(st.sampled_from(["native", "max_split", "expandable"]))
