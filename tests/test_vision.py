@@ -179,3 +179,32 @@ def test_untraced_tower_frozen_by_default_and_warned_when_trained():
     assert msg.startswith("idefics2") and "tower's activations are not modelled" in msg
     llava = estimate(plan({"images": 1, "batch": 1, "seq": 256, "trainable": "full"})).to_dict()
     assert "model-approximate" not in {w["id"] for w in llava["warnings"]}
+
+
+def _rows(*model_types: str) -> dict:
+    import json  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+    rows = json.loads((Path(__file__).parent / "data" / "architectures.json").read_text())["rows"]
+    return {r["model_type"]: r["config"] for r in rows if r["id"] == f"default:{r['model_type']}"
+            and r["model_type"] in model_types}
+
+
+def test_model_support_names_an_untraced_trained_tower():
+    """Issue 20 point 5: a composite whose parameter count is exact but whose tower has no traced activation
+    rule (Voxtral's Whisper-style audio tower, Phi-4-multimodal's SigLIP + audio conformer, Aria's vision tower
+    and MoE projector, Granite Speech's conformer + Q-Former) reports model_support "exact" only while the tower
+    is frozen (it saves nothing then); trained (full), model_support keeps "exact parameter count" and says the
+    activations are approximate because that tower's are not modelled, and the model-approximate warning says the
+    same."""
+    for model_type, cfg in _rows("voxtral", "phi4_multimodal", "aria", "granite_speech").items():
+        frozen, full = (_fuyu(t, {**cfg, "model_type": model_type}).to_dict() for t in ("frozen", "full"))
+        assert frozen["model_support"] == "exact", model_type
+        assert "model-approximate" not in {w["id"] for w in frozen["warnings"]}
+        support = full["model_support"]
+        assert support.startswith("exact parameter count; activations approximate"), (model_type, support)
+        assert f"the {model_type} tower's activations are not modelled" in support
+        assert "vision.trainable full" in support
+        warned = {w["id"]: w["message"] for w in full["warnings"]}["model-approximate"]
+        assert support in warned
+        # the counts do not move with the wording: the same parameters, the tower's now trainable
+        assert full["model"]["total_params"] == frozen["model"]["total_params"]

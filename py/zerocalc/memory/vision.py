@@ -41,6 +41,29 @@ def tower_tensors(arch: ModelArch) -> tuple:
     return arch.tower_tensors                 # vision / projector / audio, read once per model (model/arch.py)
 
 
+# model_support where a trained tower (or one fed images) has no tower_spec: its parameters are counted exactly,
+# what it saves for its backward is not (plan-v1 Extension 8, `model_support`)
+UNTRACED_TOWER = ("activations approximate (the {} tower's activations are not modelled: no traced rule for them, "
+                  "and vision.trainable {} leaves out what the tower and projector save for their backward)")
+
+
+def tower_untraced(arch: ModelArch, plan: Plan) -> bool:
+    """Whether the step runs a tower whose activations have no rule: a composite's tower / projector / audio
+    tensors without a tower_spec (composite.tower_spec), trained (``vision.trainable`` not frozen) or fed
+    images. A frozen tower saves nothing (no graph), so its zero is exact."""
+    return (arch.tower is None and (plan.vision.trainable != "frozen" or plan.vision.images_per_sample > 0)
+            and bool(tower_tensors(arch)))
+
+
+def plan_support(arch: ModelArch, plan: Plan) -> str:
+    """The estimate's ``model_support``: the model's own (``ModelArch.support``, "exact" where the parameter
+    count equals transformers'), with the untraced tower's activations named where this plan runs them."""
+    if not tower_untraced(arch, plan):
+        return arch.support
+    why = UNTRACED_TOWER.format(arch.model_type, plan.vision.trainable)
+    return f"exact parameter count; {why}" if arch.support == "exact" else f"{arch.support}; {why}"
+
+
 def tower_trained_in_full(plan: Plan) -> bool:
     return plan.vision.trainable == "full"
 
