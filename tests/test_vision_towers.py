@@ -16,6 +16,8 @@ of h 128, I 512, 4 layers, 4 heads on 128 px crops of 16 px patches, scale_facto
 DaViT of depths (1, 1, 2, 1), widths (32, 64, 96, 128), windows of 3, on 96 px (no padding) and 112 px images
 (padded windows), with the attention kernels' saves stood in for as on CUDA (the cases held here), AC; its
 plain-SDPA cases record CPU's fp32 math path for the channel attention and are held only as an upper bound.
+Aya Vision: Cohere2 Vision's SigLIP tower (hidden_states[-1] / [-2], before post_layernorm) and its LayerNorm +
+SwiGLU projector (downsample_factor 2, alignment_intermediate_size 512), 1-3 tiles, AC.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -38,7 +40,7 @@ CASES = {c["id"]: c for c in TRACE["cases"]}
 def tokens(case: dict) -> int:
     """The image tokens a sample's images take: (h / 32) rows of (w / 32) merged tokens, Mistral 3's processor
     ending each row with a break token; Cohere2 Vision 16 a 128 px tile (64 patches / 2^2)."""
-    if case["model"] in ("cohere2_vision", "idefics3", "smolvlm"):
+    if case["model"] in ("cohere2_vision", "idefics3", "smolvlm", "aya_vision"):
         return 16 * case["tiles"]
     if case["model"] == "blip-2":
         return 8 * case["tiles"]          # num_query_tokens an image
@@ -130,7 +132,7 @@ def test_cohere2_vision_formula_by_hand():
 
 def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
-                "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel"):
+                "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -225,3 +227,19 @@ def test_florence2_formula_by_hand_and_its_cpu_sdpa_bound():
     assert tower_saved_bytes(plan(ac), plan(ac).arch, 2) == 2_856_048
     # CPU's SDPA keeps the channel attention's q, k, v and scores in fp32: more than CUDA's kernels
     assert CASES["florence2-96px"]["saved_bytes_forward_end"] > 2_856_048
+
+
+def test_aya_vision_formula_by_hand():
+    """One 128 px tile, n = 64, e = 2, h 128, I 512: the SigLIP layers as Cohere2 Vision's, 4 * 264,192 =
+    1,056,768; post_layernorm runs on hidden_states[-1] but its output is unused (nothing kept). The projector:
+    pixel_shuffle's copy (the LayerNorm's input) and the LayerNorm's output (linear_1's input) 2 * 2*64*128 =
+    32,768, its fp32 statistics over 16 shuffled rows 8*16 = 128, linear_1's output 2*16*512 and SiLU's output
+    and the product 2 * 2*16*256: 32,768. Sum 1,122,432 (traced 1,120,324: bf16 LayerNorm statistics on CPU).
+    vision_feature_layer -2 on two tiles: 3 layers run, 2 * (3 * 264,192 + 65,664) = 1,716,480. Checkpointed,
+    each layer keeps its input 2*64*128: 2 * (4 * 16,384 + 65,664) = 262,400."""
+    p = plan(CASES["aya_vision-t1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_122_432
+    p2 = plan(CASES["aya_vision-t2-layer-2"])
+    assert tower_saved_bytes(p2, p2.arch, 2) == 1_716_480
+    ac = plan(CASES["aya_vision-t2-ac"])
+    assert tower_saved_bytes(ac, ac.arch, 2) == 262_400

@@ -30,6 +30,10 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
   embeddings, spatial (windowed) and channel-attention blocks, drop_path; Florence2MultiModalProjector); images
   of `image_size` pixels; the attention kernels' saves stood in for in the ``flash_attention_2`` cases (CPU SDPA
   runs the channel attention, head dimension = token count, by its fp32 math path);
+- ``aya_vision``: modeling_aya_vision.py AyaVisionModel.get_image_features (SiglipVisionModel without head,
+  hidden_states[vision_feature_layer]: post_layernorm runs, its output unused; AyaVisionMultiModalProjector:
+  pixel_shuffle by downsample_factor, LayerNorm over the shuffled width, linear_1 to alignment_intermediate_size,
+  SwiGLU over its halves, linear_2); `tiles` crops of image_size;
 - ``fuyu``: modeling_fuyu.py FuyuModel.get_image_features, one linear (vision_embed_tokens) over `patches`
   flattened 30 x 30 x 3 patches, bf16, or fp32 weights and patches under CPU autocast to bf16.
 
@@ -134,6 +138,15 @@ CASES += [{"id": "florence2-96px", "model": "florence2", "tiles": 1, "image_size
           # gradient_checkpointing_enable: DaViT's blocks are plain nn.Modules, not GradientCheckpointingLayers
           {"id": "florence2-96px-kernel-ac", "model": "florence2", "tiles": 1, "image_size": 96,
            "attention": "flash_attention_2", "checkpointing": True}]
+# Aya Vision: the SigLIP tower of Cohere2 Vision (hidden_states[vision_feature_layer], before post_layernorm)
+# and AyaVisionMultiModalProjector (pixel_shuffle, a LayerNorm over the shuffled width, linear_1, SwiGLU, linear_2)
+TEXT["aya_vision"] = dict(TEXT["cohere2_vision"])
+AYA = {"downsample_factor": 2, "alignment_intermediate_size": 512, "vision_feature_layer": -1,
+       "vision_feature_select_strategy": "full"}
+CASES += [{"id": "aya_vision-t1", "model": "aya_vision", "tiles": 1},
+          {"id": "aya_vision-t3", "model": "aya_vision", "tiles": 3},
+          {"id": "aya_vision-t2-ac", "model": "aya_vision", "tiles": 2, "checkpointing": True},
+          {"id": "aya_vision-t2-layer-2", "model": "aya_vision", "tiles": 2, "vision_feature_layer": -2}]
 CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
           {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
@@ -143,6 +156,9 @@ def config(case: dict) -> dict:
     raw = {"model_type": model, "text_config": dict(TEXT[model]), "image_token_id": 999, "tie_word_embeddings": False}
     if model == "cohere2_vision":
         return {**raw, "vision_config": dict(SIGLIP), **COHERE2}
+    if model == "aya_vision":
+        return {**raw, "vision_config": {**SIGLIP, "vision_use_head": False}, **AYA,
+                "vision_feature_layer": case.get("vision_feature_layer", -1)}
     if model == "florence2":
         return {**raw, "vision_config": {**FLORENCE2_VISION, **case.get("tower", {})}}
     if model in ("idefics3", "smolvlm"):
@@ -159,6 +175,7 @@ def config(case: dict) -> dict:
 
 def _model(case: dict, raw: dict):
     from transformers import AutoConfig  # noqa: PLC0415
+    from transformers.models.aya_vision.modeling_aya_vision import AyaVisionModel  # noqa: PLC0415
     from transformers.models.cohere2_vision.modeling_cohere2_vision import Cohere2VisionModel  # noqa: PLC0415
     from transformers.models.lighton_ocr.modeling_lighton_ocr import LightOnOcrModel  # noqa: PLC0415
     from transformers.models.mistral3.modeling_mistral3 import Mistral3Model  # noqa: PLC0415
@@ -170,7 +187,8 @@ def _model(case: dict, raw: dict):
     from transformers.models.smolvlm.modeling_smolvlm import SmolVLMModel  # noqa: PLC0415
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
            "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
-           "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model}
+           "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model,
+           "aya_vision": AyaVisionModel}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     dtype = torch.float32 if case.get("autocast") else torch.bfloat16
@@ -217,7 +235,7 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
         patches = case["tiles"] * (size // 4) ** 2
-    elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2"):
+    elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2", "aya_vision"):
         vc = raw["vision_config"]
         size = vc["image_size"]
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)

@@ -15,7 +15,7 @@ micro-batch's images (patches, plus CLIP's class token), e bytes per element:
   SDPA's fp32 logsumexp per head: 4·heads·n; the LayerNorms' mean and rstd (fp32 on CUDA): 16·n
 plus CLIP's pre_layrnorm input (e·n·h, 8·n) and the selected hidden state kept by the projector (e·n·h);
 LLaVA's projector keeps GELU's input and linear_2's input (2·e·n'·h_text, n' the patches without the class
-token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Idefics3, SmolVLM) run the same layer with one GELU and a post_layernorm
+token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Aya Vision, Idefics3, SmolVLM) run the same layer with one GELU and a post_layernorm
 (its input and its output, read by the projector): the same op rules, traced through Cohere2 Vision's tower
 (tools/memtrace/vision_towers.py, tests/data/vision_towers_trace.json, modeling_siglip.py SiglipVisionModel,
 modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
@@ -118,6 +118,13 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
     if spec["projector"] == "llava":
         total += spec["features"] * e * n * h         # the selected hidden state(s), linear_1's input
         total += 2 * e * images * spec["patches"] * spec["text_hidden"]    # GELU's and linear_2's inputs
+    elif spec["projector"] == "aya":
+        # AyaVisionModel takes hidden_states[vision_feature_layer], before post_layernorm (whose graph dies with its
+        # unused output); AyaVisionMultiModalProjector's pixel_shuffle copies it (the LayerNorm's input), the
+        # LayerNorm's output is linear_1's input, fp32 statistics over n' = n / downsample^2 rows; then the SwiGLU
+        # as Cohere2 Vision's: 2·e·n·h + 8·n' + 2·e·n'·mid (traced)
+        shuffled = n // spec["downsample"] ** 2
+        total += 2 * e * n * h * spec["features"] + 8 * shuffled + 2 * e * shuffled * spec["mid"]
     else:
         total += 2 * e * n * h + 8 * n                # post_layernorm's input and output, its statistics
         if spec["projector"] == "cohere2":

@@ -244,7 +244,7 @@ def composite(cfg: Mapping, build: Callable):
 # composites whose tower is a CLIP / SigLIP ViT of fixed resolution, and the projector after it
 VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
               "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma", "cohere2_vision": "cohere2",
-              "idefics3": "idefics3", "smolvlm": "idefics3"}
+              "idefics3": "idefics3", "smolvlm": "idefics3", "aya_vision": "aya"}
 # the SigLIP-layer towers of their own config class (Idefics3VisionConfig / SmolVLMVisionConfig: 16 heads)
 OWN_VIT_KINDS = {"idefics3_vision": 16, "smolvlm_vision": 16}
 # composites whose tower is Pixtral (vision.pixtral_tower_spec): whether the processor adds row-break tokens
@@ -289,7 +289,8 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     d = TOWER_DEFAULTS[kind]
     layers = v.int("num_hidden_layers", default=d["num_hidden_layers"])
     patches = (v.int("image_size", default=d["image_size"]) // v.int("patch_size", default=d["patch_size"])) ** 2
-    feature = cfg.get("vision_feature_layer", -2) if projector == "llava" else -1
+    feature = cfg.get("vision_feature_layer", -2 if projector == "llava" else -1) if projector in ("llava", "aya") \
+        else -1
     deepest = max(feature) if isinstance(feature, list) else feature
     run = layers + 1 + deepest if deepest < 0 else deepest        # hidden_states[k]: the output of layer k - 1
     act = v.str("hidden_act", "quick_gelu" if kind == "clip_vision_model" else "gelu_pytorch_tanh")
@@ -304,7 +305,11 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
             # Cohere2VisionConfig: pixel_shuffle's factor and linear_1's width (the SwiGLU's two halves)
             **({"downsample": ConfigReader(cfg).int("downsample_factor", default=2),
                 "mid": ConfigReader(cfg).int("alignment_intermediate_size", default=36864)}
-               if projector == "cohere2" else {})}
+               if projector == "cohere2" else {}),
+            # AyaVisionConfig: pixel_shuffle's factor; linear_1's width, the text width where the config has none
+            **({"downsample": ConfigReader(cfg).int("downsample_factor", default=2),
+                "mid": ConfigReader(cfg).int("alignment_intermediate_size", default=text_hidden)}
+               if projector == "aya" else {})}
 
 
 # a composite's config.json keeps only the text_config fields that differ from the text config class's
