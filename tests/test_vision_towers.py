@@ -18,6 +18,8 @@ DaViT of depths (1, 1, 2, 1), widths (32, 64, 96, 128), windows of 3, on 96 px (
 plain-SDPA cases record CPU's fp32 math path for the channel attention and are held only as an upper bound.
 Aya Vision: Cohere2 Vision's SigLIP tower (hidden_states[-1] / [-2], before post_layernorm) and its LayerNorm +
 SwiGLU projector (downsample_factor 2, alignment_intermediate_size 512), 1-3 tiles, AC.
+Idefics2: Idefics3's tower shape and its connector (modality_projection to a 256-wide text model of
+intermediate 512; a perceiver of 8 latents, 2 layers, 4 heads of 32, 2 k/v heads), 1-3 crops, AC, flash.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -42,8 +44,8 @@ def tokens(case: dict) -> int:
     ending each row with a break token; Cohere2 Vision 16 a 128 px tile (64 patches / 2^2)."""
     if case["model"] in ("cohere2_vision", "idefics3", "smolvlm", "aya_vision"):
         return 16 * case["tiles"]
-    if case["model"] == "blip-2":
-        return 8 * case["tiles"]          # num_query_tokens an image
+    if case["model"] in ("blip-2", "idefics2"):
+        return 8 * case["tiles"]          # num_query_tokens / resampler_n_latents an image
     if case["model"] == "fuyu":
         return 10 * 11                    # 10 rows of 10 patches, each row ended by |NEWLINE|
     if case["model"] == "florence2":      # the last stage's grid (stride 4, then 2, 2, 2) plus the pooled token
@@ -132,7 +134,8 @@ def test_cohere2_vision_formula_by_hand():
 
 def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
-                "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1"):
+                "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1",
+                "idefics2-t1"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -243,3 +246,18 @@ def test_aya_vision_formula_by_hand():
     assert tower_saved_bytes(p2, p2.arch, 2) == 1_716_480
     ac = plan(CASES["aya_vision-t2-ac"])
     assert tower_saved_bytes(ac, ac.arch, 2) == 262_400
+
+
+def test_idefics2_formula_by_hand():
+    """One 128 px crop, n = 64, e = 2: the tower as Idefics3's, 1,188,864 (its layers, post_layernorm, the
+    indexed pixels, the position ids). modality_projection (128 -> 512 -> 256): 4 * 2*64*512 = 262,144. A
+    perceiver layer, H 256, L 8, 4 heads of 32, 2 k/v heads: the two latent RMSNorms 2 * (6*8*256 + 4*8) =
+    24,640, the context's 6*64*256 + 4*64 = 98,560, the concatenation 2*72*256 = 36,864, q_proj's input 2*8*256
+    = 4,096, q and the output 2 * 2*8*128 = 4,096, k and v 2 * 2*72*64 = 18,432, logsumexp 4*4*8 = 128, the MLP
+    2*8*256 + 4 * 2*8*1024 = 69,632: 256,448; two layers 512,896; the final norm 12,320. Sum 1,976,224 (traced
+    1,973,924: bf16 LayerNorm statistics on CPU). Checkpointed (two crops), only the tower's layers keep their
+    inputs: 2 * (4 * 2*64*128 + 33,280 + 98,816) + 2 * (262,144 + 525,216) = 1,969,984."""
+    p = plan(CASES["idefics2-t1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_976_224
+    ac = plan(CASES["idefics2-t2-ac"])
+    assert tower_saved_bytes(ac, ac.arch, 2) == 1_969_984

@@ -34,6 +34,10 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
   hidden_states[vision_feature_layer]: post_layernorm runs, its output unused; AyaVisionMultiModalProjector:
   pixel_shuffle by downsample_factor, LayerNorm over the shuffled width, linear_1 to alignment_intermediate_size,
   SwiGLU over its halves, linear_2); `tiles` crops of image_size;
+- ``idefics2``: modeling_idefics2.py Idefics2Model.get_image_features (Idefics2VisionTransformer as Idefics3's;
+  Idefics2Connector: modality_projection, a gated SiLU MLP to the text width, and Idefics2PerceiverResampler's
+  resampler_depth layers of latents attending to the concatenated normed context and latents, GQA, and its
+  final RMSNorm); `tiles` crops of one sample;
 - ``fuyu``: modeling_fuyu.py FuyuModel.get_image_features, one linear (vision_embed_tokens) over `patches`
   flattened 30 x 30 x 3 patches, bf16, or fp32 weights and patches under CPU autocast to bf16.
 
@@ -147,6 +151,17 @@ CASES += [{"id": "aya_vision-t1", "model": "aya_vision", "tiles": 1},
           {"id": "aya_vision-t3", "model": "aya_vision", "tiles": 3},
           {"id": "aya_vision-t2-ac", "model": "aya_vision", "tiles": 2, "checkpointing": True},
           {"id": "aya_vision-t2-layer-2", "model": "aya_vision", "tiles": 2, "vision_feature_layer": -2}]
+# Idefics2: Idefics3's SigLIP-layer tower (Idefics2VisionTransformer, post_layernorm), then Idefics2Connector:
+# modality_projection (a gated SiLU MLP, vision width -> text intermediate -> text width) and the perceiver
+# resampler (latents attending to [normed context; normed latents], GQA, RMSNorms, a 4x gated MLP, a final norm)
+IDEFICS2_PERCEIVER = {"model_type": "idefics2_perceiver", "resampler_n_latents": 8, "resampler_depth": 2,
+                      "resampler_n_heads": 4, "resampler_head_dim": 32, "num_key_value_heads": 2}
+TEXT["idefics2"] = {"model_type": "mistral", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                    "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000}
+CASES += [{"id": "idefics2-t1", "model": "idefics2", "tiles": 1},
+          {"id": "idefics2-t3", "model": "idefics2", "tiles": 3},
+          {"id": "idefics2-t2-ac", "model": "idefics2", "tiles": 2, "checkpointing": True},
+          {"id": "idefics2-t2-fa2", "model": "idefics2", "tiles": 2, "attention": "flash_attention_2"}]
 CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
           {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
@@ -161,6 +176,9 @@ def config(case: dict) -> dict:
                 "vision_feature_layer": case.get("vision_feature_layer", -1)}
     if model == "florence2":
         return {**raw, "vision_config": {**FLORENCE2_VISION, **case.get("tower", {})}}
+    if model == "idefics2":
+        return {**raw, "vision_config": {**IDEFICS3_VISION, "model_type": "idefics2_vision"},
+                "perceiver_config": dict(IDEFICS2_PERCEIVER)}
     if model in ("idefics3", "smolvlm"):
         return {**raw, "vision_config": {**IDEFICS3_VISION, "model_type": f"{model}_vision"}, "scale_factor": 2}
     if model == "got_ocr2":
@@ -182,13 +200,14 @@ def _model(case: dict, raw: dict):
     from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
     from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
     from transformers.models.got_ocr2.modeling_got_ocr2 import GotOcr2Model  # noqa: PLC0415
+    from transformers.models.idefics2.modeling_idefics2 import Idefics2Model  # noqa: PLC0415
     from transformers.models.idefics3.modeling_idefics3 import Idefics3Model  # noqa: PLC0415
     from transformers.models.florence2.modeling_florence2 import Florence2Model  # noqa: PLC0415
     from transformers.models.smolvlm.modeling_smolvlm import SmolVLMModel  # noqa: PLC0415
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
            "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
            "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model,
-           "aya_vision": AyaVisionModel}
+           "aya_vision": AyaVisionModel, "idefics2": Idefics2Model}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     dtype = torch.float32 if case.get("autocast") else torch.bfloat16
@@ -203,7 +222,8 @@ def _model(case: dict, raw: dict):
         else:
             part.float()
     if case.get("attention") == "flash_attention_2":
-        for sub in (model.config, getattr(model.config, "vision_config", None)):
+        for sub in (model.config, getattr(model.config, "vision_config", None),
+                    getattr(model.config, "perceiver_config", None)):
             if sub is not None:
                 sub._attn_implementation = "flash_attention_2"
     if case.get("checkpointing"):
@@ -225,7 +245,7 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(1, patches, 30 * 30 * 3, dtype=torch.float32 if case.get("autocast") else torch.bfloat16)
         inputs = (pix,)
         forward = lambda: _pooled(model.get_image_features(pixel_values=pix, return_dict=True))  # noqa: E731
-    elif case["model"] in ("idefics3", "smolvlm"):       # one sample of `tiles` crops
+    elif case["model"] in ("idefics3", "smolvlm", "idefics2"):       # one sample of `tiles` crops
         size = IDEFICS3_VISION["image_size"]
         pix = torch.randn(1, case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)

@@ -15,11 +15,11 @@ micro-batch's images (patches, plus CLIP's class token), e bytes per element:
   SDPA's fp32 logsumexp per head: 4·heads·n; the LayerNorms' mean and rstd (fp32 on CUDA): 16·n
 plus CLIP's pre_layrnorm input (e·n·h, 8·n) and the selected hidden state kept by the projector (e·n·h);
 LLaVA's projector keeps GELU's input and linear_2's input (2·e·n'·h_text, n' the patches without the class
-token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Aya Vision, Idefics3, SmolVLM) run the same layer with one GELU and a post_layernorm
+token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Aya Vision, Idefics2, Idefics3, SmolVLM) run the same layer with one GELU and a post_layernorm
 (its input and its output, read by the projector): the same op rules, traced through Cohere2 Vision's tower
 (tools/memtrace/vision_towers.py, tests/data/vision_towers_trace.json, modeling_siglip.py SiglipVisionModel,
 modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
-(Mistral 3, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py.
+(Mistral 3, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py; Idefics2's connector: memory/vision_perceiver.py.
 GOT-OCR 2.0's SAM ViTDet: memory/vision_sam.py; Florence-2's DaViT: memory/vision_davit.py. Fuyu has no tower: its one patch linear keeps the batch's patches (nothing more) or, under autocast, their
 16-bit copy. The Qwen-VL towers: memory/vision_qwen.py; InternVL's
 InternViT: memory/vision_internvl.py. Layers after the selected feature layer
@@ -32,6 +32,7 @@ from ..model import ModelArch
 from ..plan import Plan
 from .vision_davit import davit_saved_bytes
 from .vision_internvl import internvit_saved_bytes
+from .vision_perceiver import perceiver_saved_bytes
 from .vision_pixtral import pixtral_patches, pixtral_saved_bytes
 from .vision_qformer import blip2_saved_bytes
 from .vision_sam import sam_saved_bytes
@@ -132,11 +133,13 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
             # (no copy); linear_1's output (kept by SiLU and the product), SiLU's output and the product
             # (linear_2's input), half its width each: 2·e·n'·mid over n' = n / downsample^2 tokens (traced)
             total += 2 * e * (n // spec["downsample"] ** 2) * spec["mid"]
-        if spec["projector"] == "idefics3":
+        if spec["projector"] in ("idefics3", "idefics2"):
             # Idefics3Connector's pixel shuffle copies post_layernorm's output for modality_projection (the same
             # bytes as that output, counted above); Idefics3VisionEmbeddings keeps the real images' pixels, a
             # boolean-indexed copy (e·3·image_size^2 an image), and its int64 position ids (traced)
             total += images * (e * 3 * spec["image_size"] ** 2 + 8 * spec["patches"])
+        if spec["projector"] == "idefics2":        # modality_projection and the perceiver resampler
+            total += perceiver_saved_bytes(spec, images, e)
         if spec["projector"] == "gemma3":
             # Gemma3MultiModalProjector: the pooled tokens' fp32 RMSNorm upcast and the projection's input
             total += (4 + e) * images * spec["tokens_per_image"] * h

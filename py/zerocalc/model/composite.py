@@ -244,9 +244,10 @@ def composite(cfg: Mapping, build: Callable):
 # composites whose tower is a CLIP / SigLIP ViT of fixed resolution, and the projector after it
 VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
               "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma", "cohere2_vision": "cohere2",
-              "idefics3": "idefics3", "smolvlm": "idefics3", "aya_vision": "aya"}
+              "idefics3": "idefics3", "smolvlm": "idefics3", "aya_vision": "aya",
+              "idefics2": "idefics2"}
 # the SigLIP-layer towers of their own config class (Idefics3VisionConfig / SmolVLMVisionConfig: 16 heads)
-OWN_VIT_KINDS = {"idefics3_vision": 16, "smolvlm_vision": 16}
+OWN_VIT_KINDS = {"idefics3_vision": 16, "smolvlm_vision": 16, "idefics2_vision": 12}
 # composites whose tower is Pixtral (vision.pixtral_tower_spec): whether the processor adds row-break tokens
 PIXTRAL_TOWERS = {"mistral3": True, "lighton_ocr": False}
 # composites whose tower is a Qwen-VL ``model.visual`` (vision_qwen.qwen_tower_spec): its version, its projector
@@ -282,7 +283,7 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
         return None
     v = ConfigReader(cfg["vision_config"])
     kind = cfg["vision_config"].get("model_type")
-    if projector == "idefics3":
+    if projector in ("idefics3", "idefics2"):
         kind = kind if kind in OWN_VIT_KINDS else f"{model_type}_vision"
     elif kind not in ("clip_vision_model", "siglip_vision_model"):     # LLaVA's default tower is CLIP's
         kind = "clip_vision_model" if projector == "llava" else "siglip_vision_model"
@@ -309,7 +310,19 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
             # AyaVisionConfig: pixel_shuffle's factor; linear_1's width, the text width where the config has none
             **({"downsample": ConfigReader(cfg).int("downsample_factor", default=2),
                 "mid": ConfigReader(cfg).int("alignment_intermediate_size", default=text_hidden)}
-               if projector == "aya" else {})}
+               if projector == "aya" else {}),
+            **(idefics2_connector(cfg) if projector == "idefics2" else {})}
+
+
+def idefics2_connector(cfg: Mapping) -> dict:
+    """Idefics2Connector's widths (memory/vision_perceiver.py): the text intermediate (MistralConfig's default)
+    and Idefics2PerceiverConfig's resampler, read by their own field names."""
+    r = ConfigReader(cfg.get("perceiver_config") or {})
+    return {"text_inter": ConfigReader(cfg.get("text_config") or {}).int("intermediate_size", default=14336),
+            "latents": r.int("resampler_n_latents", default=64), "depth": r.int("resampler_depth", default=3),
+            "resampler_heads": r.int("resampler_n_heads", default=16),
+            "resampler_head_dim": r.int("resampler_head_dim", default=96),
+            "resampler_kv_heads": r.int("num_key_value_heads", default=4)}
 
 
 # a composite's config.json keeps only the text_config fields that differ from the text config class's
