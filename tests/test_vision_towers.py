@@ -20,6 +20,7 @@ Aya Vision: Cohere2 Vision's SigLIP tower (hidden_states[-1] / [-2], before post
 SwiGLU projector (downsample_factor 2, alignment_intermediate_size 512), 1-3 tiles, AC.
 Idefics2: Idefics3's tower shape and its connector (modality_projection to a 256-wide text model of
 intermediate 512; a perceiver of 8 latents, 2 layers, 4 heads of 32, 2 k/v heads), 1-3 crops, AC, flash.
+Mistral Large 4: the Pixtral case's tower and projector beside a tiny MLA + MoE text model, 2 images, AC.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -54,7 +55,7 @@ def tokens(case: dict) -> int:
     if case["model"] == "got_ocr2":       # the projector's two stride-2 convs: ceil(ceil(G / 2) / 2)^2 a tile
         g = case["config"]["vision_config"]["image_size"] // 16
         return case["tiles"] * (-(-(-(-g // 2)) // 2)) ** 2
-    return sum((h // 32) * (w // 32 + (case["model"] == "mistral3")) for h, w in case["images"])
+    return sum((h // 32) * (w // 32 + (case["model"] in ("mistral3", "mistral_large4"))) for h, w in case["images"])
 
 
 def plan(case: dict, trainable: str = "full", **kw) -> Plan:
@@ -261,3 +262,16 @@ def test_idefics2_formula_by_hand():
     assert tower_saved_bytes(p, p.arch, 2) == 1_976_224
     ac = plan(CASES["idefics2-t2-ac"])
     assert tower_saved_bytes(ac, ac.arch, 2) == 1_969_984
+
+
+def test_mistral_large4_is_mistral3s_pixtral_tower():
+    """Mistral Large 4's tower is Pixtral and its projector Mistral 3's (modeling_mistral_large4.py). Two 128 x 128
+    images, N = 128 patches in one packed sequence, e = 2, h 128, I 344: a layer's RMSNorms 2 * (4*128*128 +
+    4*128 + 2*2*128*128) = 263,168, q, k, v, SDPA's output 4 * 2*128*128 = 131,072, logsumexp 4*4*128 = 2,048,
+    the MLP 4 * 2*128*344 = 352,256: 748,544, 4 layers 2,994,176; ln_pre 98,816, cos, sin 2 * 2*128*32 =
+    16,384, the block mask 2*128*128 = 32,768; the projector's norm 98,816, the unfold 2*128*128 = 32,768, the 32
+    merged tokens 2*32*128 = 8,192, linear_1's and GELU's outputs 2 * 2*32*256 = 32,768. Sum 3,314,688 (traced
+    3,314,692)."""
+    p = plan(CASES["mistral_large4-i2-128x128"])
+    assert tower_saved_bytes(p, p.arch, 2) == 3_314_688
+    assert p.arch.tower["breaks"]           # PixtralProcessor: a row-break token after each row

@@ -13,6 +13,8 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
   LightOnOcrMultiModalProjector (RMSNorm, patch_merger: per-image unfold of spatial_merge_size^2 patches and
   merging_layer, linear_1, GELU, linear_2); `images` (height, width) pixel sizes, padded into one batch as
   PixtralImageProcessor does (image_sizes gives each image's own size);
+- ``mistral_large4``: modeling_mistral_large4.py MistralLarge4Model.get_image_features, the same Pixtral tower
+  and a projector written as Mistral 3's;
 - ``cohere2_vision``: modeling_siglip.py SiglipVisionModel (no head: last_hidden_state after post_layernorm)
   and modeling_cohere2_vision.py Cohere2VisionMultiModalProjector (pixel_shuffle by downsample_factor,
   linear_1 to alignment_intermediate_size, SwiGLU over its halves, linear_2); `tiles` crops of image_size;
@@ -162,6 +164,17 @@ CASES += [{"id": "idefics2-t1", "model": "idefics2", "tiles": 1},
           {"id": "idefics2-t3", "model": "idefics2", "tiles": 3},
           {"id": "idefics2-t2-ac", "model": "idefics2", "tiles": 2, "checkpointing": True},
           {"id": "idefics2-t2-fa2", "model": "idefics2", "tiles": 2, "attention": "flash_attention_2"}]
+# Mistral Large 4: the Pixtral tower and Mistral 3's projector (MistralLarge4MultiModalProjector: RMSNorm, patch
+# merger, linear_1, GELU, linear_2); a tiny MLA + MoE text model beside it (not run)
+TEXT["mistral_large4"] = {"model_type": "mistral_large4_text", "hidden_size": 256, "intermediate_size": 512,
+                          "moe_intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
+                          "num_key_value_heads": 4, "n_routed_experts": 4, "n_shared_experts": 1,
+                          "num_experts_per_tok": 2, "kv_lora_rank": 64, "qk_rope_head_dim": 16,
+                          "qk_nope_head_dim": 16, "v_head_dim": 32, "vocab_size": 1000, "index_head_dim": 32,
+                          "index_n_heads": 2, "index_topk": 64}
+CASES += [{"id": "mistral_large4-i2-128x128", "model": "mistral_large4", "images": [(128, 128)] * 2},
+          {"id": "mistral_large4-i1-128x128-ac", "model": "mistral_large4", "images": [(128, 128)],
+           "checkpointing": True}]
 CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
           {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
@@ -188,7 +201,8 @@ def config(case: dict) -> dict:
     if model == "blip-2":
         return {**raw, "vision_config": dict(BLIP2_VISION), "qformer_config": dict(QFORMER), "num_query_tokens": 8}
     return {**raw, "vision_config": dict(PIXTRAL), "spatial_merge_size": 2,
-            **({"vision_feature_layer": case.get("vision_feature_layer", -1)} if model == "mistral3" else {})}
+            **({"vision_feature_layer": case.get("vision_feature_layer", -1)}
+               if model in ("mistral3", "mistral_large4") else {})}
 
 
 def _model(case: dict, raw: dict):
@@ -197,6 +211,7 @@ def _model(case: dict, raw: dict):
     from transformers.models.cohere2_vision.modeling_cohere2_vision import Cohere2VisionModel  # noqa: PLC0415
     from transformers.models.lighton_ocr.modeling_lighton_ocr import LightOnOcrModel  # noqa: PLC0415
     from transformers.models.mistral3.modeling_mistral3 import Mistral3Model  # noqa: PLC0415
+    from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4Model  # noqa: PLC0415
     from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
     from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
     from transformers.models.got_ocr2.modeling_got_ocr2 import GotOcr2Model  # noqa: PLC0415
@@ -207,7 +222,8 @@ def _model(case: dict, raw: dict):
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
            "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
            "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model,
-           "aya_vision": AyaVisionModel, "idefics2": Idefics2Model}
+           "aya_vision": AyaVisionModel, "idefics2": Idefics2Model,
+           "mistral_large4": MistralLarge4Model}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     dtype = torch.float32 if case.get("autocast") else torch.bfloat16
@@ -216,7 +232,9 @@ def _model(case: dict, raw: dict):
     model = cls[case["model"]]._from_config(cfg, dtype=dtype, attn_implementation=attn)
     model.train()
     for name in getattr(model, "_keep_in_fp32_modules", None) or ():    # as from_pretrained keeps them (BLIP-2)
-        part = getattr(model, name)
+        part = getattr(model, name, None)
+        if part is None:            # a text-model pattern (Mistral Large 4's indexer.weights_proj): not the tower's
+            continue
         if isinstance(part, torch.nn.Parameter):
             part.data = part.data.float()
         else:
@@ -266,7 +284,8 @@ def trace_case(case: dict) -> dict:
         hmax, wmax = max(h for h, _ in sizes), max(w for _, w in sizes)
         pix = torch.randn(len(sizes), 3, hmax, wmax, dtype=torch.bfloat16)
         image_sizes = torch.tensor(sizes)
-        extra = {"vision_feature_layer": raw["vision_feature_layer"]} if case["model"] == "mistral3" else {}
+        extra = ({"vision_feature_layer": raw["vision_feature_layer"]}
+                 if case["model"] in ("mistral3", "mistral_large4") else {})
         inputs = (pix, image_sizes)
         forward = lambda: model.get_image_features(pixel_values=pix, image_sizes=image_sizes,  # noqa: E731
                                                    return_dict=True, **extra)

@@ -19,7 +19,7 @@ token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Aya Vision, Idefics2,
 (its input and its output, read by the projector): the same op rules, traced through Cohere2 Vision's tower
 (tools/memtrace/vision_towers.py, tests/data/vision_towers_trace.json, modeling_siglip.py SiglipVisionModel,
 modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
-(Mistral 3, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py; Idefics2's connector: memory/vision_perceiver.py.
+(Mistral 3, Mistral Large 4, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py; Idefics2's connector: memory/vision_perceiver.py.
 GOT-OCR 2.0's SAM ViTDet: memory/vision_sam.py; Florence-2's DaViT: memory/vision_davit.py. Fuyu has no tower: its one patch linear keeps the batch's patches (nothing more) or, under autocast, their
 16-bit copy. The Qwen-VL towers: memory/vision_qwen.py; InternVL's
 InternViT: memory/vision_internvl.py. Layers after the selected feature layer

@@ -249,7 +249,7 @@ VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llav
 # the SigLIP-layer towers of their own config class (Idefics3VisionConfig / SmolVLMVisionConfig: 16 heads)
 OWN_VIT_KINDS = {"idefics3_vision": 16, "smolvlm_vision": 16, "idefics2_vision": 12}
 # composites whose tower is Pixtral (vision.pixtral_tower_spec): whether the processor adds row-break tokens
-PIXTRAL_TOWERS = {"mistral3": True, "lighton_ocr": False}
+PIXTRAL_TOWERS = {"mistral3": True, "lighton_ocr": False, "mistral_large4": True}
 # composites whose tower is a Qwen-VL ``model.visual`` (vision_qwen.qwen_tower_spec): its version, its projector
 # (and EXAONE 4.5's default k/v heads)
 QWEN_TOWERS = {"qwen2_vl": ("2", "merger"), "qwen2_5_vl": ("2.5", "merger"), "qwen3_vl": ("3", "merger"),
