@@ -21,6 +21,8 @@ SwiGLU projector (downsample_factor 2, alignment_intermediate_size 512), 1-3 til
 Idefics2: Idefics3's tower shape and its connector (modality_projection to a 256-wide text model of
 intermediate 512; a perceiver of 8 latents, 2 layers, 4 heads of 32, 2 k/v heads), 1-3 crops, AC, flash.
 Mistral Large 4: the Pixtral case's tower and projector beside a tiny MLA + MoE text model, 2 images, AC.
+Video-LLaVA: a CLIP image tower (h 128, I 512, 4 layers, 4 heads, 112 px / 14 px: 64 patches + the class
+token) read at layer -2 and LLaVA's projector to a 256-wide text model, 1-3 images, AC.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -45,6 +47,8 @@ def tokens(case: dict) -> int:
     ending each row with a break token; Cohere2 Vision 16 a 128 px tile (64 patches / 2^2)."""
     if case["model"] in ("cohere2_vision", "idefics3", "smolvlm", "aya_vision"):
         return 16 * case["tiles"]
+    if case["model"] == "video_llava":
+        return 64 * case["tiles"]         # the patches an image, the class token dropped
     if case["model"] in ("blip-2", "idefics2"):
         return 8 * case["tiles"]          # num_query_tokens / resampler_n_latents an image
     if case["model"] == "fuyu":
@@ -136,7 +140,7 @@ def test_cohere2_vision_formula_by_hand():
 def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
                 "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1",
-                "idefics2-t1"):
+                "idefics2-t1", "mistral_large4-i2-128x128", "video_llava-i1"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -275,3 +279,12 @@ def test_mistral_large4_is_mistral3s_pixtral_tower():
     p = plan(CASES["mistral_large4-i2-128x128"])
     assert tower_saved_bytes(p, p.arch, 2) == 3_314_688
     assert p.arch.tower["breaks"]           # PixtralProcessor: a row-break token after each row
+
+
+def test_video_llava_images_are_llavas():
+    """Video-LLaVA's image path is LLaVA's (modeling_video_llava.py). One image, n = 65 tokens, e = 2, h 128,
+    I 512, QuickGELU: a CLIP layer 2*65*(8*128 + 3*512) + 4*4*65 + 16*65 = 334,880; layer -2: 3 layers run,
+    1,004,640; pre_layrnorm 2*65*128 + 8*65 = 17,160; the selected hidden state 2*65*128 = 16,640; GELU's and
+    linear_2's inputs over the 64 patches 2 * 2*64*256 = 65,536. Sum 1,103,976 (traced 1,102,160)."""
+    p = plan(CASES["video_llava-i1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_103_976

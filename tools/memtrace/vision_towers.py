@@ -40,6 +40,9 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
   Idefics2Connector: modality_projection, a gated SiLU MLP to the text width, and Idefics2PerceiverResampler's
   resampler_depth layers of latents attending to the concatenated normed context and latents, GQA, and its
   final RMSNorm); `tiles` crops of one sample;
+- ``video_llava``: modeling_video_llava.py VideoLlavaModel.get_image_features (image_tower: CLIPVisionModel,
+  hidden_states[vision_feature_layer] without the class token; VideoLlavaMultiModalProjector as LLaVA's);
+  `tiles` images;
 - ``fuyu``: modeling_fuyu.py FuyuModel.get_image_features, one linear (vision_embed_tokens) over `patches`
   flattened 30 x 30 x 3 patches, bf16, or fp32 weights and patches under CPU autocast to bf16.
 
@@ -175,6 +178,15 @@ TEXT["mistral_large4"] = {"model_type": "mistral_large4_text", "hidden_size": 25
 CASES += [{"id": "mistral_large4-i2-128x128", "model": "mistral_large4", "images": [(128, 128)] * 2},
           {"id": "mistral_large4-i1-128x128-ac", "model": "mistral_large4", "images": [(128, 128)],
            "checkpointing": True}]
+# Video-LLaVA's image path: a CLIP tower (class token, QuickGELU), hidden_states[-2] without the class token, and
+# LLaVA's projector (linear_1, GELU, linear_2); the video tower is built beside it, not run for images
+CLIP_VISION = {"model_type": "clip_vision_model", "hidden_size": 128, "intermediate_size": 512,
+               "num_hidden_layers": 4, "num_attention_heads": 4, "image_size": 112, "patch_size": 14,
+               "projection_dim": 128}
+TEXT["video_llava"] = dict(TEXT["idefics2"], model_type="llama")
+CASES += [{"id": "video_llava-i1", "model": "video_llava", "tiles": 1},
+          {"id": "video_llava-i3", "model": "video_llava", "tiles": 3},
+          {"id": "video_llava-i2-ac", "model": "video_llava", "tiles": 2, "checkpointing": True}]
 CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
           {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
@@ -189,6 +201,9 @@ def config(case: dict) -> dict:
                 "vision_feature_layer": case.get("vision_feature_layer", -1)}
     if model == "florence2":
         return {**raw, "vision_config": {**FLORENCE2_VISION, **case.get("tower", {})}}
+    if model == "video_llava":
+        return {**raw, "vision_config": dict(CLIP_VISION), "vision_feature_layer": -2,
+                "vision_feature_select_strategy": "default", "video_token_id": 998}
     if model == "idefics2":
         return {**raw, "vision_config": {**IDEFICS3_VISION, "model_type": "idefics2_vision"},
                 "perceiver_config": dict(IDEFICS2_PERCEIVER)}
@@ -219,11 +234,12 @@ def _model(case: dict, raw: dict):
     from transformers.models.idefics3.modeling_idefics3 import Idefics3Model  # noqa: PLC0415
     from transformers.models.florence2.modeling_florence2 import Florence2Model  # noqa: PLC0415
     from transformers.models.smolvlm.modeling_smolvlm import SmolVLMModel  # noqa: PLC0415
+    from transformers.models.video_llava.modeling_video_llava import VideoLlavaModel  # noqa: PLC0415
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
            "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
            "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model,
            "aya_vision": AyaVisionModel, "idefics2": Idefics2Model,
-           "mistral_large4": MistralLarge4Model}
+           "mistral_large4": MistralLarge4Model, "video_llava": VideoLlavaModel}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     dtype = torch.float32 if case.get("autocast") else torch.bfloat16
@@ -273,7 +289,7 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
         patches = case["tiles"] * (size // 4) ** 2
-    elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2", "aya_vision"):
+    elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2", "aya_vision", "video_llava"):
         vc = raw["vision_config"]
         size = vc["image_size"]
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)

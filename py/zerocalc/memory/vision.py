@@ -7,7 +7,8 @@ linears whose names are in ``lora.targets`` (PEFT matches target names in every 
 
 What the tower saves (``vision.images_per_sample``): nothing while it is frozen (pixel values need no gradient,
 so autograd records no graph there); trained, the ops of each ViT layer that the selected features depend on,
-read off the traced step of a LLaVA-1.5-shaped model on fake tensors (tools/memtrace/vision.py,
+read off the traced step of a LLaVA-1.5-shaped model (Video-LLaVA's image path is the same: traced in
+tools/memtrace/vision_towers.py) on fake tensors (tools/memtrace/vision.py,
 tests/data/vision_trace.json; transformers 5.24 modeling_clip.py CLIPEncoderLayer), per token n of the
 micro-batch's images (patches, plus CLIP's class token), e bytes per element:
   layer_norm1 input, its output (read by q/k/v), q, k, v, SDPA's output, layer_norm2 input and output: 8·e·n·h
