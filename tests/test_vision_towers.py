@@ -23,6 +23,8 @@ intermediate 512; a perceiver of 8 latents, 2 layers, 4 heads of 32, 2 k/v heads
 Mistral Large 4: the Pixtral case's tower and projector beside a tiny MLA + MoE text model, 2 images, AC.
 Video-LLaVA: a CLIP image tower (h 128, I 512, 4 layers, 4 heads, 112 px / 14 px: 64 patches + the class
 token) read at layer -2 and LLaVA's projector to a 256-wide text model, 1-3 images, AC.
+DeepSeek-VL: the SigLIP tower (with its attention-pooling head, whose output is replaced) and its aligner, 1-3
+images, AC.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -47,8 +49,8 @@ def tokens(case: dict) -> int:
     ending each row with a break token; Cohere2 Vision 16 a 128 px tile (64 patches / 2^2)."""
     if case["model"] in ("cohere2_vision", "idefics3", "smolvlm", "aya_vision"):
         return 16 * case["tiles"]
-    if case["model"] == "video_llava":
-        return 64 * case["tiles"]         # the patches an image, the class token dropped
+    if case["model"] in ("video_llava", "deepseek_vl"):
+        return 64 * case["tiles"]         # the patches an image (Video-LLaVA: the class token dropped)
     if case["model"] in ("blip-2", "idefics2"):
         return 8 * case["tiles"]          # num_query_tokens / resampler_n_latents an image
     if case["model"] == "fuyu":
@@ -140,7 +142,8 @@ def test_cohere2_vision_formula_by_hand():
 def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
                 "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1",
-                "idefics2-t1", "mistral_large4-i2-128x128", "video_llava-i1"):
+                "idefics2-t1", "mistral_large4-i2-128x128", "video_llava-i1",
+                "deepseek_vl-i1"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -288,3 +291,12 @@ def test_video_llava_images_are_llavas():
     linear_2's inputs over the 64 patches 2 * 2*64*256 = 65,536. Sum 1,103,976 (traced 1,102,160)."""
     p = plan(CASES["video_llava-i1"])
     assert tower_saved_bytes(p, p.arch, 2) == 1_103_976
+
+
+def test_deepseek_vl_formula_by_hand():
+    """One image, n = 64, e = 2, h 128, I 512: the SigLIP layers 4 * 264,192 = 1,056,768; post_layernorm's input
+    and output and statistics 2*2*64*128 + 8*64 = 33,280 (the head reads its output, but the head's own graph dies
+    with the pooled output get_image_features replaces); DeepseekVLAligner's GELU and linear2 inputs 2 * 2*64*256
+    = 65,536. Sum 1,155,584 (traced 1,153,284: bf16 LayerNorm statistics on CPU)."""
+    p = plan(CASES["deepseek_vl-i1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_155_584

@@ -43,6 +43,8 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
 - ``video_llava``: modeling_video_llava.py VideoLlavaModel.get_image_features (image_tower: CLIPVisionModel,
   hidden_states[vision_feature_layer] without the class token; VideoLlavaMultiModalProjector as LLaVA's);
   `tiles` images;
+- ``deepseek_vl``: modeling_deepseek_vl.py DeepseekVLModel.get_image_features (SiglipVisionModel with its
+  head, last_hidden_state after post_layernorm; DeepseekVLAligner: linear1, GELU, linear2); `tiles` images;
 - ``fuyu``: modeling_fuyu.py FuyuModel.get_image_features, one linear (vision_embed_tokens) over `patches`
   flattened 30 x 30 x 3 patches, bf16, or fp32 weights and patches under CPU autocast to bf16.
 
@@ -187,6 +189,12 @@ TEXT["video_llava"] = dict(TEXT["idefics2"], model_type="llama")
 CASES += [{"id": "video_llava-i1", "model": "video_llava", "tiles": 1},
           {"id": "video_llava-i3", "model": "video_llava", "tiles": 3},
           {"id": "video_llava-i2-ac", "model": "video_llava", "tiles": 2, "checkpointing": True}]
+# DeepSeek-VL: SiglipVisionModel (its attention-pooling head runs, its output replaced) and DeepseekVLAligner
+# (linear1, GELU, linear2) over last_hidden_state
+TEXT["deepseek_vl"] = dict(TEXT["idefics2"], model_type="llama")
+CASES += [{"id": "deepseek_vl-i1", "model": "deepseek_vl", "tiles": 1},
+          {"id": "deepseek_vl-i3", "model": "deepseek_vl", "tiles": 3},
+          {"id": "deepseek_vl-i2-ac", "model": "deepseek_vl", "tiles": 2, "checkpointing": True}]
 CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
           {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
@@ -201,6 +209,8 @@ def config(case: dict) -> dict:
                 "vision_feature_layer": case.get("vision_feature_layer", -1)}
     if model == "florence2":
         return {**raw, "vision_config": {**FLORENCE2_VISION, **case.get("tower", {})}}
+    if model == "deepseek_vl":
+        return {**raw, "vision_config": {**SIGLIP, "vision_use_head": True}}
     if model == "video_llava":
         return {**raw, "vision_config": dict(CLIP_VISION), "vision_feature_layer": -2,
                 "vision_feature_select_strategy": "default", "video_token_id": 998}
@@ -228,6 +238,7 @@ def _model(case: dict, raw: dict):
     from transformers.models.mistral3.modeling_mistral3 import Mistral3Model  # noqa: PLC0415
     from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4Model  # noqa: PLC0415
     from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
+    from transformers.models.deepseek_vl.modeling_deepseek_vl import DeepseekVLModel  # noqa: PLC0415
     from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
     from transformers.models.got_ocr2.modeling_got_ocr2 import GotOcr2Model  # noqa: PLC0415
     from transformers.models.idefics2.modeling_idefics2 import Idefics2Model  # noqa: PLC0415
@@ -239,7 +250,8 @@ def _model(case: dict, raw: dict):
            "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
            "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model,
            "aya_vision": AyaVisionModel, "idefics2": Idefics2Model,
-           "mistral_large4": MistralLarge4Model, "video_llava": VideoLlavaModel}
+           "mistral_large4": MistralLarge4Model, "video_llava": VideoLlavaModel,
+           "deepseek_vl": DeepseekVLModel}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     dtype = torch.float32 if case.get("autocast") else torch.bfloat16
@@ -289,7 +301,8 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
         patches = case["tiles"] * (size // 4) ** 2
-    elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2", "aya_vision", "video_llava"):
+    elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2", "aya_vision", "video_llava",
+                           "deepseek_vl"):
         vc = raw["vision_config"]
         size = vc["image_size"]
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)

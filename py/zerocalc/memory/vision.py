@@ -16,7 +16,7 @@ micro-batch's images (patches, plus CLIP's class token), e bytes per element:
   SDPA's fp32 logsumexp per head: 4·heads·n; the LayerNorms' mean and rstd (fp32 on CUDA): 16·n
 plus CLIP's pre_layrnorm input (e·n·h, 8·n) and the selected hidden state kept by the projector (e·n·h);
 LLaVA's projector keeps GELU's input and linear_2's input (2·e·n'·h_text, n' the patches without the class
-token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Aya Vision, Idefics2, Idefics3, SmolVLM) run the same layer with one GELU and a post_layernorm
+token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Aya Vision, DeepSeek-VL, Idefics2, Idefics3, SmolVLM) run the same layer with one GELU and a post_layernorm
 (its input and its output, read by the projector): the same op rules, traced through Cohere2 Vision's tower
 (tools/memtrace/vision_towers.py, tests/data/vision_towers_trace.json, modeling_siglip.py SiglipVisionModel,
 modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
@@ -139,6 +139,9 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
             # bytes as that output, counted above); Idefics3VisionEmbeddings keeps the real images' pixels, a
             # boolean-indexed copy (e·3·image_size^2 an image), and its int64 position ids (traced)
             total += images * (e * 3 * spec["image_size"] ** 2 + 8 * spec["patches"])
+        if spec["projector"] == "deepseek_vl":
+            # DeepseekVLAligner over post_layernorm's output: GELU's input and linear2's input (traced)
+            total += 2 * e * n * spec["text_hidden"]
         if spec["projector"] == "idefics2":        # modality_projection and the perceiver resampler
             total += perceiver_saved_bytes(spec, images, e)
         if spec["projector"] == "gemma3":

@@ -245,7 +245,7 @@ def composite(cfg: Mapping, build: Callable):
 VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
               "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma", "cohere2_vision": "cohere2",
               "idefics3": "idefics3", "smolvlm": "idefics3", "aya_vision": "aya",
-              "idefics2": "idefics2", "video_llava": "llava"}
+              "idefics2": "idefics2", "video_llava": "llava", "deepseek_vl": "deepseek_vl"}
 # the SigLIP-layer towers of their own config class (Idefics3VisionConfig / SmolVLMVisionConfig: 16 heads)
 OWN_VIT_KINDS = {"idefics3_vision": 16, "smolvlm_vision": 16, "idefics2_vision": 12}
 # composites whose tower is Pixtral (vision.pixtral_tower_spec): whether the processor adds row-break tokens
