@@ -25,6 +25,8 @@ Video-LLaVA: a CLIP image tower (h 128, I 512, 4 layers, 4 heads, 112 px / 14 px
 token) read at layer -2 and LLaVA's projector to a 256-wide text model, 1-3 images, AC.
 DeepSeek-VL: the SigLIP tower (with its attention-pooling head, whose output is replaced) and its aligner, 1-3
 images, AC.
+VipLLaVA: the CLIP tower of Video-LLaVA's case read at layers (-2, -4, 1) concatenated (a mix of signs, as the
+default's) or at -2, its LayerNorm + GELU projector, 1-2 images, AC.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -49,7 +51,7 @@ def tokens(case: dict) -> int:
     ending each row with a break token; Cohere2 Vision 16 a 128 px tile (64 patches / 2^2)."""
     if case["model"] in ("cohere2_vision", "idefics3", "smolvlm", "aya_vision"):
         return 16 * case["tiles"]
-    if case["model"] in ("video_llava", "deepseek_vl"):
+    if case["model"] in ("video_llava", "deepseek_vl", "vipllava"):
         return 64 * case["tiles"]         # the patches an image (Video-LLaVA: the class token dropped)
     if case["model"] in ("blip-2", "idefics2"):
         return 8 * case["tiles"]          # num_query_tokens / resampler_n_latents an image
@@ -143,7 +145,7 @@ def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
                 "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1",
                 "idefics2-t1", "mistral_large4-i2-128x128", "video_llava-i1",
-                "deepseek_vl-i1"):
+                "deepseek_vl-i1", "vipllava-i1-layer-2"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -300,3 +302,23 @@ def test_deepseek_vl_formula_by_hand():
     = 65,536. Sum 1,155,584 (traced 1,153,284: bf16 LayerNorm statistics on CPU)."""
     p = plan(CASES["deepseek_vl-i1"])
     assert tower_saved_bytes(p, p.arch, 2) == 1_155_584
+
+
+def test_vipllava_formula_by_hand():
+    """One image, n = 65 tokens (64 patches + the class token), e = 2, h 128, I 512, QuickGELU. Layers -2, -4 and 1
+    of 4: hidden_states[-2] is layer 2's output, so 3 layers run, 3 * 334,880 = 1,004,640 (a CLIP layer as
+    Video-LLaVA's); pre_layrnorm 2*65*128 + 8*65 = 17,160; the projector: the concatenation of the three states
+    without their class token 2*64*384 = 49,152, the LayerNorm's output as much, its statistics 8*64 = 512,
+    GELU's and linear_2's inputs 2 * 2*64*256 = 65,536. Sum 1,186,152 (traced 1,184,080). At -2 alone the
+    LayerNorm reads a view of the hidden state, which keeps all 65 tokens: 2*65*128 + 2*64*128 + 512 + 65,536
+    after the same layers and pre_layrnorm: 1,120,872 (traced 1,118,800)."""
+    p = plan(CASES["vipllava-i1-layers-2-4+1"])
+    assert p.arch.tower["layers_run"] == 3 and p.arch.tower["features"] == 3
+    assert tower_saved_bytes(p, p.arch, 2) == 1_186_152
+    one = plan(CASES["vipllava-i1-layer-2"])
+    assert tower_saved_bytes(one, one.arch, 2) == 1_120_872
+    # VipLlavaConfig's default (-2, -5, -8, -11, 6) on a 24-layer CLIP: layer -2 is the deepest, 23 layers run
+    cfg = {k: v for k, v in CASES["vipllava-i1-layer-2"]["config"].items() if k != "vision_feature_layer"}
+    cfg["vision_config"] = {**cfg["vision_config"], "num_hidden_layers": 24}
+    spec = plan({**CASES["vipllava-i1-layer-2"], "config": cfg}).arch.tower
+    assert (spec["layers_run"], spec["features"]) == (23, 5)

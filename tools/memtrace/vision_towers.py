@@ -45,6 +45,9 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
   `tiles` images;
 - ``deepseek_vl``: modeling_deepseek_vl.py DeepseekVLModel.get_image_features (SiglipVisionModel with its
   head, last_hidden_state after post_layernorm; DeepseekVLAligner: linear1, GELU, linear2); `tiles` images;
+- ``vipllava``: modeling_vipllava.py VipLlavaModel.get_image_features (CLIPVisionModel, the hidden states of
+  vision_feature_layer without the class token, concatenated; VipLlavaMultiModalProjector: LayerNorm, linear_1,
+  GELU, linear_2); `tiles` images;
 - ``fuyu``: modeling_fuyu.py FuyuModel.get_image_features, one linear (vision_embed_tokens) over `patches`
   flattened 30 x 30 x 3 patches, bf16, or fp32 weights and patches under CPU autocast to bf16.
 
@@ -195,6 +198,15 @@ TEXT["deepseek_vl"] = dict(TEXT["idefics2"], model_type="llama")
 CASES += [{"id": "deepseek_vl-i1", "model": "deepseek_vl", "tiles": 1},
           {"id": "deepseek_vl-i3", "model": "deepseek_vl", "tiles": 3},
           {"id": "deepseek_vl-i2-ac", "model": "deepseek_vl", "tiles": 2, "checkpointing": True}]
+# VipLLaVA: the CLIP tower, several hidden states without the class token concatenated (the default mixes
+# negative and positive indices: -2, -5, -8, -11, 6), VipLlavaMultiModalProjector's LayerNorm, linear_1, GELU,
+# linear_2
+TEXT["vipllava"] = dict(TEXT["idefics2"], model_type="llama")
+CASES += [{"id": "vipllava-i1-layers-2-4+1", "model": "vipllava", "tiles": 1, "vision_feature_layer": [-2, -4, 1]},
+          {"id": "vipllava-i2-layers-2-4+1", "model": "vipllava", "tiles": 2, "vision_feature_layer": [-2, -4, 1]},
+          {"id": "vipllava-i1-layer-2", "model": "vipllava", "tiles": 1, "vision_feature_layer": -2},
+          {"id": "vipllava-i2-layers-2-4+1-ac", "model": "vipllava", "tiles": 2,
+           "vision_feature_layer": [-2, -4, 1], "checkpointing": True}]
 CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
           {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
@@ -209,6 +221,8 @@ def config(case: dict) -> dict:
                 "vision_feature_layer": case.get("vision_feature_layer", -1)}
     if model == "florence2":
         return {**raw, "vision_config": {**FLORENCE2_VISION, **case.get("tower", {})}}
+    if model == "vipllava":
+        return {**raw, "vision_config": dict(CLIP_VISION), "vision_feature_layer": case["vision_feature_layer"]}
     if model == "deepseek_vl":
         return {**raw, "vision_config": {**SIGLIP, "vision_use_head": True}}
     if model == "video_llava":
@@ -246,12 +260,13 @@ def _model(case: dict, raw: dict):
     from transformers.models.florence2.modeling_florence2 import Florence2Model  # noqa: PLC0415
     from transformers.models.smolvlm.modeling_smolvlm import SmolVLMModel  # noqa: PLC0415
     from transformers.models.video_llava.modeling_video_llava import VideoLlavaModel  # noqa: PLC0415
+    from transformers.models.vipllava.modeling_vipllava import VipLlavaModel  # noqa: PLC0415
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
            "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
            "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model,
            "aya_vision": AyaVisionModel, "idefics2": Idefics2Model,
            "mistral_large4": MistralLarge4Model, "video_llava": VideoLlavaModel,
-           "deepseek_vl": DeepseekVLModel}
+           "deepseek_vl": DeepseekVLModel, "vipllava": VipLlavaModel}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     dtype = torch.float32 if case.get("autocast") else torch.bfloat16
@@ -302,7 +317,7 @@ def trace_case(case: dict) -> dict:
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
         patches = case["tiles"] * (size // 4) ** 2
     elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2", "aya_vision", "video_llava",
-                           "deepseek_vl"):
+                           "deepseek_vl", "vipllava"):
         vc = raw["vision_config"]
         size = vc["image_size"]
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)

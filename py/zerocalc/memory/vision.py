@@ -120,6 +120,12 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
     if spec["projector"] == "llava":
         total += spec["features"] * e * n * h         # the selected hidden state(s), linear_1's input
         total += 2 * e * images * spec["patches"] * spec["text_hidden"]    # GELU's and linear_2's inputs
+    elif spec["projector"] == "vipllava":
+        # VipLlavaMultiModalProjector: its LayerNorm keeps its input (several hidden states without the class token
+        # concatenated; one is a view that keeps the whole hidden state), its output (linear_1's input) and fp32
+        # statistics; then GELU's and linear_2's inputs (traced)
+        p, k = images * spec["patches"], spec["features"]
+        total += (k * e * p * h if k > 1 else e * n * h) + k * e * p * h + 8 * p + 2 * e * p * spec["text_hidden"]
     elif spec["projector"] == "aya":
         # AyaVisionModel takes hidden_states[vision_feature_layer], before post_layernorm (whose graph dies with its
         # unused output); AyaVisionMultiModalProjector's pixel_shuffle copies it (the LayerNorm's input), the

@@ -245,7 +245,8 @@ def composite(cfg: Mapping, build: Callable):
 VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
               "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma", "cohere2_vision": "cohere2",
               "idefics3": "idefics3", "smolvlm": "idefics3", "aya_vision": "aya",
-              "idefics2": "idefics2", "video_llava": "llava", "deepseek_vl": "deepseek_vl"}
+              "idefics2": "idefics2", "video_llava": "llava", "deepseek_vl": "deepseek_vl",
+              "vipllava": "vipllava"}
 # the SigLIP-layer towers of their own config class (Idefics3VisionConfig / SmolVLMVisionConfig: 16 heads)
 OWN_VIT_KINDS = {"idefics3_vision": 16, "smolvlm_vision": 16, "idefics2_vision": 12}
 # composites whose tower is Pixtral (vision.pixtral_tower_spec): whether the processor adds row-break tokens
@@ -256,6 +257,10 @@ QWEN_TOWERS = {"qwen2_vl": ("2", "merger"), "qwen2_5_vl": ("2.5", "merger"), "qw
                "qwen3_vl_moe": ("3", "merger"), "qwen3_5": ("3.5", "merger"), "qwen3_5_moe": ("3.5", "merger"),
                "qwen4_exp": ("3.5", "merger"),
                "hyperclovax_vision_v2": ("2.5", "linear"), "exaone4_5": ("2.5", "merger", 8)}
+
+
+# the projectors that read vision_feature_layer (VipLlavaConfig also as vision_feature_layers), and its default
+FEATURE_DEFAULTS = {"llava": -2, "aya": -1, "vipllava": [-2, -5, -8, -11, 6]}
 
 
 def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
@@ -286,14 +291,15 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     if projector in ("idefics3", "idefics2"):
         kind = kind if kind in OWN_VIT_KINDS else f"{model_type}_vision"
     elif kind not in ("clip_vision_model", "siglip_vision_model"):     # LLaVA's default tower is CLIP's
-        kind = "clip_vision_model" if projector == "llava" else "siglip_vision_model"
+        kind = "clip_vision_model" if projector in ("llava", "vipllava") else "siglip_vision_model"
     d = TOWER_DEFAULTS[kind]
     layers = v.int("num_hidden_layers", default=d["num_hidden_layers"])
     patches = (v.int("image_size", default=d["image_size"]) // v.int("patch_size", default=d["patch_size"])) ** 2
-    feature = cfg.get("vision_feature_layer", -2 if projector == "llava" else -1) if projector in ("llava", "aya") \
-        else -1
-    deepest = max(feature) if isinstance(feature, list) else feature
-    run = layers + 1 + deepest if deepest < 0 else deepest        # hidden_states[k]: the output of layer k - 1
+    feature = cfg.get("vision_feature_layer", cfg.get("vision_feature_layers", FEATURE_DEFAULTS.get(projector, -1))) \
+        if projector in FEATURE_DEFAULTS else -1
+    feature = list(feature) if isinstance(feature, (list, tuple)) else feature
+    # hidden_states[k]: the output of layer k - 1 (k < 0 from the end); the deepest selected one decides
+    run = max(layers + 1 + f if f < 0 else f for f in (feature if isinstance(feature, list) else [feature]))
     act = v.str("hidden_act", "quick_gelu" if kind == "clip_vision_model" else "gelu_pytorch_tanh")
     return {"kind": kind, "hidden": v.int("hidden_size", default=d["hidden_size"]),
             "inter": v.int("intermediate_size", default=d["intermediate_size"]),
