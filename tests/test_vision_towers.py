@@ -27,6 +27,8 @@ DeepSeek-VL: the SigLIP tower (with its attention-pooling head, whose output is 
 images, AC.
 VipLLaVA: the CLIP tower of Video-LLaVA's case read at layers (-2, -4, 1) concatenated (a mix of signs, as the
 default's) or at -2, its LayerNorm + GELU projector, 1-2 images, AC.
+GLM-4.1V / 4.6V: Glm4vVisionModel of h 128, 4 heads, 2 blocks, out_hidden_size 256 (the blocks' MLP width),
+intermediate_size 256 (the merger's), 112 px / 14 px position table, 1-2 images of 8 x 8 patches, AC, flash.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -51,6 +53,8 @@ def tokens(case: dict) -> int:
     ending each row with a break token; Cohere2 Vision 16 a 128 px tile (64 patches / 2^2)."""
     if case["model"] in ("cohere2_vision", "idefics3", "smolvlm", "aya_vision"):
         return 16 * case["tiles"]
+    if case["model"] == "glm4v":          # each token spatial_merge_size^2 = 4 patches
+        return case["tiles"] * case["grid"] ** 2 // 4
     if case["model"] in ("video_llava", "deepseek_vl", "vipllava"):
         return 64 * case["tiles"]         # the patches an image (Video-LLaVA: the class token dropped)
     if case["model"] in ("blip-2", "idefics2"):
@@ -145,7 +149,7 @@ def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
                 "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1",
                 "idefics2-t1", "mistral_large4-i2-128x128", "video_llava-i1",
-                "deepseek_vl-i1", "vipllava-i1-layer-2"):
+                "deepseek_vl-i1", "vipllava-i1-layer-2", "glm4v-i1-8x8"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -322,3 +326,18 @@ def test_vipllava_formula_by_hand():
     cfg["vision_config"] = {**cfg["vision_config"], "num_hidden_layers": 24}
     spec = plan({**CASES["vipllava-i1-layer-2"], "config": cfg}).arch.tower
     assert (spec["layers_run"], spec["features"]) == (23, 5)
+
+
+def test_glm4v_formula_by_hand():
+    """One image of 8 x 8 patches (n = 64, 16 tokens), e = 2, h 128, 4 heads, the blocks' MLP 256 wide
+    (out_hidden_size), the merger's 256 (intermediate_size). A block: two RMSNorms 2 * (4*64*128 + 2*2*64*128 +
+    4*64) = 131,584; qkv 2*64*384 = 49,152, rotated q and k 2 * 2*64*128 = 32,768, SDPA's output 16,384,
+    logsumexp 4*4*64 = 1,024, proj's input (the per-image outputs' cat) 16,384; gate, up, product and SiLU
+    4 * 2*64*256 = 131,072: 378,368; two blocks 756,736. post_conv_layernorm and post_layernorm 2 * 65,792; the
+    position table's fp32 copy 4*64*128 = 32,768 and the grid 8*64 = 512; the merger over 16 tokens of 256:
+    4 * 2*16*256 + 8*16 + 4 * 2*16*256 = 65,664. Sum 987,264 (traced 987,204). flash_attention_2 (two images):
+    no cat copy, 2 blocks * 2*128*128 = 65,536 less than SDPA's."""
+    p = plan(CASES["glm4v-i1-8x8"])
+    assert tower_saved_bytes(p, p.arch, 2) == 987_264
+    fa2, sdpa = plan(CASES["glm4v-i2-8x8-fa2"]), plan({**CASES["glm4v-i2-8x8-fa2"], "attention": "sdpa"})
+    assert tower_saved_bytes(sdpa, sdpa.arch, 2) - tower_saved_bytes(fa2, fa2.arch, 2) == 65_536

@@ -61,7 +61,7 @@ def warnings(est: Estimate) -> list[Warning]:
         out.append(_w("step-model-assumed", "warning", "Step time assumes: " + "; ".join(step.model_warnings) + ".",
                       "Read the step time as an estimate from a similar traced architecture."))
     # a trained tower without a tower_spec (composite.tower_spec: the CLIP / SigLIP towers of LLaVA, Video-LLaVA, VipLLaVA, Gemma 3,
-    # PaliGemma, Cohere2 Vision, Aya Vision, DeepSeek-VL, Idefics2/3 and SmolVLM, the Qwen-VL towers, InternViT, Pixtral (Mistral 3, Mistral Large 4), BLIP-2's
+    # PaliGemma, Cohere2 Vision, Aya Vision, DeepSeek-VL, Idefics2/3 and SmolVLM, the Qwen-VL and GLM-4V towers, InternViT, Pixtral (Mistral 3, Mistral Large 4), BLIP-2's
     # Q-Former, GOT-OCR 2.0's SAM ViT, Florence-2's DaViT and Fuyu's patch linear are traced) is placed and counted,
     # but what it saves for its backward is left out: the estimate's model_support says so (memory/vision.py
     # plan_support), and so does this warning

@@ -48,6 +48,9 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
 - ``vipllava``: modeling_vipllava.py VipLlavaModel.get_image_features (CLIPVisionModel, the hidden states of
   vision_feature_layer without the class token, concatenated; VipLlavaMultiModalProjector: LayerNorm, linear_1,
   GELU, linear_2); `tiles` images;
+- ``glm4v``: modeling_glm4v.py Glm4vModel.get_image_features (Glm4vVisionModel over every image's patches packed,
+  cu_seqlens per image; GLM-4.6V and GLM-4.5V's glm4v_moe build the same tower); `tiles` images of `grid`^2
+  patches;
 - ``fuyu``: modeling_fuyu.py FuyuModel.get_image_features, one linear (vision_embed_tokens) over `patches`
   flattened 30 x 30 x 3 patches, bf16, or fp32 weights and patches under CPU autocast to bf16.
 
@@ -207,6 +210,16 @@ CASES += [{"id": "vipllava-i1-layers-2-4+1", "model": "vipllava", "tiles": 1, "v
           {"id": "vipllava-i1-layer-2", "model": "vipllava", "tiles": 1, "vision_feature_layer": -2},
           {"id": "vipllava-i2-layers-2-4+1-ac", "model": "vipllava", "tiles": 2,
            "vision_feature_layer": [-2, -4, 1], "checkpointing": True}]
+# GLM-4.1V / 4.6V: Glm4vVisionModel (Qwen-VL-like packed patches, RMSNorm blocks with an out_hidden_size-wide
+# gated MLP, a bicubic grid_sample of the position table, downsample conv, merger) over `grid` x `grid` patches
+GLM4V_VISION = {"depth": 2, "hidden_size": 128, "num_heads": 4, "intermediate_size": 256, "out_hidden_size": 256,
+                "image_size": 112, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+TEXT["glm4v"] = {"model_type": "glm4v_text", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
+CASES += [{"id": "glm4v-i1-8x8", "model": "glm4v", "tiles": 1, "grid": 8},
+          {"id": "glm4v-i2-8x8", "model": "glm4v", "tiles": 2, "grid": 8},
+          {"id": "glm4v-i2-8x8-ac", "model": "glm4v", "tiles": 2, "grid": 8, "checkpointing": True},
+          {"id": "glm4v-i2-8x8-fa2", "model": "glm4v", "tiles": 2, "grid": 8, "attention": "flash_attention_2"}]
 CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
           {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
@@ -221,6 +234,8 @@ def config(case: dict) -> dict:
                 "vision_feature_layer": case.get("vision_feature_layer", -1)}
     if model == "florence2":
         return {**raw, "vision_config": {**FLORENCE2_VISION, **case.get("tower", {})}}
+    if model == "glm4v":
+        return {**raw, "vision_config": dict(GLM4V_VISION), "video_token_id": 998}
     if model == "vipllava":
         return {**raw, "vision_config": dict(CLIP_VISION), "vision_feature_layer": case["vision_feature_layer"]}
     if model == "deepseek_vl":
@@ -254,6 +269,7 @@ def _model(case: dict, raw: dict):
     from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
     from transformers.models.deepseek_vl.modeling_deepseek_vl import DeepseekVLModel  # noqa: PLC0415
     from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
+    from transformers.models.glm4v.modeling_glm4v import Glm4vModel  # noqa: PLC0415
     from transformers.models.got_ocr2.modeling_got_ocr2 import GotOcr2Model  # noqa: PLC0415
     from transformers.models.idefics2.modeling_idefics2 import Idefics2Model  # noqa: PLC0415
     from transformers.models.idefics3.modeling_idefics3 import Idefics3Model  # noqa: PLC0415
@@ -266,7 +282,8 @@ def _model(case: dict, raw: dict):
            "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model,
            "aya_vision": AyaVisionModel, "idefics2": Idefics2Model,
            "mistral_large4": MistralLarge4Model, "video_llava": VideoLlavaModel,
-           "deepseek_vl": DeepseekVLModel, "vipllava": VipLlavaModel}
+           "deepseek_vl": DeepseekVLModel, "vipllava": VipLlavaModel,
+           "glm4v": Glm4vModel}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     dtype = torch.float32 if case.get("autocast") else torch.bfloat16
@@ -311,6 +328,14 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(1, case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
         patches = case["tiles"] * (size // IDEFICS3_VISION["patch_size"]) ** 2
+    elif case["model"] == "glm4v":      # packed patches of 2 x 14 x 14 x 3 pixels, one grid_thw row an image
+        g, vc = case["grid"], raw["vision_config"]
+        grid = torch.tensor([[1, g, g]] * case["tiles"])
+        patches = case["tiles"] * g * g
+        pix = torch.randn(patches, 3 * vc["temporal_patch_size"] * vc["patch_size"] ** 2, dtype=torch.bfloat16)
+        inputs = (pix, grid)
+        forward = lambda: model.get_image_features(pixel_values=pix, image_grid_thw=grid,  # noqa: E731
+                                                   return_dict=True)
     elif case["model"] == "florence2":
         size = case["image_size"]
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)

@@ -22,7 +22,7 @@ token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Aya Vision, DeepSeek-
 modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
 (Mistral 3, Mistral Large 4, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py; Idefics2's connector: memory/vision_perceiver.py.
 GOT-OCR 2.0's SAM ViTDet: memory/vision_sam.py; Florence-2's DaViT: memory/vision_davit.py. Fuyu has no tower: its one patch linear keeps the batch's patches (nothing more) or, under autocast, their
-16-bit copy. The Qwen-VL towers: memory/vision_qwen.py; InternVL's
+16-bit copy. The Qwen-VL towers and GLM-4.1V / 4.6V's: memory/vision_qwen.py; InternVL's
 InternViT: memory/vision_internvl.py. Layers after the selected feature layer
 (LLaVA's vision_feature_layer -2) run but nothing reaches the loss through them: their graph dies with the
 outputs. With activation checkpointing the tower's layers keep their inputs only.
@@ -37,7 +37,7 @@ from .vision_perceiver import perceiver_saved_bytes
 from .vision_pixtral import pixtral_patches, pixtral_saved_bytes
 from .vision_qformer import blip2_saved_bytes
 from .vision_sam import sam_saved_bytes
-from .vision_qwen import qwen_tower_saved_bytes
+from .vision_qwen import glm4v_saved_bytes, qwen_tower_saved_bytes
 
 def tower_tensors(arch: ModelArch) -> tuple:
     return arch.tower_tensors                 # vision / projector / audio, read once per model (model/arch.py)
@@ -87,6 +87,9 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
     if spec["kind"] == "qwen":      # dynamic resolution: the patches are the image tokens times merge^2
         n = plan.micro_batch_size * plan.vision.tokens_per_sample * spec["merge"] ** 2
         return qwen_tower_saved_bytes(spec, n, e, plan.activation_checkpointing == "full", plan.attention == "flash")
+    if spec["kind"] == "glm4v":     # as the Qwen-VL towers: the patches are the image tokens times merge^2
+        n = plan.micro_batch_size * plan.vision.tokens_per_sample * spec["merge"] ** 2
+        return glm4v_saved_bytes(spec, n, e, plan.activation_checkpointing == "full", plan.attention == "flash")
     if spec["kind"] == "pixtral":   # dynamic resolution: every image's patches in one packed sequence
         n = plan.micro_batch_size * plan.vision.images_per_sample * pixtral_patches(
             spec, plan.vision.tokens_per_sample, plan.vision.images_per_sample)

@@ -20,7 +20,7 @@ from .audio_more import (QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr
                          vibevoice_asr_parts)
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
-from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_tower_spec, qwen_visual
+from .vision_qwen import glm4v_tower_spec, glm4v_visual, glm_ocr_visual, qwen_tower_spec, qwen_visual
 from .vision_more import (aria_parts, cohere2_vision_parts, cosmos3_edge_parts, cosmos3_edge_text, fuyu_parts, fuyu_tower_spec, granite_docling_parts, hunyuan_vl_parts,
                           hyperclovax_vision_v2_parts, idefics2_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts, got_ocr2_tower_spec
@@ -275,6 +275,8 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     if model_type in QWEN_TOWERS:
         version, projector, *kv = QWEN_TOWERS[model_type]
         return qwen_tower_spec(cfg, version, text_hidden, projector, *kv)
+    if model_type in ("glm4v", "glm4v_moe", "glm46v", "glmga"):    # one Glm4vVisionModel (glm4v_moe's a copy)
+        return glm4v_tower_spec(cfg, text_hidden)
     if model_type == "fuyu":
         return fuyu_tower_spec(cfg, text_hidden)
     if model_type in ("got_ocr2", "pp_chart2table"):     # both GotOcr2ForConditionalGeneration (modeling_auto.py)
