@@ -141,16 +141,8 @@ def test_cli_exits_2_naming_the_key(tmp_path, capsys):
 
 
 # a tiny Fuyu: the "tower" is one biased linear from a 30 x 30 x 3 patch to the text width (modeling_fuyu.py
-# vision_embed_tokens; its tower_spec: tests/test_vision_towers.py); a tiny Idefics2, whose tower and perceiver
-# resampler have no tower_spec (their activations are not modelled)
-IDEFICS2 = {"model_type": "idefics2",
-            "text_config": {"model_type": "mistral", "hidden_size": 256, "intermediate_size": 512,
-                            "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
-                            "vocab_size": 1000},
-            "vision_config": {"model_type": "idefics2_vision", "hidden_size": 64, "intermediate_size": 128,
-                              "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 64, "patch_size": 16},
-            "perceiver_config": {"model_type": "idefics2_perceiver", "resampler_n_latents": 8, "resampler_depth": 1,
-                                 "resampler_n_heads": 2, "resampler_head_dim": 32, "num_key_value_heads": 1}}
+# vision_embed_tokens; its tower_spec: tests/test_vision_towers.py); Voxtral's audio tower (the fixture's default
+# config, tests/data/architectures.json) has no tower_spec (its activations are not modelled)
 FUYU = {"model_type": "fuyu", "patch_size": 30, "num_channels": 3,
         "text_config": {"model_type": "persimmon", "hidden_size": 256, "intermediate_size": 1024,
                         "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}}
@@ -165,7 +157,7 @@ def _fuyu(trainable: str, model: dict = FUYU):
 def test_untraced_tower_frozen_by_default_and_warned_when_trained():
     """Frozen (the default) freezes any composite's tower, modelled or not: Fuyu's 2,700 x 256 + 256 = 691,456
     tower parameters get no gradient (bf16-pure: 2 bytes each) and no AdamW states (2 x 2 bytes each), and
-    nothing is said. Trained, they do; Idefics2's tower has no tower_spec modelling what it saves, so trained the
+    nothing is said. Trained, they do; Voxtral's audio tower has no tower_spec modelling what it saves, so trained the
     model-approximate warning says its activations are left out; LLaVA's and Fuyu's traced towers trained get
     no warning."""
     frozen, full = _fuyu("frozen"), _fuyu("full")
@@ -175,7 +167,37 @@ def test_untraced_tower_frozen_by_default_and_warned_when_trained():
     assert uc["optimizer_states"] - fc["optimizer_states"] == 2 * 2 * 691_456
     assert "model-approximate" not in {w["id"] for w in frozen.to_dict()["warnings"]}
     assert "model-approximate" not in {w["id"] for w in full.to_dict()["warnings"]}
-    msg = {w["id"]: w["message"] for w in _fuyu("full", IDEFICS2).to_dict()["warnings"]}["model-approximate"]
-    assert msg.startswith("idefics2") and "tower's activations are not modelled" in msg
+    voxtral = {**_rows("voxtral")["voxtral"], "model_type": "voxtral"}
+    msg = {w["id"]: w["message"] for w in _fuyu("full", voxtral).to_dict()["warnings"]}["model-approximate"]
+    assert msg.startswith("voxtral") and "tower's activations are not modelled" in msg
     llava = estimate(plan({"images": 1, "batch": 1, "seq": 256, "trainable": "full"})).to_dict()
     assert "model-approximate" not in {w["id"] for w in llava["warnings"]}
+
+
+def _rows(*model_types: str) -> dict:
+    import json  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+    rows = json.loads((Path(__file__).parent / "data" / "architectures.json").read_text())["rows"]
+    return {r["model_type"]: r["config"] for r in rows if r["id"] == f"default:{r['model_type']}"
+            and r["model_type"] in model_types}
+
+
+def test_model_support_names_an_untraced_trained_tower():
+    """Issue 20 point 5: a composite whose parameter count is exact but whose tower has no traced activation
+    rule (Voxtral's Whisper-style audio tower, Phi-4-multimodal's SigLIP + audio conformer, Aria's vision tower
+    and MoE projector, Granite Speech's conformer + Q-Former) reports model_support "exact" only while the tower
+    is frozen (it saves nothing then); trained (full), model_support keeps "exact parameter count" and says the
+    activations are approximate because that tower's are not modelled, and the model-approximate warning says the
+    same."""
+    for model_type, cfg in _rows("voxtral", "phi4_multimodal", "aria", "granite_speech").items():
+        frozen, full = (_fuyu(t, {**cfg, "model_type": model_type}).to_dict() for t in ("frozen", "full"))
+        assert frozen["model_support"] == "exact", model_type
+        assert "model-approximate" not in {w["id"] for w in frozen["warnings"]}
+        support = full["model_support"]
+        assert support.startswith("exact parameter count; activations approximate"), (model_type, support)
+        assert f"the {model_type} tower's activations are not modelled" in support
+        assert "vision.trainable full" in support
+        warned = {w["id"]: w["message"] for w in full["warnings"]}["model-approximate"]
+        assert support in warned
+        # the counts do not move with the wording: the same parameters, the tower's now trainable
+        assert full["model"]["total_params"] == frozen["model"]["total_params"]

@@ -16,6 +16,19 @@ of h 128, I 512, 4 layers, 4 heads on 128 px crops of 16 px patches, scale_facto
 DaViT of depths (1, 1, 2, 1), widths (32, 64, 96, 128), windows of 3, on 96 px (no padding) and 112 px images
 (padded windows), with the attention kernels' saves stood in for as on CUDA (the cases held here), AC; its
 plain-SDPA cases record CPU's fp32 math path for the channel attention and are held only as an upper bound.
+Aya Vision: Cohere2 Vision's SigLIP tower (hidden_states[-1] / [-2], before post_layernorm) and its LayerNorm +
+SwiGLU projector (downsample_factor 2, alignment_intermediate_size 512), 1-3 tiles, AC.
+Idefics2: Idefics3's tower shape and its connector (modality_projection to a 256-wide text model of
+intermediate 512; a perceiver of 8 latents, 2 layers, 4 heads of 32, 2 k/v heads), 1-3 crops, AC, flash.
+Mistral Large 4: the Pixtral case's tower and projector beside a tiny MLA + MoE text model, 2 images, AC.
+Video-LLaVA: a CLIP image tower (h 128, I 512, 4 layers, 4 heads, 112 px / 14 px: 64 patches + the class
+token) read at layer -2 and LLaVA's projector to a 256-wide text model, 1-3 images, AC.
+DeepSeek-VL: the SigLIP tower (with its attention-pooling head, whose output is replaced) and its aligner, 1-3
+images, AC.
+VipLLaVA: the CLIP tower of Video-LLaVA's case read at layers (-2, -4, 1) concatenated (a mix of signs, as the
+default's) or at -2, its LayerNorm + GELU projector, 1-2 images, AC.
+GLM-4.1V / 4.6V: Glm4vVisionModel of h 128, 4 heads, 2 blocks, out_hidden_size 256 (the blocks' MLP width),
+intermediate_size 256 (the merger's), 112 px / 14 px position table, 1-2 images of 8 x 8 patches, AC, flash.
 The engine must be within 3 % (the trace's LayerNorm statistics are bf16 on CPU, fp32 in the engine as on CUDA).
 """
 from __future__ import annotations
@@ -38,10 +51,14 @@ CASES = {c["id"]: c for c in TRACE["cases"]}
 def tokens(case: dict) -> int:
     """The image tokens a sample's images take: (h / 32) rows of (w / 32) merged tokens, Mistral 3's processor
     ending each row with a break token; Cohere2 Vision 16 a 128 px tile (64 patches / 2^2)."""
-    if case["model"] in ("cohere2_vision", "idefics3", "smolvlm"):
+    if case["model"] in ("cohere2_vision", "idefics3", "smolvlm", "aya_vision"):
         return 16 * case["tiles"]
-    if case["model"] == "blip-2":
-        return 8 * case["tiles"]          # num_query_tokens an image
+    if case["model"] == "glm4v":          # each token spatial_merge_size^2 = 4 patches
+        return case["tiles"] * case["grid"] ** 2 // 4
+    if case["model"] in ("video_llava", "deepseek_vl", "vipllava"):
+        return 64 * case["tiles"]         # the patches an image (Video-LLaVA: the class token dropped)
+    if case["model"] in ("blip-2", "idefics2"):
+        return 8 * case["tiles"]          # num_query_tokens / resampler_n_latents an image
     if case["model"] == "fuyu":
         return 10 * 11                    # 10 rows of 10 patches, each row ended by |NEWLINE|
     if case["model"] == "florence2":      # the last stage's grid (stride 4, then 2, 2, 2) plus the pooled token
@@ -50,7 +67,7 @@ def tokens(case: dict) -> int:
     if case["model"] == "got_ocr2":       # the projector's two stride-2 convs: ceil(ceil(G / 2) / 2)^2 a tile
         g = case["config"]["vision_config"]["image_size"] // 16
         return case["tiles"] * (-(-(-(-g // 2)) // 2)) ** 2
-    return sum((h // 32) * (w // 32 + (case["model"] == "mistral3")) for h, w in case["images"])
+    return sum((h // 32) * (w // 32 + (case["model"] in ("mistral3", "mistral_large4"))) for h, w in case["images"])
 
 
 def plan(case: dict, trainable: str = "full", **kw) -> Plan:
@@ -130,7 +147,9 @@ def test_cohere2_vision_formula_by_hand():
 
 def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
-                "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel"):
+                "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1",
+                "idefics2-t1", "mistral_large4-i2-128x128", "video_llava-i1",
+                "deepseek_vl-i1", "vipllava-i1-layer-2", "glm4v-i1-8x8"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -225,3 +244,100 @@ def test_florence2_formula_by_hand_and_its_cpu_sdpa_bound():
     assert tower_saved_bytes(plan(ac), plan(ac).arch, 2) == 2_856_048
     # CPU's SDPA keeps the channel attention's q, k, v and scores in fp32: more than CUDA's kernels
     assert CASES["florence2-96px"]["saved_bytes_forward_end"] > 2_856_048
+
+
+def test_aya_vision_formula_by_hand():
+    """One 128 px tile, n = 64, e = 2, h 128, I 512: the SigLIP layers as Cohere2 Vision's, 4 * 264,192 =
+    1,056,768; post_layernorm runs on hidden_states[-1] but its output is unused (nothing kept). The projector:
+    pixel_shuffle's copy (the LayerNorm's input) and the LayerNorm's output (linear_1's input) 2 * 2*64*128 =
+    32,768, its fp32 statistics over 16 shuffled rows 8*16 = 128, linear_1's output 2*16*512 and SiLU's output
+    and the product 2 * 2*16*256: 32,768. Sum 1,122,432 (traced 1,120,324: bf16 LayerNorm statistics on CPU).
+    vision_feature_layer -2 on two tiles: 3 layers run, 2 * (3 * 264,192 + 65,664) = 1,716,480. Checkpointed,
+    each layer keeps its input 2*64*128: 2 * (4 * 16,384 + 65,664) = 262,400."""
+    p = plan(CASES["aya_vision-t1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_122_432
+    p2 = plan(CASES["aya_vision-t2-layer-2"])
+    assert tower_saved_bytes(p2, p2.arch, 2) == 1_716_480
+    ac = plan(CASES["aya_vision-t2-ac"])
+    assert tower_saved_bytes(ac, ac.arch, 2) == 262_400
+
+
+def test_idefics2_formula_by_hand():
+    """One 128 px crop, n = 64, e = 2: the tower as Idefics3's, 1,188,864 (its layers, post_layernorm, the
+    indexed pixels, the position ids). modality_projection (128 -> 512 -> 256): 4 * 2*64*512 = 262,144. A
+    perceiver layer, H 256, L 8, 4 heads of 32, 2 k/v heads: the two latent RMSNorms 2 * (6*8*256 + 4*8) =
+    24,640, the context's 6*64*256 + 4*64 = 98,560, the concatenation 2*72*256 = 36,864, q_proj's input 2*8*256
+    = 4,096, q and the output 2 * 2*8*128 = 4,096, k and v 2 * 2*72*64 = 18,432, logsumexp 4*4*8 = 128, the MLP
+    2*8*256 + 4 * 2*8*1024 = 69,632: 256,448; two layers 512,896; the final norm 12,320. Sum 1,976,224 (traced
+    1,973,924: bf16 LayerNorm statistics on CPU). Checkpointed (two crops), only the tower's layers keep their
+    inputs: 2 * (4 * 2*64*128 + 33,280 + 98,816) + 2 * (262,144 + 525,216) = 1,969,984."""
+    p = plan(CASES["idefics2-t1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_976_224
+    ac = plan(CASES["idefics2-t2-ac"])
+    assert tower_saved_bytes(ac, ac.arch, 2) == 1_969_984
+
+
+def test_mistral_large4_is_mistral3s_pixtral_tower():
+    """Mistral Large 4's tower is Pixtral and its projector Mistral 3's (modeling_mistral_large4.py). Two 128 x 128
+    images, N = 128 patches in one packed sequence, e = 2, h 128, I 344: a layer's RMSNorms 2 * (4*128*128 +
+    4*128 + 2*2*128*128) = 263,168, q, k, v, SDPA's output 4 * 2*128*128 = 131,072, logsumexp 4*4*128 = 2,048,
+    the MLP 4 * 2*128*344 = 352,256: 748,544, 4 layers 2,994,176; ln_pre 98,816, cos, sin 2 * 2*128*32 =
+    16,384, the block mask 2*128*128 = 32,768; the projector's norm 98,816, the unfold 2*128*128 = 32,768, the 32
+    merged tokens 2*32*128 = 8,192, linear_1's and GELU's outputs 2 * 2*32*256 = 32,768. Sum 3,314,688 (traced
+    3,314,692)."""
+    p = plan(CASES["mistral_large4-i2-128x128"])
+    assert tower_saved_bytes(p, p.arch, 2) == 3_314_688
+    assert p.arch.tower["breaks"]           # PixtralProcessor: a row-break token after each row
+
+
+def test_video_llava_images_are_llavas():
+    """Video-LLaVA's image path is LLaVA's (modeling_video_llava.py). One image, n = 65 tokens, e = 2, h 128,
+    I 512, QuickGELU: a CLIP layer 2*65*(8*128 + 3*512) + 4*4*65 + 16*65 = 334,880; layer -2: 3 layers run,
+    1,004,640; pre_layrnorm 2*65*128 + 8*65 = 17,160; the selected hidden state 2*65*128 = 16,640; GELU's and
+    linear_2's inputs over the 64 patches 2 * 2*64*256 = 65,536. Sum 1,103,976 (traced 1,102,160)."""
+    p = plan(CASES["video_llava-i1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_103_976
+
+
+def test_deepseek_vl_formula_by_hand():
+    """One image, n = 64, e = 2, h 128, I 512: the SigLIP layers 4 * 264,192 = 1,056,768; post_layernorm's input
+    and output and statistics 2*2*64*128 + 8*64 = 33,280 (the head reads its output, but the head's own graph dies
+    with the pooled output get_image_features replaces); DeepseekVLAligner's GELU and linear2 inputs 2 * 2*64*256
+    = 65,536. Sum 1,155,584 (traced 1,153,284: bf16 LayerNorm statistics on CPU)."""
+    p = plan(CASES["deepseek_vl-i1"])
+    assert tower_saved_bytes(p, p.arch, 2) == 1_155_584
+
+
+def test_vipllava_formula_by_hand():
+    """One image, n = 65 tokens (64 patches + the class token), e = 2, h 128, I 512, QuickGELU. Layers -2, -4 and 1
+    of 4: hidden_states[-2] is layer 2's output, so 3 layers run, 3 * 334,880 = 1,004,640 (a CLIP layer as
+    Video-LLaVA's); pre_layrnorm 2*65*128 + 8*65 = 17,160; the projector: the concatenation of the three states
+    without their class token 2*64*384 = 49,152, the LayerNorm's output as much, its statistics 8*64 = 512,
+    GELU's and linear_2's inputs 2 * 2*64*256 = 65,536. Sum 1,186,152 (traced 1,184,080). At -2 alone the
+    LayerNorm reads a view of the hidden state, which keeps all 65 tokens: 2*65*128 + 2*64*128 + 512 + 65,536
+    after the same layers and pre_layrnorm: 1,120,872 (traced 1,118,800)."""
+    p = plan(CASES["vipllava-i1-layers-2-4+1"])
+    assert p.arch.tower["layers_run"] == 3 and p.arch.tower["features"] == 3
+    assert tower_saved_bytes(p, p.arch, 2) == 1_186_152
+    one = plan(CASES["vipllava-i1-layer-2"])
+    assert tower_saved_bytes(one, one.arch, 2) == 1_120_872
+    # VipLlavaConfig's default (-2, -5, -8, -11, 6) on a 24-layer CLIP: layer -2 is the deepest, 23 layers run
+    cfg = {k: v for k, v in CASES["vipllava-i1-layer-2"]["config"].items() if k != "vision_feature_layer"}
+    cfg["vision_config"] = {**cfg["vision_config"], "num_hidden_layers": 24}
+    spec = plan({**CASES["vipllava-i1-layer-2"], "config": cfg}).arch.tower
+    assert (spec["layers_run"], spec["features"]) == (23, 5)
+
+
+def test_glm4v_formula_by_hand():
+    """One image of 8 x 8 patches (n = 64, 16 tokens), e = 2, h 128, 4 heads, the blocks' MLP 256 wide
+    (out_hidden_size), the merger's 256 (intermediate_size). A block: two RMSNorms 2 * (4*64*128 + 2*2*64*128 +
+    4*64) = 131,584; qkv 2*64*384 = 49,152, rotated q and k 2 * 2*64*128 = 32,768, SDPA's output 16,384,
+    logsumexp 4*4*64 = 1,024, proj's input (the per-image outputs' cat) 16,384; gate, up, product and SiLU
+    4 * 2*64*256 = 131,072: 378,368; two blocks 756,736. post_conv_layernorm and post_layernorm 2 * 65,792; the
+    position table's fp32 copy 4*64*128 = 32,768 and the grid 8*64 = 512; the merger over 16 tokens of 256:
+    4 * 2*16*256 + 8*16 + 4 * 2*16*256 = 65,664. Sum 987,264 (traced 987,204). flash_attention_2 (two images):
+    no cat copy, 2 blocks * 2*128*128 = 65,536 less than SDPA's."""
+    p = plan(CASES["glm4v-i1-8x8"])
+    assert tower_saved_bytes(p, p.arch, 2) == 987_264
+    fa2, sdpa = plan(CASES["glm4v-i2-8x8-fa2"]), plan({**CASES["glm4v-i2-8x8-fa2"], "attention": "sdpa"})
+    assert tower_saved_bytes(sdpa, sdpa.arch, 2) - tower_saved_bytes(fa2, fa2.arch, 2) == 65_536

@@ -12,7 +12,6 @@ from .exports import export_warnings
 from .knobs import knobs
 from .memory.lora import ADAPTED_EXPERTS, matched_targets
 from .memory.optimizers import is_paged
-from .memory.vision import tower_tensors
 from .result import Estimate, Warning
 from .run import LABELS
 from .units import gib_text as _gib
@@ -61,19 +60,16 @@ def warnings(est: Estimate) -> list[Warning]:
     if step is not None and getattr(step, "model_warnings", ()):
         out.append(_w("step-model-assumed", "warning", "Step time assumes: " + "; ".join(step.model_warnings) + ".",
                       "Read the step time as an estimate from a similar traced architecture."))
-    # a trained tower without a tower_spec (composite.tower_spec: the CLIP / SigLIP towers of LLaVA, Gemma 3,
-    # PaliGemma, Cohere2 Vision, Idefics3 and SmolVLM, the Qwen-VL towers, InternViT, Pixtral, BLIP-2's Q-Former, GOT-OCR 2.0's SAM ViT, Florence-2's DaViT and Fuyu's patch linear are traced) is placed and counted, but what it saves for its backward
-    # is left out
-    untraced_tower = (arch.tower is None and plan.vision.trainable != "frozen" and bool(tower_tensors(arch)))
-    if arch.support != "exact" or untraced_tower:
+    # a trained tower without a tower_spec (composite.tower_spec: the CLIP / SigLIP towers of LLaVA, Video-LLaVA, VipLLaVA, Gemma 3,
+    # PaliGemma, Cohere2 Vision, Aya Vision, DeepSeek-VL, Idefics2/3 and SmolVLM, the Qwen-VL and GLM-4V towers, InternViT, Pixtral (Mistral 3, Mistral Large 4), BLIP-2's
+    # Q-Former, GOT-OCR 2.0's SAM ViT, Florence-2's DaViT and Fuyu's patch linear are traced) is placed and counted,
+    # but what it saves for its backward is left out: the estimate's model_support says so (memory/vision.py
+    # plan_support), and so does this warning
+    support = est.model_support or arch.support
+    if support != "exact":
         # Extension 8: an exact parameter count with approximate activations is said where users read, not only in
         # the JSON's model_support (an untraced block can be far off: docs/architectures, issue 20)
-        why = [arch.support] if arch.support != "exact" else []
-        if untraced_tower:
-            why.append(f"exact parameter count; the {arch.model_type} tower's activations are not modelled "
-                       f"(vision.trainable {plan.vision.trainable}: what the tower and projector save for their "
-                       "backward is left out)")
-        out.append(_w("model-approximate", "warning", f"{arch.name}: {'; '.join(why)}.",
+        out.append(_w("model-approximate", "warning", f"{arch.name}: {support}.",
                       "Read weights, gradients and optimizer states as exact and the activations as an estimate."))
     maxpos = arch.max_positions
     if isinstance(maxpos, int) and plan.seq_len > maxpos:

@@ -18,6 +18,7 @@ from .memory import deepspeed as ds
 from .memory.inputs import StepInputs, activation_terms, model_state_terms, recompute_terms, step_inputs
 from .memory.fp8 import fp8_terms
 from .memory.fragmentation import over_steps
+from .memory.vision import plan_support
 from .memory.runtime import (PINNED_PER_TRANSIENT, allocator_cache_bytes, allocator_reserve, lazy_state_cache,
                              runtime_terms, stream_cache)
 from .memory.terms import (ALLOCATOR, COMPONENTS, DRIVER, HOST_PINNED, MANAGED, ON_GPU, STREAM_CACHE, Term,
@@ -329,7 +330,7 @@ def estimate(plan: Plan, *, search_min_gpus: bool = True) -> Estimate:
         trainable_params=si.trainable.numel,
         total_params=arch.total_params + (si.trainable.numel if plan.method != "full" else 0),
         min_gpus=_min_gpus(plan, si, spec, run.fits, pg) if search_min_gpus else None,
-        zero2_device_used=_zero2_device_used(plan, si, spec),
+        zero2_device_used=_zero2_device_used(plan, si, spec), model_support=plan_support(arch, plan),
         step=step_estimate(sp, sp.arch, plan.gpu,
                            offloaded_activation_bytes=pg.host_detail.get("offloaded_activations", 0)))
     return replace(est, warnings=tuple(advice.warnings(est)))

@@ -376,12 +376,13 @@ def _check_vision(plan: Plan) -> None:
     if v.images_per_sample and arch.tower is None:
         raise PlanError("vision.images_per_sample", f"the tower activations of model_type {arch.model_type!r} "
                         "are not modelled (modelled: the CLIP and SigLIP towers of LLaVA, LLaVA-NeXT, "
-                        "LLaVA-OneVision, Gemma 3, ShieldGemma 2, PaliGemma, Cohere2 Vision, Idefics3 and SmolVLM; the Qwen2-VL, "
-                        "Qwen2.5-VL, Qwen3-VL, Qwen3.5, HyperCLOVA X Vision V2 and EXAONE 4.5 towers; InternVL's "
-                        "InternViT; the Pixtral towers of Mistral 3 and LightOnOCR; BLIP-2's ViT and "
+                        "LLaVA-OneVision, Video-LLaVA, VipLLaVA, Gemma 3, ShieldGemma 2, PaliGemma, Cohere2 Vision, "
+                        "Aya Vision, DeepSeek-VL, Idefics2, Idefics3 and SmolVLM; the Qwen2-VL, "
+                        "Qwen2.5-VL, Qwen3-VL, Qwen3.5, HyperCLOVA X Vision V2, EXAONE 4.5 and GLM-4.1V / 4.6V towers; "
+                        "InternVL's InternViT; the Pixtral towers of Mistral 3, Mistral Large 4 and LightOnOCR; BLIP-2's ViT and "
                         "Q-Former; Fuyu's patch linear; GOT-OCR 2.0's SAM ViT; Florence-2's DaViT); set 0 to "
                         "leave them out")
-    if v.images_per_sample and arch.tower["kind"] in ("qwen", "pixtral", "fuyu") and not v.tokens_per_sample:
+    if v.images_per_sample and arch.tower["kind"] in ("qwen", "glm4v", "pixtral", "fuyu") and not v.tokens_per_sample:
         # dynamic resolution: a Qwen-VL, Pixtral or Fuyu image's patches are read from its tokens
         raise PlanError("vision.tokens_per_sample", f"model_type {arch.model_type!r} sizes each image by its "
                         "pixels: give the image tokens per sample (tokens_per_sample) for the tower's activations")

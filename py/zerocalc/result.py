@@ -62,6 +62,8 @@ class Estimate:
     run: object = field(default=None, repr=False, compare=False)      # run.RunPeaks (Extension 5)
     run_fix: str = ""                               # the setting that keeps the first phase over capacity inside
     run_steps: object = field(default=None, repr=False, compare=False)  # memory/fragmentation.over_steps (Ext. 6)
+    # the plan's model_support (memory/vision.plan_support): the model's, or what this plan leaves approximate
+    model_support: str = ""
 
     def to_dict(self) -> dict:
         pg = self.per_gpu
@@ -69,7 +71,7 @@ class Estimate:
             "schema": 1,
             "model": {"name": self.arch.name, "total_params": self.total_params, "layers": self.arch.num_layers,
                       "hidden_size": self.arch.hidden_size, "vocab_size": self.arch.vocab_size},
-            "model_support": self.arch.support,
+            "model_support": self.model_support or self.arch.support,
             "gpu": {"name": self.gpu.name, "capacity_bytes": self.capacity_bytes,
                     "interconnect": self.gpu.interconnect, "link_gb_s": self.gpu.link_gb_s},
             "per_gpu": {

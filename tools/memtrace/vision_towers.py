@@ -13,6 +13,8 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
   LightOnOcrMultiModalProjector (RMSNorm, patch_merger: per-image unfold of spatial_merge_size^2 patches and
   merging_layer, linear_1, GELU, linear_2); `images` (height, width) pixel sizes, padded into one batch as
   PixtralImageProcessor does (image_sizes gives each image's own size);
+- ``mistral_large4``: modeling_mistral_large4.py MistralLarge4Model.get_image_features, the same Pixtral tower
+  and a projector written as Mistral 3's;
 - ``cohere2_vision``: modeling_siglip.py SiglipVisionModel (no head: last_hidden_state after post_layernorm)
   and modeling_cohere2_vision.py Cohere2VisionMultiModalProjector (pixel_shuffle by downsample_factor,
   linear_1 to alignment_intermediate_size, SwiGLU over its halves, linear_2); `tiles` crops of image_size;
@@ -30,6 +32,25 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
   embeddings, spatial (windowed) and channel-attention blocks, drop_path; Florence2MultiModalProjector); images
   of `image_size` pixels; the attention kernels' saves stood in for in the ``flash_attention_2`` cases (CPU SDPA
   runs the channel attention, head dimension = token count, by its fp32 math path);
+- ``aya_vision``: modeling_aya_vision.py AyaVisionModel.get_image_features (SiglipVisionModel without head,
+  hidden_states[vision_feature_layer]: post_layernorm runs, its output unused; AyaVisionMultiModalProjector:
+  pixel_shuffle by downsample_factor, LayerNorm over the shuffled width, linear_1 to alignment_intermediate_size,
+  SwiGLU over its halves, linear_2); `tiles` crops of image_size;
+- ``idefics2``: modeling_idefics2.py Idefics2Model.get_image_features (Idefics2VisionTransformer as Idefics3's;
+  Idefics2Connector: modality_projection, a gated SiLU MLP to the text width, and Idefics2PerceiverResampler's
+  resampler_depth layers of latents attending to the concatenated normed context and latents, GQA, and its
+  final RMSNorm); `tiles` crops of one sample;
+- ``video_llava``: modeling_video_llava.py VideoLlavaModel.get_image_features (image_tower: CLIPVisionModel,
+  hidden_states[vision_feature_layer] without the class token; VideoLlavaMultiModalProjector as LLaVA's);
+  `tiles` images;
+- ``deepseek_vl``: modeling_deepseek_vl.py DeepseekVLModel.get_image_features (SiglipVisionModel with its
+  head, last_hidden_state after post_layernorm; DeepseekVLAligner: linear1, GELU, linear2); `tiles` images;
+- ``vipllava``: modeling_vipllava.py VipLlavaModel.get_image_features (CLIPVisionModel, the hidden states of
+  vision_feature_layer without the class token, concatenated; VipLlavaMultiModalProjector: LayerNorm, linear_1,
+  GELU, linear_2); `tiles` images;
+- ``glm4v``: modeling_glm4v.py Glm4vModel.get_image_features (Glm4vVisionModel over every image's patches packed,
+  cu_seqlens per image; GLM-4.6V and GLM-4.5V's glm4v_moe build the same tower); `tiles` images of `grid`^2
+  patches;
 - ``fuyu``: modeling_fuyu.py FuyuModel.get_image_features, one linear (vision_embed_tokens) over `patches`
   flattened 30 x 30 x 3 patches, bf16, or fp32 weights and patches under CPU autocast to bf16.
 
@@ -134,6 +155,71 @@ CASES += [{"id": "florence2-96px", "model": "florence2", "tiles": 1, "image_size
           # gradient_checkpointing_enable: DaViT's blocks are plain nn.Modules, not GradientCheckpointingLayers
           {"id": "florence2-96px-kernel-ac", "model": "florence2", "tiles": 1, "image_size": 96,
            "attention": "flash_attention_2", "checkpointing": True}]
+# Aya Vision: the SigLIP tower of Cohere2 Vision (hidden_states[vision_feature_layer], before post_layernorm)
+# and AyaVisionMultiModalProjector (pixel_shuffle, a LayerNorm over the shuffled width, linear_1, SwiGLU, linear_2)
+TEXT["aya_vision"] = dict(TEXT["cohere2_vision"])
+AYA = {"downsample_factor": 2, "alignment_intermediate_size": 512, "vision_feature_layer": -1,
+       "vision_feature_select_strategy": "full"}
+CASES += [{"id": "aya_vision-t1", "model": "aya_vision", "tiles": 1},
+          {"id": "aya_vision-t3", "model": "aya_vision", "tiles": 3},
+          {"id": "aya_vision-t2-ac", "model": "aya_vision", "tiles": 2, "checkpointing": True},
+          {"id": "aya_vision-t2-layer-2", "model": "aya_vision", "tiles": 2, "vision_feature_layer": -2}]
+# Idefics2: Idefics3's SigLIP-layer tower (Idefics2VisionTransformer, post_layernorm), then Idefics2Connector:
+# modality_projection (a gated SiLU MLP, vision width -> text intermediate -> text width) and the perceiver
+# resampler (latents attending to [normed context; normed latents], GQA, RMSNorms, a 4x gated MLP, a final norm)
+IDEFICS2_PERCEIVER = {"model_type": "idefics2_perceiver", "resampler_n_latents": 8, "resampler_depth": 2,
+                      "resampler_n_heads": 4, "resampler_head_dim": 32, "num_key_value_heads": 2}
+TEXT["idefics2"] = {"model_type": "mistral", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                    "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000}
+CASES += [{"id": "idefics2-t1", "model": "idefics2", "tiles": 1},
+          {"id": "idefics2-t3", "model": "idefics2", "tiles": 3},
+          {"id": "idefics2-t2-ac", "model": "idefics2", "tiles": 2, "checkpointing": True},
+          {"id": "idefics2-t2-fa2", "model": "idefics2", "tiles": 2, "attention": "flash_attention_2"}]
+# Mistral Large 4: the Pixtral tower and Mistral 3's projector (MistralLarge4MultiModalProjector: RMSNorm, patch
+# merger, linear_1, GELU, linear_2); a tiny MLA + MoE text model beside it (not run)
+TEXT["mistral_large4"] = {"model_type": "mistral_large4_text", "hidden_size": 256, "intermediate_size": 512,
+                          "moe_intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
+                          "num_key_value_heads": 4, "n_routed_experts": 4, "n_shared_experts": 1,
+                          "num_experts_per_tok": 2, "kv_lora_rank": 64, "qk_rope_head_dim": 16,
+                          "qk_nope_head_dim": 16, "v_head_dim": 32, "vocab_size": 1000, "index_head_dim": 32,
+                          "index_n_heads": 2, "index_topk": 64}
+CASES += [{"id": "mistral_large4-i2-128x128", "model": "mistral_large4", "images": [(128, 128)] * 2},
+          {"id": "mistral_large4-i1-128x128-ac", "model": "mistral_large4", "images": [(128, 128)],
+           "checkpointing": True}]
+# Video-LLaVA's image path: a CLIP tower (class token, QuickGELU), hidden_states[-2] without the class token, and
+# LLaVA's projector (linear_1, GELU, linear_2); the video tower is built beside it, not run for images
+CLIP_VISION = {"model_type": "clip_vision_model", "hidden_size": 128, "intermediate_size": 512,
+               "num_hidden_layers": 4, "num_attention_heads": 4, "image_size": 112, "patch_size": 14,
+               "projection_dim": 128}
+TEXT["video_llava"] = dict(TEXT["idefics2"], model_type="llama")
+CASES += [{"id": "video_llava-i1", "model": "video_llava", "tiles": 1},
+          {"id": "video_llava-i3", "model": "video_llava", "tiles": 3},
+          {"id": "video_llava-i2-ac", "model": "video_llava", "tiles": 2, "checkpointing": True}]
+# DeepSeek-VL: SiglipVisionModel (its attention-pooling head runs, its output replaced) and DeepseekVLAligner
+# (linear1, GELU, linear2) over last_hidden_state
+TEXT["deepseek_vl"] = dict(TEXT["idefics2"], model_type="llama")
+CASES += [{"id": "deepseek_vl-i1", "model": "deepseek_vl", "tiles": 1},
+          {"id": "deepseek_vl-i3", "model": "deepseek_vl", "tiles": 3},
+          {"id": "deepseek_vl-i2-ac", "model": "deepseek_vl", "tiles": 2, "checkpointing": True}]
+# VipLLaVA: the CLIP tower, several hidden states without the class token concatenated (the default mixes
+# negative and positive indices: -2, -5, -8, -11, 6), VipLlavaMultiModalProjector's LayerNorm, linear_1, GELU,
+# linear_2
+TEXT["vipllava"] = dict(TEXT["idefics2"], model_type="llama")
+CASES += [{"id": "vipllava-i1-layers-2-4+1", "model": "vipllava", "tiles": 1, "vision_feature_layer": [-2, -4, 1]},
+          {"id": "vipllava-i2-layers-2-4+1", "model": "vipllava", "tiles": 2, "vision_feature_layer": [-2, -4, 1]},
+          {"id": "vipllava-i1-layer-2", "model": "vipllava", "tiles": 1, "vision_feature_layer": -2},
+          {"id": "vipllava-i2-layers-2-4+1-ac", "model": "vipllava", "tiles": 2,
+           "vision_feature_layer": [-2, -4, 1], "checkpointing": True}]
+# GLM-4.1V / 4.6V: Glm4vVisionModel (Qwen-VL-like packed patches, RMSNorm blocks with an out_hidden_size-wide
+# gated MLP, a bicubic grid_sample of the position table, downsample conv, merger) over `grid` x `grid` patches
+GLM4V_VISION = {"depth": 2, "hidden_size": 128, "num_heads": 4, "intermediate_size": 256, "out_hidden_size": 256,
+                "image_size": 112, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+TEXT["glm4v"] = {"model_type": "glm4v_text", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
+CASES += [{"id": "glm4v-i1-8x8", "model": "glm4v", "tiles": 1, "grid": 8},
+          {"id": "glm4v-i2-8x8", "model": "glm4v", "tiles": 2, "grid": 8},
+          {"id": "glm4v-i2-8x8-ac", "model": "glm4v", "tiles": 2, "grid": 8, "checkpointing": True},
+          {"id": "glm4v-i2-8x8-fa2", "model": "glm4v", "tiles": 2, "grid": 8, "attention": "flash_attention_2"}]
 CASES += [{"id": "fuyu-p100", "model": "fuyu", "patches": 100},
           {"id": "fuyu-p100-autocast", "model": "fuyu", "patches": 100, "autocast": True}]
 
@@ -143,8 +229,23 @@ def config(case: dict) -> dict:
     raw = {"model_type": model, "text_config": dict(TEXT[model]), "image_token_id": 999, "tie_word_embeddings": False}
     if model == "cohere2_vision":
         return {**raw, "vision_config": dict(SIGLIP), **COHERE2}
+    if model == "aya_vision":
+        return {**raw, "vision_config": {**SIGLIP, "vision_use_head": False}, **AYA,
+                "vision_feature_layer": case.get("vision_feature_layer", -1)}
     if model == "florence2":
         return {**raw, "vision_config": {**FLORENCE2_VISION, **case.get("tower", {})}}
+    if model == "glm4v":
+        return {**raw, "vision_config": dict(GLM4V_VISION), "video_token_id": 998}
+    if model == "vipllava":
+        return {**raw, "vision_config": dict(CLIP_VISION), "vision_feature_layer": case["vision_feature_layer"]}
+    if model == "deepseek_vl":
+        return {**raw, "vision_config": {**SIGLIP, "vision_use_head": True}}
+    if model == "video_llava":
+        return {**raw, "vision_config": dict(CLIP_VISION), "vision_feature_layer": -2,
+                "vision_feature_select_strategy": "default", "video_token_id": 998}
+    if model == "idefics2":
+        return {**raw, "vision_config": {**IDEFICS3_VISION, "model_type": "idefics2_vision"},
+                "perceiver_config": dict(IDEFICS2_PERCEIVER)}
     if model in ("idefics3", "smolvlm"):
         return {**raw, "vision_config": {**IDEFICS3_VISION, "model_type": f"{model}_vision"}, "scale_factor": 2}
     if model == "got_ocr2":
@@ -154,23 +255,35 @@ def config(case: dict) -> dict:
     if model == "blip-2":
         return {**raw, "vision_config": dict(BLIP2_VISION), "qformer_config": dict(QFORMER), "num_query_tokens": 8}
     return {**raw, "vision_config": dict(PIXTRAL), "spatial_merge_size": 2,
-            **({"vision_feature_layer": case.get("vision_feature_layer", -1)} if model == "mistral3" else {})}
+            **({"vision_feature_layer": case.get("vision_feature_layer", -1)}
+               if model in ("mistral3", "mistral_large4") else {})}
 
 
 def _model(case: dict, raw: dict):
     from transformers import AutoConfig  # noqa: PLC0415
+    from transformers.models.aya_vision.modeling_aya_vision import AyaVisionModel  # noqa: PLC0415
     from transformers.models.cohere2_vision.modeling_cohere2_vision import Cohere2VisionModel  # noqa: PLC0415
     from transformers.models.lighton_ocr.modeling_lighton_ocr import LightOnOcrModel  # noqa: PLC0415
     from transformers.models.mistral3.modeling_mistral3 import Mistral3Model  # noqa: PLC0415
+    from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4Model  # noqa: PLC0415
     from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
+    from transformers.models.deepseek_vl.modeling_deepseek_vl import DeepseekVLModel  # noqa: PLC0415
     from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
+    from transformers.models.glm4v.modeling_glm4v import Glm4vModel  # noqa: PLC0415
     from transformers.models.got_ocr2.modeling_got_ocr2 import GotOcr2Model  # noqa: PLC0415
+    from transformers.models.idefics2.modeling_idefics2 import Idefics2Model  # noqa: PLC0415
     from transformers.models.idefics3.modeling_idefics3 import Idefics3Model  # noqa: PLC0415
     from transformers.models.florence2.modeling_florence2 import Florence2Model  # noqa: PLC0415
     from transformers.models.smolvlm.modeling_smolvlm import SmolVLMModel  # noqa: PLC0415
+    from transformers.models.video_llava.modeling_video_llava import VideoLlavaModel  # noqa: PLC0415
+    from transformers.models.vipllava.modeling_vipllava import VipLlavaModel  # noqa: PLC0415
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
            "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
-           "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model}
+           "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model,
+           "aya_vision": AyaVisionModel, "idefics2": Idefics2Model,
+           "mistral_large4": MistralLarge4Model, "video_llava": VideoLlavaModel,
+           "deepseek_vl": DeepseekVLModel, "vipllava": VipLlavaModel,
+           "glm4v": Glm4vModel}
     cfg = AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "model_type"}, model_type=raw["model_type"])
     torch.manual_seed(0)
     dtype = torch.float32 if case.get("autocast") else torch.bfloat16
@@ -179,13 +292,16 @@ def _model(case: dict, raw: dict):
     model = cls[case["model"]]._from_config(cfg, dtype=dtype, attn_implementation=attn)
     model.train()
     for name in getattr(model, "_keep_in_fp32_modules", None) or ():    # as from_pretrained keeps them (BLIP-2)
-        part = getattr(model, name)
+        part = getattr(model, name, None)
+        if part is None:            # a text-model pattern (Mistral Large 4's indexer.weights_proj): not the tower's
+            continue
         if isinstance(part, torch.nn.Parameter):
             part.data = part.data.float()
         else:
             part.float()
     if case.get("attention") == "flash_attention_2":
-        for sub in (model.config, getattr(model.config, "vision_config", None)):
+        for sub in (model.config, getattr(model.config, "vision_config", None),
+                    getattr(model.config, "perceiver_config", None)):
             if sub is not None:
                 sub._attn_implementation = "flash_attention_2"
     if case.get("checkpointing"):
@@ -207,17 +323,26 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(1, patches, 30 * 30 * 3, dtype=torch.float32 if case.get("autocast") else torch.bfloat16)
         inputs = (pix,)
         forward = lambda: _pooled(model.get_image_features(pixel_values=pix, return_dict=True))  # noqa: E731
-    elif case["model"] in ("idefics3", "smolvlm"):       # one sample of `tiles` crops
+    elif case["model"] in ("idefics3", "smolvlm", "idefics2"):       # one sample of `tiles` crops
         size = IDEFICS3_VISION["image_size"]
         pix = torch.randn(1, case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
         patches = case["tiles"] * (size // IDEFICS3_VISION["patch_size"]) ** 2
+    elif case["model"] == "glm4v":      # packed patches of 2 x 14 x 14 x 3 pixels, one grid_thw row an image
+        g, vc = case["grid"], raw["vision_config"]
+        grid = torch.tensor([[1, g, g]] * case["tiles"])
+        patches = case["tiles"] * g * g
+        pix = torch.randn(patches, 3 * vc["temporal_patch_size"] * vc["patch_size"] ** 2, dtype=torch.bfloat16)
+        inputs = (pix, grid)
+        forward = lambda: model.get_image_features(pixel_values=pix, image_grid_thw=grid,  # noqa: E731
+                                                   return_dict=True)
     elif case["model"] == "florence2":
         size = case["image_size"]
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
         patches = case["tiles"] * (size // 4) ** 2
-    elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2"):
+    elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2", "aya_vision", "video_llava",
+                           "deepseek_vl", "vipllava"):
         vc = raw["vision_config"]
         size = vc["image_size"]
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
@@ -228,7 +353,8 @@ def trace_case(case: dict) -> dict:
         hmax, wmax = max(h for h, _ in sizes), max(w for _, w in sizes)
         pix = torch.randn(len(sizes), 3, hmax, wmax, dtype=torch.bfloat16)
         image_sizes = torch.tensor(sizes)
-        extra = {"vision_feature_layer": raw["vision_feature_layer"]} if case["model"] == "mistral3" else {}
+        extra = ({"vision_feature_layer": raw["vision_feature_layer"]}
+                 if case["model"] in ("mistral3", "mistral_large4") else {})
         inputs = (pix, image_sizes)
         forward = lambda: model.get_image_features(pixel_values=pix, image_sizes=image_sizes,  # noqa: E731
                                                    return_dict=True, **extra)

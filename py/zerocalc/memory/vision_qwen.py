@@ -32,6 +32,14 @@ With activation checkpointing each VisionBlock (a GradientCheckpointingLayer) ke
 rest is as above (traced). The trace's LayerNorm statistics are bf16 on CPU (2 bytes less each than on CUDA);
 its flash_attention_2 cases run HF's varlen glue with the kernel's saves stood in for (q, k, v, out, lse).
 Eager attention (its per-chunk probabilities) is not modelled: it is counted as SDPA.
+
+GLM-4.1V / GLM-4.6V (modeling_glm4v.py Glm4vVisionModel; traced: tools/memtrace/vision_towers.py ``glm4v``
+cases): the blocks above with RMSNorms and a gated SiLU MLP of width out_hidden_size (no rotary cos / sin kept);
+once, post_conv_layernorm and post_layernorm (RMSNorms; the downsample conv reads the latter's output), the
+position table's fp32 copy that grid_sample keeps (4·positions·h, once per micro-batch) and its fp32 grid (8·n);
+the merger over m = n / merge^2 tokens of D = out_hidden_size: proj's input (the conv's output), its LayerNorm's
+input and output and statistics, GELU's output (gate / up's input), then gate's, SiLU's and up's outputs and
+their product over intermediate_size: 4·e·m·D + 8·m + 4·e·m·I.
 """
 from __future__ import annotations
 
@@ -72,3 +80,12 @@ def qwen_tower_saved_bytes(spec: Mapping, n: int, e: int, checkpointed: bool, fl
     if spec["projector"] == "linear":
         total += e * (n // spec["merge"] ** 2) * spec["out"]
     return total
+
+
+def glm4v_saved_bytes(spec: Mapping, n: int, e: int, checkpointed: bool, flash: bool) -> int:
+    """Bytes GLM-4V's tower keeps for n patches (the module docstring's GLM rule)."""
+    h, m, d = spec["hidden"], n // spec["merge"] ** 2, spec["out"]
+    per_block = e * n * h if checkpointed else qwen_block_bytes(spec, n, e, flash)
+    total = spec["layers"] * per_block + 2 * qwen_norm_bytes(spec, n, e)
+    total += 4 * spec["positions"] * h + 8 * n
+    return total + 4 * e * m * d + 8 * m + 4 * e * m * spec["merger_inter"]

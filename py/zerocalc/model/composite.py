@@ -20,7 +20,7 @@ from .audio_more import (QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr
                          vibevoice_asr_parts)
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
                            vipllava_parts)
-from .vision_qwen import glm4v_visual, glm_ocr_visual, qwen_tower_spec, qwen_visual
+from .vision_qwen import glm4v_tower_spec, glm4v_visual, glm_ocr_visual, qwen_tower_spec, qwen_visual
 from .vision_more import (aria_parts, cohere2_vision_parts, cosmos3_edge_parts, cosmos3_edge_text, fuyu_parts, fuyu_tower_spec, granite_docling_parts, hunyuan_vl_parts,
                           hyperclovax_vision_v2_parts, idefics2_parts, kimi_k25_parts, ovis2_parts, video_llama_3_parts)
 from .vision_sam import deepseek_vl_hybrid_parts, got_ocr2_parts, got_ocr2_tower_spec
@@ -244,17 +244,23 @@ def composite(cfg: Mapping, build: Callable):
 # composites whose tower is a CLIP / SigLIP ViT of fixed resolution, and the projector after it
 VIT_TOWERS = {"llava": "llava", "llava_next": "llava", "llava_next_video": "llava", "llava_onevision": "llava",
               "gemma3": "gemma3", "shieldgemma2": "gemma3", "paligemma": "paligemma", "cohere2_vision": "cohere2",
-              "idefics3": "idefics3", "smolvlm": "idefics3"}
+              "idefics3": "idefics3", "smolvlm": "idefics3", "aya_vision": "aya",
+              "idefics2": "idefics2", "video_llava": "llava", "deepseek_vl": "deepseek_vl",
+              "vipllava": "vipllava"}
 # the SigLIP-layer towers of their own config class (Idefics3VisionConfig / SmolVLMVisionConfig: 16 heads)
-OWN_VIT_KINDS = {"idefics3_vision": 16, "smolvlm_vision": 16}
+OWN_VIT_KINDS = {"idefics3_vision": 16, "smolvlm_vision": 16, "idefics2_vision": 12}
 # composites whose tower is Pixtral (vision.pixtral_tower_spec): whether the processor adds row-break tokens
-PIXTRAL_TOWERS = {"mistral3": True, "lighton_ocr": False}
+PIXTRAL_TOWERS = {"mistral3": True, "lighton_ocr": False, "mistral_large4": True}
 # composites whose tower is a Qwen-VL ``model.visual`` (vision_qwen.qwen_tower_spec): its version, its projector
 # (and EXAONE 4.5's default k/v heads)
 QWEN_TOWERS = {"qwen2_vl": ("2", "merger"), "qwen2_5_vl": ("2.5", "merger"), "qwen3_vl": ("3", "merger"),
                "qwen3_vl_moe": ("3", "merger"), "qwen3_5": ("3.5", "merger"), "qwen3_5_moe": ("3.5", "merger"),
                "qwen4_exp": ("3.5", "merger"),
                "hyperclovax_vision_v2": ("2.5", "linear"), "exaone4_5": ("2.5", "merger", 8)}
+
+
+# the projectors that read vision_feature_layer (VipLlavaConfig also as vision_feature_layers), and its default
+FEATURE_DEFAULTS = {"llava": -2, "aya": -1, "vipllava": [-2, -5, -8, -11, 6]}
 
 
 def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
@@ -269,6 +275,8 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
     if model_type in QWEN_TOWERS:
         version, projector, *kv = QWEN_TOWERS[model_type]
         return qwen_tower_spec(cfg, version, text_hidden, projector, *kv)
+    if model_type in ("glm4v", "glm4v_moe", "glm46v", "glmga"):    # one Glm4vVisionModel (glm4v_moe's a copy)
+        return glm4v_tower_spec(cfg, text_hidden)
     if model_type == "fuyu":
         return fuyu_tower_spec(cfg, text_hidden)
     if model_type in ("got_ocr2", "pp_chart2table"):     # both GotOcr2ForConditionalGeneration (modeling_auto.py)
@@ -282,16 +290,18 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
         return None
     v = ConfigReader(cfg["vision_config"])
     kind = cfg["vision_config"].get("model_type")
-    if projector == "idefics3":
+    if projector in ("idefics3", "idefics2"):
         kind = kind if kind in OWN_VIT_KINDS else f"{model_type}_vision"
     elif kind not in ("clip_vision_model", "siglip_vision_model"):     # LLaVA's default tower is CLIP's
-        kind = "clip_vision_model" if projector == "llava" else "siglip_vision_model"
+        kind = "clip_vision_model" if projector in ("llava", "vipllava") else "siglip_vision_model"
     d = TOWER_DEFAULTS[kind]
     layers = v.int("num_hidden_layers", default=d["num_hidden_layers"])
     patches = (v.int("image_size", default=d["image_size"]) // v.int("patch_size", default=d["patch_size"])) ** 2
-    feature = cfg.get("vision_feature_layer", -2) if projector == "llava" else -1
-    deepest = max(feature) if isinstance(feature, list) else feature
-    run = layers + 1 + deepest if deepest < 0 else deepest        # hidden_states[k]: the output of layer k - 1
+    feature = cfg.get("vision_feature_layer", cfg.get("vision_feature_layers", FEATURE_DEFAULTS.get(projector, -1))) \
+        if projector in FEATURE_DEFAULTS else -1
+    feature = list(feature) if isinstance(feature, (list, tuple)) else feature
+    # hidden_states[k]: the output of layer k - 1 (k < 0 from the end); the deepest selected one decides
+    run = max(layers + 1 + f if f < 0 else f for f in (feature if isinstance(feature, list) else [feature]))
     act = v.str("hidden_act", "quick_gelu" if kind == "clip_vision_model" else "gelu_pytorch_tanh")
     return {"kind": kind, "hidden": v.int("hidden_size", default=d["hidden_size"]),
             "inter": v.int("intermediate_size", default=d["intermediate_size"]),
@@ -304,7 +314,23 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
             # Cohere2VisionConfig: pixel_shuffle's factor and linear_1's width (the SwiGLU's two halves)
             **({"downsample": ConfigReader(cfg).int("downsample_factor", default=2),
                 "mid": ConfigReader(cfg).int("alignment_intermediate_size", default=36864)}
-               if projector == "cohere2" else {})}
+               if projector == "cohere2" else {}),
+            # AyaVisionConfig: pixel_shuffle's factor; linear_1's width, the text width where the config has none
+            **({"downsample": ConfigReader(cfg).int("downsample_factor", default=2),
+                "mid": ConfigReader(cfg).int("alignment_intermediate_size", default=text_hidden)}
+               if projector == "aya" else {}),
+            **(idefics2_connector(cfg) if projector == "idefics2" else {})}
+
+
+def idefics2_connector(cfg: Mapping) -> dict:
+    """Idefics2Connector's widths (memory/vision_perceiver.py): the text intermediate (MistralConfig's default)
+    and Idefics2PerceiverConfig's resampler, read by their own field names."""
+    r = ConfigReader(cfg.get("perceiver_config") or {})
+    return {"text_inter": ConfigReader(cfg.get("text_config") or {}).int("intermediate_size", default=14336),
+            "latents": r.int("resampler_n_latents", default=64), "depth": r.int("resampler_depth", default=3),
+            "resampler_heads": r.int("resampler_n_heads", default=16),
+            "resampler_head_dim": r.int("resampler_head_dim", default=96),
+            "resampler_kv_heads": r.int("num_key_value_heads", default=4)}
 
 
 # a composite's config.json keeps only the text_config fields that differ from the text config class's

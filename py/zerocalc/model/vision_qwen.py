@@ -218,3 +218,16 @@ def qwen_tower_spec(cfg: Mapping, version: str, text_hidden: int, projector: str
             if version in ("3", "3.5") else 0,
             "out": get("hidden_size") if version == "2" else get("out_hidden_size"),
             "projector": projector, "text_hidden": text_hidden}
+
+
+def glm4v_tower_spec(cfg: Mapping, text_hidden: int) -> dict:
+    """The activation shape of GLM-4.1V's / GLM-4.6V's ``model.visual`` (memory/vision_qwen.py glm4v_saved_bytes):
+    Glm4vVisionConfig's field names and defaults; its blocks' MLP is out_hidden_size wide, the merger's
+    intermediate_size."""
+    v = ConfigReader(cfg.get("vision_config") or {})
+    get = lambda k: v.int(k, default=GLM4V[k])   # noqa: E731
+    h = get("hidden_size")
+    return {"kind": "glm4v", "hidden": h, "inter": get("out_hidden_size"), "heads": v.int("num_heads", default=12),
+            "kv": h, "layers": get("depth"), "merge": v.int("spatial_merge_size", default=2), "norm": "rmsnorm",
+            "gated": True, "act_tensors": 1, "out": get("out_hidden_size"), "merger_inter": get("intermediate_size"),
+            "positions": (get("image_size") // get("patch_size")) ** 2, "text_hidden": text_hidden}
