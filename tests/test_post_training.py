@@ -750,3 +750,73 @@ def test_chosen_nll_of_orpo_cpo_simpo_by_hand():
     t = _terms(plan({"method": "dpo", "trainer": "ms-swift", "prompt_len": 512, "completion_len": 512,
                      "reference": "precomputed"}))
     assert t["logits_forward"].nbytes == dpo_fwd
+
+
+# --- DPO's NLL term (post_training.rpo_alpha) -----------------------------------------------------------
+
+def test_rpo_alpha_trl_028_cross_entropy_by_hand():
+    # TRL 0.28 DPOTrainer.concatenated_forward: `if self.args.rpo_alpha is not None:` F.cross_entropy over
+    # flatten(logits[:B, :-1]): its log_softmax of the B = 2 chosen rows, 2·2·1023·V bf16, saved beside
+    # selective_log_softmax's buffers (R = 4 rows, T = 1024; no autocast copy under DeepSpeed)
+    base = {"method": "dpo", "prompt_len": 512, "completion_len": 512, "trainer_version": "0.28"}
+    dpo_fwd = 2 * 4 * 1024 * V + 2 * 4 * 1023 * V
+    dpo_bwd = 2 * 4 * 1024 * V + 2 * 2 * 4 * 1023 * V
+    nll = 2 * 2 * 1023 * V
+    without = _terms(plan(base))
+    assert without["logits_forward"].nbytes == dpo_fwd
+    for alpha in (0.1, 0.0):          # `is not None`: 0.0 still runs the cross-entropy
+        t = _terms(plan({**base, "rpo_alpha": alpha}))
+        assert t["logits_forward"].nbytes == dpo_fwd + nll
+        assert t["logits_backward"].nbytes == dpo_bwd + nll
+        # the reference (adapter off: LoRA; here a full model) runs it too under no_grad: its logits 2·4·1024·V,
+        # the flattened chosen slice and its log_softmax, 2 x 2·2·1023·V (the per-row loop's row has died)
+        assert t["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * nll
+    assert without["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V
+
+
+def test_rpo_alpha_costs_nothing_in_ms_swift_and_llamafactory():
+    # ms-swift's own concatenated_forward: nll_loss = -origin_per_token_logps[:B][mask].mean() (the log-probs it
+    # has); LLaMA-Factory: sft_loss = -policy_chosen_logps_avg. Same terms with and without the key.
+    for trainer in ("ms-swift", "llamafactory"):
+        pt = {"method": "dpo", "trainer": trainer, "prompt_len": 512, "completion_len": 512}
+        a, b = _terms(plan(pt)), _terms(plan({**pt, "rpo_alpha": 0.1}))
+        assert {k: v.nbytes for k, v in a.items()} == {k: v.nbytes for k, v in b.items()}, trainer
+
+
+@pytest.mark.parametrize("pt, message", [
+    ({"method": "dpo", "trainer": "ms-swift", "rpo_alpha": -0.1}, "number from 0"),
+    ({"method": "dpo", "trainer": "ms-swift", "rpo_alpha": "0.1"}, "number from 0"),
+    ({"method": "dpo", "trainer": "ms-swift", "rpo_alpha": True}, "number from 0"),
+    ({"method": "kto", "trainer": "ms-swift", "rpo_alpha": 0.1}, "kto has none"),
+    ({"method": "grpo", "trainer": "ms-swift", "num_generations": 2, "rpo_alpha": 0.1}, "grpo has none"),
+    ({"method": "dpo", "trainer": "openrlhf", "rpo_alpha": 0.1}, "openrlhf has none"),
+    ({"method": "dpo", "trainer": "trl", "rpo_alpha": 0.1}, "from 0.29"),
+    ({"method": "dpo", "trainer": "trl", "trainer_version": "0.29", "rpo_alpha": 0.1}, "from 0.29"),
+])
+def test_rpo_alpha_refused_naming_the_key(pt, message):
+    with pytest.raises(PlanError) as e:
+        plan(pt)
+    assert e.value.key == "post_training.rpo_alpha" and message in e.value.message
+
+
+def test_rpo_alpha_bad_value_exits_2(tmp_path, capsys):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"model": "llama-3.2-1b", "gpu": "a100-sxm4-80gb",
+                             "post_training": {"method": "dpo", "trainer": "ms-swift", "rpo_alpha": -1}}))
+    assert main(["estimate", "--plan", str(f)]) == 2
+    assert "post_training.rpo_alpha" in capsys.readouterr().err
+
+
+def test_rpo_alpha_imported_from_trl_swift_and_llamafactory():
+    from zerocalc.imports import import_config
+    pt, res = _imported({"beta": 0.1, "output_dir": "out", "rpo_alpha": 0.5})
+    assert pt["rpo_alpha"] == 0.5 and pt["trainer_version"] == "0.28"      # the key exists up to 0.28 only
+    pt, _ = _imported({"beta": 0.1, "output_dir": "out", "rpo_alpha": None})
+    assert "rpo_alpha" not in pt
+    sw = import_config("swift rlhf --rlhf_type dpo --model Qwen/Qwen2.5-7B-Instruct --rpo_alpha 0.1\n", {}).plan
+    assert sw["post_training"]["rpo_alpha"] == 0.1
+    lf = import_config("stage: dpo\nmodel_name_or_path: Qwen/Qwen2.5-7B\nfinetuning_type: lora\npref_ftx: 0.2\n",
+                       {}).plan
+    assert lf["post_training"]["rpo_alpha"] == 0.2
+    lf0 = import_config("stage: dpo\nmodel_name_or_path: Qwen/Qwen2.5-7B\npref_ftx: 0.0\n", {}).plan
+    assert "rpo_alpha" not in lf0["post_training"]                         # ftx_gamma > 1e-6 only

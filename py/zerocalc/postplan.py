@@ -87,6 +87,8 @@ class PostTraining:
     reward_model: Any = None                # RoleModel or None
     value_model: Any = None                 # RoleModel or None
     generator: Any = None                   # Generator or None (HF generate where the method generates)
+    rpo_alpha: Any = None                   # DPO's NLL weight on the chosen rows (TRL / ms-swift rpo_alpha,
+                                            # LLaMA-Factory pref_ftx), or None = no NLL term
 
 
 def _opt_int(key: str, v: Any, lo: int, hi: int) -> Any:
@@ -171,7 +173,9 @@ def parse_post_training(value: Any) -> Any:
         reference=check_choice(f"{key}.reference", obj.get("reference", d.reference), REFERENCES),
         reward_model=_parse_role(f"{key}.reward_model", obj.get("reward_model")),
         value_model=_parse_role(f"{key}.value_model", obj.get("value_model")),
-        generator=_parse_generator(obj.get("generator")))
+        generator=_parse_generator(obj.get("generator")),
+        rpo_alpha=None if obj.get("rpo_alpha") is None else check_number(f"{key}.rpo_alpha", obj["rpo_alpha"], 0.0,
+                                                                           1e6))
 
 
 def default_generations(pt: PostTraining) -> int:
@@ -222,7 +226,27 @@ def check_post_training(plan) -> None:
             raise PlanError(f"{k}.num_generations", f"must divide TRL's generation batch (micro_batch_size "
                             f"{plan.micro_batch_size} x {plan.world_size} GPUs x steps_per_generation {steps} = "
                             f"{batch} completions), got {g}")
+    _check_rpo(pt)
     _check_generator(plan, pt)
+
+
+TRL_NEWEST = (1, 16, 0)          # the newest TRL release whose rules were read (post/defaults.py NEWEST)
+RPO_TRAINERS = ("trl", "ms-swift", "llamafactory")
+RPO_REMOVED = (0, 29, 0)         # TRL 0.29's DPOConfig has no rpo_alpha (0.28: "Deprecated ... add 'sft'")
+
+
+def _check_rpo(pt: PostTraining) -> None:
+    """rpo_alpha: DPOTrainer's (dpo and its ipo loss) in TRL up to 0.28, ms-swift and LLaMA-Factory (pref_ftx)."""
+    if pt.rpo_alpha is None:
+        return
+    k = "post_training.rpo_alpha"
+    if pt.method not in ("dpo", "ipo"):
+        raise PlanError(k, f"is DPO's NLL term (DPOTrainer: dpo, ipo); {pt.method} has none")
+    if pt.trainer not in RPO_TRAINERS:
+        raise PlanError(k, f"is TRL's, ms-swift's and LLaMA-Factory's (pref_ftx) setting; {pt.trainer} has none")
+    if pt.trainer == "trl" and version_tuple(pt.trainer_version, TRL_NEWEST) >= RPO_REMOVED:
+        raise PlanError(k, "TRL's DPOConfig has no rpo_alpha from 0.29 (trainer_version "
+                        f"{pt.trainer_version or '1.16, the default'}); give trainer_version 0.28 or older")
 
 
 def _check_generator(plan, pt: PostTraining) -> None:

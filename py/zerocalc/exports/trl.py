@@ -90,6 +90,8 @@ def trl_config_kwargs(plan) -> tuple[str, str, dict]:
     # (imports/trl_post.py reads the method back from it)
     if pt.method in ("dpo", "ipo"):
         kw["loss_type"] = [pt.method if pt.method == "ipo" else "sigmoid"]
+        if pt.rpo_alpha is not None:
+            kw["rpo_alpha"] = pt.rpo_alpha     # DPOConfig up to 0.28 (the plan is refused with it for later TRL)
     elif pt.method == "kto":
         kw["desirable_weight"] = 1.0
     elif pt.method == "rm":

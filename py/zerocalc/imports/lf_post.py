@@ -12,7 +12,7 @@ generates with HF `generate` up to ``max_new_tokens`` (generating_args, default 
 """
 from __future__ import annotations
 
-from .builder import NO_EFFECT, NOT_MODELLED, Builder, as_int
+from .builder import NO_EFFECT, NOT_MODELLED, Builder, as_int, as_number
 
 PREF_LOSSES = {"sigmoid": "dpo", "ipo": "ipo", "orpo": "orpo", "simpo": "simpo"}
 POST_STAGES = ("dpo", "kto", "rm", "ppo")
@@ -53,7 +53,13 @@ def llamafactory_post_keys(b: Builder, cfg: dict, take) -> bool:
         b.set("cutoff_len", "post_training.completion_len", total - total // 2, default=True)
     if take("ref_model"):
         b.set("ref_model", "post_training.reference", "model" if method not in ("orpo", "simpo") else "none")
-    for k in ("pref_beta", "pref_ftx", "simpo_gamma", "dpo_label_smoothing", "kto_chosen_weight",
+    ftx = take("pref_ftx")
+    if ftx is not None and method in ("dpo", "ipo") and as_number("pref_ftx", ftx) > 1e-6:
+        # train/dpo/trainer.py get_batch_loss_metrics: `if self.ftx_gamma > 1e-6: losses += self.ftx_gamma * sft_loss`
+        b.set("pref_ftx", "post_training.rpo_alpha", as_number("pref_ftx", ftx))
+    elif ftx is not None:
+        b.skip("pref_ftx", ftx, NO_EFFECT)
+    for k in ("pref_beta", "simpo_gamma", "dpo_label_smoothing", "kto_chosen_weight",
               "kto_rejected_weight", "ppo_buffer_size", "ppo_epochs", "ppo_score_norm", "ppo_target",
               "ppo_whiten_rewards", "reward_model", "ref_model_adapters", "reward_model_adapters"):
         if k in cfg:

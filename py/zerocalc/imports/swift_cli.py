@@ -158,6 +158,12 @@ def _post_training(b: Builder, cfg: dict, take) -> None:
         if beta is not None and as_number("beta", beta) == 0:
             b.set("beta", "post_training.reference", "none")      # "Use beta=0 to disable the reference model"
         _generator(b, cfg, take)
+    rpo = take("rpo_alpha")
+    if rpo is not None:
+        if method in ("dpo", "ipo"):
+            b.set("rpo_alpha", "post_training.rpo_alpha", as_number("rpo_alpha", rpo))
+        else:
+            b.skip("rpo_alpha", rpo, NO_EFFECT + f" (DPO's; rlhf_type {kind})")
     for k in ("offload_model", "offload_optimizer", "move_model_batches", "padding_free", "packing",
               "sequence_parallel_size"):
         if k in cfg:

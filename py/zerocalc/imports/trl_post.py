@@ -6,7 +6,7 @@ flags people paste. Field names and defaults read at trl@f2cd577 (trl/trainer/*_
 Which config it is comes from the keys only that config has: GRPO/RLOO `num_generations`, `use_vllm`,
 `steps_per_generation`, `reward_weights`; KTO `desirable_weight` / `undesirable_weight`; Reward
 `center_rewards_coefficient`; CPO `cpo_alpha` / `simpo_gamma`; DPO `precompute_ref_log_probs`, `loss_type`,
-`rpo_alpha`. An ORPOConfig has no key of its own and reads as DPO (say ``post_training.method`` in the plan).
+`rpo_alpha` (post_training.rpo_alpha; a number means TRL <= 0.28, whose DPOConfig alone has it). An ORPOConfig has no key of its own and reads as DPO (say ``post_training.method`` in the plan).
 """
 from __future__ import annotations
 
@@ -135,7 +135,16 @@ def trl_post_keys(b: Builder, cfg: dict, take) -> None:
         pre = take("precompute_ref_log_probs")
         if pre is not None and as_bool("precompute_ref_log_probs", pre):
             b.set("precompute_ref_log_probs", "post_training.reference", "precomputed")
-        for k in ("loss_type", "precompute_ref_batch_size", "rpo_alpha", "desirable_weight", "undesirable_weight",
+        rpo = take("rpo_alpha")
+        if rpo is not None and method in ("dpo", "ipo"):
+            b.set("rpo_alpha", "post_training.rpo_alpha", as_number("rpo_alpha", rpo))
+            # DPOConfig has rpo_alpha up to 0.28 only (dpo_config.py v0.28.0; gone in v0.29.0)
+            b.set("rpo_alpha", "post_training.trainer_version", "0.28", default=True)
+            b.warn("trl-version", "rpo_alpha is a TRL <= 0.28 DPOConfig key: trainer_version 0.28 assumed "
+                                  "(post_training.trainer_version)")
+        elif "rpo_alpha" in cfg:
+            b.skip("rpo_alpha", rpo, NO_EFFECT)
+        for k in ("loss_type", "precompute_ref_batch_size", "desirable_weight", "undesirable_weight",
                   "center_rewards_coefficient", "cpo_alpha", "simpo_gamma", "label_smoothing"):
             if k in cfg:
                 b.skip(k, take(k), NO_EFFECT)

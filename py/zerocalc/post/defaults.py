@@ -41,6 +41,13 @@ post-training.md; the TRL ones read at trl@f2cd577).
   dropout included, and `F.dropout` with p = 0 returns its input (aten `_dropout`): no mask, no copy. GRPOConfig
   and RLOOConfig default to False, and TRL's PPO has no such switch: those keep the plan's dropout. Traced: the
   DPO LoRA fixtures (lora.dropout 0.05 in the peft config) hold no `native_dropout` mask.
+- DPO's NLL term (``rpo_alpha``; LLaMA-Factory ``pref_ftx``): TRL up to 0.28 runs `F.cross_entropy` over the
+  chosen rows' logits (trl/trainer/dpo_trainer.py `concatenated_forward`, v0.28.0 lines 1706-1714; v0.12.0
+  1291-1300), for the reference too (no `is_ref_model` guard); its DPOConfig dropped the key in 0.29. ms-swift
+  (swift/rlhf_trainers/dpo_trainer.py at 3602360, lines 129-131 and 168: `-origin_per_token_logps[:num_examples]
+  [loss_mask[:num_examples]].mean()`, policy only, computed whether or not rpo_alpha is set; used at 383-384) and
+  LLaMA-Factory (train/dpo/trainer.py `get_batch_loss_metrics`: `sft_loss = -policy_chosen_logps_avg`, added when
+  `ftx_gamma > 1e-6`) reuse the per-token log-probabilities they already hold: no buffer of their own.
 - The generator. TRL / ms-swift / LLaMA-Factory generate with HF `generate` unless `use_vllm`; colocated vLLM
   `gpu_memory_utilization` defaults: TRL 0.3 (`vllm_gpu_memory_utilization`), verl 0.5 (rollout.yaml),
   OpenRLHF 0.95 (`--vllm.gpu_memory_utilization`), ms-swift 0.9; verl always runs vLLM in its hybrid engine and
@@ -52,14 +59,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..plan import Plan
-from ..postplan import (GROUPED, NO_REFERENCE, ONLINE, Generator, PostTraining, RoleModel, default_generations,
-                        version_tuple)
+from ..postplan import (GROUPED, NO_REFERENCE, ONLINE, TRL_NEWEST, Generator, PostTraining, RoleModel,
+                        default_generations, version_tuple)
 
 TRL_LIKE = ("trl", "ms-swift", "llamafactory")       # built on TRL's trainers / the HF Trainer
 DEFAULT_LENGTHS = {"llamafactory": (1024, 1024)}     # cutoff_len 2048
 VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, "llamafactory": 0.9}
 LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-NEWEST = {"trl": (1, 16, 0)}                         # the newest release each trainer's rules were read in
+NEWEST = {"trl": TRL_NEWEST}                          # the newest release each trainer's rules were read in
 GROUPED_COMPLETION_512_SINCE = (1, 10, 0)            # TRL GRPO/RLOO max_completion_length: 256 before, 512 from
 GRPO_BETA_ZERO_SINCE = (0, 19, 0)                    # TRL GRPOConfig.beta: 0.04 up to 0.18.x, 0.0 from 0.19.0
 FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
@@ -101,6 +108,7 @@ class Post:
     critic: object               # RoleModel or None
     reward: object               # RoleModel or None
     no_dropout: bool = False     # the trainer sets every dropout to p = 0 (disable_dropout)
+    rpo_nll: bool = False        # TRL <= 0.28 DPO's rpo_alpha: a cross-entropy over the chosen rows' logits
 
     @property
     def online(self) -> bool:
@@ -210,4 +218,12 @@ def resolve(plan: Plan) -> Post | None:
                 reference=ref, ref_sharded=ref == "model" and shards, shards_models=shards,
                 ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
-                critic=critic, reward=reward, no_dropout=disables_dropout(pt))
+                critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt))
+
+
+def rpo_cross_entropy(pt: PostTraining) -> bool:
+    """Whether ``rpo_alpha`` runs a cross-entropy of its own over the chosen rows' logits (post/logprobs.py):
+    TRL's DPOTrainer up to 0.28 (`if self.args.rpo_alpha is not None`: 0.0 counts), not ms-swift's (its own
+    `concatenated_forward` takes the NLL from the per-token log-probs it has) nor LLaMA-Factory's `pref_ftx`
+    (`sft_loss = -policy_chosen_logps_avg`)."""
+    return pt.rpo_alpha is not None and pt.trainer == "trl"

@@ -62,6 +62,14 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   `.contiguous()` copy (B >= 2 rows) dies as the function returns, before get_batch_logps' own, larger moment.
   Checked on CPU eager (torch 2.13 profiler, fp32 logits, B = 1 pair): TRL 0.11.4's CPO loss code with
   cpo_alpha 1 holds 0.5 c·R·T·V more than with 0 saved, at the end of forward and at the backward peak.
+- DPO's ``rpo_alpha`` in TRL up to 0.28 (post/defaults.py `rpo_cross_entropy`): `concatenated_forward` runs,
+  after `selective_log_softmax`, `F.cross_entropy(torch.flatten(logits[:num_examples, :-1], end_dim=1), ...)`
+  (trl/trainer/dpo_trainer.py v0.28.0 lines 1706-1714, the same from v0.20.0; v0.12.0-v0.19 slice
+  `logits[:num_examples]`, B·V more, ignored): the chosen NLL above, whose log_softmax output c·B·(T-1)·V is saved.
+  The slice is not contiguous, so `flatten` copies it (c·B·(T-1)·V) for the length of the call: the policy's
+  moment c·n + c·n' + 2e (e the output) stays under its backward peak + e, so only the saved output is counted.
+  The reference's `concatenated_forward` (under no_grad, `is_ref_model=True`, not guarded) runs it too: the
+  copy and the output beside its logits, c·n + 2e, where the per-row loop's one row has died.
 A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero.
 """
 from __future__ import annotations
@@ -158,6 +166,13 @@ def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int,
     if trainer == "llamafactory":
         return max((0 if c == 4 else c * n) + 4 * n, 8 * n)
     return c * n
+
+
+def reference_chosen_nll(ref: int, pairs: int, positions: int, vocab: int, c: int) -> int:
+    """The reference's no-grad logits moment with TRL <= 0.28's rpo_alpha cross-entropy (see the module
+    docstring): its logits beside the chosen rows' flattened copy and their log_softmax, or ``ref`` if larger."""
+    extra = c * pairs * max(positions - 1, 1) * vocab
+    return max(ref, c * 2 * pairs * positions * vocab + 2 * extra)
 
 
 def chosen_nll(lg: Logits, pairs: int, positions: int, vocab: int, c: int) -> Logits:

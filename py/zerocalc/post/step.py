@@ -27,7 +27,7 @@ from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy, with_copy
 from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes
 from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
-                       policy_logprob_buffers, reference_forward_bytes, upcast_buffers)
+                       policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes, upcast_buffers)
 from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch
 
 
@@ -69,7 +69,7 @@ def policy_buffers(sp: Plan, si: StepInputs, post: Post) -> Logits:
         lg = kernel_buffers(post.rows, post.logit_positions, v, c)
     else:
         lg = policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c, fused=sp.loss == "chunked")
-    if post.method in CHOSEN_NLL and post.trainer in ("trl", "ms-swift") and sp.loss != "chunked":
+    if (post.method in CHOSEN_NLL or post.rpo_nll) and post.trainer in ("trl", "ms-swift") and sp.loss != "chunked":
         lg = chosen_nll(lg, post.rows // 2, post.logit_positions, v, c)
     return lg
 
@@ -111,6 +111,8 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
             ref = kernel_buffers(post.rows, post.length, v, c).forward_peak
         else:
             ref = reference_forward_bytes(post.trainer, post.rows, post.length, v, c, fused=sp.loss == "chunked")
+            if post.rpo_nll and sp.loss != "chunked":
+                ref = reference_chosen_nll(ref, post.rows // 2, post.length, v, c)
         if cast:
             # the policy's L16 died at its copy: the reference meets what the policy's forward ends with
             ref = max(0, policy_buffers(sp, si, post).forward_peak
