@@ -29,7 +29,7 @@ from zerocalc.model import model_from_config
 DATA = Path(__file__).parent / "data"
 FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
             "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace", "rwkv_trace", "zamba_trace",
-            "xlstm_trace")
+            "xlstm_trace", "qwen3_next_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -418,10 +418,20 @@ BEFORE = ("before these rules (the classic block of the mixer's linears), activa
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
 def test_step_within_3_percent_of_the_trace(case):
     """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba | zamba2 |
-    recurrent_gemma | rwkv | zamba | xlstm]
+    recurrent_gemma | rwkv | zamba | xlstm | qwen3_next]
     on fake
     tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
     far off the engine was."""
     eng = engine_breakdown(case["plan"])
     rows = compare(case, eng)
     assert all(r["ok"] for r in rows), f"{BEFORE}\n" + format_rows(case["id"], case, eng, rows)
+
+def test_delta_rule_saves_by_hand():
+    """fla ChunkGatedDeltaRuleFunction at t = 512, bf16, key 8*128 = 1024, value 16*128 = 2048: q and k
+    (2*512*1024 each), their fp32 rstd (2 * 4*512*8), v (2*512*2048), fp32 g (4*512*16), A (2*512*16*64):
+    1,048,576 * 2 + 32,768 + 2,097,152 + 32,768 + 1,048,576 = 5,308,416 B."""
+    from zerocalc.memory.blocks import SavedSet
+    from zerocalc.memory.deltanet import delta_rule_saves
+    ss = SavedSet()
+    delta_rule_saves(ss, 512, 2, 1024, 2048, 8, 16)
+    assert ss.total == 2 * 1_048_576 + 32_768 + 2_097_152 + 32_768 + 1_048_576 == 5_308_416
