@@ -34,10 +34,12 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace recurrent_gemma > tests/data/recurrent_gemma_trace.json   (PyTorch on GPUs too)
   python -m tools.memtrace.ssm_trace rwkv > tests/data/rwkv_trace.json   (WkvStandIn: the kernels-community/rwkv kernel)
   python -m tools.memtrace.ssm_trace qwen3_next > tests/data/qwen3_next_trace.json   (GatedDeltaStandIn: fla's kernel)
+  python -m tools.memtrace.ssm_trace qwen3_5_text > tests/data/qwen3_5_trace.json   (the same kernels, split in_proj)
 
 Qwen3-Next's Gated DeltaNet (modeling_qwen3_next.py Qwen3NextGatedDeltaNet.forward) calls `causal_conv1d_fn` (the
 hub kernel "causal_conv1d_fn", ConvStandIn) and `torch_chunk_gated_delta_rule`, the hub kernel
 "chunk_gated_delta_rule" of fla on a GPU: GatedDeltaStandIn keeps what fla's ChunkGatedDeltaRuleFunction keeps.
+Qwen3.5's (modeling_qwen3_5.py Qwen3_5GatedDeltaNet.forward) calls the same two, on in_proj_qkv's output.
 
 Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls `causal_conv1d_fn` and `mamba_selective_scan`, the
 hub kernels "causal_conv1d_fn" (causal-conv1d) and "selective_scan_fn" (mamba_ssm) on a GPU: ConvStandIn and
@@ -116,6 +118,13 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
                          "mlp_only_layers": [0, 1, 2, 3],
                          "layer_types": ["linear_attention", "linear_attention", "linear_attention",
                                          "full_attention"]},
+          # Qwen3.5's dense text default (h 4096, 16/4 heads of 256, Gated DeltaNet 16 / 32 heads of 128, MLP 12288)
+          # at h 1024: the Qwen3-Next shapes above, split projections
+          "qwen3_5_text": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+                           "num_key_value_heads": 2, "head_dim": 128, "linear_num_key_heads": 8,
+                           "linear_num_value_heads": 16, "intermediate_size": 2816,
+                           "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                                           "full_attention"]},
           # Zamba's default (Mamba of 2 heads, state 16, expand 2, dt rank 232; one shared block of MHA 16 heads over
           # 2h, GELU-gated MLP 4h) at h 1024: 2 mixer heads of 1024, dt rank 64, 16 heads of 128 over 2h = 2048,
           # MLP 2816, 4 layers with the shared block called at 1 and 3
@@ -336,9 +345,10 @@ def mamba_ssm_kernel():
         m.causal_conv1d_fn, m.mamba_selective_scan = _conv_stand_in, _scan_stand_in
     rwkv.rwkv_linear_attention = _wkv_stand_in
     # Qwen3-Next's Gated DeltaNet: the causal-conv1d kernel (silu inside it) and fla's chunk rule
-    qn = importlib.import_module("transformers.models.qwen3_next.modeling_qwen3_next")
-    prev_qn = qn.causal_conv1d_fn, qn.torch_chunk_gated_delta_rule
-    qn.causal_conv1d_fn, qn.torch_chunk_gated_delta_rule = _conv_stand_in, _delta_stand_in
+    deltas = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in ("qwen3_next", "qwen3_5")]
+    prev_deltas = [(m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule) for m in deltas]
+    for m in deltas:
+        m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule = _conv_stand_in, _delta_stand_in
     try:
         yield
     finally:
@@ -348,7 +358,8 @@ def mamba_ssm_kernel():
         for m, (conv, scan) in zip(scans, prev_scans):
             m.causal_conv1d_fn, m.mamba_selective_scan = conv, scan
         rwkv.rwkv_linear_attention = prev_rwkv
-        qn.causal_conv1d_fn, qn.torch_chunk_gated_delta_rule = prev_qn
+        for m, (conv, delta) in zip(deltas, prev_deltas):
+            m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule = conv, delta
 
 
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["in_proj"]}  # PEFT refuses out_proj, conv1d on Mamba
@@ -360,7 +371,7 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba", "zamba2",
-                      "recurrent_gemma", "rwkv", "zamba", "qwen3_next"):
+                      "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
@@ -368,7 +379,9 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
                    "recurrent_gemma": ["linear_x", "linear_y", "linear_out", "q_proj", "v_proj"],
                    "rwkv": ["key", "value", "receptance", "output"],
                    "qwen3_next": ["in_proj_qkvz", "in_proj_ba", "out_proj", "q_proj", "k_proj", "v_proj",
-                                  "o_proj"]}.get(
+                                  "o_proj"],
+                   "qwen3_5_text": ["in_proj_qkv", "in_proj_z", "out_proj", "q_proj", "k_proj", "v_proj",
+                                    "o_proj"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
         name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
         return [(f"{name}-full-s512", base),

@@ -12,6 +12,10 @@ from .families import LLAMA_LIKE, spec_for
 from .hybrid import deltanet_dims, gated_deltanet, is_linear_layer, lightning_attention
 from .moe import is_sparse, mla_attention, mla_spec, moe_block, moe_spec
 
+# Gated DeltaNet hybrids whose layers memory/deltanet.py holds to traces (tools/memtrace/ssm_trace.py qwen3_next,
+# qwen3_5_text; Qwen3.5-MoE: Qwen3.5's layers with Qwen3-Next's sparse block)
+DELTANET_TRACED = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+
 
 def switch(c: ConfigReader, value) -> bool:
     """A family switch: a constant, or (field, default) with ``a|b`` naming alternative field names."""
@@ -170,8 +174,9 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
         deltanet=deltanet_dims(c) if s["linear_attn"] in ("fused", "split") else None,
         support="exact parameter count; activations approximate (the linear-attention layers are costed as the "
                 "model's attention layers)" if s["linear_attn"] == "lightning" else
-                "exact parameter count; activations approximate (the Gated DeltaNet layers by Qwen3-Next's traced "
-                "rule, memory/deltanet.py; the split projections not traced)" if s["linear_attn"] == "split" else "exact")
+                "exact parameter count; activations approximate (the Gated DeltaNet layers by Qwen3.5's traced rule, "
+                "memory/deltanet.py; this model's other layers not traced)"
+                if s["linear_attn"] and model_type not in DELTANET_TRACED else "exact")
 
 
 __all__ = ["LLAMA_LIKE", "llama_like", "switch"]
