@@ -33,6 +33,13 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace xlstm > tests/data/xlstm_trace.json   (transformers' native mLSTM, bf16-mixed)
   python -m tools.memtrace.ssm_trace recurrent_gemma > tests/data/recurrent_gemma_trace.json   (PyTorch on GPUs too)
   python -m tools.memtrace.ssm_trace rwkv > tests/data/rwkv_trace.json   (WkvStandIn: the kernels-community/rwkv kernel)
+  python -m tools.memtrace.ssm_trace qwen3_next > tests/data/qwen3_next_trace.json   (GatedDeltaStandIn: fla's kernel)
+  python -m tools.memtrace.ssm_trace qwen3_5_text > tests/data/qwen3_5_trace.json   (the same kernels, split in_proj)
+
+Qwen3-Next's Gated DeltaNet (modeling_qwen3_next.py Qwen3NextGatedDeltaNet.forward) calls `causal_conv1d_fn` (the
+hub kernel "causal_conv1d_fn", ConvStandIn) and `torch_chunk_gated_delta_rule`, the hub kernel
+"chunk_gated_delta_rule" of fla on a GPU: GatedDeltaStandIn keeps what fla's ChunkGatedDeltaRuleFunction keeps.
+Qwen3.5's (modeling_qwen3_5.py Qwen3_5GatedDeltaNet.forward) calls the same two, on in_proj_qkv's output.
 
 Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls `causal_conv1d_fn` and `mamba_selective_scan`, the
 hub kernels "causal_conv1d_fn" (causal-conv1d) and "selective_scan_fn" (mamba_ssm) on a GPU: ConvStandIn and
@@ -102,6 +109,22 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
           # RWKV's default (h 4096, 32 layers, attention_hidden_size h, FFN 4h) at h 1024, 2 layers
           "rwkv": {"hidden_size": 1024, "num_hidden_layers": 2, "attention_hidden_size": 1024,
                    "intermediate_size": 4096},
+          # Qwen3-Next's default (h 2048, 16/2 heads of 256, Gated DeltaNet 16 key / 32 value heads of 128, 512
+          # experts) at h 1024: 8/2 heads of 128, 8 key / 16 value heads of 128, 4 layers linear x3 then full,
+          # the dense MLP (2816) in every layer (mlp_only_layers; the MoE layers are traced elsewhere)
+          "qwen3_next": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+                         "num_key_value_heads": 2, "head_dim": 128, "linear_num_key_heads": 8,
+                         "linear_num_value_heads": 16, "intermediate_size": 2816, "num_experts": 4,
+                         "mlp_only_layers": [0, 1, 2, 3],
+                         "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                                         "full_attention"]},
+          # Qwen3.5's dense text default (h 4096, 16/4 heads of 256, Gated DeltaNet 16 / 32 heads of 128, MLP 12288)
+          # at h 1024: the Qwen3-Next shapes above, split projections
+          "qwen3_5_text": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+                           "num_key_value_heads": 2, "head_dim": 128, "linear_num_key_heads": 8,
+                           "linear_num_value_heads": 16, "intermediate_size": 2816,
+                           "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                                           "full_attention"]},
           # Zamba's default (Mamba of 2 heads, state 16, expand 2, dt rank 232; one shared block of MHA 16 heads over
           # 2h, GELU-gated MLP 4h) at h 1024: 2 mixer heads of 1024, dt rank 64, 16 heads of 128 over 2h = 2048,
           # MLP 2816, 4 layers with the shared block called at 1 and 3
@@ -244,6 +267,40 @@ class WkvStandIn(torch.autograd.Function):
                 torch.empty_like(value))
 
 
+class GatedDeltaStandIn(torch.autograd.Function):
+    """fla's ChunkGatedDeltaRuleFunction (fla/ops/gated_delta_rule/chunk.py) with use_qk_l2norm_in_kernel: input_guard
+    makes q, k, v, g, beta contiguous; l2norm_fwd returns new q and k and their fp32 rstd (one per row); the
+    forward's chunk_local_cumsum g (fp32), solve_tril's A (b, s, Hv, 64) in k's dtype, the w / u / h / v_new / o
+    temporaries; ``ctx.save_for_backward(q, q_rstd, k, k_rstd, v, g, beta, A, initial_state, cu_seqlens)``,
+    returns ``o.to(q.dtype)`` (like v), no arithmetic."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, g, beta):
+        q, k, v, g, beta = (t.contiguous() for t in (q, k, v, g, beta))
+        b, s, hv, dv = v.shape
+        qn, kn = torch.empty_like(q), torch.empty_like(k)
+        q_rstd = torch.empty(q.numel() // q.shape[-1], dtype=torch.float32, device=q.device)
+        k_rstd = torch.empty(k.numel() // k.shape[-1], dtype=torch.float32, device=k.device)
+        gc = torch.empty(g.shape, dtype=torch.float32, device=g.device)
+        A = k.new_empty((b, s, hv, 64))
+        w, u = k.new_empty((b, s, hv, k.shape[-1])), torch.empty_like(v)
+        h = k.new_empty((b, -(-s // 64), hv, k.shape[-1], dv))
+        v_new, o = torch.empty_like(v), torch.empty_like(v)
+        del w, u, h, v_new
+        ctx.save_for_backward(qn, q_rstd, kn, k_rstd, v, gc, beta, A)
+        return o.to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, do):
+        q, _, k, _, v, g, beta, _ = ctx.saved_tensors
+        return tuple(torch.empty_like(t) for t in (q, k, v, g, beta))
+
+
+def _delta_stand_in(query, key, value, g, beta, chunk_size=64, initial_state=None, output_final_state=False,
+                    use_qk_l2norm_in_kernel=False, **kwargs):
+    return GatedDeltaStandIn.apply(query, key, value, g, beta), None
+
+
 def _wkv_stand_in(time_decay, time_first, key, value, state=None, return_state=False):
     return WkvStandIn.apply(time_decay, time_first, key, value), None
 
@@ -287,6 +344,11 @@ def mamba_ssm_kernel():
     for m in scans:
         m.causal_conv1d_fn, m.mamba_selective_scan = _conv_stand_in, _scan_stand_in
     rwkv.rwkv_linear_attention = _wkv_stand_in
+    # Qwen3-Next's Gated DeltaNet: the causal-conv1d kernel (silu inside it) and fla's chunk rule
+    deltas = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in ("qwen3_next", "qwen3_5")]
+    prev_deltas = [(m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule) for m in deltas]
+    for m in deltas:
+        m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule = _conv_stand_in, _delta_stand_in
     try:
         yield
     finally:
@@ -296,6 +358,8 @@ def mamba_ssm_kernel():
         for m, (conv, scan) in zip(scans, prev_scans):
             m.causal_conv1d_fn, m.mamba_selective_scan = conv, scan
         rwkv.rwkv_linear_attention = prev_rwkv
+        for m, (conv, delta) in zip(deltas, prev_deltas):
+            m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule = conv, delta
 
 
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["in_proj"]}  # PEFT refuses out_proj, conv1d on Mamba
@@ -307,13 +371,17 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba", "zamba2",
-                      "recurrent_gemma", "rwkv", "zamba"):
+                      "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
                    "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
                    "recurrent_gemma": ["linear_x", "linear_y", "linear_out", "q_proj", "v_proj"],
-                   "rwkv": ["key", "value", "receptance", "output"]}.get(
+                   "rwkv": ["key", "value", "receptance", "output"],
+                   "qwen3_next": ["in_proj_qkvz", "in_proj_ba", "out_proj", "q_proj", "k_proj", "v_proj",
+                                  "o_proj"],
+                   "qwen3_5_text": ["in_proj_qkv", "in_proj_z", "out_proj", "q_proj", "k_proj", "v_proj",
+                                    "o_proj"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
         name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
         return [(f"{name}-full-s512", base),

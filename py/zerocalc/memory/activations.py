@@ -83,7 +83,9 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
         y, y_bytes = outside_blocks(ss, c, arch, plan.method != "full" and plan.activation_checkpointing == "full")
     elif arch.family in ("llama", "gemma", "t5"):
         y = (final_norm(ss, c, arch, "resid_final") if arch.model_type in LAYERNORM_HEADS
-             else rmsnorm(ss, c, "final_norm", "resid_final", h, arch.family == "gemma"))
+             else rmsnorm(ss, c, "final_norm", "resid_final", h,
+                          # Qwen3NextRMSNorm / Qwen3_5RMSNorm: Gemma's `output * (1.0 + self.weight.float())`
+                          arch.family == "gemma" or arch.deltanet is not None))
         if stack.trainer != "torchtune":
             # torchtune's RoPE multiplies by slices of its fp32 cache buffer, which is all it saves
             # (models/llama3_1/_position_embeddings.py:181-184 Llama3ScaledRoPE.forward; traced)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..model import Linear, ModelArch
+from .deltanet import gated_deltanet_layer
 from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear
 from .lora import Adapter
 from .ssm_hybrids import block_saved_bytes as ssm_saved_bytes  # blocks.py's, with the state-space mixers
@@ -365,6 +366,8 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
     memory/ssm_blocks.py's for a state-space / hybrid block, else memory/blocks.py's (also for the trainers that
     run their own model code: LitGPT, torchtune, torchtitan)."""
     rule = block_saved_bytes if c.own_model else RULES.get(arch.model_type, ssm_saved_bytes)
+    if arch.deltanet is not None and not c.own_model:
+        rule = gated_deltanet_layer               # memory/deltanet.py (its full-attention layers: blocks.py's)
     return rule(arch, c, linears, adapters)
 
 

@@ -90,6 +90,11 @@ class ModelArch:
     # a BART-lineage causal decoder's layer switches (model/decoders.py layer_switches) where memory/blocks_bart.py
     # models its activations: post_ln, emb_ln, final_ln, act, act_dropout, attn_dropout
     bart: Mapping | None = None
+    # each decoder layer's linears where the layers differ in kind (hybrid linear attention: model/hybrid.py);
+    # layers of one kind share one tuple
+    layer_linears: tuple | None = None
+    # a Gated DeltaNet's dims (model/hybrid.py deltanet_dims: key, value, nk, nv) where memory/deltanet.py models it
+    deltanet: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:

@@ -11,8 +11,8 @@ value = nv·dv, conv = 2·key + value:
   in_proj_b and in_proj_a (h -> nv each).
 
 Their full-attention layers are gated: q_proj projects to 2 x heads x head_dim (query and its gate).
-The parameters are exact (tests/test_architectures.py); the recurrent state's activations are not traced
-(the layer is costed as an attention block of the same linears)."""
+The parameters are exact (tests/test_architectures.py); the layer's activations: memory/deltanet.py (the
+causal-conv1d and fla kernels' saves; traced for Qwen3-Next: tools/memtrace/ssm_trace.py qwen3_next)."""
 from __future__ import annotations
 
 from .arch import Linear
@@ -40,6 +40,13 @@ def lightning_attention(b: TensorList, p: str, h: int, heads: int, hd: int, out:
     for name, d_in, d_out in (("qkv_proj", h, 3 * inner), ("out_proj", inner, h), ("output_gate", h, inner)):
         b.linear(f"{a}.{name}", d_in, d_out, "attention")
         out.append(Linear(name, d_in, d_out))
+
+
+def deltanet_dims(c: ConfigReader) -> dict:
+    """key = nk·dk, value = nv·dv and the head counts, for memory/deltanet.py."""
+    nk, nv = c.int("linear_num_key_heads", default=16), c.int("linear_num_value_heads", default=32)
+    dk, dv = c.int("linear_key_head_dim", default=128), c.int("linear_value_head_dim", default=128)
+    return {"key": nk * dk, "value": nv * dv, "nk": nk, "nv": nv}
 
 
 def gated_deltanet(b: TensorList, p: str, h: int, c: ConfigReader, fused: bool, out: list[Linear]) -> None:

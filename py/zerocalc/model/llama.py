@@ -9,8 +9,12 @@ from ..errors import PlanError
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .families import LLAMA_LIKE, spec_for
-from .hybrid import gated_deltanet, is_linear_layer, lightning_attention
+from .hybrid import deltanet_dims, gated_deltanet, is_linear_layer, lightning_attention
 from .moe import is_sparse, mla_attention, mla_spec, moe_block, moe_spec
+
+# Gated DeltaNet hybrids whose layers memory/deltanet.py holds to traces (tools/memtrace/ssm_trace.py qwen3_next,
+# qwen3_5_text; Qwen3.5-MoE: Qwen3.5's layers with Qwen3-Next's sparse block)
+DELTANET_TRACED = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 
 
 def switch(c: ConfigReader, value) -> bool:
@@ -74,6 +78,8 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     block_linears: list[Linear] = []
     dense_linears: list[Linear] = []
+    kinds: dict[tuple, tuple] = {}            # hybrid linear attention: each layer's linears, one tuple per kind
+    per_layer: list[tuple] = []
     for i in range(n_layers):
         p = f"model.layers.{i}"
         att: list[Linear] = []
@@ -144,6 +150,9 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             block_linears = att + mlp
         else:
             dense_linears = att + mlp
+        if s["linear_attn"]:
+            lins = tuple(att + mlp)
+            per_layer.append(kinds.setdefault(lins, lins))
     norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
@@ -161,8 +170,13 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
         attn_softcap=bool(c.cfg.get("attn_logit_softcapping")), final_softcap=bool(c.cfg.get("final_logit_softcapping")),
         dropout=0.0, tensors=tuple(b.tensors), block_linears=tuple(block_linears),
         dense_block_linears=tuple(dense_linears),
+        layer_linears=tuple(per_layer) if s["linear_attn"] in ("fused", "split") else None,
+        deltanet=deltanet_dims(c) if s["linear_attn"] in ("fused", "split") else None,
         support="exact parameter count; activations approximate (the linear-attention layers are costed as the "
-                "model's attention layers)" if s["linear_attn"] else "exact")
+                "model's attention layers)" if s["linear_attn"] == "lightning" else
+                "exact parameter count; activations approximate (the Gated DeltaNet layers by Qwen3.5's traced rule, "
+                "memory/deltanet.py; this model's other layers not traced)"
+                if s["linear_attn"] and model_type not in DELTANET_TRACED else "exact")
 
 
 __all__ = ["LLAMA_LIKE", "llama_like", "switch"]
