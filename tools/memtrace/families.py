@@ -88,6 +88,18 @@ CONFIGS = {
                   "num_kv_heads": 4, "num_hidden_layers": 4, "vocab_size": 65024, "new_decoder_architecture": True,
                   "parallel_attn": True, "bias": False, "alibi": False, "activation": "gelu", "hidden_dropout": 0.0,
                   "attention_dropout": 0.0, "max_position_embeddings": 2048, "tie_word_embeddings": False},
+    # google/gemma-4-E2B's text layout (Gemma4TextConfig): sliding layers of head_dim 256, full-attention layers
+    # of global_head_dim 512 (Gemma4TextConfig.__post_init__'s per_layer_config), one KV head, the last 2 of 4
+    # layers reusing the K/V of the last earlier layer of their type (num_kv_shared_layers) with the double-wide
+    # MLP, per-layer inputs (hidden_size_per_layer_input 128 of a 32768-row table), final logit soft-capping 30,
+    # tied head
+    "gemma4": {"model_type": "gemma4_text", "hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 4,
+               "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "global_head_dim": 512,
+               "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+               "sliding_window": 512, "num_kv_shared_layers": 2, "use_double_wide_mlp": True,
+               "hidden_size_per_layer_input": 128, "vocab_size": 32768, "vocab_size_per_layer_input": 32768,
+               "final_logit_softcapping": 30.0, "attention_dropout": 0.0, "max_position_embeddings": 4096,
+               "tie_word_embeddings": True},
 }
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -96,7 +108,7 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "phi": ["q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2"],
            "starcoder2": ["q_proj", "k_proj", "v_proj", "o_proj", "c_fc", "c_proj"],
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-              for fam in ("stablelm", "olmo", "cohere", "qwen3")},
+              for fam in ("stablelm", "olmo", "cohere", "qwen3", "gemma4")},
            "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
            "bigcode": ["c_attn", "c_proj", "c_fc"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}

@@ -66,6 +66,8 @@ def _adapters(linears: tuple[Linear, ...], targets: tuple[str, ...], rank: int,
 def block_linears_per_layer(arch: ModelArch) -> list[tuple[Linear, ...]]:
     if arch.ssm and "layers" in arch.ssm:
         return list(arch.ssm["layers"])            # hybrids: each layer's kind (model/ssm.py)
+    if arch.layer_linears is not None:
+        return list(arch.layer_linears)            # layers of their own shapes (model/gemma4.py)
     dense = arch.moe.dense_layers if arch.moe else arch.num_layers
     return [arch.dense_block_linears if i < dense else arch.block_linears for i in range(arch.num_layers)]
 
