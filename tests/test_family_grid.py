@@ -18,7 +18,7 @@ ROWS = sorted(GRID.glob("*.json"))
 def test_every_family_has_its_four_rows():
     ids = {p.stem for p in ROWS}
     for fam in ("opt", "neox", "gptj", "phi", "starcoder2", "stablelm", "olmo", "cohere",
-                "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4"):
+                "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax"):
         assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
                 f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s1024-b2"} <= ids, fam
 
@@ -102,3 +102,23 @@ def test_gemma4_layers_keep_their_own_shapes():
     assert layers[1] == 87_400_448
     assert layers[2] == 83_189_760
     assert checkpointed_kv(arch, 2, 2048) == 6_291_456
+
+
+def test_minimax_lightning_layer_keeps_its_block_loop():
+    """memory/blocks_lightning.py on the minimax row's config (h 768, 6 heads of 128: inner 768, block_size 256, 4
+    experts top-2 of 1024), bf16 full training, b 2 x s 512 = 1024 tokens, so nb = 2 blocks of (2, 6, 256, 128)
+    = 786,432 bytes. Layer 2 (linear attention): input_layernorm fp32 input 3072 + rsqrt 4 + normalised 1536 and
+    its output 1536; SiLU's input 3 x 1536 = 4608; the norm over inner 4612, sigmoid 1536, norm output 1536,
+    out_proj's input 1536; post_attention_layernorm 4612: 24,588 per token = 25,178,112 bytes. The block loop:
+    (6·2 - 3) x 786,432 = 7,077,888, two (2, 6, 256, 256) scores 3,145,728, two (2, 6, 128, 128) states 786,432.
+    The experts (memory/blocks.py sparse_moe): router input 1536, fp32 probabilities 16, gathered 2 x 1536,
+    gate_up 2 x 2 x 2048, SiLU 4096, product 4096, weighted outputs 3072, routing indices 84: 24,164 per token =
+    24,743,936. In all 60,932,096 bytes (the trace's layer 2: 58.11 MiB)."""
+    from tools.memtrace.families import rows  # noqa: PLC0415
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == "minimax-full-pure-flash-s512-b2")
+    plan = Plan.from_dict({k: v for k, v in row.items() if k != "id"})
+    layers = activations(plan, model_from_config(row["model"]), dtypes_for(plan)).layers
+    assert layers[2] == 25_178_112 + 7_077_888 + 3_145_728 + 786_432 + 24_743_936

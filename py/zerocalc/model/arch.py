@@ -94,6 +94,9 @@ class ModelArch:
     # reused from an earlier layer, double-wide MLPs, per-layer input gates); None: ``block_linears`` (and
     # ``dense_block_linears`` for MoE models' first layers) for every layer (memory/lora.py block_linears_per_layer)
     layer_linears: tuple | None = None
+    # MiniMax's lightning attention layers (model/hybrid.py lightning_attention): {"block_size": ...} where
+    # memory/blocks_lightning.py costs them, else None
+    lightning: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:

@@ -74,6 +74,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     block_linears: list[Linear] = []
     dense_linears: list[Linear] = []
+    per_layer: list[tuple] = []          # lightning hybrids: each layer's linears (ModelArch.layer_linears)
     for i in range(n_layers):
         p = f"model.layers.{i}"
         att: list[Linear] = []
@@ -144,6 +145,9 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
             block_linears = att + mlp
         else:
             dense_linears = att + mlp
+        if s["linear_attn"] == "lightning":
+            lins = tuple(att + mlp)
+            per_layer.append(next((x for x in per_layer if x == lins), lins))
     norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
@@ -160,9 +164,10 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
         norms_per_layer=len(s["block_norms"]), qk_norm=qk_norm, causal_lm=True, moe=moe, mla=mla,
         attn_softcap=bool(c.cfg.get("attn_logit_softcapping")), final_softcap=bool(c.cfg.get("final_logit_softcapping")),
         dropout=0.0, tensors=tuple(b.tensors), block_linears=tuple(block_linears),
-        dense_block_linears=tuple(dense_linears),
+        dense_block_linears=tuple(dense_linears), layer_linears=tuple(per_layer) if per_layer else None,
+        lightning={"block_size": c.int("block_size", default=256)} if s["linear_attn"] == "lightning" else None,
         support="exact parameter count; activations approximate (the linear-attention layers are costed as the "
-                "model's attention layers)" if s["linear_attn"] else "exact")
+                "model's attention layers)" if s["linear_attn"] in ("fused", "split") else "exact")
 
 
 __all__ = ["LLAMA_LIKE", "llama_like", "switch"]
