@@ -18,7 +18,7 @@ ROWS = sorted(GRID.glob("*.json"))
 def test_every_family_has_its_four_rows():
     ids = {p.stem for p in ROWS}
     for fam in ("opt", "neox", "gptj", "phi", "starcoder2", "stablelm", "olmo", "cohere",
-                "phi3", "bigcode", "qwen3", "falcon", "falcon40b"):
+                "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax"):
         assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
                 f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s1024-b2"} <= ids, fam
 
@@ -34,6 +34,10 @@ def test_saved_activations_within_3_percent(path):
     plan = row["plan"]
     t = plan["seq_len"] * plan["micro_batch_size"]
     traced -= 4 * t * plan["model"]["vocab_size"]
+    if plan["model"].get("final_logit_softcapping"):
+        # Gemma's soft-capping keeps its 16-bit tanh output (b·s·V·2 bytes; every row computes in bf16), which the
+        # engine books under logits too (memory/logits.py)
+        traced -= 2 * t * plan["model"]["vocab_size"]
     detail = estimate(Plan.from_dict(plan)).to_dict()["per_gpu"]["detail"]
     engine = detail["saved_activations"] + detail.get("head_activations", 0) + detail.get("autocast_weight_copies", 0)
     assert abs(engine - traced) <= 0.03 * traced, (engine / 2**20, traced / 2**20)
@@ -69,3 +73,52 @@ def test_falcon_new_decoder_architecture_counts_ln_attn_and_ln_mlp():
     assert sum(t.numel for t in arch.tensors) == 177_227_776
     assert arch.norms_per_layer == 2
     assert model_from_config(CONFIGS["falcon"]).norms_per_layer == 1
+
+
+def test_gemma4_layers_keep_their_own_shapes():
+    """memory/blocks_gemma4.py on the gemma4 row's config (h 768, 4 heads, one KV head, sliding head_dim 256, full
+    head_dim 512, layers 2-3 reuse layers 0-1's K/V with a 2 x 2048 MLP, per-layer inputs 128), bf16 full training
+    with flash attention, b 2 x s 512 = 1024 tokens; bytes per token (Gemma4RMSNorm over d with g rows: fp32 input
+    4d, normalised 4d, rsqrt and mean square 8g):
+    - layer 1 (full attention, stores K/V): input_layernorm 6152 + its bf16 output 1536; q_norm over 4 x 512:
+      16384 + 32; k_norm 4096 + 8; v_norm (no weight) 2048 + 8; FA2 q 4096, k 1024, v 1024, out 4096, lse 16;
+      post_attention 6152; pre_feedforward 6152 + 1536; MLP gate/up/act/product 4 x 2 x 2048 = 16384;
+      post_feedforward 6152; per-layer input gate's input 1536, GELU in/out 2 x 256, product 256,
+      post_per_layer_input_norm 6152: 85,352 per token = 87,400,448 bytes;
+    - layer 2 (sliding, reuses layer 0's K/V, double-wide MLP): no k/v projections, norms or K/V; q_norm over
+      4 x 256: 8192 + 32; FA2 q 2048, out 2048, lse 16; MLP 4 x 2 x 4096 = 32768: 81,240 per token =
+      83,189,760 bytes (the trace's layers 1 and 2: 84.37 and 79.35 MiB with layer 1's 1 MiB of rotary tables);
+    - full checkpointing keeps the storing layers' K/V alive in shared_kv_states: 2 x 2 x 2048 x (256 + 512)
+      = 6,291,456 bytes at s 1024."""
+    from tools.memtrace.families import rows  # noqa: PLC0415
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.blocks_gemma4 import checkpointed_kv  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == "gemma4-full-pure-flash-s512-b2")
+    plan = Plan.from_dict({k: v for k, v in row.items() if k != "id"})
+    arch = model_from_config(row["model"])
+    layers = activations(plan, arch, dtypes_for(plan)).layers
+    assert layers[1] == 87_400_448
+    assert layers[2] == 83_189_760
+    assert checkpointed_kv(arch, 2, 2048) == 6_291_456
+
+
+def test_minimax_lightning_layer_keeps_its_block_loop():
+    """memory/blocks_lightning.py on the minimax row's config (h 768, 6 heads of 128: inner 768, block_size 256, 4
+    experts top-2 of 1024), bf16 full training, b 2 x s 512 = 1024 tokens, so nb = 2 blocks of (2, 6, 256, 128)
+    = 786,432 bytes. Layer 2 (linear attention): input_layernorm fp32 input 3072 + rsqrt 4 + normalised 1536 and
+    its output 1536; SiLU's input 3 x 1536 = 4608; the norm over inner 4612, sigmoid 1536, norm output 1536,
+    out_proj's input 1536; post_attention_layernorm 4612: 24,588 per token = 25,178,112 bytes. The block loop:
+    (6·2 - 3) x 786,432 = 7,077,888, two (2, 6, 256, 256) scores 3,145,728, two (2, 6, 128, 128) states 786,432.
+    The experts (memory/blocks.py sparse_moe): router input 1536, fp32 probabilities 16, gathered 2 x 1536,
+    gate_up 2 x 2 x 2048, SiLU 4096, product 4096, weighted outputs 3072, routing indices 84: 24,164 per token =
+    24,743,936. In all 60,932,096 bytes (the trace's layer 2: 58.11 MiB)."""
+    from tools.memtrace.families import rows  # noqa: PLC0415
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == "minimax-full-pure-flash-s512-b2")
+    plan = Plan.from_dict({k: v for k, v in row.items() if k != "id"})
+    layers = activations(plan, model_from_config(row["model"]), dtypes_for(plan)).layers
+    assert layers[2] == 25_178_112 + 7_077_888 + 3_145_728 + 786_432 + 24_743_936

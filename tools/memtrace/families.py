@@ -88,6 +88,27 @@ CONFIGS = {
                   "num_kv_heads": 4, "num_hidden_layers": 4, "vocab_size": 65024, "new_decoder_architecture": True,
                   "parallel_attn": True, "bias": False, "alibi": False, "activation": "gelu", "hidden_dropout": 0.0,
                   "attention_dropout": 0.0, "max_position_embeddings": 2048, "tie_word_embeddings": False},
+    # google/gemma-4-E2B's text layout (Gemma4TextConfig): sliding layers of head_dim 256, full-attention layers
+    # of global_head_dim 512 (Gemma4TextConfig.__post_init__'s per_layer_config), one KV head, the last 2 of 4
+    # layers reusing the K/V of the last earlier layer of their type (num_kv_shared_layers) with the double-wide
+    # MLP, per-layer inputs (hidden_size_per_layer_input 128 of a 32768-row table), final logit soft-capping 30,
+    # tied head
+    "gemma4": {"model_type": "gemma4_text", "hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 4,
+               "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "global_head_dim": 512,
+               "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+               "sliding_window": 512, "num_kv_shared_layers": 2, "use_double_wide_mlp": True,
+               "hidden_size_per_layer_input": 128, "vocab_size": 32768, "vocab_size_per_layer_input": 32768,
+               "final_logit_softcapping": 30.0, "attention_dropout": 0.0, "max_position_embeddings": 4096,
+               "tie_word_embeddings": True},
+    # MiniMaxAI/MiniMax-Text-01's layout (MiniMaxConfig): lightning (linear) attention layers with qkv_proj, SiLU,
+    # block_size 256 decay blocks, a gated RMSNorm'd output, between softmax GQA layers (head_dim 128, kv 2 of 6
+    # heads here), a Mixtral MoE (4 experts, top-2) in every layer, post-norm residuals
+    "minimax": {"model_type": "minimax", "hidden_size": 768, "intermediate_size": 1024, "num_hidden_layers": 4,
+                "num_attention_heads": 6, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 32000,
+                "layer_types": ["linear_attention", "full_attention", "linear_attention", "full_attention"],
+                "block_size": 256, "num_local_experts": 4, "num_experts_per_tok": 2, "hidden_act": "silu",
+                "attention_dropout": 0.0, "max_position_embeddings": 4096, "router_jitter_noise": 0.0,
+                "tie_word_embeddings": False},
 }
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -96,9 +117,10 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "phi": ["q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2"],
            "starcoder2": ["q_proj", "k_proj", "v_proj", "o_proj", "c_fc", "c_proj"],
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-              for fam in ("stablelm", "olmo", "cohere", "qwen3")},
+              for fam in ("stablelm", "olmo", "cohere", "qwen3", "gemma4")},
            "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
            "bigcode": ["c_attn", "c_proj", "c_fc"],
+           "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for
 # StarCoder2's residual_dropout, StableLM's hidden_dropout and Phi-3's resid_pdrop: the engine's Llama-shaped

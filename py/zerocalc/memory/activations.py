@@ -18,6 +18,7 @@ from .blocks_moe import RULES as FAMILY_RULES
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
+from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -92,6 +93,9 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
             # LlamaRotaryEmbedding returns cos/sin .to(x.dtype), x the embedding output: bf16 after TRL's cast
             emb = 2 if stack.kbit_bf16_ends else c.res
             ss.save("rope_cos_sin", 2 * emb * plan.seq_len * arch.head_dim)
+            if arch.model_type in GEMMA4:
+                gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
+                               plan.activation_checkpointing == "full")
     else:
         ss.save("ln_f.in", (4 if c.autocast else c.res) * t * h)
         ss.save("ln_f.stats", 4 * t)
@@ -161,6 +165,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     if plan.activation_checkpointing == "full":
         # HF gradient_checkpointing (non-reentrant): each decoder layer keeps only its input.
         stack = arch.num_layers * res * t * h + (ed.ckpt_extra if ed else 0)
+        if arch.model_type in GEMMA4:
+            stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
             stack -= (res - 2) * t * h

@@ -165,8 +165,16 @@ def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     build_rope_cache; traced: 32 MiB for Llama 3.2 1B, tools/memtrace/golden/stacks/tt-l1b-*); torchtitan
     0.3.0's, one per attention layer, (seq_len, head_dim / 2) complex64 sized to `training.seq_len` by
     `update_from_config` (traced: 8 MiB for 1B at s 2048, titan-l1b-*). HF's inv_freq buffers are a few
-    hundred bytes."""
+    hundred bytes. MiniMax's lightning attention layers (modeling_minimax.py MiniMaxLightningAttention.__init__)
+    each register slope_rate (a), query_decay and key_decay (a·B) and diagonal_decay (a·B²) for a heads and
+    block_size B, in the weights' dtype (traced: 3 MiB for the two layers of tools/memtrace/families.py minimax
+    in fp32)."""
     a = si.arch
+    if a.lightning is not None:
+        n = sum(1 for lins in a.layer_linears or () if any(lin.name == "output_gate" for lin in lins))
+        blk = a.lightning["block_size"]
+        wbytes = si.dt.weight if plan.method == "full" else si.dt.frozen
+        return [gpu("lightning_decay", "buffers", n * wbytes * a.num_heads * (1 + 2 * blk + blk * blk), ALL)]
     if a.family != "llama":
         return []
     if si.stack.trainer == "torchtune" and a.max_positions:

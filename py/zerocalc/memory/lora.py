@@ -67,7 +67,7 @@ def block_linears_per_layer(arch: ModelArch) -> list[tuple[Linear, ...]]:
     if arch.ssm and "layers" in arch.ssm:
         return list(arch.ssm["layers"])            # hybrids: each layer's kind (model/ssm.py)
     if arch.layer_linears:
-        return list(arch.layer_linears)            # Gated DeltaNet hybrids (model/hybrid.py)
+        return list(arch.layer_linears)            # layers of their own kind or shape (model/hybrid.py, model/gemma4.py)
     dense = arch.moe.dense_layers if arch.moe else arch.num_layers
     return [arch.dense_block_linears if i < dense else arch.block_linears for i in range(arch.num_layers)]
 

@@ -90,11 +90,16 @@ class ModelArch:
     # a BART-lineage causal decoder's layer switches (model/decoders.py layer_switches) where memory/blocks_bart.py
     # models its activations: post_ln, emb_ln, final_ln, act, act_dropout, attn_dropout
     bart: Mapping | None = None
-    # each decoder layer's linears where the layers differ in kind (hybrid linear attention: model/hybrid.py);
-    # layers of one kind share one tuple
+    # each decoder layer's linears, in order, where the layers differ in kind or shape (hybrid linear attention:
+    # model/hybrid.py, layers of one kind sharing one tuple; Gemma 4: per-layer head_dim, K/V reused from an earlier
+    # layer, double-wide MLPs, per-layer input gates); None: ``block_linears`` (and ``dense_block_linears`` for MoE
+    # models' first layers) for every layer (memory/lora.py block_linears_per_layer)
     layer_linears: tuple | None = None
     # a Gated DeltaNet's dims (model/hybrid.py deltanet_dims: key, value, nk, nv) where memory/deltanet.py models it
     deltanet: Mapping | None = None
+    # MiniMax's lightning attention layers (model/hybrid.py lightning_attention): {"block_size": ...} where
+    # memory/blocks_lightning.py costs them, else None
+    lightning: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:

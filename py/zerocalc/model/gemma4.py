@@ -14,13 +14,22 @@ defaults), a family of its own: per layer
 then ``norm``, and with per-layer inputs embed_tokens_per_layer (vocab_size_per_layer_input x layers x
 hidden_size_per_layer_input), per_layer_model_projection and per_layer_projection_norm. A Gemma 4 (or
 Gemma 4 Unified) composite without towers (Gemma4ForConditionalGeneration with vision_config and
-audio_config null) is its language model and lm_head, tied by the top-level flag (default True)."""
+audio_config null) is its language model and lm_head, tied by the top-level flag (default True).
+
+Each layer's linears go to ``layer_linears`` (its head_dim, K/V projections or none, MLP width, per-layer input
+gate), from which memory/blocks_gemma4.py costs its saved tensors layer by layer (traced: tools/memtrace/families.py
+gemma4); the MoE block is not traced (``SUPPORT``)."""
 from __future__ import annotations
 
 from typing import Mapping
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
+
+
+# Gemma 4's MoE block (enable_moe_block: the dense MLP beside router and experts) has no traced rule yet
+SUPPORT = ("exact parameter count; activations approximate (the MoE block is costed as a Gemma 4 dense block plus "
+           "memory/blocks.py's routed experts; not traced)")
 
 
 def _layer_types(c: ConfigReader, n: int) -> list:
@@ -73,6 +82,8 @@ def gemma4_text(c: ConfigReader, model_type: str = "gemma4_text", tied: bool | N
     b = TensorList()
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     lins: list[Linear] = []
+    per_layer: list[tuple] = []
+    interned: dict[tuple, tuple] = {}
     for i in range(n):
         p, (lhd, lkv) = f"model.layers.{i}", dims[i]
         a = f"{p}.self_attn"
@@ -109,6 +120,10 @@ def gemma4_text(c: ConfigReader, model_type: str = "gemma4_text", tied: bool | N
             for name in ("post_feedforward_layernorm_1", "post_feedforward_layernorm_2", "pre_feedforward_layernorm_2"):
                 b.norm(f"{p}.{name}", h)
         lins = att
+        if hpl:
+            att = att + [Linear("per_layer_input_gate", h, hpl), Linear("per_layer_projection", hpl, h)]
+        # identical layers share one tuple: memory/activations.py costs each distinct tuple once
+        per_layer.append(interned.setdefault(tuple(att), tuple(att)))
     b.norm("model.norm", h)
     if hpl:
         b.matrix("model.embed_tokens_per_layer", "weight",
@@ -125,9 +140,8 @@ def gemma4_text(c: ConfigReader, model_type: str = "gemma4_text", tied: bool | N
         tied_embeddings=tied, max_positions=c.cfg.get("max_position_embeddings"), gated_mlp=True, norm="rmsnorm",
         norms_per_layer=4, qk_norm="head", causal_lm=True, moe=moe, mla=None, attn_softcap=False,
         final_softcap=bool(c.cfg.get("final_logit_softcapping")), dropout=0.0, tensors=tuple(b.tensors),
-        block_linears=tuple(lins), dense_block_linears=tuple(lins),
-        support="exact parameter count; activations approximate (per-layer head_dim, kv sharing and per-layer "
-                "inputs are costed as a Gemma block of the first layer's shape; not traced)")
+        block_linears=tuple(lins), dense_block_linears=tuple(lins), layer_linears=tuple(per_layer),
+        support=SUPPORT if moe_on else "exact")
 
 
 def gemma4_without_towers(cfg: Mapping) -> ModelArch:

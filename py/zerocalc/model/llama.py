@@ -78,7 +78,7 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     block_linears: list[Linear] = []
     dense_linears: list[Linear] = []
-    kinds: dict[tuple, tuple] = {}            # hybrid linear attention: each layer's linears, one tuple per kind
+    kinds: dict[tuple, tuple] = {}            # linear-attention hybrids: each layer's linears, one tuple per kind
     per_layer: list[tuple] = []
     for i in range(n_layers):
         p = f"model.layers.{i}"
@@ -169,14 +169,12 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
         norms_per_layer=len(s["block_norms"]), qk_norm=qk_norm, causal_lm=True, moe=moe, mla=mla,
         attn_softcap=bool(c.cfg.get("attn_logit_softcapping")), final_softcap=bool(c.cfg.get("final_logit_softcapping")),
         dropout=0.0, tensors=tuple(b.tensors), block_linears=tuple(block_linears),
-        dense_block_linears=tuple(dense_linears),
-        layer_linears=tuple(per_layer) if s["linear_attn"] in ("fused", "split") else None,
+        dense_block_linears=tuple(dense_linears), layer_linears=tuple(per_layer) if per_layer else None,
         deltanet=deltanet_dims(c) if s["linear_attn"] in ("fused", "split") else None,
-        support="exact parameter count; activations approximate (the linear-attention layers are costed as the "
-                "model's attention layers)" if s["linear_attn"] == "lightning" else
-                "exact parameter count; activations approximate (the Gated DeltaNet layers by Qwen3.5's traced rule, "
+        lightning={"block_size": c.int("block_size", default=256)} if s["linear_attn"] == "lightning" else None,
+        support="exact parameter count; activations approximate (the Gated DeltaNet layers by Qwen3.5's traced rule, "
                 "memory/deltanet.py; this model's other layers not traced)"
-                if s["linear_attn"] and model_type not in DELTANET_TRACED else "exact")
+                if s["linear_attn"] in ("fused", "split") and model_type not in DELTANET_TRACED else "exact")
 
 
 __all__ = ["LLAMA_LIKE", "llama_like", "switch"]
