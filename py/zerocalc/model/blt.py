@@ -46,8 +46,7 @@ def _layer(b: TensorList, p: str, c: ConfigReader) -> None:
 
 def _cross(b: TensorList, p: str, c: ConfigReader) -> None:
     h, heads, kv, hd, _ = _sizes(c)
-    for name, d_out in (("q_proj", heads * hd), ("k_proj", kv * hd), ("v_proj", kv * hd)):
-        b.linear(f"{p}.{name}", h, d_out, "attention")
+    b.qkv(p, h, heads, kv, hd)
     b.linear(f"{p}.o_proj", heads * hd, h, "attention")
     b.norm(f"{p}.q_norm", h)
     b.norm(f"{p}.k_norm", h)

@@ -71,6 +71,11 @@ class TensorList:
         for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
             self.linear(f"{module}.{name}", d_in, d_out, component, bias)
 
+    def qkv(self, module: str, h: int, heads: int, kv: int, hd: int, bias: bool = False) -> None:
+        """An attention's separate q_proj, k_proj and v_proj (GQA: kv heads for k and v), in that order."""
+        for name, d_out in (("q_proj", heads * hd), ("k_proj", kv * hd), ("v_proj", kv * hd)):
+            self.linear(f"{module}.{name}", h, d_out, "attention", bias)
+
     def norm(self, module: str, dim: int, bias: bool = False, component: str = "norm") -> None:
         self.param(module, "weight", dim, component)
         if bias:

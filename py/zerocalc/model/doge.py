@@ -30,8 +30,7 @@ def doge(c: ConfigReader) -> ModelArch:
         p = f"model.layers.{i}"
         a = f"{p}.self_attn"
         b.norm(f"{p}.input_layernorm", h)
-        for name, d_out in (("q_proj", heads * hd), ("k_proj", kv * hd), ("v_proj", kv * hd)):
-            b.linear(f"{a}.{name}", h, d_out, "attention", bias=att_bias)
+        b.qkv(a, h, heads, kv, hd, att_bias)
         b.param(a, "A", kv, "attention")
         b.linear(f"{a}.dt_proj", kv * hd, kv, "attention", bias=att_bias)
         b.linear(f"{a}.o_proj", heads * hd, h, "attention", bias=att_bias)

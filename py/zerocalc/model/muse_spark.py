@@ -51,8 +51,7 @@ def muse_spark_text(c: ConfigReader) -> ModelArch:
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     for i in range(n_layers):
         p, a = f"model.layers.{i}", f"model.layers.{i}.self_attn"
-        for name, d_out in (("q_proj", heads * hd), ("k_proj", kv * hd), ("v_proj", kv * hd)):
-            b.linear(f"{a}.{name}", h, d_out, "attention", bias)
+        b.qkv(a, h, heads, kv, hd, bias)
         b.linear(f"{a}.o_proj", heads * hd, h, "attention", bias)
         b.linear(f"{a}.gate_proj", h, heads * hd, "attention")
         if kinds[i] == "sparse":

@@ -116,8 +116,7 @@ def recurrent_gemma(c: ConfigReader) -> ModelArch:
                 b.matrix(r, f"{gate}_weight", (heads, bw, bw), "attention")
                 b.matrix(r, f"{gate}_bias", (heads, bw), "attention")
         else:
-            for name, d_out in (("q_proj", heads * hd), ("k_proj", kv * hd), ("v_proj", kv * hd)):
-                b.linear(f"{t}.{name}", h, d_out, "attention", bias=att_bias)
+            b.qkv(t, h, heads, kv, hd, att_bias)
             b.linear(f"{t}.o_proj", heads * hd, h, "attention", bias=True)
         b.norm(f"{p}.channel_pre_norm", h)
         for name, d_in, d_out in (("gate_proj", h, mlp), ("up_proj", h, mlp), ("down_proj", mlp, h)):
