@@ -23,7 +23,8 @@ from __future__ import annotations
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
-# parameters checked against transformers (tests/test_architectures.py); activations not traced for these
+# parameters checked against transformers (tests/test_architectures.py); activations not traced for these but GPT-J
+# (memory/blocks_families.py's rule, traced in tools/memtrace/families.py)
 SUPPORT = ("exact parameter count; activations approximate (costed as the classic block of memory/blocks.py, "
            "not traced)")
 
@@ -143,4 +144,4 @@ def gptlike(c: ConfigReader, model_type: str) -> ModelArch:
         qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
         tensors=tuple(b.tensors), block_linears=tuple(blk), dense_block_linears=tuple(blk),
-        support=SUPPORT)
+        support="exact" if model_type == "gptj" else SUPPORT)
