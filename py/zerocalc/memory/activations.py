@@ -13,6 +13,8 @@ from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
 from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
+from .blocks_bert import BERT, embedding_width, outside_saved as bert_outside
+from .blocks_bert import checkpointed_inputs as bert_checkpointed_inputs
 from .blocks_families import LAYERNORM_HEADS, final_norm
 from .blocks_moe import RULES as FAMILY_RULES
 from .blocks_seq2seq import encoder_decoder
@@ -82,6 +84,11 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
         # memory/blocks_bart.py: BART-lineage causal decoders; PEFT with checkpointing makes the embedding output
         # require grad (enable_input_require_grads)
         y, y_bytes = outside_blocks(ss, c, arch, plan.method != "full" and plan.activation_checkpointing == "full")
+    elif arch.model_type in BERT:
+        # memory/blocks_bert.py: the embeddings' LayerNorm and dropout, the BertLMPredictionHead transform, the decoder
+        bert_outside(ss, c, arch, _lm_head_adapter(plan, arch),
+                     plan.method != "full" and plan.activation_checkpointing == "full")
+        return ss.total
     elif arch.family in ("llama", "gemma", "t5"):
         y = (final_norm(ss, c, arch, "resid_final") if arch.model_type in LAYERNORM_HEADS
              else rmsnorm(ss, c, "final_norm", "resid_final", h,
@@ -107,6 +114,11 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     if plan.method != "full" and "lm_head" in plan.lora.modules_to_save:
         ss.save(y, y_bytes * t * h)              # the trainable lm_head copy keeps its input for its gradient
     return ss.total
+
+
+def _head_width(arch: ModelArch) -> int:
+    """lm_head's input width: ELECTRA's generator head reads embedding_size (memory/blocks_bert.py)."""
+    return embedding_width(arch) if arch.model_type in BERT else arch.hidden_size
 
 
 def _lm_head_adapter(plan: Plan, arch: ModelArch) -> Adapter | None:
@@ -206,13 +218,15 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             masks = 2 if arch.family == "gemma" else 1          # Gemma: a sliding-window and a global mask
             stack += masks * mask_bytes * plan.seq_len * plan.seq_len * plan.micro_batch_size
         if (arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES and ed is None
-                and arch.bart is None):
+                and arch.bart is None and arch.model_type not in BERT):
             # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced); not in
             # OPT, GPT-NeoX, GPT-J, Phi (tools/memtrace/golden/families/*-gc-*: the block inputs and the head only)
             stack += res * t * h
         if arch.ssm is not None:
             # ssm_blocks.py: residual_in_fp32 keeps fp32 inputs
             stack = checkpointed_inputs(arch, res, t, 2 if dt.autocast else dt.compute)
+        elif arch.model_type in BERT and arch.causal_lm:
+            stack = bert_checkpointed_inputs(arch, context(plan, arch, dt, False, st))   # memory/blocks_bert.py
         elif arch.bart is not None and ed is None:
             # the layer inputs, fp32 after a LayerNorm under autocast (blocks_bart.py), beside the mask above
             stack += bart_checkpointed_inputs(arch, res, dt.autocast, t) - arch.num_layers * res * t * h
@@ -262,7 +276,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     if dt.autocast and plan.method == "full" and dt.weight == 4:
         copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
         if arch.tied_embeddings and arch.causal_lm:
-            copies += 2 * arch.vocab_size * h
+            copies += 2 * arch.vocab_size * _head_width(arch)
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:
         copies = 2 * adapter_params(arch, plan)
         if dt.frozen == 4 and plan.method == "lora":
@@ -275,7 +289,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             copies += 2 * arch.vocab_size * h * calls if arch.causal_lm else 0
     cache_forward = 0
     if copies and plan.activation_checkpointing == "full":
-        kept = 2 * arch.vocab_size * h if plan.method == "full" and arch.causal_lm else 0
+        kept = 2 * arch.vocab_size * _head_width(arch) if plan.method == "full" and arch.causal_lm else 0
         cache_forward, copies = copies - kept, kept
     quant_inputs = _quant_inputs(plan, arch) if st.bnb_keeps_inputs else 0
     if quant_inputs and plan.activation_checkpointing == "full":

@@ -29,6 +29,7 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet, attention_core, linear
+from .blocks_bert import BERT, bert_block
 from .blocks_families import layernorm
 from .blocks_moe import layer_saved_bytes as family_layer_saved_bytes
 from .lora import Adapter
@@ -119,6 +120,8 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
     trainer runs transformers' code, else memory/blocks_moe.py's (its MoE families, then blocks_families.py's)."""
     if arch.bart is not None and arch.bart["decoder_only"] and not c.own_model:
         return bart_layer(arch, c, linears, adapters)
+    if arch.model_type in BERT and arch.causal_lm and not c.own_model:
+        return bert_block(arch, c, linears, adapters)           # memory/blocks_bert.py
     return family_layer_saved_bytes(arch, c, linears, adapters)
 
 
