@@ -1,6 +1,7 @@
 """The engine against the BERT-lineage causal LMs: one small config per block variant (post-LayerNorm RoBERTa,
 ERNIE, BertGeneration; ELECTRA's projected embeddings; BigBird's and RoFormer's own eager attention; the pre-LayerNorm
-RoBERTa-PreLayerNorm, XLM-RoBERTa-XL and Megatron-BERT), their transformers 5.24 *ForCausalLM training step (is_decoder)
+RoBERTa-PreLayerNorm, XLM-RoBERTa-XL and Megatron-BERT; RemBERT's mapped embeddings and wider head, RoCBert's
+concatenated input embeddings), their transformers 5.24 *ForCausalLM training step (is_decoder)
 traced on fake tensors (tools/memtrace/bert.py; fixtures in tools/memtrace/golden/bert/, `python -m
 tools.memtrace.bert` re-traces them). Issue 20, item 3: saved activations, every component and the peak within 3 %
 (memory/blocks_bert.py)."""
@@ -18,7 +19,8 @@ ROWS = sorted(GRID.glob("*.json"))
 
 def test_every_variant_has_its_four_rows():
     ids = {p.stem for p in ROWS}
-    for fam in ("roberta", "camembert", "xlmr", "data2vec", "prelayernorm", "roformer", "electra", "ernie", "bertgen", "bigbird", "megatron", "xlmrxl"):
+    for fam in ("roberta", "camembert", "xlmr", "data2vec", "prelayernorm", "roformer", "electra", "ernie", "bertgen", "bigbird", "megatron", "xlmrxl",
+                "rembert", "rocbert"):
         assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s512-b2-drop",
                 f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s512-b2"} <= ids, fam
     assert "roberta-lora-mixed-flash-gc-s512-b2" in ids

@@ -13,7 +13,9 @@ Variants (4 layers, the real checkpoints' field names and dropout 0.1):
   generator head back to embedding_size;
 - ernie, bertgen (bert-generation): the BertLayer with other embeddings; bigbird: BigBird's own self-attention in
   the "original_full" mode a decoder runs; megatron (megatron-bert), xlmrxl (xlm-roberta-xl): pre-LayerNorm
-  layers without an embedding LayerNorm.
+  layers without an embedding LayerNorm; rembert: embeddings of input_embedding_size mapped to hidden_size, a head of
+  output_embedding_size, its own eager attention; rocbert (roc_bert): map_inputs_layer over the concatenated word,
+  shape and pronunciation embeddings.
 
     python -m tools.memtrace.bert            # trace all rows and (re)write the fixtures
     python -m tools.memtrace.bert roberta-   # only the ids starting with this
@@ -81,6 +83,19 @@ CONFIGS = {
                "num_attention_heads": 16, "num_hidden_layers": 4, "vocab_size": 50000,
                "max_position_embeddings": 514, "type_vocab_size": 1, "pad_token_id": 1, "tie_word_embeddings": True,
                **_DROP},
+    # google/rembert's layout (h 1152, 18 heads, embeddings 256, head 1664 there): input_embedding_size embeddings
+    # mapped to hidden_size, an output_embedding_size head, its own eager attention; 4 layers
+    "rembert": {"model_type": "rembert", "hidden_size": 576, "intermediate_size": 2304, "num_attention_heads": 9,
+                "num_hidden_layers": 4, "input_embedding_size": 128, "output_embedding_size": 832,
+                "vocab_size": 50000, "max_position_embeddings": 512, "type_vocab_size": 2,
+                "tie_word_embeddings": False, **_DROP},
+    # weiweishi/roc-bert-base-zh's layout: pronunciation and shape embeddings concatenated with the words through
+    # map_inputs_layer (concat_input), 4 layers
+    "rocbert": {"model_type": "roc_bert", "hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12,
+                "num_hidden_layers": 4, "vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2,
+                "pronunciation_vocab_size": 910, "pronunciation_embed_dim": 768, "shape_vocab_size": 24858,
+                "shape_embed_dim": 512, "concat_input": True, "enable_pronunciation": True, "enable_shape": True,
+                "tie_word_embeddings": True, **_DROP},
 }
 # PEFT's default LoRA targets for the BERT lineage (peft/utils/constants.py
 # TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: roberta, electra, ... ["query", "value"])

@@ -13,7 +13,7 @@ from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
 from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
-from .blocks_bert import BERT, embedding_width, outside_saved as bert_outside
+from .blocks_bert import BERT, head_width, outside_saved as bert_outside
 from .blocks_bert import checkpointed_inputs as bert_checkpointed_inputs
 from .blocks_families import LAYERNORM_HEADS, final_norm
 from .blocks_moe import RULES as FAMILY_RULES
@@ -117,8 +117,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
 
 
 def _head_width(arch: ModelArch) -> int:
-    """lm_head's input width: ELECTRA's generator head reads embedding_size (memory/blocks_bert.py)."""
-    return embedding_width(arch) if arch.model_type in BERT else arch.hidden_size
+    """lm_head's input width: ELECTRA's generator head reads embedding_size (memory/blocks_bert.py head_width)."""
+    return head_width(arch) if arch.model_type in BERT else arch.hidden_size
 
 
 def _lm_head_adapter(plan: Plan, arch: ModelArch) -> Adapter | None:

@@ -1,5 +1,6 @@
 """Saved tensors of the BERT-lineage causal LMs (the *ForCausalLM classes model/encoders.py builds: RoBERTa and its
-copies, ERNIE, BertGeneration, ELECTRA, BigBird, RoFormer, RoBERTa-PreLayerNorm, XLM-RoBERTa-XL, Megatron-BERT).
+copies, ERNIE, BertGeneration, ELECTRA, RemBERT, RoCBert, BigBird, RoFormer, RoBERTa-PreLayerNorm, XLM-RoBERTa-XL,
+Megatron-BERT).
 
 Each rule is the op sequence of transformers 5.24's modelling file and what each op keeps for backward, read off
 fake-tensor traces of the real step with is_decoder=True (tools/memtrace/bert.py; fixtures in
@@ -16,14 +17,16 @@ tools/memtrace/golden/bert/, held within 3 % by tests/test_bert_grid.py).
   each sublayer (attention.LayerNorm / self_attn_layer_norm / attention.ln, then intermediate.LayerNorm /
   LayerNorm / ln), the residual sums kept in the stream's dtype, a final LayerNorm before the head; the same
   8·t·h + 2·t·I per layer.
-- Attention: those that call ALL_ATTENTION_FUNCTIONS keep FA2's / SDPA's q, k, v, output and logsumexp; BigBird
-  (BigBirdSelfAttention in "original_full", the mode a decoder runs), RoFormer (RoFormerSelfAttention: rotary on q
-  and k, then matmul) and Megatron-BERT (MegatronBertSelfAttention) run their own eager matmul / softmax / dropout
-  whatever the plan asks: q, k, v, the softmax output, the dropout mask and its output (memory/blocks.py
+- Attention: those that call ALL_ATTENTION_FUNCTIONS keep FA2's / SDPA's q, k, v, output and logsumexp; RemBERT
+  (RemBertSelfAttention), BigBird (BigBirdSelfAttention in "original_full", the mode a decoder runs), RoFormer
+  (RoFormerSelfAttention: rotary on q and k, then matmul) and Megatron-BERT (MegatronBertSelfAttention) run their
+  own eager matmul / softmax / dropout whatever the plan asks: q, k, v, the softmax output, the dropout mask and its output (memory/blocks.py
   attention_core, classic eager rule).
 - Outside the blocks (modeling_bert.py BertEmbeddings, BertLMPredictionHead): the embedding sum's LayerNorm (input,
-  stats) and dropout mask (none in XLM-RoBERTa-XL and Megatron-BERT), ELECTRA's embeddings_project input; the head's
-  transform dense -> GELU -> LayerNorm -> decoder, at embedding_size for ELECTRA's generator head.
+  stats) and dropout mask (none in XLM-RoBERTa-XL and Megatron-BERT), RoCBert's map_inputs_layer input, ELECTRA's
+  embeddings_project and RemBERT's embedding_hidden_mapping_in input; the head's transform dense -> GELU -> LayerNorm
+  -> decoder, at the transform's width (ELECTRA's embedding_size, RemBERT's output_embedding_size; BertGeneration's
+  head is the decoder alone).
 """
 from __future__ import annotations
 
@@ -40,14 +43,12 @@ class Variant:
     pre_ln: bool = False          # a LayerNorm before each sublayer and a final one
     emb_ln: bool = True           # the embeddings' LayerNorm
     own_eager: bool = False       # the self-attention is the model's own matmul / softmax code
-    head_transform: bool = True   # BertPredictionHeadTransform before the decoder
     mlp_dropout: bool = True      # the MLP output's dropout
 
 
 POST = Variant()
 BERT = {**{t: POST for t in ("roberta", "camembert", "xlm-roberta", "data2vec-text", "ernie", "electra")},
-        # modeling_bert_generation.py BertGenerationOnlyLMHead: the decoder alone
-        "bert-generation": Variant(head_transform=False),
+        "bert-generation": POST, "roc_bert": POST, "rembert": Variant(own_eager=True),
         "big_bird": Variant(own_eager=True), "roformer": Variant(own_eager=True),
         "roberta-prelayernorm": Variant(pre_ln=True),
         # modeling_xlm_roberta_xl.py XLMRobertaXLOutput.forward: `dense(x) + input_tensor`, no dropout
@@ -118,10 +119,31 @@ def bert_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     return ss.total
 
 
-def embedding_width(arch: ModelArch) -> int:
-    """The word embeddings' width: ELECTRA's embedding_size, else hidden_size."""
-    word = next((tt for tt in arch.tensors if tt.module.endswith("embeddings.word_embeddings")), None)
-    return word.shape[1] if word is not None else arch.hidden_size
+# BertLMPredictionHead's transform dense (RoBERTa's lm_head.dense, ELECTRA's generator head, RemBERT's own) and the
+# linears between the embeddings and layer 0 (ELECTRA's embeddings_project, RemBERT's embedding_hidden_mapping_in)
+HEAD_DENSE = ("lm_head.dense", "predictions.transform.dense", "generator_predictions.dense", "cls.predictions.dense")
+MAP_IN = "embeddings.map_inputs_layer"
+
+
+def outside_widths(arch: ModelArch) -> tuple[int, int, int]:
+    """(the word embeddings' width, RoCBert's map_inputs_layer input width or 0, the head transform's width or 0),
+    read off the arch's tensors outside the blocks."""
+    emb, map_in, head = arch.hidden_size, 0, 0
+    for tt in arch.tensors:
+        if tt.block or not tt.shape:
+            continue
+        if tt.module.endswith("embeddings.word_embeddings"):
+            emb = tt.shape[1]
+        elif tt.module.endswith(MAP_IN):
+            map_in = tt.shape[1]
+        elif tt.module.endswith(HEAD_DENSE):
+            head = tt.shape[0]
+    return emb, map_in, head
+
+
+def head_width(arch: ModelArch) -> int:
+    """lm_head's input width: the head transform's (ELECTRA's embedding_size, RemBERT's output_embedding_size)."""
+    return outside_widths(arch)[2] or arch.hidden_size
 
 
 def outside_saved(ss: SavedSet, c: Ctx, arch: ModelArch, head_adapter: Adapter | None, input_grads: bool) -> None:
@@ -129,7 +151,7 @@ def outside_saved(ss: SavedSet, c: Ctx, arch: ModelArch, head_adapter: Adapter |
     makes the embedding output require grad (enable_input_require_grads), so the embedding LayerNorm keeps its input
     and the dropout its mask."""
     var = BERT[arch.model_type]
-    t, h, emb = c.tokens, arch.hidden_size, embedding_width(arch)
+    (emb, map_in, head), t, h = outside_widths(arch), c.tokens, arch.hidden_size
     e = 2 if c.autocast else c.e
     ce = replace(c, first_layer=not input_grads)                 # before the first trainable op
     ss.save("ids_labels", 16 * t)
@@ -137,24 +159,29 @@ def outside_saved(ss: SavedSet, c: Ctx, arch: ModelArch, head_adapter: Adapter |
         # the hook's output (word_embeddings' output made to require grad), kept by the graph (traced:
         # roberta-lora-mixed-flash-gc, as memory/blocks_bart.py outside_blocks)
         ss.save("emb_leaf", c.res * t * emb)
+    if map_in:
+        # modeling_roc_bert.py RoCBertEmbeddings (concat_input): map_inputs_layer reads the words, shape and
+        # pronunciation embeddings concatenated
+        linear(ss, ce, "emb.cat", c.res, Linear("map_inputs_layer", map_in, h), None)
     x, xb = "emb.sum", c.res
     if var.emb_ln:
         x, xb = layernorm(ss, ce, "emb_ln", "emb.sum", emb)
     _dropout(ss, ce, arch, "emb_drop", emb)
     if emb != h:
-        # ElectraModel.embeddings_project: a linear from embedding_size to hidden_size
+        # ElectraModel.embeddings_project, RemBertEncoder.embedding_hidden_mapping_in: embedding width to hidden_size
         linear(ss, ce, "emb.drop", xb, Linear("embeddings_project", emb, h), None)
     c2 = _stream(_later(c), var)
     if var.pre_ln:
         y, yb = layernorm(ss, c2, "final_ln", "resid_final", h)
     else:
         y, yb = "resid_final", c2.res
-    # BertPredictionHeadTransform: dense -> GELU -> LayerNorm; ELECTRA's generator head maps to embedding_size
-    if var.head_transform:
-        linear(ss, c2, y, yb, Linear("head_dense", h, emb), None)
-        ss.save("head.gelu.in", e * t * emb)
-        y, yb = layernorm(ss, c2, "head_ln", "head.gelu.out", emb)
-    linear(ss, c2, y, yb, Linear("lm_head", emb if var.head_transform else h, arch.vocab_size), head_adapter)
+    # BertPredictionHeadTransform: dense -> GELU -> LayerNorm (ELECTRA's generator head to embedding_size, RemBERT's
+    # to output_embedding_size); BertGeneration's head is the decoder alone
+    if head:
+        linear(ss, c2, y, yb, Linear("head_dense", h, head), None)
+        ss.save("head.gelu.in", e * t * head)
+        y, yb = layernorm(ss, c2, "head_ln", "head.gelu.out", head)
+    linear(ss, c2, y, yb, Linear("lm_head", head or h, arch.vocab_size), head_adapter)
 
 
 def checkpointed_inputs(arch: ModelArch, c: Ctx) -> int:

@@ -19,7 +19,7 @@ SUPPORT = ("exact parameter count; activations approximate (costed as the BERT b
 # activations: memory/blocks_bert.py's layers, traced on each of these as a causal LM (tools/memtrace/bert.py,
 # tests/test_bert_grid.py); a config with add_cross_attention (registered, not run without an encoder) is not
 TRACED = ("roberta", "camembert", "xlm-roberta", "data2vec-text", "ernie", "bert-generation", "electra", "big_bird",
-          "roformer", "roberta-prelayernorm", "xlm-roberta-xl", "megatron-bert")
+          "roformer", "roberta-prelayernorm", "xlm-roberta-xl", "megatron-bert", "rembert", "roc_bert")
 TRACED_SUPPORT = "exact parameter count; activations traced (memory/blocks_bert.py: tools/memtrace/golden/bert)"
 # modeling_big_bird.py: a decoder runs attention_type "original_full" (BigBirdModel.forward refuses block_sparse there)
 SUPPORT_BIG_BIRD = TRACED_SUPPORT + "; costed with attention_type original_full, the mode a decoder runs"
