@@ -38,8 +38,11 @@ def test_every_encoder_plans(model_type):
         est = estimate(Plan.from_dict({"model": cfg, "seq_len": 512, "method": method,
                                        "lora": {"targets": ["query", "value"]}})).to_dict()
         # memory/blocks_bert.py's layers, traced on these (tests/test_bert_grid.py); the others keep the BERT block
-        kind = "traced" if model_type in TRACED else "approximate"
-        assert est["model_support"].startswith(f"exact parameter count; activations {kind}")
+        if model_type in TRACED and model_type != "big_bird":    # BigBird's default is block_sparse
+            assert est["model_support"] == "exact"
+            assert "model-approximate" not in {w["id"] for w in est["warnings"]}
+        else:
+            assert est["model_support"].startswith("exact parameter count; activations approximate")
         # the weights (and under full fine-tuning their gradients and states) and some activations are there
         assert est["per_gpu"]["components"]["activations"] > 0
         assert est["per_gpu"]["peak_allocated_bytes"] > est["per_gpu"]["components"]["weights"] > 0
@@ -182,3 +185,11 @@ def test_seamless_m4t_text_to_text_by_hand():
         assert arch.total_params == 262_248_448 + 24 * 20_988_928 + 24 * (20_988_928 + 4_200_448) + 4096 \
             == 1_370_531_840
         assert arch.tensors[0].name == "shared.weight"
+
+
+def test_big_bird_is_exact_in_the_traced_attention_type():
+    """tools/memtrace/bert.py traced BigBird in attention_type original_full; its default block_sparse (run by
+    transformers above (5 + 2·num_random_blocks)·block_size tokens) stays approximate."""
+    cfg = ROWS["default:big_bird"]["config"]
+    assert "block_sparse" in model_from_config(cfg).support
+    assert model_from_config({**cfg, "attention_type": "original_full"}).support == "exact"

@@ -12,7 +12,7 @@ Variants (4 layers, the real checkpoints' field names and dropout 0.1):
 - electra: google/electra-small-generator's embeddings of embedding_size 128 projected to hidden_size 256, and the
   generator head back to embedding_size;
 - ernie, bertgen (bert-generation): the BertLayer with other embeddings; bigbird: BigBird's own self-attention in
-  the "original_full" mode a decoder runs; megatron (megatron-bert), xlmrxl (xlm-roberta-xl): pre-LayerNorm
+  its "original_full" mode (block_sparse is not traced); megatron (megatron-bert), xlmrxl (xlm-roberta-xl): pre-LayerNorm
   layers without an embedding LayerNorm; rembert: embeddings of input_embedding_size mapped to hidden_size, a head of
   output_embedding_size, its own eager attention; rocbert (roc_bert): map_inputs_layer over the concatenated word,
   shape and pronunciation embeddings.
@@ -69,8 +69,8 @@ CONFIGS = {
     "bertgen": {"model_type": "bert-generation", "hidden_size": 768, "intermediate_size": 3072,
                 "num_attention_heads": 12, "num_hidden_layers": 4, "vocab_size": 50358,
                 "max_position_embeddings": 512, "tie_word_embeddings": True, **_DROP},
-    # google/bigbird-roberta-base's layout in its causal mode: a decoder runs attention_type "original_full"
-    # (modeling_big_bird.py BigBirdModel.forward raises for block_sparse as a decoder), 4 layers
+    # google/bigbird-roberta-base's layout in attention_type "original_full" (full causal attention; BigBirdModel.forward
+    # also switches block_sparse to it up to (5 + 2·num_random_blocks)·block_size tokens), 4 layers
     "bigbird": {"model_type": "big_bird", "hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12,
                 "num_hidden_layers": 4, "vocab_size": 50358, "max_position_embeddings": 4096, "type_vocab_size": 2,
                 "attention_type": "original_full", "tie_word_embeddings": True, **_DROP},
@@ -96,16 +96,22 @@ CONFIGS = {
                 "pronunciation_vocab_size": 910, "pronunciation_embed_dim": 768, "shape_vocab_size": 24858,
                 "shape_embed_dim": 512, "concat_input": True, "enable_pronunciation": True, "enable_shape": True,
                 "tie_word_embeddings": True, **_DROP},
+    # FacebookAI/xlm-mlm-en-2048's layout (emb_dim 1024 here): XLMWithLMHeadModel, its own MultiHeadAttention (fp32
+    # softmax), run causal as a causal LM; XLMPreTrainedModel does not support gradient checkpointing (no -gc- row)
+    "xlm": {"model_type": "xlm", "emb_dim": 1024, "n_layers": 4, "n_heads": 8, "vocab_size": 30145,
+            "max_position_embeddings": 512, "n_langs": 1, "causal": True, "dropout": 0.1, "attention_dropout": 0.1,
+            "gelu_activation": True, "tie_word_embeddings": True},
 }
 # PEFT's default LoRA targets for the BERT lineage (peft/utils/constants.py
 # TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: roberta, electra, ... ["query", "value"])
 TARGETS = ["query", "value"]
+XLM_TARGETS = ["q_lin", "v_lin"]          # the same projections in XLM's MultiHeadAttention
 
 
 def _plan(fam: str, suffix: str, method: str, precision: str, attention: str, seq: int, ckpt: str = "none") -> dict:
     """grid.py's plan-v1 row at micro-batch 2 (LoRA: rank 16, adapter dropout 0.05 on TARGETS)."""
     return _p(f"{fam}-{suffix}", dict(CONFIGS[fam]), method, precision, attention, ckpt, mb=2, seq=seq,
-              lora={"targets": TARGETS, "dropout": 0.05})
+              lora={"targets": XLM_TARGETS if fam == "xlm" else TARGETS, "dropout": 0.05})
 
 
 def rows() -> list[dict]:
@@ -114,7 +120,8 @@ def rows() -> list[dict]:
         out.append(_plan(fam, "full-pure-flash-s512-b2", "full", "bf16-pure", "flash", 512))
         out.append(_plan(fam, "lora-mixed-flash-s512-b2-drop", "lora", "bf16-mixed", "flash", 512))
         out.append(_plan(fam, "full-mixed-eager-s256-b2", "full", "bf16-mixed", "eager", 256))
-        out.append(_plan(fam, "full-pure-flash-gc-s512-b2", "full", "bf16-pure", "flash", 512, "full"))
+        if fam != "xlm":
+            out.append(_plan(fam, "full-pure-flash-gc-s512-b2", "full", "bf16-pure", "flash", 512, "full"))
     # PEFT under checkpointing (enable_input_require_grads: the embedding output requires grad)
     out.append(_plan("roberta", "lora-mixed-flash-gc-s512-b2", "lora", "bf16-mixed", "flash", 512, "full"))
     return out

@@ -307,6 +307,29 @@ def no_global_attention(enabled: bool):
 
 
 @contextlib.contextmanager
+def unpadded_lengths(enabled: bool, seq_len: int):
+    """XLMModel.forward (modeling_xlm.py) checks `assert lengths.max().item() <= slen`, lengths counting the non-pad
+    ids of each row, which a FakeTensor cannot answer. The traced batch has no padding (its ids are not pad_index),
+    so the real answer is slen: while enabled (an XLM plan), `.item()` of a one-element fake integer tensor returns
+    seq_len; any other `.item()` is left as it is."""
+    from torch._subclasses.fake_tensor import FakeTensor  # noqa: PLC0415
+    orig = torch.Tensor.item
+
+    def item(self):
+        if isinstance(self, FakeTensor) and not self.dtype.is_floating_point and self.dtype != torch.bool \
+                and self.numel() == 1:
+            return seq_len
+        return orig(self)
+
+    if enabled:
+        torch.Tensor.item = item
+    try:
+        yield
+    finally:
+        torch.Tensor.item = orig
+
+
+@contextlib.contextmanager
 def cuda_like_dropout():
     """CPU F.dropout saves a mask in the input dtype; CUDA calls native_dropout and saves a bool mask.
 

@@ -1,6 +1,6 @@
 """Saved tensors of the BERT-lineage causal LMs (the *ForCausalLM classes model/encoders.py builds: RoBERTa and its
 copies, ERNIE, BertGeneration, ELECTRA, RemBERT, RoCBert, BigBird, RoFormer, RoBERTa-PreLayerNorm, XLM-RoBERTa-XL,
-Megatron-BERT).
+Megatron-BERT) and XLM (XLMWithLMHeadModel: the same post-LayerNorm layer in parallel ModuleLists).
 
 Each rule is the op sequence of transformers 5.24's modelling file and what each op keeps for backward, read off
 fake-tensor traces of the real step with is_decoder=True (tools/memtrace/bert.py; fixtures in
@@ -18,10 +18,11 @@ tools/memtrace/golden/bert/, held within 3 % by tests/test_bert_grid.py).
   LayerNorm / ln), the residual sums kept in the stream's dtype, a final LayerNorm before the head; the same
   8·t·h + 2·t·I per layer.
 - Attention: those that call ALL_ATTENTION_FUNCTIONS keep FA2's / SDPA's q, k, v, output and logsumexp; RemBERT
-  (RemBertSelfAttention), BigBird (BigBirdSelfAttention in "original_full", the mode a decoder runs), RoFormer
+  (RemBertSelfAttention), BigBird (BigBirdSelfAttention in "original_full"; block_sparse is not modelled), RoFormer
   (RoFormerSelfAttention: rotary on q and k, then matmul) and Megatron-BERT (MegatronBertSelfAttention) run their
-  own eager matmul / softmax / dropout whatever the plan asks: q, k, v, the softmax output, the dropout mask and its output (memory/blocks.py
-  attention_core, classic eager rule).
+  own eager matmul / softmax / dropout whatever the plan asks: q, k, v, the softmax output, the dropout mask and
+  its output (memory/blocks.py attention_core, classic eager rule); XLM's MultiHeadAttention keeps an fp32 softmax
+  and its bool mask (_xlm_attention).
 - Outside the blocks (modeling_bert.py BertEmbeddings, BertLMPredictionHead): the embedding sum's LayerNorm (input,
   stats) and dropout mask (none in XLM-RoBERTa-XL and Megatron-BERT), RoCBert's map_inputs_layer input, ELECTRA's
   embeddings_project and RemBERT's embedding_hidden_mapping_in input; the head's transform dense -> GELU -> LayerNorm
@@ -44,6 +45,7 @@ class Variant:
     emb_ln: bool = True           # the embeddings' LayerNorm
     own_eager: bool = False       # the self-attention is the model's own matmul / softmax code
     mlp_dropout: bool = True      # the MLP output's dropout
+    xlm: bool = False             # modeling_xlm.py MultiHeadAttention (fp32 softmax, a kept bool mask)
 
 
 POST = Variant()
@@ -53,7 +55,8 @@ BERT = {**{t: POST for t in ("roberta", "camembert", "xlm-roberta", "data2vec-te
         "roberta-prelayernorm": Variant(pre_ln=True),
         # modeling_xlm_roberta_xl.py XLMRobertaXLOutput.forward: `dense(x) + input_tensor`, no dropout
         "xlm-roberta-xl": Variant(pre_ln=True, emb_ln=False, mlp_dropout=False),
-        "megatron-bert": Variant(pre_ln=True, emb_ln=False, own_eager=True)}
+        "megatron-bert": Variant(pre_ln=True, emb_ln=False, own_eager=True),
+        "xlm": Variant(own_eager=True, xlm=True)}
 
 
 def _later(c: Ctx) -> Ctx:
@@ -83,6 +86,24 @@ def _dropout(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, d: int) -> None:
         ss.save(key, MASK * c.tokens * d)                        # CUDA native_dropout's bool mask
 
 
+def _xlm_attention(ss: SavedSet, c: Ctx, arch: ModelArch) -> str:
+    """modeling_xlm.py MultiHeadAttention.forward: `q / sqrt(head_dim)` (a new q), k and v made by the
+    EncoderDecoderCache XLMModel.forward always builds (DynamicCache.update's cat), `masked_fill_` keeping the
+    expanded `(mask == 0)` bool mask (b, 1, s, s) of a causal config (a non-causal one's is (b, 1, 1, s): 1/(7a) of the
+    scores' bytes less), `softmax(scores.float()).type_as(scores)`: the fp32 softmax whatever the precision, dropout's
+    mask and 16-bit output read by the matmul, the contiguous context read by out_lin. Returns out_lin's input key."""
+    e = 2 if c.autocast else c.e
+    t, scores = c.tokens, arch.num_heads * c.seq * c.seq * c.batch
+    for name in ("q", "k", "v"):
+        ss.save(f"attn.{name}", e * t * arch.q_dim)
+    ss.save("attn.mask", c.batch * c.seq * c.seq)
+    ss.save("attn.softmax", 4 * scores)
+    ss.save("attn.probs", e * scores)
+    if arch.dropout > 0:
+        ss.save("attn.drop_mask", MASK * scores)
+    return "attn.ctx"
+
+
 def bert_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """One BERT-lineage layer (module docstring): post- or pre-LayerNorm by BERT[model_type]."""
     var = BERT[arch.model_type]
@@ -102,7 +123,10 @@ def bert_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
         y, yb = "resid", c.res                                   # the previous LayerNorm's output
     for lin, ad in ((q, aq), (k, ak), (v, av)):
         linear(ss, c, y, yb, lin, ad)
-    out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.q_dim)
+    if var.xlm:
+        out = _xlm_attention(ss, c2, arch)
+    else:
+        out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.q_dim)
     linear(ss, c2, out, e, o, ao)
     _dropout(ss, c2, arch, "attn_drop", h)
     if pre_ln:

@@ -44,7 +44,9 @@ from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
 _NOT_TRACED = "exact parameter count; activations approximate (costed as the {} block of memory/blocks.py, not traced)"
-SUPPORT = {"xlm": _NOT_TRACED.format("BERT"),
+# memory/blocks_bert.py's XLM layer (MultiHeadAttention's fp32 softmax and kept mask), traced as a causal LM
+# (tools/memtrace/bert.py xlm rows, tests/test_bert_grid.py)
+SUPPORT = {"xlm": "exact",
            "xlnet": _NOT_TRACED.format("BERT") + "; the two-stream relative attention not modelled",
            "reformer": _NOT_TRACED.format("classic") + "; reversible layers, LSH / chunked local attention not "
                                                         "modelled",
