@@ -820,3 +820,20 @@ def test_rpo_alpha_imported_from_trl_swift_and_llamafactory():
     assert lf["post_training"]["rpo_alpha"] == 0.2
     lf0 = import_config("stage: dpo\nmodel_name_or_path: Qwen/Qwen2.5-7B\npref_ftx: 0.0\n", {}).plan
     assert "rpo_alpha" not in lf0["post_training"]                         # ftx_gamma > 1e-6 only
+
+
+def test_trl_ppo_rollout_gathers_the_critic_and_keeps_the_scores_by_hand():
+    """TRL's PPOTrainer (ms-swift's too) generates under `unwrap_model_for_generation(PolicyAndValueWrapper)`:
+    ZeRO-3 gathers the critic's 16-bit weights with the policy's, and `generate(output_scores=True)` keeps one fp32
+    row of V logits per generated token beside its torch.stack (2 x 4 bytes x rows x completion x V)."""
+    pt = {"method": "ppo", "trainer": "ms-swift", "prompt_len": 512, "completion_len": 256}
+    est = estimate(plan(pt, zero_stage=3, micro_batch_size=1, gradient_accumulation_steps=2))
+    gen, score = est.run.phases["generate"].components, est.run.phases["score"].components
+    # the policy (1,235,814,400) and the critic, the policy's scalar-head model (+ score 2048), 2 bytes each
+    assert gen["weights"] - score["weights"] == 2 * P1B + 2 * (P1B + 2048)
+    rows = 1 * 2                                   # micro-batch x accumulation: TRL PPO's local rollout batch
+    kv = L * KV * rows * (512 + 256 - 1) * (2 + 2)   # bf16 keys and values under DeepSpeed's bf16
+    assert gen["activations"] == kv + 4 * 2 * rows * V + 2 * 4 * rows * 256 * V
+    # ZeRO-2 gathers nothing: only the scores are added there
+    est2 = estimate(plan(pt, zero_stage=2, micro_batch_size=1, gradient_accumulation_steps=2))
+    assert est2.run.phases["generate"].components["activations"] == gen["activations"]

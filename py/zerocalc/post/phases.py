@@ -12,8 +12,10 @@ from ..run.phase import Phase, phase
 from ..run.view import RunView
 from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy
-from .generator import (hf_kv_cache_bytes, hf_kv_dtypes, kv_bytes_per_token, sleep_host_bytes, sync_gather_bytes,
-                        sync_gathers_whole_model, vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
+from .generator import (hf_kv_cache_bytes, hf_kv_dtypes, kv_bytes_per_token, ppo_rollout_gathered_bytes,
+                        ppo_rollout_scores_bytes, sleep_host_bytes, sync_gather_bytes, sync_gathers_whole_model,
+                        vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
+from .models import role_arch, scalar_head_arch
 from .logprobs import fused_head_no_grad, fused_head_torch, kernel_buffers, reference_forward_bytes
 
 
@@ -54,11 +56,17 @@ def generate_phase(v: RunView, post: Post) -> Phase | None:
     dt = v.si.dt
     kv = hf_kv_cache_bytes(arch, post.gen_rows, length,
                            *hf_kv_dtypes(dt.weight if plan.method == "full" else dt.frozen, dt.autocast))
-    extra = {"activations": kv + 4 * 2 * post.gen_rows * arch.vocab_size}
+    trl_ppo = post.method == "ppo" and post.trainer in ("trl", "ms-swift")
+    scores = ppo_rollout_scores_bytes(post.gen_rows, post.completion, arch.vocab_size) if trl_ppo else 0
+    extra = {"activations": kv + 4 * 2 * post.gen_rows * arch.vocab_size + scores}
     note = f"HF generate: KV cache for {post.gen_rows} sequences x {length} tokens"
     if plan.framework == "deepspeed" and plan.zero_stage == 3:
         extra["weights"] = 2 * (v.si.trainable.numel + (v.si.frozen_numel if plan.method != "full" else 0))
         note += ", whole model gathered (ZeRO-3 ds3_gather_for_generation)"
+        if trl_ppo and post.critic is not None and post.critic.placement == "same-gpus":
+            critic = scalar_head_arch(role_arch(post.critic, arch)).total_params
+            extra["weights"] += ppo_rollout_gathered_bytes(critic)
+            note += " with the critic (TRL PolicyAndValueWrapper)"
     return phase("generate", _forward_resident(v), extra, transient=kv, note=note)
 
 
