@@ -837,3 +837,22 @@ def test_trl_ppo_rollout_gathers_the_critic_and_keeps_the_scores_by_hand():
     # ZeRO-2 gathers nothing: only the scores are added there
     est2 = estimate(plan(pt, zero_stage=2, micro_batch_size=1, gradient_accumulation_steps=2))
     assert est2.run.phases["generate"].components["activations"] == gen["activations"]
+
+
+def test_swift_dpo_nll_cross_entropy_up_to_3_5_by_hand():
+    """ms-swift's DPOTrainer up to 3.5.x runs get_nll_loss: the chosen rows' shifted logits made contiguous into
+    nn.CrossEntropyLoss, whose log_softmax output is saved for backward (under rpo_alpha in 3.4.1, always in 3.5.0);
+    from 3.6.0 the NLL comes from the per-token log-probs. Single GPU under bf16 autocast: accelerate's fp32 copy of
+    the logits, so 4 bytes x 1 pair x (512 - 1) positions x V at the backward peak."""
+    def peak(version, rpo):
+        pt = {"method": "dpo", "trainer": "ms-swift", "prompt_len": 256, "completion_len": 256,
+              "trainer_version": version}
+        if rpo is not None:
+            pt["rpo_alpha"] = rpo
+        est = estimate(plan(pt, framework="single", gpus_per_node=1, zero_stage=0, micro_batch_size=1,
+                            method="lora", activation_checkpointing="full", precision="bf16-mixed"))
+        return est.per_gpu.phase_allocated["loss_bwd"]        # the policy's backward peak
+    nll = 4 * 1 * (512 - 1) * V
+    assert peak("3.4", 0.1) - peak("3.6", 0.1) == nll
+    assert peak("3.5", None) - peak("3.6", None) == nll
+    assert peak("3.4", None) == peak("3.6", 0.1) == peak("4.6", 0.1)
