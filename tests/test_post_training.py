@@ -856,3 +856,15 @@ def test_swift_dpo_nll_cross_entropy_up_to_3_5_by_hand():
     assert peak("3.4", 0.1) - peak("3.6", 0.1) == nll
     assert peak("3.5", None) - peak("3.6", None) == nll
     assert peak("3.4", None) == peak("3.6", 0.1) == peak("4.6", 0.1)
+
+
+def test_trl_ppo_scores_the_rollout_in_forward_batches_beside_its_scores_by_hand():
+    """TRL's PPO (ms-swift's) scores the whole local rollout batch (micro-batch x accumulation, at most
+    local_rollout_forward_batch_size 64 rows) at once, while the generation's padded fp32 scores stay alive: the
+    reference's bf16 logits (rows x T x V, one row's log_softmax beside them) and the last hidden states, plus
+    4 bytes x rows x completion x V (ZeRO-2, bf16: no autocast)."""
+    pt = {"method": "ppo", "trainer": "ms-swift", "prompt_len": 512, "completion_len": 256}
+    est = estimate(plan(pt))                       # micro-batch 2 x accumulation 4: 8 rows
+    rows, t, h = 8, 768, 2048
+    logits = 2 * rows * t * V + 2 * t * V + 2 * rows * t * h
+    assert est.run.phases["score"].components["logits"] == logits + 4 * rows * 256 * V
