@@ -168,8 +168,13 @@ def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     hundred bytes. MiniMax's lightning attention layers (modeling_minimax.py MiniMaxLightningAttention.__init__)
     each register slope_rate (a), query_decay and key_decay (a·B) and diagonal_decay (a·B²) for a heads and
     block_size B, in the weights' dtype (traced: 3 MiB for the two layers of tools/memtrace/families.py minimax
-    in fp32)."""
+    in fp32). XGLM's positions (modeling_xglm.py XGLMSinusoidalPositionalEmbedding.make_weights) are a
+    (max_position_embeddings + 2) x d_model `weights` buffer (persistent=False), cast with the model (traced: 8 MiB
+    at 2048 positions and d_model 1024 in fp32, tools/memtrace/golden/bart/xglm-*)."""
     a = si.arch
+    if a.model_type == "xglm" and a.bart is not None:
+        wbytes = si.dt.weight if plan.method == "full" else si.dt.frozen
+        return [gpu("sinusoidal_positions", "buffers", wbytes * (a.max_positions + 2) * a.hidden_size, ALL)]
     if a.lightning is not None:
         n = sum(1 for lins in a.layer_linears or () if any(lin.name == "output_gate" for lin in lins))
         blk = a.lightning["block_size"]
