@@ -1,4 +1,4 @@
-"""The encoder-decoder grid: T5, M2M100 (BART's layer), LED and PEGASUS-X (issue 20, item 3), their real transformers 5.24 training step traced on
+"""The encoder-decoder grid: T5, Switch Transformers, M2M100 (BART's layer), LED and PEGASUS-X (issue 20, item 3), their real transformers 5.24 training step traced on
 FakeTensors as AutoModelForSeq2SeqLM (build.py model_class). The fixtures (tools/memtrace/golden/seq2seq/<id>.json,
 the same layout as tools/memtrace/families.py's) are what tests/test_seq2seq_grid.py holds the engine to.
 
@@ -68,14 +68,27 @@ CONFIGS = {
              "activation_dropout": 0.0, "activation_function": "gelu", "encoder_layerdrop": 0.0,
              "decoder_layerdrop": 0.0, "scale_embedding": True, "pad_token_id": 0, "decoder_start_token_id": 0,
              "tie_word_embeddings": True},
+    # google/switch-base-8's layout (T5's ReLU block; every other feed-forward a SwitchTransformersSparseMLP of 8
+    # experts, top-1, expert_capacity 64, router_jitter_noise 0.01, fp32 router) at 4 + 4 blocks (2 sparse a stack:
+    # blocks 1 and 3), dropout_rate 0 as the T5 rows; its real router with the balanced assignment of
+    # tools/memtrace/routing.py (s 512: 64 tokens an expert a sequence, all kept; s 1024: 128, half over capacity)
+    "switch": {"model_type": "switch_transformers", "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_heads": 8,
+               "num_layers": 4, "num_decoder_layers": 4, "num_sparse_encoder_layers": 2,
+               "num_sparse_decoder_layers": 2, "num_experts": 8, "expert_capacity": 64, "router_bias": False,
+               "router_jitter_noise": 0.01, "router_dtype": "float32", "router_ignore_padding_tokens": False,
+               "vocab_size": 32128, "feed_forward_proj": "relu", "dropout_rate": 0.0,
+               "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+               "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0, "tie_word_embeddings": False},
 }
 TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "led": ["query", "key", "value", "output", "q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
-           "pegx": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]}
+           "pegx": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+           # q and v (PEFT's T0 / mT0 examples): PEFT's "wi" / "wo" would also match every expert's
+           "switch": ["q", "v"]}
 # LED has no attention interface (modeling_led.py: LEDEncoderSelfAttention's own chunked matmuls, LEDDecoderAttention
 # eager); PEGASUS-X's decoder attention supports FA2 (`_supports_flash_attn = True`), its encoder's is its own
-ATTENTION = {"t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash"}
+ATTENTION = {"switch": "eager", "t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash"}
 
 
 def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none") -> dict:
@@ -101,6 +114,15 @@ def rows() -> list[dict]:
     out.append({"id": "t5v11-full-fp32-eager-s128-b8", **_plan("t5v11", "full", "fp32", 8, 128)})
     out.append({"id": "t5v11-lora-fp32-eager-s128-b8", **_plan("t5v11", "lora", "fp32", 8, 128)})
     out.append({"id": "t5v11-lora-mixed-eager-s512-b2", **_plan("t5v11", "lora", "bf16-mixed", 2, 512)})
+    # Switch: full and LoRA at s 512 (every token routed), full at s 1024 (half over capacity), checkpointed; all
+    # bf16-mixed: the router's `self.classifier = self.classifier.to(self.dtype)` (fp32 router_dtype) swaps a bf16
+    # parameter for an fp32 one on the first forward of a bf16-pure model, which the tracer's registered (weakly
+    # referenced) parameters refuse; with fp32 weights it is a no-op
+    out.append({"id": "switch-full-mixed-eager-s512-b2", **_plan("switch", "full", "bf16-mixed", 2, 512)})
+    out.append({"id": "switch-lora-mixed-eager-s512-b2", **_plan("switch", "lora", "bf16-mixed", 2, 512)})
+    out.append({"id": "switch-full-mixed-eager-s1024-b1", **_plan("switch", "full", "bf16-mixed", 1, 1024)})
+    out.append({"id": "switch-full-mixed-eager-gc-s512-b2", **_plan("switch", "full", "bf16-mixed", 2, 512,
+                                                                     ckpt="full")})
     return out
 
 

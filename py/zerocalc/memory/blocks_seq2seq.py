@@ -15,8 +15,9 @@ with FA2, LED (post-LN, GELU, Longformer encoder attention) with eager, PEGASUS-
 global-token encoder layer: memory/blocks_encoder_attn.py) with FA2, full / LoRA / checkpointed. Costed with the
 same rules, not traced: a T5 plan asking flash or sdpa (T5 has no FA2 path, `_supports_flash_attn = False`, and
 SDPA takes the position bias as a float mask: costed as eager), LED with global attention (a global_attention_mask:
-costed as local only), FSMT's post-LN layer, the sparse layers of Switch / NLLB-MoE (as one dense feed-forward),
-UMT5's per-layer bias under checkpointing.
+costed as local only), FSMT's post-LN layer, the sparse layers of NLLB-MoE (as one dense feed-forward), UMT5's
+per-layer bias under checkpointing. Switch Transformers' sparse feed-forward (switch_sparse_mlp) is traced with its
+real router and a balanced assignment under expert capacity (tools/memtrace/routing.py), bf16-mixed full and LoRA.
 
 Shared facts:
 - the encoder output (the encoder's final norm output) is one tensor that every decoder layer's cross-attention
@@ -92,10 +93,53 @@ def t5_attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, x: str, kv_x: 
     linear(ss, c, f"{key}.out", e, lins["o"], ads.get("o"))
 
 
-def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool) -> SavedSet:
+def switch_rows(s: int, b: int, experts: int, capacity: int) -> int:
+    """Rows a Switch sparse feed-forward runs through its experts: SwitchTransformersTop1Router keeps an expert's
+    first `expert_capacity` tokens of each sequence (`token_priority = cumsum(expert_index, dim=-2)`,
+    `token_priority <= expert_capacity`) and drops the rest; under a balanced router each of the E experts gets
+    ⌈s/E⌉ or ⌊s/E⌋ tokens of a sequence (traced with tools/memtrace/routing.py's stand-in)."""
+    return b * sum(min(len(range(j, s, experts)), capacity) for j in range(experts))
+
+
+def switch_sparse_mlp(ss: SavedSet, c: Ctx, arch: ModelArch, y: str, lins: dict) -> None:
+    """modeling_switch_transformers.py SwitchTransformersSparseMLP over the norm output y (dtype c.res).
+    SwitchTransformersTop1Router: `hidden_states.to(float32)` (a copy from 16 bits), jitter `*=` a uniform tensor
+    (mul_ keeps it, 4·t·h), the fp32 classifier (keeps its fp32 input; under autocast the 16-bit copy), softmax in
+    fp32 (4·t·E), `max(router_probs, -1)` (int64 indices). SwitchTransformersExperts, per routed row (n rows:
+    switch_rows): the int64 top_x / idx (torch.where's), `hidden_states[None, top_x]` read by wi (its input, or
+    autocast's 16-bit copy), ReLU's output, wo's input (`hidden_states.to(self.wo.weight.dtype)`: fp32 weights
+    under autocast make an fp32 copy and autocast a 16-bit one), wo's output and the gathered routing weight
+    (router.input_dtype) kept by the product, and the product itself, kept by index_add_. Traced:
+    tools/memtrace/golden/seq2seq/switch-*."""
+    sw, t, h = arch.switch, c.tokens, arch.hidden_size
+    e = 2 if c.autocast else c.e
+    if c.train_base and c.res != 4:
+        ss.save("router.fp32", 4 * t * h)              # .to(float32): the classifier's (fp32) input
+    elif c.train_base:
+        ss.save("router.in", (2 if c.autocast else 4) * t * h)
+    if sw["jitter"] > 0:
+        ss.save("router.jitter", 4 * t * h)
+    ss.save("router.softmax", 4 * t * sw["experts"])
+    ss.save("router.argmax", 8 * t)
+    n = switch_rows(c.seq, c.batch, sw["experts"], sw["capacity"])
+    cn = replace(c, tokens=n)
+    inner = lins["wo"].d_in
+    ss.save("experts.index", 2 * 8 * n)
+    linear(ss, cn, "experts.in", c.res, lins["wi"], None)
+    ss.save("experts.act", e * n * inner)
+    fp32_wo = c.autocast and c.train_base
+    linear(ss, cn, "experts.act.fp32" if fp32_wo else "experts.act", 4 if fp32_wo else e, lins["wo"], None)
+    ss.save("experts.out", e * n * h)
+    ss.save("experts.weight", c.res * n)
+    ss.save("experts.prod", max(e, c.res) * n * h)
+
+
+def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, sparse: bool = False) -> SavedSet:
     """modeling_t5.py T5Block: T5LayerSelfAttention (norm, attention, residual), in the decoder
     T5LayerCrossAttention (norm, attention over the encoder output), T5LayerFF (norm, DenseReluDense: wi, ReLU
-    (keeps its output, wo's input), wo; gated: wi_0, the activation, wi_1 and their product)."""
+    (keeps its output), `hidden_states.to(self.wo.weight.dtype)` (fp32 weights under autocast: an fp32 copy, and
+    autocast's 16-bit one for wo), wo; gated: wi_0, the activation, wi_1 and their product; Switch's sparse
+    feed-forward: switch_sparse_mlp)."""
     ss = SavedSet()
     h = arch.hidden_size
     y = t5_norm(ss, c, "ln_sa", "resid", h)
@@ -107,10 +151,13 @@ def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool) -> S
     y = t5_norm(ss, c2, "ln_ff", "resid_ff", h)
     e = 2 if c.autocast else c.e
     inner = lins["wo"].d_in
-    if "wi" in lins:
+    if sparse:
+        switch_sparse_mlp(ss, c2, arch, y, lins)
+    elif "wi" in lins:
         linear(ss, c2, y, c.res, lins["wi"], ads.get("wi"))
         ss.save("act.out", e * c.tokens * inner)         # ReLU keeps its output, wo's input
-        linear(ss, c2, "act.out", e, lins["wo"], ads.get("wo"))
+        fp32_wo = c.autocast and c.train_base            # DenseActDense casts to wo's fp32 weight dtype
+        linear(ss, c2, "act.fp32" if fp32_wo else "act.out", 4 if fp32_wo else e, lins["wo"], ads.get("wo"))
     else:
         # T5DenseGatedActDense: act(wi_0(x)) * wi_1(x). gelu_new (activations.py NewGELUActivation, python:
         # 0.5·x·(1 + tanh(√(2/π)(x + 0.044715·x³)))) keeps x, tanh, 1 + tanh and 0.5·x (4·e per element; under
@@ -246,7 +293,8 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     layers, shared = [], SavedSet()
     for i in range(n_enc + n_dec):
         decoder, ci = i >= n_enc, c_first if i in (0, n_enc) else c
-        ss = (t5_block(arch, ci, lins, ads, decoder) if t5 else
+        sparse = arch.switch is not None and arch.switch["sparse"][i]
+        ss = (t5_block(arch, ci, lins, ads, decoder, sparse) if t5 else
               bart_block(arch, ci, lins, ads, decoder, i - n_enc * decoder, i == n_enc - 1))
         if "enc_out" in ss.items:               # one tensor read by every decoder layer
             shared.save("enc_out", ss.items.pop("enc_out"))
@@ -270,12 +318,14 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         if c.train_base:
             extra += 8 * c.seq * c.seq * (n_enc + n_dec if per_layer else 2)
         # under checkpointing the later blocks take the bias (s, s, heads) as an input (T5Stack.forward
-        # `position_bias` handed on), the decoder its additive 16-bit causal mask (b, 1, s, s) and the
-        # cross-attention's zero bias (1, heads, s, s), created with requires_grad under checkpointing
+        # `position_bias` handed on), the decoder its additive causal mask (b, 1, s, s) in the model's dtype and the
+        # cross-attention's zero bias (1, heads, s, s), created with requires_grad under checkpointing in the
+        # scores' dtype (modeling_t5.py T5Attention.forward `torch.zeros(..., dtype=scores.dtype)`: 16-bit under
+        # autocast; traced: switch-full-mixed-eager-gc)
         a, s2 = arch.num_heads, c.seq * c.seq
         if not per_layer:
             ckpt_extra += c.res * a * s2 * ((n_enc > 1) + (n_dec > 1))
-        ckpt_extra += c.res * c.batch * s2 + (c.res * a * s2 if n_dec > 1 else 0)
+        ckpt_extra += c.res * c.batch * s2 + (e * a * s2 if n_dec > 1 else 0)
     # the decoder's final norm and lm_head (T5 tied: `sequence_output * model_dim**-0.5` is lm_head's input)
     head = SavedSet()
     if t5:
