@@ -1,4 +1,4 @@
-"""The engine against the encoder-decoder grid: T5, Switch Transformers, M2M100 (BART's layer), LED and PEGASUS-X, their real transformers 5.24 training step traced on
+"""The engine against the encoder-decoder grid: T5, Switch Transformers, T5Gemma, M2M100 (BART's layer), LED and PEGASUS-X, their real transformers 5.24 training step traced on
 fake tensors as AutoModelForSeq2SeqLM (tools/memtrace/seq2seq.py; the results in tools/memtrace/golden/seq2seq/,
 `python -m tools.memtrace.seq2seq` re-traces them). Issue 20, item 3: the saved activations and the peak within
 3 %, as tests/test_family_grid.py holds the decoder families (memory/blocks_seq2seq.py). Peaks that miss for a
@@ -41,7 +41,9 @@ def test_every_family_has_its_rows():
             "pegx-full-pure-flash-s512-b2", "pegx-lora-mixed-flash-s512-b2", "pegx-full-pure-flash-gc-s512-b2",
             "t5-lora-mixed-eager-gc-s512-b2", "m2m-lora-mixed-flash-gc-s512-b2", "led-lora-mixed-eager-gc-s512-b2",
             "pegx-lora-mixed-flash-gc-s512-b2", "switch-full-mixed-eager-s512-b2", "switch-lora-mixed-eager-s512-b2",
-            "switch-full-mixed-eager-s1024-b1", "switch-full-mixed-eager-gc-s512-b2"} <= ids
+            "switch-full-mixed-eager-s1024-b1", "switch-full-mixed-eager-gc-s512-b2",
+            "t5gemma-full-pure-flash-s512-b2", "t5gemma-lora-mixed-flash-s512-b2",
+            "t5gemma-full-pure-flash-gc-s512-b2"} <= ids
 
 
 def _saved(row):
@@ -52,9 +54,18 @@ def _saved(row):
     # 16-bit logits (modeling_t5.py T5ForConditionalGeneration.forward, modeling_bart.py
     # BartForConditionalGeneration.forward: `loss_fct(lm_logits.view(-1, ...), labels.view(-1))`, no upcast), so it is
     # bf16 without autocast and fp32 under autocast (cross_entropy is on autocast's fp32 list)
+    if plan["model"]["model_type"] == "t5gemma":
+        # T5GemmaForConditionalGeneration.forward: `tanh(logits / cap) * cap` keeps the 16-bit tanh output, then
+        # self.loss_function (loss_utils.py ForCausalLMLoss upcasts: an fp32 log-softmax in every precision)
+        v = plan["model"]["decoder"]["vocab_size"]
+        return _engine(plan), traced - (4 + (4 if plan["precision"] == "fp32" else 2)) * t * v
     traced -= (2 if plan["precision"] == "bf16-pure" else 4) * t * plan["model"]["vocab_size"]
+    return _engine(plan), traced
+
+
+def _engine(plan):
     # what forward leaves for backward (the blocks, around them, autocast's weight copies), whatever the peak's moment
-    return step_inputs(Plan.from_dict(plan)).acts.saved_total, traced
+    return step_inputs(Plan.from_dict(plan)).acts.saved_total
 
 
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
@@ -178,3 +189,24 @@ def test_switch_sparse_feed_forward_by_hand():
     rows = n * (16 + 2 * h + 4 * inner + 2 * h + 4 + 4 * h)
     assert ss.total == router + rows
     assert arch.switch["sparse"] == (False, True, False, True) * 2
+
+
+def test_t5gemma_cross_attention_by_hand():
+    """A T5Gemma decoder layer's cross-attention block at d 512, 8 heads, 4 KV heads, head_dim 64, full bf16 (e 2),
+    FA2, s 512, b 2 (t = 1024): Gemma's RMSNorm keeps the fp32 upcast, the rsqrt and the fp32 product (8 t·h + 4 t)
+    before and after; q_proj's input (2 t·h), the encoder output k_proj / v_proj read (2 t·h, one tensor), FA2's
+    q (2 t·512), k and v (2 t·256 each), the output (2 t·512, o_proj's input) and the fp32 logsumexp (4·8·t)."""
+    from zerocalc.memory.blocks import Ctx, SavedSet
+    from zerocalc.memory.blocks_seq2seq import t5gemma_cross
+    from zerocalc.model import model_from_config
+    from tools.memtrace.seq2seq import CONFIGS
+    arch = model_from_config(CONFIGS["t5gemma"])
+    c = Ctx(tokens=1024, seq=512, batch=2, e=2, res=2, autocast=False, train_base=True, adapter_bytes=2,
+            dropout=0.0, attention="flash", first_layer=False)
+    ss = SavedSet()
+    t5gemma_cross(ss, c, arch, {lin.name: lin for lin in arch.block_linears}, {})
+    t, h = 1024, 512
+    norm = 8 * t * h + 4 * t
+    assert ss.items.pop("enc_out") == 2 * t * h
+    assert ss.total == 2 * norm + 2 * t * h + 2 * t * 512 + 2 * 2 * t * 256 + 2 * t * 512 + 4 * 8 * t
+    assert arch.t5gemma == {"encoder_layers": 2} and arch.final_softcap and arch.attn_softcap

@@ -79,16 +79,31 @@ CONFIGS = {
                "vocab_size": 32128, "feed_forward_proj": "relu", "dropout_rate": 0.0,
                "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
                "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0, "tie_word_embeddings": False},
+    # google/t5gemma-2b-2b-ul2's layout (T5GemmaEncoderLayer / T5GemmaDecoderLayer: Gemma 2's sandwich RMSNorms,
+    # GQA, GeGLU, attention and final logit softcapping, sliding / full layer_types) at 2 + 2 layers, d 512
+    "t5gemma": {"model_type": "t5gemma", "tie_word_embeddings": True, "dropout_rate": 0.0, "attention_dropout": 0.0,
+                "pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2,
+                **{side: {"model_type": "t5_gemma_module", "vocab_size": 32000, "hidden_size": 512,
+                          "intermediate_size": 2048, "num_hidden_layers": 2, "num_attention_heads": 8,
+                          "num_key_value_heads": 4, "head_dim": 64, "hidden_activation": "gelu_pytorch_tanh",
+                          "max_position_embeddings": 8192, "rms_norm_eps": 1e-6, "pad_token_id": 0,
+                          "eos_token_id": 1, "bos_token_id": 2, "tie_word_embeddings": True,
+                          "attention_bias": False, "attention_dropout": 0.0, "query_pre_attn_scalar": 64,
+                          "sliding_window": 4096, "layer_types": ["sliding_attention", "full_attention"],
+                          "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "dropout_rate": 0.0,
+                          "is_decoder": side == "decoder"}
+                   for side in ("encoder", "decoder")}},
 }
 TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "led": ["query", "key", "value", "output", "q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "pegx": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            # q and v (PEFT's T0 / mT0 examples): PEFT's "wi" / "wo" would also match every expert's
-           "switch": ["q", "v"]}
+           "switch": ["q", "v"],
+           "t5gemma": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 # LED has no attention interface (modeling_led.py: LEDEncoderSelfAttention's own chunked matmuls, LEDDecoderAttention
 # eager); PEGASUS-X's decoder attention supports FA2 (`_supports_flash_attn = True`), its encoder's is its own
-ATTENTION = {"switch": "eager", "t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash"}
+ATTENTION = {"t5gemma": "flash", "switch": "eager", "t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash"}
 
 
 def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none") -> dict:
@@ -121,6 +136,11 @@ def rows() -> list[dict]:
     out.append({"id": "switch-full-mixed-eager-s512-b2", **_plan("switch", "full", "bf16-mixed", 2, 512)})
     out.append({"id": "switch-lora-mixed-eager-s512-b2", **_plan("switch", "lora", "bf16-mixed", 2, 512)})
     out.append({"id": "switch-full-mixed-eager-s1024-b1", **_plan("switch", "full", "bf16-mixed", 1, 1024)})
+    # T5Gemma: FA2 full bf16 and LoRA bf16-mixed, eager full bf16-mixed, checkpointed full
+    out.append({"id": "t5gemma-full-pure-flash-s512-b2", **_plan("t5gemma", "full", "bf16-pure", 2, 512)})
+    out.append({"id": "t5gemma-lora-mixed-flash-s512-b2", **_plan("t5gemma", "lora", "bf16-mixed", 2, 512)})
+    out.append({"id": "t5gemma-full-pure-flash-gc-s512-b2", **_plan("t5gemma", "full", "bf16-pure", 2, 512,
+                                                                     ckpt="full")})
     out.append({"id": "switch-full-mixed-eager-gc-s512-b2", **_plan("switch", "full", "bf16-mixed", 2, 512,
                                                                      ckpt="full")})
     return out

@@ -33,7 +33,10 @@ from .tracker import CATS, Snapshot, StorageTracker
 from . import running
 
 def _vocab(cfg) -> int:
-    return int(getattr(cfg, "vocab_size", 0) or 0)
+    """The logits' width: the decoder sub-config's vocab_size where there is one (T5GemmaConfig: its lm_head is the
+    decoder's, whatever the top-level default), else the config's."""
+    v = getattr(getattr(cfg, "decoder", None), "vocab_size", 0) or getattr(cfg, "vocab_size", 0)
+    return int(v or 0)
 
 
 def components(snap: Snapshot) -> dict:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..model import Linear, ModelArch
-from .blocks import MASK, Ctx, SavedSet, attention_core, linear
+from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, linear, rmsnorm
 from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
@@ -275,12 +275,61 @@ def _names(arch: ModelArch, lins: tuple[Linear, ...], ads: tuple[Adapter, ...]) 
     return {lin.name: lin for lin in lins}, {ad.name: ad for ad in ads}
 
 
+def t5gemma_cross(ss: SavedSet, c: Ctx, arch: ModelArch, lins: dict, ads: dict) -> None:
+    """modeling_t5gemma.py T5GemmaDecoderLayer's cross-attention block: pre_cross_attn_layernorm (Gemma's RMSNorm:
+    the fp32 upcast, rsqrt and the fp32 product with 1 + weight), q_proj over its output, k_proj / v_proj over the
+    encoder output (one tensor: the caller keeps it once), T5GemmaCrossAttention through the attention interface
+    (FA2: q, k, v, the output and the logsumexp; eager: Gemma 2's softcapped scores), o_proj, and
+    post_cross_attn_layernorm over o_proj's output."""
+    h, e = arch.hidden_size, 2 if c.autocast else c.e
+    q_dim, kv_dim = arch.num_heads * arch.head_dim, arch.num_kv_heads * arch.head_dim
+    y = rmsnorm(ss, c, "ln_ca", "resid_ca", h, gemma=True)
+    linear(ss, c, y, c.res, lins["q_proj"], ads.get("q_proj"))
+    for name in ("k_proj", "v_proj"):
+        linear(ss, c, "enc_out", c.res, lins[name], ads.get(name))
+    out = attention_core(ss, c, arch, "ca", q_dim, kv_dim)
+    linear(ss, c, out, e, lins["o_proj"], ads.get("o_proj"))
+    rmsnorm(ss, c, "post_ca_norm", "ca_out", h, gemma=True)
+
+
+def t5gemma_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear, ...],
+                   adapters: tuple[Adapter, ...], lm_head_adapter: Adapter | None) -> EncDec:
+    """T5Gemma (modeling_t5gemma.py T5GemmaEncoder / T5GemmaDecoder): every layer Gemma 2's (memory/blocks.py
+    llama_block: sandwich RMSNorms, GQA, GeGLU; the encoder's bidirectional attention keeps what the causal one
+    does), each decoder layer with t5gemma_cross; the encoder's final norm and its output (read by every
+    cross-attention's k_proj / v_proj), the decoder's final norm and lm_head's input. Traced:
+    tools/memtrace/golden/seq2seq/t5gemma-*."""
+    n_enc = arch.t5gemma["encoder_layers"]
+    lins, ads = _names(arch, linears, adapters)
+    h, t = arch.hidden_size, c.tokens
+    layers, shared = [], SavedSet()
+    for i in range(arch.num_layers):
+        ci = c_first if i in (0, n_enc) else c
+        n = block_saved_bytes(arch, ci, linears, adapters)
+        if i >= n_enc:
+            ss = SavedSet()
+            t5gemma_cross(ss, replace(ci, first_layer=False), arch, lins, ads)
+            if "enc_out" in ss.items:
+                shared.save("enc_out", ss.items.pop("enc_out"))
+            n += ss.total
+        layers.append(n)
+    fin = SavedSet()
+    rmsnorm(fin, c, "enc_final", "enc_last", h, gemma=True)
+    head = SavedSet()
+    y = rmsnorm(head, c, "dec_final", "dec_last", h, gemma=True)
+    linear(head, c, y, c.res, Linear("lm_head", h, arch.vocab_size), lm_head_adapter)
+    return EncDec(layers=tuple(layers), extra=fin.total + shared.total + 8 * t,
+                  ckpt_extra=fin.total + c.res * t * h + 8 * t, head=head.total)
+
+
 def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear, ...],
                     adapters: tuple[Adapter, ...], lm_head_adapter: Adapter | None = None,
                     input_grads: bool = False) -> EncDec | None:
     """The whole model's saved set for an encoder-decoder (None for any other model). The encoder's and the
     decoder's first block see an input that needs no gradient under LoRA (c_first); `input_grads`: LoRA under
     checkpointing, where PEFT's enable_input_require_grads makes the embedding outputs need one."""
+    if arch.t5gemma is not None:
+        return t5gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter)
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model
         return None
     n = stacks(arch)

@@ -103,6 +103,9 @@ class ModelArch:
     # Switch Transformers' sparse feed-forwards (model/classic.py t5): {"experts", "capacity", "jitter", "sparse": one
     # bool per block, the encoder's then the decoder's} where memory/blocks_seq2seq.py costs their routing, else None
     switch: Mapping | None = None
+    # T5Gemma's stacks (model/t5gemma.py): {"encoder_layers": n} where memory/blocks_seq2seq.py costs the encoder and the
+    # decoder (with its cross-attention) as Gemma 2 layers, else None
+    t5gemma: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:
