@@ -93,6 +93,16 @@ CONFIGS = {
                           "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "dropout_rate": 0.0,
                           "is_decoder": side == "decoder"}
                    for side in ("encoder", "decoder")}},
+    # facebook/hf-seamless-m4t-medium's text-to-text model (SeamlessM4TForTextToText: NLLB's pre-LN layer, ReLU,
+    # sinusoidal positions, scaled embedding, dropout / attention_dropout 0.1 as shipped) at 2 + 2 layers, d 512;
+    # layerdrop 0 (the shipped 0.05 skips layers at random)
+    **{key: {"model_type": mt, "hidden_size": 512, "encoder_layers": 2, "decoder_layers": 2,
+             "encoder_attention_heads": 8, "decoder_attention_heads": 8, "encoder_ffn_dim": 2048,
+             "decoder_ffn_dim": 2048, "vocab_size": 32000, "max_position_embeddings": 1024, "dropout": 0.1,
+             "attention_dropout": 0.1, "activation_dropout": 0.0, "activation_function": "relu",
+             "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "scale_embedding": True, "pad_token_id": 0,
+             "bos_token_id": 2, "eos_token_id": 3, "decoder_start_token_id": 3, "tie_word_embeddings": True}
+       for key, mt in (("m4t", "seamless_m4t"), ("m4tv2", "seamless_m4t_v2"))},
 }
 TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -100,10 +110,12 @@ TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "pegx": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            # q and v (PEFT's T0 / mT0 examples): PEFT's "wi" / "wo" would also match every expert's
            "switch": ["q", "v"],
+           "m4t": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+           "m4tv2": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "t5gemma": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 # LED has no attention interface (modeling_led.py: LEDEncoderSelfAttention's own chunked matmuls, LEDDecoderAttention
 # eager); PEGASUS-X's decoder attention supports FA2 (`_supports_flash_attn = True`), its encoder's is its own
-ATTENTION = {"t5gemma": "flash", "switch": "eager", "t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash"}
+ATTENTION = {"m4t": "flash", "m4tv2": "flash", "t5gemma": "flash", "switch": "eager", "t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash"}
 
 
 def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none") -> dict:
@@ -136,6 +148,11 @@ def rows() -> list[dict]:
     out.append({"id": "switch-full-mixed-eager-s512-b2", **_plan("switch", "full", "bf16-mixed", 2, 512)})
     out.append({"id": "switch-lora-mixed-eager-s512-b2", **_plan("switch", "lora", "bf16-mixed", 2, 512)})
     out.append({"id": "switch-full-mixed-eager-s1024-b1", **_plan("switch", "full", "bf16-mixed", 1, 1024)})
+    # SeamlessM4T(v2) text-to-text: FA2 full bf16, LoRA bf16-mixed, full bf16 checkpointed
+    for fam in ("m4t", "m4tv2"):
+        out.append({"id": f"{fam}-full-pure-flash-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512)})
+        out.append({"id": f"{fam}-lora-mixed-flash-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512)})
+        out.append({"id": f"{fam}-full-pure-flash-gc-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512, ckpt="full")})
     # T5Gemma: FA2 full bf16 and LoRA bf16-mixed, eager full bf16-mixed, checkpointed full
     out.append({"id": "t5gemma-full-pure-flash-s512-b2", **_plan("t5gemma", "full", "bf16-pure", 2, 512)})
     out.append({"id": "t5gemma-lora-mixed-flash-s512-b2", **_plan("t5gemma", "lora", "bf16-mixed", 2, 512)})

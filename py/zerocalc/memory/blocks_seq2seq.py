@@ -215,7 +215,7 @@ def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, la
         _drop(ss, c2, sw, "ca_drop", h)
     y, yb = layernorm(ss, c2, ("ln_ca" if decoder else "ln_sa") if post else "ln_ff", "resid_ff", h)
     bart_mlp(ss, c2, sw, y, yb, lins, ads)
-    _drop(ss, c2, sw, "ff_drop", h)
+    _drop(ss, c2, sw, "ff_drop", h, sw.get("ff_dropout", sw["dropout"]))
     if post:
         layernorm(ss, c2, "ln_ff", "resid_out", h)      # its output is the next layer's input (saved there)
     return ss
@@ -227,8 +227,8 @@ def _attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str) -> str:
     return attention_core(ss, c, arch, key, arch.q_dim, arch.q_dim)
 
 
-def _drop(ss: SavedSet, c: Ctx, sw: dict, key: str, h: int) -> None:
-    if sw["dropout"] > 0:
+def _drop(ss: SavedSet, c: Ctx, sw: dict, key: str, h: int, rate: float | None = None) -> None:
+    if (sw["dropout"] if rate is None else rate) > 0:
         ss.save(key, MASK * c.tokens * h)               # CUDA native_dropout's bool mask
 
 
