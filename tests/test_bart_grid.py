@@ -18,7 +18,7 @@ ROWS = sorted(GRID.glob("*.json"))
 FAMILIES = ("bart", "mbart", "marian", "pegasus")
 # traced beside them (issue 20): the same rows; MVP's, TrOCR's and XGLM's attention is their own eager code, so
 # their rows run eager where the others run FA2 (tools/memtrace/bart.py OWN_ATTENTION)
-MORE = ("whisper", "biogpt", "xglm", "blenderbot", "blenderbot-small", "plbart", "mvp", "trocr")
+MORE = ("whisper", "biogpt", "xglm", "blenderbot", "blenderbot-small", "plbart", "mvp", "trocr", "bigbird_pegasus")
 OWN_ATTENTION = ("xglm", "mvp", "trocr")
 # the causal LMs without a kept cross-attention call `self.loss_function` (modeling_biogpt.py BioGptForCausalLM,
 # modeling_xglm.py XGLMForCausalLM: loss_utils.py ForCausalLMLoss, `logits = logits.float()`), so their
@@ -31,7 +31,7 @@ _CROSS_LORA = ("PEFT's target names (q_proj ...) also match each layer's never-r
                "lora.py adapters from the block's self-attention and fc1/fc2; model/decoders.py SUPPORT says so): "
                "4 layers x 4 x r (2 d_model) fp32 = 2 MiB at d_model 1024, over compare.py's 2 MiB floor (at d_model "
                "768 and 512, bart and marian, under it)")
-KNOWN_PEAK = {f"{fam}-{row}": _CROSS_LORA for fam in ("mbart", "pegasus", "blenderbot")
+KNOWN_PEAK = {f"{fam}-{row}": _CROSS_LORA for fam in ("mbart", "pegasus", "blenderbot", "bigbird_pegasus")
               for row in ("lora-mixed-flash-s1024-b2", "lora-mixed-eager-gc-s256-b2")}
 KNOWN_PEAK.update({f"{fam}-{row}": _CROSS_LORA for fam in ("mvp", "trocr")
                    for row in ("lora-mixed-eager-s1024-b2", "lora-mixed-eager-gc-s256-b2")})
@@ -150,3 +150,13 @@ def test_xglm_layer_by_hand():
     t, h, inner, a, s, b = 512, 1024, 4096, 16, 256, 2
     scores = a * s * s * b
     assert got == 8 * 2 * t * h + 2 * t * h + 2 * 2 * t * inner + 7 * scores + 2 * 8 * t
+
+
+def test_bigbird_pegasus_layer_by_hand():
+    """google/bigbird-pegasus-large-arxiv's decoder layer (pre-LN, gelu_new, dropout 0.1), h 1024, I 4096, 16 heads,
+    full bf16, FA2, s 512, b 2 (t = 1024): eight t·h tensors (ln_sa's input, q/k/v's input, q, k, v, the output,
+    ln_ff's input, fc1's input), two bool dropout masks, the fp32 logsumexp, the norms' fp32 mean / rstd; the python
+    gelu_new keeps x, tanh, 1 + tanh and 0.5·x (4 x 2 bytes an element) and fc2 its output (2 bytes)."""
+    arch, got = _layer("bigbird_pegasus")
+    t, h, inner, a = 1024, 1024, 4096, 16
+    assert got == 8 * 2 * t * h + 2 * t * h + (4 * 2 + 2) * t * inner + 4 * a * t + 2 * 8 * t

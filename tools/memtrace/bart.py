@@ -101,6 +101,10 @@ MORE = {
               "activation_function": "gelu", "dropout": 0.1, "attention_dropout": 0.0, "activation_dropout": 0.0,
               "decoder_layerdrop": 0.0, "scale_embedding": False, "use_learned_position_embeddings": True,
               "layernorm_embedding": True, "pad_token_id": 1, "tie_word_embeddings": True},
+    # google/bigbird-pegasus-large-arxiv's decoder (modeling_bigbird_pegasus.py BigBirdPegasusDecoderLayer: pre-LN,
+    # full attention without biases, gelu_new, final layer_norm, scaled embedding)
+    "bigbird_pegasus": _bart("bigbird_pegasus", 1024, 16, 4096, 96103, (0.1, 0.0, 0.0), True, use_bias=False,
+                             activation_function="gelu_new", attention_type="original_full", pad_token_id=0),
 }
 CONFIGS.update(MORE)
 TARGETS = ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]

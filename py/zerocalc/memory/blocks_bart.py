@@ -9,8 +9,8 @@ in tools/memtrace/golden/bart/, held within 3 % by tests/test_bart_grid.py): bar
 layernorm_embedding), mbart (pre-LayerNorm, layernorm_embedding and a final layer_norm), marian (post-LayerNorm,
 SiLU, no embedding norm), pegasus (pre-LayerNorm, ReLU with activation_dropout, attention_dropout, final
 layer_norm), and beside them whisper, biogpt, xglm, blenderbot, blenderbot-small, plbart, mvp and trocr (XGLM, MVP
-and TrOCR with their own eager attention whatever the plan asks, XGLM's clamped scores). The other model_types
-(bigbird_pegasus) take the same rule by their switches (model/decoders.py layer_switches), not traced. memory/activations.py calls `layer_saved_bytes` here (this module's layer, else
+and TrOCR with their own eager attention whatever the plan asks, XGLM's clamped scores) and bigbird_pegasus
+(its decoder's python gelu_new). memory/activations.py calls `layer_saved_bytes` here (this module's layer, else
 memory/blocks_families.py's) and `outside_blocks` for what the decoder keeps around its layers.
 
 What the traces show (per layer, t = s·b tokens, h = d_model, I = ffn, e the compute dtype's bytes):
@@ -71,12 +71,20 @@ def bart_mlp(ss: SavedSet, c: Ctx, sw: dict, x: str, x_bytes: int, lins: dict, a
     fc1, fc2 = lins["fc1"], lins["fc2"]
     linear(ss, c, x, x_bytes, fc1, ads.get("fc1"))
     n = c.tokens * fc1.d_out
-    ss.save(f"{key}act.out" if sw["act"] == "relu" else f"{key}act.in", e * n)
-    out = f"{key}act.out"
+    out, out_bytes = f"{key}act.out", e
+    if sw["act"] == "gelu_new":
+        # activations.py NewGELUActivation, python: 0.5·x·(1 + tanh(√(2/π)(x + 0.044715·x³))) keeps x, tanh,
+        # 1 + tanh and 0.5·x (4·e per element); under CUDA autocast pow runs in fp32 (x's fp32 copy, tanh and
+        # 1 + tanh fp32, 0.5·x 16-bit: 14 bytes) and the output is fp32, which fc2 reads through autocast's copy
+        # (blocks_seq2seq.py t5_block's gated-gelu rule; traced: tools/memtrace/golden/bart/bigbird_pegasus-*)
+        ss.save(f"{key}gelu_new", (14 if c.autocast else 4 * e) * n)
+        out_bytes = 4 if c.autocast else e
+    else:
+        ss.save(f"{key}act.out" if sw["act"] == "relu" else f"{key}act.in", e * n)
     if sw["act_dropout"] > 0:
         ss.save(f"{key}act.drop_mask", MASK * n)
         out = f"{key}act.drop"
-    linear(ss, c, out, e, fc2, ads.get("fc2"))
+    linear(ss, c, out, out_bytes, fc2, ads.get("fc2"))
 
 
 def bart_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

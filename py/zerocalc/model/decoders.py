@@ -21,11 +21,12 @@ SUPPORT = ("exact parameter count; activations approximate (costed as the classi
 
 # activations: memory/blocks_bart.py's decoder layer, traced on these (tools/memtrace/bart.py, tests/test_bart_grid.py)
 TRACED = ("bart", "mbart", "marian", "pegasus", "whisper", "biogpt", "xglm", "blenderbot", "blenderbot-small", "plbart",
-          "mvp", "trocr")
+          "mvp", "trocr", "bigbird_pegasus")
 TRACED_SUPPORT = ("exact parameter count; activations traced (memory/blocks_bart.py: tools/memtrace/golden/bart); "
                   "LoRA adapters on a kept cross-attention (encoder_attn) not counted")
 RULE_SUPPORT = ("exact parameter count; activations approximate (memory/blocks_bart.py's decoder layer, traced on "
-                "bart / mbart / marian / pegasus / whisper / biogpt / xglm / blenderbot(-small) / plbart / mvp / trocr, "
+                "bart / mbart / marian / pegasus / whisper / biogpt / xglm / blenderbot(-small) / plbart / mvp / trocr / "
+                "bigbird_pegasus, "
                 "not on this model_type); LoRA adapters on a kept cross-attention (encoder_attn) not counted")
 
 _BART = ("d_model", "decoder_layers", "decoder_ffn_dim", "decoder_attention_heads")
