@@ -35,16 +35,7 @@ KNOWN_PEAK = {f"{fam}-{row}": _CROSS_LORA for fam in ("mbart", "pegasus", "blend
               for row in ("lora-mixed-flash-s1024-b2", "lora-mixed-eager-gc-s256-b2")}
 KNOWN_PEAK.update({f"{fam}-{row}": _CROSS_LORA for fam in ("mvp", "trocr")
                    for row in ("lora-mixed-eager-s1024-b2", "lora-mixed-eager-gc-s256-b2")})
-# the FA2 profile's layout: WhisperAttention makes q `.transpose(1, 2).contiguous()` (modeling_whisper.py
-# WhisperAttention.forward), so CPU SDPA writes its output in (b, a, s, d) order and the profile's
-# `transpose(1, 2).contiguous()` (tools/memtrace/build.py flash_attention_forward) is a second t x h copy, out_proj's
-# input beside the kept output; FA2 on a GPU returns its (b, s, a, d) output, the one tensor (flash_attn's
-# maybe_contiguous copies only a non-unit last stride). Under LoRA the frozen out_proj keeps no input, so whisper's
-# LoRA rows (and its checkpointed and eager ones) hold
-_WHISPER_FA2 = ("tracer layout, not the engine: one t x h bf16 copy per layer (4 MiB, 5.6 %) that FA2 does not make "
-                "(see _WHISPER_FA2's comment)")
-KNOWN_SAVED = {"whisper-full-pure-flash-s512-b2": _WHISPER_FA2}
-KNOWN_PEAK["whisper-full-pure-flash-s512-b2"] = _WHISPER_FA2
+KNOWN_SAVED: dict[str, str] = {}
 # blenderbot-400M's layer (d_model 1280, I 5120, 32 heads): the saved activations hold, but the peak is inside a
 # layer's backward (the eager softmax backward; under checkpointing the recomputed layer with its fc1 gradient),
 # a moment memory/phases.py does not place above the loss's backward / its recompute estimate for this width

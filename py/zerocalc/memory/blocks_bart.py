@@ -108,7 +108,8 @@ def bart_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     if c.attention == "eager" or sw.get("own_attention"):
         out = eager_attention(ss, c2, arch, "attn", sw["attn_dropout"], clamp=sw.get("clamp", False))
     else:
-        out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.q_dim)
+        c_attn = replace(c2, attn_out_copied=True) if sw.get("out_copied") else c2
+        out = attention_core(ss, c_attn, arch, "attn", arch.q_dim, arch.q_dim)
     linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
     if sw["dropout"] > 0:
         ss.save("attn_drop", MASK * c.tokens * h)

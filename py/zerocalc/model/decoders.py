@@ -153,7 +153,11 @@ def layer_switches(c: ConfigReader, model_type: str, emb_ln: bool, final_ln: boo
     # modeling_mvp.py MvpAttention, modeling_trocr.py TrOCRAttention: no attention interface, no
     # `_supports_flash_attn`, so transformers refuses flash_attention_2 and sdpa runs the same code): costed as
     # eager whatever the plan's attention; XGLM's also clamps the masked scores (`clamp`)
+    # WhisperAttention makes q `.transpose(1, 2).contiguous()` (modeling_whisper.py): the flash kernel writes its
+    # output in q's (b, a, s, d) layout (flash_attn's mha_fwd `out = torch::empty_like(q)`; CPU SDPA in the trace
+    # alike), so `attn_output.reshape(*input_shape, -1)` is a copy, out_proj's input beside the kept output
     return {"own_attention": model_type in OWN_ATTENTION, "clamp": model_type == "xglm",
+            "out_copied": model_type == "whisper",
             "post_ln": model_type in POST_LN, "emb_ln": emb_ln,
             "final_ln": final_ln, "decoder_only": True,
             "act": c.str(act, "gelu"), "act_dropout": _rate(c, "activation_dropout"), "attn_dropout": _rate(c, attn),
