@@ -116,7 +116,8 @@ def switch_sparse_mlp(ss: SavedSet, c: Ctx, arch: ModelArch, y: str, lins: dict)
     if c.train_base and c.res != 4:
         ss.save("router.fp32", 4 * t * h)              # .to(float32): the classifier's (fp32) input
     elif c.train_base:
-        ss.save("router.in", (2 if c.autocast else 4) * t * h)
+        # an fp32 y is its own .to(float32): the classifier keeps it, or autocast's 16-bit copy of it
+        ss.save(f"{y}.bf16.router" if c.autocast else y, (2 if c.autocast else 4) * t * h)
     if sw["jitter"] > 0:
         ss.save("router.jitter", 4 * t * h)
     ss.save("router.softmax", 4 * t * sw["experts"])
