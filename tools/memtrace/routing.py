@@ -2,12 +2,14 @@
 
 FakeTensors have shapes, not values: modeling_dbrx.py DbrxExperts.forward picks the experts to run and their tokens
 with `nonzero()` / `torch.where` over the top-k indices, modeling_jetmoe.py JetMoeTopKGating.forward splits the
-routed rows with `expert_size.tolist()`; both fail on fake tensors. Inside `balanced_routing()` the router still
+routed rows with `expert_size.tolist()`, modeling_switch_transformers.py SwitchTransformersExperts.forward picks
+its experts' rows with `nonzero()` / `torch.where` too; all fail on fake tensors. Inside `balanced_routing()` the router still
 runs as written (its linear, softmax and top-k: what it keeps for backward) but the assignment is fixed: routed
 slot r = i·k + s (token i's s-th choice) goes to expert r mod E, so each expert gets ⌈t·k/E⌉ or ⌊t·k/E⌋ rows and
 every token k distinct experts (k <= E): a perfectly balanced router, which is what the load-balancing loss
 trains towards. The rest of each forward is the modelling file's own ops in its own order, so the saved tensors
-are the real code's for that assignment (their sizes depend only on the row counts).
+are the real code's for that assignment (their sizes depend only on the row counts). Switch's top-1 router then
+drops what its expert_capacity does: an expert's tokens past the capacity of each sequence (switch_kept).
 """
 from __future__ import annotations
 
