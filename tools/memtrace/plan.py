@@ -131,4 +131,4 @@ def is_encoder_decoder(model_type: str) -> bool:
     mBART, Marian, Pegasus ... are counted as their causal-LM decoder (model/decoders.py: BartForCausalLM), so the
     tracer builds those as AutoModelForCausalLM too."""
     from zerocalc.model import SEQ2SEQ, T5  # noqa: PLC0415
-    return model_type in T5 or model_type in SEQ2SEQ
+    return model_type in T5 or model_type in SEQ2SEQ or model_type == "t5gemma"

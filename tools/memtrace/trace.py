@@ -33,7 +33,10 @@ from .tracker import CATS, Snapshot, StorageTracker
 from . import running
 
 def _vocab(cfg) -> int:
-    return int(getattr(cfg, "vocab_size", 0) or 0)
+    """The logits' width: the decoder sub-config's vocab_size where there is one (T5GemmaConfig: its lm_head is the
+    decoder's, whatever the top-level default), else the config's."""
+    v = getattr(getattr(cfg, "decoder", None), "vocab_size", 0) or getattr(cfg, "vocab_size", 0)
+    return int(v or 0)
 
 
 def components(snap: Snapshot) -> dict:
@@ -73,9 +76,11 @@ def never_run(cfg, name: str) -> bool:
     """A parameter a real step leaves without a gradient: the cross-attention (encoder_attn, encoder_attn_layer_norm) of a BART-lineage
     decoder built as a causal LM (BartForCausalLM ... set config.is_decoder and not is_encoder_decoder, and
     BartDecoderLayer runs encoder_attn only `if encoder_hidden_states is not None`). The warm-up step gives these no
-    zero gradient, so, as in a real run (torch AdamW skips a parameter whose .grad is None), they get no state."""
-    return (getattr(cfg, "is_decoder", False) and not getattr(cfg, "is_encoder_decoder", False)
-            and ".encoder_attn" in name)
+    zero gradient, so, as in a real run (torch AdamW skips a parameter whose .grad is None), they get no state.
+    WhisperForCausalLM sets `config.is_encoder_decoder = False` without is_decoder (modeling_whisper.py
+    WhisperForCausalLM.__init__), and WhisperDecoderLayer runs encoder_attn under the same condition: any causal
+    LM whose config is not an encoder-decoder's runs no cross-attention (the step passes no encoder states)."""
+    return not getattr(cfg, "is_encoder_decoder", False) and ".encoder_attn" in name
 
 
 def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool = False,

@@ -158,6 +158,10 @@ def dequant_phases(plan: Plan, stack: Stack) -> frozenset:
     return BWD_END
 
 
+# model_type -> how many sinusoidal position buffers it registers (one per stack; model_buffer_terms)
+SINUSOIDAL_BUFFERS = {"xglm": 1, "m2m_100": 2, "nllb-moe": 2, "seamless_m4t": 2, "seamless_m4t_v2": 2}
+
+
 def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Model buffers worth counting: torchtune's rotary cache, (max_seq_len, head_dim / 2, 2) fp32 cos/sin built
     for the builder's max_seq_len (the Llama builders pass the HF config's max_position_embeddings) and
@@ -168,8 +172,16 @@ def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     hundred bytes. MiniMax's lightning attention layers (modeling_minimax.py MiniMaxLightningAttention.__init__)
     each register slope_rate (a), query_decay and key_decay (a·B) and diagonal_decay (a·B²) for a heads and
     block_size B, in the weights' dtype (traced: 3 MiB for the two layers of tools/memtrace/families.py minimax
-    in fp32)."""
+    in fp32). XGLM's and M2M100's positions (modeling_xglm.py XGLMSinusoidalPositionalEmbedding.make_weights,
+    modeling_m2m_100.py M2M100SinusoidalPositionalEmbedding, copied by NLLB-MoE and SeamlessM4T(v2)) are a
+    (max_position_embeddings + 2) x d_model `weights` buffer (persistent=False) in each stack, cast with the model
+    (traced: 8 MiB at 2048 positions and d_model 1024 in fp32, tools/memtrace/golden/bart/xglm-*; two of 1 MiB in
+    bf16, golden/seq2seq/m2m-*, m4t-*)."""
     a = si.arch
+    if a.model_type in SINUSOIDAL_BUFFERS and a.bart is not None:
+        wbytes = si.dt.weight if plan.method == "full" else si.dt.frozen
+        n = SINUSOIDAL_BUFFERS[a.model_type]
+        return [gpu("sinusoidal_positions", "buffers", n * wbytes * (a.max_positions + 2) * a.hidden_size, ALL)]
     if a.lightning is not None:
         n = sum(1 for lins in a.layer_linears or () if any(lin.name == "output_gate" for lin in lins))
         blk = a.lightning["block_size"]

@@ -100,6 +100,12 @@ class ModelArch:
     # MiniMax's lightning attention layers (model/hybrid.py lightning_attention): {"block_size": ...} where
     # memory/blocks_lightning.py costs them, else None
     lightning: Mapping | None = None
+    # Switch Transformers' sparse feed-forwards (model/classic.py t5): {"experts", "capacity", "jitter", "sparse": one
+    # bool per block, the encoder's then the decoder's} where memory/blocks_seq2seq.py costs their routing, else None
+    switch: Mapping | None = None
+    # T5Gemma's stacks (model/t5gemma.py): {"encoder_layers": n} where memory/blocks_seq2seq.py costs the encoder and the
+    # decoder (with its cross-attention) as Gemma 2 layers, else None
+    t5gemma: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:
