@@ -17,7 +17,7 @@ ROWS = sorted(GRID.glob("*.json"))
 
 def test_every_family_has_its_four_rows():
     ids = {p.stem for p in ROWS}
-    for fam in ("opt", "neox", "gptj", "phi", "starcoder2", "stablelm", "olmo", "cohere",
+    for fam in ("opt", "neox", "gptj", "codegen", "phi", "starcoder2", "stablelm", "olmo", "cohere",
                 "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax"):
         assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
                 f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s1024-b2"} <= ids, fam

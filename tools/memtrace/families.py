@@ -4,8 +4,8 @@ FakeTensors (issue 20, item 3). Every block's saved set is traced on the real tr
 forward end) are what tests/test_family_grid.py holds the engine to, within 3 %, without torch.
 
 The configs are small (4 layers, h 640-1024, a real family's field names and switches: OPT's ReLU and
-pre-LayerNorm, Pythia's parallel residual and 25 % rotary, GPT-J's and Phi-2's partial rotary with a parallel
-block, Phi-2's head_dim 80); each family gets a full bf16 row with FlashAttention-2's profile, a bf16-mixed LoRA
+pre-LayerNorm, Pythia's parallel residual and 25 % rotary, GPT-J's, CodeGen's and Phi-2's partial rotary with a
+parallel block, Phi-2's head_dim 80); each family gets a full bf16 row with FlashAttention-2's profile, a bf16-mixed LoRA
 row with adapter dropout and residual dropout, an fp32-weight autocast row with eager attention and a full bf16
 row with gradient checkpointing.
 
@@ -109,6 +109,35 @@ CONFIGS = {
                 "block_size": 256, "num_local_experts": 4, "num_experts_per_tok": 2, "hidden_act": "silu",
                 "attention_dropout": 0.0, "max_position_embeddings": 4096, "router_jitter_noise": 0.0,
                 "tie_word_embeddings": False},
+    # EleutherAI/gpt-neo-125m's layout: global and local (window 256) attention alternating, no q/k scaling, gelu_new
+    "gpt_neo": {"model_type": "gpt_neo", "hidden_size": 768, "num_heads": 12, "num_layers": 4,
+                "attention_types": [[["global", "local"], 2]], "window_size": 256, "intermediate_size": None,
+                "vocab_size": 50257, "max_position_embeddings": 2048, "activation_function": "gelu_new",
+                "resid_dropout": 0.0, "embed_dropout": 0.0, "attention_dropout": 0.0, "tie_word_embeddings": True},
+    # mosaicml/mpt-7b's layout: ALiBi (no positions), no biases, fused Wqkv, expansion_ratio 4, tied head
+    "mpt": {"model_type": "mpt", "d_model": 1024, "n_heads": 16, "n_layers": 4, "expansion_ratio": 4,
+            "max_seq_len": 2048, "vocab_size": 50432, "no_bias": True, "resid_pdrop": 0.0, "emb_pdrop": 0.0,
+            "attn_config": {"alibi": True, "attn_pdrop": 0, "qk_ln": False, "clip_qkv": None},
+            "tie_word_embeddings": True},
+    # Salesforce/codegen-350M-mono's layout: fused qkv_proj, rotary_dim 32 of head_dim 64, parallel block, gelu_new
+    "codegen": {"model_type": "codegen", "n_embd": 1024, "n_head": 16, "n_layer": 4, "rotary_dim": 32,
+                "n_inner": None, "vocab_size": 51200, "n_positions": 2048, "n_ctx": 2048,
+                "activation_function": "gelu_new", "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+                "tie_word_embeddings": False},
+    # Salesforce/ctrl's layout (h 1280, dff 8192, 48 layers, vocab 246534) made small: sinusoidal positions
+    # (a buffer), pre-LN blocks, biased q/k/v/dense, ReLU MLP, tied head with a bias
+    "ctrl": {"model_type": "ctrl", "n_embd": 768, "n_head": 12, "n_layer": 4, "dff": 3072, "vocab_size": 32000,
+             "n_positions": 1024, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "tie_word_embeddings": True},
+    # openai-community/openai-gpt's layout: post-LN blocks, Conv1D c_attn / c_proj, GELU, learned positions (1024
+    # here: the rows run s 1024)
+    "openai": {"model_type": "openai-gpt", "n_embd": 768, "n_head": 12, "n_layer": 4, "vocab_size": 40478,
+               "n_positions": 1024, "afn": "gelu", "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+               "tie_word_embeddings": True},
+    # abeja/gpt-neox-japanese-2.7b's layout made small: fused query_key_value, full rotary, GELU, biased LayerNorms
+    "neoxjp": {"model_type": "gpt_neox_japanese", "hidden_size": 768, "num_attention_heads": 12,
+               "num_hidden_layers": 4, "intermediate_multiple_size": 4, "vocab_size": 32000,
+               "max_position_embeddings": 2048, "hidden_act": "gelu", "attention_dropout": 0.0,
+               "hidden_dropout": 0.0, "tie_word_embeddings": True},
 }
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -120,6 +149,12 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
               for fam in ("stablelm", "olmo", "cohere", "qwen3", "gemma4")},
            "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
            "bigcode": ["c_attn", "c_proj", "c_fc"],
+           "gpt_neo": ["q_proj", "k_proj", "v_proj", "out_proj", "c_fc", "c_proj"],
+           "mpt": ["Wqkv", "out_proj", "up_proj", "down_proj"],
+           "codegen": ["qkv_proj", "out_proj", "fc_in", "fc_out"],
+           "ctrl": ["Wq", "Wk", "Wv", "dense"],         # peft's suffix match takes "0" / "2" for h.0 / h.2
+           "openai": ["c_attn", "c_proj", "c_fc"],
+           "neoxjp": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for
@@ -143,15 +178,26 @@ def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: i
     return d
 
 
+# the families whose transformers class has only its own eager attention (modeling_mpt.py MptAttention,
+# modeling_openai.py Attention._attn, modeling_gpt_neox_japanese.py GPTNeoXJapaneseAttention._attn: no
+# AttentionInterface, no _supports_sdpa / _supports_flash_attn): their rows run eager where the others run flash
+EAGER_ONLY = ("mpt", "openai", "neoxjp")
+# *PreTrainedModel without supports_gradient_checkpointing ("... does not support activation checkpointing"):
+# modeling_ctrl.py, modeling_openai.py, modeling_gpt_neox_japanese.py; no checkpointing row
+NO_GC = ("ctrl", "openai", "neoxjp")
+
+
 def rows() -> list[dict]:
     out = []
     for fam in CONFIGS:
-        out.append({"id": f"{fam}-full-pure-flash-s512-b2", **_plan(fam, "full", "bf16-pure", "flash", 2, 512)})
-        out.append({"id": f"{fam}-lora-mixed-flash-s1024-b2-drop",
-                    **_plan(fam, "lora", "bf16-mixed", "flash", 2, 1024, dropout=0.1 if fam in DROPOUT else 0.0)})
+        fl = "eager" if fam in EAGER_ONLY else "flash"
+        out.append({"id": f"{fam}-full-pure-{fl}-s512-b2", **_plan(fam, "full", "bf16-pure", fl, 2, 512)})
+        out.append({"id": f"{fam}-lora-mixed-{fl}-s1024-b2-drop",
+                    **_plan(fam, "lora", "bf16-mixed", fl, 2, 1024, dropout=0.1 if fam in DROPOUT else 0.0)})
         out.append({"id": f"{fam}-full-mixed-eager-s256-b2", **_plan(fam, "full", "bf16-mixed", "eager", 2, 256)})
-        out.append({"id": f"{fam}-full-pure-flash-gc-s1024-b2",
-                    **_plan(fam, "full", "bf16-pure", "flash", 2, 1024, ckpt="full")})
+        if fam not in NO_GC:
+            out.append({"id": f"{fam}-full-pure-{fl}-gc-s1024-b2",
+                        **_plan(fam, "full", "bf16-pure", fl, 2, 1024, ckpt="full")})
     return out
 
 

@@ -133,12 +133,16 @@ def parallel_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     ads = {ad.name: ad for ad in adapters}
     t, e = c.tokens, 2 if c.autocast else c.e
     h, q_dim, kv_dim = arch.hidden_size, arch.q_dim, arch.kv_dim
-    gptj = arch.model_type == "gptj"
+    gptj = arch.model_type in ("gptj", "codegen")
+    fused = "qkv_proj" in lins                                  # CodeGen
     o_name, up_name, down_name = ("out_proj", "fc_in", "fc_out") if gptj else ("dense", "fc1", "fc2")
     y, yb = layernorm(ss, c, "ln1", "resid", h)
-    for name in ("q_proj", "k_proj", "v_proj"):
+    for name in ("qkv_proj",) if fused else ("q_proj", "k_proj", "v_proj"):
         linear(ss, c, y, yb, lins[name], ads.get(name))
     c2 = _later(c)
+    # CodeGenAttention: `qkv.view(b, s, mp_num, -1).split(local_dim)` then `value.reshape(b, s, a, d)` cannot merge
+    # the mp_num dim with its strided slice, so V is a copy of one h-wide third (traced: a clone), as GPT-J's
+    # v_proj output; q and k are new (the partial rotary's torch.cat): the same saved set as GPT-J's
     if c.attention == "eager" and gptj:
         scores = arch.num_heads * c.seq * c.seq * c.batch
         # the fp32 q and k, or under autocast (matmul runs in 16 bits) the 16-bit copies autocast makes of them
@@ -358,7 +362,8 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     return norm(ss, c, "final_norm", x, arch.hidden_size)[0]
 
 
-RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
+RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "codegen": parallel_block,
+         "phi": parallel_block,
          "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
          "cohere": cohere_block, "phi3": phi3_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block,
          "minimax": minimax_block, **{t: gemma4_block for t in GEMMA4}}

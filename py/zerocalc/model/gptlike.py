@@ -7,7 +7,8 @@ meta-device build in tests/data/architectures.json. Activations: memory/blocks.p
 - gpt_neo (GPTNeoBlock): wte, wpe; ln_1, attn.attention k/v/q (no bias), out_proj (bias); ln_2; mlp c_fc/c_proj
   (intermediate_size or 4h); ln_f; tied head.
 - gptj / codegen (GPTJBlock, CodeGenBlock): ln_1 only (the parallel block), k/v/q/out (CodeGen: one qkv_proj)
-  without biases, mlp fc_in/fc_out (n_inner or 4h) with biases; ln_f; an untied lm_head with a bias.
+  without biases, mlp fc_in/fc_out (n_inner or 4h) with biases; ln_f; an untied lm_head with a bias. Both blocks'
+  activations: memory/blocks_families.py parallel_block (traced).
 - openai-gpt (Block): tokens_embed, positions_embed; Conv1D c_attn/c_proj, ln_1, c_fc/c_proj, ln_2 (post-norm),
   no final norm; tied head.
 - ctrl (EncoderLayer): w; Wq/Wk/Wv/dense, ffn.0 (dff) / ffn.2, layernorm1/2, all biased; sinusoidal positions
@@ -23,10 +24,13 @@ from __future__ import annotations
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
-# parameters checked against transformers (tests/test_architectures.py); activations not traced for these but GPT-J
-# (memory/blocks_families.py's rule, traced in tools/memtrace/families.py)
+# parameters checked against transformers (tests/test_architectures.py); activations not traced for these but
+# those in TRACED (memory/blocks_families.py's rules, traced in tools/memtrace/families.py, held within 3 % by
+# tests/test_family_grid.py)
 SUPPORT = ("exact parameter count; activations approximate (costed as the classic block of memory/blocks.py, "
            "not traced)")
+
+TRACED = ("gptj", "codegen")
 
 GPTLIKE = ("gpt_neo", "gptj", "codegen", "openai-gpt", "ctrl", "mpt", "gpt_neox_japanese")
 
@@ -144,4 +148,4 @@ def gptlike(c: ConfigReader, model_type: str) -> ModelArch:
         qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
         tensors=tuple(b.tensors), block_linears=tuple(blk), dense_block_linears=tuple(blk),
-        support="exact" if model_type == "gptj" else SUPPORT)
+        support="exact" if model_type in TRACED else SUPPORT)
