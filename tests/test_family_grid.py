@@ -17,7 +17,7 @@ ROWS = sorted(GRID.glob("*.json"))
 
 def test_every_family_has_its_four_rows():
     ids = {p.stem for p in ROWS}
-    for fam in ("opt", "neox", "gptj", "codegen", "phi", "starcoder2", "stablelm", "olmo", "cohere",
+    for fam in ("opt", "neox", "gptj", "codegen", "gpt_neo", "phi", "starcoder2", "stablelm", "olmo", "cohere",
                 "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax"):
         assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
                 f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s1024-b2"} <= ids, fam
@@ -43,12 +43,9 @@ def test_saved_activations_within_3_percent(path):
     assert abs(engine - traced) <= 0.03 * traced, (engine / 2**20, traced / 2**20)
 
 
-# rows whose components miss for a reason outside the blocks' activations (a strict xfail: a fix shows as XPASS)
-BUFFER_MISS = ("GPT-BigCode's causal-mask buffer (modeling_gpt_bigcode.py GPTBigCodeModel.__init__: self.bias = "
-               "nn.Buffer(tril(ones((max_positions, max_positions), bool)), persistent=False): 2048^2 B = 4 MiB) is "
-               "not among the engine's buffers (model/classic.py); activations and the peak are within 3 %")
-KNOWN_COMPONENTS = {f"bigcode-{r}": BUFFER_MISS for r in ("full-pure-flash-s512-b2", "lora-mixed-flash-s1024-b2-drop",
-                                                          "full-mixed-eager-s256-b2", "full-pure-flash-gc-s1024-b2")}
+# rows whose components miss for a reason outside the blocks' activations (a strict xfail: a fix shows as XPASS);
+# none now: GPT-BigCode's causal-mask buffer is memory/inputs.py CAUSAL_MASK_BUFFERS
+KNOWN_COMPONENTS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
@@ -122,3 +119,14 @@ def test_minimax_lightning_layer_keeps_its_block_loop():
     plan = Plan.from_dict({k: v for k, v in row.items() if k != "id"})
     layers = activations(plan, model_from_config(row["model"]), dtypes_for(plan)).layers
     assert layers[2] == 25_178_112 + 7_077_888 + 3_145_728 + 786_432 + 24_743_936
+
+
+def test_causal_mask_buffers_per_layer_and_per_model():
+    """modeling_gpt_neo.py GPTNeoSelfAttention.__init__ registers a (max_position_embeddings)^2 bool mask in every
+    layer: the gpt_neo row's 4 layers x 2048 x 2048 x 1 byte = 16,777,216 bytes; modeling_gpt_bigcode.py
+    GPTBigCodeModel.__init__ one per model: 2048 x 2048 = 4,194,304 bytes (n_positions 2048)."""
+    from tools.memtrace.families import rows  # noqa: PLC0415
+    for rid, want in (("gpt_neo-full-pure-flash-s512-b2", 16_777_216), ("bigcode-full-pure-flash-s512-b2", 4_194_304)):
+        row = next(r for r in rows() if r["id"] == rid)
+        detail = estimate(Plan.from_dict({k: v for k, v in row.items() if k != "id"})).to_dict()["per_gpu"]["detail"]
+        assert detail["causal_mask"] == want, rid

@@ -5,8 +5,8 @@ forward end) are what tests/test_family_grid.py holds the engine to, within 3 %,
 
 The configs are small (4 layers, h 640-1024, a real family's field names and switches: OPT's ReLU and
 pre-LayerNorm, Pythia's parallel residual and 25 % rotary, GPT-J's, CodeGen's and Phi-2's partial rotary with a
-parallel block, Phi-2's head_dim 80); each family gets a full bf16 row with FlashAttention-2's profile, a bf16-mixed LoRA
-row with adapter dropout and residual dropout, an fp32-weight autocast row with eager attention and a full bf16
+parallel block, Phi-2's head_dim 80); each family gets a full bf16 row with FlashAttention-2's profile, a bf16-mixed
+LoRA row with adapter dropout and residual dropout, an fp32-weight autocast row with eager attention and a full bf16
 row with gradient checkpointing.
 
     python -m tools.memtrace.families            # trace all rows and (re)write the fixtures (make trace-families)

@@ -23,6 +23,11 @@ from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per
 from .precision import Dtypes
 from .stack import Stack, effective_stack
 
+# GPT-2-lineage blocks (memory/blocks.py's classic block) whose checkpointed stack keeps no embedding output
+# besides the block inputs: GPT-Neo's `inputs_embeds + position_embeds` is layer 0's input itself, its
+# embed_dropout 0 in every EleutherAI checkpoint (traced: tools/memtrace/golden/families/gpt_neo-*-gc-*)
+NO_EMBEDDING_KEPT = ("gpt_neo",)
+
 
 @dataclass(frozen=True)
 class Activations:
@@ -206,9 +211,10 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             masks = 2 if arch.family == "gemma" else 1          # Gemma: a sliding-window and a global mask
             stack += masks * mask_bytes * plan.seq_len * plan.seq_len * plan.micro_batch_size
         if (arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES and ed is None
-                and arch.bart is None):
+                and arch.bart is None and arch.model_type not in NO_EMBEDDING_KEPT):
             # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced); not in
-            # OPT, GPT-NeoX, GPT-J, Phi (tools/memtrace/golden/families/*-gc-*: the block inputs and the head only)
+            # OPT, GPT-NeoX, GPT-J, Phi, GPT-Neo (tools/memtrace/golden/families/*-gc-*: the block inputs and the
+            # head only)
             stack += res * t * h
         if arch.ssm is not None:
             # ssm_blocks.py: residual_in_fp32 keeps fp32 inputs

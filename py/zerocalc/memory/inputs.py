@@ -158,6 +158,13 @@ def dequant_phases(plan: Plan, stack: Stack) -> frozenset:
     return BWD_END
 
 
+# the (max_positions, max_positions) bool causal masks a model registers as non-persistent buffers (moved to the
+# GPU with the model): one per attention layer in modeling_gpt_neo.py GPTNeoSelfAttention.__init__ (`self.bias =
+# nn.Buffer(tril(ones(...)))`, the local layers' windowed), one per model in modeling_gpt_bigcode.py
+# GPTBigCodeModel.__init__ (traced: 4 MiB each at 2048 positions, tools/memtrace/golden/families gpt_neo-*, bigcode-*)
+CAUSAL_MASK_BUFFERS = {"gpt_neo": "layer", "gpt_bigcode": "model"}
+
+
 def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Model buffers worth counting: torchtune's rotary cache, (max_seq_len, head_dim / 2, 2) fp32 cos/sin built
     for the builder's max_seq_len (the Llama builders pass the HF config's max_position_embeddings) and
@@ -165,11 +172,15 @@ def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     build_rope_cache; traced: 32 MiB for Llama 3.2 1B, tools/memtrace/golden/stacks/tt-l1b-*); torchtitan
     0.3.0's, one per attention layer, (seq_len, head_dim / 2) complex64 sized to `training.seq_len` by
     `update_from_config` (traced: 8 MiB for 1B at s 2048, titan-l1b-*). HF's inv_freq buffers are a few
-    hundred bytes. MiniMax's lightning attention layers (modeling_minimax.py MiniMaxLightningAttention.__init__)
+    hundred bytes. GPT-Neo's and GPT-BigCode's causal-mask buffers (CAUSAL_MASK_BUFFERS). MiniMax's lightning
+    attention layers (modeling_minimax.py MiniMaxLightningAttention.__init__)
     each register slope_rate (a), query_decay and key_decay (a·B) and diagonal_decay (a·B²) for a heads and
     block_size B, in the weights' dtype (traced: 3 MiB for the two layers of tools/memtrace/families.py minimax
     in fp32)."""
     a = si.arch
+    if a.model_type in CAUSAL_MASK_BUFFERS and a.max_positions:
+        n = a.num_layers if CAUSAL_MASK_BUFFERS[a.model_type] == "layer" else 1
+        return [gpu("causal_mask", "buffers", n * a.max_positions * a.max_positions, ALL)]
     if a.lightning is not None:
         n = sum(1 for lins in a.layer_linears or () if any(lin.name == "output_gate" for lin in lins))
         blk = a.lightning["block_size"]

@@ -5,7 +5,8 @@ a head bias. Sources: src/transformers/models/<model_type>/modeling_<x>.py, each
 meta-device build in tests/data/architectures.json. Activations: memory/blocks.py classic_block (not traced).
 
 - gpt_neo (GPTNeoBlock): wte, wpe; ln_1, attn.attention k/v/q (no bias), out_proj (bias); ln_2; mlp c_fc/c_proj
-  (intermediate_size or 4h); ln_f; tied head.
+  (intermediate_size or 4h); ln_f; tied head. Activations: memory/blocks.py's classic block (traced), each
+  layer's (max_positions)^2 bool causal-mask buffer memory/inputs.py CAUSAL_MASK_BUFFERS.
 - gptj / codegen (GPTJBlock, CodeGenBlock): ln_1 only (the parallel block), k/v/q/out (CodeGen: one qkv_proj)
   without biases, mlp fc_in/fc_out (n_inner or 4h) with biases; ln_f; an untied lm_head with a bias. Both blocks'
   activations: memory/blocks_families.py parallel_block (traced).
@@ -30,7 +31,8 @@ from .config import ConfigReader, TensorList
 SUPPORT = ("exact parameter count; activations approximate (costed as the classic block of memory/blocks.py, "
            "not traced)")
 
-TRACED = ("gptj", "codegen")
+# GPT-Neo: memory/blocks.py's classic block (q/k/v, eager fp32 scores or FA2, gelu_new) is what it keeps (traced)
+TRACED = ("gptj", "codegen", "gpt_neo")
 
 GPTLIKE = ("gpt_neo", "gptj", "codegen", "openai-gpt", "ctrl", "mpt", "gpt_neox_japanese")
 
