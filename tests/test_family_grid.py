@@ -16,11 +16,14 @@ ROWS = sorted(GRID.glob("*.json"))
 
 
 def test_every_family_has_its_four_rows():
+    """Four rows per family (tools/memtrace/families.py rows: eager where the class has nothing else, no
+    checkpointing row where it refuses checkpointing)."""
+    from tools.memtrace.families import rows  # noqa: PLC0415
     ids = {p.stem for p in ROWS}
-    for fam in ("opt", "neox", "gptj", "codegen", "gpt_neo", "phi", "starcoder2", "stablelm", "olmo", "cohere",
-                "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax"):
-        assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
-                f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s1024-b2"} <= ids, fam
+    for fam in ("opt", "neox", "gptj", "codegen", "gpt_neo", "mpt", "phi", "starcoder2", "stablelm", "olmo",
+                "cohere", "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax"):
+        want = {r["id"] for r in rows() if r["id"].startswith(f"{fam}-")}
+        assert len(want) == 4 and want <= ids, fam
 
 
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
@@ -130,3 +133,21 @@ def test_causal_mask_buffers_per_layer_and_per_model():
         row = next(r for r in rows() if r["id"] == rid)
         detail = estimate(Plan.from_dict({k: v for k, v in row.items() if k != "id"})).to_dict()["per_gpu"]["detail"]
         assert detail["causal_mask"] == want, rid
+
+
+def test_mpt_runs_eager_whatever_the_plan_asks():
+    """modeling_mpt.py MptAttention has only its eager path. The mpt row's config (h 1024, 16 heads, up_proj 4096),
+    bf16 full training, b 2 x s 512 = 1024 tokens; layer 1 keeps (16-bit elements) norm_1's input, Wqkv's input, the
+    copies of q, k and v, out_proj's input, norm_2's input, up_proj's input: 8 x 1024 x 1024 x 2 = 16,777,216 bytes;
+    GELU's input and down_proj's input: 2 x 1024 x 4096 x 2 = 16,777,216; two LayerNorms' mean and rstd 2 x 8 x 1024
+    = 16,384; the fp32 softmax and its bf16 copy 6 x 16 x 512 x 512 x 2 = 50,331,648: 83,902,464 bytes, the same
+    with attention "flash"."""
+    from tools.memtrace.families import rows  # noqa: PLC0415
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == "mpt-full-pure-eager-s512-b2")
+    arch = model_from_config(row["model"])
+    for attention in ("eager", "flash"):
+        plan = Plan.from_dict({**{k: v for k, v in row.items() if k != "id"}, "attention": attention})
+        assert activations(plan, arch, dtypes_for(plan)).layers[1] == 83_902_464, attention

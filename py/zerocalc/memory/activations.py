@@ -13,7 +13,7 @@ from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
 from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
-from .blocks_families import LAYERNORM_HEADS, final_norm
+from .blocks_families import EAGER_ONLY, LAYERNORM_HEADS, final_norm
 from .blocks_moe import RULES as FAMILY_RULES
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
@@ -141,6 +141,8 @@ def _selective(plan: Plan) -> Plan:
 
 def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = None) -> Activations:
     """The step's activations; ``stack`` is the plan's resolved stack (memory/inputs.py resolves it once)."""
+    if arch.model_type in EAGER_ONLY and plan.attention != "eager":
+        plan = plan.with_changes(attention="eager")          # the model's class runs nothing else
     st = stack or effective_stack(plan)
     base = _selective(plan) if plan.activation_checkpointing == "selective" else plan
     per_layer_linears = block_linears_per_layer(arch)
@@ -206,8 +208,9 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                 recompute = recompute - e_m * routed * (h + prod) + 3 * e_m * routed * arch.moe.expert_intermediate
         if plan.attention == "eager" and ed is None:
             # the 4-D (b, 1, s, s) mask is a checkpoint input of every layer (one tensor): bool in the
-            # Llama lineage (masking_utils), additive 16-bit in GPT-2/BERT
-            mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") else 2
+            # Llama lineage (masking_utils) and MPT (modeling_mpt.py MptModel:
+            # `create_causal_mask(...).to(torch.bool)`), additive 16-bit in GPT-2/BERT
+            mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") or arch.model_type in EAGER_ONLY else 2
             masks = 2 if arch.family == "gemma" else 1          # Gemma: a sliding-window and a global mask
             stack += masks * mask_bytes * plan.seq_len * plan.seq_len * plan.micro_batch_size
         if (arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES and ed is None

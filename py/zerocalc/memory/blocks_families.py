@@ -355,6 +355,35 @@ def falcon_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     return ss.total
 
 
+def mpt_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_mpt.py MptBlock: norm_1 (nn.LayerNorm, bias None) -> Wqkv -> MptAttention -> out_proj -> dropout ->
+    residual; norm_2 -> up_proj -> GELU (exact, F.gelu keeps its input) -> down_proj -> dropout -> residual.
+    MptAttention has one path, eager (no AttentionInterface, no SDPA or FA2 class: a plan asking for flash attention
+    runs it too): `matmul(q, k^T)` on transposed views of the chunked Wqkv output keeps contiguous copies of q and
+    k, `softmax(scores.float())` its fp32 output, `.to(value.dtype)` the 16-bit probabilities, `matmul(probs, v)`
+    those and a copy of v; the ALiBi bias is added (nothing kept), the bool causal mask is one tensor for every
+    layer; out_proj reads the permuted output's contiguous copy. Traced per layer (16-bit elements): 8·t·h + 2·t·I
+    and 6 bytes per score (a·s²·b)."""
+    ss = SavedSet()
+    c = replace(c, attention="eager")                           # memory/activations.py makes the plan eager too
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    e, h = 2 if c.autocast else c.e, arch.hidden_size
+    y, yb = layernorm(ss, c, "ln1", "resid", h)
+    linear(ss, c, y, yb, lins["Wqkv"], ads.get("Wqkv"))
+    c2 = _later(c)
+    out = _attention(ss, c2, arch, arch.q_dim, arch.kv_dim)
+    linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
+    _residual_dropout(ss, c2, arch, "attn_drop")
+    y2, yb2 = layernorm(ss, c2, "ln2", "resid2", h)
+    up, down = lins["up_proj"], lins["down_proj"]
+    linear(ss, c2, y2, yb2, up, ads.get(up.name))
+    ss.save("gelu.in", e * c.tokens * up.d_out)
+    linear(ss, c2, "gelu.out", e, down, ads.get(down.name))
+    _residual_dropout(ss, c2, arch, "mlp_drop")
+    return ss.total
+
+
 def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     """The final norm of the Llama-shaped LayerNorm models above (StarCoder2, StableLM: nn.LayerNorm; OLMo:
     OlmoLayerNorm; Cohere: CohereLayerNorm), as their blocks' norms. Returns the output's key."""
@@ -365,7 +394,8 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "codegen": parallel_block,
          "phi": parallel_block,
          "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
-         "cohere": cohere_block, "phi3": phi3_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block,
+         "cohere": cohere_block, "phi3": phi3_block, "mpt": mpt_block, "gpt_bigcode": bigcode_block,
+         "falcon": falcon_block,
          "minimax": minimax_block, **{t: gemma4_block for t in GEMMA4}}
 
 
@@ -378,5 +408,9 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
         rule = gated_deltanet_layer               # memory/deltanet.py (its full-attention layers: blocks.py's)
     return rule(arch, c, linears, adapters)
 
+
+# the model_types whose transformers class has only its own eager attention, whatever attn_implementation says
+# (modeling_mpt.py MptAttention: no AttentionInterface, no _supports_sdpa / _supports_flash_attn): costed eager
+EAGER_ONLY = ("mpt",)
 
 LAYERNORM_HEADS = ("starcoder2", "stablelm", "olmo", "cohere")   # memory/activations.py: final_norm, not RMSNorm

@@ -15,7 +15,8 @@ meta-device build in tests/data/architectures.json. Activations: memory/blocks.p
 - ctrl (EncoderLayer): w; Wq/Wk/Wv/dense, ffn.0 (dff) / ffn.2, layernorm1/2, all biased; sinusoidal positions
   are a buffer; final layernorm; the head is tied but has a bias.
 - mpt (MptBlock): wte (ALiBi, no positions); norm_1 / norm_2 / norm_f LayerNorms without bias, Wqkv, out_proj,
-  up_proj (4h), down_proj without biases; tied head.
+  up_proj (4h), down_proj without biases; tied head. Activations: memory/blocks_families.py mpt_block (traced;
+  MptAttention is eager only, so every plan is costed eager).
 - gpt_neox_japanese (GPTNeoXJapaneseLayer): embed_in; two biased LayerNorms, query_key_value and dense without
   bias, a dense_bias in the last layer only, dense_h_to_4h (h x intermediate_multiple_size); final_layer_norm;
   embed_out when untied.
@@ -32,7 +33,7 @@ SUPPORT = ("exact parameter count; activations approximate (costed as the classi
            "not traced)")
 
 # GPT-Neo: memory/blocks.py's classic block (q/k/v, eager fp32 scores or FA2, gelu_new) is what it keeps (traced)
-TRACED = ("gptj", "codegen", "gpt_neo")
+TRACED = ("gptj", "codegen", "gpt_neo", "mpt")
 
 GPTLIKE = ("gpt_neo", "gptj", "codegen", "openai-gpt", "ctrl", "mpt", "gpt_neox_japanese")
 
