@@ -161,14 +161,18 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
 # StarCoder2's residual_dropout, StableLM's hidden_dropout and Phi-3's resid_pdrop: the engine's Llama-shaped
 # builder does not read them yet (model/llama.py), so those rows trace without; OLMo and Cohere have none
 DROPOUT = {"opt": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "phi": "resid_pdrop",
-           "bigcode": "resid_pdrop", "falcon": "hidden_dropout", "falcon40b": "hidden_dropout"}
+           "bigcode": "resid_pdrop", "falcon": "hidden_dropout", "falcon40b": "hidden_dropout",
+           "codegen": "resid_pdrop", "gpt_neo": "resid_dropout",
+           # openai-community/openai-gpt ships resid, attn and embd dropout 0.1 each (the engine reads resid_pdrop)
+           "openai": ("resid_pdrop", "attn_pdrop", "embd_pdrop")}
 
 
 def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: int, dropout: float = 0.0,
           ckpt: str = "none") -> dict:
     model = dict(CONFIGS[fam])
     if dropout:
-        model[DROPOUT[fam]] = dropout
+        for field in (DROPOUT[fam],) if isinstance(DROPOUT[fam], str) else DROPOUT[fam]:
+            model[field] = dropout
     d = {"schema": 1, "model": model, "gpu": GPU, "framework": "single", "gpus_per_node": 1, "nodes": 1,
          "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
          "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt,

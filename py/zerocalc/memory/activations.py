@@ -210,7 +210,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # the 4-D (b, 1, s, s) mask is a checkpoint input of every layer (one tensor): bool in the
             # Llama lineage (masking_utils) and MPT (modeling_mpt.py MptModel:
             # `create_causal_mask(...).to(torch.bool)`), additive 16-bit in GPT-2/BERT
-            mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") or arch.model_type in EAGER_ONLY else 2
+            mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") or arch.model_type == "mpt" else 2
             masks = 2 if arch.family == "gemma" else 1          # Gemma: a sliding-window and a global mask
             stack += masks * mask_bytes * plan.seq_len * plan.seq_len * plan.micro_batch_size
         if (arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES and ed is None

@@ -410,7 +410,8 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
 
 
 # the model_types whose transformers class has only its own eager attention, whatever attn_implementation says
-# (modeling_mpt.py MptAttention: no AttentionInterface, no _supports_sdpa / _supports_flash_attn): costed eager
-EAGER_ONLY = ("mpt",)
+# (no AttentionInterface, no _supports_sdpa / _supports_flash_attn: modeling_mpt.py MptAttention,
+# modeling_openai.py Attention._attn, modeling_gpt_neox_japanese.py GPTNeoXJapaneseAttention._attn): costed eager
+EAGER_ONLY = ("mpt", "openai-gpt", "gpt_neox_japanese")
 
 LAYERNORM_HEADS = ("starcoder2", "stablelm", "olmo", "cohere")   # memory/activations.py: final_norm, not RMSNorm

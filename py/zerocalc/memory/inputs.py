@@ -158,11 +158,13 @@ def dequant_phases(plan: Plan, stack: Stack) -> frozenset:
     return BWD_END
 
 
-# the (max_positions, max_positions) bool causal masks a model registers as non-persistent buffers (moved to the
-# GPU with the model): one per attention layer in modeling_gpt_neo.py GPTNeoSelfAttention.__init__ (`self.bias =
-# nn.Buffer(tril(ones(...)))`, the local layers' windowed), one per model in modeling_gpt_bigcode.py
-# GPTBigCodeModel.__init__ (traced: 4 MiB each at 2048 positions, tools/memtrace/golden/families gpt_neo-*, bigcode-*)
-CAUSAL_MASK_BUFFERS = {"gpt_neo": "layer", "gpt_bigcode": "model"}
+# the (max_positions, max_positions) causal masks a model registers as non-persistent buffers (moved to the GPU with
+# the model): (per layer or once, bytes per element; 0: the weights' dtype, `torch.ones` made under the load dtype).
+# One bool mask per attention layer in modeling_gpt_neo.py GPTNeoSelfAttention.__init__ (`self.bias =
+# nn.Buffer(tril(ones(..., dtype=bool)))`, the local layers' windowed), one per model in modeling_gpt_bigcode.py
+# GPTBigCodeModel.__init__, a float one per layer in modeling_openai.py Attention.__init__ (traced: 4 MiB each at 2048
+# bool positions, 2 MiB at 1024 bf16 ones, tools/memtrace/golden/families gpt_neo-*, bigcode-*, openai-*)
+CAUSAL_MASK_BUFFERS = {"gpt_neo": ("layer", 1), "gpt_bigcode": ("model", 1), "openai-gpt": ("layer", 0)}
 
 
 def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
@@ -179,8 +181,10 @@ def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     in fp32)."""
     a = si.arch
     if a.model_type in CAUSAL_MASK_BUFFERS and a.max_positions:
-        n = a.num_layers if CAUSAL_MASK_BUFFERS[a.model_type] == "layer" else 1
-        return [gpu("causal_mask", "buffers", n * a.max_positions * a.max_positions, ALL)]
+        where, nbytes = CAUSAL_MASK_BUFFERS[a.model_type]
+        n = a.num_layers if where == "layer" else 1
+        nbytes = nbytes or (si.dt.weight if plan.method == "full" else si.dt.frozen)
+        return [gpu("causal_mask", "buffers", n * nbytes * a.max_positions * a.max_positions, ALL)]
     if a.lightning is not None:
         n = sum(1 for lins in a.layer_linears or () if any(lin.name == "output_gate" for lin in lins))
         blk = a.lightning["block_size"]

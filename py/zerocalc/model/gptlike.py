@@ -11,7 +11,9 @@ meta-device build in tests/data/architectures.json. Activations: memory/blocks.p
   without biases, mlp fc_in/fc_out (n_inner or 4h) with biases; ln_f; an untied lm_head with a bias. Both blocks'
   activations: memory/blocks_families.py parallel_block (traced).
 - openai-gpt (Block): tokens_embed, positions_embed; Conv1D c_attn/c_proj, ln_1, c_fc/c_proj, ln_2 (post-norm),
-  no final norm; tied head.
+  no final norm; tied head. Activations: memory/blocks.py's classic block (traced; Attention._attn is eager only,
+  so every plan is costed eager), each layer's (n_positions)^2 causal-mask buffer memory/inputs.py
+  CAUSAL_MASK_BUFFERS.
 - ctrl (EncoderLayer): w; Wq/Wk/Wv/dense, ffn.0 (dff) / ffn.2, layernorm1/2, all biased; sinusoidal positions
   are a buffer; final layernorm; the head is tied but has a bias.
 - mpt (MptBlock): wte (ALiBi, no positions); norm_1 / norm_2 / norm_f LayerNorms without bias, Wqkv, out_proj,
@@ -33,7 +35,7 @@ SUPPORT = ("exact parameter count; activations approximate (costed as the classi
            "not traced)")
 
 # GPT-Neo: memory/blocks.py's classic block (q/k/v, eager fp32 scores or FA2, gelu_new) is what it keeps (traced)
-TRACED = ("gptj", "codegen", "gpt_neo", "mpt")
+TRACED = ("gptj", "codegen", "gpt_neo", "mpt", "openai-gpt")
 
 GPTLIKE = ("gpt_neo", "gptj", "codegen", "openai-gpt", "ctrl", "mpt", "gpt_neox_japanese")
 
