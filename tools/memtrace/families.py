@@ -164,7 +164,9 @@ DROPOUT = {"opt": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "p
            "bigcode": "resid_pdrop", "falcon": "hidden_dropout", "falcon40b": "hidden_dropout",
            "codegen": "resid_pdrop", "gpt_neo": "resid_dropout",
            # openai-community/openai-gpt ships resid, attn and embd dropout 0.1 each (the engine reads resid_pdrop)
-           "openai": ("resid_pdrop", "attn_pdrop", "embd_pdrop")}
+           "openai": ("resid_pdrop", "attn_pdrop", "embd_pdrop"),
+           # abeja/gpt-neox-japanese-2.7b: attention_dropout 0.1, hidden_dropout 0.0
+           "neoxjp": "attention_dropout"}
 
 
 def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: int, dropout: float = 0.0,

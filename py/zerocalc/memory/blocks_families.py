@@ -384,6 +384,35 @@ def mpt_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tu
     return ss.total
 
 
+def neox_japanese_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...],
+                        adapters: tuple[Adapter, ...]) -> int:
+    """modeling_gpt_neox_japanese.py GPTNeoXJapaneseLayer: input_layernorm -> query_key_value ->
+    GPTNeoXJapaneseAttention -> dense -> bias_dropout_add (the residual) -> post_attention_layernorm ->
+    dense_h_to_4h -> GELU (F.gelu keeps its input) -> dense_4h_to_h -> bias_dropout_add. The attention is eager only
+    (`_attn`): q and k are the rotary's `torch.cat(...).contiguous()` (baddbmm keeps them), `softmax(scores)` without
+    a dtype (the 16-bit output, or fp32 under autocast and its 16-bit copy), matmul's copy of the permuted v, and
+    dense reads `_merge_heads`' contiguous copy: memory/blocks.py attention_core's GPT-2-lineage eager rule. Traced per
+    layer (16-bit elements, full bf16): 8·t·h + 2·t·I and 2 bytes per score. ModelArch.dropout is the attention
+    dropout here (config.attention_dropout, 0.1 in abeja/gpt-neox-japanese-2.7b: its bool mask and output per
+    score, traced); the residual hidden_dropout (0.0 there) is not read."""
+    ss = SavedSet()
+    c = replace(c, attention="eager")                           # memory/activations.py makes the plan eager too
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    e, h = 2 if c.autocast else c.e, arch.hidden_size
+    y, yb = layernorm(ss, c, "ln1", "resid", h)
+    linear(ss, c, y, yb, lins["query_key_value"], ads.get("query_key_value"))
+    c2 = _later(c)
+    out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.kv_dim)
+    linear(ss, c2, out, e, lins["dense"], ads.get("dense"))
+    y2, yb2 = layernorm(ss, c2, "ln2", "resid2", h)
+    up, down = lins["dense_h_to_4h"], lins["dense_4h_to_h"]
+    linear(ss, c2, y2, yb2, up, ads.get(up.name))
+    ss.save("gelu.in", e * c.tokens * up.d_out)
+    linear(ss, c2, "gelu.out", e, down, ads.get(down.name))
+    return ss.total
+
+
 def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     """The final norm of the Llama-shaped LayerNorm models above (StarCoder2, StableLM: nn.LayerNorm; OLMo:
     OlmoLayerNorm; Cohere: CohereLayerNorm), as their blocks' norms. Returns the output's key."""
@@ -394,7 +423,8 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "codegen": parallel_block,
          "phi": parallel_block,
          "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
-         "cohere": cohere_block, "phi3": phi3_block, "mpt": mpt_block, "gpt_bigcode": bigcode_block,
+         "cohere": cohere_block, "phi3": phi3_block, "mpt": mpt_block, "gpt_neox_japanese": neox_japanese_block,
+         "gpt_bigcode": bigcode_block,
          "falcon": falcon_block,
          "minimax": minimax_block, **{t: gemma4_block for t in GEMMA4}}
 

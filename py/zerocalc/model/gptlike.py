@@ -21,7 +21,7 @@ meta-device build in tests/data/architectures.json. Activations: memory/blocks.p
   MptAttention is eager only, so every plan is costed eager).
 - gpt_neox_japanese (GPTNeoXJapaneseLayer): embed_in; two biased LayerNorms, query_key_value and dense without
   bias, a dense_bias in the last layer only, dense_h_to_4h (h x intermediate_multiple_size); final_layer_norm;
-  embed_out when untied.
+  embed_out when untied. Activations: memory/blocks_families.py neox_japanese_block (traced; eager only).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ SUPPORT = ("exact parameter count; activations approximate (costed as the classi
            "not traced)")
 
 # GPT-Neo: memory/blocks.py's classic block (q/k/v, eager fp32 scores or FA2, gelu_new) is what it keeps (traced)
-TRACED = ("gptj", "codegen", "gpt_neo", "mpt", "openai-gpt")
+TRACED = ("gptj", "codegen", "gpt_neo", "mpt", "openai-gpt", "gpt_neox_japanese")
 
 GPTLIKE = ("gpt_neo", "gptj", "codegen", "openai-gpt", "ctrl", "mpt", "gpt_neox_japanese")
 
@@ -145,6 +145,10 @@ def gptlike(c: ConfigReader, model_type: str) -> ModelArch:
     if head_bias:
         b.param(head, "bias", vocab, "lm_head")
     drop = c.cfg.get("resid_pdrop", c.cfg.get("resid_dropout", 0.0))
+    if model_type == "gpt_neox_japanese":
+        # its attention dropout (configuration_gpt_neox_japanese.py default 0.1): memory/blocks_families.py
+        # neox_japanese_block reads ModelArch.dropout as that
+        drop = c.cfg.get("attention_dropout", 0.1)
     return ModelArch(
         name=c.str("name", model_type), model_type=model_type, family="gpt2", hidden_size=h, num_layers=n,
         num_heads=heads, num_kv_heads=heads, head_dim=h // heads, intermediate_size=inter, vocab_size=vocab,
