@@ -355,61 +355,52 @@ def falcon_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     return ss.total
 
 
-def mpt_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
-    """modeling_mpt.py MptBlock: norm_1 (nn.LayerNorm, bias None) -> Wqkv -> MptAttention -> out_proj -> dropout ->
-    residual; norm_2 -> up_proj -> GELU (exact, F.gelu keeps its input) -> down_proj -> dropout -> residual.
-    MptAttention has one path, eager (no AttentionInterface, no SDPA or FA2 class: a plan asking for flash attention
-    runs it too): `matmul(q, k^T)` on transposed views of the chunked Wqkv output keeps contiguous copies of q and
-    k, `softmax(scores.float())` its fp32 output, `.to(value.dtype)` the 16-bit probabilities, `matmul(probs, v)`
-    those and a copy of v; the ALiBi bias is added (nothing kept), the bool causal mask is one tensor for every
-    layer; out_proj reads the permuted output's contiguous copy. Traced per layer (16-bit elements): 8·t·h + 2·t·I
-    and 6 bytes per score (a·s²·b)."""
+# the fused-qkv, eager-only blocks of eager_block: (qkv, output, up, down projection names)
+EAGER_BLOCKS = {"mpt": ("Wqkv", "out_proj", "up_proj", "down_proj"),
+                "gpt_neox_japanese": ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h")}
+
+
+def eager_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Two pre-LN blocks with one fused qkv projection and only their own eager attention (no AttentionInterface,
+    no SDPA or FA2 class: a plan asking for flash attention runs it too; memory/activations.py makes it eager):
+    LN -> qkv -> attention -> output projection -> residual; LN -> up -> GELU (exact, F.gelu keeps its input) ->
+    down -> residual.
+    - modeling_mpt.py MptBlock (norm_1 / norm_2 nn.LayerNorm with bias None): `matmul(q, k^T)` on transposed views
+      of the chunked Wqkv output keeps contiguous copies of q and k, `softmax(scores.float())` its fp32 output,
+      `.to(value.dtype)` the 16-bit probabilities, `matmul(probs, v)` those and a copy of v (the Llama lineage's
+      eager rule); the ALiBi bias is added (nothing kept), the bool causal mask is one tensor for every layer;
+      out_proj reads the permuted output's contiguous copy; resid_attn_dropout and the MLP's dropout. Traced per
+      layer (16-bit elements): 8·t·h + 2·t·I and 6 bytes per score (a·s²·b).
+    - modeling_gpt_neox_japanese.py GPTNeoXJapaneseLayer (`_attn`): q and k are the rotary's
+      `torch.cat(...).contiguous()` (baddbmm keeps them), `softmax(scores)` without a dtype (the 16-bit output,
+      or fp32 under autocast and its 16-bit copy), matmul's copy of the permuted v, dense reads `_merge_heads`'
+      contiguous copy: memory/blocks.py attention_core's GPT-2-lineage eager rule. ModelArch.dropout is the
+      attention dropout here (config.attention_dropout, 0.1 in abeja/gpt-neox-japanese-2.7b: its bool mask and
+      output per score, traced); the residual hidden_dropout (0.0 there) is not read. Traced per layer (16-bit
+      elements, full bf16): 8·t·h + 2·t·I and 2 bytes per score."""
     ss = SavedSet()
-    c = replace(c, attention="eager")                           # memory/activations.py makes the plan eager too
+    c = replace(c, attention="eager")
+    mpt = arch.model_type == "mpt"
+    qkv, o_name, up_name, down_name = EAGER_BLOCKS[arch.model_type]
     lins = {lin.name: lin for lin in linears}
     ads = {ad.name: ad for ad in adapters}
     e, h = 2 if c.autocast else c.e, arch.hidden_size
     y, yb = layernorm(ss, c, "ln1", "resid", h)
-    linear(ss, c, y, yb, lins["Wqkv"], ads.get("Wqkv"))
+    linear(ss, c, y, yb, lins[qkv], ads.get(qkv))
     c2 = _later(c)
-    out = _attention(ss, c2, arch, arch.q_dim, arch.kv_dim)
-    linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
-    _residual_dropout(ss, c2, arch, "attn_drop")
+    if mpt:
+        out = _attention(ss, c2, arch, arch.q_dim, arch.kv_dim)
+    else:
+        out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.kv_dim)
+    linear(ss, c2, out, e, lins[o_name], ads.get(o_name))
     y2, yb2 = layernorm(ss, c2, "ln2", "resid2", h)
-    up, down = lins["up_proj"], lins["down_proj"]
+    up, down = lins[up_name], lins[down_name]
     linear(ss, c2, y2, yb2, up, ads.get(up.name))
     ss.save("gelu.in", e * c.tokens * up.d_out)
     linear(ss, c2, "gelu.out", e, down, ads.get(down.name))
-    _residual_dropout(ss, c2, arch, "mlp_drop")
-    return ss.total
-
-
-def neox_japanese_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...],
-                        adapters: tuple[Adapter, ...]) -> int:
-    """modeling_gpt_neox_japanese.py GPTNeoXJapaneseLayer: input_layernorm -> query_key_value ->
-    GPTNeoXJapaneseAttention -> dense -> bias_dropout_add (the residual) -> post_attention_layernorm ->
-    dense_h_to_4h -> GELU (F.gelu keeps its input) -> dense_4h_to_h -> bias_dropout_add. The attention is eager only
-    (`_attn`): q and k are the rotary's `torch.cat(...).contiguous()` (baddbmm keeps them), `softmax(scores)` without
-    a dtype (the 16-bit output, or fp32 under autocast and its 16-bit copy), matmul's copy of the permuted v, and
-    dense reads `_merge_heads`' contiguous copy: memory/blocks.py attention_core's GPT-2-lineage eager rule. Traced per
-    layer (16-bit elements, full bf16): 8·t·h + 2·t·I and 2 bytes per score. ModelArch.dropout is the attention
-    dropout here (config.attention_dropout, 0.1 in abeja/gpt-neox-japanese-2.7b: its bool mask and output per
-    score, traced); the residual hidden_dropout (0.0 there) is not read."""
-    ss = SavedSet()
-    c = replace(c, attention="eager")                           # memory/activations.py makes the plan eager too
-    lins = {lin.name: lin for lin in linears}
-    ads = {ad.name: ad for ad in adapters}
-    e, h = 2 if c.autocast else c.e, arch.hidden_size
-    y, yb = layernorm(ss, c, "ln1", "resid", h)
-    linear(ss, c, y, yb, lins["query_key_value"], ads.get("query_key_value"))
-    c2 = _later(c)
-    out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.kv_dim)
-    linear(ss, c2, out, e, lins["dense"], ads.get("dense"))
-    y2, yb2 = layernorm(ss, c2, "ln2", "resid2", h)
-    up, down = lins["dense_h_to_4h"], lins["dense_4h_to_h"]
-    linear(ss, c2, y2, yb2, up, ads.get(up.name))
-    ss.save("gelu.in", e * c.tokens * up.d_out)
-    linear(ss, c2, "gelu.out", e, down, ads.get(down.name))
+    if mpt:
+        _residual_dropout(ss, c2, arch, "attn_drop")
+        _residual_dropout(ss, c2, arch, "mlp_drop")
     return ss.total
 
 
@@ -423,7 +414,7 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "codegen": parallel_block,
          "phi": parallel_block,
          "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
-         "cohere": cohere_block, "phi3": phi3_block, "mpt": mpt_block, "gpt_neox_japanese": neox_japanese_block,
+         "cohere": cohere_block, "phi3": phi3_block, "mpt": eager_block, "gpt_neox_japanese": eager_block,
          "gpt_bigcode": bigcode_block,
          "falcon": falcon_block,
          "minimax": minimax_block, **{t: gemma4_block for t in GEMMA4}}

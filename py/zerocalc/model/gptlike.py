@@ -17,11 +17,11 @@ meta-device build in tests/data/architectures.json. Activations: memory/blocks.p
 - ctrl (EncoderLayer): w; Wq/Wk/Wv/dense, ffn.0 (dff) / ffn.2, layernorm1/2, all biased; sinusoidal positions
   are a buffer; final layernorm; the head is tied but has a bias.
 - mpt (MptBlock): wte (ALiBi, no positions); norm_1 / norm_2 / norm_f LayerNorms without bias, Wqkv, out_proj,
-  up_proj (4h), down_proj without biases; tied head. Activations: memory/blocks_families.py mpt_block (traced;
+  up_proj (4h), down_proj without biases; tied head. Activations: memory/blocks_families.py eager_block (traced;
   MptAttention is eager only, so every plan is costed eager).
 - gpt_neox_japanese (GPTNeoXJapaneseLayer): embed_in; two biased LayerNorms, query_key_value and dense without
   bias, a dense_bias in the last layer only, dense_h_to_4h (h x intermediate_multiple_size); final_layer_norm;
-  embed_out when untied. Activations: memory/blocks_families.py neox_japanese_block (traced; eager only).
+  embed_out when untied. Activations: memory/blocks_families.py eager_block (traced; eager only).
 """
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ def gptlike(c: ConfigReader, model_type: str) -> ModelArch:
     drop = c.cfg.get("resid_pdrop", c.cfg.get("resid_dropout", 0.0))
     if model_type == "gpt_neox_japanese":
         # its attention dropout (configuration_gpt_neox_japanese.py default 0.1): memory/blocks_families.py
-        # neox_japanese_block reads ModelArch.dropout as that
+        # eager_block reads ModelArch.dropout as that
         drop = c.cfg.get("attention_dropout", 0.1)
     return ModelArch(
         name=c.str("name", model_type), model_type=model_type, family="gpt2", hidden_size=h, num_layers=n,
