@@ -166,7 +166,7 @@ DROPOUT = {"opt": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "p
            # openai-community/openai-gpt ships resid, attn and embd dropout 0.1 each (the engine reads resid_pdrop)
            "openai": ("resid_pdrop", "attn_pdrop", "embd_pdrop"),
            # abeja/gpt-neox-japanese-2.7b: attention_dropout 0.1, hidden_dropout 0.0
-           "neoxjp": "attention_dropout"}
+           "neoxjp": "attention_dropout", "ctrl": "resid_pdrop"}
 
 
 def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: int, dropout: float = 0.0,

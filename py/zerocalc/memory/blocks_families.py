@@ -57,27 +57,40 @@ def _residual_dropout(ss: SavedSet, c: Ctx, arch: ModelArch, key: str) -> None:
         ss.save(key, MASK * c.tokens * arch.hidden_size)   # CUDA native_dropout's bool mask
 
 
+# opt_block's projections per model_type: q, k, v, output, up, down
+OPT_NAMES = {"opt": ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"),
+             "ctrl": ("Wq", "Wk", "Wv", "dense", "0", "2")}
+
+
 def opt_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """modeling_opt.py OPTDecoderLayer (do_layer_norm_before): LN -> q/k/v -> SDPA -> out_proj -> dropout ->
     residual; LN -> fc1 -> ReLU -> fc2 -> dropout -> residual. `q_proj(x) * scaling` is a new tensor (SDPA keeps
     it, not q_proj's output); ReLU keeps its output, which is fc2's input (the config's activation_function is
-    "relu" in every OPT checkpoint). Traced: 8·t·h + t·I 16-bit elements per layer, plus the fp32 logsumexp."""
+    "relu" in every OPT checkpoint). Traced: 8·t·h + t·I 16-bit elements per layer, plus the fp32 logsumexp.
+    modeling_ctrl.py EncoderLayer is the same sequence (layernorm1 -> MultiHeadAttention Wq/Wk/Wv -> dense ->
+    dropout1; layernorm2 -> ffn.0 -> ReLU -> ffn.2 -> dropout2) with SDPA keeping the projections' own outputs
+    (the scaling is the kernel's): the same 8·t·h + t·I (traced); its attention passes `dropout=0.0`, so its
+    eager scores keep no dropout mask whatever resid_pdrop says."""
     ss = SavedSet()
+    q_name, k_name, v_name, o_name, up_name, down_name = OPT_NAMES[arch.model_type]
     lins = {lin.name: lin for lin in linears}
     ads = {ad.name: ad for ad in adapters}
     e = 2 if c.autocast else c.e
     y, yb = layernorm(ss, c, "ln1", "resid", arch.hidden_size)
-    for name in ("q_proj", "k_proj", "v_proj"):
+    for name in (q_name, k_name, v_name):
         linear(ss, c, y, yb, lins[name], ads.get(name))
     c2 = _later(c)
-    out = _attention(ss, c2, arch, arch.q_dim, arch.kv_dim)
-    linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
+    if arch.model_type == "ctrl":
+        out = attention_core(ss, c2, replace(arch, dropout=0.0), "attn", arch.q_dim, arch.kv_dim)
+    else:
+        out = _attention(ss, c2, arch, arch.q_dim, arch.kv_dim)
+    linear(ss, c2, out, e, lins[o_name], ads.get(o_name))
     _residual_dropout(ss, c2, arch, "attn_drop")
     y2, yb2 = layernorm(ss, c2, "ln2", "resid2", arch.hidden_size)
-    fc1, fc2 = lins["fc1"], lins["fc2"]
-    linear(ss, c2, y2, yb2, fc1, ads.get("fc1"))
+    fc1, fc2 = lins[up_name], lins[down_name]
+    linear(ss, c2, y2, yb2, fc1, ads.get(fc1.name))
     ss.save("relu.out", e * c.tokens * fc1.d_out)                 # threshold_backward reads the output
-    linear(ss, c2, "relu.out", e, fc2, ads.get("fc2"))
+    linear(ss, c2, "relu.out", e, fc2, ads.get(fc2.name))
     _residual_dropout(ss, c2, arch, "mlp_drop")
     return ss.total
 
@@ -361,16 +374,14 @@ EAGER_BLOCKS = {"mpt": ("Wqkv", "out_proj", "up_proj", "down_proj"),
 
 
 def eager_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
-    """Two pre-LN blocks with one fused qkv projection and only their own eager attention (no AttentionInterface,
-    no SDPA or FA2 class: a plan asking for flash attention runs it too; memory/activations.py makes it eager):
-    LN -> qkv -> attention -> output projection -> residual; LN -> up -> GELU (exact, F.gelu keeps its input) ->
-    down -> residual.
-    - modeling_mpt.py MptBlock (norm_1 / norm_2 nn.LayerNorm with bias None): `matmul(q, k^T)` on transposed views
-      of the chunked Wqkv output keeps contiguous copies of q and k, `softmax(scores.float())` its fp32 output,
-      `.to(value.dtype)` the 16-bit probabilities, `matmul(probs, v)` those and a copy of v (the Llama lineage's
-      eager rule); the ALiBi bias is added (nothing kept), the bool causal mask is one tensor for every layer;
-      out_proj reads the permuted output's contiguous copy; resid_attn_dropout and the MLP's dropout. Traced per
-      layer (16-bit elements): 8·t·h + 2·t·I and 6 bytes per score (a·s²·b).
+    """Pre-LN blocks with one fused qkv projection and only their own eager attention (EAGER_ONLY: a flash plan
+    runs it too): LN -> qkv -> attention -> output projection -> residual; LN -> up -> GELU (exact, F.gelu keeps
+    its input) -> down -> residual.
+    - modeling_mpt.py MptBlock (LayerNorms with bias None): `matmul(q, k^T)` on transposed views of the chunked
+      Wqkv output keeps copies of q and k, `softmax(scores.float())` its fp32 output, `.to(value.dtype)` the
+      16-bit probabilities, `matmul(probs, v)` those and a copy of v (the Llama lineage's eager rule); the ALiBi
+      bias is added (nothing kept), one bool causal mask for every layer; out_proj reads a contiguous copy.
+      Traced per layer (16-bit elements): 8·t·h + 2·t·I and 6 bytes per score (a·s²·b).
     - modeling_gpt_neox_japanese.py GPTNeoXJapaneseLayer (`_attn`): q and k are the rotary's
       `torch.cat(...).contiguous()` (baddbmm keeps them), `softmax(scores)` without a dtype (the 16-bit output,
       or fp32 under autocast and its 16-bit copy), matmul's copy of the permuted v, dense reads `_merge_heads`'
@@ -411,12 +422,10 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     return norm(ss, c, "final_norm", x, arch.hidden_size)[0]
 
 
-RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "codegen": parallel_block,
-         "phi": parallel_block,
-         "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
-         "cohere": cohere_block, "phi3": phi3_block, "mpt": eager_block, "gpt_neox_japanese": eager_block,
-         "gpt_bigcode": bigcode_block,
-         "falcon": falcon_block,
+RULES = {"opt": opt_block, "ctrl": opt_block, "gpt_neox": neox_block, "gptj": parallel_block,
+         "codegen": parallel_block, "phi": parallel_block, "starcoder2": prenorm_block, "stablelm": prenorm_block,
+         "olmo": prenorm_block, "cohere": cohere_block, "phi3": phi3_block, "mpt": eager_block,
+         "gpt_neox_japanese": eager_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block,
          "minimax": minimax_block, **{t: gemma4_block for t in GEMMA4}}
 
 

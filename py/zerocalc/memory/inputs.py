@@ -185,6 +185,11 @@ def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
         n = a.num_layers if where == "layer" else 1
         nbytes = nbytes or (si.dt.weight if plan.method == "full" else si.dt.frozen)
         return [gpu("causal_mask", "buffers", n * nbytes * a.max_positions * a.max_positions, ALL)]
+    if a.model_type == "ctrl" and a.max_positions:
+        # modeling_ctrl.py CTRLModel.__init__: pos_encoding = positional_encoding(n_positions, n_embd, torch.float),
+        # a non-persistent fp32 buffer (forward's `.to(inputs_embeds.dtype)` copy replaces it; traced: 3 MiB at
+        # 1024 x 768, tools/memtrace/golden/families ctrl-*)
+        return [gpu("pos_encoding", "buffers", 4 * a.max_positions * a.hidden_size, ALL)]
     if a.lightning is not None:
         n = sum(1 for lins in a.layer_linears or () if any(lin.name == "output_gate" for lin in lins))
         blk = a.lightning["block_size"]

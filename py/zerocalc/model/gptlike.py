@@ -15,7 +15,8 @@ meta-device build in tests/data/architectures.json. Activations: memory/blocks.p
   so every plan is costed eager), each layer's (n_positions)^2 causal-mask buffer memory/inputs.py
   CAUSAL_MASK_BUFFERS.
 - ctrl (EncoderLayer): w; Wq/Wk/Wv/dense, ffn.0 (dff) / ffn.2, layernorm1/2, all biased; sinusoidal positions
-  are a buffer; final layernorm; the head is tied but has a bias.
+  are a buffer; final layernorm; the head is tied but has a bias. Activations: memory/blocks_families.py opt_block
+  (OPT's sequence, traced), the fp32 pos_encoding buffer memory/inputs.py model_buffer_terms.
 - mpt (MptBlock): wte (ALiBi, no positions); norm_1 / norm_2 / norm_f LayerNorms without bias, Wqkv, out_proj,
   up_proj (4h), down_proj without biases; tied head. Activations: memory/blocks_families.py eager_block (traced;
   MptAttention is eager only, so every plan is costed eager).
@@ -35,7 +36,7 @@ SUPPORT = ("exact parameter count; activations approximate (costed as the classi
            "not traced)")
 
 # GPT-Neo: memory/blocks.py's classic block (q/k/v, eager fp32 scores or FA2, gelu_new) is what it keeps (traced)
-TRACED = ("gptj", "codegen", "gpt_neo", "mpt", "openai-gpt", "gpt_neox_japanese")
+TRACED = ("gptj", "codegen", "gpt_neo", "mpt", "openai-gpt", "gpt_neox_japanese", "ctrl")
 
 GPTLIKE = ("gpt_neo", "gptj", "codegen", "openai-gpt", "ctrl", "mpt", "gpt_neox_japanese")
 
