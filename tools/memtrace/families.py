@@ -138,6 +138,16 @@ CONFIGS = {
                "num_hidden_layers": 4, "intermediate_multiple_size": 4, "vocab_size": 32000,
                "max_position_embeddings": 2048, "hidden_act": "gelu", "attention_dropout": 0.0,
                "hidden_dropout": 0.0, "tie_word_embeddings": True},
+    # jhu-clsp/ettin-decoder-150m's layout (ModernBertDecoderConfig): LayerNorms without bias, no attn_norm in
+    # layer 0, GeGLU Wi (h -> 2 x 1152) / Wo, sliding (128) and full layers, embedding LayerNorm, dense + GELU +
+    # LayerNorm prediction head, decoder tied with a bias
+    "modernbert": {"model_type": "modernbert-decoder", "hidden_size": 768, "intermediate_size": 1152,
+                   "num_hidden_layers": 4, "num_attention_heads": 12, "vocab_size": 50368,
+                   "max_position_embeddings": 8192, "hidden_activation": "gelu", "local_attention": 128,
+                   "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                   "norm_bias": False, "attention_bias": False, "mlp_bias": False, "decoder_bias": True,
+                   "attention_dropout": 0.0, "embedding_dropout": 0.0, "mlp_dropout": 0.0,
+                   "tie_word_embeddings": True},
 }
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -152,6 +162,7 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "gpt_neo": ["q_proj", "k_proj", "v_proj", "out_proj", "c_fc", "c_proj"],
            "mpt": ["Wqkv", "out_proj", "up_proj", "down_proj"],
            "codegen": ["qkv_proj", "out_proj", "fc_in", "fc_out"],
+           "modernbert": ["q_proj", "k_proj", "v_proj", "Wo", "Wi"],
            "ctrl": ["Wq", "Wk", "Wv", "dense"],         # peft's suffix match takes "0" / "2" for h.0 / h.2
            "openai": ["c_attn", "c_proj", "c_fc"],
            "neoxjp": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],

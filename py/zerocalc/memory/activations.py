@@ -14,6 +14,7 @@ from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
 from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
 from .blocks_families import EAGER_ONLY, LAYERNORM_HEADS, final_norm
+from .blocks_modernbert import modernbert_outside
 from .blocks_moe import RULES as FAMILY_RULES
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
@@ -101,6 +102,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
             if arch.model_type in GEMMA4:
                 gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
                                plan.activation_checkpointing == "full")
+    elif arch.model_type == "modernbert-decoder":
+        y, y_bytes = modernbert_outside(ss, c, arch, "resid_final")      # memory/blocks_modernbert.py
     else:
         ss.save("ln_f.in", (4 if c.autocast else c.res) * t * h)
         ss.save("ln_f.stats", 4 * t)
