@@ -22,7 +22,7 @@ def test_every_family_has_its_four_rows():
     ids = {p.stem for p in ROWS}
     for fam in ("opt", "neox", "gptj", "codegen", "gpt_neo", "mpt", "openai", "neoxjp", "ctrl", "phi", "starcoder2",
                 "stablelm", "olmo", "cohere", "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax",
-                "modernbert"):
+                "modernbert", "moshi"):
         want = {r["id"] for r in rows() if r["id"].startswith(f"{fam}-")}
         assert len(want) == (3 if fam in NO_GC else 4) and want <= ids, fam
 

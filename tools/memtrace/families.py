@@ -148,6 +148,12 @@ CONFIGS = {
                    "norm_bias": False, "attention_bias": False, "mlp_bias": False, "decoder_bias": True,
                    "attention_dropout": 0.0, "embedding_dropout": 0.0, "mlp_dropout": 0.0,
                    "tie_word_embeddings": True},
+    # kyutai/moshiko's text model (MoshiForCausalLM) made small: fp32 RMSNorms, q/k/v/o_proj as MoshiLinear, the
+    # gating MLP fc1 (h -> ffn_dim) / fc2 (ffn_dim / 2 -> h) with SiLU, untied lm_head
+    "moshi": {"model_type": "moshi", "hidden_size": 768, "num_attention_heads": 12, "num_key_value_heads": 12,
+              "head_dim": 64, "num_hidden_layers": 4, "ffn_dim": 4096, "vocab_size": 32000,
+              "max_position_embeddings": 3000, "sliding_window": 3000, "hidden_act": "silu", "num_codebooks": 8,
+              "attention_dropout": 0.0, "tie_word_embeddings": False},
 }
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -163,6 +169,7 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "mpt": ["Wqkv", "out_proj", "up_proj", "down_proj"],
            "codegen": ["qkv_proj", "out_proj", "fc_in", "fc_out"],
            "modernbert": ["q_proj", "k_proj", "v_proj", "Wo", "Wi"],
+           "moshi": ["fc1", "fc2"],                 # q/k/v/o_proj are MoshiLinear wrappers, not nn.Linear
            "ctrl": ["Wq", "Wk", "Wv", "dense"],         # peft's suffix match takes "0" / "2" for h.0 / h.2
            "openai": ["c_attn", "c_proj", "c_fc"],
            "neoxjp": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],

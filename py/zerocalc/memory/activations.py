@@ -102,6 +102,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
             if arch.model_type in GEMMA4:
                 gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
                                plan.activation_checkpointing == "full")
+    elif arch.model_type == "moshi":
+        y, y_bytes = rmsnorm(ss, c, "final_norm", "resid_final", h, True), c.res    # MoshiRMSNorm (blocks_moshi.py)
     elif arch.model_type == "modernbert-decoder":
         y, y_bytes = modernbert_outside(ss, c, arch, "resid_final")      # memory/blocks_modernbert.py
     else:

@@ -2,7 +2,8 @@
 config.json by their own field names; each checked against the meta-device build in tests/data/architectures.json.
 Activations: costed by another family's block of memory/blocks.py (named in each SUPPORT string; not traced:
 memory/blocks.py's Llama block reads Llama's module names, so the gated CPM-Ant block is costed by the
-name-agnostic classic block), but ModernBERT-decoder's: memory/blocks_modernbert.py (traced).
+name-agnostic classic block), but ModernBERT-decoder's and Moshi's: memory/blocks_modernbert.py,
+memory/blocks_moshi.py (traced).
 
 - xlm (modeling_xlm.py XLMWithLMHeadModel): position_embeddings, lang_embeddings (n_langs > 1 and
   use_lang_emb), embeddings, layer_norm_emb; four parallel ModuleLists attentions (q/k/v/out_lin, biased),
@@ -51,9 +52,9 @@ SUPPORT = {"xlm": _NOT_TRACED.format("BERT"),
            "prophetnet": _NOT_TRACED.format("classic") + "; the n-gram streams and the kept cross-attention not "
                                                          "modelled",
            "cpmant": _NOT_TRACED.format("classic") + "; the gated feed-forward costed as an ungated one",
-           "moshi": _NOT_TRACED.format("classic") + "; the gated feed-forward costed as an ungated one; the text "
-                                                     "model (MoshiForCausalLM) only, without the depth decoder "
-                                                     "and audio codec",
+           # memory/blocks_moshi.py, traced (tools/memtrace/families.py moshi rows)
+           "moshi": "exact parameter count; activations traced (memory/blocks_moshi.py); the text model "
+                    "(MoshiForCausalLM) only, without the depth decoder and audio codec",
            # memory/blocks_modernbert.py, traced (tools/memtrace/families.py modernbert rows)
            "modernbert-decoder": "exact"}
 
