@@ -20,9 +20,9 @@ def test_every_family_has_its_four_rows():
     checkpointing row where it refuses checkpointing: three)."""
     from tools.memtrace.families import NO_GC, rows  # noqa: PLC0415
     ids = {p.stem for p in ROWS}
-    for fam in ("opt", "neox", "gptj", "codegen", "gpt_neo", "mpt", "openai", "neoxjp", "ctrl", "phi", "starcoder2",
-                "stablelm", "olmo", "cohere", "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax",
-                "modernbert", "moshi"):
+    for fam in ("opt", "opt350", "neox", "gptj", "codegen", "gpt_neo", "mpt", "openai", "neoxjp", "ctrl", "phi",
+                "starcoder2", "stablelm", "olmo", "cohere", "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4",
+                "minimax", "modernbert", "moshi"):
         want = {r["id"] for r in rows() if r["id"].startswith(f"{fam}-")}
         assert len(want) == (3 if fam in NO_GC else 4) and want <= ids, fam
 

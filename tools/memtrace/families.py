@@ -154,9 +154,16 @@ CONFIGS = {
               "head_dim": 64, "num_hidden_layers": 4, "ffn_dim": 4096, "vocab_size": 32000,
               "max_position_embeddings": 3000, "sliding_window": 3000, "hidden_act": "silu", "num_codebooks": 8,
               "attention_dropout": 0.0, "tie_word_embeddings": False},
+    # facebook/opt-350m's layout: post-LN layers (do_layer_norm_before false, no final_layer_norm), word embeddings
+    # of 512 projected in and out (project_in / project_out), ReLU, learned positions, 4 layers
+    "opt350": {"model_type": "opt", "hidden_size": 1024, "ffn_dim": 4096, "num_attention_heads": 16,
+               "num_hidden_layers": 4, "vocab_size": 50272, "max_position_embeddings": 2048,
+               "word_embed_proj_dim": 512, "do_layer_norm_before": False, "dropout": 0.0,
+               "attention_dropout": 0.0, "activation_function": "relu", "enable_bias": True,
+               "tie_word_embeddings": True},
 }
 # LoRA targets per family: every linear of the block
-TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+TARGETS = {**{fam: ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"] for fam in ("opt", "opt350")},
            "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
            "gptj": ["q_proj", "k_proj", "v_proj", "out_proj", "fc_in", "fc_out"],
            "phi": ["q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2"],
@@ -178,7 +185,7 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for
 # StarCoder2's residual_dropout, StableLM's hidden_dropout and Phi-3's resid_pdrop: the engine's Llama-shaped
 # builder does not read them yet (model/llama.py), so those rows trace without; OLMo and Cohere have none
-DROPOUT = {"opt": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "phi": "resid_pdrop",
+DROPOUT = {"opt": "dropout", "opt350": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "phi": "resid_pdrop",
            "bigcode": "resid_pdrop", "falcon": "hidden_dropout", "falcon40b": "hidden_dropout",
            "codegen": "resid_pdrop", "gpt_neo": "resid_dropout",
            # openai-community/openai-gpt ships resid, attn and embd dropout 0.1 each (the engine reads resid_pdrop)

@@ -112,8 +112,12 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
         y = "ln_f.out"
         if arch.dropout > 0:
             ss.save("embed_drop_mask", MASK * t * h)
+        if head_width(arch) != h and c.train_base:
+            # OPT's project_in (word_embed_proj_dim -> hidden) keeps the embedding output for its weight gradient
+            # (its project_out's input takes ln_f's place: opt-350m has no final LayerNorm; traced)
+            ss.save("project_in.in", (2 if c.autocast else c.res) * t * head_width(arch))
     head_adapter = _lm_head_adapter(plan, arch)
-    linear(ss, c, y, y_bytes, Linear("lm_head", h, arch.vocab_size), head_adapter)
+    linear(ss, c, y, y_bytes, Linear("lm_head", head_width(arch), arch.vocab_size), head_adapter)
     if plan.method != "full" and "lm_head" in plan.lora.modules_to_save:
         ss.save(y, y_bytes * t * h)              # the trainable lm_head copy keeps its input for its gradient
     return ss.total
@@ -121,7 +125,17 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
 
 def _lm_head_adapter(plan: Plan, arch: ModelArch) -> Adapter | None:
     if plan.method != "full" and "lm_head" in plan.lora.targets:
-        return Adapter("lm_head", arch.hidden_size, arch.vocab_size, plan.lora.rank)
+        return Adapter("lm_head", head_width(arch), arch.vocab_size, plan.lora.rank)
+
+
+def head_width(arch: ModelArch) -> int:
+    """lm_head's input width: hidden_size, but OPT's word_embed_proj_dim where project_out narrows the stream
+    before the head (modeling_opt.py OPTDecoder: facebook/opt-350m's 512 beside hidden 1024; the tied embedding
+    is (vocab, 512); traced: tools/memtrace/golden/families opt350-*)."""
+    if arch.model_type == "opt":
+        return next((tt.shape[1] for tt in arch.tensors if tt.name.endswith("embed_tokens.weight")),
+                    arch.hidden_size)
+    return arch.hidden_size
     return None
 
 
@@ -272,11 +286,11 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
     # layers keep nothing: their copies die at forward end and are cast again in the recompute; only
     # lm_head's copy (outside the checkpointed layers) stays saved (traced).
-    copies = 0
+    copies, hw = 0, head_width(arch)
     if dt.autocast and plan.method == "full" and dt.weight == 4:
         copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
         if arch.tied_embeddings and arch.causal_lm:
-            copies += 2 * arch.vocab_size * h
+            copies += 2 * arch.vocab_size * hw
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:
         copies = 2 * adapter_params(arch, plan)
         if dt.frozen == 4 and plan.method == "lora":
@@ -286,10 +300,10 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # layer 0's q/k/v input needs no gradient and keeps none, counted anyway: 2·h·(h + 2·kv) bytes)
             calls = -(-plan.seq_len // LITGPT_CHUNK) if st.trainer == "litgpt" else 1
             copies += 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
-            copies += 2 * arch.vocab_size * h * calls if arch.causal_lm else 0
+            copies += 2 * arch.vocab_size * hw * calls if arch.causal_lm else 0
     cache_forward = 0
     if copies and plan.activation_checkpointing == "full":
-        kept = 2 * arch.vocab_size * h if plan.method == "full" and arch.causal_lm else 0
+        kept = 2 * arch.vocab_size * hw if plan.method == "full" and arch.causal_lm else 0
         cache_forward, copies = copies - kept, kept
     quant_inputs = _quant_inputs(plan, arch) if st.bnb_keeps_inputs else 0
     if quant_inputs and plan.activation_checkpointing == "full":
@@ -304,7 +318,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     if plan.method == "qlora" and dt.autocast and dt.frozen == 4 and arch.causal_lm and not st.kbit_bf16_ends:
         # kbit_prepare makes lm_head's weight fp32: autocast caches its 16-bit copy and the matmul keeps it (TRL's
         # bf16 cast gives the head back its 16-bit weight, which autocast reads as is)
-        copies += 2 * arch.vocab_size * h
+        copies += 2 * arch.vocab_size * hw
     offloaded = 0
     if plan.activation_offloading:
         # torchtune OffloadActivations: saved tensors stream to host; about two layers stay resident.

@@ -66,7 +66,8 @@ def opt_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tu
     """modeling_opt.py OPTDecoderLayer (do_layer_norm_before): LN -> q/k/v -> SDPA -> out_proj -> dropout ->
     residual; LN -> fc1 -> ReLU -> fc2 -> dropout -> residual. `q_proj(x) * scaling` is a new tensor (SDPA keeps
     it, not q_proj's output); ReLU keeps its output, which is fc2's input (the config's activation_function is
-    "relu" in every OPT checkpoint). Traced: 8·t·h + t·I 16-bit elements per layer, plus the fp32 logsumexp.
+    "relu" in every OPT checkpoint). Traced: 8·t·h + t·I 16-bit elements per layer, plus the fp32 logsumexp; the
+    post-LN layer (do_layer_norm_before false, opt-350m) keeps the same (each LayerNorm reads its residual sum).
     modeling_ctrl.py EncoderLayer is the same sequence (layernorm1 -> MultiHeadAttention Wq/Wk/Wv -> dense ->
     dropout1; layernorm2 -> ffn.0 -> ReLU -> ffn.2 -> dropout2) with SDPA keeping the projections' own outputs
     (the scaling is the kernel's): the same 8·t·h + t·I (traced); its attention passes `dropout=0.0`, so its
