@@ -16,11 +16,15 @@ ROWS = sorted(GRID.glob("*.json"))
 
 
 def test_every_family_has_its_four_rows():
+    """Four rows per family (tools/memtrace/families.py rows: eager where the class has nothing else, no
+    checkpointing row where it refuses checkpointing: three)."""
+    from tools.memtrace.families import NO_GC, rows  # noqa: PLC0415
     ids = {p.stem for p in ROWS}
-    for fam in ("opt", "neox", "gptj", "phi", "starcoder2", "stablelm", "olmo", "cohere",
-                "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax"):
-        assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
-                f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s1024-b2"} <= ids, fam
+    for fam in ("opt", "opt350", "neox", "gptj", "codegen", "gpt_neo", "mpt", "openai", "neoxjp", "ctrl", "phi",
+                "starcoder2", "stablelm", "olmo", "cohere", "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4",
+                "minimax", "modernbert", "moshi"):
+        want = {r["id"] for r in rows() if r["id"].startswith(f"{fam}-")}
+        assert len(want) == (3 if fam in NO_GC else 4) and want <= ids, fam
 
 
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
@@ -43,12 +47,9 @@ def test_saved_activations_within_3_percent(path):
     assert abs(engine - traced) <= 0.03 * traced, (engine / 2**20, traced / 2**20)
 
 
-# rows whose components miss for a reason outside the blocks' activations (a strict xfail: a fix shows as XPASS)
-BUFFER_MISS = ("GPT-BigCode's causal-mask buffer (modeling_gpt_bigcode.py GPTBigCodeModel.__init__: self.bias = "
-               "nn.Buffer(tril(ones((max_positions, max_positions), bool)), persistent=False): 2048^2 B = 4 MiB) is "
-               "not among the engine's buffers (model/classic.py); activations and the peak are within 3 %")
-KNOWN_COMPONENTS = {f"bigcode-{r}": BUFFER_MISS for r in ("full-pure-flash-s512-b2", "lora-mixed-flash-s1024-b2-drop",
-                                                          "full-mixed-eager-s256-b2", "full-pure-flash-gc-s1024-b2")}
+# rows whose components miss for a reason outside the blocks' activations (a strict xfail: a fix shows as XPASS);
+# none now: GPT-BigCode's causal-mask buffer is memory/inputs.py CAUSAL_MASK_BUFFERS
+KNOWN_COMPONENTS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
@@ -122,3 +123,32 @@ def test_minimax_lightning_layer_keeps_its_block_loop():
     plan = Plan.from_dict({k: v for k, v in row.items() if k != "id"})
     layers = activations(plan, model_from_config(row["model"]), dtypes_for(plan)).layers
     assert layers[2] == 25_178_112 + 7_077_888 + 3_145_728 + 786_432 + 24_743_936
+
+
+def test_causal_mask_buffers_per_layer_and_per_model():
+    """modeling_gpt_neo.py GPTNeoSelfAttention.__init__ registers a (max_position_embeddings)^2 bool mask in every
+    layer: the gpt_neo row's 4 layers x 2048 x 2048 x 1 byte = 16,777,216 bytes; modeling_gpt_bigcode.py
+    GPTBigCodeModel.__init__ one per model: 2048 x 2048 = 4,194,304 bytes (n_positions 2048)."""
+    from tools.memtrace.families import rows  # noqa: PLC0415
+    for rid, want in (("gpt_neo-full-pure-flash-s512-b2", 16_777_216), ("bigcode-full-pure-flash-s512-b2", 4_194_304)):
+        row = next(r for r in rows() if r["id"] == rid)
+        detail = estimate(Plan.from_dict({k: v for k, v in row.items() if k != "id"})).to_dict()["per_gpu"]["detail"]
+        assert detail["causal_mask"] == want, rid
+
+
+def test_mpt_runs_eager_whatever_the_plan_asks():
+    """modeling_mpt.py MptAttention has only its eager path. The mpt row's config (h 1024, 16 heads, up_proj 4096),
+    bf16 full training, b 2 x s 512 = 1024 tokens; layer 1 keeps (16-bit elements) norm_1's input, Wqkv's input, the
+    copies of q, k and v, out_proj's input, norm_2's input, up_proj's input: 8 x 1024 x 1024 x 2 = 16,777,216 bytes;
+    GELU's input and down_proj's input: 2 x 1024 x 4096 x 2 = 16,777,216; two LayerNorms' mean and rstd 2 x 8 x 1024
+    = 16,384; the fp32 softmax and its bf16 copy 6 x 16 x 512 x 512 x 2 = 50,331,648: 83,902,464 bytes, the same
+    with attention "flash"."""
+    from tools.memtrace.families import rows  # noqa: PLC0415
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == "mpt-full-pure-eager-s512-b2")
+    arch = model_from_config(row["model"])
+    for attention in ("eager", "flash"):
+        plan = Plan.from_dict({**{k: v for k, v in row.items() if k != "id"}, "attention": attention})
+        assert activations(plan, arch, dtypes_for(plan)).layers[1] == 83_902_464, attention

@@ -119,6 +119,26 @@ def register_falcon_flash() -> None:
     mf._flash_attention_forward = falcon_fa
 
 
+def register_gpt_neo_flash() -> None:
+    """GPT-Neo keeps its own attention classes too (modeling_gpt_neo.py GPT_NEO_ATTENTION_CLASSES: eager and
+    flash_attention_2, no AttentionInterface, no SDPA): our kernel's name gets GPTNeoFlashAttention2, the class a
+    user with flash-attn trains, and its `_flash_attention_forward` (inputs (b, s, a, d): views of q/k/v_proj's
+    outputs; `softmax_scale=1.0`, GPT-Neo's unscaled scores; no window: the local layers run FA2 over the whole
+    causal range as the class calls it) our FA2 profile. FA2's output is `empty_like(q)`, (b, s, a, d), so
+    `reshape` is a view for out_proj, as the transpose of our (b, a, s, d) output is."""
+    from transformers.models.gpt_neo import modeling_gpt_neo as mg  # noqa: PLC0415
+
+    def gpt_neo_fa(query, key, value, attention_mask, query_length, dropout=0.0, softmax_scale=None, **kwargs):
+        return flash_attention_forward(None, query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                                       None, dropout=dropout, scaling=softmax_scale)[0]
+    mg.GPT_NEO_ATTENTION_CLASSES[FLASH] = mg.GPTNeoFlashAttention2
+    mg._flash_attention_forward = gpt_neo_fa
+
+
+# the model_types whose attention classes are picked by name, not by AttentionInterface
+OWN_FLASH = {"falcon": register_falcon_flash, "gpt_neo": register_gpt_neo_flash}
+
+
 def unpadded_flash_mask(batch_size, q_length, kv_length, *args, attention_mask=None, **kwargs):
     """masking_utils.flash_attention_mask on the traced (never padded) batch: None, as FA2 gets for an all-ones 2-D
     mask. The real function decides with `attention_mask.all()`, which a FakeTensor cannot answer; BART's decoder
@@ -169,8 +189,8 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     if attn == FLASH:
         register_flash()
     cfg = hf_config(plan, attn)
-    if attn == FLASH and cfg.model_type == "falcon":
-        register_falcon_flash()
+    if attn == FLASH and cfg.model_type in OWN_FLASH:
+        OWN_FLASH[cfg.model_type]()
     kw = {"attn_implementation": attn}
     if getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None):
         kw["experts_implementation"] = "grouped_mm"    # the default on CUDA sm80+

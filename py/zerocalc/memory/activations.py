@@ -13,9 +13,10 @@ from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
 from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
-from .blocks_bert import BERT, head_width, outside_saved as bert_outside
+from .blocks_bert import BERT, head_width as bert_head_width, outside_saved as bert_outside
 from .blocks_bert import checkpointed_inputs as bert_checkpointed_inputs
-from .blocks_families import LAYERNORM_HEADS, final_norm
+from .blocks_families import EAGER_ONLY, LAYERNORM_HEADS, final_norm
+from .blocks_modernbert import modernbert_outside
 from .blocks_moe import RULES as FAMILY_RULES
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
@@ -24,6 +25,11 @@ from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
+
+# GPT-2-lineage blocks (memory/blocks.py's classic block) whose checkpointed stack keeps no embedding output
+# besides the block inputs: GPT-Neo's `inputs_embeds + position_embeds` is layer 0's input itself, its
+# embed_dropout 0 in every EleutherAI checkpoint (traced: tools/memtrace/golden/families/gpt_neo-*-gc-*)
+NO_EMBEDDING_KEPT = ("gpt_neo",)
 
 
 @dataclass(frozen=True)
@@ -103,27 +109,43 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
             if arch.model_type in GEMMA4:
                 gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
                                plan.activation_checkpointing == "full")
+    elif arch.model_type == "moshi":
+        y, y_bytes = rmsnorm(ss, c, "final_norm", "resid_final", h, True), c.res    # MoshiRMSNorm (blocks_moshi.py)
+    elif arch.model_type == "modernbert-decoder":
+        y, y_bytes = modernbert_outside(ss, c, arch, "resid_final")      # memory/blocks_modernbert.py
     else:
         ss.save("ln_f.in", (4 if c.autocast else c.res) * t * h)
         ss.save("ln_f.stats", 4 * t)
         y = "ln_f.out"
         if arch.dropout > 0:
             ss.save("embed_drop_mask", MASK * t * h)
+        if head_width(arch) != h and c.train_base:
+            # OPT's project_in (word_embed_proj_dim -> hidden) keeps the embedding output for its weight gradient
+            # (its project_out's input takes ln_f's place: opt-350m has no final LayerNorm; traced)
+            ss.save("project_in.in", (2 if c.autocast else c.res) * t * head_width(arch))
     head_adapter = _lm_head_adapter(plan, arch)
-    linear(ss, c, y, y_bytes, Linear("lm_head", h, arch.vocab_size), head_adapter)
+    linear(ss, c, y, y_bytes, Linear("lm_head", head_width(arch), arch.vocab_size), head_adapter)
     if plan.method != "full" and "lm_head" in plan.lora.modules_to_save:
         ss.save(y, y_bytes * t * h)              # the trainable lm_head copy keeps its input for its gradient
     return ss.total
 
 
-def _head_width(arch: ModelArch) -> int:
-    """lm_head's input width: ELECTRA's generator head reads embedding_size (memory/blocks_bert.py head_width)."""
-    return head_width(arch) if arch.model_type in BERT else arch.hidden_size
-
-
 def _lm_head_adapter(plan: Plan, arch: ModelArch) -> Adapter | None:
     if plan.method != "full" and "lm_head" in plan.lora.targets:
-        return Adapter("lm_head", arch.hidden_size, arch.vocab_size, plan.lora.rank)
+        return Adapter("lm_head", head_width(arch), arch.vocab_size, plan.lora.rank)
+
+
+def head_width(arch: ModelArch) -> int:
+    """lm_head's input width: hidden_size, but OPT's word_embed_proj_dim where project_out narrows the stream
+    before the head (modeling_opt.py OPTDecoder: facebook/opt-350m's 512 beside hidden 1024; the tied embedding
+    is (vocab, 512); traced: tools/memtrace/golden/families opt350-*); the head transform's in the BERT lineage
+    (ELECTRA's embedding_size, RemBERT's output_embedding_size: memory/blocks_bert.py head_width)."""
+    if arch.model_type in BERT:
+        return bert_head_width(arch)
+    if arch.model_type == "opt":
+        return next((tt.shape[1] for tt in arch.tensors if tt.name.endswith("embed_tokens.weight")),
+                    arch.hidden_size)
+    return arch.hidden_size
     return None
 
 
@@ -148,6 +170,8 @@ def _selective(plan: Plan) -> Plan:
 
 def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = None) -> Activations:
     """The step's activations; ``stack`` is the plan's resolved stack (memory/inputs.py resolves it once)."""
+    if arch.model_type in EAGER_ONLY and plan.attention != "eager":
+        plan = plan.with_changes(attention="eager")          # the model's class runs nothing else
     st = stack or effective_stack(plan)
     base = _selective(plan) if plan.activation_checkpointing == "selective" else plan
     per_layer_linears = block_linears_per_layer(arch)
@@ -213,14 +237,17 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                 recompute = recompute - e_m * routed * (h + prod) + 3 * e_m * routed * arch.moe.expert_intermediate
         if plan.attention == "eager" and ed is None:
             # the 4-D (b, 1, s, s) mask is a checkpoint input of every layer (one tensor): bool in the
-            # Llama lineage (masking_utils), additive 16-bit in GPT-2/BERT
-            mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") else 2
+            # Llama lineage (masking_utils) and MPT (modeling_mpt.py MptModel:
+            # `create_causal_mask(...).to(torch.bool)`), additive 16-bit in GPT-2/BERT
+            mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") or arch.model_type == "mpt" else 2
             masks = 2 if arch.family == "gemma" else 1          # Gemma: a sliding-window and a global mask
             stack += masks * mask_bytes * plan.seq_len * plan.seq_len * plan.micro_batch_size
         if (arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES and ed is None
-                and arch.bart is None and arch.model_type not in BERT):
+                and arch.bart is None and arch.model_type not in BERT
+                and arch.model_type not in NO_EMBEDDING_KEPT):
             # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced); not in
-            # OPT, GPT-NeoX, GPT-J, Phi (tools/memtrace/golden/families/*-gc-*: the block inputs and the head only)
+            # OPT, GPT-NeoX, GPT-J, Phi, GPT-Neo (tools/memtrace/golden/families/*-gc-*: the block inputs and the
+            # head only)
             stack += res * t * h
         if arch.ssm is not None:
             # ssm_blocks.py: residual_in_fp32 keeps fp32 inputs
@@ -272,11 +299,11 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
     # layers keep nothing: their copies die at forward end and are cast again in the recompute; only
     # lm_head's copy (outside the checkpointed layers) stays saved (traced).
-    copies = 0
+    copies, hw = 0, head_width(arch)
     if dt.autocast and plan.method == "full" and dt.weight == 4:
         copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
         if arch.tied_embeddings and arch.causal_lm:
-            copies += 2 * arch.vocab_size * _head_width(arch)
+            copies += 2 * arch.vocab_size * hw
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:
         copies = 2 * adapter_params(arch, plan)
         if dt.frozen == 4 and plan.method == "lora":
@@ -286,10 +313,10 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # layer 0's q/k/v input needs no gradient and keeps none, counted anyway: 2·h·(h + 2·kv) bytes)
             calls = -(-plan.seq_len // LITGPT_CHUNK) if st.trainer == "litgpt" else 1
             copies += 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
-            copies += 2 * arch.vocab_size * h * calls if arch.causal_lm else 0
+            copies += 2 * arch.vocab_size * hw * calls if arch.causal_lm else 0
     cache_forward = 0
     if copies and plan.activation_checkpointing == "full":
-        kept = 2 * arch.vocab_size * _head_width(arch) if plan.method == "full" and arch.causal_lm else 0
+        kept = 2 * arch.vocab_size * hw if plan.method == "full" and arch.causal_lm else 0
         cache_forward, copies = copies - kept, kept
     quant_inputs = _quant_inputs(plan, arch) if st.bnb_keeps_inputs else 0
     if quant_inputs and plan.activation_checkpointing == "full":
@@ -304,7 +331,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     if plan.method == "qlora" and dt.autocast and dt.frozen == 4 and arch.causal_lm and not st.kbit_bf16_ends:
         # kbit_prepare makes lm_head's weight fp32: autocast caches its 16-bit copy and the matmul keeps it (TRL's
         # bf16 cast gives the head back its 16-bit weight, which autocast reads as is)
-        copies += 2 * arch.vocab_size * h
+        copies += 2 * arch.vocab_size * hw
     offloaded = 0
     if plan.activation_offloading:
         # torchtune OffloadActivations: saved tensors stream to host; about two layers stay resident.

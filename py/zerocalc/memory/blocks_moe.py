@@ -14,6 +14,8 @@ from .blocks import Ctx, SavedSet, attention_core, gated_mlp, linear, rmsnorm
 from .blocks_families import RULES as FAMILY_RULES
 from .blocks_families import layer_saved_bytes as family_saved_bytes
 from .blocks_families import layernorm
+from .blocks_modernbert import modernbert_block
+from .blocks_moshi import moshi_block
 from .lora import Adapter
 
 
@@ -197,7 +199,10 @@ def jetmoe_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
 
 
 MOE_RULES = {"llama4_text": llama4_block, "llama4": llama4_block,   # llama4: the composite's text model
-             "dbrx": dbrx_block, "jetmoe": jetmoe_block}
+             "dbrx": dbrx_block, "jetmoe": jetmoe_block,
+             # not MoE: rules that need blocks_families' helpers cannot register there (memory/blocks_modernbert.py,
+             # memory/blocks_moshi.py beside them)
+             "modernbert-decoder": modernbert_block, "moshi": moshi_block}
 RULES = {**FAMILY_RULES, **MOE_RULES}
 
 

@@ -160,6 +160,13 @@ def dequant_phases(plan: Plan, stack: Stack) -> frozenset:
 
 # model_type -> how many sinusoidal position buffers it registers (one per stack; model_buffer_terms)
 SINUSOIDAL_BUFFERS = {"xglm": 1, "m2m_100": 2, "nllb-moe": 2, "seamless_m4t": 2, "seamless_m4t_v2": 2}
+# the (max_positions, max_positions) causal masks a model registers as non-persistent buffers (moved to the GPU with
+# the model): (per layer or once, bytes per element; 0: the weights' dtype, `torch.ones` made under the load dtype).
+# One bool mask per attention layer in modeling_gpt_neo.py GPTNeoSelfAttention.__init__ (`self.bias =
+# nn.Buffer(tril(ones(..., dtype=bool)))`, the local layers' windowed), one per model in modeling_gpt_bigcode.py
+# GPTBigCodeModel.__init__, a float one per layer in modeling_openai.py Attention.__init__ (traced: 4 MiB each at 2048
+# bool positions, 2 MiB at 1024 bf16 ones, tools/memtrace/golden/families gpt_neo-*, bigcode-*, openai-*)
+CAUSAL_MASK_BUFFERS = {"gpt_neo": ("layer", 1), "gpt_bigcode": ("model", 1), "openai-gpt": ("layer", 0)}
 
 
 def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
@@ -169,7 +176,8 @@ def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     build_rope_cache; traced: 32 MiB for Llama 3.2 1B, tools/memtrace/golden/stacks/tt-l1b-*); torchtitan
     0.3.0's, one per attention layer, (seq_len, head_dim / 2) complex64 sized to `training.seq_len` by
     `update_from_config` (traced: 8 MiB for 1B at s 2048, titan-l1b-*). HF's inv_freq buffers are a few
-    hundred bytes. MiniMax's lightning attention layers (modeling_minimax.py MiniMaxLightningAttention.__init__)
+    hundred bytes. GPT-Neo's and GPT-BigCode's causal-mask buffers (CAUSAL_MASK_BUFFERS). MiniMax's lightning
+    attention layers (modeling_minimax.py MiniMaxLightningAttention.__init__)
     each register slope_rate (a), query_decay and key_decay (a·B) and diagonal_decay (a·B²) for a heads and
     block_size B, in the weights' dtype (traced: 3 MiB for the two layers of tools/memtrace/families.py minimax
     in fp32). XGLM's and M2M100's positions (modeling_xglm.py XGLMSinusoidalPositionalEmbedding.make_weights,
@@ -182,6 +190,16 @@ def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
         wbytes = si.dt.weight if plan.method == "full" else si.dt.frozen
         n = SINUSOIDAL_BUFFERS[a.model_type]
         return [gpu("sinusoidal_positions", "buffers", n * wbytes * (a.max_positions + 2) * a.hidden_size, ALL)]
+    if a.model_type in CAUSAL_MASK_BUFFERS and a.max_positions:
+        where, nbytes = CAUSAL_MASK_BUFFERS[a.model_type]
+        n = a.num_layers if where == "layer" else 1
+        nbytes = nbytes or (si.dt.weight if plan.method == "full" else si.dt.frozen)
+        return [gpu("causal_mask", "buffers", n * nbytes * a.max_positions * a.max_positions, ALL)]
+    if a.model_type == "ctrl" and a.max_positions:
+        # modeling_ctrl.py CTRLModel.__init__: pos_encoding = positional_encoding(n_positions, n_embd, torch.float),
+        # a non-persistent fp32 buffer (forward's `.to(inputs_embeds.dtype)` copy replaces it; traced: 3 MiB at
+        # 1024 x 768, tools/memtrace/golden/families ctrl-*)
+        return [gpu("pos_encoding", "buffers", 4 * a.max_positions * a.hidden_size, ALL)]
     if a.lightning is not None:
         n = sum(1 for lins in a.layer_linears or () if any(lin.name == "output_gate" for lin in lins))
         blk = a.lightning["block_size"]

@@ -29,6 +29,11 @@ RULE_SUPPORT = ("exact parameter count; activations approximate (memory/blocks_b
                 "bigbird_pegasus, "
                 "not on this model_type); LoRA adapters on a kept cross-attention (encoder_attn) not counted")
 
+# OPT's decoder layer: memory/blocks_families.py opt_block, traced pre-LN (opt-125m's layout) and post-LN with
+# project_in / project_out (opt-350m's: tools/memtrace/families.py opt and opt350 rows, held within 3 % by
+# tests/test_family_grid.py); OPTForCausalLM builds no cross-attention
+OPT_SUPPORT = "exact"
+
 _BART = ("d_model", "decoder_layers", "decoder_ffn_dim", "decoder_attention_heads")
 _OPT = ("hidden_size", "num_hidden_layers", "ffn_dim", "num_attention_heads")
 
@@ -133,7 +138,7 @@ def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
                  "lm_head")
     arch = bart_arch(c, model_type, b, h, n, heads, ffn, vocab, tied, max_pos)
     if model_type == "opt":                     # memory/blocks_families.py opt_block (traced on its own)
-        return arch
+        return replace(arch, support=OPT_SUPPORT)
     return replace(arch, bart=layer_switches(c, model_type, _switch(c, emb_ln), _switch(c, final_ln)),
                    support=TRACED_SUPPORT if model_type in TRACED else RULE_SUPPORT)
 
