@@ -11,6 +11,7 @@
   python -m tools.memtrace.moe_trace deepseek_v3 > tests/data/mla_trace.json
   python -m tools.memtrace.moe_trace families > tests/data/moe_families_trace.json   (about 8 min)
   python -m tools.memtrace.moe_trace added > tests/data/moe_families_added_trace.json
+  python -m tools.memtrace.moe_trace deepseek_v4 > tests/data/deepseek_v4_trace.json     (about 1 min)
 
 ``families``: Mixtral, Qwen3-MoE, OLMoE, gpt-oss, GraniteMoE, each its default shapes with two layers, full and
 LoRA on attention, each with and without checkpointing (tests/test_moe_families.py). ``added``: Llama 4 text
@@ -60,7 +61,18 @@ SHRINK = {"qwen2_moe": {"num_hidden_layers": 2},
                                   "moe_num_experts": 16, "moe_top_k": 4, "moe_jitter_eps": None,
                                   "moe_loss_weight": 0.05, "moe_normalize_expert_weights": 1.0}},
           # JetMoE-8B's default (h 2048, 8 attention and 8 MLP experts, top-2, 16 KV heads of 128), two layers
-          "jetmoe": {"num_hidden_layers": 2}}
+          "jetmoe": {"num_hidden_layers": 2},
+          # DeepSeek-V4-Flash's layout (4 hyper-connection streams, 20 Sinkhorn iterations, one shared KV head, grouped
+          # output projection, clamped SwiGLU experts and a shared expert) at h 1024, 8 heads of 128 (16 rope dims),
+          # one layer of each attention kind: sliding, CSA (rate 4, an indexer of 4 heads of 64, top 32), HCA (rate
+          # 128); 8 experts of 512, top-2, learned routers (no hash layers); vocab 8k, so that the peak is in the layers
+          "deepseek_v4": {"hidden_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8, "head_dim": 128,
+                          "qk_rope_head_dim": 16, "q_lora_rank": 256, "n_routed_experts": 8,
+                          "num_experts_per_tok": 2, "moe_intermediate_size": 512, "o_groups": 2, "o_lora_rank": 256,
+                          "index_n_heads": 4, "index_head_dim": 64, "index_topk": 32, "vocab_size": 8192,
+                          "sliding_window": 128, "mlp_layer_types": ["moe", "moe", "moe"],
+                          "layer_types": ["sliding_attention", "compressed_sparse_attention",
+                                          "heavily_compressed_attention"]}}
 FAMILIES = ("mixtral", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 # the families added since (``added``: tests/data/moe_families_added_trace.json, the same tests)
 ADDED = ("llama4_text", "dbrx", "jetmoe")
@@ -76,7 +88,7 @@ ATTN_TARGETS = {"dbrx": ["Wqkv", "out_proj"], "jetmoe": ["kv_proj"]}
 def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"]
-    cfg = {k: v for k, v in cfg.items() if k != "layer_types"} | SHRINK[model_type]
+    cfg = {k: v for k, v in cfg.items() if k not in ("layer_types", "mlp_layer_types")} | SHRINK[model_type]
     tag = f'{model_type.replace("_", "-")}-{cfg.get("num_hidden_layers", cfg.get("n_layers"))}l'
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
@@ -86,6 +98,14 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
                                                       "activation_checkpointing": "full"}),
                 ("deepseek-v3-2l-lora-attn-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
                                                          "lora": LORA})]
+    if model_type == "deepseek_v4":
+        lora = {**base, "method": "lora", "lora": {**LORA, "targets": ["q_a_proj", "q_b_proj", "kv_proj", "o_b_proj"]},
+                "stack": {"peft_adapter_dtype": "fp32"}}
+        return [("deepseek-v4-3l-full-s512", base),
+                ("deepseek-v4-3l-full-b2-s256", {**base, "micro_batch_size": 2, "seq_len": 256}),
+                ("deepseek-v4-3l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
+                ("deepseek-v4-3l-lora-attn-s512", lora),
+                ("deepseek-v4-3l-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"})]
     if model_type != "qwen2_moe":
         # fp32 adapters on the bf16 base: PEFT >= 0.12 get_peft_model(autocast_adapter_dtype=True), as the
         # engine's default stack (memory/stack.py)

@@ -19,6 +19,7 @@ from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
+from .blocks_hyper import hc_backward_moment, hyper_outside
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -76,7 +77,9 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     ss = SavedSet()
     ss.save("ids_labels", 16 * t)
     y_bytes = 4 if c.autocast and arch.family not in ("llama", "gemma", "t5") else c.res
-    if arch.ssm is not None:
+    if arch.hyper is not None:
+        y, y_bytes = hyper_outside(ss, c, arch), c.e       # memory/blocks_hyper.py: DeepSeek-V4's hyper head
+    elif arch.ssm is not None:
         y, y_bytes = ssm_final_norm(ss, c, h, arch.ssm)
     elif arch.bart is not None:
         # memory/blocks_bart.py: BART-lineage causal decoders; PEFT with checkpointing makes the embedding output
@@ -165,6 +168,11 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     if plan.activation_checkpointing == "full":
         # HF gradient_checkpointing (non-reentrant): each decoder layer keeps only its input.
         stack = arch.num_layers * res * t * h + (ed.ckpt_extra if ed else 0)
+        if arch.hyper is not None:
+            # DeepSeek-V4: each layer's input is its (b, s, hc_mult, h) stream (memory/blocks_hyper.py), which
+            # attn_hc's product keeps: in the recompute that is the checkpoint's input, not a new tensor
+            stack *= arch.hyper["hc_mult"]
+            full_layer -= checkpointed_stream(arch, plan, dt)
         if arch.model_type in GEMMA4:
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
         if st.kbit_bf16_ends:
@@ -253,6 +261,19 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             expert_top = max(0, expert_grad - tail)
         else:
             temp += expert_grad                                  # selective: not traced with MoE
+    if arch.hyper is not None and plan.activation_checkpointing in ("full", "none"):
+        # DeepSeek-V4: the ffn_hc backward's fp32 temporaries (memory/blocks_hyper.py hc_backward_moment), in the
+        # recomputed layer or, without checkpointing, in the top layer over the saved stack
+        if plan.activation_checkpointing == "full":
+            recompute = max(recompute, max(hc_backward_moment(arch, context(plan, arch, dt, False, st), lins,
+                                                              layer_adapters(arch, plan, lins)
+                                                              if plan.method != "full" else ())
+                                           for lins in {id(x): x for x in per_layer_linears}.values())
+                            - checkpointed_stream(arch, plan, dt))
+        else:
+            c_top = context(plan, arch, dt, arch.num_layers == 1, st)
+            expert_top = max(expert_top, hc_backward_moment(arch, c_top, per_layer_linears[-1],
+                                                            per_layer_adapters[-1]) - layers[-1])
     # Autocast caches a 16-bit copy of every fp32 weight a matmul reads (cache_enabled, until forward
     # ends) and the matmul keeps it for the backward: the whole linear stack under AMP (the tied
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
@@ -299,6 +320,12 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     return Activations(layers=tuple(layers), stack_saved=stack, head_saved=head, recompute_layer=recompute,
                        layer_backward_temp=temp, autocast_weight_copies=copies, expert_grad_top=expert_top,
                        autocast_cache_forward=cache_forward, host_offloaded=offloaded, quant_inputs=quant_inputs)
+
+
+def checkpointed_stream(arch: ModelArch, plan: Plan, dt: Dtypes) -> int:
+    """DeepSeek-V4: one layer's (b, s, hc_mult, h) input stream in the compute dtype (memory/blocks_hyper.py)."""
+    return (2 if dt.autocast else dt.compute) * plan.seq_len * plan.micro_batch_size * arch.hyper["hc_mult"] \
+        * arch.hidden_size
 
 
 def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
@@ -365,6 +392,11 @@ def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int
         return 0
     if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
         return 0
+    if arch.hyper is not None:
+        # DeepSeek-V4 (memory/blocks_hyper.py): the moment is after the grouped matmul's backward, its output's and
+        # input's gradients freed, the new gate_up gradient waiting for AccumulateGrad (traced:
+        # deepseek-v4-3l-full-s512-ckpt, 16.8 MB of temporaries at a backward mul)
+        return dt.grad * moe.num_experts * 2 * ie * h
     e = 2 if dt.autocast else dt.compute
     return dt.grad * moe.num_experts * 2 * ie * h + e * routed_rows(arch, t) * (2 * ie + h)
 

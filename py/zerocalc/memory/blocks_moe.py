@@ -14,6 +14,7 @@ from .blocks import Ctx, SavedSet, attention_core, gated_mlp, linear, rmsnorm
 from .blocks_families import RULES as FAMILY_RULES
 from .blocks_families import layer_saved_bytes as family_saved_bytes
 from .blocks_families import layernorm
+from .blocks_hyper import HYPER, hyper_block
 from .lora import Adapter
 
 
@@ -197,7 +198,8 @@ def jetmoe_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
 
 
 MOE_RULES = {"llama4_text": llama4_block, "llama4": llama4_block,   # llama4: the composite's text model
-             "dbrx": dbrx_block, "jetmoe": jetmoe_block}
+             "dbrx": dbrx_block, "jetmoe": jetmoe_block,
+             **{t: hyper_block for t in HYPER}}          # memory/blocks_hyper.py: DeepSeek-V4
 RULES = {**FAMILY_RULES, **MOE_RULES}
 
 

@@ -100,6 +100,9 @@ class ModelArch:
     # MiniMax's lightning attention layers (model/hybrid.py lightning_attention): {"block_size": ...} where
     # memory/blocks_lightning.py costs them, else None
     lightning: Mapping | None = None
+    # DeepSeek-V4's block dims (model/deepseek_v4.py hyper_dims: hc_mult, sinkhorn iterations, q / o ranks, rope
+    # and indexer dims, compress rates) where memory/blocks_hyper.py costs its hyper-connected layers, else None
+    hyper: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:
