@@ -5,7 +5,9 @@ layout at h = 1024, N = 4 hyper-connection streams (20 Sinkhorn iterations), 8 h
 (r = 16 rope dims), q_lora_rank 256, o_groups 2 x o_lora_rank 256, 8 experts of I = 512, top-2, a shared expert of
 512, and one layer of each attention kind: 0 sliding, 1 CSA (rate 4, an indexer of 4 heads of 64), 2 HCA (rate 128);
 bf16, FA2, one sequence of t = 512 tokens. The per-layer sums below are the trace's saved tensors to the byte
-(`python -m tools.memtrace PLAN --dump-saved`, grouped by layer: 80,593,952 / 84,052,000 / 81,123,632).
+(`python -m tools.memtrace PLAN --dump-saved`, grouped by layer: 80,593,952 / 84,052,000 / 81,123,632), less in
+layer 1 what the CSA indexer saves (2,236,928 B): its graph ends in top-k indices, so those die at forward end
+(the trace's forward-end activations are the dump's sum less that).
 """
 from __future__ import annotations
 
@@ -68,13 +70,14 @@ def test_sliding_layer_by_hand():
 def test_compressed_sparse_layer_by_hand():
     """Layer 1 (CSA, rate 4: W = 128 windows, each of 2·4 overlapping slots): the KV head over 512 + 128 entries,
     the compressor's fp32 softmax, its bf16 copy and the zero-filled overlap tensor (b, W, 8, 128), kv_norm over 128
-    entries, their rotation; the indexer's the same at 64 dims, the queries' rotation and the scorer's fp32 q
-    (512, 4, 64), fp32 keys (128, 64) and fp32 scores (512, 4, 128)."""
+    entries, their rotation. The indexer's saved tensors (the dump's: its own compressor at 64 dims, the queries'
+    rotation, the scorer's fp32 q (512, 4, 64), keys (128, 64) and scores (512, 4, 128)) die with its graph."""
     compressor = (4 + 2 + 2) * 128 * 8 * D + norm(D, 128) + 2 * 2 * 128 * R
     indexer = ((4 + 2 + 2) * 128 * 8 * 64 + norm(64, 128) + 2 * 2 * 128 * R + 2 * 2 * T * R
                + 4 * T * 4 * 64 + 4 * 128 * 64 + 4 * T * 4 * 128)
     assert compressor + indexer == 3_425_280
-    assert _saved(1) == 2 * HC + ATTENTION + 2 * (T + 128) * D + compressor + indexer + FFN == 84_052_000
+    assert 2 * HC + ATTENTION + 2 * (T + 128) * D + compressor + indexer + FFN == 84_052_000   # the dump
+    assert _saved(1) == 84_052_000 - indexer == 81_815_072
 
 
 def test_heavily_compressed_layer_by_hand():
@@ -93,14 +96,35 @@ def test_deepseek_v4_reads_its_kinds_and_says_traced():
     assert "activations approximate" not in arch.support
 
 
+def test_backward_moments_by_hand():
+    """With checkpointing the peak is inside a recomputed layer (its input stream, 2*512*4*1024 = 4,194,304 B, is
+    the checkpoint's, counted once). Full fine-tuning (the trace: a backward mul, the layer whole): the FFN
+    residual mix's four bf16 stream gradients, 4*2*512*4*1024 = 16,777,216 B. LoRA on attention (the trace: five
+    fp32 (512, 4096) temporaries and a bf16 stream gradient at ffn_hc's norm backward): the attention half and
+    ffn_hc's fp32 copy and rsqrt alive, 5*4*512*4096 + 2*512*4096 = 46,137,344 B of temporaries."""
+    from zerocalc.memory.activations import activations
+    from zerocalc.memory.blocks_hyper import mix_backward_temps
+    from zerocalc.memory.precision import dtypes_for
+    from zerocalc.plan import parse_plan
+    rows = dict(plans("deepseek_v4"))
+    arch = model_from_config(rows["deepseek-v4-3l-full-s512"]["model"])
+    c = Ctx(tokens=T, seq=T, batch=1, e=2, res=2, autocast=False, train_base=True, adapter_bytes=2, dropout=0.0,
+            attention="flash", first_layer=False)
+    assert mix_backward_temps(arch, c) == 4 * 2 * T * N * H == 16_777_216
+    full = parse_plan(rows["deepseek-v4-3l-full-s512-ckpt"])
+    acts = activations(full, arch, dtypes_for(full))
+    assert acts.stack_saved == 3 * 2 * T * N * H                       # three (b, s, 4, h) bf16 checkpoint inputs
+    # the largest layer (CSA) less its checkpointed stream, and the mix's gradients
+    assert acts.recompute_layer == 81_815_072 - 2 * T * N * H + 16_777_216
+
+
 @pytest.mark.parametrize("case", TRACE["cases"], ids=[c["id"] for c in TRACE["cases"]])
 def test_deepseek_v4_step_within_3_percent_of_the_trace(case):
     """tools/memtrace/moe_trace.py deepseek_v4 on fake tensors: every component at the peak and the peak within 3 %.
     Costed as a classic block before (memory/blocks_hyper.py did not exist): activations -90 % (full, s 512).
-    With checkpointing the peak is in a recomputed layer's backward: full fine-tuning at the experts' new gate_up
-    gradient, LoRA at ffn_hc's norm backward (five fp32 stream-sized temporaries: blocks_hyper.hc_backward_moment);
-    before that moment and before the checkpointed stream was read as the recompute's own, LoRA + checkpointing
-    was -71.6 %."""
+    With checkpointing the peak is in a recomputed layer's backward (test_backward_moments_by_hand); before those
+    moments and before the checkpointed stream was read as the recompute's own, LoRA + checkpointing was -71.6 %.
+    bf16-mixed (fp32 stream, autocast copies, fp32 grouped_mm experts): -4.2 % with the 16-bit rules alone."""
     eng = engine_breakdown(case["plan"])
     rows = compare(case, eng)
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)

@@ -13,6 +13,9 @@
   python -m tools.memtrace.moe_trace added > tests/data/moe_families_added_trace.json
   python -m tools.memtrace.moe_trace deepseek_v4 > tests/data/deepseek_v4_trace.json     (about 1 min)
 
+``deepseek_v4``: DeepSeek-V4's hyper-connected layers (SHRINK; a sliding, a CSA and an HCA layer), full and LoRA on
+the attention, with and without checkpointing, bf16 and bf16-mixed (tests/test_deepseek_v4_blocks.py).
+
 ``families``: Mixtral, Qwen3-MoE, OLMoE, gpt-oss, GraniteMoE, each its default shapes with two layers, full and
 LoRA on attention, each with and without checkpointing (tests/test_moe_families.py). ``added``: Llama 4 text
 (its own experts code: every expert on every token), in a shape of its own (SHRINK), the same four rows and a
@@ -105,7 +108,10 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
                 ("deepseek-v4-3l-full-b2-s256", {**base, "micro_batch_size": 2, "seq_len": 256}),
                 ("deepseek-v4-3l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
                 ("deepseek-v4-3l-lora-attn-s512", lora),
-                ("deepseek-v4-3l-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"})]
+                ("deepseek-v4-3l-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"}),
+                # bf16-mixed: fp32 weights, so an fp32 residual stream, autocast copies, fp32 grouped_mm experts
+                ("deepseek-v4-3l-full-mixed-s512", {**base, "precision": "bf16-mixed"}),
+                ("deepseek-v4-3l-lora-attn-mixed-s512", {**lora, "precision": "bf16-mixed"})]
     if model_type != "qwen2_moe":
         # fp32 adapters on the bf16 base: PEFT >= 0.12 get_peft_model(autocast_adapter_dtype=True), as the
         # engine's default stack (memory/stack.py)

@@ -19,7 +19,7 @@ from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
-from .blocks_hyper import hc_backward_moment, hyper_outside
+from .blocks_hyper import hc_backward_moment, hyper_outside, mix_backward_temps
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -78,7 +78,7 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     ss.save("ids_labels", 16 * t)
     y_bytes = 4 if c.autocast and arch.family not in ("llama", "gemma", "t5") else c.res
     if arch.hyper is not None:
-        y, y_bytes = hyper_outside(ss, c, arch), c.e       # memory/blocks_hyper.py: DeepSeek-V4's hyper head
+        y, y_bytes = hyper_outside(ss, c, arch), c.res     # memory/blocks_hyper.py: DeepSeek-V4's hyper head
     elif arch.ssm is not None:
         y, y_bytes = ssm_final_norm(ss, c, h, arch.ssm)
     elif arch.bart is not None:
@@ -262,18 +262,20 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         else:
             temp += expert_grad                                  # selective: not traced with MoE
     if arch.hyper is not None and plan.activation_checkpointing in ("full", "none"):
-        # DeepSeek-V4: the ffn_hc backward's fp32 temporaries (memory/blocks_hyper.py hc_backward_moment), in the
-        # recomputed layer or, without checkpointing, in the top layer over the saved stack
+        # DeepSeek-V4 (memory/blocks_hyper.py): two moments of a layer's backward, in the recomputed layer or, without
+        # checkpointing, in the top layer over the saved stack: the residual mix's backward beside the whole layer
+        # (mix_backward_temps) and ffn_hc's norm backward beside the attention half (hc_backward_moment)
+        mix = mix_backward_temps(arch, context(plan, arch, dt, False, st))
         if plan.activation_checkpointing == "full":
-            recompute = max(recompute, max(hc_backward_moment(arch, context(plan, arch, dt, False, st), lins,
-                                                              layer_adapters(arch, plan, lins)
-                                                              if plan.method != "full" else ())
-                                           for lins in {id(x): x for x in per_layer_linears}.values())
+            recompute = max(recompute, full_layer + mix,
+                            max(hc_backward_moment(arch, context(plan, arch, dt, False, st), lins,
+                                                   layer_adapters(arch, plan, lins) if plan.method != "full" else ())
+                                for lins in {id(x): x for x in per_layer_linears}.values())
                             - checkpointed_stream(arch, plan, dt))
         else:
             c_top = context(plan, arch, dt, arch.num_layers == 1, st)
-            expert_top = max(expert_top, hc_backward_moment(arch, c_top, per_layer_linears[-1],
-                                                            per_layer_adapters[-1]) - layers[-1])
+            expert_top = max(expert_top, mix, hc_backward_moment(arch, c_top, per_layer_linears[-1],
+                                                                 per_layer_adapters[-1]) - layers[-1])
     # Autocast caches a 16-bit copy of every fp32 weight a matmul reads (cache_enabled, until forward
     # ends) and the matmul keeps it for the backward: the whole linear stack under AMP (the tied
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
@@ -323,9 +325,9 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
 
 
 def checkpointed_stream(arch: ModelArch, plan: Plan, dt: Dtypes) -> int:
-    """DeepSeek-V4: one layer's (b, s, hc_mult, h) input stream in the compute dtype (memory/blocks_hyper.py)."""
-    return (2 if dt.autocast else dt.compute) * plan.seq_len * plan.micro_batch_size * arch.hyper["hc_mult"] \
-        * arch.hidden_size
+    """DeepSeek-V4: one layer's (b, s, hc_mult, h) input stream in the residual dtype (memory/blocks_hyper.py)."""
+    res = dt.weight if plan.method == "full" else dt.frozen       # the residual dtype, as the stack's
+    return res * plan.seq_len * plan.micro_batch_size * arch.hyper["hc_mult"] * arch.hidden_size
 
 
 def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
@@ -392,11 +394,6 @@ def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int
         return 0
     if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
         return 0
-    if arch.hyper is not None:
-        # DeepSeek-V4 (memory/blocks_hyper.py): the moment is after the grouped matmul's backward, its output's and
-        # input's gradients freed, the new gate_up gradient waiting for AccumulateGrad (traced:
-        # deepseek-v4-3l-full-s512-ckpt, 16.8 MB of temporaries at a backward mul)
-        return dt.grad * moe.num_experts * 2 * ie * h
     e = 2 if dt.autocast else dt.compute
     return dt.grad * moe.num_experts * 2 * ie * h + e * routed_rows(arch, t) * (2 * ie + h)
 
