@@ -93,7 +93,7 @@ def test_deepseek_v4_reads_its_kinds_and_says_traced():
     names = [{lin.name for lin in lins} for lins in block_linears_per_layer(arch)]
     assert "compressor.kv_proj" not in names[0] and "indexer.q_b_proj" in names[1]
     assert "compressor.kv_proj" in names[2] and "indexer.q_b_proj" not in names[2]
-    assert "activations approximate" not in arch.support
+    assert arch.support == "exact"
 
 
 def test_backward_moments_by_hand():

@@ -12,9 +12,14 @@
   python -m tools.memtrace.moe_trace families > tests/data/moe_families_trace.json   (about 8 min)
   python -m tools.memtrace.moe_trace added > tests/data/moe_families_added_trace.json
   python -m tools.memtrace.moe_trace deepseek_v4 > tests/data/deepseek_v4_trace.json     (about 1 min)
+  python -m tools.memtrace.moe_trace longcat_flash > tests/data/longcat_flash_trace.json
 
 ``deepseek_v4``: DeepSeek-V4's hyper-connected layers (SHRINK; a sliding, a CSA and an HCA layer), full and LoRA on
 the attention, with and without checkpointing, bf16 and bf16-mixed (tests/test_deepseek_v4_blocks.py).
+
+``longcat_flash``: LongCat-Flash's two-sublayer layers and shortcut MoE with zero-compute experts (SHRINK; the
+balanced router of tools/memtrace/routing.py over routed and identity experts), the four generic rows
+(tests/test_longcat_blocks.py).
 
 ``families``: Mixtral, Qwen3-MoE, OLMoE, gpt-oss, GraniteMoE, each its default shapes with two layers, full and
 LoRA on attention, each with and without checkpointing (tests/test_moe_families.py). ``added``: Llama 4 text
@@ -65,6 +70,13 @@ SHRINK = {"qwen2_moe": {"num_hidden_layers": 2},
                                   "moe_loss_weight": 0.05, "moe_normalize_expert_weights": 1.0}},
           # JetMoE-8B's default (h 2048, 8 attention and 8 MLP experts, top-2, 16 KV heads of 128), two layers
           "jetmoe": {"num_hidden_layers": 2},
+          # LongCat-Flash's layout (two MLA + MLP sublayers per layer and a shortcut MoE of routed and zero-compute
+          # experts, 2:1, top-12 of 768 in the real one) at h 1024, 8 heads (qk 128 + 64, v 128), q_lora_rank 512,
+          # kv_lora_rank 512, MLPs of 2048; 16 routed and 8 identity experts of 512, top-4 (the balanced router,
+          # tools/memtrace/routing.py); 2 layers, vocab 8k
+          "longcat_flash": {"hidden_size": 1024, "num_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8,
+                            "q_lora_rank": 512, "ffn_hidden_size": 2048, "n_routed_experts": 16, "zero_expert_num": 8,
+                            "expert_ffn_hidden_size": 512, "moe_topk": 4, "vocab_size": 8192},
           # DeepSeek-V4-Flash's layout (4 hyper-connection streams, 20 Sinkhorn iterations, one shared KV head, grouped
           # output projection, clamped SwiGLU experts and a shared expert) at h 1024, 8 heads of 128 (16 rope dims),
           # one layer of each attention kind: sliding, CSA (rate 4, an indexer of 4 heads of 64, top 32), HCA (rate
@@ -85,14 +97,14 @@ NO_CKPT = ("jetmoe",)
 # LoRA on attention (the experts frozen) for the families of the generic grid
 ATTN_LORA = {**LORA, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 # the attention's nn.Linear modules where they are named otherwise
-ATTN_TARGETS = {"dbrx": ["Wqkv", "out_proj"], "jetmoe": ["kv_proj"]}
+ATTN_TARGETS = {"dbrx": ["Wqkv", "out_proj"], "jetmoe": ["kv_proj"], "longcat_flash": LORA["targets"]}
 
 
 def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"]
     cfg = {k: v for k, v in cfg.items() if k not in ("layer_types", "mlp_layer_types")} | SHRINK[model_type]
-    tag = f'{model_type.replace("_", "-")}-{cfg.get("num_hidden_layers", cfg.get("n_layers"))}l'
+    tag = f'{model_type.replace("_", "-")}-{cfg.get("num_hidden_layers", cfg.get("n_layers", cfg.get("num_layers")))}l'
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     if model_type == "deepseek_v3":

@@ -15,6 +15,7 @@ from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
 from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
 from .blocks_families import LAYERNORM_HEADS, final_norm
 from .blocks_moe import RULES as FAMILY_RULES
+from .blocks_moe import longcat_consumed
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
@@ -205,7 +206,9 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                 # locals (traced: llama4-text-4l-lora-attn-s512-ckpt, 0.297 GiB at the recompute's bmm)
                 no_saved = 0 if trained else e_m * routed * (h + arch.moe.expert_intermediate)
                 recompute = max(recompute, full_layer + 2 * e_m * routed * h + no_saved)
-            else:
+            elif not arch.moe.zero_experts:
+                # (LongCat's expert loop: the recompute's own end, the whole layer, is its moment; traced:
+                # longcat-flash-2l-lora-attn-s512-ckpt)
                 recompute = recompute - e_m * routed * (h + prod) + 3 * e_m * routed * arch.moe.expert_intermediate
         if plan.attention == "eager" and ed is None:
             # the 4-D (b, 1, s, s) mask is a checkpoint input of every layer (one tensor): bool in the
@@ -251,6 +254,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # DBRX's moment comes at the second expert its backward visits: one expert's share of the top layer's
             # expert tensors is consumed (memory/blocks_moe.py dbrx_block: 3h + 4I per routed row)
             tail = e_m * routed_rows(arch, t) // moe.num_experts * (4 * moe.expert_intermediate + 3 * h)
+        elif moe.zero_experts:
+            tail = longcat_consumed(arch, context(plan, arch, dt, False, st), per_layer_linears[-1])
         elif arch.model_type == "jetmoe":
             # JetMoE's, in the MLP's input_linear backward: its output_linear's loop, silu and the product are done
             # (memory/blocks_moe.py jetmoe_block: gate/up, silu, product, output, gated output per routed row)
@@ -390,6 +395,16 @@ def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int
         # with lm_head's pending tied gradient)
         return (dt.grad * (2 * moe.num_experts + 1) * 2 * ie * h
                 + (2 if dt.autocast else dt.compute) * routed_rows(arch, t) * (2 * ie + h))
+    if moe.zero_experts:
+        # LongCat-Flash (modeling_longcat_flash.py LongcatFlashExperts): `self.gate_up_proj[expert_idx]` per expert,
+        # so select_backward writes each expert's gradient into a zero tensor of the whole (E + Z, 2I, h) weight: the
+        # summed buffer and the next expert's, the summed (E, h, I) down_proj buffer and one expert's (2I, h) slice,
+        # beside three t·h gradients and one expert's rows' (traced: longcat-flash-2l-full-s512, 117.2 MiB of
+        # temporaries at select_backward)
+        e = 2 if dt.autocast else dt.compute
+        n = moe.num_experts + moe.zero_experts
+        return (dt.grad * (2 * n * 2 * ie * h + moe.num_experts * h * ie + 2 * ie * h)
+                + e * (3 * t * h + -(-t * moe.experts_per_token // n) * h))
     if moe.dense_layers and not (arch.model_type in EVERY_EXPERT and top_sparse):
         return 0
     if plan.gradient_accumulation_steps == 1 and not st.grads_kept:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..model import Linear, ModelArch
-from .blocks import Ctx, SavedSet, attention_core, gated_mlp, linear, rmsnorm
+from .blocks import Ctx, SavedSet, attention_core, gated_mlp, linear, llama_block, rmsnorm
 from .blocks_families import RULES as FAMILY_RULES
 from .blocks_families import layer_saved_bytes as family_saved_bytes
 from .blocks_families import layernorm
@@ -197,8 +197,82 @@ def jetmoe_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     return ss.total
 
 
+def balanced_real_rows(t: int, k: int, experts: int, zero: int) -> int:
+    """Routed slots that reach a real expert when the t·k slots go round-robin over the E + Z experts
+    (tools/memtrace/routing.py, the balanced router): expert j gets ceil((t·k - j) / (E + Z))."""
+    r, n = t * k, experts + zero
+    return r // n * experts + min(r % n, experts)
+
+
+def longcat_moe(ss: SavedSet, c: Ctx, arch: ModelArch) -> None:
+    """LongcatFlashMoE, the shortcut MoE reading post_attention_layernorm[0]'s output: LongcatFlashTopkRouter's
+    F.linear(x.type(float32), classifier.weight.type(float32)) keeps the fp32 copy of its input (the weight's
+    gradient) and the fp32 copy of its 16-bit weight (the input's), the fp32 softmax and the int64 top-k;
+    LongcatFlashExperts' loop per routed slot: the gathered row (the real experts' F.linear input when they train,
+    the identity experts' factor of the routing weight always), its fp32 routing weight, the int64 where() indices
+    and the 16-bit copy index_add_ keeps as its source; per slot of a real expert its gate_up output, SiLU's, the
+    product (down's input, when the experts train) and down's output (the weight's factor)."""
+    moe, t, h = arch.moe, c.tokens, arch.hidden_size
+    e = 2 if c.autocast else c.e
+    k, n = moe.experts_per_token, moe.num_experts + moe.zero_experts
+    rows = t * k
+    real = balanced_real_rows(t, k, moe.num_experts, moe.zero_experts)
+    if c.train_base:
+        ss.save("router.fp32_in", 4 * t * h)
+    ss.save("router.fp32_weight", 4 * n * h if c.e != 4 else 0)
+    ss.save("router.softmax", 4 * t * n + 8 * rows)
+    trained = c.train_base
+    ss.save("moe.gathered", e * (rows if trained else rows - real) * h)
+    ss.save("moe.index_add_source", e * rows * h)
+    ss.save("moe.routing", 4 * rows + 16 * rows)
+    ie = moe.expert_intermediate
+    ss.save("moe.gate_up", e * real * 2 * ie)
+    ss.save("moe.act", e * real * ie)
+    if trained:
+        ss.save("moe.prod", e * real * ie)
+    ss.save("moe.expert_out", e * real * h)
+
+
+def longcat_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_longcat_flash.py LongcatFlashDecoderLayer: two sublayers of input_layernorm, LongcatFlashMLA
+    (DeepSeek-V3's MLA with scalar LoRA scalings, which keep nothing: memory/blocks.py llama_block's MLA path),
+    post_attention_layernorm and a SwiGLU MLP (the Llama block, twice), and the shortcut MoE beside the first
+    MLP (`longcat_moe`). Traced: tools/memtrace/moe_trace.py longcat_flash (tests/data/moe_families_added_trace.json)."""
+    view = replace(arch, moe=None)
+    ss = SavedSet()
+    longcat_moe(ss, _later(c), arch)
+    return sum(llama_block(view, c if j == 0 else _later(c), *_sublayer(linears, adapters, j)) for j in (0, 1)) \
+        + ss.total
+
+
+def _sublayer(linears: tuple[Linear, ...], adapters: tuple[Adapter, ...], j: int) -> tuple[tuple, tuple]:
+    """Sublayer j's linears and adapters under their leaf names ("self_attn.1.q_a_proj" -> "q_a_proj")."""
+    mine = (f"self_attn.{j}.", f"mlps.{j}.")
+    lins = tuple(replace(lin, name=lin.name.rsplit(".", 1)[-1]) for lin in linears
+                 if lin.count == 1 and lin.name.startswith(mine))
+    ads = tuple(replace(ad, name=ad.name.rsplit(".", 1)[-1]) for ad in adapters if ad.name.startswith(mine))
+    return lins, ads
+
+
+def longcat_consumed(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...]) -> int:
+    """What the top layer's backward has consumed when the experts' weight-gradient moment comes (memory/
+    activations.py _expert_grad_temp): the second sublayer and the first MLP (they run after the shortcut MoE in
+    forward), the identity experts' slots (the loop's last experts, visited first) and the first two real experts'
+    slots (the moment is at the second one's gate_up select_backward). Traced: longcat-flash-2l-full-s512, 109.4 MB
+    of activations at the peak of 155.9 MB saved (the final norm's and lm_head's 4.2 MB aside)."""
+    moe, t, h = arch.moe, c.tokens, arch.hidden_size
+    e, ie = 2 if c.autocast else c.e, moe.expert_intermediate
+    view, (sub, _) = replace(arch, moe=None), _sublayer(linears, (), 1)
+    mlp = next(lin for lin in sub if lin.name == "down_proj").d_in
+    k, n = moe.experts_per_token, moe.num_experts + moe.zero_experts
+    real = balanced_real_rows(t, k, moe.num_experts, moe.zero_experts)
+    per_expert = -(-t * k // n)
+    return (llama_block(view, _later(c), sub, ()) + 4 * e * t * mlp + e * t * h
+            + (t * k - real) * (2 * e * h + 20) + 2 * per_expert * (3 * e * h + 4 * e * ie + 20))
+
+
 MOE_RULES = {"llama4_text": llama4_block, "llama4": llama4_block,   # llama4: the composite's text model
-             "dbrx": dbrx_block, "jetmoe": jetmoe_block,
+             "dbrx": dbrx_block, "jetmoe": jetmoe_block, "longcat_flash": longcat_block,
              **{t: hyper_block for t in HYPER}}          # memory/blocks_hyper.py: DeepSeek-V4
 RULES = {**FAMILY_RULES, **MOE_RULES}
 

@@ -51,6 +51,9 @@ class MoE:
     # how the router reads its input: "" as it is; "cast": F.linear(x.type(float32), w.type(float32)) inside
     # autocast's region (DeepSeek-V2/V3, GLM-4.5, dots1 ...); "forced": the same with autocast disabled (ERNIE 4.5)
     router_fp32: str = ""
+    # zero-compute (identity) experts beside the routed ones (LongCat-Flash zero_expert_num): routed slots they take
+    # run no MLP (memory/blocks_moe.py longcat_block)
+    zero_experts: int = 0
 
 
 @dataclass(frozen=True)
