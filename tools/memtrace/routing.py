@@ -2,11 +2,12 @@
 
 FakeTensors have shapes, not values: modeling_dbrx.py DbrxExperts.forward picks the experts to run and their tokens
 with `nonzero()` / `torch.where` over the top-k indices, modeling_jetmoe.py JetMoeTopKGating.forward splits the
-routed rows with `expert_size.tolist()`; both fail on fake tensors. Inside `balanced_routing()` the router still
-runs as written (its linear, softmax and top-k: what it keeps for backward) but the assignment is fixed: routed
-slot r = i·k + s (token i's s-th choice) goes to expert r mod E, so each expert gets ⌈t·k/E⌉ or ⌊t·k/E⌋ rows and
-every token k distinct experts (k <= E): a perfectly balanced router, which is what the load-balancing loss
-trains towards. The rest of each forward is the modelling file's own ops in its own order, so the saved tensors
+routed rows with `expert_size.tolist()`, modeling_longcat_flash.py LongcatFlashExperts.forward loops over
+`nonzero()` with `.item()` (its zero-compute experts among them: E counts them there); all fail on fake tensors.
+Inside `balanced_routing()` the router still runs as written (its linear, softmax and top-k: what it keeps for
+backward) but the assignment is fixed: routed slot r = i·k + s (token i's s-th choice) goes to expert r mod E, so
+each expert gets ⌈t·k/E⌉ or ⌊t·k/E⌋ rows and every token k distinct experts (k <= E): a perfectly balanced
+router, which is what the load-balancing loss trains towards. The rest of each forward is the modelling file's own ops in its own order, so the saved tensors
 are the real code's for that assignment (their sizes depend only on the row counts).
 """
 from __future__ import annotations
@@ -57,8 +58,8 @@ def _jetmoe_gating_forward(self, hidden_states):
 
 
 def _longcat_experts_forward(self, hidden_states, top_k_index, top_k_weights):
-    """modeling_longcat_flash.py LongcatFlashExperts.forward with `expert_hit` / `torch.where(expert_mask[...])` replaced
-    by the balanced assignment over the routed and the zero-compute (identity) experts: expert j of E + Z gets the
+    """modeling_longcat_flash.py LongcatFlashExperts.forward with `expert_hit` / `torch.where(expert_mask[...])`
+    replaced by the balanced assignment over the routed and the zero-compute (identity) experts: expert j of E + Z gets the
     slots r = j mod (E + Z), so a share Z / (E + Z) of the routed slots passes through an identity expert."""
     final_hidden_states = torch.zeros_like(hidden_states)
     t, k = top_k_index.shape
@@ -80,7 +81,8 @@ def _longcat_experts_forward(self, hidden_states, top_k_index, top_k_weights):
 
 
 PATCHES = (("transformers.models.dbrx.modeling_dbrx", "DbrxExperts", _dbrx_experts_forward),
-           ("transformers.models.longcat_flash.modeling_longcat_flash", "LongcatFlashExperts", _longcat_experts_forward),
+           ("transformers.models.longcat_flash.modeling_longcat_flash", "LongcatFlashExperts",
+            _longcat_experts_forward),
            ("transformers.models.jetmoe.modeling_jetmoe", "JetMoeTopKGating", _jetmoe_gating_forward))
 
 

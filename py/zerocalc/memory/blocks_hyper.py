@@ -102,7 +102,8 @@ def _norm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, x_bytes: int, tokens: 
 
 
 def _compressor(ss: SavedSet, c: Ctx, arch: ModelArch, lins: dict, ads: dict, y: str) -> int:
-    """The compressor (HCA: kv_proj of d; CSA: of 2d, with the indexer), reading the normed input `y`; returns the compressed entries per sequence (the KV length FA2 reads beyond s)."""
+    """The compressor (HCA: kv_proj of d; CSA: of 2d, with the indexer), reading the normed input `y`; returns the
+    compressed entries per sequence (the KV length FA2 reads beyond s)."""
     if "compressor.kv_proj" not in lins:
         return 0
     hy, d, b, e = arch.hyper, arch.head_dim, c.batch, _e16(c)

@@ -237,7 +237,8 @@ def longcat_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
     """modeling_longcat_flash.py LongcatFlashDecoderLayer: two sublayers of input_layernorm, LongcatFlashMLA
     (DeepSeek-V3's MLA with scalar LoRA scalings, which keep nothing: memory/blocks.py llama_block's MLA path),
     post_attention_layernorm and a SwiGLU MLP (the Llama block, twice), and the shortcut MoE beside the first
-    MLP (`longcat_moe`). Traced: tools/memtrace/moe_trace.py longcat_flash (tests/data/moe_families_added_trace.json)."""
+    MLP (`longcat_moe`). Traced: tools/memtrace/moe_trace.py longcat_flash (tests/data/longcat_flash_trace.json,
+    tests/test_longcat_blocks.py)."""
     view = replace(arch, moe=None)
     ss = SavedSet()
     longcat_moe(ss, _later(c), arch)

@@ -124,7 +124,7 @@ def deepseek_v4(c: ConfigReader) -> ModelArch:
              "index_heads": ih, "index_dim": idim, "index_topk": c.int("index_topk", default=512),
              "rates": rates}
     return replace(arch, hyper=hyper, layer_linears=tuple(by_kind[kinds[i]] for i in range(n_layers)),
-                   support="exact")      # activations: memory/blocks_hyper.py, traced (tests/test_deepseek_v4_blocks.py)
+                   support="exact")      # activations: memory/blocks_hyper.py (tests/test_deepseek_v4_blocks.py)
 
 
 DEEPSEEK_V4 = {"deepseek_v4": deepseek_v4}

@@ -10,7 +10,7 @@ config's num_hidden_layers sets num_layers = num_hidden_layers // 2) of:
 ``model.norm``; lm_head tied with tie_word_embeddings (default off).
 
 The count is exact (tests/test_architectures.py). Activations: memory/blocks_moe.py longcat_block, traced
-(tools/memtrace/moe_trace.py longcat_flash, tests/test_moe_families.py).
+(tools/memtrace/moe_trace.py longcat_flash, tests/test_longcat_blocks.py).
 """
 from __future__ import annotations
 
