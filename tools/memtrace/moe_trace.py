@@ -13,6 +13,7 @@
   python -m tools.memtrace.moe_trace added > tests/data/moe_families_added_trace.json
   python -m tools.memtrace.moe_trace deepseek_v4 > tests/data/deepseek_v4_trace.json     (about 1 min)
   python -m tools.memtrace.moe_trace longcat_flash > tests/data/longcat_flash_trace.json
+  python -m tools.memtrace.moe_trace beam > tests/data/beam_trace.json
 
 ``deepseek_v4``: DeepSeek-V4's hyper-connected layers (SHRINK; a sliding, a CSA and an HCA layer), full and LoRA on
 the attention, with and without checkpointing, bf16 and bf16-mixed (tests/test_deepseek_v4_blocks.py).
@@ -20,6 +21,8 @@ the attention, with and without checkpointing, bf16 and bf16-mixed (tests/test_d
 ``longcat_flash``: LongCat-Flash's two-sublayer layers and shortcut MoE with zero-compute experts (SHRINK; the
 balanced router of tools/memtrace/routing.py over routed and identity experts), the four generic rows
 (tests/test_longcat_blocks.py).
+
+``beam``: Beam's output-gated, fp32-normed layers (SHRINK), the four generic rows (tests/test_beam_blocks.py).
 
 ``families``: Mixtral, Qwen3-MoE, OLMoE, gpt-oss, GraniteMoE, each its default shapes with two layers, full and
 LoRA on attention, each with and without checkpointing (tests/test_moe_families.py). ``added``: Llama 4 text
@@ -77,6 +80,16 @@ SHRINK = {"qwen2_moe": {"num_hidden_layers": 2},
           "longcat_flash": {"hidden_size": 1024, "num_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8,
                             "q_lora_rank": 512, "ffn_hidden_size": 2048, "n_routed_experts": 16, "zero_expert_num": 8,
                             "expert_ffn_hidden_size": 512, "moe_topk": 4, "vocab_size": 8192},
+          # Beam's layout (output-gated attention with per-head q/k norms, RoPE sliding layers and a NoPE full layer
+          # with its query scaling, Gemma's four fp32-product norms, fp32 SwiGLU, a dense first layer, sigmoid-routed
+          # experts without a shared one) at h 1024, 8 heads of 128 (4 KV heads), MLP 2048; layers: sliding dense,
+          # sliding sparse, full sparse; 8 experts of 512, top-2; vocab 3000 (no other width: the tracer tells logits
+          # by it), so that the checkpointed rows' peaks leave the capped loss
+          "beam": {"hidden_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 4,
+                   "intermediate_size": 2048, "moe_intermediate_size": 512, "num_experts": 8, "num_experts_per_tok": 2,
+                   "n_group": 1, "topk_group": 1,
+                   "vocab_size": 3000, "mlp_layer_types": ["dense", "sparse", "sparse"],
+                   "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]},
           # DeepSeek-V4-Flash's layout (4 hyper-connection streams, 20 Sinkhorn iterations, one shared KV head, grouped
           # output projection, clamped SwiGLU experts and a shared expert) at h 1024, 8 heads of 128 (16 rope dims),
           # one layer of each attention kind: sliding, CSA (rate 4, an indexer of 4 heads of 64, top 32), HCA (rate

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 from ..model import Linear, ModelArch
 from ..plan import Plan
-from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
+from .blocks import FP32_PRODUCT_NORMS, MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
 from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
 from .blocks_families import LAYERNORM_HEADS, final_norm
 from .blocks_moe import RULES as FAMILY_RULES
-from .blocks_moe import longcat_consumed
+from .blocks_moe import beam_recompute_moment, longcat_consumed
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
@@ -90,12 +90,17 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
         y = (final_norm(ss, c, arch, "resid_final") if arch.model_type in LAYERNORM_HEADS
              else rmsnorm(ss, c, "final_norm", "resid_final", h,
                           # Qwen3NextRMSNorm / Qwen3_5RMSNorm: Gemma's `output * (1.0 + self.weight.float())`
-                          arch.family == "gemma" or arch.deltanet is not None))
+                          arch.family == "gemma" or arch.deltanet is not None
+                          or arch.model_type in FP32_PRODUCT_NORMS))
         if stack.trainer != "torchtune":
             # torchtune's RoPE multiplies by slices of its fp32 cache buffer, which is all it saves
             # (models/llama3_1/_position_embeddings.py:181-184 Llama3ScaledRoPE.forward; traced)
             # LlamaRotaryEmbedding returns cos/sin .to(x.dtype), x the embedding output: bf16 after TRL's cast
             emb = 2 if stack.kbit_bf16_ends else c.res
+            if arch.model_type in FP32_ROPE:
+                # modeling_beam.py BeamRotaryEmbedding returns fp32 cos / sin, and NoPE layers' fp32 query scaling
+                emb = 4
+                ss.save("attention_scaling", 4 * plan.seq_len)
             ss.save("rope_cos_sin", 2 * emb * plan.seq_len * arch.head_dim)
             if arch.model_type in GEMMA4:
                 gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
@@ -266,6 +271,12 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             expert_top = max(0, expert_grad - tail)
         else:
             temp += expert_grad                                  # selective: not traced with MoE
+    if arch.model_type == "beam" and plan.activation_checkpointing == "full":
+        # memory/blocks_moe.py beam_recompute_moment: the recompute's own forward peaks at its MLP's end
+        recompute = max(recompute, max(beam_recompute_moment(arch, context(plan, arch, dt, False, st), lins,
+                                                             layer_adapters(arch, plan, lins)
+                                                             if plan.method != "full" else ())
+                                       for lins in {id(x): x for x in per_layer_linears}.values()))
     if arch.hyper is not None and plan.activation_checkpointing in ("full", "none"):
         # DeepSeek-V4 (memory/blocks_hyper.py): two moments of a layer's backward, in the recomputed layer or, without
         # checkpointing, in the top layer over the saved stack: the residual mix's backward beside the whole layer
@@ -353,7 +364,8 @@ def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
     return total
 
 
-EVERY_EXPERT = ("llama4_text", "llama4")         # Llama 4 text, and the composite whose text model it is
+EVERY_EXPERT = ("llama4_text", "llama4")
+FP32_ROPE = ("beam",)                            # rotary cos / sin kept in fp32 (memory/blocks_moe.py beam_block)         # Llama 4 text, and the composite whose text model it is
 
 
 def routed_rows(arch: ModelArch, t: int) -> int:
