@@ -62,8 +62,9 @@ def test_sparse_layer_by_hand():
 @pytest.mark.parametrize("case", TRACE["cases"], ids=[c["id"] for c in TRACE["cases"]])
 def test_beam_step_within_3_percent_of_the_trace(case):
     """Every component at the peak and the peak within 3 %. Costed as a classic block before: activations -70.9 %
-    (full, s 512; LoRA + checkpointing -89.9 %), the fp32 tanh of the capped logits missing (logits -25 %). The checkpointed rows peak inside the
-    recompute's forward (blocks_moe.beam_recompute_moment; before it -12.3 % full, -19.1 % LoRA)."""
+    (full, s 512; LoRA + checkpointing -89.9 %), the fp32 tanh of the capped logits missing (logits -25 %). The
+    checkpointed rows peak inside the recompute's forward (blocks_moe.beam_recompute_moment; before it -12.3 % full,
+    -19.1 % LoRA)."""
     eng = engine_breakdown(case["plan"])
     rows = compare(case, eng)
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)

@@ -150,6 +150,9 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
                (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
                (f"{tag}-lora-attn-s512", lora),
                (f"{tag}-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"})]
+        if model_type == "longcat_flash":
+            # bf16-mixed: fp32 weights, so autocast copies of every real expert's weight slices
+            out.append((f"{tag}-full-mixed-s512", {**base, "precision": "bf16-mixed"}))
         return [row for row in out if model_type not in NO_CKPT or "ckpt" not in row[0]]
     return [("qwen2-moe-2l-full-s512", base),
             ("qwen2-moe-2l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),

@@ -364,8 +364,8 @@ def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
     return total
 
 
-EVERY_EXPERT = ("llama4_text", "llama4")
-FP32_ROPE = ("beam",)                            # rotary cos / sin kept in fp32 (memory/blocks_moe.py beam_block)         # Llama 4 text, and the composite whose text model it is
+EVERY_EXPERT = ("llama4_text", "llama4")         # Llama 4 text, and the composite whose text model it is
+FP32_ROPE = ("beam",)                            # rotary cos / sin kept in fp32 (memory/blocks_moe.py beam_block)
 
 
 def routed_rows(arch: ModelArch, t: int) -> int:

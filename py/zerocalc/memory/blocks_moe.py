@@ -217,15 +217,28 @@ def longcat_moe(ss: SavedSet, c: Ctx, arch: ModelArch) -> None:
     k, n = moe.experts_per_token, moe.num_experts + moe.zero_experts
     rows = t * k
     real = balanced_real_rows(t, k, moe.num_experts, moe.zero_experts)
-    if c.train_base:
-        ss.save("router.fp32_in", 4 * t * h)
-    ss.save("router.fp32_weight", 4 * n * h if c.e != 4 else 0)
+    ie = moe.expert_intermediate
+    if c.autocast:
+        # under autocast the router's F.linear reads autocast's 16-bit copies of its fp32 input and weight
+        if c.train_base:
+            ss.save("router.in16", 2 * t * h)
+        ss.save("router.weight16", 2 * n * h)
+    else:
+        if c.train_base:
+            ss.save("router.fp32_in", 4 * t * h)
+        ss.save("router.fp32_weight", 4 * n * h if c.e != 4 else 0)
     ss.save("router.softmax", 4 * t * n + 8 * rows)
     trained = c.train_base
-    ss.save("moe.gathered", e * (rows if trained else rows - real) * h)
-    ss.save("moe.index_add_source", e * rows * h)
-    ss.save("moe.routing", 4 * rows + 16 * rows)
-    ie = moe.expert_intermediate
+    if c.autocast and c.res == 4:
+        # over fp32 weights each real expert's F.linear keeps autocast's 16-bit copies of its weight slices
+        # (`self.gate_up_proj[expert_idx]` is no leaf: autocast's weight cache passes it by) and of its rows; the
+        # identity experts' rows stay fp32 (traced: longcat-flash-2l-full-mixed-s512)
+        ss.save("moe.weight16", 2 * min(moe.num_experts, real) * 3 * ie * h)
+        ss.save("moe.gathered", 2 * real * h + 4 * (rows - real) * h)
+    else:
+        ss.save("moe.gathered", e * (rows if trained else rows - real) * h)
+    ss.save("moe.index_add_source", c.res * rows * h)           # the weighted rows in the stream's dtype
+    ss.save("moe.routing", (2 if c.autocast else 4) * rows + 16 * rows)
     ss.save("moe.gate_up", e * real * 2 * ie)
     ss.save("moe.act", e * real * ie)
     if trained:
