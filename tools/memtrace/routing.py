@@ -3,7 +3,9 @@
 FakeTensors have shapes, not values: modeling_dbrx.py DbrxExperts.forward picks the experts to run and their tokens
 with `nonzero()` / `torch.where` over the top-k indices, modeling_jetmoe.py JetMoeTopKGating.forward splits the
 routed rows with `expert_size.tolist()`, modeling_switch_transformers.py SwitchTransformersExperts.forward picks
-its experts' rows with `nonzero()` / `torch.where` too; all fail on fake tensors. Inside `balanced_routing()` the router still
+its experts' rows with `nonzero()` / `torch.where` too, modeling_longcat_flash.py LongcatFlashExperts.forward loops
+over `nonzero()` with `.item()` (its zero-compute experts among them: E counts them there); all fail on fake
+tensors. Inside `balanced_routing()` the router still
 runs as written (its linear, softmax and top-k: what it keeps for backward) but the assignment is fixed: routed
 slot r = i·k + s (token i's s-th choice) goes to expert r mod E, so each expert gets ⌈t·k/E⌉ or ⌊t·k/E⌋ rows and
 every token k distinct experts (k <= E): a perfectly balanced router, which is what the load-balancing loss
@@ -117,7 +119,32 @@ def _switch_sparse_mlp_forward(self, hidden_states):
     return final_hidden_states.reshape(batch_size, sequence_length, hidden_dim)
 
 
+def _longcat_experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """modeling_longcat_flash.py LongcatFlashExperts.forward with `expert_hit` / `torch.where(expert_mask[...])`
+    replaced by the balanced assignment over the routed and the zero-compute (identity) experts: expert j of E + Z gets the
+    slots r = j mod (E + Z), so a share Z / (E + Z) of the routed slots passes through an identity expert."""
+    final_hidden_states = torch.zeros_like(hidden_states)
+    t, k = top_k_index.shape
+    for expert_idx in range(self.total_experts):
+        slots = _slots(t, k, self.total_experts, expert_idx)
+        if slots.numel() == 0:
+            continue
+        selection_idx, token_idx = slots % k, slots.div(k, rounding_mode="trunc")
+        current_state = hidden_states[token_idx]
+        if expert_idx >= self.num_routed_experts or self.gate_up_proj is None:
+            current_hidden_states = self.identity_expert(current_state)
+        else:
+            gate, up = torch.nn.functional.linear(current_state, self.gate_up_proj[expert_idx]).chunk(2, dim=-1)
+            current_hidden_states = self.act_fn(gate) * up
+            current_hidden_states = torch.nn.functional.linear(current_hidden_states, self.down_proj[expert_idx])
+        current_hidden_states = current_hidden_states * top_k_weights[token_idx, selection_idx, None]
+        final_hidden_states.index_add_(0, token_idx, current_hidden_states.to(hidden_states.dtype))
+    return final_hidden_states
+
+
 PATCHES = (("transformers.models.dbrx.modeling_dbrx", "DbrxExperts", _dbrx_experts_forward),
+           ("transformers.models.longcat_flash.modeling_longcat_flash", "LongcatFlashExperts",
+            _longcat_experts_forward),
            ("transformers.models.jetmoe.modeling_jetmoe", "JetMoeTopKGating", _jetmoe_gating_forward),
            ("transformers.models.switch_transformers.modeling_switch_transformers", "SwitchTransformersSparseMLP",
             _switch_sparse_mlp_forward))

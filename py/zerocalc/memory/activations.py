@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..model import Linear, ModelArch
 from ..plan import Plan
-from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
+from .blocks import FP32_PRODUCT_NORMS, MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
 from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
 from .blocks_bert import BERT, head_width as bert_head_width, outside_saved as bert_outside
@@ -18,10 +18,12 @@ from .blocks_bert import checkpointed_inputs as bert_checkpointed_inputs
 from .blocks_families import EAGER_ONLY, LAYERNORM_HEADS, final_norm
 from .blocks_modernbert import modernbert_outside
 from .blocks_moe import RULES as FAMILY_RULES
+from .blocks_moe import beam_recompute_moment, longcat_consumed
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
+from .blocks_hyper import hc_backward_moment, hyper_outside, mix_backward_temps
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -84,7 +86,9 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     ss = SavedSet()
     ss.save("ids_labels", 16 * t)
     y_bytes = 4 if c.autocast and arch.family not in ("llama", "gemma", "t5") else c.res
-    if arch.ssm is not None:
+    if arch.hyper is not None:
+        y, y_bytes = hyper_outside(ss, c, arch), c.res     # memory/blocks_hyper.py: DeepSeek-V4's hyper head
+    elif arch.ssm is not None:
         y, y_bytes = ssm_final_norm(ss, c, h, arch.ssm)
     elif arch.bart is not None:
         # memory/blocks_bart.py: BART-lineage causal decoders; PEFT with checkpointing makes the embedding output
@@ -99,12 +103,17 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
         y = (final_norm(ss, c, arch, "resid_final") if arch.model_type in LAYERNORM_HEADS
              else rmsnorm(ss, c, "final_norm", "resid_final", h,
                           # Qwen3NextRMSNorm / Qwen3_5RMSNorm: Gemma's `output * (1.0 + self.weight.float())`
-                          arch.family == "gemma" or arch.deltanet is not None))
+                          arch.family == "gemma" or arch.deltanet is not None
+                          or arch.model_type in FP32_PRODUCT_NORMS))
         if stack.trainer != "torchtune":
             # torchtune's RoPE multiplies by slices of its fp32 cache buffer, which is all it saves
             # (models/llama3_1/_position_embeddings.py:181-184 Llama3ScaledRoPE.forward; traced)
             # LlamaRotaryEmbedding returns cos/sin .to(x.dtype), x the embedding output: bf16 after TRL's cast
             emb = 2 if stack.kbit_bf16_ends else c.res
+            if arch.model_type in FP32_ROPE:
+                # modeling_beam.py BeamRotaryEmbedding returns fp32 cos / sin, and NoPE layers' fp32 query scaling
+                emb = 4
+                ss.save("attention_scaling", 4 * plan.seq_len)
             ss.save("rope_cos_sin", 2 * emb * plan.seq_len * arch.head_dim)
             if arch.model_type in GEMMA4:
                 gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
@@ -201,6 +210,11 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     if plan.activation_checkpointing == "full":
         # HF gradient_checkpointing (non-reentrant): each decoder layer keeps only its input.
         stack = arch.num_layers * res * t * h + (ed.ckpt_extra if ed else 0)
+        if arch.hyper is not None:
+            # DeepSeek-V4: each layer's input is its (b, s, hc_mult, h) stream (memory/blocks_hyper.py), which
+            # attn_hc's product keeps: in the recompute that is the checkpoint's input, not a new tensor
+            stack *= arch.hyper["hc_mult"]
+            full_layer -= checkpointed_stream(arch, plan, dt)
         if arch.model_type in GEMMA4:
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
         if st.kbit_bf16_ends:
@@ -233,7 +247,9 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                 # locals (traced: llama4-text-4l-lora-attn-s512-ckpt, 0.297 GiB at the recompute's bmm)
                 no_saved = 0 if trained else e_m * routed * (h + arch.moe.expert_intermediate)
                 recompute = max(recompute, full_layer + 2 * e_m * routed * h + no_saved)
-            else:
+            elif not arch.moe.zero_experts:
+                # (LongCat's expert loop: the recompute's own end, the whole layer, is its moment; traced:
+                # longcat-flash-2l-lora-attn-s512-ckpt)
                 recompute = recompute - e_m * routed * (h + prod) + 3 * e_m * routed * arch.moe.expert_intermediate
         if plan.attention == "eager" and ed is None:
             # the 4-D (b, 1, s, s) mask is a checkpoint input of every layer (one tensor): bool in the
@@ -284,6 +300,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # DBRX's moment comes at the second expert its backward visits: one expert's share of the top layer's
             # expert tensors is consumed (memory/blocks_moe.py dbrx_block: 3h + 4I per routed row)
             tail = e_m * routed_rows(arch, t) // moe.num_experts * (4 * moe.expert_intermediate + 3 * h)
+        elif moe.zero_experts:
+            tail = longcat_consumed(arch, context(plan, arch, dt, False, st), per_layer_linears[-1])
         elif arch.model_type == "jetmoe":
             # JetMoE's, in the MLP's input_linear backward: its output_linear's loop, silu and the product are done
             # (memory/blocks_moe.py jetmoe_block: gate/up, silu, product, output, gated output per routed row)
@@ -294,6 +312,27 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             expert_top = max(0, expert_grad - tail)
         else:
             temp += expert_grad                                  # selective: not traced with MoE
+    if arch.model_type == "beam" and plan.activation_checkpointing == "full":
+        # memory/blocks_moe.py beam_recompute_moment: the recompute's own forward peaks at its MLP's end
+        recompute = max(recompute, max(beam_recompute_moment(arch, context(plan, arch, dt, False, st), lins,
+                                                             layer_adapters(arch, plan, lins)
+                                                             if plan.method != "full" else ())
+                                       for lins in {id(x): x for x in per_layer_linears}.values()))
+    if arch.hyper is not None and plan.activation_checkpointing in ("full", "none"):
+        # DeepSeek-V4 (memory/blocks_hyper.py): two moments of a layer's backward, in the recomputed layer or, without
+        # checkpointing, in the top layer over the saved stack: the residual mix's backward beside the whole layer
+        # (mix_backward_temps) and ffn_hc's norm backward beside the attention half (hc_backward_moment)
+        mix = mix_backward_temps(arch, context(plan, arch, dt, False, st))
+        if plan.activation_checkpointing == "full":
+            recompute = max(recompute, full_layer + mix,
+                            max(hc_backward_moment(arch, context(plan, arch, dt, False, st), lins,
+                                                   layer_adapters(arch, plan, lins) if plan.method != "full" else ())
+                                for lins in {id(x): x for x in per_layer_linears}.values())
+                            - checkpointed_stream(arch, plan, dt))
+        else:
+            c_top = context(plan, arch, dt, arch.num_layers == 1, st)
+            expert_top = max(expert_top, mix, hc_backward_moment(arch, c_top, per_layer_linears[-1],
+                                                                 per_layer_adapters[-1]) - layers[-1])
     # Autocast caches a 16-bit copy of every fp32 weight a matmul reads (cache_enabled, until forward
     # ends) and the matmul keeps it for the backward: the whole linear stack under AMP (the tied
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
@@ -342,6 +381,12 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                        autocast_cache_forward=cache_forward, host_offloaded=offloaded, quant_inputs=quant_inputs)
 
 
+def checkpointed_stream(arch: ModelArch, plan: Plan, dt: Dtypes) -> int:
+    """DeepSeek-V4: one layer's (b, s, hc_mult, h) input stream in the residual dtype (memory/blocks_hyper.py)."""
+    res = dt.weight if plan.method == "full" else dt.frozen       # the residual dtype, as the stack's
+    return res * plan.seq_len * plan.micro_batch_size * arch.hyper["hc_mult"] * arch.hidden_size
+
+
 def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
     """The distinct inputs of one block's 4-bit linears, in the quantization compute dtype, over all layers:
     the Llama lineage's q/k/v input, o_proj's input, gate/up's input and down_proj's input (6·s·b·h + 2·s·b·I
@@ -361,6 +406,7 @@ def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
 
 
 EVERY_EXPERT = ("llama4_text", "llama4")         # Llama 4 text, and the composite whose text model it is
+FP32_ROPE = ("beam",)                            # rotary cos / sin kept in fp32 (memory/blocks_moe.py beam_block)
 
 
 def routed_rows(arch: ModelArch, t: int) -> int:
@@ -402,6 +448,16 @@ def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int
         # with lm_head's pending tied gradient)
         return (dt.grad * (2 * moe.num_experts + 1) * 2 * ie * h
                 + (2 if dt.autocast else dt.compute) * routed_rows(arch, t) * (2 * ie + h))
+    if moe.zero_experts:
+        # LongCat-Flash (modeling_longcat_flash.py LongcatFlashExperts): `self.gate_up_proj[expert_idx]` per expert,
+        # so select_backward writes each expert's gradient into a zero tensor of the whole (E + Z, 2I, h) weight: the
+        # summed buffer and the next expert's, the summed (E, h, I) down_proj buffer and one expert's (2I, h) slice,
+        # beside three t·h gradients and one expert's rows' (traced: longcat-flash-2l-full-s512, 117.2 MiB of
+        # temporaries at select_backward)
+        e = 2 if dt.autocast else dt.compute
+        n = moe.num_experts + moe.zero_experts
+        return (dt.grad * (2 * n * 2 * ie * h + moe.num_experts * h * ie + 2 * ie * h)
+                + e * (3 * t * h + -(-t * moe.experts_per_token // n) * h))
     if moe.dense_layers and not (arch.model_type in EVERY_EXPERT and top_sparse):
         return 0
     if plan.gradient_accumulation_steps == 1 and not st.grads_kept:

@@ -51,6 +51,9 @@ class MoE:
     # how the router reads its input: "" as it is; "cast": F.linear(x.type(float32), w.type(float32)) inside
     # autocast's region (DeepSeek-V2/V3, GLM-4.5, dots1 ...); "forced": the same with autocast disabled (ERNIE 4.5)
     router_fp32: str = ""
+    # zero-compute (identity) experts beside the routed ones (LongCat-Flash zero_expert_num): routed slots they take
+    # run no MLP (memory/blocks_moe.py longcat_block)
+    zero_experts: int = 0
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,9 @@ class ModelArch:
     # T5Gemma's stacks (model/t5gemma.py): {"encoder_layers": n} where memory/blocks_seq2seq.py costs the encoder and the
     # decoder (with its cross-attention) as Gemma 2 layers, else None
     t5gemma: Mapping | None = None
+    # DeepSeek-V4's block dims (model/deepseek_v4.py hyper_dims: hc_mult, sinkhorn iterations, q / o ranks, rope
+    # and indexer dims, compress rates) where memory/blocks_hyper.py costs its hyper-connected layers, else None
+    hyper: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:
