@@ -18,7 +18,7 @@ ROWS = sorted(GRID.glob("*.json"))
 def test_every_family_has_its_four_rows():
     ids = {p.stem for p in ROWS}
     for fam in ("opt", "neox", "gptj", "phi", "starcoder2", "stablelm", "olmo", "cohere",
-                "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax"):
+                "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax", "mllama"):
         assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
                 f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s1024-b2"} <= ids, fam
 
@@ -33,7 +33,8 @@ def test_saved_activations_within_3_percent(path):
     # under logits; take it out
     plan = row["plan"]
     t = plan["seq_len"] * plan["micro_batch_size"]
-    traced -= 4 * t * plan["model"]["vocab_size"]
+    text = plan["model"].get("text_config", plan["model"])          # a composite's vocabulary is its text model's
+    traced -= 4 * t * text["vocab_size"]
     if plan["model"].get("final_logit_softcapping"):
         # Gemma's soft-capping keeps its 16-bit tanh output (b·s·V·2 bytes; every row computes in bf16), which the
         # engine books under logits too (memory/logits.py)
@@ -122,3 +123,23 @@ def test_minimax_lightning_layer_keeps_its_block_loop():
     plan = Plan.from_dict({k: v for k, v in row.items() if k != "id"})
     layers = activations(plan, model_from_config(row["model"]), dtypes_for(plan)).layers
     assert layers[2] == 25_178_112 + 7_077_888 + 3_145_728 + 786_432 + 24_743_936
+
+
+def test_mllama_text_only_step_skips_the_cross_attention_layers():
+    """modeling_mllama.py MllamaTextModel.forward skips a cross-attention layer without cross_attention_states
+    (`continue`): the mllama row's config (h 1024, 16 heads of 64, 4 KV heads, MLP 3584, layer 3 of 5 cross) fed
+    text only saves what the same 4 self-attention layers save, and the cross layer's parameters get no optimizer
+    state: q 1024*1024 + k, v 256*1024 each + o 1024*1024 = 2,621,440; gate/up/down 3*1024*3584 = 11,010,048;
+    two RMSNorms 2,048, q_norm / k_norm 2*64, two gates: 13,633,666 parameters, 2 bf16 AdamW states each =
+    54,534,664 B. Fed image tokens, the layer runs (costed as a self-attention layer) and model_support says so."""
+    from tools.memtrace.families import CONFIGS  # noqa: PLC0415
+    base = {"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0, "precision": "bf16-pure", "optimizer": "adamw", "micro_batch_size": 2,
+            "seq_len": 512, "attention": "flash", "method": "full"}
+    text = estimate(Plan.from_dict({**base, "model": CONFIGS["mllama"]})).to_dict()
+    fed = estimate(Plan.from_dict({**base, "model": CONFIGS["mllama"], "vision": {"tokens_per_sample": 64}})).to_dict()
+    d_text, d_fed = text["per_gpu"]["detail"], fed["per_gpu"]["detail"]
+    assert d_fed["optimizer_states"] - d_text["optimizer_states"] == 54_534_664
+    assert text["model_support"] == "exact"
+    assert "cross-attention" in fed["model_support"] and "approximate" in fed["model_support"]
+    layer = d_fed["saved_activations"] / 5             # five equal layers once the cross layer runs
+    assert d_text["saved_activations"] == 4 * layer

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 
+import re
+
 import torch
 from torch import nn
 
@@ -137,6 +139,19 @@ def attn_impl(plan: TracePlan) -> str:
     return FLASH if has_attention_interface() else "sdpa"
 
 
+# composites traced whole, as the engine counts them (model/composite.py): Mllama built as
+# MllamaForConditionalGeneration, its vision tower and projector frozen (vision.trainable's default), fed text only
+WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector")}
+
+
+def lora_targets(plan: TracePlan, cfg):
+    """PEFT's target_modules: the plan's names, or for a composite traced whole a regex over its language model's
+    modules only (the plan's frozen tower has no adapters: zerocalc's memory/vision.py tower_adapters)."""
+    if cfg.model_type in WHOLE_COMPOSITES:
+        return r".*language_model\..*\.(" + "|".join(map(re.escape, plan.lora_targets)) + ")"
+    return list(plan.lora_targets)
+
+
 def model_class(plan: TracePlan):
     """The auto class a plan trains: a causal LM, an encoder-decoder's seq2seq LM (those the engine counts whole:
     T5, M2M100 ... plan.py is_encoder_decoder; AutoModelForSeq2SeqLM, as run_summarization / Seq2SeqTrainer train
@@ -145,6 +160,9 @@ def model_class(plan: TracePlan):
     classifier (pooler + num_labels head), as the HF guide's bert-large runs (AutoModelForSequenceClassification)
     train it."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification  # noqa: PLC0415
+    if isinstance(plan.model, dict) and plan.model.get("model_type") in WHOLE_COMPOSITES:
+        from transformers import AutoModelForImageTextToText  # noqa: PLC0415
+        return AutoModelForImageTextToText
     if plan.encoder_decoder:
         from transformers import AutoModelForSeq2SeqLM  # noqa: PLC0415
         return AutoModelForSeq2SeqLM
@@ -184,6 +202,8 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     with torch.device("meta"):
         model = auto.from_config(cfg, **dkw, **kw)
     model.train()
+    for part in WHOLE_COMPOSITES.get(cfg.model_type, ()):
+        getattr(model.model, part).requires_grad_(False)
     gk = {"use_reentrant": False}
     if gc_context_fn is not None:
         gk["context_fn"] = gc_context_fn
@@ -207,7 +227,7 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     if plan.method in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model  # noqa: PLC0415
         lc = LoraConfig(r=plan.lora_rank, lora_alpha=plan.lora_alpha, lora_dropout=plan.lora_dropout,
-                        target_modules=list(plan.lora_targets),
+                        target_modules=lora_targets(plan, cfg),
                         task_type="SEQ_2_SEQ_LM" if plan.encoder_decoder else "CAUSAL_LM")
         with torch.device("meta"):
             import inspect  # noqa: PLC0415

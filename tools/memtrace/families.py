@@ -109,6 +109,20 @@ CONFIGS = {
                 "block_size": 256, "num_local_experts": 4, "num_experts_per_tok": 2, "hidden_act": "silu",
                 "attention_dropout": 0.0, "max_position_embeddings": 4096, "router_jitter_noise": 0.0,
                 "tie_word_embeddings": False},
+    # meta-llama/Llama-3.2-11B-Vision's layout (MllamaConfig), the language model scaled down: a cross-attention
+    # decoder layer (MllamaCrossAttentionDecoderLayer) at index 3 of 5 (the checkpoint's every 5th from 3), GQA 16/4,
+    # vocab_size + 8 embedding rows, untied head; a tiny frozen vision tower and projector (counted, never run: the
+    # rows feed text only, so MllamaTextModel.forward skips the cross-attention layer)
+    "mllama": {"model_type": "mllama", "image_token_index": 128256,
+               "text_config": {"model_type": "mllama_text_model", "hidden_size": 1024, "intermediate_size": 3584,
+                               "num_hidden_layers": 5, "num_attention_heads": 16, "num_key_value_heads": 4,
+                               "vocab_size": 128256, "cross_attention_layers": [3], "dropout": 0.0,
+                               "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": False},
+               "vision_config": {"model_type": "mllama_vision_model", "hidden_size": 64, "intermediate_size": 128,
+                                 "num_hidden_layers": 1, "num_global_layers": 1, "attention_heads": 2,
+                                 "vision_output_dim": 128, "intermediate_layers_indices": [0], "image_size": 56,
+                                 "patch_size": 14, "max_num_tiles": 2,
+                                 "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}},
 }
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -120,6 +134,8 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
               for fam in ("stablelm", "olmo", "cohere", "qwen3", "gemma4")},
            "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
            "bigcode": ["c_attn", "c_proj", "c_fc"],
+           # the language model's (build.py lora_targets: the frozen tower's q/k/v/o_proj get none)
+           "mllama": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for

@@ -18,6 +18,7 @@ stack.trainer custom-loop (a plain PyTorch loop over an HF model):
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 
 import torch
@@ -33,7 +34,7 @@ from .tracker import CATS, Snapshot, StorageTracker
 from . import running
 
 def _vocab(cfg) -> int:
-    return int(getattr(cfg, "vocab_size", 0) or 0)
+    return int(getattr(cfg.get_text_config(), "vocab_size", 0) or 0)      # a composite's: its text model's
 
 
 def components(snap: Snapshot) -> dict:
@@ -74,6 +75,11 @@ def never_run(cfg, name: str) -> bool:
     decoder built as a causal LM (BartForCausalLM ... set config.is_decoder and not is_encoder_decoder, and
     BartDecoderLayer runs encoder_attn only `if encoder_hidden_states is not None`). The warm-up step gives these no
     zero gradient, so, as in a real run (torch AdamW skips a parameter whose .grad is None), they get no state."""
+    if cfg.model_type == "mllama":
+        # modeling_mllama.py MllamaTextModel.forward: a cross-attention layer is skipped (`continue`) when there are
+        # no cross_attention_states and nothing cached, as in a text-only step
+        m = re.search(r"language_model\.layers\.(\d+)\.", name)
+        return m is not None and int(m.group(1)) in cfg.text_config.cross_attention_layers
     return (getattr(cfg, "is_decoder", False) and not getattr(cfg, "is_encoder_decoder", False)
             and ".encoder_attn" in name)
 

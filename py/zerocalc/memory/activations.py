@@ -19,6 +19,7 @@ from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
+from .blocks_cross import idle_tensors, skipped_layers
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -142,7 +143,11 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     layers = []
     cache: dict = {}
     per_layer_adapters = adapters_per_layer(arch, plan) if plan.method != "full" else [()] * len(per_layer_linears)
+    skipped = skipped_layers(arch, plan)         # memory/blocks_cross.py: Mllama's cross-attention, text only
     for i, (lins, adapters) in enumerate(zip(per_layer_linears, per_layer_adapters)):
+        if i in skipped:
+            layers.append(0)
+            continue
         k = (id(lins), i == 0)
         if k not in cache:
             cache[k] = layer_saved_bytes(arch, context(base, arch, dt, i == 0, st), lins, adapters)
@@ -164,7 +169,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                      for lins in {id(x): x for x in per_layer_linears}.values())
     if plan.activation_checkpointing == "full":
         # HF gradient_checkpointing (non-reentrant): each decoder layer keeps only its input.
-        stack = arch.num_layers * res * t * h + (ed.ckpt_extra if ed else 0)
+        stack = (arch.num_layers - len(skipped)) * res * t * h + (ed.ckpt_extra if ed else 0)
         if arch.model_type in GEMMA4:
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
         if st.kbit_bf16_ends:
@@ -259,12 +264,14 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     # layers keep nothing: their copies die at forward end and are cast again in the recompute; only
     # lm_head's copy (outside the checkpointed layers) stays saved (traced).
     copies = 0
+    idle = {id(tt) for tt in idle_tensors(arch, plan)}
     if dt.autocast and plan.method == "full" and dt.weight == 4:
-        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
+        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module)
+                         and id(tt) not in idle)
         if arch.tied_embeddings and arch.causal_lm:
             copies += 2 * arch.vocab_size * h
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:
-        copies = 2 * adapter_params(arch, plan)
+        copies = 2 * (adapter_params(arch, plan) - skipped_adapter_params(per_layer_adapters, skipped))
         if dt.frozen == 4 and plan.method == "lora":
             # fp32 frozen weights (Fabric bf16-mixed): autocast caches only leaves that require grad, so each
             # call casts a new 16-bit copy and the matmul keeps it for its input's gradient; LitGPT's LoRA loop
@@ -299,6 +306,11 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     return Activations(layers=tuple(layers), stack_saved=stack, head_saved=head, recompute_layer=recompute,
                        layer_backward_temp=temp, autocast_weight_copies=copies, expert_grad_top=expert_top,
                        autocast_cache_forward=cache_forward, host_offloaded=offloaded, quant_inputs=quant_inputs)
+
+
+def skipped_adapter_params(per_layer_adapters, skipped: frozenset) -> int:
+    """The adapters of the layers a step skips (memory/blocks_cross.py): never run, so never cast or trained."""
+    return sum(a.numel for i in skipped for a in per_layer_adapters[i])
 
 
 def _quant_inputs(plan: Plan, arch: ModelArch) -> int:

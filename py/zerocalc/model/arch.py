@@ -100,6 +100,9 @@ class ModelArch:
     # MiniMax's lightning attention layers (model/hybrid.py lightning_attention): {"block_size": ...} where
     # memory/blocks_lightning.py costs them, else None
     lightning: Mapping | None = None
+    # decoder layers that attend to image tokens only (Mllama's cross_attention_layers: model/vision_mllama.py),
+    # skipped by a step fed no images (memory/blocks_cross.py)
+    image_cross_layers: tuple[int, ...] = ()
 
     @cached_property
     def total_params(self) -> int:
