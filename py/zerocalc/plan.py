@@ -373,6 +373,10 @@ def _check_vision(plan: Plan) -> None:
         key = next(k for k in ("trainable", "images_per_sample", "tokens_per_sample")
                    if getattr(v, k) != getattr(VisionSettings(), k))
         raise PlanError(f"vision.{key}", f"model {arch.name!r} ({arch.model_type}) has no vision or audio tower")
+    if v.tokens_per_sample > plan.seq_len and not arch.image_cross_layers:
+        # Mllama's cross-attention layers read the vision states beside the text (memory/blocks_cross.py)
+        raise PlanError("vision.tokens_per_sample", f"image tokens count inside seq_len ({plan.seq_len}), "
+                        f"got {v.tokens_per_sample}")
     if v.images_per_sample and arch.tower is None:
         raise PlanError("vision.images_per_sample", f"the tower activations of model_type {arch.model_type!r} "
                         "are not modelled (modelled: the CLIP and SigLIP towers of LLaVA, LLaVA-NeXT, "

@@ -6,7 +6,9 @@
   in full; HF Trainer's behaviour when nothing is frozen), ``lora`` (LoRA adapters on the tower's and the
   projector's linears whose names are in ``lora.targets``, as PEFT matches target names across the model;
   LLaMA-Factory's freeze_vision_tower = False under LoRA);
-- ``tokens_per_sample``: image (or audio) tokens per sample; they count inside ``seq_len``;
+- ``tokens_per_sample``: image (or audio) tokens per sample; they count inside ``seq_len`` (plan.py
+  _check_vision), except for a model whose language model attends to them by cross-attention layers (Mllama:
+  the projected vision states, images x max_num_tiles x patches, beside the text);
 - ``images_per_sample``: images each sample carries through the tower (its own activations).
 """
 from __future__ import annotations
@@ -33,8 +35,6 @@ def parse_vision(value: Any, seq_len: int) -> VisionSettings:
     reject_unknown("vision", obj, ("trainable", "tokens_per_sample", "images_per_sample"))
     d = VisionSettings()
     tokens = check_int("vision.tokens_per_sample", obj.get("tokens_per_sample", d.tokens_per_sample), 0, 1 << 24)
-    if tokens > seq_len:
-        raise PlanError("vision.tokens_per_sample", f"image tokens count inside seq_len ({seq_len}), got {tokens}")
     return VisionSettings(trainable=check_choice("vision.trainable", obj.get("trainable", d.trainable), TRAINABLE),
                           tokens_per_sample=tokens,
                           images_per_sample=check_int("vision.images_per_sample",

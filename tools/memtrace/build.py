@@ -136,6 +136,10 @@ def attn_impl(plan: TracePlan) -> str:
     """
     if plan.attention == "eager":
         return "eager"
+    if plan.attention == "sdpa" and getattr(plan, "vision_tokens", 0):
+        # Mllama fed images: its cross-attention passes a 4-D mask, so a GPU runs SDPA's memory-efficient kernel
+        # with it (modeling_mllama.py: _supports_flash_attn False); HF's own sdpa runs, CPU SDPA with the mask
+        return "sdpa"
     return FLASH if has_attention_interface() else "sdpa"
 
 

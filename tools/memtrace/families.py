@@ -124,6 +124,12 @@ CONFIGS = {
                                  "patch_size": 14, "max_num_tiles": 2,
                                  "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}},
 }
+# the same Mllama fed two images through its frozen tower (trace.py image_inputs: the projected states and a
+# cross_attention_mask of ones): image_size 224 / patch 14 -> 257 patches a tile, 4 tiles, 2 x 4 x 257 = 2056
+# vision tokens a sample, more than the text (as Llama 3.2 Vision's 4 x 1025 per image)
+CONFIGS["mllamaimg"] = {**CONFIGS["mllama"], "vision_config": {**CONFIGS["mllama"]["vision_config"], "image_size": 224,
+                                                                "max_num_tiles": 4}}
+IMAGE_TOKENS = {"mllamaimg": 2056}
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
@@ -135,7 +141,8 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
            "bigcode": ["c_attn", "c_proj", "c_fc"],
            # the language model's (build.py lora_targets: the frozen tower's q/k/v/o_proj get none)
-           "mllama": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+           **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+              for fam in ("mllama", "mllamaimg")},
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for
@@ -154,6 +161,8 @@ def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: i
          "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
          "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt,
          "attention": attention, "loss": "standard", "method": method}
+    if fam in IMAGE_TOKENS:
+        d["vision"] = {"tokens_per_sample": IMAGE_TOKENS[fam]}
     if method == "lora":
         d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.05, "targets": TARGETS[fam]}
     return d
@@ -162,12 +171,15 @@ def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: i
 def rows() -> list[dict]:
     out = []
     for fam in CONFIGS:
-        out.append({"id": f"{fam}-full-pure-flash-s512-b2", **_plan(fam, "full", "bf16-pure", "flash", 2, 512)})
-        out.append({"id": f"{fam}-lora-mixed-flash-s1024-b2-drop",
-                    **_plan(fam, "lora", "bf16-mixed", "flash", 2, 1024, dropout=0.1 if fam in DROPOUT else 0.0)})
+        # Mllama's modelling code has no FlashAttention-2 (_supports_flash_attn False: its cross-attention
+        # takes a 4-D mask): fed images, the rows run SDPA
+        fa = "sdpa" if fam in IMAGE_TOKENS else "flash"
+        out.append({"id": f"{fam}-full-pure-{fa}-s512-b2", **_plan(fam, "full", "bf16-pure", fa, 2, 512)})
+        out.append({"id": f"{fam}-lora-mixed-{fa}-s1024-b2-drop",
+                    **_plan(fam, "lora", "bf16-mixed", fa, 2, 1024, dropout=0.1 if fam in DROPOUT else 0.0)})
         out.append({"id": f"{fam}-full-mixed-eager-s256-b2", **_plan(fam, "full", "bf16-mixed", "eager", 2, 256)})
-        out.append({"id": f"{fam}-full-pure-flash-gc-s1024-b2",
-                    **_plan(fam, "full", "bf16-pure", "flash", 2, 1024, ckpt="full")})
+        out.append({"id": f"{fam}-full-pure-{fa}-gc-s1024-b2",
+                    **_plan(fam, "full", "bf16-pure", fa, 2, 1024, ckpt="full")})
     return out
 
 

@@ -19,7 +19,7 @@ from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
-from .blocks_cross import idle_tensors, skipped_layers
+from .blocks_cross import cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, idle_tensors, skipped_layers
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -144,9 +144,15 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     cache: dict = {}
     per_layer_adapters = adapters_per_layer(arch, plan) if plan.method != "full" else [()] * len(per_layer_linears)
     skipped = skipped_layers(arch, plan)         # memory/blocks_cross.py: Mllama's cross-attention, text only
+    cross, cross_ss = cross_layers_run(arch, plan), None     # ... or fed image tokens
     for i, (lins, adapters) in enumerate(zip(per_layer_linears, per_layer_adapters)):
         if i in skipped:
             layers.append(0)
+            continue
+        if i in cross:
+            cross_ss = cross_layer(arch, context(base, arch, dt, i == 0, st), lins, adapters,
+                                   plan.vision.tokens_per_sample)
+            layers.append(cross_layer_bytes(cross_ss))
             continue
         k = (id(lins), i == 0)
         if k not in cache:
@@ -167,9 +173,14 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                      else layer_saved_bytes(arch, context(plan, arch, dt, False, st), lins,
                                             layer_adapters(arch, plan, lins) if plan.method != "full" else ())
                      for lins in {id(x): x for x in per_layer_linears}.values())
+    shared = 0
+    if cross_ss is not None:
+        shared = cross_shared_bytes(cross_ss, context(base, arch, dt, False, st), plan.vision.tokens_per_sample, h,
+                                    plan.activation_checkpointing == "full")
+        full_layer = max(full_layer, max(layers[i] for i in cross))
     if plan.activation_checkpointing == "full":
         # HF gradient_checkpointing (non-reentrant): each decoder layer keeps only its input.
-        stack = (arch.num_layers - len(skipped)) * res * t * h + (ed.ckpt_extra if ed else 0)
+        stack = (arch.num_layers - len(skipped)) * res * t * h + (ed.ckpt_extra if ed else 0) + shared
         if arch.model_type in GEMMA4:
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
         if st.kbit_bf16_ends:
@@ -225,7 +236,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         stack = arch.num_layers * selective_op_layer(plan, arch, dt)
         recompute = 0
     else:
-        stack = sum(layers) + (ed.extra if ed else 0)
+        stack = sum(layers) + (ed.extra if ed else 0) + shared
         recompute = 0
     head = ed.head if ed else _head_saved(plan, arch, dt, st)
     e = 2 if dt.autocast else dt.compute

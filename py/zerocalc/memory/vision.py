@@ -38,7 +38,6 @@ from .vision_pixtral import pixtral_patches, pixtral_saved_bytes
 from .vision_qformer import blip2_saved_bytes
 from .vision_sam import sam_saved_bytes
 from .vision_qwen import glm4v_saved_bytes, qwen_tower_saved_bytes
-from .blocks_cross import support_note
 
 def tower_tensors(arch: ModelArch) -> tuple:
     return arch.tower_tensors                 # vision / projector / audio, read once per model (model/arch.py)
@@ -61,12 +60,10 @@ def tower_untraced(arch: ModelArch, plan: Plan) -> bool:
 def plan_support(arch: ModelArch, plan: Plan) -> str:
     """The estimate's ``model_support``: the model's own (``ModelArch.support``, "exact" where the parameter
     count equals transformers'), with the untraced tower's activations named where this plan runs them."""
-    support = arch.support
-    for why in (support_note(arch, plan),        # memory/blocks_cross.py: Mllama's cross-attention fed images
-                UNTRACED_TOWER.format(arch.model_type, plan.vision.trainable) if tower_untraced(arch, plan) else ""):
-        if why:
-            support = f"exact parameter count; {why}" if support == "exact" else f"{support}; {why}"
-    return support
+    if not tower_untraced(arch, plan):
+        return arch.support
+    why = UNTRACED_TOWER.format(arch.model_type, plan.vision.trainable)
+    return f"exact parameter count; {why}" if arch.support == "exact" else f"{arch.support}; {why}"
 
 
 def tower_trained_in_full(plan: Plan) -> bool:

@@ -13,8 +13,9 @@ language model whose ``cross_attention_layers`` are cross-attention decoder laye
   and the scalars cross_attn_attn_gate / cross_attn_mlp_gate. So the language model is built as a Llama and
   each cross-attention layer gains those four tensors. ``image_cross_layers`` names those layers: a step fed no
   images skips them (MllamaTextModel.forward: `continue` without cross_attention_states; memory/blocks_cross.py,
-  traced in tools/memtrace/families.py's mllama rows); a step fed image tokens costs them as self-attention
-  layers, which memory/blocks_cross.py's plan support says.
+  traced in tools/memtrace/families.py's mllama rows); a step fed image tokens (vision.tokens_per_sample: the
+  projected vision states) runs them over those states (memory/blocks_cross.py cross_layer; the mllamaimg rows).
+  The tower's own activations are not modelled (vision.images_per_sample is refused).
 """
 from __future__ import annotations
 
