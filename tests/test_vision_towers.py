@@ -57,7 +57,7 @@ def tokens(case: dict) -> int:
         return case["tiles"] * case["grid"] ** 2 // 4
     if case["model"] in ("video_llava", "deepseek_vl", "vipllava"):
         return 64 * case["tiles"]         # the patches an image (Video-LLaVA: the class token dropped)
-    if case["model"] in ("blip-2", "idefics2"):
+    if case["model"] in ("blip-2", "instructblip", "idefics2"):
         return 8 * case["tiles"]          # num_query_tokens / resampler_n_latents an image
     if case["model"] == "fuyu":
         return 10 * 11                    # 10 rows of 10 patches, each row ended by |NEWLINE|
@@ -80,7 +80,9 @@ def plan(case: dict, trainable: str = "full", **kw) -> Plan:
                            "activation_checkpointing": "full" if case.get("checkpointing") else "none",
                            "attention": "flash" if case.get("attention") == "flash_attention_2" else "sdpa",
                            "vision": {"trainable": trainable, "images_per_sample": images,
-                                      "tokens_per_sample": tokens(case)}, **kw})
+                                      "tokens_per_sample": tokens(case),
+                                      **({"instruction_tokens": case["instruction"]} if "instruction" in case
+                                         else {})}, **kw})
 
 
 # the cases a plan can state: tiles, or images of one size (Fuyu's trace includes its weight copy: own test)
@@ -149,7 +151,7 @@ def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
                 "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1",
                 "idefics2-t1", "mistral_large4-i2-128x128", "video_llava-i1",
-                "deepseek_vl-i1", "vipllava-i1-layer-2", "glm4v-i1-8x8"):
+                "deepseek_vl-i1", "vipllava-i1-layer-2", "glm4v-i1-8x8", "instructblip-i1-l16"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -163,6 +165,28 @@ def test_pixtral_needs_the_image_tokens():
     with pytest.raises(PlanError, match="tokens_per_sample"):
         Plan.from_dict({"model": case["config"], "framework": "single", "gpus_per_node": 1, "method": "lora",
                         "vision": {"trainable": "full", "images_per_sample": 1}})
+
+
+def test_instructblip_formula_by_hand():
+    """InstructBLIP, one image with 16 instruction tokens: the ViT as BLIP-2's (n = 65 tokens, h 128, I 512, 4
+    layers: 4 * (2*65*(8*128 + 2*512) + 4*4*65 + 16*65) = 1,073,280; post_layernorm's input and statistics
+    2*65*128 + 8*65 = 17,160; its output, which the cross-attentions read, 2*65*128 = 16,640). The Q-Former in bf16
+    over r = 8 queries + 16 = 24 rows, H 96, I 256, 4 heads, 4 layers, cross-attention in layers 0 and 2: the
+    embedding LayerNorm's input 2*24*96 + statistics 8*24 + ids 8*16 + 8*16 = 5,056; a layer's self-attention
+    6*2*24*96 + 4*4*24 + 8*24 = 28,224 and FFNs 2*2*24*256 + 2*2*24*96 + 8*24 = 33,984; a cross-attention
+    4*2*8*96 + 2*2*65*96 + 4*4*8 + 8*8 = 31,296; language_projection's view of the last output 2*24*96 = 4,608.
+    1,073,280 + 17,160 + 16,640 + 5,056 + 4 * 62,208 + 2 * 31,296 + 4,608 = 1,428,168 (traced 1,424,776: bf16
+    LayerNorm statistics on CPU). Without vision.instruction_tokens the Q-Former runs its 8 queries alone (less);
+    the key on a model without InstructBLIP's Q-Former is refused naming it."""
+    case = CASES["instructblip-i1-l16"]
+    p = plan(case)
+    assert tower_saved_bytes(p, p.arch, 2) == 1_428_168
+    bare = Plan.from_dict({**p.to_dict(), "vision": {"trainable": "full", "images_per_sample": 1,
+                                                      "tokens_per_sample": 8}})
+    assert tower_saved_bytes(bare, bare.arch, 2) < 1_428_168
+    with pytest.raises(PlanError, match="vision.instruction_tokens"):
+        Plan.from_dict({**plan(CASES["blip-2-i1"]).to_dict(),
+                        "vision": {"trainable": "full", "images_per_sample": 1, "instruction_tokens": 16}})
 
 
 def test_blip2_formula_by_hand():

@@ -25,6 +25,9 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
   token, fused qkv; Blip2QFormerModel over num_query_tokens queries with cross-attention to the ViT's tokens
   every cross_attention_frequency-th layer; language_projection), query_tokens and the Q-Former cast to fp32 as
   from_pretrained keeps its _keep_in_fp32_modules; `tiles` images;
+- ``instructblip``: modeling_instructblip.py InstructBlipForConditionalGeneration.get_image_features, BLIP-2's
+  ViT and Q-Former with `instruction` qformer_input_ids per image beside the queries (the Q-Former in the model
+  dtype: only query_tokens is kept in fp32); `tiles` images;
 - ``got_ocr2``: modeling_got_ocr2.py GotOcr2Model.get_image_features (GotOcr2VisionEncoder: SAM's ViTDet,
   windowed and global layers with decomposed relative positions, eager attention, GotOcr2VisionNeck;
   GotOcr2MultiModalProjector's two stride-2 convs and linear); `tiles` tiles of image_size;
@@ -104,6 +107,16 @@ BLIP2_CASES = [{"id": "blip-2-i1", "model": "blip-2", "tiles": 1},
 TEXT["blip-2"] = {"model_type": "opt", "hidden_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4,
                   "ffn_dim": 512, "vocab_size": 1000, "word_embed_proj_dim": 256}
 CASES += BLIP2_CASES
+# InstructBLIP: BLIP-2's ViT and Q-Former, the Q-Former also reading `instruction` qformer_input_ids per image
+# beside its queries (InstructBlipQFormerEmbeddings: word + position embeddings concatenated after the queries;
+# only the queries cross-attend and take the *_query FFN, the instruction tokens the text FFN), only query_tokens
+# in fp32 (_keep_in_fp32_modules), so the Q-Former runs in the model dtype
+INSTRUCTBLIP_CASES = [{"id": "instructblip-i1-l16", "model": "instructblip", "tiles": 1, "instruction": 16},
+                      {"id": "instructblip-i3-l24", "model": "instructblip", "tiles": 3, "instruction": 24},
+                      {"id": "instructblip-i2-l16-ac", "model": "instructblip", "tiles": 2, "instruction": 16,
+                       "checkpointing": True}]
+TEXT["instructblip"] = dict(TEXT["blip-2"])
+CASES += INSTRUCTBLIP_CASES
 # Fuyu: no tower, one linear over each flattened 30 x 30 x 3 patch; bf16 weights and patches, or fp32 weights
 # and patches under autocast (bf16-mixed)
 TEXT["fuyu"] = {"model_type": "persimmon", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
@@ -252,7 +265,7 @@ def config(case: dict) -> dict:
         return {**raw, "vision_config": {**GOT_VISION, **case.get("tower", {})}}
     if model == "fuyu":
         return {**raw, "patch_size": 30, "num_channels": 3}
-    if model == "blip-2":
+    if model in ("blip-2", "instructblip"):
         return {**raw, "vision_config": dict(BLIP2_VISION), "qformer_config": dict(QFORMER), "num_query_tokens": 8}
     return {**raw, "vision_config": dict(PIXTRAL), "spatial_merge_size": 2,
             **({"vision_feature_layer": case.get("vision_feature_layer", -1)}
@@ -267,6 +280,8 @@ def _model(case: dict, raw: dict):
     from transformers.models.mistral3.modeling_mistral3 import Mistral3Model  # noqa: PLC0415
     from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4Model  # noqa: PLC0415
     from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
+    from transformers.models.instructblip.modeling_instructblip import (  # noqa: PLC0415
+        InstructBlipForConditionalGeneration)
     from transformers.models.deepseek_vl.modeling_deepseek_vl import DeepseekVLModel  # noqa: PLC0415
     from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
     from transformers.models.glm4v.modeling_glm4v import Glm4vModel  # noqa: PLC0415
@@ -278,7 +293,8 @@ def _model(case: dict, raw: dict):
     from transformers.models.video_llava.modeling_video_llava import VideoLlavaModel  # noqa: PLC0415
     from transformers.models.vipllava.modeling_vipllava import VipLlavaModel  # noqa: PLC0415
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
-           "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
+           "blip-2": Blip2ForConditionalGeneration, "instructblip": InstructBlipForConditionalGeneration,
+           "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
            "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model,
            "aya_vision": AyaVisionModel, "idefics2": Idefics2Model,
            "mistral_large4": MistralLarge4Model, "video_llava": VideoLlavaModel,
@@ -341,6 +357,14 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
         patches = case["tiles"] * (size // 4) ** 2
+    elif case["model"] == "instructblip":      # `tiles` images, each with its own `instruction` Q-Former tokens
+        size = raw["vision_config"]["image_size"]
+        pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
+        ids = torch.ones(case["tiles"], case["instruction"], dtype=torch.long)
+        inputs = (pix, ids)
+        forward = lambda: model.get_image_features(pixel_values=pix, qformer_input_ids=ids,  # noqa: E731
+                                                   return_dict=True)
+        patches = case["tiles"] * (size // raw["vision_config"]["patch_size"]) ** 2
     elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2", "aya_vision", "video_llava",
                            "deepseek_vl", "vipllava"):
         vc = raw["vision_config"]

@@ -108,7 +108,8 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
     if spec["kind"] == "sam":
         return sam_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     if spec["kind"] == "blip2":
-        return blip2_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
+        return blip2_saved_bytes(spec, images, e, plan.activation_checkpointing == "full",
+                                 plan.vision.instruction_tokens)
     if spec["kind"] == "internvit":
         return internvit_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     h, inter, heads, layers = spec["hidden"], spec["inter"], spec["heads"], spec["layers_run"]

@@ -283,6 +283,9 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
         return got_ocr2_tower_spec(cfg, text_hidden)
     if model_type == "blip-2":
         return blip2_tower_spec(cfg, text_hidden)
+    if model_type == "instructblip":
+        # BLIP-2's ViT and Q-Former, the Q-Former also reading the instruction tokens (memory/vision_qformer.py)
+        return {**blip2_tower_spec(cfg, text_hidden), "instruct": True}
     if model_type in PIXTRAL_TOWERS:
         return pixtral_tower_spec(cfg, text_hidden, PIXTRAL_TOWERS[model_type])
     projector = VIT_TOWERS.get(model_type)
