@@ -59,6 +59,10 @@ def tokens(case: dict) -> int:
         return 64 * case["tiles"]         # the patches an image (Video-LLaVA: the class token dropped)
     if case["model"] in ("blip-2", "instructblip", "idefics2"):
         return 8 * case["tiles"]          # num_query_tokens / resampler_n_latents an image
+    if case["model"] == "qwen2_audio":   # avg_pooler halves the 64 positions of a clip
+        return 32 * case["tiles"]
+    if case["model"] == "voxtral":       # 4 frames stacked a token
+        return 16 * case["tiles"]
     if case["model"] == "fuyu":
         return 10 * 11                    # 10 rows of 10 patches, each row ended by |NEWLINE|
     if case["model"] == "florence2":      # the last stage's grid (stride 4, then 2, 2, 2) plus the pooled token
@@ -100,7 +104,8 @@ def test_tower_activations_within_3_percent_of_the_trace_and_parameters_exact(ci
     case, p = CASES[cid], plan(CASES[cid])
     assert off(tower_saved_bytes(p, p.arch, 2), case) <= 0.03, cid
     by_part = p.arch.params_by_component()
-    assert by_part["vision"] + by_part["projector"] == case["tower_and_projector_params"]
+    assert by_part.get("vision", 0) + by_part["projector"] + by_part.get("audio", 0) \
+        == case["tower_and_projector_params"]
 
 
 def test_images_of_different_sizes_are_one_packed_sequence():
@@ -151,7 +156,8 @@ def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
                 "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1",
                 "idefics2-t1", "mistral_large4-i2-128x128", "video_llava-i1",
-                "deepseek_vl-i1", "vipllava-i1-layer-2", "glm4v-i1-8x8", "instructblip-i1-l16"):
+                "deepseek_vl-i1", "vipllava-i1-layer-2", "glm4v-i1-8x8", "instructblip-i1-l16",
+                "qwen2_audio-c1", "voxtral-c1"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -187,6 +193,21 @@ def test_instructblip_formula_by_hand():
     with pytest.raises(PlanError, match="vision.instruction_tokens"):
         Plan.from_dict({**plan(CASES["blip-2-i1"]).to_dict(),
                         "vision": {"trainable": "full", "images_per_sample": 1, "instruction_tokens": 16}})
+
+
+def test_qwen2_audio_and_voxtral_formula_by_hand():
+    """One clip, P = 64 positions (T = 128 mel frames of 16 bins), d 128, ffn 512, 4 heads, 3 layers, e = 2. The
+    front: the features' bf16 copy 2*16*128 = 4,096, conv1's and GELU's outputs 2 * 2*128*128 = 65,536, conv2's
+    output 2*128*64 = 16,384. A layer 9 * 2*64*128 + 2 * 2*64*512 + 4*4*64 + 16*64 = 280,576, three 841,728.
+    Qwen2-Audio's tail: avg_pooler's input 2*64*128 = 16,384, layer_norm's pooled input and the projector's input
+    2 * 2*32*128 = 16,384, statistics 8*32 = 256: 960,768 (traced 959,108: bf16 LayerNorm statistics on CPU).
+    Voxtral's: layer_norm's input and output 2 * 2*64*128 = 32,768, statistics 512, linear_1's and GELU's outputs
+    over 16 stacked rows of the text width 256: 2 * 2*16*256 = 16,384: 977,408 (traced 975,620). Checkpointed, two
+    clips: each layer keeps its input 2*128*128 = 32,768 (x 3), the front and tail as without: Qwen2-Audio
+    2 * (86,016 + 33,024) + 98,304 = 336,384 (traced 336,132)."""
+    for cid, want in (("qwen2_audio-c1", 960_768), ("voxtral-c1", 977_408), ("qwen2_audio-c2-ac", 336_384)):
+        p = plan(CASES[cid])
+        assert tower_saved_bytes(p, p.arch, 2) == want, cid
 
 
 def test_blip2_formula_by_hand():
