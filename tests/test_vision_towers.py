@@ -59,6 +59,8 @@ def tokens(case: dict) -> int:
         return 64 * case["tiles"]         # the patches an image (Video-LLaVA: the class token dropped)
     if case["model"] in ("blip-2", "instructblip", "idefics2"):
         return 8 * case["tiles"]          # num_query_tokens / resampler_n_latents an image
+    if case["model"] == "lfm2_vl":       # each token downsample_factor^2 = 4 patches
+        return sum(r * c for r, c in case["grids"]) // 4
     if case["model"] == "qwen2_audio":   # avg_pooler halves the 64 positions of a clip
         return 32 * case["tiles"]
     if case["model"] == "voxtral":       # 4 frames stacked a token
@@ -157,7 +159,7 @@ def test_frozen_keeps_nothing_and_trained_is_not_warned():
                 "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1",
                 "idefics2-t1", "mistral_large4-i2-128x128", "video_llava-i1",
                 "deepseek_vl-i1", "vipllava-i1-layer-2", "glm4v-i1-8x8", "instructblip-i1-l16",
-                "qwen2_audio-c1", "voxtral-c1"):
+                "qwen2_audio-c1", "voxtral-c1", "lfm2_vl-i1-8x8"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -206,6 +208,20 @@ def test_qwen2_audio_and_voxtral_formula_by_hand():
     clips: each layer keeps its input 2*128*128 = 32,768 (x 3), the front and tail as without: Qwen2-Audio
     2 * (86,016 + 33,024) + 98,304 = 336,384 (traced 336,132)."""
     for cid, want in (("qwen2_audio-c1", 960_768), ("voxtral-c1", 977_408), ("qwen2_audio-c2-ac", 336_384)):
+        p = plan(CASES[cid])
+        assert tower_saved_bytes(p, p.arch, 2) == want, cid
+
+
+def test_lfm2_vl_formula_by_hand():
+    """One 8 x 8-patch image, n = 64, e = 2, h 128, I 512, 4 heads, 3 layers, a 64-position table, factor 2 (16
+    tokens), projector_hidden_size 192. The positions' fp32 interpolation weights 4*64*64 = 16,384; a SigLIP
+    layer 2*64*(8*128 + 2*512) + 4*4*64 + 16*64 = 264,192, three 792,576; post_layernorm's input and statistics
+    2*64*128 + 8*64 = 16,896; the gather's int64 index 8*64 = 512 and output 2*64*128 = 16,384; the projector's
+    LayerNorm statistics 8*16 = 128 and output 16,384; linear_1's and GELU's outputs 2 * 2*16*192 = 12,288; the
+    token mask 16: 871,568 (traced 869,716: bf16 LayerNorm statistics on CPU). Checkpointed, two images (n = 128):
+    4*128*64 + 3 * 2*128*128 + (32,768 + 1,024) + 1,024 + 32,768 + 256 + 32,768 + 24,576 + 32 = 256,288 (traced
+    255,652)."""
+    for cid, want in (("lfm2_vl-i1-8x8", 871_568), ("lfm2_vl-i2-8x8-ac", 256_288)):
         p = plan(CASES[cid])
         assert tower_saved_bytes(p, p.arch, 2) == want, cid
 

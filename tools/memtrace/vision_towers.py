@@ -28,6 +28,9 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
 - ``instructblip``: modeling_instructblip.py InstructBlipForConditionalGeneration.get_image_features, BLIP-2's
   ViT and Q-Former with `instruction` qformer_input_ids per image beside the queries (the Q-Former in the model
   dtype: only query_tokens is kept in fp32); `tiles` images;
+- ``lfm2_vl``: modeling_lfm2_vl.py Lfm2VlModel.get_image_features (Siglip2VisionTransformer over each image's
+  flattened patches with its spatial_shapes, the position table resized per image; the token gather and
+  Lfm2VlMultiModalProjector's pixel unshuffle, LayerNorm, linear_1, GELU, linear_2); `grids` patch grids;
 - ``qwen2_audio`` / ``voxtral``: modeling_qwen2_audio.py Qwen2AudioEncoder + Qwen2AudioMultiModalProjector (as
   Qwen2AudioForConditionalGeneration.forward runs them on unpadded 30 s clips: no mask), modeling_voxtral.py
   VoxtralForConditionalGeneration.get_audio_features; `tiles` clips of fp32 log-mel features;
@@ -137,6 +140,19 @@ TEXT["qwen2_audio"] = {"model_type": "qwen2", "hidden_size": 256, "intermediate_
 TEXT["voxtral"] = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
                    "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000, "head_dim": 64}
 CASES += AUDIO_CASES
+# LFM2-VL: a SigLIP 2 NaFlex tower over each image's patches (padded to the batch's longest, a pixel_attention_mask),
+# its position table resized per image, then the pixel-unshuffle projector; `images` (rows, cols) patch grids
+SIGLIP2 = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 3, "num_attention_heads": 4,
+           "num_patches": 64, "patch_size": 16, "num_channels": 3, "model_type": "siglip2_vision_model",
+           "vision_use_head": False}
+LFM2_VL_CASES = [{"id": "lfm2_vl-i1-8x8", "model": "lfm2_vl", "tiles": 1, "grids": [(8, 8)]},
+                 {"id": "lfm2_vl-i2-8x8", "model": "lfm2_vl", "tiles": 2, "grids": [(8, 8), (8, 8)]},
+                 {"id": "lfm2_vl-i2-8x8-ac", "model": "lfm2_vl", "tiles": 2, "grids": [(8, 8), (8, 8)],
+                  "checkpointing": True}]
+TEXT["lfm2_vl"] = {"model_type": "lfm2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                   "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000,
+                   "layer_types": ["conv", "full_attention"]}
+CASES += LFM2_VL_CASES
 # Fuyu: no tower, one linear over each flattened 30 x 30 x 3 patch; bf16 weights and patches, or fp32 weights
 # and patches under autocast (bf16-mixed)
 TEXT["fuyu"] = {"model_type": "persimmon", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
@@ -285,6 +301,9 @@ def config(case: dict) -> dict:
         return {**raw, "vision_config": {**GOT_VISION, **case.get("tower", {})}}
     if model == "fuyu":
         return {**raw, "patch_size": 30, "num_channels": 3}
+    if model == "lfm2_vl":
+        return {**raw, "vision_config": dict(SIGLIP2), "downsample_factor": 2, "projector_hidden_size": 192,
+                "image_token_id": 999}
     if model == "qwen2_audio":
         return {**raw, "audio_config": {**AUDIO_ENCODER, "model_type": "qwen2_audio_encoder"}, "audio_token_index": 999}
     if model == "voxtral":
@@ -311,6 +330,7 @@ def _model(case: dict, raw: dict):
     from transformers.models.qwen2_audio.modeling_qwen2_audio import (  # noqa: PLC0415
         Qwen2AudioForConditionalGeneration)
     from transformers.models.voxtral.modeling_voxtral import VoxtralForConditionalGeneration  # noqa: PLC0415
+    from transformers.models.lfm2_vl.modeling_lfm2_vl import Lfm2VlModel  # noqa: PLC0415
     from transformers.models.deepseek_vl.modeling_deepseek_vl import DeepseekVLModel  # noqa: PLC0415
     from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
     from transformers.models.glm4v.modeling_glm4v import Glm4vModel  # noqa: PLC0415
@@ -324,7 +344,7 @@ def _model(case: dict, raw: dict):
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
            "blip-2": Blip2ForConditionalGeneration, "instructblip": InstructBlipForConditionalGeneration,
            "fuyu": FuyuModel, "qwen2_audio": Qwen2AudioForConditionalGeneration,
-           "voxtral": VoxtralForConditionalGeneration, "got_ocr2": GotOcr2Model,
+           "voxtral": VoxtralForConditionalGeneration, "lfm2_vl": Lfm2VlModel, "got_ocr2": GotOcr2Model,
            "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model,
            "aya_vision": AyaVisionModel, "idefics2": Idefics2Model,
            "mistral_large4": MistralLarge4Model, "video_llava": VideoLlavaModel,
@@ -387,6 +407,16 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
         patches = case["tiles"] * (size // 4) ** 2
+    elif case["model"] == "lfm2_vl":     # Lfm2VlImageProcessor's output: flattened patches, their grid, the mask
+        grids, p = case["grids"], SIGLIP2["patch_size"]
+        most = max(r * c for r, c in grids)
+        pix = torch.randn(len(grids), most, 3 * p * p, dtype=torch.bfloat16)
+        shapes = torch.tensor(grids)
+        mask = torch.tensor([[1] * (r * c) + [0] * (most - r * c) for r, c in grids])
+        inputs = (pix, shapes, mask)
+        forward = lambda: model.get_image_features(pixel_values=pix, spatial_shapes=shapes,  # noqa: E731
+                                                   pixel_attention_mask=mask, return_dict=True)
+        patches = sum(r * c for r, c in grids)
     elif case["model"] in ("qwen2_audio", "voxtral"):     # `tiles` clips of fp32 log-mel features
         a = raw["audio_config"]
         feats = torch.randn(case["tiles"], a["num_mel_bins"], 2 * a["max_source_positions"], dtype=torch.float32)
