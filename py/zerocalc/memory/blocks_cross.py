@@ -12,6 +12,10 @@ parameters get no gradient, so no optimizer state (torch AdamW skips a parameter
 tools/memtrace/families.py mllama rows (tools/memtrace/golden/families/mllama-*). A step fed image tokens
 (``vision.tokens_per_sample`` = images x max_num_tiles x patches: the projected vision states beside the text, not
 inside ``seq_len``) runs them: ``cross_layer``, traced in the mllamaimg rows.
+
+Not traced (CPU SDPA takes the mask as it is): on CUDA the memory-efficient kernel wants the mask's last dimension
+aligned to 16 and pads a copy per call where it is not (the released checkpoints' 4 x 1025 = 4100 vision tokens an
+image are not), which would make the mask a per-layer tensor; counted here once, as traced.
 """
 from __future__ import annotations
 
