@@ -201,3 +201,20 @@ def test_model_support_names_an_untraced_trained_tower():
         assert support in warned
         # the counts do not move with the wording: the same parameters, the tower's now trainable
         assert full["model"]["total_params"] == frozen["model"]["total_params"]
+
+
+def test_idefics_freezes_its_text_layers_as_its_modelling_code_does():
+    """modeling_idefics.py IdeficsModel.__init__ ends with freeze_relevant_params: IdeficsConfig's default
+    freeze_text_layers freezes the 32 decoder layers and the final norm and embed_tokens' regular weight (the
+    gated cross-attention layers train). Default config (h 4096, MLP 11008, vocab 32000): a layer 4*4096^2 +
+    3*4096*11008 + 2*4096 = 202,383,360, 32 of them 6,476,267,520, the norm 4,096, the embedding 32000*4096 =
+    131,072,000: 6,607,343,616 parameters with no gradient and no bf16 AdamW states (2 x 2 bytes each) under full
+    fine-tuning; freeze_text_layers false trains them (transformers' own requires_grad count on the meta device
+    is the same: 6,607,343,616)."""
+    cfg = _rows("idefics")["idefics"]
+    base = {"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0, "precision": "bf16-pure",
+            "optimizer": "adamw", "micro_batch_size": 1, "seq_len": 512, "method": "full"}
+    frozen = estimate(Plan.from_dict({**base, "model": cfg})).to_dict()["per_gpu"]["detail"]
+    trained = estimate(Plan.from_dict({**base, "model": {**cfg, "freeze_text_layers": False}})).to_dict()
+    assert trained["per_gpu"]["detail"]["optimizer_states"] - frozen["optimizer_states"] == 4 * 6_607_343_616
+    assert frozen["frozen_params"] - trained["per_gpu"]["detail"]["frozen_params"] == 2 * 6_607_343_616

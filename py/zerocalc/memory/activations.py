@@ -6,7 +6,7 @@ Llama 3.2 1B and Llama 3.1 8B, and within 3 % per component over the whole CI gr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..model import Linear, ModelArch
 from ..plan import Plan
@@ -145,9 +145,16 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     per_layer_adapters = adapters_per_layer(arch, plan) if plan.method != "full" else [()] * len(per_layer_linears)
     skipped = skipped_layers(arch, plan)         # memory/blocks_cross.py: Mllama's cross-attention, text only
     cross, cross_ss = cross_layers_run(arch, plan), None     # ... or fed image tokens
+    frozen = frozen_layers(arch) if plan.method == "full" else frozenset()
     for i, (lins, adapters) in enumerate(zip(per_layer_linears, per_layer_adapters)):
         if i in skipped:
             layers.append(0)
+            continue
+        if i in frozen:
+            # a block the modelling code froze (IDEFICS' freeze_text_layers) under full fine-tuning: its weights
+            # take no gradient, its input does (a trained gated cross-attention layer runs before it)
+            c = replace(context(base, arch, dt, False, st), train_base=False)
+            layers.append(layer_saved_bytes(arch, c, lins, adapters))
             continue
         if i in cross:
             cross_ss = cross_layer(arch, context(base, arch, dt, i == 0, st), lins, adapters,
@@ -317,6 +324,14 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     return Activations(layers=tuple(layers), stack_saved=stack, head_saved=head, recompute_layer=recompute,
                        layer_backward_temp=temp, autocast_weight_copies=copies, expert_grad_top=expert_top,
                        autocast_cache_forward=cache_forward, host_offloaded=offloaded, quant_inputs=quant_inputs)
+
+
+def frozen_layers(arch: ModelArch) -> frozenset:
+    """The decoder layers whose own block (``ModelArch.config_frozen``) the modelling code froze."""
+    if not arch.config_frozen:
+        return frozenset()
+    names = set(arch.config_frozen)
+    return frozenset(t.layer for t in arch.tensors if t.name in names and t.layer is not None)
 
 
 def skipped_adapter_params(per_layer_adapters, skipped: frozenset) -> int:

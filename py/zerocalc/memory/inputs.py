@@ -59,6 +59,9 @@ def step_inputs(plan: Plan) -> StepInputs:
         if arch.bart is not None and arch.bart["decoder_only"]:
             idle += [t for t in arch.tensors if never_run(arch, t.module)]
         idle += idle_tensors(arch, plan)         # memory/blocks_cross.py: Mllama's skipped cross-attention layers
+        if arch.config_frozen:                   # frozen by the modelling code itself (IDEFICS' freeze_text_layers)
+            names = set(arch.config_frozen)
+            idle += [t for t in arch.tensors if t.name in names]
         if idle:
             idle_ids = {id(t) for t in idle}
             kept = [t for t in arch.tensors if id(t) not in idle_ids]
