@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 
+import re
+
 import torch
 from torch import nn
 
@@ -154,7 +156,24 @@ def attn_impl(plan: TracePlan) -> str:
     """
     if plan.attention == "eager":
         return "eager"
+    if plan.attention == "sdpa" and getattr(plan, "vision_tokens", 0):
+        # Mllama fed images: its cross-attention passes a 4-D mask, so a GPU runs SDPA's memory-efficient kernel
+        # with it (modeling_mllama.py: _supports_flash_attn False); HF's own sdpa runs, CPU SDPA with the mask
+        return "sdpa"
     return FLASH if has_attention_interface() else "sdpa"
+
+
+# composites traced whole, as the engine counts them (model/composite.py): Mllama built as
+# MllamaForConditionalGeneration, its vision tower and projector frozen (vision.trainable's default), fed text only
+WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector")}
+
+
+def lora_targets(plan: TracePlan, cfg):
+    """PEFT's target_modules: the plan's names, or for a composite traced whole a regex over its language model's
+    modules only (the plan's frozen tower has no adapters: zerocalc's memory/vision.py tower_adapters)."""
+    if cfg.model_type in WHOLE_COMPOSITES:
+        return r".*language_model\..*\.(" + "|".join(map(re.escape, plan.lora_targets)) + ")"
+    return list(plan.lora_targets)
 
 
 def model_class(plan: TracePlan):
@@ -165,6 +184,9 @@ def model_class(plan: TracePlan):
     classifier (pooler + num_labels head), as the HF guide's bert-large runs (AutoModelForSequenceClassification)
     train it."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification  # noqa: PLC0415
+    if isinstance(plan.model, dict) and plan.model.get("model_type") in WHOLE_COMPOSITES:
+        from transformers import AutoModelForImageTextToText  # noqa: PLC0415
+        return AutoModelForImageTextToText
     if plan.encoder_decoder:
         from transformers import AutoModelForSeq2SeqLM  # noqa: PLC0415
         return AutoModelForSeq2SeqLM
@@ -204,6 +226,8 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     with torch.device("meta"):
         model = auto.from_config(cfg, **dkw, **kw)
     model.train()
+    for part in WHOLE_COMPOSITES.get(cfg.model_type, ()):
+        getattr(model.model, part).requires_grad_(False)
     gk = {"use_reentrant": False}
     if gc_context_fn is not None:
         gk["context_fn"] = gc_context_fn
@@ -227,7 +251,7 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     if plan.method in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model  # noqa: PLC0415
         lc = LoraConfig(r=plan.lora_rank, lora_alpha=plan.lora_alpha, lora_dropout=plan.lora_dropout,
-                        target_modules=list(plan.lora_targets),
+                        target_modules=lora_targets(plan, cfg),
                         task_type="SEQ_2_SEQ_LM" if plan.encoder_decoder else "CAUSAL_LM")
         with torch.device("meta"):
             import inspect  # noqa: PLC0415

@@ -161,7 +161,27 @@ CONFIGS = {
                "word_embed_proj_dim": 512, "do_layer_norm_before": False, "dropout": 0.0,
                "attention_dropout": 0.0, "activation_function": "relu", "enable_bias": True,
                "tie_word_embeddings": True},
+    # meta-llama/Llama-3.2-11B-Vision's layout (MllamaConfig), the language model scaled down: a cross-attention
+    # decoder layer (MllamaCrossAttentionDecoderLayer) at index 3 of 5 (the checkpoint's every 5th from 3), GQA 16/4,
+    # vocab_size + 8 embedding rows, untied head; a tiny frozen vision tower and projector (counted, never run: the
+    # rows feed text only, so MllamaTextModel.forward skips the cross-attention layer)
+    "mllama": {"model_type": "mllama", "image_token_index": 128256,
+               "text_config": {"model_type": "mllama_text_model", "hidden_size": 1024, "intermediate_size": 3584,
+                               "num_hidden_layers": 5, "num_attention_heads": 16, "num_key_value_heads": 4,
+                               "vocab_size": 128256, "cross_attention_layers": [3], "dropout": 0.0,
+                               "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": False},
+               "vision_config": {"model_type": "mllama_vision_model", "hidden_size": 64, "intermediate_size": 128,
+                                 "num_hidden_layers": 1, "num_global_layers": 1, "attention_heads": 2,
+                                 "vision_output_dim": 128, "intermediate_layers_indices": [0], "image_size": 56,
+                                 "patch_size": 14, "max_num_tiles": 2,
+                                 "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}},
 }
+# the same Mllama fed two images through its frozen tower (trace.py image_inputs: the projected states and a
+# cross_attention_mask of ones): image_size 224 / patch 14 -> 257 patches a tile, 4 tiles, 2 x 4 x 257 = 2056
+# vision tokens a sample, more than the text (as Llama 3.2 Vision's 4 x 1025 per image)
+CONFIGS["mllamaimg"] = {**CONFIGS["mllama"], "vision_config": {**CONFIGS["mllama"]["vision_config"], "image_size": 224,
+                                                                "max_num_tiles": 4}}
+IMAGE_TOKENS = {"mllamaimg": 2056}
 # LoRA targets per family: every linear of the block
 TARGETS = {**{fam: ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"] for fam in ("opt", "opt350")},
            "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
@@ -180,6 +200,9 @@ TARGETS = {**{fam: ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"] for 
            "ctrl": ["Wq", "Wk", "Wv", "dense"],         # peft's suffix match takes "0" / "2" for h.0 / h.2
            "openai": ["c_attn", "c_proj", "c_fc"],
            "neoxjp": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
+           # the language model's (build.py lora_targets: the frozen tower's q/k/v/o_proj get none)
+           **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+              for fam in ("mllama", "mllamaimg")},
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for
@@ -204,6 +227,8 @@ def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: i
          "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
          "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt,
          "attention": attention, "loss": "standard", "method": method}
+    if fam in IMAGE_TOKENS:
+        d["vision"] = {"tokens_per_sample": IMAGE_TOKENS[fam]}
     if method == "lora":
         d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.05, "targets": TARGETS[fam]}
     return d
@@ -221,7 +246,9 @@ NO_GC = ("ctrl", "openai", "neoxjp")
 def rows() -> list[dict]:
     out = []
     for fam in CONFIGS:
-        fl = "eager" if fam in EAGER_ONLY else "flash"
+        # Mllama's modelling code has no FlashAttention-2 (_supports_flash_attn False: its cross-attention
+        # takes a 4-D mask): fed images, the rows run SDPA
+        fl = "eager" if fam in EAGER_ONLY else "sdpa" if fam in IMAGE_TOKENS else "flash"
         out.append({"id": f"{fam}-full-pure-{fl}-s512-b2", **_plan(fam, "full", "bf16-pure", fl, 2, 512)})
         out.append({"id": f"{fam}-lora-mixed-{fl}-s1024-b2-drop",
                     **_plan(fam, "lora", "bf16-mixed", fl, 2, 1024, dropout=0.1 if fam in DROPOUT else 0.0)})

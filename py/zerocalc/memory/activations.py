@@ -6,7 +6,7 @@ Llama 3.2 1B and Llama 3.1 8B, and within 3 % per component over the whole CI gr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..model import Linear, ModelArch
 from ..plan import Plan
@@ -24,6 +24,7 @@ from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
 from .blocks_hyper import hc_backward_moment, hyper_outside, mix_backward_temps
+from .blocks_cross import cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, idle_tensors, skipped_layers
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -187,7 +188,24 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     layers = []
     cache: dict = {}
     per_layer_adapters = adapters_per_layer(arch, plan) if plan.method != "full" else [()] * len(per_layer_linears)
+    skipped = skipped_layers(arch, plan)         # memory/blocks_cross.py: Mllama's cross-attention, text only
+    cross, cross_ss = cross_layers_run(arch, plan), None     # ... or fed image tokens
+    frozen = frozen_layers(arch) if plan.method == "full" else frozenset()
     for i, (lins, adapters) in enumerate(zip(per_layer_linears, per_layer_adapters)):
+        if i in skipped:
+            layers.append(0)
+            continue
+        if i in frozen:
+            # a block the modelling code froze (IDEFICS' freeze_text_layers) under full fine-tuning: its weights
+            # take no gradient, its input does (a trained gated cross-attention layer runs before it)
+            c = replace(context(base, arch, dt, False, st), train_base=False)
+            layers.append(layer_saved_bytes(arch, c, lins, adapters))
+            continue
+        if i in cross:
+            cross_ss = cross_layer(arch, context(base, arch, dt, i == 0, st), lins, adapters,
+                                   plan.vision.tokens_per_sample)
+            layers.append(cross_layer_bytes(cross_ss))
+            continue
         k = (id(lins), i == 0)
         if k not in cache:
             cache[k] = layer_saved_bytes(arch, context(base, arch, dt, i == 0, st), lins, adapters)
@@ -207,9 +225,14 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                      else layer_saved_bytes(arch, context(plan, arch, dt, False, st), lins,
                                             layer_adapters(arch, plan, lins) if plan.method != "full" else ())
                      for lins in {id(x): x for x in per_layer_linears}.values())
+    shared = 0
+    if cross_ss is not None:
+        shared = cross_shared_bytes(cross_ss, context(base, arch, dt, False, st), plan.vision.tokens_per_sample, h,
+                                    plan.activation_checkpointing == "full")
+        full_layer = max(full_layer, max(layers[i] for i in cross))
     if plan.activation_checkpointing == "full":
         # HF gradient_checkpointing (non-reentrant): each decoder layer keeps only its input.
-        stack = arch.num_layers * res * t * h + (ed.ckpt_extra if ed else 0)
+        stack = (arch.num_layers - len(skipped)) * res * t * h + (ed.ckpt_extra if ed else 0) + shared
         if arch.hyper is not None:
             # DeepSeek-V4: each layer's input is its (b, s, hc_mult, h) stream (memory/blocks_hyper.py), which
             # attn_hc's product keeps: in the recompute that is the checkpoint's input, not a new tensor
@@ -277,7 +300,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         stack = arch.num_layers * selective_op_layer(plan, arch, dt)
         recompute = 0
     else:
-        stack = sum(layers) + (ed.extra if ed else 0)
+        stack = sum(layers) + (ed.extra if ed else 0) + shared
         recompute = 0
     head = ed.head if ed else _head_saved(plan, arch, dt, st)
     e = 2 if dt.autocast else dt.compute
@@ -339,12 +362,14 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     # layers keep nothing: their copies die at forward end and are cast again in the recompute; only
     # lm_head's copy (outside the checkpointed layers) stays saved (traced).
     copies, hw = 0, head_width(arch)
+    idle = {id(tt) for tt in idle_tensors(arch, plan)}
     if dt.autocast and plan.method == "full" and dt.weight == 4:
-        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
+        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module)
+                         and id(tt) not in idle)
         if arch.tied_embeddings and arch.causal_lm:
             copies += 2 * arch.vocab_size * hw
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:
-        copies = 2 * adapter_params(arch, plan)
+        copies = 2 * (adapter_params(arch, plan) - skipped_adapter_params(per_layer_adapters, skipped))
         if dt.frozen == 4 and plan.method == "lora":
             # fp32 frozen weights (Fabric bf16-mixed): autocast caches only leaves that require grad, so each
             # call casts a new 16-bit copy and the matmul keeps it for its input's gradient; LitGPT's LoRA loop
@@ -385,6 +410,19 @@ def checkpointed_stream(arch: ModelArch, plan: Plan, dt: Dtypes) -> int:
     """DeepSeek-V4: one layer's (b, s, hc_mult, h) input stream in the residual dtype (memory/blocks_hyper.py)."""
     res = dt.weight if plan.method == "full" else dt.frozen       # the residual dtype, as the stack's
     return res * plan.seq_len * plan.micro_batch_size * arch.hyper["hc_mult"] * arch.hidden_size
+
+
+def frozen_layers(arch: ModelArch) -> frozenset:
+    """The decoder layers whose own block (``ModelArch.config_frozen``) the modelling code froze."""
+    if not arch.config_frozen:
+        return frozenset()
+    names = set(arch.config_frozen)
+    return frozenset(t.layer for t in arch.tensors if t.name in names and t.layer is not None)
+
+
+def skipped_adapter_params(per_layer_adapters, skipped: frozenset) -> int:
+    """The adapters of the layers a step skips (memory/blocks_cross.py): never run, so never cast or trained."""
+    return sum(a.numel for i in skipped for a in per_layer_adapters[i])
 
 
 def _quant_inputs(plan: Plan, arch: ModelArch) -> int:

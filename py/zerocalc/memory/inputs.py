@@ -14,6 +14,7 @@ from ..plan import Plan
 from . import deepspeed as ds
 from .activations import Activations, activations
 from .blocks_bart import never_run
+from .blocks_cross import idle_tensors, skipped_layers
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .logits import Logits, chunked_head_grads, logits
 from .lora import (adapters_per_layer, largest_quantized_matrix, modules_to_save_numel, trl_bf16_numel,
@@ -57,6 +58,10 @@ def step_inputs(plan: Plan) -> StepInputs:
         idle = list(tower) if tower and plan.vision.trainable == "frozen" else []
         if arch.bart is not None and arch.bart["decoder_only"]:
             idle += [t for t in arch.tensors if never_run(arch, t.module)]
+        idle += idle_tensors(arch, plan)         # memory/blocks_cross.py: Mllama's skipped cross-attention layers
+        if arch.config_frozen:                   # frozen by the modelling code itself (IDEFICS' freeze_text_layers)
+            names = set(arch.config_frozen)
+            idle += [t for t in arch.tensors if t.name in names]
         if idle:
             idle_ids = {id(t) for t in idle}
             kept = [t for t in arch.tensors if id(t) not in idle_ids]
@@ -70,7 +75,13 @@ def step_inputs(plan: Plan) -> StepInputs:
     else:
         ad_sizes, ad_shapes = [], []
         per_block: dict = {}         # the blocks share a few adapter tuples (dense, MoE): each listed once
-        for ads in adapters_per_layer(arch, plan):
+        # the adapters of a skipped layer (memory/blocks_cross.py) get no gradient and no optimizer state: held
+        # beside the frozen base, in the adapters' dtype
+        skipped, idle_adapters = skipped_layers(arch, plan), 0
+        for i, ads in enumerate(adapters_per_layer(arch, plan)):
+            if i in skipped:
+                idle_adapters += sum(a.numel for a in ads)
+                continue
             if id(ads) not in per_block:
                 shapes_b = [(s, n) for a in ads for s, n in (((a.rank, a.d_in), a.rank * a.d_in),
                                                             ((a.d_out, a.rank), a.d_out * a.rank))]
@@ -112,6 +123,7 @@ def step_inputs(plan: Plan) -> StepInputs:
                 frozen_bytes -= (dt.frozen - 2) * trl_bf16_numel(arch)
         else:
             frozen_bytes = frozen_numel * dt.frozen
+        frozen_bytes += idle_adapters * dt.adapter
         if plan.method == "qlora" and plan.vision.trainable == "full":
             frozen_bytes -= sum(t.numel for t in tower) * dt.frozen     # kept in 16-bit, now trained
         # ZeRO-3 partitions the frozen base too; in 16-bit element units (QLoRA's packed storage is

@@ -112,6 +112,12 @@ class ModelArch:
     # DeepSeek-V4's block dims (model/deepseek_v4.py hyper_dims: hc_mult, sinkhorn iterations, q / o ranks, rope
     # and indexer dims, compress rates) where memory/blocks_hyper.py costs its hyper-connected layers, else None
     hyper: Mapping | None = None
+    # decoder layers that attend to image tokens only (Mllama's cross_attention_layers: model/vision_mllama.py),
+    # skipped by a step fed no images (memory/blocks_cross.py)
+    image_cross_layers: tuple[int, ...] = ()
+    # tensors the modelling code itself freezes when it builds the model, whatever the plan's method (IDEFICS:
+    # IdeficsModel.freeze_relevant_params, model/vision_idefics.py): no gradient or optimizer state under full
+    config_frozen: tuple[str, ...] = ()
 
     @cached_property
     def total_params(self) -> int:
