@@ -21,15 +21,18 @@ import pytest
 
 from tools.memtrace.compare import compare, engine_breakdown, format_rows
 from zerocalc import Plan
-from zerocalc.memory.activations import activations
+from zerocalc.memory.activations import activations, context
+from zerocalc.memory.blocks import SavedSet
 from zerocalc.memory.inputs import dtypes_for, module_dtypes
 from zerocalc.memory.lora import adapter_params
+from zerocalc.memory.ssm_blocks import nemotron_moe
+from zerocalc.memory.stack import effective_stack
 from zerocalc.model import model_from_config
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
             "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace", "rwkv_trace", "zamba_trace",
-            "xlstm_trace", "qwen3_next_trace", "qwen3_5_trace")
+            "xlstm_trace", "qwen3_next_trace", "qwen3_5_trace", "granitemoehybrid_moe_trace", "nemotron_h_moe_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -140,6 +143,55 @@ def test_nemotron_h_relu2_under_autocast_by_hand():
     t, h = 1024, 1024
     mlp = 4 * t * h + 4 * t + 4 * t * h + 2 * t * h + (2 + 4 + 2) * t * 4096
     assert acts("nemotron-h-5l-mixed-b2-s512").layers[1] == mlp == 44_044_288
+
+
+def test_nemotron_h_moe_layer_by_hand():
+    """Nemotron-H's MoE layer (tools/memtrace/ssm_trace.py nemotron_h_moe: layers M E * E M, 8 experts of 1024,
+    top-2, a shared ReLU² expert of 1024), bf16, t = 512, k*t = 1024 routed rows. The fp32 block norm as above
+    (4,200,448 B); NemotronHTopkRouter's `hidden_states.type(torch.float32)`, kept by its linear (4*t*h), sigmoid's
+    fp32 output (4*t*8); grouped_mm's gathered rows (2*1024*h), relu's output and its square (2 * 2*1024*1024), the
+    experts' output kept for the routing weights (2*1024*h), the sort / permutation indices (40*t*2 + 4*t); the
+    shared expert's input (2*t*h), relu and square (2 * 2*t*1024): 17,891,328 B. Before this rule Nemotron-H with
+    MoE layers was costed as the classic block: activations +6.2 % / -1.8 % / -20.0 % / +31.5 % (LoRA adapters
+    +38.9 %: every layer took the last kind's linears)."""
+    t, h = 512, 1024
+    norm = 4 * t * h + 4 * t + 4 * t * h + 4 * h
+    router = 4 * t * h + 4 * t * 8
+    experts = 2 * 1024 * h + 2 * 2 * 1024 * 1024 + 2 * 1024 * h + 40 * t * 2 + 4 * t
+    shared = 2 * t * h + 2 * 2 * t * 1024
+    layers = acts("nemotron-h-moe-5l-full-s512").layers
+    assert layers[1] == layers[3] == norm + router + experts + shared == 17_891_328
+
+
+def test_nemotron_h_moe_relu2_under_autocast_by_hand():
+    """LoRA on the mixer, attention and MLPs (experts frozen), bf16 base under autocast: the frozen experts keep
+    neither the gathered rows nor the square, but the square (aten::pow, CUDA autocast's fp32 list) keeps an fp32
+    copy of relu's bf16 output: 4*t*2*1024 B more than relu's 2*t*2*1024 (traced: without it -13.4 %)."""
+    plan = CASES["nemotron-h-moe-5l-lora-mixed-s512"]["plan"]
+    p, arch = Plan.from_dict(plan), model_from_config(plan["model"])
+    ss = SavedSet()
+    lins = {lin.name: lin for lin in arch.ssm["layers"][1]}
+    nemotron_moe(ss, context(p, arch, module_dtypes(p, dtypes_for(p)), False, effective_stack(p)), arch, "y", lins, {})
+    t = 512
+    assert ss.items["moe.relu"] == 2 * t * 2 * 1024 and ss.items["moe.relu32"] == 4 * t * 2 * 1024
+    assert "moe.gathered" not in ss.items and "moe.square" not in ss.items
+
+
+def test_granite_4_moe_layers_by_hand():
+    """Granite 4 with experts (ssm_trace.py granitemoehybrid_moe: the dense shapes above, 8 experts of 1024, top-2),
+    bf16, t = 512, 1024 routed rows. Each layer adds to the dense one (test above) GraniteMoE's routed MoE on
+    post_attention_layernorm's output, which the router's linear shares with the shared MLP: the fp32 router probs
+    (4*t*8), the gathered rows (2*1024*h), gate_up's output (2*1024*2*1024), act and product (2 * 2*1024*1024), the
+    experts' output (2*1024*h), the indices (40*t*2 + 4*t): 12,642,304 B. Before this rule Granite 4 with experts
+    was costed as the classic block: activations -59.3 % / -48.8 % / 0 % / -49.6 % (LoRA adapters -57.3 %)."""
+    t, h = 512, 1024
+    both = 2 * (4 * t * h + 4 * t + 2 * t * h) + 2 * t * h + 2 * t * 2 * 2048 + 2 * 2 * t * 2048
+    experts = 4 * t * 8 + 2 * 1024 * h + 2 * 1024 * 2 * 1024 + 2 * 2 * 1024 * 1024 + 2 * 1024 * h + 40 * t * 2 + 4 * t
+    assert experts == 12_642_304
+    mixer = both + 2 * t * h + 2 * t * 4640 + 2 * t * 2048 + 4 * t + experts
+    attention = both + 2 * t * h + 2 * t * 1024 + 2 * 2 * t * 256 + 2 * t * 1024 + 4 * 16 * t + experts
+    assert acts("granitemoehybrid-moe-4l-full-s512").layers == (mixer, mixer, attention, mixer) \
+        == (36_274_176, 36_274_176, 32_077_824, 36_274_176)
 
 
 def test_lfm2_layers_by_hand():
@@ -393,15 +445,18 @@ def test_xlstm_layer_by_hand():
 
 
 def test_which_state_space_types_are_exact():
-    """Mamba, Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H without MoE layers and Granite 4 without experts are exact;
-    Nemotron-H's default (one MoE layer), Granite 4's (8 experts) and LFM2-MoE are not."""
+    """Mamba, Mamba-2, Bamba, Falcon-H1, LFM2, Nemotron-H and Granite 4 (with and without their MoE layers) are
+    exact; Nemotron-H with a latent MoE projection, FalconMamba and LFM2-MoE are not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
     for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba", "zamba2", "recurrent_gemma",
-                  "rwkv", "xlstm"):
+                  "rwkv", "xlstm", "nemotron_h", "granitemoehybrid"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
-    for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512"):
+    for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512", "nemotron-h-moe-5l-full-s512",
+                 "granitemoehybrid-moe-4l-full-s512"):
         assert model_from_config(CASES[case]["plan"]["model"]).support == "exact"
-    for other in ("falcon_mamba", "nemotron_h", "granitemoehybrid", "lfm2_moe"):
+    latent = model_from_config(rows["default:nemotron_h"]["config"] | {"moe_latent_size": 512})
+    assert latent.ssm is None and "approximate" in latent.support
+    for other in ("falcon_mamba", "lfm2_moe"):
         arch = model_from_config(rows[f"default:{other}"]["config"])
         assert arch.ssm is None and "approximate" in arch.support
 

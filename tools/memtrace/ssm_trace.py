@@ -26,6 +26,8 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace lfm2 > tests/data/lfm2_trace.json
   python -m tools.memtrace.ssm_trace falcon_h1 > tests/data/falcon_h1_trace.json
   python -m tools.memtrace.ssm_trace granitemoehybrid > tests/data/granitemoehybrid_trace.json
+  python -m tools.memtrace.ssm_trace granitemoehybrid_moe > tests/data/granitemoehybrid_moe_trace.json
+  python -m tools.memtrace.ssm_trace nemotron_h_moe > tests/data/nemotron_h_moe_trace.json
   python -m tools.memtrace.ssm_trace mamba > tests/data/mamba_trace.json
   python -m tools.memtrace.ssm_trace jamba > tests/data/jamba_trace.json
   python -m tools.memtrace.ssm_trace zamba2 > tests/data/zamba2_trace.json
@@ -72,6 +74,14 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
           "nemotron_h": {"hidden_size": 1024, "mamba_num_heads": 32, "num_attention_heads": 8,
                          "num_key_value_heads": 2, "intermediate_size": 4096,
                          "layers_block_type": ["mamba", "mlp", "attention", "mlp", "mamba"]},
+          # Nemotron-H's default MoE layer (NemotronHMoE: fp32 sigmoid router, non-gated ReLU² experts through
+          # grouped_mm, a ReLU² shared expert) in the h 1024 shapes above: 8 experts of 1024, top-2, shared 1024,
+          # layers M E * E M (Nemotron-3-Nano's interleave)
+          "nemotron_h_moe": {"hidden_size": 1024, "mamba_num_heads": 32, "num_attention_heads": 8,
+                             "num_key_value_heads": 2, "intermediate_size": 4096, "n_routed_experts": 8,
+                             "moe_intermediate_size": 1024, "moe_shared_expert_intermediate_size": 1024,
+                             "num_experts_per_tok": 2,
+                             "layers_block_type": ["mamba", "moe", "attention", "moe", "mamba"]},
           # LFM2's default (h 2560, 32/8 heads, conv_L_cache 3) at h 1024: 16/4 heads of 64, MLP 4096 (-> 2816 by
           # block_auto_adjust_ff_dim), 4 layers conv conv attention conv
           "lfm2": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
@@ -88,6 +98,17 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
                                "attention_multiplier": 0.015625, "residual_multiplier": 0.22, "logits_scaling": 8.0,
                                "layer_types": ["linear_attention", "linear_attention", "attention",
                                                "linear_attention"]},
+          # Granite 4 with experts (Granite-4.0-H-Tiny's layout: GraniteMoeHybridMoE, the softmax-over-top-k router
+          # and gate_up experts through grouped_mm, beside the shared MLP) in the shapes above: 8 experts of 1024,
+          # top-2
+          "granitemoehybrid_moe": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16,
+                                   "num_key_value_heads": 4, "mamba_n_heads": 32, "num_local_experts": 8,
+                                   "num_experts_per_tok": 2, "intermediate_size": 1024,
+                                   "shared_intermediate_size": 2048, "embedding_multiplier": 12.0,
+                                   "attention_multiplier": 0.015625, "residual_multiplier": 0.22,
+                                   "logits_scaling": 8.0,
+                                   "layer_types": ["linear_attention", "linear_attention", "attention",
+                                                   "linear_attention"]},
           # Jamba's default (Mamba of state 16, expand 2, dt rank 256; GQA 32/8; 16 experts top-2 every other layer
           # from 1) at h 1024: 16/4 heads of 64, MLP 2816, dt rank 64, 4 experts, 4 layers with attention at 2
           "jamba": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
@@ -367,13 +388,16 @@ LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["in_proj"]}  # PEFT
 
 def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
-    cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
+    row = {"nemotron_h_moe": "nemotron_h", "granitemoehybrid_moe": "granitemoehybrid"}.get(model_type, model_type)
+    cfg = next(r for r in rows if r["id"] == f"default:{row}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba", "zamba2",
-                      "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
+    if model_type in ("nemotron_h", "nemotron_h_moe", "granitemoehybrid_moe", "bamba", "lfm2", "falcon_h1",
+                      "granitemoehybrid", "jamba", "zamba2", "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
+                   "nemotron_h_moe": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
+                   "granitemoehybrid_moe": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
                    "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
                    "recurrent_gemma": ["linear_x", "linear_y", "linear_out", "q_proj", "v_proj"],

@@ -13,8 +13,9 @@ runs keeps about ten times more (fp32 chunk tensors); it is not what a GPU train
 
 Traced with the kernel's saves stood in on fake tensors (tools/memtrace/ssm_trace.py, tests/data/ssm_trace.json):
 the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them. The hybrids on the same mixer
-call: Bamba and dense Granite 4 (hybrid_layer; tests/data/bamba_trace.json, granitemoehybrid_trace.json),
-Nemotron-H without MoE layers (single_mixer_layer; nemotron_h_trace.json), Falcon-H1's parallel mixer and
+call: Bamba and Granite 4 (hybrid_layer; tests/data/bamba_trace.json, granitemoehybrid_trace.json, with experts
+granitemoehybrid_moe_trace.json), Nemotron-H (single_mixer_layer, its MoE layers nemotron_moe; nemotron_h_trace.json,
+nemotron_h_moe_trace.json), Falcon-H1's parallel mixer and
 attention (falcon_h1_layer; falcon_h1_trace.json); and LFM2's short convolution (lfm2_layer, the causal-conv1d
 kernel; lfm2_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"]. The families built
 around other blocks (Jamba, Zamba2, RecurrentGemma) and the dispatch by ModelArch.ssm["layout"] are in
@@ -26,7 +27,7 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import (Ctx, SavedSet, attention_core, block_saved_bytes as _classic_saved_bytes, gated_mlp, linear,
-                     rmsnorm)
+                     rmsnorm, sparse_moe)
 from .lora import Adapter
 
 
@@ -166,14 +167,34 @@ def hybrid_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     # the modelling names: the adapters were matched before)
     linears = tuple(replace(lin, name=MLP_NAMES.get(lin.name, lin.name)) for lin in linears)
     adapters = tuple(replace(ad, name=MLP_NAMES.get(ad.name, ad.name)) for ad in adapters)
+    experts = tuple(lin for lin in linears if lin.count > 1)
+    if experts:
+        linears = tuple(lin for lin in linears if lin.count == 1)
     if "in_proj" not in {lin.name for lin in linears}:
-        return _classic_saved_bytes(replace(arch, family="llama"), c, linears, adapters)
+        saved = _classic_saved_bytes(replace(arch, family="llama"), c, linears, adapters)
+        if not experts:
+            return saved
+        # the attention layer with experts: the classic block (its norms, attention and shared MLP) plus the
+        # routed experts on post_attention_layernorm's output, which the shared MLP's input_linear keeps already
+        ss = SavedSet()
+        sparse_moe(ss, replace(c, first_layer=False), replace(arch, family="llama", moe=arch.ssm["moe"]), "ln2",
+                   c.res, {}, {ad.name: ad for ad in adapters})
+        ss.items.pop("ln2", None)
+        return saved + ss.total
     ss = SavedSet()
     ss.items["mixer"] = mamba2_block(arch, c, linears, adapters)
     lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
     c2 = replace(c, first_layer=False)           # the mixer's output needs a gradient in every layer
     y = rmsnorm(ss, c2, "ln2", "resid2", arch.hidden_size)
-    gated_mlp(ss, c2, "mlp", y, c.res, lins, {ad.name: ad for ad in adapters}, lins["down_proj"].d_in)
+    gated_mlp(ss, c2, "mlp", y, c.res, lins, ads, lins["down_proj"].d_in)
+    if experts:
+        # Granite 4 with experts (GraniteMoeHybridDecoderLayer: `block_sparse_moe(hidden_states) +
+        # shared_mlp(hidden_states)`): GraniteMoeHybridTopKRouter is GraniteMoE's (F.linear on the norm output,
+        # softmax over the top-k logits) and GraniteMoeHybridExperts run through transformers' grouped_mm
+        # (integrations/moe.py grouped_mm_experts_forward): memory/blocks.py sparse_moe, held for GraniteMoE in
+        # tests/data/moe_families_trace.json and here in granitemoehybrid_moe_trace.json
+        sparse_moe(ss, c2, replace(arch, family="llama", moe=arch.ssm["moe"]), y, c.res, {}, ads)
     return ss.total
 
 
@@ -196,16 +217,59 @@ def single_mixer_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], ada
         out = attention_core(ss, c, arch, "attn", lins["q_proj"].d_out, lins["k_proj"].d_out)
         linear(ss, c, out, e, lins["o_proj"], ads.get("o_proj"))
         return ss.total
-    up, down = lins["up_proj"], lins["down_proj"]
-    linear(ss, c, y, c.res, up, ads.get("up_proj"))
-    if not (c.first_layer and not c.train_base and "up_proj" not in ads):
-        ss.save("mlp.relu", e * c.tokens * up.d_out)
+    if "experts.up_proj" in lins:
+        nemotron_moe(ss, c, arch, y, lins, ads)
+    else:
+        relu2_mlp(ss, c, "mlp", y, lins["up_proj"], lins["down_proj"], ads)
+    return ss.total
+
+
+def relu2_mlp(ss: SavedSet, c: Ctx, key: str, x: str, up: Linear, down: Linear, ads: dict) -> None:
+    """NemotronHMLP: down(relu2(up(x))) (activations.py ReLUSquaredActivation: relu keeps its output for its
+    backward, square reads the same tensor, down_proj keeps the square)."""
+    e = 2 if c.autocast else c.e
+    linear(ss, c, x, c.res, up, ads.get(up.name))
+    if not (c.first_layer and not c.train_base and up.name not in ads):
+        ss.save(f"{key}.relu", e * c.tokens * up.d_out)
         if c.autocast:
             # torch.square is aten::pow, on CUDA autocast's fp32 list: it keeps an fp32 copy of relu's output and
             # returns fp32, which down_proj reads through autocast's 16-bit copy (tools/memtrace/cuda_autocast.py)
-            ss.save("mlp.relu32", 4 * c.tokens * up.d_out)
-    linear(ss, c, "mlp.square", 4 if c.autocast else e, down, ads.get("down_proj"))
-    return ss.total
+            ss.save(f"{key}.relu32", 4 * c.tokens * up.d_out)
+    linear(ss, c, f"{key}.square", 4 if c.autocast else e, down, ads.get(down.name))
+
+
+def nemotron_moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, lins: dict, ads: dict) -> None:
+    """NemotronHMoE (modeling_nemotron_h.py) on the block norm's output x. NemotronHTopkRouter:
+    `F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))` (an fp32 copy of x its weight's
+    gradient keeps; autocast's 16-bit copies under autocast: memory/blocks.py sparse_moe's "cast" router), sigmoid
+    keeps its fp32 output (t x E), then top-k and gather. NemotronHExperts, `@use_experts_implementation(has_gate=
+    False)`, run transformers' grouped_mm (integrations/moe.py grouped_mm_experts_forward) in the experts' weight
+    dtype: the gathered tokens (t·k rows, kept for the weights' gradient only), up's output through relu2 (relu
+    keeps its output, the square reads the same tensor; the square is down's input, kept when the experts train),
+    down's output kept for the routing-weight product, and the sort / permutation indices. The shared expert is a
+    NemotronHMLP on x (`self.shared_experts(residuals)`)."""
+    moe, t, h = arch.ssm["moe"], c.tokens, arch.hidden_size
+    e = c.res                                           # grouped_mm: `input.to(weight.dtype)`
+    k = moe.experts_per_token
+    if c.train_base:
+        xr, xr_bytes = (f"{x}.fp32", 4) if c.res != 4 else (x, c.res)
+        linear(ss, c, xr, xr_bytes, Linear("router", h, moe.num_experts), None)
+    ss.save("router.probs", 4 * t * moe.num_experts)
+    trained = c.train_base or any(name.startswith("experts.") for name in ads)
+    n = t * k * moe.expert_intermediate
+    if trained:
+        ss.save("moe.gathered", e * t * k * h)
+    ss.save("moe.relu", e * n)
+    if c.autocast and e != 4:
+        # the square (aten::pow, autocast's fp32 list) keeps an fp32 copy of a 16-bit relu output and returns
+        # fp32, which `input.to(weight.dtype)` casts back for down's grouped_mm (traced: the LoRA row)
+        ss.save("moe.relu32", 4 * n)
+    if trained:
+        ss.save("moe.square", e * n)
+    ss.save("moe.expert_out", e * t * k * h)
+    ss.save("moe.routing_index", 40 * t * k + 4 * t)
+    if moe.shared_intermediate:
+        relu2_mlp(ss, c, "shared", x, lins["up_proj"], lins["down_proj"], ads)
 
 
 def lfm2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

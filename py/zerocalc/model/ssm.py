@@ -5,7 +5,7 @@ dt_proj (R -> I, biased), out_proj (I -> h, use_bias); ``backbone.norm_f``; lm_h
 I = intermediate_size (expand x h), N = state_size, R = time_step_rank ("auto": ceil(h / 16)).
 
 The parameter count is exact (tests/test_architectures.py). The activations of Mamba, Mamba-2, Bamba, Falcon-H1,
-Nemotron-H without MoE layers and Granite 4 without experts are memory/ssm_blocks.py's (the mamba_ssm kernel's
+Nemotron-H and Granite 4 (their MoE layers too) are memory/ssm_blocks.py's (the mamba_ssm kernel's
 saves, traced); the other types' blocks are costed as a classic block of the same linears (``support`` says so)."""
 from __future__ import annotations
 
@@ -161,8 +161,8 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     arch = _arch(c, "nemotron_h", b, h, len(kinds), vocab, tied, tuple(lins), heads, kv, hd)
-    if any(kind in ("moe", "E") for kind in kinds):
-        return arch                                  # the sparse layers' activations are not modelled
+    if c.cfg.get("moe_latent_size") is not None and any(kind in ("moe", "E") for kind in kinds):
+        return arch                   # NemotronHMoE's fc1 / fc2_latent_proj around the experts: not traced
     # activations: memory/ssm_blocks.py single_mixer_layer, each layer one mixer of its kind (its own linears),
     # held to tests/data/nemotron_h_trace.json (tools/memtrace/ssm_trace.py nemotron_h)
     mh = c.int("mamba_num_heads", default=128)
@@ -176,8 +176,20 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
     per_kind = {"linear_attention": mixer, "mamba": mixer, "M": mixer, "full_attention": attn, "attention": attn,
                 "*": attn, "mlp": mlp, "-": mlp}
     dims = {"inner": mh * c.int("mamba_head_dim", default=64), "heads": mh, "groups": c.int("n_groups", default=8),
-            "residual_fp32": False, "fp32_norm": True, "layout": "single",
-            "layers": tuple(per_kind[kind] for kind in kinds)}
+            "residual_fp32": False, "fp32_norm": True, "layout": "single"}
+    if any(kind in ("moe", "E") for kind in kinds):
+        # NemotronHMoE: the fp32 router, the non-gated experts (E, I, h) / (E, h, I) and the shared ReLU² MLP;
+        # memory/ssm_blocks.py nemotron_moe, held to tests/data/nemotron_h_moe_trace.json
+        e, ei = c.int("n_routed_experts"), c.int("moe_intermediate_size")
+        si = (c.int("moe_shared_expert_intermediate_size", default=0, lo=0)
+              * (c.int("n_shared_experts", default=1, lo=0) > 0))
+        moe_lins = (Linear("experts.up_proj", h, ei, e), Linear("experts.down_proj", ei, h, e))
+        if si:
+            moe_lins += (Linear("up_proj", h, si), Linear("down_proj", si, h))
+        per_kind |= {"moe": moe_lins, "E": moe_lins}
+        dims["moe"] = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=2),
+                          expert_intermediate=ei, shared_intermediate=si, dense_layers=0, router_fp32="cast")
+    dims["layers"] = tuple(per_kind[kind] for kind in kinds)
     return replace(arch, block_linears=mixer, dense_block_linears=attn + mlp, ssm=dims, support="exact")
 
 
@@ -220,19 +232,23 @@ def granitemoehybrid(c: ConfigReader) -> ModelArch:
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     arch = _arch(c, "granitemoehybrid", b, h, n_layers, vocab, tied, tuple(lins), heads, kv, hd)
-    if e > 0:
-        return arch                                  # the sparse block's activations are not modelled
-    # dense Granite 4 (Granite-4.0-H-Micro): memory/ssm_blocks.py hybrid_layer, held to
-    # tests/data/granitemoehybrid_trace.json
+    # activations: memory/ssm_blocks.py hybrid_layer, held to tests/data/granitemoehybrid_trace.json (dense,
+    # Granite-4.0-H-Micro's layout) and granitemoehybrid_moe_trace.json (experts, Granite-4.0-H-Tiny's)
     inner = int(c.cfg.get("mamba_expand", 2) * h)
     mh, groups = c.int("mamba_n_heads", default=128), c.int("mamba_n_groups", default=1)
     mlp = (Linear("input_linear", h, 2 * si), Linear("output_linear", si, h))
+    if e > 0:
+        # GraniteMoeHybridMoE beside shared_mlp: the router and the fused experts (memory/blocks.py sparse_moe)
+        mlp += (Linear("experts.gate_up_proj", h, 2 * inter, e), Linear("experts.down_proj", inter, h, e))
     mixer = (Linear("in_proj", h, 2 * inner + 2 * groups * c.int("mamba_d_state", default=256) + mh),
              Linear("out_proj", inner, h)) + mlp
     attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
             Linear("o_proj", heads * hd, h)) + mlp
     dims = {"inner": inner, "heads": mh, "groups": groups, "residual_fp32": False,
             "layers": tuple(mixer if kind == "linear_attention" else attn for kind in kinds[:n_layers])}
+    if e > 0:
+        dims["moe"] = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=2),
+                          expert_intermediate=inter, shared_intermediate=0, dense_layers=0)
     if c.cfg.get("position_embedding_type") == "rope":
         dims["rope_dim"] = hd
     return replace(arch, block_linears=mixer, dense_block_linears=attn, gated_mlp=True, ssm=dims, support="exact")
