@@ -29,6 +29,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace granitemoehybrid_moe > tests/data/granitemoehybrid_moe_trace.json
   python -m tools.memtrace.ssm_trace nemotron_h_moe > tests/data/nemotron_h_moe_trace.json
   python -m tools.memtrace.ssm_trace mamba > tests/data/mamba_trace.json
+  python -m tools.memtrace.ssm_trace falcon_mamba > tests/data/falcon_mamba_trace.json   (mamba_inner_fn's rms variant)
   python -m tools.memtrace.ssm_trace jamba > tests/data/jamba_trace.json
   python -m tools.memtrace.ssm_trace zamba2 > tests/data/zamba2_trace.json
   python -m tools.memtrace.ssm_trace zamba > tests/data/zamba_trace.json
@@ -64,6 +65,8 @@ from .trace import trace
 ROOT = Path(__file__).resolve().parents[2]
 # Mamba-2's default config (mamba-codestral shapes: 128 heads of 64, 8 groups, state 128) at h 1024, 2 layers
 SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's default (state 16, expand 2) at h 1024
+          # FalconMamba's default (state 16, time_step_rank 48, weightless B / C / dt RMS norms) at h 1024, expand 2
+          "falcon_mamba": {"hidden_size": 1024, "num_hidden_layers": 2, "intermediate_size": 2048},
           "mamba2": {"hidden_size": 1024, "num_hidden_layers": 2, "num_heads": 32, "head_dim": 64},
           # Bamba's default (128 mixer heads of 64, 1 group, state 256, GQA 32/8) at h 1024: 32 mixer heads of 64,
           # 16/4 attention heads of 64, MLP 2816, 4 layers with attention at layer 2
@@ -355,13 +358,19 @@ def mamba_ssm_kernel():
     # Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls causal_conv1d_fn and mamba_selective_scan
     # and Zamba's (modeling_zamba.py ZambaMambaMixer.forward: one scan per mixer head)
     scans = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in ("jamba", "zamba")]
-    prev_conv, prev_inner = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn
+    # FalconMamba's mixer (modeling_falcon_mamba.py FalconMambaMixer.forward) calls mamba_ssm's mamba_inner_fn with
+    # b_rms_weight / c_rms_weight / dt_rms_weight: MambaInnerFn normalises B, C and delta inside its forward
+    # (rms_norm_forward, no graph) and saves the normalised, contiguous B and C in the raw ones' place (the same
+    # shapes and dtype; delta is recomputed at checkpoint_lvl 1): InnerStandIn's saves
+    falcon = importlib.import_module("transformers.models.falcon_mamba.modeling_falcon_mamba")
+    prev_conv, prev_inner, prev_falcon = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn, falcon.mamba_inner_fn
     prev_scans = [(m.causal_conv1d_fn, m.mamba_selective_scan) for m in scans]
     rwkv = importlib.import_module("transformers.models.rwkv.modeling_rwkv")
     prev_rwkv = rwkv.rwkv_linear_attention
     for m in mods:
         m.mamba2_split_conv1d_scan_combined = _stand_in
     lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = _conv_stand_in, _inner_stand_in
+    falcon.mamba_inner_fn = _inner_stand_in
     for m in scans:
         m.causal_conv1d_fn, m.mamba_selective_scan = _conv_stand_in, _scan_stand_in
     rwkv.rwkv_linear_attention = _wkv_stand_in
@@ -376,6 +385,7 @@ def mamba_ssm_kernel():
         for m, p in zip(mods, prev):
             m.mamba2_split_conv1d_scan_combined = p
         lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = prev_conv, prev_inner
+        falcon.mamba_inner_fn = prev_falcon
         for m, (conv, scan) in zip(scans, prev_scans):
             m.causal_conv1d_fn, m.mamba_selective_scan = conv, scan
         rwkv.rwkv_linear_attention = prev_rwkv
@@ -423,13 +433,14 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
                 ("xlstm-2l-mixed-s1024-ckpt", {**mixed, "seq_len": 1024, "activation_checkpointing": "full"}),
                 ("xlstm-2l-lora-mixed-s512", {**mixed, "method": "lora",
                                               "lora": {**LORA, "targets": ["q", "k", "v", "out_proj"]}})]
-    if model_type == "mamba":
-        return [("mamba-2l-full-s512", base),
-                ("mamba-2l-mixed-b2-s2560", {**base, "precision": "bf16-mixed", "micro_batch_size": 2,
-                                             "seq_len": 2560}),
-                ("mamba-2l-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
-                ("mamba-2l-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
-                                              "lora": {**LORA, "targets": ["in_proj", "x_proj", "dt_proj"]}})]
+    if model_type in ("mamba", "falcon_mamba"):
+        name = model_type.replace("_", "-")
+        return [(f"{name}-2l-full-s512", base),
+                (f"{name}-2l-mixed-b2-s2560", {**base, "precision": "bf16-mixed", "micro_batch_size": 2,
+                                               "seq_len": 2560}),
+                (f"{name}-2l-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
+                (f"{name}-2l-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
+                                                "lora": {**LORA, "targets": ["in_proj", "x_proj", "dt_proj"]}})]
     return [("mamba2-2l-full-s512", base),
             ("mamba2-2l-full-b2-s1024", {**base, "micro_batch_size": 2, "seq_len": 1024}),
             ("mamba2-2l-mixed-s512", {**base, "precision": "bf16-mixed"}),

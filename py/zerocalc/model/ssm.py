@@ -4,7 +4,7 @@ depthwise conv1d (I, 1, conv_kernel) with use_conv_bias, in_proj (h -> 2I, use_b
 dt_proj (R -> I, biased), out_proj (I -> h, use_bias); ``backbone.norm_f``; lm_head tied by default.
 I = intermediate_size (expand x h), N = state_size, R = time_step_rank ("auto": ceil(h / 16)).
 
-The parameter count is exact (tests/test_architectures.py). The activations of Mamba, Mamba-2, Bamba, Falcon-H1,
+The parameter count is exact (tests/test_architectures.py). The activations of Mamba, FalconMamba, Mamba-2, Bamba, Falcon-H1,
 Nemotron-H and Granite 4 (their MoE layers too) are memory/ssm_blocks.py's (the mamba_ssm kernel's
 saves, traced); the other types' blocks are costed as a classic block of the same linears (``support`` says so)."""
 from __future__ import annotations
@@ -48,7 +48,10 @@ def mamba(c: ConfigReader) -> ModelArch:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = (Linear("in_proj", h, 2 * inter), Linear("x_proj", inter, r + 2 * n), Linear("dt_proj", r, inter),
             Linear("out_proj", inter, h))
-    # activations: memory/ssm_blocks.py mamba1_block (mamba_ssm's MambaInnerFn), held to tests/data/mamba_trace.json
+    # activations: memory/ssm_blocks.py mamba1_block (mamba_ssm's MambaInnerFn), held to tests/data/mamba_trace.json;
+    # falcon_mamba (model/__init__.py builds it here) calls the same MambaInnerFn with its weightless B / C / dt
+    # RMS norms, which normalise inside the kernel's forward and save B and C in the same shapes
+    # (tests/data/falcon_mamba_trace.json)
     dims = {"layout": "mamba1", "inner": inter, "state": n, "rank": r,
             "residual_fp32": c.bool("residual_in_fp32", True)}
     return ModelArch(
@@ -56,11 +59,7 @@ def mamba(c: ConfigReader) -> ModelArch:
         num_heads=1, num_kv_heads=1, head_dim=h, intermediate_size=inter, vocab_size=vocab, tied_embeddings=tied,
         max_positions=None, gated_mlp=False, norm="rmsnorm", norms_per_layer=1, qk_norm="", causal_lm=True,
         moe=None, mla=None, attn_softcap=False, final_softcap=False, dropout=0.0, tensors=tuple(b.tensors),
-        block_linears=lins, dense_block_linears=lins, **(
-            {"ssm": dims} if c.cfg.get("model_type", "mamba") == "mamba" else
-            # falcon_mamba (model/__init__.py builds it here) runs its own inner function with B / C / dt RMS norms
-            {"support": "exact parameter count; activations approximate (the selective scan is costed as a classic "
-                        "block)"}))
+        block_linears=lins, dense_block_linears=lins, ssm=dims)
 
 
 def mamba2_mixer(b: TensorList, m: str, h: int, inner: int, heads: int, groups: int, state: int, kernel: int,
