@@ -24,6 +24,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace bamba > tests/data/bamba_trace.json
   python -m tools.memtrace.ssm_trace nemotron_h > tests/data/nemotron_h_trace.json
   python -m tools.memtrace.ssm_trace lfm2 > tests/data/lfm2_trace.json
+  python -m tools.memtrace.ssm_trace lfm2_moe > tests/data/lfm2_moe_trace.json
   python -m tools.memtrace.ssm_trace falcon_h1 > tests/data/falcon_h1_trace.json
   python -m tools.memtrace.ssm_trace granitemoehybrid > tests/data/granitemoehybrid_trace.json
   python -m tools.memtrace.ssm_trace granitemoehybrid_moe > tests/data/granitemoehybrid_moe_trace.json
@@ -89,6 +90,13 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
           # block_auto_adjust_ff_dim), 4 layers conv conv attention conv
           "lfm2": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
                    "intermediate_size": 4096, "layer_types": ["conv", "conv", "full_attention", "conv"]},
+          # LFM2-MoE's default (h 2048, 32/8 heads, 32 experts of 1792 top-4 with the expert bias, 2 dense layers of
+          # 7168) at h 1024: 16/4 heads of 64, 8 experts of 1024 top-2, layer 0 dense (MLP 2816), 4 layers conv conv
+          # attention conv
+          "lfm2_moe": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16,
+                       "num_key_value_heads": 4, "intermediate_size": 2816, "moe_intermediate_size": 1024,
+                       "num_experts": 8, "num_experts_per_tok": 2, "num_dense_layers": 1,
+                       "layer_types": ["conv", "conv", "full_attention", "conv"]},
           # Falcon-H1's default (mixer of 128 heads of 8 = mamba_d_ssm 1024, 1 group of state 256; GQA 32/8) at h 1024:
           # 16 mixer heads of 64, 8/2 heads of 128, MLP 2816, 3 layers (mamba_rms_norm on in the mixed case)
           "falcon_h1": {"hidden_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
@@ -364,6 +372,8 @@ def mamba_ssm_kernel():
     # shapes and dtype; delta is recomputed at checkpoint_lvl 1): InnerStandIn's saves
     falcon = importlib.import_module("transformers.models.falcon_mamba.modeling_falcon_mamba")
     prev_conv, prev_inner, prev_falcon = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn, falcon.mamba_inner_fn
+    lfm2_moe = importlib.import_module("transformers.models.lfm2_moe.modeling_lfm2_moe")
+    prev_conv_moe = lfm2_moe.causal_conv1d_fn
     prev_scans = [(m.causal_conv1d_fn, m.mamba_selective_scan) for m in scans]
     rwkv = importlib.import_module("transformers.models.rwkv.modeling_rwkv")
     prev_rwkv = rwkv.rwkv_linear_attention
@@ -371,6 +381,7 @@ def mamba_ssm_kernel():
         m.mamba2_split_conv1d_scan_combined = _stand_in
     lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = _conv_stand_in, _inner_stand_in
     falcon.mamba_inner_fn = _inner_stand_in
+    lfm2_moe.causal_conv1d_fn = _conv_stand_in
     for m in scans:
         m.causal_conv1d_fn, m.mamba_selective_scan = _conv_stand_in, _scan_stand_in
     rwkv.rwkv_linear_attention = _wkv_stand_in
@@ -386,6 +397,7 @@ def mamba_ssm_kernel():
             m.mamba2_split_conv1d_scan_combined = p
         lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = prev_conv, prev_inner
         falcon.mamba_inner_fn = prev_falcon
+        lfm2_moe.causal_conv1d_fn = prev_conv_moe
         for m, (conv, scan) in zip(scans, prev_scans):
             m.causal_conv1d_fn, m.mamba_selective_scan = conv, scan
         rwkv.rwkv_linear_attention = prev_rwkv
@@ -402,13 +414,14 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     cfg = next(r for r in rows if r["id"] == f"default:{row}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "nemotron_h_moe", "granitemoehybrid_moe", "bamba", "lfm2", "falcon_h1",
-                      "granitemoehybrid", "jamba", "zamba2", "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
+    if model_type in ("nemotron_h", "nemotron_h_moe", "granitemoehybrid_moe", "bamba", "lfm2", "lfm2_moe",
+                      "falcon_h1", "granitemoehybrid", "jamba", "zamba2", "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "nemotron_h_moe": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "granitemoehybrid_moe": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
+                   "lfm2_moe": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
                    "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
                    "recurrent_gemma": ["linear_x", "linear_y", "linear_out", "q_proj", "v_proj"],
                    "rwkv": ["key", "value", "receptance", "output"],

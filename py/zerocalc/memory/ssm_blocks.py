@@ -305,7 +305,12 @@ def lfm2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
         out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
         linear(ss, c, out, e, lins["out_proj"], ads.get("out_proj"))
     y2 = rmsnorm(ss, c2, "ffn_norm", "resid2", h)
-    gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    if "experts.gate_up_proj" in lins:
+        # LFM2-MoE (modeling_lfm2_moe.py Lfm2MoeSparseMoeBlock): Lfm2MoeTopKRouter's F.linear and sigmoid, the
+        # fused experts through transformers' grouped_mm (memory/blocks.py sparse_moe); tests/data/lfm2_moe_trace.json
+        sparse_moe(ss, c2, replace(arch, family="llama", moe=arch.ssm["moe"]), y2, c.res, {}, ads)
+    else:
+        gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
     return ss.total
 
 
