@@ -33,7 +33,7 @@ DATA = Path(__file__).parent / "data"
 FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
             "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace", "rwkv_trace", "zamba_trace",
             "xlstm_trace", "qwen3_next_trace", "qwen3_5_trace", "granitemoehybrid_moe_trace", "nemotron_h_moe_trace",
-            "falcon_mamba_trace", "lfm2_moe_trace")
+            "falcon_mamba_trace", "lfm2_moe_trace", "olmo_hybrid_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -483,7 +483,7 @@ def test_which_state_space_types_are_exact():
     exact, FalconMamba and LFM2-MoE too; Nemotron-H with a latent MoE projection is not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
     for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba", "zamba2", "recurrent_gemma",
-                  "rwkv", "xlstm", "nemotron_h", "granitemoehybrid", "falcon_mamba", "lfm2_moe"):
+                  "rwkv", "xlstm", "nemotron_h", "granitemoehybrid", "falcon_mamba", "lfm2_moe", "olmo_hybrid"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
     for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512", "nemotron-h-moe-5l-full-s512",
                  "granitemoehybrid-moe-4l-full-s512"):
@@ -505,7 +505,7 @@ BEFORE = ("before these rules (the classic block of the mixer's linears), activa
 def test_step_within_3_percent_of_the_trace(case):
     """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba | zamba2 |
     recurrent_gemma | rwkv | zamba | xlstm | qwen3_next | qwen3_5_text | granitemoehybrid_moe | nemotron_h_moe |
-    falcon_mamba | lfm2_moe]
+    falcon_mamba | lfm2_moe | olmo_hybrid]
     on fake
     tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
     far off the engine was."""
@@ -542,3 +542,42 @@ def test_qwen3_next_linear_layer_by_hand():
     mlp = 2 * t * h + 4 * 2 * t * 2816
     layers = acts("qwen3-next-4l-full-s512").layers
     assert layers[0] == layers[1] == layers[2] == 2 * norm + mixer + mlp == 50_515_968
+
+
+def test_olmo_hybrid_layers_by_hand():
+    """OLMo Hybrid at h 1024 (ssm_trace.py olmo_hybrid: Gated DeltaNet of 8 key / value heads of 64 / 128, key 512,
+    value 1024; attention 8 heads of 128 at layer 3; SwiGLU 2816), bf16, t = 512. OlmoHybridRMSNorm keeps its fp32
+    copy, rsqrt and fp32 normalised tensor (4*t*h + 4*t + 4*t*h) and copies no weight.
+      linear layer: input_layernorm; q/k/v/a/b/g_proj's input (2*t*h); the conv's input cat(q, k, v) (2*t*2048);
+        beta and `beta * 2.0` (2 * 2*t*8); softplus's fp32 input and output (2 * 4*t*8); fla's q, k (2*t*512 each),
+        fp32 rstd (2 * 4*t*8), v (2*t*1024), fp32 g (4*t*8), A (2*t*8*64); o_norm's fp32 copy (4*t*1024), rsqrt
+        (4*t*8), normalised and weighted tensors (2 * 2*t*1024), fp32 gate and silu (2 * 4*t*1024); o_proj's input
+        (2*t*1024); post_attention_layernorm; the MLP's input (2*t*h), gate, up, act, product (4 * 2*t*2816)
+        = 36,294,656 B;
+      attention layer: q/k/v's input (2*t*h); q_norm and k_norm over 1024 (4*t*1024 + 4*t + 4*t*1024 each); FA2's
+        q, k, v, output (2*t*1024 each; the output is o_proj's input) and lse (4*8*t); post_attention_layernorm; the
+        MLP; post_feedforward_layernorm = 34,627,584 B.
+    Before this rule both kinds were costed as a classic block: activations -60.6 % / -27.2 % / -26.3 % / -44.6 %
+    (full, mixed b2, ckpt, LoRA)."""
+    t, h = 512, 1024
+    norm = 4 * t * h + 4 * t + 4 * t * h
+    mlp = 2 * t * h + 4 * 2 * t * 2816
+    delta = 2 * 2 * t * 512 + 2 * 4 * t * 8 + 2 * t * 1024 + 4 * t * 8 + 2 * t * 8 * 64
+    gnorm = 4 * t * 1024 + 4 * t * 8 + 2 * 2 * t * 1024 + 2 * 4 * t * 1024
+    linear = norm + 2 * t * h + 2 * t * 2048 + 2 * 2 * t * 8 + 2 * 4 * t * 8 + delta + gnorm + 2 * t * 1024 + norm + mlp
+    qk = 2 * (4 * t * 1024 + 4 * t + 4 * t * 1024)
+    attention = 2 * t * h + qk + 4 * 2 * t * 1024 + 4 * 8 * t + norm + mlp + norm
+    assert acts("olmo-hybrid-4l-full-s512").layers == (linear, linear, linear, attention) \
+        == (36_294_656, 36_294_656, 36_294_656, 34_627_584)
+
+
+def test_olmo_hybrid_head_by_hand():
+    """model.norm (OLMo 2's: fp32 copy, rsqrt, fp32 normalised tensor, no weight copy), lm_head's bf16 input, the
+    fp32 RoPE cos / sin (2 * 4*512*128: OlmoHybridRotaryEmbedding, built because the default config has rope_theta),
+    ids and labels (16*t): 5,777,408 B; a config without rope_theta (the released checkpoints) keeps no cos / sin."""
+    t, h = 512, 1024
+    assert acts("olmo-hybrid-4l-full-s512").head_saved == 4 * t * h + 4 * t + 4 * t * h + 2 * t * h \
+        + 2 * 4 * t * 128 + 16 * t == 5_777_408
+    plan = CASES["olmo-hybrid-4l-full-s512"]["plan"]
+    nope = model_from_config(plan["model"] | {"rope_parameters": None})
+    assert "rope_dim" not in nope.ssm and nope.support == "exact"

@@ -39,6 +39,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace rwkv > tests/data/rwkv_trace.json   (WkvStandIn: the kernels-community/rwkv kernel)
   python -m tools.memtrace.ssm_trace qwen3_next > tests/data/qwen3_next_trace.json   (GatedDeltaStandIn: fla's kernel)
   python -m tools.memtrace.ssm_trace qwen3_5_text > tests/data/qwen3_5_trace.json   (the same kernels, split in_proj)
+  python -m tools.memtrace.ssm_trace olmo_hybrid > tests/data/olmo_hybrid_trace.json   (the same kernels)
 
 Qwen3-Next's Gated DeltaNet (modeling_qwen3_next.py Qwen3NextGatedDeltaNet.forward) calls `causal_conv1d_fn` (the
 hub kernel "causal_conv1d_fn", ConvStandIn) and `torch_chunk_gated_delta_rule`, the hub kernel
@@ -90,6 +91,14 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
           # block_auto_adjust_ff_dim), 4 layers conv conv attention conv
           "lfm2": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
                    "intermediate_size": 4096, "layer_types": ["conv", "conv", "full_attention", "conv"]},
+          # OLMo Hybrid's default (h 3840, 30 heads; Gated DeltaNet of 30 key / value heads of 96 / 192, a dedicated
+          # g_proj gate, allow_neg_eigval; OLMo 2's post-norm attention layers every 4th) at h 1024: 8 heads of 128,
+          # 8 key / value heads of 64 / 128, MLP 2816, 4 layers linear x3 then full
+          "olmo_hybrid": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+                          "num_key_value_heads": 8, "intermediate_size": 2816, "linear_num_key_heads": 8,
+                          "linear_num_value_heads": 8, "linear_key_head_dim": 64, "linear_value_head_dim": 128,
+                          "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                                          "full_attention"]},
           # LFM2-MoE's default (h 2048, 32/8 heads, 32 experts of 1792 top-4 with the expert bias, 2 dense layers of
           # 7168) at h 1024: 16/4 heads of 64, 8 experts of 1024 top-2, layer 0 dense (MLP 2816), 4 layers conv conv
           # attention conv
@@ -386,7 +395,8 @@ def mamba_ssm_kernel():
         m.causal_conv1d_fn, m.mamba_selective_scan = _conv_stand_in, _scan_stand_in
     rwkv.rwkv_linear_attention = _wkv_stand_in
     # Qwen3-Next's Gated DeltaNet: the causal-conv1d kernel (silu inside it) and fla's chunk rule
-    deltas = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in ("qwen3_next", "qwen3_5")]
+    deltas = [importlib.import_module(f"transformers.models.{m}.modeling_{m}")
+              for m in ("qwen3_next", "qwen3_5", "olmo_hybrid")]
     prev_deltas = [(m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule) for m in deltas]
     for m in deltas:
         m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule = _conv_stand_in, _delta_stand_in
@@ -415,7 +425,8 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     if model_type in ("nemotron_h", "nemotron_h_moe", "granitemoehybrid_moe", "bamba", "lfm2", "lfm2_moe",
-                      "falcon_h1", "granitemoehybrid", "jamba", "zamba2", "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
+                      "falcon_h1", "granitemoehybrid", "olmo_hybrid", "jamba", "zamba2", "recurrent_gemma", "rwkv",
+                      "zamba", "qwen3_next", "qwen3_5_text"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "nemotron_h_moe": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
@@ -427,6 +438,7 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
                    "rwkv": ["key", "value", "receptance", "output"],
                    "qwen3_next": ["in_proj_qkvz", "in_proj_ba", "out_proj", "q_proj", "k_proj", "v_proj",
                                   "o_proj"],
+                   "olmo_hybrid": ["q_proj", "k_proj", "v_proj", "g_proj", "o_proj"],
                    "qwen3_5_text": ["in_proj_qkv", "in_proj_z", "out_proj", "q_proj", "k_proj", "v_proj",
                                     "o_proj"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])

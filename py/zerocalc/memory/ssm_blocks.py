@@ -119,12 +119,14 @@ def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
         ss.save("ln_out.stats", 4 * c.tokens)
         return "ln_out.out", f
     if "rope_dim" in ssm:
-        # the attention layers' rotary cos/sin, (1, s, rotary dim) each (Bamba: partial_rotary_factor 0.5)
-        ss.save("rope_cos_sin", 2 * c.res * c.seq * ssm["rope_dim"])
+        # the attention layers' rotary cos/sin, (1, s, rotary dim) each (Bamba: partial_rotary_factor 0.5), in the
+        # stream's dtype or fp32 (OLMo Hybrid: OLMo 2's rotary keeps them fp32 and rotates fp32 copies of q, k)
+        ss.save("rope_cos_sin", 2 * ssm.get("rope_bytes", c.res) * c.seq * ssm["rope_dim"])
     if ssm.get("fp32_norm"):
-        # NemotronHRMSNorm / RecurrentGemmaRMSNorm (block_norm); its `.to(input_dtype)` output is what lm_head reads
+        # NemotronHRMSNorm / RecurrentGemmaRMSNorm (block_norm); its `.to(input_dtype)` output is what lm_head reads.
+        # OlmoHybridRMSNorm ("product": `(self.weight * hidden_states).to(input_dtype)`) copies no weight
         out = rmsnorm(ss, c, "final_norm", "resid_final", h, gemma=True)
-        if c.res != 4 or ssm["fp32_norm"] == "one_plus":
+        if (c.res != 4 and ssm["fp32_norm"] != "product") or ssm["fp32_norm"] == "one_plus":
             ss.save("final_norm.weight32", 4 * h)
         return out, c.res
     if not ssm["residual_fp32"]:
