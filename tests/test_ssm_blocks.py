@@ -33,7 +33,7 @@ DATA = Path(__file__).parent / "data"
 FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
             "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace", "rwkv_trace", "zamba_trace",
             "xlstm_trace", "qwen3_next_trace", "qwen3_5_trace", "granitemoehybrid_moe_trace", "nemotron_h_moe_trace",
-            "falcon_mamba_trace", "lfm2_moe_trace", "olmo_hybrid_trace")
+            "falcon_mamba_trace", "lfm2_moe_trace", "olmo_hybrid_trace", "lfm3_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -483,7 +483,7 @@ def test_which_state_space_types_are_exact():
     exact, FalconMamba and LFM2-MoE too; Nemotron-H with a latent MoE projection is not."""
     rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
     for exact in ("mamba", "mamba2", "bamba", "lfm2", "falcon_h1", "jamba", "zamba", "zamba2", "recurrent_gemma",
-                  "rwkv", "xlstm", "nemotron_h", "granitemoehybrid", "falcon_mamba", "lfm2_moe", "olmo_hybrid"):
+                  "rwkv", "xlstm", "nemotron_h", "granitemoehybrid", "falcon_mamba", "lfm2_moe", "olmo_hybrid", "lfm3"):
         assert model_from_config(rows[f"default:{exact}"]["config"]).support == "exact"
     for case in ("nemotron-h-5l-full-s512", "granitemoehybrid-4l-full-s512", "nemotron-h-moe-5l-full-s512",
                  "granitemoehybrid-moe-4l-full-s512"):
@@ -505,7 +505,7 @@ BEFORE = ("before these rules (the classic block of the mixer's linears), activa
 def test_step_within_3_percent_of_the_trace(case):
     """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba | zamba2 |
     recurrent_gemma | rwkv | zamba | xlstm | qwen3_next | qwen3_5_text | granitemoehybrid_moe | nemotron_h_moe |
-    falcon_mamba | lfm2_moe | olmo_hybrid]
+    falcon_mamba | lfm2_moe | olmo_hybrid | lfm3]
     on fake
     tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
     far off the engine was."""
@@ -581,3 +581,24 @@ def test_olmo_hybrid_head_by_hand():
     plan = CASES["olmo-hybrid-4l-full-s512"]["plan"]
     nope = model_from_config(plan["model"] | {"rope_parameters": None})
     assert "rope_dim" not in nope.ssm and nope.support == "exact"
+
+
+def test_lfm3_layers_by_hand():
+    """LFM3 at h 1024 (ssm_trace.py lfm3: 16/4 heads of 64, SwiGLU 2816, layers conv conv full sliding), bf16,
+    t = 512. Every norm is Lfm3RMSNorm (LlamaRMSNorm's formula: 4*t*h + 4*t + 2*t*h). A conv layer is LFM2's
+    (test above) plus post_operator_norm and post_ffn_norm on the mixer's and the MLP's outputs: 32,514,048 B. An
+    attention layer: operator_norm, q/k/v/g_proj's input (2*t*h), the per-head q_norm and k_norm, FA2's q, k, v,
+    output and lse, the gate's sigmoid (2*t*16) and the gated product o_proj reads (2*t*1024), the sandwich norms,
+    ffn_norm, the MLP: 33,914,880 B (both attention kinds). The head adds the two fp32 cos / sin pairs
+    (2 * 2 * 4*t*64: one per attention layer type). Before, LFM3 was costed as a classic block: activations
+    -57.2 % / -23.9 % / -17.6 % / -36.5 % (full, mixed b2, ckpt, LoRA)."""
+    t, h = 512, 1024
+    norm = 4 * t * h + 4 * t + 2 * t * h
+    tail = norm + norm + 2 * t * h + 4 * 2 * t * 2816 + norm             # post_operator, ffn_norm + MLP, post_ffn
+    conv = norm + 2 * t * h + 2 * t * 3 * h + 3 * 2 * t * h + tail
+    q_norm, k_norm = 4 * t * 1024 + 4 * t * 16 + 2 * t * 1024, 4 * t * 256 + 4 * t * 4 + 2 * t * 256
+    attention = (norm + 2 * t * h + q_norm + k_norm + 2 * t * 1024 + 2 * 2 * t * 256 + 2 * t * 1024 + 4 * 16 * t
+                 + 2 * t * 16 + 2 * t * 1024 + tail)
+    a = acts("lfm3-4l-full-s512")
+    assert a.layers == (conv, conv, attention, attention) == (32_514_048, 32_514_048, 33_914_880, 33_914_880)
+    assert a.head_saved == norm + 2 * t * h + 2 * 2 * 4 * t * 64 + 16 * t

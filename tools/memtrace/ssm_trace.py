@@ -25,6 +25,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace nemotron_h > tests/data/nemotron_h_trace.json
   python -m tools.memtrace.ssm_trace lfm2 > tests/data/lfm2_trace.json
   python -m tools.memtrace.ssm_trace lfm2_moe > tests/data/lfm2_moe_trace.json
+  python -m tools.memtrace.ssm_trace lfm3 > tests/data/lfm3_trace.json
   python -m tools.memtrace.ssm_trace falcon_h1 > tests/data/falcon_h1_trace.json
   python -m tools.memtrace.ssm_trace granitemoehybrid > tests/data/granitemoehybrid_trace.json
   python -m tools.memtrace.ssm_trace granitemoehybrid_moe > tests/data/granitemoehybrid_moe_trace.json
@@ -91,6 +92,12 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
           # block_auto_adjust_ff_dim), 4 layers conv conv attention conv
           "lfm2": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
                    "intermediate_size": 4096, "layer_types": ["conv", "conv", "full_attention", "conv"]},
+          # LFM3's default (h 2048, 16/4 heads of 128, conv_L_cache 7, sandwich norms, the attention's sigmoid gate,
+          # sliding (window 256) and full attention with their own RoPE) at h 1024: 16/4 heads of 64, MLP 2816, 4
+          # layers conv conv full_attention sliding_attention
+          "lfm3": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
+                   "head_dim": 64, "intermediate_size": 2816,
+                   "layer_types": ["conv", "conv", "full_attention", "sliding_attention"]},
           # OLMo Hybrid's default (h 3840, 30 heads; Gated DeltaNet of 30 key / value heads of 96 / 192, a dedicated
           # g_proj gate, allow_neg_eigval; OLMo 2's post-norm attention layers every 4th) at h 1024: 8 heads of 128,
           # 8 key / value heads of 64 / 128, MLP 2816, 4 layers linear x3 then full
@@ -381,8 +388,8 @@ def mamba_ssm_kernel():
     # shapes and dtype; delta is recomputed at checkpoint_lvl 1): InnerStandIn's saves
     falcon = importlib.import_module("transformers.models.falcon_mamba.modeling_falcon_mamba")
     prev_conv, prev_inner, prev_falcon = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn, falcon.mamba_inner_fn
-    lfm2_moe = importlib.import_module("transformers.models.lfm2_moe.modeling_lfm2_moe")
-    prev_conv_moe = lfm2_moe.causal_conv1d_fn
+    convs = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in ("lfm2_moe", "lfm3")]
+    prev_convs = [m.causal_conv1d_fn for m in convs]
     prev_scans = [(m.causal_conv1d_fn, m.mamba_selective_scan) for m in scans]
     rwkv = importlib.import_module("transformers.models.rwkv.modeling_rwkv")
     prev_rwkv = rwkv.rwkv_linear_attention
@@ -390,7 +397,8 @@ def mamba_ssm_kernel():
         m.mamba2_split_conv1d_scan_combined = _stand_in
     lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = _conv_stand_in, _inner_stand_in
     falcon.mamba_inner_fn = _inner_stand_in
-    lfm2_moe.causal_conv1d_fn = _conv_stand_in
+    for m in convs:
+        m.causal_conv1d_fn = _conv_stand_in
     for m in scans:
         m.causal_conv1d_fn, m.mamba_selective_scan = _conv_stand_in, _scan_stand_in
     rwkv.rwkv_linear_attention = _wkv_stand_in
@@ -407,7 +415,8 @@ def mamba_ssm_kernel():
             m.mamba2_split_conv1d_scan_combined = p
         lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = prev_conv, prev_inner
         falcon.mamba_inner_fn = prev_falcon
-        lfm2_moe.causal_conv1d_fn = prev_conv_moe
+        for m, conv in zip(convs, prev_convs):
+            m.causal_conv1d_fn = conv
         for m, (conv, scan) in zip(scans, prev_scans):
             m.causal_conv1d_fn, m.mamba_selective_scan = conv, scan
         rwkv.rwkv_linear_attention = prev_rwkv
@@ -424,7 +433,7 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     cfg = next(r for r in rows if r["id"] == f"default:{row}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "nemotron_h_moe", "granitemoehybrid_moe", "bamba", "lfm2", "lfm2_moe",
+    if model_type in ("nemotron_h", "nemotron_h_moe", "granitemoehybrid_moe", "bamba", "lfm2", "lfm2_moe", "lfm3",
                       "falcon_h1", "granitemoehybrid", "olmo_hybrid", "jamba", "zamba2", "recurrent_gemma", "rwkv",
                       "zamba", "qwen3_next", "qwen3_5_text"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
@@ -433,6 +442,7 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
                    "granitemoehybrid_moe": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
                    "lfm2_moe": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
+                   "lfm3": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
                    "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
                    "recurrent_gemma": ["linear_x", "linear_y", "linear_out", "q_proj", "v_proj"],
                    "rwkv": ["key", "value", "receptance", "output"],

@@ -121,7 +121,8 @@ def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
     if "rope_dim" in ssm:
         # the attention layers' rotary cos/sin, (1, s, rotary dim) each (Bamba: partial_rotary_factor 0.5), in the
         # stream's dtype or fp32 (OLMo Hybrid: OLMo 2's rotary keeps them fp32 and rotates fp32 copies of q, k)
-        ss.save("rope_cos_sin", 2 * ssm.get("rope_bytes", c.res) * c.seq * ssm["rope_dim"])
+        # (LFM3: fp32 as well, one pair per attention layer type, each with its own rotary embedding)
+        ss.save("rope_cos_sin", ssm.get("rope_tables", 1) * 2 * ssm.get("rope_bytes", c.res) * c.seq * ssm["rope_dim"])
     if ssm.get("fp32_norm"):
         # NemotronHRMSNorm / RecurrentGemmaRMSNorm (block_norm); its `.to(input_dtype)` output is what lm_head reads.
         # OlmoHybridRMSNorm ("product": `(self.weight * hidden_states).to(input_dtype)`) copies no weight
@@ -276,7 +277,9 @@ def nemotron_moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, lins: dict, ads:
 
 def lfm2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """LFM2 (modeling_lfm2.py Lfm2DecoderLayer): operator_norm, then the short convolution or GQA attention with
-    per-head q/k RMSNorms, residual add, ffn_norm, SwiGLU w2(silu(w1(x)) * w3(x)), residual add.
+    per-head q/k RMSNorms, residual add, ffn_norm, SwiGLU w2(silu(w1(x)) * w3(x)), residual add. LFM3
+    (modeling_lfm3.py Lfm3DecoderLayer) is the same layer with the attention's sigmoid gate and the sandwich norms
+    post_operator_norm / post_ffn_norm (traced: tests/data/lfm3_trace.json).
 
     Lfm2ShortConv: BCx = in_proj(x).transpose(-1, -2); B, C, x = BCx.chunk(3); B * x keeps B and x (one storage,
     in_proj's whole output); causal_conv1d_fn(B * x) - the causal-conv1d kernel's CausalConv1dFn keeps its input
@@ -305,7 +308,18 @@ def lfm2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
         rmsnorm(ss, cq, "q_norm", "q", q_dim, groups=arch.num_heads)
         rmsnorm(ss, cq, "k_norm", "k", kv_dim, groups=arch.num_kv_heads)
         out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
-        linear(ss, c, out, e, lins["out_proj"], ads.get("out_proj"))
+        if "g_proj" in lins:
+            # LFM3's use_attention_gate (modeling_lfm3.py Lfm3Attention): `attn_output *
+            # torch.sigmoid(self.g_proj(hidden_states)).unsqueeze(-1)`: sigmoid keeps its output (one per head),
+            # the product (o_proj's input) is a new tensor; the attention output is kept by both already
+            linear(ss, c, y, c.res, lins["g_proj"], ads.get("g_proj"))
+            ss.save("attn.gate", e * t * arch.num_heads)
+            out = "attn.gated"
+        o = "o_proj" if "o_proj" in lins else "out_proj"
+        linear(ss, c, out, e, lins[o], ads.get(o))
+    if arch.ssm.get("sandwich"):
+        # LFM3's use_sandwich_norm: post_operator_norm on the mixer's output (the linear's dtype)
+        rmsnorm(ss, c2, "post_operator_norm", "op_out", h, x_bytes=e)
     y2 = rmsnorm(ss, c2, "ffn_norm", "resid2", h)
     if "experts.gate_up_proj" in lins:
         # LFM2-MoE (modeling_lfm2_moe.py Lfm2MoeSparseMoeBlock): Lfm2MoeTopKRouter's F.linear and sigmoid, the
@@ -313,6 +327,8 @@ def lfm2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
         sparse_moe(ss, c2, replace(arch, family="llama", moe=arch.ssm["moe"]), y2, c.res, {}, ads)
     else:
         gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    if arch.ssm.get("sandwich"):
+        rmsnorm(ss, c2, "post_ffn_norm", "mlp_out", h, x_bytes=e)
     return ss.total
 
 
