@@ -25,6 +25,7 @@ from zerocalc.memory.activations import activations, context
 from zerocalc.memory.blocks import SavedSet
 from zerocalc.memory.inputs import dtypes_for, module_dtypes
 from zerocalc.memory.lora import adapter_params
+from zerocalc.memory.deltanet import mixer_saves
 from zerocalc.memory.ssm_blocks import nemotron_moe
 from zerocalc.memory.stack import effective_stack
 from zerocalc.model import model_from_config
@@ -33,7 +34,8 @@ DATA = Path(__file__).parent / "data"
 FIXTURES = ("ssm_trace", "bamba_trace", "nemotron_h_trace", "lfm2_trace", "falcon_h1_trace", "granitemoehybrid_trace",
             "mamba_trace", "jamba_trace", "zamba2_trace", "recurrent_gemma_trace", "rwkv_trace", "zamba_trace",
             "xlstm_trace", "qwen3_next_trace", "qwen3_5_trace", "granitemoehybrid_moe_trace", "nemotron_h_moe_trace",
-            "falcon_mamba_trace", "lfm2_moe_trace", "olmo_hybrid_trace", "lfm3_trace")
+            "falcon_mamba_trace", "lfm2_moe_trace", "olmo_hybrid_trace", "lfm3_trace",
+            "lara_mini_trace")
 TRACES = {name: json.loads((DATA / f"{name}.json").read_text()) for name in FIXTURES}
 CASES = {c["id"]: c for trace in TRACES.values() for c in trace["cases"]}
 H, I, P, G = 1024, 2048, 6176, 8
@@ -505,7 +507,7 @@ BEFORE = ("before these rules (the classic block of the mixer's linears), activa
 def test_step_within_3_percent_of_the_trace(case):
     """tools/memtrace/ssm_trace.py [mamba | bamba | nemotron_h | lfm2 | falcon_h1 | granitemoehybrid | jamba | zamba2 |
     recurrent_gemma | rwkv | zamba | xlstm | qwen3_next | qwen3_5_text | granitemoehybrid_moe | nemotron_h_moe |
-    falcon_mamba | lfm2_moe | olmo_hybrid | lfm3]
+    falcon_mamba | lfm2_moe | olmo_hybrid | lfm3 | lara_mini]
     on fake
     tensors: every component at the peak and the peak within 3 % (tools/memtrace/compare.py); BEFORE says how
     far off the engine was."""
@@ -602,3 +604,21 @@ def test_lfm3_layers_by_hand():
     a = acts("lfm3-4l-full-s512")
     assert a.layers == (conv, conv, attention, attention) == (32_514_048, 32_514_048, 33_914_880, 33_914_880)
     assert a.head_saved == norm + 2 * t * h + 2 * 2 * 4 * t * 64 + 16 * t
+
+
+def test_lara_mini_gated_norm_in_fp32_by_hand():
+    """Lara-Mini (ssm_trace.py lara_mini: Qwen3.5's Gated DeltaNet of 8 key / 16 value heads of 128, value 2048),
+    bf16, t = 512. LaraMiniRMSNormGated multiplies `self.weight.to(torch.float32)` into the fp32 normalised tensor:
+    it keeps that tensor and the fp32 weighted product (4*t*2048 each) where Qwen3NextRMSNormGated keeps 16-bit ones
+    (2*t*2048 each): 4,194,304 B more per linear-attention layer (before: activations -3.7 % full, -2.6 % LoRA; the
+    rest of the layer, Qwen3 attention and the kolibri MoE with its ungated shared expert were already within 1 %)."""
+    plan = CASES["lara-mini-4l-full-s512"]["plan"]
+    p, arch = Plan.from_dict(plan), model_from_config(plan["model"])
+    ctx = context(p, arch, module_dtypes(p, dtypes_for(p)), False, effective_stack(p))
+    assert arch.deltanet["gnorm_fp32"] and arch.support == "exact"
+    qwen, lara = SavedSet(), SavedSet()
+    mixer_saves(qwen, ctx, {k: v for k, v in arch.deltanet.items() if k != "gnorm_fp32"})
+    mixer_saves(lara, ctx, arch.deltanet)
+    t = 512
+    assert lara.items["gnorm.normed"] == lara.items["gnorm.weighted"] == 4 * t * 2048
+    assert lara.total - qwen.total == 2 * (4 - 2) * t * 2048 == 4_194_304

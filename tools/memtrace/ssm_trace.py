@@ -41,6 +41,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace qwen3_next > tests/data/qwen3_next_trace.json   (GatedDeltaStandIn: fla's kernel)
   python -m tools.memtrace.ssm_trace qwen3_5_text > tests/data/qwen3_5_trace.json   (the same kernels, split in_proj)
   python -m tools.memtrace.ssm_trace olmo_hybrid > tests/data/olmo_hybrid_trace.json   (the same kernels)
+  python -m tools.memtrace.ssm_trace lara_mini > tests/data/lara_mini_trace.json   (the same kernels, MoE layers)
 
 Qwen3-Next's Gated DeltaNet (modeling_qwen3_next.py Qwen3NextGatedDeltaNet.forward) calls `causal_conv1d_fn` (the
 hub kernel "causal_conv1d_fn", ConvStandIn) and `torch_chunk_gated_delta_rule`, the hub kernel
@@ -92,6 +93,12 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
           # block_auto_adjust_ff_dim), 4 layers conv conv attention conv
           "lfm2": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
                    "intermediate_size": 4096, "layer_types": ["conv", "conv", "full_attention", "conv"]},
+          # Lara-Mini's default (h 1024, 16/4 heads of 128, Qwen3.5's Gated DeltaNet of 8 key / 16 value heads of
+          # 128, 128 experts of 512 top-4 and an ungated shared expert of 512 in every layer; linear, sliding and full
+          # attention layers) with 8 experts, 4 layers linear sliding linear full
+          "lara_mini": {"num_hidden_layers": 4, "num_experts": 8,
+                        "layer_types": ["linear_attention", "sliding_attention", "linear_attention",
+                                        "full_attention"]},
           # LFM3's default (h 2048, 16/4 heads of 128, conv_L_cache 7, sandwich norms, the attention's sigmoid gate,
           # sliding (window 256) and full attention with their own RoPE) at h 1024: 16/4 heads of 64, MLP 2816, 4
           # layers conv conv full_attention sliding_attention
@@ -404,7 +411,7 @@ def mamba_ssm_kernel():
     rwkv.rwkv_linear_attention = _wkv_stand_in
     # Qwen3-Next's Gated DeltaNet: the causal-conv1d kernel (silu inside it) and fla's chunk rule
     deltas = [importlib.import_module(f"transformers.models.{m}.modeling_{m}")
-              for m in ("qwen3_next", "qwen3_5", "olmo_hybrid")]
+              for m in ("qwen3_next", "qwen3_5", "olmo_hybrid", "lara_mini")]
     prev_deltas = [(m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule) for m in deltas]
     for m in deltas:
         m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule = _conv_stand_in, _delta_stand_in
@@ -434,8 +441,8 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     if model_type in ("nemotron_h", "nemotron_h_moe", "granitemoehybrid_moe", "bamba", "lfm2", "lfm2_moe", "lfm3",
-                      "falcon_h1", "granitemoehybrid", "olmo_hybrid", "jamba", "zamba2", "recurrent_gemma", "rwkv",
-                      "zamba", "qwen3_next", "qwen3_5_text"):
+                      "falcon_h1", "granitemoehybrid", "olmo_hybrid", "lara_mini", "jamba", "zamba2",
+                      "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "nemotron_h_moe": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
@@ -449,6 +456,7 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
                    "qwen3_next": ["in_proj_qkvz", "in_proj_ba", "out_proj", "q_proj", "k_proj", "v_proj",
                                   "o_proj"],
                    "olmo_hybrid": ["q_proj", "k_proj", "v_proj", "g_proj", "o_proj"],
+                   "lara_mini": ["in_proj_qkv", "in_proj_z", "out_proj", "q_proj", "k_proj", "v_proj", "o_proj"],
                    "qwen3_5_text": ["in_proj_qkv", "in_proj_z", "out_proj", "q_proj", "k_proj", "v_proj",
                                     "o_proj"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])

@@ -61,9 +61,16 @@ def mixer_saves(ss: SavedSet, c: Ctx, dl) -> None:
     delta_rule_saves(ss, t, e, key, value, nk, nv)
     ss.save("gnorm.fp32", 4 * t * value)
     ss.save("gnorm.rsqrt", 4 * t * nv)
-    if c.train_base:
-        ss.save("gnorm.normed", e * t * value)
-    ss.save("gnorm.weighted", max(c.res, e) * t * value)     # weight (c.res) * hs.to(input_dtype) (e)
+    if dl.get("gnorm_fp32"):
+        # LaraMiniRMSNormGated (modeling_lara_mini.py): `self.weight.to(torch.float32) * hidden_states` on the fp32
+        # normalised tensor, kept for the weight's gradient, and the fp32 product the gate's mul keeps (traced)
+        if c.train_base:
+            ss.save("gnorm.normed", 4 * t * value)
+        ss.save("gnorm.weighted", 4 * t * value)
+    else:
+        if c.train_base:
+            ss.save("gnorm.normed", e * t * value)
+        ss.save("gnorm.weighted", max(c.res, e) * t * value)     # weight (c.res) * hs.to(input_dtype) (e)
     ss.save("gnorm.gate_fp32", 4 * t * value)
     ss.save("gnorm.silu", 4 * t * value)
 
