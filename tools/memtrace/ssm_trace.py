@@ -42,6 +42,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace qwen3_5_text > tests/data/qwen3_5_trace.json   (the same kernels, split in_proj)
   python -m tools.memtrace.ssm_trace olmo_hybrid > tests/data/olmo_hybrid_trace.json   (the same kernels)
   python -m tools.memtrace.ssm_trace lara_mini > tests/data/lara_mini_trace.json   (the same kernels, MoE layers)
+  python -m tools.memtrace.ssm_trace gemma3n_text > tests/data/gemma3n_text_trace.json   (full fine-tuning rows)
 
 Qwen3-Next's Gated DeltaNet (modeling_qwen3_next.py Qwen3NextGatedDeltaNet.forward) calls `causal_conv1d_fn` (the
 hub kernel "causal_conv1d_fn", ConvStandIn) and `torch_chunk_gated_delta_rule`, the hub kernel
@@ -93,6 +94,14 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
           # block_auto_adjust_ff_dim), 4 layers conv conv attention conv
           "lfm2": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
                    "intermediate_size": 4096, "layer_types": ["conv", "conv", "full_attention", "conv"]},
+          # Gemma 3n's text default (h 2048, 8/2 heads of 256, AltUp of 4 streams, LAuReL rank 64, per-layer inputs of
+          # 256, activation sparsity 0.95 in the first 10 layers, the last 15 layers reusing K/V) at h 1024: 8/2 heads
+          # of 128, MLP 2816, 4 layers sliding full sliding full, layer 0 sparse, the last 2 reusing K/V
+          "gemma3n_text": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+                           "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": [2816] * 4,
+                           "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                                           "full_attention"],
+                           "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0], "num_kv_shared_layers": 2},
           # Lara-Mini's default (h 1024, 16/4 heads of 128, Qwen3.5's Gated DeltaNet of 8 key / 16 value heads of
           # 128, 128 experts of 512 top-4 and an ungated shared expert of 512 in every layer; linear, sliding and full
           # attention layers) with 8 experts, 4 layers linear sliding linear full
@@ -441,7 +450,7 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     if model_type in ("nemotron_h", "nemotron_h_moe", "granitemoehybrid_moe", "bamba", "lfm2", "lfm2_moe", "lfm3",
-                      "falcon_h1", "granitemoehybrid", "olmo_hybrid", "lara_mini", "jamba", "zamba2",
+                      "falcon_h1", "granitemoehybrid", "olmo_hybrid", "lara_mini", "gemma3n_text", "jamba", "zamba2",
                       "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
@@ -461,6 +470,12 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
                                     "o_proj"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
         name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
+        if model_type == "gemma3n_text":
+            # full fine-tuning only: under LoRA over a 16-bit base the AltUp streams turn fp32 inside the layers,
+            # which memory/blocks_gemma3n.py does not model (its support string says so)
+            return [(f"{name}-full-s512", base),
+                    (f"{name}-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}),
+                    (f"{name}-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"})]
         return [(f"{name}-full-s512", base),
                 (f"{name}-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}
                  | ({"model": cfg | {"mamba_rms_norm": True}} if model_type == "falcon_h1" else {})),

@@ -18,6 +18,7 @@ from .blocks_moe import RULES as FAMILY_RULES
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
+from .blocks_gemma3n import checkpointed_streams, gemma3n_outside
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
@@ -96,6 +97,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
             if arch.model_type in GEMMA4:
                 gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
                                plan.activation_checkpointing == "full")
+            elif arch.model_type == "gemma3n_text":
+                gemma3n_outside(ss, c, arch, plan.seq_len, emb)    # memory/blocks_gemma3n.py
     else:
         ss.save("ln_f.in", (4 if c.autocast else c.res) * t * h)
         ss.save("ln_f.stats", 4 * t)
@@ -167,6 +170,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         stack = arch.num_layers * res * t * h + (ed.ckpt_extra if ed else 0)
         if arch.model_type in GEMMA4:
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
+        elif arch.model_type == "gemma3n_text":
+            stack = checkpointed_streams(arch, res, 2 if dt.autocast else dt.compute, t)
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
             stack -= (res - 2) * t * h
