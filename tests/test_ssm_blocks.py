@@ -658,3 +658,17 @@ def test_gemma3n_layers_by_hand():
     assert acts("gemma3n-text-4l-full-s512").layers == (layer1 + 2 * t * 2816 + 2 * t, layer1, layer1 - kv,
                                                          layer1 - kv) \
         and layer1 == 69_152_768
+
+
+def test_nemotron_h_latent_moe_parameters_by_hand():
+    """NemotronHMoE with moe_latent_size L (modeling_nemotron_h.py: NemotronHExperts' input_dim is L, fc1_latent_proj
+    h -> L and fc2_latent_proj L -> h around them): per MoE layer the experts' up / down shrink from (E, I, h) to
+    (E, I, L) and the two projections add 2*h*L. At h 1024, 8 experts of 7688, L 512, layers M E * E: 2 * (2*8*7688*
+    (512 - 1024) + 2*1024*512) = -123,863,040 against the same config without L; transformers 5.24 on the meta device
+    counts 446,934,112 for it (before, the projections were missing and the experts kept h: 4.2 M short at L = h)."""
+    rows = {r["id"]: r for r in json.loads((DATA / "architectures.json").read_text())["rows"]}
+    cfg = rows["default:nemotron_h"]["config"] | {"hidden_size": 1024, "mamba_num_heads": 32,
+                                                   "layers_block_type": ["mamba", "moe", "attention", "moe"]}
+    dense, latent = model_from_config(cfg), model_from_config(cfg | {"moe_latent_size": 512})
+    assert latent.total_params - dense.total_params == 2 * (2 * 8 * 7688 * (512 - 1024) + 2 * 1024 * 512)
+    assert latent.total_params == 446_934_112

@@ -118,7 +118,8 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
     """Nemotron-H (modeling_nemotron_h.py): per ``layers_block_type`` entry a block of norm + mixer, the mixer a
     Mamba-2 mixer (linear_attention / mamba), GQA attention (full_attention / attention: q/k/v/o,
     attention_bias), a ReLU² MLP (mlp: up_proj/down_proj, mlp_bias) or a MoE (moe: experts up_proj (E, I, h)
-    / down_proj (E, h, I), gate (E x h), shared_experts up/down of moe_shared_expert_intermediate_size)."""
+    / down_proj (E, h, I), gate (E x h), shared_experts up/down of moe_shared_expert_intermediate_size; with
+    moe_latent_size L the experts are (E, I, L) / (E, L, I) between fc1_latent_proj h -> L and fc2_latent_proj)."""
     h, vocab = c.int("hidden_size"), c.int("vocab_size")
     kinds = c.cfg.get("layers_block_type") or c.cfg.get("layer_types") or []
     heads, kv = c.int("num_attention_heads", default=32), c.int("num_key_value_heads", default=8)
@@ -147,13 +148,18 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
             b.linear(f"{m}.down_proj", inter, h, "mlp", bias=mlp_bias)
         elif kind in ("moe", "E"):
             e, ei = c.int("n_routed_experts"), c.int("moe_intermediate_size")
-            b.matrix(f"{m}.experts", "up_proj", (e, ei, h), "routed_experts")
-            b.matrix(f"{m}.experts", "down_proj", (e, h, ei), "routed_experts")
+            # NemotronHExperts: input_dim = moe_latent_size when set (fc1 / fc2_latent_proj around the experts)
+            lat = c.int("moe_latent_size") if c.cfg.get("moe_latent_size") is not None else h
+            b.matrix(f"{m}.experts", "up_proj", (e, ei, lat), "routed_experts")
+            b.matrix(f"{m}.experts", "down_proj", (e, lat, ei), "routed_experts")
             b.matrix(f"{m}.gate", "weight", (e, h), "router")
             si = c.int("moe_shared_expert_intermediate_size", default=0, lo=0) * (c.int("n_shared_experts", default=1, lo=0) > 0)
             if si:
                 b.linear(f"{m}.shared_experts.up_proj", h, si, "shared_experts", bias=mlp_bias)
                 b.linear(f"{m}.shared_experts.down_proj", si, h, "shared_experts", bias=mlp_bias)
+            if c.cfg.get("moe_latent_size") is not None:
+                b.linear(f"{m}.fc1_latent_proj", h, lat, "routed_experts", bias=mlp_bias)
+                b.linear(f"{m}.fc2_latent_proj", lat, h, "routed_experts", bias=mlp_bias)
         else:
             raise PlanError("model.layers_block_type", f"model_type 'nemotron_h': layer kind {kind!r} is not modelled")
     b.norm("model.norm_f", h)
