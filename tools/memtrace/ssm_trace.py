@@ -30,6 +30,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace granitemoehybrid > tests/data/granitemoehybrid_trace.json
   python -m tools.memtrace.ssm_trace granitemoehybrid_moe > tests/data/granitemoehybrid_moe_trace.json
   python -m tools.memtrace.ssm_trace nemotron_h_moe > tests/data/nemotron_h_moe_trace.json
+  python -m tools.memtrace.ssm_trace nemotron_h_latent > tests/data/nemotron_h_latent_trace.json
   python -m tools.memtrace.ssm_trace mamba > tests/data/mamba_trace.json
   python -m tools.memtrace.ssm_trace falcon_mamba > tests/data/falcon_mamba_trace.json   (mamba_inner_fn's rms variant)
   python -m tools.memtrace.ssm_trace jamba > tests/data/jamba_trace.json
@@ -90,6 +91,13 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
                              "moe_intermediate_size": 1024, "moe_shared_expert_intermediate_size": 1024,
                              "num_experts_per_tok": 2,
                              "layers_block_type": ["mamba", "moe", "attention", "moe", "mamba"]},
+          # the same with NemotronHMoE's latent projection (moe_latent_size 512: fc1 / fc2_latent_proj around experts
+          # of input width 512)
+          "nemotron_h_latent": {"hidden_size": 1024, "mamba_num_heads": 32, "num_attention_heads": 8,
+                                "num_key_value_heads": 2, "intermediate_size": 4096, "n_routed_experts": 8,
+                                "moe_intermediate_size": 1024, "moe_shared_expert_intermediate_size": 1024,
+                                "num_experts_per_tok": 2, "moe_latent_size": 512,
+                                "layers_block_type": ["mamba", "moe", "attention", "moe", "mamba"]},
           # LFM2's default (h 2560, 32/8 heads, conv_L_cache 3) at h 1024: 16/4 heads of 64, MLP 4096 (-> 2816 by
           # block_auto_adjust_ff_dim), 4 layers conv conv attention conv
           "lfm2": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
@@ -445,16 +453,18 @@ LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["in_proj"]}  # PEFT
 
 def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
-    row = {"nemotron_h_moe": "nemotron_h", "granitemoehybrid_moe": "granitemoehybrid"}.get(model_type, model_type)
+    row = {"nemotron_h_moe": "nemotron_h", "nemotron_h_latent": "nemotron_h",
+           "granitemoehybrid_moe": "granitemoehybrid"}.get(model_type, model_type)
     cfg = next(r for r in rows if r["id"] == f"default:{row}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "nemotron_h_moe", "granitemoehybrid_moe", "bamba", "lfm2", "lfm2_moe", "lfm3",
-                      "falcon_h1", "granitemoehybrid", "olmo_hybrid", "lara_mini", "gemma3n_text", "jamba", "zamba2",
-                      "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
+    if model_type in ("nemotron_h", "nemotron_h_moe", "nemotron_h_latent", "granitemoehybrid_moe", "bamba", "lfm2",
+                      "lfm2_moe", "lfm3", "falcon_h1", "granitemoehybrid", "olmo_hybrid", "lara_mini", "gemma3n_text",
+                      "jamba", "zamba2", "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "nemotron_h_moe": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
+                   "nemotron_h_latent": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
                    "granitemoehybrid_moe": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
                    "lfm2_moe": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],

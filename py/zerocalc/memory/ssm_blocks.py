@@ -250,18 +250,22 @@ def nemotron_moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, lins: dict, ads:
     dtype: the gathered tokens (t·k rows, kept for the weights' gradient only), up's output through relu2 (relu
     keeps its output, the square reads the same tensor; the square is down's input, kept when the experts train),
     down's output kept for the routing-weight product, and the sort / permutation indices. The shared expert is a
-    NemotronHMLP on x (`self.shared_experts(residuals)`)."""
+    NemotronHMLP on x (`self.shared_experts(residuals)`). With moe_latent_size the experts run at that width between
+    fc1_latent_proj (reading x) and fc2_latent_proj (reading the experts' sum in fc1's output dtype)."""
     moe, t, h = arch.ssm["moe"], c.tokens, arch.hidden_size
     e = c.res                                           # grouped_mm: `input.to(weight.dtype)`
     k = moe.experts_per_token
+    w = lins["experts.up_proj"].d_in                    # h, or moe_latent_size between fc1 / fc2_latent_proj
     if c.train_base:
         xr, xr_bytes = (f"{x}.fp32", 4) if c.res != 4 else (x, c.res)
         linear(ss, c, xr, xr_bytes, Linear("router", h, moe.num_experts), None)
     ss.save("router.probs", 4 * t * moe.num_experts)
+    if "fc1_latent_proj" in lins:
+        linear(ss, c, x, c.res, lins["fc1_latent_proj"], ads.get("fc1_latent_proj"))
     trained = c.train_base or any(name.startswith("experts.") for name in ads)
     n = t * k * moe.expert_intermediate
     if trained:
-        ss.save("moe.gathered", e * t * k * h)
+        ss.save("moe.gathered", e * t * k * w)
     ss.save("moe.relu", e * n)
     if c.autocast and e != 4:
         # the square (aten::pow, autocast's fp32 list) keeps an fp32 copy of a 16-bit relu output and returns
@@ -269,8 +273,11 @@ def nemotron_moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, lins: dict, ads:
         ss.save("moe.relu32", 4 * n)
     if trained:
         ss.save("moe.square", e * n)
-    ss.save("moe.expert_out", e * t * k * h)
+    ss.save("moe.expert_out", e * t * k * w)
     ss.save("moe.routing_index", 40 * t * k + 4 * t)
+    if "fc2_latent_proj" in lins:
+        # `final_hidden_states.to(hidden_states.dtype)`: fc1_latent_proj's output dtype
+        linear(ss, c, "moe.latent_out", 2 if c.autocast else c.e, lins["fc2_latent_proj"], ads.get("fc2_latent_proj"))
     if moe.shared_intermediate:
         relu2_mlp(ss, c, "shared", x, lins["up_proj"], lins["down_proj"], ads)
 

@@ -4,8 +4,8 @@ depthwise conv1d (I, 1, conv_kernel) with use_conv_bias, in_proj (h -> 2I, use_b
 dt_proj (R -> I, biased), out_proj (I -> h, use_bias); ``backbone.norm_f``; lm_head tied by default.
 I = intermediate_size (expand x h), N = state_size, R = time_step_rank ("auto": ceil(h / 16)).
 
-The parameter count is exact (tests/test_architectures.py). The activations of Mamba, FalconMamba, Mamba-2, Bamba, Falcon-H1,
-Nemotron-H and Granite 4 (their MoE layers too) are memory/ssm_blocks.py's (the mamba_ssm kernel's
+The parameter count is exact (tests/test_architectures.py). The activations of Mamba, FalconMamba, Mamba-2, Bamba,
+Falcon-H1, Nemotron-H and Granite 4 (their MoE layers too) are memory/ssm_blocks.py's (the mamba_ssm kernel's
 saves, traced); the other types' blocks are costed as a classic block of the same linears (``support`` says so)."""
 from __future__ import annotations
 
@@ -166,8 +166,6 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     arch = _arch(c, "nemotron_h", b, h, len(kinds), vocab, tied, tuple(lins), heads, kv, hd)
-    if c.cfg.get("moe_latent_size") is not None and any(kind in ("moe", "E") for kind in kinds):
-        return arch                   # NemotronHMoE's fc1 / fc2_latent_proj around the experts: not traced
     # activations: memory/ssm_blocks.py single_mixer_layer, each layer one mixer of its kind (its own linears),
     # held to tests/data/nemotron_h_trace.json (tools/memtrace/ssm_trace.py nemotron_h)
     mh = c.int("mamba_num_heads", default=128)
@@ -184,13 +182,17 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
             "residual_fp32": False, "fp32_norm": True, "layout": "single"}
     if any(kind in ("moe", "E") for kind in kinds):
         # NemotronHMoE: the fp32 router, the non-gated experts (E, I, h) / (E, h, I) and the shared ReLU² MLP;
-        # memory/ssm_blocks.py nemotron_moe, held to tests/data/nemotron_h_moe_trace.json
+        # memory/ssm_blocks.py nemotron_moe, held to tests/data/nemotron_h_moe_trace.json (with the latent
+        # projections: nemotron_h_latent_trace.json)
         e, ei = c.int("n_routed_experts"), c.int("moe_intermediate_size")
         si = (c.int("moe_shared_expert_intermediate_size", default=0, lo=0)
               * (c.int("n_shared_experts", default=1, lo=0) > 0))
-        moe_lins = (Linear("experts.up_proj", h, ei, e), Linear("experts.down_proj", ei, h, e))
+        lat = c.int("moe_latent_size") if c.cfg.get("moe_latent_size") is not None else h
+        moe_lins = (Linear("experts.up_proj", lat, ei, e), Linear("experts.down_proj", ei, lat, e))
         if si:
             moe_lins += (Linear("up_proj", h, si), Linear("down_proj", si, h))
+        if c.cfg.get("moe_latent_size") is not None:
+            moe_lins += (Linear("fc1_latent_proj", h, lat), Linear("fc2_latent_proj", lat, h))
         per_kind |= {"moe": moe_lins, "E": moe_lins}
         dims["moe"] = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=2),
                           expert_intermediate=ei, shared_intermediate=si, dense_layers=0, router_fp32="cast")
