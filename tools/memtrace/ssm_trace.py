@@ -43,7 +43,7 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace qwen3_5_text > tests/data/qwen3_5_trace.json   (the same kernels, split in_proj)
   python -m tools.memtrace.ssm_trace olmo_hybrid > tests/data/olmo_hybrid_trace.json   (the same kernels)
   python -m tools.memtrace.ssm_trace lara_mini > tests/data/lara_mini_trace.json   (the same kernels, MoE layers)
-  python -m tools.memtrace.ssm_trace gemma3n_text > tests/data/gemma3n_text_trace.json   (full fine-tuning rows)
+  python -m tools.memtrace.ssm_trace gemma3n_text > tests/data/gemma3n_text_trace.json
 
 Qwen3-Next's Gated DeltaNet (modeling_qwen3_next.py Qwen3NextGatedDeltaNet.forward) calls `causal_conv1d_fn` (the
 hub kernel "causal_conv1d_fn", ConvStandIn) and `torch_chunk_gated_delta_rule`, the hub kernel
@@ -475,23 +475,20 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
                    "qwen3_next": ["in_proj_qkvz", "in_proj_ba", "out_proj", "q_proj", "k_proj", "v_proj",
                                   "o_proj"],
                    "olmo_hybrid": ["q_proj", "k_proj", "v_proj", "g_proj", "o_proj"],
+                   "gemma3n_text": ["q_proj", "k_proj", "v_proj", "o_proj"],
                    "lara_mini": ["in_proj_qkv", "in_proj_z", "out_proj", "q_proj", "k_proj", "v_proj", "o_proj"],
                    "qwen3_5_text": ["in_proj_qkv", "in_proj_z", "out_proj", "q_proj", "k_proj", "v_proj",
                                     "o_proj"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
         name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
-        if model_type == "gemma3n_text":
-            # full fine-tuning only: under LoRA over a 16-bit base the AltUp streams turn fp32 inside the layers,
-            # which memory/blocks_gemma3n.py does not model (its support string says so)
-            return [(f"{name}-full-s512", base),
-                    (f"{name}-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}),
-                    (f"{name}-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"})]
+        lora = {**base, "precision": "bf16-mixed", "method": "lora", "lora": {**LORA, "targets": targets}}
+        extra = [(f"{name}-lora-mixed-s512-ckpt", {**lora, "activation_checkpointing": "full"})] \
+            if model_type == "gemma3n_text" else []       # PEFT's input grads make the AltUp projections train
         return [(f"{name}-full-s512", base),
                 (f"{name}-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}
                  | ({"model": cfg | {"mamba_rms_norm": True}} if model_type == "falcon_h1" else {})),
                 (f"{name}-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
-                (f"{name}-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
-                                             "lora": {**LORA, "targets": targets}})]
+                (f"{name}-lora-mixed-s512", lora)] + extra
     if model_type == "xlstm":
         # bf16-mixed only: in 16-bit weights without autocast transformers' native chunkwise mLSTM fails
         # (modeling_xlstm.py mlstm_chunkwise_recurrent_fw_C: fp32 gate x bf16 key, then `@` the bf16 value)

@@ -98,7 +98,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
                 gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
                                plan.activation_checkpointing == "full")
             elif arch.model_type == "gemma3n_text":
-                gemma3n_outside(ss, c, arch, plan.seq_len, emb)    # memory/blocks_gemma3n.py
+                gemma3n_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma3n.py
+                                plan.activation_checkpointing == "full")
     else:
         ss.save("ln_f.in", (4 if c.autocast else c.res) * t * h)
         ss.save("ln_f.stats", 4 * t)
@@ -171,7 +172,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         if arch.model_type in GEMMA4:
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
         elif arch.model_type == "gemma3n_text":
-            stack = checkpointed_streams(arch, res, 2 if dt.autocast else dt.compute, t)
+            stack = checkpointed_streams(arch, 4 if dt.autocast else res, 2 if dt.autocast else dt.compute, t)
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
             stack -= (res - 2) * t * h

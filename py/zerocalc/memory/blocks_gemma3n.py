@@ -21,8 +21,9 @@ the attention with K/V reuse, the per-layer inputs) inside AltUp's n streams, wi
   rescaled product; the target magnitude's mean and pow once per side), the last layer's output kept by them;
   model.norm's pow base; a second rotary pair for the second attention type.
 
-Traced: tools/memtrace/ssm_trace.py gemma3n_text (tests/data/gemma3n_text_trace.json, held within 3 % by
-tests/test_ssm_blocks.py).
+Under autocast the streams are fp32 whatever the weights' dtype (stream_ctx). Traced: tools/memtrace/ssm_trace.py
+gemma3n_text (tests/data/gemma3n_text_trace.json: full bf16 and bf16-mixed, checkpointed, LoRA with and without
+checkpointing; held within 3 % by tests/test_ssm_blocks.py).
 """
 from __future__ import annotations
 
@@ -45,7 +46,16 @@ def _router(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, lins: dict, ad
     return f"{key}.modalities"
 
 
+def stream_ctx(c: Ctx) -> Ctx:
+    """The AltUp streams' dtype: fp32 under autocast whatever the weights' (Gemma3nTextModel.forward rescales the
+    projected streams by `torch.mean(hidden_states_0**2, ...) ** 0.5`, and CUDA autocast runs pow in fp32: the
+    stack of a 16-bit stream 0 and fp32 others is fp32; traced: the LoRA rows over a 16-bit base), else the
+    weights' dtype. Everything the layer derives from the streams follows."""
+    return replace(c, res=4) if c.autocast else c
+
+
 def gemma3n_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    c = stream_ctx(c)
     ss = SavedSet()
     h, t = arch.hidden_size, c.tokens
     lins = {lin.name: lin for lin in linears if lin.count == 1}
@@ -68,10 +78,11 @@ def gemma3n_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
     if grad and c.res == 4:
         ss.save("prediction.0", 4 * n * t * h)
     y = g4_norm(ss, c, "ln1", "prediction.0", h)
-    # LAuReL
+    # LAuReL (in layer 0 of a LoRA run nothing before it needs a gradient unless it has adapters)
+    cl = c2 if any(name in ads for name in ("linear_left", "linear_right")) else c
     linear(ss, c, y, c.res, lins["linear_left"], ads.get("linear_left"))
-    linear(ss, c2, "laurel.mid", e, lins["linear_right"], ads.get("linear_right"))
-    g4_norm(ss, c2, "post_laurel_norm", "laurel.out", h, x_bytes=e)
+    linear(ss, cl, "laurel.mid", e, lins["linear_right"], ads.get("linear_right"))
+    g4_norm(ss, cl, "post_laurel_norm", "laurel.out", h, x_bytes=e)
     gemma_attention(ss, c, arch, y, lins, ads)
     g4_norm(ss, c2, "post_attn_norm", "o_out", h, x_bytes=e)
     y2 = g4_norm(ss, c2, "pre_ff_norm", "resid2", h)
@@ -91,7 +102,8 @@ def gemma3n_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
     gate = lins["per_layer_input_gate"]
     linear(ss, c2, "first.scaled", c.res, gate, ads.get(gate.name))
     ss.save("pli.gate_out", e * t * gate.d_out)
-    ss.save("pli.act", e * t * gate.d_out)
+    if c.train_base:
+        ss.save("pli.act", e * t * gate.d_out)         # the product keeps it for the per-layer inputs' gradient
     proj = lins["per_layer_projection"]
     linear(ss, c2, "pli.prod", e, proj, ads.get(proj.name))
     g4_norm(ss, c2, "post_pli_norm", "pli.proj_out", h, x_bytes=e)
@@ -100,38 +112,53 @@ def gemma3n_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters
 
 def _rescaled(ss: SavedSet, c: Ctx, key: str, n: int, h: int) -> None:
     """Gemma3nTextModel.forward's magnitude rescaling of n - 1 projected streams: the target magnitude's mean and
-    pow, then per stream the projection's output (in the stream's dtype), its mean, sqrt and the rescaled product."""
-    t, r = c.tokens, c.res
-    ss.save(f"{key}.target", 2 * r * t)
+    pow, then per stream the projection's output `.to(hidden_states_0.dtype)` (the embedding's dtype), its mean,
+    sqrt and the rescaled product, in the streams' dtype (stream_ctx). Where the two differ (autocast over a 16-bit
+    base) pow keeps an fp32 copy of the 16-bit projection, which the product keeps too."""
+    t, r, s = c.tokens, c.res, stream_ctx(c).res
+    ss.save(f"{key}.target", 2 * s * t)
     for i in range(n - 1):
-        ss.save(f"{key}.{i}.proj", r * t * h)
-        ss.save(f"{key}.{i}.mean_sqrt", 2 * r * t)
-        ss.save(f"{key}.{i}.rescaled", r * t * h)
+        ss.save(f"{key}.{i}.proj", s * t * h)
+        if r != s:
+            ss.save(f"{key}.{i}.proj16", r * t * h)
+        ss.save(f"{key}.{i}.mean_sqrt", 2 * s * t)
+        ss.save(f"{key}.{i}.rescaled", s * t * h)
 
 
-def gemma3n_outside(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int, emb: int) -> None:
+def gemma3n_outside(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int, emb: int, checkpointed: bool = False) -> None:
     """Gemma3nTextModel.forward around the layers (the module docstring): the per-layer inputs, the altup
     projections and unembed projections with their rescaling, the last layer's streams, model.norm's pow base and
-    the second attention type's rotary pair."""
-    gemma4_outside(ss, c, arch, seq, emb)
+    the second attention type's rotary pair. Before the layers nothing needs a gradient under LoRA unless full
+    checkpointing (PEFT's enable_input_require_grads) makes the embedding output require one."""
+    gemma4_outside(ss, c, arch, seq, emb, checkpointed)
     lins = {lin.name: lin for lin in arch.layer_linears[0]}
     n, h = lins["modality_router"].d_out, arch.hidden_size
+    s = stream_ctx(c).res
     if c.train_base:
         # each of the n - 1 projections reads the scaled embedding (unembed: a stream of the last layer's output,
         # kept whole below); under autocast over an fp32 stream each keeps its own 16-bit copy
         for i in range(n - 1):
             linear(ss, c, "embed_scaled", c.res, Linear(f"altup_projections.{i}", h, h), None)
-            if c.autocast and c.res == 4:
-                linear(ss, c, f"final_streams.{i + 1}", c.res, Linear(f"altup_unembed_projections.{i}", h, h), None)
-    _rescaled(ss, c, "altup", n, h)
-    ss.save("final_streams", c.res * n * c.tokens * h)
+            if c.autocast:
+                linear(ss, c, f"final_streams.{i + 1}", s, Linear(f"altup_unembed_projections.{i}", h, h), None)
+    elif checkpointed:
+        # the frozen per_layer_model_projection's output needs a gradient: per_layer_projection_norm keeps its
+        # fp32 copy and mean squares (no normalised tensor: its weight is frozen)
+        g4_norm(ss, c, "per_layer_projection_norm", "pl_proj", arch.num_layers * lins["per_layer_input_gate"].d_out,
+                arch.num_layers, 2 if c.autocast else c.e)
+    if c.train_base or checkpointed:
+        # `hidden_states_0**2` keeps the embedding output (autocast: pow's fp32 copy of it)
+        ss.save("embed_scaled" if s == c.res else "embed_scaled.fp32", s * c.tokens * h)
+        _rescaled(ss, c, "altup", n, h)
+    ss.save("final_streams", s * n * c.tokens * h)
     _rescaled(ss, c, "unembed", n, h)
     ss.save("final_norm.mean_sq", 4 * c.tokens)
     ss.save("rope_cos_sin_2", 2 * emb * seq * arch.head_dim)
 
 
 def checkpointed_streams(arch: ModelArch, res: int, e: int, t: int) -> int:
-    """Full checkpointing: each checkpointed layer keeps its input, all n AltUp streams, and the shared_kv_states
+    """Full checkpointing: each checkpointed layer keeps its input, all n AltUp streams (``res``: their dtype,
+    stream_ctx's), and the shared_kv_states
     dict keeps the storing layers' K and V for the reusing layers' recompute (Gemma 3n stores one pair per
     attention type, sliding and full: both occur among its last num_kv_shared_layers)."""
     lins = [{lin.name: lin for lin in layer} for layer in arch.layer_linears]

@@ -31,9 +31,6 @@ from .recurrent import llama_lins, recurrent_arch
 # the marker linear (0 x 0, no weight, no FLOPs) of a layer whose Gemma3nTextMLP has activation_sparsity > 0
 # (_gaussian_topk), read by memory/blocks_gemma3n.py
 SPARSE = "activation_sparsity"
-SUPPORT = ("exact parameter count; activations traced for full fine-tuning (bf16, bf16-mixed, checkpointed: "
-           "memory/blocks_gemma3n.py), approximate under LoRA / QLoRA (a frozen 16-bit base turns the AltUp streams "
-           "fp32 inside the layers; not modelled)")
 
 
 def gemma3n_text(c: ConfigReader) -> ModelArch:
@@ -103,7 +100,7 @@ def gemma3n_text(c: ConfigReader) -> ModelArch:
         per_layer.append(interned.setdefault(tuple(att), tuple(att)))
     lins = llama_lins(h, heads, kv, hd, inters[0])
     arch = recurrent_arch(c, "gemma3n_text", b, h=h, n_layers=n, vocab=vocab, tied=tied, lins=lins, heads=heads,
-                          kv=kv, hd=hd, inter=inters[0], what="", family="gemma", support=SUPPORT)
+                          kv=kv, hd=hd, inter=inters[0], what="", family="gemma", support="exact")
     return replace(arch, gated_mlp=True, norms_per_layer=4, qk_norm="head", layer_linears=tuple(per_layer),
                    final_softcap=bool(c.cfg.get("final_logit_softcapping", 30.0)))
 
