@@ -694,3 +694,27 @@ def test_gemma3n_streams_fp32_under_autocast_by_hand():
     lins = arch.layer_linears[1]
     fp32 = gemma3n_block(arch, ctx, lins, ())
     assert fp32 - gemma3n_block(arch, replace(ctx, autocast=False), lins, ()) > (4 - 2) * 4 * t * h
+
+
+def test_nemotron_h_published_config_fields():
+    """The published Nemotron-H config.json files carry hybrid_override_pattern ("M" mamba, "-" mlp, "*" attention,
+    "E" moe) and mamba_n_groups / mamba_d_conv / mamba_conv_bias, which NemotronHConfig.__post_init__ turns into
+    layers_block_type, n_groups, conv_kernel, use_conv_bias. Before, such a config built no layers at all (65.5 M
+    for the config below: embeddings, norm and head); transformers 5.24 on the meta device counts 112,342,304."""
+    cfg = {"model_type": "nemotron_h", "vocab_size": 32000, "hidden_size": 1024, "num_hidden_layers": 7,
+           "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": 4096,
+           "mamba_num_heads": 32, "mamba_head_dim": 64, "ssm_state_size": 128, "mamba_n_groups": 4, "mamba_d_conv": 3,
+           "mamba_conv_bias": False, "hybrid_override_pattern": "M-M*-ME", "n_routed_experts": 4,
+           "moe_intermediate_size": 512, "moe_shared_expert_intermediate_size": 512, "tie_word_embeddings": False}
+    explicit = {k: v for k, v in cfg.items()
+                if not k.startswith("mamba_") or k in ("mamba_num_heads", "mamba_head_dim")}
+    explicit |= {"n_groups": 4, "conv_kernel": 3, "use_conv_bias": False, "hybrid_override_pattern": None,
+                 "layers_block_type": ["mamba", "mlp", "mamba", "attention", "mlp", "mamba", "moe"]}
+    arch = model_from_config(cfg)
+    assert arch.num_layers == 7 and arch.total_params == model_from_config(explicit).total_params == 112_342_304
+    # one mixer layer by hand: norm 1024; dt_bias, A_log, D (32 each); conv1d over 2048 + 2*4*128 = 3072 channels of
+    # kernel 3, no bias; in_proj 1024 -> 2048 + 3072 + 32; the gated norm 2048; out_proj 2048 -> 1024
+    mixer = 1024 + 3 * 32 + 3072 * 3 + 1024 * (2048 + 3072 + 32) + 2048 + 2048 * 1024
+    dense = {**explicit, "layers_block_type": ["mlp"]}
+    assert model_from_config({**explicit, "layers_block_type": ["mamba"]}).total_params \
+        - model_from_config(dense).total_params == mixer - (1024 + 2 * 1024 * 4096)

@@ -114,14 +114,35 @@ def mamba2(c: ConfigReader) -> ModelArch:
     return replace(_arch(c, "mamba2", b, h, n_layers, vocab, tied, tuple(lins)), ssm=dims, support="exact")
 
 
+def nemotron_h_config(cfg) -> dict:
+    """NemotronHConfig.__post_init__'s backward compatibility (configuration_nemotron_h.py): the published
+    checkpoints' mamba_n_groups / mamba_d_conv / mamba_conv_bias / mamba_expand override n_groups, conv_kernel,
+    use_conv_bias, expand; hybrid_override_pattern ("M" linear_attention, "E" moe, "*" full_attention, "-" mlp)
+    gives layers_block_type when that and layer_types are absent, else the default [linear_attention, moe,
+    full_attention, mlp]; num_hidden_layers is ignored."""
+    out = dict(cfg)
+    for old, new in (("mamba_n_groups", "n_groups"), ("mamba_d_conv", "conv_kernel"),
+                     ("mamba_conv_bias", "use_conv_bias"), ("mamba_expand", "expand")):
+        if old in out:
+            out[new] = out.pop(old)
+    kinds = out.get("layers_block_type") or out.get("layer_types")
+    if not kinds:
+        pattern = out.get("hybrid_override_pattern")
+        kinds = list(pattern) if isinstance(pattern, str) and pattern else \
+            ["linear_attention", "moe", "full_attention", "mlp"]
+    out["layers_block_type"] = kinds
+    return out
+
+
 def nemotron_h(c: ConfigReader) -> ModelArch:
     """Nemotron-H (modeling_nemotron_h.py): per ``layers_block_type`` entry a block of norm + mixer, the mixer a
     Mamba-2 mixer (linear_attention / mamba), GQA attention (full_attention / attention: q/k/v/o,
     attention_bias), a ReLU² MLP (mlp: up_proj/down_proj, mlp_bias) or a MoE (moe: experts up_proj (E, I, h)
     / down_proj (E, h, I), gate (E x h), shared_experts up/down of moe_shared_expert_intermediate_size; with
     moe_latent_size L the experts are (E, I, L) / (E, L, I) between fc1_latent_proj h -> L and fc2_latent_proj)."""
+    c = ConfigReader(nemotron_h_config(c.cfg))
     h, vocab = c.int("hidden_size"), c.int("vocab_size")
-    kinds = c.cfg.get("layers_block_type") or c.cfg.get("layer_types") or []
+    kinds = c.cfg["layers_block_type"]
     heads, kv = c.int("num_attention_heads", default=32), c.int("num_key_value_heads", default=8)
     hd = c.int("head_dim", default=h // heads)
     att_bias, mlp_bias = c.bool("attention_bias", False), c.bool("mlp_bias", False)
