@@ -22,6 +22,7 @@ from .blocks_moe import beam_recompute_moment, longcat_consumed
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
+from .blocks_gemma3n import checkpointed_streams, gemma3n_outside
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
 from .blocks_hyper import hc_backward_moment, hyper_outside, mix_backward_temps
 from .blocks_cross import cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, idle_tensors, skipped_layers
@@ -119,6 +120,9 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
             if arch.model_type in GEMMA4:
                 gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
                                plan.activation_checkpointing == "full")
+            elif arch.model_type == "gemma3n_text":
+                gemma3n_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma3n.py
+                                plan.activation_checkpointing == "full")
     elif arch.model_type == "moshi":
         y, y_bytes = rmsnorm(ss, c, "final_norm", "resid_final", h, True), c.res    # MoshiRMSNorm (blocks_moshi.py)
     elif arch.model_type == "modernbert-decoder":
@@ -240,6 +244,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             full_layer -= checkpointed_stream(arch, plan, dt)
         if arch.model_type in GEMMA4:
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
+        elif arch.model_type == "gemma3n_text":
+            stack = checkpointed_streams(arch, 4 if dt.autocast else res, 2 if dt.autocast else dt.compute, t)
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
             stack -= (res - 2) * t * h
