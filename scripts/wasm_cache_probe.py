@@ -1,6 +1,7 @@
 """When does this Chromium keep compiled WebAssembly between visits?  A minimal reproduction (issue 25).
 
     python scripts/wasm_cache_probe.py [--modes page-fetch,worker-cachematch,...] [--visits 3] [--js-flags=...]
+    xvfb-run -a python scripts/wasm_cache_probe.py --headed ...     # the same in a headed browser
 
 A synthetic module (--functions hot functions, each tiered up to TurboFan by a loop, plus a data segment to
 --pad bytes) is served from a local http server with Content-Type application/wasm. Each mode compiles it with
@@ -149,6 +150,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=50_000, help="loop count per function call (tier-up needs ~13 MB executed)")
     ap.add_argument("--settle", type=int, default=5000, help="ms the module stays alive after its run")
     ap.add_argument("--js-flags", default="", help="e.g. --wasm-caching-timeout-ms=0")
+    ap.add_argument("--headed", action="store_true", help="a headed browser (needs a display: xvfb-run)")
     a = ap.parse_args()
     from playwright.sync_api import sync_playwright
     kinds = {0: "miss", 1: "HIT", 2: "invalid", 3: "NO HANDLER"}
@@ -159,7 +161,7 @@ def main() -> int:
         (root / "probe.js").write_text(PROBE)
         (root / "sw.js").write_text(SW)
         print(f"synthetic module {(root / 'syn.wasm').stat().st_size:,} bytes, {a.functions} hot functions; "
-              f"js-flags: {a.js_flags or '(none)'}")
+              f"js-flags: {a.js_flags or '(none)'}; {'headed' if a.headed else 'headless'}")
         httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=tmp))
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         args = ARGS + ([f"--js-flags={a.js_flags}"] if a.js_flags else [])
@@ -168,7 +170,8 @@ def main() -> int:
                 with tempfile.TemporaryDirectory() as profile:
                     for v in range(a.visits):
                         kw = {"executable_path": CHROMIUM} if pathlib.Path(CHROMIUM).exists() else {}
-                        ctx = pw.chromium.launch_persistent_context(profile, args=args, service_workers="allow", **kw)
+                        ctx = pw.chromium.launch_persistent_context(profile, args=args, service_workers="allow",
+                                                                   headless=not a.headed, **kw)
                         page = ctx.new_page()
                         page.goto(f"http://127.0.0.1:{httpd.server_address[1]}/p.html?mode={mode}&n={a.n}")
                         page.wait_for_selector("body[data-res]", state="attached", timeout=120_000)
