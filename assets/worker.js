@@ -16,10 +16,10 @@
 // line (streaming: compiled while it downloads), beside the snapshot's fetch, from fetch() (on a repeat visit the
 // service worker answers it from its cache), never from a caches.match() Response: Chromium attaches its WebAssembly
 // code cache only to a Response that fetch() made (a caches.match() one has none: V8.WasmCodeCaching "no cache
-// handler", scripts/wasm_cache_probe.py), and this path streamed the module ~40 % faster on a repeat visit here
-// (README). Whether V8 writes that cache at all is the browser's affair (Chromium 156 headless here writes it only
-// after 1 MB of optimised code, which a visit does not reach: README). Pyodide's own fetch of the .wasm gets an empty stand-in and
-// its instantiateStreaming the compiled module. A page that already holds the compiled module (the planner
+// handler", scripts/wasm_cache_probe.py); on a repeat visit here it was no slower (faster under load: README).
+// Whether V8 writes that cache at all is the browser's affair (Chromium 156 here writes it only after 1 MB of
+// optimised code at once, which a visit does not reach: README). Pyodide's own fetch of the .wasm gets an empty
+// stand-in and its instantiateStreaming the compiled module. A page that already holds the compiled module (the planner
 // worker, assets/engine.js) posts it as the first message {module} and nothing is compiled twice.
 //
 // Roles: ?role=planner (or the name "zerocalc-planner") is the "what fits" planner (assets/fit.js): the same boot from the same snapshot, its own
