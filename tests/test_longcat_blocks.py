@@ -64,7 +64,7 @@ HELD = [c for c in TRACE["cases"] if c["id"] not in GAPS]
 def test_longcat_step_within_3_percent_of_the_trace(case):
     """Every component at the peak and the peak within 3 %. Full fine-tuning peaks in the top layer's expert loop
     backward (select_backward: the whole (24, 1024, 1024) gate_up buffer twice and the down_proj one,
-    memory/activations.py _expert_grad_temp); before it (a classic block of one MLA's and one MLP's linears)
+    memory/expert_backward.py expert_grad_temp); before it (a classic block of one MLA's and one MLP's linears)
     activations were -32.9 %."""
     eng = engine_breakdown(case["plan"])
     rows = compare(case, eng)

@@ -25,7 +25,9 @@ from .logits import LITGPT_CHUNK
 from .blocks_gemma3n import checkpointed_streams, gemma3n_outside
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
 from .blocks_hyper import hc_backward_moment, hyper_outside, mix_backward_temps
-from .blocks_cross import cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, idle_tensors, skipped_layers
+from .blocks_cross import (cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, frozen_layers,
+                           idle_tensors, skipped_adapter_params, skipped_layers)
+from .expert_backward import EVERY_EXPERT, expert_grad_temp, experts_trained, routed_rows
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -266,7 +268,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             routed = routed_rows(arch, t)
             # frozen experts keep no product (memory/blocks.py sparse_moe): none to subtract. Under eager attention the
             # recompute is the softmax backward's (above), not traced with MoE: kept as it was
-            trained = plan.attention == "eager" or _experts_trained(plan, arch, st, per_layer_linears)
+            trained = plan.attention == "eager" or experts_trained(plan, arch, st, per_layer_linears)
             prod = arch.moe.expert_intermediate if trained else 0
             if arch.model_type in EVERY_EXPERT:
                 # Llama 4: the non-reentrant checkpoint recomputes at the layer backward's first unpack, after
@@ -312,7 +314,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     e = 2 if dt.autocast else dt.compute
     temp = e * t * h
     top_sparse = any(lin.count > 1 for lin in per_layer_linears[-1])
-    expert_grad, expert_top = _expert_grad_temp(plan, arch, dt, st, t, top_sparse), 0
+    expert_grad, expert_top = expert_grad_temp(plan, arch, dt, st, t, top_sparse), 0
     if expert_grad:
         # a moment of its own in a layer's backward, at its gate_up grouped matmul: the layer's gate_up output,
         # activation, product and weighted outputs are consumed by then. With checkpointing, inside the
@@ -418,19 +420,6 @@ def checkpointed_stream(arch: ModelArch, plan: Plan, dt: Dtypes) -> int:
     return res * plan.seq_len * plan.micro_batch_size * arch.hyper["hc_mult"] * arch.hidden_size
 
 
-def frozen_layers(arch: ModelArch) -> frozenset:
-    """The decoder layers whose own block (``ModelArch.config_frozen``) the modelling code froze."""
-    if not arch.config_frozen:
-        return frozenset()
-    names = set(arch.config_frozen)
-    return frozenset(t.layer for t in arch.tensors if t.name in names and t.layer is not None)
-
-
-def skipped_adapter_params(per_layer_adapters, skipped: frozenset) -> int:
-    """The adapters of the layers a step skips (memory/blocks_cross.py): never run, so never cast or trained."""
-    return sum(a.numel for i in skipped for a in per_layer_adapters[i])
-
-
 def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
     """The distinct inputs of one block's 4-bit linears, in the quantization compute dtype, over all layers:
     the Llama lineage's q/k/v input, o_proj's input, gate/up's input and down_proj's input (6·s·b·h + 2·s·b·I
@@ -449,69 +438,4 @@ def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
     return total
 
 
-EVERY_EXPERT = ("llama4_text", "llama4")         # Llama 4 text, and the composite whose text model it is
 FP32_ROPE = ("beam",)                            # rotary cos / sin kept in fp32 (memory/blocks_moe.py beam_block)
-
-
-def routed_rows(arch: ModelArch, t: int) -> int:
-    """The rows the experts' matmuls run on: t·k routed tokens (transformers' MoE experts), or every token through
-    every expert (modeling_llama4.py Llama4TextMoe: `hidden_states.repeat(E, 1)` times the router's scores)."""
-    return t * (arch.moe.num_experts if arch.model_type in EVERY_EXPERT else arch.moe.experts_per_token)
-
-
-def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int, top_sparse: bool = True) -> int:
-    """Full fine-tuning of fused 3-D experts, layer 0 sparse: the backward of layer 0's gate_up grouped matmul
-    (transformers 5.24 integrations/moe.py _grouped_linear: torch._grouped_mm(x, weight.transpose(-2, -1)))
-    holds a second gate_up-sized gradient (E·2I·h in the gradient dtype) beside the stored gradients, with the
-    gradient of its output (t·k·2I) and of its gathered input (t·k·h) in the compute dtype. Traced (tests/data/
-    moe_families_trace.json): one such copy in Mixtral, OLMoE, GraniteMoE (input_linear) and gpt-oss. A dense
-    layer 0 (DeepSeek first_k_dense_replace) runs last: the sparse layers' transient passes before the
-    embedding's and layer 0's gradients exist, and is not counted. Only where the gradients exist before the
-    backward (accumulation steps > 1, or torch 1.x's zero_grad keeping them): the new gradient is then added
-    into .grad; on the first micro-step AccumulateGrad steals it (traced, gradient_accumulation_steps 1: no such
-    temporary, mixtral-2l-full-s512-ga1). Single process and DDP only: DeepSpeed's and FSDP's gradient hooks
-    were not traced with MoE. Llama 4 (interleaved dense layers, its own bmm experts: every expert on every
-    token) has the moment in its top sparse layer (traced: llama4-text-4l-full-s512, layers 1 and 3 sparse: the
-    16·2048·4096 bf16 gradient, the gate_up output's and the input's gradients, 0.348 GiB of temporaries)."""
-    moe = arch.moe
-    if moe is None or plan.method != "full" or plan.framework not in ("single", "ddp"):
-        return 0
-    ie, h = moe.expert_intermediate, arch.hidden_size
-    if arch.model_type == "dbrx":
-        # modeling_dbrx.py DbrxExperts: `self.mlp.w1.view(-1, I, h)[expert_idx]` is a select, whose backward
-        # (select_backward) writes each expert's (I, h) gradient into a zero tensor of the whole (E·I, h) weight;
-        # autograd sums those per parameter before AccumulateGrad, so w1, v1 and w2 each hold a full-size buffer
-        # while the next expert's adds a fourth, beside that expert's three (I, h) slice gradients, on every
-        # micro-step (traced: dbrx-2l-full-s512, 896 + 42 MiB of temporaries at select_backward)
-        return dt.grad * (4 * moe.num_experts + 3) * ie * h
-    if arch.model_type == "jetmoe":
-        # modeling_jetmoe.py JetMoeParallelExperts: `F.linear(input_list[i], self.weight[i])`, the same
-        # select_backward per expert (above); the top layer's MLP input_linear (E, 2I, h) holds its summed buffer
-        # and the next expert's, with that expert's (2I, h) slice and the gradients of its output and gathered input
-        # (output_linear's loop is summed into .grad before; traced: jetmoe-2l-full-s512, 0.879 GiB of temporaries
-        # with lm_head's pending tied gradient)
-        return (dt.grad * (2 * moe.num_experts + 1) * 2 * ie * h
-                + (2 if dt.autocast else dt.compute) * routed_rows(arch, t) * (2 * ie + h))
-    if moe.zero_experts:
-        # LongCat-Flash (modeling_longcat_flash.py LongcatFlashExperts): `self.gate_up_proj[expert_idx]` per expert,
-        # so select_backward writes each expert's gradient into a zero tensor of the whole (E + Z, 2I, h) weight: the
-        # summed buffer and the next expert's, the summed (E, h, I) down_proj buffer and one expert's (2I, h) slice,
-        # beside three t·h gradients and one expert's rows' (traced: longcat-flash-2l-full-s512, 117.2 MiB of
-        # temporaries at select_backward)
-        e = 2 if dt.autocast else dt.compute
-        n = moe.num_experts + moe.zero_experts
-        return (dt.grad * (2 * n * 2 * ie * h + moe.num_experts * h * ie + 2 * ie * h)
-                + e * (3 * t * h + -(-t * moe.experts_per_token // n) * h))
-    if moe.dense_layers and not (arch.model_type in EVERY_EXPERT and top_sparse):
-        return 0
-    if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
-        return 0
-    e = 2 if dt.autocast else dt.compute
-    return dt.grad * moe.num_experts * 2 * ie * h + e * routed_rows(arch, t) * (2 * ie + h)
-
-
-def _experts_trained(plan: Plan, arch: ModelArch, st: Stack, per_layer_linears) -> bool:
-    """Whether the routed experts' fused weights get a gradient (full fine-tuning or adapters on them): only
-    then do the grouped matmuls keep the product (memory/blocks.py sparse_moe)."""
-    return plan.method == "full" or st.fsdp_adapters_in_units or any(ad.name.startswith("experts.") for lins in per_layer_linears
-                                        for ad in layer_adapters(arch, plan, lins))

@@ -116,3 +116,16 @@ def cross_shared_bytes(ss: SavedSet, c: Ctx, n_vis: int, h: int, checkpointed: b
         return sum(v for k, v in ss.items.items() if k in SHARED)
     e = 2 if c.autocast else c.e
     return e * c.batch * n_vis * h + c.res * c.tokens * (n_vis + 1)
+
+
+def frozen_layers(arch: ModelArch) -> frozenset:
+    """The decoder layers whose own block (``ModelArch.config_frozen``) the modelling code froze."""
+    if not arch.config_frozen:
+        return frozenset()
+    names = set(arch.config_frozen)
+    return frozenset(t.layer for t in arch.tensors if t.name in names and t.layer is not None)
+
+
+def skipped_adapter_params(per_layer_adapters, skipped: frozenset) -> int:
+    """The adapters of the layers a step skips (skipped_layers): never run, so never cast or trained."""
+    return sum(a.numel for i in skipped for a in per_layer_adapters[i])

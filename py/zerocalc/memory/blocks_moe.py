@@ -272,7 +272,7 @@ def _sublayer(linears: tuple[Linear, ...], adapters: tuple[Adapter, ...], j: int
 
 def longcat_consumed(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...]) -> int:
     """What the top layer's backward has consumed when the experts' weight-gradient moment comes (memory/
-    activations.py _expert_grad_temp): the second sublayer and the first MLP (they run after the shortcut MoE in
+    expert_backward.py expert_grad_temp): the second sublayer and the first MLP (they run after the shortcut MoE in
     forward), the identity experts' slots (the loop's last experts, visited first) and the first two real experts'
     slots (the moment is at the second one's gate_up select_backward). Traced: longcat-flash-2l-full-s512, 109.4 MB
     of activations at the peak of 155.9 MB saved (the final norm's and lm_head's 4.2 MB aside)."""

@@ -280,7 +280,7 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         t.append(gpu("logits_kept_by_loop", "logits", lg.kept_by_loop, ALL))
     if a.expert_grad_top:
         # MoE without checkpointing, gradients accumulated: the top layer's gate_up weight-gradient moment
-        # (memory/activations.py _expert_grad_temp), beside every saved activation
+        # (memory/expert_backward.py expert_grad_temp), beside every saved activation
         t.append(gpu("moe_top_weight_grad", "activations", a.expert_grad_top, TOP_ONLY))
     # the gradients in flight inside the layer being back-propagated (the last one is layer 0)
     t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, BWD_END))
