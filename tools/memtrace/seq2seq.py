@@ -12,7 +12,7 @@ profile (build.py flash_attention_forward) would drop the bias. M2M100 and PEGAS
 global-local attention is its own matmuls) run the FA2 profile, LED eager (it has no attention interface; a fake
 batch cannot answer LEDEncoder's `is_global_attn` .item(): build.py no_global_attention), FSMT eager (fairseq's own
 bmm attention; make_padding_mask's `.any()` answered as the zero batch answers it: build.py fsmt_no_padding; no
-checkpointing rows, the class has none). Rows: T5, M2M100, LED and
+checkpointing rows, the class has none; full also in fp32, where layer 0 copies its input). Rows: T5, M2M100, LED and
 PEGASUS-X each full bf16-pure, LoRA (every block linear) bf16-mixed and full bf16-pure with checkpointing at s 512,
 b 2; T5
 v1.1's gated feed-forward full and LoRA (q, v) in fp32 at s 128, b 8 (PEFT's T0 / mT0 examples) and LoRA bf16-mixed.
@@ -116,6 +116,8 @@ def rows() -> list[dict]:
     out.append({"id": "fsmt-full-pure-eager-s512-b2", **_plan("fsmt", "full", "bf16-pure", 2, 512)})
     out.append({"id": "fsmt-full-mixed-eager-s512-b2", **_plan("fsmt", "full", "bf16-mixed", 2, 512)})
     out.append({"id": "fsmt-lora-mixed-eager-s512-b2", **_plan("fsmt", "lora", "bf16-mixed", 2, 512)})
+    # fp32: without autocast layer 0's projections each copy the transposed embedding output
+    out.append({"id": "fsmt-full-fp32-eager-s256-b2", **_plan("fsmt", "full", "fp32", 2, 256)})
     # T5 v1.1's gated feed-forward in fp32 (how PEFT's T0 / mT0 examples train: LoRA on q and v)
     out.append({"id": "t5v11-full-fp32-eager-s128-b8", **_plan("t5v11", "full", "fp32", 8, 128)})
     out.append({"id": "t5v11-lora-fp32-eager-s128-b8", **_plan("t5v11", "lora", "fp32", 8, 128)})
