@@ -37,7 +37,8 @@ def test_every_family_has_its_rows():
             "pegx-full-pure-flash-s512-b2", "pegx-lora-mixed-flash-s512-b2", "pegx-full-pure-flash-gc-s512-b2",
             "t5-lora-mixed-eager-gc-s512-b2", "m2m-lora-mixed-flash-gc-s512-b2", "led-lora-mixed-eager-gc-s512-b2",
             "pegx-lora-mixed-flash-gc-s512-b2", "fsmt-full-pure-eager-s512-b2", "fsmt-full-mixed-eager-s512-b2",
-            "fsmt-lora-mixed-eager-s512-b2", "fsmt-full-fp32-eager-s256-b2"} <= ids
+            "fsmt-lora-mixed-eager-s512-b2", "fsmt-full-fp32-eager-s256-b2",
+            "fsmt-lora-pure-eager-s512-b2"} <= ids
 
 
 def _saved(row):

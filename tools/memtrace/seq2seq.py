@@ -117,6 +117,10 @@ def rows() -> list[dict]:
     out.append({"id": "fsmt-full-mixed-eager-s512-b2", **_plan("fsmt", "full", "bf16-mixed", 2, 512)})
     out.append({"id": "fsmt-lora-mixed-eager-s512-b2", **_plan("fsmt", "lora", "bf16-mixed", 2, 512)})
     # fp32: without autocast layer 0's projections each copy the transposed embedding output
+    # LoRA on a bf16 base without autocast, fp32 adapters (PEFT >= 0.12 autocast_adapter_dtype, as the engine
+    # assumes; the tracer's bf16-pure default builds bf16 adapters): each adapter casts its input to fp32
+    out.append({"id": "fsmt-lora-pure-eager-s512-b2", **_plan("fsmt", "lora", "bf16-pure", 2, 512),
+                "stack": {"peft_adapter_dtype": "fp32"}})
     out.append({"id": "fsmt-full-fp32-eager-s256-b2", **_plan("fsmt", "full", "fp32", 2, 256)})
     # T5 v1.1's gated feed-forward in fp32 (how PEFT's T0 / mT0 examples train: LoRA on q and v)
     out.append({"id": "t5v11-full-fp32-eager-s128-b8", **_plan("t5v11", "full", "fp32", 8, 128)})
