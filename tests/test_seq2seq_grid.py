@@ -1,4 +1,4 @@
-"""The engine against the encoder-decoder grid: T5, Switch Transformers, T5Gemma, SeamlessM4T(v2), M2M100 (BART's layer), LED and PEGASUS-X, their real transformers 5.24 training step traced on
+"""The engine against the encoder-decoder grid: T5, Switch Transformers, T5Gemma, SeamlessM4T(v2), M2M100 (BART's layer), FSMT, LED and PEGASUS-X, their real transformers 5.24 training step traced on
 fake tensors as AutoModelForSeq2SeqLM (tools/memtrace/seq2seq.py; the results in tools/memtrace/golden/seq2seq/,
 `python -m tools.memtrace.seq2seq` re-traces them). Issue 20, item 3: the saved activations and the peak within
 3 %, as tests/test_family_grid.py holds the decoder families (memory/blocks_seq2seq.py). Peaks that miss for a
@@ -41,7 +41,8 @@ def test_every_family_has_its_rows():
             "t5gemma-full-pure-flash-s512-b2", "t5gemma-lora-mixed-flash-s512-b2",
             "t5gemma-full-pure-flash-gc-s512-b2", "m4t-full-pure-flash-s512-b2", "m4t-lora-mixed-flash-s512-b2",
             "m4t-full-pure-flash-gc-s512-b2", "m4tv2-full-pure-flash-s512-b2", "m4tv2-lora-mixed-flash-s512-b2",
-            "m4tv2-full-pure-flash-gc-s512-b2"} <= ids
+            "m4tv2-full-pure-flash-gc-s512-b2", "fsmt-full-pure-eager-s512-b2", "fsmt-full-mixed-eager-s512-b2",
+            "fsmt-lora-mixed-eager-s512-b2", "fsmt-full-fp32-eager-s256-b2", "fsmt-lora-pure-eager-s512-b2"} <= ids
 
 
 def _saved(row):
@@ -51,13 +52,15 @@ def _saved(row):
     # the loss's log-softmax, which the engine books under logits: the seq2seq heads call CrossEntropyLoss on the
     # 16-bit logits (modeling_t5.py T5ForConditionalGeneration.forward, modeling_bart.py
     # BartForConditionalGeneration.forward: `loss_fct(lm_logits.view(-1, ...), labels.view(-1))`, no upcast), so it is
-    # bf16 without autocast and fp32 under autocast (cross_entropy is on autocast's fp32 list)
+    # bf16 without autocast and fp32 under autocast (cross_entropy is on autocast's fp32 list); FSMT's logits are
+    # over its target vocabulary (modeling_fsmt.py FSMTForConditionalGeneration.forward: tgt_vocab_size)
     if plan["model"]["model_type"] == "t5gemma":
         # T5GemmaForConditionalGeneration.forward: `tanh(logits / cap) * cap` keeps the 16-bit tanh output, then
         # self.loss_function (loss_utils.py ForCausalLMLoss upcasts: an fp32 log-softmax in every precision)
         v = plan["model"]["decoder"]["vocab_size"]
         return _engine(plan), traced - (4 + (4 if plan["precision"] == "fp32" else 2)) * t * v
-    traced -= (2 if plan["precision"] == "bf16-pure" else 4) * t * plan["model"]["vocab_size"]
+    m = plan["model"]
+    traced -= (2 if plan["precision"] == "bf16-pure" else 4) * t * m.get("vocab_size", m.get("tgt_vocab_size"))
     return _engine(plan), traced
 
 
@@ -208,3 +211,28 @@ def test_t5gemma_cross_attention_by_hand():
     assert ss.items.pop("enc_out") == 2 * t * h
     assert ss.total == 2 * norm + 2 * t * h + 2 * t * 512 + 2 * 2 * t * 256 + 2 * t * 512 + 4 * 8 * t
     assert arch.t5gemma == {"encoder_layers": 2} and arch.final_softcap and arch.attn_softcap
+
+
+def test_fsmt_encoder_layers_by_hand():
+    """FSMT's encoder layer (facebook/wmt19-en-de's layout: post-LN, ReLU, dropout 0.2, attention_dropout 0.1) at
+    h 512, 8 heads, I 2048, full bf16 (2 bytes), eager, s 512, b 2, t = 1024. Fairseq's own attention
+    (modeling_fsmt.py Attention.forward) keeps q·scaling, k, v (3 t·h), the 16-bit softmax, the dropout's bool mask
+    and its output (2 + 1 + 2 bytes a score), out_proj's contiguous input (t·h); the layer keeps both norms' inputs
+    and fc1's input (3 t·h), ReLU's output (t·I), two bool residual-dropout masks and the norms' fp32 mean / rstd.
+    q/k/v read the layer input: layer 1 one tensor (t·h), layer 0 the non-contiguous `x.transpose(0, 1)` of the
+    embedding output, which each projection copies (3 t·h)."""
+    t, s, b, h, a, inner = 1024, 512, 2, 512, 8, 2048
+    common = 2 * 7 * t * h + 5 * a * s * s * b + 2 * t * inner + 2 * t * h + 2 * 8 * t
+
+    def layer(i):
+        from zerocalc.memory.blocks import Ctx
+        from zerocalc.memory.blocks_seq2seq import bart_block
+        from zerocalc.model import model_from_config
+        from tools.memtrace.seq2seq import CONFIGS
+        arch = model_from_config(CONFIGS["fsmt"])
+        c = Ctx(tokens=t, seq=s, batch=b, e=2, res=2, autocast=False, train_base=True, adapter_bytes=2,
+                dropout=0.0, attention="eager", first_layer=i == 0)
+        return bart_block(arch, c, {lin.name: lin for lin in arch.block_linears}, {}, False, i, i == 1).total
+
+    assert layer(1) == common + 2 * t * h
+    assert layer(0) == common + 3 * 2 * t * h

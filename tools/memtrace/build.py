@@ -374,6 +374,23 @@ def unpadded_lengths(enabled: bool, seq_len: int):
 
 
 @contextlib.contextmanager
+def fsmt_no_padding(enabled: bool):
+    """modeling_fsmt.py make_padding_mask asks `if not padding_mask.any()`, which a FakeTensor cannot answer. The
+    traced batch is torch.zeros and FSMT's pad_token_id is 1 (facebook/wmt19-*), so no token is padding and the real
+    answer is None (no decoder padding mask). While enabled (an FSMT plan), make_padding_mask returns None."""
+    if not enabled:
+        yield
+        return
+    import transformers.models.fsmt.modeling_fsmt as fsmt  # noqa: PLC0415
+    orig = fsmt.make_padding_mask
+    fsmt.make_padding_mask = lambda input_ids, padding_idx=1: None
+    try:
+        yield
+    finally:
+        fsmt.make_padding_mask = orig
+
+
+@contextlib.contextmanager
 def cuda_like_dropout():
     """CPU F.dropout saves a mask in the input dtype; CUDA calls native_dropout and saves a bool mask.
 

@@ -1,4 +1,4 @@
-"""The encoder-decoder grid: T5, Switch Transformers, M2M100 (BART's layer), LED and PEGASUS-X (issue 20, item 3), their real transformers 5.24 training step traced on
+"""The encoder-decoder grid: T5, Switch Transformers, M2M100 (BART's layer), FSMT, LED and PEGASUS-X (issue 20, item 3), their real transformers 5.24 training step traced on
 FakeTensors as AutoModelForSeq2SeqLM (build.py model_class). The fixtures (tools/memtrace/golden/seq2seq/<id>.json,
 the same layout as tools/memtrace/families.py's) are what tests/test_seq2seq_grid.py holds the engine to.
 
@@ -10,7 +10,9 @@ T5 is traced with eager attention only: T5 has no FlashAttention-2 path (modelin
 `_supports_flash_attn = False`; its relative position bias is an additive score term), and the tracer's FA2
 profile (build.py flash_attention_forward) would drop the bias. M2M100 and PEGASUS-X (its decoder; the encoder's
 global-local attention is its own matmuls) run the FA2 profile, LED eager (it has no attention interface; a fake
-batch cannot answer LEDEncoder's `is_global_attn` .item(): build.py no_global_attention). Rows: T5, M2M100, LED and
+batch cannot answer LEDEncoder's `is_global_attn` .item(): build.py no_global_attention), FSMT eager (fairseq's own
+bmm attention; make_padding_mask's `.any()` answered as the zero batch answers it: build.py fsmt_no_padding; no
+checkpointing rows, the class has none; full also in fp32, where layer 0 copies its input). Rows: T5, M2M100, LED and
 PEGASUS-X each full bf16-pure, LoRA (every block linear) bf16-mixed and full bf16-pure with checkpointing at s 512,
 b 2; T5
 v1.1's gated feed-forward full and LoRA (q, v) in fp32 at s 128, b 8 (PEFT's T0 / mT0 examples) and LoRA bf16-mixed.
@@ -103,6 +105,16 @@ CONFIGS = {
              "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "scale_embedding": True, "pad_token_id": 0,
              "bos_token_id": 2, "eos_token_id": 3, "decoder_start_token_id": 3, "tie_word_embeddings": True}
        for key, mt in (("m4t", "seamless_m4t"), ("m4tv2", "seamless_m4t_v2"))},
+    # facebook/wmt19-en-de's layout (fairseq's post-LN layer, ReLU, scaled embedding, sinusoidal tables as
+    # nn.Embedding parameters, separate source / target vocabularies, untied output_projection) at 2 + 2 layers,
+    # d_model 512 and its shipped dropouts (0.2 residual, 0.1 attention)
+    "fsmt": {"model_type": "fsmt", "langs": ["en", "de"], "src_vocab_size": 32000, "tgt_vocab_size": 24000,
+             "d_model": 512, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 8,
+             "decoder_attention_heads": 8, "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048,
+             "max_position_embeddings": 1024, "dropout": 0.2, "attention_dropout": 0.1, "activation_dropout": 0.0,
+             "activation_function": "relu", "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0,
+             "scale_embedding": True, "pad_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 2,
+             "tie_word_embeddings": False},
 }
 TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -112,10 +124,12 @@ TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "switch": ["q", "v"],
            "m4t": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "m4tv2": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
-           "t5gemma": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+           "t5gemma": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+           "fsmt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]}
 # LED has no attention interface (modeling_led.py: LEDEncoderSelfAttention's own chunked matmuls, LEDDecoderAttention
 # eager); PEGASUS-X's decoder attention supports FA2 (`_supports_flash_attn = True`), its encoder's is its own
-ATTENTION = {"m4t": "flash", "m4tv2": "flash", "t5gemma": "flash", "switch": "eager", "t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash"}
+# FSMT's Attention is fairseq's own bmm / softmax / bmm (modeling_fsmt.py Attention.forward): eager only
+ATTENTION = {"m4t": "flash", "m4tv2": "flash", "t5gemma": "flash", "switch": "eager", "t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash", "fsmt": "eager"}
 
 
 def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none") -> dict:
@@ -137,6 +151,17 @@ def rows() -> list[dict]:
         out.append({"id": f"{fam}-full-pure-{a}-gc-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512, ckpt="full")})
         # LoRA under checkpointing: PEFT's enable_input_require_grads makes the embedding outputs need a gradient
         out.append({"id": f"{fam}-lora-mixed-{a}-gc-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512, ckpt="full")})
+    # FSMT: no checkpointing rows (PretrainedFSMTModel does not set supports_gradient_checkpointing, so
+    # gradient_checkpointing_enable refuses it); full bf16, AMP and LoRA
+    out.append({"id": "fsmt-full-pure-eager-s512-b2", **_plan("fsmt", "full", "bf16-pure", 2, 512)})
+    out.append({"id": "fsmt-full-mixed-eager-s512-b2", **_plan("fsmt", "full", "bf16-mixed", 2, 512)})
+    out.append({"id": "fsmt-lora-mixed-eager-s512-b2", **_plan("fsmt", "lora", "bf16-mixed", 2, 512)})
+    # fp32: without autocast layer 0's projections each copy the transposed embedding output
+    # LoRA on a bf16 base without autocast, fp32 adapters (PEFT >= 0.12 autocast_adapter_dtype, as the engine
+    # assumes; the tracer's bf16-pure default builds bf16 adapters): each adapter casts its input to fp32
+    out.append({"id": "fsmt-lora-pure-eager-s512-b2", **_plan("fsmt", "lora", "bf16-pure", 2, 512),
+                "stack": {"peft_adapter_dtype": "fp32"}})
+    out.append({"id": "fsmt-full-fp32-eager-s256-b2", **_plan("fsmt", "full", "fp32", 2, 256)})
     # T5 v1.1's gated feed-forward in fp32 (how PEFT's T0 / mT0 examples train: LoRA on q and v)
     out.append({"id": "t5v11-full-fp32-eager-s128-b8", **_plan("t5v11", "full", "fp32", 8, 128)})
     out.append({"id": "t5v11-lora-fp32-eager-s128-b8", **_plan("t5v11", "lora", "fp32", 8, 128)})

@@ -24,8 +24,8 @@ import time
 import torch
 
 from .cuda_autocast import cuda_autocast_policy
-from .build import (build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches,
-                    no_global_attention, step_labels, unpadded_lengths)
+from .build import (build_meta_model, cuda_like_dropout, fakeify, fsmt_no_padding, grouped_mm_any_dtype,
+                    hf_patches, no_global_attention, step_labels, unpadded_lengths)
 from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import TracePlan, from_dict
 from .allocator import replay
@@ -133,7 +133,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
     saved = None
     with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), balanced_routing(), \
             cuda_autocast_policy(dt["autocast"] is not None), no_global_attention(cfg.model_type == "led"), \
-            unpadded_lengths(cfg.model_type == "xlm", s), fm:
+            unpadded_lengths(cfg.model_type == "xlm", s), fsmt_no_padding(cfg.model_type == "fsmt"), fm:
         tr.phase = "setup"
         lora_ids = {id(p) for p in tagged["lora"]}
         for p in model.parameters():

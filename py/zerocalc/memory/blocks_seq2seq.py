@@ -11,11 +11,11 @@ and labels (b, s), decoder_input_ids = shift_right(labels)), so every block runs
 cross-attention's scores are s × s.
 
 Traced: T5 (ReLU, t5-small's layout) and T5 v1.1 (gated-gelu) with eager attention, M2M100 (BART's pre-LN layer)
-with FA2, LED (post-LN, GELU, Longformer encoder attention) with eager, PEGASUS-X (pre-LN, GELU, block-local +
+with FA2, FSMT (post-LN, ReLU, fairseq's own eager bmm attention, time-major stacks) with eager, LED (post-LN, GELU, Longformer encoder attention) with eager, PEGASUS-X (pre-LN, GELU, block-local +
 global-token encoder layer: memory/blocks_encoder_attn.py) with FA2, full / LoRA / checkpointed. Costed with the
 same rules, not traced: a T5 plan asking flash or sdpa (T5 has no FA2 path, `_supports_flash_attn = False`, and
 SDPA takes the position bias as a float mask: costed as eager), LED with global attention (a global_attention_mask:
-costed as local only), FSMT's post-LN layer, the sparse layers of NLLB-MoE (as one dense feed-forward), UMT5's
+costed as local only), the sparse layers of NLLB-MoE (as one dense feed-forward), UMT5's
 per-layer bias under checkpointing. Switch Transformers' sparse feed-forward (switch_sparse_mlp) is traced with its
 real router and a balanced assignment under expert capacity (tools/memtrace/routing.py), bf16-mixed full and LoRA.
 
@@ -201,8 +201,13 @@ def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, la
     if not decoder and sw["encoder_attn"] == "longformer":
         out = longformer(ss, c, arch, y, yb, lins, ads, sw["windows"][min(layer, len(sw["windows"]) - 1)])
     else:
+        copies = sw.get("time_major") and layer == 0 and not c.autocast
         for name in ("q_proj", "k_proj", "v_proj"):
-            linear(ss, c, y, yb, lins[name], ads.get(name))
+            # FSMT's stacks run time-major: `x.transpose(0, 1)` of the embedding output (modeling_fsmt.py
+            # FSMTEncoder / FSMTDecoder.forward) is non-contiguous, so each of layer 0's projections reshapes
+            # it into its own contiguous copy (traced: fsmt-full-pure, a clone per q/k/v); under autocast each
+            # has its own 16-bit cast copy anyway
+            linear(ss, c, f"{y}.{name}" if copies else y, yb, lins[name], ads.get(name))
         out = _attention(ss, c2, arch, "sa")
     linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
     _drop(ss, c2, sw, "sa_drop", h)

@@ -19,7 +19,7 @@ field names. Sources, each checked against the meta-device build in tests/data/a
 - seamless_m4t / seamless_m4t_v2 (SeamlessM4T(v2)ForTextToText): shared, text_encoder / text_decoder of NLLB's
   layer names (ffn_layer_norm), sinusoidal position buffers, hidden_size for d_model; the speech encoder, the
   text-to-unit model and the vocoder are not in the text-to-text class.
-Activations: memory/blocks_seq2seq.py by the switches `switches` reads (traced: M2M100, LED, PEGASUS-X,
+Activations: memory/blocks_seq2seq.py by the switches `switches` reads (traced: M2M100, FSMT, LED, PEGASUS-X,
 SeamlessM4T(v2); tools/memtrace/seq2seq.py); a sparse layer's activations are costed as one dense feed-forward (top-k routing and
 expert capacity are not modelled)."""
 from __future__ import annotations
@@ -28,12 +28,17 @@ from dataclasses import replace
 
 from .arch import ModelArch
 from .config import ConfigReader, TensorList
-from .decoders import SUPPORT as BART_SUPPORT, bart_arch, layer_switches
+from .decoders import bart_arch, layer_switches
 
 # traced (tools/memtrace/seq2seq.py): M2M100, LED, PEGASUS-X, SeamlessM4T(v2)'s text-to-text model
 TRACED = ("m2m_100", "led", "pegasus_x", "seamless_m4t", "seamless_m4t_v2")
 TRACED_SUPPORT = ("exact parameter count; activations traced (memory/blocks_seq2seq.py: tools/memtrace/golden/"
                   "seq2seq); LoRA adapters counted on one BART layer per block (not on the cross-attention)")
+
+# FSMT: traced without checkpointing only, since the class has none (modeling_fsmt.py PretrainedFSMTModel sets no
+# supports_gradient_checkpointing, so gradient_checkpointing_enable raises)
+FSMT_SUPPORT = (TRACED_SUPPORT + "; FSMT has no gradient checkpointing in transformers (a checkpointed plan is "
+                "costed by BART's checkpointing rule, not traced)")
 
 SUPPORT = ("exact parameter count; activations approximate (BART's layer of memory/blocks_seq2seq.py, traced on "
            "M2M100 and LED, not on this model_type; MoE routing not modelled); LoRA adapters counted on one BART "
@@ -143,7 +148,7 @@ def seq2seq(c: ConfigReader, model_type: str, row: dict | None = None) -> ModelA
     n_layers = c.int("encoder_layers") + c.int("decoder_layers")
     arch = bart_arch(c, model_type, b, d, n_layers, heads, c.int("decoder_ffn_dim"), tgt, tied, max_pos,
                      TRACED_SUPPORT if model_type in TRACED else
-                     BART_SUPPORT if model_type == "fsmt" else NLLB_MOE_SUPPORT if model_type == "nllb-moe" else
+                     FSMT_SUPPORT if model_type == "fsmt" else NLLB_MOE_SUPPORT if model_type == "nllb-moe" else
                      SUPPORT)
     return replace(arch, bart=switches(c, model_type, row))
 
@@ -157,7 +162,7 @@ def switches(c: ConfigReader, model_type: str, row: dict) -> dict:
     `stagger_local_blocks` (modeling_pegasus_x.py PegasusXEncoder: layer i staggered when i is odd)."""
     sw = layer_switches(c, model_type, row["emb_ln"], row["final_ln"])
     sw.update(post_ln=sw["post_ln"] or model_type in ("led", "fsmt"), decoder_only=False,
-              encoder_attn=row["encoder_attn"])
+              encoder_attn=row["encoder_attn"], time_major=model_type == "fsmt")
     if row["stacks"] == _SEAMLESS["stacks"]:
         # SeamlessM4T(v2)EncoderLayer / DecoderLayer: `self.ffn_dropout = nn.Dropout(config.activation_dropout)` after
         # the feed-forward (the attentions' attn_dropout is config.dropout)
