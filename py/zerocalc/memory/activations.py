@@ -19,6 +19,8 @@ from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
+from .blocks_hrm import RULES as HRM_RULES
+from .blocks_hrm import checkpointed_final_norms, hrm_head
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -78,6 +80,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     y_bytes = 4 if c.autocast and arch.family not in ("llama", "gemma", "t5") else c.res
     if arch.ssm is not None:
         y, y_bytes = ssm_final_norm(ss, c, h, arch.ssm)
+    elif arch.model_type in HRM_RULES:
+        y, y_bytes = hrm_head(ss, c, arch, plan.seq_len)   # memory/blocks_hrm.py
     elif arch.bart is not None:
         # memory/blocks_bart.py: BART-lineage causal decoders; PEFT with checkpointing makes the embedding output
         # require grad (enable_input_require_grads)
@@ -167,6 +171,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         stack = arch.num_layers * res * t * h + (ed.ckpt_extra if ed else 0)
         if arch.model_type in GEMMA4:
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
+        if arch.model_type in HRM_RULES:
+            stack += checkpointed_final_norms(arch, t)      # memory/blocks_hrm.py
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
             stack -= (res - 2) * t * h

@@ -16,7 +16,7 @@ from .activations import Activations, activations
 from .blocks_bart import never_run
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .logits import Logits, chunked_head_grads, logits
-from .lora import (adapters_per_layer, largest_quantized_matrix, modules_to_save_numel, trl_bf16_numel,
+from .lora import (adapters_per_block, largest_quantized_matrix, modules_to_save_numel, trl_bf16_numel,
                    qlora_base_bytes, quantized_linear_bytes)
 from .precision import Dtypes, dtypes_for, module_dtypes
 from .stack import Stack, effective_stack
@@ -70,7 +70,7 @@ def step_inputs(plan: Plan) -> StepInputs:
     else:
         ad_sizes, ad_shapes = [], []
         per_block: dict = {}         # the blocks share a few adapter tuples (dense, MoE): each listed once
-        for ads in adapters_per_layer(arch, plan):
+        for ads in adapters_per_block(arch, plan):
             if id(ads) not in per_block:
                 shapes_b = [(s, n) for a in ads for s, n in (((a.rank, a.d_in), a.rank * a.d_in),
                                                             ((a.d_out, a.rank), a.d_out * a.rank))]
