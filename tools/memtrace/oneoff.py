@@ -6,6 +6,9 @@ tests/test_oneoff_grid.py holds the engine to, within 3 %, without torch.
 - hrm_text (modeling_hrm_text.py HrmTextForCausalLM): two stacks of 2 layers, H_cycles 2, L_cycles 2 with
   L_bp_cycles [1] (the first L pass of each high cycle runs under torch.no_grad), 4 heads of 128, the sigmoid
   attention gate, weightless RMSNorms: 2 x (1 + 1) x 2 = 8 layer calls keep their graph.
+- dory (modeling_dory.py DoryForCausalLM): 4 nGPT layers (1 input, 2 recurrent run twice, 1 output: 6 layer
+  calls), sliding (window 256) and full attention alternating, 4 heads of 128 with 2 KV heads, the L2 norms,
+  learned scales and the fp32 logit scale.
 
 Each gets a full bf16 row with FlashAttention-2's profile, a bf16-mixed LoRA row with adapter dropout, an
 fp32-weight autocast row with eager attention and a full bf16 row with gradient checkpointing.
@@ -27,8 +30,14 @@ CONFIGS = {
                  "head_dim": 128, "num_layers_per_stack": 2, "H_cycles": 2, "L_cycles": 2, "L_bp_cycles": [1],
                  "vocab_size": 32000, "max_position_embeddings": 2048, "attention_dropout": 0.0,
                  "tie_word_embeddings": False},
+    "dory": {"model_type": "dory", "hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 128, "num_hidden_layers": 4, "n_input_layers": 1,
+             "n_output_layers": 1, "n_recurrent_loops": 2, "vocab_size": 32000, "max_position_embeddings": 4096,
+             "sliding_window": 256,
+             "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+             "attention_dropout": 0.0, "tie_word_embeddings": False},
 }
-TARGETS = {"hrm_text": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+TARGETS = {fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] for fam in CONFIGS}
 
 
 # what every row shares; each row adds (id suffix, method, precision, attention, micro-batch, seq_len, checkpointing)

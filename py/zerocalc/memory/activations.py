@@ -19,6 +19,7 @@ from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
+from .blocks_dory import dory_head
 from .blocks_hrm import RULES as HRM_RULES
 from .blocks_hrm import checkpointed_final_norms, hrm_head
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
@@ -82,6 +83,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
         y, y_bytes = ssm_final_norm(ss, c, h, arch.ssm)
     elif arch.model_type in HRM_RULES:
         y, y_bytes = hrm_head(ss, c, arch, plan.seq_len)   # memory/blocks_hrm.py
+    elif arch.looped is not None:
+        y, y_bytes = dory_head(ss, c, arch, plan.seq_len)  # memory/blocks_dory.py
     elif arch.bart is not None:
         # memory/blocks_bart.py: BART-lineage causal decoders; PEFT with checkpointing makes the embedding output
         # require grad (enable_input_require_grads)

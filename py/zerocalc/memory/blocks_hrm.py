@@ -32,9 +32,10 @@ def weightless_rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int) -> tuple[
     return f"{key}.out", c.res
 
 
-def _pick(linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> tuple[list, list]:
-    """The layer's linears in model/hrm_text.py's order (q, k, v, o, attention gate_proj, MLP gate/up/down) and
-    each one's adapter: two are named gate_proj, so adapters match by name and width."""
+def pick_adapters(linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> tuple[list, list]:
+    """The layer's linears in their model builder's order and each one's adapter (or None): HRM-Text's and Dory's
+    layers have two linears named gate_proj (the attention's output gate and the MLP's), so adapters match by name
+    and width."""
     ads = list(adapters)
     out = []
     for lin in linears:
@@ -49,7 +50,7 @@ def hrm_text_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     """One HrmTextDecoderLayer call that keeps its graph, plus its share of its stack's final_norm."""
     ss = SavedSet()
     h, t, e = arch.hidden_size, c.tokens, 2 if c.autocast else c.e
-    lins, ads = _pick(linears, adapters)
+    lins, ads = pick_adapters(linears, adapters)
     (q, k, v, o, gate), (aq, ak, av, ao, agate) = lins[:5], ads[:5]
     y, yb = weightless_rmsnorm(ss, c, "ln1", "resid", h)
     for lin, ad in ((q, aq), (k, ak), (v, av), (gate, agate)):

@@ -100,6 +100,9 @@ class ModelArch:
     # MiniMax's lightning attention layers (model/hybrid.py lightning_attention): {"block_size": ...} where
     # memory/blocks_lightning.py costs them, else None
     lightning: Mapping | None = None
+    # a looped nGPT stack's shape (model/dory.py: {"loops": n_recurrent_loops}) where memory/blocks_dory.py costs
+    # its layers and the model.norm calls between the loops, else None
+    looped: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:
