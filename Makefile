@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-families trace-oneoff trace-seq2seq trace-bart trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity post-fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-families trace-oneoff trace-seq2seq trace-bart trace-bert trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity post-fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -103,6 +103,11 @@ trace-seq2seq: tools-venv
 # fixtures in tools/memtrace/golden/bart/, held by tests/test_bart_grid.py
 trace-bart: tools-venv
 	$(PY) -m tools.memtrace.bart
+
+# BERT-lineage causal LMs (tools/memtrace/bert.py): RoBERTa and its copies, ERNIE, BertGeneration, ELECTRA, BigBird,
+# RoFormer, RoBERTa-PreLayerNorm, XLM-RoBERTa-XL, Megatron-BERT as *ForCausalLM (is_decoder); tests/test_bert_grid.py
+trace-bert: tools-venv
+	$(PY) -m tools.memtrace.bert
 
 # Whole runs (tools/memtrace/rungrid.py): HF Trainer load, init, two steps, eval, save on fake tensors, and the
 # DeepSpeed / FSDP probes' load and save phases; fixtures in tools/memtrace/golden/run/ (not part of `make test`)

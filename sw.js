@@ -8,8 +8,9 @@ const FILES = {{files}};
 const CACHE = "zerocalc-" + VERSION;
 const scope = new URL(self.registration.scope);
 // Opened once per start of this worker, not per request: a repeat visit asks it for ~60 files in its first second.
-// Every file is served as the Response Cache Storage returns, untouched, so the browser may keep V8's code for the
-// .wasm (streaming compilation in assets/worker.js) beside that entry (Chromium 156 headless was not seen to: README).
+// Every file is served as the Response Cache Storage returns, untouched: Chromium keeps V8's code for the .wasm
+// (streaming compilation from fetch() in assets/worker.js) keyed to that entry; a Response built here anew is
+// written each visit and never read back (scripts/wasm_cache_probe.py, sw-synth; when V8 writes it at all: README).
 let opened = null;
 const cache = () => (opened ??= caches.open(CACHE));
 

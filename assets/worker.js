@@ -13,9 +13,13 @@
 // Compiled at once: Pyodide's loadPyodide awaits the snapshot before it creates the module, and only then hands the
 // .wasm to WebAssembly.instantiateStreaming, so its 9.6 MB of WebAssembly would compile after the snapshot has
 // arrived and been inflated. This worker starts WebAssembly.compileStreaming on pyodide.asm.wasm in its first
-// line (streaming: compiled while it downloads; a browser that caches the compiled code may reuse it on a repeat
-// visit, which Chromium 156 headless was not seen to do: README), beside the snapshot's fetch; Pyodide's own fetch of the .wasm gets an empty stand-in and
-// its instantiateStreaming the compiled module. A page that already holds the compiled module (the planner
+// line (streaming: compiled while it downloads), beside the snapshot's fetch, from fetch() (on a repeat visit the
+// service worker answers it from its cache), never from a caches.match() Response: Chromium attaches its WebAssembly
+// code cache only to a Response that fetch() made (a caches.match() one has none: V8.WasmCodeCaching "no cache
+// handler", scripts/wasm_cache_probe.py); on a repeat visit here it was no slower (faster under load: README).
+// Whether V8 writes that cache at all is the browser's affair (Chromium 156 here writes it only after 1 MB of
+// optimised code at once, which a visit does not reach: README). Pyodide's own fetch of the .wasm gets an empty
+// stand-in and its instantiateStreaming the compiled module. A page that already holds the compiled module (the planner
 // worker, assets/engine.js) posts it as the first message {module} and nothing is compiled twice.
 //
 // Roles: ?role=planner (or the name "zerocalc-planner") is the "what fits" planner (assets/fit.js): the same boot from the same snapshot, its own
@@ -52,9 +56,9 @@ const checkedFetch = async (input, init) => {
   return r;
 };
 
-// A repeat visit: the service worker's cache holds every file of this version (sw.js); the big ones (the .wasm, the
-// snapshot, the engine archive) are read from Cache Storage here, straight, instead of each request waking the
-// service worker. No cache (first visit, service workers blocked): the network, as before. caches.match takes
+// A repeat visit: the service worker's cache holds every file of this version (sw.js); the snapshot and the engine
+// archive are read from Cache Storage here, straight, instead of each request waking the service worker (fetched
+// through it instead, the snapshot was no faster: README); the .wasm is fetched (below). No cache (first visit, service workers blocked): the network, as before. caches.match takes
 // the oldest cache that has the file, the one the serving (older) service worker still uses during an update.
 async function cachedFetch(url) {
   try {
@@ -71,7 +75,7 @@ let compiled = null;   // Promise<WebAssembly.Module>, once started
 function compileWasm(given) {
   if (compiled) return compiled;
   times.wasm = given ? "given" : "streamed";   // tests/test_page_speed.py
-  compiled = (given ? Promise.resolve(given) : WebAssembly.compileStreaming(cachedFetch(wasmURL))).then((m) => {
+  compiled = (given ? Promise.resolve(given) : WebAssembly.compileStreaming(checkedFetch(wasmURL))).then((m) => {
     times.wasm_compiled = performance.now();
     return m;
   });

@@ -113,3 +113,19 @@ def test_replay_peaks():
     assert r["phases"]["fwd"]["model_state"] == 150 and r["phases"]["fwd"]["total"] == 180
     assert r["phases"]["step"]["model_state"] == 100 + 50 + 8192
     assert r["phases"]["init"]["model_state"] == 100
+
+
+def test_allocator_phases_keeps_segments_across_phases_by_hand():
+    """DSPROBE_ALLOCATOR's replay: a 30 MiB block freed in `fwd1` stays cached, so `step1`'s 40 MiB request (too
+    large for it) opens a segment of its own beside it: reserved 30 + 40 MiB, allocated 40 MiB (requests over
+    10 MiB get their own segment, rounded to 2 MiB: CUDACachingAllocator.cpp get_allocation_size)."""
+    from types import SimpleNamespace
+
+    from tools.dsprobe.worker import allocator_phases
+
+    mib = 2**20
+    a, b = SimpleNamespace(key=1, nbytes=30 * mib), SimpleNamespace(key=2, nbytes=40 * mib)
+    tr = SimpleNamespace(marks=[(0, "fwd1"), (2, "step1")], events=[(1, a), (-1, a), (1, b), (-1, b)])
+    ph = allocator_phases(tr)
+    assert ph["fwd1"]["peak_reserved"] == 30 * mib and ph["fwd1"]["peak_allocated"] == 30 * mib
+    assert ph["step1"]["peak_reserved"] == 70 * mib and ph["step1"]["peak_allocated"] == 40 * mib

@@ -16,11 +16,15 @@ ROWS = sorted(GRID.glob("*.json"))
 
 
 def test_every_family_has_its_four_rows():
+    """Four rows per family (tools/memtrace/families.py rows: eager where the class has nothing else, no
+    checkpointing row where it refuses checkpointing: three)."""
+    from tools.memtrace.families import NO_GC, rows  # noqa: PLC0415
     ids = {p.stem for p in ROWS}
-    for fam in ("opt", "neox", "gptj", "phi", "starcoder2", "stablelm", "olmo", "cohere",
-                "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax"):
-        assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
-                f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s1024-b2"} <= ids, fam
+    for fam in ("opt", "opt350", "neox", "gptj", "codegen", "gpt_neo", "mpt", "openai", "neoxjp", "ctrl", "phi",
+                "starcoder2", "stablelm", "olmo", "cohere", "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4",
+                "minimax", "modernbert", "moshi", "mllama"):
+        want = {r["id"] for r in rows() if r["id"].startswith(f"{fam}-")}
+        assert len(want) == (3 if fam in NO_GC else 4) and want <= ids, fam
 
 
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
@@ -33,7 +37,8 @@ def test_saved_activations_within_3_percent(path):
     # under logits; take it out
     plan = row["plan"]
     t = plan["seq_len"] * plan["micro_batch_size"]
-    traced -= 4 * t * plan["model"]["vocab_size"]
+    text = plan["model"].get("text_config", plan["model"])          # a composite's vocabulary is its text model's
+    traced -= 4 * t * text["vocab_size"]
     if plan["model"].get("final_logit_softcapping"):
         # Gemma's soft-capping keeps its 16-bit tanh output (b·s·V·2 bytes; every row computes in bf16), which the
         # engine books under logits too (memory/logits.py)
@@ -43,12 +48,9 @@ def test_saved_activations_within_3_percent(path):
     assert abs(engine - traced) <= 0.03 * traced, (engine / 2**20, traced / 2**20)
 
 
-# rows whose components miss for a reason outside the blocks' activations (a strict xfail: a fix shows as XPASS)
-BUFFER_MISS = ("GPT-BigCode's causal-mask buffer (modeling_gpt_bigcode.py GPTBigCodeModel.__init__: self.bias = "
-               "nn.Buffer(tril(ones((max_positions, max_positions), bool)), persistent=False): 2048^2 B = 4 MiB) is "
-               "not among the engine's buffers (model/classic.py); activations and the peak are within 3 %")
-KNOWN_COMPONENTS = {f"bigcode-{r}": BUFFER_MISS for r in ("full-pure-flash-s512-b2", "lora-mixed-flash-s1024-b2-drop",
-                                                          "full-mixed-eager-s256-b2", "full-pure-flash-gc-s1024-b2")}
+# rows whose components miss for a reason outside the blocks' activations (a strict xfail: a fix shows as XPASS);
+# none now: GPT-BigCode's causal-mask buffer is memory/inputs.py CAUSAL_MASK_BUFFERS
+KNOWN_COMPONENTS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
@@ -122,3 +124,58 @@ def test_minimax_lightning_layer_keeps_its_block_loop():
     plan = Plan.from_dict({k: v for k, v in row.items() if k != "id"})
     layers = activations(plan, model_from_config(row["model"]), dtypes_for(plan)).layers
     assert layers[2] == 25_178_112 + 7_077_888 + 3_145_728 + 786_432 + 24_743_936
+
+
+def test_causal_mask_buffers_per_layer_and_per_model():
+    """modeling_gpt_neo.py GPTNeoSelfAttention.__init__ registers a (max_position_embeddings)^2 bool mask in every
+    layer: the gpt_neo row's 4 layers x 2048 x 2048 x 1 byte = 16,777,216 bytes; modeling_gpt_bigcode.py
+    GPTBigCodeModel.__init__ one per model: 2048 x 2048 = 4,194,304 bytes (n_positions 2048)."""
+    from tools.memtrace.families import rows  # noqa: PLC0415
+    for rid, want in (("gpt_neo-full-pure-flash-s512-b2", 16_777_216), ("bigcode-full-pure-flash-s512-b2", 4_194_304)):
+        row = next(r for r in rows() if r["id"] == rid)
+        detail = estimate(Plan.from_dict({k: v for k, v in row.items() if k != "id"})).to_dict()["per_gpu"]["detail"]
+        assert detail["causal_mask"] == want, rid
+
+
+def test_mpt_runs_eager_whatever_the_plan_asks():
+    """modeling_mpt.py MptAttention has only its eager path. The mpt row's config (h 1024, 16 heads, up_proj 4096),
+    bf16 full training, b 2 x s 512 = 1024 tokens; layer 1 keeps (16-bit elements) norm_1's input, Wqkv's input, the
+    copies of q, k and v, out_proj's input, norm_2's input, up_proj's input: 8 x 1024 x 1024 x 2 = 16,777,216 bytes;
+    GELU's input and down_proj's input: 2 x 1024 x 4096 x 2 = 16,777,216; two LayerNorms' mean and rstd 2 x 8 x 1024
+    = 16,384; the fp32 softmax and its bf16 copy 6 x 16 x 512 x 512 x 2 = 50,331,648: 83,902,464 bytes, the same
+    with attention "flash"."""
+    from tools.memtrace.families import rows  # noqa: PLC0415
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == "mpt-full-pure-eager-s512-b2")
+    arch = model_from_config(row["model"])
+    for attention in ("eager", "flash"):
+        plan = Plan.from_dict({**{k: v for k, v in row.items() if k != "id"}, "attention": attention})
+        assert activations(plan, arch, dtypes_for(plan)).layers[1] == 83_902_464, attention
+
+
+def test_mllama_text_only_step_skips_the_cross_attention_layers():
+    """modeling_mllama.py MllamaTextModel.forward skips a cross-attention layer without cross_attention_states
+    (`continue`): the mllama row's config (h 1024, 16 heads of 64, 4 KV heads, MLP 3584, layer 3 of 5 cross) fed
+    text only gives the cross layer's parameters no optimizer state: q 1024*1024 + k, v 256*1024 each + o
+    1024*1024 = 2,621,440; gate/up/down 3*1024*3584 = 11,010,048; two RMSNorms 2,048, q_norm / k_norm 2*64, two
+    gates: 13,633,666 parameters, 2 bf16 AdamW states each = 54,534,664 B.
+
+    Fed 256 vision tokens a sample (bf16, b 2, s 512: t = 1024 text rows, n = 512 vision rows), the layer saves
+    (MllamaCrossAttentionDecoderLayer, memory/blocks_cross.py): input_layernorm 4th + 4t + 2th and q_proj's input
+    2th; q_norm 4tq + 4ta + 2tq; k_norm 4n·kv + 4n·kvh + 2n·kv; SDPA q 2tq, K and V repeated to 16 heads 2nq
+    each, output 2tq, logsumexp 4at; the attention gate's input 2th; post_attention_layernorm 4th + 4t + 2th and
+    gate_proj's input 2th; gate, up, SiLU, product 4 x 2tI; the MLP gate's input 2th: 63,848,448 B; once for all
+    cross layers the vision states 2nh, the 4-D mask 2t·256 and the row mask 2t: 1,574,912 B."""
+    from tools.memtrace.families import CONFIGS  # noqa: PLC0415
+    base = {"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0, "precision": "bf16-pure",
+            "optimizer": "adamw", "micro_batch_size": 2, "seq_len": 512, "attention": "sdpa", "method": "full"}
+    text = estimate(Plan.from_dict({**base, "model": CONFIGS["mllama"]})).to_dict()
+    fed = estimate(Plan.from_dict({**base, "model": CONFIGS["mllama"], "vision": {"tokens_per_sample": 256}})).to_dict()
+    d_text, d_fed = text["per_gpu"]["detail"], fed["per_gpu"]["detail"]
+    assert d_fed["optimizer_states"] - d_text["optimizer_states"] == 54_534_664
+    assert d_fed["saved_activations"] - d_text["saved_activations"] == 63_848_448 + 1_574_912
+    assert text["model_support"] == "exact" and fed["model_support"] == "exact"
+    # more vision tokens than text: Mllama's are beside the text, not inside seq_len
+    Plan.from_dict({**base, "model": CONFIGS["mllama"], "vision": {"tokens_per_sample": 4100}})

@@ -1,5 +1,5 @@
-"""Fused 3-D experts under full fine-tuning: layer 0's gate_up weight-gradient transient (memory/activations.py
-_expert_grad_temp), held to traces of five MoE families (tools/memtrace/moe_trace.py families:
+"""Fused 3-D experts under full fine-tuning: layer 0's gate_up weight-gradient transient (memory/expert_backward.py
+expert_grad_temp), held to traces of five MoE families (tools/memtrace/moe_trace.py families:
 tests/data/moe_families_trace.json; Mixtral, Qwen3-MoE, OLMoE, gpt-oss, GraniteMoE at their default shapes,
 two layers, full and LoRA on attention, with and without checkpointing); and frozen experts (LoRA on attention)
 keep neither the gathered tokens nor the product (memory/blocks.py sparse_moe).

@@ -22,26 +22,21 @@ def test_every_type_has_its_four_rows():
 
 
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
-def test_saved_activations_within_3_percent(path):
+def test_saved_activations_and_components_within_3_percent(path):
     """The trace's saved bytes at forward end (less the loss's fp32 log-softmax, b·s·V·4 bytes, which the engine
     books under logits: memory/logits.py) against the engine's saved activations (blocks + head + autocast's weight
-    copies)."""
+    copies); then every component at the peak (tools/memtrace/compare.py)."""
     row = json.loads(path.read_text())
-    plan = row["plan"]
+    plan, vocab = row["plan"], row["plan"]["model"]["vocab_size"]
     t = plan["seq_len"] * plan["micro_batch_size"]
-    traced = row["saved_activations_forward_end"] - 4 * t * plan["model"]["vocab_size"]
-    if plan["model"]["model_type"] == "dory" and plan["method"] == "full":
-        # DoryLMHead's `logits.float() * scale` keeps the fp32 logits for the trained scale (b·s·V·4 bytes), booked
-        # under logits too
-        traced -= 4 * t * plan["model"]["vocab_size"]
-    detail = estimate(Plan.from_dict(plan)).to_dict()["per_gpu"]["detail"]
-    engine = detail["saved_activations"] + detail.get("head_activations", 0) + detail.get("autocast_weight_copies", 0)
+    # DoryLMHead's `logits.float() * scale` keeps the fp32 logits for the trained scale (b·s·V·4 bytes), booked
+    # under logits too
+    logits_kept = 2 if plan["model"]["model_type"] == "dory" and plan["method"] == "full" else 1
+    traced = row["saved_activations_forward_end"] - logits_kept * 4 * t * vocab
+    d = estimate(Plan.from_dict(plan)).to_dict()["per_gpu"]["detail"]
+    engine = sum(d.get(k, 0) for k in ("saved_activations", "head_activations", "autocast_weight_copies"))
     assert abs(engine - traced) <= 0.03 * traced, (engine / 2**20, traced / 2**20)
-
-
-@pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
-def test_components_and_peak_within_3_percent(path):
-    ok, table = check_fixture(json.loads(path.read_text()))
+    ok, table = check_fixture(row)
     assert ok, "\n" + table
 
 

@@ -820,3 +820,51 @@ def test_rpo_alpha_imported_from_trl_swift_and_llamafactory():
     assert lf["post_training"]["rpo_alpha"] == 0.2
     lf0 = import_config("stage: dpo\nmodel_name_or_path: Qwen/Qwen2.5-7B\npref_ftx: 0.0\n", {}).plan
     assert "rpo_alpha" not in lf0["post_training"]                         # ftx_gamma > 1e-6 only
+
+
+def test_trl_ppo_rollout_gathers_the_critic_and_keeps_the_scores_by_hand():
+    """TRL's PPOTrainer (ms-swift's too) generates under `unwrap_model_for_generation(PolicyAndValueWrapper)`:
+    ZeRO-3 gathers the critic's 16-bit weights with the policy's, and `generate(output_scores=True)` keeps one fp32
+    row of V logits per generated token beside its torch.stack (2 x 4 bytes x rows x completion x V)."""
+    pt = {"method": "ppo", "trainer": "ms-swift", "prompt_len": 512, "completion_len": 256}
+    est = estimate(plan(pt, zero_stage=3, micro_batch_size=1, gradient_accumulation_steps=2))
+    gen, score = est.run.phases["generate"].components, est.run.phases["score"].components
+    # the policy (1,235,814,400) and the critic, the policy's scalar-head model (+ score 2048), 2 bytes each
+    assert gen["weights"] - score["weights"] == 2 * P1B + 2 * (P1B + 2048)
+    rows = 1 * 2                                   # micro-batch x accumulation: TRL PPO's local rollout batch
+    kv = L * KV * rows * (512 + 256 - 1) * (2 + 2)   # bf16 keys and values under DeepSpeed's bf16
+    assert gen["activations"] == kv + 4 * 2 * rows * V + 2 * 4 * rows * 256 * V
+    # ZeRO-2 gathers nothing: only the scores are added there
+    est2 = estimate(plan(pt, zero_stage=2, micro_batch_size=1, gradient_accumulation_steps=2))
+    assert est2.run.phases["generate"].components["activations"] == gen["activations"]
+
+
+def test_swift_dpo_nll_cross_entropy_up_to_3_5_by_hand():
+    """ms-swift's DPOTrainer up to 3.5.x runs get_nll_loss: the chosen rows' shifted logits made contiguous into
+    nn.CrossEntropyLoss, whose log_softmax output is saved for backward (under rpo_alpha in 3.4.1, always in 3.5.0);
+    from 3.6.0 the NLL comes from the per-token log-probs. Single GPU under bf16 autocast: accelerate's fp32 copy of
+    the logits, so 4 bytes x 1 pair x (512 - 1) positions x V at the backward peak."""
+    def peak(version, rpo):
+        pt = {"method": "dpo", "trainer": "ms-swift", "prompt_len": 256, "completion_len": 256,
+              "trainer_version": version}
+        if rpo is not None:
+            pt["rpo_alpha"] = rpo
+        est = estimate(plan(pt, framework="single", gpus_per_node=1, zero_stage=0, micro_batch_size=1,
+                            method="lora", activation_checkpointing="full", precision="bf16-mixed"))
+        return est.per_gpu.phase_allocated["loss_bwd"]        # the policy's backward peak
+    nll = 4 * 1 * (512 - 1) * V
+    assert peak("3.4", 0.1) - peak("3.6", 0.1) == nll
+    assert peak("3.5", None) - peak("3.6", None) == nll
+    assert peak("3.4", None) == peak("3.6", 0.1) == peak("4.6", 0.1)
+
+
+def test_trl_ppo_scores_the_rollout_in_forward_batches_beside_its_scores_by_hand():
+    """TRL's PPO (ms-swift's) scores the whole local rollout batch (micro-batch x accumulation, at most
+    local_rollout_forward_batch_size 64 rows) at once, while the generation's padded fp32 scores stay alive: the
+    reference's bf16 logits (rows x T x V, one row's log_softmax beside them) and the last hidden states, plus
+    4 bytes x rows x completion x V (ZeRO-2, bf16: no autocast)."""
+    pt = {"method": "ppo", "trainer": "ms-swift", "prompt_len": 512, "completion_len": 256}
+    est = estimate(plan(pt))                       # micro-batch 2 x accumulation 4: 8 rows
+    rows, t, h = 8, 768, 2048
+    logits = 2 * rows * t * V + 2 * t * V + 2 * rows * t * h
+    assert est.run.phases["score"].components["logits"] == logits + 4 * rows * 256 * V

@@ -141,8 +141,8 @@ def test_cli_exits_2_naming_the_key(tmp_path, capsys):
 
 
 # a tiny Fuyu: the "tower" is one biased linear from a 30 x 30 x 3 patch to the text width (modeling_fuyu.py
-# vision_embed_tokens; its tower_spec: tests/test_vision_towers.py); Voxtral's audio tower (the fixture's default
-# config, tests/data/architectures.json) has no tower_spec (its activations are not modelled)
+# vision_embed_tokens; its tower_spec: tests/test_vision_towers.py); Audio Flamingo 3's audio tower (the fixture's
+# default config, tests/data/architectures.json) has no tower_spec (its activations are not modelled)
 FUYU = {"model_type": "fuyu", "patch_size": 30, "num_channels": 3,
         "text_config": {"model_type": "persimmon", "hidden_size": 256, "intermediate_size": 1024,
                         "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}}
@@ -157,7 +157,7 @@ def _fuyu(trainable: str, model: dict = FUYU):
 def test_untraced_tower_frozen_by_default_and_warned_when_trained():
     """Frozen (the default) freezes any composite's tower, modelled or not: Fuyu's 2,700 x 256 + 256 = 691,456
     tower parameters get no gradient (bf16-pure: 2 bytes each) and no AdamW states (2 x 2 bytes each), and
-    nothing is said. Trained, they do; Voxtral's audio tower has no tower_spec modelling what it saves, so trained the
+    nothing is said. Trained, they do; Audio Flamingo 3's audio tower has no tower_spec modelling what it saves, so trained the
     model-approximate warning says its activations are left out; LLaVA's and Fuyu's traced towers trained get
     no warning."""
     frozen, full = _fuyu("frozen"), _fuyu("full")
@@ -167,9 +167,9 @@ def test_untraced_tower_frozen_by_default_and_warned_when_trained():
     assert uc["optimizer_states"] - fc["optimizer_states"] == 2 * 2 * 691_456
     assert "model-approximate" not in {w["id"] for w in frozen.to_dict()["warnings"]}
     assert "model-approximate" not in {w["id"] for w in full.to_dict()["warnings"]}
-    voxtral = {**_rows("voxtral")["voxtral"], "model_type": "voxtral"}
-    msg = {w["id"]: w["message"] for w in _fuyu("full", voxtral).to_dict()["warnings"]}["model-approximate"]
-    assert msg.startswith("voxtral") and "tower's activations are not modelled" in msg
+    af3 = {**_rows("audioflamingo3")["audioflamingo3"], "model_type": "audioflamingo3"}
+    msg = {w["id"]: w["message"] for w in _fuyu("full", af3).to_dict()["warnings"]}["model-approximate"]
+    assert msg.startswith("audioflamingo3") and "tower's activations are not modelled" in msg
     llava = estimate(plan({"images": 1, "batch": 1, "seq": 256, "trainable": "full"})).to_dict()
     assert "model-approximate" not in {w["id"] for w in llava["warnings"]}
 
@@ -184,12 +184,12 @@ def _rows(*model_types: str) -> dict:
 
 def test_model_support_names_an_untraced_trained_tower():
     """Issue 20 point 5: a composite whose parameter count is exact but whose tower has no traced activation
-    rule (Voxtral's Whisper-style audio tower, Phi-4-multimodal's SigLIP + audio conformer, Aria's vision tower
+    rule (Audio Flamingo 3's Whisper-style audio tower, Phi-4-multimodal's SigLIP + audio conformer, Aria's vision tower
     and MoE projector, Granite Speech's conformer + Q-Former) reports model_support "exact" only while the tower
     is frozen (it saves nothing then); trained (full), model_support keeps "exact parameter count" and says the
     activations are approximate because that tower's are not modelled, and the model-approximate warning says the
     same."""
-    for model_type, cfg in _rows("voxtral", "phi4_multimodal", "aria", "granite_speech").items():
+    for model_type, cfg in _rows("audioflamingo3", "phi4_multimodal", "aria", "granite_speech").items():
         frozen, full = (_fuyu(t, {**cfg, "model_type": model_type}).to_dict() for t in ("frozen", "full"))
         assert frozen["model_support"] == "exact", model_type
         assert "model-approximate" not in {w["id"] for w in frozen["warnings"]}
@@ -201,3 +201,20 @@ def test_model_support_names_an_untraced_trained_tower():
         assert support in warned
         # the counts do not move with the wording: the same parameters, the tower's now trainable
         assert full["model"]["total_params"] == frozen["model"]["total_params"]
+
+
+def test_idefics_freezes_its_text_layers_as_its_modelling_code_does():
+    """modeling_idefics.py IdeficsModel.__init__ ends with freeze_relevant_params: IdeficsConfig's default
+    freeze_text_layers freezes the 32 decoder layers and the final norm and embed_tokens' regular weight (the
+    gated cross-attention layers train). Default config (h 4096, MLP 11008, vocab 32000): a layer 4*4096^2 +
+    3*4096*11008 + 2*4096 = 202,383,360, 32 of them 6,476,267,520, the norm 4,096, the embedding 32000*4096 =
+    131,072,000: 6,607,343,616 parameters with no gradient and no bf16 AdamW states (2 x 2 bytes each) under full
+    fine-tuning; freeze_text_layers false trains them (transformers' own requires_grad count on the meta device
+    is the same: 6,607,343,616)."""
+    cfg = _rows("idefics")["idefics"]
+    base = {"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0, "precision": "bf16-pure",
+            "optimizer": "adamw", "micro_batch_size": 1, "seq_len": 512, "method": "full"}
+    frozen = estimate(Plan.from_dict({**base, "model": cfg})).to_dict()["per_gpu"]["detail"]
+    trained = estimate(Plan.from_dict({**base, "model": {**cfg, "freeze_text_layers": False}})).to_dict()
+    assert trained["per_gpu"]["detail"]["optimizer_states"] - frozen["optimizer_states"] == 4 * 6_607_343_616
+    assert frozen["frozen_params"] - trained["per_gpu"]["detail"]["frozen_params"] == 2 * 6_607_343_616

@@ -57,8 +57,14 @@ def tokens(case: dict) -> int:
         return case["tiles"] * case["grid"] ** 2 // 4
     if case["model"] in ("video_llava", "deepseek_vl", "vipllava"):
         return 64 * case["tiles"]         # the patches an image (Video-LLaVA: the class token dropped)
-    if case["model"] in ("blip-2", "idefics2"):
+    if case["model"] in ("blip-2", "instructblip", "idefics2"):
         return 8 * case["tiles"]          # num_query_tokens / resampler_n_latents an image
+    if case["model"] == "lfm2_vl":       # each token downsample_factor^2 = 4 patches
+        return sum(r * c for r, c in case["grids"]) // 4
+    if case["model"] == "qwen2_audio":   # avg_pooler halves the 64 positions of a clip
+        return 32 * case["tiles"]
+    if case["model"] == "voxtral":       # 4 frames stacked a token
+        return 16 * case["tiles"]
     if case["model"] == "fuyu":
         return 10 * 11                    # 10 rows of 10 patches, each row ended by |NEWLINE|
     if case["model"] == "florence2":      # the last stage's grid (stride 4, then 2, 2, 2) plus the pooled token
@@ -80,7 +86,9 @@ def plan(case: dict, trainable: str = "full", **kw) -> Plan:
                            "activation_checkpointing": "full" if case.get("checkpointing") else "none",
                            "attention": "flash" if case.get("attention") == "flash_attention_2" else "sdpa",
                            "vision": {"trainable": trainable, "images_per_sample": images,
-                                      "tokens_per_sample": tokens(case)}, **kw})
+                                      "tokens_per_sample": tokens(case),
+                                      **({"instruction_tokens": case["instruction"]} if "instruction" in case
+                                         else {})}, **kw})
 
 
 # the cases a plan can state: tiles, or images of one size (Fuyu's trace includes its weight copy: own test)
@@ -98,7 +106,8 @@ def test_tower_activations_within_3_percent_of_the_trace_and_parameters_exact(ci
     case, p = CASES[cid], plan(CASES[cid])
     assert off(tower_saved_bytes(p, p.arch, 2), case) <= 0.03, cid
     by_part = p.arch.params_by_component()
-    assert by_part["vision"] + by_part["projector"] == case["tower_and_projector_params"]
+    assert by_part.get("vision", 0) + by_part["projector"] + by_part.get("audio", 0) \
+        == case["tower_and_projector_params"]
 
 
 def test_images_of_different_sizes_are_one_packed_sequence():
@@ -149,7 +158,8 @@ def test_frozen_keeps_nothing_and_trained_is_not_warned():
     for cid in ("mistral3-i1-128x128", "lighton_ocr-i2-128x128", "cohere2_vision-t1", "blip-2-i1", "fuyu-p100",
                 "got_ocr2-t1", "idefics3-t1", "smolvlm-t2", "florence2-96px-kernel", "aya_vision-t1",
                 "idefics2-t1", "mistral_large4-i2-128x128", "video_llava-i1",
-                "deepseek_vl-i1", "vipllava-i1-layer-2", "glm4v-i1-8x8"):
+                "deepseek_vl-i1", "vipllava-i1-layer-2", "glm4v-i1-8x8", "instructblip-i1-l16",
+                "qwen2_audio-c1", "voxtral-c1", "lfm2_vl-i1-8x8"):
         case = CASES[cid]
         p = plan(case, trainable="frozen")
         assert tower_saved_bytes(p, p.arch, 2) == 0
@@ -163,6 +173,57 @@ def test_pixtral_needs_the_image_tokens():
     with pytest.raises(PlanError, match="tokens_per_sample"):
         Plan.from_dict({"model": case["config"], "framework": "single", "gpus_per_node": 1, "method": "lora",
                         "vision": {"trainable": "full", "images_per_sample": 1}})
+
+
+def test_instructblip_formula_by_hand():
+    """InstructBLIP, one image with 16 instruction tokens: the ViT as BLIP-2's (n = 65 tokens, h 128, I 512, 4
+    layers: 4 * (2*65*(8*128 + 2*512) + 4*4*65 + 16*65) = 1,073,280; post_layernorm's input and statistics
+    2*65*128 + 8*65 = 17,160; its output, which the cross-attentions read, 2*65*128 = 16,640). The Q-Former in bf16
+    over r = 8 queries + 16 = 24 rows, H 96, I 256, 4 heads, 4 layers, cross-attention in layers 0 and 2: the
+    embedding LayerNorm's input 2*24*96 + statistics 8*24 + ids 8*16 + 8*16 = 5,056; a layer's self-attention
+    6*2*24*96 + 4*4*24 + 8*24 = 28,224 and FFNs 2*2*24*256 + 2*2*24*96 + 8*24 = 33,984; a cross-attention
+    4*2*8*96 + 2*2*65*96 + 4*4*8 + 8*8 = 31,296; language_projection's view of the last output 2*24*96 = 4,608.
+    1,073,280 + 17,160 + 16,640 + 5,056 + 4 * 62,208 + 2 * 31,296 + 4,608 = 1,428,168 (traced 1,424,776: bf16
+    LayerNorm statistics on CPU). Without vision.instruction_tokens the Q-Former runs its 8 queries alone (less);
+    the key on a model without InstructBLIP's Q-Former is refused naming it."""
+    case = CASES["instructblip-i1-l16"]
+    p = plan(case)
+    assert tower_saved_bytes(p, p.arch, 2) == 1_428_168
+    bare = Plan.from_dict({**p.to_dict(), "vision": {"trainable": "full", "images_per_sample": 1,
+                                                      "tokens_per_sample": 8}})
+    assert tower_saved_bytes(bare, bare.arch, 2) < 1_428_168
+    with pytest.raises(PlanError, match="vision.instruction_tokens"):
+        Plan.from_dict({**plan(CASES["blip-2-i1"]).to_dict(),
+                        "vision": {"trainable": "full", "images_per_sample": 1, "instruction_tokens": 16}})
+
+
+def test_qwen2_audio_and_voxtral_formula_by_hand():
+    """One clip, P = 64 positions (T = 128 mel frames of 16 bins), d 128, ffn 512, 4 heads, 3 layers, e = 2. The
+    front: the features' bf16 copy 2*16*128 = 4,096, conv1's and GELU's outputs 2 * 2*128*128 = 65,536, conv2's
+    output 2*128*64 = 16,384. A layer 9 * 2*64*128 + 2 * 2*64*512 + 4*4*64 + 16*64 = 280,576, three 841,728.
+    Qwen2-Audio's tail: avg_pooler's input 2*64*128 = 16,384, layer_norm's pooled input and the projector's input
+    2 * 2*32*128 = 16,384, statistics 8*32 = 256: 960,768 (traced 959,108: bf16 LayerNorm statistics on CPU).
+    Voxtral's: layer_norm's input and output 2 * 2*64*128 = 32,768, statistics 512, linear_1's and GELU's outputs
+    over 16 stacked rows of the text width 256: 2 * 2*16*256 = 16,384: 977,408 (traced 975,620). Checkpointed, two
+    clips: each layer keeps its input 2*128*128 = 32,768 (x 3), the front and tail as without: Qwen2-Audio
+    2 * (86,016 + 33,024) + 98,304 = 336,384 (traced 336,132)."""
+    for cid, want in (("qwen2_audio-c1", 960_768), ("voxtral-c1", 977_408), ("qwen2_audio-c2-ac", 336_384)):
+        p = plan(CASES[cid])
+        assert tower_saved_bytes(p, p.arch, 2) == want, cid
+
+
+def test_lfm2_vl_formula_by_hand():
+    """One 8 x 8-patch image, n = 64, e = 2, h 128, I 512, 4 heads, 3 layers, a 64-position table, factor 2 (16
+    tokens), projector_hidden_size 192. The positions' fp32 interpolation weights 4*64*64 = 16,384; a SigLIP
+    layer 2*64*(8*128 + 2*512) + 4*4*64 + 16*64 = 264,192, three 792,576; post_layernorm's input and statistics
+    2*64*128 + 8*64 = 16,896; the gather's int64 index 8*64 = 512 and output 2*64*128 = 16,384; the projector's
+    LayerNorm statistics 8*16 = 128 and output 16,384; linear_1's and GELU's outputs 2 * 2*16*192 = 12,288; the
+    token mask 16: 871,568 (traced 869,716: bf16 LayerNorm statistics on CPU). Checkpointed, two images (n = 128):
+    4*128*64 + 3 * 2*128*128 + (32,768 + 1,024) + 1,024 + 32,768 + 256 + 32,768 + 24,576 + 32 = 256,288 (traced
+    255,652)."""
+    for cid, want in (("lfm2_vl-i1-8x8", 871_568), ("lfm2_vl-i2-8x8-ac", 256_288)):
+        p = plan(CASES[cid])
+        assert tower_saved_bytes(p, p.arch, 2) == want, cid
 
 
 def test_blip2_formula_by_hand():

@@ -370,9 +370,16 @@ def _check_vision(plan: Plan) -> None:
         raise PlanError("vision.trainable", "lora puts adapters in the tower: it needs method lora or qlora")
     arch = plan.arch
     if not any(t.component in ("vision", "projector", "audio") for t in arch.tensors):
-        key = next(k for k in ("trainable", "images_per_sample", "tokens_per_sample")
+        key = next(k for k in ("trainable", "images_per_sample", "tokens_per_sample", "instruction_tokens")
                    if getattr(v, k) != getattr(VisionSettings(), k))
         raise PlanError(f"vision.{key}", f"model {arch.name!r} ({arch.model_type}) has no vision or audio tower")
+    if v.instruction_tokens and not (arch.tower or {}).get("instruct"):
+        raise PlanError("vision.instruction_tokens", f"model_type {arch.model_type!r} has no Q-Former reading "
+                        "instruction tokens (InstructBLIP's)")
+    if v.tokens_per_sample > plan.seq_len and not arch.image_cross_layers:
+        # Mllama's cross-attention layers read the vision states beside the text (memory/blocks_cross.py)
+        raise PlanError("vision.tokens_per_sample", f"image tokens count inside seq_len ({plan.seq_len}), "
+                        f"got {v.tokens_per_sample}")
     if v.images_per_sample and arch.tower is None:
         raise PlanError("vision.images_per_sample", f"the tower activations of model_type {arch.model_type!r} "
                         "are not modelled (modelled: the CLIP and SigLIP towers of LLaVA, LLaVA-NeXT, "
@@ -380,9 +387,11 @@ def _check_vision(plan: Plan) -> None:
                         "Aya Vision, DeepSeek-VL, Idefics2, Idefics3 and SmolVLM; the Qwen2-VL, "
                         "Qwen2.5-VL, Qwen3-VL, Qwen3.5, HyperCLOVA X Vision V2, EXAONE 4.5 and GLM-4.1V / 4.6V towers; "
                         "InternVL's InternViT; the Pixtral towers of Mistral 3, Mistral Large 4 and LightOnOCR; BLIP-2's ViT and "
-                        "Q-Former; Fuyu's patch linear; GOT-OCR 2.0's SAM ViT; Florence-2's DaViT); set 0 to "
-                        "leave them out")
-    if v.images_per_sample and arch.tower["kind"] in ("qwen", "glm4v", "pixtral", "fuyu") and not v.tokens_per_sample:
+                        "Q-Former, InstructBLIP's with its instruction tokens; Fuyu's patch linear; "
+                        "GOT-OCR 2.0's SAM ViT; Florence-2's DaViT; LFM2-VL's SigLIP 2; the audio encoders of Qwen2-Audio and Voxtral, "
+                        "a 30 s clip an image); set 0 to leave them out")
+    if (v.images_per_sample and arch.tower["kind"] in ("qwen", "glm4v", "pixtral", "fuyu", "lfm2_vl")
+            and not v.tokens_per_sample):
         # dynamic resolution: a Qwen-VL, Pixtral or Fuyu image's patches are read from its tokens
         raise PlanError("vision.tokens_per_sample", f"model_type {arch.model_type!r} sizes each image by its "
                         "pixels: give the image tokens per sample (tokens_per_sample) for the tower's activations")

@@ -6,8 +6,12 @@
   in full; HF Trainer's behaviour when nothing is frozen), ``lora`` (LoRA adapters on the tower's and the
   projector's linears whose names are in ``lora.targets``, as PEFT matches target names across the model;
   LLaMA-Factory's freeze_vision_tower = False under LoRA);
-- ``tokens_per_sample``: image (or audio) tokens per sample; they count inside ``seq_len``;
-- ``images_per_sample``: images each sample carries through the tower (its own activations).
+- ``tokens_per_sample``: image (or audio) tokens per sample; they count inside ``seq_len`` (plan.py
+  _check_vision), except for a model whose language model attends to them by cross-attention layers (Mllama:
+  the projected vision states, images x max_num_tiles x patches, beside the text);
+- ``images_per_sample``: images each sample carries through the tower (its own activations);
+- ``instruction_tokens``: the instruction tokens InstructBLIP's Q-Former reads beside its queries, per image
+  (qformer_input_ids); 0 by default, and written only when set (plan.py).
 """
 from __future__ import annotations
 
@@ -26,22 +30,25 @@ class VisionSettings:
     trainable: str = "frozen"
     tokens_per_sample: int = 0
     images_per_sample: int = 0
+    instruction_tokens: int = 0
 
 
 def parse_vision(value: Any, seq_len: int) -> VisionSettings:
     obj = check_mapping("vision", value)
-    reject_unknown("vision", obj, ("trainable", "tokens_per_sample", "images_per_sample"))
+    reject_unknown("vision", obj, ("trainable", "tokens_per_sample", "images_per_sample", "instruction_tokens"))
     d = VisionSettings()
     tokens = check_int("vision.tokens_per_sample", obj.get("tokens_per_sample", d.tokens_per_sample), 0, 1 << 24)
-    if tokens > seq_len:
-        raise PlanError("vision.tokens_per_sample", f"image tokens count inside seq_len ({seq_len}), got {tokens}")
     return VisionSettings(trainable=check_choice("vision.trainable", obj.get("trainable", d.trainable), TRAINABLE),
                           tokens_per_sample=tokens,
                           images_per_sample=check_int("vision.images_per_sample",
                                                       obj.get("images_per_sample", d.images_per_sample), 0,
-                                                      MAX_IMAGES))
+                                                      MAX_IMAGES),
+                          instruction_tokens=check_int("vision.instruction_tokens",
+                                                       obj.get("instruction_tokens", d.instruction_tokens), 0,
+                                                       1 << 16))
 
 
 def vision_dict(v: VisionSettings) -> dict:
     return {"trainable": v.trainable, "tokens_per_sample": v.tokens_per_sample,
-            "images_per_sample": v.images_per_sample}
+            "images_per_sample": v.images_per_sample,
+            **({"instruction_tokens": v.instruction_tokens} if v.instruction_tokens else {})}

@@ -160,6 +160,8 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str, ext_dir: str) -> Non
         gc.collect()
     timings["step_s"] = step_s
     res = analyse(tr, steady_from=2 if spec["steps"] >= 2 else 1)
+    if os.environ.get("DSPROBE_ALLOCATOR"):
+        res["allocator_phases"] = allocator_phases(tr)
     if run:
         from .host import run_phases
         res["run_phases"] = run_phases(tr)
@@ -174,3 +176,20 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str, ext_dir: str) -> Non
 
     dist.barrier()
     dist.destroy_process_group()
+
+
+def allocator_phases(tr) -> dict:
+    """DSPROBE_ALLOCATOR=1: the rank's event log replayed through the CUDA caching allocator's rules
+    (tools/memtrace/allocator.py `replay`): per phase mark (fwd<k>, bwd<k>, step<k>) the highest allocated and
+    reserved bytes while it ran, segments kept across phases (no empty_cache inside a step), as a GPU rank's
+    `max_memory_reserved` would read them. The CPU tracker sees no cuBLAS workspace and no CUDA context."""
+    from tools.memtrace.allocator import PHASE, replay  # noqa: PLC0415
+    marks: dict = {}
+    for i, name in tr.marks:
+        marks.setdefault(i, []).append(name)
+    events = []
+    for i, (sign, rec) in enumerate(tr.events):
+        events += [(PHASE, name) for name in marks.get(i, ())]
+        events.append((rec.key, rec.nbytes if sign > 0 else 0))
+    events += [(PHASE, name) for name in marks.get(len(tr.events), ())]
+    return replay(events).get("phases", {})

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 
+import re
+
 import torch
 from torch import nn
 
@@ -119,6 +121,26 @@ def register_falcon_flash() -> None:
     mf._flash_attention_forward = falcon_fa
 
 
+def register_gpt_neo_flash() -> None:
+    """GPT-Neo keeps its own attention classes too (modeling_gpt_neo.py GPT_NEO_ATTENTION_CLASSES: eager and
+    flash_attention_2, no AttentionInterface, no SDPA): our kernel's name gets GPTNeoFlashAttention2, the class a
+    user with flash-attn trains, and its `_flash_attention_forward` (inputs (b, s, a, d): views of q/k/v_proj's
+    outputs; `softmax_scale=1.0`, GPT-Neo's unscaled scores; no window: the local layers run FA2 over the whole
+    causal range as the class calls it) our FA2 profile. FA2's output is `empty_like(q)`, (b, s, a, d), so
+    `reshape` is a view for out_proj, as the transpose of our (b, a, s, d) output is."""
+    from transformers.models.gpt_neo import modeling_gpt_neo as mg  # noqa: PLC0415
+
+    def gpt_neo_fa(query, key, value, attention_mask, query_length, dropout=0.0, softmax_scale=None, **kwargs):
+        return flash_attention_forward(None, query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                                       None, dropout=dropout, scaling=softmax_scale)[0]
+    mg.GPT_NEO_ATTENTION_CLASSES[FLASH] = mg.GPTNeoFlashAttention2
+    mg._flash_attention_forward = gpt_neo_fa
+
+
+# the model_types whose attention classes are picked by name, not by AttentionInterface
+OWN_FLASH = {"falcon": register_falcon_flash, "gpt_neo": register_gpt_neo_flash}
+
+
 def unpadded_flash_mask(batch_size, q_length, kv_length, *args, attention_mask=None, **kwargs):
     """masking_utils.flash_attention_mask on the traced (never padded) batch: None, as FA2 gets for an all-ones 2-D
     mask. The real function decides with `attention_mask.all()`, which a FakeTensor cannot answer; BART's decoder
@@ -134,7 +156,24 @@ def attn_impl(plan: TracePlan) -> str:
     """
     if plan.attention == "eager":
         return "eager"
+    if plan.attention == "sdpa" and getattr(plan, "vision_tokens", 0):
+        # Mllama fed images: its cross-attention passes a 4-D mask, so a GPU runs SDPA's memory-efficient kernel
+        # with it (modeling_mllama.py: _supports_flash_attn False); HF's own sdpa runs, CPU SDPA with the mask
+        return "sdpa"
     return FLASH if has_attention_interface() else "sdpa"
+
+
+# composites traced whole, as the engine counts them (model/composite.py): Mllama built as
+# MllamaForConditionalGeneration, its vision tower and projector frozen (vision.trainable's default), fed text only
+WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector")}
+
+
+def lora_targets(plan: TracePlan, cfg):
+    """PEFT's target_modules: the plan's names, or for a composite traced whole a regex over its language model's
+    modules only (the plan's frozen tower has no adapters: zerocalc's memory/vision.py tower_adapters)."""
+    if cfg.model_type in WHOLE_COMPOSITES:
+        return r".*language_model\..*\.(" + "|".join(map(re.escape, plan.lora_targets)) + ")"
+    return list(plan.lora_targets)
 
 
 def model_class(plan: TracePlan):
@@ -145,6 +184,9 @@ def model_class(plan: TracePlan):
     classifier (pooler + num_labels head), as the HF guide's bert-large runs (AutoModelForSequenceClassification)
     train it."""
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification  # noqa: PLC0415
+    if isinstance(plan.model, dict) and plan.model.get("model_type") in WHOLE_COMPOSITES:
+        from transformers import AutoModelForImageTextToText  # noqa: PLC0415
+        return AutoModelForImageTextToText
     if plan.encoder_decoder:
         from transformers import AutoModelForSeq2SeqLM  # noqa: PLC0415
         return AutoModelForSeq2SeqLM
@@ -169,8 +211,8 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     if attn == FLASH:
         register_flash()
     cfg = hf_config(plan, attn)
-    if attn == FLASH and cfg.model_type == "falcon":
-        register_falcon_flash()
+    if attn == FLASH and cfg.model_type in OWN_FLASH:
+        OWN_FLASH[cfg.model_type]()
     kw = {"attn_implementation": attn}
     if getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None):
         kw["experts_implementation"] = "grouped_mm"    # the default on CUDA sm80+
@@ -184,6 +226,8 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     with torch.device("meta"):
         model = auto.from_config(cfg, **dkw, **kw)
     model.train()
+    for part in WHOLE_COMPOSITES.get(cfg.model_type, ()):
+        getattr(model.model, part).requires_grad_(False)
     gk = {"use_reentrant": False}
     if gc_context_fn is not None:
         gk["context_fn"] = gc_context_fn
@@ -207,7 +251,7 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     if plan.method in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model  # noqa: PLC0415
         lc = LoraConfig(r=plan.lora_rank, lora_alpha=plan.lora_alpha, lora_dropout=plan.lora_dropout,
-                        target_modules=list(plan.lora_targets),
+                        target_modules=lora_targets(plan, cfg),
                         task_type="SEQ_2_SEQ_LM" if plan.encoder_decoder else "CAUSAL_LM")
         with torch.device("meta"):
             import inspect  # noqa: PLC0415
@@ -296,6 +340,29 @@ def no_global_attention(enabled: bool):
     def item(self):
         if isinstance(self, FakeTensor) and self.dtype == torch.bool and self.numel() == 1:
             return False
+        return orig(self)
+
+    if enabled:
+        torch.Tensor.item = item
+    try:
+        yield
+    finally:
+        torch.Tensor.item = orig
+
+
+@contextlib.contextmanager
+def unpadded_lengths(enabled: bool, seq_len: int):
+    """XLMModel.forward (modeling_xlm.py) checks `assert lengths.max().item() <= slen`, lengths counting the non-pad
+    ids of each row, which a FakeTensor cannot answer. The traced batch has no padding (its ids are not pad_index),
+    so the real answer is slen: while enabled (an XLM plan), `.item()` of a one-element fake integer tensor returns
+    seq_len; any other `.item()` is left as it is."""
+    from torch._subclasses.fake_tensor import FakeTensor  # noqa: PLC0415
+    orig = torch.Tensor.item
+
+    def item(self):
+        if isinstance(self, FakeTensor) and not self.dtype.is_floating_point and self.dtype != torch.bool \
+                and self.numel() == 1:
+            return seq_len
         return orig(self)
 
     if enabled:

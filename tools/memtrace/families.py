@@ -4,9 +4,9 @@ FakeTensors (issue 20, item 3). Every block's saved set is traced on the real tr
 forward end) are what tests/test_family_grid.py holds the engine to, within 3 %, without torch.
 
 The configs are small (4 layers, h 640-1024, a real family's field names and switches: OPT's ReLU and
-pre-LayerNorm, Pythia's parallel residual and 25 % rotary, GPT-J's and Phi-2's partial rotary with a parallel
-block, Phi-2's head_dim 80); each family gets a full bf16 row with FlashAttention-2's profile, a bf16-mixed LoRA
-row with adapter dropout and residual dropout, an fp32-weight autocast row with eager attention and a full bf16
+pre-LayerNorm, Pythia's parallel residual and 25 % rotary, GPT-J's, CodeGen's and Phi-2's partial rotary with a
+parallel block, Phi-2's head_dim 80); each family gets a full bf16 row with FlashAttention-2's profile, a bf16-mixed
+LoRA row with adapter dropout and residual dropout, an fp32-weight autocast row with eager attention and a full bf16
 row with gradient checkpointing.
 
     python -m tools.memtrace.families            # trace all rows and (re)write the fixtures (make trace-families)
@@ -109,9 +109,81 @@ CONFIGS = {
                 "block_size": 256, "num_local_experts": 4, "num_experts_per_tok": 2, "hidden_act": "silu",
                 "attention_dropout": 0.0, "max_position_embeddings": 4096, "router_jitter_noise": 0.0,
                 "tie_word_embeddings": False},
+    # EleutherAI/gpt-neo-125m's layout: global and local (window 256) attention alternating, no q/k scaling, gelu_new
+    "gpt_neo": {"model_type": "gpt_neo", "hidden_size": 768, "num_heads": 12, "num_layers": 4,
+                "attention_types": [[["global", "local"], 2]], "window_size": 256, "intermediate_size": None,
+                "vocab_size": 50257, "max_position_embeddings": 2048, "activation_function": "gelu_new",
+                "resid_dropout": 0.0, "embed_dropout": 0.0, "attention_dropout": 0.0, "tie_word_embeddings": True},
+    # mosaicml/mpt-7b's layout: ALiBi (no positions), no biases, fused Wqkv, expansion_ratio 4, tied head
+    "mpt": {"model_type": "mpt", "d_model": 1024, "n_heads": 16, "n_layers": 4, "expansion_ratio": 4,
+            "max_seq_len": 2048, "vocab_size": 50432, "no_bias": True, "resid_pdrop": 0.0, "emb_pdrop": 0.0,
+            "attn_config": {"alibi": True, "attn_pdrop": 0, "qk_ln": False, "clip_qkv": None},
+            "tie_word_embeddings": True},
+    # Salesforce/codegen-350M-mono's layout: fused qkv_proj, rotary_dim 32 of head_dim 64, parallel block, gelu_new
+    "codegen": {"model_type": "codegen", "n_embd": 1024, "n_head": 16, "n_layer": 4, "rotary_dim": 32,
+                "n_inner": None, "vocab_size": 51200, "n_positions": 2048, "n_ctx": 2048,
+                "activation_function": "gelu_new", "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+                "tie_word_embeddings": False},
+    # Salesforce/ctrl's layout (h 1280, dff 8192, 48 layers, vocab 246534) made small: sinusoidal positions
+    # (a buffer), pre-LN blocks, biased q/k/v/dense, ReLU MLP, tied head with a bias
+    "ctrl": {"model_type": "ctrl", "n_embd": 768, "n_head": 12, "n_layer": 4, "dff": 3072, "vocab_size": 32000,
+             "n_positions": 1024, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "tie_word_embeddings": True},
+    # openai-community/openai-gpt's layout: post-LN blocks, Conv1D c_attn / c_proj, GELU, learned positions (1024
+    # here: the rows run s 1024)
+    "openai": {"model_type": "openai-gpt", "n_embd": 768, "n_head": 12, "n_layer": 4, "vocab_size": 40478,
+               "n_positions": 1024, "afn": "gelu", "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+               "tie_word_embeddings": True},
+    # abeja/gpt-neox-japanese-2.7b's layout made small: fused query_key_value, full rotary, GELU, biased LayerNorms
+    "neoxjp": {"model_type": "gpt_neox_japanese", "hidden_size": 768, "num_attention_heads": 12,
+               "num_hidden_layers": 4, "intermediate_multiple_size": 4, "vocab_size": 32000,
+               "max_position_embeddings": 2048, "hidden_act": "gelu", "attention_dropout": 0.0,
+               "hidden_dropout": 0.0, "tie_word_embeddings": True},
+    # jhu-clsp/ettin-decoder-150m's layout (ModernBertDecoderConfig): LayerNorms without bias, no attn_norm in
+    # layer 0, GeGLU Wi (h -> 2 x 1152) / Wo, sliding (128) and full layers, embedding LayerNorm, dense + GELU +
+    # LayerNorm prediction head, decoder tied with a bias
+    "modernbert": {"model_type": "modernbert-decoder", "hidden_size": 768, "intermediate_size": 1152,
+                   "num_hidden_layers": 4, "num_attention_heads": 12, "vocab_size": 50368,
+                   "max_position_embeddings": 8192, "hidden_activation": "gelu", "local_attention": 128,
+                   "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+                   "norm_bias": False, "attention_bias": False, "mlp_bias": False, "decoder_bias": True,
+                   "attention_dropout": 0.0, "embedding_dropout": 0.0, "mlp_dropout": 0.0,
+                   "tie_word_embeddings": True},
+    # kyutai/moshiko's text model (MoshiForCausalLM) made small: fp32 RMSNorms, q/k/v/o_proj as MoshiLinear, the
+    # gating MLP fc1 (h -> ffn_dim) / fc2 (ffn_dim / 2 -> h) with SiLU, untied lm_head
+    "moshi": {"model_type": "moshi", "hidden_size": 768, "num_attention_heads": 12, "num_key_value_heads": 12,
+              "head_dim": 64, "num_hidden_layers": 4, "ffn_dim": 4096, "vocab_size": 32000,
+              "max_position_embeddings": 3000, "sliding_window": 3000, "hidden_act": "silu", "num_codebooks": 8,
+              "attention_dropout": 0.0, "tie_word_embeddings": False},
+    # facebook/opt-350m's layout: post-LN layers (do_layer_norm_before false, no final_layer_norm), word embeddings
+    # of 512 projected in and out (project_in / project_out), ReLU, learned positions, 4 layers
+    "opt350": {"model_type": "opt", "hidden_size": 1024, "ffn_dim": 4096, "num_attention_heads": 16,
+               "num_hidden_layers": 4, "vocab_size": 50272, "max_position_embeddings": 2048,
+               "word_embed_proj_dim": 512, "do_layer_norm_before": False, "dropout": 0.0,
+               "attention_dropout": 0.0, "activation_function": "relu", "enable_bias": True,
+               "tie_word_embeddings": True},
+    # meta-llama/Llama-3.2-11B-Vision's layout (MllamaConfig), the language model scaled down: a cross-attention
+    # decoder layer (MllamaCrossAttentionDecoderLayer) at index 3 of 5 (the checkpoint's every 5th from 3), GQA 16/4,
+    # vocab_size + 8 embedding rows, untied head; a tiny frozen vision tower and projector (counted, never run: the
+    # rows feed text only, so MllamaTextModel.forward skips the cross-attention layer)
+    "mllama": {"model_type": "mllama", "image_token_index": 128256,
+               "text_config": {"model_type": "mllama_text_model", "hidden_size": 1024, "intermediate_size": 3584,
+                               "num_hidden_layers": 5, "num_attention_heads": 16, "num_key_value_heads": 4,
+                               "vocab_size": 128256, "cross_attention_layers": [3], "dropout": 0.0,
+                               "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": False},
+               "vision_config": {"model_type": "mllama_vision_model", "hidden_size": 64, "intermediate_size": 128,
+                                 "num_hidden_layers": 1, "num_global_layers": 1, "attention_heads": 2,
+                                 "vision_output_dim": 128, "intermediate_layers_indices": [0], "image_size": 56,
+                                 "patch_size": 14, "max_num_tiles": 2,
+                                 "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}},
 }
+# the same Mllama fed two images through its frozen tower (trace.py image_inputs: the projected states and a
+# cross_attention_mask of ones): image_size 224 / patch 14 -> 257 patches a tile, 4 tiles, 2 x 4 x 257 = 2056
+# vision tokens a sample, more than the text (as Llama 3.2 Vision's 4 x 1025 per image)
+CONFIGS["mllamaimg"] = {**CONFIGS["mllama"], "vision_config": {**CONFIGS["mllama"]["vision_config"], "image_size": 224,
+                                                                "max_num_tiles": 4}}
+IMAGE_TOKENS = {"mllamaimg": 2056}
 # LoRA targets per family: every linear of the block
-TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+TARGETS = {**{fam: ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"] for fam in ("opt", "opt350")},
            "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
            "gptj": ["q_proj", "k_proj", "v_proj", "out_proj", "fc_in", "fc_out"],
            "phi": ["q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2"],
@@ -120,38 +192,70 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
               for fam in ("stablelm", "olmo", "cohere", "qwen3", "gemma4")},
            "phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
            "bigcode": ["c_attn", "c_proj", "c_fc"],
+           "gpt_neo": ["q_proj", "k_proj", "v_proj", "out_proj", "c_fc", "c_proj"],
+           "mpt": ["Wqkv", "out_proj", "up_proj", "down_proj"],
+           "codegen": ["qkv_proj", "out_proj", "fc_in", "fc_out"],
+           "modernbert": ["q_proj", "k_proj", "v_proj", "Wo", "Wi"],
+           "moshi": ["fc1", "fc2"],                 # q/k/v/o_proj are MoshiLinear wrappers, not nn.Linear
+           "ctrl": ["Wq", "Wk", "Wv", "dense"],         # peft's suffix match takes "0" / "2" for h.0 / h.2
+           "openai": ["c_attn", "c_proj", "c_fc"],
+           "neoxjp": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
+           # the language model's (build.py lora_targets: the frozen tower's q/k/v/o_proj get none)
+           **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+              for fam in ("mllama", "mllamaimg")},
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for
 # StarCoder2's residual_dropout, StableLM's hidden_dropout and Phi-3's resid_pdrop: the engine's Llama-shaped
 # builder does not read them yet (model/llama.py), so those rows trace without; OLMo and Cohere have none
-DROPOUT = {"opt": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "phi": "resid_pdrop",
-           "bigcode": "resid_pdrop", "falcon": "hidden_dropout", "falcon40b": "hidden_dropout"}
+DROPOUT = {"opt": "dropout", "opt350": "dropout", "neox": "hidden_dropout", "gptj": "resid_pdrop", "phi": "resid_pdrop",
+           "bigcode": "resid_pdrop", "falcon": "hidden_dropout", "falcon40b": "hidden_dropout",
+           "codegen": "resid_pdrop", "gpt_neo": "resid_dropout",
+           # openai-community/openai-gpt ships resid, attn and embd dropout 0.1 each (the engine reads resid_pdrop)
+           "openai": ("resid_pdrop", "attn_pdrop", "embd_pdrop"),
+           # abeja/gpt-neox-japanese-2.7b: attention_dropout 0.1, hidden_dropout 0.0
+           "neoxjp": "attention_dropout", "ctrl": "resid_pdrop"}
 
 
 def _plan(fam: str, method: str, precision: str, attention: str, mb: int, seq: int, dropout: float = 0.0,
           ckpt: str = "none") -> dict:
     model = dict(CONFIGS[fam])
     if dropout:
-        model[DROPOUT[fam]] = dropout
+        for field in (DROPOUT[fam],) if isinstance(DROPOUT[fam], str) else DROPOUT[fam]:
+            model[field] = dropout
     d = {"schema": 1, "model": model, "gpu": GPU, "framework": "single", "gpus_per_node": 1, "nodes": 1,
          "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
          "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt,
          "attention": attention, "loss": "standard", "method": method}
+    if fam in IMAGE_TOKENS:
+        d["vision"] = {"tokens_per_sample": IMAGE_TOKENS[fam]}
     if method == "lora":
         d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.05, "targets": TARGETS[fam]}
     return d
 
 
+# the families whose transformers class has only its own eager attention (modeling_mpt.py MptAttention,
+# modeling_openai.py Attention._attn, modeling_gpt_neox_japanese.py GPTNeoXJapaneseAttention._attn: no
+# AttentionInterface, no _supports_sdpa / _supports_flash_attn): their rows run eager where the others run flash
+EAGER_ONLY = ("mpt", "openai", "neoxjp")
+# *PreTrainedModel without supports_gradient_checkpointing ("... does not support activation checkpointing"):
+# modeling_ctrl.py, modeling_openai.py, modeling_gpt_neox_japanese.py; no checkpointing row
+NO_GC = ("ctrl", "openai", "neoxjp")
+
+
 def rows() -> list[dict]:
     out = []
     for fam in CONFIGS:
-        out.append({"id": f"{fam}-full-pure-flash-s512-b2", **_plan(fam, "full", "bf16-pure", "flash", 2, 512)})
-        out.append({"id": f"{fam}-lora-mixed-flash-s1024-b2-drop",
-                    **_plan(fam, "lora", "bf16-mixed", "flash", 2, 1024, dropout=0.1 if fam in DROPOUT else 0.0)})
+        # Mllama's modelling code has no FlashAttention-2 (_supports_flash_attn False: its cross-attention
+        # takes a 4-D mask): fed images, the rows run SDPA
+        fl = "eager" if fam in EAGER_ONLY else "sdpa" if fam in IMAGE_TOKENS else "flash"
+        out.append({"id": f"{fam}-full-pure-{fl}-s512-b2", **_plan(fam, "full", "bf16-pure", fl, 2, 512)})
+        out.append({"id": f"{fam}-lora-mixed-{fl}-s1024-b2-drop",
+                    **_plan(fam, "lora", "bf16-mixed", fl, 2, 1024, dropout=0.1 if fam in DROPOUT else 0.0)})
         out.append({"id": f"{fam}-full-mixed-eager-s256-b2", **_plan(fam, "full", "bf16-mixed", "eager", 2, 256)})
-        out.append({"id": f"{fam}-full-pure-flash-gc-s1024-b2",
-                    **_plan(fam, "full", "bf16-pure", "flash", 2, 1024, ckpt="full")})
+        if fam not in NO_GC:
+            out.append({"id": f"{fam}-full-pure-{fl}-gc-s1024-b2",
+                        **_plan(fam, "full", "bf16-pure", fl, 2, 1024, ckpt="full")})
     return out
 
 

@@ -11,6 +11,18 @@
   python -m tools.memtrace.moe_trace deepseek_v3 > tests/data/mla_trace.json
   python -m tools.memtrace.moe_trace families > tests/data/moe_families_trace.json   (about 8 min)
   python -m tools.memtrace.moe_trace added > tests/data/moe_families_added_trace.json
+  python -m tools.memtrace.moe_trace deepseek_v4 > tests/data/deepseek_v4_trace.json     (about 1 min)
+  python -m tools.memtrace.moe_trace longcat_flash > tests/data/longcat_flash_trace.json
+  python -m tools.memtrace.moe_trace beam > tests/data/beam_trace.json
+
+``deepseek_v4``: DeepSeek-V4's hyper-connected layers (SHRINK; a sliding, a CSA and an HCA layer), full and LoRA on
+the attention, with and without checkpointing, bf16 and bf16-mixed (tests/test_deepseek_v4_blocks.py).
+
+``longcat_flash``: LongCat-Flash's two-sublayer layers and shortcut MoE with zero-compute experts (SHRINK; the
+balanced router of tools/memtrace/routing.py over routed and identity experts), the four generic rows
+(tests/test_longcat_blocks.py).
+
+``beam``: Beam's output-gated, fp32-normed layers (SHRINK), the four generic rows (tests/test_beam_blocks.py).
 
 ``families``: Mixtral, Qwen3-MoE, OLMoE, gpt-oss, GraniteMoE, each its default shapes with two layers, full and
 LoRA on attention, each with and without checkpointing (tests/test_moe_families.py). ``added``: Llama 4 text
@@ -60,7 +72,35 @@ SHRINK = {"qwen2_moe": {"num_hidden_layers": 2},
                                   "moe_num_experts": 16, "moe_top_k": 4, "moe_jitter_eps": None,
                                   "moe_loss_weight": 0.05, "moe_normalize_expert_weights": 1.0}},
           # JetMoE-8B's default (h 2048, 8 attention and 8 MLP experts, top-2, 16 KV heads of 128), two layers
-          "jetmoe": {"num_hidden_layers": 2}}
+          "jetmoe": {"num_hidden_layers": 2},
+          # LongCat-Flash's layout (two MLA + MLP sublayers per layer and a shortcut MoE of routed and zero-compute
+          # experts, 2:1, top-12 of 768 in the real one) at h 1024, 8 heads (qk 128 + 64, v 128), q_lora_rank 512,
+          # kv_lora_rank 512, MLPs of 2048; 16 routed and 8 identity experts of 512, top-4 (the balanced router,
+          # tools/memtrace/routing.py); 2 layers, vocab 8k
+          "longcat_flash": {"hidden_size": 1024, "num_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8,
+                            "q_lora_rank": 512, "ffn_hidden_size": 2048, "n_routed_experts": 16, "zero_expert_num": 8,
+                            "expert_ffn_hidden_size": 512, "moe_topk": 4, "vocab_size": 8192},
+          # Beam's layout (output-gated attention with per-head q/k norms, RoPE sliding layers and a NoPE full layer
+          # with its query scaling, Gemma's four fp32-product norms, fp32 SwiGLU, a dense first layer, sigmoid-routed
+          # experts without a shared one) at h 1024, 8 heads of 128 (4 KV heads), MLP 2048; layers: sliding dense,
+          # sliding sparse, full sparse; 8 experts of 512, top-2; vocab 3000 (no other width: the tracer tells logits
+          # by it), so that the checkpointed rows' peaks leave the capped loss
+          "beam": {"hidden_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 4,
+                   "intermediate_size": 2048, "moe_intermediate_size": 512, "num_experts": 8, "num_experts_per_tok": 2,
+                   "n_group": 1, "topk_group": 1,
+                   "vocab_size": 3000, "mlp_layer_types": ["dense", "sparse", "sparse"],
+                   "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]},
+          # DeepSeek-V4-Flash's layout (4 hyper-connection streams, 20 Sinkhorn iterations, one shared KV head, grouped
+          # output projection, clamped SwiGLU experts and a shared expert) at h 1024, 8 heads of 128 (16 rope dims),
+          # one layer of each attention kind: sliding, CSA (rate 4, an indexer of 4 heads of 64, top 32), HCA (rate
+          # 128); 8 experts of 512, top-2, learned routers (no hash layers); vocab 8k, so that the peak is in the layers
+          "deepseek_v4": {"hidden_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8, "head_dim": 128,
+                          "qk_rope_head_dim": 16, "q_lora_rank": 256, "n_routed_experts": 8,
+                          "num_experts_per_tok": 2, "moe_intermediate_size": 512, "o_groups": 2, "o_lora_rank": 256,
+                          "index_n_heads": 4, "index_head_dim": 64, "index_topk": 32, "vocab_size": 8192,
+                          "sliding_window": 128, "mlp_layer_types": ["moe", "moe", "moe"],
+                          "layer_types": ["sliding_attention", "compressed_sparse_attention",
+                                          "heavily_compressed_attention"]}}
 FAMILIES = ("mixtral", "qwen3_moe", "olmoe", "gpt_oss", "granitemoe")
 # the families added since (``added``: tests/data/moe_families_added_trace.json, the same tests)
 ADDED = ("llama4_text", "dbrx", "jetmoe")
@@ -70,14 +110,14 @@ NO_CKPT = ("jetmoe",)
 # LoRA on attention (the experts frozen) for the families of the generic grid
 ATTN_LORA = {**LORA, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 # the attention's nn.Linear modules where they are named otherwise
-ATTN_TARGETS = {"dbrx": ["Wqkv", "out_proj"], "jetmoe": ["kv_proj"]}
+ATTN_TARGETS = {"dbrx": ["Wqkv", "out_proj"], "jetmoe": ["kv_proj"], "longcat_flash": LORA["targets"]}
 
 
 def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"]
-    cfg = {k: v for k, v in cfg.items() if k != "layer_types"} | SHRINK[model_type]
-    tag = f'{model_type.replace("_", "-")}-{cfg.get("num_hidden_layers", cfg.get("n_layers"))}l'
+    cfg = {k: v for k, v in cfg.items() if k not in ("layer_types", "mlp_layer_types")} | SHRINK[model_type]
+    tag = f'{model_type.replace("_", "-")}-{cfg.get("num_hidden_layers", cfg.get("n_layers", cfg.get("num_layers")))}l'
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     if model_type == "deepseek_v3":
@@ -86,6 +126,17 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
                                                       "activation_checkpointing": "full"}),
                 ("deepseek-v3-2l-lora-attn-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
                                                          "lora": LORA})]
+    if model_type == "deepseek_v4":
+        lora = {**base, "method": "lora", "lora": {**LORA, "targets": ["q_a_proj", "q_b_proj", "kv_proj", "o_b_proj"]},
+                "stack": {"peft_adapter_dtype": "fp32"}}
+        return [("deepseek-v4-3l-full-s512", base),
+                ("deepseek-v4-3l-full-b2-s256", {**base, "micro_batch_size": 2, "seq_len": 256}),
+                ("deepseek-v4-3l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
+                ("deepseek-v4-3l-lora-attn-s512", lora),
+                ("deepseek-v4-3l-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"}),
+                # bf16-mixed: fp32 weights, so an fp32 residual stream, autocast copies, fp32 grouped_mm experts
+                ("deepseek-v4-3l-full-mixed-s512", {**base, "precision": "bf16-mixed"}),
+                ("deepseek-v4-3l-lora-attn-mixed-s512", {**lora, "precision": "bf16-mixed"})]
     if model_type != "qwen2_moe":
         # fp32 adapters on the bf16 base: PEFT >= 0.12 get_peft_model(autocast_adapter_dtype=True), as the
         # engine's default stack (memory/stack.py)
@@ -99,6 +150,9 @@ def plans(model_type: str = "qwen2_moe") -> list[tuple[str, dict]]:
                (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
                (f"{tag}-lora-attn-s512", lora),
                (f"{tag}-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"})]
+        if model_type == "longcat_flash":
+            # bf16-mixed: fp32 weights, so autocast copies of every real expert's weight slices
+            out.append((f"{tag}-full-mixed-s512", {**base, "precision": "bf16-mixed"}))
         return [row for row in out if model_type not in NO_CKPT or "ckpt" not in row[0]]
     return [("qwen2-moe-2l-full-s512", base),
             ("qwen2-moe-2l-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),

@@ -37,6 +37,7 @@ class TracePlan:
     causal_lm: bool = True                 # false: an encoder trained as a sequence classifier (build.py)
     encoder_decoder: bool = False          # the engine builds a whole encoder-decoder (T5, M2M100 ...): build.py
     torch_era: str = "2"                   # stack.torch: "1" = zero_grad(set_to_none=False), torch 1.x's default
+    vision_tokens: int = 0                 # vision.tokens_per_sample: Mllama's cross-attention states (trace.py)
 
 
 # plan features the tracer does not emulate: refuse instead of tracing something else
@@ -106,6 +107,7 @@ def from_dict(d: dict, trainers: tuple = ("hf-trainer", "custom-loop")) -> Trace
         causal_lm=parsed.arch.causal_lm,
         encoder_decoder=is_encoder_decoder(parsed.arch.model_type),
         torch_era=str(st.get("torch", "2")),
+        vision_tokens=int((d.get("vision") or {}).get("tokens_per_sample", 0)),
     )
 
 
@@ -131,4 +133,4 @@ def is_encoder_decoder(model_type: str) -> bool:
     mBART, Marian, Pegasus ... are counted as their causal-LM decoder (model/decoders.py: BartForCausalLM), so the
     tracer builds those as AutoModelForCausalLM too."""
     from zerocalc.model import SEQ2SEQ, T5  # noqa: PLC0415
-    return model_type in T5 or model_type in SEQ2SEQ
+    return model_type in T5 or model_type in SEQ2SEQ or model_type == "t5gemma"

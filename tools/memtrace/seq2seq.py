@@ -1,4 +1,4 @@
-"""The encoder-decoder grid: T5, M2M100 (BART's layer), LED and PEGASUS-X (issue 20, item 3), their real transformers 5.24 training step traced on
+"""The encoder-decoder grid: T5, Switch Transformers, M2M100 (BART's layer), LED and PEGASUS-X (issue 20, item 3), their real transformers 5.24 training step traced on
 FakeTensors as AutoModelForSeq2SeqLM (build.py model_class). The fixtures (tools/memtrace/golden/seq2seq/<id>.json,
 the same layout as tools/memtrace/families.py's) are what tests/test_seq2seq_grid.py holds the engine to.
 
@@ -68,14 +68,54 @@ CONFIGS = {
              "activation_dropout": 0.0, "activation_function": "gelu", "encoder_layerdrop": 0.0,
              "decoder_layerdrop": 0.0, "scale_embedding": True, "pad_token_id": 0, "decoder_start_token_id": 0,
              "tie_word_embeddings": True},
+    # google/switch-base-8's layout (T5's ReLU block; every other feed-forward a SwitchTransformersSparseMLP of 8
+    # experts, top-1, expert_capacity 64, router_jitter_noise 0.01, fp32 router) at 4 + 4 blocks (2 sparse a stack:
+    # blocks 1 and 3), dropout_rate 0 as the T5 rows; its real router with the balanced assignment of
+    # tools/memtrace/routing.py (s 512: 64 tokens an expert a sequence, all kept; s 1024: 128, half over capacity)
+    "switch": {"model_type": "switch_transformers", "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_heads": 8,
+               "num_layers": 4, "num_decoder_layers": 4, "num_sparse_encoder_layers": 2,
+               "num_sparse_decoder_layers": 2, "num_experts": 8, "expert_capacity": 64, "router_bias": False,
+               "router_jitter_noise": 0.01, "router_dtype": "float32", "router_ignore_padding_tokens": False,
+               "vocab_size": 32128, "feed_forward_proj": "relu", "dropout_rate": 0.0,
+               "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+               "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0, "tie_word_embeddings": False},
+    # google/t5gemma-2b-2b-ul2's layout (T5GemmaEncoderLayer / T5GemmaDecoderLayer: Gemma 2's sandwich RMSNorms,
+    # GQA, GeGLU, attention and final logit softcapping, sliding / full layer_types) at 2 + 2 layers, d 512
+    "t5gemma": {"model_type": "t5gemma", "tie_word_embeddings": True, "dropout_rate": 0.0, "attention_dropout": 0.0,
+                "pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2,
+                **{side: {"model_type": "t5_gemma_module", "vocab_size": 32000, "hidden_size": 512,
+                          "intermediate_size": 2048, "num_hidden_layers": 2, "num_attention_heads": 8,
+                          "num_key_value_heads": 4, "head_dim": 64, "hidden_activation": "gelu_pytorch_tanh",
+                          "max_position_embeddings": 8192, "rms_norm_eps": 1e-6, "pad_token_id": 0,
+                          "eos_token_id": 1, "bos_token_id": 2, "tie_word_embeddings": True,
+                          "attention_bias": False, "attention_dropout": 0.0, "query_pre_attn_scalar": 64,
+                          "sliding_window": 4096, "layer_types": ["sliding_attention", "full_attention"],
+                          "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "dropout_rate": 0.0,
+                          "is_decoder": side == "decoder"}
+                   for side in ("encoder", "decoder")}},
+    # facebook/hf-seamless-m4t-medium's text-to-text model (SeamlessM4TForTextToText: NLLB's pre-LN layer, ReLU,
+    # sinusoidal positions, scaled embedding, dropout / attention_dropout 0.1 as shipped) at 2 + 2 layers, d 512;
+    # layerdrop 0 (the shipped 0.05 skips layers at random)
+    **{key: {"model_type": mt, "hidden_size": 512, "encoder_layers": 2, "decoder_layers": 2,
+             "encoder_attention_heads": 8, "decoder_attention_heads": 8, "encoder_ffn_dim": 2048,
+             "decoder_ffn_dim": 2048, "vocab_size": 32000, "max_position_embeddings": 1024, "dropout": 0.1,
+             "attention_dropout": 0.1, "activation_dropout": 0.0, "activation_function": "relu",
+             "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "scale_embedding": True, "pad_token_id": 0,
+             "bos_token_id": 2, "eos_token_id": 3, "decoder_start_token_id": 3, "tie_word_embeddings": True}
+       for key, mt in (("m4t", "seamless_m4t"), ("m4tv2", "seamless_m4t_v2"))},
 }
 TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "led": ["query", "key", "value", "output", "q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
-           "pegx": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]}
+           "pegx": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+           # q and v (PEFT's T0 / mT0 examples): PEFT's "wi" / "wo" would also match every expert's
+           "switch": ["q", "v"],
+           "m4t": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+           "m4tv2": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+           "t5gemma": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 # LED has no attention interface (modeling_led.py: LEDEncoderSelfAttention's own chunked matmuls, LEDDecoderAttention
 # eager); PEGASUS-X's decoder attention supports FA2 (`_supports_flash_attn = True`), its encoder's is its own
-ATTENTION = {"t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash"}
+ATTENTION = {"m4t": "flash", "m4tv2": "flash", "t5gemma": "flash", "switch": "eager", "t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash"}
 
 
 def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none") -> dict:
@@ -101,6 +141,25 @@ def rows() -> list[dict]:
     out.append({"id": "t5v11-full-fp32-eager-s128-b8", **_plan("t5v11", "full", "fp32", 8, 128)})
     out.append({"id": "t5v11-lora-fp32-eager-s128-b8", **_plan("t5v11", "lora", "fp32", 8, 128)})
     out.append({"id": "t5v11-lora-mixed-eager-s512-b2", **_plan("t5v11", "lora", "bf16-mixed", 2, 512)})
+    # Switch: full and LoRA at s 512 (every token routed), full at s 1024 (half over capacity), checkpointed; all
+    # bf16-mixed: the router's `self.classifier = self.classifier.to(self.dtype)` (fp32 router_dtype) swaps a bf16
+    # parameter for an fp32 one on the first forward of a bf16-pure model, which the tracer's registered (weakly
+    # referenced) parameters refuse; with fp32 weights it is a no-op
+    out.append({"id": "switch-full-mixed-eager-s512-b2", **_plan("switch", "full", "bf16-mixed", 2, 512)})
+    out.append({"id": "switch-lora-mixed-eager-s512-b2", **_plan("switch", "lora", "bf16-mixed", 2, 512)})
+    out.append({"id": "switch-full-mixed-eager-s1024-b1", **_plan("switch", "full", "bf16-mixed", 1, 1024)})
+    # SeamlessM4T(v2) text-to-text: FA2 full bf16, LoRA bf16-mixed, full bf16 checkpointed
+    for fam in ("m4t", "m4tv2"):
+        out.append({"id": f"{fam}-full-pure-flash-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512)})
+        out.append({"id": f"{fam}-lora-mixed-flash-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512)})
+        out.append({"id": f"{fam}-full-pure-flash-gc-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512, ckpt="full")})
+    # T5Gemma: FA2 full bf16 and LoRA bf16-mixed, eager full bf16-mixed, checkpointed full
+    out.append({"id": "t5gemma-full-pure-flash-s512-b2", **_plan("t5gemma", "full", "bf16-pure", 2, 512)})
+    out.append({"id": "t5gemma-lora-mixed-flash-s512-b2", **_plan("t5gemma", "lora", "bf16-mixed", 2, 512)})
+    out.append({"id": "t5gemma-full-pure-flash-gc-s512-b2", **_plan("t5gemma", "full", "bf16-pure", 2, 512,
+                                                                     ckpt="full")})
+    out.append({"id": "switch-full-mixed-eager-gc-s512-b2", **_plan("switch", "full", "bf16-mixed", 2, 512,
+                                                                     ckpt="full")})
     return out
 
 

@@ -24,9 +24,15 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace bamba > tests/data/bamba_trace.json
   python -m tools.memtrace.ssm_trace nemotron_h > tests/data/nemotron_h_trace.json
   python -m tools.memtrace.ssm_trace lfm2 > tests/data/lfm2_trace.json
+  python -m tools.memtrace.ssm_trace lfm2_moe > tests/data/lfm2_moe_trace.json
+  python -m tools.memtrace.ssm_trace lfm3 > tests/data/lfm3_trace.json
   python -m tools.memtrace.ssm_trace falcon_h1 > tests/data/falcon_h1_trace.json
   python -m tools.memtrace.ssm_trace granitemoehybrid > tests/data/granitemoehybrid_trace.json
+  python -m tools.memtrace.ssm_trace granitemoehybrid_moe > tests/data/granitemoehybrid_moe_trace.json
+  python -m tools.memtrace.ssm_trace nemotron_h_moe > tests/data/nemotron_h_moe_trace.json
+  python -m tools.memtrace.ssm_trace nemotron_h_latent > tests/data/nemotron_h_latent_trace.json
   python -m tools.memtrace.ssm_trace mamba > tests/data/mamba_trace.json
+  python -m tools.memtrace.ssm_trace falcon_mamba > tests/data/falcon_mamba_trace.json   (mamba_inner_fn's rms variant)
   python -m tools.memtrace.ssm_trace jamba > tests/data/jamba_trace.json
   python -m tools.memtrace.ssm_trace zamba2 > tests/data/zamba2_trace.json
   python -m tools.memtrace.ssm_trace zamba > tests/data/zamba_trace.json
@@ -35,6 +41,9 @@ in_proj, residual_in_fp32, the head, the optimizer) is traced as transformers ru
   python -m tools.memtrace.ssm_trace rwkv > tests/data/rwkv_trace.json   (WkvStandIn: the kernels-community/rwkv kernel)
   python -m tools.memtrace.ssm_trace qwen3_next > tests/data/qwen3_next_trace.json   (GatedDeltaStandIn: fla's kernel)
   python -m tools.memtrace.ssm_trace qwen3_5_text > tests/data/qwen3_5_trace.json   (the same kernels, split in_proj)
+  python -m tools.memtrace.ssm_trace olmo_hybrid > tests/data/olmo_hybrid_trace.json   (the same kernels)
+  python -m tools.memtrace.ssm_trace lara_mini > tests/data/lara_mini_trace.json   (the same kernels, MoE layers)
+  python -m tools.memtrace.ssm_trace gemma3n_text > tests/data/gemma3n_text_trace.json
 
 Qwen3-Next's Gated DeltaNet (modeling_qwen3_next.py Qwen3NextGatedDeltaNet.forward) calls `causal_conv1d_fn` (the
 hub kernel "causal_conv1d_fn", ConvStandIn) and `torch_chunk_gated_delta_rule`, the hub kernel
@@ -62,6 +71,8 @@ from .trace import trace
 ROOT = Path(__file__).resolve().parents[2]
 # Mamba-2's default config (mamba-codestral shapes: 128 heads of 64, 8 groups, state 128) at h 1024, 2 layers
 SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's default (state 16, expand 2) at h 1024
+          # FalconMamba's default (state 16, time_step_rank 48, weightless B / C / dt RMS norms) at h 1024, expand 2
+          "falcon_mamba": {"hidden_size": 1024, "num_hidden_layers": 2, "intermediate_size": 2048},
           "mamba2": {"hidden_size": 1024, "num_hidden_layers": 2, "num_heads": 32, "head_dim": 64},
           # Bamba's default (128 mixer heads of 64, 1 group, state 256, GQA 32/8) at h 1024: 32 mixer heads of 64,
           # 16/4 attention heads of 64, MLP 2816, 4 layers with attention at layer 2
@@ -72,10 +83,60 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
           "nemotron_h": {"hidden_size": 1024, "mamba_num_heads": 32, "num_attention_heads": 8,
                          "num_key_value_heads": 2, "intermediate_size": 4096,
                          "layers_block_type": ["mamba", "mlp", "attention", "mlp", "mamba"]},
+          # Nemotron-H's default MoE layer (NemotronHMoE: fp32 sigmoid router, non-gated ReLU² experts through
+          # grouped_mm, a ReLU² shared expert) in the h 1024 shapes above: 8 experts of 1024, top-2, shared 1024,
+          # layers M E * E M (Nemotron-3-Nano's interleave)
+          "nemotron_h_moe": {"hidden_size": 1024, "mamba_num_heads": 32, "num_attention_heads": 8,
+                             "num_key_value_heads": 2, "intermediate_size": 4096, "n_routed_experts": 8,
+                             "moe_intermediate_size": 1024, "moe_shared_expert_intermediate_size": 1024,
+                             "num_experts_per_tok": 2,
+                             "layers_block_type": ["mamba", "moe", "attention", "moe", "mamba"]},
+          # the same with NemotronHMoE's latent projection (moe_latent_size 512: fc1 / fc2_latent_proj around experts
+          # of input width 512)
+          "nemotron_h_latent": {"hidden_size": 1024, "mamba_num_heads": 32, "num_attention_heads": 8,
+                                "num_key_value_heads": 2, "intermediate_size": 4096, "n_routed_experts": 8,
+                                "moe_intermediate_size": 1024, "moe_shared_expert_intermediate_size": 1024,
+                                "num_experts_per_tok": 2, "moe_latent_size": 512,
+                                "layers_block_type": ["mamba", "moe", "attention", "moe", "mamba"]},
           # LFM2's default (h 2560, 32/8 heads, conv_L_cache 3) at h 1024: 16/4 heads of 64, MLP 4096 (-> 2816 by
           # block_auto_adjust_ff_dim), 4 layers conv conv attention conv
           "lfm2": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
                    "intermediate_size": 4096, "layer_types": ["conv", "conv", "full_attention", "conv"]},
+          # Gemma 3n's text default (h 2048, 8/2 heads of 256, AltUp of 4 streams, LAuReL rank 64, per-layer inputs of
+          # 256, activation sparsity 0.95 in the first 10 layers, the last 15 layers reusing K/V) at h 1024: 8/2 heads
+          # of 128, MLP 2816, 4 layers sliding full sliding full, layer 0 sparse, the last 2 reusing K/V
+          "gemma3n_text": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+                           "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": [2816] * 4,
+                           "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                                           "full_attention"],
+                           "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0], "num_kv_shared_layers": 2},
+          # Lara-Mini's default (h 1024, 16/4 heads of 128, Qwen3.5's Gated DeltaNet of 8 key / 16 value heads of
+          # 128, 128 experts of 512 top-4 and an ungated shared expert of 512 in every layer; linear, sliding and full
+          # attention layers) with 8 experts, 4 layers linear sliding linear full
+          "lara_mini": {"num_hidden_layers": 4, "num_experts": 8,
+                        "layer_types": ["linear_attention", "sliding_attention", "linear_attention",
+                                        "full_attention"]},
+          # LFM3's default (h 2048, 16/4 heads of 128, conv_L_cache 7, sandwich norms, the attention's sigmoid gate,
+          # sliding (window 256) and full attention with their own RoPE) at h 1024: 16/4 heads of 64, MLP 2816, 4
+          # layers conv conv full_attention sliding_attention
+          "lfm3": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
+                   "head_dim": 64, "intermediate_size": 2816,
+                   "layer_types": ["conv", "conv", "full_attention", "sliding_attention"]},
+          # OLMo Hybrid's default (h 3840, 30 heads; Gated DeltaNet of 30 key / value heads of 96 / 192, a dedicated
+          # g_proj gate, allow_neg_eigval; OLMo 2's post-norm attention layers every 4th) at h 1024: 8 heads of 128,
+          # 8 key / value heads of 64 / 128, MLP 2816, 4 layers linear x3 then full
+          "olmo_hybrid": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+                          "num_key_value_heads": 8, "intermediate_size": 2816, "linear_num_key_heads": 8,
+                          "linear_num_value_heads": 8, "linear_key_head_dim": 64, "linear_value_head_dim": 128,
+                          "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                                          "full_attention"]},
+          # LFM2-MoE's default (h 2048, 32/8 heads, 32 experts of 1792 top-4 with the expert bias, 2 dense layers of
+          # 7168) at h 1024: 16/4 heads of 64, 8 experts of 1024 top-2, layer 0 dense (MLP 2816), 4 layers conv conv
+          # attention conv
+          "lfm2_moe": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16,
+                       "num_key_value_heads": 4, "intermediate_size": 2816, "moe_intermediate_size": 1024,
+                       "num_experts": 8, "num_experts_per_tok": 2, "num_dense_layers": 1,
+                       "layer_types": ["conv", "conv", "full_attention", "conv"]},
           # Falcon-H1's default (mixer of 128 heads of 8 = mamba_d_ssm 1024, 1 group of state 256; GQA 32/8) at h 1024:
           # 16 mixer heads of 64, 8/2 heads of 128, MLP 2816, 3 layers (mamba_rms_norm on in the mixed case)
           "falcon_h1": {"hidden_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
@@ -88,6 +149,17 @@ SHRINK = {"mamba": {"hidden_size": 1024, "num_hidden_layers": 2},   # Mamba's de
                                "attention_multiplier": 0.015625, "residual_multiplier": 0.22, "logits_scaling": 8.0,
                                "layer_types": ["linear_attention", "linear_attention", "attention",
                                                "linear_attention"]},
+          # Granite 4 with experts (Granite-4.0-H-Tiny's layout: GraniteMoeHybridMoE, the softmax-over-top-k router
+          # and gate_up experts through grouped_mm, beside the shared MLP) in the shapes above: 8 experts of 1024,
+          # top-2
+          "granitemoehybrid_moe": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16,
+                                   "num_key_value_heads": 4, "mamba_n_heads": 32, "num_local_experts": 8,
+                                   "num_experts_per_tok": 2, "intermediate_size": 1024,
+                                   "shared_intermediate_size": 2048, "embedding_multiplier": 12.0,
+                                   "attention_multiplier": 0.015625, "residual_multiplier": 0.22,
+                                   "logits_scaling": 8.0,
+                                   "layer_types": ["linear_attention", "linear_attention", "attention",
+                                                   "linear_attention"]},
           # Jamba's default (Mamba of state 16, expand 2, dt rank 256; GQA 32/8; 16 experts top-2 every other layer
           # from 1) at h 1024: 16/4 heads of 64, MLP 2816, dt rank 64, 4 experts, 4 layers with attention at 2
           "jamba": {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4,
@@ -334,18 +406,29 @@ def mamba_ssm_kernel():
     # Jamba's mixer (modeling_jamba.py JambaMambaMixer.forward) calls causal_conv1d_fn and mamba_selective_scan
     # and Zamba's (modeling_zamba.py ZambaMambaMixer.forward: one scan per mixer head)
     scans = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in ("jamba", "zamba")]
-    prev_conv, prev_inner = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn
+    # FalconMamba's mixer (modeling_falcon_mamba.py FalconMambaMixer.forward) calls mamba_ssm's mamba_inner_fn with
+    # b_rms_weight / c_rms_weight / dt_rms_weight: MambaInnerFn normalises B, C and delta inside its forward
+    # (rms_norm_forward, no graph) and saves the normalised, contiguous B and C in the raw ones' place (the same
+    # shapes and dtype; delta is recomputed at checkpoint_lvl 1): InnerStandIn's saves
+    falcon = importlib.import_module("transformers.models.falcon_mamba.modeling_falcon_mamba")
+    prev_conv, prev_inner, prev_falcon = lfm2.causal_conv1d_fn, mamba.mamba_inner_fn, falcon.mamba_inner_fn
+    convs = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in ("lfm2_moe", "lfm3")]
+    prev_convs = [m.causal_conv1d_fn for m in convs]
     prev_scans = [(m.causal_conv1d_fn, m.mamba_selective_scan) for m in scans]
     rwkv = importlib.import_module("transformers.models.rwkv.modeling_rwkv")
     prev_rwkv = rwkv.rwkv_linear_attention
     for m in mods:
         m.mamba2_split_conv1d_scan_combined = _stand_in
     lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = _conv_stand_in, _inner_stand_in
+    falcon.mamba_inner_fn = _inner_stand_in
+    for m in convs:
+        m.causal_conv1d_fn = _conv_stand_in
     for m in scans:
         m.causal_conv1d_fn, m.mamba_selective_scan = _conv_stand_in, _scan_stand_in
     rwkv.rwkv_linear_attention = _wkv_stand_in
     # Qwen3-Next's Gated DeltaNet: the causal-conv1d kernel (silu inside it) and fla's chunk rule
-    deltas = [importlib.import_module(f"transformers.models.{m}.modeling_{m}") for m in ("qwen3_next", "qwen3_5")]
+    deltas = [importlib.import_module(f"transformers.models.{m}.modeling_{m}")
+              for m in ("qwen3_next", "qwen3_5", "olmo_hybrid", "lara_mini")]
     prev_deltas = [(m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule) for m in deltas]
     for m in deltas:
         m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule = _conv_stand_in, _delta_stand_in
@@ -355,6 +438,9 @@ def mamba_ssm_kernel():
         for m, p in zip(mods, prev):
             m.mamba2_split_conv1d_scan_combined = p
         lfm2.causal_conv1d_fn, mamba.mamba_inner_fn = prev_conv, prev_inner
+        falcon.mamba_inner_fn = prev_falcon
+        for m, conv in zip(convs, prev_convs):
+            m.causal_conv1d_fn = conv
         for m, (conv, scan) in zip(scans, prev_scans):
             m.causal_conv1d_fn, m.mamba_selective_scan = conv, scan
         rwkv.rwkv_linear_attention = prev_rwkv
@@ -367,29 +453,42 @@ LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["in_proj"]}  # PEFT
 
 def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
-    cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"] | SHRINK[model_type]
+    row = {"nemotron_h_moe": "nemotron_h", "nemotron_h_latent": "nemotron_h",
+           "granitemoehybrid_moe": "granitemoehybrid"}.get(model_type, model_type)
+    cfg = next(r for r in rows if r["id"] == f"default:{row}")["config"] | SHRINK[model_type]
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
-    if model_type in ("nemotron_h", "bamba", "lfm2", "falcon_h1", "granitemoehybrid", "jamba", "zamba2",
-                      "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
+    if model_type in ("nemotron_h", "nemotron_h_moe", "nemotron_h_latent", "granitemoehybrid_moe", "bamba", "lfm2",
+                      "lfm2_moe", "lfm3", "falcon_h1", "granitemoehybrid", "olmo_hybrid", "lara_mini", "gemma3n_text",
+                      "jamba", "zamba2", "recurrent_gemma", "rwkv", "zamba", "qwen3_next", "qwen3_5_text"):
         # the mixer's in_proj and the attention's projections (and Nemotron-H's ReLU² MLP) under LoRA
         targets = {"nemotron_h": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
+                   "nemotron_h_moe": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
+                   "nemotron_h_latent": ["in_proj", "q_proj", "v_proj", "up_proj", "down_proj"],
+                   "granitemoehybrid_moe": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
                    "lfm2": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
+                   "lfm2_moe": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
+                   "lfm3": ["in_proj", "out_proj", "q_proj", "v_proj", "w1", "w2"],
                    "granitemoehybrid": ["in_proj", "q_proj", "v_proj", "input_linear", "output_linear"],
                    "recurrent_gemma": ["linear_x", "linear_y", "linear_out", "q_proj", "v_proj"],
                    "rwkv": ["key", "value", "receptance", "output"],
                    "qwen3_next": ["in_proj_qkvz", "in_proj_ba", "out_proj", "q_proj", "k_proj", "v_proj",
                                   "o_proj"],
+                   "olmo_hybrid": ["q_proj", "k_proj", "v_proj", "g_proj", "o_proj"],
+                   "gemma3n_text": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                   "lara_mini": ["in_proj_qkv", "in_proj_z", "out_proj", "q_proj", "k_proj", "v_proj", "o_proj"],
                    "qwen3_5_text": ["in_proj_qkv", "in_proj_z", "out_proj", "q_proj", "k_proj", "v_proj",
                                     "o_proj"]}.get(
             model_type, ["in_proj", "q_proj", "k_proj", "v_proj", "o_proj"])
         name = f"{model_type.replace('_', '-')}-{cfg.get('num_hidden_layers') or len(cfg['layers_block_type'])}l"
+        lora = {**base, "precision": "bf16-mixed", "method": "lora", "lora": {**LORA, "targets": targets}}
+        extra = [(f"{name}-lora-mixed-s512-ckpt", {**lora, "activation_checkpointing": "full"})] \
+            if model_type == "gemma3n_text" else []       # PEFT's input grads make the AltUp projections train
         return [(f"{name}-full-s512", base),
                 (f"{name}-mixed-b2-s512", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}
                  | ({"model": cfg | {"mamba_rms_norm": True}} if model_type == "falcon_h1" else {})),
                 (f"{name}-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
-                (f"{name}-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
-                                             "lora": {**LORA, "targets": targets}})]
+                (f"{name}-lora-mixed-s512", lora)] + extra
     if model_type == "xlstm":
         # bf16-mixed only: in 16-bit weights without autocast transformers' native chunkwise mLSTM fails
         # (modeling_xlstm.py mlstm_chunkwise_recurrent_fw_C: fp32 gate x bf16 key, then `@` the bf16 value)
@@ -399,13 +498,14 @@ def plans(model_type: str = "mamba2") -> list[tuple[str, dict]]:
                 ("xlstm-2l-mixed-s1024-ckpt", {**mixed, "seq_len": 1024, "activation_checkpointing": "full"}),
                 ("xlstm-2l-lora-mixed-s512", {**mixed, "method": "lora",
                                               "lora": {**LORA, "targets": ["q", "k", "v", "out_proj"]}})]
-    if model_type == "mamba":
-        return [("mamba-2l-full-s512", base),
-                ("mamba-2l-mixed-b2-s2560", {**base, "precision": "bf16-mixed", "micro_batch_size": 2,
-                                             "seq_len": 2560}),
-                ("mamba-2l-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
-                ("mamba-2l-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
-                                              "lora": {**LORA, "targets": ["in_proj", "x_proj", "dt_proj"]}})]
+    if model_type in ("mamba", "falcon_mamba"):
+        name = model_type.replace("_", "-")
+        return [(f"{name}-2l-full-s512", base),
+                (f"{name}-2l-mixed-b2-s2560", {**base, "precision": "bf16-mixed", "micro_batch_size": 2,
+                                               "seq_len": 2560}),
+                (f"{name}-2l-full-s1024-ckpt", {**base, "seq_len": 1024, "activation_checkpointing": "full"}),
+                (f"{name}-2l-lora-mixed-s512", {**base, "precision": "bf16-mixed", "method": "lora",
+                                                "lora": {**LORA, "targets": ["in_proj", "x_proj", "dt_proj"]}})]
     return [("mamba2-2l-full-s512", base),
             ("mamba2-2l-full-b2-s1024", {**base, "micro_batch_size": 2, "seq_len": 1024}),
             ("mamba2-2l-mixed-s512", {**base, "precision": "bf16-mixed"}),

@@ -18,13 +18,14 @@ stack.trainer custom-loop (a plain PyTorch loop over an HF model):
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 
 import torch
 
 from .cuda_autocast import cuda_autocast_policy
 from .build import (build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_dtype, hf_patches,
-                    no_global_attention, step_labels)
+                    no_global_attention, step_labels, unpadded_lengths)
 from .optim import adamw_impl, label_grads, make_optimizer, warm_up
 from .plan import TracePlan, from_dict
 from .allocator import replay
@@ -33,7 +34,13 @@ from .tracker import CATS, Snapshot, StorageTracker
 from . import running
 
 def _vocab(cfg) -> int:
-    return int(getattr(cfg, "vocab_size", 0) or 0)
+    """The logits' width: the decoder sub-config's vocab_size where there is one (T5GemmaConfig: its lm_head is the
+    decoder's, whatever the top-level default), else the text model's of a composite, else the config's."""
+    v = getattr(getattr(cfg, "decoder", None), "vocab_size", 0)
+    if not v:
+        text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg      # a composite: its text model
+        v = getattr(text, "vocab_size", 0)
+    return int(v or 0)
 
 
 def components(snap: Snapshot) -> dict:
@@ -69,13 +76,41 @@ def snap_dict(snap: Snapshot) -> dict:
             "by_category": {c: snap.by_cat.get(c, 0) for c in CATS}}
 
 
-def never_run(cfg, name: str) -> bool:
+def never_run(cfg, name: str, images: bool = False) -> bool:
     """A parameter a real step leaves without a gradient: the cross-attention (encoder_attn, encoder_attn_layer_norm) of a BART-lineage
     decoder built as a causal LM (BartForCausalLM ... set config.is_decoder and not is_encoder_decoder, and
     BartDecoderLayer runs encoder_attn only `if encoder_hidden_states is not None`). The warm-up step gives these no
-    zero gradient, so, as in a real run (torch AdamW skips a parameter whose .grad is None), they get no state."""
-    return (getattr(cfg, "is_decoder", False) and not getattr(cfg, "is_encoder_decoder", False)
-            and ".encoder_attn" in name)
+    zero gradient, so, as in a real run (torch AdamW skips a parameter whose .grad is None), they get no state.
+    WhisperForCausalLM sets `config.is_encoder_decoder = False` without is_decoder (modeling_whisper.py
+    WhisperForCausalLM.__init__), and WhisperDecoderLayer runs encoder_attn under the same condition: any causal
+    LM whose config is not an encoder-decoder's runs no cross-attention (the step passes no encoder states)."""
+    if cfg.model_type == "mllama":
+        # modeling_mllama.py MllamaTextModel.forward: a cross-attention layer is skipped (`continue`) when there are
+        # no cross_attention_states and nothing cached, as in a text-only step (`images`: the step feeds them)
+        if images:
+            return False
+        m = re.search(r"language_model\.layers\.(\d+)\.", name)
+        return m is not None and int(m.group(1)) in cfg.text_config.cross_attention_layers
+    return not getattr(cfg, "is_encoder_decoder", False) and ".encoder_attn" in name
+
+
+def image_inputs(plan: TracePlan, cfg, dt: dict) -> dict:
+    """Mllama fed images through a frozen tower: what MllamaModel.forward hands its language model, made afresh
+    each forward (so only what autograd saves outlives it): the projected vision states (b, tokens_per_sample, h)
+    in the compute dtype, no gradient (the tower and projector are frozen), and a cross_attention_mask of ones
+    (b, s, images, max_num_tiles), every text token attending to every tile; tokens_per_sample = images x
+    max_num_tiles x vision_model.num_patches ((image_size / patch_size)^2 + 1)."""
+    if cfg.model_type != "mllama" or not plan.vision_tokens:
+        return {}
+    v = cfg.vision_config
+    per_image = v.max_num_tiles * ((v.image_size // v.patch_size) ** 2 + 1)
+    images, rest = divmod(plan.vision_tokens, per_image)
+    if rest or not images:
+        raise ValueError(f"vision.tokens_per_sample must be a multiple of {per_image} (max_num_tiles x patches)")
+    b, s = plan.micro_batch_size, plan.seq_len
+    e = dt["autocast"] or dt["base"]
+    return {"cross_attention_states": torch.zeros(b, plan.vision_tokens, cfg.text_config.hidden_size, dtype=e),
+            "cross_attention_mask": torch.ones(b, s, images, v.max_num_tiles, dtype=torch.long)}
 
 
 def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool = False,
@@ -97,7 +132,8 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
     tr = StorageTracker(logits_numel=b * s * V, vocab=V)
     saved = None
     with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), balanced_routing(), \
-            cuda_autocast_policy(dt["autocast"] is not None), no_global_attention(cfg.model_type == "led"), fm:
+            cuda_autocast_policy(dt["autocast"] is not None), no_global_attention(cfg.model_type == "led"), \
+            unpadded_lengths(cfg.model_type == "xlm", s), fm:
         tr.phase = "setup"
         lora_ids = {id(p) for p in tagged["lora"]}
         for p in model.parameters():
@@ -115,7 +151,9 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
         label_grads(params, tr)
         running.start(tr)
         with tr:
-            warm_up(opt, [p for n, p in model.named_parameters() if p.requires_grad and not never_run(model.config, n)], tr)
+            images = plan.vision_tokens > 0
+            warm_up(opt, [p for n, p in model.named_parameters()
+                          if p.requires_grad and not never_run(model.config, n, images)], tr)
             in_place = plan.torch_era == "1"
             if in_place:
                 for p in params:      # zero_grad(set_to_none=False) after the warm-up step: zeroed, kept
@@ -143,7 +181,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
                 tr.set_phase("forward")
                 rec = saved.hooks() if (saved and i == steps - 1) else contextlib.nullcontext()
                 with ac, rec:
-                    new = model(input_ids=ids, labels=labels)
+                    new = model(input_ids=ids, labels=labels, **image_inputs(plan, cfg, dt))
                 # custom loop: `out = model(**batch)` rebinds `out` only now, so the previous step's output
                 # (its logits, its loss and through it the graph's ctx attributes) lived until here
                 out = new

@@ -25,6 +25,15 @@ and the activation storages still alive are what autograd saved (vision_qwen.sav
   token, fused qkv; Blip2QFormerModel over num_query_tokens queries with cross-attention to the ViT's tokens
   every cross_attention_frequency-th layer; language_projection), query_tokens and the Q-Former cast to fp32 as
   from_pretrained keeps its _keep_in_fp32_modules; `tiles` images;
+- ``instructblip``: modeling_instructblip.py InstructBlipForConditionalGeneration.get_image_features, BLIP-2's
+  ViT and Q-Former with `instruction` qformer_input_ids per image beside the queries (the Q-Former in the model
+  dtype: only query_tokens is kept in fp32); `tiles` images;
+- ``lfm2_vl``: modeling_lfm2_vl.py Lfm2VlModel.get_image_features (Siglip2VisionTransformer over each image's
+  flattened patches with its spatial_shapes, the position table resized per image; the token gather and
+  Lfm2VlMultiModalProjector's pixel unshuffle, LayerNorm, linear_1, GELU, linear_2); `grids` patch grids;
+- ``qwen2_audio`` / ``voxtral``: modeling_qwen2_audio.py Qwen2AudioEncoder + Qwen2AudioMultiModalProjector (as
+  Qwen2AudioForConditionalGeneration.forward runs them on unpadded 30 s clips: no mask), modeling_voxtral.py
+  VoxtralForConditionalGeneration.get_audio_features; `tiles` clips of fp32 log-mel features;
 - ``got_ocr2``: modeling_got_ocr2.py GotOcr2Model.get_image_features (GotOcr2VisionEncoder: SAM's ViTDet,
   windowed and global layers with decomposed relative positions, eager attention, GotOcr2VisionNeck;
   GotOcr2MultiModalProjector's two stride-2 convs and linear); `tiles` tiles of image_size;
@@ -104,6 +113,46 @@ BLIP2_CASES = [{"id": "blip-2-i1", "model": "blip-2", "tiles": 1},
 TEXT["blip-2"] = {"model_type": "opt", "hidden_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4,
                   "ffn_dim": 512, "vocab_size": 1000, "word_embed_proj_dim": 256}
 CASES += BLIP2_CASES
+# InstructBLIP: BLIP-2's ViT and Q-Former, the Q-Former also reading `instruction` qformer_input_ids per image
+# beside its queries (InstructBlipQFormerEmbeddings: word + position embeddings concatenated after the queries;
+# only the queries cross-attend and take the *_query FFN, the instruction tokens the text FFN), only query_tokens
+# in fp32 (_keep_in_fp32_modules), so the Q-Former runs in the model dtype
+INSTRUCTBLIP_CASES = [{"id": "instructblip-i1-l16", "model": "instructblip", "tiles": 1, "instruction": 16},
+                      {"id": "instructblip-i3-l24", "model": "instructblip", "tiles": 3, "instruction": 24},
+                      {"id": "instructblip-i2-l16-ac", "model": "instructblip", "tiles": 2, "instruction": 16,
+                       "checkpointing": True}]
+TEXT["instructblip"] = dict(TEXT["blip-2"])
+CASES += INSTRUCTBLIP_CASES
+# the audio towers: Whisper-style encoders over `tiles` 30 s clips (here max_source_positions 64: 128 mel frames
+# each), fed the feature extractor's fp32 log-mel features; Qwen2-Audio's avg_pooler, layer_norm and one linear,
+# Voxtral's layer_norm, frames stacked by 4 (intermediate_size) and linear_1 / GELU / linear_2
+AUDIO_ENCODER = {"d_model": 128, "encoder_layers": 3, "encoder_attention_heads": 4, "encoder_ffn_dim": 512,
+                 "num_mel_bins": 16, "max_source_positions": 64, "dropout": 0.0, "attention_dropout": 0.0,
+                 "activation_dropout": 0.0}
+AUDIO_CASES = [{"id": "qwen2_audio-c1", "model": "qwen2_audio", "tiles": 1},
+               {"id": "qwen2_audio-c3", "model": "qwen2_audio", "tiles": 3},
+               {"id": "qwen2_audio-c2-ac", "model": "qwen2_audio", "tiles": 2, "checkpointing": True},
+               {"id": "voxtral-c1", "model": "voxtral", "tiles": 1},
+               {"id": "voxtral-c2", "model": "voxtral", "tiles": 2},
+               {"id": "voxtral-c2-ac", "model": "voxtral", "tiles": 2, "checkpointing": True}]
+TEXT["qwen2_audio"] = {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                       "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000}
+TEXT["voxtral"] = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                   "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000, "head_dim": 64}
+CASES += AUDIO_CASES
+# LFM2-VL: a SigLIP 2 NaFlex tower over each image's patches (padded to the batch's longest, a pixel_attention_mask),
+# its position table resized per image, then the pixel-unshuffle projector; `images` (rows, cols) patch grids
+SIGLIP2 = {"hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 3, "num_attention_heads": 4,
+           "num_patches": 64, "patch_size": 16, "num_channels": 3, "model_type": "siglip2_vision_model",
+           "vision_use_head": False}
+LFM2_VL_CASES = [{"id": "lfm2_vl-i1-8x8", "model": "lfm2_vl", "tiles": 1, "grids": [(8, 8)]},
+                 {"id": "lfm2_vl-i2-8x8", "model": "lfm2_vl", "tiles": 2, "grids": [(8, 8), (8, 8)]},
+                 {"id": "lfm2_vl-i2-8x8-ac", "model": "lfm2_vl", "tiles": 2, "grids": [(8, 8), (8, 8)],
+                  "checkpointing": True}]
+TEXT["lfm2_vl"] = {"model_type": "lfm2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                   "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000,
+                   "layer_types": ["conv", "full_attention"]}
+CASES += LFM2_VL_CASES
 # Fuyu: no tower, one linear over each flattened 30 x 30 x 3 patch; bf16 weights and patches, or fp32 weights
 # and patches under autocast (bf16-mixed)
 TEXT["fuyu"] = {"model_type": "persimmon", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 1,
@@ -252,7 +301,16 @@ def config(case: dict) -> dict:
         return {**raw, "vision_config": {**GOT_VISION, **case.get("tower", {})}}
     if model == "fuyu":
         return {**raw, "patch_size": 30, "num_channels": 3}
-    if model == "blip-2":
+    if model == "lfm2_vl":
+        return {**raw, "vision_config": dict(SIGLIP2), "downsample_factor": 2, "projector_hidden_size": 192,
+                "image_token_id": 999}
+    if model == "qwen2_audio":
+        return {**raw, "audio_config": {**AUDIO_ENCODER, "model_type": "qwen2_audio_encoder"}, "audio_token_index": 999}
+    if model == "voxtral":
+        return {**raw, "audio_config": {**AUDIO_ENCODER, "model_type": "voxtral_encoder", "intermediate_size": 512,
+                                        "hidden_size": 128, "num_hidden_layers": 3, "num_attention_heads": 4},
+                "audio_token_id": 999}
+    if model in ("blip-2", "instructblip"):
         return {**raw, "vision_config": dict(BLIP2_VISION), "qformer_config": dict(QFORMER), "num_query_tokens": 8}
     return {**raw, "vision_config": dict(PIXTRAL), "spatial_merge_size": 2,
             **({"vision_feature_layer": case.get("vision_feature_layer", -1)}
@@ -267,6 +325,12 @@ def _model(case: dict, raw: dict):
     from transformers.models.mistral3.modeling_mistral3 import Mistral3Model  # noqa: PLC0415
     from transformers.models.mistral_large4.modeling_mistral_large4 import MistralLarge4Model  # noqa: PLC0415
     from transformers.models.blip_2.modeling_blip_2 import Blip2ForConditionalGeneration  # noqa: PLC0415
+    from transformers.models.instructblip.modeling_instructblip import (  # noqa: PLC0415
+        InstructBlipForConditionalGeneration)
+    from transformers.models.qwen2_audio.modeling_qwen2_audio import (  # noqa: PLC0415
+        Qwen2AudioForConditionalGeneration)
+    from transformers.models.voxtral.modeling_voxtral import VoxtralForConditionalGeneration  # noqa: PLC0415
+    from transformers.models.lfm2_vl.modeling_lfm2_vl import Lfm2VlModel  # noqa: PLC0415
     from transformers.models.deepseek_vl.modeling_deepseek_vl import DeepseekVLModel  # noqa: PLC0415
     from transformers.models.fuyu.modeling_fuyu import FuyuModel  # noqa: PLC0415
     from transformers.models.glm4v.modeling_glm4v import Glm4vModel  # noqa: PLC0415
@@ -278,7 +342,9 @@ def _model(case: dict, raw: dict):
     from transformers.models.video_llava.modeling_video_llava import VideoLlavaModel  # noqa: PLC0415
     from transformers.models.vipllava.modeling_vipllava import VipLlavaModel  # noqa: PLC0415
     cls = {"mistral3": Mistral3Model, "lighton_ocr": LightOnOcrModel, "cohere2_vision": Cohere2VisionModel,
-           "blip-2": Blip2ForConditionalGeneration, "fuyu": FuyuModel, "got_ocr2": GotOcr2Model,
+           "blip-2": Blip2ForConditionalGeneration, "instructblip": InstructBlipForConditionalGeneration,
+           "fuyu": FuyuModel, "qwen2_audio": Qwen2AudioForConditionalGeneration,
+           "voxtral": VoxtralForConditionalGeneration, "lfm2_vl": Lfm2VlModel, "got_ocr2": GotOcr2Model,
            "idefics3": Idefics3Model, "smolvlm": SmolVLMModel, "florence2": Florence2Model,
            "aya_vision": AyaVisionModel, "idefics2": Idefics2Model,
            "mistral_large4": MistralLarge4Model, "video_llava": VideoLlavaModel,
@@ -341,6 +407,37 @@ def trace_case(case: dict) -> dict:
         pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
         inputs, forward = (pix,), lambda: model.get_image_features(pixel_values=pix, return_dict=True)
         patches = case["tiles"] * (size // 4) ** 2
+    elif case["model"] == "lfm2_vl":     # Lfm2VlImageProcessor's output: flattened patches, their grid, the mask
+        grids, p = case["grids"], SIGLIP2["patch_size"]
+        most = max(r * c for r, c in grids)
+        pix = torch.randn(len(grids), most, 3 * p * p, dtype=torch.bfloat16)
+        shapes = torch.tensor(grids)
+        mask = torch.tensor([[1] * (r * c) + [0] * (most - r * c) for r, c in grids])
+        inputs = (pix, shapes, mask)
+        forward = lambda: model.get_image_features(pixel_values=pix, spatial_shapes=shapes,  # noqa: E731
+                                                   pixel_attention_mask=mask, return_dict=True)
+        patches = sum(r * c for r, c in grids)
+    elif case["model"] in ("qwen2_audio", "voxtral"):     # `tiles` clips of fp32 log-mel features
+        a = raw["audio_config"]
+        feats = torch.randn(case["tiles"], a["num_mel_bins"], 2 * a["max_source_positions"], dtype=torch.float32)
+        inputs = (feats,)
+        if case["model"] == "voxtral":
+            forward = lambda: model.get_audio_features(input_features=feats, return_dict=True)  # noqa: E731
+        else:
+            # Qwen2AudioForConditionalGeneration.forward: audio_tower (no padding: no mask) and the projector
+            def forward():
+                out = model.model.audio_tower(feats)
+                out.pooler_output = model.model.multi_modal_projector(out.last_hidden_state)
+                return out
+        patches = case["tiles"] * a["max_source_positions"]
+    elif case["model"] == "instructblip":      # `tiles` images, each with its own `instruction` Q-Former tokens
+        size = raw["vision_config"]["image_size"]
+        pix = torch.randn(case["tiles"], 3, size, size, dtype=torch.bfloat16)
+        ids = torch.ones(case["tiles"], case["instruction"], dtype=torch.long)
+        inputs = (pix, ids)
+        forward = lambda: model.get_image_features(pixel_values=pix, qformer_input_ids=ids,  # noqa: E731
+                                                   return_dict=True)
+        patches = case["tiles"] * (size // raw["vision_config"]["patch_size"]) ** 2
     elif case["model"] in ("cohere2_vision", "blip-2", "got_ocr2", "aya_vision", "video_llava",
                            "deepseek_vl", "vipllava"):
         vc = raw["vision_config"]
@@ -363,7 +460,7 @@ def trace_case(case: dict) -> dict:
             torch.autocast("cpu", dtype=torch.bfloat16) if case.get("autocast") else contextlib.nullcontext():
         saved = saved_after_forward(model, inputs, forward)
     tower = sum(p.numel() for n, p in model.named_parameters()
-                if not n.startswith(("language_model.", "text_model.")))       # Idefics3 / SmolVLM: text_model
+                if not n.startswith(("language_model.", "text_model.", "lm_head.", "model.language_model.")))
     return {**case, "config": raw, "patches": patches, "saved_bytes_forward_end": saved,
             "tower_and_projector_params": tower}
 

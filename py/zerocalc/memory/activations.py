@@ -6,25 +6,37 @@ Llama 3.2 1B and Llama 3.1 8B, and within 3 % per component over the whole CI gr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..model import Linear, ModelArch
 from ..plan import Plan
-from .blocks import MASK, Ctx, SavedSet, linear, rmsnorm
+from .blocks import FP32_PRODUCT_NORMS, MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
 from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
-from .blocks_families import LAYERNORM_HEADS, final_norm
+from .blocks_bert import BERT, head_width as bert_head_width, outside_saved as bert_outside
+from .blocks_bert import checkpointed_inputs as bert_checkpointed_inputs
+from .blocks_families import EAGER_ONLY, LAYERNORM_HEADS, final_norm
+from .blocks_modernbert import modernbert_outside
 from .blocks_moe import RULES as FAMILY_RULES
+from .blocks_moe import beam_recompute_moment, longcat_consumed
 from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
+from .blocks_gemma3n import checkpointed_streams, gemma3n_outside
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
-from .blocks_dory import dory_head
-from .blocks_hrm import RULES as HRM_RULES
-from .blocks_hrm import checkpointed_final_norms, hrm_head
+from .blocks_hyper import hc_backward_moment, hyper_outside, mix_backward_temps
+from .blocks_cross import (cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, frozen_layers,
+                           idle_tensors, skipped_adapter_params, skipped_layers)
+from .expert_backward import EVERY_EXPERT, expert_grad_temp, experts_trained, routed_rows
+from .blocks_hrm import ONEOFF_HEADS, checkpointed_final_norms
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
+
+# GPT-2-lineage blocks (memory/blocks.py's classic block) whose checkpointed stack keeps no embedding output
+# besides the block inputs: GPT-Neo's `inputs_embeds + position_embeds` is layer 0's input itself, its
+# embed_dropout 0 in every EleutherAI checkpoint (traced: tools/memtrace/golden/families/gpt_neo-*-gc-*)
+NO_EMBEDDING_KEPT = ("gpt_neo",)
 
 
 @dataclass(frozen=True)
@@ -79,38 +91,59 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
     ss = SavedSet()
     ss.save("ids_labels", 16 * t)
     y_bytes = 4 if c.autocast and arch.family not in ("llama", "gemma", "t5") else c.res
-    if arch.ssm is not None:
+    if arch.hyper is not None:
+        y, y_bytes = hyper_outside(ss, c, arch), c.res     # memory/blocks_hyper.py: DeepSeek-V4's hyper head
+    elif arch.ssm is not None:
         y, y_bytes = ssm_final_norm(ss, c, h, arch.ssm)
-    elif arch.model_type in HRM_RULES:
-        y, y_bytes = hrm_head(ss, c, arch, plan.seq_len)   # memory/blocks_hrm.py
-    elif arch.looped is not None:
-        y, y_bytes = dory_head(ss, c, arch, plan.seq_len)  # memory/blocks_dory.py
+    elif arch.model_type in ONEOFF_HEADS:
+        y, y_bytes = ONEOFF_HEADS[arch.model_type](ss, c, arch, plan.seq_len)  # memory/blocks_hrm.py, blocks_dory.py
     elif arch.bart is not None:
         # memory/blocks_bart.py: BART-lineage causal decoders; PEFT with checkpointing makes the embedding output
         # require grad (enable_input_require_grads)
         y, y_bytes = outside_blocks(ss, c, arch, plan.method != "full" and plan.activation_checkpointing == "full")
+    elif arch.model_type in BERT:
+        # memory/blocks_bert.py: the embeddings' LayerNorm and dropout, the BertLMPredictionHead transform, the decoder
+        bert_outside(ss, c, arch, _lm_head_adapter(plan, arch),
+                     plan.method != "full" and plan.activation_checkpointing == "full")
+        return ss.total
     elif arch.family in ("llama", "gemma", "t5"):
         y = (final_norm(ss, c, arch, "resid_final") if arch.model_type in LAYERNORM_HEADS
              else rmsnorm(ss, c, "final_norm", "resid_final", h,
                           # Qwen3NextRMSNorm / Qwen3_5RMSNorm: Gemma's `output * (1.0 + self.weight.float())`
-                          arch.family == "gemma" or arch.deltanet is not None))
+                          arch.family == "gemma" or arch.deltanet is not None
+                          or arch.model_type in FP32_PRODUCT_NORMS))
         if stack.trainer != "torchtune":
             # torchtune's RoPE multiplies by slices of its fp32 cache buffer, which is all it saves
             # (models/llama3_1/_position_embeddings.py:181-184 Llama3ScaledRoPE.forward; traced)
             # LlamaRotaryEmbedding returns cos/sin .to(x.dtype), x the embedding output: bf16 after TRL's cast
             emb = 2 if stack.kbit_bf16_ends else c.res
+            if arch.model_type in FP32_ROPE:
+                # modeling_beam.py BeamRotaryEmbedding returns fp32 cos / sin, and NoPE layers' fp32 query scaling
+                emb = 4
+                ss.save("attention_scaling", 4 * plan.seq_len)
             ss.save("rope_cos_sin", 2 * emb * plan.seq_len * arch.head_dim)
             if arch.model_type in GEMMA4:
                 gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
                                plan.activation_checkpointing == "full")
+            elif arch.model_type == "gemma3n_text":
+                gemma3n_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma3n.py
+                                plan.activation_checkpointing == "full")
+    elif arch.model_type == "moshi":
+        y, y_bytes = rmsnorm(ss, c, "final_norm", "resid_final", h, True), c.res    # MoshiRMSNorm (blocks_moshi.py)
+    elif arch.model_type == "modernbert-decoder":
+        y, y_bytes = modernbert_outside(ss, c, arch, "resid_final")      # memory/blocks_modernbert.py
     else:
         ss.save("ln_f.in", (4 if c.autocast else c.res) * t * h)
         ss.save("ln_f.stats", 4 * t)
         y = "ln_f.out"
         if arch.dropout > 0:
             ss.save("embed_drop_mask", MASK * t * h)
+        if head_width(arch) != h and c.train_base:
+            # OPT's project_in (word_embed_proj_dim -> hidden) keeps the embedding output for its weight gradient
+            # (its project_out's input takes ln_f's place: opt-350m has no final LayerNorm; traced)
+            ss.save("project_in.in", (2 if c.autocast else c.res) * t * head_width(arch))
     head_adapter = _lm_head_adapter(plan, arch)
-    linear(ss, c, y, y_bytes, Linear("lm_head", h, arch.vocab_size), head_adapter)
+    linear(ss, c, y, y_bytes, Linear("lm_head", head_width(arch), arch.vocab_size), head_adapter)
     if plan.method != "full" and "lm_head" in plan.lora.modules_to_save:
         ss.save(y, y_bytes * t * h)              # the trainable lm_head copy keeps its input for its gradient
     return ss.total
@@ -118,7 +151,20 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
 
 def _lm_head_adapter(plan: Plan, arch: ModelArch) -> Adapter | None:
     if plan.method != "full" and "lm_head" in plan.lora.targets:
-        return Adapter("lm_head", arch.hidden_size, arch.vocab_size, plan.lora.rank)
+        return Adapter("lm_head", head_width(arch), arch.vocab_size, plan.lora.rank)
+
+
+def head_width(arch: ModelArch) -> int:
+    """lm_head's input width: hidden_size, but OPT's word_embed_proj_dim where project_out narrows the stream
+    before the head (modeling_opt.py OPTDecoder: facebook/opt-350m's 512 beside hidden 1024; the tied embedding
+    is (vocab, 512); traced: tools/memtrace/golden/families opt350-*); the head transform's in the BERT lineage
+    (ELECTRA's embedding_size, RemBERT's output_embedding_size: memory/blocks_bert.py head_width)."""
+    if arch.model_type in BERT:
+        return bert_head_width(arch)
+    if arch.model_type == "opt":
+        return next((tt.shape[1] for tt in arch.tensors if tt.name.endswith("embed_tokens.weight")),
+                    arch.hidden_size)
+    return arch.hidden_size
     return None
 
 
@@ -143,13 +189,32 @@ def _selective(plan: Plan) -> Plan:
 
 def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = None) -> Activations:
     """The step's activations; ``stack`` is the plan's resolved stack (memory/inputs.py resolves it once)."""
+    if arch.model_type in EAGER_ONLY and plan.attention != "eager":
+        plan = plan.with_changes(attention="eager")          # the model's class runs nothing else
     st = stack or effective_stack(plan)
     base = _selective(plan) if plan.activation_checkpointing == "selective" else plan
     per_layer_linears = block_linears_per_layer(arch)
     layers = []
     cache: dict = {}
     per_layer_adapters = adapters_per_layer(arch, plan) if plan.method != "full" else [()] * len(per_layer_linears)
+    skipped = skipped_layers(arch, plan)         # memory/blocks_cross.py: Mllama's cross-attention, text only
+    cross, cross_ss = cross_layers_run(arch, plan), None     # ... or fed image tokens
+    frozen = frozen_layers(arch) if plan.method == "full" else frozenset()
     for i, (lins, adapters) in enumerate(zip(per_layer_linears, per_layer_adapters)):
+        if i in skipped:
+            layers.append(0)
+            continue
+        if i in frozen:
+            # a block the modelling code froze (IDEFICS' freeze_text_layers) under full fine-tuning: its weights
+            # take no gradient, its input does (a trained gated cross-attention layer runs before it)
+            c = replace(context(base, arch, dt, False, st), train_base=False)
+            layers.append(layer_saved_bytes(arch, c, lins, adapters))
+            continue
+        if i in cross:
+            cross_ss = cross_layer(arch, context(base, arch, dt, i == 0, st), lins, adapters,
+                                   plan.vision.tokens_per_sample)
+            layers.append(cross_layer_bytes(cross_ss))
+            continue
         k = (id(lins), i == 0)
         if k not in cache:
             cache[k] = layer_saved_bytes(arch, context(base, arch, dt, i == 0, st), lins, adapters)
@@ -169,13 +234,24 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                      else layer_saved_bytes(arch, context(plan, arch, dt, False, st), lins,
                                             layer_adapters(arch, plan, lins) if plan.method != "full" else ())
                      for lins in {id(x): x for x in per_layer_linears}.values())
+    shared = 0
+    if cross_ss is not None:
+        shared = cross_shared_bytes(cross_ss, context(base, arch, dt, False, st), plan.vision.tokens_per_sample, h,
+                                    plan.activation_checkpointing == "full")
+        full_layer = max(full_layer, max(layers[i] for i in cross))
     if plan.activation_checkpointing == "full":
         # HF gradient_checkpointing (non-reentrant): each decoder layer keeps only its input.
-        stack = arch.num_layers * res * t * h + (ed.ckpt_extra if ed else 0)
+        stack = (arch.num_layers - len(skipped)) * res * t * h + (ed.ckpt_extra if ed else 0) + shared
+        if arch.hyper is not None:
+            # DeepSeek-V4: each layer's input is its (b, s, hc_mult, h) stream (memory/blocks_hyper.py), which
+            # attn_hc's product keeps: in the recompute that is the checkpoint's input, not a new tensor
+            stack *= arch.hyper["hc_mult"]
+            full_layer -= checkpointed_stream(arch, plan, dt)
         if arch.model_type in GEMMA4:
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
-        if arch.model_type in HRM_RULES:
-            stack += checkpointed_final_norms(arch, t)      # memory/blocks_hrm.py
+        elif arch.model_type == "gemma3n_text":
+            stack = checkpointed_streams(arch, 4 if dt.autocast else res, 2 if dt.autocast else dt.compute, t)
+        stack += checkpointed_final_norms(arch, t)      # memory/blocks_hrm.py: HRM-Text's stack final_norms
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
             stack -= (res - 2) * t * h
@@ -196,7 +272,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             routed = routed_rows(arch, t)
             # frozen experts keep no product (memory/blocks.py sparse_moe): none to subtract. Under eager attention the
             # recompute is the softmax backward's (above), not traced with MoE: kept as it was
-            trained = plan.attention == "eager" or _experts_trained(plan, arch, st, per_layer_linears)
+            trained = plan.attention == "eager" or experts_trained(plan, arch, st, per_layer_linears)
             prod = arch.moe.expert_intermediate if trained else 0
             if arch.model_type in EVERY_EXPERT:
                 # Llama 4: the non-reentrant checkpoint recomputes at the layer backward's first unpack, after
@@ -206,22 +282,29 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                 # locals (traced: llama4-text-4l-lora-attn-s512-ckpt, 0.297 GiB at the recompute's bmm)
                 no_saved = 0 if trained else e_m * routed * (h + arch.moe.expert_intermediate)
                 recompute = max(recompute, full_layer + 2 * e_m * routed * h + no_saved)
-            else:
+            elif not arch.moe.zero_experts:
+                # (LongCat's expert loop: the recompute's own end, the whole layer, is its moment; traced:
+                # longcat-flash-2l-lora-attn-s512-ckpt)
                 recompute = recompute - e_m * routed * (h + prod) + 3 * e_m * routed * arch.moe.expert_intermediate
         if plan.attention == "eager" and ed is None:
             # the 4-D (b, 1, s, s) mask is a checkpoint input of every layer (one tensor): bool in the
-            # Llama lineage (masking_utils), additive 16-bit in GPT-2/BERT
-            mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") else 2
+            # Llama lineage (masking_utils) and MPT (modeling_mpt.py MptModel:
+            # `create_causal_mask(...).to(torch.bool)`), additive 16-bit in GPT-2/BERT
+            mask_bytes = 1 if arch.family in ("llama", "gemma", "t5") or arch.model_type == "mpt" else 2
             masks = 2 if arch.family == "gemma" else 1          # Gemma: a sliding-window and a global mask
             stack += masks * mask_bytes * plan.seq_len * plan.seq_len * plan.micro_batch_size
         if (arch.family not in ("llama", "gemma", "t5") and arch.model_type not in FAMILY_RULES and ed is None
-                and arch.bart is None):
+                and arch.bart is None and arch.model_type not in BERT
+                and arch.model_type not in NO_EMBEDDING_KEPT):
             # GPT-2 lineage: the dropped-out embedding output is kept besides the block inputs (traced); not in
-            # OPT, GPT-NeoX, GPT-J, Phi (tools/memtrace/golden/families/*-gc-*: the block inputs and the head only)
+            # OPT, GPT-NeoX, GPT-J, Phi, GPT-Neo (tools/memtrace/golden/families/*-gc-*: the block inputs and the
+            # head only)
             stack += res * t * h
         if arch.ssm is not None:
             # ssm_blocks.py: residual_in_fp32 keeps fp32 inputs
             stack = checkpointed_inputs(arch, res, t, 2 if dt.autocast else dt.compute)
+        elif arch.model_type in BERT and arch.causal_lm:
+            stack = bert_checkpointed_inputs(arch, context(plan, arch, dt, False, st))   # memory/blocks_bert.py
         elif arch.bart is not None and ed is None:
             # the layer inputs, fp32 after a LayerNorm under autocast (blocks_bart.py), beside the mask above
             stack += bart_checkpointed_inputs(arch, res, dt.autocast, t) - arch.num_layers * res * t * h
@@ -229,13 +312,13 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         stack = arch.num_layers * selective_op_layer(plan, arch, dt)
         recompute = 0
     else:
-        stack = sum(layers) + (ed.extra if ed else 0)
+        stack = sum(layers) + (ed.extra if ed else 0) + shared
         recompute = 0
     head = ed.head if ed else _head_saved(plan, arch, dt, st)
     e = 2 if dt.autocast else dt.compute
     temp = e * t * h
     top_sparse = any(lin.count > 1 for lin in per_layer_linears[-1])
-    expert_grad, expert_top = _expert_grad_temp(plan, arch, dt, st, t, top_sparse), 0
+    expert_grad, expert_top = expert_grad_temp(plan, arch, dt, st, t, top_sparse), 0
     if expert_grad:
         # a moment of its own in a layer's backward, at its gate_up grouped matmul: the layer's gate_up output,
         # activation, product and weighted outputs are consumed by then. With checkpointing, inside the
@@ -252,6 +335,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # DBRX's moment comes at the second expert its backward visits: one expert's share of the top layer's
             # expert tensors is consumed (memory/blocks_moe.py dbrx_block: 3h + 4I per routed row)
             tail = e_m * routed_rows(arch, t) // moe.num_experts * (4 * moe.expert_intermediate + 3 * h)
+        elif moe.zero_experts:
+            tail = longcat_consumed(arch, context(plan, arch, dt, False, st), per_layer_linears[-1])
         elif arch.model_type == "jetmoe":
             # JetMoE's, in the MLP's input_linear backward: its output_linear's loop, silu and the product are done
             # (memory/blocks_moe.py jetmoe_block: gate/up, silu, product, output, gated output per routed row)
@@ -262,18 +347,41 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             expert_top = max(0, expert_grad - tail)
         else:
             temp += expert_grad                                  # selective: not traced with MoE
+    if arch.model_type == "beam" and plan.activation_checkpointing == "full":
+        # memory/blocks_moe.py beam_recompute_moment: the recompute's own forward peaks at its MLP's end
+        recompute = max(recompute, max(beam_recompute_moment(arch, context(plan, arch, dt, False, st), lins,
+                                                             layer_adapters(arch, plan, lins)
+                                                             if plan.method != "full" else ())
+                                       for lins in {id(x): x for x in per_layer_linears}.values()))
+    if arch.hyper is not None and plan.activation_checkpointing in ("full", "none"):
+        # DeepSeek-V4 (memory/blocks_hyper.py): two moments of a layer's backward, in the recomputed layer or, without
+        # checkpointing, in the top layer over the saved stack: the residual mix's backward beside the whole layer
+        # (mix_backward_temps) and ffn_hc's norm backward beside the attention half (hc_backward_moment)
+        mix = mix_backward_temps(arch, context(plan, arch, dt, False, st))
+        if plan.activation_checkpointing == "full":
+            recompute = max(recompute, full_layer + mix,
+                            max(hc_backward_moment(arch, context(plan, arch, dt, False, st), lins,
+                                                   layer_adapters(arch, plan, lins) if plan.method != "full" else ())
+                                for lins in {id(x): x for x in per_layer_linears}.values())
+                            - checkpointed_stream(arch, plan, dt))
+        else:
+            c_top = context(plan, arch, dt, arch.num_layers == 1, st)
+            expert_top = max(expert_top, mix, hc_backward_moment(arch, c_top, per_layer_linears[-1],
+                                                                 per_layer_adapters[-1]) - layers[-1])
     # Autocast caches a 16-bit copy of every fp32 weight a matmul reads (cache_enabled, until forward
     # ends) and the matmul keeps it for the backward: the whole linear stack under AMP (the tied
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
     # layers keep nothing: their copies die at forward end and are cast again in the recompute; only
     # lm_head's copy (outside the checkpointed layers) stays saved (traced).
-    copies = 0
+    copies, hw = 0, head_width(arch)
+    idle = {id(tt) for tt in idle_tensors(arch, plan)}
     if dt.autocast and plan.method == "full" and dt.weight == 4:
-        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
+        copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module)
+                         and id(tt) not in idle)
         if arch.tied_embeddings and arch.causal_lm:
-            copies += 2 * arch.vocab_size * h
+            copies += 2 * arch.vocab_size * hw
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:
-        copies = 2 * adapter_params(arch, plan)
+        copies = 2 * (adapter_params(arch, plan) - skipped_adapter_params(per_layer_adapters, skipped))
         if dt.frozen == 4 and plan.method == "lora":
             # fp32 frozen weights (Fabric bf16-mixed): autocast caches only leaves that require grad, so each
             # call casts a new 16-bit copy and the matmul keeps it for its input's gradient; LitGPT's LoRA loop
@@ -281,10 +389,10 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # layer 0's q/k/v input needs no gradient and keeps none, counted anyway: 2·h·(h + 2·kv) bytes)
             calls = -(-plan.seq_len // LITGPT_CHUNK) if st.trainer == "litgpt" else 1
             copies += 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
-            copies += 2 * arch.vocab_size * h * calls if arch.causal_lm else 0
+            copies += 2 * arch.vocab_size * hw * calls if arch.causal_lm else 0
     cache_forward = 0
     if copies and plan.activation_checkpointing == "full":
-        kept = 2 * arch.vocab_size * h if plan.method == "full" and arch.causal_lm else 0
+        kept = 2 * arch.vocab_size * hw if plan.method == "full" and arch.causal_lm else 0
         cache_forward, copies = copies - kept, kept
     quant_inputs = _quant_inputs(plan, arch) if st.bnb_keeps_inputs else 0
     if quant_inputs and plan.activation_checkpointing == "full":
@@ -299,7 +407,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     if plan.method == "qlora" and dt.autocast and dt.frozen == 4 and arch.causal_lm and not st.kbit_bf16_ends:
         # kbit_prepare makes lm_head's weight fp32: autocast caches its 16-bit copy and the matmul keeps it (TRL's
         # bf16 cast gives the head back its 16-bit weight, which autocast reads as is)
-        copies += 2 * arch.vocab_size * h
+        copies += 2 * arch.vocab_size * hw
     offloaded = 0
     if plan.activation_offloading:
         # torchtune OffloadActivations: saved tensors stream to host; about two layers stay resident.
@@ -308,6 +416,12 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     return Activations(layers=tuple(layers), stack_saved=stack, head_saved=head, recompute_layer=recompute,
                        layer_backward_temp=temp, autocast_weight_copies=copies, expert_grad_top=expert_top,
                        autocast_cache_forward=cache_forward, host_offloaded=offloaded, quant_inputs=quant_inputs)
+
+
+def checkpointed_stream(arch: ModelArch, plan: Plan, dt: Dtypes) -> int:
+    """DeepSeek-V4: one layer's (b, s, hc_mult, h) input stream in the residual dtype (memory/blocks_hyper.py)."""
+    res = dt.weight if plan.method == "full" else dt.frozen       # the residual dtype, as the stack's
+    return res * plan.seq_len * plan.micro_batch_size * arch.hyper["hc_mult"] * arch.hidden_size
 
 
 def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
@@ -328,58 +442,4 @@ def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
     return total
 
 
-EVERY_EXPERT = ("llama4_text", "llama4")         # Llama 4 text, and the composite whose text model it is
-
-
-def routed_rows(arch: ModelArch, t: int) -> int:
-    """The rows the experts' matmuls run on: t·k routed tokens (transformers' MoE experts), or every token through
-    every expert (modeling_llama4.py Llama4TextMoe: `hidden_states.repeat(E, 1)` times the router's scores)."""
-    return t * (arch.moe.num_experts if arch.model_type in EVERY_EXPERT else arch.moe.experts_per_token)
-
-
-def _expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int, top_sparse: bool = True) -> int:
-    """Full fine-tuning of fused 3-D experts, layer 0 sparse: the backward of layer 0's gate_up grouped matmul
-    (transformers 5.24 integrations/moe.py _grouped_linear: torch._grouped_mm(x, weight.transpose(-2, -1)))
-    holds a second gate_up-sized gradient (E·2I·h in the gradient dtype) beside the stored gradients, with the
-    gradient of its output (t·k·2I) and of its gathered input (t·k·h) in the compute dtype. Traced (tests/data/
-    moe_families_trace.json): one such copy in Mixtral, OLMoE, GraniteMoE (input_linear) and gpt-oss. A dense
-    layer 0 (DeepSeek first_k_dense_replace) runs last: the sparse layers' transient passes before the
-    embedding's and layer 0's gradients exist, and is not counted. Only where the gradients exist before the
-    backward (accumulation steps > 1, or torch 1.x's zero_grad keeping them): the new gradient is then added
-    into .grad; on the first micro-step AccumulateGrad steals it (traced, gradient_accumulation_steps 1: no such
-    temporary, mixtral-2l-full-s512-ga1). Single process and DDP only: DeepSpeed's and FSDP's gradient hooks
-    were not traced with MoE. Llama 4 (interleaved dense layers, its own bmm experts: every expert on every
-    token) has the moment in its top sparse layer (traced: llama4-text-4l-full-s512, layers 1 and 3 sparse: the
-    16·2048·4096 bf16 gradient, the gate_up output's and the input's gradients, 0.348 GiB of temporaries)."""
-    moe = arch.moe
-    if moe is None or plan.method != "full" or plan.framework not in ("single", "ddp"):
-        return 0
-    ie, h = moe.expert_intermediate, arch.hidden_size
-    if arch.model_type == "dbrx":
-        # modeling_dbrx.py DbrxExperts: `self.mlp.w1.view(-1, I, h)[expert_idx]` is a select, whose backward
-        # (select_backward) writes each expert's (I, h) gradient into a zero tensor of the whole (E·I, h) weight;
-        # autograd sums those per parameter before AccumulateGrad, so w1, v1 and w2 each hold a full-size buffer
-        # while the next expert's adds a fourth, beside that expert's three (I, h) slice gradients, on every
-        # micro-step (traced: dbrx-2l-full-s512, 896 + 42 MiB of temporaries at select_backward)
-        return dt.grad * (4 * moe.num_experts + 3) * ie * h
-    if arch.model_type == "jetmoe":
-        # modeling_jetmoe.py JetMoeParallelExperts: `F.linear(input_list[i], self.weight[i])`, the same
-        # select_backward per expert (above); the top layer's MLP input_linear (E, 2I, h) holds its summed buffer
-        # and the next expert's, with that expert's (2I, h) slice and the gradients of its output and gathered input
-        # (output_linear's loop is summed into .grad before; traced: jetmoe-2l-full-s512, 0.879 GiB of temporaries
-        # with lm_head's pending tied gradient)
-        return (dt.grad * (2 * moe.num_experts + 1) * 2 * ie * h
-                + (2 if dt.autocast else dt.compute) * routed_rows(arch, t) * (2 * ie + h))
-    if moe.dense_layers and not (arch.model_type in EVERY_EXPERT and top_sparse):
-        return 0
-    if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
-        return 0
-    e = 2 if dt.autocast else dt.compute
-    return dt.grad * moe.num_experts * 2 * ie * h + e * routed_rows(arch, t) * (2 * ie + h)
-
-
-def _experts_trained(plan: Plan, arch: ModelArch, st: Stack, per_layer_linears) -> bool:
-    """Whether the routed experts' fused weights get a gradient (full fine-tuning or adapters on them): only
-    then do the grouped matmuls keep the product (memory/blocks.py sparse_moe)."""
-    return plan.method == "full" or st.fsdp_adapters_in_units or any(ad.name.startswith("experts.") for lins in per_layer_linears
-                                        for ad in layer_adapters(arch, plan, lins))
+FP32_ROPE = ("beam",)                            # rotary cos / sin kept in fp32 (memory/blocks_moe.py beam_block)

@@ -243,7 +243,7 @@ def gated_mlp(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, linears: dic
 
 
 POST_NORM = ("olmo2", "olmo3")
-FP32_PRODUCT_NORMS = ("afmoe", "flint")      # modeling_afmoe.py / modeling_flint.py RMSNorm.forward
+FP32_PRODUCT_NORMS = ("afmoe", "flint", "beam")   # modeling_afmoe.py / modeling_flint.py / modeling_beam.py RMSNorm
 
 
 def llama_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

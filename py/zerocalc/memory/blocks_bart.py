@@ -8,8 +8,9 @@ backward, read off fake-tensor traces of the real step as AutoModelForCausalLM (
 in tools/memtrace/golden/bart/, held within 3 % by tests/test_bart_grid.py): bart (post-LayerNorm, GELU,
 layernorm_embedding), mbart (pre-LayerNorm, layernorm_embedding and a final layer_norm), marian (post-LayerNorm,
 SiLU, no embedding norm), pegasus (pre-LayerNorm, ReLU with activation_dropout, attention_dropout, final
-layer_norm). The other model_types take the same rule by their switches (model/decoders.py layer_switches),
-not traced. memory/activations.py calls `layer_saved_bytes` here (this module's layer, else
+layer_norm), and beside them whisper, biogpt, xglm, blenderbot, blenderbot-small, plbart, mvp and trocr (XGLM, MVP
+and TrOCR with their own eager attention whatever the plan asks, XGLM's clamped scores) and bigbird_pegasus
+(its decoder's python gelu_new). memory/activations.py calls `layer_saved_bytes` here (this module's layer, else
 memory/blocks_families.py's) and `outside_blocks` for what the decoder keeps around its layers.
 
 What the traces show (per layer, t = s·b tokens, h = d_model, I = ffn, e the compute dtype's bytes):
@@ -29,21 +30,28 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet, attention_core, linear
+from .blocks_bert import BERT, bert_block
 from .blocks_families import layernorm
 from .blocks_moe import layer_saved_bytes as family_layer_saved_bytes
 from .lora import Adapter
 
 
-def eager_attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, p_drop: float) -> str:
+def eager_attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, p_drop: float, clamp: bool = False) -> str:
     """modeling_bart.py eager_attention_forward: `matmul(query, key.transpose(2, 3)) * scaling` keeps q and K^T
     (contiguous copies of the transposed projections), softmax without a dtype (on autocast's fp32 list), then
     `dropout(p=attention_dropout)`; `matmul(attn_weights, value)` keeps the probabilities (a 16-bit copy under
-    autocast) and V; the output's `transpose(1, 2).contiguous()` is out_proj's input."""
+    autocast) and V; the output's `transpose(1, 2).contiguous()` is out_proj's input.
+    `clamp`: XGLM's own attention (modeling_xglm.py XGLMAttention.forward: `attn_weights + attention_mask`, then
+    `torch.max(attn_weights, torch.full((), finfo.min))`): maximum keeps its input, the masked scores, in the
+    mask's dtype (the model's: fp32 under autocast, where the 16-bit bmm output is promoted by the fp32 mask;
+    traced: tools/memtrace/golden/bart/xglm-*-eager-*)."""
     e = 2 if c.autocast else c.e
     t, q = c.tokens, arch.q_dim
     for name in ("q", "kT", "v"):
         ss.save(f"{key}.{name}", e * t * q)
     scores = arch.num_heads * c.seq * c.seq * c.batch
+    if clamp:
+        ss.save(f"{key}.masked", c.res * scores)
     if c.autocast:
         ss.save(f"{key}.softmax", 4 * scores)
         if p_drop > 0:
@@ -64,12 +72,20 @@ def bart_mlp(ss: SavedSet, c: Ctx, sw: dict, x: str, x_bytes: int, lins: dict, a
     fc1, fc2 = lins["fc1"], lins["fc2"]
     linear(ss, c, x, x_bytes, fc1, ads.get("fc1"))
     n = c.tokens * fc1.d_out
-    ss.save(f"{key}act.out" if sw["act"] == "relu" else f"{key}act.in", e * n)
-    out = f"{key}act.out"
+    out, out_bytes = f"{key}act.out", e
+    if sw["act"] == "gelu_new":
+        # activations.py NewGELUActivation, python: 0.5·x·(1 + tanh(√(2/π)(x + 0.044715·x³))) keeps x, tanh,
+        # 1 + tanh and 0.5·x (4·e per element); under CUDA autocast pow runs in fp32 (x's fp32 copy, tanh and
+        # 1 + tanh fp32, 0.5·x 16-bit: 14 bytes) and the output is fp32, which fc2 reads through autocast's copy
+        # (blocks_seq2seq.py t5_block's gated-gelu rule; traced: tools/memtrace/golden/bart/bigbird_pegasus-*)
+        ss.save(f"{key}gelu_new", (14 if c.autocast else 4 * e) * n)
+        out_bytes = 4 if c.autocast else e
+    else:
+        ss.save(f"{key}act.out" if sw["act"] == "relu" else f"{key}act.in", e * n)
     if sw["act_dropout"] > 0:
         ss.save(f"{key}act.drop_mask", MASK * n)
         out = f"{key}act.drop"
-    linear(ss, c, out, e, fc2, ads.get("fc2"))
+    linear(ss, c, out, out_bytes, fc2, ads.get("fc2"))
 
 
 def bart_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -90,10 +106,11 @@ def bart_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
         y, yb = layernorm(ss, c, "ln_sa", "resid", h)
     for name in ("q_proj", "k_proj", "v_proj"):
         linear(ss, c, y, yb, lins[name], ads.get(name))
-    if c.attention == "eager":
-        out = eager_attention(ss, c2, arch, "attn", sw["attn_dropout"])
+    if c.attention == "eager" or sw.get("own_attention"):
+        out = eager_attention(ss, c2, arch, "attn", sw["attn_dropout"], clamp=sw.get("clamp", False))
     else:
-        out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.q_dim)
+        c_attn = replace(c2, attn_out_copied=True) if sw.get("out_copied") else c2
+        out = attention_core(ss, c_attn, arch, "attn", arch.q_dim, arch.q_dim)
     linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
     if sw["dropout"] > 0:
         ss.save("attn_drop", MASK * c.tokens * h)
@@ -119,6 +136,8 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
     trainer runs transformers' code, else memory/blocks_moe.py's (its MoE families, then blocks_families.py's)."""
     if arch.bart is not None and arch.bart["decoder_only"] and not c.own_model:
         return bart_layer(arch, c, linears, adapters)
+    if arch.model_type in BERT and arch.causal_lm and not c.own_model:
+        return bert_block(arch, c, linears, adapters)           # memory/blocks_bert.py
     return family_layer_saved_bytes(arch, c, linears, adapters)
 
 

@@ -18,7 +18,6 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, attention_core, linear
-from .blocks_hrm import pick_adapters
 from .lora import Adapter
 
 
@@ -35,6 +34,20 @@ def _scaled(ss: SavedSet, c: Ctx, x: str, nbytes: int) -> None:
     """`x * learned_scale`: x kept for the scale's gradient, only when the scale trains."""
     if c.train_base:
         ss.save(x, nbytes)
+
+
+def pick_adapters(linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> tuple[list, list]:
+    """The layer's linears in their model builder's order and each one's adapter (or None): HRM-Text's and Dory's
+    layers have two linears named gate_proj (the attention's output gate and the MLP's), so adapters match by name
+    and width."""
+    ads = list(adapters)
+    out = []
+    for lin in linears:
+        hit = next((a for a in ads if a.name == lin.name and a.d_in == lin.d_in and a.d_out == lin.d_out), None)
+        if hit is not None:
+            ads.remove(hit)
+        out.append(hit)
+    return list(linears), out
 
 
 def dory_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -85,5 +98,3 @@ def dory_head(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int) -> tuple[str, int
     ss.save("rope_cos_sin", 2 * c.res * seq * arch.head_dim * arch.looped["rope_types"])
     return "final_norm.out", c.res
 
-
-RULES = {"dory": dory_layer}

@@ -26,9 +26,9 @@ from dataclasses import replace
 from ..model import Linear, ModelArch
 from .deltanet import gated_deltanet_layer
 from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear
+from .blocks_gemma3n import gemma3n_block
 from .blocks_gemma4 import GEMMA4, gemma4_block
-from .blocks_dory import RULES as DORY_RULES
-from .blocks_hrm import RULES as HRM_RULES
+from .blocks_hrm import ONEOFF_RULES as ONEOFF
 from .blocks_lightning import minimax_block
 from .lora import Adapter
 from .ssm_hybrids import block_saved_bytes as ssm_saved_bytes  # blocks.py's, with the state-space mixers
@@ -59,27 +59,41 @@ def _residual_dropout(ss: SavedSet, c: Ctx, arch: ModelArch, key: str) -> None:
         ss.save(key, MASK * c.tokens * arch.hidden_size)   # CUDA native_dropout's bool mask
 
 
+# opt_block's projections per model_type: q, k, v, output, up, down
+OPT_NAMES = {"opt": ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"),
+             "ctrl": ("Wq", "Wk", "Wv", "dense", "0", "2")}
+
+
 def opt_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """modeling_opt.py OPTDecoderLayer (do_layer_norm_before): LN -> q/k/v -> SDPA -> out_proj -> dropout ->
     residual; LN -> fc1 -> ReLU -> fc2 -> dropout -> residual. `q_proj(x) * scaling` is a new tensor (SDPA keeps
     it, not q_proj's output); ReLU keeps its output, which is fc2's input (the config's activation_function is
-    "relu" in every OPT checkpoint). Traced: 8·t·h + t·I 16-bit elements per layer, plus the fp32 logsumexp."""
+    "relu" in every OPT checkpoint). Traced: 8·t·h + t·I 16-bit elements per layer, plus the fp32 logsumexp; the
+    post-LN layer (do_layer_norm_before false, opt-350m) keeps the same (each LayerNorm reads its residual sum).
+    modeling_ctrl.py EncoderLayer is the same sequence (layernorm1 -> MultiHeadAttention Wq/Wk/Wv -> dense ->
+    dropout1; layernorm2 -> ffn.0 -> ReLU -> ffn.2 -> dropout2) with SDPA keeping the projections' own outputs
+    (the scaling is the kernel's): the same 8·t·h + t·I (traced); its attention passes `dropout=0.0`, so its
+    eager scores keep no dropout mask whatever resid_pdrop says."""
     ss = SavedSet()
+    q_name, k_name, v_name, o_name, up_name, down_name = OPT_NAMES[arch.model_type]
     lins = {lin.name: lin for lin in linears}
     ads = {ad.name: ad for ad in adapters}
     e = 2 if c.autocast else c.e
     y, yb = layernorm(ss, c, "ln1", "resid", arch.hidden_size)
-    for name in ("q_proj", "k_proj", "v_proj"):
+    for name in (q_name, k_name, v_name):
         linear(ss, c, y, yb, lins[name], ads.get(name))
     c2 = _later(c)
-    out = _attention(ss, c2, arch, arch.q_dim, arch.kv_dim)
-    linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
+    if arch.model_type == "ctrl":
+        out = attention_core(ss, c2, replace(arch, dropout=0.0), "attn", arch.q_dim, arch.kv_dim)
+    else:
+        out = _attention(ss, c2, arch, arch.q_dim, arch.kv_dim)
+    linear(ss, c2, out, e, lins[o_name], ads.get(o_name))
     _residual_dropout(ss, c2, arch, "attn_drop")
     y2, yb2 = layernorm(ss, c2, "ln2", "resid2", arch.hidden_size)
-    fc1, fc2 = lins["fc1"], lins["fc2"]
-    linear(ss, c2, y2, yb2, fc1, ads.get("fc1"))
+    fc1, fc2 = lins[up_name], lins[down_name]
+    linear(ss, c2, y2, yb2, fc1, ads.get(fc1.name))
     ss.save("relu.out", e * c.tokens * fc1.d_out)                 # threshold_backward reads the output
-    linear(ss, c2, "relu.out", e, fc2, ads.get("fc2"))
+    linear(ss, c2, "relu.out", e, fc2, ads.get(fc2.name))
     _residual_dropout(ss, c2, arch, "mlp_drop")
     return ss.total
 
@@ -135,12 +149,16 @@ def parallel_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     ads = {ad.name: ad for ad in adapters}
     t, e = c.tokens, 2 if c.autocast else c.e
     h, q_dim, kv_dim = arch.hidden_size, arch.q_dim, arch.kv_dim
-    gptj = arch.model_type == "gptj"
+    gptj = arch.model_type in ("gptj", "codegen")
+    fused = "qkv_proj" in lins                                  # CodeGen
     o_name, up_name, down_name = ("out_proj", "fc_in", "fc_out") if gptj else ("dense", "fc1", "fc2")
     y, yb = layernorm(ss, c, "ln1", "resid", h)
-    for name in ("q_proj", "k_proj", "v_proj"):
+    for name in ("qkv_proj",) if fused else ("q_proj", "k_proj", "v_proj"):
         linear(ss, c, y, yb, lins[name], ads.get(name))
     c2 = _later(c)
+    # CodeGenAttention: `qkv.view(b, s, mp_num, -1).split(local_dim)` then `value.reshape(b, s, a, d)` cannot merge
+    # the mp_num dim with its strided slice, so V is a copy of one h-wide third (traced: a clone), as GPT-J's
+    # v_proj output; q and k are new (the partial rotary's torch.cat): the same saved set as GPT-J's
     if c.attention == "eager" and gptj:
         scores = arch.num_heads * c.seq * c.seq * c.batch
         # the fp32 q and k, or under autocast (matmul runs in 16 bits) the 16-bit copies autocast makes of them
@@ -353,6 +371,53 @@ def falcon_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     return ss.total
 
 
+# the fused-qkv, eager-only blocks of eager_block: (qkv, output, up, down projection names)
+EAGER_BLOCKS = {"mpt": ("Wqkv", "out_proj", "up_proj", "down_proj"),
+                "gpt_neox_japanese": ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h")}
+
+
+def eager_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """Pre-LN blocks with one fused qkv projection and only their own eager attention (EAGER_ONLY: a flash plan
+    runs it too): LN -> qkv -> attention -> output projection -> residual; LN -> up -> GELU (exact, F.gelu keeps
+    its input) -> down -> residual.
+    - modeling_mpt.py MptBlock (LayerNorms with bias None): `matmul(q, k^T)` on transposed views of the chunked
+      Wqkv output keeps copies of q and k, `softmax(scores.float())` its fp32 output, `.to(value.dtype)` the
+      16-bit probabilities, `matmul(probs, v)` those and a copy of v (the Llama lineage's eager rule); the ALiBi
+      bias is added (nothing kept), one bool causal mask for every layer; out_proj reads a contiguous copy.
+      Traced per layer (16-bit elements): 8·t·h + 2·t·I and 6 bytes per score (a·s²·b).
+    - modeling_gpt_neox_japanese.py GPTNeoXJapaneseLayer (`_attn`): q and k are the rotary's
+      `torch.cat(...).contiguous()` (baddbmm keeps them), `softmax(scores)` without a dtype (the 16-bit output,
+      or fp32 under autocast and its 16-bit copy), matmul's copy of the permuted v, dense reads `_merge_heads`'
+      contiguous copy: memory/blocks.py attention_core's GPT-2-lineage eager rule. ModelArch.dropout is the
+      attention dropout here (config.attention_dropout, 0.1 in abeja/gpt-neox-japanese-2.7b: its bool mask and
+      output per score, traced); the residual hidden_dropout (0.0 there) is not read. Traced per layer (16-bit
+      elements, full bf16): 8·t·h + 2·t·I and 2 bytes per score."""
+    ss = SavedSet()
+    c = replace(c, attention="eager")
+    mpt = arch.model_type == "mpt"
+    qkv, o_name, up_name, down_name = EAGER_BLOCKS[arch.model_type]
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    e, h = 2 if c.autocast else c.e, arch.hidden_size
+    y, yb = layernorm(ss, c, "ln1", "resid", h)
+    linear(ss, c, y, yb, lins[qkv], ads.get(qkv))
+    c2 = _later(c)
+    if mpt:
+        out = _attention(ss, c2, arch, arch.q_dim, arch.kv_dim)
+    else:
+        out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.kv_dim)
+    linear(ss, c2, out, e, lins[o_name], ads.get(o_name))
+    y2, yb2 = layernorm(ss, c2, "ln2", "resid2", h)
+    up, down = lins[up_name], lins[down_name]
+    linear(ss, c2, y2, yb2, up, ads.get(up.name))
+    ss.save("gelu.in", e * c.tokens * up.d_out)
+    linear(ss, c2, "gelu.out", e, down, ads.get(down.name))
+    if mpt:
+        _residual_dropout(ss, c2, arch, "attn_drop")
+        _residual_dropout(ss, c2, arch, "mlp_drop")
+    return ss.total
+
+
 def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     """The final norm of the Llama-shaped LayerNorm models above (StarCoder2, StableLM: nn.LayerNorm; OLMo:
     OlmoLayerNorm; Cohere: CohereLayerNorm), as their blocks' norms. Returns the output's key."""
@@ -360,10 +425,11 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     return norm(ss, c, "final_norm", x, arch.hidden_size)[0]
 
 
-RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
-         "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
-         "cohere": cohere_block, "phi3": phi3_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block,
-         "minimax": minimax_block, **{t: gemma4_block for t in GEMMA4}, **HRM_RULES, **DORY_RULES}
+RULES = {"opt": opt_block, "ctrl": opt_block, "gpt_neox": neox_block, "gptj": parallel_block,
+         "codegen": parallel_block, "phi": parallel_block, "starcoder2": prenorm_block, "stablelm": prenorm_block,
+         "olmo": prenorm_block, "cohere": cohere_block, "phi3": phi3_block, "mpt": eager_block,
+         "gpt_neox_japanese": eager_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block,
+         "minimax": minimax_block, "gemma3n_text": gemma3n_block, **{t: gemma4_block for t in GEMMA4}, **ONEOFF}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -375,5 +441,10 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
         rule = gated_deltanet_layer               # memory/deltanet.py (its full-attention layers: blocks.py's)
     return rule(arch, c, linears, adapters)
 
+
+# the model_types whose transformers class has only its own eager attention, whatever attn_implementation says
+# (no AttentionInterface, no _supports_sdpa / _supports_flash_attn: modeling_mpt.py MptAttention,
+# modeling_openai.py Attention._attn, modeling_gpt_neox_japanese.py GPTNeoXJapaneseAttention._attn): costed eager
+EAGER_ONLY = ("mpt", "openai-gpt", "gpt_neox_japanese")
 
 LAYERNORM_HEADS = ("starcoder2", "stablelm", "olmo", "cohere")   # memory/activations.py: final_norm, not RMSNorm

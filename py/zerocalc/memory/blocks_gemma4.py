@@ -51,16 +51,14 @@ def _dims(arch: ModelArch, lins: dict) -> tuple[int, int]:
     return hd, (lins["k_proj"].d_out // hd if "k_proj" in lins else 0)
 
 
-def gemma4_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
-    ss = SavedSet()
-    h = arch.hidden_size
-    lins = {lin.name: lin for lin in linears if lin.count == 1}
-    ads = {ad.name: ad for ad in adapters}
-    e = 2 if c.autocast else c.e                             # a projection's output dtype
+def gemma_attention(ss: SavedSet, c: Ctx, arch: ModelArch, y: str, lins: dict, ads: dict) -> None:
+    """Gemma4TextAttention / Gemma3nTextAttention on the norm output ``y``: q_proj -> q_norm (per head) -> rotary;
+    unless the layer reuses an earlier layer's K/V, k_proj -> k_norm -> rotary and v_proj -> v_norm (no weight);
+    the attention's saves; o_proj."""
+    e = 2 if c.autocast else c.e
+    c2 = replace(c, first_layer=False)
     hd, kv = _dims(arch, lins)
     q_dim = arch.num_heads * hd
-    c2 = replace(c, first_layer=False)                  # after the first op everything needs a gradient
-    y = g4_norm(ss, c, "ln1", "resid", h)
     linear(ss, c, y, c.res, lins["q_proj"], ads.get("q_proj"))
     g4_norm(ss, c2, "q_norm", "q", q_dim, arch.num_heads, e)
     for name in ("k_proj", "v_proj"):
@@ -74,6 +72,17 @@ def gemma4_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     view = replace(arch, head_dim=hd, num_kv_heads=arch.num_heads if c.attention == "eager" else max(kv, 1))
     out = attention_core(ss, c, view, "attn", q_dim, kv * hd)
     linear(ss, c2, out, e, lins["o_proj"], ads.get("o_proj"))
+
+
+def gemma4_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    ss = SavedSet()
+    h = arch.hidden_size
+    lins = {lin.name: lin for lin in linears if lin.count == 1}
+    ads = {ad.name: ad for ad in adapters}
+    e = 2 if c.autocast else c.e                             # a projection's output dtype
+    c2 = replace(c, first_layer=False)                  # after the first op everything needs a gradient
+    y = g4_norm(ss, c, "ln1", "resid", h)
+    gemma_attention(ss, c, arch, y, lins, ads)
     g4_norm(ss, c2, "post_attn_norm", "o_out", h, x_bytes=e)
     y2 = g4_norm(ss, c2, "pre_ff_norm", "resid2", h)
     gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)

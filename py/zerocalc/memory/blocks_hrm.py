@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, attention_core, gated_mlp, linear
+from .blocks_dory import dory_head, dory_layer, pick_adapters
 from .lora import Adapter
 
 
@@ -30,20 +31,6 @@ def weightless_rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int) -> tuple[
         ss.save(x if c.res == 4 else f"{key}.fp32", 4 * c.tokens * d)
         ss.save(f"{key}.rsqrt", 4 * c.tokens)
     return f"{key}.out", c.res
-
-
-def pick_adapters(linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> tuple[list, list]:
-    """The layer's linears in their model builder's order and each one's adapter (or None): HRM-Text's and Dory's
-    layers have two linears named gate_proj (the attention's output gate and the MLP's), so adapters match by name
-    and width."""
-    ads = list(adapters)
-    out = []
-    for lin in linears:
-        hit = next((a for a in ads if a.name == lin.name and a.d_in == lin.d_in and a.d_out == lin.d_out), None)
-        if hit is not None:
-            ads.remove(hit)
-        out.append(hit)
-    return list(linears), out
 
 
 def hrm_text_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -79,10 +66,13 @@ RULES = {"hrm_text": hrm_text_layer}
 
 
 def checkpointed_final_norms(arch: ModelArch, t: int) -> int:
-    """Under full checkpointing each HrmTextDecoderLayer (a GradientCheckpointingLayer) keeps only its input, but
+    """0 but for HRM-Text. Under full checkpointing each HrmTextDecoderLayer (a GradientCheckpointingLayer) keeps
+    only its input, but
     HrmTextStack.final_norm runs outside the checkpointed layers: every stack call that keeps its graph keeps its
     fp32 upcast and rsqrt (traced: hrm_text-full-pure-flash-gc-s1024-b2, 4 stack calls of 4.0 MiB beside the
     8 layer inputs of 2 MiB)."""
+    if arch.model_type not in RULES:
+        return 0
     return arch.num_layers // _stack_layers(arch) * (4 * t * arch.hidden_size + 4 * t)
 
 
@@ -92,3 +82,9 @@ def hrm_head(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int) -> tuple[str, int]
     `.to(x.dtype)` of the embedding output, kept by the q/k multiplies. Returns lm_head's input and its bytes."""
     ss.save("rope_cos_sin", 2 * c.res * seq * arch.head_dim)
     return "final_norm.out", c.res
+
+
+# memory/activations.py _head_saved: what these models keep around their layers, by model_type
+ONEOFF_HEADS = {"hrm_text": hrm_head, "dory": dory_head}
+# memory/blocks_families.py RULES: the layer rules of the one-off types (this module's and memory/blocks_dory.py's)
+ONEOFF_RULES = {"hrm_text": hrm_text_layer, "dory": dory_layer}

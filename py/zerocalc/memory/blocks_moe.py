@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..model import Linear, ModelArch
-from .blocks import Ctx, SavedSet, attention_core, gated_mlp, linear, rmsnorm
+from .blocks import FP32_PRODUCT_NORMS, Ctx, SavedSet, attention_core, gated_mlp, linear, llama_block, rmsnorm
 from .blocks_families import RULES as FAMILY_RULES
 from .blocks_families import layer_saved_bytes as family_saved_bytes
 from .blocks_families import layernorm
+from .blocks_modernbert import modernbert_block
+from .blocks_moshi import moshi_block
+from .blocks_hyper import HYPER, hyper_block
 from .lora import Adapter
 
 
@@ -196,8 +199,173 @@ def jetmoe_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     return ss.total
 
 
+def balanced_real_rows(t: int, k: int, experts: int, zero: int) -> int:
+    """Routed slots that reach a real expert when the t·k slots go round-robin over the E + Z experts
+    (tools/memtrace/routing.py, the balanced router): expert j gets ceil((t·k - j) / (E + Z))."""
+    r, n = t * k, experts + zero
+    return r // n * experts + min(r % n, experts)
+
+
+def longcat_moe(ss: SavedSet, c: Ctx, arch: ModelArch) -> None:
+    """LongcatFlashMoE, the shortcut MoE reading post_attention_layernorm[0]'s output: LongcatFlashTopkRouter's
+    F.linear(x.type(float32), classifier.weight.type(float32)) keeps the fp32 copy of its input (the weight's
+    gradient) and the fp32 copy of its 16-bit weight (the input's), the fp32 softmax and the int64 top-k;
+    LongcatFlashExperts' loop per routed slot: the gathered row (the real experts' F.linear input when they train,
+    the identity experts' factor of the routing weight always), its fp32 routing weight, the int64 where() indices
+    and the 16-bit copy index_add_ keeps as its source; per slot of a real expert its gate_up output, SiLU's, the
+    product (down's input, when the experts train) and down's output (the weight's factor)."""
+    moe, t, h = arch.moe, c.tokens, arch.hidden_size
+    e = 2 if c.autocast else c.e
+    k, n = moe.experts_per_token, moe.num_experts + moe.zero_experts
+    rows = t * k
+    real = balanced_real_rows(t, k, moe.num_experts, moe.zero_experts)
+    ie = moe.expert_intermediate
+    if c.autocast:
+        # under autocast the router's F.linear reads autocast's 16-bit copies of its fp32 input and weight
+        if c.train_base:
+            ss.save("router.in16", 2 * t * h)
+        ss.save("router.weight16", 2 * n * h)
+    else:
+        if c.train_base:
+            ss.save("router.fp32_in", 4 * t * h)
+        ss.save("router.fp32_weight", 4 * n * h if c.e != 4 else 0)
+    ss.save("router.softmax", 4 * t * n + 8 * rows)
+    trained = c.train_base
+    if c.autocast and c.res == 4:
+        # over fp32 weights each real expert's F.linear keeps autocast's 16-bit copies of its weight slices
+        # (`self.gate_up_proj[expert_idx]` is no leaf: autocast's weight cache passes it by) and of its rows; the
+        # identity experts' rows stay fp32 (traced: longcat-flash-2l-full-mixed-s512)
+        ss.save("moe.weight16", 2 * min(moe.num_experts, real) * 3 * ie * h)
+        ss.save("moe.gathered", 2 * real * h + 4 * (rows - real) * h)
+    else:
+        ss.save("moe.gathered", e * (rows if trained else rows - real) * h)
+    ss.save("moe.index_add_source", c.res * rows * h)           # the weighted rows in the stream's dtype
+    ss.save("moe.routing", (2 if c.autocast else 4) * rows + 16 * rows)
+    ss.save("moe.gate_up", e * real * 2 * ie)
+    ss.save("moe.act", e * real * ie)
+    if trained:
+        ss.save("moe.prod", e * real * ie)
+    ss.save("moe.expert_out", e * real * h)
+
+
+def longcat_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_longcat_flash.py LongcatFlashDecoderLayer: two sublayers of input_layernorm, LongcatFlashMLA
+    (DeepSeek-V3's MLA with scalar LoRA scalings, which keep nothing: memory/blocks.py llama_block's MLA path),
+    post_attention_layernorm and a SwiGLU MLP (the Llama block, twice), and the shortcut MoE beside the first
+    MLP (`longcat_moe`). Traced: tools/memtrace/moe_trace.py longcat_flash (tests/data/longcat_flash_trace.json,
+    tests/test_longcat_blocks.py)."""
+    view = replace(arch, moe=None)
+    ss = SavedSet()
+    longcat_moe(ss, _later(c), arch)
+    return sum(llama_block(view, c if j == 0 else _later(c), *_sublayer(linears, adapters, j)) for j in (0, 1)) \
+        + ss.total
+
+
+def _sublayer(linears: tuple[Linear, ...], adapters: tuple[Adapter, ...], j: int) -> tuple[tuple, tuple]:
+    """Sublayer j's linears and adapters under their leaf names ("self_attn.1.q_a_proj" -> "q_a_proj")."""
+    mine = (f"self_attn.{j}.", f"mlps.{j}.")
+    lins = tuple(replace(lin, name=lin.name.rsplit(".", 1)[-1]) for lin in linears
+                 if lin.count == 1 and lin.name.startswith(mine))
+    ads = tuple(replace(ad, name=ad.name.rsplit(".", 1)[-1]) for ad in adapters if ad.name.startswith(mine))
+    return lins, ads
+
+
+def longcat_consumed(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...]) -> int:
+    """What the top layer's backward has consumed when the experts' weight-gradient moment comes (memory/
+    expert_backward.py expert_grad_temp): the second sublayer and the first MLP (they run after the shortcut MoE in
+    forward), the identity experts' slots (the loop's last experts, visited first) and the first two real experts'
+    slots (the moment is at the second one's gate_up select_backward). Traced: longcat-flash-2l-full-s512, 109.4 MB
+    of activations at the peak of 155.9 MB saved (the final norm's and lm_head's 4.2 MB aside)."""
+    moe, t, h = arch.moe, c.tokens, arch.hidden_size
+    e, ie = 2 if c.autocast else c.e, moe.expert_intermediate
+    view, (sub, _) = replace(arch, moe=None), _sublayer(linears, (), 1)
+    mlp = next(lin for lin in sub if lin.name == "down_proj").d_in
+    k, n = moe.experts_per_token, moe.num_experts + moe.zero_experts
+    real = balanced_real_rows(t, k, moe.num_experts, moe.zero_experts)
+    per_expert = -(-t * k // n)
+    return (llama_block(view, _later(c), sub, ()) + 4 * e * t * mlp + e * t * h
+            + (t * k - real) * (2 * e * h + 20) + 2 * per_expert * (3 * e * h + 4 * e * ie + 20))
+
+
+def beam_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_beam.py BeamDecoderLayer. BeamRMSNorm is `(self.weight * hidden_states).to(input_dtype)`: the fp32
+    upcast, rsqrt and the fp32 normalised tensor (memory/blocks.py rmsnorm with the fp32 product), for the four block
+    norms and the per-head q_norm / k_norm over the projections' 16-bit outputs. BeamAttention: q/k/v and the output
+    gate read input_layernorm's output; FA2 keeps the rotated (or, in the NoPE full layers, scaled: `(q.float() *
+    attention_scaling).to(dtype)`) q and k, v, the output and the logsumexp; `sigmoid(gate + gate_bias)` keeps its
+    output, o_proj the gated product. BeamMLP: `(act_fn(gate.float()) * up.float()).to(dtype)` keeps both fp32 copies
+    and SiLU's fp32 output, down_proj the 16-bit product; the experts (grouped_mm, t·k rows) the same per routed row
+    beside the gathered input and the product (when they train), the down output and the fp32 routing weights, and
+    the int64 permutation indices; BeamTopKRouter's F.linear(x.float(), w.float()) the fp32 copy of its input (the
+    fp32 weight's gradient), the fp32 sigmoid, top-k, the weights' sum and their normalised copy. The residual's
+    depth scalings are python floats. Traced: tools/memtrace/moe_trace.py beam (tests/data/beam_trace.json)."""
+    return _beam_layer(arch, c, linears, adapters, False)
+
+
+def beam_recompute_moment(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """A checkpointed Beam layer's recompute peaks at the end of its MLP's forward, before post_feedforward_layernorm:
+    beside what the layer has saved so far, a dense MLP's locals (gate_proj's and up_proj's 16-bit outputs, the fp32
+    product and its 16-bit copy being made), an MoE's fp32 weighted expert outputs and their fp32 un-permuted copy
+    (2 · 4·t·k·h) and the residual, 16-bit; and the layer output's gradient as the next layer's input norm gave it,
+    fp32 (its upcast's backward: 4·t·h; the 16-bit copy is memory/activations.py's layer_backward_temp). Traced:
+    beam-3l-lora-attn-s512-ckpt (layer 0's MLP, at a _to_copy) and beam-3l-full-s512-ckpt (a sparse layer's experts,
+    at an index): both with the (1, 512, 1024) fp32 gradient among the temporaries."""
+    return _beam_layer(arch, c, linears, adapters, True) + 4 * c.tokens * arch.hidden_size
+
+
+def _beam_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...],
+                moment: bool) -> int:
+    ss = SavedSet()
+    lins = {lin.name: lin for lin in linears if lin.count == 1}
+    experts = {lin.name: lin for lin in linears if lin.count > 1}
+    ads = {ad.name: ad for ad in adapters}
+    h, t = arch.hidden_size, c.tokens
+    e16 = 2 if c.autocast else c.e
+    c2 = _later(c)
+    y = rmsnorm(ss, c, "ln1", "resid", h, True)
+    for name in ("q_proj", "k_proj", "v_proj", "self_attn.gate_proj"):
+        linear(ss, c, y, c.res, lins[name], ads.get(name))
+    q_dim, kv_dim = lins["q_proj"].d_out, lins["k_proj"].d_out
+    rmsnorm(ss, c2, "q_norm", "q", q_dim, True, arch.num_heads, e16)
+    rmsnorm(ss, c2, "k_norm", "k", kv_dim, True, arch.num_kv_heads, e16)
+    out = attention_core(ss, c2, replace(arch, family="llama"), "attn", q_dim, kv_dim)
+    ss.save("attn.gate_sigmoid", e16 * t * q_dim)
+    linear(ss, c2, f"{out}.gated", e16, lins["o_proj"], ads.get("o_proj"))
+    rmsnorm(ss, c2, "post_attn_norm", "o_out", h, True, x_bytes=e16)
+    y2 = rmsnorm(ss, c2, "pre_ff_norm", "resid2", h, True)
+    if experts:
+        moe = arch.moe
+        k, n_e, ie, em = moe.experts_per_token, moe.num_experts, moe.expert_intermediate, c.res
+        rows = t * k
+        if c.train_base:
+            ss.save("router.fp32_in", 4 * t * h)
+        ss.save("router", 4 * t * n_e + 8 * t * k + 4 * t + 4 * t * k)
+        if c.train_base or any(name.startswith("experts.") for name in ads):
+            ss.save("moe.gathered", em * rows * h)
+            ss.save("moe.prod", em * rows * ie)
+        ss.save("moe.act", 3 * 4 * rows * ie)                   # gate.float(), up.float(), SiLU's fp32 output
+        ss.save("moe.expert_out", em * rows * h)
+        ss.save("moe.routing", 4 * rows + 24 * rows + 4 * n_e)
+        if moment:
+            return ss.total + 2 * 4 * rows * h + e16 * t * h
+    else:
+        for name in ("gate_proj", "up_proj"):
+            linear(ss, c2, y2, c.res, lins[name], ads.get(name))
+        inter = lins["down_proj"].d_in
+        ss.save("mlp.fp32", 3 * 4 * t * inter)                 # gate.float(), up.float(), SiLU's fp32 output
+        if moment:
+            return ss.total + 2 * e16 * t * inter + 4 * t * inter + e16 * t * inter
+        linear(ss, c2, "mlp.prod", e16, lins["down_proj"], ads.get("down_proj"))
+    rmsnorm(ss, c2, "post_ff_norm", "mlp_out", h, True, x_bytes=e16)
+    return ss.total
+
+
 MOE_RULES = {"llama4_text": llama4_block, "llama4": llama4_block,   # llama4: the composite's text model
-             "dbrx": dbrx_block, "jetmoe": jetmoe_block}
+             "dbrx": dbrx_block, "jetmoe": jetmoe_block, "longcat_flash": longcat_block, "beam": beam_block,
+             **{t: hyper_block for t in HYPER},          # memory/blocks_hyper.py: DeepSeek-V4
+             # not MoE: rules that need blocks_families' helpers cannot register there (memory/blocks_modernbert.py,
+             # memory/blocks_moshi.py beside them)
+             "modernbert-decoder": modernbert_block, "moshi": moshi_block}
 RULES = {**FAMILY_RULES, **MOE_RULES}
 
 

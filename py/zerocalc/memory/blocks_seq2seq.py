@@ -15,8 +15,9 @@ with FA2, LED (post-LN, GELU, Longformer encoder attention) with eager, PEGASUS-
 global-token encoder layer: memory/blocks_encoder_attn.py) with FA2, full / LoRA / checkpointed. Costed with the
 same rules, not traced: a T5 plan asking flash or sdpa (T5 has no FA2 path, `_supports_flash_attn = False`, and
 SDPA takes the position bias as a float mask: costed as eager), LED with global attention (a global_attention_mask:
-costed as local only), FSMT's post-LN layer, the sparse layers of Switch / NLLB-MoE (as one dense feed-forward),
-UMT5's per-layer bias under checkpointing.
+costed as local only), FSMT's post-LN layer, the sparse layers of NLLB-MoE (as one dense feed-forward), UMT5's
+per-layer bias under checkpointing. Switch Transformers' sparse feed-forward (switch_sparse_mlp) is traced with its
+real router and a balanced assignment under expert capacity (tools/memtrace/routing.py), bf16-mixed full and LoRA.
 
 Shared facts:
 - the encoder output (the encoder's final norm output) is one tensor that every decoder layer's cross-attention
@@ -31,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..model import Linear, ModelArch
-from .blocks import MASK, Ctx, SavedSet, attention_core, linear
+from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, linear, rmsnorm
 from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
@@ -92,10 +93,54 @@ def t5_attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, x: str, kv_x: 
     linear(ss, c, f"{key}.out", e, lins["o"], ads.get("o"))
 
 
-def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool) -> SavedSet:
+def switch_rows(s: int, b: int, experts: int, capacity: int) -> int:
+    """Rows a Switch sparse feed-forward runs through its experts: SwitchTransformersTop1Router keeps an expert's
+    first `expert_capacity` tokens of each sequence (`token_priority = cumsum(expert_index, dim=-2)`,
+    `token_priority <= expert_capacity`) and drops the rest; under a balanced router each of the E experts gets
+    ⌈s/E⌉ or ⌊s/E⌋ tokens of a sequence (traced with tools/memtrace/routing.py's stand-in)."""
+    return b * sum(min(len(range(j, s, experts)), capacity) for j in range(experts))
+
+
+def switch_sparse_mlp(ss: SavedSet, c: Ctx, arch: ModelArch, y: str, lins: dict) -> None:
+    """modeling_switch_transformers.py SwitchTransformersSparseMLP over the norm output y (dtype c.res).
+    SwitchTransformersTop1Router: `hidden_states.to(float32)` (a copy from 16 bits), jitter `*=` a uniform tensor
+    (mul_ keeps it, 4·t·h), the fp32 classifier (keeps its fp32 input; under autocast the 16-bit copy), softmax in
+    fp32 (4·t·E), `max(router_probs, -1)` (int64 indices). SwitchTransformersExperts, per routed row (n rows:
+    switch_rows): the int64 top_x / idx (torch.where's), `hidden_states[None, top_x]` read by wi (its input, or
+    autocast's 16-bit copy), ReLU's output, wo's input (`hidden_states.to(self.wo.weight.dtype)`: fp32 weights
+    under autocast make an fp32 copy and autocast a 16-bit one), wo's output and the gathered routing weight
+    (router.input_dtype) kept by the product, and the product itself, kept by index_add_. Traced:
+    tools/memtrace/golden/seq2seq/switch-*."""
+    sw, t, h = arch.switch, c.tokens, arch.hidden_size
+    e = 2 if c.autocast else c.e
+    if c.train_base and c.res != 4:
+        ss.save("router.fp32", 4 * t * h)              # .to(float32): the classifier's (fp32) input
+    elif c.train_base:
+        # an fp32 y is its own .to(float32): the classifier keeps it, or autocast's 16-bit copy of it
+        ss.save(f"{y}.bf16.router" if c.autocast else y, (2 if c.autocast else 4) * t * h)
+    if sw["jitter"] > 0:
+        ss.save("router.jitter", 4 * t * h)
+    ss.save("router.softmax", 4 * t * sw["experts"])
+    ss.save("router.argmax", 8 * t)
+    n = switch_rows(c.seq, c.batch, sw["experts"], sw["capacity"])
+    cn = replace(c, tokens=n)
+    inner = lins["wo"].d_in
+    ss.save("experts.index", 2 * 8 * n)
+    linear(ss, cn, "experts.in", c.res, lins["wi"], None)
+    ss.save("experts.act", e * n * inner)
+    fp32_wo = c.autocast and c.train_base
+    linear(ss, cn, "experts.act.fp32" if fp32_wo else "experts.act", 4 if fp32_wo else e, lins["wo"], None)
+    ss.save("experts.out", e * n * h)
+    ss.save("experts.weight", c.res * n)
+    ss.save("experts.prod", max(e, c.res) * n * h)
+
+
+def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, sparse: bool = False) -> SavedSet:
     """modeling_t5.py T5Block: T5LayerSelfAttention (norm, attention, residual), in the decoder
     T5LayerCrossAttention (norm, attention over the encoder output), T5LayerFF (norm, DenseReluDense: wi, ReLU
-    (keeps its output, wo's input), wo; gated: wi_0, the activation, wi_1 and their product)."""
+    (keeps its output), `hidden_states.to(self.wo.weight.dtype)` (fp32 weights under autocast: an fp32 copy, and
+    autocast's 16-bit one for wo), wo; gated: wi_0, the activation, wi_1 and their product; Switch's sparse
+    feed-forward: switch_sparse_mlp)."""
     ss = SavedSet()
     h = arch.hidden_size
     y = t5_norm(ss, c, "ln_sa", "resid", h)
@@ -107,10 +152,13 @@ def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool) -> S
     y = t5_norm(ss, c2, "ln_ff", "resid_ff", h)
     e = 2 if c.autocast else c.e
     inner = lins["wo"].d_in
-    if "wi" in lins:
+    if sparse:
+        switch_sparse_mlp(ss, c2, arch, y, lins)
+    elif "wi" in lins:
         linear(ss, c2, y, c.res, lins["wi"], ads.get("wi"))
         ss.save("act.out", e * c.tokens * inner)         # ReLU keeps its output, wo's input
-        linear(ss, c2, "act.out", e, lins["wo"], ads.get("wo"))
+        fp32_wo = c.autocast and c.train_base            # DenseActDense casts to wo's fp32 weight dtype
+        linear(ss, c2, "act.fp32" if fp32_wo else "act.out", 4 if fp32_wo else e, lins["wo"], ads.get("wo"))
     else:
         # T5DenseGatedActDense: act(wi_0(x)) * wi_1(x). gelu_new (activations.py NewGELUActivation, python:
         # 0.5·x·(1 + tanh(√(2/π)(x + 0.044715·x³)))) keeps x, tanh, 1 + tanh and 0.5·x (4·e per element; under
@@ -168,7 +216,7 @@ def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, la
         _drop(ss, c2, sw, "ca_drop", h)
     y, yb = layernorm(ss, c2, ("ln_ca" if decoder else "ln_sa") if post else "ln_ff", "resid_ff", h)
     bart_mlp(ss, c2, sw, y, yb, lins, ads)
-    _drop(ss, c2, sw, "ff_drop", h)
+    _drop(ss, c2, sw, "ff_drop", h, sw.get("ff_dropout", sw["dropout"]))
     if post:
         layernorm(ss, c2, "ln_ff", "resid_out", h)      # its output is the next layer's input (saved there)
     return ss
@@ -180,8 +228,8 @@ def _attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str) -> str:
     return attention_core(ss, c, arch, key, arch.q_dim, arch.q_dim)
 
 
-def _drop(ss: SavedSet, c: Ctx, sw: dict, key: str, h: int) -> None:
-    if sw["dropout"] > 0:
+def _drop(ss: SavedSet, c: Ctx, sw: dict, key: str, h: int, rate: float | None = None) -> None:
+    if (sw["dropout"] if rate is None else rate) > 0:
         ss.save(key, MASK * c.tokens * h)               # CUDA native_dropout's bool mask
 
 
@@ -228,12 +276,61 @@ def _names(arch: ModelArch, lins: tuple[Linear, ...], ads: tuple[Adapter, ...]) 
     return {lin.name: lin for lin in lins}, {ad.name: ad for ad in ads}
 
 
+def t5gemma_cross(ss: SavedSet, c: Ctx, arch: ModelArch, lins: dict, ads: dict) -> None:
+    """modeling_t5gemma.py T5GemmaDecoderLayer's cross-attention block: pre_cross_attn_layernorm (Gemma's RMSNorm:
+    the fp32 upcast, rsqrt and the fp32 product with 1 + weight), q_proj over its output, k_proj / v_proj over the
+    encoder output (one tensor: the caller keeps it once), T5GemmaCrossAttention through the attention interface
+    (FA2: q, k, v, the output and the logsumexp; eager: Gemma 2's softcapped scores), o_proj, and
+    post_cross_attn_layernorm over o_proj's output."""
+    h, e = arch.hidden_size, 2 if c.autocast else c.e
+    q_dim, kv_dim = arch.num_heads * arch.head_dim, arch.num_kv_heads * arch.head_dim
+    y = rmsnorm(ss, c, "ln_ca", "resid_ca", h, gemma=True)
+    linear(ss, c, y, c.res, lins["q_proj"], ads.get("q_proj"))
+    for name in ("k_proj", "v_proj"):
+        linear(ss, c, "enc_out", c.res, lins[name], ads.get(name))
+    out = attention_core(ss, c, arch, "ca", q_dim, kv_dim)
+    linear(ss, c, out, e, lins["o_proj"], ads.get("o_proj"))
+    rmsnorm(ss, c, "post_ca_norm", "ca_out", h, gemma=True)
+
+
+def t5gemma_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear, ...],
+                   adapters: tuple[Adapter, ...], lm_head_adapter: Adapter | None) -> EncDec:
+    """T5Gemma (modeling_t5gemma.py T5GemmaEncoder / T5GemmaDecoder): every layer Gemma 2's (memory/blocks.py
+    llama_block: sandwich RMSNorms, GQA, GeGLU; the encoder's bidirectional attention keeps what the causal one
+    does), each decoder layer with t5gemma_cross; the encoder's final norm and its output (read by every
+    cross-attention's k_proj / v_proj), the decoder's final norm and lm_head's input. Traced:
+    tools/memtrace/golden/seq2seq/t5gemma-*."""
+    n_enc = arch.t5gemma["encoder_layers"]
+    lins, ads = _names(arch, linears, adapters)
+    h, t = arch.hidden_size, c.tokens
+    layers, shared = [], SavedSet()
+    for i in range(arch.num_layers):
+        ci = c_first if i in (0, n_enc) else c
+        n = block_saved_bytes(arch, ci, linears, adapters)
+        if i >= n_enc:
+            ss = SavedSet()
+            t5gemma_cross(ss, replace(ci, first_layer=False), arch, lins, ads)
+            if "enc_out" in ss.items:
+                shared.save("enc_out", ss.items.pop("enc_out"))
+            n += ss.total
+        layers.append(n)
+    fin = SavedSet()
+    rmsnorm(fin, c, "enc_final", "enc_last", h, gemma=True)
+    head = SavedSet()
+    y = rmsnorm(head, c, "dec_final", "dec_last", h, gemma=True)
+    linear(head, c, y, c.res, Linear("lm_head", h, arch.vocab_size), lm_head_adapter)
+    return EncDec(layers=tuple(layers), extra=fin.total + shared.total + 8 * t,
+                  ckpt_extra=fin.total + c.res * t * h + 8 * t, head=head.total)
+
+
 def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear, ...],
                     adapters: tuple[Adapter, ...], lm_head_adapter: Adapter | None = None,
                     input_grads: bool = False) -> EncDec | None:
     """The whole model's saved set for an encoder-decoder (None for any other model). The encoder's and the
     decoder's first block see an input that needs no gradient under LoRA (c_first); `input_grads`: LoRA under
     checkpointing, where PEFT's enable_input_require_grads makes the embedding outputs need one."""
+    if arch.t5gemma is not None:
+        return t5gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter)
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model
         return None
     n = stacks(arch)
@@ -246,7 +343,8 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     layers, shared = [], SavedSet()
     for i in range(n_enc + n_dec):
         decoder, ci = i >= n_enc, c_first if i in (0, n_enc) else c
-        ss = (t5_block(arch, ci, lins, ads, decoder) if t5 else
+        sparse = arch.switch is not None and arch.switch["sparse"][i]
+        ss = (t5_block(arch, ci, lins, ads, decoder, sparse) if t5 else
               bart_block(arch, ci, lins, ads, decoder, i - n_enc * decoder, i == n_enc - 1))
         if "enc_out" in ss.items:               # one tensor read by every decoder layer
             shared.save("enc_out", ss.items.pop("enc_out"))
@@ -270,12 +368,14 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         if c.train_base:
             extra += 8 * c.seq * c.seq * (n_enc + n_dec if per_layer else 2)
         # under checkpointing the later blocks take the bias (s, s, heads) as an input (T5Stack.forward
-        # `position_bias` handed on), the decoder its additive 16-bit causal mask (b, 1, s, s) and the
-        # cross-attention's zero bias (1, heads, s, s), created with requires_grad under checkpointing
+        # `position_bias` handed on), the decoder its additive causal mask (b, 1, s, s) in the model's dtype and the
+        # cross-attention's zero bias (1, heads, s, s), created with requires_grad under checkpointing in the
+        # scores' dtype (modeling_t5.py T5Attention.forward `torch.zeros(..., dtype=scores.dtype)`: 16-bit under
+        # autocast; traced: switch-full-mixed-eager-gc)
         a, s2 = arch.num_heads, c.seq * c.seq
         if not per_layer:
             ckpt_extra += c.res * a * s2 * ((n_enc > 1) + (n_dec > 1))
-        ckpt_extra += c.res * c.batch * s2 + (c.res * a * s2 if n_dec > 1 else 0)
+        ckpt_extra += c.res * c.batch * s2 + (e * a * s2 if n_dec > 1 else 0)
     # the decoder's final norm and lm_head (T5 tied: `sequence_output * model_dim**-0.5` is lm_head's input)
     head = SavedSet()
     if t5:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..model import Linear, ModelArch
-from .blocks import Ctx, SavedSet, block_saved_bytes, gated_mlp, linear, rmsnorm, sparse_moe
+from .blocks import Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear, rmsnorm, sparse_moe
 from .lora import Adapter
 
 CHUNK = 64          # fla chunk_gated_delta_rule_fwd: chunk_size 64, solve_tril's A is (b, s, Hv, 64)
@@ -42,6 +42,39 @@ def delta_rule_saves(ss: SavedSet, t: int, e: int, key: int, value: int, nk: int
     ss.save("delta.A", e * t * nv * CHUNK)
 
 
+def mixer_saves(ss: SavedSet, c: Ctx, dl) -> None:
+    """The Gated DeltaNet between its input projections and out_proj / o_proj (dims ``dl``: key, value, nk, nv):
+    causal-conv1d's input, beta (and OLMo Hybrid's `beta * 2.0` under neg_eigval, the kernel's beta), g's softplus
+    (its fp32 input; its fp32 output when A_log trains), fla's saves, then Qwen3NextRMSNormGated /
+    OlmoHybridRMSNormGated over (t·nv, dv) rows: the fp32 copy of the kernel's output, the fp32 rsqrt per row, the
+    normalised tensor in the input's dtype (for the weight's gradient), weight times it, the gate's fp32 copy and
+    silu's output."""
+    t, e = c.tokens, 2 if c.autocast else c.e
+    key, value, nk, nv = dl["key"], dl["value"], dl["nk"], dl["nv"]
+    ss.save("conv.x", e * t * (2 * key + value))
+    ss.save("beta", e * t * nv)
+    if dl.get("neg_eigval"):
+        ss.save("beta2", e * t * nv)
+    ss.save("g.softplus_in", 4 * t * nv)
+    if c.train_base:
+        ss.save("g.softplus_out", 4 * t * nv)
+    delta_rule_saves(ss, t, e, key, value, nk, nv)
+    ss.save("gnorm.fp32", 4 * t * value)
+    ss.save("gnorm.rsqrt", 4 * t * nv)
+    if dl.get("gnorm_fp32"):
+        # LaraMiniRMSNormGated (modeling_lara_mini.py): `self.weight.to(torch.float32) * hidden_states` on the fp32
+        # normalised tensor, kept for the weight's gradient, and the fp32 product the gate's mul keeps (traced)
+        if c.train_base:
+            ss.save("gnorm.normed", 4 * t * value)
+        ss.save("gnorm.weighted", 4 * t * value)
+    else:
+        if c.train_base:
+            ss.save("gnorm.normed", e * t * value)
+        ss.save("gnorm.weighted", max(c.res, e) * t * value)     # weight (c.res) * hs.to(input_dtype) (e)
+    ss.save("gnorm.gate_fp32", 4 * t * value)
+    ss.save("gnorm.silu", 4 * t * value)
+
+
 def gated_deltanet_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """Qwen3NextDecoderLayer with linear_attention: input_layernorm, the Gated DeltaNet above, residual add,
     post_attention_layernorm, the MLP (dense or sparse, as blocks.py llama_block). A full-attention layer is
@@ -53,7 +86,7 @@ def gated_deltanet_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], a
         return block_saved_bytes(replace(arch, family="gemma"), c, linears, adapters)
     experts = {lin.name for lin in linears if lin.count > 1}
     ads = {ad.name: ad for ad in adapters}
-    ss, t, h, gemma = SavedSet(), c.tokens, arch.hidden_size, True
+    ss, h, gemma = SavedSet(), arch.hidden_size, True
     dl = arch.deltanet or {}
     y = rmsnorm(ss, c, "ln1", "resid", h, gemma)
     ins = [n for n in ("in_proj_qkvz", "in_proj_ba", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a") if n in lins]
@@ -61,27 +94,58 @@ def gated_deltanet_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], a
         linear(ss, c, y, c.res, lins[name], ads.get(name))
     c2 = replace(c, first_layer=False)
     e = 2 if c.autocast else c.e
-    key, value, nk, nv = dl["key"], dl["value"], dl["nk"], dl["nv"]
     if not (c.first_layer and not c.train_base and not any(n in ads for n in ins)):
-        ss.save("conv.x", e * t * (2 * key + value))
-        ss.save("beta", e * t * nv)
-        ss.save("g.softplus_in", 4 * t * nv)
-        if c.train_base:
-            ss.save("g.softplus_out", 4 * t * nv)
-        delta_rule_saves(ss, t, e, key, value, nk, nv)
-        # Qwen3NextRMSNormGated over (t·nv, dv) rows
-        ss.save("gnorm.fp32", 4 * t * value)
-        ss.save("gnorm.rsqrt", 4 * t * nv)
-        prod = max(c.res, e)                     # weight (c.res) * hs.to(input_dtype) (e)
-        if c.train_base:
-            ss.save("gnorm.normed", e * t * value)
-        ss.save("gnorm.weighted", prod * t * value)
-        ss.save("gnorm.gate_fp32", 4 * t * value)
-        ss.save("gnorm.silu", 4 * t * value)
+        mixer_saves(ss, c, dl)
     linear(ss, c2, "gnorm.out", e, lins["out_proj"], ads.get("out_proj"))
     y2 = rmsnorm(ss, c2, "ln2", "resid2", h, gemma)
     if arch.moe and "down_proj" in experts:
         sparse_moe(ss, c2, arch, y2, c.res, lins, ads)
     else:
         gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    return ss.total
+
+
+def olmo_hybrid_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """OLMo Hybrid (transformers 5.24 modeling_olmo_hybrid.py). Every norm is OlmoHybridRMSNorm, OLMo 2's
+    `(self.weight * hidden_states).to(input_dtype)`: the fp32 copy, rsqrt and the fp32 normalised tensor the
+    weight's gradient needs (blocks.py rmsnorm's gemma formula without a weight copy), then a new 16-bit output.
+
+    OlmoHybridLinearAttentionDecoderLayer: input_layernorm, then OlmoHybridGatedDeltaNet.forward: q/k/v_proj, a_proj,
+    b_proj and g_proj read the norm's output; `torch.cat([q, k, v])` is causal_conv1d_fn's input (CausalConv1dFn
+    keeps it: 2·key + value per token); beta = b.sigmoid() (kept) times 2.0 under linear_allow_neg_eigval (the
+    product is the kernel's beta); g = -A_log.float().exp() * softplus(a.float() + dt_bias) as Qwen3-Next's; fla's
+    chunk_gated_delta_rule (delta_rule_saves); o_norm = OlmoHybridRMSNormGated over value heads with g_proj's
+    output as the gate (Qwen3NextRMSNormGated's saves); o_proj; residual; post_attention_layernorm; the SwiGLU.
+
+    OlmoHybridAttentionDecoderLayer is OLMo 2's post-norm block: q/k/v from the residual stream, q_norm / k_norm over
+    the whole projections (this norm), RoPE in fp32 where the config has rope_theta (its fp32 cos / sin: the head,
+    ssm_blocks.py ssm_final_norm), attention, o_proj, post_attention_layernorm on its output, the SwiGLU on the
+    residual sum, post_feedforward_layernorm. Traced: tests/data/olmo_hybrid_trace.json."""
+    lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
+    ss, h = SavedSet(), arch.hidden_size
+    e = 2 if c.autocast else c.e
+    c2 = replace(c, first_layer=False)
+    if "a_proj" not in lins:
+        for name in ("q_proj", "k_proj", "v_proj"):
+            linear(ss, c, "resid", c.res, lins[name], ads.get(name))
+        q_dim, kv_dim = lins["q_proj"].d_out, lins["k_proj"].d_out
+        rmsnorm(ss, c2, "q_norm", "q", q_dim, True, x_bytes=e)
+        rmsnorm(ss, c2, "k_norm", "k", kv_dim, True, x_bytes=e)
+        out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
+        linear(ss, c2, out, e, lins["o_proj"], ads.get("o_proj"))
+        rmsnorm(ss, c2, "post_attn_norm", "o_out", h, True, x_bytes=e)
+        gated_mlp(ss, c2, "mlp", "resid2", c.res, lins, ads, lins["down_proj"].d_in)
+        rmsnorm(ss, c2, "post_ff_norm", "mlp_out", h, True, x_bytes=e)
+        return ss.total
+    dl = arch.ssm["deltanet"]
+    y = rmsnorm(ss, c, "ln1", "resid", h, True)
+    ins = ("q_proj", "k_proj", "v_proj", "a_proj", "b_proj", "g_proj")
+    for name in ins:
+        linear(ss, c, y, c.res, lins[name], ads.get(name))
+    if not (c.first_layer and not c.train_base and not any(n in ads for n in ins)):
+        mixer_saves(ss, c, dl)
+    linear(ss, c2, "gnorm.out", e, lins["o_proj"], ads.get("o_proj"))
+    y2 = rmsnorm(ss, c2, "ln2", "resid2", h, True)
+    gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
     return ss.total

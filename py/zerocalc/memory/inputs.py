@@ -14,6 +14,7 @@ from ..plan import Plan
 from . import deepspeed as ds
 from .activations import Activations, activations
 from .blocks_bart import never_run
+from .blocks_cross import idle_tensors, skipped_layers
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .logits import Logits, chunked_head_grads, logits
 from .lora import (adapters_per_block, largest_quantized_matrix, modules_to_save_numel, trl_bf16_numel,
@@ -57,6 +58,10 @@ def step_inputs(plan: Plan) -> StepInputs:
         idle = list(tower) if tower and plan.vision.trainable == "frozen" else []
         if arch.bart is not None and arch.bart["decoder_only"]:
             idle += [t for t in arch.tensors if never_run(arch, t.module)]
+        idle += idle_tensors(arch, plan)         # memory/blocks_cross.py: Mllama's skipped cross-attention layers
+        if arch.config_frozen:                   # frozen by the modelling code itself (IDEFICS' freeze_text_layers)
+            names = set(arch.config_frozen)
+            idle += [t for t in arch.tensors if t.name in names]
         if idle:
             idle_ids = {id(t) for t in idle}
             kept = [t for t in arch.tensors if id(t) not in idle_ids]
@@ -70,7 +75,13 @@ def step_inputs(plan: Plan) -> StepInputs:
     else:
         ad_sizes, ad_shapes = [], []
         per_block: dict = {}         # the blocks share a few adapter tuples (dense, MoE): each listed once
-        for ads in adapters_per_block(arch, plan):
+        # the adapters of a skipped layer (memory/blocks_cross.py) get no gradient and no optimizer state: held
+        # beside the frozen base, in the adapters' dtype
+        skipped, idle_adapters = skipped_layers(arch, plan), 0
+        for i, ads in enumerate(adapters_per_block(arch, plan)):
+            if i in skipped:
+                idle_adapters += sum(a.numel for a in ads)
+                continue
             if id(ads) not in per_block:
                 shapes_b = [(s, n) for a in ads for s, n in (((a.rank, a.d_in), a.rank * a.d_in),
                                                             ((a.d_out, a.rank), a.d_out * a.rank))]
@@ -112,6 +123,7 @@ def step_inputs(plan: Plan) -> StepInputs:
                 frozen_bytes -= (dt.frozen - 2) * trl_bf16_numel(arch)
         else:
             frozen_bytes = frozen_numel * dt.frozen
+        frozen_bytes += idle_adapters * dt.adapter
         if plan.method == "qlora" and plan.vision.trainable == "full":
             frozen_bytes -= sum(t.numel for t in tower) * dt.frozen     # kept in 16-bit, now trained
         # ZeRO-3 partitions the frozen base too; in 16-bit element units (QLoRA's packed storage is
@@ -158,6 +170,17 @@ def dequant_phases(plan: Plan, stack: Stack) -> frozenset:
     return BWD_END
 
 
+# model_type -> how many sinusoidal position buffers it registers (one per stack; model_buffer_terms)
+SINUSOIDAL_BUFFERS = {"xglm": 1, "m2m_100": 2, "nllb-moe": 2, "seamless_m4t": 2, "seamless_m4t_v2": 2}
+# the (max_positions, max_positions) causal masks a model registers as non-persistent buffers (moved to the GPU with
+# the model): (per layer or once, bytes per element; 0: the weights' dtype, `torch.ones` made under the load dtype).
+# One bool mask per attention layer in modeling_gpt_neo.py GPTNeoSelfAttention.__init__ (`self.bias =
+# nn.Buffer(tril(ones(..., dtype=bool)))`, the local layers' windowed), one per model in modeling_gpt_bigcode.py
+# GPTBigCodeModel.__init__, a float one per layer in modeling_openai.py Attention.__init__ (traced: 4 MiB each at 2048
+# bool positions, 2 MiB at 1024 bf16 ones, tools/memtrace/golden/families gpt_neo-*, bigcode-*, openai-*)
+CAUSAL_MASK_BUFFERS = {"gpt_neo": ("layer", 1), "gpt_bigcode": ("model", 1), "openai-gpt": ("layer", 0)}
+
+
 def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Model buffers worth counting: torchtune's rotary cache, (max_seq_len, head_dim / 2, 2) fp32 cos/sin built
     for the builder's max_seq_len (the Llama builders pass the HF config's max_position_embeddings) and
@@ -165,11 +188,30 @@ def model_buffer_terms(plan: Plan, si: StepInputs) -> list[Term]:
     build_rope_cache; traced: 32 MiB for Llama 3.2 1B, tools/memtrace/golden/stacks/tt-l1b-*); torchtitan
     0.3.0's, one per attention layer, (seq_len, head_dim / 2) complex64 sized to `training.seq_len` by
     `update_from_config` (traced: 8 MiB for 1B at s 2048, titan-l1b-*). HF's inv_freq buffers are a few
-    hundred bytes. MiniMax's lightning attention layers (modeling_minimax.py MiniMaxLightningAttention.__init__)
+    hundred bytes. GPT-Neo's and GPT-BigCode's causal-mask buffers (CAUSAL_MASK_BUFFERS). MiniMax's lightning
+    attention layers (modeling_minimax.py MiniMaxLightningAttention.__init__)
     each register slope_rate (a), query_decay and key_decay (a·B) and diagonal_decay (a·B²) for a heads and
     block_size B, in the weights' dtype (traced: 3 MiB for the two layers of tools/memtrace/families.py minimax
-    in fp32)."""
+    in fp32). XGLM's and M2M100's positions (modeling_xglm.py XGLMSinusoidalPositionalEmbedding.make_weights,
+    modeling_m2m_100.py M2M100SinusoidalPositionalEmbedding, copied by NLLB-MoE and SeamlessM4T(v2)) are a
+    (max_position_embeddings + 2) x d_model `weights` buffer (persistent=False) in each stack, cast with the model
+    (traced: 8 MiB at 2048 positions and d_model 1024 in fp32, tools/memtrace/golden/bart/xglm-*; two of 1 MiB in
+    bf16, golden/seq2seq/m2m-*, m4t-*)."""
     a = si.arch
+    if a.model_type in SINUSOIDAL_BUFFERS and a.bart is not None:
+        wbytes = si.dt.weight if plan.method == "full" else si.dt.frozen
+        n = SINUSOIDAL_BUFFERS[a.model_type]
+        return [gpu("sinusoidal_positions", "buffers", n * wbytes * (a.max_positions + 2) * a.hidden_size, ALL)]
+    if a.model_type in CAUSAL_MASK_BUFFERS and a.max_positions:
+        where, nbytes = CAUSAL_MASK_BUFFERS[a.model_type]
+        n = a.num_layers if where == "layer" else 1
+        nbytes = nbytes or (si.dt.weight if plan.method == "full" else si.dt.frozen)
+        return [gpu("causal_mask", "buffers", n * nbytes * a.max_positions * a.max_positions, ALL)]
+    if a.model_type == "ctrl" and a.max_positions:
+        # modeling_ctrl.py CTRLModel.__init__: pos_encoding = positional_encoding(n_positions, n_embd, torch.float),
+        # a non-persistent fp32 buffer (forward's `.to(inputs_embeds.dtype)` copy replaces it; traced: 3 MiB at
+        # 1024 x 768, tools/memtrace/golden/families ctrl-*)
+        return [gpu("pos_encoding", "buffers", 4 * a.max_positions * a.hidden_size, ALL)]
     if a.lightning is not None:
         n = sum(1 for lins in a.layer_linears or () if any(lin.name == "output_gate" for lin in lins))
         blk = a.lightning["block_size"]
@@ -238,7 +280,7 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         t.append(gpu("logits_kept_by_loop", "logits", lg.kept_by_loop, ALL))
     if a.expert_grad_top:
         # MoE without checkpointing, gradients accumulated: the top layer's gate_up weight-gradient moment
-        # (memory/activations.py _expert_grad_temp), beside every saved activation
+        # (memory/expert_backward.py expert_grad_temp), beside every saved activation
         t.append(gpu("moe_top_weight_grad", "activations", a.expert_grad_top, TOP_ONLY))
     # the gradients in flight inside the layer being back-propagated (the last one is layer 0)
     t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, BWD_END))

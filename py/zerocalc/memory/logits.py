@@ -47,6 +47,8 @@ from .blocks_seq2seq import stacks
 from .stack import Stack
 
 CHUNKS = 8
+# causal LMs whose own loss is `cross_entropy(scores.view(-1, V), y.view(-1))` on the 16-bit logits, labels not shifted
+NO_UPCAST = ("xlm",)
 LITGPT_CHUNK = 128        # lm_head_chunk_size of LitGPT's finetune scripts
 
 
@@ -90,8 +92,9 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         # logit_scale's gradient; a frozen scale keeps none (modeling_dory.py; traced: tools/memtrace/golden/oneoff/
         # dory-full-* and dory-lora-*)
         softcap = 4 * n
-    if arch.final_softcap and arch.model_type == "xlstm":
-        # xLSTMForCausalLM.forward caps `self.lm_head(...).float()`: the tanh output it keeps is fp32
+    if arch.final_softcap and arch.model_type in ("xlstm", "beam"):
+        # xLSTMForCausalLM.forward caps `self.lm_head(...).float()`, BeamForCausalLM.forward `logits.float() /
+        # final_logit_softcapping`: the tanh output they keep is fp32 (traced: tools/memtrace/moe_trace.py beam)
         softcap = 4 * n
     if stack.compile == "model+loss":
         lse = 4 * s * b
@@ -108,12 +111,13 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         fwd = max(returning, o * n + o * shifted) - kept
         return Logits(saved=o * shifted, forward_peak=fwd, backward_peak=o * shifted + 2 * o * chunk,
                       kept_by_loop=kept)
-    if stacks(arch) is not None and not plan.precision.endswith("-mixed") and c != 4 and path != "torchtune":
+    if ((stacks(arch) is not None or arch.model_type in NO_UPCAST) and not plan.precision.endswith("-mixed")
+            and c != 4 and path != "torchtune"):
         # encoder-decoders (T5, M2M100 ... *ForConditionalGeneration.forward: `CrossEntropyLoss()(lm_logits.view(-1,
         # V), labels.view(-1))`, no upcast, labels not shifted): without autocast the log-softmax is kept in the
         # logits' 16-bit dtype, and backward holds it, nll_loss's gradient and log_softmax_backward's output, 3·c·n
         # (traced: tools/memtrace/golden/seq2seq/*-full-pure-*). Under autocast cross_entropy runs in fp32, the
-        # transformers 5 path below
+        # transformers 5 path below. XLM's XLMPredLayer.forward does the same (traced: tools/memtrace/golden/bert/xlm-*)
         return Logits(saved=c * n, forward_peak=raw + c * n, backward_peak=3 * c * n, kept_by_loop=kept)
     # `logits[..., :-1, :].contiguous()` copies only when b > 1: with one sequence the slice is already
     # contiguous (traced: the 4.45 / 4.48 rows of tools/memtrace/golden/stacks)

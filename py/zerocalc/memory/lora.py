@@ -51,7 +51,9 @@ def layer_adapters(arch: ModelArch, plan: Plan, linears: tuple[Linear, ...]) -> 
 @lru_cache(maxsize=256)
 def _adapters(linears: tuple[Linear, ...], targets: tuple[str, ...], rank: int,
               fused_experts: bool) -> tuple[Adapter, ...]:
-    out = [Adapter(lin.name, lin.d_in, lin.d_out, rank) for lin in linears if lin.name in targets and lin.count == 1]
+    # a dotted name (DeepSeek-V4's "compressor.kv_proj") is matched by its leaf, as PEFT's target_modules suffix
+    out = [Adapter(lin.name, lin.d_in, lin.d_out, rank) for lin in linears
+           if lin.name.rsplit(".", 1)[-1] in targets and lin.count == 1]
     if fused_experts:
         for lin in linears:
             if lin.count == 1:

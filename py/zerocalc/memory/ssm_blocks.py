@@ -13,8 +13,9 @@ runs keeps about ten times more (fp32 chunk tensors); it is not what a GPU train
 
 Traced with the kernel's saves stood in on fake tensors (tools/memtrace/ssm_trace.py, tests/data/ssm_trace.json):
 the block's own RMSNorm, in_proj and residual_in_fp32 as transformers runs them. The hybrids on the same mixer
-call: Bamba and dense Granite 4 (hybrid_layer; tests/data/bamba_trace.json, granitemoehybrid_trace.json),
-Nemotron-H without MoE layers (single_mixer_layer; nemotron_h_trace.json), Falcon-H1's parallel mixer and
+call: Bamba and Granite 4 (hybrid_layer; tests/data/bamba_trace.json, granitemoehybrid_trace.json, with experts
+granitemoehybrid_moe_trace.json), Nemotron-H (single_mixer_layer, its MoE layers nemotron_moe; nemotron_h_trace.json,
+nemotron_h_moe_trace.json), Falcon-H1's parallel mixer and
 attention (falcon_h1_layer; falcon_h1_trace.json); and LFM2's short convolution (lfm2_layer, the causal-conv1d
 kernel; lfm2_trace.json). Each layer gets its kind's linears from ModelArch.ssm["layers"]. The families built
 around other blocks (Jamba, Zamba2, RecurrentGemma) and the dispatch by ModelArch.ssm["layout"] are in
@@ -26,7 +27,7 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import (Ctx, SavedSet, attention_core, block_saved_bytes as _classic_saved_bytes, gated_mlp, linear,
-                     rmsnorm)
+                     rmsnorm, sparse_moe)
 from .lora import Adapter
 
 
@@ -118,12 +119,15 @@ def ssm_final_norm(ss: SavedSet, c: Ctx, h: int, ssm) -> tuple[str, int]:
         ss.save("ln_out.stats", 4 * c.tokens)
         return "ln_out.out", f
     if "rope_dim" in ssm:
-        # the attention layers' rotary cos/sin, (1, s, rotary dim) each (Bamba: partial_rotary_factor 0.5)
-        ss.save("rope_cos_sin", 2 * c.res * c.seq * ssm["rope_dim"])
+        # the attention layers' rotary cos/sin, (1, s, rotary dim) each (Bamba: partial_rotary_factor 0.5), in the
+        # stream's dtype or fp32 (OLMo Hybrid: OLMo 2's rotary keeps them fp32 and rotates fp32 copies of q, k)
+        # (LFM3: fp32 as well, one pair per attention layer type, each with its own rotary embedding)
+        ss.save("rope_cos_sin", ssm.get("rope_tables", 1) * 2 * ssm.get("rope_bytes", c.res) * c.seq * ssm["rope_dim"])
     if ssm.get("fp32_norm"):
-        # NemotronHRMSNorm / RecurrentGemmaRMSNorm (block_norm); its `.to(input_dtype)` output is what lm_head reads
+        # NemotronHRMSNorm / RecurrentGemmaRMSNorm (block_norm); its `.to(input_dtype)` output is what lm_head reads.
+        # OlmoHybridRMSNorm ("product": `(self.weight * hidden_states).to(input_dtype)`) copies no weight
         out = rmsnorm(ss, c, "final_norm", "resid_final", h, gemma=True)
-        if c.res != 4 or ssm["fp32_norm"] == "one_plus":
+        if (c.res != 4 and ssm["fp32_norm"] != "product") or ssm["fp32_norm"] == "one_plus":
             ss.save("final_norm.weight32", 4 * h)
         return out, c.res
     if not ssm["residual_fp32"]:
@@ -166,14 +170,34 @@ def hybrid_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
     # the modelling names: the adapters were matched before)
     linears = tuple(replace(lin, name=MLP_NAMES.get(lin.name, lin.name)) for lin in linears)
     adapters = tuple(replace(ad, name=MLP_NAMES.get(ad.name, ad.name)) for ad in adapters)
+    experts = tuple(lin for lin in linears if lin.count > 1)
+    if experts:
+        linears = tuple(lin for lin in linears if lin.count == 1)
     if "in_proj" not in {lin.name for lin in linears}:
-        return _classic_saved_bytes(replace(arch, family="llama"), c, linears, adapters)
+        saved = _classic_saved_bytes(replace(arch, family="llama"), c, linears, adapters)
+        if not experts:
+            return saved
+        # the attention layer with experts: the classic block (its norms, attention and shared MLP) plus the
+        # routed experts on post_attention_layernorm's output, which the shared MLP's input_linear keeps already
+        ss = SavedSet()
+        sparse_moe(ss, replace(c, first_layer=False), replace(arch, family="llama", moe=arch.ssm["moe"]), "ln2",
+                   c.res, {}, {ad.name: ad for ad in adapters})
+        ss.items.pop("ln2", None)
+        return saved + ss.total
     ss = SavedSet()
     ss.items["mixer"] = mamba2_block(arch, c, linears, adapters)
     lins = {lin.name: lin for lin in linears}
+    ads = {ad.name: ad for ad in adapters}
     c2 = replace(c, first_layer=False)           # the mixer's output needs a gradient in every layer
     y = rmsnorm(ss, c2, "ln2", "resid2", arch.hidden_size)
-    gated_mlp(ss, c2, "mlp", y, c.res, lins, {ad.name: ad for ad in adapters}, lins["down_proj"].d_in)
+    gated_mlp(ss, c2, "mlp", y, c.res, lins, ads, lins["down_proj"].d_in)
+    if experts:
+        # Granite 4 with experts (GraniteMoeHybridDecoderLayer: `block_sparse_moe(hidden_states) +
+        # shared_mlp(hidden_states)`): GraniteMoeHybridTopKRouter is GraniteMoE's (F.linear on the norm output,
+        # softmax over the top-k logits) and GraniteMoeHybridExperts run through transformers' grouped_mm
+        # (integrations/moe.py grouped_mm_experts_forward): memory/blocks.py sparse_moe, held for GraniteMoE in
+        # tests/data/moe_families_trace.json and here in granitemoehybrid_moe_trace.json
+        sparse_moe(ss, c2, replace(arch, family="llama", moe=arch.ssm["moe"]), y, c.res, {}, ads)
     return ss.total
 
 
@@ -196,21 +220,73 @@ def single_mixer_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], ada
         out = attention_core(ss, c, arch, "attn", lins["q_proj"].d_out, lins["k_proj"].d_out)
         linear(ss, c, out, e, lins["o_proj"], ads.get("o_proj"))
         return ss.total
-    up, down = lins["up_proj"], lins["down_proj"]
-    linear(ss, c, y, c.res, up, ads.get("up_proj"))
-    if not (c.first_layer and not c.train_base and "up_proj" not in ads):
-        ss.save("mlp.relu", e * c.tokens * up.d_out)
+    if "experts.up_proj" in lins:
+        nemotron_moe(ss, c, arch, y, lins, ads)
+    else:
+        relu2_mlp(ss, c, "mlp", y, lins["up_proj"], lins["down_proj"], ads)
+    return ss.total
+
+
+def relu2_mlp(ss: SavedSet, c: Ctx, key: str, x: str, up: Linear, down: Linear, ads: dict) -> None:
+    """NemotronHMLP: down(relu2(up(x))) (activations.py ReLUSquaredActivation: relu keeps its output for its
+    backward, square reads the same tensor, down_proj keeps the square)."""
+    e = 2 if c.autocast else c.e
+    linear(ss, c, x, c.res, up, ads.get(up.name))
+    if not (c.first_layer and not c.train_base and up.name not in ads):
+        ss.save(f"{key}.relu", e * c.tokens * up.d_out)
         if c.autocast:
             # torch.square is aten::pow, on CUDA autocast's fp32 list: it keeps an fp32 copy of relu's output and
             # returns fp32, which down_proj reads through autocast's 16-bit copy (tools/memtrace/cuda_autocast.py)
-            ss.save("mlp.relu32", 4 * c.tokens * up.d_out)
-    linear(ss, c, "mlp.square", 4 if c.autocast else e, down, ads.get("down_proj"))
-    return ss.total
+            ss.save(f"{key}.relu32", 4 * c.tokens * up.d_out)
+    linear(ss, c, f"{key}.square", 4 if c.autocast else e, down, ads.get(down.name))
+
+
+def nemotron_moe(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, lins: dict, ads: dict) -> None:
+    """NemotronHMoE (modeling_nemotron_h.py) on the block norm's output x. NemotronHTopkRouter:
+    `F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))` (an fp32 copy of x its weight's
+    gradient keeps; autocast's 16-bit copies under autocast: memory/blocks.py sparse_moe's "cast" router), sigmoid
+    keeps its fp32 output (t x E), then top-k and gather. NemotronHExperts, `@use_experts_implementation(has_gate=
+    False)`, run transformers' grouped_mm (integrations/moe.py grouped_mm_experts_forward) in the experts' weight
+    dtype: the gathered tokens (t·k rows, kept for the weights' gradient only), up's output through relu2 (relu
+    keeps its output, the square reads the same tensor; the square is down's input, kept when the experts train),
+    down's output kept for the routing-weight product, and the sort / permutation indices. The shared expert is a
+    NemotronHMLP on x (`self.shared_experts(residuals)`). With moe_latent_size the experts run at that width between
+    fc1_latent_proj (reading x) and fc2_latent_proj (reading the experts' sum in fc1's output dtype)."""
+    moe, t, h = arch.ssm["moe"], c.tokens, arch.hidden_size
+    e = c.res                                           # grouped_mm: `input.to(weight.dtype)`
+    k = moe.experts_per_token
+    w = lins["experts.up_proj"].d_in                    # h, or moe_latent_size between fc1 / fc2_latent_proj
+    if c.train_base:
+        xr, xr_bytes = (f"{x}.fp32", 4) if c.res != 4 else (x, c.res)
+        linear(ss, c, xr, xr_bytes, Linear("router", h, moe.num_experts), None)
+    ss.save("router.probs", 4 * t * moe.num_experts)
+    if "fc1_latent_proj" in lins:
+        linear(ss, c, x, c.res, lins["fc1_latent_proj"], ads.get("fc1_latent_proj"))
+    trained = c.train_base or any(name.startswith("experts.") for name in ads)
+    n = t * k * moe.expert_intermediate
+    if trained:
+        ss.save("moe.gathered", e * t * k * w)
+    ss.save("moe.relu", e * n)
+    if c.autocast and e != 4:
+        # the square (aten::pow, autocast's fp32 list) keeps an fp32 copy of a 16-bit relu output and returns
+        # fp32, which `input.to(weight.dtype)` casts back for down's grouped_mm (traced: the LoRA row)
+        ss.save("moe.relu32", 4 * n)
+    if trained:
+        ss.save("moe.square", e * n)
+    ss.save("moe.expert_out", e * t * k * w)
+    ss.save("moe.routing_index", 40 * t * k + 4 * t)
+    if "fc2_latent_proj" in lins:
+        # `final_hidden_states.to(hidden_states.dtype)`: fc1_latent_proj's output dtype
+        linear(ss, c, "moe.latent_out", 2 if c.autocast else c.e, lins["fc2_latent_proj"], ads.get("fc2_latent_proj"))
+    if moe.shared_intermediate:
+        relu2_mlp(ss, c, "shared", x, lins["up_proj"], lins["down_proj"], ads)
 
 
 def lfm2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """LFM2 (modeling_lfm2.py Lfm2DecoderLayer): operator_norm, then the short convolution or GQA attention with
-    per-head q/k RMSNorms, residual add, ffn_norm, SwiGLU w2(silu(w1(x)) * w3(x)), residual add.
+    per-head q/k RMSNorms, residual add, ffn_norm, SwiGLU w2(silu(w1(x)) * w3(x)), residual add. LFM3
+    (modeling_lfm3.py Lfm3DecoderLayer) is the same layer with the attention's sigmoid gate and the sandwich norms
+    post_operator_norm / post_ffn_norm (traced: tests/data/lfm3_trace.json).
 
     Lfm2ShortConv: BCx = in_proj(x).transpose(-1, -2); B, C, x = BCx.chunk(3); B * x keeps B and x (one storage,
     in_proj's whole output); causal_conv1d_fn(B * x) - the causal-conv1d kernel's CausalConv1dFn keeps its input
@@ -239,9 +315,27 @@ def lfm2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
         rmsnorm(ss, cq, "q_norm", "q", q_dim, groups=arch.num_heads)
         rmsnorm(ss, cq, "k_norm", "k", kv_dim, groups=arch.num_kv_heads)
         out = attention_core(ss, c, arch, "attn", q_dim, kv_dim)
-        linear(ss, c, out, e, lins["out_proj"], ads.get("out_proj"))
+        if "g_proj" in lins:
+            # LFM3's use_attention_gate (modeling_lfm3.py Lfm3Attention): `attn_output *
+            # torch.sigmoid(self.g_proj(hidden_states)).unsqueeze(-1)`: sigmoid keeps its output (one per head),
+            # the product (o_proj's input) is a new tensor; the attention output is kept by both already
+            linear(ss, c, y, c.res, lins["g_proj"], ads.get("g_proj"))
+            ss.save("attn.gate", e * t * arch.num_heads)
+            out = "attn.gated"
+        o = "o_proj" if "o_proj" in lins else "out_proj"
+        linear(ss, c, out, e, lins[o], ads.get(o))
+    if arch.ssm.get("sandwich"):
+        # LFM3's use_sandwich_norm: post_operator_norm on the mixer's output (the linear's dtype)
+        rmsnorm(ss, c2, "post_operator_norm", "op_out", h, x_bytes=e)
     y2 = rmsnorm(ss, c2, "ffn_norm", "resid2", h)
-    gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    if "experts.gate_up_proj" in lins:
+        # LFM2-MoE (modeling_lfm2_moe.py Lfm2MoeSparseMoeBlock): Lfm2MoeTopKRouter's F.linear and sigmoid, the
+        # fused experts through transformers' grouped_mm (memory/blocks.py sparse_moe); tests/data/lfm2_moe_trace.json
+        sparse_moe(ss, c2, replace(arch, family="llama", moe=arch.ssm["moe"]), y2, c.res, {}, ads)
+    else:
+        gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    if arch.ssm.get("sandwich"):
+        rmsnorm(ss, c2, "post_ffn_norm", "mlp_out", h, x_bytes=e)
     return ss.total
 
 

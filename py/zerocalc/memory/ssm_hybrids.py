@@ -12,6 +12,7 @@ from dataclasses import replace
 from ..model import Linear, ModelArch
 from .blocks import (Ctx, SavedSet, attention_core, block_saved_bytes as _classic_saved_bytes, gated_mlp, linear,
                      rmsnorm, sparse_moe)
+from .deltanet import olmo_hybrid_layer
 from .lora import Adapter
 from .ssm_blocks import (MLP_NAMES, SCAN_CHUNK, block_norm, falcon_h1_layer, hybrid_layer, lfm2_layer,
                          mamba1_block, mamba2_block, single_mixer_layer)
@@ -331,7 +332,7 @@ def xlstm_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
 # ModelArch.ssm["layout"] -> the layer's rule; no layout: Mamba-2's block, or hybrid_layer with per-layer linears
 LAYOUTS = {"recurrent_gemma": recurrent_gemma_layer, "zamba2": zamba_layer, "jamba": jamba_layer,
            "mamba1": mamba1_block, "falcon_h1": falcon_h1_layer, "lfm2": lfm2_layer, "single": single_mixer_layer,
-           "rwkv": rwkv_layer, "xlstm": xlstm_layer}
+           "rwkv": rwkv_layer, "xlstm": xlstm_layer, "olmo_hybrid": olmo_hybrid_layer}
 
 
 def block_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

@@ -20,7 +20,9 @@ token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Aya Vision, DeepSeek-
 (its input and its output, read by the projector): the same op rules, traced through Cohere2 Vision's tower
 (tools/memtrace/vision_towers.py, tests/data/vision_towers_trace.json, modeling_siglip.py SiglipVisionModel,
 modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
-(Mistral 3, Mistral Large 4, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py; Idefics2's connector: memory/vision_perceiver.py.
+(Mistral 3, Mistral Large 4, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py; Qwen2-Audio's and Voxtral's audio encoders
+(images_per_sample: their 30 s clips): memory/vision_audio.py; LFM2-VL's SigLIP 2 NaFlex tower:
+memory/vision_siglip2.py; Idefics2's connector: memory/vision_perceiver.py.
 GOT-OCR 2.0's SAM ViTDet: memory/vision_sam.py; Florence-2's DaViT: memory/vision_davit.py. Fuyu has no tower: its one patch linear keeps the batch's patches (nothing more) or, under autocast, their
 16-bit copy. The Qwen-VL towers and GLM-4.1V / 4.6V's: memory/vision_qwen.py; InternVL's
 InternViT: memory/vision_internvl.py. Layers after the selected feature layer
@@ -31,6 +33,8 @@ from __future__ import annotations
 
 from ..model import ModelArch
 from ..plan import Plan
+from .vision_audio import audio_saved_bytes
+from .vision_siglip2 import lfm2_vl_saved_bytes
 from .vision_davit import davit_saved_bytes
 from .vision_internvl import internvit_saved_bytes
 from .vision_perceiver import perceiver_saved_bytes
@@ -108,7 +112,13 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
     if spec["kind"] == "sam":
         return sam_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     if spec["kind"] == "blip2":
-        return blip2_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
+        return blip2_saved_bytes(spec, images, e, plan.activation_checkpointing == "full",
+                                 plan.vision.instruction_tokens)
+    if spec["kind"] == "lfm2_vl":   # NaFlex: the patches are the image tokens times downsample_factor^2
+        n = plan.micro_batch_size * plan.vision.tokens_per_sample * spec["factor"] ** 2
+        return lfm2_vl_saved_bytes(spec, n, e, plan.activation_checkpointing == "full")
+    if spec["kind"] == "audio":     # images_per_sample: the 30 s clips (memory/vision_audio.py)
+        return audio_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     if spec["kind"] == "internvit":
         return internvit_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     h, inter, heads, layers = spec["hidden"], spec["inter"], spec["heads"], spec["layers_run"]

@@ -45,7 +45,7 @@ T5 = {"t5", "mt5", "umt5", "longt5", "switch_transformers"}
 SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehybrid": granitemoehybrid,
        "lfm2": lfm2, "lfm2_moe": lfm2_moe, "falcon_h1": falcon_h1, "jamba": jamba, "bamba": bamba, "gemma4_text": gemma4_text,
        "gemma4_unified_text": gemma4_unified_text,
-       # modeling_falcon_mamba.py: Mamba's mixer; its B / C / dt RMS norms have no weights
+       # modeling_falcon_mamba.py: Mamba's mixer and kernel; its B / C / dt RMS norms have no weights
        "falcon_mamba": lambda c: replace(mamba(c), model_type="falcon_mamba"),
        **TEXT_MODELS,   # textmodels.py: text builders outside the Llama rows, one module per family
        **CLASSIC_MORE}  # classic_more.py: XLM, XLNet, Reformer, ProphetNet, CPM-Ant, ModernBERT decoder

@@ -51,6 +51,9 @@ class MoE:
     # how the router reads its input: "" as it is; "cast": F.linear(x.type(float32), w.type(float32)) inside
     # autocast's region (DeepSeek-V2/V3, GLM-4.5, dots1 ...); "forced": the same with autocast disabled (ERNIE 4.5)
     router_fp32: str = ""
+    # zero-compute (identity) experts beside the routed ones (LongCat-Flash zero_expert_num): routed slots they take
+    # run no MLP (memory/blocks_moe.py longcat_block)
+    zero_experts: int = 0
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,21 @@ class ModelArch:
     # MiniMax's lightning attention layers (model/hybrid.py lightning_attention): {"block_size": ...} where
     # memory/blocks_lightning.py costs them, else None
     lightning: Mapping | None = None
+    # Switch Transformers' sparse feed-forwards (model/classic.py t5): {"experts", "capacity", "jitter", "sparse": one
+    # bool per block, the encoder's then the decoder's} where memory/blocks_seq2seq.py costs their routing, else None
+    switch: Mapping | None = None
+    # T5Gemma's stacks (model/t5gemma.py): {"encoder_layers": n} where memory/blocks_seq2seq.py costs the encoder and the
+    # decoder (with its cross-attention) as Gemma 2 layers, else None
+    t5gemma: Mapping | None = None
+    # DeepSeek-V4's block dims (model/deepseek_v4.py hyper_dims: hc_mult, sinkhorn iterations, q / o ranks, rope
+    # and indexer dims, compress rates) where memory/blocks_hyper.py costs its hyper-connected layers, else None
+    hyper: Mapping | None = None
+    # decoder layers that attend to image tokens only (Mllama's cross_attention_layers: model/vision_mllama.py),
+    # skipped by a step fed no images (memory/blocks_cross.py)
+    image_cross_layers: tuple[int, ...] = ()
+    # tensors the modelling code itself freezes when it builds the model, whatever the plan's method (IDEFICS:
+    # IdeficsModel.freeze_relevant_params, model/vision_idefics.py): no gradient or optimizer state under full
+    config_frozen: tuple[str, ...] = ()
     # a looped nGPT stack's shape (model/dory.py: {"loops": n_recurrent_loops}) where memory/blocks_dory.py costs
     # its layers and the model.norm calls between the loops, else None
     looped: Mapping | None = None

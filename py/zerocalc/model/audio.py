@@ -103,3 +103,18 @@ def moss_transcribe_parts(cfg: Mapping, text_h: int) -> list:
     b.param("model.multi_modal_projector.norm", "weight", text_h, "projector")
     b.param("model.multi_modal_projector.norm", "bias", text_h, "projector")
     return b.tensors
+
+
+def whisper_tower_spec(cfg: Mapping, text_h: int) -> dict:
+    """The activation shape of Qwen2-Audio's / Voxtral's encoder and projector (memory/vision_audio.py), read by
+    Qwen2AudioEncoderConfig's / VoxtralEncoderConfig's field names and Whisper-large defaults."""
+    a = ConfigReader(cfg.get("audio_config") or {})
+    d = a.int("d_model", "hidden_size", default=WHISPER_LARGE["d"])
+    ffn = a.int("encoder_ffn_dim", "intermediate_size", default=WHISPER_LARGE["ffn"])
+    voxtral = cfg.get("model_type") == "voxtral"
+    return {"kind": "audio", "hidden": d, "inter": ffn,
+            "heads": a.int("encoder_attention_heads", "num_attention_heads", default=20),
+            "layers_run": a.int("encoder_layers", "num_hidden_layers", default=WHISPER_LARGE["layers"]),
+            "mel": a.int("num_mel_bins", default=WHISPER_LARGE["num_mel_bins"]),
+            "positions": a.int("max_source_positions", default=WHISPER_LARGE["max_source_positions"]),
+            "projector": "voxtral" if voxtral else "qwen2_audio", "stack_width": ffn, "text_hidden": text_h}

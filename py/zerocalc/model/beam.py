@@ -9,10 +9,12 @@
 
 ``model.norm``; lm_head untied by default.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the dense layers'
-linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_moe.py beam_block, traced
+(tools/memtrace/moe_trace.py beam, tests/test_beam_blocks.py).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
@@ -53,12 +55,22 @@ def beam(c: ConfigReader) -> ModelArch:
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
-            Linear("gate_proj", h, heads * hd), Linear("o_proj", heads * hd, h), Linear("gate_proj", h, inter),
-            Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return recurrent_arch(c, "beam", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
-                          kv=kv, hd=hd, inter=inter, moe=moe,
-                          what="output-gated attention and sigmoid-routed MoE layers are")
+    # the attention's output gate under its module's prefix (its leaf, gate_proj, is the MLP's too: memory/lora.py
+    # matches leaves, as PEFT's target_modules)
+    attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("self_attn.gate_proj", h, heads * hd), Linear("o_proj", heads * hd, h))
+    lins = attn + (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
+    sparse = attn + (Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e))
+    arch = recurrent_arch(c, "beam", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
+                          kv=kv, hd=hd, inter=inter, moe=moe, what="")
+    # memory/blocks_moe.py beam_block; the Llama lineage's head (final RMSNorm with the fp32 product: blocks.py
+    # FP32_PRODUCT_NORMS) and rope
+    # BeamConfig.final_logit_softcapping defaults to 30 (None turns it off)
+    softcap = c.cfg.get("final_logit_softcapping", 30.0) is not None
+    return replace(arch, family="llama", gated_mlp=True, norms_per_layer=4, block_linears=sparse, final_softcap=softcap,
+                   dense_block_linears=lins,
+                   layer_linears=tuple(sparse if k == "sparse" else lins for k in kinds),
+                   support="exact")      # activations: tools/memtrace/moe_trace.py beam (tests/test_beam_blocks.py)
 
 
 BEAM = {"beam": beam}

@@ -164,9 +164,10 @@ def _classic_dropout(c: ConfigReader, model_type: str) -> float:
     return 0.1 if model_type in ("gpt2", "bert") else 0.0
 
 
-SWITCH_SUPPORT = ("exact parameter count; activations approximate (a sparse block costed as a dense T5 block of "
-                  "memory/blocks.py: top-1 routing and expert capacity not modelled, not traced); LoRA adapters "
-                  "counted on the dense wi/wo only")
+SWITCH_SUPPORT = ("exact parameter count; activations traced (memory/blocks_seq2seq.py switch_sparse_mlp: top-1 "
+                  "routing under expert_capacity with a balanced router, tools/memtrace/golden/seq2seq/switch-*; "
+                  "bf16-mixed and LoRA traced, not a trainable 16-bit router); LoRA adapters counted on the dense "
+                  "wi/wo only")
 
 
 def _sparse_step(c: ConfigReader, side: str, n: int) -> int:
@@ -182,8 +183,9 @@ def t5(c: ConfigReader, model_type: str) -> ModelArch:
     default local attention, whose LocalSelfAttention has T5's tensors): no biases, RMS-style LayerNorm,
     gated-gelu for v1.1/mT5/T0. num_layers counts encoder + decoder blocks. Switch Transformers
     (modeling_switch_transformers.py): T5's blocks, some of whose feed-forwards are sparse: a router
-    (mlp.router.classifier, d_model x num_experts) and num_experts wi/wo experts; activations costed as a dense
-    T5 block (top-1 routing and expert capacity not modelled)."""
+    (mlp.router.classifier, d_model x num_experts) and num_experts wi/wo experts; their activations by
+    memory/blocks_seq2seq.py switch_sparse_mlp (ModelArch.switch: experts, expert_capacity, router_jitter_noise,
+    which blocks are sparse)."""
     if model_type == "longt5" and c.str("encoder_attention_type", "local") != "local":
         raise PlanError("model.encoder_attention_type", "LongT5's transient-global attention (global relative bias "
                                                         "and layer norm) is not modelled; local is")
@@ -223,14 +225,22 @@ def t5(c: ConfigReader, model_type: str) -> ModelArch:
             b.linear(f"{p}.DenseReluDense.wo", d_ff, d, "mlp")
         b.norm(f"{p}.DenseReluDense.layer_norm", d)
 
+    sparse_blocks = []
     for side, n in (("encoder", n_enc), ("decoder", n_dec)):
         step = _sparse_step(c, side, n) if model_type == "switch_transformers" else 0
         if model_type == "switch_transformers" and not tied:   # T5Config forces the tie; SwitchTransformers keeps it
             b.matrix(f"{side}.embed_tokens", "weight", (vocab, d), "embedding")
         for i in range(n):
             # SwitchTransformersStack: block i is sparse when i % sparse_step == 1 (every block when the step is 1)
-            block(f"{side}.block.{i}", side == "decoder", i == 0, bool(step) and (i % step == 1 or step == 1))
+            sparse_blocks.append(bool(step) and (i % step == 1 or step == 1))
+            block(f"{side}.block.{i}", side == "decoder", i == 0, sparse_blocks[-1])
         b.norm(f"{side}.final_layer_norm", d)
+    switch = None
+    if model_type == "switch_transformers":
+        # configuration_switch_transformers.py: expert_capacity (64), router_jitter_noise (0.01)
+        jitter = c.cfg.get("router_jitter_noise", 0.01)
+        switch = {"experts": experts, "capacity": c.int("expert_capacity", default=64, lo=0),
+                  "jitter": float(jitter) if isinstance(jitter, (int, float)) else 0.0, "sparse": tuple(sparse_blocks)}
     if not tied:
         b.matrix("lm_head", "weight", (vocab, d), "lm_head", "lm_head")
     blk = [Linear(n, d, inner) for n in ("q", "k", "v")] + [Linear("o", inner, d)] + \
@@ -241,5 +251,5 @@ def t5(c: ConfigReader, model_type: str) -> ModelArch:
         vocab_size=vocab, tied_embeddings=tied, max_positions=None, gated_mlp=gated, norm="rmsnorm",
         norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False,
         final_softcap=False, dropout=float(c.cfg.get("dropout_rate", 0.1) or 0.0), tensors=tuple(b.tensors),
-        block_linears=tuple(blk), dense_block_linears=tuple(blk),
+        block_linears=tuple(blk), dense_block_linears=tuple(blk), switch=switch,
         support="exact" if model_type != "switch_transformers" else SWITCH_SUPPORT)

@@ -1,8 +1,9 @@
 """Language models (mostly of the pre-Llama era) whose blocks are their own (transformers 5.24), read from
 config.json by their own field names; each checked against the meta-device build in tests/data/architectures.json.
 Activations: costed by another family's block of memory/blocks.py (named in each SUPPORT string; not traced:
-memory/blocks.py's Llama block reads Llama's module names, so the gated CPM-Ant and ModernBERT blocks are
-costed by the name-agnostic classic block).
+memory/blocks.py's Llama block reads Llama's module names, so the gated CPM-Ant block is costed by the
+name-agnostic classic block), but ModernBERT-decoder's and Moshi's: memory/blocks_modernbert.py,
+memory/blocks_moshi.py (traced).
 
 - xlm (modeling_xlm.py XLMWithLMHeadModel): position_embeddings, lang_embeddings (n_langs > 1 and
   use_lang_emb), embeddings, layer_norm_emb; four parallel ModuleLists attentions (q/k/v/out_lin, biased),
@@ -44,18 +45,20 @@ from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
 _NOT_TRACED = "exact parameter count; activations approximate (costed as the {} block of memory/blocks.py, not traced)"
-SUPPORT = {"xlm": _NOT_TRACED.format("BERT"),
+# memory/blocks_bert.py's XLM layer (MultiHeadAttention's fp32 softmax and kept mask), traced as a causal LM
+# (tools/memtrace/bert.py xlm rows, tests/test_bert_grid.py)
+SUPPORT = {"xlm": "exact",
            "xlnet": _NOT_TRACED.format("BERT") + "; the two-stream relative attention not modelled",
            "reformer": _NOT_TRACED.format("classic") + "; reversible layers, LSH / chunked local attention not "
                                                         "modelled",
            "prophetnet": _NOT_TRACED.format("classic") + "; the n-gram streams and the kept cross-attention not "
                                                          "modelled",
            "cpmant": _NOT_TRACED.format("classic") + "; the gated feed-forward costed as an ungated one",
-           "moshi": _NOT_TRACED.format("classic") + "; the gated feed-forward costed as an ungated one; the text "
-                                                     "model (MoshiForCausalLM) only, without the depth decoder "
-                                                     "and audio codec",
-           "modernbert-decoder": _NOT_TRACED.format("classic") + "; the gated feed-forward costed as an ungated "
-                                                                 "one, sliding-window layers as full attention"}
+           # memory/blocks_moshi.py, traced (tools/memtrace/families.py moshi rows)
+           "moshi": "exact parameter count; activations traced (memory/blocks_moshi.py); the text model "
+                    "(MoshiForCausalLM) only, without the depth decoder and audio codec",
+           # memory/blocks_modernbert.py, traced (tools/memtrace/families.py modernbert rows)
+           "modernbert-decoder": "exact"}
 
 
 def xlm(c: ConfigReader) -> ModelArch:

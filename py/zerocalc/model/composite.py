@@ -15,7 +15,8 @@ from ..errors import PlanError
 from .config import ConfigReader
 from .vision import (TOWER_DEFAULTS, gemma3_parts, internvl_parts, internvl_tower_spec, lfm2_vl_parts, llama4_parts, llava_parts, minicpmv4_6_parts,
                      mistral3_parts, muse_glimmer_parts, paddleocr_vl_parts, paligemma_parts, pixtral_tower_spec)
-from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts
+from .vision_siglip2 import lfm2_vl_tower_spec
+from .audio import audioflamingo3_parts, moss_transcribe_parts, qwen2_audio_parts, voxtral_parts, whisper_tower_spec
 from .audio_more import (QWEN3_OMNI, glmasr_parts, granite_speech_parts, omniasr_parts, qwen2_5_omni_audio, qwen3_asr_parts,
                          vibevoice_asr_parts)
 from .vision_llava import (aya_vision_parts, deepseek_vl_parts, idefics3_parts, llava_onevision_parts, video_llava_parts,
@@ -283,6 +284,13 @@ def tower_spec(cfg: Mapping, text_hidden: int) -> Mapping | None:
         return got_ocr2_tower_spec(cfg, text_hidden)
     if model_type == "blip-2":
         return blip2_tower_spec(cfg, text_hidden)
+    if model_type == "lfm2_vl":
+        return lfm2_vl_tower_spec(cfg, text_hidden)         # memory/vision_siglip2.py
+    if model_type in ("qwen2_audio", "voxtral"):
+        return whisper_tower_spec(cfg, text_hidden)         # memory/vision_audio.py
+    if model_type == "instructblip":
+        # BLIP-2's ViT and Q-Former, the Q-Former also reading the instruction tokens (memory/vision_qformer.py)
+        return {**blip2_tower_spec(cfg, text_hidden), "instruct": True}
     if model_type in PIXTRAL_TOWERS:
         return pixtral_tower_spec(cfg, text_hidden, PIXTRAL_TOWERS[model_type])
     projector = VIT_TOWERS.get(model_type)

@@ -6,7 +6,8 @@ causal LM), and its embedding / final LayerNorms. Sources: src/transformers/mode
 modeling_<x>.py (*Decoder, *DecoderLayer, *LearnedPositionalEmbedding: max_position_embeddings + 2 rows for
 BART's offset; *SinusoidalPositionalEmbedding: an nn.Embedding whose table is a parameter in Marian and
 Pegasus, a buffer in XGLM and TrOCR), each checked against the meta-device build in
-tests/data/architectures.json. Activations: the classic block of memory/blocks.py (not traced)."""
+tests/data/architectures.json. Activations: memory/blocks_bart.py's decoder layer (TRACED: tools/memtrace/bart.py,
+held by tests/test_bart_grid.py), OPT's memory/blocks_families.py opt_block."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -19,12 +20,19 @@ SUPPORT = ("exact parameter count; activations approximate (costed as the classi
            "not traced); LoRA adapters on a kept cross-attention (encoder_attn) not counted")
 
 # activations: memory/blocks_bart.py's decoder layer, traced on these (tools/memtrace/bart.py, tests/test_bart_grid.py)
-TRACED = ("bart", "mbart", "marian", "pegasus")
+TRACED = ("bart", "mbart", "marian", "pegasus", "whisper", "biogpt", "xglm", "blenderbot", "blenderbot-small", "plbart",
+          "mvp", "trocr", "bigbird_pegasus")
 TRACED_SUPPORT = ("exact parameter count; activations traced (memory/blocks_bart.py: tools/memtrace/golden/bart); "
                   "LoRA adapters on a kept cross-attention (encoder_attn) not counted")
 RULE_SUPPORT = ("exact parameter count; activations approximate (memory/blocks_bart.py's decoder layer, traced on "
-                "bart / mbart / marian / pegasus, not on this model_type); LoRA adapters on a kept cross-attention "
-                "(encoder_attn) not counted")
+                "bart / mbart / marian / pegasus / whisper / biogpt / xglm / blenderbot(-small) / plbart / mvp / trocr / "
+                "bigbird_pegasus, "
+                "not on this model_type); LoRA adapters on a kept cross-attention (encoder_attn) not counted")
+
+# OPT's decoder layer: memory/blocks_families.py opt_block, traced pre-LN (opt-125m's layout) and post-LN with
+# project_in / project_out (opt-350m's: tools/memtrace/families.py opt and opt350 rows, held within 3 % by
+# tests/test_family_grid.py); OPTForCausalLM builds no cross-attention
+OPT_SUPPORT = "exact"
 
 _BART = ("d_model", "decoder_layers", "decoder_ffn_dim", "decoder_attention_heads")
 _OPT = ("hidden_size", "num_hidden_layers", "ffn_dim", "num_attention_heads")
@@ -63,6 +71,8 @@ DECODERS = {
 # trocr); the others normalise each sublayer's input (modeling_mbart.py MBartDecoderLayer, pegasus, blenderbot,
 # xglm, whisper, bigbird_pegasus, biogpt)
 POST_LN = ("bart", "plbart", "mvp", "marian", "blenderbot-small", "trocr")
+# the decoders whose attention is their own eager code (layer_switches)
+OWN_ATTENTION = ("xglm", "mvp", "trocr")
 # BioGPT's dropout fields (configuration_biogpt.py); the others use BART's names (configuration_bart.py)
 _DROPOUT_FIELDS = {"biogpt": ("hidden_dropout_prob", "attention_probs_dropout_prob", "hidden_act")}
 
@@ -128,7 +138,7 @@ def bart_decoder(c: ConfigReader, model_type: str) -> ModelArch:
                  "lm_head")
     arch = bart_arch(c, model_type, b, h, n, heads, ffn, vocab, tied, max_pos)
     if model_type == "opt":                     # memory/blocks_families.py opt_block (traced on its own)
-        return arch
+        return replace(arch, support=OPT_SUPPORT)
     return replace(arch, bart=layer_switches(c, model_type, _switch(c, emb_ln), _switch(c, final_ln)),
                    support=TRACED_SUPPORT if model_type in TRACED else RULE_SUPPORT)
 
@@ -144,7 +154,17 @@ def layer_switches(c: ConfigReader, model_type: str, emb_ln: bool, final_ln: boo
     after the activation (`activation_dropout`) and on the attention probabilities (`attention_dropout`); the
     residual and embedding dropout is ModelArch.dropout (`dropout`)."""
     drop, attn, act = _DROPOUT_FIELDS.get(model_type, ("dropout", "attention_dropout", "activation_function"))
-    return {"post_ln": model_type in POST_LN, "emb_ln": emb_ln, "final_ln": final_ln, "decoder_only": True,
+    # XGLM's, MVP's and TrOCR's attention is their own bmm / softmax code (modeling_xglm.py XGLMAttention,
+    # modeling_mvp.py MvpAttention, modeling_trocr.py TrOCRAttention: no attention interface, no
+    # `_supports_flash_attn`, so transformers refuses flash_attention_2 and sdpa runs the same code): costed as
+    # eager whatever the plan's attention; XGLM's also clamps the masked scores (`clamp`)
+    # WhisperAttention makes q `.transpose(1, 2).contiguous()` (modeling_whisper.py): the flash kernel writes its
+    # output in q's (b, a, s, d) layout (flash_attn's mha_fwd `out = torch::empty_like(q)`; CPU SDPA in the trace
+    # alike), so `attn_output.reshape(*input_shape, -1)` is a copy, out_proj's input beside the kept output
+    return {"own_attention": model_type in OWN_ATTENTION, "clamp": model_type == "xglm",
+            "out_copied": model_type == "whisper",
+            "post_ln": model_type in POST_LN, "emb_ln": emb_ln,
+            "final_ln": final_ln, "decoder_only": True,
             "act": c.str(act, "gelu"), "act_dropout": _rate(c, "activation_dropout"), "attn_dropout": _rate(c, attn),
             "dropout": _rate(c, drop)}
 

@@ -16,10 +16,12 @@
 (default off). layer_types default (DeepseekV4Config): two HCA layers, then CSA / HCA alternating; a legacy
 compress_ratios list (0 / 4 / 128) stands for it.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the attention's and
-the shared expert's linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_hyper.py, traced on fake tensors
+(tools/memtrace/moe_trace.py deepseek_v4, tests/data/deepseek_v4_trace.json, tests/test_deepseek_v4_blocks.py).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
@@ -102,11 +104,27 @@ def deepseek_v4(c: ConfigReader) -> ModelArch:
     lins = (Linear("q_a_proj", h, qr), Linear("kv_proj", h, d), Linear("q_b_proj", qr, heads * d),
             Linear("o_b_proj", g * olr, h), Linear("gate_proj", h, ei), Linear("up_proj", h, ei),
             Linear("down_proj", ei, h))
-    moe = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=6), expert_intermediate=ei,
-              shared_intermediate=ei, dense_layers=0)
-    return recurrent_arch(c, "deepseek_v4", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
+    k = c.int("num_experts_per_tok", default=6)
+    moe = MoE(num_experts=e, experts_per_token=k, expert_intermediate=ei, shared_intermediate=ei, dense_layers=0)
+    arch = recurrent_arch(c, "deepseek_v4", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
                           heads=heads, kv=1, hd=d, inter=ei, moe=moe,
                           what="compressed sparse attention, hyper connections and MoE are")
+    # each layer's linears by its kind (memory/blocks_hyper.py reads the compressor's from them): the block's, the
+    # routed experts (count E), and a compressor's kv_proj at d (HCA) or 2d (CSA) with the CSA indexer's
+    experts = (Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e))
+    by_kind = {"sliding_attention": lins + experts,
+               "heavily_compressed_attention": lins + experts + (Linear("compressor.kv_proj", h, d),
+                                                                 Linear("compressor.gate_proj", h, d)),
+               "compressed_sparse_attention": lins + experts + (
+                   Linear("compressor.kv_proj", h, 2 * d), Linear("compressor.gate_proj", h, 2 * d),
+                   Linear("indexer.kv_proj", h, 2 * idim), Linear("indexer.gate_proj", h, 2 * idim),
+                   Linear("indexer.q_b_proj", qr, ih * idim), Linear("indexer.weights_proj", h, ih))}
+    hyper = {"hc_mult": n, "sinkhorn_iters": c.int("hc_sinkhorn_iters", default=20), "q_lora_rank": qr,
+             "o_groups": g, "o_lora_rank": olr, "rope": c.int("qk_rope_head_dim", default=64),
+             "index_heads": ih, "index_dim": idim, "index_topk": c.int("index_topk", default=512),
+             "rates": rates}
+    return replace(arch, hyper=hyper, layer_linears=tuple(by_kind[kinds[i]] for i in range(n_layers)),
+                   support="exact")      # activations: memory/blocks_hyper.py (tests/test_deepseek_v4_blocks.py)
 
 
 DEEPSEEK_V4 = {"deepseek_v4": deepseek_v4}

@@ -6,7 +6,8 @@ unless ``tie_word_embeddings`` is false). Sources: src/transformers/models/<mode
 (the *Embeddings, *Layer, *LMHead / *OnlyMLMHead classes); every row checked against the meta-device build
 in tests/data/architectures.json. With ``add_cross_attention`` (the decoder of an encoder-decoder) each layer's
 crossattention is counted; ``base_model`` builds the bare encoder of model/encdec.py.
-Activations: the BERT block of memory/blocks.py (classic_block)."""
+Activations: memory/blocks_bert.py's layers for the types in TRACED (traced as causal LMs: tools/memtrace/bert.py),
+else the BERT block of memory/blocks.py (classic_block)."""
 from __future__ import annotations
 
 from .arch import Linear, ModelArch
@@ -15,6 +16,17 @@ from .config import ConfigReader, TensorList
 # parameters checked against transformers (tests/test_architectures.py); activations not traced for these
 SUPPORT = ("exact parameter count; activations approximate (costed as the BERT block of memory/blocks.py, "
            "not traced)")
+# activations: memory/blocks_bert.py's layers, traced on each of these as a causal LM (tools/memtrace/bert.py,
+# tests/test_bert_grid.py); a config with add_cross_attention (registered, not run without an encoder) is not
+TRACED = ("roberta", "camembert", "xlm-roberta", "data2vec-text", "ernie", "bert-generation", "electra", "big_bird",
+          "roformer", "roberta-prelayernorm", "xlm-roberta-xl", "megatron-bert", "rembert", "roc_bert")
+# exact: nothing for advice.py's model-approximate warning to say
+TRACED_SUPPORT = "exact"
+# BigBird's traced layer is attention_type "original_full"; modeling_big_bird.py BigBirdModel.forward runs block_sparse
+# (bidirectional, its own blocked tensors) when seq_length > (5 + 2·num_random_blocks)·block_size, else switches
+BIG_BIRD_SPARSE = ("exact parameter count; activations approximate (attention_type block_sparse costed as "
+                   "original_full, the traced layer; transformers runs original_full itself up to "
+                   "(5 + 2·num_random_blocks)·block_size tokens)")
 
 _ROBERTA_EMB = ("word", "token_type", "ln", "position")
 _BERT_EMB = ("word", "position", "token_type", "ln")
@@ -183,4 +195,12 @@ def encoder_lm(c: ConfigReader, model_type: str, *, base_model: bool = False) ->
         norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False,
         final_softcap=False, dropout=float(c.cfg.get("hidden_dropout_prob", 0.1) or 0.0), tensors=tuple(b.tensors),
         block_linears=blk, dense_block_linears=blk,
-        support=SUPPORT + ("; LoRA adapters on the crossattention not counted" if cross else ""))
+        support=_support(c, model_type, cross))
+
+
+def _support(c: ConfigReader, model_type: str, cross: bool) -> str:
+    if cross:
+        return SUPPORT + "; LoRA adapters on the crossattention not counted"
+    if model_type == "big_bird" and c.str("attention_type", "block_sparse") != "original_full":
+        return BIG_BIRD_SPARSE
+    return TRACED_SUPPORT if model_type in TRACED else SUPPORT

@@ -15,15 +15,22 @@ per_layer_model_projection (h -> layers x per-layer width), per_layer_projection
 and altup_unembed_projections (h x h each). lm_head tied by default. The composite gemma3n (vision and audio
 towers) is not modelled here.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the first layer's
-linears (AltUp's n streams, LAuReL and the per-layer inputs are not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_gemma3n.py (AltUp's n streams, LAuReL,
+activation sparsity, the per-layer inputs; traced: tools/memtrace/ssm_trace.py gemma3n_text).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import PlanError
-from .arch import ModelArch
+from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .recurrent import llama_lins, recurrent_arch
+
+
+# the marker linear (0 x 0, no weight, no FLOPs) of a layer whose Gemma3nTextMLP has activation_sparsity > 0
+# (_gaussian_topk), read by memory/blocks_gemma3n.py
+SPARSE = "activation_sparsity"
 
 
 def gemma3n_text(c: ConfigReader) -> ModelArch:
@@ -75,10 +82,27 @@ def gemma3n_text(c: ConfigReader) -> ModelArch:
             b.linear(f"model.{group}.{j}", h, h, "other")
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
+    # activations: memory/blocks_gemma3n.py gemma3n_block, each layer its own linears (Gemma 4's, model/gemma4.py)
+    sparsity = c.cfg.get("activation_sparsity_pattern") or [0.0] * n
+    per_layer, interned = [], {}
+    for i in range(n):
+        w = inters[i]
+        att = [Linear("q_proj", h, heads * hd)]
+        if i < n - shared:
+            att += [Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd)]
+        att += [Linear("o_proj", heads * hd, h), Linear("gate_proj", h, w), Linear("up_proj", h, w),
+                Linear("down_proj", w, h), Linear("modality_router", h, alt),
+                Linear("prediction_coefs", alt, alt * alt), Linear("correction_coefs", alt, alt),
+                Linear("linear_left", h, rank), Linear("linear_right", rank, h),
+                Linear("per_layer_input_gate", h, hpl), Linear("per_layer_projection", hpl, h)]
+        if i < len(sparsity) and float(sparsity[i]) > 0:
+            att.append(Linear(SPARSE, 0, 0))        # Gemma3nTextMLP._gaussian_topk: a marker, no weight
+        per_layer.append(interned.setdefault(tuple(att), tuple(att)))
     lins = llama_lins(h, heads, kv, hd, inters[0])
-    return recurrent_arch(c, "gemma3n_text", b, h=h, n_layers=n, vocab=vocab, tied=tied, lins=lins, heads=heads,
-                          kv=kv, hd=hd, inter=inters[0],
-                          what="AltUp, LAuReL and per-layer-input Gemma blocks are")
+    arch = recurrent_arch(c, "gemma3n_text", b, h=h, n_layers=n, vocab=vocab, tied=tied, lins=lins, heads=heads,
+                          kv=kv, hd=hd, inter=inters[0], what="", family="gemma", support="exact")
+    return replace(arch, gated_mlp=True, norms_per_layer=4, qk_norm="head", layer_linears=tuple(per_layer),
+                   final_softcap=bool(c.cfg.get("final_logit_softcapping", 30.0)))
 
 
 GEMMA3N = {"gemma3n_text": gemma3n_text}

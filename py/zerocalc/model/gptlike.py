@@ -5,28 +5,38 @@ a head bias. Sources: src/transformers/models/<model_type>/modeling_<x>.py, each
 meta-device build in tests/data/architectures.json. Activations: memory/blocks.py classic_block (not traced).
 
 - gpt_neo (GPTNeoBlock): wte, wpe; ln_1, attn.attention k/v/q (no bias), out_proj (bias); ln_2; mlp c_fc/c_proj
-  (intermediate_size or 4h); ln_f; tied head.
+  (intermediate_size or 4h); ln_f; tied head. Activations: memory/blocks.py's classic block (traced), each
+  layer's (max_positions)^2 bool causal-mask buffer memory/inputs.py CAUSAL_MASK_BUFFERS.
 - gptj / codegen (GPTJBlock, CodeGenBlock): ln_1 only (the parallel block), k/v/q/out (CodeGen: one qkv_proj)
-  without biases, mlp fc_in/fc_out (n_inner or 4h) with biases; ln_f; an untied lm_head with a bias.
+  without biases, mlp fc_in/fc_out (n_inner or 4h) with biases; ln_f; an untied lm_head with a bias. Both blocks'
+  activations: memory/blocks_families.py parallel_block (traced).
 - openai-gpt (Block): tokens_embed, positions_embed; Conv1D c_attn/c_proj, ln_1, c_fc/c_proj, ln_2 (post-norm),
-  no final norm; tied head.
+  no final norm; tied head. Activations: memory/blocks.py's classic block (traced; Attention._attn is eager only,
+  so every plan is costed eager), each layer's (n_positions)^2 causal-mask buffer memory/inputs.py
+  CAUSAL_MASK_BUFFERS.
 - ctrl (EncoderLayer): w; Wq/Wk/Wv/dense, ffn.0 (dff) / ffn.2, layernorm1/2, all biased; sinusoidal positions
-  are a buffer; final layernorm; the head is tied but has a bias.
+  are a buffer; final layernorm; the head is tied but has a bias. Activations: memory/blocks_families.py opt_block
+  (OPT's sequence, traced), the fp32 pos_encoding buffer memory/inputs.py model_buffer_terms.
 - mpt (MptBlock): wte (ALiBi, no positions); norm_1 / norm_2 / norm_f LayerNorms without bias, Wqkv, out_proj,
-  up_proj (4h), down_proj without biases; tied head.
+  up_proj (4h), down_proj without biases; tied head. Activations: memory/blocks_families.py eager_block (traced;
+  MptAttention is eager only, so every plan is costed eager).
 - gpt_neox_japanese (GPTNeoXJapaneseLayer): embed_in; two biased LayerNorms, query_key_value and dense without
   bias, a dense_bias in the last layer only, dense_h_to_4h (h x intermediate_multiple_size); final_layer_norm;
-  embed_out when untied.
+  embed_out when untied. Activations: memory/blocks_families.py eager_block (traced; eager only).
 """
 from __future__ import annotations
 
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
-# parameters checked against transformers (tests/test_architectures.py); activations not traced for these but GPT-J
-# (memory/blocks_families.py's rule, traced in tools/memtrace/families.py)
+# parameters checked against transformers (tests/test_architectures.py); activations not traced for these but
+# those in TRACED (memory/blocks_families.py's rules, traced in tools/memtrace/families.py, held within 3 % by
+# tests/test_family_grid.py)
 SUPPORT = ("exact parameter count; activations approximate (costed as the classic block of memory/blocks.py, "
            "not traced)")
+
+# GPT-Neo: memory/blocks.py's classic block (q/k/v, eager fp32 scores or FA2, gelu_new) is what it keeps (traced)
+TRACED = ("gptj", "codegen", "gpt_neo", "mpt", "openai-gpt", "gpt_neox_japanese", "ctrl")
 
 GPTLIKE = ("gpt_neo", "gptj", "codegen", "openai-gpt", "ctrl", "mpt", "gpt_neox_japanese")
 
@@ -136,6 +146,10 @@ def gptlike(c: ConfigReader, model_type: str) -> ModelArch:
     if head_bias:
         b.param(head, "bias", vocab, "lm_head")
     drop = c.cfg.get("resid_pdrop", c.cfg.get("resid_dropout", 0.0))
+    if model_type == "gpt_neox_japanese":
+        # its attention dropout (configuration_gpt_neox_japanese.py default 0.1): memory/blocks_families.py
+        # eager_block reads ModelArch.dropout as that
+        drop = c.cfg.get("attention_dropout", 0.1)
     return ModelArch(
         name=c.str("name", model_type), model_type=model_type, family="gpt2", hidden_size=h, num_layers=n,
         num_heads=heads, num_kv_heads=heads, head_dim=h // heads, intermediate_size=inter, vocab_size=vocab,
@@ -144,4 +158,4 @@ def gptlike(c: ConfigReader, model_type: str) -> ModelArch:
         qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
         tensors=tuple(b.tensors), block_linears=tuple(blk), dense_block_linears=tuple(blk),
-        support="exact" if model_type == "gptj" else SUPPORT)
+        support="exact" if model_type in TRACED else SUPPORT)

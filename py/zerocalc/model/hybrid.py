@@ -15,7 +15,7 @@ The parameters are exact (tests/test_architectures.py); the layer's activations:
 causal-conv1d and fla kernels' saves; traced for Qwen3-Next: tools/memtrace/ssm_trace.py qwen3_next)."""
 from __future__ import annotations
 
-from .arch import Linear
+from .arch import Linear, MoE
 from .config import ConfigReader, TensorList
 
 
@@ -87,8 +87,8 @@ def lfm2(c: ConfigReader, sparse: bool = False):
     conv_bias) or GQA attention (q/k/v, out_proj, per-head q_layernorm/k_layernorm), a SwiGLU feed_forward
     w1/w3/w2 whose width block_auto_adjust_ff_dim makes 2/3 of intermediate_size (times
     block_ffn_dim_multiplier, rounded up to block_multiple_of), operator_norm and ffn_norm; embedding_norm
-    after the last layer; the head tied by default. LFM2's activations: memory/ssm_blocks.py lfm2_layer (traced);
-    LFM2-MoE's stay approximate."""
+    after the last layer; the head tied by default. Activations: memory/ssm_blocks.py lfm2_layer (traced, LFM2-MoE's
+    sparse layers too)."""
     from .arch import ModelArch
     h, n_layers, vocab = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("vocab_size")
     heads = c.int("num_attention_heads")
@@ -137,22 +137,29 @@ def lfm2(c: ConfigReader, sparse: bool = False):
     b.norm("model.embedding_norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    ssm, dense = None, tuple(lins)
-    if not sparse:
-        # activations: memory/ssm_blocks.py lfm2_layer, each layer its kind's linears (tools/memtrace/ssm_trace.py lfm2)
-        mlp = (Linear("w1", h, inter), Linear("w3", h, inter), Linear("w2", inter, h))
-        conv = (Linear("in_proj", h, 3 * h), Linear("out_proj", h, h)) + mlp
-        attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
-                Linear("out_proj", heads * hd, h)) + mlp
-        ssm = {"layout": "lfm2", "residual_fp32": False, "rope_dim": hd,
-               "layers": tuple(conv if kind == "conv" else attn for kind in kinds)}
-        lins, dense = list(conv), attn
+    # activations: memory/ssm_blocks.py lfm2_layer, each layer its kind's linears (tools/memtrace/ssm_trace.py lfm2,
+    # lfm2_moe: the sparse layers' Lfm2MoeSparseMoeBlock as memory/blocks.py sparse_moe)
+    mlp = (Linear("w1", h, inter), Linear("w3", h, inter), Linear("w2", inter, h))
+    conv = (Linear("in_proj", h, 3 * h), Linear("out_proj", h, h))
+    attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("out_proj", heads * hd, h))
+    ssm = {"layout": "lfm2", "residual_fp32": False, "rope_dim": hd}
+    n_dense = c.int("num_dense_layers", default=2, lo=0) if sparse else n_layers
+    experts = ()
+    if sparse:
+        e, ei = c.int("num_experts"), c.int("moe_intermediate_size")
+        experts = (Linear("experts.gate_up_proj", h, 2 * ei, e), Linear("experts.down_proj", ei, h, e))
+        ssm["moe"] = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=4),
+                         expert_intermediate=ei, shared_intermediate=0, dense_layers=0)
+    kinds_lins = {(k, d): (conv if k == "conv" else attn) + (mlp if d else experts)
+                  for k in ("conv", "attn") for d in (True, False)}
+    ssm["layers"] = tuple(kinds_lins["conv" if kind == "conv" else "attn", i < n_dense]
+                          for i, kind in enumerate(kinds))
+    lins, dense = list(kinds_lins["conv", True]), kinds_lins["attn", True]
     return ModelArch(
         name=c.str("name", "lfm2"), model_type="lfm2_moe" if sparse else "lfm2", family="mamba", hidden_size=h, num_layers=n_layers,
         num_heads=heads, num_kv_heads=kv, head_dim=hd, intermediate_size=inter, vocab_size=vocab, tied_embeddings=tied,
         max_positions=c.cfg.get("max_position_embeddings"), gated_mlp=True, norm="rmsnorm", norms_per_layer=2,
         qk_norm="head", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False, dropout=0.0,
         tensors=tuple(b.tensors), block_linears=tuple(lins), dense_block_linears=dense,
-        ssm=ssm, support="exact" if not sparse else
-        "exact parameter count; activations approximate (LFM2's blocks are costed as a classic block, its sparse "
-        "layers as the dense feed_forward; not traced)")
+        ssm=ssm)

@@ -5,10 +5,12 @@ a g_proj h -> heads, no bias) or the short conv (depthwise conv (h, 1, conv_L_ca
 conv_bias on all three); then feed_forward w1 / w3 / w2, operator_norm, ffn_norm and with use_sandwich_norm
 post_operator_norm, post_ffn_norm. ``model.embedding_norm`` after the layers; lm_head tied by default.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the conv layers'
-linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/ssm_blocks.py lfm2_layer (traced:
+tools/memtrace/ssm_trace.py lfm3, tests/data/lfm3_trace.json).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
@@ -53,10 +55,18 @@ def lfm3(c: ConfigReader) -> ModelArch:
     b.norm("model.embedding_norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = (Linear("in_proj", h, 3 * h), Linear("out_proj", h, h), Linear("w1", h, inter), Linear("w3", h, inter),
-            Linear("w2", inter, h))
-    return recurrent_arch(c, "lfm3", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
-                          kv=kv, hd=hd, inter=inter, what="short-conv and attention layers are")
+    mlp = (Linear("w1", h, inter), Linear("w3", h, inter), Linear("w2", inter, h))
+    lins = (Linear("in_proj", h, 3 * h), Linear("out_proj", h, h)) + mlp
+    attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+            Linear("o_proj", heads * hd, h)) + ((Linear("g_proj", h, heads),) if gate else ()) + mlp
+    # activations: memory/ssm_blocks.py lfm2_layer with the gate and sandwich norms (tools/memtrace/ssm_trace.py
+    # lfm3); Lfm3RotaryEmbedding returns fp32 cos / sin, one pair per attention layer type
+    types = {kind for kind in kinds[:n_layers] if kind != "conv"}
+    ssm = {"layout": "lfm2", "residual_fp32": False, "sandwich": sandwich, "rope_dim": hd, "rope_bytes": 4,
+           "rope_tables": len(types), "layers": tuple(lins if kind == "conv" else attn for kind in kinds[:n_layers])}
+    arch = recurrent_arch(c, "lfm3", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
+                          kv=kv, hd=hd, inter=inter, what="", support="exact")
+    return replace(arch, gated_mlp=True, ssm=ssm, dense_block_linears=attn)
 
 
 LFM3 = {"lfm3": lfm3}

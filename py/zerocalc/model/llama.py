@@ -14,7 +14,9 @@ from .moe import is_sparse, mla_attention, mla_spec, moe_block, moe_spec
 
 # Gated DeltaNet hybrids whose layers memory/deltanet.py holds to traces (tools/memtrace/ssm_trace.py qwen3_next,
 # qwen3_5_text; Qwen3.5-MoE: Qwen3.5's layers with Qwen3-Next's sparse block)
-DELTANET_TRACED = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+DELTANET_TRACED = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "lara_mini")
+# modeling_lara_mini.py LaraMiniRMSNormGated multiplies its weight in fp32 ("Strict FP32 norm"): memory/deltanet.py
+FP32_GATED_NORM = ("lara_mini",)
 
 
 def switch(c: ConfigReader, value) -> bool:
@@ -170,7 +172,8 @@ def llama_like(c: ConfigReader, model_type: str) -> ModelArch:
         attn_softcap=bool(c.cfg.get("attn_logit_softcapping")), final_softcap=bool(c.cfg.get("final_logit_softcapping")),
         dropout=0.0, tensors=tuple(b.tensors), block_linears=tuple(block_linears),
         dense_block_linears=tuple(dense_linears), layer_linears=tuple(per_layer) if per_layer else None,
-        deltanet=deltanet_dims(c) if s["linear_attn"] in ("fused", "split") else None,
+        deltanet=deltanet_dims(c) | ({"gnorm_fp32": True} if model_type in FP32_GATED_NORM else {})
+        if s["linear_attn"] in ("fused", "split") else None,
         lightning={"block_size": c.int("block_size", default=256)} if s["linear_attn"] == "lightning" else None,
         support="exact parameter count; activations approximate (the Gated DeltaNet layers by Qwen3.5's traced rule, "
                 "memory/deltanet.py; this model's other layers not traced)"

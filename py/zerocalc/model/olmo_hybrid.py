@@ -11,12 +11,14 @@ full attention every 4th layer, at least the last one) either
   int(0.75 h / key heads), value dim 2 x key dim.
 ``model.norm``; lm_head untied by default.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the attention
-layers' linears (the DeltaNet's recurrence is not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/deltanet.py olmo_hybrid_layer (the causal-conv1d
+and fla kernels' saved sets, traced: tools/memtrace/ssm_trace.py olmo_hybrid).
 """
 from __future__ import annotations
 
-from .arch import ModelArch
+from dataclasses import replace
+
+from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .recurrent import llama_lins, recurrent_arch
 
@@ -70,9 +72,23 @@ def olmo_hybrid(c: ConfigReader) -> ModelArch:
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = llama_lins(h, heads, kv, hd, inter)
-    return recurrent_arch(c, "olmo_hybrid", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
-                          heads=heads, kv=kv, hd=hd, inter=inter,
-                          what="Gated DeltaNet and attention layers are")
+    # activations: memory/deltanet.py olmo_hybrid_layer, each layer its kind's linears (tools/memtrace/ssm_trace.py
+    # olmo_hybrid, tests/data/olmo_hybrid_trace.json)
+    mlp = lins[4:]
+    linear = tuple(Linear(name, h, d_out) for name, d_out in (
+        ("q_proj", nk * dk), ("k_proj", nk * dk), ("v_proj", nv * dv), ("a_proj", nv), ("b_proj", nv),
+        ("g_proj", nv * dv))) + (Linear("o_proj", nv * dv, h),) + mlp
+    ssm = {"layout": "olmo_hybrid", "residual_fp32": False, "fp32_norm": "product",
+           "deltanet": {"key": nk * dk, "value": nv * dv, "nk": nk, "nv": nv,
+                        "neg_eigval": c.bool("linear_allow_neg_eigval", True)},
+           "layers": tuple(linear if kind == "linear_attention" else lins for kind in kinds[:n_layers])}
+    rope = c.cfg.get("rope_parameters")
+    if isinstance(rope, dict) and rope.get("rope_theta") is not None:
+        # OlmoHybridModel builds rotary_emb only then ("Released ckpt don't use any ROPE")
+        ssm |= {"rope_dim": hd, "rope_bytes": 4}
+    arch = recurrent_arch(c, "olmo_hybrid", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
+                          heads=heads, kv=kv, hd=hd, inter=inter, what="", support="exact")
+    return replace(arch, gated_mlp=True, ssm=ssm)
 
 
 OLMO_HYBRID = {"olmo_hybrid": olmo_hybrid}

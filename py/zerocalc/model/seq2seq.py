@@ -19,8 +19,8 @@ field names. Sources, each checked against the meta-device build in tests/data/a
 - seamless_m4t / seamless_m4t_v2 (SeamlessM4T(v2)ForTextToText): shared, text_encoder / text_decoder of NLLB's
   layer names (ffn_layer_norm), sinusoidal position buffers, hidden_size for d_model; the speech encoder, the
   text-to-unit model and the vocoder are not in the text-to-text class.
-Activations: memory/blocks_seq2seq.py by the switches `switches` reads (traced: M2M100, LED, PEGASUS-X;
-tools/memtrace/seq2seq.py); a sparse layer's activations are costed as one dense feed-forward (top-k routing and
+Activations: memory/blocks_seq2seq.py by the switches `switches` reads (traced: M2M100, LED, PEGASUS-X,
+SeamlessM4T(v2); tools/memtrace/seq2seq.py); a sparse layer's activations are costed as one dense feed-forward (top-k routing and
 expert capacity are not modelled)."""
 from __future__ import annotations
 
@@ -30,12 +30,25 @@ from .arch import ModelArch
 from .config import ConfigReader, TensorList
 from .decoders import SUPPORT as BART_SUPPORT, bart_arch, layer_switches
 
+# traced (tools/memtrace/seq2seq.py): M2M100, LED, PEGASUS-X, SeamlessM4T(v2)'s text-to-text model
+TRACED = ("m2m_100", "led", "pegasus_x", "seamless_m4t", "seamless_m4t_v2")
 TRACED_SUPPORT = ("exact parameter count; activations traced (memory/blocks_seq2seq.py: tools/memtrace/golden/"
                   "seq2seq); LoRA adapters counted on one BART layer per block (not on the cross-attention)")
 
 SUPPORT = ("exact parameter count; activations approximate (BART's layer of memory/blocks_seq2seq.py, traced on "
            "M2M100 and LED, not on this model_type; MoE routing not modelled); LoRA adapters counted on one BART "
            "layer per block (not on the cross-attention nor on each expert)")
+
+# transformers 5.24's NllbMoeSparseMLP hands the router's (tokens, E) top-1 dispatch mask to NllbMoeExperts.forward,
+# which one-hot encodes it again (`one_hot(router_mask, num_classes=E)`): the 0/1 values name experts 0 and 1, so
+# expert_0 runs on every (token, expert) pair the mask leaves 0 and expert_1 on the kept top-1 tokens, the other
+# experts never (checked on a real 2 x 16-token step at E = 8: expert_0 224 rows, expert_1 32)
+NLLB_MOE_SUPPORT = ("exact parameter count; activations approximate (BART's layer of memory/blocks_seq2seq.py, a "
+                    "sparse layer costed as one dense feed-forward; transformers 5.24's NllbMoeExperts.forward "
+                    "one-hot encodes the router's dispatch mask again, so expert_0 runs on about (E - 1) x the "
+                    "tokens and expert_1 on the top-1 kept ones: a sparse layer keeps up to E times the dense "
+                    "feed-forward's activations, not modelled); LoRA adapters counted on one BART layer per block "
+                    "(not on the cross-attention nor on each expert)")
 
 _BART_NAMES = ("encoder_attn", "fc1", "fc2", "final_layer_norm")
 _SEAMLESS = {"base": "", "stacks": ("text_encoder", "text_decoder"),
@@ -129,8 +142,9 @@ def seq2seq(c: ConfigReader, model_type: str, row: dict | None = None) -> ModelA
             b.matrix("lm_head", "weight", (tgt, d), "lm_head", "lm_head")
     n_layers = c.int("encoder_layers") + c.int("decoder_layers")
     arch = bart_arch(c, model_type, b, d, n_layers, heads, c.int("decoder_ffn_dim"), tgt, tied, max_pos,
-                     TRACED_SUPPORT if model_type in ("m2m_100", "led", "pegasus_x") else
-                     BART_SUPPORT if model_type == "fsmt" else SUPPORT)
+                     TRACED_SUPPORT if model_type in TRACED else
+                     BART_SUPPORT if model_type == "fsmt" else NLLB_MOE_SUPPORT if model_type == "nllb-moe" else
+                     SUPPORT)
     return replace(arch, bart=switches(c, model_type, row))
 
 
@@ -144,6 +158,10 @@ def switches(c: ConfigReader, model_type: str, row: dict) -> dict:
     sw = layer_switches(c, model_type, row["emb_ln"], row["final_ln"])
     sw.update(post_ln=sw["post_ln"] or model_type in ("led", "fsmt"), decoder_only=False,
               encoder_attn=row["encoder_attn"])
+    if row["stacks"] == _SEAMLESS["stacks"]:
+        # SeamlessM4T(v2)EncoderLayer / DecoderLayer: `self.ffn_dropout = nn.Dropout(config.activation_dropout)` after
+        # the feed-forward (the attentions' attn_dropout is config.dropout)
+        sw["ff_dropout"] = sw["act_dropout"]
     if row["encoder_attn"] == "longformer":
         w = c.cfg.get("attention_window", 512)
         n = c.int("encoder_layers")

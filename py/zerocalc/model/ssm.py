@@ -4,8 +4,8 @@ depthwise conv1d (I, 1, conv_kernel) with use_conv_bias, in_proj (h -> 2I, use_b
 dt_proj (R -> I, biased), out_proj (I -> h, use_bias); ``backbone.norm_f``; lm_head tied by default.
 I = intermediate_size (expand x h), N = state_size, R = time_step_rank ("auto": ceil(h / 16)).
 
-The parameter count is exact (tests/test_architectures.py). The activations of Mamba, Mamba-2, Bamba, Falcon-H1,
-Nemotron-H without MoE layers and Granite 4 without experts are memory/ssm_blocks.py's (the mamba_ssm kernel's
+The parameter count is exact (tests/test_architectures.py). The activations of Mamba, FalconMamba, Mamba-2, Bamba,
+Falcon-H1, Nemotron-H and Granite 4 (their MoE layers too) are memory/ssm_blocks.py's (the mamba_ssm kernel's
 saves, traced); the other types' blocks are costed as a classic block of the same linears (``support`` says so)."""
 from __future__ import annotations
 
@@ -48,7 +48,10 @@ def mamba(c: ConfigReader) -> ModelArch:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = (Linear("in_proj", h, 2 * inter), Linear("x_proj", inter, r + 2 * n), Linear("dt_proj", r, inter),
             Linear("out_proj", inter, h))
-    # activations: memory/ssm_blocks.py mamba1_block (mamba_ssm's MambaInnerFn), held to tests/data/mamba_trace.json
+    # activations: memory/ssm_blocks.py mamba1_block (mamba_ssm's MambaInnerFn), held to tests/data/mamba_trace.json;
+    # falcon_mamba (model/__init__.py builds it here) calls the same MambaInnerFn with its weightless B / C / dt
+    # RMS norms, which normalise inside the kernel's forward and save B and C in the same shapes
+    # (tests/data/falcon_mamba_trace.json)
     dims = {"layout": "mamba1", "inner": inter, "state": n, "rank": r,
             "residual_fp32": c.bool("residual_in_fp32", True)}
     return ModelArch(
@@ -56,11 +59,7 @@ def mamba(c: ConfigReader) -> ModelArch:
         num_heads=1, num_kv_heads=1, head_dim=h, intermediate_size=inter, vocab_size=vocab, tied_embeddings=tied,
         max_positions=None, gated_mlp=False, norm="rmsnorm", norms_per_layer=1, qk_norm="", causal_lm=True,
         moe=None, mla=None, attn_softcap=False, final_softcap=False, dropout=0.0, tensors=tuple(b.tensors),
-        block_linears=lins, dense_block_linears=lins, **(
-            {"ssm": dims} if c.cfg.get("model_type", "mamba") == "mamba" else
-            # falcon_mamba (model/__init__.py builds it here) runs its own inner function with B / C / dt RMS norms
-            {"support": "exact parameter count; activations approximate (the selective scan is costed as a classic "
-                        "block)"}))
+        block_linears=lins, dense_block_linears=lins, ssm=dims)
 
 
 def mamba2_mixer(b: TensorList, m: str, h: int, inner: int, heads: int, groups: int, state: int, kernel: int,
@@ -115,13 +114,35 @@ def mamba2(c: ConfigReader) -> ModelArch:
     return replace(_arch(c, "mamba2", b, h, n_layers, vocab, tied, tuple(lins)), ssm=dims, support="exact")
 
 
+def nemotron_h_config(cfg) -> dict:
+    """NemotronHConfig.__post_init__'s backward compatibility (configuration_nemotron_h.py): the published
+    checkpoints' mamba_n_groups / mamba_d_conv / mamba_conv_bias / mamba_expand override n_groups, conv_kernel,
+    use_conv_bias, expand; hybrid_override_pattern ("M" linear_attention, "E" moe, "*" full_attention, "-" mlp)
+    gives layers_block_type when that and layer_types are absent, else the default [linear_attention, moe,
+    full_attention, mlp]; num_hidden_layers is ignored."""
+    out = dict(cfg)
+    for old, new in (("mamba_n_groups", "n_groups"), ("mamba_d_conv", "conv_kernel"),
+                     ("mamba_conv_bias", "use_conv_bias"), ("mamba_expand", "expand")):
+        if old in out:
+            out[new] = out.pop(old)
+    kinds = out.get("layers_block_type") or out.get("layer_types")
+    if not kinds:
+        pattern = out.get("hybrid_override_pattern")
+        kinds = list(pattern) if isinstance(pattern, str) and pattern else \
+            ["linear_attention", "moe", "full_attention", "mlp"]
+    out["layers_block_type"] = kinds
+    return out
+
+
 def nemotron_h(c: ConfigReader) -> ModelArch:
     """Nemotron-H (modeling_nemotron_h.py): per ``layers_block_type`` entry a block of norm + mixer, the mixer a
     Mamba-2 mixer (linear_attention / mamba), GQA attention (full_attention / attention: q/k/v/o,
     attention_bias), a ReLU² MLP (mlp: up_proj/down_proj, mlp_bias) or a MoE (moe: experts up_proj (E, I, h)
-    / down_proj (E, h, I), gate (E x h), shared_experts up/down of moe_shared_expert_intermediate_size)."""
+    / down_proj (E, h, I), gate (E x h), shared_experts up/down of moe_shared_expert_intermediate_size; with
+    moe_latent_size L the experts are (E, I, L) / (E, L, I) between fc1_latent_proj h -> L and fc2_latent_proj)."""
+    c = ConfigReader(nemotron_h_config(c.cfg))
     h, vocab = c.int("hidden_size"), c.int("vocab_size")
-    kinds = c.cfg.get("layers_block_type") or c.cfg.get("layer_types") or []
+    kinds = c.cfg["layers_block_type"]
     heads, kv = c.int("num_attention_heads", default=32), c.int("num_key_value_heads", default=8)
     hd = c.int("head_dim", default=h // heads)
     att_bias, mlp_bias = c.bool("attention_bias", False), c.bool("mlp_bias", False)
@@ -148,21 +169,24 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
             b.linear(f"{m}.down_proj", inter, h, "mlp", bias=mlp_bias)
         elif kind in ("moe", "E"):
             e, ei = c.int("n_routed_experts"), c.int("moe_intermediate_size")
-            b.matrix(f"{m}.experts", "up_proj", (e, ei, h), "routed_experts")
-            b.matrix(f"{m}.experts", "down_proj", (e, h, ei), "routed_experts")
+            # NemotronHExperts: input_dim = moe_latent_size when set (fc1 / fc2_latent_proj around the experts)
+            lat = c.int("moe_latent_size") if c.cfg.get("moe_latent_size") is not None else h
+            b.matrix(f"{m}.experts", "up_proj", (e, ei, lat), "routed_experts")
+            b.matrix(f"{m}.experts", "down_proj", (e, lat, ei), "routed_experts")
             b.matrix(f"{m}.gate", "weight", (e, h), "router")
             si = c.int("moe_shared_expert_intermediate_size", default=0, lo=0) * (c.int("n_shared_experts", default=1, lo=0) > 0)
             if si:
                 b.linear(f"{m}.shared_experts.up_proj", h, si, "shared_experts", bias=mlp_bias)
                 b.linear(f"{m}.shared_experts.down_proj", si, h, "shared_experts", bias=mlp_bias)
+            if c.cfg.get("moe_latent_size") is not None:
+                b.linear(f"{m}.fc1_latent_proj", h, lat, "routed_experts", bias=mlp_bias)
+                b.linear(f"{m}.fc2_latent_proj", lat, h, "routed_experts", bias=mlp_bias)
         else:
             raise PlanError("model.layers_block_type", f"model_type 'nemotron_h': layer kind {kind!r} is not modelled")
     b.norm("model.norm_f", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     arch = _arch(c, "nemotron_h", b, h, len(kinds), vocab, tied, tuple(lins), heads, kv, hd)
-    if any(kind in ("moe", "E") for kind in kinds):
-        return arch                                  # the sparse layers' activations are not modelled
     # activations: memory/ssm_blocks.py single_mixer_layer, each layer one mixer of its kind (its own linears),
     # held to tests/data/nemotron_h_trace.json (tools/memtrace/ssm_trace.py nemotron_h)
     mh = c.int("mamba_num_heads", default=128)
@@ -176,8 +200,24 @@ def nemotron_h(c: ConfigReader) -> ModelArch:
     per_kind = {"linear_attention": mixer, "mamba": mixer, "M": mixer, "full_attention": attn, "attention": attn,
                 "*": attn, "mlp": mlp, "-": mlp}
     dims = {"inner": mh * c.int("mamba_head_dim", default=64), "heads": mh, "groups": c.int("n_groups", default=8),
-            "residual_fp32": False, "fp32_norm": True, "layout": "single",
-            "layers": tuple(per_kind[kind] for kind in kinds)}
+            "residual_fp32": False, "fp32_norm": True, "layout": "single"}
+    if any(kind in ("moe", "E") for kind in kinds):
+        # NemotronHMoE: the fp32 router, the non-gated experts (E, I, h) / (E, h, I) and the shared ReLU² MLP;
+        # memory/ssm_blocks.py nemotron_moe, held to tests/data/nemotron_h_moe_trace.json (with the latent
+        # projections: nemotron_h_latent_trace.json)
+        e, ei = c.int("n_routed_experts"), c.int("moe_intermediate_size")
+        si = (c.int("moe_shared_expert_intermediate_size", default=0, lo=0)
+              * (c.int("n_shared_experts", default=1, lo=0) > 0))
+        lat = c.int("moe_latent_size") if c.cfg.get("moe_latent_size") is not None else h
+        moe_lins = (Linear("experts.up_proj", lat, ei, e), Linear("experts.down_proj", ei, lat, e))
+        if si:
+            moe_lins += (Linear("up_proj", h, si), Linear("down_proj", si, h))
+        if c.cfg.get("moe_latent_size") is not None:
+            moe_lins += (Linear("fc1_latent_proj", h, lat), Linear("fc2_latent_proj", lat, h))
+        per_kind |= {"moe": moe_lins, "E": moe_lins}
+        dims["moe"] = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=2),
+                          expert_intermediate=ei, shared_intermediate=si, dense_layers=0, router_fp32="cast")
+    dims["layers"] = tuple(per_kind[kind] for kind in kinds)
     return replace(arch, block_linears=mixer, dense_block_linears=attn + mlp, ssm=dims, support="exact")
 
 
@@ -220,19 +260,23 @@ def granitemoehybrid(c: ConfigReader) -> ModelArch:
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     arch = _arch(c, "granitemoehybrid", b, h, n_layers, vocab, tied, tuple(lins), heads, kv, hd)
-    if e > 0:
-        return arch                                  # the sparse block's activations are not modelled
-    # dense Granite 4 (Granite-4.0-H-Micro): memory/ssm_blocks.py hybrid_layer, held to
-    # tests/data/granitemoehybrid_trace.json
+    # activations: memory/ssm_blocks.py hybrid_layer, held to tests/data/granitemoehybrid_trace.json (dense,
+    # Granite-4.0-H-Micro's layout) and granitemoehybrid_moe_trace.json (experts, Granite-4.0-H-Tiny's)
     inner = int(c.cfg.get("mamba_expand", 2) * h)
     mh, groups = c.int("mamba_n_heads", default=128), c.int("mamba_n_groups", default=1)
     mlp = (Linear("input_linear", h, 2 * si), Linear("output_linear", si, h))
+    if e > 0:
+        # GraniteMoeHybridMoE beside shared_mlp: the router and the fused experts (memory/blocks.py sparse_moe)
+        mlp += (Linear("experts.gate_up_proj", h, 2 * inter, e), Linear("experts.down_proj", inter, h, e))
     mixer = (Linear("in_proj", h, 2 * inner + 2 * groups * c.int("mamba_d_state", default=256) + mh),
              Linear("out_proj", inner, h)) + mlp
     attn = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
             Linear("o_proj", heads * hd, h)) + mlp
     dims = {"inner": inner, "heads": mh, "groups": groups, "residual_fp32": False,
             "layers": tuple(mixer if kind == "linear_attention" else attn for kind in kinds[:n_layers])}
+    if e > 0:
+        dims["moe"] = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=2),
+                          expert_intermediate=inter, shared_intermediate=0, dense_layers=0)
     if c.cfg.get("position_embedding_type") == "rope":
         dims["rope_dim"] = hd
     return replace(arch, block_linears=mixer, dense_block_linears=attn, gated_mlp=True, ssm=dims, support="exact")

@@ -3,8 +3,8 @@ of Gemma 2 layers, each with its own embed_tokens and final norm, read from the 
 sub-configs by their own field names. A layer: q/k/v/o (GQA, head_dim), pre/post self-attention RMSNorms, the
 GeGLU MLP gate/up/down with pre/post feed-forward RMSNorms; a decoder layer adds cross_attn (q from the hidden
 size, k/v from cross_attention_hidden_size) with its pre/post norms. The lm_head is the decoder's embedding
-(tie_word_embeddings). Checked against the meta-device build in tests/data/architectures.json; activations
-costed as a Gemma decoder block of memory/blocks.py (not traced)."""
+(tie_word_embeddings). Checked against the meta-device build in tests/data/architectures.json; activations by
+memory/blocks_seq2seq.py t5gemma_stacks (traced: tools/memtrace/seq2seq.py t5gemma)."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -52,14 +52,19 @@ def t5gemma(cfg: Mapping) -> ModelArch:
     top = ConfigReader(cfg)
     c, h, n_dec, heads, kv, hd, inter, vocab, blk = out["decoder"]
     tied = top.bool("tie_word_embeddings", True)
+    # T5GemmaDecoder's attention (eager: tanh(scores / cap) * cap) and T5GemmaForConditionalGeneration.forward's
+    # `logits = tanh(logits / final_logit_softcapping) * final_logit_softcapping`, by the decoder's fields
+    softcap = c.cfg.get("attn_logit_softcapping") is not None
+    final_softcap = c.cfg.get("final_logit_softcapping") is not None
     if not tied:
         b.matrix("lm_head.out_proj", "weight", (vocab, h), "lm_head", "out_proj")
     return ModelArch(
         name=top.str("name", "t5gemma"), model_type="t5gemma", family="gemma", hidden_size=h,
         num_layers=out["encoder"][2] + n_dec, num_heads=heads, num_kv_heads=kv, head_dim=hd, intermediate_size=inter,
         vocab_size=vocab, tied_embeddings=tied, max_positions=c.cfg.get("max_position_embeddings"), gated_mlp=True,
-        norm="rmsnorm", norms_per_layer=4, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False,
-        final_softcap=False, dropout=0.0, tensors=tuple(b.tensors), block_linears=tuple(blk),
-        dense_block_linears=tuple(blk),
-        support="exact parameter count; activations approximate (costed as Gemma decoder blocks; not traced); "
-                "LoRA adapters on the decoder's cross_attn not counted")
+        norm="rmsnorm", norms_per_layer=4, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=softcap,
+        final_softcap=final_softcap, dropout=0.0, tensors=tuple(b.tensors), block_linears=tuple(blk),
+        dense_block_linears=tuple(blk), t5gemma={"encoder_layers": out["encoder"][2]},
+        support="exact parameter count; activations traced (memory/blocks_seq2seq.py t5gemma_stacks: Gemma 2 "
+                "layers, the decoder's cross-attention; tools/memtrace/golden/seq2seq/t5gemma-*); LoRA adapters "
+                "on the decoder's cross_attn not counted in the parameters")

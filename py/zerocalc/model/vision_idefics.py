@@ -13,6 +13,12 @@ its flat top-level config:
   head_dim, a Llama MLP, two RMSNorms, alpha_cross_attn / alpha_dense (1 each, or h with alpha_type "vector").
   Each gated layer is placed in the decoder block it runs before (block i x cross_layer_interval) and its
   activations are costed as that block's: ``support`` says so.
+- IdeficsModel.__init__ ends with freeze_relevant_params: freeze_text_layers (IdeficsConfig's default True)
+  freezes the decoder layers and the final norm (freeze_model: every module but those of the
+  freeze_text_module_exceptions types, of which only "Linear" occurs in them) and embed_tokens' regular weight
+  (IdeficsDecoupledEmbedding partially_freeze), freeze_lm_head (default False) lm_head's regular weight: those
+  are ``config_frozen`` (no gradient, no optimizer state under method full; their layers save what a frozen
+  block saves, memory/activations.py). freeze_vision_layers is left to vision.trainable.
 """
 from __future__ import annotations
 
@@ -103,4 +109,19 @@ def idefics_text(text: Mapping, build: Callable, cfg: Mapping | None = None):
         b.param(q, "alpha_cross_attn", alpha, "attention")
         b.param(q, "alpha_dense", alpha, "attention")
         out[first[i * interval]:first[i * interval]] = b.tensors
-    return replace(arch, tensors=tuple(out) + tuple(head_extra), support=SUPPORT)
+    tensors = tuple(out) + tuple(head_extra)
+    frozen = config_frozen(ConfigReader({**text, **(cfg or {})}), tensors)
+    return replace(arch, tensors=tensors, support=SUPPORT, config_frozen=frozen)
+
+
+def config_frozen(c: ConfigReader, tensors: tuple) -> tuple[str, ...]:
+    """The tensor names IdeficsModel.freeze_relevant_params / IdeficsForVisionText2Text freeze at construction."""
+    frozen = []
+    if c.bool("freeze_text_layers", True):
+        keep_linears = "Linear" in (c.cfg.get("freeze_text_module_exceptions") or ())
+        frozen += [t.name for t in tensors
+                   if (t.layer is not None and ".gated_cross_attn." not in t.name and not (keep_linears and t.linear))
+                   or t.name in ("model.norm.weight", "model.embed_tokens.weight")]
+    if c.bool("freeze_lm_head", False):
+        frozen.append("lm_head.weight")
+    return tuple(frozen)

@@ -11,8 +11,11 @@ language model whose ``cross_attention_layers`` are cross-attention decoder laye
 - MllamaTextModel: embed_tokens of vocab_size + 8 rows; a MllamaSelfAttentionDecoderLayer is a Llama block; a
   MllamaCrossAttentionDecoderLayer has the same q/k/v/o, MLP and two RMSNorms plus q_norm / k_norm (head_dim)
   and the scalars cross_attn_attn_gate / cross_attn_mlp_gate. So the language model is built as a Llama and
-  each cross-attention layer gains those four tensors; its activations (attention to the image tokens) are
-  costed as a self-attention layer's: ``support`` says so.
+  each cross-attention layer gains those four tensors. ``image_cross_layers`` names those layers: a step fed no
+  images skips them (MllamaTextModel.forward: `continue` without cross_attention_states; memory/blocks_cross.py,
+  traced in tools/memtrace/families.py's mllama rows); a step fed image tokens (vision.tokens_per_sample: the
+  projected vision states) runs them over those states (memory/blocks_cross.py cross_layer; the mllamaimg rows).
+  The tower's own activations are not modelled (vision.images_per_sample is refused).
 """
 from __future__ import annotations
 
@@ -28,8 +31,6 @@ VISION = {"hidden_size": 1280, "num_hidden_layers": 32, "num_global_layers": 8, 
 TEXT = {"vocab_size": 128256, "hidden_size": 4096, "num_hidden_layers": 40, "num_attention_heads": 32,
         "num_key_value_heads": 8, "intermediate_size": 14336, "rms_norm_eps": 1e-5, "max_position_embeddings": 131072,
         "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]}
-SUPPORT = ("exact parameter count; activations approximate (the cross-attention layers, which attend to the "
-           "image tokens, are costed as self-attention layers)")
 
 
 def mllama_parts(cfg: Mapping, text_h: int) -> list:
@@ -93,4 +94,4 @@ def mllama_text(text: Mapping, build: Callable, cfg: Mapping | None = None):
         b.param(q, "cross_attn_attn_gate", 1, "attention")
         b.param(q, "cross_attn_mlp_gate", 1, "attention")
         out[last[i]:last[i]] = b.tensors
-    return replace(arch, tensors=tuple(out), support=SUPPORT)
+    return replace(arch, tensors=tuple(out), image_cross_layers=tuple(sorted(cross)))

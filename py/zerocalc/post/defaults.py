@@ -66,7 +66,10 @@ TRL_LIKE = ("trl", "ms-swift", "llamafactory")       # built on TRL's trainers /
 DEFAULT_LENGTHS = {"llamafactory": (1024, 1024)}     # cutoff_len 2048
 VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, "llamafactory": 0.9}
 LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-NEWEST = {"trl": TRL_NEWEST}                          # the newest release each trainer's rules were read in
+NEWEST = {"trl": TRL_NEWEST, "ms-swift": (4, 6, 0)}   # the newest release each trainer's rules were read in
+#                                                      (ms-swift: 3602360, swift/version.py 4.6.0.dev0)
+SWIFT_NLL_ALWAYS_SINCE = (3, 5, 0)                   # ms-swift DPO: get_nll_loss runs whatever rpo_alpha says
+SWIFT_NLL_FROM_LOGPS_SINCE = (3, 6, 0)               # ms-swift DPO: the NLL from the per-token log-probs
 GROUPED_COMPLETION_512_SINCE = (1, 10, 0)            # TRL GRPO/RLOO max_completion_length: 256 before, 512 from
 GRPO_BETA_ZERO_SINCE = (0, 19, 0)                    # TRL GRPOConfig.beta: 0.04 up to 0.18.x, 0.0 from 0.19.0
 FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
@@ -222,8 +225,20 @@ def resolve(plan: Plan) -> Post | None:
 
 
 def rpo_cross_entropy(pt: PostTraining) -> bool:
-    """Whether ``rpo_alpha`` runs a cross-entropy of its own over the chosen rows' logits (post/logprobs.py):
-    TRL's DPOTrainer up to 0.28 (`if self.args.rpo_alpha is not None`: 0.0 counts), not ms-swift's (its own
-    `concatenated_forward` takes the NLL from the per-token log-probs it has) nor LLaMA-Factory's `pref_ftx`
-    (`sft_loss = -policy_chosen_logps_avg`)."""
-    return pt.rpo_alpha is not None and pt.trainer == "trl"
+    """Whether DPO runs a cross-entropy of its own over the chosen rows' logits (post/logprobs.py `chosen_nll`):
+    TRL's DPOTrainer up to 0.28 with ``rpo_alpha`` (`if self.args.rpo_alpha is not None`: 0.0 counts); ms-swift's
+    DPOTrainer up to 3.5.x (`trainer_version`), whose `get_nll_loss(all_logits[:num_examples], ...)` is
+    `logits[..., :-1, :].contiguous()` into `nn.CrossEntropyLoss` (swift/trainers/rlhf_trainer/dpo_trainer.py:
+    under `if self.args.rpo_alpha is not None` in v3.4.1, unconditional in v3.5.0, gone from v3.6.0, where
+    `concatenated_forward` takes the NLL from the per-token log-probs it has, as at 3602360); not LLaMA-Factory's
+    `pref_ftx` (`sft_loss = -policy_chosen_logps_avg`)."""
+    if pt.method != "dpo" and pt.method != "ipo":
+        return pt.rpo_alpha is not None and pt.trainer == "trl"
+    if pt.trainer == "trl":
+        return pt.rpo_alpha is not None
+    if pt.trainer != "ms-swift":
+        return False
+    version = version_tuple(pt.trainer_version, NEWEST["ms-swift"])
+    if version >= SWIFT_NLL_FROM_LOGPS_SINCE:
+        return False
+    return version >= SWIFT_NLL_ALWAYS_SINCE or pt.rpo_alpha is not None

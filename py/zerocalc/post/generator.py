@@ -41,6 +41,14 @@ accounting is read from vLLM's source.
   hf-generate-cache.json). Under ZeRO-3 the whole model is gathered (trl/models/utils.py
   `unwrap_model_for_generation`: `GatheredParameters(model.parameters())`, unless
   `ds3_gather_for_generation=False`).
+- TRL's PPO rollout (ms-swift's PPO is TRL's PPOTrainer, swift/rlhf_trainers/ppo_trainer.py at 3602360; TRL
+  ppo_trainer.py v0.19.0 lines 424-433, the same in trl/experimental/ppo): `unwrap_model_for_generation(self.model,
+  ...)` where `self.model = PolicyAndValueWrapper(self.policy_model, self.value_model)`, so under ZeRO-3
+  `GatheredParameters(model.parameters())` gathers the critic's 16-bit weights beside the policy's
+  (`ppo_rollout_gathered_bytes`); and trl/trainer/utils.py `generate` asks for `output_scores=True` and returns
+  `torch.stack(output.scores, 1)`: one fp32 row of processed logits per generated token (transformers `_sample`:
+  `outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32)`) kept for every sequence, beside their stacked copy
+  while the cache is still alive (`ppo_rollout_scores_bytes`).
 """
 from __future__ import annotations
 
@@ -117,3 +125,14 @@ def sync_gathers_whole_model(peft: bool, framework: str, zero_stage: int, traine
 def sync_gather_bytes(whole: bool, model_numel: int, largest_tensor: int) -> int:
     """The 16-bit weights gathered at once to hand the policy to vLLM: the whole model, or one parameter."""
     return 2 * model_numel if whole else 2 * largest_tensor
+
+
+def ppo_rollout_scores_bytes(rows: int, completion: int, vocab: int) -> int:
+    """TRL PPO's rollout logits (see the module docstring): the per-step fp32 scores and their torch.stack."""
+    return 2 * 4 * rows * completion * vocab
+
+
+def ppo_rollout_gathered_bytes(critic_numel: int) -> int:
+    """The critic's 16-bit weights that ZeRO-3 gathers with the policy for TRL PPO's generation (the module
+    docstring: `PolicyAndValueWrapper` is what `unwrap_model_for_generation` gathers)."""
+    return 2 * critic_numel

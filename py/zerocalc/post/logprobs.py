@@ -62,6 +62,10 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   `.contiguous()` copy (B >= 2 rows) dies as the function returns, before get_batch_logps' own, larger moment.
   Checked on CPU eager (torch 2.13 profiler, fp32 logits, B = 1 pair): TRL 0.11.4's CPO loss code with
   cpo_alpha 1 holds 0.5 c·R·T·V more than with 0 saved, at the end of forward and at the backward peak.
+- ms-swift's DPO up to 3.5.x (post/defaults.py `rpo_cross_entropy`, `trainer_version`): `get_nll_loss` makes the
+  chosen rows' shifted logits contiguous and runs `nn.CrossEntropyLoss` on them (v3.4.1 under `rpo_alpha`,
+  v3.5.0 always): the same saved log_softmax of the B chosen rows (`chosen_nll`), and for the reference too (its
+  `concatenated_forward` is the same function, not guarded); from v3.6.0 none.
 - DPO's ``rpo_alpha`` in TRL up to 0.28 (post/defaults.py `rpo_cross_entropy`): `concatenated_forward` runs,
   after `selective_log_softmax`, `F.cross_entropy(torch.flatten(logits[:num_examples, :-1], end_dim=1), ...)`
   (trl/trainer/dpo_trainer.py v0.28.0 lines 1706-1714, the same from v0.20.0; v0.12.0-v0.19 slice

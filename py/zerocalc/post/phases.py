@@ -12,8 +12,16 @@ from ..run.phase import Phase, phase
 from ..run.view import RunView
 from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy
-from .generator import (hf_kv_cache_bytes, hf_kv_dtypes, kv_bytes_per_token, sleep_host_bytes, sync_gather_bytes,
-                        sync_gathers_whole_model, vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
+from .generator import (hf_kv_cache_bytes, hf_kv_dtypes, kv_bytes_per_token, ppo_rollout_gathered_bytes,
+                        ppo_rollout_scores_bytes, sleep_host_bytes, sync_gather_bytes, sync_gathers_whole_model,
+                        vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
+from .models import role_arch, scalar_head_arch
+
+# TRL's OnPolicyConfig / ms-swift's RLHFArguments local_rollout_forward_batch_size (64): the rows each of PPO's
+# rollout forwards (policy scores, reference, value, reward) takes at once (trl/trainer/ppo_trainer.py v0.19.0
+# `for i in range(0, queries.shape[0], args.local_rollout_forward_batch_size)`), while `logitss`, the generation's
+# padded fp32 scores (utils.py `batch_generation`: `pad(logitss)`), stay alive until the loop ends
+ROLLOUT_FORWARD_BATCH = 64
 from .logprobs import fused_head_no_grad, fused_head_torch, kernel_buffers, reference_forward_bytes
 
 
@@ -54,11 +62,17 @@ def generate_phase(v: RunView, post: Post) -> Phase | None:
     dt = v.si.dt
     kv = hf_kv_cache_bytes(arch, post.gen_rows, length,
                            *hf_kv_dtypes(dt.weight if plan.method == "full" else dt.frozen, dt.autocast))
-    extra = {"activations": kv + 4 * 2 * post.gen_rows * arch.vocab_size}
+    trl_ppo = post.method == "ppo" and post.trainer in ("trl", "ms-swift")
+    scores = ppo_rollout_scores_bytes(post.gen_rows, post.completion, arch.vocab_size) if trl_ppo else 0
+    extra = {"activations": kv + 4 * 2 * post.gen_rows * arch.vocab_size + scores}
     note = f"HF generate: KV cache for {post.gen_rows} sequences x {length} tokens"
     if plan.framework == "deepspeed" and plan.zero_stage == 3:
         extra["weights"] = 2 * (v.si.trainable.numel + (v.si.frozen_numel if plan.method != "full" else 0))
         note += ", whole model gathered (ZeRO-3 ds3_gather_for_generation)"
+        if trl_ppo and post.critic is not None and post.critic.placement == "same-gpus":
+            critic = scalar_head_arch(role_arch(post.critic, arch)).total_params
+            extra["weights"] += ppo_rollout_gathered_bytes(critic)
+            note += " with the critic (TRL PolicyAndValueWrapper)"
     return phase("generate", _forward_resident(v), extra, transient=kv, note=note)
 
 
@@ -84,12 +98,16 @@ def sync_phase(v: RunView, post: Post) -> Phase | None:
 
 def score_phase(v: RunView, post: Post) -> Phase | None:
     """No-grad forwards over the generation batch in chunks of the training micro-batch (TRL GRPO
-    `_get_per_token_logps_and_entropies(..., batch_size)`; verl / OpenRLHF log-prob micro-batches), the reference,
-    reward and value models as placed; or the DPO precompute pass."""
+    `_get_per_token_logps_and_entropies(..., batch_size)`; verl / OpenRLHF log-prob micro-batches; TRL's and ms-swift's
+    PPO in chunks of `ROLLOUT_FORWARD_BATCH` rows beside the rollout's kept fp32 scores), the reference, reward and
+    value models as placed; or the DPO precompute pass."""
     arch = v.plan.arch
     if not post.online and post.reference != "precomputed":
         return None
-    rows = post.rows
+    trl_ppo = post.method == "ppo" and post.trainer in ("trl", "ms-swift")
+    # TRL PPO scores the rollout in chunks of local_rollout_forward_batch_size, beside the generation's fp32 scores
+    rows = min(post.gen_rows, ROLLOUT_FORWARD_BATCH) if trl_ppo else post.rows
+    kept = ppo_rollout_scores_bytes(post.gen_rows, post.completion, arch.vocab_size) // 2 if trl_ppo else 0
     positions = post.logit_positions if post.online else post.length
     e = 2 if v.si.dt.autocast else v.si.dt.compute
     cast = casts_outputs(post, v.si, v.plan.loss == "chunked")
@@ -106,12 +124,13 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
         logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, c)
     if cast and arch.causal_lm:
         logits = no_grad_with_copy(logits, rows * positions * arch.vocab_size)
-    peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length))
+    peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length)) + kept
     base = _forward_resident(v)
     if not post.online:
         base = {k: b for k, b in base.items() if k in ("weights", "lora_adapters", "buffers")}
     what = "old/reference/reward log-probabilities" if post.online else "reference log-probabilities precomputed"
-    return phase("score", base, {"logits": peak}, transient=peak, note=f"{what}, {rows} rows x {post.length} tokens")
+    return phase("score", base, {"logits": peak}, transient=peak - kept,
+                 note=f"{what}, {rows} rows x {post.length} tokens")
 
 
 def in_step_score_phase(post: Post, step_terms) -> Phase | None:

@@ -1,0 +1,77 @@
+"""The fused experts' backward: the rows their matmuls run on and the transient gradient buffers the grouped /
+per-expert matmuls hold in a full fine-tune's backward (memory/activations.py costs them as moments of the step;
+traced in tools/memtrace/moe_trace.py, held by tests/test_moe_families.py)."""
+from __future__ import annotations
+
+from ..model import ModelArch
+from ..plan import Plan
+from .lora import layer_adapters
+from .precision import Dtypes
+from .stack import Stack
+
+
+EVERY_EXPERT = ("llama4_text", "llama4")         # Llama 4 text, and the composite whose text model it is
+
+
+def routed_rows(arch: ModelArch, t: int) -> int:
+    """The rows the experts' matmuls run on: t·k routed tokens (transformers' MoE experts), or every token through
+    every expert (modeling_llama4.py Llama4TextMoe: `hidden_states.repeat(E, 1)` times the router's scores)."""
+    return t * (arch.moe.num_experts if arch.model_type in EVERY_EXPERT else arch.moe.experts_per_token)
+
+
+def expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int, top_sparse: bool = True) -> int:
+    """Full fine-tuning of fused 3-D experts, layer 0 sparse: the backward of layer 0's gate_up grouped matmul
+    (transformers 5.24 integrations/moe.py _grouped_linear: torch._grouped_mm(x, weight.transpose(-2, -1)))
+    holds a second gate_up-sized gradient (E·2I·h in the gradient dtype) beside the stored gradients, with the
+    gradient of its output (t·k·2I) and of its gathered input (t·k·h) in the compute dtype. Traced (tests/data/
+    moe_families_trace.json): one such copy in Mixtral, OLMoE, GraniteMoE (input_linear) and gpt-oss. A dense
+    layer 0 (DeepSeek first_k_dense_replace) runs last: the sparse layers' transient passes before the
+    embedding's and layer 0's gradients exist, and is not counted. Only where the gradients exist before the
+    backward (accumulation steps > 1, or torch 1.x's zero_grad keeping them): the new gradient is then added
+    into .grad; on the first micro-step AccumulateGrad steals it (traced, gradient_accumulation_steps 1: no such
+    temporary, mixtral-2l-full-s512-ga1). Single process and DDP only: DeepSpeed's and FSDP's gradient hooks
+    were not traced with MoE. Llama 4 (interleaved dense layers, its own bmm experts: every expert on every
+    token) has the moment in its top sparse layer (traced: llama4-text-4l-full-s512, layers 1 and 3 sparse: the
+    16·2048·4096 bf16 gradient, the gate_up output's and the input's gradients, 0.348 GiB of temporaries)."""
+    moe = arch.moe
+    if moe is None or plan.method != "full" or plan.framework not in ("single", "ddp"):
+        return 0
+    ie, h = moe.expert_intermediate, arch.hidden_size
+    if arch.model_type == "dbrx":
+        # modeling_dbrx.py DbrxExperts: `self.mlp.w1.view(-1, I, h)[expert_idx]` is a select, whose backward
+        # (select_backward) writes each expert's (I, h) gradient into a zero tensor of the whole (E·I, h) weight;
+        # autograd sums those per parameter before AccumulateGrad, so w1, v1 and w2 each hold a full-size buffer
+        # while the next expert's adds a fourth, beside that expert's three (I, h) slice gradients, on every
+        # micro-step (traced: dbrx-2l-full-s512, 896 + 42 MiB of temporaries at select_backward)
+        return dt.grad * (4 * moe.num_experts + 3) * ie * h
+    if arch.model_type == "jetmoe":
+        # modeling_jetmoe.py JetMoeParallelExperts: `F.linear(input_list[i], self.weight[i])`, the same
+        # select_backward per expert (above); the top layer's MLP input_linear (E, 2I, h) holds its summed buffer
+        # and the next expert's, with that expert's (2I, h) slice and the gradients of its output and gathered input
+        # (output_linear's loop is summed into .grad before; traced: jetmoe-2l-full-s512, 0.879 GiB of temporaries
+        # with lm_head's pending tied gradient)
+        return (dt.grad * (2 * moe.num_experts + 1) * 2 * ie * h
+                + (2 if dt.autocast else dt.compute) * routed_rows(arch, t) * (2 * ie + h))
+    if moe.zero_experts:
+        # LongCat-Flash (modeling_longcat_flash.py LongcatFlashExperts): `self.gate_up_proj[expert_idx]` per expert,
+        # so select_backward writes each expert's gradient into a zero tensor of the whole (E + Z, 2I, h) weight: the
+        # summed buffer and the next expert's, the summed (E, h, I) down_proj buffer and one expert's (2I, h) slice,
+        # beside three t·h gradients and one expert's rows' (traced: longcat-flash-2l-full-s512, 117.2 MiB of
+        # temporaries at select_backward)
+        e = 2 if dt.autocast else dt.compute
+        n = moe.num_experts + moe.zero_experts
+        return (dt.grad * (2 * n * 2 * ie * h + moe.num_experts * h * ie + 2 * ie * h)
+                + e * (3 * t * h + -(-t * moe.experts_per_token // n) * h))
+    if moe.dense_layers and not (arch.model_type in EVERY_EXPERT and top_sparse):
+        return 0
+    if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
+        return 0
+    e = 2 if dt.autocast else dt.compute
+    return dt.grad * moe.num_experts * 2 * ie * h + e * routed_rows(arch, t) * (2 * ie + h)
+
+
+def experts_trained(plan: Plan, arch: ModelArch, st: Stack, per_layer_linears) -> bool:
+    """Whether the routed experts' fused weights get a gradient (full fine-tuning or adapters on them): only
+    then do the grouped matmuls keep the product (memory/blocks.py sparse_moe)."""
+    return plan.method == "full" or st.fsdp_adapters_in_units or any(ad.name.startswith("experts.") for lins in per_layer_linears
+                                        for ad in layer_adapters(arch, plan, lins))
