@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PLAN ?= examples/default-plan.json
 
-.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-families trace-seq2seq trace-bart trace-bert trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity post-fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
+.PHONY: serve test site vendor venv tools-venv chromium trace trace-stacks trace-families trace-oneoff trace-seq2seq trace-bart trace-bert trace-run trace-post dsprobe dsprobe-check fsdpprobe fsdpprobe-check fidelity post-fidelity allocator-cache fragmentation archgen bench bench-page kernelbench clean
 
 # Python environment: engine tests + browser driver. Re-made when pyproject.toml changes.
 $(VENV)/.base: pyproject.toml
@@ -90,6 +90,9 @@ trace-stacks: tools-venv .venv-tf445/.ok .venv-tf448/.ok .venv-torchtune/.ok .ve
 # fixtures in tools/memtrace/golden/families/, held by tests/test_family_grid.py (not part of `make test`)
 trace-families: tools-venv
 	$(PY) -m tools.memtrace.families
+
+trace-oneoff: tools-venv
+	$(PY) -m tools.memtrace.oneoff
 
 # Encoder-decoder grid (tools/memtrace/seq2seq.py): T5, T5 v1.1 and M2M100 as AutoModelForSeq2SeqLM; fixtures in
 # tools/memtrace/golden/seq2seq/, held by tests/test_seq2seq_grid.py

@@ -28,6 +28,7 @@ from .blocks_hyper import hc_backward_moment, hyper_outside, mix_backward_temps
 from .blocks_cross import (cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, frozen_layers,
                            idle_tensors, skipped_adapter_params, skipped_layers)
 from .expert_backward import EVERY_EXPERT, expert_grad_temp, experts_trained, routed_rows
+from .blocks_hrm import ONEOFF_HEADS, checkpointed_final_norms
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -94,6 +95,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
         y, y_bytes = hyper_outside(ss, c, arch), c.res     # memory/blocks_hyper.py: DeepSeek-V4's hyper head
     elif arch.ssm is not None:
         y, y_bytes = ssm_final_norm(ss, c, h, arch.ssm)
+    elif arch.model_type in ONEOFF_HEADS:
+        y, y_bytes = ONEOFF_HEADS[arch.model_type](ss, c, arch, plan.seq_len)  # memory/blocks_hrm.py, blocks_dory.py
     elif arch.bart is not None:
         # memory/blocks_bart.py: BART-lineage causal decoders; PEFT with checkpointing makes the embedding output
         # require grad (enable_input_require_grads)
@@ -248,6 +251,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
         elif arch.model_type == "gemma3n_text":
             stack = checkpointed_streams(arch, 4 if dt.autocast else res, 2 if dt.autocast else dt.compute, t)
+        stack += checkpointed_final_norms(arch, t)      # memory/blocks_hrm.py: HRM-Text's stack final_norms
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
             stack -= (res - 2) * t * h

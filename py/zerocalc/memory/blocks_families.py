@@ -28,6 +28,7 @@ from .deltanet import gated_deltanet_layer
 from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear
 from .blocks_gemma3n import gemma3n_block
 from .blocks_gemma4 import GEMMA4, gemma4_block
+from .blocks_hrm import ONEOFF_RULES as ONEOFF
 from .blocks_lightning import minimax_block
 from .lora import Adapter
 from .ssm_hybrids import block_saved_bytes as ssm_saved_bytes  # blocks.py's, with the state-space mixers
@@ -428,7 +429,7 @@ RULES = {"opt": opt_block, "ctrl": opt_block, "gpt_neox": neox_block, "gptj": pa
          "codegen": parallel_block, "phi": parallel_block, "starcoder2": prenorm_block, "stablelm": prenorm_block,
          "olmo": prenorm_block, "cohere": cohere_block, "phi3": phi3_block, "mpt": eager_block,
          "gpt_neox_japanese": eager_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block,
-         "minimax": minimax_block, "gemma3n_text": gemma3n_block, **{t: gemma4_block for t in GEMMA4}}
+         "minimax": minimax_block, "gemma3n_text": gemma3n_block, **{t: gemma4_block for t in GEMMA4}, **ONEOFF}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

@@ -17,7 +17,7 @@ from .blocks_bart import never_run
 from .blocks_cross import idle_tensors, skipped_layers
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .logits import Logits, chunked_head_grads, logits
-from .lora import (adapters_per_layer, largest_quantized_matrix, modules_to_save_numel, trl_bf16_numel,
+from .lora import (adapters_per_block, largest_quantized_matrix, modules_to_save_numel, trl_bf16_numel,
                    qlora_base_bytes, quantized_linear_bytes)
 from .precision import Dtypes, dtypes_for, module_dtypes
 from .stack import Stack, effective_stack
@@ -78,7 +78,7 @@ def step_inputs(plan: Plan) -> StepInputs:
         # the adapters of a skipped layer (memory/blocks_cross.py) get no gradient and no optimizer state: held
         # beside the frozen base, in the adapters' dtype
         skipped, idle_adapters = skipped_layers(arch, plan), 0
-        for i, ads in enumerate(adapters_per_layer(arch, plan)):
+        for i, ads in enumerate(adapters_per_block(arch, plan)):
             if i in skipped:
                 idle_adapters += sum(a.numel for a in ads)
                 continue

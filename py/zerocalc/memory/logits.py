@@ -87,6 +87,11 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         return Logits(saved=raw, forward_peak=raw + 8 * n // CHUNKS, backward_peak=raw + 12 * n // CHUNKS,
                       kept_by_loop=kept)
     softcap = c * n if arch.final_softcap else 0   # Gemma 2: the 16-bit tanh output (traced: 14·s·b·V)
+    if arch.looped is not None and plan.method == "full":
+        # DoryLMHead.forward: `logits.float() * (logit_scale.float() * factor)` keeps the fp32 logits for the trained
+        # logit_scale's gradient; a frozen scale keeps none (modeling_dory.py; traced: tools/memtrace/golden/oneoff/
+        # dory-full-* and dory-lora-*)
+        softcap = 4 * n
     if arch.final_softcap and arch.model_type in ("xlstm", "beam"):
         # xLSTMForCausalLM.forward caps `self.lm_head(...).float()`, BeamForCausalLM.forward `logits.float() /
         # final_logit_softcapping`: the tanh output they keep is fp32 (traced: tools/memtrace/moe_trace.py beam)

@@ -87,18 +87,31 @@ def adapters_per_layer(arch: ModelArch, plan: Plan) -> list[tuple[Adapter, ...]]
     return out
 
 
+LOOPED = ("hrm_text", "dory")      # layer calls outnumber the blocks: the same modules run again
+
+
+def adapters_per_block(arch: ModelArch, plan: Plan) -> list[tuple[Adapter, ...]]:
+    """The adapters PEFT builds: ``adapters_per_layer``, but a looped model's num_layers counts its layer calls
+    (model/hrm_text.py, model/dory.py) and PEFT wraps each module once, so one adapter set per block (traced:
+    tools/memtrace/golden/oneoff/hrm_text-lora-*, 4 blocks called 8 times)."""
+    per_layer = adapters_per_layer(arch, plan)
+    if arch.model_type in LOOPED:
+        per_layer = per_layer[:len({t.block for t in arch.tensors if t.block})]
+    return per_layer
+
+
 def adapter_params(arch: ModelArch, plan: Plan) -> int:
     """Trainable LoRA parameters of the whole model (lm_head too when targeted)."""
     if plan.method == "full":
         return 0
-    total = sum(sum(a.numel for a in ads) for ads in adapters_per_layer(arch, plan))
+    total = sum(sum(a.numel for a in ads) for ads in adapters_per_block(arch, plan))
     if "lm_head" in plan.lora.targets:
         total += plan.lora.rank * (arch.hidden_size + arch.vocab_size)
     return total
 
 
 def largest_adapter(arch: ModelArch, plan: Plan) -> int:
-    sizes = [a.numel // 2 for ads in adapters_per_layer(arch, plan) for a in ads]
+    sizes = [a.numel // 2 for ads in adapters_per_block(arch, plan) for a in ads]
     return max(sizes + [0])
 
 

@@ -118,6 +118,9 @@ class ModelArch:
     # tensors the modelling code itself freezes when it builds the model, whatever the plan's method (IDEFICS:
     # IdeficsModel.freeze_relevant_params, model/vision_idefics.py): no gradient or optimizer state under full
     config_frozen: tuple[str, ...] = ()
+    # a looped nGPT stack's shape (model/dory.py: {"loops": n_recurrent_loops}) where memory/blocks_dory.py costs
+    # its layers and the model.norm calls between the loops, else None
+    looped: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:

@@ -7,11 +7,13 @@ DoryConfig.__post_init__: a released config.json lists attention and mlp as sepa
 "mlp" in layer_types the list keeps every other entry and num_hidden_layers, n_input_layers, n_output_layers and
 n_recurrent_layers are halved.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block per layer call
-(DoryModel.forward runs the n_recurrent_layers middle layers n_recurrent_loops times), not traced, which
-``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_dory.py per layer call
+(DoryModel.forward runs the n_recurrent_layers middle layers n_recurrent_loops times), traced
+(tools/memtrace/oneoff.py, tests/test_oneoff_grid.py).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
@@ -27,6 +29,10 @@ def dory(c: ConfigReader) -> ModelArch:
     if isinstance(kinds, list) and "mlp" in kinds:
         n_layers, n_in, n_out = n_layers // 2, n_in // 2, n_out // 2
         n_rec = n_rec // 2 if isinstance(n_rec, int) else None
+        kinds = kinds[::2]
+    if not isinstance(kinds, list):
+        # DoryConfig.__post_init__'s default: every 4th layer full attention, the others sliding
+        kinds = ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(n_layers)]
     n_rec = n_rec if isinstance(n_rec, int) else n_layers - n_in - n_out
     loops = c.int("n_recurrent_loops", default=2)
     heads = c.int("num_attention_heads", default=16)
@@ -57,9 +63,11 @@ def dory(c: ConfigReader) -> ModelArch:
     lins = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
             Linear("gate_proj", h, heads * hd), Linear("o_proj", heads * hd, h), Linear("gate_proj", h, inter),
             Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return recurrent_arch(c, "dory", b, h=h, n_layers=n_layers + (loops - 1) * n_rec, vocab=vocab, tied=tied,
-                          lins=lins, heads=heads, kv=kv, hd=hd, inter=inter,
+    arch = recurrent_arch(c, "dory", b, h=h, n_layers=n_layers + (loops - 1) * n_rec, vocab=vocab, tied=tied,
+                          lins=lins, heads=heads, kv=kv, hd=hd, inter=inter, support="exact",
                           what="looped nGPT layers are")
+    # activations: memory/blocks_dory.py per layer call, the model.norm calls and one RoPE table per attention type
+    return replace(arch, looped={"loops": loops, "rope_types": len(set(kinds[:n_layers]))})
 
 
 DORY = {"dory": dory}

@@ -6,9 +6,10 @@ layers' two norms and each stack's final_norm). ``model.z_L_init`` (h, requires_
 lm_head untied by default. HrmTextConfig.__post_init__: without num_layers_per_stack, num_hidden_layers is the
 per-stack count (and is then rewritten to num_layers_per_stack x H_cycles x (L_cycles + 1)).
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block per layer call that keeps
-its graph (HrmTextModel.forward runs the first L_cycles - L_bp_cycles_padded[h] inner L passes of each high cycle
-under torch.no_grad; the rest and the H pass keep theirs), not traced, which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_hrm.py's layer per layer call that
+keeps its graph (HrmTextModel.forward runs the first L_cycles - L_bp_cycles_padded[h] inner L passes of each high
+cycle under torch.no_grad; the rest and the H pass keep theirs): the weightless fp32 norms, the sigmoid attention
+gate and each stack call's final_norm, traced within 1 % (tools/memtrace/oneoff.py, tests/test_oneoff_grid.py).
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def hrm_text(c: ConfigReader) -> ModelArch:
             Linear("o_proj", heads * hd, h), Linear("gate_proj", h, heads * hd), Linear("gate_proj", h, inter),
             Linear("up_proj", h, inter), Linear("down_proj", inter, h))
     return recurrent_arch(c, "hrm_text", b, h=h, n_layers=graph_calls, vocab=vocab, tied=tied, lins=lins,
-                          heads=heads, kv=heads, hd=hd, inter=inter,
+                          heads=heads, kv=heads, hd=hd, inter=inter, support="exact",
                           what="gated-attention layer calls that keep their graph are")
 
 
