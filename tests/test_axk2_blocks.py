@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tools.memtrace.compare import compare, engine_breakdown, format_rows
 from zerocalc import Plan, estimate
 from zerocalc.memory.blocks import Ctx
@@ -20,7 +22,7 @@ from zerocalc.memory.lora import block_linears_per_layer
 from zerocalc.model import model_from_config
 
 TRACE = json.loads((Path(__file__).parent / "data" / "axk2_trace.json").read_text())
-FULL, CKPT = TRACE["cases"]
+FULL, CKPT, LORA, MIXED = TRACE["cases"]
 T, H = 512, 2048
 
 
@@ -75,11 +77,22 @@ def test_attention_always_costed_as_eager():
     assert "eager" in est["model_support"] and "activations traced" in est["model_support"]
 
 
-def test_full_step_within_3_percent_of_the_trace():
-    """Every component at the peak and the peak itself within 3 % (tools/memtrace/compare.py). Before
-    memory/blocks_axk2.py (a classic block of the same linears) activations were -66.6 %, the peak -7.9 %."""
-    rows = compare(FULL, engine_breakdown(FULL["plan"]))
-    assert all(r["ok"] for r in rows), "\n" + format_rows(FULL["id"], FULL, engine_breakdown(FULL["plan"]), rows)
+@pytest.mark.parametrize("case", [FULL, LORA], ids=lambda c: c["id"])
+def test_step_within_3_percent_of_the_trace(case):
+    """Every component at the peak and the peak itself within 3 % (tools/memtrace/compare.py): full fine-tuning
+    (before memory/blocks_axk2.py, a classic block of the same linears: activations -66.6 %, peak -7.9 %) and LoRA
+    on the attention's five projections with the experts frozen."""
+    rows = compare(case, engine_breakdown(case["plan"]))
+    assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, engine_breakdown(case["plan"]), rows)
+
+
+def test_bf16_mixed_peak_within_3_percent():
+    """bf16-mixed over fp32 weights: the fp32 residual stream, fp32 RMSNorm products, autocast's weight copies and
+    fp32 grouped_mm experts; the trace's peak is a backward _to_copy with 0.37 GiB of temporaries. The peak is within
+    3 % (-1.6 %), the activations at it are not (-31 %): pinned, and said in model_support."""
+    rows = {r["name"]: r for r in compare(MIXED, engine_breakdown(MIXED["plan"]))}
+    assert rows["peak"]["ok"]
+    assert not rows["activations"]["ok"]
 
 
 def test_checkpointed_step_peak_within_3_percent():
