@@ -38,6 +38,19 @@ def gated_norm(ss: SavedSet, c: Ctx, key: str, x: str, h: int) -> str:
     return f"{key}.gated"
 
 
+def eager_latent_attention(ss: SavedSet, c: Ctx, a: int, qk: int, v: int, kv_b_out: int) -> None:
+    """MLA's expanded heads under eager attention (AXK2Attention, Dots3NoteTextAttention): kv_b_proj's output, of
+    which the values are a view; the concatenated query and expand_kv's key; eager_attention_forward's fp32 softmax
+    and its 16-bit copy; the attention output made contiguous for the output gate's product."""
+    e, t = 2 if c.autocast else c.e, c.tokens
+    ss.save("kv_b.out", e * t * kv_b_out)
+    ss.save("attn.q", e * t * a * qk)
+    ss.save("attn.k", e * t * a * qk)
+    ss.save("attn.softmax", 4 * c.batch * a * c.seq * c.seq)
+    ss.save("attn.probs", e * c.batch * a * c.seq * c.seq)
+    ss.save("attn.out", e * t * a * v)
+
+
 def axk2_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     ss = SavedSet()
     h, t, a = arch.hidden_size, c.tokens, arch.num_heads
@@ -57,12 +70,7 @@ def axk2_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     linear(ss, later, "q_cat", e, qg, ads.get(qg.name))
     rmsnorm(ss, later if kva.name in ads else c, "kv_a_norm", "kv_a", kvr)
     linear(ss, c, "kv_a.out", e, kvb, ads.get(kvb.name))
-    ss.save("kv_b.out", e * t * kvb.d_out)              # the values the attention reads are a view of it
-    ss.save("attn.q", e * t * a * qk)
-    ss.save("attn.k", e * t * a * qk)
-    ss.save("attn.softmax", 4 * c.batch * a * c.seq * c.seq)
-    ss.save("attn.probs", e * c.batch * a * c.seq * c.seq)
-    ss.save("attn.out", e * t * a * v)
+    eager_latent_attention(ss, c, a, qk, v, kvb.d_out)
     ss.save("attn.gate_sigmoid", 4 * t * a * v)
     linear(ss, later, "attn.gated", e, o, ads.get("o_proj"))
     if sparse:

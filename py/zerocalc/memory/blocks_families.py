@@ -27,6 +27,7 @@ from ..model import Linear, ModelArch
 from .deltanet import gated_deltanet_layer
 from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear
 from .blocks_axk2 import AXK2_RULES
+from .blocks_dots3 import DOTS3_RULES
 from .blocks_gemma4 import GEMMA4, gemma4_block
 from .blocks_lightning import minimax_block
 from .lora import Adapter
@@ -362,7 +363,8 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
          "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
          "cohere": cohere_block, "phi3": phi3_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block,
-         "minimax": minimax_block, **{t: gemma4_block for t in GEMMA4}, **AXK2_RULES}
+         "minimax": minimax_block, **{t: gemma4_block for t in GEMMA4}, **AXK2_RULES,
+         **DOTS3_RULES}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
