@@ -1,13 +1,12 @@
-"""Saved tensors of the decoder blocks transformers writes with LayerNorms: OPT, GPT-NeoX (Pythia), GPT-J, Phi
-(1, 1.5, 2), GPT-BigCode, Falcon, the Llama-shaped StarCoder2, StableLM and OLMo, Cohere's parallel block, and what
-Phi-3 keeps beside its Llama block (the MoE families with an expert loop of their own: memory/blocks_moe.py).
+"""Saved tensors of the decoder blocks transformers writes with LayerNorms: OPT, CTRL, GPT-NeoX, GPT-J, CodeGen, Phi,
+GPT-BigCode, Falcon, MPT, GPT-NeoX-Japanese, the Llama-shaped StarCoder2, StableLM and OLMo, Cohere's parallel
+block, what Phi-3 keeps beside its Llama block; the registry of the rules other modules hold (Gemma 3n / 4, MiniMax,
+HRM / Dory, AXK2, dots3; the MoE families' expert loops: memory/blocks_moe.py).
 
 Each rule is the op sequence of the transformers 5.24 modelling file (cited per rule) and what each op keeps for
-backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, fixtures in
-tools/memtrace/golden/families/, held within 3 % by tests/test_family_grid.py; docs/tracer.md §3b).
-memory/activations.py calls `layer_saved_bytes`, which falls back to memory/blocks.py's blocks where this module
-has no rule (this module imports blocks.py's op rules, so the hook cannot live in blocks.py without an import
-cycle).
+backward, read off fake-tensor traces of the real step (tools/memtrace/families.py, held within 3 % by
+tests/test_family_grid.py; docs/tracer.md §3b). `layer_saved_bytes` falls back to memory/blocks.py's blocks where
+no rule is registered (blocks.py cannot hold the hook: this module imports its op rules).
 
 Shared facts of these blocks:
 - nn.LayerNorm (native_layer_norm) keeps its input and the per-row mean and rstd (fp32 on CUDA: 8 bytes per token);
@@ -27,6 +26,8 @@ from ..model import Linear, ModelArch
 from .deltanet import gated_deltanet_layer
 from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear
 from .blocks_gemma3n import gemma3n_block
+from .blocks_axk2 import AXK2_RULES
+from .blocks_dots3 import DOTS3_RULES
 from .blocks_gemma4 import GEMMA4, gemma4_block
 from .blocks_hrm import ONEOFF_RULES as ONEOFF
 from .blocks_lightning import minimax_block
@@ -374,6 +375,10 @@ def falcon_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
 # the fused-qkv, eager-only blocks of eager_block: (qkv, output, up, down projection names)
 EAGER_BLOCKS = {"mpt": ("Wqkv", "out_proj", "up_proj", "down_proj"),
                 "gpt_neox_japanese": ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h")}
+# model_types whose transformers class has only its own eager attention, whatever attn_implementation says (no
+# AttentionInterface, no _supports_sdpa / _supports_flash_attn: modeling_mpt.py MptAttention, modeling_openai.py
+# Attention._attn, modeling_gpt_neox_japanese.py GPTNeoXJapaneseAttention._attn): costed eager
+EAGER_ONLY = ("mpt", "openai-gpt", "gpt_neox_japanese")
 
 
 def eager_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -425,11 +430,11 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     return norm(ss, c, "final_norm", x, arch.hidden_size)[0]
 
 
-RULES = {"opt": opt_block, "ctrl": opt_block, "gpt_neox": neox_block, "gptj": parallel_block,
-         "codegen": parallel_block, "phi": parallel_block, "starcoder2": prenorm_block, "stablelm": prenorm_block,
-         "olmo": prenorm_block, "cohere": cohere_block, "phi3": phi3_block, "mpt": eager_block,
-         "gpt_neox_japanese": eager_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block,
-         "minimax": minimax_block, "gemma3n_text": gemma3n_block, **{t: gemma4_block for t in GEMMA4}, **ONEOFF}
+RULES = {"opt": opt_block, "ctrl": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "codegen": parallel_block,
+         "phi": parallel_block, "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
+         "cohere": cohere_block, "phi3": phi3_block, "mpt": eager_block, "gpt_neox_japanese": eager_block,
+         "gpt_bigcode": bigcode_block, "falcon": falcon_block, "minimax": minimax_block, "gemma3n_text": gemma3n_block,
+         **{t: gemma4_block for t in GEMMA4}, **ONEOFF, **AXK2_RULES, **DOTS3_RULES}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -441,10 +446,5 @@ def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
         rule = gated_deltanet_layer               # memory/deltanet.py (its full-attention layers: blocks.py's)
     return rule(arch, c, linears, adapters)
 
-
-# the model_types whose transformers class has only its own eager attention, whatever attn_implementation says
-# (no AttentionInterface, no _supports_sdpa / _supports_flash_attn: modeling_mpt.py MptAttention,
-# modeling_openai.py Attention._attn, modeling_gpt_neox_japanese.py GPTNeoXJapaneseAttention._attn): costed eager
-EAGER_ONLY = ("mpt", "openai-gpt", "gpt_neox_japanese")
 
 LAYERNORM_HEADS = ("starcoder2", "stablelm", "olmo", "cohere")   # memory/activations.py: final_norm, not RMSNorm

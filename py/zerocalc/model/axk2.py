@@ -13,14 +13,25 @@ post_attention_layernorm, where
   post_attention_layernorm the same in sparse layers, a plain RMSNorm in dense ones.
 
 ``model.norm``; lm_head untied by default. The count is exact (tests/test_architectures.py). Activations:
-costed as a classic block of the layer's linears (not traced), which ``support`` says.
+memory/blocks_axk2.py, traced under eager attention (the only path that runs), which ``support`` says.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
 from .moe import moe_block
 from .recurrent import recurrent_arch
+
+
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_axk2.py, tools/memtrace/axk2_trace.py) under "
+           "eager attention, the only path that runs: AXK2 has no FA2 support (_supports_flash_attn = False) and "
+           "its indexer reads attention_mask[:, 0], None under SDPA in transformers 5.24; a flash or sdpa plan is "
+           "costed as eager); full and LoRA within 3 %; not modelled: with full checkpointing the recomputed MoE "
+           "layer's backward moment (fp32 gradients of the routing-weighted expert outputs), and bf16-mixed's fp32 "
+           "norm products, expert tensors and backward temporaries (activations at the peak -97 % / -31 %, the "
+           "peak within 3 % at the traced shape)")
 
 
 def _sparse(c: ConfigReader, n: int) -> list[bool]:
@@ -85,9 +96,13 @@ def axk2(c: ConfigReader) -> ModelArch:
     lins = (Linear("q_a_proj", h, qr), Linear("q_gate_proj", 2 * qr, qg), Linear("kv_a_proj_with_mqa", h, kvr + rope),
             Linear("kv_b_proj", kvr, heads * (nope + vh)), Linear("o_proj", heads * vh, h),
             Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return recurrent_arch(c, "axk2", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
-                          kv=heads, hd=nope + rope, inter=inter, moe=moe,
-                          what="gated-q latent attention, its indexer, the gated norms and the MoE are")
+    arch = recurrent_arch(c, "axk2", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
+                          kv=heads, hd=nope + rope, inter=inter, moe=moe, what="", support=SUPPORT)
+    # the sparse layers' linears as DeepSeek-V3's (model/moe.py): the routed experts (count E), then the shared ones
+    routed = (Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e))
+    si = moe.shared_intermediate
+    shared = (Linear("gate_proj", h, si), Linear("up_proj", h, si), Linear("down_proj", si, h)) if si else ()
+    return replace(arch, block_linears=lins[:5] + routed + shared)
 
 
 AXK2 = {"axk2": axk2}

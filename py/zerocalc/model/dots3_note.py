@@ -18,11 +18,12 @@ layer_types default (legacy): the attention type at i < 2 or i % 4 == 1, sliding
 read as indexed_attention unless use_dsa is false (or, with per_layer_config, unless use_dsa is true, as
 __post_init__). ``model.norm``; lm_head untied by default. The composite dots3_note is not modelled here.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the first layer's
-linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_dots3.py over each layer's own
+linears (``layer_linears``), traced under eager attention (the only path that runs), which ``support`` says.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 from .arch import Linear, ModelArch, MoE
@@ -30,6 +31,10 @@ from .config import ConfigReader, TensorList
 from .moe import deepseek_ffn, mla_attention
 from .recurrent import recurrent_arch
 
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_dots3.py, tools/memtrace/dots3_trace.py) "
+           "under eager attention, the only path that runs: no FA2 support (_supports_flash_attn = False) and the "
+           "indexer reads attention_mask[:, 0], None under SDPA in transformers 5.24; a flash or sdpa plan is "
+           "costed as eager); full, LoRA and checkpointed bf16 steps within 3 %; bf16-mixed not traced")
 _SWA = {"num_attention_heads": 64, "q_lora_rank": 1024, "kv_lora_rank": 1024, "head_dim": 256,
         "qk_nope_head_dim": 192, "v_head_dim": 128}
 _FIELDS = ("num_attention_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
@@ -84,6 +89,12 @@ def dots3_note_text(c: ConfigReader) -> ModelArch:
     b = TensorList()
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     first: list[Linear] = []
+    per_layer: list[tuple[Linear, ...]] = []
+    si_all = moe.shared_intermediate
+    routed = (Linear("gate_up_proj", h, 2 * ei, ne), Linear("down_proj", ei, h, ne))
+    shared = (Linear("gate_proj", h, si_all), Linear("up_proj", h, si_all), Linear("down_proj", si_all, h)) \
+        if si_all else ()
+    dense_mlp = (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
     for i in range(n_layers):
         p = f"model.layers.{i}"
         layer = {k: int(over.get(i, {}).get(k) or base[k]) for k in _FIELDS}
@@ -103,6 +114,8 @@ def dots3_note_text(c: ConfigReader) -> ModelArch:
             b.norm(f"{x}.k_norm", index[1], bias=True)
             b.linear(f"{x}.weights_proj", h, index[0], "attention")
         deepseek_ffn(b, p, h, moe, inter, sparse[i])
+        # memory/blocks_dots3.py reads the layer's shape from these: g_proj's outputs are its heads
+        per_layer.append(tuple(lins) + (Linear("g_proj", h, heads),) + (routed + shared if sparse[i] else dense_mlp))
         if i == 0:
             first = lins
     b.norm("model.norm", h)
@@ -110,10 +123,10 @@ def dots3_note_text(c: ConfigReader) -> ModelArch:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     lins = tuple(first) + (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
     heads0 = int(over.get(0, {}).get("num_attention_heads") or base["num_attention_heads"])
-    return recurrent_arch(c, "dots3_note_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
+    arch = recurrent_arch(c, "dots3_note_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
                           heads=heads0, kv=heads0, hd=base["qk_nope_head_dim"] + base["qk_rope_head_dim"],
-                          inter=inter, moe=moe,
-                          what="per-layer latent attention (DSA-indexed or sliding) and MoE layers are")
+                          inter=inter, moe=moe, what="", support=SUPPORT)
+    return replace(arch, layer_linears=tuple(per_layer))
 
 
 DOTS3_NOTE = {"dots3_note_text": dots3_note_text}
