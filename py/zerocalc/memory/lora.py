@@ -51,7 +51,10 @@ def layer_adapters(arch: ModelArch, plan: Plan, linears: tuple[Linear, ...]) -> 
 @lru_cache(maxsize=256)
 def _adapters(linears: tuple[Linear, ...], targets: tuple[str, ...], rank: int,
               fused_experts: bool) -> tuple[Adapter, ...]:
-    out = [Adapter(lin.name, lin.d_in, lin.d_out, rank) for lin in linears if lin.name in targets and lin.count == 1]
+    # PEFT matches a target against the module name's last segment: a scoped linear ("gated_cross_attn.q_proj",
+    # model/vision_idefics.py) by its leaf
+    out = [Adapter(lin.name, lin.d_in, lin.d_out, rank) for lin in linears
+           if lin.count == 1 and (lin.name in targets or lin.name.rpartition(".")[2] in targets)]
     if fused_experts:
         for lin in linears:
             if lin.count == 1:
