@@ -145,14 +145,20 @@ def attn_impl(plan: TracePlan) -> str:
 
 # composites traced whole, as the engine counts them (model/composite.py): Mllama built as
 # MllamaForConditionalGeneration, its vision tower and projector frozen (vision.trainable's default), fed text only
-WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector")}
+WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector"),
+                    # IdeficsForVisionText2Text fed its tower's output (trace.py image_inputs): the tower frozen
+                    # (IdeficsConfig freeze_vision_layers, vision.trainable's default) and never run
+                    "idefics": ("vision_model",)}
 
 
 def lora_targets(plan: TracePlan, cfg):
     """PEFT's target_modules: the plan's names, or for a composite traced whole a regex over its language model's
     modules only (the plan's frozen tower has no adapters: zerocalc's memory/vision.py tower_adapters)."""
+    names = "(" + "|".join(map(re.escape, plan.lora_targets)) + ")"
+    if cfg.model_type == "idefics":     # no language_model: the decoder layers and the gated cross-attention layers
+        return r"model\.(?:layers|gated_cross_attn_layers)\.\d+\..*\." + names
     if cfg.model_type in WHOLE_COMPOSITES:
-        return r".*language_model\..*\.(" + "|".join(map(re.escape, plan.lora_targets)) + ")"
+        return r".*language_model\..*\." + names
     return list(plan.lora_targets)
 
 

@@ -129,7 +129,18 @@ CONFIGS = {
 # vision tokens a sample, more than the text (as Llama 3.2 Vision's 4 x 1025 per image)
 CONFIGS["mllamaimg"] = {**CONFIGS["mllama"], "vision_config": {**CONFIGS["mllama"]["vision_config"], "image_size": 224,
                                                                 "max_num_tiles": 4}}
-IMAGE_TOKENS = {"mllamaimg": 2056}
+# HuggingFaceM4/idefics-9b's layout (IdeficsConfig), scaled down: a Llama decoder (MHA, no bias) with a gated
+# cross-attention layer (IdeficsGatedCrossAttentionLayer: tanh-gated cross-attention over the CLIP states and a
+# tanh-gated Llama MLP) before every cross_layer_interval-th layer, no resampler; freeze_text_layers (the
+# checkpoint's value): the decoder layers, the final norm and embed_tokens frozen by the modelling code. Fed two
+# images' tower output (trace.py idefics_image_inputs): 2 x ((224 / 14)^2 + 1) = 514 vision states a sample
+CONFIGS["idefics"] = {"model_type": "idefics", "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 4,
+                      "num_attention_heads": 16, "cross_layer_interval": 2, "vocab_size": 32000,
+                      "additional_vocab_size": 0, "dropout": 0.0, "max_position_embeddings": 4096,
+                      "tie_word_embeddings": False, "use_resampler": False,
+                      "vision_config": {"embed_dim": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                                        "num_attention_heads": 4, "image_size": 224, "patch_size": 14}}
+IMAGE_TOKENS = {"mllamaimg": 2056, "idefics": 514}
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
@@ -142,7 +153,7 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "bigcode": ["c_attn", "c_proj", "c_fc"],
            # the language model's (build.py lora_targets: the frozen tower's q/k/v/o_proj get none)
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-              for fam in ("mllama", "mllamaimg")},
+              for fam in ("mllama", "mllamaimg", "idefics")},
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for

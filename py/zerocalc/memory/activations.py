@@ -19,7 +19,8 @@ from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
-from .blocks_cross import cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, idle_tensors, skipped_layers
+from .blocks_cross import (GATED, GATED_SHARED, cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes,
+                           gated_layer, gated_layer_bytes, gated_layers_run, idle_tensors, skipped_layers)
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -146,9 +147,25 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     skipped = skipped_layers(arch, plan)         # memory/blocks_cross.py: Mllama's cross-attention, text only
     cross, cross_ss = cross_layers_run(arch, plan), None     # ... or fed image tokens
     frozen = frozen_layers(arch) if plan.method == "full" else frozenset()
+    gated, gated_ss = gated_layers_run(arch, plan), None      # IDEFICS' gated cross-attention layers, fed images
+    gated_bytes = {}
+    for i in sorted(gated):
+        lins, adapters = per_layer_linears[i], per_layer_adapters[i]
+        input_grad = i != 0 or (plan.method == "full" and "model.embed_tokens.weight" not in arch.config_frozen)
+        gated_ss = gated_layer(arch, context(base, arch, dt, False, st), lins, adapters,
+                               plan.vision.tokens_per_sample, input_grad)
+        gated_bytes[i] = gated_layer_bytes(gated_ss)
     for i, (lins, adapters) in enumerate(zip(per_layer_linears, per_layer_adapters)):
         if i in skipped:
             layers.append(0)
+            continue
+        if i in gated:
+            # the decoder layer after a trained gated layer: its input needs a gradient, even in layer 0
+            trained = plan.method == "full" or any(ad.name.startswith(GATED) for ad in adapters)
+            c = context(base, arch, dt, i == 0 and not trained, st)
+            if i in frozen:
+                c = replace(context(base, arch, dt, False, st), train_base=False)
+            layers.append(gated_bytes[i] + layer_saved_bytes(arch, c, lins, adapters))
             continue
         if i in frozen:
             # a block the modelling code froze (IDEFICS' freeze_text_layers) under full fine-tuning: its weights
@@ -181,6 +198,18 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                                             layer_adapters(arch, plan, lins) if plan.method != "full" else ())
                      for lins in {id(x): x for x in per_layer_linears}.values())
     shared = 0
+    if gated_ss is not None:
+        shared = sum(v for k, v in gated_ss.items.items() if k in GATED_SHARED)
+        full_layer = max(full_layer, max(layers[i] for i in gated))
+        if plan.activation_checkpointing == "full":
+            # the gated layers are checkpointed too (GradientCheckpointingLayer): each keeps its input; the
+            # checkpoints' arguments outlive the forward: the vision states, the 4-D image_attention_mask and
+            # cross_attention_gate (b, s) in the states' dtype, and (SDPA) the bool causal mask, b·s² bytes (traced;
+            # eager's float mask is not)
+            e_v = 2 if dt.autocast else dt.compute
+            shared = (len(gated) * res * t * h + gated_ss.items.get("gated_states", 0)
+                      + e_v * t * (plan.vision.tokens_per_sample + 1)
+                      + (plan.micro_batch_size * plan.seq_len ** 2 if plan.attention != "eager" else 0))
     if cross_ss is not None:
         shared = cross_shared_bytes(cross_ss, context(base, arch, dt, False, st), plan.vision.tokens_per_sample, h,
                                     plan.activation_checkpointing == "full")

@@ -80,16 +80,7 @@ def cross_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     ss.save("attn.q", e * c.tokens * q_dim)
     ss.save("attn.k_rep", e * cv.tokens * rep)
     ss.save("attn.v_rep", e * cv.tokens * rep)
-    if c.attention == "eager":
-        scores = a * c.tokens * n_vis
-        ss.save("attn.softmax", 4 * scores)                 # softmax(dtype=float32)
-        if e != 4:
-            ss.save("attn.probs", e * scores)               # .to(query.dtype)
-    else:
-        ss.save("attn.out", e * c.tokens * q_dim)
-        ss.save("attn.lse", 4 * a * c.tokens)
-        ss.save("cross_mask", c.res * c.tokens * n_vis)
-    out = "attn.out" if c.attention != "eager" else "attn.ctx"
+    out = cross_scores(ss, c, a, q_dim, n_vis, "cross_mask", c.res)
     linear(ss, c, out, e, lins["o_proj"], ads.get("o_proj"))
     if c.train_base:
         ss.save("attn.o_out", e * c.tokens * h)
@@ -99,6 +90,23 @@ def cross_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     if c.train_base:
         ss.save("mlp.masked", max(c.res, e) * c.tokens * h)
     return ss
+
+
+def cross_scores(ss: SavedSet, c: Ctx, a: int, q_dim: int, n_vis: int, mask: str, mask_bytes: int) -> str:
+    """The attention over n_vis vision states a sample: eager keeps the fp32 (b, a, s, n_vis) softmax and its
+    16-bit copy; SDPA's memory-efficient kernel its output, the fp32 logsumexp and the 4-D mask (key ``mask``, in
+    mask_bytes). Returns the o_proj input's key."""
+    e = 2 if c.autocast else c.e
+    if c.attention == "eager":
+        scores = a * c.tokens * n_vis
+        ss.save("attn.softmax", 4 * scores)                 # softmax(dtype=float32)
+        if e != 4:
+            ss.save("attn.probs", e * scores)               # .to(query.dtype)
+        return "attn.ctx"
+    ss.save("attn.out", e * c.tokens * q_dim)
+    ss.save("attn.lse", 4 * a * c.tokens)
+    ss.save(mask, mask_bytes * c.tokens * n_vis)
+    return "attn.out"
 
 
 SHARED = ("cross_states", "cross_mask", "row_mask")
@@ -116,3 +124,82 @@ def cross_shared_bytes(ss: SavedSet, c: Ctx, n_vis: int, h: int, checkpointed: b
         return sum(v for k, v in ss.items.items() if k in SHARED)
     e = 2 if c.autocast else c.e
     return e * c.batch * n_vis * h + c.res * c.tokens * (n_vis + 1)
+
+
+# --- IDEFICS (v1): a gated cross-attention layer before every cross_layer_interval-th decoder layer -------------
+
+GATED = "gated_cross_attn."
+
+
+def gated_layers_run(arch: ModelArch, plan: Plan) -> frozenset:
+    """The decoder layers an IDEFICS gated cross-attention layer runs before, in a step fed the vision states."""
+    return frozenset(arch.gated_cross_layers) if arch.gated_cross_layers and images_fed(plan) else frozenset()
+
+
+def idefics_rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, input_grad: bool) -> str:
+    """modeling_idefics.py IdeficsRMSNorm: ``variance = x.to(float32).pow(2).mean(-1)``, ``x * rsqrt(variance +
+    eps)`` on the input itself (so the input, in the residual dtype, is kept beside the fp32 copy pow keeps and the
+    fp32 rsqrt), then ``weight * hidden_states.to(weight.dtype)`` keeps the normalised tensor for the weight
+    gradient. Without a gradient to its input (the first layer's input: IDEFICS' frozen embed_tokens, or LoRA) only
+    that normalised tensor, and only when the weight trains. Traced (golden/families/idefics-*)."""
+    if input_grad:
+        ss.save(f"{key}.fp32" if c.res != 4 else x, 4 * c.tokens * d)
+        ss.save(f"{key}.rsqrt", 4 * c.tokens)
+        ss.save(x, c.res * c.tokens * d)
+    if c.train_base:
+        ss.save(f"{key}.normed", c.res * c.tokens * d)
+    return f"{key}.out"
+
+
+def gated_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...],
+                n_vis: int, input_grad: bool) -> SavedSet:
+    """One IdeficsGatedCrossAttentionLayer (modeling_idefics.py) over n_vis vision states a sample (the frozen
+    tower's output, no gradient; key ``gated_states``, one tensor for every gated layer, in the vision width):
+    input_layernorm (IdeficsRMSNorm); IdeficsAttention(is_cross_attention=True): q_proj over the text, k_proj /
+    v_proj over the vision states, no rotary, heads x head_dim as wide as q (no GQA); SDPA with the 4-D
+    image_attention_mask (``gated_mask``, made once in IdeficsModel.forward in the states' dtype) keeps q, k, v,
+    its output and the fp32 logsumexp; eager: the fp32 (b, a, s, n_vis) softmax and its 16-bit copy; o_proj;
+    ``masked_fill((cross_attention_gate == 0)[:, :, None], 0.0)`` keeps its bool mask (one a layer: the ``== 0``
+    runs in each layer); ``act_cross_attn(alpha_cross_attn) * out`` keeps the masked output for alpha's gradient;
+    post_attention_layernorm; the Llama MLP; ``act_dense(alpha_dense) * mlp_out`` keeps the MLP output. alpha
+    trains under full fine-tuning only (the tanh outputs, 1 or h elements, are left out). Traced:
+    tools/memtrace/families.py idefics rows."""
+    ss = SavedSet()
+    h, a = arch.hidden_size, arch.num_heads
+    lins = {lin.name[len(GATED):]: lin for lin in linears if lin.name.startswith(GATED)}
+    ads = {ad.name[len(GATED):]: ad for ad in adapters if ad.name.startswith(GATED)}
+    e = 2 if c.autocast else c.e
+    cf = replace(c, first_layer=not input_grad)
+    y = idefics_rmsnorm(ss, cf, "ln1", "resid", h, input_grad)
+    linear(ss, cf, y, c.res, lins["q_proj"], ads.get("q_proj"))
+    cv = replace(c, tokens=c.batch * n_vis, seq=n_vis, first_layer=True)
+    for name in ("k_proj", "v_proj"):
+        linear(ss, cv, "gated_states", e, lins[name], ads.get(name))
+    q_dim = lins["q_proj"].d_out
+    ss.save("attn.q", e * c.tokens * q_dim)
+    ss.save("attn.k", e * cv.tokens * q_dim)
+    ss.save("attn.v", e * cv.tokens * q_dim)
+    out = cross_scores(ss, c, a, q_dim, n_vis, "gated_mask", e)
+    linear(ss, c, out, e, lins["o_proj"], ads.get("o_proj"))
+    ss.save("gate_mask", c.tokens)                          # (cross_attention_gate == 0): bool (b, s)
+    if c.train_base:
+        ss.save("attn.masked", e * c.tokens * h)
+    y2 = idefics_rmsnorm(ss, c, "ln2", "resid2", h, True)
+    gated_mlp(ss, c, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
+    if c.train_base:
+        ss.save("mlp.out", e * c.tokens * h)
+    return ss
+
+
+GATED_SHARED = ("gated_states", "gated_mask")
+
+
+def gated_layer_bytes(ss: SavedSet) -> int:
+    return sum(v for k, v in ss.items.items() if k not in GATED_SHARED)
+
+
+def gated_shared_bytes(c: Ctx, n_vis: int, vd: int) -> int:
+    """The vision states (b, n_vis, vd) and the 4-D image_attention_mask (b, 1, s, n_vis), both in the states'
+    dtype, once for all gated layers (under SDPA the mask is saved; under eager only the states)."""
+    e = 2 if c.autocast else c.e
+    return e * c.batch * n_vis * vd + (e * c.tokens * n_vis if c.attention != "eager" else 0)

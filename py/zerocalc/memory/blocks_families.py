@@ -358,10 +358,28 @@ def final_norm(ss: SavedSet, c: Ctx, arch: ModelArch, x: str) -> str:
     return norm(ss, c, "final_norm", x, arch.hidden_size)[0]
 
 
+def idefics_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """modeling_idefics.py IdeficsDecoderLayer: the Llama block, and what its modelling code keeps beside it.
+    IdeficsRMSNorm computes ``hidden_states * torch.rsqrt(variance + eps)`` on its input itself, so both norms keep
+    their input in the residual dtype where that is 16-bit (in fp32 it is the tensor pow keeps: counted); each
+    IdeficsAttention runs its own IdeficsRotaryEmbedding, whose cos and sin (1, s, head_dim) are a layer's own;
+    under SDPA each attention keeps a (b, 1, s, s) mask in the compute dtype (traced: CPU SDPA with the mask
+    create_causal_mask gives IDEFICS, which has no FlashAttention-2 path: _supports_flash_attn False).
+    Traced: tools/memtrace/families.py idefics rows (golden/families/idefics-*)."""
+    total = ssm_saved_bytes(arch, c, linears, adapters)
+    e = 2 if c.autocast else c.e
+    if c.res != 4 and not (c.first_layer and not c.train_base):
+        total += 2 * c.res * c.tokens * arch.hidden_size
+    total += 2 * e * c.seq * arch.head_dim
+    if c.attention != "eager":
+        total += e * c.batch * c.seq * c.seq
+    return total
+
+
 RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi": parallel_block,
          "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
          "cohere": cohere_block, "phi3": phi3_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block,
-         "minimax": minimax_block, **{t: gemma4_block for t in GEMMA4}}
+         "minimax": minimax_block, "idefics": idefics_block, **{t: gemma4_block for t in GEMMA4}}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

@@ -11,8 +11,9 @@ its flat top-level config:
   more rows in additional_embedding / additional_fc), and num_hidden_layers // cross_layer_interval
   gated_cross_attn_layers: q/o_proj square, k/v_proj from embed_dim, no bias, with qk_layer_norms RMSNorms over
   head_dim, a Llama MLP, two RMSNorms, alpha_cross_attn / alpha_dense (1 each, or h with alpha_type "vector").
-  Each gated layer is placed in the decoder block it runs before (block i x cross_layer_interval) and its
-  activations are costed as that block's: ``support`` says so. Its linears join that block's ``layer_linears``
+  Each gated layer is placed in the decoder block it runs before (block i x cross_layer_interval:
+  ``gated_cross_layers``); its activations are memory/blocks_cross.py gated_layer's, over the vision states
+  (vision.tokens_per_sample, beside the text). Its linears join that block's ``layer_linears``
   as ``gated_cross_attn.<leaf>`` (modeling_idefics.py IdeficsGatedCrossAttentionLayer: cross_attn =
   IdeficsAttention(is_cross_attention=True), mlp = IdeficsMLP), so LoRA adapts them where PEFT does (it matches
   a target against the module name's last segment: ``gated_cross_attn_layers.3.cross_attn.q_proj``); the block
@@ -34,8 +35,10 @@ from .config import ConfigReader, TensorList
 from .vision import vit
 
 VISION = {"embed_dim": 768, "intermediate_size": 5120, "num_hidden_layers": 32, "image_size": 224, "patch_size": 14}
-SUPPORT = ("exact parameter count; activations approximate (the gated cross-attention layers, which attend to the "
-           "image features, are costed as part of the decoder blocks)")
+# the gated cross-attention layers' activations are traced (tools/memtrace/families.py idefics rows; memory/
+# blocks_cross.py gated_layer) for a step fed the vision states; memory/vision.py plan_support says where a plan
+# feeds none (IdeficsModel.forward requires them)
+SUPPORT = "exact"
 
 
 def _lin(b: TensorList, m: str, d_in: int, d_out: int, comp: str) -> None:
@@ -119,7 +122,8 @@ def idefics_text(text: Mapping, build: Callable, cfg: Mapping | None = None):
     gated = arch.block_linears + gated_linears(h, vd, inter)
     per_layer = tuple(gated if i % interval == 0 and i // interval < n // interval else arch.block_linears
                       for i in range(arch.num_layers))
-    return replace(arch, tensors=tensors, support=SUPPORT, config_frozen=frozen, layer_linears=per_layer)
+    return replace(arch, tensors=tensors, support=SUPPORT, config_frozen=frozen, layer_linears=per_layer,
+                   gated_cross_layers=tuple(i * interval for i in range(n // interval)))
 
 
 def gated_linears(h: int, vd: int, inter: int) -> tuple[Linear, ...]:
