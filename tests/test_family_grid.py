@@ -153,8 +153,9 @@ def test_mllama_text_only_step_skips_the_cross_attention_layers():
 
 def test_idefics_rows_are_traced_fed_images():
     ids = {p.stem for p in ROWS}
-    assert {"idefics-full-pure-sdpa-s512-b2", "idefics-lora-mixed-sdpa-s1024-b2-drop", "idefics-full-mixed-eager-s256-b2",
-            "idefics-full-pure-sdpa-gc-s1024-b2"} <= ids
+    for fam in ("idefics", "idefics-qk"):
+        assert {f"{fam}-full-pure-sdpa-s512-b2", f"{fam}-lora-mixed-sdpa-s1024-b2-drop",
+                f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-sdpa-gc-s1024-b2"} <= ids, fam
 
 
 def test_idefics_gated_cross_attention_layer_by_hand():
@@ -178,6 +179,11 @@ def test_idefics_gated_cross_attention_layer_by_hand():
     t, th = 1024, 1024 * 1024
     assert gated_layer_bytes(ss) == 28 * th + 4 * 2 * 514 * 1024 + 4 * 16 * t + 9 * t + 8 * t * 2816 == 56_714_240
     assert ss.items["gated_states"] == 2 * 2 * 514 * 256 and ss.items["gated_mask"] == 2 * t * 514
+    # qk_layer_norms (the idefics-qk rows): q_layer_norm over the t text rows and k_layer_norm over the 2 x 514
+    # vision rows, width 1024 in 16 heads, each keeping the fp32 copy, the 16-bit projection and the 16-bit
+    # normalised copy (4 + 2 + 2 bytes an element) and the fp32 rsqrt per head: (8 x 1024 + 4 x 16) x (1024 + 1028)
+    qk = gated_layer(arch, c, arch.layer_linears[2], (), 514, True, qk_norms=True)
+    assert gated_layer_bytes(qk) - gated_layer_bytes(ss) == (8 * 1024 + 4 * 16) * (1024 + 1028) == 16_941_312
     # fed the vision states the model is exact; without them the gated layers are not costed, and the output says so
     assert estimate(Plan.from_dict(row["plan"])).to_dict()["model_support"] == "exact"
     text = estimate(Plan.from_dict({k: v for k, v in row["plan"].items() if k != "vision"})).to_dict()

@@ -149,11 +149,12 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     frozen = frozen_layers(arch) if plan.method == "full" else frozenset()
     gated, gated_ss = gated_layers_run(arch, plan), None      # IDEFICS' gated cross-attention layers, fed images
     gated_bytes = {}
+    qk = bool(gated) and any(t.name.endswith(".cross_attn.q_layer_norm.weight") for t in arch.tensors)
     for i in sorted(gated):
         lins, adapters = per_layer_linears[i], per_layer_adapters[i]
         input_grad = i != 0 or (plan.method == "full" and "model.embed_tokens.weight" not in arch.config_frozen)
         gated_ss = gated_layer(arch, context(base, arch, dt, False, st), lins, adapters,
-                               plan.vision.tokens_per_sample, input_grad)
+                               plan.vision.tokens_per_sample, input_grad, qk)
         gated_bytes[i] = gated_layer_bytes(gated_ss)
     for i, (lins, adapters) in enumerate(zip(per_layer_linears, per_layer_adapters)):
         if i in skipped:

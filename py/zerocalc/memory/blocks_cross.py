@@ -151,8 +151,24 @@ def idefics_rmsnorm(ss: SavedSet, c: Ctx, key: str, x: str, d: int, input_grad: 
     return f"{key}.out"
 
 
+def qk_layer_norm(ss: SavedSet, c: Ctx, key: str, n: int, d: int, groups: int, input_grad: bool) -> None:
+    """IdeficsAttention's q_layer_norm / k_layer_norm (qk_layer_norms: IdeficsRMSNorm over head_dim) on the (b, a,
+    n, head_dim) projection, n tokens of width d: with a gradient to its input, the fp32 copy, the rsqrt per head
+    and the 16-bit projection itself; the normalised tensor for a trained weight: a 16-bit copy (``.to(weight
+    .dtype)``) under a 16-bit weight, the fp32 copy itself under an fp32 one. Its output is SDPA's q / k."""
+    e = 2 if c.autocast else c.e
+    if input_grad:
+        ss.save(f"{key}.fp32", 4 * n * d)
+        ss.save(f"{key}.rsqrt", 4 * n * groups)
+        ss.save(f"{key}.in", e * n * d)
+    if c.train_base and c.res != 4:
+        ss.save(f"{key}.normed", c.res * n * d)
+    elif c.train_base:
+        ss.save(f"{key}.fp32", 4 * n * d)
+
+
 def gated_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...],
-                n_vis: int, input_grad: bool) -> SavedSet:
+                n_vis: int, input_grad: bool, qk_norms: bool = False) -> SavedSet:
     """One IdeficsGatedCrossAttentionLayer (modeling_idefics.py) over n_vis vision states a sample (the frozen
     tower's output, no gradient; key ``gated_states``, one tensor for every gated layer, in the vision width):
     input_layernorm (IdeficsRMSNorm); IdeficsAttention(is_cross_attention=True): q_proj over the text, k_proj /
@@ -161,7 +177,8 @@ def gated_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     its output and the fp32 logsumexp; eager: the fp32 (b, a, s, n_vis) softmax and its 16-bit copy; o_proj;
     ``masked_fill((cross_attention_gate == 0)[:, :, None], 0.0)`` keeps its bool mask (one a layer: the ``== 0``
     runs in each layer); ``act_cross_attn(alpha_cross_attn) * out`` keeps the masked output for alpha's gradient;
-    post_attention_layernorm; the Llama MLP; ``act_dense(alpha_dense) * mlp_out`` keeps the MLP output. alpha
+    post_attention_layernorm; the Llama MLP; ``act_dense(alpha_dense) * mlp_out`` keeps the MLP output;
+    ``qk_norms`` (idefics-80b's qk_layer_norms): q_layer_norm / k_layer_norm, ``qk_layer_norm``. alpha
     trains under full fine-tuning only (the tanh outputs, 1 or h elements, are left out). Traced:
     tools/memtrace/families.py idefics rows."""
     ss = SavedSet()
@@ -176,6 +193,9 @@ def gated_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     for name in ("k_proj", "v_proj"):
         linear(ss, cv, "gated_states", e, lins[name], ads.get(name))
     q_dim = lins["q_proj"].d_out
+    if qk_norms:
+        qk_layer_norm(ss, c, "q_norm", c.tokens, q_dim, a, True)
+        qk_layer_norm(ss, c, "k_norm", cv.tokens, q_dim, a, c.train_base or "k_proj" in ads)
     ss.save("attn.q", e * c.tokens * q_dim)
     ss.save("attn.k", e * cv.tokens * q_dim)
     ss.save("attn.v", e * cv.tokens * q_dim)
