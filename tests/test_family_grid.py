@@ -153,7 +153,7 @@ def test_mllama_text_only_step_skips_the_cross_attention_layers():
 
 def test_idefics_rows_are_traced_fed_images():
     ids = {p.stem for p in ROWS}
-    for fam in ("idefics", "idefics-qk"):
+    for fam in ("idefics", "idefics-qk", "idefics-res"):
         assert {f"{fam}-full-pure-sdpa-s512-b2", f"{fam}-lora-mixed-sdpa-s1024-b2-drop",
                 f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-sdpa-gc-s1024-b2"} <= ids, fam
 

@@ -149,6 +149,8 @@ WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector"),
                     # IdeficsForVisionText2Text fed its tower's output (trace.py image_inputs): the tower frozen
                     # (IdeficsConfig freeze_vision_layers, vision.trainable's default) and never run
                     "idefics": ("vision_model",)}
+# IDEFICS' perceiver resampler, frozen with the tower where the config has one (the engine's "projector")
+OPTIONAL_FROZEN = {"idefics": ("perceiver_resampler",)}
 
 
 def lora_targets(plan: TracePlan, cfg):
@@ -214,6 +216,9 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     model.train()
     for part in WHOLE_COMPOSITES.get(cfg.model_type, ()):
         getattr(model.model, part).requires_grad_(False)
+    for part in OPTIONAL_FROZEN.get(cfg.model_type, ()):
+        if getattr(model.model, part, None) is not None:
+            getattr(model.model, part).requires_grad_(False)
     gk = {"use_reentrant": False}
     if gc_context_fn is not None:
         gk["context_fn"] = gc_context_fn

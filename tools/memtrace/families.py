@@ -143,7 +143,12 @@ CONFIGS["idefics"] = {"model_type": "idefics", "hidden_size": 1024, "intermediat
 # the same with idefics-80b's qk_layer_norms (IdeficsRMSNorm over head_dim on the gated layers' q and k) and
 # alpha_type "vector" (h-wide tanh gates)
 CONFIGS["idefics-qk"] = {**CONFIGS["idefics"], "qk_layer_norms": True, "alpha_type": "vector"}
-IMAGE_TOKENS = {"mllamaimg": 2056, "idefics": 514, "idefics-qk": 514}
+# and with the released checkpoints' perceiver resampler (use_resampler; frozen with the tower, vision.trainable's
+# default): 2 images x 64 latents = 128 vision states a sample
+CONFIGS["idefics-res"] = {**CONFIGS["idefics"], "use_resampler": True,
+                          "perceiver_config": {"resampler_n_latents": 64, "resampler_depth": 2, "resampler_n_heads": 4,
+                                               "resampler_head_dim": 32, "qk_layer_norms_perceiver": False}}
+IMAGE_TOKENS = {"mllamaimg": 2056, "idefics": 514, "idefics-qk": 514, "idefics-res": 128}
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
@@ -156,7 +161,7 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "bigcode": ["c_attn", "c_proj", "c_fc"],
            # the language model's (build.py lora_targets: the frozen tower's q/k/v/o_proj get none)
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-              for fam in ("mllama", "mllamaimg", "idefics", "idefics-qk")},
+              for fam in ("mllama", "mllamaimg", "idefics", "idefics-qk", "idefics-res")},
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for

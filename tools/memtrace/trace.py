@@ -110,17 +110,20 @@ def image_inputs(plan: TracePlan, cfg, dt: dict) -> dict:
 
 def idefics_image_inputs(plan: TracePlan, cfg, dt: dict) -> dict:
     """IDEFICS fed its frozen tower's output (modeling_idefics.py IdeficsModel.forward's image_encoder_embeddings
-    branch, no resampler): (b, images, patches, embed_dim) in the compute dtype, no gradient, patches =
-    (image_size / patch_size)^2 + 1 an image, and an image_attention_mask of ones (b, s, images): every text token
-    attends to every image; tokens_per_sample = images x patches."""
+    branch): (b, images, patches, embed_dim) in the compute dtype, no gradient, patches = (image_size /
+    patch_size)^2 + 1 an image, and an image_attention_mask of ones (b, s, images): every text token attends to
+    every image; tokens_per_sample = images x patches, or with use_resampler images x resampler_n_latents (the
+    frozen perceiver's output, what the gated layers read)."""
     v = cfg.vision_config
-    per_image = (v.image_size // v.patch_size) ** 2 + 1
+    patches = (v.image_size // v.patch_size) ** 2 + 1
+    # with use_resampler the frozen perceiver resampler turns an image's patches into resampler_n_latents states
+    per_image = cfg.perceiver_config.resampler_n_latents if cfg.use_resampler else patches
     images, rest = divmod(plan.vision_tokens, per_image)
-    if rest or not images or cfg.use_resampler:
-        raise ValueError(f"vision.tokens_per_sample must be a multiple of {per_image} (patches), no resampler")
+    if rest or not images:
+        raise ValueError(f"vision.tokens_per_sample must be a multiple of {per_image} (an image's states)")
     b, s = plan.micro_batch_size, plan.seq_len
     e = dt["autocast"] or dt["base"]
-    return {"image_encoder_embeddings": torch.zeros(b, images, per_image, v.embed_dim, dtype=e),
+    return {"image_encoder_embeddings": torch.zeros(b, images, patches, v.embed_dim, dtype=e),
             "image_attention_mask": torch.ones(b, s, images, dtype=torch.long)}
 
 
