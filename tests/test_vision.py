@@ -241,3 +241,14 @@ def test_idefics_lora_adapts_the_gated_cross_attention_layers_as_peft_does():
     d4 = estimate(Plan.from_dict(lora4)).to_dict()["per_gpu"]["detail"]
     d1 = estimate(Plan.from_dict(lora1)).to_dict()["per_gpu"]["detail"]
     assert d4["optimizer_states"] - d1["optimizer_states"] == 8 * 7 * 16 * (2 * 8192 + 2 * 4864 + 3 * 15104)
+
+
+def test_idefics_gated_layers_are_fsdp_units_of_their_own():
+    """IdeficsPreTrainedModel._no_split_modules lists IdeficsDecoderLayer and IdeficsGatedCrossAttentionLayer apart,
+    so FSDP wraps each gated layer alone. Default config: a decoder layer 4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096
+    = 202,383,360; a gated layer 2 x 4096^2 + 2 x 768 x 4096 (k/v from the CLIP width) + 3 x 4096 x 11008 +
+    2 x 4096 + 2 (float alphas) = 175,120,386; 32 of each, the largest unit a decoder layer."""
+    from zerocalc.model import model_from_config
+    arch = model_from_config(_rows("idefics")["idefics"])
+    assert sorted(arch.layer_sizes) == [175_120_386] * 32 + [202_383_360] * 32
+    assert 2 * 4096**2 + 2 * 768 * 4096 + 3 * 4096 * 11008 + 2 * 4096 + 2 == 175_120_386

@@ -116,7 +116,10 @@ def idefics_text(text: Mapping, build: Callable, cfg: Mapping | None = None):
         b.param(f"{q}.post_attention_layernorm", "weight", h, "norm")
         b.param(q, "alpha_cross_attn", alpha, "attention")
         b.param(q, "alpha_dense", alpha, "attention")
-        out[first[i * interval]:first[i * interval]] = b.tensors
+        # its own FSDP wrap unit (IdeficsPreTrainedModel._no_split_modules lists IdeficsGatedCrossAttentionLayer,
+        # which accelerate's default transformer_layer_cls_to_wrap takes), counted in the layer it runs before
+        unit = f"model.gated_cross_attn_layers.{i}"
+        out[first[i * interval]:first[i * interval]] = [replace(t, block=unit) for t in b.tensors]
     tensors = tuple(out) + tuple(head_extra)
     frozen = config_frozen(ConfigReader({**text, **(cfg or {})}), tensors)
     gated = arch.block_linears + gated_linears(h, vd, inter)
