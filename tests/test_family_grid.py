@@ -179,3 +179,43 @@ def test_mllama_text_only_step_skips_the_cross_attention_layers():
     assert text["model_support"] == "exact" and fed["model_support"] == "exact"
     # more vision tokens than text: Mllama's are beside the text, not inside seq_len
     Plan.from_dict({**base, "model": CONFIGS["mllama"], "vision": {"tokens_per_sample": 4100}})
+
+
+def test_idefics_rows_are_traced_fed_images():
+    ids = {p.stem for p in ROWS}
+    for fam in ("idefics", "idefics-qk", "idefics-res"):
+        assert {f"{fam}-full-pure-sdpa-s512-b2", f"{fam}-lora-mixed-sdpa-s1024-b2-drop",
+                f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-sdpa-gc-s1024-b2"} <= ids, fam
+
+
+def test_idefics_gated_cross_attention_layer_by_hand():
+    """modeling_idefics.py IdeficsGatedCrossAttentionLayer, the idefics row's config (h 1024, 16 heads, MLP 2816,
+    CLIP width 256) fed 2 x 257 = 514 vision states, full bf16 (b 2, s 512: t = 1024 tokens), SDPA, not the first
+    layer. Kept: input_layernorm (IdeficsRMSNorm: the fp32 copy 4th, its input 2th, the normalised 2th, rsqrt 4t),
+    q_proj's input 2th, q 2th, k and v 2 x 2 x 514 x 1024 each, SDPA's output 2th and fp32 logsumexp 4 x 16 x t,
+    the (gate == 0) bool mask t, the masked output for alpha_cross_attn 2th, post_attention_layernorm as the first
+    (8th + 4t) and its output 2th, gate / up / silu / product 4 x 2 x t x 2816, the MLP output for alpha_dense 2th:
+    28th + 4 x 1,052,672 + 65,536 + 9t + 8 x t x 2816 = 56,714,240 B (the trace's saved set of
+    gated_cross_attn_layers.1: 56,714,244 B, the two bf16 tanh gates' 4 B beside). The vision states (526,336 B)
+    and the 4-D mask (2 x 1024 x 514 = 1,052,672 B) are held once for both layers."""
+    from zerocalc.memory.blocks import Ctx
+    from zerocalc.memory.blocks_cross import gated_layer, gated_layer_bytes
+    row = json.loads((GRID / "idefics-full-pure-sdpa-s512-b2.json").read_text())
+    arch = Plan.from_dict(row["plan"]).arch
+    assert arch.gated_cross_layers == (0, 2)
+    c = Ctx(tokens=1024, seq=512, batch=2, e=2, res=2, autocast=False, train_base=True, adapter_bytes=2,
+            dropout=0.0, attention="sdpa", first_layer=False)
+    ss = gated_layer(arch, c, arch.layer_linears[2], (), 514, True)
+    t, th = 1024, 1024 * 1024
+    assert gated_layer_bytes(ss) == 28 * th + 4 * 2 * 514 * 1024 + 4 * 16 * t + 9 * t + 8 * t * 2816 == 56_714_240
+    assert ss.items["gated_states"] == 2 * 2 * 514 * 256 and ss.items["gated_mask"] == 2 * t * 514
+    # qk_layer_norms (the idefics-qk rows): q_layer_norm over the t text rows and k_layer_norm over the 2 x 514
+    # vision rows, width 1024 in 16 heads, each keeping the fp32 copy, the 16-bit projection and the 16-bit
+    # normalised copy (4 + 2 + 2 bytes an element) and the fp32 rsqrt per head: (8 x 1024 + 4 x 16) x (1024 + 1028)
+    qk = gated_layer(arch, c, arch.layer_linears[2], (), 514, True, qk_norms=True)
+    assert gated_layer_bytes(qk) - gated_layer_bytes(ss) == (8 * 1024 + 4 * 16) * (1024 + 1028) == 16_941_312
+    # fed the vision states the model is exact; without them the gated layers are not costed, and the output says so
+    assert estimate(Plan.from_dict(row["plan"])).to_dict()["model_support"] == "exact"
+    text = estimate(Plan.from_dict({k: v for k, v in row["plan"].items() if k != "vision"})).to_dict()
+    assert "vision.tokens_per_sample" in text["model_support"]
+    assert "model-approximate" in {w["id"] for w in text["warnings"]}

@@ -218,3 +218,37 @@ def test_idefics_freezes_its_text_layers_as_its_modelling_code_does():
     trained = estimate(Plan.from_dict({**base, "model": {**cfg, "freeze_text_layers": False}})).to_dict()
     assert trained["per_gpu"]["detail"]["optimizer_states"] - frozen["optimizer_states"] == 4 * 6_607_343_616
     assert frozen["frozen_params"] - trained["per_gpu"]["detail"]["frozen_params"] == 2 * 6_607_343_616
+
+
+def test_idefics_lora_adapts_the_gated_cross_attention_layers_as_peft_does():
+    """PEFT matches a target against a module name's last segment, so q_proj / v_proj also adapt every
+    IdeficsGatedCrossAttentionLayer's cross_attn.q_proj (4096 -> 4096) and v_proj (the vision width 768 -> 4096).
+    Default config (cross_layer_interval 1: 32 gated layers), r 8: the decoder's 32 x 8 x (2 x 8192) = 4,194,304
+    and the gated layers' 32 x 8 x (8192 + 4864) = 3,342,336, 7,536,640 adapter parameters (peft 0.21.2's
+    get_peft_model on the meta-device IdeficsForVisionText2Text counts the same: 4,194,304 on the decoder layers,
+    3,342,336 on gated_cross_attn_layers, the frozen tower's left out here). bf16-pure AdamW keeps the adapters'
+    two states in fp32: 8 bytes each. Every target with r 16 and cross_layer_interval 4 (8 gated layers): a gated
+    layer 16 x (2 x 8192 + 2 x 4864 + 3 x 15104) = 1,142,784, 8 of them 9,142,272 (peft: the same)."""
+    cfg = _rows("idefics")["idefics"]
+    base = {"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0, "precision": "bf16-pure",
+            "optimizer": "adamw", "micro_batch_size": 1, "seq_len": 512, "method": "lora",
+            "lora": {"rank": 8, "targets": ["q_proj", "v_proj"]}}
+    d = estimate(Plan.from_dict({**base, "model": cfg})).to_dict()["per_gpu"]["detail"]
+    assert d["optimizer_states"] == 8 * (32 * 8 * 2 * 8192 + 32 * 8 * (8192 + 4864))
+    every = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    lora4 = {**base, "lora": {"rank": 16, "targets": every}, "model": {**cfg, "cross_layer_interval": 4}}
+    lora1 = {**lora4, "model": {**cfg, "cross_layer_interval": 32}}
+    d4 = estimate(Plan.from_dict(lora4)).to_dict()["per_gpu"]["detail"]
+    d1 = estimate(Plan.from_dict(lora1)).to_dict()["per_gpu"]["detail"]
+    assert d4["optimizer_states"] - d1["optimizer_states"] == 8 * 7 * 16 * (2 * 8192 + 2 * 4864 + 3 * 15104)
+
+
+def test_idefics_gated_layers_are_fsdp_units_of_their_own():
+    """IdeficsPreTrainedModel._no_split_modules lists IdeficsDecoderLayer and IdeficsGatedCrossAttentionLayer apart,
+    so FSDP wraps each gated layer alone. Default config: a decoder layer 4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096
+    = 202,383,360; a gated layer 2 x 4096^2 + 2 x 768 x 4096 (k/v from the CLIP width) + 3 x 4096 x 11008 +
+    2 x 4096 + 2 (float alphas) = 175,120,386; 32 of each, the largest unit a decoder layer."""
+    from zerocalc.model import model_from_config
+    arch = model_from_config(_rows("idefics")["idefics"])
+    assert sorted(arch.layer_sizes) == [175_120_386] * 32 + [202_383_360] * 32
+    assert 2 * 4096**2 + 2 * 768 * 4096 + 3 * 4096 * 11008 + 2 * 4096 + 2 == 175_120_386

@@ -376,8 +376,9 @@ def _check_vision(plan: Plan) -> None:
     if v.instruction_tokens and not (arch.tower or {}).get("instruct"):
         raise PlanError("vision.instruction_tokens", f"model_type {arch.model_type!r} has no Q-Former reading "
                         "instruction tokens (InstructBLIP's)")
-    if v.tokens_per_sample > plan.seq_len and not arch.image_cross_layers:
-        # Mllama's cross-attention layers read the vision states beside the text (memory/blocks_cross.py)
+    if v.tokens_per_sample > plan.seq_len and not (arch.image_cross_layers or arch.gated_cross_layers):
+        # Mllama's cross-attention layers and IDEFICS' gated ones read the vision states beside the text
+        # (memory/blocks_cross.py)
         raise PlanError("vision.tokens_per_sample", f"image tokens count inside seq_len ({plan.seq_len}), "
                         f"got {v.tokens_per_sample}")
     if v.images_per_sample and arch.tower is None:

@@ -8,7 +8,8 @@
   LLaMA-Factory's freeze_vision_tower = False under LoRA);
 - ``tokens_per_sample``: image (or audio) tokens per sample; they count inside ``seq_len`` (plan.py
   _check_vision), except for a model whose language model attends to them by cross-attention layers (Mllama:
-  the projected vision states, images x max_num_tiles x patches, beside the text);
+  the projected vision states, images x max_num_tiles x patches, beside the text; IDEFICS: its gated
+  cross-attention layers' vision states, images x patches, or x resampler_n_latents with the resampler);
 - ``images_per_sample``: images each sample carries through the tower (its own activations);
 - ``instruction_tokens``: the instruction tokens InstructBLIP's Q-Former reads beside its queries, per image
   (qformer_input_ids); 0 by default, and written only when set (plan.py).

@@ -165,14 +165,22 @@ def attn_impl(plan: TracePlan) -> str:
 
 # composites traced whole, as the engine counts them (model/composite.py): Mllama built as
 # MllamaForConditionalGeneration, its vision tower and projector frozen (vision.trainable's default), fed text only
-WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector")}
+WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector"),
+                    # IdeficsForVisionText2Text fed its tower's output (trace.py image_inputs): the tower frozen
+                    # (IdeficsConfig freeze_vision_layers, vision.trainable's default) and never run
+                    "idefics": ("vision_model",)}
+# IDEFICS' perceiver resampler, frozen with the tower where the config has one (the engine's "projector")
+OPTIONAL_FROZEN = {"idefics": ("perceiver_resampler",)}
 
 
 def lora_targets(plan: TracePlan, cfg):
     """PEFT's target_modules: the plan's names, or for a composite traced whole a regex over its language model's
     modules only (the plan's frozen tower has no adapters: zerocalc's memory/vision.py tower_adapters)."""
+    names = "(" + "|".join(map(re.escape, plan.lora_targets)) + ")"
+    if cfg.model_type == "idefics":     # no language_model: the decoder layers and the gated cross-attention layers
+        return r"model\.(?:layers|gated_cross_attn_layers)\.\d+\..*\." + names
     if cfg.model_type in WHOLE_COMPOSITES:
-        return r".*language_model\..*\.(" + "|".join(map(re.escape, plan.lora_targets)) + ")"
+        return r".*language_model\..*\." + names
     return list(plan.lora_targets)
 
 
@@ -228,6 +236,9 @@ def build_meta_model(plan: TracePlan, gc_context_fn=None):
     model.train()
     for part in WHOLE_COMPOSITES.get(cfg.model_type, ()):
         getattr(model.model, part).requires_grad_(False)
+    for part in OPTIONAL_FROZEN.get(cfg.model_type, ()):
+        if getattr(model.model, part, None) is not None:
+            getattr(model.model, part).requires_grad_(False)
     gk = {"use_reentrant": False}
     if gc_context_fn is not None:
         gk["context_fn"] = gc_context_fn

@@ -181,7 +181,26 @@ CONFIGS = {
 # vision tokens a sample, more than the text (as Llama 3.2 Vision's 4 x 1025 per image)
 CONFIGS["mllamaimg"] = {**CONFIGS["mllama"], "vision_config": {**CONFIGS["mllama"]["vision_config"], "image_size": 224,
                                                                 "max_num_tiles": 4}}
-IMAGE_TOKENS = {"mllamaimg": 2056}
+# HuggingFaceM4/idefics-9b's layout (IdeficsConfig), scaled down: a Llama decoder (MHA, no bias) with a gated
+# cross-attention layer (IdeficsGatedCrossAttentionLayer: tanh-gated cross-attention over the CLIP states and a
+# tanh-gated Llama MLP) before every cross_layer_interval-th layer, no resampler; freeze_text_layers (the
+# checkpoint's value): the decoder layers, the final norm and embed_tokens frozen by the modelling code. Fed two
+# images' tower output (trace.py idefics_image_inputs): 2 x ((224 / 14)^2 + 1) = 514 vision states a sample
+CONFIGS["idefics"] = {"model_type": "idefics", "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 4,
+                      "num_attention_heads": 16, "cross_layer_interval": 2, "vocab_size": 32000,
+                      "additional_vocab_size": 0, "dropout": 0.0, "max_position_embeddings": 4096,
+                      "tie_word_embeddings": False, "use_resampler": False,
+                      "vision_config": {"embed_dim": 256, "intermediate_size": 512, "num_hidden_layers": 1,
+                                        "num_attention_heads": 4, "image_size": 224, "patch_size": 14}}
+# the same with idefics-80b's qk_layer_norms (IdeficsRMSNorm over head_dim on the gated layers' q and k) and
+# alpha_type "vector" (h-wide tanh gates)
+CONFIGS["idefics-qk"] = {**CONFIGS["idefics"], "qk_layer_norms": True, "alpha_type": "vector"}
+# and with the released checkpoints' perceiver resampler (use_resampler; frozen with the tower, vision.trainable's
+# default): 2 images x 64 latents = 128 vision states a sample
+CONFIGS["idefics-res"] = {**CONFIGS["idefics"], "use_resampler": True,
+                          "perceiver_config": {"resampler_n_latents": 64, "resampler_depth": 2, "resampler_n_heads": 4,
+                                               "resampler_head_dim": 32, "qk_layer_norms_perceiver": False}}
+IMAGE_TOKENS = {"mllamaimg": 2056, "idefics": 514, "idefics-qk": 514, "idefics-res": 128}
 # LoRA targets per family: every linear of the block
 TARGETS = {**{fam: ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"] for fam in ("opt", "opt350")},
            "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
@@ -202,7 +221,7 @@ TARGETS = {**{fam: ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"] for 
            "neoxjp": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
            # the language model's (build.py lora_targets: the frozen tower's q/k/v/o_proj get none)
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-              for fam in ("mllama", "mllamaimg")},
+              for fam in ("mllama", "mllamaimg", "idefics", "idefics-qk", "idefics-res")},
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for

@@ -100,6 +100,8 @@ def image_inputs(plan: TracePlan, cfg, dt: dict) -> dict:
     in the compute dtype, no gradient (the tower and projector are frozen), and a cross_attention_mask of ones
     (b, s, images, max_num_tiles), every text token attending to every tile; tokens_per_sample = images x
     max_num_tiles x vision_model.num_patches ((image_size / patch_size)^2 + 1)."""
+    if cfg.model_type == "idefics" and plan.vision_tokens:
+        return idefics_image_inputs(plan, cfg, dt)
     if cfg.model_type != "mllama" or not plan.vision_tokens:
         return {}
     v = cfg.vision_config
@@ -111,6 +113,25 @@ def image_inputs(plan: TracePlan, cfg, dt: dict) -> dict:
     e = dt["autocast"] or dt["base"]
     return {"cross_attention_states": torch.zeros(b, plan.vision_tokens, cfg.text_config.hidden_size, dtype=e),
             "cross_attention_mask": torch.ones(b, s, images, v.max_num_tiles, dtype=torch.long)}
+
+
+def idefics_image_inputs(plan: TracePlan, cfg, dt: dict) -> dict:
+    """IDEFICS fed its frozen tower's output (modeling_idefics.py IdeficsModel.forward's image_encoder_embeddings
+    branch): (b, images, patches, embed_dim) in the compute dtype, no gradient, patches = (image_size /
+    patch_size)^2 + 1 an image, and an image_attention_mask of ones (b, s, images): every text token attends to
+    every image; tokens_per_sample = images x patches, or with use_resampler images x resampler_n_latents (the
+    frozen perceiver's output, what the gated layers read)."""
+    v = cfg.vision_config
+    patches = (v.image_size // v.patch_size) ** 2 + 1
+    # with use_resampler the frozen perceiver resampler turns an image's patches into resampler_n_latents states
+    per_image = cfg.perceiver_config.resampler_n_latents if cfg.use_resampler else patches
+    images, rest = divmod(plan.vision_tokens, per_image)
+    if rest or not images:
+        raise ValueError(f"vision.tokens_per_sample must be a multiple of {per_image} (an image's states)")
+    b, s = plan.micro_batch_size, plan.seq_len
+    e = dt["autocast"] or dt["base"]
+    return {"image_encoder_embeddings": torch.zeros(b, images, patches, v.embed_dim, dtype=e),
+            "image_attention_mask": torch.ones(b, s, images, dtype=torch.long)}
 
 
 def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool = False,

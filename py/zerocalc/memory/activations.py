@@ -25,10 +25,11 @@ from .logits import LITGPT_CHUNK
 from .blocks_gemma3n import checkpointed_streams, gemma3n_outside
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
 from .blocks_hyper import hc_backward_moment, hyper_outside, mix_backward_temps
-from .blocks_cross import (cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, frozen_layers,
-                           idle_tensors, skipped_adapter_params, skipped_layers)
+from .blocks_cross import (GATED, cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, frozen_layers,
+                           gated_saved, gated_shared, idle_tensors, skipped_adapter_params, skipped_layers)
 from .expert_backward import EVERY_EXPERT, expert_grad_temp, experts_trained, routed_rows
 from .blocks_hrm import ONEOFF_HEADS, checkpointed_final_norms
+from .quant_inputs import QUANT_COMPUTE_BYTES, quant_inputs_saved
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -57,7 +58,6 @@ class Activations:
         return self.stack_saved + self.head_saved + self.autocast_weight_copies
 
 
-QUANT_COMPUTE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
 def context(plan: Plan, arch: ModelArch, dt: Dtypes, first: bool, stack: Stack) -> Ctx:
@@ -200,9 +200,21 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     skipped = skipped_layers(arch, plan)         # memory/blocks_cross.py: Mllama's cross-attention, text only
     cross, cross_ss = cross_layers_run(arch, plan), None     # ... or fed image tokens
     frozen = frozen_layers(arch) if plan.method == "full" else frozenset()
+    # IDEFICS' gated cross-attention layers, fed images (memory/blocks_cross.py)
+    gated_bytes, gated_ss = gated_saved(arch, plan, context(base, arch, dt, False, st), per_layer_linears,
+                                        per_layer_adapters)
+    gated = frozenset(gated_bytes)
     for i, (lins, adapters) in enumerate(zip(per_layer_linears, per_layer_adapters)):
         if i in skipped:
             layers.append(0)
+            continue
+        if i in gated:
+            # the decoder layer after a trained gated layer: its input needs a gradient, even in layer 0
+            trained = plan.method == "full" or any(ad.name.startswith(GATED) for ad in adapters)
+            c = context(base, arch, dt, i == 0 and not trained, st)
+            if i in frozen:
+                c = replace(context(base, arch, dt, False, st), train_base=False)
+            layers.append(gated_bytes[i] + layer_saved_bytes(arch, c, lins, adapters))
             continue
         if i in frozen:
             # a block the modelling code froze (IDEFICS' freeze_text_layers) under full fine-tuning: its weights
@@ -235,6 +247,9 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                                             layer_adapters(arch, plan, lins) if plan.method != "full" else ())
                      for lins in {id(x): x for x in per_layer_linears}.values())
     shared = 0
+    if gated_ss is not None:
+        shared = gated_shared(plan, gated_ss, len(gated), res * t * h, 2 if dt.autocast else dt.compute)
+        full_layer = max(full_layer, max(layers[i] for i in gated))
     if cross_ss is not None:
         shared = cross_shared_bytes(cross_ss, context(base, arch, dt, False, st), plan.vision.tokens_per_sample, h,
                                     plan.activation_checkpointing == "full")
@@ -394,7 +409,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     if copies and plan.activation_checkpointing == "full":
         kept = 2 * arch.vocab_size * hw if plan.method == "full" and arch.causal_lm else 0
         cache_forward, copies = copies - kept, kept
-    quant_inputs = _quant_inputs(plan, arch) if st.bnb_keeps_inputs else 0
+    quant_inputs = quant_inputs_saved(plan, arch) if st.bnb_keeps_inputs else 0
     if quant_inputs and plan.activation_checkpointing == "full":
         if st.reentrant_checkpointing:
             # reentrant checkpointing runs the layers' forward under no_grad: MatMul4Bit sees no input needing a
@@ -422,24 +437,6 @@ def checkpointed_stream(arch: ModelArch, plan: Plan, dt: Dtypes) -> int:
     """DeepSeek-V4: one layer's (b, s, hc_mult, h) input stream in the residual dtype (memory/blocks_hyper.py)."""
     res = dt.weight if plan.method == "full" else dt.frozen       # the residual dtype, as the stack's
     return res * plan.seq_len * plan.micro_batch_size * arch.hyper["hc_mult"] * arch.hidden_size
-
-
-def _quant_inputs(plan: Plan, arch: ModelArch) -> int:
-    """The distinct inputs of one block's 4-bit linears, in the quantization compute dtype, over all layers:
-    the Llama lineage's q/k/v input, o_proj's input, gate/up's input and down_proj's input (6·s·b·h + 2·s·b·I
-    per layer in bf16 for a multi-head-width attention); other blocks: every linear's input."""
-    t = plan.seq_len * plan.micro_batch_size
-    e = QUANT_COMPUTE_BYTES[plan.quantization.compute_dtype]
-    total = 0
-    for lins in block_linears_per_layer(arch):
-        names = {lin.name: lin for lin in lins if lin.count == 1}
-        if arch.family in ("llama", "gemma") and "down_proj" in names:
-            widths = [arch.hidden_size, names["o_proj"].d_in if "o_proj" in names else arch.q_dim,
-                      arch.hidden_size, names["down_proj"].d_in]
-        else:
-            widths = [lin.d_in for lin in names.values()]
-        total += e * t * sum(widths)
-    return total
 
 
 FP32_ROPE = ("beam",)                            # rotary cos / sin kept in fp32 (memory/blocks_moe.py beam_block)

@@ -27,6 +27,7 @@ from .deltanet import gated_deltanet_layer
 from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear
 from .blocks_gemma3n import gemma3n_block
 from .blocks_axk2 import AXK2_RULES
+from .blocks_cross import idefics_block
 from .blocks_dots3 import DOTS3_RULES
 from .blocks_gemma4 import GEMMA4, gemma4_block
 from .blocks_hrm import ONEOFF_RULES as ONEOFF
@@ -376,8 +377,7 @@ def falcon_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters:
 EAGER_BLOCKS = {"mpt": ("Wqkv", "out_proj", "up_proj", "down_proj"),
                 "gpt_neox_japanese": ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h")}
 # model_types whose transformers class has only its own eager attention, whatever attn_implementation says (no
-# AttentionInterface, no _supports_sdpa / _supports_flash_attn: modeling_mpt.py MptAttention, modeling_openai.py
-# Attention._attn, modeling_gpt_neox_japanese.py GPTNeoXJapaneseAttention._attn): costed eager
+# AttentionInterface, _supports_sdpa or _supports_flash_attn: modeling_mpt.py, openai.py, gpt_neox_japanese.py)
 EAGER_ONLY = ("mpt", "openai-gpt", "gpt_neox_japanese")
 
 
@@ -434,7 +434,7 @@ RULES = {"opt": opt_block, "ctrl": opt_block, "gpt_neox": neox_block, "gptj": pa
          "phi": parallel_block, "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
          "cohere": cohere_block, "phi3": phi3_block, "mpt": eager_block, "gpt_neox_japanese": eager_block,
          "gpt_bigcode": bigcode_block, "falcon": falcon_block, "minimax": minimax_block, "gemma3n_text": gemma3n_block,
-         **{t: gemma4_block for t in GEMMA4}, **ONEOFF, **AXK2_RULES, **DOTS3_RULES}
+         "idefics": idefics_block, **{t: gemma4_block for t in GEMMA4}, **ONEOFF, **AXK2_RULES, **DOTS3_RULES}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:

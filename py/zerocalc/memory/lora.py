@@ -51,9 +51,10 @@ def layer_adapters(arch: ModelArch, plan: Plan, linears: tuple[Linear, ...]) -> 
 @lru_cache(maxsize=256)
 def _adapters(linears: tuple[Linear, ...], targets: tuple[str, ...], rank: int,
               fused_experts: bool) -> tuple[Adapter, ...]:
-    # a dotted name (DeepSeek-V4's "compressor.kv_proj") is matched by its leaf, as PEFT's target_modules suffix
+    # PEFT matches a target against the module name's last segment: a scoped or dotted linear
+    # ("gated_cross_attn.q_proj", model/vision_idefics.py; DeepSeek-V4's "compressor.kv_proj") by its leaf
     out = [Adapter(lin.name, lin.d_in, lin.d_out, rank) for lin in linears
-           if lin.name.rsplit(".", 1)[-1] in targets and lin.count == 1]
+           if lin.count == 1 and (lin.name in targets or lin.name.rpartition(".")[2] in targets)]
     if fused_experts:
         for lin in linears:
             if lin.count == 1:

@@ -64,6 +64,10 @@ def tower_untraced(arch: ModelArch, plan: Plan) -> bool:
 def plan_support(arch: ModelArch, plan: Plan) -> str:
     """The estimate's ``model_support``: the model's own (``ModelArch.support``, "exact" where the parameter
     count equals transformers'), with the untraced tower's activations named where this plan runs them."""
+    if arch.gated_cross_layers and not plan.vision.tokens_per_sample:
+        # IDEFICS: its gated cross-attention layers run over the vision states only (memory/blocks_cross.py)
+        return ("exact parameter count; activations approximate: the gated cross-attention layers are costed over "
+                "vision.tokens_per_sample vision states (IdeficsModel.forward requires images): give them")
     if not tower_untraced(arch, plan):
         return arch.support
     why = UNTRACED_TOWER.format(arch.model_type, plan.vision.trainable)

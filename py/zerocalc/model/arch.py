@@ -115,6 +115,9 @@ class ModelArch:
     # decoder layers that attend to image tokens only (Mllama's cross_attention_layers: model/vision_mllama.py),
     # skipped by a step fed no images (memory/blocks_cross.py)
     image_cross_layers: tuple[int, ...] = ()
+    # decoder layers an IDEFICS gated cross-attention layer runs before (model/vision_idefics.py), over the vision
+    # states beside the text (vision.tokens_per_sample; memory/blocks_cross.py gated_layer)
+    gated_cross_layers: tuple[int, ...] = ()
     # tensors the modelling code itself freezes when it builds the model, whatever the plan's method (IDEFICS:
     # IdeficsModel.freeze_relevant_params, model/vision_idefics.py): no gradient or optimizer state under full
     config_frozen: tuple[str, ...] = ()

@@ -11,8 +11,13 @@ its flat top-level config:
   more rows in additional_embedding / additional_fc), and num_hidden_layers // cross_layer_interval
   gated_cross_attn_layers: q/o_proj square, k/v_proj from embed_dim, no bias, with qk_layer_norms RMSNorms over
   head_dim, a Llama MLP, two RMSNorms, alpha_cross_attn / alpha_dense (1 each, or h with alpha_type "vector").
-  Each gated layer is placed in the decoder block it runs before (block i x cross_layer_interval) and its
-  activations are costed as that block's: ``support`` says so.
+  Each gated layer is placed in the decoder block it runs before (block i x cross_layer_interval:
+  ``gated_cross_layers``); its activations are memory/blocks_cross.py gated_layer's, over the vision states
+  (vision.tokens_per_sample, beside the text). Its linears join that block's ``layer_linears``
+  as ``gated_cross_attn.<leaf>`` (modeling_idefics.py IdeficsGatedCrossAttentionLayer: cross_attn =
+  IdeficsAttention(is_cross_attention=True), mlp = IdeficsMLP), so LoRA adapts them where PEFT does (it matches
+  a target against the module name's last segment: ``gated_cross_attn_layers.3.cross_attn.q_proj``); the block
+  rules look linears up by their plain names and do not see them.
 - IdeficsModel.__init__ ends with freeze_relevant_params: freeze_text_layers (IdeficsConfig's default True)
   freezes the decoder layers and the final norm (freeze_model: every module but those of the
   freeze_text_module_exceptions types, of which only "Linear" occurs in them) and embed_tokens' regular weight
@@ -25,12 +30,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Mapping
 
+from .arch import Linear
 from .config import ConfigReader, TensorList
 from .vision import vit
 
 VISION = {"embed_dim": 768, "intermediate_size": 5120, "num_hidden_layers": 32, "image_size": 224, "patch_size": 14}
-SUPPORT = ("exact parameter count; activations approximate (the gated cross-attention layers, which attend to the "
-           "image features, are costed as part of the decoder blocks)")
+# the gated cross-attention layers' activations are traced (tools/memtrace/families.py idefics rows; memory/
+# blocks_cross.py gated_layer) for a step fed the vision states; memory/vision.py plan_support says where a plan
+# feeds none (IdeficsModel.forward requires them)
+SUPPORT = "exact"
 
 
 def _lin(b: TensorList, m: str, d_in: int, d_out: int, comp: str) -> None:
@@ -108,10 +116,25 @@ def idefics_text(text: Mapping, build: Callable, cfg: Mapping | None = None):
         b.param(f"{q}.post_attention_layernorm", "weight", h, "norm")
         b.param(q, "alpha_cross_attn", alpha, "attention")
         b.param(q, "alpha_dense", alpha, "attention")
-        out[first[i * interval]:first[i * interval]] = b.tensors
+        # its own FSDP wrap unit (IdeficsPreTrainedModel._no_split_modules lists IdeficsGatedCrossAttentionLayer,
+        # which accelerate's default transformer_layer_cls_to_wrap takes), counted in the layer it runs before
+        unit = f"model.gated_cross_attn_layers.{i}"
+        out[first[i * interval]:first[i * interval]] = [replace(t, block=unit) for t in b.tensors]
     tensors = tuple(out) + tuple(head_extra)
     frozen = config_frozen(ConfigReader({**text, **(cfg or {})}), tensors)
-    return replace(arch, tensors=tensors, support=SUPPORT, config_frozen=frozen)
+    gated = arch.block_linears + gated_linears(h, vd, inter)
+    per_layer = tuple(gated if i % interval == 0 and i // interval < n // interval else arch.block_linears
+                      for i in range(arch.num_layers))
+    return replace(arch, tensors=tensors, support=SUPPORT, config_frozen=frozen, layer_linears=per_layer,
+                   gated_cross_layers=tuple(i * interval for i in range(n // interval)))
+
+
+def gated_linears(h: int, vd: int, inter: int) -> tuple[Linear, ...]:
+    """One IdeficsGatedCrossAttentionLayer's nn.Linears (q/o_proj h x h, k/v_proj from the vision width vd, the
+    Llama MLP), named under ``gated_cross_attn.`` so a block rule's lookup by plain name never takes them."""
+    dims = (("q_proj", h, h), ("k_proj", vd, h), ("v_proj", vd, h), ("o_proj", h, h),
+            ("gate_proj", h, inter), ("down_proj", inter, h), ("up_proj", h, inter))
+    return tuple(Linear(f"gated_cross_attn.{n}", d_in, d_out) for n, d_in, d_out in dims)
 
 
 def config_frozen(c: ConfigReader, tensors: tuple) -> tuple[str, ...]:
