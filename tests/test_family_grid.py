@@ -35,10 +35,10 @@ def test_saved_activations_within_3_percent(path):
     t = plan["seq_len"] * plan["micro_batch_size"]
     text = plan["model"].get("text_config", plan["model"])          # a composite's vocabulary is its text model's
     traced -= 4 * t * text["vocab_size"]
-    if plan["model"].get("final_logit_softcapping"):
+    if plan["model"].get("final_logit_softcapping") or text.get("final_logit_softcapping"):
         # Gemma's soft-capping keeps its 16-bit tanh output (b·s·V·2 bytes; every row computes in bf16), which the
         # engine books under logits too (memory/logits.py)
-        traced -= 2 * t * plan["model"]["vocab_size"]
+        traced -= 2 * t * text["vocab_size"]
     detail = estimate(Plan.from_dict(plan)).to_dict()["per_gpu"]["detail"]
     engine = detail["saved_activations"] + detail.get("head_activations", 0) + detail.get("autocast_weight_copies", 0)
     assert abs(engine - traced) <= 0.03 * traced, (engine / 2**20, traced / 2**20)
@@ -149,3 +149,33 @@ def test_mllama_text_only_step_skips_the_cross_attention_layers():
     assert text["model_support"] == "exact" and fed["model_support"] == "exact"
     # more vision tokens than text: Mllama's are beside the text, not inside seq_len
     Plan.from_dict({**base, "model": CONFIGS["mllama"], "vision": {"tokens_per_sample": 4100}})
+
+
+def test_mistral_large4_moe_layer_keeps_its_latent_attention_and_sparse_mask():
+    """The mistral_large4 row's config (h 512, 8 heads of q 64 = nope 32 + rope 32, v 64, latent rank 128; 4 experts
+    top-2 of 256 and a shared one of 256), full bf16, b 2, s 512 (t = 1024), layer 2 (RoPE, routed experts;
+    modeling_mistral_large4.py), as read off the trace: input_layernorm 4th + 4t + 2th + its output 2th =
+    4,198,400; kv_a_layernorm 4t·128 + 4t + 2t·128 = 790,528; the learned rotary alpha keeps q_proj's output
+    2t·512 and kv_a_proj_with_mqa's 2t·160 (1,376,256); log_pos 2·512 and the softmax scale 2·8·512 (9,216); the
+    concatenated query 2t·512, kv_b_proj's input 2t·128, the sparse mask 2·2·512², the new key, the scaled query
+    2t·512 each, kv_b_proj's output (SDPA's value) 2t·768 (6,029,312); logsumexp 4·8·t, SDPA's output and o_proj's
+    contiguous input 2t·512 each (2,129,920); post_attention_layernorm 4th + 4t + 2th (3,149,824); the fp32
+    router input 4th, probabilities 4t·4, gathered tokens 2·2t·h, gate_up 2·2t·512, SiLU and product 2·2t·256
+    each, expert outputs 2·2t·h, routing indices 40·2t + 4t (10,588,160; the trace adds the grouped matmul's
+    16 B of int32 offsets); the shared expert: its input 2th, gate, up, SiLU, product 2t·256 each (3,145,728).
+    In all 31,417,344 B (the trace: 31,417,360)."""
+    from tools.memtrace.families import CONFIGS  # noqa: PLC0415
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    plan = Plan.from_dict({"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0,
+                           "precision": "bf16-pure", "optimizer": "adamw", "micro_batch_size": 2, "seq_len": 512,
+                           "attention": "sdpa", "method": "full", "model": CONFIGS["mistral_large4"]})
+    arch = model_from_config(CONFIGS["mistral_large4"])
+    layers = activations(plan, arch, dtypes_for(plan)).layers
+    assert layers[2] == 4_198_400 + 790_528 + 1_376_256 + 9_216 + 6_029_312 + 2_129_920 + 3_149_824 \
+        + 10_588_160 + 3_145_728
+    # full checkpointing: each layer's bf16 input, and layers 1-3 the previous one's int32 top-k, 4·b·s·min(4096, s)
+    ckpt = estimate(plan.with_changes(activation_checkpointing="full")).to_dict()["per_gpu"]["detail"]
+    assert ckpt["saved_activations"] == 4 * 2 * 1024 * 512 + 3 * 4 * 2 * 512 * 512     # 4 layer inputs 2·t·h
+    assert estimate(plan).to_dict()["model_support"] == "exact"

@@ -140,12 +140,19 @@ def attn_impl(plan: TracePlan) -> str:
         # Mllama fed images: its cross-attention passes a 4-D mask, so a GPU runs SDPA's memory-efficient kernel
         # with it (modeling_mllama.py: _supports_flash_attn False); HF's own sdpa runs, CPU SDPA with the mask
         return "sdpa"
+    if plan.attention == "sdpa" and isinstance(plan.model, dict) and plan.model.get("model_type") in SDPA_ONLY:
+        # modeling_mistral_large4.py: _supports_flash_attn False; its sparse attention hands SDPA the indexer's
+        # top-k as a boolean mask (b, 1, s, s) it builds per layer, so HF's own sdpa runs, CPU SDPA with the mask
+        return "sdpa"
     return FLASH if has_attention_interface() else "sdpa"
 
 
+SDPA_ONLY = ("mistral_large4",)
+
 # composites traced whole, as the engine counts them (model/composite.py): Mllama built as
 # MllamaForConditionalGeneration, its vision tower and projector frozen (vision.trainable's default), fed text only
-WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector")}
+WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector"),
+                    "mistral_large4": ("vision_tower", "multi_modal_projector")}
 
 
 def lora_targets(plan: TracePlan, cfg):

@@ -123,6 +123,24 @@ CONFIGS = {
                                  "vision_output_dim": 128, "intermediate_layers_indices": [0], "image_size": 56,
                                  "patch_size": 14, "max_num_tiles": 2,
                                  "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}},
+    # mistralai/Mistral-Large-4's layout (MistralLarge4Config, modeling_mistral_large4.py), the language model scaled
+    # down: latent attention without a q latent (kv_lora_rank, rope / nope split, v_head_dim = the q head dim),
+    # per-head softmax scaling, the DSA indexer in every layer (index_topk above seq_len: every key kept), NoPE at
+    # layer 3 (every 4th), a dense first layer then 4 routed experts (top-2) and a shared one, untied head; the
+    # Pixtral tower and projector tiny and frozen (counted, never run: the rows feed text only)
+    "mistral_large4": {"model_type": "mistral_large4", "image_token_index": 10, "spatial_merge_size": 2,
+                       "text_config": {"model_type": "mistral_large4_text", "hidden_size": 512,
+                                       "intermediate_size": 1536, "moe_intermediate_size": 256,
+                                       "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
+                                       "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2,
+                                       "first_k_dense_replace": 1, "kv_lora_rank": 128, "qk_rope_head_dim": 32,
+                                       "qk_nope_head_dim": 32, "v_head_dim": 64, "vocab_size": 32768,
+                                       "index_head_dim": 64, "index_n_heads": 4, "index_topk": 4096,
+                                       "max_position_embeddings": 4096, "final_logit_softcapping": 30.0,
+                                       "tie_word_embeddings": False},
+                       "vision_config": {"model_type": "pixtral", "hidden_size": 64, "intermediate_size": 128,
+                                         "num_hidden_layers": 1, "num_attention_heads": 2, "head_dim": 32,
+                                         "image_size": 64, "patch_size": 16}},
 }
 # the same Mllama fed two images through its frozen tower (trace.py image_inputs: the projected states and a
 # cross_attention_mask of ones): image_size 224 / patch 14 -> 257 patches a tile, 4 tiles, 2 x 4 x 257 = 2056
@@ -130,6 +148,9 @@ CONFIGS = {
 CONFIGS["mllamaimg"] = {**CONFIGS["mllama"], "vision_config": {**CONFIGS["mllama"]["vision_config"], "image_size": 224,
                                                                 "max_num_tiles": 4}}
 IMAGE_TOKENS = {"mllamaimg": 2056}
+# modelling code without FlashAttention-2 (_supports_flash_attn False): their rows run SDPA. Mistral Large 4's
+# sparse attention turns the indexer's top-k into a boolean mask for SDPA (flash-mla kernels not wired up)
+NO_FLASH = {"mistral_large4"}
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
@@ -143,6 +164,8 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            # the language model's (build.py lora_targets: the frozen tower's q/k/v/o_proj get none)
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
               for fam in ("mllama", "mllamaimg")},
+           "mistral_large4": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj", "gate_proj", "up_proj",
+                              "down_proj"],
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for
@@ -173,7 +196,7 @@ def rows() -> list[dict]:
     for fam in CONFIGS:
         # Mllama's modelling code has no FlashAttention-2 (_supports_flash_attn False: its cross-attention
         # takes a 4-D mask): fed images, the rows run SDPA
-        fa = "sdpa" if fam in IMAGE_TOKENS else "flash"
+        fa = "sdpa" if fam in IMAGE_TOKENS or fam in NO_FLASH else "flash"
         out.append({"id": f"{fam}-full-pure-{fa}-s512-b2", **_plan(fam, "full", "bf16-pure", fa, 2, 512)})
         out.append({"id": f"{fam}-lora-mixed-{fa}-s1024-b2-drop",
                     **_plan(fam, "lora", "bf16-mixed", fa, 2, 1024, dropout=0.1 if fam in DROPOUT else 0.0)})
