@@ -179,3 +179,27 @@ def test_mistral_large4_moe_layer_keeps_its_latent_attention_and_sparse_mask():
     ckpt = estimate(plan.with_changes(activation_checkpointing="full")).to_dict()["per_gpu"]["detail"]
     assert ckpt["saved_activations"] == 4 * 2 * 1024 * 512 + 3 * 4 * 2 * 512 * 512     # 4 layer inputs 2·t·h
     assert estimate(plan).to_dict()["model_support"] == "exact"
+
+
+def test_minimax_m3_moe_layer_keeps_gemma_norms_and_clamped_swiglu():
+    """The minimax_m3 row's config (h 512, 8 query / 2 KV heads of 64; 4 experts top-2 of 256, a shared one of 256),
+    full bf16, b 2, s 512 (t = 1024), layer 1 (modeling_minimax_m3_vl.py): input_layernorm (Gemma-style, fp32
+    product) its fp32 copy 4th, rsqrt 4t, the fp32 normalised tensor 4th and its bf16 output 2th = 5,246,976;
+    q_norm 4t·512 + 4t·8 + 4t·512 = 4,227,072; k_norm 4t·128 + 4t·2 + 4t·128 = 1,056,768; SDPA's q 2t·512, k and v
+    2t·128 each, output 2t·512, logsumexp 4·8·t and o_proj's contiguous input 2t·512 = 3,702,784;
+    post_attention_layernorm 5,246,976; the routed experts: sigmoid scores 4t·4, gathered tokens 2·2t·h,
+    gate_up 2·2t·512, clamped gate, sigmoid, glu, up + 1 4 x 2·2t·256, product 2·2t·256, expert outputs 2·2t·h,
+    routing indices 40·2t + 4t = 11,636,736; the shared expert's gate_up 2t·512, the four 2t·256 and its
+    product 2t·256 = 3,670,016. In all 34,787,328 B. A sparse-attention (indexer) layer stays approximate."""
+    from tools.memtrace.families import CONFIGS  # noqa: PLC0415
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    plan = Plan.from_dict({"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0,
+                           "precision": "bf16-pure", "optimizer": "adamw", "micro_batch_size": 2, "seq_len": 512,
+                           "attention": "sdpa", "method": "full", "model": CONFIGS["minimax_m3"]})
+    layers = activations(plan, model_from_config(CONFIGS["minimax_m3"]), dtypes_for(plan)).layers
+    assert layers[1] == 5_246_976 + 4_227_072 + 1_056_768 + 3_702_784 + 5_246_976 + 11_636_736 + 3_670_016
+    assert estimate(plan).to_dict()["model_support"] == "exact"
+    sparse = model_from_config({**CONFIGS["minimax_m3"], "layer_types": ["minimax_m3_sparse"] * 4})
+    assert "approximate" in sparse.support

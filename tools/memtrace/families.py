@@ -141,6 +141,15 @@ CONFIGS = {
                        "vision_config": {"model_type": "pixtral", "hidden_size": 64, "intermediate_size": 128,
                                          "num_hidden_layers": 1, "num_attention_heads": 2, "head_dim": 32,
                                          "image_size": 64, "patch_size": 16}},
+    # MiniMax-M3's language model (MiniMaxM3VLForCausalLM, modeling_minimax_m3_vl.py), scaled down: GQA 8/2 of 64
+    # with Gemma-style per-head q/k norms, a dense first layer (gate_up_proj of dense_intermediate_size), then 4
+    # routed experts (top-2, sigmoid routing, gpt-oss's clamped gate) and a shared one; full attention layers
+    "minimax_m3": {"model_type": "minimax_m3_vl_text", "hidden_size": 512, "num_attention_heads": 8,
+                   "num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 4, "num_local_experts": 4,
+                   "num_experts_per_tok": 2, "intermediate_size": 256, "shared_intermediate_size": 256,
+                   "dense_intermediate_size": 1024, "vocab_size": 32768, "max_position_embeddings": 4096,
+                   "layer_types": ["full_attention"] * 4, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+                   "tie_word_embeddings": False},
 }
 # the same Mllama fed two images through its frozen tower (trace.py image_inputs: the projected states and a
 # cross_attention_mask of ones): image_size 224 / patch 14 -> 257 patches a tile, 4 tiles, 2 x 4 x 257 = 2056
@@ -150,7 +159,7 @@ CONFIGS["mllamaimg"] = {**CONFIGS["mllama"], "vision_config": {**CONFIGS["mllama
 IMAGE_TOKENS = {"mllamaimg": 2056}
 # modelling code without FlashAttention-2 (_supports_flash_attn False): their rows run SDPA. Mistral Large 4's
 # sparse attention turns the indexer's top-k into a boolean mask for SDPA (flash-mla kernels not wired up)
-NO_FLASH = {"mistral_large4"}
+NO_FLASH = {"mistral_large4", "minimax_m3"}
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
@@ -164,6 +173,7 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            # the language model's (build.py lora_targets: the frozen tower's q/k/v/o_proj get none)
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
               for fam in ("mllama", "mllamaimg")},
+           "minimax_m3": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj"],
            "mistral_large4": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj", "gate_proj", "up_proj",
                               "down_proj"],
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],

@@ -19,6 +19,7 @@ from .blocks_seq2seq import encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
+from .blocks_minimax_m3 import MODEL_TYPES as MINIMAX_M3       # MiniMaxM3VLRMSNorm: Gemma's fp32 product
 from .blocks_mistral_large4 import checkpointed_topk
 from .blocks_cross import cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, idle_tensors, skipped_layers
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
@@ -88,7 +89,7 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
         y = (final_norm(ss, c, arch, "resid_final") if arch.model_type in LAYERNORM_HEADS
              else rmsnorm(ss, c, "final_norm", "resid_final", h,
                           # Qwen3NextRMSNorm / Qwen3_5RMSNorm: Gemma's `output * (1.0 + self.weight.float())`
-                          arch.family == "gemma" or arch.deltanet is not None))
+                          arch.family == "gemma" or arch.deltanet is not None or arch.model_type in MINIMAX_M3))
         if stack.trainer != "torchtune":
             # torchtune's RoPE multiplies by slices of its fp32 cache buffer, which is all it saves
             # (models/llama3_1/_position_embeddings.py:181-184 Llama3ScaledRoPE.forward; traced)

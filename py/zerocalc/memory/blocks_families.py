@@ -28,6 +28,7 @@ from .deltanet import gated_deltanet_layer
 from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, gated_mlp, linear
 from .blocks_gemma4 import GEMMA4, gemma4_block
 from .blocks_lightning import minimax_block
+from .blocks_minimax_m3 import MODEL_TYPES as MINIMAX_M3, minimax_m3_block
 from .blocks_mistral_large4 import mistral_large4_block
 from .lora import Adapter
 from .ssm_hybrids import block_saved_bytes as ssm_saved_bytes  # blocks.py's, with the state-space mixers
@@ -363,7 +364,8 @@ RULES = {"opt": opt_block, "gpt_neox": neox_block, "gptj": parallel_block, "phi"
          "starcoder2": prenorm_block, "stablelm": prenorm_block, "olmo": prenorm_block,
          "cohere": cohere_block, "phi3": phi3_block, "gpt_bigcode": bigcode_block, "falcon": falcon_block,
          "minimax": minimax_block, **{t: gemma4_block for t in GEMMA4},
-         **{t: mistral_large4_block for t in ("mistral_large4", "mistral_large4_text")}}
+         **{t: mistral_large4_block for t in ("mistral_large4", "mistral_large4_text")},
+         **{t: minimax_m3_block for t in MINIMAX_M3}}
 
 
 def layer_saved_bytes(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
