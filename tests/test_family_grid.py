@@ -203,3 +203,23 @@ def test_minimax_m3_moe_layer_keeps_gemma_norms_and_clamped_swiglu():
     assert estimate(plan).to_dict()["model_support"] == "exact"
     sparse = model_from_config({**CONFIGS["minimax_m3"], "layer_types": ["minimax_m3_sparse"] * 4})
     assert "approximate" in sparse.support
+
+
+def test_ernie_vl_text_only_step_leaves_the_vision_experts_idle():
+    """The ernie_vl row's config (h 512, 4 heads of 128, sparse layers 1-3 each with vision experts: a router 4 x 512
+    and its 4 correction biases, gate_up 4 x 512 x 2·128, down 4 x 512 x 128 = 788,484 parameters), full bf16: a
+    text-only step gives them no gradient (modeling_ernie4_5_vl_moe.py Ernie4_5_VLMoeMoeBlock runs text_moe alone),
+    so 3 x 788,484 x 2 AdamW states x 2 B = 9,461,808 B of optimizer state fewer than a step fed image tokens; the
+    3-D rope keeps fp32 cos and sin per sample: 2 x 4 B x b 2 x s 512 x 128."""
+    from tools.memtrace.families import CONFIGS  # noqa: PLC0415
+    from zerocalc.memory.ernie_vl import rope_cos_sin  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    base = {"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0, "precision": "bf16-pure",
+            "optimizer": "adamw", "micro_batch_size": 2, "seq_len": 512, "attention": "sdpa", "method": "full",
+            "model": CONFIGS["ernie_vl"]}
+    text = estimate(Plan.from_dict(base)).to_dict()
+    fed = estimate(Plan.from_dict({**base, "vision": {"tokens_per_sample": 64}})).to_dict()
+    assert fed["per_gpu"]["detail"]["optimizer_states"] - text["per_gpu"]["detail"]["optimizer_states"] \
+        == 3 * (4 * 512 + 4 + 4 * 512 * 2 * 128 + 4 * 512 * 128) * 2 * 2
+    assert text["model_support"] == "exact" and "vision experts" in fed["model_support"]
+    assert rope_cos_sin(model_from_config(CONFIGS["ernie_vl"]), 512, 2, 2) == 2 * 4 * 2 * 512 * 128

@@ -152,7 +152,8 @@ SDPA_ONLY = ("mistral_large4", "minimax_m3_vl_text")
 # composites traced whole, as the engine counts them (model/composite.py): Mllama built as
 # MllamaForConditionalGeneration, its vision tower and projector frozen (vision.trainable's default), fed text only
 WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector"),
-                    "mistral_large4": ("vision_tower", "multi_modal_projector")}
+                    "mistral_large4": ("vision_tower", "multi_modal_projector"),
+                    "ernie4_5_vl_moe": ("vision_tower", "resampler_model")}
 
 
 def lora_targets(plan: TracePlan, cfg):

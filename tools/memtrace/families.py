@@ -150,6 +150,21 @@ CONFIGS = {
                    "dense_intermediate_size": 1024, "vocab_size": 32768, "max_position_embeddings": 4096,
                    "layer_types": ["full_attention"] * 4, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
                    "tie_word_embeddings": False},
+    # baidu/ERNIE-4.5-VL's layout (Ernie4_5_VLMoeConfig), the language model scaled down: GQA 4/2 of 128 (the
+    # 3-D rope's mrope_section fills 128 dims), a dense first
+    # layer, then text experts (4, top-2, of moe_intermediate_size[0]) with a shared expert, and vision experts (of
+    # moe_intermediate_size[1]) that only image tokens reach; a tiny frozen vision tower and resampler (counted, never
+    # run: the rows feed text only, so Ernie4_5_VLMoeMoeBlock runs text_moe alone)
+    "ernie_vl": {"model_type": "ernie4_5_vl_moe",
+                 "text_config": {"model_type": "ernie4_5_vl_moe_text", "hidden_size": 512, "intermediate_size": 1024,
+                                 "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                 "vocab_size": 32768, "moe_k": 2, "moe_num_experts": 4, "moe_num_shared_experts": 1,
+                                 "moe_intermediate_size": [256, 128],
+                                 "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+                                 "max_position_embeddings": 4096, "tie_word_embeddings": False},
+                 "vision_config": {"model_type": "ernie4_5_vl_moe_vision", "depth": 1, "hidden_size": 64,
+                                   "intermediate_size": 128, "num_heads": 2, "patch_size": 14,
+                                   "spatial_merge_size": 2, "temporal_merge_size": 2}},
 }
 # the same Mllama fed two images through its frozen tower (trace.py image_inputs: the projected states and a
 # cross_attention_mask of ones): image_size 224 / patch 14 -> 257 patches a tile, 4 tiles, 2 x 4 x 257 = 2056
@@ -173,6 +188,7 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            # the language model's (build.py lora_targets: the frozen tower's q/k/v/o_proj get none)
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
               for fam in ("mllama", "mllamaimg")},
+           "ernie_vl": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
            "minimax_m3": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj"],
            "mistral_large4": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj", "gate_proj", "up_proj",
                               "down_proj"],

@@ -83,6 +83,10 @@ def never_run(cfg, name: str, images: bool = False) -> bool:
             return False
         m = re.search(r"language_model\.layers\.(\d+)\.", name)
         return m is not None and int(m.group(1)) in cfg.text_config.cross_attention_layers
+    if cfg.model_type == "ernie4_5_vl_moe":
+        # modeling_ernie4_5_vl_moe.py Ernie4_5_VLMoeMoeBlock.forward: without image tokens (moe_mm_token_type_ids
+        # None or all text) only text_moe runs; the vision experts and their router take no gradient
+        return not images and ".vision_moe." in name
     return (getattr(cfg, "is_decoder", False) and not getattr(cfg, "is_encoder_decoder", False)
             and ".encoder_attn" in name)
 

@@ -21,6 +21,7 @@ from .logits import LITGPT_CHUNK
 from .blocks_gemma4 import GEMMA4, checkpointed_kv, gemma4_outside
 from .blocks_minimax_m3 import MODEL_TYPES as MINIMAX_M3       # MiniMaxM3VLRMSNorm: Gemma's fp32 product
 from .blocks_mistral_large4 import checkpointed_topk
+from .ernie_vl import rope_cos_sin
 from .blocks_cross import cross_layer, cross_layer_bytes, cross_layers_run, cross_shared_bytes, idle_tensors, skipped_layers
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
@@ -95,7 +96,7 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
             # (models/llama3_1/_position_embeddings.py:181-184 Llama3ScaledRoPE.forward; traced)
             # LlamaRotaryEmbedding returns cos/sin .to(x.dtype), x the embedding output: bf16 after TRL's cast
             emb = 2 if stack.kbit_bf16_ends else c.res
-            ss.save("rope_cos_sin", 2 * emb * plan.seq_len * arch.head_dim)
+            ss.save("rope_cos_sin", rope_cos_sin(arch, plan.seq_len, plan.micro_batch_size, emb))
             if arch.model_type in GEMMA4:
                 gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
                                plan.activation_checkpointing == "full")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from ..model import ModelArch
 from ..plan import Plan
+from .ernie_vl import fed_support
 from .vision_audio import audio_saved_bytes
 from .vision_siglip2 import lfm2_vl_saved_bytes
 from .vision_davit import davit_saved_bytes
@@ -64,10 +65,11 @@ def tower_untraced(arch: ModelArch, plan: Plan) -> bool:
 def plan_support(arch: ModelArch, plan: Plan) -> str:
     """The estimate's ``model_support``: the model's own (``ModelArch.support``, "exact" where the parameter
     count equals transformers'), with the untraced tower's activations named where this plan runs them."""
+    own = fed_support(arch, plan.vision.tokens_per_sample > 0 or plan.vision.images_per_sample > 0)
     if not tower_untraced(arch, plan):
-        return arch.support
+        return own
     why = UNTRACED_TOWER.format(arch.model_type, plan.vision.trainable)
-    return f"exact parameter count; {why}" if arch.support == "exact" else f"{arch.support}; {why}"
+    return f"exact parameter count; {why}" if own == "exact" else f"{own}; {why}"
 
 
 def tower_trained_in_full(plan: Plan) -> bool:
