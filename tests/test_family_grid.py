@@ -179,6 +179,13 @@ def test_mistral_large4_moe_layer_keeps_its_latent_attention_and_sparse_mask():
     ckpt = estimate(plan.with_changes(activation_checkpointing="full")).to_dict()["per_gpu"]["detail"]
     assert ckpt["saved_activations"] == 4 * 2 * 1024 * 512 + 3 * 4 * 2 * 512 * 512     # 4 layer inputs 2·t·h
     assert estimate(plan).to_dict()["model_support"] == "exact"
+    # the no_grad indexer's parameters take no optimizer state: per layer wq_b 512 x 4·64, wk 512 x 64, the biased
+    # k_norm 2·64 and q_input_norm 2·512, weights_proj 512 x 4, softmax_scaling 2·4 = 167,048; 4 layers
+    from zerocalc.memory.blocks_mistral_large4 import no_grad_tensors  # noqa: PLC0415
+    from zerocalc.memory.vision import tower_tensors  # noqa: PLC0415
+    assert sum(t.numel for t in no_grad_tensors(arch)) == 4 * (512 * 256 + 512 * 64 + 128 + 1024 + 512 * 4 + 8)
+    trained = sum(t.numel for t in arch.tensors) - sum(t.numel for t in tower_tensors(arch)) - 4 * 167_048
+    assert estimate(plan).to_dict()["per_gpu"]["detail"]["optimizer_states"] == 2 * 2 * trained
 
 
 def test_minimax_m3_moe_layer_keeps_gemma_norms_and_clamped_swiglu():
