@@ -197,7 +197,7 @@ def test_minimax_m3_moe_layer_keeps_gemma_norms_and_clamped_swiglu():
     post_attention_layernorm 5,246,976; the routed experts: sigmoid scores 4t·4, gathered tokens 2·2t·h,
     gate_up 2·2t·512, clamped gate, sigmoid, glu, up + 1 4 x 2·2t·256, product 2·2t·256, expert outputs 2·2t·h,
     routing indices 40·2t + 4t = 11,636,736; the shared expert's gate_up 2t·512, the four 2t·256 and its
-    product 2t·256 = 3,670,016. In all 34,787,328 B. A sparse-attention (indexer) layer stays approximate."""
+    product 2t·256 = 3,670,016. In all 34,787,328 B."""
     from tools.memtrace.families import CONFIGS  # noqa: PLC0415
     from zerocalc.memory.activations import activations  # noqa: PLC0415
     from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
@@ -208,8 +208,16 @@ def test_minimax_m3_moe_layer_keeps_gemma_norms_and_clamped_swiglu():
     layers = activations(plan, model_from_config(CONFIGS["minimax_m3"]), dtypes_for(plan)).layers
     assert layers[1] == 5_246_976 + 4_227_072 + 1_056_768 + 3_702_784 + 5_246_976 + 11_636_736 + 3_670_016
     assert estimate(plan).to_dict()["model_support"] == "exact"
-    sparse = model_from_config({**CONFIGS["minimax_m3"], "layer_types": ["minimax_m3_sparse"] * 4})
-    assert "approximate" in sparse.support
+    # the minimax_m3sp row's layer 1 is sparse: SDPA also keeps the indexer's (b, 8, s, s) bf16 block mask,
+    # 2·2·8·512², and K / V repeated to the 8 query heads (2t·512 each, not 2t·128): +8,388,608 + 1,572,864 B
+    sp = Plan.from_dict({**plan.to_dict(), "model": CONFIGS["minimax_m3sp"]})
+    sp_layers = activations(sp, model_from_config(CONFIGS["minimax_m3sp"]), dtypes_for(sp)).layers
+    assert sp_layers[1] - layers[1] == 8_388_608 + 1_572_864 and sp_layers[2] == layers[2]
+    # the indexer (q_proj 512 x 128, k_proj 512 x 64, two norms of 64, in layers 1 and 3) takes no optimizer state
+    d_sp, d = (estimate(p).to_dict()["per_gpu"]["detail"] for p in (sp, plan))
+    assert d_sp["optimizer_states"] == d["optimizer_states"]
+    assert d_sp["frozen_params"] - d.get("frozen_params", 0) == 2 * (512 * 128 + 512 * 64 + 128) * 2   # bf16
+    assert estimate(sp).to_dict()["model_support"] == "exact"
 
 
 def test_ernie_vl_text_only_step_leaves_the_vision_experts_idle():

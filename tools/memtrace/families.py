@@ -166,6 +166,11 @@ CONFIGS = {
                                    "intermediate_size": 128, "num_heads": 2, "patch_size": 14,
                                    "spatial_merge_size": 2, "temporal_merge_size": 2}},
 }
+# MiniMax-M3 with its sparse-attention layers (layer_types minimax_m3_sparse at 1 and 3): the lightning indexer
+# (index_n_heads = the KV heads) picks index_topk_blocks key blocks of index_block_size per query
+CONFIGS["minimax_m3sp"] = {**CONFIGS["minimax_m3"], "index_n_heads": 2, "index_head_dim": 64, "index_block_size": 64,
+                           "index_topk_blocks": 4, "index_local_blocks": 1,
+                           "layer_types": ["full_attention", "minimax_m3_sparse"] * 2}
 # the same Mllama fed two images through its frozen tower (trace.py image_inputs: the projected states and a
 # cross_attention_mask of ones): image_size 224 / patch 14 -> 257 patches a tile, 4 tiles, 2 x 4 x 257 = 2056
 # vision tokens a sample, more than the text (as Llama 3.2 Vision's 4 x 1025 per image)
@@ -174,7 +179,7 @@ CONFIGS["mllamaimg"] = {**CONFIGS["mllama"], "vision_config": {**CONFIGS["mllama
 IMAGE_TOKENS = {"mllamaimg": 2056}
 # modelling code without FlashAttention-2 (_supports_flash_attn False): their rows run SDPA. Mistral Large 4's
 # sparse attention turns the indexer's top-k into a boolean mask for SDPA (flash-mla kernels not wired up)
-NO_FLASH = {"mistral_large4", "minimax_m3"}
+NO_FLASH = {"mistral_large4", "minimax_m3", "minimax_m3sp"}
 # LoRA targets per family: every linear of the block
 TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
@@ -189,7 +194,8 @@ TARGETS = {"opt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
               for fam in ("mllama", "mllamaimg")},
            "ernie_vl": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-           "minimax_m3": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj"],
+           **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj"]
+              for fam in ("minimax_m3", "minimax_m3sp")},
            "mistral_large4": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj", "gate_proj", "up_proj",
                               "down_proj"],
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],

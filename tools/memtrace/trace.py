@@ -83,8 +83,9 @@ def never_run(cfg, name: str, images: bool = False) -> bool:
             return False
         m = re.search(r"language_model\.layers\.(\d+)\.", name)
         return m is not None and int(m.group(1)) in cfg.text_config.cross_attention_layers
-    if cfg.model_type == "mistral_large4" and ".self_attn.indexer." in name:
-        # modeling_mistral_large4.py MistralLarge4TextIndexer.forward is @torch.no_grad(): no gradient ever
+    if cfg.model_type in ("mistral_large4", "minimax_m3_vl_text") and ".self_attn.indexer." in name:
+        # modeling_mistral_large4.py MistralLarge4TextIndexer.forward is @torch.no_grad(); modeling_minimax_m3_vl.py
+        # MiniMaxM3VLIndexer returns top-k indices only: no gradient ever reaches either (nor PEFT's adapters on it)
         return True
     if cfg.model_type == "ernie4_5_vl_moe":
         # modeling_ernie4_5_vl_moe.py Ernie4_5_VLMoeMoeBlock.forward: without image tokens (moe_mm_token_type_ids

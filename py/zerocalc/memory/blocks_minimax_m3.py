@@ -9,8 +9,10 @@ With t = b·s tokens, a query and kv key/value heads of d dims:
 - attention: q_proj / k_proj / v_proj read input_layernorm's output; rotary embedding (partial) concatenates
   new query and key tensors, which SDPA keeps with v_proj's output, its output and the fp32 logsumexp; o_proj
   reads the output's contiguous copy (`attn_output.reshape(...).contiguous()`). Eager: the Llama lineage's
-  fp32 softmax and its 16-bit copy. The indexer of ``minimax_m3_sparse`` layers is not modelled here (the
-  traced rows have full-attention layers only); model/minimax_m3.py keeps those layers approximate;
+  fp32 softmax and its 16-bit copy. A ``minimax_m3_sparse`` layer's lightning indexer (MiniMaxM3VLIndexer) only
+  selects key blocks (top-k indices: no gradient reaches it, so its parameters take no optimizer state:
+  ``no_grad_tensors``) and its graph dies with its scores; the layer's SDPA gets the (b, a, s, s) 16-bit block
+  mask (build_block_mask), so it keeps that mask and K / V repeated to every query head;
 - MiniMaxM3VLDenseMLP (the dense layers' mlp, the MoE's shared_experts): gate_up_proj's output (clamp keeps
   its input), then the clamped gate, sigmoid(gate·alpha), the glu product, up + 1 and the product down_proj
   reads: 5 tensors of the intermediate width beside gate_up's 2;
@@ -30,6 +32,14 @@ from .blocks import Ctx, SavedSet, attention_core, linear, rmsnorm, sparse_moe
 from .lora import Adapter
 
 MODEL_TYPES = ("minimax_m3_vl", "minimax_m3_vl_text")
+
+
+def no_grad_tensors(arch: ModelArch) -> list:
+    """The lightning indexer's parameters (and PEFT's adapters on its q_proj / k_proj): its top-k block indices
+    carry no gradient back, so none of them gets a .grad, and torch's AdamW skips them."""
+    if arch.model_type not in MODEL_TYPES:
+        return []
+    return [t for t in arch.tensors if ".self_attn.indexer." in t.name]
 
 
 def clamped_swiglu(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, gate_up: Linear, down: Linear,
@@ -62,6 +72,12 @@ def minimax_m3_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapt
         linear(ss, c, y, c.res, lins[name], ads.get(name))
     rmsnorm(ss, c2, "q_norm", "q", arch.q_dim, True, arch.num_heads, e)
     rmsnorm(ss, c2, "k_norm", "k", arch.kv_dim, True, arch.num_kv_heads, e)
+    if "indexer.q_proj" in lins and c2.attention != "eager":
+        # a sparse layer hands SDPA the indexer's dense (b, a, s, s) additive block mask, so repeat_kv copies K and V
+        # to every query head (no enable_gqa with a mask) and SDPA keeps the copies and the mask
+        ss.save("attn.k", e * c.tokens * arch.q_dim)
+        ss.save("attn.v", e * c.tokens * arch.q_dim)
+        ss.save("attn.block_mask", e * c.batch * arch.num_heads * c.seq * c.seq)
     out = attention_core(ss, c2, replace(arch, family="llama"), "attn", arch.q_dim, arch.kv_dim)
     if c2.attention != "eager":
         out = "attn.out_contiguous"

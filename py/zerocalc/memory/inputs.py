@@ -15,6 +15,7 @@ from . import deepspeed as ds
 from .activations import Activations, activations
 from .blocks_bart import never_run
 from .blocks_cross import idle_tensors, skipped_layers
+from .blocks_minimax_m3 import no_grad_tensors as indexer_tensors
 from .blocks_mistral_large4 import no_grad_tensors
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .logits import Logits, chunked_head_grads, logits
@@ -61,6 +62,7 @@ def step_inputs(plan: Plan) -> StepInputs:
             idle += [t for t in arch.tensors if never_run(arch, t.module)]
         idle += idle_tensors(arch, plan)         # memory/blocks_cross.py: Mllama's skipped cross-attention layers
         idle += no_grad_tensors(arch)            # memory/blocks_mistral_large4.py: the no_grad DSA indexer
+        idle += indexer_tensors(arch)            # memory/blocks_minimax_m3.py: the lightning indexer
         if arch.config_frozen:                   # frozen by the modelling code itself (IDEFICS' freeze_text_layers)
             names = set(arch.config_frozen)
             idle += [t for t in arch.tensors if t.name in names]

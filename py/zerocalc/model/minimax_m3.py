@@ -11,10 +11,9 @@ A checkpoint's sparse_attention_config (sparse_attention_freq, sparse_num_index_
 moe_layer_freq stand for layer_types, the index sizes and mlp_layer_types (MiniMaxM3VLTextConfig.__post_init__).
 ``model.norm``; lm_head tied with tie_word_embeddings (default off).
 
-The count is exact (tests/test_architectures.py). Activations: with full-attention layers only,
-memory/blocks_minimax_m3.py, traced (tools/memtrace/families.py minimax_m3, held within 3 % by
-tests/test_family_grid.py); a config with ``minimax_m3_sparse`` layers (the lightning indexer, its block mask) is
-costed as a classic block of the attention and shared expert's linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_minimax_m3.py, traced with full and
+``minimax_m3_sparse`` layers (tools/memtrace/families.py minimax_m3 / minimax_m3sp, held within 3 % by
+tests/test_family_grid.py).
 """
 from __future__ import annotations
 
@@ -76,6 +75,9 @@ def minimax_m3_text(c: ConfigReader) -> ModelArch:
         mlp = ([Linear("gate_up_proj", h, 2 * inter, e), Linear("down_proj", inter, h, e),
                 Linear("gate_up_proj", h, 2 * si), Linear("down_proj", si, h)] if mlp_kinds[i] == "sparse"
                else [Linear("gate_up_proj", h, 2 * di), Linear("down_proj", di, h)])
+        if kinds[i] == "minimax_m3_sparse":
+            # the indexer's projections (memory/blocks_minimax_m3.py reads a sparse layer off this one)
+            att += [Linear("indexer.q_proj", h, ih * idim), Linear("indexer.k_proj", h, idim)]
         layer = tuple(att + mlp)
         per_layer.append(shapes.setdefault(layer, layer))
     b.norm("model.norm", h)
@@ -85,11 +87,7 @@ def minimax_m3_text(c: ConfigReader) -> ModelArch:
             Linear("o_proj", heads * hd, h), Linear("gate_up_proj", h, 2 * si), Linear("down_proj", si, h))
     moe = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=4), expert_intermediate=inter,
               shared_intermediate=si, dense_layers=0)
-    if "minimax_m3_sparse" in kinds:
-        return recurrent_arch(c, "minimax_m3_vl_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied,
-                              lins=lins, heads=heads, kv=kv, hd=hd, inter=si, moe=moe,
-                              what="sparse-attention (indexer) layers and the MoE are")
-    # full-attention layers only: memory/blocks_minimax_m3.py costs each layer from its own linears (traced)
+    # memory/blocks_minimax_m3.py costs each layer from its own linears (traced, sparse-attention layers too)
     arch = recurrent_arch(c, "minimax_m3_vl_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
                           heads=heads, kv=kv, hd=hd, inter=si, moe=moe, family="llama", what="",
                           support="exact")
