@@ -181,7 +181,7 @@ def test_mistral_large4_moe_layer_keeps_its_latent_attention_and_sparse_mask():
     assert estimate(plan).to_dict()["model_support"] == "exact"
     # the no_grad indexer's parameters take no optimizer state: per layer wq_b 512 x 4·64, wk 512 x 64, the biased
     # k_norm 2·64 and q_input_norm 2·512, weights_proj 512 x 4, softmax_scaling 2·4 = 167,048; 4 layers
-    from zerocalc.memory.blocks_mistral_large4 import no_grad_tensors  # noqa: PLC0415
+    from zerocalc.memory.indexers import no_grad_tensors  # noqa: PLC0415
     from zerocalc.memory.vision import tower_tensors  # noqa: PLC0415
     assert sum(t.numel for t in no_grad_tensors(arch)) == 4 * (512 * 256 + 512 * 64 + 128 + 1024 + 512 * 4 + 8)
     trained = sum(t.numel for t in arch.tensors) - sum(t.numel for t in tower_tensors(arch)) - 4 * 167_048
@@ -238,3 +238,22 @@ def test_ernie_vl_text_only_step_leaves_the_vision_experts_idle():
         == 3 * (4 * 512 + 4 + 4 * 512 * 2 * 128 + 4 * 512 * 128) * 2 * 2
     assert text["model_support"] == "exact" and "vision experts" in fed["model_support"]
     assert rope_cos_sin(model_from_config(CONFIGS["ernie_vl"]), 512, 2, 2) == 2 * 4 * 2 * 512 * 128
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v32", "glm_moe_dsa"])
+def test_dsa_indexer_takes_no_optimizer_state(model_type):
+    """DeepseekV32Indexer / GlmMoeDsaIndexer.forward run under @torch.no_grad() (checked with a CPU backward of
+    this config: every indexer parameter's .grad stays None). h 128, q_lora_rank 48, 2 index heads of 32: per
+    layer wq_b 48 x 64, wk 128 x 32, the biased k_norm 2·32, weights_proj 128 x 2 = 7,488; 2 layers = 14,976
+    parameters held frozen (bf16: 2 B each), none of them in the AdamW state."""
+    cfg = {"model_type": model_type, "hidden_size": 128, "intermediate_size": 256, "moe_intermediate_size": 64,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "n_routed_experts": 4,
+           "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1, "kv_lora_rank": 32,
+           "q_lora_rank": 48, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 32, "vocab_size": 256,
+           "index_head_dim": 32, "index_n_heads": 2, "index_topk": 8}
+    plan = Plan.from_dict({"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0,
+                           "precision": "bf16-pure", "optimizer": "adamw", "micro_batch_size": 1, "seq_len": 16,
+                           "attention": "sdpa", "method": "full", "model": cfg})
+    d = estimate(plan).to_dict()["per_gpu"]["detail"]
+    assert d["frozen_params"] == 2 * 2 * (48 * 64 + 128 * 32 + 64 + 128 * 2)
+    assert d["optimizer_states"] == 2 * d["trainable_params"]        # 2 bf16 states per trained parameter

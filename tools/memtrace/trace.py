@@ -32,6 +32,7 @@ from .allocator import replay
 from .routing import balanced_routing
 from .tracker import CATS, Snapshot, StorageTracker
 from . import running
+from zerocalc.memory.indexers import NO_GRAD_INDEXERS
 
 def _vocab(cfg) -> int:
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg      # a composite: its text model
@@ -83,9 +84,9 @@ def never_run(cfg, name: str, images: bool = False) -> bool:
             return False
         m = re.search(r"language_model\.layers\.(\d+)\.", name)
         return m is not None and int(m.group(1)) in cfg.text_config.cross_attention_layers
-    if cfg.model_type in ("mistral_large4", "minimax_m3_vl_text") and ".self_attn.indexer." in name:
-        # modeling_mistral_large4.py MistralLarge4TextIndexer.forward is @torch.no_grad(); modeling_minimax_m3_vl.py
-        # MiniMaxM3VLIndexer returns top-k indices only: no gradient ever reaches either (nor PEFT's adapters on it)
+    if cfg.model_type in NO_GRAD_INDEXERS and ".self_attn.indexer." in name:
+        # zerocalc's memory/indexers.py: DSA indexers run under @torch.no_grad() (DeepSeek-V3.2, GLM-MoE-DSA, Mistral
+        # Large 4); MiniMaxM3VLIndexer returns top-k indices only: no gradient ever reaches them (nor PEFT's adapters)
         return True
     if cfg.model_type == "ernie4_5_vl_moe":
         # modeling_ernie4_5_vl_moe.py Ernie4_5_VLMoeMoeBlock.forward: without image tokens (moe_mm_token_type_ids

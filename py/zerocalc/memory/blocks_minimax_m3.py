@@ -11,7 +11,7 @@ With t = b·s tokens, a query and kv key/value heads of d dims:
   reads the output's contiguous copy (`attn_output.reshape(...).contiguous()`). Eager: the Llama lineage's
   fp32 softmax and its 16-bit copy. A ``minimax_m3_sparse`` layer's lightning indexer (MiniMaxM3VLIndexer) only
   selects key blocks (top-k indices: no gradient reaches it, so its parameters take no optimizer state:
-  ``no_grad_tensors``) and its graph dies with its scores; the layer's SDPA gets the (b, a, s, s) 16-bit block
+  memory/indexers.py) and its graph dies with its scores; the layer's SDPA gets the (b, a, s, s) 16-bit block
   mask (build_block_mask), so it keeps that mask and K / V repeated to every query head;
 - MiniMaxM3VLDenseMLP (the dense layers' mlp, the MoE's shared_experts): gate_up_proj's output (clamp keeps
   its input), then the clamped gate, sigmoid(gate·alpha), the glu product, up + 1 and the product down_proj
@@ -32,14 +32,6 @@ from .blocks import Ctx, SavedSet, attention_core, linear, rmsnorm, sparse_moe
 from .lora import Adapter
 
 MODEL_TYPES = ("minimax_m3_vl", "minimax_m3_vl_text")
-
-
-def no_grad_tensors(arch: ModelArch) -> list:
-    """The lightning indexer's parameters (and PEFT's adapters on its q_proj / k_proj): its top-k block indices
-    carry no gradient back, so none of them gets a .grad, and torch's AdamW skips them."""
-    if arch.model_type not in MODEL_TYPES:
-        return []
-    return [t for t in arch.tensors if ".self_attn.indexer." in t.name]
 
 
 def clamped_swiglu(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, gate_up: Linear, down: Linear,

@@ -16,7 +16,7 @@ all in the 16-bit compute dtype unless said:
 - expand_kv: kv_b_proj's output (t·a·(nope + dv)) stays alive as SDPA's value (a view of it), the key a new
   tensor (t·a·dq) written by copy_;
 - the indexer runs under torch.no_grad (MistralLarge4TextIndexer.forward): it keeps nothing, and its
-  parameters get no gradient, hence no optimizer state (``no_grad_tensors``; memory/inputs.py);
+  parameters get no gradient, hence no optimizer state (memory/indexers.py);
 - the sparse mask: `attention_mask.masked_fill(index_mask, min)`, a new (b, 1, s, s) 16-bit tensor per layer
   (the causal mask is always built: create_causal_mask(allow_is_causal_skip=False)), which SDPA keeps with the
   scaled query, key, value, its output and the fp32 logsumexp; o_proj reads the output's contiguous copy
@@ -53,14 +53,6 @@ def sparse_mask_bytes(c: Ctx) -> int:
 
 
 MODEL_TYPES = ("mistral_large4", "mistral_large4_text")
-
-
-def no_grad_tensors(arch: ModelArch) -> list:
-    """The DSA indexer's parameters: MistralLarge4TextIndexer.forward runs under torch.no_grad, so they never get a
-    gradient, and torch's AdamW skips a parameter whose .grad is None (no optimizer state)."""
-    if arch.model_type not in MODEL_TYPES:
-        return []
-    return [t for t in arch.tensors if ".self_attn.indexer." in t.name]
 
 
 def checkpointed_topk(arch: ModelArch, batch: int, seq: int) -> int:
