@@ -21,6 +21,12 @@ def test_every_family_has_its_four_rows():
                 "phi3", "bigcode", "qwen3", "falcon", "falcon40b", "gemma4", "minimax", "mllama"):
         assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s1024-b2-drop",
                 f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s1024-b2"} <= ids, fam
+    # modelling code without FlashAttention-2 (families.py NO_FLASH): the same four rows on SDPA
+    for fam in ("mistral_large4", "minimax_m3", "minimax_m3sp"):
+        assert {f"{fam}-full-pure-sdpa-s512-b2", f"{fam}-lora-mixed-sdpa-s1024-b2-drop",
+                f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-sdpa-gc-s1024-b2"} <= ids, fam
+    assert {f"ernie_vl-{r}" for r in ("full-pure-flash-s512-b2", "lora-mixed-flash-s1024-b2-drop",
+                                      "full-mixed-eager-s256-b2", "full-pure-flash-gc-s1024-b2")} <= ids
 
 
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
