@@ -25,6 +25,12 @@ def test_every_family_has_its_four_rows():
                 "minimax", "modernbert", "moshi", "mllama"):
         want = {r["id"] for r in rows() if r["id"].startswith(f"{fam}-")}
         assert len(want) == (3 if fam in NO_GC else 4) and want <= ids, fam
+    # modelling code without FlashAttention-2 (families.py NO_FLASH): the same four rows on SDPA
+    for fam in ("mistral_large4", "minimax_m3", "minimax_m3sp"):
+        assert {f"{fam}-full-pure-sdpa-s512-b2", f"{fam}-lora-mixed-sdpa-s1024-b2-drop",
+                f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-sdpa-gc-s1024-b2"} <= ids, fam
+    assert {f"ernie_vl-{r}" for r in ("full-pure-flash-s512-b2", "lora-mixed-flash-s1024-b2-drop",
+                                      "full-mixed-eager-s256-b2", "full-pure-flash-gc-s1024-b2")} <= ids
 
 
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
@@ -39,10 +45,10 @@ def test_saved_activations_within_3_percent(path):
     t = plan["seq_len"] * plan["micro_batch_size"]
     text = plan["model"].get("text_config", plan["model"])          # a composite's vocabulary is its text model's
     traced -= 4 * t * text["vocab_size"]
-    if plan["model"].get("final_logit_softcapping"):
+    if plan["model"].get("final_logit_softcapping") or text.get("final_logit_softcapping"):
         # Gemma's soft-capping keeps its 16-bit tanh output (b·s·V·2 bytes; every row computes in bf16), which the
         # engine books under logits too (memory/logits.py)
-        traced -= 2 * t * plan["model"]["vocab_size"]
+        traced -= 2 * t * text["vocab_size"]
     detail = estimate(Plan.from_dict(plan)).to_dict()["per_gpu"]["detail"]
     engine = detail["saved_activations"] + detail.get("head_activations", 0) + detail.get("autocast_weight_copies", 0)
     assert abs(engine - traced) <= 0.03 * traced, (engine / 2**20, traced / 2**20)
@@ -219,3 +225,111 @@ def test_idefics_gated_cross_attention_layer_by_hand():
     text = estimate(Plan.from_dict({k: v for k, v in row["plan"].items() if k != "vision"})).to_dict()
     assert "vision.tokens_per_sample" in text["model_support"]
     assert "model-approximate" in {w["id"] for w in text["warnings"]}
+
+
+def test_mistral_large4_moe_layer_keeps_its_latent_attention_and_sparse_mask():
+    """The mistral_large4 row's config (h 512, 8 heads of q 64 = nope 32 + rope 32, v 64, latent rank 128; 4 experts
+    top-2 of 256 and a shared one of 256), full bf16, b 2, s 512 (t = 1024), layer 2 (RoPE, routed experts;
+    modeling_mistral_large4.py), as read off the trace: input_layernorm 4th + 4t + 2th + its output 2th =
+    4,198,400; kv_a_layernorm 4t·128 + 4t + 2t·128 = 790,528; the learned rotary alpha keeps q_proj's output
+    2t·512 and kv_a_proj_with_mqa's 2t·160 (1,376,256); log_pos 2·512 and the softmax scale 2·8·512 (9,216); the
+    concatenated query 2t·512, kv_b_proj's input 2t·128, the sparse mask 2·2·512², the new key, the scaled query
+    2t·512 each, kv_b_proj's output (SDPA's value) 2t·768 (6,029,312); logsumexp 4·8·t, SDPA's output and o_proj's
+    contiguous input 2t·512 each (2,129,920); post_attention_layernorm 4th + 4t + 2th (3,149,824); the fp32
+    router input 4th, probabilities 4t·4, gathered tokens 2·2t·h, gate_up 2·2t·512, SiLU and product 2·2t·256
+    each, expert outputs 2·2t·h, routing indices 40·2t + 4t (10,588,160; the trace adds the grouped matmul's
+    16 B of int32 offsets); the shared expert: its input 2th, gate, up, SiLU, product 2t·256 each (3,145,728).
+    In all 31,417,344 B (the trace: 31,417,360)."""
+    from tools.memtrace.families import CONFIGS  # noqa: PLC0415
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    plan = Plan.from_dict({"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0,
+                           "precision": "bf16-pure", "optimizer": "adamw", "micro_batch_size": 2, "seq_len": 512,
+                           "attention": "sdpa", "method": "full", "model": CONFIGS["mistral_large4"]})
+    arch = model_from_config(CONFIGS["mistral_large4"])
+    layers = activations(plan, arch, dtypes_for(plan)).layers
+    assert layers[2] == 4_198_400 + 790_528 + 1_376_256 + 9_216 + 6_029_312 + 2_129_920 + 3_149_824 \
+        + 10_588_160 + 3_145_728
+    # full checkpointing: each layer's bf16 input, and layers 1-3 the previous one's int32 top-k, 4·b·s·min(4096, s)
+    ckpt = estimate(plan.with_changes(activation_checkpointing="full")).to_dict()["per_gpu"]["detail"]
+    assert ckpt["saved_activations"] == 4 * 2 * 1024 * 512 + 3 * 4 * 2 * 512 * 512     # 4 layer inputs 2·t·h
+    assert estimate(plan).to_dict()["model_support"] == "exact"
+    # the no_grad indexer's parameters take no optimizer state: per layer wq_b 512 x 4·64, wk 512 x 64, the biased
+    # k_norm 2·64 and q_input_norm 2·512, weights_proj 512 x 4, softmax_scaling 2·4 = 167,048; 4 layers
+    from zerocalc.memory.indexers import no_grad_tensors  # noqa: PLC0415
+    from zerocalc.memory.vision import tower_tensors  # noqa: PLC0415
+    assert sum(t.numel for t in no_grad_tensors(arch)) == 4 * (512 * 256 + 512 * 64 + 128 + 1024 + 512 * 4 + 8)
+    trained = sum(t.numel for t in arch.tensors) - sum(t.numel for t in tower_tensors(arch)) - 4 * 167_048
+    assert estimate(plan).to_dict()["per_gpu"]["detail"]["optimizer_states"] == 2 * 2 * trained
+
+
+def test_minimax_m3_moe_layer_keeps_gemma_norms_and_clamped_swiglu():
+    """The minimax_m3 row's config (h 512, 8 query / 2 KV heads of 64; 4 experts top-2 of 256, a shared one of 256),
+    full bf16, b 2, s 512 (t = 1024), layer 1 (modeling_minimax_m3_vl.py): input_layernorm (Gemma-style, fp32
+    product) its fp32 copy 4th, rsqrt 4t, the fp32 normalised tensor 4th and its bf16 output 2th = 5,246,976;
+    q_norm 4t·512 + 4t·8 + 4t·512 = 4,227,072; k_norm 4t·128 + 4t·2 + 4t·128 = 1,056,768; SDPA's q 2t·512, k and v
+    2t·128 each, output 2t·512, logsumexp 4·8·t and o_proj's contiguous input 2t·512 = 3,702,784;
+    post_attention_layernorm 5,246,976; the routed experts: sigmoid scores 4t·4, gathered tokens 2·2t·h,
+    gate_up 2·2t·512, clamped gate, sigmoid, glu, up + 1 4 x 2·2t·256, product 2·2t·256, expert outputs 2·2t·h,
+    routing indices 40·2t + 4t = 11,636,736; the shared expert's gate_up 2t·512, the four 2t·256 and its
+    product 2t·256 = 3,670,016. In all 34,787,328 B."""
+    from tools.memtrace.families import CONFIGS  # noqa: PLC0415
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    plan = Plan.from_dict({"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0,
+                           "precision": "bf16-pure", "optimizer": "adamw", "micro_batch_size": 2, "seq_len": 512,
+                           "attention": "sdpa", "method": "full", "model": CONFIGS["minimax_m3"]})
+    layers = activations(plan, model_from_config(CONFIGS["minimax_m3"]), dtypes_for(plan)).layers
+    assert layers[1] == 5_246_976 + 4_227_072 + 1_056_768 + 3_702_784 + 5_246_976 + 11_636_736 + 3_670_016
+    assert estimate(plan).to_dict()["model_support"] == "exact"
+    # the minimax_m3sp row's layer 1 is sparse: SDPA also keeps the indexer's (b, 8, s, s) bf16 block mask,
+    # 2·2·8·512², and K / V repeated to the 8 query heads (2t·512 each, not 2t·128): +8,388,608 + 1,572,864 B
+    sp = Plan.from_dict({**plan.to_dict(), "model": CONFIGS["minimax_m3sp"]})
+    sp_layers = activations(sp, model_from_config(CONFIGS["minimax_m3sp"]), dtypes_for(sp)).layers
+    assert sp_layers[1] - layers[1] == 8_388_608 + 1_572_864 and sp_layers[2] == layers[2]
+    # the indexer (q_proj 512 x 128, k_proj 512 x 64, two norms of 64, in layers 1 and 3) takes no optimizer state
+    d_sp, d = (estimate(p).to_dict()["per_gpu"]["detail"] for p in (sp, plan))
+    assert d_sp["optimizer_states"] == d["optimizer_states"]
+    assert d_sp["frozen_params"] - d.get("frozen_params", 0) == 2 * (512 * 128 + 512 * 64 + 128) * 2   # bf16
+    assert estimate(sp).to_dict()["model_support"] == "exact"
+
+
+def test_ernie_vl_text_only_step_leaves_the_vision_experts_idle():
+    """The ernie_vl row's config (h 512, 4 heads of 128, sparse layers 1-3 each with vision experts: a router 4 x 512
+    and its 4 correction biases, gate_up 4 x 512 x 2·128, down 4 x 512 x 128 = 788,484 parameters), full bf16: a
+    text-only step gives them no gradient (modeling_ernie4_5_vl_moe.py Ernie4_5_VLMoeMoeBlock runs text_moe alone),
+    so 3 x 788,484 x 2 AdamW states x 2 B = 9,461,808 B of optimizer state fewer than a step fed image tokens; the
+    3-D rope keeps fp32 cos and sin per sample: 2 x 4 B x b 2 x s 512 x 128."""
+    from tools.memtrace.families import CONFIGS  # noqa: PLC0415
+    from zerocalc.memory.ernie_vl import rope_cos_sin  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    base = {"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0, "precision": "bf16-pure",
+            "optimizer": "adamw", "micro_batch_size": 2, "seq_len": 512, "attention": "sdpa", "method": "full",
+            "model": CONFIGS["ernie_vl"]}
+    text = estimate(Plan.from_dict(base)).to_dict()
+    fed = estimate(Plan.from_dict({**base, "vision": {"tokens_per_sample": 64}})).to_dict()
+    assert fed["per_gpu"]["detail"]["optimizer_states"] - text["per_gpu"]["detail"]["optimizer_states"] \
+        == 3 * (4 * 512 + 4 + 4 * 512 * 2 * 128 + 4 * 512 * 128) * 2 * 2
+    assert text["model_support"] == "exact" and "vision experts" in fed["model_support"]
+    assert rope_cos_sin(model_from_config(CONFIGS["ernie_vl"]), 512, 2, 2) == 2 * 4 * 2 * 512 * 128
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v32", "glm_moe_dsa"])
+def test_dsa_indexer_takes_no_optimizer_state(model_type):
+    """DeepseekV32Indexer / GlmMoeDsaIndexer.forward run under @torch.no_grad() (checked with a CPU backward of
+    this config: every indexer parameter's .grad stays None). h 128, q_lora_rank 48, 2 index heads of 32: per
+    layer wq_b 48 x 64, wk 128 x 32, the biased k_norm 2·32, weights_proj 128 x 2 = 7,488; 2 layers = 14,976
+    parameters held frozen (bf16: 2 B each), none of them in the AdamW state."""
+    cfg = {"model_type": model_type, "hidden_size": 128, "intermediate_size": 256, "moe_intermediate_size": 64,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "n_routed_experts": 4,
+           "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1, "kv_lora_rank": 32,
+           "q_lora_rank": 48, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 32, "vocab_size": 256,
+           "index_head_dim": 32, "index_n_heads": 2, "index_topk": 8}
+    plan = Plan.from_dict({"framework": "single", "gpus_per_node": 1, "nodes": 1, "zero_stage": 0,
+                           "precision": "bf16-pure", "optimizer": "adamw", "micro_batch_size": 1, "seq_len": 16,
+                           "attention": "sdpa", "method": "full", "model": cfg})
+    d = estimate(plan).to_dict()["per_gpu"]["detail"]
+    assert d["frozen_params"] == 2 * 2 * (48 * 64 + 128 * 32 + 64 + 128 * 2)
+    assert d["optimizer_states"] == 2 * d["trainable_params"]        # 2 bf16 states per trained parameter

@@ -160,15 +160,23 @@ def attn_impl(plan: TracePlan) -> str:
         # Mllama fed images: its cross-attention passes a 4-D mask, so a GPU runs SDPA's memory-efficient kernel
         # with it (modeling_mllama.py: _supports_flash_attn False); HF's own sdpa runs, CPU SDPA with the mask
         return "sdpa"
+    if plan.attention == "sdpa" and isinstance(plan.model, dict) and plan.model.get("model_type") in SDPA_ONLY:
+        # modeling_mistral_large4.py: _supports_flash_attn False; its sparse attention hands SDPA the indexer's
+        # top-k as a boolean mask (b, 1, s, s) it builds per layer, so HF's own sdpa runs, CPU SDPA with the mask
+        return "sdpa"
     return FLASH if has_attention_interface() else "sdpa"
 
+
+SDPA_ONLY = ("mistral_large4", "minimax_m3_vl_text")
 
 # composites traced whole, as the engine counts them (model/composite.py): Mllama built as
 # MllamaForConditionalGeneration, its vision tower and projector frozen (vision.trainable's default), fed text only
 WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector"),
                     # IdeficsForVisionText2Text fed its tower's output (trace.py image_inputs): the tower frozen
                     # (IdeficsConfig freeze_vision_layers, vision.trainable's default) and never run
-                    "idefics": ("vision_model",)}
+                    "idefics": ("vision_model",),
+                    "mistral_large4": ("vision_tower", "multi_modal_projector"),
+                    "ernie4_5_vl_moe": ("vision_tower", "resampler_model")}
 # IDEFICS' perceiver resampler, frozen with the tower where the config has one (the engine's "projector")
 OPTIONAL_FROZEN = {"idefics": ("perceiver_resampler",)}
 

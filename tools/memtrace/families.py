@@ -175,7 +175,54 @@ CONFIGS = {
                                  "vision_output_dim": 128, "intermediate_layers_indices": [0], "image_size": 56,
                                  "patch_size": 14, "max_num_tiles": 2,
                                  "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]}},
+    # mistralai/Mistral-Large-4's layout (MistralLarge4Config, modeling_mistral_large4.py), the language model scaled
+    # down: latent attention without a q latent (kv_lora_rank, rope / nope split, v_head_dim = the q head dim),
+    # per-head softmax scaling, the DSA indexer in every layer (index_topk above seq_len: every key kept), NoPE at
+    # layer 3 (every 4th), a dense first layer then 4 routed experts (top-2) and a shared one, untied head; the
+    # Pixtral tower and projector tiny and frozen (counted, never run: the rows feed text only)
+    "mistral_large4": {"model_type": "mistral_large4", "image_token_index": 10, "spatial_merge_size": 2,
+                       "text_config": {"model_type": "mistral_large4_text", "hidden_size": 512,
+                                       "intermediate_size": 1536, "moe_intermediate_size": 256,
+                                       "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
+                                       "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2,
+                                       "first_k_dense_replace": 1, "kv_lora_rank": 128, "qk_rope_head_dim": 32,
+                                       "qk_nope_head_dim": 32, "v_head_dim": 64, "vocab_size": 32768,
+                                       "index_head_dim": 64, "index_n_heads": 4, "index_topk": 4096,
+                                       "max_position_embeddings": 4096, "final_logit_softcapping": 30.0,
+                                       "tie_word_embeddings": False},
+                       "vision_config": {"model_type": "pixtral", "hidden_size": 64, "intermediate_size": 128,
+                                         "num_hidden_layers": 1, "num_attention_heads": 2, "head_dim": 32,
+                                         "image_size": 64, "patch_size": 16}},
+    # MiniMax-M3's language model (MiniMaxM3VLForCausalLM, modeling_minimax_m3_vl.py), scaled down: GQA 8/2 of 64
+    # with Gemma-style per-head q/k norms, a dense first layer (gate_up_proj of dense_intermediate_size), then 4
+    # routed experts (top-2, sigmoid routing, gpt-oss's clamped gate) and a shared one; full attention layers
+    "minimax_m3": {"model_type": "minimax_m3_vl_text", "hidden_size": 512, "num_attention_heads": 8,
+                   "num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 4, "num_local_experts": 4,
+                   "num_experts_per_tok": 2, "intermediate_size": 256, "shared_intermediate_size": 256,
+                   "dense_intermediate_size": 1024, "vocab_size": 32768, "max_position_embeddings": 4096,
+                   "layer_types": ["full_attention"] * 4, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+                   "tie_word_embeddings": False},
+    # baidu/ERNIE-4.5-VL's layout (Ernie4_5_VLMoeConfig), the language model scaled down: GQA 4/2 of 128 (the
+    # 3-D rope's mrope_section fills 128 dims), a dense first
+    # layer, then text experts (4, top-2, of moe_intermediate_size[0]) with a shared expert, and vision experts (of
+    # moe_intermediate_size[1]) that only image tokens reach; a tiny frozen vision tower and resampler (counted, never
+    # run: the rows feed text only, so Ernie4_5_VLMoeMoeBlock runs text_moe alone)
+    "ernie_vl": {"model_type": "ernie4_5_vl_moe",
+                 "text_config": {"model_type": "ernie4_5_vl_moe_text", "hidden_size": 512, "intermediate_size": 1024,
+                                 "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                 "vocab_size": 32768, "moe_k": 2, "moe_num_experts": 4, "moe_num_shared_experts": 1,
+                                 "moe_intermediate_size": [256, 128],
+                                 "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+                                 "max_position_embeddings": 4096, "tie_word_embeddings": False},
+                 "vision_config": {"model_type": "ernie4_5_vl_moe_vision", "depth": 1, "hidden_size": 64,
+                                   "intermediate_size": 128, "num_heads": 2, "patch_size": 14,
+                                   "spatial_merge_size": 2, "temporal_merge_size": 2}},
 }
+# MiniMax-M3 with its sparse-attention layers (layer_types minimax_m3_sparse at 1 and 3): the lightning indexer
+# (index_n_heads = the KV heads) picks index_topk_blocks key blocks of index_block_size per query
+CONFIGS["minimax_m3sp"] = {**CONFIGS["minimax_m3"], "index_n_heads": 2, "index_head_dim": 64, "index_block_size": 64,
+                           "index_topk_blocks": 4, "index_local_blocks": 1,
+                           "layer_types": ["full_attention", "minimax_m3_sparse"] * 2}
 # the same Mllama fed two images through its frozen tower (trace.py image_inputs: the projected states and a
 # cross_attention_mask of ones): image_size 224 / patch 14 -> 257 patches a tile, 4 tiles, 2 x 4 x 257 = 2056
 # vision tokens a sample, more than the text (as Llama 3.2 Vision's 4 x 1025 per image)
@@ -201,6 +248,9 @@ CONFIGS["idefics-res"] = {**CONFIGS["idefics"], "use_resampler": True,
                           "perceiver_config": {"resampler_n_latents": 64, "resampler_depth": 2, "resampler_n_heads": 4,
                                                "resampler_head_dim": 32, "qk_layer_norms_perceiver": False}}
 IMAGE_TOKENS = {"mllamaimg": 2056, "idefics": 514, "idefics-qk": 514, "idefics-res": 128}
+# modelling code without FlashAttention-2 (_supports_flash_attn False): their rows run SDPA. Mistral Large 4's
+# sparse attention turns the indexer's top-k into a boolean mask for SDPA (flash-mla kernels not wired up)
+NO_FLASH = {"mistral_large4", "minimax_m3", "minimax_m3sp"}
 # LoRA targets per family: every linear of the block
 TARGETS = {**{fam: ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"] for fam in ("opt", "opt350")},
            "neox": ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"],
@@ -222,6 +272,11 @@ TARGETS = {**{fam: ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"] for 
            # the language model's (build.py lora_targets: the frozen tower's q/k/v/o_proj get none)
            **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
               for fam in ("mllama", "mllamaimg", "idefics", "idefics-qk", "idefics-res")},
+           "ernie_vl": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+           **{fam: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_up_proj", "down_proj"]
+              for fam in ("minimax_m3", "minimax_m3sp")},
+           "mistral_large4": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj", "gate_proj", "up_proj",
+                              "down_proj"],
            "minimax": ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "out_proj", "output_gate"],
            **{fam: ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"] for fam in ("falcon", "falcon40b")}}
 # the config's residual dropout switch (the LoRA row turns it on, as the real checkpoints ship it). Not for
@@ -267,7 +322,7 @@ def rows() -> list[dict]:
     for fam in CONFIGS:
         # Mllama's modelling code has no FlashAttention-2 (_supports_flash_attn False: its cross-attention
         # takes a 4-D mask): fed images, the rows run SDPA
-        fl = "eager" if fam in EAGER_ONLY else "sdpa" if fam in IMAGE_TOKENS else "flash"
+        fl = "eager" if fam in EAGER_ONLY else "sdpa" if fam in IMAGE_TOKENS or fam in NO_FLASH else "flash"
         out.append({"id": f"{fam}-full-pure-{fl}-s512-b2", **_plan(fam, "full", "bf16-pure", fl, 2, 512)})
         out.append({"id": f"{fam}-lora-mixed-{fl}-s1024-b2-drop",
                     **_plan(fam, "lora", "bf16-mixed", fl, 2, 1024, dropout=0.1 if fam in DROPOUT else 0.0)})

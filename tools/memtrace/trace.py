@@ -32,6 +32,8 @@ from .allocator import replay
 from .routing import balanced_routing
 from .tracker import CATS, Snapshot, StorageTracker
 from . import running
+from zerocalc.memory.indexers import NO_GRAD_INDEXERS
+
 
 def _vocab(cfg) -> int:
     """The logits' width: the decoder sub-config's vocab_size where there is one (T5GemmaConfig: its lm_head is the
@@ -91,6 +93,14 @@ def never_run(cfg, name: str, images: bool = False) -> bool:
             return False
         m = re.search(r"language_model\.layers\.(\d+)\.", name)
         return m is not None and int(m.group(1)) in cfg.text_config.cross_attention_layers
+    if cfg.model_type in NO_GRAD_INDEXERS and ".self_attn.indexer." in name:
+        # zerocalc's memory/indexers.py: DSA indexers run under @torch.no_grad() (DeepSeek-V3.2, GLM-MoE-DSA, Mistral
+        # Large 4); MiniMaxM3VLIndexer returns top-k indices only: no gradient ever reaches them (nor PEFT's adapters)
+        return True
+    if cfg.model_type == "ernie4_5_vl_moe":
+        # modeling_ernie4_5_vl_moe.py Ernie4_5_VLMoeMoeBlock.forward: without image tokens (moe_mm_token_type_ids
+        # None or all text) only text_moe runs; the vision experts and their router take no gradient
+        return not images and ".vision_moe." in name
     return not getattr(cfg, "is_encoder_decoder", False) and ".encoder_attn" in name
 
 

@@ -30,6 +30,9 @@ from .blocks_cross import (GATED, cross_layer, cross_layer_bytes, cross_layers_r
 from .expert_backward import EVERY_EXPERT, expert_grad_temp, experts_trained, routed_rows
 from .blocks_hrm import ONEOFF_HEADS, checkpointed_final_norms
 from .quant_inputs import QUANT_COMPUTE_BYTES, quant_inputs_saved
+from .blocks_minimax_m3 import MODEL_TYPES as MINIMAX_M3       # MiniMaxM3VLRMSNorm: Gemma's fp32 product
+from .blocks_mistral_large4 import checkpointed_topk
+from .ernie_vl import rope_cos_sin
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
 from .stack import Stack, effective_stack
@@ -111,7 +114,8 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
              else rmsnorm(ss, c, "final_norm", "resid_final", h,
                           # Qwen3NextRMSNorm / Qwen3_5RMSNorm: Gemma's `output * (1.0 + self.weight.float())`
                           arch.family == "gemma" or arch.deltanet is not None
-                          or arch.model_type in FP32_PRODUCT_NORMS))
+                          or arch.model_type in FP32_PRODUCT_NORMS
+                          or arch.model_type in MINIMAX_M3))
         if stack.trainer != "torchtune":
             # torchtune's RoPE multiplies by slices of its fp32 cache buffer, which is all it saves
             # (models/llama3_1/_position_embeddings.py:181-184 Llama3ScaledRoPE.forward; traced)
@@ -121,7 +125,7 @@ def _head_saved(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> int:
                 # modeling_beam.py BeamRotaryEmbedding returns fp32 cos / sin, and NoPE layers' fp32 query scaling
                 emb = 4
                 ss.save("attention_scaling", 4 * plan.seq_len)
-            ss.save("rope_cos_sin", 2 * emb * plan.seq_len * arch.head_dim)
+            ss.save("rope_cos_sin", rope_cos_sin(arch, plan.seq_len, plan.micro_batch_size, emb))
             if arch.model_type in GEMMA4:
                 gemma4_outside(ss, c, arch, plan.seq_len, emb,    # memory/blocks_gemma4.py
                                plan.activation_checkpointing == "full")
@@ -267,6 +271,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         elif arch.model_type == "gemma3n_text":
             stack = checkpointed_streams(arch, 4 if dt.autocast else res, 2 if dt.autocast else dt.compute, t)
         stack += checkpointed_final_norms(arch, t)      # memory/blocks_hrm.py: HRM-Text's stack final_norms
+        stack += checkpointed_topk(arch, plan.micro_batch_size, plan.seq_len)     # Mistral Large 4's DSA indices
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
             stack -= (res - 2) * t * h

@@ -24,6 +24,7 @@ from dataclasses import replace
 from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import Ctx, SavedSet, gated_mlp, linear, rmsnorm
+from .ernie_vl import text_only_idle
 from .lora import Adapter
 from .ssm_hybrids import block_saved_bytes as ssm_saved_bytes  # blocks.py's, with the state-space mixers
 
@@ -42,7 +43,8 @@ def skipped_layers(arch: ModelArch, plan: Plan) -> frozenset:
 def idle_tensors(arch: ModelArch, plan: Plan) -> list:
     """The skipped layers' parameters: no gradient, no optimizer state, no autocast copy."""
     skip = skipped_layers(arch, plan)
-    return [t for t in arch.tensors if t.layer in skip] if skip else []
+    # ERNIE-4.5-VL's vision experts, which a text-only step never reaches (memory/ernie_vl.py)
+    return ([t for t in arch.tensors if t.layer in skip] if skip else []) + text_only_idle(arch, images_fed(plan))
 
 
 def cross_layers_run(arch: ModelArch, plan: Plan) -> frozenset:

@@ -17,6 +17,8 @@ from .blocks_families import layernorm
 from .blocks_modernbert import modernbert_block
 from .blocks_moshi import moshi_block
 from .blocks_hyper import HYPER, hyper_block
+from .blocks_minimax_m3 import MODEL_TYPES as MINIMAX_M3, minimax_m3_block
+from .blocks_mistral_large4 import mistral_large4_block
 from .lora import Adapter
 
 
@@ -363,6 +365,8 @@ def _beam_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
 MOE_RULES = {"llama4_text": llama4_block, "llama4": llama4_block,   # llama4: the composite's text model
              "dbrx": dbrx_block, "jetmoe": jetmoe_block, "longcat_flash": longcat_block, "beam": beam_block,
              **{t: hyper_block for t in HYPER},          # memory/blocks_hyper.py: DeepSeek-V4
+             **{t: mistral_large4_block for t in ("mistral_large4", "mistral_large4_text")},
+             **{t: minimax_m3_block for t in MINIMAX_M3},
              # not MoE: rules that need blocks_families' helpers cannot register there (memory/blocks_modernbert.py,
              # memory/blocks_moshi.py beside them)
              "modernbert-decoder": modernbert_block, "moshi": moshi_block}

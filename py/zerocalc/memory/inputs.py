@@ -16,6 +16,7 @@ from .activations import Activations, activations
 from .blocks_bart import never_run
 from .blocks_cross import idle_tensors, skipped_layers
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
+from .indexers import no_grad_tensors
 from .logits import Logits, chunked_head_grads, logits
 from .lora import (adapters_per_block, largest_quantized_matrix, modules_to_save_numel, trl_bf16_numel,
                    qlora_base_bytes, quantized_linear_bytes)
@@ -59,6 +60,7 @@ def step_inputs(plan: Plan) -> StepInputs:
         if arch.bart is not None and arch.bart["decoder_only"]:
             idle += [t for t in arch.tensors if never_run(arch, t.module)]
         idle += idle_tensors(arch, plan)         # memory/blocks_cross.py: Mllama's skipped cross-attention layers
+        idle += no_grad_tensors(arch)            # memory/indexers.py: sparse-attention indexers take no gradient
         if arch.config_frozen:                   # frozen by the modelling code itself (IDEFICS' freeze_text_layers)
             names = set(arch.config_frozen)
             idle += [t for t in arch.tensors if t.name in names]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from ..model import ModelArch
 from ..plan import Plan
+from .ernie_vl import fed_support
 from .vision_audio import audio_saved_bytes
 from .vision_siglip2 import lfm2_vl_saved_bytes
 from .vision_davit import davit_saved_bytes
@@ -68,10 +69,11 @@ def plan_support(arch: ModelArch, plan: Plan) -> str:
         # IDEFICS: its gated cross-attention layers run over the vision states only (memory/blocks_cross.py)
         return ("exact parameter count; activations approximate: the gated cross-attention layers are costed over "
                 "vision.tokens_per_sample vision states (IdeficsModel.forward requires images): give them")
+    own = fed_support(arch, plan.vision.tokens_per_sample > 0 or plan.vision.images_per_sample > 0)
     if not tower_untraced(arch, plan):
-        return arch.support
+        return own
     why = UNTRACED_TOWER.format(arch.model_type, plan.vision.trainable)
-    return f"exact parameter count; {why}" if arch.support == "exact" else f"{arch.support}; {why}"
+    return f"exact parameter count; {why}" if own == "exact" else f"{own}; {why}"
 
 
 def tower_trained_in_full(plan: Plan) -> bool:

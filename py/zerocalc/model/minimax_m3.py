@@ -11,10 +11,13 @@ A checkpoint's sparse_attention_config (sparse_attention_freq, sparse_num_index_
 moe_layer_freq stand for layer_types, the index sizes and mlp_layer_types (MiniMaxM3VLTextConfig.__post_init__).
 ``model.norm``; lm_head tied with tie_word_embeddings (default off).
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the attention and
-shared expert's linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_minimax_m3.py, traced with full and
+``minimax_m3_sparse`` layers (tools/memtrace/families.py minimax_m3 / minimax_m3sp, held within 3 % by
+tests/test_family_grid.py).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
@@ -40,6 +43,8 @@ def minimax_m3_text(c: ConfigReader) -> ModelArch:
         mlp_kinds = ["sparse" if f else "dense" for f in freq] if freq is not None else ["sparse"] * n_layers
     tied = c.bool("tie_word_embeddings", False)
     b = TensorList()
+    per_layer: list = []
+    shapes: dict = {}           # layers of one kind share one linears tuple (memory/activations.py caches by it)
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     for i in range(n_layers):
         p = f"model.layers.{i}"
@@ -65,6 +70,16 @@ def minimax_m3_text(c: ConfigReader) -> ModelArch:
             b.linear(f"{p}.mlp.down_proj", di, h, "mlp")
         b.norm(f"{p}.input_layernorm", h)
         b.norm(f"{p}.post_attention_layernorm", h)
+        att = [Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+               Linear("o_proj", heads * hd, h)]
+        mlp = ([Linear("gate_up_proj", h, 2 * inter, e), Linear("down_proj", inter, h, e),
+                Linear("gate_up_proj", h, 2 * si), Linear("down_proj", si, h)] if mlp_kinds[i] == "sparse"
+               else [Linear("gate_up_proj", h, 2 * di), Linear("down_proj", di, h)])
+        if kinds[i] == "minimax_m3_sparse":
+            # the indexer's projections (memory/blocks_minimax_m3.py reads a sparse layer off this one)
+            att += [Linear("indexer.q_proj", h, ih * idim), Linear("indexer.k_proj", h, idim)]
+        layer = tuple(att + mlp)
+        per_layer.append(shapes.setdefault(layer, layer))
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
@@ -72,9 +87,11 @@ def minimax_m3_text(c: ConfigReader) -> ModelArch:
             Linear("o_proj", heads * hd, h), Linear("gate_up_proj", h, 2 * si), Linear("down_proj", si, h))
     moe = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=4), expert_intermediate=inter,
               shared_intermediate=si, dense_layers=0)
-    return recurrent_arch(c, "minimax_m3_vl_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
-                          heads=heads, kv=kv, hd=hd, inter=si, moe=moe,
-                          what="sparse-attention and MoE layers are")
+    # memory/blocks_minimax_m3.py costs each layer from its own linears (traced, sparse-attention layers too)
+    arch = recurrent_arch(c, "minimax_m3_vl_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
+                          heads=heads, kv=kv, hd=hd, inter=si, moe=moe, family="llama", what="",
+                          support="exact")
+    return replace(arch, layer_linears=tuple(per_layer), dense_block_linears=per_layer[0])
 
 
 MINIMAX_M3 = {"minimax_m3_vl_text": minimax_m3_text}

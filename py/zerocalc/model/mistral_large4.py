@@ -15,10 +15,12 @@ MistralLarge4TextConfig; GLM-MoE-DSA's sparse latent attention without a q laten
 ``model.norm``; the rotary embedding's learned ``alpha`` (qk_rope_head_dim / 2: inv_freq's length, head_dim
 being the rope slice); lm_head untied by default. Defaults: MistralLarge4TextConfig.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the latent
-attention's and the MLP's linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_mistral_large4.py, traced
+(tools/memtrace/families.py mistral_large4, held within 3 % by tests/test_family_grid.py).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
@@ -53,6 +55,8 @@ def mistral_large4_text(c: ConfigReader) -> ModelArch:
               router_fp32="cast")
     bias, tied = c.bool("attention_bias", False), c.bool("tie_word_embeddings", False)
     b = TensorList()
+    per_layer: list = []
+    shapes: dict = {}           # layers of one kind share one linears tuple (memory/activations.py caches by it)
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     for i in range(n_layers):
         p = f"model.layers.{i}"
@@ -75,17 +79,33 @@ def mistral_large4_text(c: ConfigReader) -> ModelArch:
         b.linear(f"{a}.q_proj", h, heads * (nope + rope), "attention")
         b.param(f"{a}.softmax_scaling", "scale", heads, "attention")
         b.param(f"{a}.softmax_scaling", "bias", heads, "attention")
-        deepseek_ffn(b, p, h, moe, inter, is_sparse(c, i, g("first_k_dense_replace")))
+        sparse = is_sparse(c, i, g("first_k_dense_replace"))
+        deepseek_ffn(b, p, h, moe, inter, sparse)
+        att = [Linear("q_proj", h, heads * (nope + rope))]
+        if source[i] == i:
+            att.append(Linear("kv_a_proj_with_mqa", h, rank + r))
+        att += [Linear("kv_b_proj", rank, heads * (nope + rope - r + vd)), Linear("o_proj", heads * vd, h)]
+        if sparse:
+            mlp = [Linear("gate_up_proj", h, 2 * ei, moe.num_experts), Linear("down_proj", ei, h, moe.num_experts),
+                   Linear("gate_proj", h, moe.shared_intermediate), Linear("up_proj", h, moe.shared_intermediate),
+                   Linear("down_proj", moe.shared_intermediate, h)]
+        else:
+            mlp = [Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h)]
+        lins = tuple(att + mlp)
+        per_layer.append(shapes.setdefault(lins, lins))
     b.norm("model.norm", h)
     b.param("model.rotary_emb", "alpha", rope // 2, "other")
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = (Linear("q_proj", h, heads * (nope + rope)), Linear("kv_a_proj_with_mqa", h, rank + rope),
-            Linear("kv_b_proj", rank, heads * (nope + vd)), Linear("o_proj", heads * vd, h),
-            Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return recurrent_arch(c, "mistral_large4_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
-                          heads=heads, kv=heads, hd=vd, inter=inter, moe=moe,
-                          what="sparse latent attention with shared KV and the MoE are")
-
+    arch = recurrent_arch(c, "mistral_large4_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied,
+                          lins=per_layer[-1], heads=heads, kv=heads, hd=vd, inter=inter, moe=moe, family="llama",
+                          what="", support="exact")
+    # memory/blocks_mistral_large4.py costs each layer from its own linears; the logits are soft-capped
+    # (MistralLarge4ForConditionalGeneration.forward: tanh(logits / final_logit_softcapping), default 30.0)
+    # the latent dims and the DSA indexer's top-k (memory/blocks_mistral_large4.py checkpointed_topk)
+    mla = {"q_lora_rank": None, "kv_lora_rank": rank, "qk_nope": nope, "qk_rope": rope, "v_head": vd,
+           "index_topk": c.int("index_topk", default=2048, lo=1)}
+    return replace(arch, layer_linears=tuple(per_layer), dense_block_linears=per_layer[0], mla=mla,
+                   final_softcap=bool(c.cfg.get("final_logit_softcapping", 30.0)))
 
 MISTRAL_LARGE4 = {"mistral_large4_text": mistral_large4_text}

@@ -11,8 +11,9 @@ config classes' defaults):
   (mlp_layer_types, default one dense layer then sparse) hold text_moe (moe_intermediate_size[0]) and
   shared_experts (moe_intermediate_size[0] x moe_num_shared_experts) as ERNIE-4.5-MoE does, plus vision_moe: a
   second router (num_experts x h, its e_score_correction_bias) and experts of moe_intermediate_size[1]. It is
-  built as ERNIE-4.5-MoE and the vision experts are inserted; their activations (image tokens only) are costed
-  with the text experts': ``support`` says so.
+  built as ERNIE-4.5-MoE and the vision experts are inserted. A text-only step never reaches them (no gradient,
+  no optimizer state: memory/ernie_vl.py) and is traced; fed image tokens, their activations are costed with the
+  text experts', which the plan's ``model_support`` says (memory/ernie_vl.py fed_support).
 """
 from __future__ import annotations
 
@@ -27,8 +28,6 @@ VISION = {"depth": 32, "hidden_size": 1280, "in_channels": 3, "patch_size": 14, 
 TEXT = {"vocab_size": 103424, "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 28,
         "num_attention_heads": 20, "num_key_value_heads": 4, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
         "moe_k": 6, "moe_num_experts": 64, "moe_num_shared_experts": 2, "moe_intermediate_size": [1536, 512]}
-SUPPORT = ("exact parameter count; activations approximate (the vision experts, which only image tokens reach, "
-           "are costed with the text experts)")
 
 
 def _lin(b: TensorList, m: str, d_in: int, d_out: int, comp: str) -> None:
@@ -92,4 +91,6 @@ def ernie4_5_vl_text(text: Mapping, build: Callable, cfg: Mapping | None = None)
         b.matrix(f"{q}.experts", "gate_up_proj", (e, h, 2 * inter[1]), "routed_experts")
         b.matrix(f"{q}.experts", "down_proj", (e, h, inter[1]), "routed_experts")
         out[last[i]:last[i]] = b.tensors
-    return replace(arch, tensors=tuple(out), support=SUPPORT)
+    # a text-only step runs text_moe alone (traced: tools/memtrace/families.py ernie_vl); fed image tokens the
+    # vision experts' activations are not modelled (memory/ernie_vl.py fed_support says so per plan)
+    return replace(arch, tensors=tuple(out), support=arch.support)
