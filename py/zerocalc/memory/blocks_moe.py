@@ -19,6 +19,7 @@ from .blocks_moshi import moshi_block
 from .blocks_hyper import HYPER, hyper_block
 from .blocks_minimax_m3 import MODEL_TYPES as MINIMAX_M3, minimax_m3_block
 from .blocks_mistral_large4 import mistral_large4_block
+from .blocks_more import MORE_RULES
 from .lora import Adapter
 
 
@@ -369,7 +370,7 @@ MOE_RULES = {"llama4_text": llama4_block, "llama4": llama4_block,   # llama4: th
              **{t: minimax_m3_block for t in MINIMAX_M3},
              # not MoE: rules that need blocks_families' helpers cannot register there (memory/blocks_modernbert.py,
              # memory/blocks_moshi.py beside them)
-             "modernbert-decoder": modernbert_block, "moshi": moshi_block}
+             "modernbert-decoder": modernbert_block, "moshi": moshi_block, **MORE_RULES}
 RULES = {**FAMILY_RULES, **MOE_RULES}
 
 
