@@ -100,3 +100,23 @@ def test_an_approximate_block_is_warned_where_users_read():
     exact = estimate(Plan.from_dict({"seq_len": 512})).to_dict()
     assert exact["model_support"] == "exact"
     assert "model-approximate" not in {w["id"] for w in exact["warnings"]}
+
+
+def test_readme_counts_the_traced_defaults():
+    """The README's sentence on how many default configs have traced activations is the fixture's count: a
+    model_support either "exact" or naming its trace ("activations traced"), the rest costed as the nearest block."""
+    import re
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    m = re.search(r"Of the (\d+) default configs, (\d+) have their activations traced and (\d+) are still",
+                  " ".join(readme.split()))
+    assert m, "README lost its sentence on the traced default configs"
+    traced = approximate = 0
+    for r in ROWS:
+        if not r["id"].startswith("default:"):
+            continue
+        support = model_from_config(r["config"]).support
+        if support == "exact" or "activations traced" in support:
+            traced += 1
+        else:
+            approximate += 1
+    assert tuple(map(int, m.groups())) == (traced + approximate, traced, approximate)
