@@ -46,11 +46,17 @@ SHRINK = {
                                           "intermediate_size": 256, "num_hidden_layers": 1, "num_attention_heads": 2,
                                           "head_dim": 64},
                          "hidden_size": 1024},
+    # SmallDoge/Doge-320M's layout as the DogeConfig default (h 1024, 8 heads of 128, I 2048, 32 layers), 4 layers;
+    # keep_window_size 2048 above seq_len (no top-k), the dense MLP (is_moe false)
+    "doge": {"num_hidden_layers": 4},
 }
+# attention: modeling_doge.py DogePreTrainedModel._supports_flash_attn = False, SDPA with the dynamic mask
+ATTENTION = {"doge": "sdpa"}
 # no gradient checkpointing (modeling_cpmant.py: CpmAntPreTrainedModel has no supports_gradient_checkpointing)
 NO_CKPT = ("cpmant",)
 TARGETS = {"cpmant": ["project_q", "project_k", "project_v", "attention_out"],
-           "voxtral_realtime": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+           "voxtral_realtime": ["q_proj", "k_proj", "v_proj", "o_proj"],
+           "doge": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 
 
 @contextlib.contextmanager
@@ -101,7 +107,7 @@ def plans(model_type: str) -> list[tuple[str, dict]]:
     layers = cfg.get("num_hidden_layers") or cfg["text_config"]["num_hidden_layers"]
     tag = f'{model_type.replace("_", "-")}-{layers}l'
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
-            "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
+            "micro_batch_size": 1, "seq_len": 512, "attention": ATTENTION.get(model_type, "flash")}
     lora = {**base, "method": "lora", "lora": {**LORA, "targets": TARGETS[model_type]},
             "stack": {"peft_adapter_dtype": "fp32"}}
     out = [(f"{tag}-full-s512", base),
@@ -109,6 +115,8 @@ def plans(model_type: str) -> list[tuple[str, dict]]:
             (f"{tag}-lora-attn-s512", lora),
             (f"{tag}-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"}),
             (f"{tag}-full-mixed-s512", {**base, "precision": "bf16-mixed"})]
+    if model_type in ATTENTION:
+        out.append((f"{tag}-full-s512-eager", {**base, "attention": "eager"}))
     return [row for row in out if model_type not in NO_CKPT or "ckpt" not in row[0]]
 
 

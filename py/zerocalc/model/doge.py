@@ -4,12 +4,14 @@ input_residual (h); post_attention_layernorm; the MLP: gate/up/down (mlp_bias), 
 three as a shared expert plus router_gate (h -> 2 x floor(sqrt(E)), no bias) and the retrieval experts'
 down_embed / up_embed (E x h embeddings); post_attention_residual (h). ``model.norm``; lm_head untied by default.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the same linears (the
-dynamic mask and the embedding experts are not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_doge.py's layer (Llama's with per-head
+q/k norms, the dynamic mask and the learned residual scales; traced: tools/memtrace/own_blocks_trace.py doge); the
+CDMoE's retrieval experts are not modelled, which ``support`` says for is_moe.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
@@ -51,8 +53,15 @@ def doge(c: ConfigReader) -> ModelArch:
     lins = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
             Linear("dt_proj", kv * hd, kv), Linear("o_proj", heads * hd, h), Linear("gate_proj", h, inter),
             Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return recurrent_arch(c, "doge", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
-                          kv=kv, hd=hd, inter=inter, what="dynamic-mask attention block is")
+    arch = recurrent_arch(c, "doge", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
+                          kv=kv, hd=hd, inter=inter, what="dynamic-mask attention block is", family="llama")
+    # memory/blocks_doge.py: a Llama-lineage layer with per-head q/k norms (traced: tools/memtrace/
+    # own_blocks_trace.py doge), but for the CDMoE feed-forward
+    support = MOE_SUPPORT if moe else TRACED
+    return replace(arch, gated_mlp=True, qk_norm="head", support=support)
 
 
+TRACED = "exact parameter count; activations traced (memory/blocks_doge.py; tools/memtrace/own_blocks_trace.py)"
+MOE_SUPPORT = ("exact parameter count; activations approximate (memory/blocks_doge.py's traced layer, the CDMoE "
+               "feed-forward's retrieval experts costed as its shared MLP alone)")
 DOGE = {"doge": doge}
