@@ -15,12 +15,13 @@ LlamaRMSNorm's formula) but for:
 - DogeDecoderLayer.forward's learned residual scales: `input_residual * residual + hidden_states` and
   `post_attention_residual * residual + ...` keep each residual (the layer input and the mid-layer sum, the
   stream's dtype) where the scales train.
-- the CDMoE feed-forward (is_moe) is not modelled (model/doge.py says so).
+- the CDMoE feed-forward (is_moe, DogeCDMoE.forward): the shared MLP (llama_block's gated MLP) and the product-key
+  retrieval experts (_cdmoe).
 """
 from __future__ import annotations
 
 from ..model import Linear, ModelArch
-from .blocks import MASK, Ctx, SavedSet, llama_block
+from .blocks import MASK, Ctx, SavedSet, linear, llama_block
 from .lora import Adapter
 
 
@@ -41,4 +42,29 @@ def doge_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
             ss.save("resid2", c.res * t * h)
     if c.attention == "eager":
         ss.save("dynamic_mask.bool", MASK * c.batch * c.seq * c.seq)
+    lins = {lin.name: lin for lin in linears}
+    if "router_gate" in lins:
+        _cdmoe(ss, c, arch, lins["router_gate"], lins["retrieval_experts"].d_out // 2,
+               {ad.name: ad for ad in adapters})
     return total + ss.total
+
+
+def _cdmoe(ss: SavedSet, c: Ctx, arch: ModelArch, router: Linear, k: int, ads: dict) -> None:
+    """DogeCDMoE.forward beside the shared MLP llama_block books: router_gate reads the norm output; the two top-ks
+    keep their int64 indices ((2, t, num_keys) and (t, k)), gather its (t, k) output indices; down_embed(indices) and
+    up_embed(indices), (t, k, h) each, kept by the two matmuls (16-bit copies of the fp32 embeddings under
+    autocast, with a 16-bit copy of the norm output for the first); the (t, k) expert weights: the first matmul's
+    output (the activation's input), the activation's output, the softmax's routing weights and their product
+    (the second matmul's input). ``k``: num_experts_per_tok (model/doge.py's retrieval_experts pseudo-linear, h ->
+    2·k: the two matmuls' multiply-adds)."""
+    t, h, e = c.tokens, arch.hidden_size, 2 if c.autocast else c.e
+    keys = router.d_out // 2
+    if c.autocast:
+        linear(ss, c, "ln2.out", c.res, router, ads.get("router_gate"))   # its own 16-bit copy of the norm output
+    # (else the norm output router_gate keeps is the shared MLP's gate_proj / up_proj input, booked by llama_block)
+    ss.save("cdmoe.topk_keys", 8 * 2 * t * keys)
+    ss.save("cdmoe.topk", 2 * 8 * t * k)              # the top-k's position indices and gather's expert indices
+    ss.save("cdmoe.embeds", 2 * e * t * k * h)
+    if c.autocast:
+        ss.save("cdmoe.hidden16", 2 * t * h)
+    ss.save("cdmoe.weights", 4 * e * t * k)
