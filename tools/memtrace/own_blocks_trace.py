@@ -8,15 +8,17 @@ keeps what their layers save:
   VoxtralRealtimeTextForCausalLM): Mistral's layer with the ada_rms_norm time conditioning of its
   post_attention_layernorm (tests/test_voxtral_realtime_blocks.py);
 - ``doge``: Doge (modeling_doge.py DogeForCausalLM): the dynamic-mask attention (dt_proj over the values, the
-  (b, heads, s, s) mask) and its MLP / CDMoE (tests/test_doge_blocks.py).
+  (b, heads, s, s) mask) under SDPA (no FlashAttention) and eager, the learned residual scales, the dense MLP and,
+  in the -moe- rows, the CDMoE (tests/test_doge_blocks.py).
 
   python -m tools.memtrace.own_blocks_trace cpmant > tests/data/cpmant_trace.json
   python -m tools.memtrace.own_blocks_trace voxtral_realtime > tests/data/voxtral_realtime_trace.json
   python -m tools.memtrace.own_blocks_trace doge > tests/data/doge_trace.json
 
 Each model's default config (tests/data/architectures.json), made small (SHRINK), gets the generic rows of
-tools/memtrace/moe_trace.py: full bf16 with and without checkpointing, LoRA on the attention with and without,
-and a bf16-mixed full row. Each case keeps what tools/memtrace/compare.py compares and the plan.
+tools/memtrace/moe_trace.py: full bf16 with and without checkpointing, LoRA on the attention (fp32 adapters) with
+and without, and a bf16-mixed full row (CPM-Ant has no gradient checkpointing: NO_CKPT). Each case keeps what
+tools/memtrace/compare.py compares and the plan. About 10 s a model on 2 cores.
 """
 from __future__ import annotations
 
