@@ -5,8 +5,9 @@ The traced model (tools/memtrace/own_blocks_trace.py doge, tests/data/doge_trace
 Doge has no FlashAttention: the rows run SDPA (the dynamic mask as SDPA's attn_mask), full bf16 with and without
 checkpointing, LoRA on q/k/v/o (fp32 adapters) with and without, full bf16-mixed, and a full bf16 row with eager
 attention; then the same config with is_moe (DogeCDMoE, 16384 retrieval experts, top-64): full bf16 with and
-without checkpointing, LoRA on attention, full bf16-mixed. Before this rule (a classic block of the same linears) activations were -57.0 % (full), -37.5 % (LoRA),
--19.9 % (mixed), -62.5 % (eager), -15.1 % (checkpointed; peak within 3 %) of the trace; with the CDMoE -81.7 %
+without checkpointing, LoRA on attention, full bf16-mixed. Before this rule (a classic block of the same linears)
+activations were -57.0 % (full), -37.5 % (LoRA), -19.9 % (mixed), -62.5 % (eager), -15.1 % (checkpointed; peak
+within 3 %) of the trace; on the CDMoE rows the dense layer alone (its retrieval experts left out) was -81.7 %
 (full), -83.1 % (LoRA), -74.4 % (mixed).
 """
 from __future__ import annotations

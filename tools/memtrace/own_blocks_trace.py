@@ -123,8 +123,10 @@ def plans(model_type: str) -> list[tuple[str, dict]]:
         # DogeCDMoE (is_moe): the shared MLP and the retrieval experts (DogeConfig's 16384 of them, top-64)
         moe = {**base, "model": {**cfg, "is_moe": True}}
         moe_lora = {**lora, "model": moe["model"]}
-        out += [(f"{tag}-moe-full-s512", moe), (f"{tag}-moe-full-s512-ckpt", {**moe, "activation_checkpointing": "full"}),
-                (f"{tag}-moe-lora-attn-s512", moe_lora), (f"{tag}-moe-full-mixed-s512", {**moe, "precision": "bf16-mixed"})]
+        out += [(f"{tag}-moe-full-s512", moe),
+                (f"{tag}-moe-full-s512-ckpt", {**moe, "activation_checkpointing": "full"}),
+                (f"{tag}-moe-lora-attn-s512", moe_lora),
+                (f"{tag}-moe-full-mixed-s512", {**moe, "precision": "bf16-mixed"})]
     return [row for row in out if model_type not in NO_CKPT or "ckpt" not in row[0]]
 
 
