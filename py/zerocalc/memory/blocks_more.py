@@ -5,4 +5,10 @@ here is used exactly where blocks_moe's own are (not for trainers running their 
 """
 from __future__ import annotations
 
-MORE_RULES: dict = {}
+from .blocks_cpmant import cpmant_head, cpmant_layer
+from .blocks_doge import doge_layer
+from .blocks_voxtral import voxtral_layer
+
+MORE_RULES: dict = {"cpmant": cpmant_layer, "voxtral_realtime": voxtral_layer, "doge": doge_layer}
+# memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
+MORE_HEADS: dict = {"cpmant": cpmant_head}

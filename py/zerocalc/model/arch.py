@@ -124,6 +124,9 @@ class ModelArch:
     # a looped nGPT stack's shape (model/dory.py: {"loops": n_recurrent_loops}) where memory/blocks_dory.py costs
     # its layers and the model.norm calls between the loops, else None
     looped: Mapping | None = None
+    # tokens the model itself prepends to every sequence, run by every layer and dropped before the head (CPM-Ant's
+    # prompt_length: model/classic_more.py cpmant; memory/blocks_cpmant.py), else 0
+    prompt_tokens: int = 0
 
     @cached_property
     def total_params(self) -> int:
