@@ -9,9 +9,10 @@ With t = b·s tokens, H KDA heads of d (q = H·d: q_proj's width), e the 16-bit 
   output and logsumexp, o_proj's copy of the cropped output (arch.mla);
 - the KDA layers (KimiLinearDeltaAttention.forward): q/k/v_proj read the norm's output; their `torch.cat` is
   causal_conv1d_fn's input, which CausalConv1dFn keeps (3·q per token). KimiLinearForgetGate: f_a_proj's output
-  (f_b_proj's input, when it trains); `g = f.float() + dt_bias`, `torch.where(g > 20, g, log(1 + exp(g)))`: exp keeps its fp32
-  output, log its fp32 input `1 + exp`, where the bool condition (once g needs a gradient); `-exp(A_log) * softplus`
-  keeps exp(A_log) and its negation (H each) and, when A_log trains, the fp32 softplus; the product (fp32, q per token)
+  (f_b_proj's input, when it trains); `g = f.float() + dt_bias`, `torch.where(g > 20, g, log(1 + exp(g)))`: exp
+  keeps its fp32 output, log its fp32 input `1 + exp`, where the bool condition (once g needs a gradient);
+  `-exp(A_log) * softplus` keeps exp(A_log) and its negation (H each) and, when A_log trains, the fp32 softplus; the
+  product (fp32, q per token)
   is fla's g, kept by the kernel. beta = sigmoid(b_proj(x)) (e, H per token) is the kernel's beta. fla's
   ChunkKDAFunction (flash-linear-attention 0.5.2, fla/ops/kda/chunk.py; tools/memtrace/kda_trace.py KdaStandIn) keeps
   the l2-normed q and k (e), their fp32 rstd (H per token each), v's contiguous copy (e), the fp32 g_cumsum, g and
