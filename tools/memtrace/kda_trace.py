@@ -27,6 +27,10 @@ forget gate's fp32 output, beta after the sigmoid, no A_log: use_gate_in_kernel 
 u, qg, kg, v_new and h too: not what transformers asks.)
 
   python -m tools.memtrace.kda_trace kimi_linear > tests/data/kimi_linear_trace.json   (about 1 min on 2 cores)
+  python -m tools.memtrace.kda_trace bailing_hybrid > tests/data/bailing_hybrid_trace.json
+
+Bailing Hybrid / Ling 3 (modeling_bailing_hybrid.py BailingHybridDeltaAttention.forward) calls the same two kernels
+(its conv1d weight fp32: _keep_in_fp32_modules_strict), with g the safe sigmoid gate cast to the input's dtype.
 
 Rows: the default config made small (SHRINK), the generic rows of tools/memtrace/moe_trace.py (full bf16 with and
 without checkpointing, LoRA on the attention projections (fp32 adapters) with and without, full bf16-mixed).
@@ -56,8 +60,19 @@ SHRINK = {
                     "num_experts": 8, "num_experts_per_token": 2, "num_hidden_layers": 4,
                     "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
                     "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]},
+    # Ling 3's layout as the BailingHybridConfig default (h 2560, MLA of 32 heads (qk 128 + 64 interleaved RoPE, v
+    # 128, kv rank 512, no q rank) with the head-wise output gate, KDA of 32 heads of 128 with the safe sigmoid gate,
+    # 512 experts of 768 top-8 in 8 groups, one shared expert, layers 0-1 dense of 6144) at h 1024: 8 MLA heads, 8
+    # KDA heads, 8 experts of 512 top-2 in 2 groups, dense MLP 2816, 4 layers KDA KDA KDA MLA with layer 0 dense
+    "bailing_hybrid": {"hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 8,
+                       "linear_num_heads": 8, "intermediate_size": 2816, "moe_intermediate_size": 512,
+                       "num_experts": 8, "num_experts_per_token": 2, "num_expert_group": 2, "topk_group": 2,
+                       "num_hidden_layers": 4,
+                       "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+                       "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]},
 }
-TARGETS = {"kimi_linear": ["q_proj", "k_proj", "v_proj", "o_proj", "kv_a_proj_with_mqa", "kv_b_proj"]}
+TARGETS = {"kimi_linear": ["q_proj", "k_proj", "v_proj", "o_proj", "kv_a_proj_with_mqa", "kv_b_proj"],
+           "bailing_hybrid": ["q_proj", "k_proj", "v_proj", "o_proj", "kv_a_proj_with_mqa", "kv_b_proj"]}
 
 
 class KdaStandIn(torch.autograd.Function):
@@ -94,9 +109,11 @@ def _kda_stand_in(query, key, value, g, beta, chunk_size=64, initial_state=None,
 
 
 @contextlib.contextmanager
-def kda_kernels():
-    """modeling_kimi_linear's `causal_conv1d_fn` and `chunk_kimi_delta_attention` (module globals) -> the stand-ins."""
-    from transformers.models.kimi_linear import modeling_kimi_linear as mk  # noqa: PLC0415
+def kda_kernels(model_type: str = "kimi_linear"):
+    """modeling_<model_type>'s `causal_conv1d_fn` and `chunk_kimi_delta_attention` (module globals) -> the stand-ins
+    (modeling_bailing_hybrid.py calls the same two names)."""
+    import importlib  # noqa: PLC0415
+    mk = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
     prev = mk.causal_conv1d_fn, mk.chunk_kimi_delta_attention
     mk.causal_conv1d_fn, mk.chunk_kimi_delta_attention = _conv_stand_in, _kda_stand_in
     try:
@@ -120,8 +137,6 @@ def plans(model_type: str = "kimi_linear") -> list[tuple[str, dict]]:
             (f"{tag}-full-mixed-s512", {**base, "precision": "bf16-mixed"})]
 
 
-KERNELS = {"kimi_linear": kda_kernels}
-
 
 def main(argv: list[str] | None = None) -> int:
     import transformers  # noqa: PLC0415
@@ -131,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     for cid, plan in plans(model_type):
         if len(args) > 1 and not cid.startswith(args[1]):
             continue
-        with KERNELS[model_type]():
+        with kda_kernels(model_type):
             r = trace(plan, steps=2)
         cases.append({"id": cid, "plan": plan, **{k: r[k] for k in ("peak", "peak_bytes", "peak_phase", "peak_op",
                                                                     "phase_peaks", "saved_activations_forward_end")}})

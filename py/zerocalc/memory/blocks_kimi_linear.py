@@ -51,31 +51,47 @@ def kda_kernel_saves(ss: SavedSet, t: int, e: int, q: int, heads: int) -> None:
 
 
 def kda_mixer(ss: SavedSet, c: Ctx, y: str, lins: dict, ads: dict) -> str:
-    """KimiLinearDeltaAttention between the input norm's output ``y`` and o_proj; returns o_proj's input key."""
+    """KimiLinearDeltaAttention / BailingHybridDeltaAttention between the input norm's output ``y`` and o_proj;
+    returns o_proj's input key. Bailing's layer has f_proj and g_proj where Kimi's has the low-rank pairs."""
     t, e = c.tokens, 2 if c.autocast else c.e
-    q, d, heads = lins["q_proj"].d_out, lins["f_a_proj"].d_out, lins["b_proj"].d_out
+    q, heads = lins["q_proj"].d_out, lins["b_proj"].d_out
+    bailing = "f_proj" in lins
+    d = q // heads
     grad_in = c.train_base or not c.first_layer
-    for name in ("q_proj", "k_proj", "v_proj"):
+    ins = ("q_proj", "k_proj", "v_proj", "f_proj", "b_proj", "g_proj") if bailing else \
+        ("q_proj", "k_proj", "v_proj", "f_a_proj", "b_proj", "g_a_proj")
+    for name in ins:
         linear(ss, c, y, c.res, lins[name], ads.get(name))
     mixer = grad_in or any(n in ads for n in ("q_proj", "k_proj", "v_proj"))
-    fgate = grad_in or any(n in ads for n in ("f_a_proj", "f_b_proj"))
-    gate = grad_in or any(n in ads for n in ("g_a_proj", "g_b_proj"))
-    for name in ("f_a_proj", "b_proj", "g_a_proj"):
-        linear(ss, c, y, c.res, lins[name], ads.get(name))
+    fgate = grad_in or any(n in ads for n in ("f_proj", "f_a_proj", "f_b_proj"))
+    gate = grad_in or any(n in ads for n in ("g_proj", "g_a_proj", "g_b_proj"))
     c2 = replace(c, first_layer=False) if c.first_layer else c
-    linear(ss, c2, "f_a.out", e, lins["f_b_proj"], ads.get("f_b_proj"))
-    linear(ss, c2, "g_a.out", e, lins["g_b_proj"], ads.get("g_b_proj"))
+    if not bailing:
+        linear(ss, c2, "f_a.out", e, lins["f_b_proj"], ads.get("f_b_proj"))
+        linear(ss, c2, "g_a.out", e, lins["g_b_proj"], ads.get("g_b_proj"))
     if not mixer:
         return "o_norm.out"
-    if fgate:
-        ss.save("fgate.exp", 4 * t * q)
-        ss.save("fgate.log_in", 4 * t * q)
-        ss.save("fgate.where_cond", t * q)
-        ss.save("fgate.neg_decay", 4 * heads)
-    if c.train_base:
-        ss.save("fgate.decay", 4 * heads)
-        ss.save("fgate.softplus", 4 * t * q)
-    ss.save("fgate.g", 4 * t * q)                       # -decay * softplus: fla's g
+    if bailing:
+        # BailingHybridForgetGate: `f_proj(x).float() + dt_bias`, decay = A_log.exp() (fp32 A_log), the safe gate
+        # `lower_bound * sigmoid(decay * gate_input)` (sigmoid keeps its fp32 output; the product keeps gate_input
+        # when A_log trains, and decay) or `-decay * softplus(gate_input)` (softplus keeps gate_input, the product
+        # the fp32 softplus when A_log trains: the same bytes), then `.to(hidden_states.dtype)`: fla's g
+        if fgate:
+            ss.save("fgate.sigmoid", 4 * t * q)
+            ss.save("fgate.decay", 4 * heads)
+        if c.train_base:
+            ss.save("fgate.gate_input", 4 * t * q)
+        ss.save("fgate.g", c.res * t * q)
+    else:
+        if fgate:
+            ss.save("fgate.exp", 4 * t * q)
+            ss.save("fgate.log_in", 4 * t * q)
+            ss.save("fgate.where_cond", t * q)
+            ss.save("fgate.neg_decay", 4 * heads)
+        if c.train_base:
+            ss.save("fgate.decay", 4 * heads)
+            ss.save("fgate.softplus", 4 * t * q)
+        ss.save("fgate.g", 4 * t * q)                   # -decay * softplus: fla's g
     ss.save("beta", e * t * heads)
     ss.save("conv.x", e * t * 3 * q)
     kda_kernel_saves(ss, t, e, q, heads)
@@ -91,11 +107,32 @@ def kda_mixer(ss: SavedSet, c: Ctx, y: str, lins: dict, ads: dict) -> str:
     return "o_norm.out"
 
 
+def mla_output_gate(c: Ctx, lins: dict, ads: dict) -> int:
+    """BailingHybridAttention's head-wise output gate beside llama_block's latent attention: `sigmoid(g_proj(x)
+    .float()).to(hidden_states.dtype)` times the attention output; the product keeps the cast gate (a 16-bit stream)
+    and the attention output (FA2's, kept already), sigmoid its fp32 output when the gate needs a gradient; g_proj
+    keeps the norm's output (llama_block's, under full fine-tuning) and its adapter's inputs."""
+    ss, t = SavedSet(), c.tokens
+    g = lins["g_proj"]
+    heads = g.d_out
+    attn = c.train_base or not c.first_layer or any(
+        n in ads for n in ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"))
+    gate = c.train_base or not c.first_layer or "g_proj" in ads
+    if "g_proj" in ads:
+        linear(ss, replace(c, train_base=False), "ln1.out", c.res, g, ads["g_proj"])
+    if gate or (attn and c.res == 4):
+        ss.save("gate.sigmoid", 4 * t * heads)
+    if attn and c.res != 4:
+        ss.save("gate.cast", c.res * t * heads)
+    return ss.total
+
+
 def kimi_linear_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """One decoder layer's saved bytes (the module docstring's list): an MLA layer is llama_block's."""
     lins = {lin.name: lin for lin in linears if lin.count == 1}
     if "kv_b_proj" in lins:
-        return llama_block(arch, c, linears, adapters)
+        extra = mla_output_gate(c, lins, {ad.name: ad for ad in adapters}) if "g_proj" in lins else 0
+        return llama_block(arch, c, linears, adapters) + extra
     experts = {lin.name for lin in linears if lin.count > 1}
     ads = {ad.name: ad for ad in adapters}
     ss, h = SavedSet(), arch.hidden_size

@@ -11,6 +11,6 @@ from .blocks_kimi_linear import kimi_linear_head, kimi_linear_layer
 from .blocks_voxtral import voxtral_layer
 
 MORE_RULES: dict = {"cpmant": cpmant_layer, "voxtral_realtime": voxtral_layer, "doge": doge_layer,
-                    "kimi_linear": kimi_linear_layer}
+                    "kimi_linear": kimi_linear_layer, "bailing_hybrid": kimi_linear_layer}
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
 MORE_HEADS: dict = {"cpmant": cpmant_head, "kimi_linear": kimi_linear_head}
