@@ -70,8 +70,28 @@ SHRINK = {
                        "num_hidden_layers": 4,
                        "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
                        "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]},
+    # GLM-5.3-Flash's language model as the Glm5NextTextConfig default (h 4096, hc_mult 4 hyper-connected streams, KDA
+    # of 64 heads of 128 with the safe lower-bound gate, MLA of 64 heads (q rank 1536, kv rank 512, qk 256 NoPE, v
+    # 256) with the k-pooled DSA indexer, 288 experts of 2048 top-8 and a shared one, clamped SwiGLU, layers 0-2
+    # dense) at h 1024: 8 KDA heads, 8 MLA heads (q rank 512), 8 index heads, 8 experts of 512 top-2, dense MLP
+    # 2816, 4 layers KDA KDA KDA indexed, layer 0 dense; the vision tower tiny (frozen, never run: text only)
+    "glm5_next": {"text_config": {"hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 8,
+                                  "linear_num_heads": 8, "intermediate_size": 2816, "moe_intermediate_size": 512,
+                                  "n_routed_experts": 8, "num_experts_per_tok": 2, "q_lora_rank": 512,
+                                  "index_n_heads": 8, "num_hidden_layers": 4,
+                                  "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                                                  "indexed_attention"],
+                                  "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+                                  "indexer_types": ["full"] * 4,
+                                  # build.py sets use_cache False on the config it builds; Glm5NextTextModel reads
+                                  # its text config's
+                                  "use_cache": False},
+                  "vision_config": {"depth": 1, "hidden_size": 128, "num_heads": 2, "out_hidden_size": 128,
+                                    "intermediate_size": 256, "projection_intermediate_size": 256}},
 }
-TARGETS = {"kimi_linear": ["q_proj", "k_proj", "v_proj", "o_proj", "kv_a_proj_with_mqa", "kv_b_proj"],
+TARGETS = {"glm5_next": ["q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa",
+                         "kv_b_proj"],
+           "kimi_linear": ["q_proj", "k_proj", "v_proj", "o_proj", "kv_a_proj_with_mqa", "kv_b_proj"],
            "bailing_hybrid": ["q_proj", "k_proj", "v_proj", "o_proj", "kv_a_proj_with_mqa", "kv_b_proj"]}
 
 
@@ -109,6 +129,36 @@ def _kda_stand_in(query, key, value, g, beta, chunk_size=64, initial_state=None,
 
 
 @contextlib.contextmanager
+def glm5_next_text_only():
+    """GLM-5.3-Flash fed text only, traced whole as the engine counts it (model/composite.py): built as
+    Glm5NextForConditionalGeneration (build.py model_class, AutoModelForImageTextToText) with model.visual frozen
+    (build.py WHOLE_COMPOSITES: PEFT's targets inside language_model only), under HF's own SDPA with the top-k mask
+    (build.py SDPA_ONLY: Glm5NextTextAttention.build_attention_mask_from_topk hands SDPA a (b, 1, s, s) bool mask).
+    Glm5NextTextIndexer.forward runs under @torch.no_grad() and returns int32 top-k indices: it saves nothing, but
+    its k-pool selection (`pool_keys[:, keep]`, a boolean index) needs values, so it is stood in by the indices'
+    (b, s, index_topk + index_kpool - 1) int32 tensor (index_kpool_always_select_tail), which is what the layer
+    keeps of it."""
+    import torch  # noqa: PLC0415
+    from transformers.models.glm5_next import modeling_glm5_next as mg  # noqa: PLC0415
+    from . import build  # noqa: PLC0415
+
+    @torch.no_grad()
+    def indexer_forward(self, hidden_states, q_resid, attention_mask, cache=None, **kwargs):
+        width = self.index_topk + (self.index_kpool - 1 if self.index_kpool_always_select_tail else 0)
+        return torch.zeros((*hidden_states.shape[:2], width), dtype=torch.int32, device=hidden_states.device)
+
+    prev_sdpa, prev_fwd = build.SDPA_ONLY, mg.Glm5NextTextIndexer.forward
+    build.WHOLE_COMPOSITES["glm5_next"] = ("visual",)
+    build.SDPA_ONLY = (*prev_sdpa, "glm5_next")
+    mg.Glm5NextTextIndexer.forward = indexer_forward
+    try:
+        yield
+    finally:
+        del build.WHOLE_COMPOSITES["glm5_next"]
+        build.SDPA_ONLY, mg.Glm5NextTextIndexer.forward = prev_sdpa, prev_fwd
+
+
+@contextlib.contextmanager
 def kda_kernels(model_type: str = "kimi_linear"):
     """modeling_<model_type>'s `causal_conv1d_fn` and `chunk_kimi_delta_attention` (module globals) -> the stand-ins
     (modeling_bailing_hybrid.py calls the same two names)."""
@@ -117,17 +167,22 @@ def kda_kernels(model_type: str = "kimi_linear"):
     prev = mk.causal_conv1d_fn, mk.chunk_kimi_delta_attention
     mk.causal_conv1d_fn, mk.chunk_kimi_delta_attention = _conv_stand_in, _kda_stand_in
     try:
-        yield
+        with glm5_next_text_only() if model_type == "glm5_next" else contextlib.nullcontext():
+            yield
     finally:
         mk.causal_conv1d_fn, mk.chunk_kimi_delta_attention = prev
 
 
 def plans(model_type: str = "kimi_linear") -> list[tuple[str, dict]]:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
-    cfg = dict(next(r for r in rows if r["id"] == f"default:{model_type}")["config"]) | SHRINK[model_type]
-    tag = f'{model_type.replace("_", "-")}-{cfg["num_hidden_layers"]}l'
+    cfg = dict(next(r for r in rows if r["id"] == f"default:{model_type}")["config"])
+    for k, v in SHRINK[model_type].items():        # a sub-config's shrink merged into the default's
+        cfg[k] = {**cfg[k], **v} if isinstance(v, dict) and isinstance(cfg.get(k), dict) else v
+    layers = cfg.get("num_hidden_layers") or cfg["text_config"]["num_hidden_layers"]
+    tag = f'{model_type.replace("_", "-")}-{layers}l'
+    # modeling_glm5_next.py Glm5NextTextAttention.build_attention_mask_from_topk: SDPA and eager only (the top-k mask)
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
-            "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
+            "micro_batch_size": 1, "seq_len": 512, "attention": "sdpa" if model_type == "glm5_next" else "flash"}
     lora = {**base, "method": "lora", "lora": {**LORA, "targets": TARGETS[model_type]},
             "stack": {"peft_adapter_dtype": "fp32"}}
     return [(f"{tag}-full-s512", base),

@@ -137,6 +137,11 @@ def hyper_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     return ss.total
 
 
+# other hyper-connected families' own (outside, backward moment) rules by model_type (memory/blocks_glm5_next.py
+# registers GLM-5.3-Flash's: its hyper head is an unweighted mean)
+OWN_HYPER: dict = {}
+
+
 def hc_backward_moment(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """The layer's bytes at its ffn_hc backward: DeepseekV4UnweightedRMSNorm's backward over the fp32 (t, N·h) copy
     of the stream holds five fp32 tensors of that size (mul, pow, div, mul, mul) beside the incoming stream
@@ -144,6 +149,8 @@ def hc_backward_moment(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], ada
     the F.linear input, the Sinkhorn tensors and the stream are consumed by then). Traced: the peak of
     tools/memtrace/moe_trace.py deepseek-v4-3l-lora-attn-s512-ckpt (five 8 MiB fp32 temporaries and a 4 MiB
     bf16 one at a backward mul)."""
+    if arch.model_type in OWN_HYPER:
+        return OWN_HYPER[arch.model_type][1](arch, c, linears, adapters)
     ss = SavedSet()
     _attention_half(ss, arch, c, linears, adapters)
     n, t, h = arch.hyper["hc_mult"], c.tokens, arch.hidden_size
@@ -231,6 +238,8 @@ def hyper_outside(ss: SavedSet, c: Ctx, arch: ModelArch) -> str:
     rsqrt; the normed fp32 input of F.linear(·, hc_fn), autocast's 16-bit copy of it; the mix, its sigmoid and
     pre + eps) and model.norm (fp32 product) over the collapsed stream in the residual dtype. Returns the final
     norm's output key (lm_head's input, in the residual dtype)."""
+    if arch.model_type in OWN_HYPER:
+        return OWN_HYPER[arch.model_type][0](ss, c, arch)
     n, t, h = arch.hyper["hc_mult"], c.tokens, arch.hidden_size
     ss.save("hc_head.stream", c.res * t * n * h)
     if c.res != 4:

@@ -50,9 +50,11 @@ def kda_kernel_saves(ss: SavedSet, t: int, e: int, q: int, heads: int) -> None:
     ss.save("kda.A", 2 * e * t * heads * CHUNK)
 
 
-def kda_mixer(ss: SavedSet, c: Ctx, y: str, lins: dict, ads: dict) -> str:
+def kda_mixer(ss: SavedSet, c: Ctx, y: str, lins: dict, ads: dict, gate: str = "") -> str:
     """KimiLinearDeltaAttention / BailingHybridDeltaAttention between the input norm's output ``y`` and o_proj;
-    returns o_proj's input key. Bailing's layer has f_proj and g_proj where Kimi's has the low-rank pairs."""
+    returns o_proj's input key. Bailing's layer has f_proj and g_proj where Kimi's has the low-rank pairs.
+    ``gate`` "safe": Kimi's layer with the lower-bound forget gate `lower_bound * sigmoid(exp(A_log) * g)` and its
+    fp32 output as fla's g (modeling_glm5_next.py Glm5NextTextForgetGate)."""
     t, e = c.tokens, 2 if c.autocast else c.e
     q, heads = lins["q_proj"].d_out, lins["b_proj"].d_out
     bailing = "f_proj" in lins
@@ -64,14 +66,21 @@ def kda_mixer(ss: SavedSet, c: Ctx, y: str, lins: dict, ads: dict) -> str:
         linear(ss, c, y, c.res, lins[name], ads.get(name))
     mixer = grad_in or any(n in ads for n in ("q_proj", "k_proj", "v_proj"))
     fgate = grad_in or any(n in ads for n in ("f_proj", "f_a_proj", "f_b_proj"))
-    gate = grad_in or any(n in ads for n in ("g_proj", "g_a_proj", "g_b_proj"))
+    ogate = grad_in or any(n in ads for n in ("g_proj", "g_a_proj", "g_b_proj"))
     c2 = replace(c, first_layer=False) if c.first_layer else c
     if not bailing:
         linear(ss, c2, "f_a.out", e, lins["f_b_proj"], ads.get("f_b_proj"))
         linear(ss, c2, "g_a.out", e, lins["g_b_proj"], ads.get("g_b_proj"))
     if not mixer:
         return "o_norm.out"
-    if bailing:
+    if gate == "safe":
+        if fgate:
+            ss.save("fgate.sigmoid", 4 * t * q)
+            ss.save("fgate.decay", 4 * heads)
+        if c.train_base:
+            ss.save("fgate.g_in", 4 * t * q)
+        ss.save("fgate.g", 4 * t * q)
+    elif bailing:
         # BailingHybridForgetGate: `f_proj(x).float() + dt_bias`, decay = A_log.exp() (fp32 A_log), the safe gate
         # `lower_bound * sigmoid(decay * gate_input)` (sigmoid keeps its fp32 output; the product keeps gate_input
         # when A_log trains, and decay) or `-decay * softplus(gate_input)` (softplus keeps gate_input, the product
@@ -102,7 +111,7 @@ def kda_mixer(ss: SavedSet, c: Ctx, y: str, lins: dict, ads: dict) -> str:
     if c.train_base:
         ss.save("o_norm.normed", 4 * t * q)
     ss.save("o_norm.sigmoid", 4 * t * q)
-    if gate:
+    if ogate:
         ss.save("o_norm.weighted", 4 * t * q)
     return "o_norm.out"
 
