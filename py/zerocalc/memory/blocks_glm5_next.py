@@ -1,5 +1,6 @@
 """Saved tensors of GLM-5.3-Flash's language-model layer (transformers 5.24 modeling_glm5_next.py
-Glm5NextTextDecoderLayer) as it trains on a GPU (fla's chunk_kda and causal-conv1d's kernel: memory/blocks_kimi_linear.py).
+Glm5NextTextDecoderLayer) as it trains on a GPU (fla's chunk_kda and causal-conv1d's kernel:
+memory/blocks_kimi_linear.py).
 
 With t tokens, h hidden, N = hc_mult streams, e the 16-bit compute dtype:
 
