@@ -1,6 +1,7 @@
-"""Traced steps of Kimi Linear (transformers 5.24 modeling_kimi_linear.py KimiLinearForCausalLM) as it trains on a
-GPU, for the CI check that the engine keeps what its layers save (memory/blocks_kimi_linear.py;
-tests/test_kimi_linear_blocks.py).
+"""Traced steps of the Kimi Delta Attention hybrids as they train on a GPU: Kimi Linear (transformers 5.24
+modeling_kimi_linear.py KimiLinearForCausalLM), Bailing Hybrid / Ling 3 and GLM-5.3-Flash, for the CI checks that the
+engine keeps what their layers save (memory/blocks_kimi_linear.py, memory/blocks_glm5_next.py;
+tests/test_kimi_linear_blocks.py, test_bailing_hybrid_blocks.py, test_glm5_next_blocks.py).
 
 Kimi Delta Attention (KimiLinearDeltaAttention.forward) calls `causal_conv1d_fn` (the hub kernel "causal_conv1d_fn",
 causal-conv1d's CausalConv1dFn on a GPU: tools/memtrace/ssm_trace.py ConvStandIn keeps its input) and
@@ -23,14 +24,20 @@ forget gate's fp32 output, beta after the sigmoid, no A_log: use_gate_in_kernel 
   w, u, qg, kg, v_new, h, initial_state, cu_seqlens, chunk_indices)``: what stays is q, k (the l2-normed), their
   rstd, v (the contiguous copy), g_cumsum, g_input (the caller's g), beta (twice the same tensor), Aqk, Akk;
 - returns ``o.type_as(q)``.
-(An older fla without disable_recompute saved fewer intermediates still; one with disable_recompute=True keeps w,
-u, qg, kg, v_new and h too: not what transformers asks.)
+(fla 0.4.0 saved ``(q, q_rstd, k, k_rstd, v, g, beta, Aqk, Akk, ...)`` with g the cumulative one: the caller's g
+not kept, 4 bytes per q and token less where nothing else keeps it; 0.4.1 to 0.5.2 keep both; with
+disable_recompute=True (not what transformers asks) w, u, qg, kg, v_new and h stay too.)
 
-  python -m tools.memtrace.kda_trace kimi_linear > tests/data/kimi_linear_trace.json   (about 1 min on 2 cores)
+  python -m tools.memtrace.kda_trace kimi_linear > tests/data/kimi_linear_trace.json   (about 20 s on 2 cores)
   python -m tools.memtrace.kda_trace bailing_hybrid > tests/data/bailing_hybrid_trace.json
+  python -m tools.memtrace.kda_trace glm5_next > tests/data/glm5_next_trace.json
 
 Bailing Hybrid / Ling 3 (modeling_bailing_hybrid.py BailingHybridDeltaAttention.forward) calls the same two kernels
 (its conv1d weight fp32: _keep_in_fp32_modules_strict), with g the safe sigmoid gate cast to the input's dtype.
+
+GLM-5.3-Flash (modeling_glm5_next.py Glm5NextTextLinearAttention.forward) calls the same two kernels; it is traced as
+Glm5NextForConditionalGeneration fed text only, under HF's SDPA with its top-k mask, the no-grad DSA indexer's
+forward stood in (`glm5_next_text_only`).
 
 Rows: the default config made small (SHRINK), the generic rows of tools/memtrace/moe_trace.py (full bf16 with and
 without checkpointing, LoRA on the attention projections (fp32 adapters) with and without, full bf16-mixed).
