@@ -2,8 +2,8 @@
 
 The traced model (tools/memtrace/kda_trace.py glm5_next, tests/data/glm5_next_trace.json):
 Glm5NextForConditionalGeneration fed text only (the vision tower tiny, frozen, never run) with Glm5NextTextConfig's
-layout (hc_mult 4 hyper-connected streams, 20 Sinkhorn iterations; KDA heads of 128 with the safe lower-bound gate; NoPE MLA with a q latent and the
-k-pooled DSA indexer; clamped SwiGLU experts with a shared one) at h 1024: 8 KDA heads, 8 MLA heads (q rank 512, kv
+layout (hc_mult 4 hyper-connected streams, 20 Sinkhorn iterations; KDA heads of 128 with the safe lower-bound
+gate; NoPE MLA with a q latent and the k-pooled DSA indexer; clamped SwiGLU experts with a shared one) at h 1024: 8 KDA heads, 8 MLA heads (q rank 512, kv
 rank 512, qk / v head 256), 8 index heads, 8 experts of 512 top-2, dense MLP 2816, 4 layers KDA KDA KDA indexed,
 layer 0 dense; under SDPA (the top-k mask: the modelling code has no FlashAttention path for it). fla's chunk_kda,
 causal-conv1d's kernel and the no-grad indexer's forward are stood in. Rows: full bf16 with and without
