@@ -8,11 +8,12 @@ heads, 8 MLA heads (q rank 512, kv rank 512, qk / v head 256), 8 index heads, 8 
 2816, 4 layers KDA KDA KDA indexed, layer 0 dense; under SDPA (the top-k mask: the modelling code has no
 FlashAttention path for it). fla's chunk_kda, causal-conv1d's kernel and the no-grad indexer's forward are stood in.
 Rows: full bf16 with and without checkpointing, LoRA on q/k/v/o_proj and the MLA projections (fp32 adapters) with
-and without, full bf16-mixed. Before this rule (a classic block of the KDA layers' linears) activations were -84.9 %
-(full), -74.0 % (LoRA), -41.5 % (mixed), -69.6 % and -68.4 % (checkpointed) of the trace at its peak, the full, LoRA
-and mixed peaks -7.4 %, -10.2 % and -4.1 %, LoRA adapters -13.5 % (the MLA layers' projections unknown); after it
-the saved activations at forward end agree within 0.1 % in every row but LoRA checkpointed (-5.3 %, 1 MB;
-SAVED_GAPS), every component at the peak within 3 % (or the 2 MiB floor) in every row but full checkpointed (GAPS).
+and without, full bf16-mixed, full bf16 with eager attention. Before this rule (a classic block of the KDA layers'
+linears) activations were -84.9 % (full), -82.3 % (eager), -74.0 % (LoRA), -41.5 % (mixed), -69.6 % and -68.4 %
+(checkpointed) of the trace at its peak, the full, LoRA and mixed peaks -7.4 %, -10.2 % and -4.1 %, LoRA adapters
+-13.5 % (the MLA layers' projections unknown); after it the saved activations at forward end agree within 0.1 % in
+every row but LoRA checkpointed (-5.3 %, 1 MB; SAVED_GAPS), every component at the peak within 3 % (or the 2 MiB
+floor) in every row but full checkpointed (GAPS).
 """
 from __future__ import annotations
 

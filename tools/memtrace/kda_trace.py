@@ -40,7 +40,8 @@ Glm5NextForConditionalGeneration fed text only, under HF's SDPA with its top-k m
 forward stood in (`glm5_next_text_only`).
 
 Rows: the default config made small (SHRINK), the generic rows of tools/memtrace/moe_trace.py (full bf16 with and
-without checkpointing, LoRA on the attention projections (fp32 adapters) with and without, full bf16-mixed).
+without checkpointing, LoRA on the attention projections (fp32 adapters) with and without, full bf16-mixed) and a
+full bf16 row with eager attention.
 """
 from __future__ import annotations
 
@@ -196,7 +197,8 @@ def plans(model_type: str = "kimi_linear") -> list[tuple[str, dict]]:
             (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
             (f"{tag}-lora-attn-s512", lora),
             (f"{tag}-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"}),
-            (f"{tag}-full-mixed-s512", {**base, "precision": "bf16-mixed"})]
+            (f"{tag}-full-mixed-s512", {**base, "precision": "bf16-mixed"}),
+            (f"{tag}-full-s512-eager", {**base, "attention": "eager"})]
 
 
 

@@ -18,7 +18,8 @@ With t tokens, h hidden, N = hc_mult streams, e the 16-bit compute dtype:
   kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj (llama-style norms); the indexer runs under torch.no_grad (memory/
   indexers.py); SDPA (the only backends: build_attention_mask_from_topk) keeps q (q_b_proj's output), the new key,
   the value (a view of kv_b_proj's output, all of it), its output (o_proj's input), the fp32 logsumexp and the
-  (b, 1, s, s) 16-bit mask `torch.where(mask, 0, min)`, one per layer;
+  (b, 1, s, s) 16-bit mask `torch.where(mask, 0, min)`, one per layer; eager attention q, k, v, the fp32 softmax,
+  its 16-bit copy and the output's contiguous copy (a plan's "flash" runs as SDPA: _supports_flash_attn False);
 - the MLP: Glm5NextTextMLP and the shared expert clamp gate and up (`clamp(max=limit)`, `clamp(-limit, limit)`),
   each clamp keeping its input: gate, up, both clamps, SiLU and the product; Glm5NextTextMoE: memory/blocks.py
   sparse_moe (fp32 sigmoid router, grouped_mm experts) with the experts' two clamps per routed row.
@@ -92,6 +93,16 @@ def _attention(ss: SavedSet, c: Ctx, arch: ModelArch, y: str, lins: dict, ads: d
     ss.save("attn.q", e * t * a * dq)
     ss.save("attn.k", e * t * a * dq)
     ss.save("attn.v", e * t * lins["kv_b_proj"].d_out)
+    if c.attention == "eager":
+        # eager_attention_forward (one KV head per query head: repeat_kv is the identity): the fp32 softmax and its
+        # copy in the query's dtype, then the transposed output's contiguous copy o_proj reads; the additive mask
+        # is not kept
+        scores = a * c.batch * c.seq * c.seq
+        ss.save("attn.softmax", 4 * scores)
+        if e != 4:
+            ss.save("attn.probs", e * scores)
+        ss.save("attn.out_contiguous", e * t * a * mla["v_head"])
+        return "attn.out_contiguous"
     ss.save("attn.out", e * t * a * mla["v_head"])
     ss.save("attn.lse", 4 * a * t)
     ss.save("attn.mask", e * c.batch * c.seq * c.seq)

@@ -141,6 +141,15 @@ def kimi_linear_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adap
     lins = {lin.name: lin for lin in linears if lin.count == 1}
     if "kv_b_proj" in lins:
         extra = mla_output_gate(c, lins, {ad.name: ad for ad in adapters}) if "g_proj" in lins else 0
+        if c.attention == "eager":
+            # eager_attention_forward's `matmul(probs, value)` keeps the value, a view of kv_b_proj's whole output
+            # (a·(nope + v) per token, not llama_block's query-wide repeated V); Bailing's gate product keeps the
+            # eager output's contiguous copy beside o_proj's input, the product (traced: the -eager rows)
+            e = 2 if c.autocast else c.e
+            q_dim = arch.num_heads * (arch.mla["qk_nope"] + arch.mla["qk_rope"])
+            extra += e * c.tokens * (lins["kv_b_proj"].d_out - q_dim)
+            if "g_proj" in lins:
+                extra += e * c.tokens * lins["o_proj"].d_in
         return llama_block(arch, c, linears, adapters) + extra
     experts = {lin.name for lin in linears if lin.count > 1}
     ads = {ad.name: ad for ad in adapters}
