@@ -11,6 +11,9 @@ from .stack import Stack
 
 
 EVERY_EXPERT = ("llama4_text", "llama4")         # Llama 4 text, and the composite whose text model it is
+# dense first layers, yet the moment in the top sparse layer's backward over the gradients kept from the last
+# micro-step (traced: tools/memtrace/more_moe_trace.py, tests/test_unlimited_ocr_blocks.py)
+TOP_SPARSE_MOMENT = ("unlimited_ocr_text", "unlimited_ocr")   # the text model, and the composite
 
 
 def routed_rows(arch: ModelArch, t: int) -> int:
@@ -62,7 +65,7 @@ def expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int,
         n = moe.num_experts + moe.zero_experts
         return (dt.grad * (2 * n * 2 * ie * h + moe.num_experts * h * ie + 2 * ie * h)
                 + e * (3 * t * h + -(-t * moe.experts_per_token // n) * h))
-    if moe.dense_layers and not (arch.model_type in EVERY_EXPERT and top_sparse):
+    if moe.dense_layers and not (arch.model_type in EVERY_EXPERT + TOP_SPARSE_MOMENT and top_sparse):
         return 0
     if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
         return 0

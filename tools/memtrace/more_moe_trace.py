@@ -1,0 +1,89 @@
+"""Traced steps of the language models of three composite MoE models, each traced whole (its towers tiny, frozen
+and never run: the rows feed text only; tools/memtrace/build.py WHOLE_COMPOSITES), for tests/test_<type>_blocks.py:
+
+- ``unlimited_ocr``: Unlimited-OCR's DeepSeek-V2-style text model (Llama attention, a dense first layer, then 64
+  routed experts of 896, top-6, two shared ones, the fp32 router) at its default width, 2 layers, vocab 8k;
+- ``step3p7``: Step 3.7's step3p5 text model (per-head output-gated attention with q/k norms, a dense first layer
+  then routed experts with a shared one), SHRINK below;
+- ``muse_spark``: Muse Spark's text model (gated attention, residual gates, a projected MoE), SHRINK below.
+
+Each: full fine-tuning and LoRA on the attention, with and without full checkpointing, bf16 under FA2, t = 512,
+and LoRA under bf16-mixed.
+
+  python -m tools.memtrace.more_moe_trace unlimited_ocr > tests/data/unlimited_ocr_trace.json
+  python -m tools.memtrace.more_moe_trace step3p7 > tests/data/step3p7_trace.json
+  python -m tools.memtrace.more_moe_trace muse_spark > tests/data/muse_spark_trace.json
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# per composite: the text_config's and the vision_config's overrides (towers cut to one layer)
+SHRINK = {
+    # Unlimited-OCR's text model at its default width (h 1280, 10 heads of 128, MLP 6848, 64 experts of 896, top-6,
+    # 2 shared), layers: dense, sparse; vocab 8k so that the peak is in the layers, not the loss
+    "unlimited_ocr": {"text_config": {"num_hidden_layers": 2, "mlp_layer_types": ["dense", "sparse"],
+                                      "layer_types": ["reference_sliding_attention"] * 2, "vocab_size": 8192},
+                      "vision_config": {"sam_config": {"num_hidden_layers": 1, "global_attn_indexes": [0]},
+                                        "encoder_config": {"num_hidden_layers": 1}}},
+}
+LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(base.get(k) or {}, v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return out
+
+
+def plans(model_type: str) -> list[tuple[str, dict]]:
+    rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
+    cfg = _merge(next(r for r in rows if r["id"] == f"default:{model_type}")["config"], SHRINK[model_type])
+    tag = f'{model_type.replace("_", "-")}-{cfg["text_config"]["num_hidden_layers"]}l'
+    base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
+            "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
+    lora = {**base, "method": "lora", "lora": LORA, "stack": {"peft_adapter_dtype": "fp32"}}
+    return [(f"{tag}-full-s512", base),
+            (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
+            (f"{tag}-lora-attn-s512", lora),
+            (f"{tag}-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"}),
+            (f"{tag}-lora-attn-mixed-s512", {**lora, "precision": "bf16-mixed"})]
+
+
+def tower_patches(model_type: str) -> None:
+    """The towers are built, never run: SAM's attention classes (modeling_unlimited_ocr.py
+    UNLIMITED_OCR_SAM_VISION_ATTENTION_CLASSES: eager / sdpa) get the tracer's FA2 name as their SDPA class, which
+    the composite's attn_implementation reaches by the sub-configs."""
+    if model_type == "unlimited_ocr":
+        from transformers.models.unlimited_ocr import modeling_unlimited_ocr as m  # noqa: PLC0415
+        from .build import FLASH  # noqa: PLC0415
+        m.UNLIMITED_OCR_SAM_VISION_ATTENTION_CLASSES.setdefault(FLASH, m.UNLIMITED_OCR_SAM_VISION_ATTENTION_CLASSES["sdpa"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch  # noqa: PLC0415
+    import transformers  # noqa: PLC0415
+    from .trace import trace  # noqa: PLC0415
+    args = sys.argv[1:] if argv is None else argv
+    model_type, only = args[0], args[1:]
+    tower_patches(model_type)
+    cases = []
+    for cid, plan in plans(model_type):
+        if only and cid not in only:
+            continue
+        r = trace(plan, steps=2)
+        cases.append({"id": cid, "plan": plan, **{k: r[k] for k in ("peak", "peak_bytes", "peak_phase", "peak_op",
+                                                                    "phase_peaks", "saved_activations_forward_end")}})
+    json.dump({"generator": f"python -m tools.memtrace.more_moe_trace {model_type}",
+               "transformers": transformers.__version__, "torch": torch.__version__.split("+")[0], "cases": cases},
+              sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
