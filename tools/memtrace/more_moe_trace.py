@@ -8,7 +8,7 @@ and never run: the rows feed text only; tools/memtrace/build.py WHOLE_COMPOSITES
 - ``muse_spark``: Muse Spark's text model (gated attention, residual gates, a projected MoE), SHRINK below.
 
 Each: full fine-tuning and LoRA on the attention, with and without full checkpointing, bf16 under FA2, t = 512,
-and LoRA under bf16-mixed.
+full fine-tuning and LoRA under bf16-mixed.
 
   python -m tools.memtrace.more_moe_trace unlimited_ocr > tests/data/unlimited_ocr_trace.json
   python -m tools.memtrace.more_moe_trace step3p7 > tests/data/step3p7_trace.json
@@ -20,6 +20,9 @@ import json
 import sys
 from pathlib import Path
 
+import torch
+import torch.nn.functional as F
+
 ROOT = Path(__file__).resolve().parents[2]
 # per composite: the text_config's and the vision_config's overrides (towers cut to one layer)
 SHRINK = {
@@ -29,6 +32,17 @@ SHRINK = {
                                       "layer_types": ["reference_sliding_attention"] * 2, "vocab_size": 8192},
                       "vision_config": {"sam_config": {"num_hidden_layers": 1, "global_attn_indexes": [0]},
                                         "encoder_config": {"num_hidden_layers": 1}}},
+    # Step 3.7's text model (per-head output gate g_proj, Gemma-style q/k norms, a dense first layer, 16 experts of 512,
+    # top-4, sigmoid routing, a shared expert of 512) at h 1024, 8 heads of 128 (2 KV heads), MLP 2048, full attention,
+    # 2 layers, vocab 8k (a sliding_window set: the model builds its sliding mask always); its experts loop over
+    # the experts hit (Step3p7Experts): the balanced router below
+    "step3p7": {"text_config": {"num_hidden_layers": 2, "hidden_size": 1024, "num_attention_heads": 8,
+                                "num_sliding_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128,
+                                "intermediate_size": 2048, "moe_intermediate_size": 512, "share_expert_dim": 512,
+                                "n_routed_experts": 16, "num_experts_per_tok": 4, "vocab_size": 8192,
+                                "mlp_layer_types": ["dense", "sparse"], "layer_types": ["full_attention"] * 2,
+                                "sliding_window": 128},
+                "vision_config": {"num_hidden_layers": 1}},
 }
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 
@@ -51,6 +65,7 @@ def plans(model_type: str) -> list[tuple[str, dict]]:
             (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
             (f"{tag}-lora-attn-s512", lora),
             (f"{tag}-lora-attn-s512-ckpt", {**lora, "activation_checkpointing": "full"}),
+            (f"{tag}-full-mixed-s512", {**base, "precision": "bf16-mixed"}),
             (f"{tag}-lora-attn-mixed-s512", {**lora, "precision": "bf16-mixed"})]
 
 
@@ -61,16 +76,33 @@ def tower_patches(model_type: str) -> None:
     if model_type == "unlimited_ocr":
         from transformers.models.unlimited_ocr import modeling_unlimited_ocr as m  # noqa: PLC0415
         from .build import FLASH  # noqa: PLC0415
-        m.UNLIMITED_OCR_SAM_VISION_ATTENTION_CLASSES.setdefault(FLASH, m.UNLIMITED_OCR_SAM_VISION_ATTENTION_CLASSES["sdpa"])
+        classes = m.UNLIMITED_OCR_SAM_VISION_ATTENTION_CLASSES
+        classes.setdefault(FLASH, classes["sdpa"])
+
+
+def _step3p7_experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """modeling_step3p7.py Step3p7Experts.forward with `hit` (`nonzero()`) and `torch.where(mask[expert_idx])`
+    replaced by the balanced assignment of tools/memtrace/routing.py (slot r to expert r mod E, every expert hit)."""
+    final = torch.zeros_like(hidden_states)
+    t, k = top_k_index.shape
+    for expert_idx in range(self.num_experts):
+        slots = torch.arange(expert_idx, t * k, self.num_experts)
+        top_k_pos, token_idx = slots % k, slots.div(k, rounding_mode="trunc")
+        current = self._apply_gate(F.linear(hidden_states[token_idx], self.gate_up_proj[expert_idx]))
+        current = F.linear(current, self.down_proj[expert_idx]) * top_k_weights[token_idx, top_k_pos, None]
+        final.index_add_(0, token_idx, current.to(final.dtype))
+    return final
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch  # noqa: PLC0415
     import transformers  # noqa: PLC0415
     from .trace import trace  # noqa: PLC0415
     args = sys.argv[1:] if argv is None else argv
     model_type, only = args[0], args[1:]
     tower_patches(model_type)
+    if model_type == "step3p7":
+        from transformers.models.step3p7 import modeling_step3p7  # noqa: PLC0415
+        modeling_step3p7.Step3p7Experts.forward = _step3p7_experts_forward
     cases = []
     for cid, plan in plans(model_type):
         if only and cid not in only:

@@ -5,4 +5,8 @@ here is used exactly where blocks_moe's own are (not for trainers running their 
 """
 from __future__ import annotations
 
-MORE_RULES: dict = {}
+from .blocks_step3p7 import MODEL_TYPES as STEP3P7, step3p7_block
+
+MORE_RULES: dict = {
+    **{t: step3p7_block for t in STEP3P7},      # memory/blocks_step3p7.py: Step 3.7's step3p5 text model
+}

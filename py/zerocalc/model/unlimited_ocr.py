@@ -54,8 +54,9 @@ def unlimited_ocr_text(c: ConfigReader) -> ModelArch:
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     ei, shared = moe.expert_intermediate, moe.shared_intermediate
     att = llama_lins(h, heads, kv, hd, inter)[:4]
-    sparse_lins = att + (Linear("gate_up_proj", h, 2 * ei, moe.num_experts), Linear("down_proj", ei, h, moe.num_experts),
-                         Linear("gate_proj", h, shared), Linear("up_proj", h, shared), Linear("down_proj", shared, h))
+    sparse_lins = att + (Linear("gate_up_proj", h, 2 * ei, moe.num_experts),
+                         Linear("down_proj", ei, h, moe.num_experts), Linear("gate_proj", h, shared),
+                         Linear("up_proj", h, shared), Linear("down_proj", shared, h))
     dense_lins = llama_lins(h, heads, kv, hd, inter)
     for i in range(n_layers):
         p, a = f"model.layers.{i}", f"model.layers.{i}.self_attn"
