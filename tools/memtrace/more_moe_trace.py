@@ -43,6 +43,19 @@ SHRINK = {
                                 "mlp_layer_types": ["dense", "sparse"], "layer_types": ["full_attention"] * 2,
                                 "sliding_window": 128},
                 "vision_config": {"num_hidden_layers": 1}},
+    # Muse Spark's text model (output-gated attention over weightless q/k and output norms, fp32 residual gates,
+    # Gemma-centred and input-scaled norms, the projected MoE: pre_expert_proj to moe_hidden_size, 16 experts of 512
+    # with a post-expert norm, top-4, fp32 sigmoid router, post_expert_proj) at h 1024, 16 heads of 64 (4 KV heads),
+    # MLP 2048, moe_hidden_size 512; layers: sliding dense, full sparse (window 128); vocab 8k
+    "muse_spark": {"text_config": {"num_hidden_layers": 2, "hidden_size": 1024, "num_attention_heads": 16,
+                                   "num_key_value_heads": 4, "head_dim": 64, "intermediate_size": 2048,
+                                   "moe_intermediate_size": 512, "moe_hidden_size": 512, "num_local_experts": 16,
+                                   "num_experts_per_tok": 4, "vocab_size": 8192, "sliding_window": 128,
+                                   "mlp_layer_types": ["dense", "sparse"],
+                                   "layer_types": ["sliding_attention", "full_attention"],
+                                   "layer_rope_theta": [500000.0, 500000.0]},
+                   "vision_config": {"num_hidden_layers": 1, "layer_types": ["full_attention"]},
+                   "audio_config": {"depths": [1, 1, 1, 1], "out_hidden_size": 1024}},
 }
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 

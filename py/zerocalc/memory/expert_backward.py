@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..model import ModelArch
 from ..plan import Plan
+from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, post_expert_norm_moment
 from .lora import layer_adapters
 from .precision import Dtypes
 from .stack import Stack
@@ -69,6 +70,12 @@ def expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int,
                 + e * (3 * t * h + -(-t * moe.experts_per_token // n) * h))
     if arch.model_type in EXPERT_LOOP:
         return expert_loop_moment(arch, dt, t)
+    if arch.model_type in MUSE_SPARK:
+        # memory/blocks_muse_spark.py: the post-expert norm's backward, a moment of its own in every micro-step;
+        # memory/activations.py subtracts its default tail from this value (expert_loop_moment)
+        e = 2 if dt.autocast else dt.compute
+        return post_expert_norm_moment(arch, e, 4 if dt.autocast and dt.weight == 4 else e, t) + (
+            e * routed_rows(arch, t) * (4 * moe.expert_intermediate + arch.hidden_size))
     if moe.dense_layers and not (arch.model_type in EVERY_EXPERT + TOP_SPARSE_MOMENT and top_sparse):
         return 0
     if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
