@@ -1,11 +1,13 @@
 """Traced steps of the language models of three composite MoE models, each traced whole (its towers tiny, frozen
-and never run: the rows feed text only; tools/memtrace/build.py WHOLE_COMPOSITES), for tests/test_<type>_blocks.py:
+and never run: the rows feed text only; tools/memtrace/build.py WHOLE_COMPOSITES), and of ZAYA1, for
+tests/test_<type>_blocks.py:
 
 - ``unlimited_ocr``: Unlimited-OCR's DeepSeek-V2-style text model (Llama attention, a dense first layer, then 64
   routed experts of 896, top-6, two shared ones, the fp32 router) at its default width, 2 layers, vocab 8k;
 - ``step3p7``: Step 3.7's step3p5 text model (per-head output-gated attention with q/k norms, a dense first layer
   then routed experts with a shared one), SHRINK below;
-- ``muse_spark``: Muse Spark's text model (gated attention, residual gates, a projected MoE), SHRINK below.
+- ``muse_spark``: Muse Spark's text model (gated attention, residual gates, a projected MoE), SHRINK below;
+- ``zaya``: ZayaForCausalLM (compressed convolutional attention, the router MLP, grouped_mm experts), SHRINK below.
 
 Each: full fine-tuning and LoRA on the attention, with and without full checkpointing, bf16 under FA2, t = 512,
 full fine-tuning and LoRA under bf16-mixed.
@@ -13,6 +15,7 @@ full fine-tuning and LoRA under bf16-mixed.
   python -m tools.memtrace.more_moe_trace unlimited_ocr > tests/data/unlimited_ocr_trace.json
   python -m tools.memtrace.more_moe_trace step3p7 > tests/data/step3p7_trace.json
   python -m tools.memtrace.more_moe_trace muse_spark > tests/data/muse_spark_trace.json
+  python -m tools.memtrace.more_moe_trace zaya > tests/data/zaya_trace.json           (each about 10 s on 2 cores)
 """
 from __future__ import annotations
 
@@ -56,6 +59,12 @@ SHRINK = {
                                    "layer_rope_theta": [500000.0, 500000.0]},
                    "vision_config": {"num_hidden_layers": 1, "layer_types": ["full_attention"]},
                    "audio_config": {"depths": [1, 1, 1, 1], "out_hidden_size": 1024}},
+    # ZAYA1's layout (compressed convolutional attention: q/k mixed by two causal convs with residual paths, a
+    # delayed value half, L2 q/k norms; residual scalings; the router MLP with its states carried across layers; top-1
+    # of the experts and a skip class) at h 1024, 8 heads of 128 (2 KV heads), 8 experts of 1024, 2 layers, vocab 8k
+    "zaya": {"num_hidden_layers": 2, "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2,
+             "head_dim": 128, "num_experts": 8, "moe_intermediate_size": 1024, "vocab_size": 8192,
+             "layer_types": ["hybrid", "hybrid"]},
 }
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 
@@ -70,7 +79,7 @@ def _merge(base: dict, over: dict) -> dict:
 def plans(model_type: str) -> list[tuple[str, dict]]:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
     cfg = _merge(next(r for r in rows if r["id"] == f"default:{model_type}")["config"], SHRINK[model_type])
-    tag = f'{model_type.replace("_", "-")}-{cfg["text_config"]["num_hidden_layers"]}l'
+    tag = f'{model_type.replace("_", "-")}-{cfg.get("text_config", cfg)["num_hidden_layers"]}l'
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "flash"}
     lora = {**base, "method": "lora", "lora": LORA, "stack": {"peft_adapter_dtype": "fp32"}}

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, muse_spark_block
 from .blocks_step3p7 import MODEL_TYPES as STEP3P7, step3p7_block
+from .blocks_zaya import MODEL_TYPES as ZAYA, zaya_block
 
 MORE_RULES: dict = {
     **{t: step3p7_block for t in STEP3P7},      # memory/blocks_step3p7.py: Step 3.7's step3p5 text model
     **{t: muse_spark_block for t in MUSE_SPARK},  # memory/blocks_muse_spark.py: Muse Spark's text model
+    **{t: zaya_block for t in ZAYA},            # memory/blocks_zaya.py: ZAYA1
 }
