@@ -8,11 +8,12 @@ said:
   rmsnorm over its input's dtype);
 - ZayaCCAProjection: q_proj, k_proj, v_proj_current and v_proj_delayed read input_layernorm's output; the
   concatenated q/k, left-padded by (cca_time0 - 1) + (cca_time1 - 1), is conv_qk_depthwise's input and its output
-  conv_qk_grouped's (ConvolutionBackward keeps its input whether or not the weight trains: LoRA too); the query and key sums (conv output plus
-  the residual paths) are ZayaQKNorm's inputs, which keeps them with the L2 norm, its reciprocal and the scale (per
-  head and token, 16 bits) for q and k, and under full fine-tuning the normed key (the temp's gradient); the
-  partial rotary embedding concatenates new q and k, which FA2 keeps with the value (the current and delayed halves
-  concatenated), its output and the fp32 logsumexp; o_proj reads the output's contiguous copy;
+  conv_qk_grouped's (ConvolutionBackward keeps its input whether or not the weight trains: LoRA too); the query
+  and key sums (conv output plus the residual paths) are ZayaQKNorm's inputs, which keeps them with the L2 norm,
+  its reciprocal and the scale (per head and token, 16 bits) for q and k, and under full fine-tuning the normed key
+  (the temp's gradient); the partial rotary embedding concatenates new q and k, which FA2 keeps with the value (the
+  current and delayed halves concatenated), its output and the fp32 logsumexp; o_proj reads the output's
+  contiguous copy;
 - ZayaResidualScaling (twice): `(hidden + bias) * scale + (residual + bias) * scale`: when the scales train the
   16-bit and the fp32 (the stream's) sums;
 - ZayaRouter: down_proj (h -> r); after layer 0 `router_states * router_states_scale` keeps the previous layer's

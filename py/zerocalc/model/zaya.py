@@ -11,8 +11,8 @@
   vectors each).
 ``model.norm``, the model's input_hidden_states_scale / bias; lm_head (lm_head_bias) tied by default.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the projections (the
-convolutions and the router MLP not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_zaya.py, traced
+(tools/memtrace/more_moe_trace.py zaya, tests/test_zaya_blocks.py).
 """
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ def zaya(c: ConfigReader) -> ModelArch:
     # memory/blocks_zaya.py: the router's linears under their module paths (its down_proj is not the experts')
     lins = (Linear("q_proj", h, heads * d), Linear("k_proj", h, kv * d), Linear("v_proj_current", h, kv * d // 2),
             Linear("v_proj_delayed", h, kv * d // 2), Linear("o_proj", heads * d, h), Linear("gate.down_proj", h, rh),
-            Linear("router_mlp.fc1", rh, rh), Linear("router_mlp.fc2", rh, rh), Linear("router_mlp.out_proj", rh, e + 1),
+            Linear("router_mlp.fc1", rh, rh), Linear("router_mlp.fc2", rh, rh),
+            Linear("router_mlp.out_proj", rh, e + 1),
             Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e))
     moe = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=1), expert_intermediate=ei,
               shared_intermediate=0, dense_layers=0)
