@@ -5,4 +5,6 @@ here is used exactly where blocks_moe's own are (not for trainers running their 
 """
 from __future__ import annotations
 
-MORE_RULES: dict = {}
+from .blocks_inkling import RULES as INKLING_RULES
+
+MORE_RULES: dict = {**INKLING_RULES}
