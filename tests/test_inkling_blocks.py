@@ -1,0 +1,103 @@
+"""Inkling's layers (memory/blocks_inkling.py inkling_layer), held to a trace.
+
+The traced model (tools/memtrace/inkling_trace.py, tests/data/inkling_trace.json): Inkling's text model at h = 1024,
+3 layers (sliding dense, sliding sparse, full sparse; 8 heads of 128, 4 KV heads in the sliding layers and 2 in the
+full one; window 128, rel_extent 256, d_rel 16; dense MLP 2048; 8 routed experts of 512, top-2, one shared
+expert), bf16, eager attention (no FlashAttention path: the relative-logits bias), t = 512. The trace's layers save
+49,180,672 / 52,993,056 / 52,202,528 bytes under full fine-tuning (`python -m tools.memtrace PLAN --dump-saved`),
+the engine the same, byte for byte. One SDPA row (HF's sdpa with the bias as a float mask: CPU SDPA's math
+kernel) is held to the same eager rule.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.memtrace.compare import compare, engine_breakdown, format_rows
+from tools.memtrace.inkling_trace import plans
+from zerocalc.memory.blocks import Ctx
+from zerocalc.memory.blocks_moe import layer_saved_bytes
+from zerocalc.memory.lora import block_linears_per_layer
+from zerocalc.model import model_from_config
+
+TRACE = json.loads((Path(__file__).parent / "data" / "inkling_trace.json").read_text())
+T, H, A, D = 512, 1024, 8, 128
+
+
+def norm(d: int, groups: int = 1) -> int:
+    """InklingRMSNorm (Llama's) under full fine-tuning: fp32 upcast, rsqrt per group, the 16-bit normalised tensor."""
+    return 4 * T * d + 4 * T * groups + 2 * T * d
+
+
+def attention(kv_heads: int, extent: int) -> int:
+    """The attention sublayer of a layer with kv_heads KV heads and this rel_extent: input_layernorm; its output
+    (read by q/k/v/r_proj); the k/v convs' fp32 inputs (4·t·kv·d each); q_norm and k_norm per head; relative
+    logits: relative_states (2·t·a·16), the rel logits gather keeps (2·t·a·extent), its int64 (1, 1, s, s) index
+    and bool mask; eager: q (q_norm's output), repeated K and V, fp32 softmax and bf16 probs (6·a·s²), o_proj's
+    contiguous input; attn_sconv's fp32 input."""
+    kvd = kv_heads * D
+    return (norm(H) + 2 * T * H + 2 * 4 * T * kvd + norm(A * D, A) + norm(kvd, kv_heads)
+            + 2 * T * A * 16 + 2 * T * A * extent + 8 * T * T + T * T
+            + 2 * T * A * D * 3 + 6 * A * T * T + 2 * T * A * D + 4 * T * H)
+
+
+# post_attention_layernorm + its output, then the MLP, then mlp_sconv's fp32 input
+DENSE = norm(H) + 2 * T * H + 4 * 2 * T * 2048 + 2 * T * H + 4 * T * H
+# the router (fp32 input and (9, 1024) weight copies, sigmoid and logits (t, 9), int64 top-2, cat / logsigmoid out
+# and buffer / exp over 3 and `* global_scale`'s input, logsumexp, the bf16 gammas); the routed experts over 1,024
+# rows (three int64 indices, the int32 offsets, gathered rows, gate_up, SiLU, product, weights, down); the shared
+# expert (gate, up, SiLU, act*up, *gammas)
+SPARSE = (norm(H) + 2 * T * H
+          + 4 * T * H + 4 * 9 * H + 2 * 4 * T * 9 + 8 * T * 2 + 4 * 4 * T * 3 + 4 * T + 4 * T * 3 + 2 * T
+          + 24 * 1024 + 4 * 8 + 2 * 1024 * (H + 2 * 512 + 512 + 512 + 1 + H)
+          + 5 * 2 * T * 512 + 4 * T * H)
+
+
+def test_layers_by_hand():
+    """Full fine-tuning, bf16, eager: each traced layer's saved bytes, written out."""
+    arch = model_from_config(dict(plans())["inkling-text-3l-full-s512-eager"]["model"])
+    c = Ctx(tokens=T, seq=T, batch=1, e=2, res=2, autocast=False, train_base=True, adapter_bytes=2, dropout=0.0,
+            attention="eager", first_layer=False)
+    expect = (attention(4, 128) + DENSE, attention(4, 128) + SPARSE, attention(2, 256) + SPARSE)
+    assert expect == (49_180_672, 52_993_056, 52_202_528)
+    lins = block_linears_per_layer(arch)
+    assert tuple(layer_saved_bytes(arch, c, lins[i], ()) for i in range(3)) == expect
+
+
+GAPS = ("inkling-text-3l-lora-attn-s512-eager-ckpt", "inkling-text-3l-full-mixed-s512-eager")
+HELD = [c for c in TRACE["cases"] if c["id"] not in GAPS]
+
+
+@pytest.mark.parametrize("case", HELD, ids=[c["id"] for c in HELD])
+def test_inkling_step_within_3_percent_of_the_trace(case):
+    """Every component at the peak and the peak within 3 %. Before memory/blocks_inkling.py (a classic block of
+    the attention's and the experts' linears) the layers were costed without the s² softmax, the (1, 1, s, s)
+    int64 gather index or the fp32 short-conv inputs."""
+    eng = engine_breakdown(case["plan"])
+    rows = compare(case, eng)
+    assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)
+
+
+def _rows(cid: str) -> dict:
+    case = next(c for c in TRACE["cases"] if c["id"] == cid)
+    return {r["name"]: r for r in compare(case, engine_breakdown(case["plan"]))}
+
+
+def test_lora_with_checkpointing_is_a_known_gap():
+    """LoRA on the attention with checkpointing peaks inside the top layer's recompute forward (a `sum`: the
+    shared experts' `down.float().sum(0)`), with about 12 MB of the forward's live locals beside the recomputed
+    saved set, which the engine does not model: activations -17.7 %, the peak -6.9 %. Pinned so that a change
+    shows."""
+    rows = _rows("inkling-text-3l-lora-attn-s512-eager-ckpt")
+    assert -0.19 < rows["activations"]["rel"] < -0.16
+    assert -0.08 < rows["peak"]["rel"] < -0.06
+
+
+def test_bf16_mixed_logits_are_a_known_gap():
+    """bf16-mixed peaks in the forward's nll_loss, where fewer of the (narrow, 3000-wide) logits tensors are alive
+    than at the engine's loss-backward moment: logits +20 % (3 MB), activations and the peak within 3 %."""
+    rows = _rows("inkling-text-3l-full-mixed-s512-eager")
+    assert 0.18 < rows["logits"]["rel"] < 0.22
+    assert rows["activations"]["ok"] and rows["peak"]["ok"]
