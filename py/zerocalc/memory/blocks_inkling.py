@@ -48,7 +48,8 @@ def layer_geometry(arch: ModelArch, linears: tuple[Linear, ...]) -> tuple[int, i
     if i is None:
         i = next((j for j, x in enumerate(lls) if x == linears), 0)
     proj = next(tt for tt in arch.tensors if tt.name.endswith(f"layers.{i}.self_attn.rel_logits_proj.proj"))
-    d = next(tt.numel for tt in arch.tensors if tt.name.endswith(f"layers.{i}.self_attn.q_norm.weight"))
+    prefix = proj.name[: -len("rel_logits_proj.proj")]
+    d = next(tt.numel for tt in arch.tensors if tt.name == f"{prefix}q_norm.weight")
     q = next(lin for lin in linears if lin.name == "q_proj")
     return q.d_out // d, d, proj.shape[0], proj.shape[1]
 
@@ -157,5 +158,7 @@ def inkling_head(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int) -> tuple[str, 
     return "final_norm.div", c.res
 
 
-RULES = {"inkling_text": inkling_layer}
-HEADS = {"inkling_text": inkling_head}
+# the text model and the composite whose language model it is (model/composite.py inkling_mm_model)
+MODEL_TYPES = ("inkling_text", "inkling_mm_model")
+RULES = {t: inkling_layer for t in MODEL_TYPES}
+HEADS = {t: inkling_head for t in MODEL_TYPES}
