@@ -36,8 +36,22 @@ SHRINK = {"inkling_text": {
     "sliding_window_size": 128, "rel_extent": 256, "d_rel": 16, "intermediate_size": 2048,
     "moe_intermediate_size": 512, "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1,
     "vocab_size": 3000, "layer_types": ["hybrid_sliding", "hybrid_sliding", "hybrid"],
-    "mlp_layer_types": ["dense", "sparse", "sparse"]}}
-LORA_TARGETS = {"inkling_text": ["q_proj", "k_proj", "v_proj", "r_proj", "o_proj"]}
+    "mlp_layer_types": ["dense", "sparse", "sparse"]},
+    # Inkling 2's layout (L2-clipped q/k, RMS-normed v, static short convs in sliding layers and dynamic ones in
+    # full layers, the sink logit, the output gate, block attention residuals before attention and MLP, softcapped
+    # SwiGLU experts, an fp32 sigmoid router) at h 1024, 3 layers: sliding (no attention_input), sliding, full
+    # (three input queries); 8 heads of 128, 2 KV heads; window 128, rel_extent 256; a residual block every 2
+    # layers (so layer 2 opens one and final_input reads two); 8 experts of 512, top-2; vocab 3000
+    "inkling2_text": {
+        "hidden_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "head_dim": 128, "swa_num_attention_heads": 8, "swa_num_key_value_heads": 2, "swa_head_dim": 128,
+        "sliding_window_size": 128, "rel_extent": 256, "d_rel": 16, "moe_intermediate_size": 512,
+        "n_routed_experts": 8, "num_experts_per_tok": 2, "vocab_size": 3000, "unpadded_vocab_size": 3000,
+        "n_layers_per_attn_res_block": 2, "eos_token_id": None, "layer_types": ["hybrid_sliding", "hybrid_sliding", "hybrid"]}}
+LORA_TARGETS = {"inkling_text": ["q_proj", "k_proj", "v_proj", "r_proj", "o_proj"],
+                # q/k/v/o_proj.linear, relative_position_bias.linear and o_proj.gate_proj (the experts are
+                # parameters; the router is not an nn.Linear)
+                "inkling2_text": ["linear", "gate_proj"]}
 
 
 def use_hf_sdpa() -> None:
@@ -54,12 +68,13 @@ def plans(model_type: str = "inkling_text") -> list[tuple[str, dict]]:
             "micro_batch_size": 1, "seq_len": 512, "attention": "eager"}
     lora = {**base, "method": "lora", "stack": {"peft_adapter_dtype": "fp32"},
             "lora": {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": LORA_TARGETS[model_type]}}
+    # Inkling 2: eager only (Inkling2PreTrainedModel._supports_sdpa = False: the per-token sinks)
+    sdpa = [(f"{tag}-full-s512-sdpa", {**base, "attention": "sdpa"})] if model_type in SDPA_TYPES else []
     return [(f"{tag}-full-s512-eager", base),
             (f"{tag}-full-s512-eager-ckpt", {**base, "activation_checkpointing": "full"}),
             (f"{tag}-lora-attn-s512-eager", lora),
             (f"{tag}-lora-attn-s512-eager-ckpt", {**lora, "activation_checkpointing": "full"}),
-            (f"{tag}-full-mixed-s512-eager", {**base, "precision": "bf16-mixed"}),
-            (f"{tag}-full-s512-sdpa", {**base, "attention": "sdpa"})]
+            (f"{tag}-full-mixed-s512-eager", {**base, "precision": "bf16-mixed"}), *sdpa]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,5 +6,6 @@ here is used exactly where blocks_moe's own are (not for trainers running their 
 from __future__ import annotations
 
 from .blocks_inkling import RULES as INKLING_RULES
+from .blocks_inkling2 import RULES as INKLING2_RULES
 
-MORE_RULES: dict = {**INKLING_RULES}
+MORE_RULES: dict = {**INKLING_RULES, **INKLING2_RULES}

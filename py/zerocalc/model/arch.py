@@ -124,6 +124,9 @@ class ModelArch:
     # a looped nGPT stack's shape (model/dory.py: {"loops": n_recurrent_loops}) where memory/blocks_dory.py costs
     # its layers and the model.norm calls between the loops, else None
     looped: Mapping | None = None
+    # Inkling 2 / 2 Loop's layer layout (model/inkling2.py: each layer's attention shape and how many block states
+    # its attention_input / mlp_input read) where memory/blocks_inkling2.py costs its layers, else None
+    inkling2: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:

@@ -1,0 +1,171 @@
+"""Saved tensors of Inkling 2's decoder layers (model/inkling2.py), the op sequence of transformers 5.24
+modeling_inkling2.py Inkling2SlidingDecoderLayer / Inkling2FullDecoderLayer and what each op keeps for backward,
+traced on fake tensors (tools/memtrace/inkling_trace.py inkling2_text, tests/data/inkling2_trace.json, held within
+3 % by tests/test_inkling_blocks.py). Eager attention only (Inkling2PreTrainedModel: no FlashAttention, no SDPA).
+
+With t = b·s tokens, a heads, kv KV heads of d dims (W = a·d, K = kv·d), n block states read, e the 16-bit dtype:
+- Inkling2BlockAttentionResidual (attention_input before the attention in layers > 0, with 3 queries in full
+  layers; mlp_input before the MLP; final_input after the last layer): the fp32 stack of the block states and the
+  current state (4·t·n·h), UnweightedRMSNorm's rsqrt and its fp32 output (the eager key and value), the fp32
+  softmax (4·t·q·n); its fp32 output (4·t·q·h: a contiguous copy with 3 queries) is what the next norm keeps;
+- Inkling2RMSNorm (`(weight * x.float()).to(dtype)`): the fp32 upcast (x itself when fp32), rsqrt and the fp32
+  product (full fine-tuning); the layer's `.to(dtype)` makes the 16-bit input of the projections;
+- q_proj: ScaledL2Clip (LogScaledL2Clip in full layers, whose log scale keeps a (1, s) fp32 scale): the fp32
+  upcast and the scale's fp32 copy, the product (kept by vector_norm and the clip's multiply), and four (t, a)
+  fp32 tensors (norm, reciprocal, threshold product, clamp); its 16-bit output is the query;
+- k_proj / v_proj: the static conv's fp32 input (4·t·K) in sliding layers; in full layers the dynamic conv's fp32
+  per-token weights and flipped windows (4·t·K·kernel each); k's L2Clip (fp32 upcast and four (t, kv) tensors),
+  v's UnweightedRMSNorm (fp32 upcast and rsqrt); repeat_kv's copies of K and V (W wide);
+- relative_position_bias: its ScaledL2Clip over (a, d_rel) as q's, the 16-bit relative states (full fine-tuning:
+  proj's gradient), the rel logits the gather keeps (2·t·a·extent), the int64 (s, s) index and the bool mask;
+- attention with the sink: the fp32 softmax over kv + 1 logits (4·a·s·(s + 1)·b), the 16-bit probabilities;
+- o_proj (Inkling2GatedOutputProjection): the fp32 sigmoid of gate_proj, the attention output's fp32 copy, their
+  16-bit product (o_proj.linear's input);
+- post_attention_convolution / post_mlp_convolution: the fp32 upcast of their input (4·t·h each);
+- the router in fp32: the input's fp32 copy (full fine-tuning), the sigmoid scores, top-k indices, the gathered
+  weights and their sum; the experts (grouped_mm): three int64 indices and the int32 offsets, the gathered rows and
+  down's 16-bit input (when the experts train), the softcapped SwiGLU's six fp32 tensors (tanh and capped gate,
+  sigmoid, tanh and capped up, the first product), the fp32 weights gathered, down's output.
+"""
+from __future__ import annotations
+
+from ..model import Linear, ModelArch
+from .blocks import Ctx, SavedSet, linear
+from .lora import Adapter
+
+
+def layer_index(arch: ModelArch, linears: tuple[Linear, ...]) -> int:
+    lls = arch.layer_linears or (linears,)
+    i = next((j for j, x in enumerate(lls) if x is linears), None)
+    return i if i is not None else next((j for j, x in enumerate(lls) if x == linears), 0)
+
+
+def block_residual(ss: SavedSet, c: Ctx, key: str, h: int, states: int, queries: int = 1) -> None:
+    """Inkling2BlockAttentionResidual over `states` block states (its output is booked by the norm reading it)."""
+    t = c.tokens
+    ss.save(f"{key}.stack", 4 * t * states * h)
+    ss.save(f"{key}.rsqrt", 4 * t * states)
+    ss.save(f"{key}.normed", 4 * t * states * h)
+    ss.save(f"{key}.softmax", 4 * t * queries * states)
+
+
+def norm(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, h: int, needs_grad: bool = True) -> None:
+    """Inkling2RMSNorm over h: its fp32 input (a new copy unless x is fp32), rsqrt, the fp32 product."""
+    t = c.tokens
+    if needs_grad:
+        ss.save(x if x_bytes == 4 else f"{key}.fp32", 4 * t * h)
+        ss.save(f"{key}.rsqrt", 4 * t)
+    if c.train_base:
+        ss.save(f"{key}.normed", 4 * t * h)
+
+
+def l2clip(ss: SavedSet, c: Ctx, key: str, width: int, groups: int, scaled: bool, log_scaled: bool) -> None:
+    """(Scaled / LogScaled) L2Clip over `groups` heads of width // groups, from a 16-bit input."""
+    t = c.tokens
+    ss.save(f"{key}.fp32", 4 * t * width)
+    if scaled:
+        ss.save(f"{key}.scale_fp32", 4 * width)
+        ss.save(f"{key}.product", 4 * t * width)
+    ss.save(f"{key}.groups", 4 * 4 * t * groups)
+    if log_scaled:
+        ss.save(f"{key}.log_scale", 4 * c.seq)
+
+
+def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """One Inkling 2 decoder layer (the module docstring's list)."""
+    ss = SavedSet()
+    h, t, s, b = arch.hidden_size, c.tokens, c.seq, c.batch
+    e = 2 if c.autocast else c.e
+    lay = arch.inkling2["layers"][layer_index(arch, linears)]
+    a, kvh, d, d_rel, extent, kernel = (lay[k] for k in ("heads", "kv", "d", "d_rel", "extent", "kernel"))
+    w, kv_dim, sliding = a * d, kvh * d, lay["sliding"]
+    lins = list(linears)
+    ads = list(adapters)
+
+    def ad(lin: Linear) -> Adapter | None:
+        return next((x for x in ads if x.name == lin.name and x.d_in == lin.d_in and x.d_out == lin.d_out), None)
+
+    if lay["first"]:
+        norm(ss, c, "ln_in", "resid", c.res, h, needs_grad=not (c.first_layer and not c.train_base))
+        inputs = ("attn_in.q16",) * 3
+    else:
+        q = 1 if sliding else 3
+        block_residual(ss, c, "attn_in", h, lay["attn_states"], q)
+        ss.save("attn_in.out", 4 * t * q * h)
+        for name in (("ln_in",) if sliding else ("q_ln", "k_ln", "v_ln")):
+            norm(ss, c, name, "attn_in.out", 4, h)
+        inputs = ("attn_in.q16",) * 3 if sliding else ("attn_in.q16", "attn_in.k16", "attn_in.v16")
+    qi, ki, vi = inputs
+    it = iter(lins)
+    q_lin, k_lin, v_lin = next(it), next(it), next(it)
+    linear(ss, c, qi, e, q_lin, ad(q_lin))
+    linear(ss, c, ki, e, k_lin, ad(k_lin))
+    linear(ss, c, vi, e, v_lin, ad(v_lin))
+    l2clip(ss, c, "q_clip", w, a, True, not sliding)
+    if sliding:
+        ss.save("k_conv.fp32", 4 * t * kv_dim)
+        ss.save("v_conv.fp32", 4 * t * kv_dim)
+    else:
+        for key, x in (("k_dyn", ki), ("v_dyn", vi)):
+            wp = next(it)
+            linear(ss, c, x, e, wp, ad(wp))
+            ss.save(f"{key}.weights", 4 * t * kv_dim * kernel)
+            ss.save(f"{key}.windows", 4 * t * kv_dim * kernel)
+    l2clip(ss, c, "k_clip", kv_dim, kvh, False, False)
+    ss.save("v_norm.fp32", 4 * t * kv_dim)
+    ss.save("v_norm.rsqrt", 4 * t * kvh)
+    gate, o_lin, sink, rel = next(it), next(it), next(it), next(it)
+    for lin in (gate, sink, rel):
+        linear(ss, c, qi, e, lin, ad(lin))
+    l2clip(ss, c, "rel_clip", a * d_rel, a, True, not sliding)
+    if c.train_base:
+        ss.save("rel.states", e * t * a * d_rel)
+    ss.save("rel.logits", e * t * a * extent)
+    ss.save("rel.index", 8 * s * s)
+    ss.save("rel.mask", s * s)
+    ss.save("attn.q", e * t * w)
+    ss.save("attn.k_rep", e * t * w)
+    ss.save("attn.v_rep", e * t * w)
+    ss.save("attn.softmax", 4 * a * s * (s + 1) * b)
+    ss.save("attn.probs", e * a * s * s * b)
+    ss.save("o.sigmoid", 4 * t * w)
+    ss.save("o.attn_fp32", 4 * t * w)
+    linear(ss, c, "o.prod", e, o_lin, ad(o_lin))
+    ss.save("post_attn_conv.fp32", 4 * t * h)
+    block_residual(ss, c, "mlp_in", h, lay["mlp_states"])
+    ss.save("mlp_in.out", 4 * t * h)
+    norm(ss, c, "ln2", "mlp_in.out", 4, h)
+    moe = arch.moe
+    k, inter, rows = moe.experts_per_token, moe.expert_intermediate, t * moe.experts_per_token
+    if c.train_base:
+        ss.save("router.x_fp32", 4 * t * h)
+    ss.save("router.scores", 4 * t * moe.num_experts)
+    ss.save("router.topk", 8 * t * k)
+    ss.save("router.weights", 4 * t * k + 4 * t)
+    ss.save("experts.index", 24 * rows + 4 * moe.num_experts)
+    if c.train_base:
+        ss.save("experts.gathered", c.res * rows * h)
+        ss.save("experts.down_in", c.res * rows * inter)
+    ss.save("experts.swiglu", 6 * 4 * rows * inter)
+    ss.save("experts.weights", 4 * rows)
+    ss.save("experts.down", c.res * rows * h)
+    ss.save("post_mlp_conv.fp32", 4 * t * h)
+    return ss.total
+
+
+def inkling2_head(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int) -> tuple[str, int]:
+    """Around the layers (Inkling2TextModel / Inkling2ForCausalLM.forward): embed_norm (kept only when the
+    embedding trains), final_input over the final block states and model.norm over its fp32 output; lm_head reads
+    the norm's 16-bit cast. No rotary embedding. Returns lm_head's input and its bytes."""
+    t, h = c.tokens, arch.hidden_size
+    if c.train_base:
+        norm(ss, c, "embed_norm", "embed", c.res, h)
+    block_residual(ss, c, "final_in", h, arch.inkling2["final_states"])
+    ss.save("final_in.out", 4 * t * h)
+    norm(ss, c, "final_norm", "final_in.out", 4, h)
+    return "final_norm.out16", 2 if c.autocast else c.e
+
+
+MODEL_TYPES = ("inkling2_text", "inkling2")
+RULES = {mt: inkling2_layer for mt in MODEL_TYPES}
+HEADS = {mt: inkling2_head for mt in MODEL_TYPES}
