@@ -62,7 +62,8 @@ def norm(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, h: int, needs_gra
 def l2clip(ss: SavedSet, c: Ctx, key: str, width: int, groups: int, scaled: bool, log_scaled: bool) -> None:
     """(Scaled / LogScaled) L2Clip over `groups` heads of width // groups, from a 16-bit input."""
     t = c.tokens
-    ss.save(f"{key}.fp32", 4 * t * width)
+    if not scaled or c.train_base:
+        ss.save(f"{key}.fp32", 4 * t * width)       # the upcast: the clip's own input, or the scale's gradient's
     if scaled:
         ss.save(f"{key}.scale_fp32", 4 * width)
         ss.save(f"{key}.product", 4 * t * width)
@@ -85,6 +86,11 @@ def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     def ad(lin: Linear) -> Adapter | None:
         return next((x for x in ads if x.name == lin.name and x.d_in == lin.d_in and x.d_out == lin.d_out), None)
 
+    def proj(key: str, x: str, lin: Linear) -> None:
+        """`lin` under its own key: q/k/v/o_proj.linear and relative_position_bias.linear share the leaf name
+        `linear`, and each LoRA wrapper makes its own copy of the input."""
+        linear(ss, c, x, e, Linear(f"{lin.name}.{key}", lin.d_in, lin.d_out, lin.count), ad(lin))
+
     if lay["first"]:
         norm(ss, c, "ln_in", "resid", c.res, h, needs_grad=not (c.first_layer and not c.train_base))
         inputs = ("attn_in.q16",) * 3
@@ -98,9 +104,9 @@ def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     qi, ki, vi = inputs
     it = iter(lins)
     q_lin, k_lin, v_lin = next(it), next(it), next(it)
-    linear(ss, c, qi, e, q_lin, ad(q_lin))
-    linear(ss, c, ki, e, k_lin, ad(k_lin))
-    linear(ss, c, vi, e, v_lin, ad(v_lin))
+    proj("q", qi, q_lin)
+    proj("k", ki, k_lin)
+    proj("v", vi, v_lin)
     l2clip(ss, c, "q_clip", w, a, True, not sliding)
     if sliding:
         ss.save("k_conv.fp32", 4 * t * kv_dim)
@@ -108,15 +114,15 @@ def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     else:
         for key, x in (("k_dyn", ki), ("v_dyn", vi)):
             wp = next(it)
-            linear(ss, c, x, e, wp, ad(wp))
+            proj(key, x, wp)
             ss.save(f"{key}.weights", 4 * t * kv_dim * kernel)
             ss.save(f"{key}.windows", 4 * t * kv_dim * kernel)
     l2clip(ss, c, "k_clip", kv_dim, kvh, False, False)
     ss.save("v_norm.fp32", 4 * t * kv_dim)
     ss.save("v_norm.rsqrt", 4 * t * kvh)
     gate, o_lin, sink, rel = next(it), next(it), next(it), next(it)
-    for lin in (gate, sink, rel):
-        linear(ss, c, qi, e, lin, ad(lin))
+    for key, lin in (("gate", gate), ("sink", sink), ("rel", rel)):
+        proj(key, qi, lin)
     l2clip(ss, c, "rel_clip", a * d_rel, a, True, not sliding)
     if c.train_base:
         ss.save("rel.states", e * t * a * d_rel)
@@ -130,7 +136,7 @@ def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     ss.save("attn.probs", e * a * s * s * b)
     ss.save("o.sigmoid", 4 * t * w)
     ss.save("o.attn_fp32", 4 * t * w)
-    linear(ss, c, "o.prod", e, o_lin, ad(o_lin))
+    proj("o", "o.prod", o_lin)
     ss.save("post_attn_conv.fp32", 4 * t * h)
     block_residual(ss, c, "mlp_in", h, lay["mlp_states"])
     ss.save("mlp_in.out", 4 * t * h)
@@ -164,6 +170,18 @@ def inkling2_head(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int) -> tuple[str,
     ss.save("final_in.out", 4 * t * h)
     norm(ss, c, "final_norm", "final_in.out", 4, h)
     return "final_norm.out16", 2 if c.autocast else c.e
+
+
+def checkpointed_block_states(arch: ModelArch, t: int) -> int:
+    """Under full checkpointing each decoder layer keeps its inputs, Inkling 2's two: the hidden states (counted
+    by the engine) and the (b, s, n, h) stack of block states (Inkling2TextModel.forward's torch.cat at each
+    block boundary), one tensor shared by the layers of a block: every stack of n >= 1 states a layer reads, in
+    the embedding's dtype (bf16: 2 bytes; a bf16-mixed full fine-tuning's fp32 stacks are counted as bf16).
+    Traced: tools/memtrace/inkling_trace.py inkling2_text *-ckpt."""
+    if arch.inkling2 is None:
+        return 0
+    sizes = {lay["attn_states"] - 1 for lay in arch.inkling2["layers"]} - {0}
+    return sum(2 * t * n * arch.hidden_size for n in sizes)
 
 
 MODEL_TYPES = ("inkling2_text", "inkling2")
