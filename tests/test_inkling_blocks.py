@@ -7,6 +7,11 @@ expert), bf16, eager attention (no FlashAttention path: the relative-logits bias
 49,180,672 / 52,993,056 / 52,202,528 bytes under full fine-tuning (`python -m tools.memtrace PLAN --dump-saved`),
 the engine the same, byte for byte. One SDPA row (HF's sdpa with the bias as a float mask: CPU SDPA's math
 kernel) is held to the same eager rule.
+
+Inkling 2 (memory/blocks_inkling2.py; tests/data/inkling2_trace.json): its text model at h = 1024, 3 layers
+(sliding without attention_input, sliding, full with three input queries and dynamic convs; 8 heads of 128, 2 KV
+heads, window 128, rel_extent 256; a residual block every 2 layers; 8 experts of 512, top-2), eager (its only
+attention), t = 512: 73,513,504 / 81,910,304 / 104,999,456 bytes under full fine-tuning, the engine the same.
 """
 from __future__ import annotations
 
@@ -101,3 +106,80 @@ def test_bf16_mixed_logits_are_a_known_gap():
     rows = _rows("inkling-text-3l-full-mixed-s512-eager")
     assert 0.18 < rows["logits"]["rel"] < 0.22
     assert rows["activations"]["ok"] and rows["peak"]["ok"]
+
+
+# --- Inkling 2 (memory/blocks_inkling2.py) -----------------------------------------------------------------------
+TRACE2 = json.loads((Path(__file__).parent / "data" / "inkling2_trace.json").read_text())
+K, DR, E, ROWS, I2 = 2 * D, 16, 8, 2 * T, 512     # 2 KV heads; d_rel; experts; routed rows (top-2); expert width
+
+
+def block_residual(states: int, queries: int = 1) -> int:
+    """Inkling2BlockAttentionResidual: the fp32 stack, rsqrt, the fp32 normed stack, the softmax; its output."""
+    return 4 * T * states * H + 4 * T * states + 4 * T * states * H + 4 * T * queries * states + 4 * T * queries * H
+
+
+def test_inkling2_sliding_layer_by_hand():
+    """Layer 1 of the traced Inkling 2 (sliding, attention_input over 2 states), full fine-tuning, bf16: 81,910,304
+    bytes in the trace. attention_input; input_layernorm over its fp32 output (rsqrt, fp32 product) and the bf16
+    cast the projections read; q's ScaledL2Clip (fp32 upcast, the scale's fp32 copy, the product, four (t, a)
+    tensors); the static convs' fp32 inputs; k's L2Clip and v's UnweightedRMSNorm; the bias's ScaledL2Clip, its
+    bf16 states, the rel logits (extent 128), the int64 (s, s) index and bool mask; q, repeated K and V, the fp32
+    softmax over s + 1 (the sink), bf16 probs; the output gate's fp32 sigmoid and fp32 attention copy, their bf16
+    product; the conv's fp32 input; mlp_input; post_attention_layernorm; the fp32 router (input copy, scores,
+    top-2, weights and their sum); the experts (indices, gathered rows, six fp32 SwiGLU tensors, down's bf16 input,
+    fp32 weights, down's output); the last conv's fp32 input."""
+    attn = (block_residual(2) + 4 * T + 4 * T * H + 2 * T * H
+            + 4 * T * H + 4 * H + 4 * T * H + 16 * T * A
+            + 2 * 4 * T * K + 4 * T * K + 16 * T * 2 + 4 * T * K + 4 * T * 2
+            + 4 * T * A * DR + 4 * A * DR + 4 * T * A * DR + 16 * T * A + 2 * T * A * DR + 2 * T * A * 128
+            + 8 * T * T + T * T
+            + 3 * 2 * T * H + 4 * A * T * (T + 1) + 2 * A * T * T
+            + 4 * T * H + 4 * T * H + 2 * T * H + 4 * T * H)
+    mlp = (block_residual(2) + 4 * T + 4 * T * H
+           + 4 * T * H + 4 * T * E + 8 * T * 2 + 4 * T * 2 + 4 * T
+           + 24 * ROWS + 4 * E + 2 * ROWS * H + 2 * ROWS * I2 + 24 * ROWS * I2 + 4 * ROWS + 2 * ROWS * H + 4 * T * H)
+    assert attn + mlp == 81_910_304
+    arch = model_from_config(dict(plans("inkling2_text"))["inkling2-text-3l-full-s512-eager"]["model"])
+    c = Ctx(tokens=T, seq=T, batch=1, e=2, res=2, autocast=False, train_base=True, adapter_bytes=2, dropout=0.0,
+            attention="eager", first_layer=False)
+    assert layer_saved_bytes(arch, c, block_linears_per_layer(arch)[1], ()) == attn + mlp
+
+
+GAPS2 = ("inkling2-text-3l-full-s512-eager-ckpt", "inkling2-text-3l-lora-attn-s512-eager-ckpt",
+         "inkling2-text-3l-full-mixed-s512-eager")
+HELD2 = [c for c in TRACE2["cases"] if c["id"] not in GAPS2]
+
+
+@pytest.mark.parametrize("case", HELD2, ids=[c["id"] for c in HELD2])
+def test_inkling2_step_within_3_percent_of_the_trace(case):
+    """Full fine-tuning and LoRA on the attention: every component and the peak within 3 % (the layers match the
+    trace byte for byte: 73,513,504 / 81,910,304 / 104,999,456 under full fine-tuning)."""
+    eng = engine_breakdown(case["plan"])
+    rows = compare(case, eng)
+    assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)
+
+
+def _rows2(cid: str) -> dict:
+    case = next(c for c in TRACE2["cases"] if c["id"] == cid)
+    return {r["name"]: r for r in compare(case, engine_breakdown(case["plan"]))}
+
+
+def test_inkling2_checkpointing_is_a_known_gap():
+    """With full checkpointing both rows peak inside the top layer's recompute forward (the experts' `index`), with
+    the gradients final_input's backward has made for the block states and the forward's live locals (the fp32
+    residual, the layer's own block-state stack) beside the recomputed saved set, which the engine does not model:
+    activations -10.4 % (full) and -20.8 % (LoRA), the peak -2.6 % and -10.9 %. Pinned so that a change shows."""
+    full, lora = _rows2(GAPS2[0]), _rows2(GAPS2[1])
+    assert -0.12 < full["activations"]["rel"] < -0.09 and full["peak"]["ok"]
+    assert -0.23 < lora["activations"]["rel"] < -0.19
+    assert -0.12 < lora["peak"]["rel"] < -0.10
+
+
+def test_inkling2_bf16_mixed_is_a_known_gap():
+    """bf16-mixed full fine-tuning: the layers are costed with bf16-pure's saved set over an fp32 stream, but under
+    autocast the block residuals' matmuls, the convs and the router's F.linear run in bf16 (copies of their inputs
+    and weights) while the grouped_mm experts run in fp32 over the fp32 weights: the trace's layers save
+    89.0 / 98.5 / 124.2 MB, the engine's 78.8 / 87.2 / 110.2; activations -4.0 %, the peak -1.1 %. Pinned."""
+    rows = _rows2(GAPS2[2])
+    assert -0.05 < rows["activations"]["rel"] < -0.03
+    assert rows["peak"]["ok"]

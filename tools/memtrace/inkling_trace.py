@@ -9,15 +9,22 @@ window 128, rel_extent 256, d_rel 16; dense MLP 2048; 8 routed experts of 512, t
 (the tracer tells logits by their width), 512 tokens.
 
 Attention: the modelling code has no FlashAttention path (InklingPreTrainedModel._supports_flash_attn = False: the
-bias is a `position_bias` kwarg only eager and SDPA consume), so the config resolves to SDPA, which turns the
-bias into a float (b, heads, q, kv) mask (integrations/sdpa_attention.py create_position_bias_mask): the rows run
-HF's own sdpa (CPU SDPA with the mask; the tracer's FA2 profile would drop the bias), plus one eager row.
-tools/memtrace/build.py runs HF's sdpa for the model_types of its SDPA_ONLY; this driver adds Inkling's there.
+bias is a `position_bias` kwarg only eager and SDPA consume; the tracer's FA2 profile would drop it), so the config
+resolves to SDPA, which turns the bias into a float (b, heads, q, kv) mask that needs a gradient
+(integrations/sdpa_attention.py create_position_bias_mask). Which kernel a GPU runs then is not something a CPU
+trace shows (CPU SDPA takes its math kernel); so the rows run eager, the device-independent profile, and one row
+runs HF's own sdpa (tools/memtrace/build.py runs it for the model_types of its SDPA_ONLY; use_hf_sdpa adds
+Inkling's there at run time).
 
-Rows: full fine-tuning, with full checkpointing, LoRA on the attention's projections (q/k/v/r/o), with
-checkpointing, bf16-mixed, and eager.
+``inkling2_text`` (modeling_inkling2.py Inkling2ForCausalLM): see SHRINK; eager only (Inkling2PreTrainedModel:
+_supports_flash_attn and _supports_sdpa False, the per-token sinks), LoRA on every `linear` (q/k/v/o_proj.linear,
+relative_position_bias.linear) and o_proj.gate_proj.
+
+Rows (eager): full fine-tuning, with full checkpointing, LoRA on the attention's projections, with checkpointing,
+bf16-mixed; Inkling also one SDPA row. About 10 s each on 2 cores.
 
   python -m tools.memtrace.inkling_trace > tests/data/inkling_trace.json
+  python -m tools.memtrace.inkling_trace inkling2_text > tests/data/inkling2_trace.json
 """
 from __future__ import annotations
 

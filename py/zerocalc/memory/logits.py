@@ -94,7 +94,8 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         softcap = 4 * n
     if arch.final_softcap and arch.model_type in ("xlstm", "beam", "inkling2_text", "inkling2"):
         # xLSTMForCausalLM.forward caps `self.lm_head(...).float()`, BeamForCausalLM.forward `logits.float() /
-        # final_logit_softcapping`: the tanh output they keep is fp32 (traced: tools/memtrace/moe_trace.py beam)
+        # final_logit_softcapping`: the tanh output they keep is fp32 (traced: tools/memtrace/moe_trace.py beam); so does
+        # Inkling2ForCausalLM's `logit_softcap(lm_head(...).float())` (traced: tools/memtrace/inkling_trace.py)
         softcap = 4 * n
     if stack.compile == "model+loss":
         lse = 4 * s * b
