@@ -54,11 +54,21 @@ SHRINK = {"inkling_text": {
         "head_dim": 128, "swa_num_attention_heads": 8, "swa_num_key_value_heads": 2, "swa_head_dim": 128,
         "sliding_window_size": 128, "rel_extent": 256, "d_rel": 16, "moe_intermediate_size": 512,
         "n_routed_experts": 8, "num_experts_per_tok": 2, "vocab_size": 3000, "unpadded_vocab_size": 3000,
-        "n_layers_per_attn_res_block": 2, "eos_token_id": None, "layer_types": ["hybrid_sliding", "hybrid_sliding", "hybrid"]}}
+        "n_layers_per_attn_res_block": 2, "eos_token_id": None, "layer_types": ["hybrid_sliding", "hybrid_sliding", "hybrid"]},
+    # Inkling 2 Loop: Inkling 2's shapes above over 4 layers, the middle two (sliding, full) looped twice with
+    # messages (loop gate rank 64), a residual block per layer: calls L0, L1, L2, L1', L2', L3
+    "inkling2_loop_text": {
+        "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "head_dim": 128, "swa_num_attention_heads": 8, "swa_num_key_value_heads": 2, "swa_head_dim": 128,
+        "sliding_window_size": 128, "rel_extent": 256, "d_rel": 16, "moe_intermediate_size": 512,
+        "n_routed_experts": 8, "num_experts_per_tok": 2, "vocab_size": 3000, "unpadded_vocab_size": 3000,
+        "n_layers_per_attn_res_block": 1, "eos_token_id": None, "loop_layer_index_start": 1,
+        "loop_layer_index_end": 3, "loop_num_passes": 2, "loop_gate_rank": 64,
+        "layer_types": ["hybrid_sliding", "hybrid_sliding", "hybrid", "hybrid_sliding"]}}
 LORA_TARGETS = {"inkling_text": ["q_proj", "k_proj", "v_proj", "r_proj", "o_proj"],
                 # q/k/v/o_proj.linear, relative_position_bias.linear and o_proj.gate_proj (the experts are
                 # parameters; the router is not an nn.Linear)
-                "inkling2_text": ["linear", "gate_proj"]}
+                "inkling2_text": ["linear", "gate_proj"], "inkling2_loop_text": ["linear", "gate_proj"]}
 
 
 def use_hf_sdpa() -> None:

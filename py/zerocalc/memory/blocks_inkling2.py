@@ -72,6 +72,21 @@ def l2clip(ss: SavedSet, c: Ctx, key: str, width: int, groups: int, scaled: bool
         ss.save(f"{key}.log_scale", 4 * c.seq)
 
 
+def message_gate(ss: SavedSet, c: Ctx, key: str, h: int, lins: tuple, ad) -> str:
+    """Inkling2LoopMessageGate (modeling_inkling2_loop.py): the weightless norms' rsqrt of the (fp32) state and
+    message, kept themselves elsewhere; the concatenation's 16-bit cast (down_proj's input), down's fp32 copy (the
+    fp32 forget / message projections' input), both tanh outputs and `1 - forget`. Returns its fp32 output."""
+    t = c.tokens
+    down, forget, message = lins
+    ss.save(f"{key}.rsqrt", 8 * t)
+    linear(ss, c, f"{key}.cat16", 2, Linear(f"{down.name}.{key}", down.d_in, down.d_out), ad(down))
+    for lin in (forget, message):
+        linear(ss, c, f"{key}.down32", 4, Linear(f"{lin.name}.{key}", lin.d_in, lin.d_out), ad(lin))
+    ss.save(f"{key}.tanh", 2 * 4 * t * h)
+    ss.save(f"{key}.keep", 4 * t * h)
+    return f"{key}.out"
+
+
 def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """One Inkling 2 decoder layer (the module docstring's list)."""
     ss = SavedSet()
@@ -91,6 +106,12 @@ def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
         `linear`, and each LoRA wrapper makes its own copy of the input."""
         linear(ss, c, x, e, Linear(f"{lin.name}.{key}", lin.d_in, lin.d_out, lin.count), ad(lin))
 
+    msgs = lay.get("message_states", 0)
+    gates = iter(lins[-12:]) if msgs else None
+    if msgs:
+        # message_input over the previous pass's block states: its (b, s, 4, h) fp32 output feeds four gates
+        block_residual(ss, c, "msg_in", h, msgs, 4)
+        ss.save("msg_in.out", 4 * t * 4 * h)
     if lay["first"]:
         norm(ss, c, "ln_in", "resid", c.res, h, needs_grad=not (c.first_layer and not c.train_base))
         inputs = ("attn_in.q16",) * 3
@@ -98,9 +119,15 @@ def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
         q = 1 if sliding else 3
         block_residual(ss, c, "attn_in", h, lay["attn_states"], q)
         ss.save("attn_in.out", 4 * t * q * h)
-        for name in (("ln_in",) if sliding else ("q_ln", "k_ln", "v_ln")):
-            norm(ss, c, name, "attn_in.out", 4, h)
-        inputs = ("attn_in.q16",) * 3 if sliding else ("attn_in.q16", "attn_in.k16", "attn_in.v16")
+        names = ("q_ln", "k_ln", "v_ln") if msgs or not sliding else ("ln_in",)
+        for name in names:
+            x = "attn_in.out"
+            if msgs:
+                x = message_gate(ss, c, name, h, (next(gates), next(gates), next(gates)), ad)
+            norm(ss, c, name, x, 4, h)
+        # a loop layer casts the norm's output for q, k and v apart (`.to(dtype)` three times)
+        inputs = ("attn_in.q16", "attn_in.k16", "attn_in.v16") if lay.get("loop") or not sliding \
+            else ("attn_in.q16",) * 3
     qi, ki, vi = inputs
     it = iter(lins)
     q_lin, k_lin, v_lin = next(it), next(it), next(it)
@@ -140,7 +167,8 @@ def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     ss.save("post_attn_conv.fp32", 4 * t * h)
     block_residual(ss, c, "mlp_in", h, lay["mlp_states"])
     ss.save("mlp_in.out", 4 * t * h)
-    norm(ss, c, "ln2", "mlp_in.out", 4, h)
+    x2 = message_gate(ss, c, "mlp_gate", h, (next(gates), next(gates), next(gates)), ad) if msgs else "mlp_in.out"
+    norm(ss, c, "ln2", x2, 4, h)
     moe = arch.moe
     k, inter, rows = moe.experts_per_token, moe.expert_intermediate, t * moe.experts_per_token
     if c.train_base:
@@ -184,6 +212,6 @@ def checkpointed_block_states(arch: ModelArch, t: int) -> int:
     return sum(2 * t * n * arch.hidden_size for n in sizes)
 
 
-MODEL_TYPES = ("inkling2_text", "inkling2")
+MODEL_TYPES = ("inkling2_text", "inkling2", "inkling2_loop_text", "inkling2_loop")
 RULES = {mt: inkling2_layer for mt in MODEL_TYPES}
 HEADS = {mt: inkling2_head for mt in MODEL_TYPES}

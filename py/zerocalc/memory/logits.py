@@ -92,7 +92,7 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         # logit_scale's gradient; a frozen scale keeps none (modeling_dory.py; traced: tools/memtrace/golden/oneoff/
         # dory-full-* and dory-lora-*)
         softcap = 4 * n
-    if arch.final_softcap and arch.model_type in ("xlstm", "beam", "inkling2_text", "inkling2"):
+    if arch.final_softcap and arch.model_type in ("xlstm", "beam", "inkling2_text", "inkling2", "inkling2_loop_text", "inkling2_loop"):
         # xLSTMForCausalLM.forward caps `self.lm_head(...).float()`, BeamForCausalLM.forward `logits.float() /
         # final_logit_softcapping`: the tanh output they keep is fp32 (traced: tools/memtrace/moe_trace.py beam); so does
         # Inkling2ForCausalLM's `logit_softcap(lm_head(...).float())` (traced: tools/memtrace/inkling_trace.py)
