@@ -26,6 +26,10 @@ With t = b·s tokens, a heads, kv KV heads of d dims (W = a·d, K = kv·d), n bl
   weights and their sum; the experts (grouped_mm): three int64 indices and the int32 offsets, the gathered rows and
   down's 16-bit input (when the experts train), the softcapped SwiGLU's six fp32 tensors (tanh and capped gate,
   sigmoid, tanh and capped up, the first product), the fp32 weights gathered, down's output.
+Inkling 2 Loop (modeling_inkling2_loop.py; tests/data/inkling2_loop_trace.json): the loop layers cast their input
+norm's output for q, k and v apart; in the passes after the first, message_input (a block residual with 4 queries
+over the previous pass's block states, its (b, s, 4, h) fp32 output kept) feeds four Inkling2LoopMessageGates
+(message_gate below) before the q/k/v norms and the MLP's norm. Each call is costed on its own (model/inkling2.py).
 """
 from __future__ import annotations
 

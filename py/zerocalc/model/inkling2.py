@@ -19,9 +19,10 @@ else "hybrid_sliding"):
 ``model.embed_tokens`` with its embed_norm, ``model.norm``, final_input (h); lm_head (unpadded_vocab_size x h)
 never tied (_tied_weights_keys is empty). The composites inkling2 / inkling2_loop (vision tower) are not modelled.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the sliding layers'
-linears with the routed experts as the MLP, once per layer call (the loop layers run loop_num_passes times),
-not traced, which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_inkling2.py, one linears tuple and
+one ``inkling2`` layout entry per layer call (each call's block-state counts; Inkling 2 Loop's loop layers run
+loop_num_passes times, the later passes with messages and their gates), held to the traces of
+tools/memtrace/inkling_trace.py (tests/test_inkling_blocks.py). The composites use the same rules.
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from .recurrent import recurrent_arch
 
 SUPPORT = ("exact parameter count; activations traced (memory/blocks_inkling2.py, tools/memtrace/inkling_trace.py "
            "inkling2_text / inkling2_loop_text; eager attention, the only one the modelling code has)")
+LOOP_NOTE = ("; the loop's step peaks inside a layer's backward, whose temporaries are not modelled (activations "
+             "about 5 % low there, tests/test_inkling_blocks.py)")
 # Inkling2TextConfig / Inkling2LoopTextConfig class defaults that differ
 _DEFAULTS = {"inkling2_text": {"h": 4608, "layers": 48, "heads": 48, "ei": 2304, "e": 384},
              "inkling2_loop_text": {"h": 2304, "layers": 24, "heads": 24, "ei": 1152, "e": 128}}
@@ -143,7 +146,7 @@ def _inkling2(c: ConfigReader, model_type: str) -> ModelArch:
     return replace(arch, family="llama", gated_mlp=True, block_linears=layer_lins[-1],
                    dense_block_linears=layer_lins[-1], layer_linears=tuple(layer_lins), final_softcap=True,
                    inkling2={"layers": tuple(layout), "final_states": states + 1},
-                   support=SUPPORT)
+                   support=SUPPORT + (LOOP_NOTE if loop else ""))
 
 
 def inkling2_text(c: ConfigReader) -> ModelArch:
