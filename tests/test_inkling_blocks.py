@@ -145,15 +145,16 @@ def test_inkling2_sliding_layer_by_hand():
     assert layer_saved_bytes(arch, c, block_linears_per_layer(arch)[1], ()) == attn + mlp
 
 
-GAPS2 = ("inkling2-text-3l-full-s512-eager-ckpt", "inkling2-text-3l-lora-attn-s512-eager-ckpt",
-         "inkling2-text-3l-full-mixed-s512-eager")
+GAPS2 = ("inkling2-text-3l-full-s512-eager-ckpt", "inkling2-text-3l-lora-attn-s512-eager-ckpt")
 HELD2 = [c for c in TRACE2["cases"] if c["id"] not in GAPS2]
 
 
 @pytest.mark.parametrize("case", HELD2, ids=[c["id"] for c in HELD2])
 def test_inkling2_step_within_3_percent_of_the_trace(case):
-    """Full fine-tuning and LoRA on the attention: every component and the peak within 3 % (the layers match the
-    trace byte for byte: 73,513,504 / 81,910,304 / 104,999,456 under full fine-tuning)."""
+    """Full fine-tuning, LoRA on the attention and bf16-mixed: every component and the peak within 3 % (the layers
+    match the trace byte for byte: 73,513,504 / 81,910,304 / 104,999,456 under full fine-tuning). bf16-mixed:
+    the block residuals' matmuls, the static convs and the router's F.linear run in bf16 under autocast and keep
+    bf16 copies; the grouped_mm experts run in fp32 over the fp32 weights (before that rule: activations -4.0 %)."""
     eng = engine_breakdown(case["plan"])
     rows = compare(case, eng)
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)
@@ -173,16 +174,6 @@ def test_inkling2_checkpointing_is_a_known_gap():
     assert -0.12 < full["activations"]["rel"] < -0.09 and full["peak"]["ok"]
     assert -0.23 < lora["activations"]["rel"] < -0.19
     assert -0.12 < lora["peak"]["rel"] < -0.10
-
-
-def test_inkling2_bf16_mixed_is_a_known_gap():
-    """bf16-mixed full fine-tuning: the layers are costed with bf16-pure's saved set over an fp32 stream, but under
-    autocast the block residuals' matmuls, the convs and the router's F.linear run in bf16 (copies of their inputs
-    and weights) while the grouped_mm experts run in fp32 over the fp32 weights: the trace's layers save
-    89.0 / 98.5 / 124.2 MB, the engine's 78.8 / 87.2 / 110.2; activations -4.0 %, the peak -1.1 %. Pinned."""
-    rows = _rows2(GAPS2[2])
-    assert -0.05 < rows["activations"]["rel"] < -0.03
-    assert rows["peak"]["ok"]
 
 
 # --- Inkling 2 Loop (memory/blocks_inkling2.py, the loop layers' message gates) ------------------------------------
@@ -221,12 +212,13 @@ def test_inkling2_loop_saved_set_at_forward_end(cid):
 def test_inkling2_loop_peaks_are_known_gaps():
     """The loop layers are the model's largest, so every row peaks inside a layer's backward (a `mul`, with about
     49 MB of backward temporaries) or, with checkpointing, in a recompute, not at the loss where the engine puts
-    the peak: activations at the peak -4.8 % (full), -5.6 % (LoRA), -5.2 % (bf16-mixed; its autocast copies as for
-    Inkling 2), -15.3 % and -45.5 % with checkpointing (the checkpoint also keeps the messages, message_input's
-    saved set and the block-state stacks of every pass, not modelled); the peaks -1.0 % to -26.5 %. Pinned."""
+    the peak: activations at the peak -4.8 % (full), -5.6 % (LoRA), -15.3 % and -45.5 % with checkpointing (the
+    checkpoint also keeps the messages, message_input's saved set and the block-state stacks of every pass, not
+    modelled); bf16-mixed peaks in the forward (a bmm), before any logits: activations -1.5 %, the logits the
+    engine adds at its loss moment are not there (the peak +0.6 %). The peaks -26.5 % to +0.6 %. Pinned."""
     bounds = {"inkling2-loop-text-4l-full-s512-eager": (-0.06, -0.04),
               "inkling2-loop-text-4l-lora-attn-s512-eager": (-0.07, -0.045),
-              "inkling2-loop-text-4l-full-mixed-s512-eager": (-0.065, -0.04),
+              "inkling2-loop-text-4l-full-mixed-s512-eager": (-0.03, -0.005),
               "inkling2-loop-text-4l-full-s512-eager-ckpt": (-0.17, -0.14),
               "inkling2-loop-text-4l-lora-attn-s512-eager-ckpt": (-0.47, -0.44)}
     for cid, (lo, hi) in bounds.items():

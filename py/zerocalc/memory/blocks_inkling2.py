@@ -49,8 +49,16 @@ def block_residual(ss: SavedSet, c: Ctx, key: str, h: int, states: int, queries:
     t = c.tokens
     ss.save(f"{key}.stack", 4 * t * states * h)
     ss.save(f"{key}.rsqrt", 4 * t * states)
-    ss.save(f"{key}.normed", 4 * t * states * h)
     ss.save(f"{key}.softmax", 4 * t * queries * states)
+    if c.autocast:
+        # bf16-mixed: both matmuls run in bf16 and keep autocast's copies: the expanded query and the normed stack
+        # (transposed for the scores, as it is for the values), the fp32 probabilities
+        ss.save(f"{key}.q16", 2 * t * queries * h)
+        ss.save(f"{key}.k16", 2 * t * states * h)
+        ss.save(f"{key}.v16", 2 * t * states * h)
+        ss.save(f"{key}.probs16", 2 * t * queries * states)
+    else:
+        ss.save(f"{key}.normed", 4 * t * states * h)
 
 
 def norm(ss: SavedSet, c: Ctx, key: str, x: str, x_bytes: int, h: int, needs_grad: bool = True) -> None:
@@ -105,10 +113,10 @@ def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     def ad(lin: Linear) -> Adapter | None:
         return next((x for x in ads if x.name == lin.name and x.d_in == lin.d_in and x.d_out == lin.d_out), None)
 
-    def proj(key: str, x: str, lin: Linear) -> None:
+    def proj(key: str, x: str, lin: Linear, x_bytes: int = c.res) -> None:
         """`lin` under its own key: q/k/v/o_proj.linear and relative_position_bias.linear share the leaf name
         `linear`, and each LoRA wrapper makes its own copy of the input."""
-        linear(ss, c, x, e, Linear(f"{lin.name}.{key}", lin.d_in, lin.d_out, lin.count), ad(lin))
+        linear(ss, c, x, x_bytes, Linear(f"{lin.name}.{key}", lin.d_in, lin.d_out, lin.count), ad(lin))
 
     msgs = lay.get("message_states", 0)
     gates = iter(lins[-12:]) if msgs else None
@@ -135,13 +143,21 @@ def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     qi, ki, vi = inputs
     it = iter(lins)
     q_lin, k_lin, v_lin = next(it), next(it), next(it)
+    def conv(key: str, width: int) -> None:
+        """A static depthwise conv (fp32 weights): its fp32 input; under autocast bf16 copies of input and weight."""
+        if c.autocast:
+            ss.save(f"{key}.in16", 2 * t * width)
+            ss.save(f"{key}.w16", 2 * width * kernel)
+        else:
+            ss.save(f"{key}.fp32", 4 * t * width)
+
     proj("q", qi, q_lin)
     proj("k", ki, k_lin)
     proj("v", vi, v_lin)
     l2clip(ss, c, "q_clip", w, a, True, not sliding)
     if sliding:
-        ss.save("k_conv.fp32", 4 * t * kv_dim)
-        ss.save("v_conv.fp32", 4 * t * kv_dim)
+        for key in ("k_conv", "v_conv"):
+            conv(key, kv_dim)
     else:
         for key, x in (("k_dyn", ki), ("v_dyn", vi)):
             wp = next(it)
@@ -167,19 +183,24 @@ def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     ss.save("attn.probs", e * a * s * s * b)
     ss.save("o.sigmoid", 4 * t * w)
     ss.save("o.attn_fp32", 4 * t * w)
-    proj("o", "o.prod", o_lin)
-    ss.save("post_attn_conv.fp32", 4 * t * h)
+    proj("o", "o.prod", o_lin, e)
+    conv("post_attn_conv", h)
     block_residual(ss, c, "mlp_in", h, lay["mlp_states"])
     ss.save("mlp_in.out", 4 * t * h)
     x2 = message_gate(ss, c, "mlp_gate", h, (next(gates), next(gates), next(gates)), ad) if msgs else "mlp_in.out"
     norm(ss, c, "ln2", x2, 4, h)
     moe = arch.moe
     k, inter, rows = moe.experts_per_token, moe.expert_intermediate, t * moe.experts_per_token
+    # the fp32 router; under autocast its F.linear runs in bf16 (copies of the input and the fp32 weight), so the
+    # scores and the gathered weights are bf16
+    r = 2 if c.autocast else 4
     if c.train_base:
-        ss.save("router.x_fp32", 4 * t * h)
-    ss.save("router.scores", 4 * t * moe.num_experts)
+        ss.save("router.x", r * t * h)
+    if c.autocast:
+        ss.save("router.w16", 2 * moe.num_experts * h)
+    ss.save("router.scores", r * t * moe.num_experts)
     ss.save("router.topk", 8 * t * k)
-    ss.save("router.weights", 4 * t * k + 4 * t)
+    ss.save("router.weights", r * t * k + 4 * t)
     ss.save("experts.index", 24 * rows + 4 * moe.num_experts)
     if c.train_base:
         ss.save("experts.gathered", c.res * rows * h)
@@ -187,7 +208,7 @@ def inkling2_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapter
     ss.save("experts.swiglu", 6 * 4 * rows * inter)
     ss.save("experts.weights", 4 * rows)
     ss.save("experts.down", c.res * rows * h)
-    ss.save("post_mlp_conv.fp32", 4 * t * h)
+    conv("post_mlp_conv", h)
     return ss.total
 
 
