@@ -1,7 +1,7 @@
 """The engine against the BERT-lineage causal LMs: one small config per block variant (post-LayerNorm RoBERTa,
 ERNIE, BertGeneration; ELECTRA's projected embeddings; BigBird's and RoFormer's own eager attention; the pre-LayerNorm
 RoBERTa-PreLayerNorm, XLM-RoBERTa-XL and Megatron-BERT; RemBERT's mapped embeddings and wider head, RoCBert's
-concatenated input embeddings; XLM's own MultiHeadAttention), their transformers 5.24 *ForCausalLM training step
+concatenated input embeddings; XLM's own MultiHeadAttention; X-MOD's language adapters), their transformers 5.24 *ForCausalLM training step
 (is_decoder) traced on fake tensors (tools/memtrace/bert.py; fixtures in tools/memtrace/golden/bert/, `python -m
 tools.memtrace.bert` re-traces them). Issue 20, item 3: saved activations, every component and the peak within 3 %
 (memory/blocks_bert.py)."""
@@ -21,7 +21,7 @@ def test_every_variant_has_its_four_rows():
     ids = {p.stem for p in ROWS}
     assert {"xlm-full-pure-flash-s512-b2", "xlm-lora-mixed-flash-s512-b2-drop", "xlm-full-mixed-eager-s256-b2"} <= ids
     for fam in ("roberta", "camembert", "xlmr", "data2vec", "prelayernorm", "roformer", "electra", "ernie", "bertgen",
-                "bigbird", "megatron", "xlmrxl", "rembert", "rocbert"):
+                "bigbird", "megatron", "xlmrxl", "rembert", "rocbert", "xmod"):
         assert {f"{fam}-full-pure-flash-s512-b2", f"{fam}-lora-mixed-flash-s512-b2-drop",
                 f"{fam}-full-mixed-eager-s256-b2", f"{fam}-full-pure-flash-gc-s512-b2"} <= ids, fam
     assert "roberta-lora-mixed-flash-gc-s512-b2" in ids
@@ -83,3 +83,13 @@ def test_xlm_layer_by_hand():
     dropout masks 2,048 + two LayerNorms' mean / rstd 16 = 34,832 x 1024 = 35,667,968; the scores a·s²·b = 4,194,304
     x (4 fp32 softmax + 2 dropout output + 1 mask) = 29,360,128; the (b, 1, s, s) bool mask 524,288: 65,552,384."""
     assert _layers("xlm-full-pure-flash-s512-b2")[1] == 65_552_384
+
+
+def test_xmod_layer_by_hand():
+    """modeling_xmod.py XmodLayer on the xmod row (RoBERTa's layer, h 768, I 3072, 12 heads, adapter bottleneck
+    768 // 2 = 384), bf16 full training with FlashAttention-2's profile, b 2 x s 512 = 1024 tokens, dropout 0.1:
+    the RoBERTa layer's 26,176 bytes per token (test_roberta_layer_by_hand) and XmodOutput.lang_adapter's: the
+    language's rows copied by the index and read by dense1 768, GELU's input and output 2 x 384, all 16-bit:
+    (768 + 768) x 2 = 3,072; the adapter dropout's mask 768; the second output.LayerNorm's input 768 x 2 = 1,536
+    and its mean / rstd 8: 5,384 more, 31,560 per token = 32,317,440."""
+    assert _layers("xmod-full-pure-flash-s512-b2")[1] == 1024 * 31_560

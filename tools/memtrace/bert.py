@@ -15,7 +15,8 @@ Variants (4 layers, the real checkpoints' field names and dropout 0.1):
   its "original_full" mode (block_sparse is not traced); megatron (megatron-bert), xlmrxl (xlm-roberta-xl): pre-LayerNorm
   layers without an embedding LayerNorm; rembert: embeddings of input_embedding_size mapped to hidden_size, a head of
   output_embedding_size, its own eager attention; rocbert (roc_bert): map_inputs_layer over the concatenated word,
-  shape and pronunciation embeddings.
+  shape and pronunciation embeddings; xmod: XLM-RoBERTa's layer with a bottleneck adapter per language after
+  output.LayerNorm (XmodOutput.lang_adapter's boolean row masks run as long indices: tools/memtrace/xmod_lang.py).
 
     python -m tools.memtrace.bert            # trace all rows and (re)write the fixtures
     python -m tools.memtrace.bert roberta-   # only the ids starting with this
@@ -96,6 +97,13 @@ CONFIGS = {
                 "pronunciation_vocab_size": 910, "pronunciation_embed_dim": 768, "shape_vocab_size": 24858,
                 "shape_embed_dim": 512, "concat_input": True, "enable_pronunciation": True, "enable_shape": True,
                 "tie_word_embeddings": True, **_DROP},
+    # facebook/xmod-base's layout (81 languages there; two here, en_XX the default_language XmodModel.forward
+    # turns into lang_ids): RoBERTa's post-LayerNorm layer with a bottleneck adapter per language after
+    # output.LayerNorm (adapter_reuse_layer_norm, ln_before_adapter), 4 layers, the vocabulary cut to 50000
+    "xmod": {"model_type": "xmod", "hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12,
+             "num_hidden_layers": 4, "vocab_size": 50000, "max_position_embeddings": 514, "type_vocab_size": 1,
+             "pad_token_id": 1, "tie_word_embeddings": True, "languages": ["en_XX", "de_DE"],
+             "default_language": "en_XX", "adapter_reduction_factor": 2, **_DROP},
     # FacebookAI/xlm-mlm-en-2048's layout (emb_dim 1024 here): XLMWithLMHeadModel, its own MultiHeadAttention (fp32
     # softmax), run causal as a causal LM; XLMPreTrainedModel does not support gradient checkpointing (no -gc- row)
     "xlm": {"model_type": "xlm", "emb_dim": 1024, "n_layers": 4, "n_heads": 8, "vocab_size": 30145,

@@ -19,6 +19,8 @@ import contextlib
 
 import torch
 
+from .xmod_lang import xmod_output_forward
+
 
 def _slots(t: int, k: int, e: int, j: int):
     """Expert j's routed slots (token i·k + choice s), in token order."""
@@ -147,7 +149,8 @@ PATCHES = (("transformers.models.dbrx.modeling_dbrx", "DbrxExperts", _dbrx_exper
             _longcat_experts_forward),
            ("transformers.models.jetmoe.modeling_jetmoe", "JetMoeTopKGating", _jetmoe_gating_forward),
            ("transformers.models.switch_transformers.modeling_switch_transformers", "SwitchTransformersSparseMLP",
-            _switch_sparse_mlp_forward))
+            _switch_sparse_mlp_forward),
+           ("transformers.models.xmod.modeling_xmod", "XmodOutput", xmod_output_forward))
 
 
 @contextlib.contextmanager

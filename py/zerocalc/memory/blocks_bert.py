@@ -17,6 +17,9 @@ tools/memtrace/golden/bert/, held within 3 % by tests/test_bert_grid.py).
   each sublayer (attention.LayerNorm / self_attn_layer_norm / attention.ln, then intermediate.LayerNorm /
   LayerNorm / ln), the residual sums kept in the stream's dtype, a final LayerNorm before the head; the same
   8·t·h + 2·t·I per layer.
+- modeling_xmod.py XmodLayer (X-MOD): the BertLayer, then XmodOutput.lang_adapter on the output LayerNorm's
+  output: dense1 -> activation -> dense2 on the language's rows, dropout, the residual, output.LayerNorm again
+  (_xmod_adapter).
 - Attention: those that call ALL_ATTENTION_FUNCTIONS keep FA2's / SDPA's q, k, v, output and logsumexp; RemBERT
   (RemBertSelfAttention), BigBird (BigBirdSelfAttention in "original_full"; block_sparse is not modelled), RoFormer
   (RoFormerSelfAttention: rotary on q and k, then matmul) and Megatron-BERT (MegatronBertSelfAttention) run their
@@ -46,6 +49,7 @@ class Variant:
     own_eager: bool = False       # the self-attention is the model's own matmul / softmax code
     mlp_dropout: bool = True      # the MLP output's dropout
     xlm: bool = False             # modeling_xlm.py MultiHeadAttention (fp32 softmax, a kept bool mask)
+    xmod: bool = False            # modeling_xmod.py: a language adapter after the output LayerNorm (_xmod_adapter)
 
 
 POST = Variant()
@@ -56,7 +60,7 @@ BERT = {**{t: POST for t in ("roberta", "camembert", "xlm-roberta", "data2vec-te
         # modeling_xlm_roberta_xl.py XLMRobertaXLOutput.forward: `dense(x) + input_tensor`, no dropout
         "xlm-roberta-xl": Variant(pre_ln=True, emb_ln=False, mlp_dropout=False),
         "megatron-bert": Variant(pre_ln=True, emb_ln=False, own_eager=True),
-        "xlm": Variant(own_eager=True, xlm=True)}
+        "xlm": Variant(own_eager=True, xlm=True), "xmod": Variant(xmod=True)}
 
 
 def _later(c: Ctx) -> Ctx:
@@ -104,6 +108,31 @@ def _xlm_attention(ss: SavedSet, c: Ctx, arch: ModelArch) -> str:
     return "attn.ctx"
 
 
+def _bottleneck(arch: ModelArch) -> int:
+    """XmodAdapter.bottleneck_size (hidden_size // adapter_reduction_factor), read off layer 0's first dense1."""
+    return next(tt.shape[0] for tt in arch.tensors if tt.block and tt.shape and tt.module.endswith(".dense1"))
+
+
+def _xmod_adapter(ss: SavedSet, c: Ctx, arch: ModelArch, x: str, xb: int) -> None:
+    """modeling_xmod.py XmodOutput.lang_adapter after `dense(x) + input_tensor` (post-LayerNorm layout,
+    adapter_reuse_layer_norm or adapter_layer_norm: the LayerNorm bert_block books as ln2 comes first, its output
+    ``x`` of ``xb`` bytes): `hidden_states[lang_mask]` copies the rows of the language (every row: one language
+    per batch), whose dense1 keeps them (autocast: its 16-bit copy), the activation keeps its input, dense2 the
+    activation's output; `new_hidden_states[lang_mask] = ...` (index_put_) and the index keep only the row indices;
+    dropout keeps its mask, the `+= residual` nothing, and XmodLayer.forward's `self.output.LayerNorm(layer_output)`
+    its input (the zeros_like of the LayerNorm output: fp32 under autocast) and mean/rstd; its output is the next
+    layer's input. The other languages' adapters run on empty rows: their weights' autocast copies are
+    autocast_weight_copies' (memory/activations.py, every linear of arch.tensors). Traced: tools/memtrace/golden/bert/
+    xmod-*."""
+    t, h, r = c.tokens, arch.hidden_size, _bottleneck(arch)
+    e = 2 if c.autocast else c.e
+    linear(ss, c, "adapter.rows", xb, Linear("dense1", h, r), None)
+    ss.save("adapter.act.in", e * t * r)
+    linear(ss, c, "adapter.act.out", e, Linear("dense2", r, h), None)
+    _dropout(ss, c, arch, "adapter_drop", h)
+    layernorm(ss, replace(c, res=xb), "ln3", "sum3", h)
+
+
 def bert_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """One BERT-lineage layer (module docstring): post- or pre-LayerNorm by BERT[model_type]."""
     var = BERT[arch.model_type]
@@ -139,7 +168,9 @@ def bert_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     if var.mlp_dropout:
         _dropout(ss, c2, arch, "mlp_drop", h)
     if not pre_ln:
-        layernorm(ss, c2, "ln2", "sum2", h)
+        y3, yb3 = layernorm(ss, c2, "ln2", "sum2", h)
+        if var.xmod:
+            _xmod_adapter(ss, c2, arch, y3, yb3)
     return ss.total
 
 

@@ -20,8 +20,8 @@ from dataclasses import replace
 from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, attention_core, gated_mlp, linear
 from .blocks_dory import dory_head, dory_layer, pick_adapters
-from .blocks_inkling import HEADS as INKLING_HEADS
-from .blocks_inkling2 import HEADS as INKLING2_HEADS, checkpointed_block_states
+from .blocks_inkling2 import checkpointed_block_states
+from .blocks_more import MORE_HEADS
 from .lora import Adapter
 
 
@@ -87,6 +87,6 @@ def hrm_head(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int) -> tuple[str, int]
 
 
 # memory/activations.py _head_saved: what these models keep around their layers, by model_type
-ONEOFF_HEADS = {"hrm_text": hrm_head, "dory": dory_head, **INKLING_HEADS, **INKLING2_HEADS}
+ONEOFF_HEADS = {"hrm_text": hrm_head, "dory": dory_head, **MORE_HEADS}
 # memory/blocks_families.py RULES: the layer rules of the one-off types (this module's and memory/blocks_dory.py's)
 ONEOFF_RULES = {"hrm_text": hrm_text_layer, "dory": dory_layer}

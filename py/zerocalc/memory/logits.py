@@ -48,7 +48,8 @@ from .stack import Stack
 
 CHUNKS = 8
 # causal LMs whose own loss is `cross_entropy(scores.view(-1, V), y.view(-1))` on the 16-bit logits, labels not shifted
-NO_UPCAST = ("xlm",)
+# (XLM; modeling_cpmant.py CpmAntForCausalLM.forward: `CrossEntropyLoss()(logits.view(-1, V), labels.view(-1))`)
+NO_UPCAST = ("xlm", "cpmant")
 LITGPT_CHUNK = 128        # lm_head_chunk_size of LitGPT's finetune scripts
 
 

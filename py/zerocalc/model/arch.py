@@ -124,6 +124,9 @@ class ModelArch:
     # a looped nGPT stack's shape (model/dory.py: {"loops": n_recurrent_loops}) where memory/blocks_dory.py costs
     # its layers and the model.norm calls between the loops, else None
     looped: Mapping | None = None
+    # tokens the model itself prepends to every sequence, run by every layer and dropped before the head (CPM-Ant's
+    # prompt_length: model/classic_more.py cpmant; memory/blocks_cpmant.py), else 0
+    prompt_tokens: int = 0
     # Inkling 2 / 2 Loop's layer layout (model/inkling2.py: each layer's attention shape and how many block states
     # its attention_input / mlp_input read) where memory/blocks_inkling2.py costs its layers, else None
     inkling2: Mapping | None = None

@@ -1,9 +1,8 @@
 """Language models (mostly of the pre-Llama era) whose blocks are their own (transformers 5.24), read from
 config.json by their own field names; each checked against the meta-device build in tests/data/architectures.json.
-Activations: costed by another family's block of memory/blocks.py (named in each SUPPORT string; not traced:
-memory/blocks.py's Llama block reads Llama's module names, so the gated CPM-Ant block is costed by the
-name-agnostic classic block), but ModernBERT-decoder's and Moshi's: memory/blocks_modernbert.py,
-memory/blocks_moshi.py (traced).
+Activations: costed by another family's block of memory/blocks.py (named in each SUPPORT string; not traced),
+but XLM's, CPM-Ant's, ModernBERT-decoder's and Moshi's: memory/blocks_bert.py, memory/blocks_cpmant.py,
+memory/blocks_modernbert.py, memory/blocks_moshi.py (traced).
 
 - xlm (modeling_xlm.py XLMWithLMHeadModel): position_embeddings, lang_embeddings (n_langs > 1 and
   use_lang_emb), embeddings, layer_norm_emb; four parallel ModuleLists attentions (q/k/v/out_lin, biased),
@@ -53,12 +52,19 @@ SUPPORT = {"xlm": "exact",
                                                         "modelled",
            "prophetnet": _NOT_TRACED.format("classic") + "; the n-gram streams and the kept cross-attention not "
                                                          "modelled",
-           "cpmant": _NOT_TRACED.format("classic") + "; the gated feed-forward costed as an ungated one",
+           # memory/blocks_cpmant.py, traced (tools/memtrace/own_blocks_trace.py cpmant)
+           "cpmant": "exact parameter count; activations traced (memory/blocks_cpmant.py; "
+                     "tools/memtrace/own_blocks_trace.py)",
            # memory/blocks_moshi.py, traced (tools/memtrace/families.py moshi rows)
            "moshi": "exact parameter count; activations traced (memory/blocks_moshi.py); the text model "
                     "(MoshiForCausalLM) only, without the depth decoder and audio codec",
            # memory/blocks_modernbert.py, traced (tools/memtrace/families.py modernbert rows)
            "modernbert-decoder": "exact"}
+
+
+# a CPM-Ant config with dropout_p > 0: the traced layer has none (openbmb/cpm-ant-10b's 0.0)
+CPMANT_DROPOUT = ("exact parameter count; activations approximate (memory/blocks_cpmant.py's traced layer, its "
+                  "dropout_p not modelled)")
 
 
 def xlm(c: ConfigReader) -> ModelArch:
@@ -211,8 +217,11 @@ def cpmant(c: ConfigReader) -> ModelArch:
     b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     blk = [Linear(x, h, heads * hd) for x in ("project_q", "project_k", "project_v")] + \
           [Linear("attention_out", heads * hd, h), Linear("w_0", h, ff), Linear("w_1", h, ff), Linear("w_out", ff, h)]
-    return _arch(c, "cpmant", b, "gpt2", h, n, heads, hd, ff, vocab, False, None, blk, c.cfg.get("dropout_p"),
+    arch = _arch(c, "cpmant", b, "gpt2", h, n, heads, hd, ff, vocab, False, None, blk, c.cfg.get("dropout_p"),
                  gated=True, norm="rmsnorm")
+    # CpmAntModel.forward prepends prompt_length prompt tokens to every sequence (memory/blocks_cpmant.py)
+    support = arch.support if arch.dropout == 0 else CPMANT_DROPOUT
+    return replace(arch, prompt_tokens=c.int("prompt_length", default=32, lo=0), support=support)
 
 
 def modernbert_decoder(c: ConfigReader) -> ModelArch:

@@ -4,12 +4,14 @@ input_residual (h); post_attention_layernorm; the MLP: gate/up/down (mlp_bias), 
 three as a shared expert plus router_gate (h -> 2 x floor(sqrt(E)), no bias) and the retrieval experts'
 down_embed / up_embed (E x h embeddings); post_attention_residual (h). ``model.norm``; lm_head untied by default.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the same linears (the
-dynamic mask and the embedding experts are not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_doge.py's layer (Llama's with per-head
+q/k norms, the dynamic mask, the learned residual scales and the CDMoE; traced: tools/memtrace/own_blocks_trace.py
+doge).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
@@ -51,8 +53,18 @@ def doge(c: ConfigReader) -> ModelArch:
     lins = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
             Linear("dt_proj", kv * hd, kv), Linear("o_proj", heads * hd, h), Linear("gate_proj", h, inter),
             Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return recurrent_arch(c, "doge", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
-                          kv=kv, hd=hd, inter=inter, what="dynamic-mask attention block is")
+    if moe:
+        # DogeCDMoE's router_gate, and its retrieval experts as one h -> 2·num_experts_per_tok pseudo-linear: the
+        # two per-token matmuls over the k picked down_embed / up_embed rows (their multiply-adds for step/flops.py;
+        # memory/blocks_doge.py reads k off it); no nn.Linear of that name exists, so no LoRA target matches it
+        k = c.int("num_experts_per_tok", default=64)
+        lins += (Linear("router_gate", h, 2 * math.floor(math.sqrt(e))), Linear("retrieval_experts", h, 2 * k))
+    arch = recurrent_arch(c, "doge", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
+                          kv=kv, hd=hd, inter=inter, what="dynamic-mask attention block is", family="llama")
+    # memory/blocks_doge.py: a Llama-lineage layer with per-head q/k norms (traced: tools/memtrace/
+    # own_blocks_trace.py doge)
+    return replace(arch, gated_mlp=True, qk_norm="head", support=TRACED)
 
 
+TRACED = "exact parameter count; activations traced (memory/blocks_doge.py; tools/memtrace/own_blocks_trace.py)"
 DOGE = {"doge": doge}

@@ -19,7 +19,7 @@ SUPPORT = ("exact parameter count; activations approximate (costed as the BERT b
 # activations: memory/blocks_bert.py's layers, traced on each of these as a causal LM (tools/memtrace/bert.py,
 # tests/test_bert_grid.py); a config with add_cross_attention (registered, not run without an encoder) is not
 TRACED = ("roberta", "camembert", "xlm-roberta", "data2vec-text", "ernie", "bert-generation", "electra", "big_bird",
-          "roformer", "roberta-prelayernorm", "xlm-roberta-xl", "megatron-bert", "rembert", "roc_bert")
+          "roformer", "roberta-prelayernorm", "xlm-roberta-xl", "megatron-bert", "rembert", "roc_bert", "xmod")
 # exact: nothing for advice.py's model-approximate warning to say
 TRACED_SUPPORT = "exact"
 # BigBird's traced layer is attention_type "original_full"; modeling_big_bird.py BigBirdModel.forward runs block_sparse
@@ -203,4 +203,8 @@ def _support(c: ConfigReader, model_type: str, cross: bool) -> str:
         return SUPPORT + "; LoRA adapters on the crossattention not counted"
     if model_type == "big_bird" and c.str("attention_type", "block_sparse") != "original_full":
         return BIG_BIRD_SPARSE
+    if model_type == "xmod" and (c.bool("pre_norm", False) or not (c.bool("adapter_reuse_layer_norm", True)
+                                                                    or c.bool("adapter_layer_norm", False))):
+        # traced: the post-LayerNorm layer with a LayerNorm before the adapter (memory/blocks_bert.py _xmod_adapter)
+        return SUPPORT
     return TRACED_SUPPORT if model_type in TRACED else SUPPORT

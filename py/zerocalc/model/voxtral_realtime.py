@@ -9,6 +9,8 @@ ada_rms_norm (VoxtralRealtimeTextAdaRmsNorm: linear1 h -> 32, linear2 32 -> h, n
   norm;
 - multi_modal_projector: linear_1 (audio width x downsample_factor -> text width), linear_2, no biases;
 - the time embedding holds a buffer only. lm_head tied by the top-level tie_word_embeddings (default True).
+Activations: the language model's layers, Mistral's with the ada_rms_norm time conditioning (memory/blocks_voxtral.py,
+traced fed text only: tools/memtrace/own_blocks_trace.py voxtral_realtime); the audio tower is not run.
 """
 from __future__ import annotations
 
@@ -66,5 +68,5 @@ def voxtral_realtime_text(text: Mapping, build: Callable, cfg: Mapping | None = 
         b.linear(f"model.layers.{i}.ada_rms_norm.linear2", ADA_DIM, arch.hidden_size, "norm")
         out[ends[i]:ends[i]] = b.tensors
     return replace(arch, tensors=tuple(out),
-                   support="exact parameter count; activations approximate (Mistral's block, the per-layer "
-                           "ada_rms_norm time conditioning not traced)")
+                   support="exact parameter count; activations traced (memory/blocks_voxtral.py; "
+                           "tools/memtrace/own_blocks_trace.py): the language model, fed text only")
