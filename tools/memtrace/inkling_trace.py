@@ -54,7 +54,8 @@ SHRINK = {"inkling_text": {
         "head_dim": 128, "swa_num_attention_heads": 8, "swa_num_key_value_heads": 2, "swa_head_dim": 128,
         "sliding_window_size": 128, "rel_extent": 256, "d_rel": 16, "moe_intermediate_size": 512,
         "n_routed_experts": 8, "num_experts_per_tok": 2, "vocab_size": 3000, "unpadded_vocab_size": 3000,
-        "n_layers_per_attn_res_block": 2, "eos_token_id": None, "layer_types": ["hybrid_sliding", "hybrid_sliding", "hybrid"]},
+        "n_layers_per_attn_res_block": 2, "eos_token_id": None,
+        "layer_types": ["hybrid_sliding", "hybrid_sliding", "hybrid"]},
     # Inkling 2 Loop: Inkling 2's shapes above over 4 layers, the middle two (sliding, full) looped twice with
     # messages (loop gate rank 64), a residual block per layer: calls L0, L1, L2, L1', L2', L3
     "inkling2_loop_text": {

@@ -130,7 +130,8 @@ def _inkling2(c: ConfigReader, model_type: str) -> ModelArch:
         if not sliding:
             lins += (Linear("weight_proj", h, kv * kernel), Linear("weight_proj", h, kv * kernel))
         lins += (Linear("gate_proj", h, heads * d), Linear("linear", heads * d, h), Linear("sink_proj", h, heads),
-                 Linear("linear", h, heads * d_rel), Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e))
+                 Linear("linear", h, heads * d_rel), Linear("gate_up_proj", h, 2 * ei, e),
+                 Linear("down_proj", ei, h, e))
         if p:
             lins += (Linear("down_proj", 2 * h, rank), Linear("forget_gate_proj", rank, h),
                      Linear("message_gate_proj", rank, h)) * 4
