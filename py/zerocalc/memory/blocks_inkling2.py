@@ -226,15 +226,22 @@ def inkling2_head(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int) -> tuple[str,
 
 
 def checkpointed_block_states(arch: ModelArch, t: int) -> int:
-    """Under full checkpointing each decoder layer keeps its inputs, Inkling 2's two: the hidden states (counted
-    by the engine) and the (b, s, n, h) stack of block states (Inkling2TextModel.forward's torch.cat at each
-    block boundary), one tensor shared by the layers of a block: every stack of n >= 1 states a layer reads, in
-    the embedding's dtype (bf16: 2 bytes; a bf16-mixed full fine-tuning's fp32 stacks are counted as bf16).
-    Traced: tools/memtrace/inkling_trace.py inkling2_text *-ckpt."""
+    """Under full checkpointing each decoder layer keeps its inputs, Inkling 2's: the hidden states (counted by the
+    engine), the (b, s, n, h) stack of block states (Inkling2TextModel.forward's torch.cat at each block boundary;
+    one tensor shared by the calls that read it, model/inkling2.py's "stack"), in the embedding's dtype (bf16: 2
+    bytes; a bf16-mixed full fine-tuning's fp32 stacks are counted as bf16); and, in Inkling 2 Loop's later
+    passes, the messages: message_input runs outside the layers, so its saved set (fp32 stack, normed stack,
+    rsqrt, softmax) and its (b, s, 4, h) fp32 output stay. Traced: tools/memtrace/inkling_trace.py *-ckpt."""
     if arch.inkling2 is None:
         return 0
-    sizes = {lay["attn_states"] - 1 for lay in arch.inkling2["layers"]} - {0}
-    return sum(2 * t * n * arch.hidden_size for n in sizes)
+    h, lays = arch.hidden_size, arch.inkling2["layers"]
+    stacks = {lay["stack"]: lay["attn_states"] - 1 for lay in lays}
+    total = sum(2 * t * n * h for n in stacks.values())
+    for lay in lays:
+        n = lay.get("message_states", 0)
+        if n:
+            total += 2 * 4 * t * n * h + 4 * t * n + 4 * t * 4 * n + 4 * t * 4 * h
+    return total
 
 
 MODEL_TYPES = ("inkling2_text", "inkling2", "inkling2_loop_text", "inkling2_loop")

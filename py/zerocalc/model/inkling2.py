@@ -118,12 +118,14 @@ def _inkling2(c: ConfigReader, model_type: str) -> ModelArch:
     if loop:
         calls += [(i, p) for p in range(passes) for i in range(start, end)] + [(i, 0) for i in range(end, n_layers)]
     layer_lins, layout, states, pre, prev = [], [], 0, 0, 0
+    stack, made, pre_stack = 0, 0, 0           # which block-state tensor a call reads (a new one at each boundary)
     for i, p in calls:
         if loop and i == start:
             if p == 0:
-                pre = states
+                pre, pre_stack = states, stack
             else:
                 prev, states = states - pre - 1, pre    # block_states[..., num_pre_loop_blocks + 1:], then restart
+                stack = pre_stack
         sliding = kinds[i] == "hybrid_sliding"
         heads, kv, d, extent = swa if sliding else full
         lins = (Linear("linear", h, heads * d), Linear("linear", h, kv * d), Linear("linear", h, kv * d))
@@ -140,8 +142,12 @@ def _inkling2(c: ConfigReader, model_type: str) -> ModelArch:
         layout.append({"sliding": sliding, "first": i == 0, "heads": heads, "kv": kv, "d": d, "d_rel": d_rel,
                        "extent": extent, "kernel": kernel, "attn_states": states + 1,
                        "mlp_states": states + 1 + boundary, "boundary": boundary,
-                       "loop": loop and start <= i < end, "message_states": prev + 1 if p else 0})
+                       "loop": loop and start <= i < end, "message_states": prev + 1 if p else 0,
+                       "stack": stack})
         states += boundary
+        if boundary:
+            made += 1
+            stack = made
     arch = recurrent_arch(c, model_type, b, h=h, n_layers=len(calls), vocab=out_vocab, tied=False,
                           lins=layer_lins[-1], heads=full[0], kv=full[1], hd=full[2], inter=ei, moe=moe, what="")
     return replace(arch, family="llama", gated_mlp=True, block_linears=layer_lins[-1],
