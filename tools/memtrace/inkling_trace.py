@@ -18,13 +18,15 @@ Inkling's there at run time).
 
 ``inkling2_text`` (modeling_inkling2.py Inkling2ForCausalLM): see SHRINK; eager only (Inkling2PreTrainedModel:
 _supports_flash_attn and _supports_sdpa False, the per-token sinks), LoRA on every `linear` (q/k/v/o_proj.linear,
-relative_position_bias.linear) and o_proj.gate_proj.
+relative_position_bias.linear) and o_proj.gate_proj. ``inkling2_loop_text`` (modeling_inkling2_loop.py): the same
+shapes over 4 layers, layers 1-2 looped twice (the second pass with messages), the same rows.
 
 Rows (eager): full fine-tuning, with full checkpointing, LoRA on the attention's projections, with checkpointing,
 bf16-mixed; Inkling also one SDPA row. About 10 s each on 2 cores.
 
   python -m tools.memtrace.inkling_trace > tests/data/inkling_trace.json
   python -m tools.memtrace.inkling_trace inkling2_text > tests/data/inkling2_trace.json
+  python -m tools.memtrace.inkling_trace inkling2_loop_text > tests/data/inkling2_loop_trace.json
 """
 from __future__ import annotations
 
