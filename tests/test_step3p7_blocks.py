@@ -66,9 +66,10 @@ def test_step3p7_step_within_3_percent_of_the_trace(case):
 def test_bf16_mixed_full_is_the_known_gap():
     """bf16-mixed full fine-tuning (fp32 weights) peaks at the same select_backward with fp32 buffers, but the
     autocast copies of the experts' weight slices and rows the loop keeps, and what the layer has consumed by then,
-    are not modelled for fp32 weights (the engine books every linear's autocast copy apart): activations -17.6 %,
-    the peak within 3 %. Held as a bound so that a change shows."""
+    are not modelled for fp32 weights: activations -6.6 % (-17.6 % while the frozen towers' autocast copies were
+    booked and moved the engine's peak to the loss backward), the peak within 3 %. Held as a bound so that a
+    change shows."""
     case = next(c for c in TRACE["cases"] if c["id"] == "step3p7-2l-full-mixed-s512")
     rows = {r["name"]: r for r in compare(case, engine_breakdown(case["plan"]))}
-    assert -0.20 < rows["activations"]["rel"] < -0.15
+    assert -0.09 < rows["activations"]["rel"] < -0.05
     assert rows["peak"]["ok"]
