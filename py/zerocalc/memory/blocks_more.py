@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from .blocks_cpmant import cpmant_head, cpmant_layer
 from .blocks_doge import doge_layer
+from .blocks_qwen4_exp import MODEL_TYPES as QWEN4_EXP, qwen4_exp_layer
 from .blocks_voxtral import voxtral_layer
 
-MORE_RULES: dict = {"cpmant": cpmant_layer, "voxtral_realtime": voxtral_layer, "doge": doge_layer}
+MORE_RULES: dict = {"cpmant": cpmant_layer, "voxtral_realtime": voxtral_layer, "doge": doge_layer,
+                    **{t: qwen4_exp_layer for t in QWEN4_EXP}}
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
 MORE_HEADS: dict = {"cpmant": cpmant_head}
