@@ -173,9 +173,31 @@ def qwen4_outside(ss: SavedSet, c: Ctx, arch: ModelArch) -> str:
 
 
 def no_moment(*_args) -> int:
-    """DeepSeek-V4's two layer-backward moments (memory/blocks_hyper.py) have no counterpart traced here."""
+    """DeepSeek-V4's residual-mix backward moment (memory/blocks_hyper.py mix_backward_temps): none here."""
     return 0
 
 
+def recompute_moment(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
+    """The recomputed layer at the end of its experts' forward (traced: the peak of
+    tools/memtrace/qwen4_trace.py qwen4-exp-4l-lora-s512-ckpt, recompute / index, 21 MiB above the layer's saved
+    set): besides what the layer saves, the forward's live locals: mlp_hyper_connection's hyper_input (the mid
+    stream, saved itself when fp32), the attention half's `injection` (t·W, alive until the MLP half rebinds it),
+    the experts' gathered rows (when frozen: not saved), weighted outputs and unpermuted rows (t·k·h each, in the
+    experts' dtype), and the incoming stream gradient (t·W in the stream's dtype; memory/activations.py books
+    e·t·h of it). memory/activations.py subtracts one checkpointed stream from this moment (its
+    checkpointed_stream: DeepSeek-V4's hyper connection keeps the stream itself); here the stream is saved itself
+    only when fp32, so the moment adds it back otherwise. Through blocks_hyper.py OTHERS (hc_backward_moment)."""
+    lins = {lin.name for lin in linears}
+    ads = {ad.name for ad in adapters}
+    t, h, n, e = c.tokens, arch.hidden_size, arch.hyper["hc_mult"], _e(c)
+    rows = t * arch.moe.experts_per_token
+    stream = c.res * t * n * h
+    trained = c.train_base or any(name.startswith("experts.") for name in ads)
+    local = (0 if c.res == 4 else stream) + e * t * n * h + c.res * rows * h * (2 if trained else 3)
+    local += stream - e * t * h
+    return (qwen4_exp_layer(arch, c, linears, adapters) + local + (0 if c.res == 4 else stream)
+            if "gate_up_proj" in lins else 0)
+
+
 # memory/blocks_hyper.py OTHERS: (hyper_outside, mix_backward_temps, hc_backward_moment) of each model_type
-QWEN4_HYPER = {t: (qwen4_outside, no_moment, no_moment) for t in MODEL_TYPES}
+QWEN4_HYPER = {t: (qwen4_outside, no_moment, recompute_moment) for t in MODEL_TYPES}
