@@ -38,8 +38,9 @@ from .recurrent import recurrent_arch
 
 
 SUPPORT = ("exact parameter count; activations traced (memory/blocks_qwen4_exp.py: the hyper connections, Gated "
-           "DeltaNet, QSA-indexed attention and Qwen2-MoE experts; tools/memtrace/qwen4_trace.py); PLE layers "
-           "(ple_layer_ids) are not traced and are costed without their PLE module")
+           "DeltaNet, QSA-indexed attention and Qwen2-MoE experts; tools/memtrace/qwen4_trace.py)")
+# the per-layer embedding (Qwen4ExpTextPLELayer) is not traced: said only where a config has PLE layers
+PLE_SUPPORT = "; PLE layers (ple_layer_ids) are not traced and are costed without their PLE module"
 
 
 @lru_cache(maxsize=8)
@@ -133,15 +134,13 @@ def qwen4_exp_text(c: ConfigReader) -> ModelArch:
     hyper("model.hyper_connection_mixer", combine=False)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = (Linear("in_proj_qkv", h, 2 * key + val), Linear("in_proj_z", h, val), Linear("out_proj", val, h),
-            Linear("gate_up_proj", h, 2 * ei, moe.num_experts), Linear("down_proj", ei, h, moe.num_experts))
-    arch = recurrent_arch(c, "qwen4_exp_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
-                          heads=heads, kv=kv, hd=hd, inter=si, moe=moe, family="llama", support=SUPPORT, what="")
+    arch = recurrent_arch(c, "qwen4_exp_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=per_layer[0],
+                          heads=heads, kv=kv, hd=hd, inter=si, moe=moe, family="llama",
+                          support=SUPPORT + (PLE_SUPPORT if ple_ids else ""), what="")
     rope = c.cfg.get("rope_parameters") or {}
     rot = int(hd * float(rope.get("partial_rotary_factor", 1.0) if isinstance(rope, dict) else 1.0))
     # activations: memory/blocks_qwen4_exp.py (the layers; its qwen4_outside through memory/blocks_hyper.py OTHERS)
-    return replace(arch, layer_linears=tuple(per_layer), block_linears=per_layer[0],
-                   hyper={"hc_mult": hc, "lowrank": low, "rope": rot},
+    return replace(arch, layer_linears=tuple(per_layer), hyper={"hc_mult": hc, "lowrank": low, "rope": rot},
                    deltanet={"key": key, "value": val, "nk": nk, "nv": nv})
 
 
