@@ -176,7 +176,11 @@ WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector"),
                     # (IdeficsConfig freeze_vision_layers, vision.trainable's default) and never run
                     "idefics": ("vision_model",),
                     "mistral_large4": ("vision_tower", "multi_modal_projector"),
-                    "ernie4_5_vl_moe": ("vision_tower", "resampler_model")}
+                    "ernie4_5_vl_moe": ("vision_tower", "resampler_model"),
+                    # tools/memtrace/more_moe_trace.py: their language models (towers frozen, never run)
+                    "unlimited_ocr": ("vision_tower", "multi_modal_projector"),
+                    "step3p7": ("vision_model", "multi_modal_projector"),
+                    "muse_spark": ("vision_tower", "vision_adapter", "vision_projection", "audio_tower")}
 # IDEFICS' perceiver resampler, frozen with the tower where the config has one (the engine's "projector")
 OPTIONAL_FROZEN = {"idefics": ("perceiver_resampler",)}
 
