@@ -97,3 +97,27 @@ def test_qwen4_exp_step_within_3_percent_of_the_trace(case):
     eng = engine_breakdown(case["plan"])
     rows = compare(case, eng)
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)
+
+
+def testindexer_stand_in_masks_as_the_indexer_does():
+    """tools/memtrace/qwen4_trace.py's stand-in for Qwen4ExpTextQSAIndexer.forward: with indexer_budget at least
+    seq_len the real indexer (run here on real CPU tensors, s = 12) selects every visible key, so the attention's
+    mask `attention_mask & selected_token_mask` is the same with either; and the real one's result needs no
+    gradient (no parameter of the indexer gets one)."""
+    torch = pytest.importorskip("torch")
+    from transformers.models.qwen4_exp.configuration_qwen4_exp import Qwen4ExpTextConfig
+    from transformers.models.qwen4_exp.modeling_qwen4_exp import Qwen4ExpTextQSAIndexer
+    from tools.memtrace.qwen4_trace import indexer_stand_in
+    cfg = Qwen4ExpTextConfig(hidden_size=64, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                             num_hidden_layers=1, indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=32,
+                             indexer_budget=16, indexer_compress_ratio=4, num_experts=2, num_experts_per_tok=1)
+    idx = Qwen4ExpTextQSAIndexer(cfg, 0)
+    b, s = 2, 12
+    x = torch.randn(b, s, 64)
+    cos, sin = torch.randn(b, s, 32), torch.randn(b, s, 32)
+    causal = torch.ones(s, s, dtype=torch.bool).tril().expand(b, 1, s, s)
+    real = idx(x, (cos, sin), causal, None)
+    stand = indexer_stand_in(idx, x, (cos, sin), causal, None)
+    assert real.shape == stand.shape == (b, 1, s, s)
+    assert torch.equal(causal & real, causal & stand)
+    assert not real.requires_grad

@@ -2,7 +2,7 @@
 for the CI check that the engine keeps what its layers save (memory/blocks_qwen4_exp.py;
 tests/test_qwen4_exp_blocks.py):
 
-  python -m tools.memtrace.qwen4_trace > tests/data/qwen4_exp_trace.json          (a few minutes on 2 cores)
+  python -m tools.memtrace.qwen4_trace > tests/data/qwen4_exp_trace.json          (about 1 min on 2 cores)
 
 The model: the default Qwen4ExpTextConfig (tests/data/architectures.json default:qwen4_exp_text) made small
 (SHRINK): four hyper-connected layers (hc_count 4 streams, hc_lowrank 320), Gated DeltaNet at 0 and 2, QSA-indexed
@@ -14,7 +14,7 @@ What runs in place of the GPU kernels, on CPU fake tensors:
   causal-conv1d and "chunk_gated_delta_rule" of fla on a GPU): tools/memtrace/ssm_trace.py ConvStandIn and
   GatedDeltaStandIn, as for Qwen3-Next / Qwen3.5;
 - Qwen4ExpTextQSAIndexer.forward (a Python loop over every batch row and query with `torch.nonzero`, which fake
-  tensors cannot answer): `_indexer_stand_in` runs its differentiable head (index_qk_proj, the split, q_layernorm,
+  tensors cannot answer): `indexer_stand_in` runs its differentiable head (index_qk_proj, the split, q_layernorm,
   the query rotation), whose graph dies at return, and returns what the indexer returns when indexer_budget is at
   least seq_len (every visible key selected): a (b, 1, s, kv) boolean selection mask of ones. The real indexer's
   output is a boolean mask built by scatter from top-k indices: nothing it computes gets a gradient, so its
@@ -50,7 +50,7 @@ TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z", "
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": TARGETS}
 
 
-def _indexer_stand_in(self, hidden_states, position_embeddings, attention_mask, cache):
+def indexer_stand_in(self, hidden_states, position_embeddings, attention_mask, cache):
     """Qwen4ExpTextQSAIndexer.forward's differentiable head, and its result with every visible key selected."""
     from transformers.models.qwen4_exp.modeling_qwen4_exp import apply_rotary_pos_emb  # noqa: PLC0415
     b, s, _ = hidden_states.shape
@@ -69,7 +69,7 @@ def qwen4_kernels():
     import transformers.models.qwen4_exp.modeling_qwen4_exp as m  # noqa: PLC0415
     prev = m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule, m.Qwen4ExpTextQSAIndexer.forward
     m.causal_conv1d_fn, m.torch_chunk_gated_delta_rule = _conv_stand_in, _delta_stand_in
-    m.Qwen4ExpTextQSAIndexer.forward = _indexer_stand_in
+    m.Qwen4ExpTextQSAIndexer.forward = indexer_stand_in
     try:
         yield
     finally:
