@@ -186,7 +186,10 @@ def recompute_moment(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapt
     experts' dtype), and the incoming stream gradient (t·W in the stream's dtype; memory/activations.py books
     e·t·h of it). memory/activations.py subtracts one checkpointed stream from this moment (its
     checkpointed_stream: DeepSeek-V4's hyper connection keeps the stream itself); here the stream is saved itself
-    only when fp32, so the moment adds it back otherwise. Through blocks_hyper.py OTHERS (hc_backward_moment)."""
+    only when fp32, so the moment adds it back otherwise. Through blocks_hyper.py OTHERS (hc_backward_moment).
+    Without checkpointing memory/activations.py books the same function's excess over the top layer as the top
+    layer's backward moment (inputs.py moe_top_weight_grad, TOP_ONLY), a moment that has no recompute: an
+    overstatement there of about these locals, below the loss's moment in every traced row (not modelled apart)."""
     lins = {lin.name for lin in linears}
     ads = {ad.name for ad in adapters}
     t, h, n, e = c.tokens, arch.hidden_size, arch.hyper["hc_mult"], _e(c)
