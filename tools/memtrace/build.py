@@ -167,7 +167,7 @@ def attn_impl(plan: TracePlan) -> str:
     return FLASH if has_attention_interface() else "sdpa"
 
 
-SDPA_ONLY = ("mistral_large4", "minimax_m3_vl_text")
+SDPA_ONLY = ("mistral_large4", "minimax_m3_vl_text", "qwen4_exp_text")
 
 # composites traced whole, as the engine counts them (model/composite.py): Mllama built as
 # MllamaForConditionalGeneration, its vision tower and projector frozen (vision.trainable's default), fed text only

@@ -14,7 +14,8 @@ from __future__ import annotations
 from ..model import ModelArch
 
 NO_GRAD_INDEXERS = frozenset({"deepseek_v32", "glm_moe_dsa", "mistral_large4", "mistral_large4_text",
-                              "minimax_m3_vl", "minimax_m3_vl_text"})
+                              "minimax_m3_vl", "minimax_m3_vl_text",
+                              "qwen4_exp", "qwen4_exp_text"})
 
 
 def no_grad_tensors(arch: ModelArch) -> list:
