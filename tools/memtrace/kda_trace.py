@@ -28,6 +28,7 @@ input, twice), Aqk and Akk; the output is ``o.type_as(q)``. No arithmetic (FakeT
 The convolution is ssm_trace.py's ConvStandIn (causal-conv1d's CausalConv1dFn keeps x, weight, bias).
 
   python -m tools.memtrace.kda_trace kimi_linear > tests/data/kimi_linear_trace.json   (about a minute on 2 cores)
+  python -m tools.memtrace.kda_trace bailing_hybrid > tests/data/bailing_hybrid_trace.json   (Ling 3: the same calls)
 
 Each case keeps what tools/memtrace/compare.py compares, and the plan.
 """
@@ -52,7 +53,17 @@ SHRINK = {"kimi_linear": {"hidden_size": 1024, "num_hidden_layers": 3, "num_atte
                           "num_key_value_heads": 8, "intermediate_size": 2816, "moe_intermediate_size": 512,
                           "num_experts": 8, "num_experts_per_token": 2, "linear_num_heads": 8,
                           "layer_types": ["linear_attention", "full_attention", "linear_attention"],
-                          "mlp_layer_types": ["dense", "sparse", "sparse"]}}
+                          "mlp_layer_types": ["dense", "sparse", "sparse"]},
+          # Ling 3's default (h 2560, MLA of 32 heads with the head-wise sigmoid gate, KDA of 32 heads of 128 with
+          # the full-rank f_proj / g_proj and the safe gate, 512 experts of 768 top-8 in 8 groups, 2 dense layers
+          # of 6144) in the shapes above: 8 experts in one group, the same 3 layers
+          "bailing_hybrid": {"hidden_size": 1024, "num_hidden_layers": 3, "num_attention_heads": 8,
+                             "num_key_value_heads": 8, "intermediate_size": 2816, "moe_intermediate_size": 512,
+                             "num_experts": 8, "num_experts_per_token": 2, "linear_num_heads": 8,
+                             "num_expert_group": 1, "topk_group": 1,
+                             "layer_types": ["linear_attention", "full_attention", "linear_attention"],
+                             "mlp_layer_types": ["dense", "sparse", "sparse"]}}
+MODULES = ("kimi_linear", "bailing_hybrid")    # each KDA's modelling module (the same kernel calls)
 # PEFT on the attention projections of both kinds: KDA's q/k/v/o_proj, MLA's q_proj, kv_a / kv_b and o_proj
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "kv_a_proj_with_mqa", "kv_b_proj"]
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": TARGETS}
@@ -99,13 +110,15 @@ def kda_kernels():
     """modeling_kimi_linear's `causal_conv1d_fn` and `chunk_kimi_delta_attention` (module globals its
     KimiLinearDeltaAttention calls) -> the stand-ins."""
     import importlib  # noqa: PLC0415
-    m = importlib.import_module("transformers.models.kimi_linear.modeling_kimi_linear")
-    prev = m.causal_conv1d_fn, m.chunk_kimi_delta_attention
-    m.causal_conv1d_fn, m.chunk_kimi_delta_attention = _conv_stand_in, _kda_stand_in
+    mods = [importlib.import_module(f"transformers.models.{t}.modeling_{t}") for t in MODULES]
+    prev = [(m.causal_conv1d_fn, m.chunk_kimi_delta_attention) for m in mods]
+    for m in mods:
+        m.causal_conv1d_fn, m.chunk_kimi_delta_attention = _conv_stand_in, _kda_stand_in
     try:
         yield
     finally:
-        m.causal_conv1d_fn, m.chunk_kimi_delta_attention = prev
+        for m, p in zip(mods, prev):
+            m.causal_conv1d_fn, m.chunk_kimi_delta_attention = p
 
 
 def plans(model_type: str = "kimi_linear") -> list[tuple[str, dict]]:

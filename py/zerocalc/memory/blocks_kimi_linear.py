@@ -33,25 +33,39 @@ from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, gated_mlp, linear, llama_block, rmsnorm, sparse_moe
 from .lora import Adapter
 
-MODEL_TYPES = ("kimi_linear",)
+MODEL_TYPES = ("kimi_linear", "bailing_hybrid")
 CHUNK = 64          # fla chunk_kda: chunk_size 64, Aqk / Akk are (b, s, H, 64)
-KDA_INPUTS = ("q_proj", "k_proj", "v_proj", "f_a_proj", "b_proj", "g_a_proj")
+KDA_INPUTS = ("q_proj", "k_proj", "v_proj", "f_a_proj", "f_proj", "b_proj", "g_a_proj", "g_proj")
+GATES = ("f_a_proj", "f_b_proj", "f_proj", "b_proj", "g_a_proj", "g_b_proj", "g_proj")
 
 
-def kda_saves(ss: SavedSet, c: Ctx, q: int, nh: int, d: int, qkv_grad: bool, gate_grad: bool) -> None:
-    """KimiLinearDeltaAttention between its input projections and o_proj (the module docstring's list).
-    ``qkv_grad``: the q/k/v projections' outputs need a gradient; ``gate_grad``: the gate branches' do."""
+def kda_saves(ss: SavedSet, c: Ctx, q: int, nh: int, d: int, qkv_grad: bool, gate_grad: bool, safe: bool = False,
+              g_bytes: int = 4) -> None:
+    """KimiLinearDeltaAttention / BailingHybridDeltaAttention between the input projections and o_proj (the module
+    docstring's list). ``qkv_grad``: the q/k/v projections' outputs need a gradient; ``gate_grad``: the gate
+    branches' do; ``safe``: Ling 3's sigmoid forget gate; ``g_bytes``: the kernel's g (Kimi's fp32 gate; Ling 3's
+    `gate.to(hidden_states.dtype)`, the norm output's dtype)."""
     t, e = c.tokens, 2 if c.autocast else c.e
     if qkv_grad:
         ss.save("conv.x", e * t * 3 * q)
-    if gate_grad:
-        ss.save("fgate.exp", 4 * t * q)
-        ss.save("fgate.log_in", 4 * t * q)
-        ss.save("fgate.mask", t * q)
-        ss.save("fgate.neg_decay", 4 * nh)
-    if c.train_base:
-        ss.save("fgate.exp_a", 4 * nh)
-        ss.save("fgate.softplus", 4 * t * q)
+    if safe:
+        # BailingHybridForgetGate (kda_safe_gate): `lower_bound * sigmoid(A_log.exp() * gate_input)`: the mul keeps
+        # exp(A_log) (fp32, H) and, when A_log trains, the fp32 gate_input; sigmoid its fp32 output
+        if gate_grad:
+            ss.save("fgate.exp_a", 4 * nh)
+            ss.save("fgate.sigmoid", 4 * t * q)
+        if c.train_base:
+            ss.save("fgate.exp_a", 4 * nh)
+            ss.save("fgate.gate_input", 4 * t * q)
+    else:
+        if gate_grad:
+            ss.save("fgate.exp", 4 * t * q)
+            ss.save("fgate.log_in", 4 * t * q)
+            ss.save("fgate.mask", t * q)
+            ss.save("fgate.neg_decay", 4 * nh)
+        if c.train_base:
+            ss.save("fgate.exp_a", 4 * nh)
+            ss.save("fgate.softplus", 4 * t * q)
     ss.save("beta", e * t * nh)
     if not (qkv_grad or gate_grad):
         return
@@ -61,7 +75,7 @@ def kda_saves(ss: SavedSet, c: Ctx, q: int, nh: int, d: int, qkv_grad: bool, gat
     ss.save("kda.qk_rstd", 2 * 4 * t * nh)
     ss.save("kda.v", e * t * q)
     ss.save("kda.g_cumsum", 4 * t * q)
-    ss.save("kda.g", 4 * t * q)
+    ss.save("kda.g", g_bytes * t * q)
     ss.save("kda.Aqk_Akk", 2 * e * t * nh * CHUNK)
     # KimiLinearRMSNormGated: fp32 norm, weight in fp32, sigmoid(gate.float()), the product back in e bytes
     ss.save("onorm.fp32", 4 * t * q)
@@ -78,22 +92,35 @@ def kda_saves(ss: SavedSet, c: Ctx, q: int, nh: int, d: int, qkv_grad: bool, gat
 def kimi_linear_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """One decoder layer's saved bytes: llama_block for the MLA layers, the KDA list above for the others."""
     lins = {lin.name: lin for lin in linears if lin.count == 1}
-    if "b_proj" not in lins:
-        return llama_block(arch, c, linears, adapters)
-    experts = {lin.name for lin in linears if lin.count > 1}
     ads = {ad.name: ad for ad in adapters}
+    upstream = not (c.first_layer and not c.train_base)
+    if "b_proj" not in lins:
+        total = llama_block(arch, c, linears, adapters)
+        if "g_proj" in lins:
+            # BailingHybridAttention: `torch.sigmoid(g_proj(x).float()).to(x.dtype)` per head and token: sigmoid's
+            # fp32 output, its copy in the norm output's dtype (the same tensor when that is fp32) kept by the mul
+            t, nh = c.tokens, lins["g_proj"].d_out
+            if upstream or "g_proj" in ads:
+                total += 4 * t * nh
+            total += (0 if c.res == 4 else c.res * t * nh)
+        return total
+    experts = {lin.name for lin in linears if lin.count > 1}
     ss, h = SavedSet(), arch.hidden_size
     e = 2 if c.autocast else c.e
     c2 = replace(c, first_layer=False)
     y = rmsnorm(ss, c, "ln1", "resid", h)
     for name in KDA_INPUTS:
-        linear(ss, c, y, c.res, lins[name], ads.get(name))
+        if name in lins:
+            linear(ss, c, y, c.res, lins[name], ads.get(name))
     for name, src in (("f_b_proj", "fa.out"), ("g_b_proj", "ga.out")):
-        linear(ss, c, src, e, lins[name], ads.get(name))
-    upstream = not (c.first_layer and not c.train_base)
+        if name in lins:
+            linear(ss, c, src, e, lins[name], ads.get(name))
     qkv_grad = upstream or any(n in ads for n in ("q_proj", "k_proj", "v_proj"))
-    gate_grad = upstream or any(n in ads for n in ("f_a_proj", "f_b_proj", "b_proj", "g_a_proj", "g_b_proj"))
-    kda_saves(ss, c, lins["q_proj"].d_out, lins["b_proj"].d_out, lins["f_a_proj"].d_out, qkv_grad, gate_grad)
+    gate_grad = upstream or any(n in ads for n in GATES)
+    safe = "f_proj" in lins
+    d = lins["q_proj"].d_out // lins["b_proj"].d_out
+    kda_saves(ss, c, lins["q_proj"].d_out, lins["b_proj"].d_out, d, qkv_grad, gate_grad, safe,
+              c.res if safe else 4)
     linear(ss, c2, "onorm.out", e, lins["o_proj"], ads.get("o_proj"))
     y2 = rmsnorm(ss, c2, "ln2", "resid2", h)
     if arch.moe and "down_proj" in experts:

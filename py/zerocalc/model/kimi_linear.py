@@ -65,10 +65,7 @@ def kimi_linear(c: ConfigReader) -> ModelArch:
     kda_lins = (Linear("q_proj", h, q), Linear("k_proj", h, q), Linear("v_proj", h, q), Linear("f_a_proj", h, d),
                 Linear("f_b_proj", d, q), Linear("b_proj", h, lh), Linear("g_a_proj", h, d), Linear("g_b_proj", d, q),
                 Linear("o_proj", q, h))
-    dense_lins = (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    si = moe.shared_intermediate
-    sparse_lins = (Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)) + (
-        (Linear("gate_proj", h, si), Linear("up_proj", h, si), Linear("down_proj", si, h)) if si else ())
+    dense_lins, sparse_lins = ffn_lins(h, inter, moe)
     per_layer: dict = {}        # one tuple per layer kind (attention, sparse), shared by its layers
     layers = []
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
@@ -101,7 +98,22 @@ def kimi_linear(c: ConfigReader) -> ModelArch:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     arch = recurrent_arch(c, "kimi_linear", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=layers[-1],
                           heads=heads, kv=heads, hd=c.int("head_dim", default=d), inter=inter, moe=moe, what="")
-    # memory/blocks_kimi_linear.py: llama_block (MLA, arch.mla) for the full-attention layers, its KDA rule else
+    return kda_arch(arch, mla, layers)
+
+
+def ffn_lins(h: int, inter: int, moe: MoE) -> tuple[tuple[Linear, ...], tuple[Linear, ...]]:
+    """A dense layer's SwiGLU linears and a sparse layer's (the fused experts, then the shared expert's), as
+    memory/blocks.py sparse_moe reads them."""
+    ei, e, si = moe.expert_intermediate, moe.num_experts, moe.shared_intermediate
+    dense = (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
+    sparse = (Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)) + (
+        (Linear("gate_proj", h, si), Linear("up_proj", h, si), Linear("down_proj", si, h)) if si else ())
+    return dense, sparse
+
+
+def kda_arch(arch: ModelArch, mla: dict, layers: list) -> ModelArch:
+    """The traced ModelArch of a KDA / MLA hybrid (Kimi Linear, Ling 3): each layer's own linears, costed by
+    memory/blocks_kimi_linear.py (llama_block with ``arch.mla`` for the full-attention layers, its KDA rule else)."""
     sparse = [x for x in layers if any(lin.count > 1 for lin in x)]
     return replace(arch, family="llama", gated_mlp=True, mla=mla, layer_linears=tuple(layers),
                    block_linears=(sparse or layers)[-1], dense_block_linears=layers[0],
