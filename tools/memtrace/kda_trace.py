@@ -63,7 +63,7 @@ SHRINK = {"kimi_linear": {"hidden_size": 1024, "num_hidden_layers": 3, "num_atte
                              "num_expert_group": 1, "topk_group": 1,
                              "layer_types": ["linear_attention", "full_attention", "linear_attention"],
                              "mlp_layer_types": ["dense", "sparse", "sparse"]}}
-MODULES = ("kimi_linear", "bailing_hybrid")    # each KDA's modelling module (the same kernel calls)
+MODULES = ("kimi_linear", "bailing_hybrid")   # each KDA modelling module (the same kernel calls)
 # PEFT on the attention projections of both kinds: KDA's q/k/v/o_proj, MLA's q_proj, kv_a / kv_b and o_proj
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "kv_a_proj_with_mqa", "kv_b_proj"]
 LORA = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": TARGETS}
@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         cases.append({"id": cid, "plan": plan, **{k: r[k] for k in ("peak", "peak_bytes", "peak_phase", "peak_op",
                                                                     "phase_peaks", "saved_activations_forward_end")}})
         print(cid, r["peak_bytes"], file=sys.stderr)
-    json.dump({"generator": f"python -m tools.memtrace.kda_trace {model_type}", "transformers": transformers.__version__,
-               "torch": torch.__version__.split("+")[0], "cases": cases}, sys.stdout, indent=1)
+    json.dump({"generator": f"python -m tools.memtrace.kda_trace {model_type}",
+               "transformers": transformers.__version__, "torch": torch.__version__.split("+")[0], "cases": cases}, sys.stdout, indent=1)
     print()
     return 0
 
