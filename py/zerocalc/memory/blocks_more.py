@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from .blocks_cpmant import cpmant_head, cpmant_layer
 from .blocks_doge import doge_layer
+from .blocks_inkling import HEADS as INKLING_HEADS, RULES as INKLING_RULES
+from .blocks_inkling2 import HEADS as INKLING2_HEADS, RULES as INKLING2_RULES
 from .blocks_kimi_linear import MODEL_TYPES as KIMI_LINEAR, kimi_linear_block
 from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, muse_spark_block
 from .blocks_step3p7 import MODEL_TYPES as STEP3P7, step3p7_block
@@ -20,7 +22,9 @@ MORE_RULES: dict = {
     **{t: step3p7_block for t in STEP3P7},       # memory/blocks_step3p7.py: Step 3.7's step3p5 text model
     **{t: muse_spark_block for t in MUSE_SPARK},  # memory/blocks_muse_spark.py: Muse Spark's text model
     **{t: zaya_block for t in ZAYA},             # memory/blocks_zaya.py: ZAYA1
+    **INKLING_RULES,                             # memory/blocks_inkling.py: Inkling's text model
+    **INKLING2_RULES,                            # memory/blocks_inkling2.py: Inkling 2 / 2 Loop's
     **{t: kimi_linear_block for t in KIMI_LINEAR},  # memory/blocks_kimi_linear.py: KDA / MLA / MoE layers
 }
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
-MORE_HEADS: dict = {"cpmant": cpmant_head}
+MORE_HEADS: dict = {"cpmant": cpmant_head, **INKLING_HEADS, **INKLING2_HEADS}
