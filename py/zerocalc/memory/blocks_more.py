@@ -9,6 +9,7 @@ from .blocks_cpmant import cpmant_head, cpmant_layer
 from .blocks_doge import doge_layer
 from .blocks_inkling import HEADS as INKLING_HEADS, RULES as INKLING_RULES
 from .blocks_inkling2 import HEADS as INKLING2_HEADS, RULES as INKLING2_RULES
+from .blocks_kimi_linear import MODEL_TYPES as KIMI_LINEAR, kimi_linear_block
 from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, muse_spark_block
 from .blocks_qwen4_exp import MODEL_TYPES as QWEN4_EXP, qwen4_exp_layer
 from .blocks_step3p7 import MODEL_TYPES as STEP3P7, step3p7_block
@@ -25,6 +26,7 @@ MORE_RULES: dict = {
     **INKLING_RULES,                             # memory/blocks_inkling.py: Inkling's text model
     **INKLING2_RULES,                            # memory/blocks_inkling2.py: Inkling 2 / 2 Loop's
     **{t: qwen4_exp_layer for t in QWEN4_EXP},   # memory/blocks_qwen4_exp.py: Qwen4-Exp's text model
+    **{t: kimi_linear_block for t in KIMI_LINEAR},  # memory/blocks_kimi_linear.py: KDA / MLA / MoE layers
 }
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
 MORE_HEADS: dict = {"cpmant": cpmant_head, **INKLING_HEADS, **INKLING2_HEADS}

@@ -20,13 +20,14 @@ saved config.json holds linear_head_dim and the rewritten head_dim (64), and the
 the config is read back (PreTrainedConfig.__post_init__ sets the remaining kwargs after the class's own), so they
 are read first here. The MTP layers (num_nextn_predict_layers) are not built.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the delta-attention
-layers' linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: traced (memory/blocks_kimi_linear.py, each layer
+of its own kind through ``layer_linears``: kimi_linear.kda_arch; tools/memtrace/kda_trace.py bailing_hybrid).
 """
 from __future__ import annotations
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
+from .kimi_linear import ffn_lins, kda_arch
 from .moe import deepseek_ffn, is_sparse, mla_attention, mla_spec
 from .recurrent import recurrent_arch
 
@@ -51,14 +52,23 @@ def bailing_hybrid(c: ConfigReader) -> ModelArch:
     bias, tied = c.bool("attention_bias", False), False
     q = lh * d
     b = TensorList()
+    kda_lins = (Linear("q_proj", h, q), Linear("k_proj", h, q), Linear("v_proj", h, q), Linear("f_proj", h, q),
+                Linear("b_proj", h, lh), Linear("g_proj", h, q), Linear("o_proj", q, h))
+    dense_lins, sparse_lins = ffn_lins(h, inter, moe)
+    per_layer: dict = {}        # one tuple per layer kind (attention, sparse), shared by its layers
+    layers = []
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     for i in range(n_layers):
         p = f"model.layers.{i}"
         a = f"{p}.self_attn"
+        sparse = is_sparse(c, i, 2)
         if kinds[i] == "full_attention":
-            mla_attention(b, p, h, heads, mla, [], bias=bias)
+            out: list[Linear] = []
+            mla_attention(b, p, h, heads, mla, out, bias=bias)
             b.linear(f"{a}.g_proj", h, heads, "attention")
+            attn = (*out, Linear("g_proj", h, heads))
         else:
+            attn = kda_lins
             for name in ("q_proj", "k_proj", "v_proj"):
                 b.linear(f"{a}.{name}", h, q, "attention")
             b.matrix(f"{a}.conv1d", "weight", (3 * q, 1, kernel), "attention")
@@ -69,15 +79,13 @@ def bailing_hybrid(c: ConfigReader) -> ModelArch:
             b.norm(f"{a}.o_norm", d)
             b.linear(f"{a}.o_proj", q, h, "attention")
             b.linear(f"{a}.g_proj", h, q, "attention")
-        deepseek_ffn(b, p, h, moe, inter, is_sparse(c, i, 2))
+        deepseek_ffn(b, p, h, moe, inter, sparse)
+        layers.append(per_layer.setdefault((attn, sparse), attn + (sparse_lins if sparse else dense_lins)))
     b.norm("model.norm", h)
     b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = [Linear("q_proj", h, q), Linear("k_proj", h, q), Linear("v_proj", h, q), Linear("g_proj", h, q),
-            Linear("o_proj", q, h), Linear("gate_proj", h, inter), Linear("up_proj", h, inter),
-            Linear("down_proj", inter, h)]
-    return recurrent_arch(c, "bailing_hybrid", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=tuple(lins),
-                          heads=heads, kv=heads, hd=d, inter=inter, moe=moe,
-                          what="delta-attention, latent-attention and MoE layers are")
+    arch = recurrent_arch(c, "bailing_hybrid", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=layers[-1],
+                          heads=heads, kv=heads, hd=c.int("head_dim", default=d), inter=inter, moe=moe, what="")
+    return kda_arch(arch, mla, layers)
 
 
 BAILING_HYBRID = {"bailing_hybrid": bailing_hybrid}

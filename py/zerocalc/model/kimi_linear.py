@@ -16,10 +16,12 @@ F.linear(x.type(float32), w.type(float32))) and shared_experts of num_shared_exp
 (moe.moe_block's "deepseek" layout). layer_types default: full attention at every 4th layer after the first
 (or the checkpoint's 1-indexed linear_attn_config full_attn_layers / kda_layers). lm_head never tied.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the KDA layers'
-linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: traced (memory/blocks_kimi_linear.py, each layer
+of its own kind through ``layer_linears``; tools/memtrace/kda_trace.py with fla's chunk_kda stood in).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
@@ -60,13 +62,23 @@ def kimi_linear(c: ConfigReader) -> ModelArch:
     bias, tied = c.bool("attention_bias", False), False
     q = lh * d
     b = TensorList()
+    kda_lins = (Linear("q_proj", h, q), Linear("k_proj", h, q), Linear("v_proj", h, q), Linear("f_a_proj", h, d),
+                Linear("f_b_proj", d, q), Linear("b_proj", h, lh), Linear("g_a_proj", h, d), Linear("g_b_proj", d, q),
+                Linear("o_proj", q, h))
+    dense_lins, sparse_lins = ffn_lins(h, inter, moe)
+    per_layer: dict = {}        # one tuple per layer kind (attention, sparse), shared by its layers
+    layers = []
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     for i in range(n_layers):
         p = f"model.layers.{i}"
         a = f"{p}.self_attn"
+        sparse = is_sparse(c, i, 1)
         if kinds[i] == "full_attention":
-            mla_attention(b, p, h, heads, mla, [], bias=bias)
+            out: list[Linear] = []
+            mla_attention(b, p, h, heads, mla, out, bias=bias)
+            attn = tuple(out)
         else:
+            attn = kda_lins
             for name in ("q_proj", "k_proj", "v_proj"):
                 b.linear(f"{a}.{name}", h, q, "attention")
             b.matrix(f"{a}.conv1d", "weight", (3 * q, 1, kernel), "attention")
@@ -79,15 +91,34 @@ def kimi_linear(c: ConfigReader) -> ModelArch:
             b.linear(f"{a}.g_b_proj", d, q, "attention")
             b.norm(f"{a}.o_norm", d)
             b.linear(f"{a}.o_proj", q, h, "attention")
-        deepseek_ffn(b, p, h, moe, inter, is_sparse(c, i, 1))
+        deepseek_ffn(b, p, h, moe, inter, sparse)
+        layers.append(per_layer.setdefault((attn, sparse), attn + (sparse_lins if sparse else dense_lins)))
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = [Linear("q_proj", h, q), Linear("k_proj", h, q), Linear("v_proj", h, q), Linear("o_proj", q, h),
-            Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h)]
-    return recurrent_arch(c, "kimi_linear", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=tuple(lins),
-                          heads=heads, kv=heads, hd=d, inter=inter, moe=moe,
-                          what="delta-attention, latent-attention and MoE layers are")
+    arch = recurrent_arch(c, "kimi_linear", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=layers[-1],
+                          heads=heads, kv=heads, hd=c.int("head_dim", default=d), inter=inter, moe=moe, what="")
+    return kda_arch(arch, mla, layers)
+
+
+def ffn_lins(h: int, inter: int, moe: MoE) -> tuple[tuple[Linear, ...], tuple[Linear, ...]]:
+    """A dense layer's SwiGLU linears and a sparse layer's (the fused experts, then the shared expert's), as
+    memory/blocks.py sparse_moe reads them."""
+    ei, e, si = moe.expert_intermediate, moe.num_experts, moe.shared_intermediate
+    dense = (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
+    sparse = (Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)) + (
+        (Linear("gate_proj", h, si), Linear("up_proj", h, si), Linear("down_proj", si, h)) if si else ())
+    return dense, sparse
+
+
+def kda_arch(arch: ModelArch, mla: dict, layers: list) -> ModelArch:
+    """The traced ModelArch of a KDA / MLA hybrid (Kimi Linear, Ling 3): each layer's own linears, costed by
+    memory/blocks_kimi_linear.py (llama_block with ``arch.mla`` for the full-attention layers, its KDA rule else)."""
+    sparse = [x for x in layers if any(lin.count > 1 for lin in x)]
+    return replace(arch, family="llama", gated_mlp=True, mla=mla, layer_linears=tuple(layers),
+                   block_linears=(sparse or layers)[-1], dense_block_linears=layers[0],
+                   support="exact parameter count; activations traced (memory/blocks_kimi_linear.py; "
+                           "tools/memtrace/kda_trace.py)")
 
 
 KIMI_LINEAR = {"kimi_linear": kimi_linear}
