@@ -45,6 +45,7 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, linear, rmsnorm
+from .blocks_hy_v4 import MODEL_TYPES as HY_V4, hy_v4_moment, hy_v4_outside
 from .lora import Adapter
 
 
@@ -144,6 +145,8 @@ def hc_backward_moment(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], ada
     the F.linear input, the Sinkhorn tensors and the stream are consumed by then). Traced: the peak of
     tools/memtrace/moe_trace.py deepseek-v4-3l-lora-attn-s512-ckpt (five 8 MiB fp32 temporaries and a 4 MiB
     bf16 one at a backward mul)."""
+    if arch.model_type in HY_V4:
+        return hy_v4_moment(arch, c, linears, adapters)      # memory/blocks_hy_v4.py
     ss = SavedSet()
     _attention_half(ss, arch, c, linears, adapters)
     n, t, h = arch.hyper["hc_mult"], c.tokens, arch.hidden_size
@@ -231,6 +234,8 @@ def hyper_outside(ss: SavedSet, c: Ctx, arch: ModelArch) -> str:
     rsqrt; the normed fp32 input of F.linear(·, hc_fn), autocast's 16-bit copy of it; the mix, its sigmoid and
     pre + eps) and model.norm (fp32 product) over the collapsed stream in the residual dtype. Returns the final
     norm's output key (lm_head's input, in the residual dtype)."""
+    if arch.model_type in HY_V4:
+        return hy_v4_outside(ss, c, arch)                     # memory/blocks_hy_v4.py
     n, t, h = arch.hyper["hc_mult"], c.tokens, arch.hidden_size
     ss.save("hc_head.stream", c.res * t * n * h)
     if c.res != 4:

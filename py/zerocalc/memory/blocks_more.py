@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .blocks_cpmant import cpmant_head, cpmant_layer
 from .blocks_doge import doge_layer
+from .blocks_hy_v4 import MODEL_TYPES as HY_V4, hy_v4_block
 from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, muse_spark_block
 from .blocks_step3p7 import MODEL_TYPES as STEP3P7, step3p7_block
 from .blocks_voxtral import voxtral_layer
@@ -19,6 +20,7 @@ MORE_RULES: dict = {
     **{t: step3p7_block for t in STEP3P7},       # memory/blocks_step3p7.py: Step 3.7's step3p5 text model
     **{t: muse_spark_block for t in MUSE_SPARK},  # memory/blocks_muse_spark.py: Muse Spark's text model
     **{t: zaya_block for t in ZAYA},             # memory/blocks_zaya.py: ZAYA1
+    **{t: hy_v4_block for t in HY_V4},           # memory/blocks_hy_v4.py: HY-V4 and HY-V4-VL's language model
 }
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
 MORE_HEADS: dict = {"cpmant": cpmant_head}
