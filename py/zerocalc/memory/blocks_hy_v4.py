@@ -150,6 +150,10 @@ def hy_v4_outside(ss: SavedSet, c: Ctx, arch: ModelArch) -> str:
     ss.save("rope", 2 * _e16(c) * c.seq * arch.hyper["rope"])
     if c.train_base and c.res != 4:
         ss.save("lm_head.x32", (4 - c.res) * t * h)   # beside the norm's output the head counts in the residual dtype
+    if c.autocast and c.res == 2 and not c.train_base:
+        # adapters under autocast on a 16-bit base: the fp32 head's matmul keeps autocast's 16-bit copy of its weight
+        # for its input's gradient (a full bf16-mixed plan's copies are memory/activations.py's, every linear's)
+        ss.save("lm_head.w16", 2 * arch.vocab_size * h)
     return rmsnorm(ss, c, "final_norm", "hc_head.out", h)
 
 
@@ -164,3 +168,14 @@ def fp32_head_numel(arch: ModelArch, framework: str, base_bytes: int) -> int:
 def hy_v4_moment(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """memory/blocks_hyper.py hc_backward_moment's place: none modelled yet."""
     return 0
+
+
+def hy_v4_mix_temps(arch: ModelArch, c: Ctx) -> int:
+    """The first op of a layer's backward, the FFN residual mix `(post.float() * out.float() + residual.float())
+    .to(dtype)`, beside the layer's whole saved set (memory/blocks_hyper.py mix_backward_temps' place): the incoming
+    (t, N, h) stream gradient in the stream's dtype, its fp32 upcast (none over an fp32 stream) and the two fp32
+    products of the mul's backward (post's, before its sum over h, and the output's, before its sum over N).
+    Traced: the peak of tools/memtrace/hy_v4_trace.py hy-v4-3l-lora-attn-s512-ckpt (a backward mul in the
+    recomputed layer, 28 MiB of temporaries: 4 MiB bf16 and three 8 MiB fp32)."""
+    n = c.tokens * arch.hyper["hc_mult"] * arch.hidden_size
+    return c.res * n + (4 * n if c.res != 4 else 0) + 2 * 4 * n

@@ -45,7 +45,7 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, linear, rmsnorm
-from .blocks_hy_v4 import MODEL_TYPES as HY_V4, hy_v4_moment, hy_v4_outside
+from .blocks_hy_v4 import MODEL_TYPES as HY_V4, hy_v4_mix_temps, hy_v4_moment, hy_v4_outside
 from .lora import Adapter
 
 
@@ -159,6 +159,8 @@ def mix_backward_temps(arch: ModelArch, c: Ctx) -> int:
     the layer's whole saved set: four (t, N, h) gradients in the stream's dtype (the incoming one, the product's
     two and the matmul's). Traced: the peak of tools/memtrace/moe_trace.py deepseek-v4-3l-full-s512-ckpt (a
     backward mul, the recomputed layer whole, 16 MiB of stream-sized temporaries)."""
+    if arch.model_type in HY_V4:
+        return hy_v4_mix_temps(arch, c)                       # memory/blocks_hy_v4.py
     return 4 * c.res * c.tokens * arch.hyper["hc_mult"] * arch.hidden_size
 
 
