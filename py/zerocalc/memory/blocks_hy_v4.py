@@ -29,9 +29,11 @@ on fake tensors: tools/memtrace/hy_v4_trace.py, tests/data/hy_v4_trace.json, hel
 - HYV4MLP (dense layers, shared_experts): memory/blocks.py gated_mlp (gate and up outputs, SiLU, the product);
 - HYV4TopkRouter: F.linear over `hidden_states.type(float32)` (that copy kept when the fp32 router weight trains),
   the fp32 sigmoid scores, int64 top-k indices, the gathered weights' clone and their denominator (norm_topk_prob);
+  under autocast F.linear keeps its 16-bit copies of the input and the weight, and the scores are 16-bit;
 - HYV4Experts under grouped_mm (t·k routed rows; `_apply_gate`): the gathered input and the product (when the
-  experts train), the gate_up output, both clamps, SiLU, the down output, the fp32 gathered routing weights, the
-  int64 permutation indices (24 bytes per row) and the int32 offsets (E).
+  experts train), the gate_up output, both clamps, SiLU, the down output (all in the experts' weight dtype), the
+  gathered routing weights (the scores' dtype), the int64 permutation indices (24 bytes per row) and the int32
+  offsets (E).
 
 Outside the layers (`hy_v4_outside`): the embedding expanded to N streams (layer 0's input), HYV4HyperHead (the fp32
 copy of the last stream and its rsqrt, F.linear's N outputs, the product, the sigmoid, pre), model.norm over its
@@ -122,9 +124,12 @@ def _experts(ss: SavedSet, c: Ctx, arch: ModelArch, y2: str, lins: dict, ads: di
     moe, t, h, e = arch.moe, c.tokens, arch.hidden_size, _e16(c)
     k, n_e, ie = moe.experts_per_token, moe.num_experts, moe.expert_intermediate
     rows = t * k
+    # under autocast F.linear runs in 16 bits: it keeps its own 16-bit copies of the input and of the fp32 weight,
+    # and the sigmoid scores and gathered weights are 16-bit
+    r = 2 if c.autocast else 4
     if c.train_base:
-        ss.save("router.x32", 4 * t * h)
-    ss.save("router", 4 * t * n_e + 8 * t * k + 4 * t * k + 4 * t)
+        ss.save("router.x", r * t * h + (2 * n_e * h if c.autocast else 0))
+    ss.save("router", r * t * n_e + 8 * t * k + r * t * k + 4 * t)
     em = c.res                                   # grouped_mm runs in the experts' weight dtype
     if c.train_base or any(name.startswith("experts.") for name in ads):
         ss.save("moe.gathered", em * rows * h)
@@ -132,7 +137,7 @@ def _experts(ss: SavedSet, c: Ctx, arch: ModelArch, y2: str, lins: dict, ads: di
     ss.save("moe.gate_up", em * rows * 2 * ie)
     ss.save("moe.act", 3 * em * rows * ie)       # both clamps, SiLU
     ss.save("moe.expert_out", em * rows * h)
-    ss.save("moe.routing", 4 * rows + 24 * rows + 4 * n_e)
+    ss.save("moe.routing", r * rows + 24 * rows + 4 * n_e)
     shared = {name.rpartition(".")[2]: lin for name, lin in lins.items() if name.startswith("shared_experts.")}
     shared_ads = {name.rpartition(".")[2]: ad for name, ad in ads.items() if name.startswith("shared_experts.")}
     gated_mlp(ss, c, "shared", y2, c.res, shared, shared_ads, shared["down_proj"].d_in)
@@ -158,11 +163,16 @@ def hy_v4_outside(ss: SavedSet, c: Ctx, arch: ModelArch) -> str:
 
 
 def fp32_head_numel(arch: ModelArch, framework: str, base_bytes: int) -> int:
-    """memory/inputs.py: an lm_head kept fp32 on a 16-bit base (FP32_HEAD; not under DeepSpeed, whose engine casts
-    the whole module): its second two bytes per element, counted as one more head in the base dtype."""
-    if arch.model_type not in FP32_HEAD or framework == "deepspeed" or base_bytes != 2 or arch.tied_embeddings:
+    """memory/inputs.py: the trained parameters kept fp32 on a 16-bit base (_keep_in_fp32_modules_strict: lm_head, the
+    hyper connections' fn / base / scale, the hyper head's, the routers' gate.weight, the sinks; the indexer's
+    weights_proj and k_norm take no gradient, memory/indexers.py), counted as that many more elements in the base
+    dtype: their second two bytes, in the weight, the gradient and each optimizer state. Not under DeepSpeed, whose
+    engine casts the whole module to 16 bits."""
+    if arch.model_type not in FP32_HEAD or framework == "deepspeed" or base_bytes != 2:
         return 0
-    return arch.vocab_size * arch.hidden_size
+    kept = (".attn_hc.", ".ffn_hc.", ".hc_head.", ".mlp.gate.", ".self_attn.sinks")
+    return sum(t.numel for t in arch.tensors if t.name == "lm_head.weight" or any(k in f".{t.name}" for k in kept))
+
 
 
 def hy_v4_moment(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -179,3 +189,15 @@ def hy_v4_mix_temps(arch: ModelArch, c: Ctx) -> int:
     recomputed layer, 28 MiB of temporaries: 4 MiB bf16 and three 8 MiB fp32)."""
     n = c.tokens * arch.hyper["hc_mult"] * arch.hidden_size
     return c.res * n + (4 * n if c.res != 4 else 0) + 2 * 4 * n
+
+
+def hy_v4_checkpointed(arch: ModelArch, batch: int, seq: int, res: int) -> int:
+    """Under full activation checkpointing, what the non-reentrant checkpoint keeps of each layer's inputs beyond its
+    stream (memory/blocks_mistral_large4.py checkpointed_topk's place): the (b, 1, s, s) causal mask in the model
+    dtype (HYV4Model.forward: create_causal_mask(allow_is_causal_skip=False), one tensor passed to every layer),
+    and the int32 (b, s, min(index_topk, s)) top-k indices `prev_topk_indices`, a new tensor from each ``full``
+    layer but the last, which every following layer is called with (a ``shared`` layer passes its input on).
+    Traced: tools/memtrace/hy_v4_trace.py hy-v4-3l-full-mixed-s512-ckpt (the fp32 mask, 1 MiB, and layer 0's
+    indices alive at the forward's peak)."""
+    full = arch.hyper["indexer_full"][:-1]
+    return res * batch * seq * seq + sum(full) * 4 * batch * seq * min(arch.hyper["index_topk"], seq)

@@ -81,7 +81,8 @@ def hy_v4(c: ConfigReader) -> ModelArch:
                      Linear("shared_experts.gate_proj", h, shared), Linear("shared_experts.up_proj", h, shared),
                      Linear("shared_experts.down_proj", shared, h))
     hyper = {"hc_mult": n, "rope": mla["qk_rope"], "q_lora_rank": mla["q_lora_rank"],
-             "kv_lora_rank": mla["kv_lora_rank"], "qk_nope": mla["qk_nope"], "v_head": mla["v_head"]}
+             "kv_lora_rank": mla["kv_lora_rank"], "qk_nope": mla["qk_nope"], "v_head": mla["v_head"],
+             "index_topk": c.int("index_topk", default=2048), "indexer_full": tuple(k == "full" for k in kinds)}
     return replace(arch, hyper=hyper, support=SUPPORT,
                    layer_linears=tuple(sparse if is_sparse(c, i, 1) else dense for i in range(n_layers)))
 
