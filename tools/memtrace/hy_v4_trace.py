@@ -1,7 +1,8 @@
 """Traced steps of HY-V4 (transformers 5.24 modeling_hy_v4.py), for the CI check that the engine keeps what its
 layers save (memory/blocks_hy_v4.py, tests/test_hy_v4_blocks.py):
 
-  python -m tools.memtrace.hy_v4_trace > tests/data/hy_v4_trace.json        (a few minutes on 2 cores)
+  python -m tools.memtrace.hy_v4_trace > tests/data/hy_v4_trace.json                (about 20 s on 2 cores)
+  python -m tools.memtrace.hy_v4_trace hy_v4_vl > tests/data/hy_v4_vl_trace.json
 
 ``hy_v4``: HY-V4's layout (4 hyper-connection streams without Sinkhorn, MLA with an output gate and a sink per head,
 the no-grad DSA indexer on ``full`` layers, the top-k shared by the next ``shared`` ones, a dense first MLP, then
@@ -38,14 +39,32 @@ SHRINK = {"hy_v4": {"hidden_size": 1024, "num_hidden_layers": 3, "num_attention_
 DERIVED = ("layer_types", "mlp_layer_types", "indexer_types", "head_dim", "qk_head_dim")
 
 
-def plans(model_type: str = "hy_v4") -> list[tuple[str, dict]]:
+# HY-V4-VL fed text only: the language model is SHRINK's (its 3-D rope's mrope_section filling the 32 rope dims), the
+# vision tower a tiny one (counted, frozen, never run: build.py WHOLE_COMPOSITES)
+VL_VISION = {"model_type": "hy_v4_vl_vision", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+             "num_attention_heads": 2, "num_key_value_heads": 2, "out_hidden_size": 1024, "patch_size": 16,
+             "spatial_merge_size": 2}
+
+
+def _config(model_type: str) -> dict:
     rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
     cfg = next(r for r in rows if r["id"] == f"default:{model_type}")["config"]
-    cfg = {k: v for k, v in cfg.items() if k not in DERIVED} | SHRINK[model_type]
-    tag = f'{model_type.replace("_", "-")}-{cfg["num_hidden_layers"]}l'
+    if model_type == "hy_v4_vl":
+        text = {k: v for k, v in cfg["text_config"].items() if k not in DERIVED} | SHRINK["hy_v4"]
+        text["rope_parameters"] = {**text["rope_parameters"], "mrope_section": [6, 5, 5]}
+        return {**cfg, "text_config": text, "vision_config": VL_VISION, "image_token_id": 8000, "video_token_id": 8001}
+    return {k: v for k, v in cfg.items() if k not in DERIVED} | SHRINK[model_type]
+
+
+def plans(model_type: str = "hy_v4") -> list[tuple[str, dict]]:
+    cfg = _config(model_type)
+    tag = f'{model_type.replace("_", "-")}-{cfg.get("text_config", cfg)["num_hidden_layers"]}l'
     base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
             "micro_batch_size": 1, "seq_len": 512, "attention": "eager"}
     lora = {**base, "method": "lora", "lora": LORA, "stack": {"peft_adapter_dtype": "fp32"}}
+    if model_type == "hy_v4_vl":
+        return [(f"{tag}-full-s512", base), (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
+                (f"{tag}-lora-attn-s512", lora)]
     return [(f"{tag}-full-s512", base),
             (f"{tag}-full-b2-s256", {**base, "micro_batch_size": 2, "seq_len": 256}),
             (f"{tag}-full-s512-ckpt", {**base, "activation_checkpointing": "full"}),
@@ -72,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         r = trace(plan, steps=2)
         cases.append({"id": cid, "plan": plan, **{k: r[k] for k in ("peak", "peak_bytes", "peak_phase", "peak_op",
                                                                     "phase_peaks", "saved_activations_forward_end")}})
-    json.dump({"generator": "python -m tools.memtrace.hy_v4_trace", "transformers": transformers.__version__,
+    gen = "python -m tools.memtrace.hy_v4_trace" + (f" {model_type}" if args else "")
+    json.dump({"generator": gen, "transformers": transformers.__version__,
                "torch": torch.__version__.split("+")[0], "cases": cases}, sys.stdout, indent=1)
     print()
     return 0

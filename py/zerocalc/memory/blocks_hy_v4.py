@@ -152,7 +152,8 @@ def hy_v4_outside(ss: SavedSet, c: Ctx, arch: ModelArch) -> str:
         ss.save("hc_head.fp32", 4 * t * n * h)
     ss.save("hc_head.rsqrt", 4 * t)
     ss.save("hc_head.mix", 4 * t * n * (4 if c.train_base else 3))
-    ss.save("rope", 2 * _e16(c) * c.seq * arch.hyper["rope"])
+    # (1, s, R) cos and sin; HY-V4-VL's 3-D rope expands the position ids over the batch: (b, s, R)
+    ss.save("rope", 2 * _e16(c) * (c.tokens if arch.model_type == "hy_v4_vl" else c.seq) * arch.hyper["rope"])
     if c.train_base and c.res != 4:
         ss.save("lm_head.x32", (4 - c.res) * t * h)   # beside the norm's output the head counts in the residual dtype
     if c.autocast and c.res == 2 and not c.train_base:

@@ -67,7 +67,8 @@ def hy_v4(c: ConfigReader) -> ModelArch:
     arch = recurrent_arch(c, "hy_v4", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
                           kv=heads, hd=mla["v_head"], inter=inter, moe=moe,
                           what="sparse latent attention, hyper connections and MoE are")
-    # each layer's linears (memory/blocks_hy_v4.py): the MLA's (q_b_proj a·(nope + rope) wide, kv_b_proj a·(nope + v)),
+    # each layer's linears (memory/blocks_hy_v4.py): the MLA's (q_b_proj a·(nope + rope) wide, kv_b_proj
+    # a·(nope + v)),
     # the attention's output gate (scoped: the MLP's gate_proj is another module), then the dense MLP's or the
     # routed experts (count E) and the shared expert's
     attn = (Linear("q_a_proj", h, mla["q_lora_rank"]),
