@@ -177,7 +177,9 @@ def fp32_head_numel(arch: ModelArch, framework: str, base_bytes: int) -> int:
 
 
 def hy_v4_moment(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
-    """memory/blocks_hyper.py hc_backward_moment's place: none modelled yet."""
+    """memory/blocks_hyper.py hc_backward_moment's place (DeepSeek-V4's ffn_hc norm backward beside the attention
+    half): not modelled, 0. HY-V4's unweighted norm returns only the rsqrt (`x * ...` is not applied, the product
+    is the mix's), and no traced row peaks in a hyper connection's backward (tests/test_hy_v4_blocks.py)."""
     return 0
 
 
