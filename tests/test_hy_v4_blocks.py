@@ -75,6 +75,20 @@ def test_sparse_layer_by_hand():
     assert _saved(1) == _saved(2) == 73_127_968
 
 
+def test_lora_layers_against_the_dump():
+    """LoRA on the MLA projections (fp32 adapters), the trace's saved tensors per layer: 48,054,272 / 68,540,448 /
+    68,540,448 B (layer 0's with the 65,536 B of RoPE cos / sin). Over the embedding's streams (layer 0) nothing
+    needs a gradient before the adapters: attn_hc keeps nothing, nor input_layernorm its upcast, the attention mix
+    keeps post alone (no fp32 copy of o_proj's output: post has no gradient), and the output gate keeps its sigmoid
+    but not the attention output (the frozen gate_proj's input needs no gradient)."""
+    from zerocalc.memory.activations import activations
+    from zerocalc.memory.precision import dtypes_for
+    from zerocalc.plan import parse_plan
+    plan = parse_plan(dict(plans())["hy-v4-3l-lora-attn-s512"])
+    layers = activations(plan, plan.arch, dtypes_for(plan)).layers
+    assert layers == (48_054_272 - 65_536, 68_540_448, 68_540_448)
+
+
 def test_hy_v4_reads_its_kinds_and_says_traced():
     arch = model_from_config(dict(plans())["hy-v4-3l-full-s512"]["model"])
     names = [{lin.name for lin in lins} for lins in block_linears_per_layer(arch)]

@@ -69,12 +69,14 @@ def hyper_connection(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, stream: st
     ss.save(f"{key}.rsqrt", 4 * t)
     # F.linear's 2N outputs, the two sigmoids, pre; the product `mixes` when the scale trains
     ss.save(f"{key}.mix", 4 * t * (2 * n + 2 * n + n) + (4 * t * 2 * n if c.train_base else 0))
-    ss.save(f"{key}.post", 4 * t * n)
 
 
-def _mix(ss: SavedSet, c: Ctx, key: str, out_bytes: int, h: int) -> None:
-    """The residual mix after a sublayer: the fp32 copy of its output (for post's gradient)."""
-    ss.save(f"{key}.out32", 4 * c.tokens * h)
+def _mix(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, stream_grad: bool) -> None:
+    """The residual mix after a sublayer: post (for the output's gradient) and, when post needs a gradient (not over
+    the embedding's streams under LoRA), the fp32 copy of the sublayer's output."""
+    ss.save(f"{key}.post", 4 * c.tokens * arch.hyper["hc_mult"])
+    if stream_grad:
+        ss.save(f"{key}.out32", 4 * c.tokens * arch.hidden_size)
 
 
 def hy_v4_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -104,18 +106,20 @@ def hy_v4_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     ss.save("attn.max", 8 * t * a)
     ss.save("attn.softmax", 4 * (scores + t * a))
     ss.save("attn.probs", e * scores)
-    # the output gate: the contiguous output and the sigmoid; o_proj reads the product
-    ss.save("attn.out", e * t * a * dv)
+    # the output gate: the sigmoid and, when the gate needs a gradient (not in layer 0 under LoRA, unless adapted),
+    # the contiguous output; o_proj reads the product
+    if c.train_base or not c.first_layer or "self_attn.gate_proj" in ads:
+        ss.save("attn.out", e * t * a * dv)
     ss.save("gate.sigmoid", e * t * a * dv)
     linear(ss, c2, "attn.gated", e, lins["o_proj"], ads.get("o_proj"))
-    _mix(ss, c2, "attn_mix", e, h)
+    _mix(ss, c2, arch, "attn_mix", c.train_base or not c.first_layer)
     hyper_connection(ss, c2, arch, "ffn_hc", "stream_mid")
     y2 = rmsnorm(ss, c2, "ln2", "collapsed2", h)
     if "gate_up_proj" not in experts:
         gated_mlp(ss, c2, "mlp", y2, c.res, lins, ads, lins["down_proj"].d_in)
     else:
         _experts(ss, c2, arch, y2, lins, ads)
-    _mix(ss, c2, "ffn_mix", e, h)
+    _mix(ss, c2, arch, "ffn_mix", True)
     return ss.total
 
 
