@@ -180,6 +180,7 @@ WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector"),
                     # tools/memtrace/more_moe_trace.py: their language models (towers frozen, never run)
                     "unlimited_ocr": ("vision_tower", "multi_modal_projector"),
                     "step3p7": ("vision_model", "multi_modal_projector"),
+                    "hy_v4_vl": ("vision_tower",),              # tools/memtrace/hy_v4_trace.py: fed text only
                     "muse_spark": ("vision_tower", "vision_adapter", "vision_projection", "audio_tower")}
 # IDEFICS' perceiver resampler, frozen with the tower where the config has one (the engine's "projector")
 OPTIONAL_FROZEN = {"idefics": ("perceiver_resampler",)}
