@@ -167,7 +167,7 @@ def attn_impl(plan: TracePlan) -> str:
     return FLASH if has_attention_interface() else "sdpa"
 
 
-SDPA_ONLY = ("mistral_large4", "minimax_m3_vl_text")
+SDPA_ONLY = ("mistral_large4", "minimax_m3_vl_text", "qwen4_exp_text")
 
 # composites traced whole, as the engine counts them (model/composite.py): Mllama built as
 # MllamaForConditionalGeneration, its vision tower and projector frozen (vision.trainable's default), fed text only
@@ -176,7 +176,12 @@ WHOLE_COMPOSITES = {"mllama": ("vision_model", "multi_modal_projector"),
                     # (IdeficsConfig freeze_vision_layers, vision.trainable's default) and never run
                     "idefics": ("vision_model",),
                     "mistral_large4": ("vision_tower", "multi_modal_projector"),
-                    "ernie4_5_vl_moe": ("vision_tower", "resampler_model")}
+                    "ernie4_5_vl_moe": ("vision_tower", "resampler_model"),
+                    # tools/memtrace/more_moe_trace.py: their language models (towers frozen, never run)
+                    "unlimited_ocr": ("vision_tower", "multi_modal_projector"),
+                    "step3p7": ("vision_model", "multi_modal_projector"),
+                    "hy_v4_vl": ("vision_tower",),              # tools/memtrace/hy_v4_trace.py: fed text only
+                    "muse_spark": ("vision_tower", "vision_adapter", "vision_projection", "audio_tower")}
 # IDEFICS' perceiver resampler, frozen with the tower where the config has one (the engine's "projector")
 OPTIONAL_FROZEN = {"idefics": ("perceiver_resampler",)}
 

@@ -183,8 +183,8 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
         running.start(tr)
         with tr:
             images = plan.vision_tokens > 0
-            warm_up(opt, [p for n, p in model.named_parameters()
-                          if p.requires_grad and not never_run(model.config, n, images)], tr)
+            ran = [p for n, p in model.named_parameters() if p.requires_grad and not never_run(model.config, n, images)]
+            warm_up(opt, ran, tr)
             in_place = plan.torch_era == "1"
             if in_place:
                 for p in params:      # zero_grad(set_to_none=False) after the warm-up step: zeroed, kept
@@ -204,7 +204,7 @@ def trace(plan_d: dict, dump_saved: bool = False, steps: int = 2, log_ops: bool 
                     from . import qlora  # noqa: PLC0415
                     tr.ops, qlora.TRACKER["tracker"] = [], tr
                 if plan.gradient_accumulation_steps > 1:
-                    for p in params:      # a later micro-step: the gradients already exist
+                    for p in ran:         # a later micro-step: the gradients already exist (not a never_run one's)
                         p.grad = torch.zeros_like(p)
                         tr.relabel(p.grad, "grad", "")
                 tr.begin_step()

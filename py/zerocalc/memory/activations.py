@@ -35,6 +35,7 @@ from .blocks_mistral_large4 import checkpointed_topk
 from .ernie_vl import rope_cos_sin
 from .lora import Adapter, adapter_params, adapters_per_layer, block_linears_per_layer, layer_adapters
 from .precision import Dtypes
+from .vision import tower_tensors
 from .stack import Stack, effective_stack
 
 # GPT-2-lineage blocks (memory/blocks.py's classic block) whose checkpointed stack keeps no embedding output
@@ -271,7 +272,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         elif arch.model_type == "gemma3n_text":
             stack = checkpointed_streams(arch, 4 if dt.autocast else res, 2 if dt.autocast else dt.compute, t)
         stack += checkpointed_final_norms(arch, t)      # memory/blocks_hrm.py: HRM-Text's stack final_norms
-        stack += checkpointed_topk(arch, plan.micro_batch_size, plan.seq_len)     # Mistral Large 4's DSA indices
+        stack += checkpointed_topk(arch, plan.micro_batch_size, plan.seq_len, res)   # DSA indices (and HY-V4's mask)
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
             stack -= (res - 2) * t * h
@@ -392,9 +393,10 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     # ends) and the matmul keeps it for the backward: the whole linear stack under AMP (the tied
     # embedding too, as lm_head), or the fp32 LoRA adapters under HF Trainer bf16=True. Checkpointed
     # layers keep nothing: their copies die at forward end and are cast again in the recompute; only
-    # lm_head's copy (outside the checkpointed layers) stays saved (traced).
+    # lm_head's copy (outside the checkpointed layers) stays saved (traced). A frozen tower keeps none: neither its
+    # weights nor its inputs need a gradient (traced: muse-spark-2l-full-mixed).
     copies, hw = 0, head_width(arch)
-    idle = {id(tt) for tt in idle_tensors(arch, plan)}
+    idle = {id(tt) for tt in (*idle_tensors(arch, plan), *(tower_tensors(arch) * (plan.vision.trainable == "frozen")))}
     if dt.autocast and plan.method == "full" and dt.weight == 4:
         copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module)
                          and id(tt) not in idle)
@@ -408,7 +410,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             # runs lm_head once per 128-position chunk, each chunk with its own copy (traced: lit-l1b-lora-mixed;
             # layer 0's q/k/v input needs no gradient and keeps none, counted anyway: 2·h·(h + 2·kv) bytes)
             calls = -(-plan.seq_len // LITGPT_CHUNK) if st.trainer == "litgpt" else 1
-            copies += 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module))
+            copies += 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module)
+                              and id(tt) not in idle)
             copies += 2 * arch.vocab_size * hw * calls if arch.causal_lm else 0
     cache_forward = 0
     if copies and plan.activation_checkpointing == "full":

@@ -4,13 +4,14 @@ memory/blocks_kimi_linear.py).
 
 With t tokens, h hidden, N = hc_mult streams, e the 16-bit compute dtype:
 
-- attn_hc / ffn_hc (Glm5NextTextHyperConnection): DeepSeek-V4's (memory/blocks_hyper.py hyper_connection: the fp32
-  stream copy, rsqrt, normed input, the mixes, sigmoids, softmax and Sinkhorn divisions, the stream) and, its fn
-  parameter being 16-bit here, the fp32 copy `self.fn.float()` that F.linear keeps for the input's gradient;
+- attn_hc / ffn_hc (Glm5NextTextHyperConnection): DeepSeek-V4's (memory/blocks_hyper.py hyper_connection's list,
+  repeated in `_hc`: the fp32 stream copy, rsqrt, normed input, the mixes, sigmoids, softmax and Sinkhorn
+  divisions, the stream) and, its fn parameter being 16-bit here, the fp32 copy `self.fn.float()` that F.linear
+  keeps for the input's gradient;
 - the residual mixes `post.to(dtype) * out + matmul(comb.to(dtype).T, residual)`: post, the sublayer's output, comb
   and the stream (blocks_hyper's);
 - input_layernorm / post_attention_layernorm (Glm5NextTextRMSNorm, Llama's) over the collapsed stream;
-- linear_attention (Glm5NextTextLinearAttention): Kimi Linear's KDA (blocks_kimi_linear.kda_mixer) with the safe
+- linear_attention (Glm5NextTextLinearAttention): Kimi Linear's KDA (blocks_kimi_linear.kda_saves) with the safe
   lower-bound gate `lower_bound * sigmoid(exp(A_log) * g)`: the fp32 sigmoid and exp(A_log), g itself when A_log
   trains, the fp32 product (fla's g); apply_mask_to_padding_states' product is the projections' input (the norm
   output's size) and the (b, s) bool mask is kept once (the head's);
@@ -24,7 +25,7 @@ With t tokens, h hidden, N = hc_mult streams, e the 16-bit compute dtype:
   each clamp keeping its input: gate, up, both clamps, SiLU and the product; Glm5NextTextMoE: memory/blocks.py
   sparse_moe (fp32 sigmoid router, grouped_mm experts) with the experts' two clamps per routed row.
 
-Traced: tools/memtrace/kda_trace.py glm5_next (tests/data/glm5_next_trace.json, tests/test_glm5_next_blocks.py).
+Traced: tools/memtrace/glm5_next_trace.py (tests/data/glm5_next_trace.json, tests/test_glm5_next_blocks.py).
 """
 from __future__ import annotations
 
@@ -32,8 +33,7 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, linear, rmsnorm, sparse_moe
-from .blocks_hyper import OWN_HYPER, hyper_connection
-from .blocks_kimi_linear import kda_mixer
+from .blocks_kimi_linear import GATES, kda_saves
 from .lora import Adapter
 
 MODEL_TYPES = ("glm5_next", "glm5_next_text")
@@ -44,10 +44,38 @@ def _later(c: Ctx) -> Ctx:
 
 
 def _hc(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, stream: str) -> None:
-    n, h = arch.hyper["hc_mult"], arch.hidden_size
-    hyper_connection(ss, c, arch, key, stream)
-    if not (c.first_layer and not c.train_base) and c.res != 4:
+    """One Glm5NextTextHyperConnection over the (t, N, h) stream: memory/blocks_hyper.py hyper_connection's saves
+    (DeepseekV4HyperConnection's code, repeated here: blocks_hyper imports this module) and the fp32 copy of the
+    16-bit fn that F.linear(·, fn.float()) keeps."""
+    n, iters, t, h = arch.hyper["hc_mult"], arch.hyper["sinkhorn_iters"], c.tokens, arch.hidden_size
+    if c.first_layer and not c.train_base:
+        return                                   # the embedding's streams need no gradient under LoRA
+    ss.save(stream, c.res * t * n * h)
+    if c.res != 4:
+        ss.save(f"{key}.fp32", 4 * t * n * h)
         ss.save(f"{key}.fn_fp32", 4 * (2 + n) * n * n * h)
+    ss.save(f"{key}.rsqrt", 4 * t)
+    if c.train_base:
+        ss.save(f"{key}.normed", (2 if c.autocast else 4) * t * n * h)   # F.linear(·, fn)'s input
+    fp32 = n * n + 3 * n + (2 * iters - 1) * (n * n + n)   # comb softmax, sigmoids, pre + eps, Sinkhorn
+    mixes = (2 if c.autocast else 4) * t * (2 + n) * n if c.train_base else 0
+    ss.save(f"{key}.mix", 4 * t * fp32 + mixes)
+
+
+def _kda(ss: SavedSet, c: Ctx, y: str, lins: dict, ads: dict) -> str:
+    """Glm5NextTextLinearAttention: Kimi Linear's projections and memory/blocks_kimi_linear.py kda_saves with the
+    safe gate and the fp32 g; returns o_proj's input key."""
+    e = 2 if c.autocast else c.e
+    for name in ("q_proj", "k_proj", "v_proj", "f_a_proj", "b_proj", "g_a_proj"):
+        linear(ss, c, y, c.res, lins[name], ads.get(name))
+    for name, src in (("f_b_proj", "fa.out"), ("g_b_proj", "ga.out")):
+        linear(ss, c, src, e, lins[name], ads.get(name))
+    upstream = not (c.first_layer and not c.train_base)
+    qkv_grad = upstream or any(n in ads for n in ("q_proj", "k_proj", "v_proj"))
+    gate_grad = upstream or any(n in ads for n in GATES)
+    q, nh = lins["q_proj"].d_out, lins["b_proj"].d_out
+    kda_saves(ss, c, q, nh, q // nh, qkv_grad, gate_grad, True, 4)
+    return "onorm.out"
 
 
 def _mix(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, out: str, out_bytes: int, stream: str) -> None:
@@ -116,7 +144,7 @@ def _attention_half(ss: SavedSet, arch: ModelArch, c: Ctx, lins: dict, ads: dict
     if "kv_b_proj" in lins:
         out = _attention(ss, c, arch, y, lins, ads)
     else:
-        out = kda_mixer(ss, c, y, lins, ads, gate="safe")
+        out = _kda(ss, c, y, lins, ads)
     linear(ss, _later(c), out, e, lins["o_proj"], ads.get("o_proj"))
     _mix(ss, c, arch, "attn_mix", "o_proj.out", e, "stream")
 
@@ -167,5 +195,11 @@ def glm5_next_outside(ss: SavedSet, c: Ctx, arch: ModelArch) -> str:
     return rmsnorm(ss, c, "final_norm", "hc_head.out", arch.hidden_size)
 
 
-for _t in MODEL_TYPES:
-    OWN_HYPER[_t] = (glm5_next_outside, glm5_next_moment)
+def glm5_next_mix_temps(arch: ModelArch, c: Ctx) -> int:
+    """The FFN residual mix's backward (memory/blocks_hyper.py mix_backward_temps: the same mix): four (t, N, h)
+    gradients in the stream's dtype."""
+    return 4 * c.res * c.tokens * arch.hyper["hc_mult"] * arch.hidden_size
+
+
+# memory/blocks_hyper.py OTHERS: (hyper_outside, mix_backward_temps, hc_backward_moment)
+GLM5_HYPER = {t: (glm5_next_outside, glm5_next_mix_temps, glm5_next_moment) for t in MODEL_TYPES}

@@ -20,6 +20,7 @@ from dataclasses import replace
 from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, attention_core, gated_mlp, linear
 from .blocks_dory import dory_head, dory_layer, pick_adapters
+from .blocks_inkling2 import checkpointed_block_states
 from .blocks_more import MORE_HEADS
 from .lora import Adapter
 
@@ -73,7 +74,7 @@ def checkpointed_final_norms(arch: ModelArch, t: int) -> int:
     fp32 upcast and rsqrt (traced: hrm_text-full-pure-flash-gc-s1024-b2, 4 stack calls of 4.0 MiB beside the
     8 layer inputs of 2 MiB)."""
     if arch.model_type not in RULES:
-        return 0
+        return checkpointed_block_states(arch, t)      # memory/blocks_inkling2.py: Inkling 2's block-state stacks
     return arch.num_layers // _stack_layers(arch) * (4 * t * arch.hidden_size + 4 * t)
 
 

@@ -45,7 +45,13 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, linear, rmsnorm
+from .blocks_qwen4_exp import QWEN4_HYPER
+from .blocks_hy_v4 import MODEL_TYPES as HY_V4, hy_v4_mix_temps, hy_v4_moment, hy_v4_outside
+from .blocks_glm5_next import GLM5_HYPER
 from .lora import Adapter
+
+# other hyper-connected families, each its own (hyper_outside, mix_backward_temps, hc_backward_moment)
+OTHERS = {**QWEN4_HYPER, **{t: (hy_v4_outside, hy_v4_mix_temps, hy_v4_moment) for t in HY_V4}, **GLM5_HYPER}
 
 
 def _later(c: Ctx) -> Ctx:
@@ -137,11 +143,6 @@ def hyper_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     return ss.total
 
 
-# other hyper-connected families' own (outside, backward moment) rules by model_type (memory/blocks_glm5_next.py
-# registers GLM-5.3-Flash's: its hyper head is an unweighted mean)
-OWN_HYPER: dict = {}
-
-
 def hc_backward_moment(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """The layer's bytes at its ffn_hc backward: DeepseekV4UnweightedRMSNorm's backward over the fp32 (t, N·h) copy
     of the stream holds five fp32 tensors of that size (mul, pow, div, mul, mul) beside the incoming stream
@@ -149,8 +150,8 @@ def hc_backward_moment(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], ada
     the F.linear input, the Sinkhorn tensors and the stream are consumed by then). Traced: the peak of
     tools/memtrace/moe_trace.py deepseek-v4-3l-lora-attn-s512-ckpt (five 8 MiB fp32 temporaries and a 4 MiB
     bf16 one at a backward mul)."""
-    if arch.model_type in OWN_HYPER:
-        return OWN_HYPER[arch.model_type][1](arch, c, linears, adapters)
+    if arch.model_type in OTHERS:
+        return OTHERS[arch.model_type][2](arch, c, linears, adapters)
     ss = SavedSet()
     _attention_half(ss, arch, c, linears, adapters)
     n, t, h = arch.hyper["hc_mult"], c.tokens, arch.hidden_size
@@ -163,6 +164,8 @@ def mix_backward_temps(arch: ModelArch, c: Ctx) -> int:
     the layer's whole saved set: four (t, N, h) gradients in the stream's dtype (the incoming one, the product's
     two and the matmul's). Traced: the peak of tools/memtrace/moe_trace.py deepseek-v4-3l-full-s512-ckpt (a
     backward mul, the recomputed layer whole, 16 MiB of stream-sized temporaries)."""
+    if arch.model_type in OTHERS:
+        return OTHERS[arch.model_type][1](arch, c)
     return 4 * c.res * c.tokens * arch.hyper["hc_mult"] * arch.hidden_size
 
 
@@ -238,8 +241,8 @@ def hyper_outside(ss: SavedSet, c: Ctx, arch: ModelArch) -> str:
     rsqrt; the normed fp32 input of F.linear(·, hc_fn), autocast's 16-bit copy of it; the mix, its sigmoid and
     pre + eps) and model.norm (fp32 product) over the collapsed stream in the residual dtype. Returns the final
     norm's output key (lm_head's input, in the residual dtype)."""
-    if arch.model_type in OWN_HYPER:
-        return OWN_HYPER[arch.model_type][0](ss, c, arch)
+    if arch.model_type in OTHERS:
+        return OTHERS[arch.model_type][0](ss, c, arch)
     n, t, h = arch.hyper["hc_mult"], c.tokens, arch.hidden_size
     ss.save("hc_head.stream", c.res * t * n * h)
     if c.res != 4:

@@ -8,11 +8,29 @@ from __future__ import annotations
 from .blocks_cpmant import cpmant_head, cpmant_layer
 from .blocks_doge import doge_layer
 from .blocks_glm5_next import MODEL_TYPES as GLM5_NEXT, glm5_next_layer
-from .blocks_kimi_linear import kimi_linear_head, kimi_linear_layer
+from .blocks_hy_v4 import MODEL_TYPES as HY_V4, hy_v4_block
+from .blocks_inkling import HEADS as INKLING_HEADS, RULES as INKLING_RULES
+from .blocks_inkling2 import HEADS as INKLING2_HEADS, RULES as INKLING2_RULES
+from .blocks_kimi_linear import MODEL_TYPES as KIMI_LINEAR, kimi_linear_block
+from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, muse_spark_block
+from .blocks_qwen4_exp import MODEL_TYPES as QWEN4_EXP, qwen4_exp_layer
+from .blocks_step3p7 import MODEL_TYPES as STEP3P7, step3p7_block
 from .blocks_voxtral import voxtral_layer
+from .blocks_zaya import MODEL_TYPES as ZAYA, zaya_block
 
-MORE_RULES: dict = {"cpmant": cpmant_layer, "voxtral_realtime": voxtral_layer, "doge": doge_layer,
-                    "kimi_linear": kimi_linear_layer, "bailing_hybrid": kimi_linear_layer,
-                    **{t: glm5_next_layer for t in GLM5_NEXT}}
+MORE_RULES: dict = {
+    "cpmant": cpmant_layer,                      # memory/blocks_cpmant.py
+    "voxtral_realtime": voxtral_layer,           # memory/blocks_voxtral.py: the language model
+    "doge": doge_layer,                          # memory/blocks_doge.py
+    **{t: step3p7_block for t in STEP3P7},       # memory/blocks_step3p7.py: Step 3.7's step3p5 text model
+    **{t: muse_spark_block for t in MUSE_SPARK},  # memory/blocks_muse_spark.py: Muse Spark's text model
+    **{t: zaya_block for t in ZAYA},             # memory/blocks_zaya.py: ZAYA1
+    **INKLING_RULES,                             # memory/blocks_inkling.py: Inkling's text model
+    **INKLING2_RULES,                            # memory/blocks_inkling2.py: Inkling 2 / 2 Loop's
+    **{t: qwen4_exp_layer for t in QWEN4_EXP},   # memory/blocks_qwen4_exp.py: Qwen4-Exp's text model
+    **{t: kimi_linear_block for t in KIMI_LINEAR},  # memory/blocks_kimi_linear.py: KDA / MLA / MoE layers
+    **{t: hy_v4_block for t in HY_V4},           # memory/blocks_hy_v4.py: HY-V4 and HY-V4-VL's language model
+    **{t: glm5_next_layer for t in GLM5_NEXT},   # memory/blocks_glm5_next.py: GLM-5.3-Flash's language model
+}
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
-MORE_HEADS: dict = {"cpmant": cpmant_head, "kimi_linear": kimi_linear_head}
+MORE_HEADS: dict = {"cpmant": cpmant_head, **INKLING_HEADS, **INKLING2_HEADS}

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from ..model import ModelArch
 from ..plan import Plan
+from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, post_expert_norm_moment
 from .lora import layer_adapters
 from .precision import Dtypes
 from .stack import Stack
 
 
 EVERY_EXPERT = ("llama4_text", "llama4")         # Llama 4 text, and the composite whose text model it is
+# dense first layers, yet the moment in the top sparse layer's backward over the gradients kept from the last
+# micro-step (traced: tools/memtrace/more_moe_trace.py, tests/test_unlimited_ocr_blocks.py)
+TOP_SPARSE_MOMENT = ("unlimited_ocr_text", "unlimited_ocr")   # the text model, and the composite
+# experts looping over the experts hit, each indexing its slice of the fused weights (expert_loop_moment)
+EXPERT_LOOP = ("step3p5", "step3p7")
 
 
 def routed_rows(arch: ModelArch, t: int) -> int:
@@ -62,12 +68,43 @@ def expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int,
         n = moe.num_experts + moe.zero_experts
         return (dt.grad * (2 * n * 2 * ie * h + moe.num_experts * h * ie + 2 * ie * h)
                 + e * (3 * t * h + -(-t * moe.experts_per_token // n) * h))
-    if moe.dense_layers and not (arch.model_type in EVERY_EXPERT and top_sparse):
+    if arch.model_type in EXPERT_LOOP:
+        return expert_loop_moment(arch, dt, t)
+    if arch.model_type in MUSE_SPARK:
+        # memory/blocks_muse_spark.py: the post-expert norm's backward, a moment of its own in every micro-step;
+        # memory/activations.py subtracts its default tail from this value (expert_loop_moment)
+        e = 2 if dt.autocast else dt.compute
+        return post_expert_norm_moment(arch, e, 4 if dt.autocast and dt.weight == 4 else e, t) + (
+            e * routed_rows(arch, t) * (4 * moe.expert_intermediate + arch.hidden_size))
+    if moe.dense_layers and not (arch.model_type in EVERY_EXPERT + TOP_SPARSE_MOMENT and top_sparse):
         return 0
     if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
         return 0
     e = 2 if dt.autocast else dt.compute
     return dt.grad * moe.num_experts * 2 * ie * h + e * routed_rows(arch, t) * (2 * ie + h)
+
+
+def expert_loop_moment(arch: ModelArch, dt: Dtypes, t: int) -> int:
+    """Step 3.7's experts (modeling_step3p7.py Step3p7Experts.forward: `F.linear(hidden_states[token_idx],
+    self.gate_up_proj[expert_idx])` per expert hit): each expert's select_backward writes its gradient into a zero
+    tensor of the whole (E, 2I, h) weight, which autograd sums before AccumulateGrad, so the moment comes at the
+    second expert the backward visits (the loop's last ones first), on every micro-step: the summed gate_up buffer
+    and that expert's, the summed (E, h, I) down_proj buffer and the expert's (2I, h) slice gradient, beside three
+    t·h gradients and the expert's rows' input gradient (traced: step3p7-2l-full-s512, 85.25 MiB of temporaries at
+    select_backward). By then the top layer's backward has consumed the first expert's saved rows and the second's
+    but their gathered input (memory/blocks_step3p7.py step3p7_experts: per row the gathered input, gate_up's
+    output, SiLU's, two clamps, the product, down's output and its copy in the stream's dtype, 20 bytes of weight
+    and indices). memory/activations.py subtracts its default tail (routed_rows · (4·I + h), what a grouped
+    matmul's layer has consumed) from this value; the loop's own consumed part replaces it here, so the value
+    returned is the moment's bytes over the saved stack plus that default tail."""
+    moe, h = arch.moe, arch.hidden_size
+    e, ie, n = (2 if dt.autocast else dt.compute), moe.expert_intermediate, moe.num_experts
+    per_expert = -(-t * moe.experts_per_token // n)
+    temp = dt.grad * (2 * n * 2 * ie * h + n * h * ie + 2 * ie * h) + e * (3 * t * h + per_expert * h)
+    res = 4 if dt.autocast and dt.weight == 4 else e            # the residual stream: fp32 under AMP over fp32
+    row = e * h + 6 * e * ie + e * h + res * h + 20
+    consumed = 2 * per_expert * row - per_expert * e * h
+    return temp + e * routed_rows(arch, t) * (4 * ie + h) - consumed
 
 
 def experts_trained(plan: Plan, arch: ModelArch, st: Stack, per_layer_linears) -> bool:

@@ -15,6 +15,7 @@ from . import deepspeed as ds
 from .activations import Activations, activations
 from .blocks_bart import never_run
 from .blocks_cross import idle_tensors, skipped_layers
+from .blocks_hy_v4 import fp32_head_numel
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .indexers import no_grad_tensors
 from .logits import Logits, chunked_head_grads, logits
@@ -49,6 +50,9 @@ def step_inputs(plan: Plan) -> StepInputs:
     dt = dtypes_for(plan, stack)
     # LitGPT's convert_hf_checkpoint gives a tied model its own lm_head (a copy of the embedding)
     head_copy = arch.vocab_size * arch.hidden_size if stack.separate_lm_head else 0
+    # memory/blocks_hy_v4.py: an lm_head kept fp32 on a 16-bit base, and so its logits
+    fp32_head = fp32_head_numel(arch, plan.framework, dt.weight if plan.method == "full" else dt.frozen)
+    head_copy += fp32_head
     tower = tower_tensors(arch)
     if plan.method == "full":
         sizes, shapes = arch.tensor_sizes, arch.tensor_shapes
@@ -135,7 +139,7 @@ def step_inputs(plan: Plan) -> StepInputs:
                         else ())
     all_sizes = tuple(tr.sizes) + frozen_sizes
     acts = activations(plan, arch, module_dtypes(plan, dt), stack)
-    lg = logits(plan, arch, 2 if dt.autocast else dt.compute, stack)
+    lg = logits(plan, arch, 4 if fp32_head and not dt.autocast else 2 if dt.autocast else dt.compute, stack)
     largest = largest_quantized_matrix(arch)
     if plan.method == "qlora" and stack.trainer == "litgpt" and arch.causal_lm:
         largest = max(largest, arch.vocab_size * arch.hidden_size)      # the 4-bit lm_head

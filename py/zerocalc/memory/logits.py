@@ -50,6 +50,8 @@ CHUNKS = 8
 # causal LMs whose own loss is `cross_entropy(scores.view(-1, V), y.view(-1))` on the 16-bit logits, labels not shifted
 # (XLM; modeling_cpmant.py CpmAntForCausalLM.forward: `CrossEntropyLoss()(logits.view(-1, V), labels.view(-1))`)
 NO_UPCAST = ("xlm", "cpmant")
+# softcapped logits in fp32 (logits() below)
+FP32_SOFTCAP = ("xlstm", "beam", "inkling2_text", "inkling2", "inkling2_loop_text", "inkling2_loop")
 LITGPT_CHUNK = 128        # lm_head_chunk_size of LitGPT's finetune scripts
 
 
@@ -93,9 +95,10 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         # logit_scale's gradient; a frozen scale keeps none (modeling_dory.py; traced: tools/memtrace/golden/oneoff/
         # dory-full-* and dory-lora-*)
         softcap = 4 * n
-    if arch.final_softcap and arch.model_type in ("xlstm", "beam"):
+    if arch.final_softcap and arch.model_type in FP32_SOFTCAP:
         # xLSTMForCausalLM.forward caps `self.lm_head(...).float()`, BeamForCausalLM.forward `logits.float() /
-        # final_logit_softcapping`: the tanh output they keep is fp32 (traced: tools/memtrace/moe_trace.py beam)
+        # final_logit_softcapping`: the tanh output they keep is fp32 (traced: tools/memtrace/moe_trace.py beam);
+        # so does Inkling2ForCausalLM's `logit_softcap(lm_head(...).float())` (tools/memtrace/inkling_trace.py)
         softcap = 4 * n
     if stack.compile == "model+loss":
         lse = 4 * s * b

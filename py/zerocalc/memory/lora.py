@@ -88,7 +88,7 @@ def adapters_per_layer(arch: ModelArch, plan: Plan) -> list[tuple[Adapter, ...]]
     return out
 
 
-LOOPED = ("hrm_text", "dory")      # layer calls outnumber the blocks: the same modules run again
+LOOPED = ("hrm_text", "dory", "inkling2_loop_text", "inkling2_loop")   # layer calls outnumber the blocks
 
 
 def adapters_per_block(arch: ModelArch, plan: Plan) -> list[tuple[Adapter, ...]]:

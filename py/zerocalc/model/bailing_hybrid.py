@@ -20,21 +20,16 @@ saved config.json holds linear_head_dim and the rewritten head_dim (64), and the
 the config is read back (PreTrainedConfig.__post_init__ sets the remaining kwargs after the class's own), so they
 are read first here. The MTP layers (num_nextn_predict_layers) are not built.
 
-The count is exact (tests/test_architectures.py). Activations: memory/blocks_kimi_linear.py (Kimi Linear's rule with
-Bailing's forget gate, output gates and RoPE), each layer from its own linears (``layer_linears``), traced with fla's
-chunk_kda and causal-conv1d stood in (tools/memtrace/kda_trace.py bailing_hybrid, tests/test_bailing_hybrid_blocks.py).
+The count is exact (tests/test_architectures.py). Activations: traced (memory/blocks_kimi_linear.py, each layer
+of its own kind through ``layer_linears``: kimi_linear.kda_arch; tools/memtrace/kda_trace.py bailing_hybrid).
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
+from .kimi_linear import ffn_lins, kda_arch
 from .moe import deepseek_ffn, is_sparse, mla_attention, mla_spec
 from .recurrent import recurrent_arch
-
-SUPPORT = ("exact parameter count; activations traced (memory/blocks_kimi_linear.py: KDA with fla's chunk_kda "
-           "and causal-conv1d stood in, gated MLA, MoE; tools/memtrace/kda_trace.py bailing_hybrid)")
 
 
 def bailing_hybrid(c: ConfigReader) -> ModelArch:
@@ -56,29 +51,24 @@ def bailing_hybrid(c: ConfigReader) -> ModelArch:
     mla = {**mla_spec(c), "indexer": None}
     bias, tied = c.bool("attention_bias", False), False
     q = lh * d
-    kda = (Linear("q_proj", h, q), Linear("k_proj", h, q), Linear("v_proj", h, q), Linear("f_proj", h, q),
-           Linear("b_proj", h, lh), Linear("g_proj", h, q), Linear("o_proj", q, h))
-    qk = mla["qk_nope"] + mla["qk_rope"]
-    att = [Linear("q_a_proj", h, mla["q_lora_rank"]), Linear("q_b_proj", mla["q_lora_rank"], heads * qk)] \
-        if mla["q_lora_rank"] else [Linear("q_proj", h, heads * qk)]
-    att += [Linear("kv_a_proj_with_mqa", h, mla["kv_lora_rank"] + mla["qk_rope"]),
-            Linear("kv_b_proj", mla["kv_lora_rank"], heads * (mla["qk_nope"] + mla["v_head"])),
-            Linear("o_proj", heads * mla["v_head"], h), Linear("g_proj", h, heads)]
-    si = moe.shared_intermediate
-    sparse = (Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e), Linear("gate_proj", h, si),
-              Linear("up_proj", h, si), Linear("down_proj", si, h))
-    dense = (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    shapes: dict = {}
-    per_layer = []
     b = TensorList()
+    kda_lins = (Linear("q_proj", h, q), Linear("k_proj", h, q), Linear("v_proj", h, q), Linear("f_proj", h, q),
+                Linear("b_proj", h, lh), Linear("g_proj", h, q), Linear("o_proj", q, h))
+    dense_lins, sparse_lins = ffn_lins(h, inter, moe)
+    per_layer: dict = {}        # one tuple per layer kind (attention, sparse), shared by its layers
+    layers = []
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     for i in range(n_layers):
         p = f"model.layers.{i}"
         a = f"{p}.self_attn"
+        sparse = is_sparse(c, i, 2)
         if kinds[i] == "full_attention":
-            mla_attention(b, p, h, heads, mla, [], bias=bias)
+            out: list[Linear] = []
+            mla_attention(b, p, h, heads, mla, out, bias=bias)
             b.linear(f"{a}.g_proj", h, heads, "attention")
+            attn = (*out, Linear("g_proj", h, heads))
         else:
+            attn = kda_lins
             for name in ("q_proj", "k_proj", "v_proj"):
                 b.linear(f"{a}.{name}", h, q, "attention")
             b.matrix(f"{a}.conv1d", "weight", (3 * q, 1, kernel), "attention")
@@ -89,18 +79,13 @@ def bailing_hybrid(c: ConfigReader) -> ModelArch:
             b.norm(f"{a}.o_norm", d)
             b.linear(f"{a}.o_proj", q, h, "attention")
             b.linear(f"{a}.g_proj", h, q, "attention")
-        deepseek_ffn(b, p, h, moe, inter, is_sparse(c, i, 2))
-        lins = (tuple(att) if kinds[i] == "full_attention" else kda) + (sparse if is_sparse(c, i, 2) else dense)
-        per_layer.append(shapes.setdefault(lins, lins))
+        deepseek_ffn(b, p, h, moe, inter, sparse)
+        layers.append(per_layer.setdefault((attn, sparse), attn + (sparse_lins if sparse else dense_lins)))
     b.norm("model.norm", h)
     b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    # memory/blocks_kimi_linear.py costs each layer from its own linears (the MLA layers as memory/blocks.py
-    # llama_block's latent attention: arch.mla); head_dim: the rotary embedding's (qk_rope_head_dim), whose cos / sin
-    # the head keeps
-    arch = recurrent_arch(c, "bailing_hybrid", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=per_layer[-1],
-                          heads=heads, kv=heads, hd=mla["qk_rope"], inter=inter, moe=moe, family="llama", what="",
-                          support=SUPPORT)
-    return replace(arch, layer_linears=tuple(per_layer), dense_block_linears=per_layer[0], mla=mla)
+    arch = recurrent_arch(c, "bailing_hybrid", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=layers[-1],
+                          heads=heads, kv=heads, hd=c.int("head_dim", default=d), inter=inter, moe=moe, what="")
+    return kda_arch(arch, mla, layers)
 
 
 BAILING_HYBRID = {"bailing_hybrid": bailing_hybrid}

@@ -24,7 +24,7 @@ out_hidden_size of spatial_merge_size^2); post_layernorm RMSNorm.
 
 The count is exact (tests/test_architectures.py). Activations: memory/blocks_glm5_next.py, each layer from its own
 linears (``layer_linears``), the hyper connections' dims in ``hyper``; traced fed text only with fla's chunk_kda,
-causal-conv1d and the no-grad indexer stood in (tools/memtrace/kda_trace.py glm5_next, tests/test_glm5_next_blocks.py).
+causal-conv1d and the no-grad indexer stood in (tools/memtrace/glm5_next_trace.py, tests/test_glm5_next_blocks.py).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ VISION = {"depth": 24, "hidden_size": 1024, "num_heads": 16, "in_channels": 3, "
 
 
 SUPPORT = ("exact parameter count; activations traced (memory/blocks_glm5_next.py: hyper connections, KDA with fla's "
-           "chunk_kda stood in, NoPE MLA under the top-k mask, clamped SwiGLU MoE; tools/memtrace/kda_trace.py)")
+           "chunk_kda stood in, NoPE MLA under the top-k mask, clamped SwiGLU MoE; tools/memtrace/glm5_next_trace.py)")
 
 
 def _layer_types(c: ConfigReader, n: int) -> tuple[list, list, list]:

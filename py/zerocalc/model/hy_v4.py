@@ -12,10 +12,14 @@ connections. Per layer:
 ``model.norm``, ``model.hc_head`` (hc_fn (N, N x h), hc_base (N), hc_scale (1)); lm_head tied with
 tie_word_embeddings (default off).
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the MLA's and the
-MLP's linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_hy_v4.py, traced on fake tensors
+(tools/memtrace/hy_v4_trace.py, tests/data/hy_v4_trace.json, tests/test_hy_v4_blocks.py); ``layer_linears`` gives
+each layer its MLP's kind (dense, or the shared expert beside the routed experts), ``hyper`` the stream count
+(memory/activations.py's hyper-connected stack and head).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
@@ -60,9 +64,32 @@ def hy_v4(c: ConfigReader) -> ModelArch:
     lins = (Linear("q_a_proj", h, mla["q_lora_rank"]), Linear("kv_a_proj_with_mqa", h, mla["kv_lora_rank"] + mla["qk_rope"]),
             Linear("q_b_proj", mla["q_lora_rank"], heads * qk), Linear("o_proj", heads * mla["v_head"], h),
             Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return recurrent_arch(c, "hy_v4", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
+    arch = recurrent_arch(c, "hy_v4", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
                           kv=heads, hd=mla["v_head"], inter=inter, moe=moe,
                           what="sparse latent attention, hyper connections and MoE are")
+    # each layer's linears (memory/blocks_hy_v4.py): the MLA's (q_b_proj a·(nope + rope) wide, kv_b_proj
+    # a·(nope + v)),
+    # the attention's output gate (scoped: the MLP's gate_proj is another module), then the dense MLP's or the
+    # routed experts (count E) and the shared expert's
+    attn = (Linear("q_a_proj", h, mla["q_lora_rank"]),
+            Linear("kv_a_proj_with_mqa", h, mla["kv_lora_rank"] + mla["qk_rope"]),
+            Linear("q_b_proj", mla["q_lora_rank"], heads * qk),
+            Linear("kv_b_proj", mla["kv_lora_rank"], heads * (mla["qk_nope"] + mla["v_head"])),
+            Linear("self_attn.gate_proj", h, heads * mla["v_head"]), Linear("o_proj", heads * mla["v_head"], h))
+    dense = attn + (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
+    shared = moe.shared_intermediate
+    sparse = attn + (Linear("gate_up_proj", h, 2 * ei, moe.num_experts), Linear("down_proj", ei, h, moe.num_experts),
+                     Linear("shared_experts.gate_proj", h, shared), Linear("shared_experts.up_proj", h, shared),
+                     Linear("shared_experts.down_proj", shared, h))
+    hyper = {"hc_mult": n, "rope": mla["qk_rope"], "q_lora_rank": mla["q_lora_rank"],
+             "kv_lora_rank": mla["kv_lora_rank"], "qk_nope": mla["qk_nope"], "v_head": mla["v_head"],
+             "index_topk": c.int("index_topk", default=2048), "indexer_full": tuple(k == "full" for k in kinds)}
+    return replace(arch, hyper=hyper, support=SUPPORT,
+                   layer_linears=tuple(sparse if is_sparse(c, i, 1) else dense for i in range(n_layers)))
+
+
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_hy_v4.py: hyper-connected streams, the "
+           "output-gated MLA with sinks under eager, clamped experts, the fp32 lm_head; tools/memtrace/hy_v4_trace.py)")
 
 
 HY_V4 = {"hy_v4": hy_v4}

@@ -13,14 +13,21 @@ sliding except every 6th, or the layers in local_layer_ids):
 - input_layernorm, post_attention_layernorm, attn_sconv / mlp_sconv (h, 1, conv_kernel_size).
 The embedding carries an embed_norm; ``model.norm``; lm_head never tied (_tied_weights_keys is empty).
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the attention's and
-the shared experts' linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_inkling.py inkling_layer, one
+linears tuple per layer kind (sliding / full attention, dense / sparse MLP), held to the trace of
+tools/memtrace/inkling_trace.py (tests/test_inkling_blocks.py).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
 from .recurrent import recurrent_arch
+
+
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_inkling.py, tools/memtrace/inkling_trace.py) "
+           "under eager attention: the relative-logits bias has no FlashAttention path")
 
 
 def inkling_text(c: ConfigReader) -> ModelArch:
@@ -75,14 +82,25 @@ def inkling_text(c: ConfigReader) -> ModelArch:
             b.matrix(f"{p}.{name}.conv1d", "weight", (h, 1, ck), "other")
     b.norm("model.norm", h)
     b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
-            Linear("r_proj", h, heads * d_rel), Linear("o_proj", heads * hd, h), Linear("gate_up_proj", h, 2 * ei),
-            Linear("down_proj", ei, h))
+    layer_lins = []
+    for i in range(n_layers):
+        nh, nkv, d = sw if kinds[i] == "hybrid_sliding" else (heads, kv, hd)
+        attn = (Linear("q_proj", h, nh * d), Linear("k_proj", h, nkv * d), Linear("v_proj", h, nkv * d),
+                Linear("r_proj", h, nh * d_rel), Linear("o_proj", nh * d, h))
+        mlp = (Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)) if mlp_kinds[i] == "sparse" \
+            else (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
+        layer_lins.append(attn + mlp)
+    # one tuple per layer kind, shared by the layers of that kind (memory/activations.py caches by identity)
+    kinds_seen: dict = {}
+    layer_lins = [kinds_seen.setdefault((kinds[i], mlp_kinds[i], lins), lins) for i, lins in enumerate(layer_lins)]
     moe = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=6), expert_intermediate=ei,
               shared_intermediate=s * ei, dense_layers=0)
-    return recurrent_arch(c, "inkling_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=False, lins=lins,
-                          heads=heads, kv=kv, hd=hd, inter=ei, moe=moe,
-                          what="short-conv attention with relative logits and the MoE are")
+    sparse = next((x for x, k in zip(layer_lins, mlp_kinds) if k == "sparse"), layer_lins[-1])
+    dense = next((x for x, k in zip(layer_lins, mlp_kinds) if k != "sparse"), sparse)
+    arch = recurrent_arch(c, "inkling_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=False, lins=sparse,
+                          heads=heads, kv=kv, hd=hd, inter=inter, moe=moe, what="")
+    return replace(arch, family="llama", gated_mlp=True, block_linears=sparse, dense_block_linears=dense,
+                   layer_linears=tuple(layer_lins), support=SUPPORT)
 
 
 INKLING = {"inkling_text": inkling_text}

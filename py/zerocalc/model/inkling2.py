@@ -19,16 +19,23 @@ else "hybrid_sliding"):
 ``model.embed_tokens`` with its embed_norm, ``model.norm``, final_input (h); lm_head (unpadded_vocab_size x h)
 never tied (_tied_weights_keys is empty). The composites inkling2 / inkling2_loop (vision tower) are not modelled.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the sliding layers'
-linears with the routed experts as the MLP, once per layer call (the loop layers run loop_num_passes times),
-not traced, which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_inkling2.py, one linears tuple and
+one ``inkling2`` layout entry per layer call (each call's block-state counts; Inkling 2 Loop's loop layers run
+loop_num_passes times, the later passes with messages and their gates), held to the traces of
+tools/memtrace/inkling_trace.py (tests/test_inkling_blocks.py). The composites use the same rules.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
 from .recurrent import recurrent_arch
 
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_inkling2.py, tools/memtrace/inkling_trace.py "
+           "inkling2_text / inkling2_loop_text; eager attention, the only one the modelling code has)")
+LOOP_NOTE = ("; the loop's step peaks inside a layer's backward, whose temporaries are not modelled (activations "
+             "about 5 % low there, tests/test_inkling_blocks.py)")
 # Inkling2TextConfig / Inkling2LoopTextConfig class defaults that differ
 _DEFAULTS = {"inkling2_text": {"h": 4608, "layers": 48, "heads": 48, "ei": 2304, "e": 384},
              "inkling2_loop_text": {"h": 2304, "layers": 24, "heads": 24, "ei": 1152, "e": 128}}
@@ -101,15 +108,52 @@ def _inkling2(c: ConfigReader, model_type: str) -> ModelArch:
     if loop:
         b.matrix("model.message_input", "query", (end - start, 4, h), "other")
     b.matrix("lm_head", "weight", (out_vocab, h), "lm_head", "lm_head")
-    heads, kv, d, _ = swa
-    lins = (Linear("linear", h, heads * d), Linear("linear", h, kv * d), Linear("linear", h, kv * d),
-            Linear("gate_proj", h, heads * d), Linear("linear", heads * d, h),
-            Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e))
-    calls = n_layers + (int(lc.get("num_passes", c.int("loop_num_passes", default=3))) - 1) * (end - start) if loop \
-        else n_layers
-    return recurrent_arch(c, model_type, b, h=h, n_layers=calls, vocab=vocab, tied=False, lins=lins, heads=heads,
-                          kv=kv, hd=d, inter=ei, moe=moe,
-                          what="clipped, conv-fed, relative-bias attention and softcapped MoE layers are")
+    passes = int(lc.get("num_passes", c.int("loop_num_passes", default=3))) if loop else 1
+    # memory/blocks_inkling2.py: one linears tuple per layer call (its block-residual inputs differ by index and
+    # pass), in the modules' order: q/k/v_proj.linear, the dynamic convs' weight_proj (full layers),
+    # o_proj.gate_proj, o_proj.linear, sink_proj, relative_position_bias.linear, the routed experts, then (a loop
+    # layer's later passes) the q/k/v/mlp message gates' down_proj, forget_gate_proj, message_gate_proj
+    every = c.int("n_layers_per_attn_res_block", default=6)
+    calls = [(i, 0) for i in range(start if loop else n_layers)]
+    if loop:
+        calls += [(i, p) for p in range(passes) for i in range(start, end)] + [(i, 0) for i in range(end, n_layers)]
+    layer_lins, layout, states, pre, prev = [], [], 0, 0, 0
+    stack, made, pre_stack = 0, 0, 0           # which block-state tensor a call reads (a new one at each boundary)
+    for i, p in calls:
+        if loop and i == start:
+            if p == 0:
+                pre, pre_stack = states, stack
+            else:
+                prev, states = states - pre - 1, pre    # block_states[..., num_pre_loop_blocks + 1:], then restart
+                stack = pre_stack
+        sliding = kinds[i] == "hybrid_sliding"
+        heads, kv, d, extent = swa if sliding else full
+        lins = (Linear("linear", h, heads * d), Linear("linear", h, kv * d), Linear("linear", h, kv * d))
+        if not sliding:
+            lins += (Linear("weight_proj", h, kv * kernel), Linear("weight_proj", h, kv * kernel))
+        lins += (Linear("gate_proj", h, heads * d), Linear("linear", heads * d, h), Linear("sink_proj", h, heads),
+                 Linear("linear", h, heads * d_rel), Linear("gate_up_proj", h, 2 * ei, e),
+                 Linear("down_proj", ei, h, e))
+        if p:
+            lins += (Linear("down_proj", 2 * h, rank), Linear("forget_gate_proj", rank, h),
+                     Linear("message_gate_proj", rank, h)) * 4
+        layer_lins.append(lins)
+        boundary = i % every == 0
+        layout.append({"sliding": sliding, "first": i == 0, "heads": heads, "kv": kv, "d": d, "d_rel": d_rel,
+                       "extent": extent, "kernel": kernel, "attn_states": states + 1,
+                       "mlp_states": states + 1 + boundary, "boundary": boundary,
+                       "loop": loop and start <= i < end, "message_states": prev + 1 if p else 0,
+                       "stack": stack})
+        states += boundary
+        if boundary:
+            made += 1
+            stack = made
+    arch = recurrent_arch(c, model_type, b, h=h, n_layers=len(calls), vocab=out_vocab, tied=False,
+                          lins=layer_lins[-1], heads=full[0], kv=full[1], hd=full[2], inter=ei, moe=moe, what="")
+    return replace(arch, family="llama", gated_mlp=True, block_linears=layer_lins[-1],
+                   dense_block_linears=layer_lins[-1], layer_linears=tuple(layer_lins), final_softcap=True,
+                   inkling2={"layers": tuple(layout), "final_states": states + 1},
+                   support=SUPPORT + (LOOP_NOTE if loop else ""))
 
 
 def inkling2_text(c: ConfigReader) -> ModelArch:

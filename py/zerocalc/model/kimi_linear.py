@@ -16,9 +16,8 @@ F.linear(x.type(float32), w.type(float32))) and shared_experts of num_shared_exp
 (moe.moe_block's "deepseek" layout). layer_types default: full attention at every 4th layer after the first
 (or the checkpoint's 1-indexed linear_attn_config full_attn_layers / kda_layers). lm_head never tied.
 
-The count is exact (tests/test_architectures.py). Activations: memory/blocks_kimi_linear.py, each layer from its
-own linears (``layer_linears``: KDA's or MLA's, then the dense MLP's or the MoE's), traced with fla's chunk_kda
-and causal-conv1d stood in (tools/memtrace/kda_trace.py, tests/test_kimi_linear_blocks.py).
+The count is exact (tests/test_architectures.py). Activations: traced (memory/blocks_kimi_linear.py, each layer
+of its own kind through ``layer_linears``; tools/memtrace/kda_trace.py with fla's chunk_kda stood in).
 """
 from __future__ import annotations
 
@@ -28,10 +27,6 @@ from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
 from .moe import deepseek_ffn, is_sparse, mla_attention, mla_spec
 from .recurrent import recurrent_arch
-
-
-SUPPORT = ("exact parameter count; activations traced (memory/blocks_kimi_linear.py: KDA with fla's chunk_kda "
-           "and causal-conv1d stood in, MLA, MoE; tools/memtrace/kda_trace.py)")
 
 
 def _layer_types(c: ConfigReader, n: int, lac: dict) -> list:
@@ -66,29 +61,24 @@ def kimi_linear(c: ConfigReader) -> ModelArch:
     # KimiLinearForCausalLM._tied_weights_keys = {}: the lm_head is never tied, whatever tie_word_embeddings says
     bias, tied = c.bool("attention_bias", False), False
     q = lh * d
-    kda = (Linear("q_proj", h, q), Linear("k_proj", h, q), Linear("v_proj", h, q), Linear("f_a_proj", h, d),
-           Linear("f_b_proj", d, q), Linear("b_proj", h, lh), Linear("g_a_proj", h, d), Linear("g_b_proj", d, q),
-           Linear("o_proj", q, h))
-    qk = mla["qk_nope"] + mla["qk_rope"]
-    att = [Linear("q_a_proj", h, mla["q_lora_rank"]), Linear("q_b_proj", mla["q_lora_rank"], heads * qk)] \
-        if mla["q_lora_rank"] else [Linear("q_proj", h, heads * qk)]
-    att += [Linear("kv_a_proj_with_mqa", h, mla["kv_lora_rank"] + mla["qk_rope"]),
-            Linear("kv_b_proj", mla["kv_lora_rank"], heads * (mla["qk_nope"] + mla["v_head"])),
-            Linear("o_proj", heads * mla["v_head"], h)]
-    si = moe.shared_intermediate
-    sparse = (Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e), Linear("gate_proj", h, si),
-              Linear("up_proj", h, si), Linear("down_proj", si, h))
-    dense = (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    shapes: dict = {}
-    per_layer = []
     b = TensorList()
+    kda_lins = (Linear("q_proj", h, q), Linear("k_proj", h, q), Linear("v_proj", h, q), Linear("f_a_proj", h, d),
+                Linear("f_b_proj", d, q), Linear("b_proj", h, lh), Linear("g_a_proj", h, d), Linear("g_b_proj", d, q),
+                Linear("o_proj", q, h))
+    dense_lins, sparse_lins = ffn_lins(h, inter, moe)
+    per_layer: dict = {}        # one tuple per layer kind (attention, sparse), shared by its layers
+    layers = []
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     for i in range(n_layers):
         p = f"model.layers.{i}"
         a = f"{p}.self_attn"
+        sparse = is_sparse(c, i, 1)
         if kinds[i] == "full_attention":
-            mla_attention(b, p, h, heads, mla, [], bias=bias)
+            out: list[Linear] = []
+            mla_attention(b, p, h, heads, mla, out, bias=bias)
+            attn = tuple(out)
         else:
+            attn = kda_lins
             for name in ("q_proj", "k_proj", "v_proj"):
                 b.linear(f"{a}.{name}", h, q, "attention")
             b.matrix(f"{a}.conv1d", "weight", (3 * q, 1, kernel), "attention")
@@ -101,17 +91,34 @@ def kimi_linear(c: ConfigReader) -> ModelArch:
             b.linear(f"{a}.g_b_proj", d, q, "attention")
             b.norm(f"{a}.o_norm", d)
             b.linear(f"{a}.o_proj", q, h, "attention")
-        deepseek_ffn(b, p, h, moe, inter, is_sparse(c, i, 1))
-        lins = (tuple(att) if kinds[i] == "full_attention" else kda) + (sparse if is_sparse(c, i, 1) else dense)
-        per_layer.append(shapes.setdefault(lins, lins))
+        deepseek_ffn(b, p, h, moe, inter, sparse)
+        layers.append(per_layer.setdefault((attn, sparse), attn + (sparse_lins if sparse else dense_lins)))
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    arch = recurrent_arch(c, "kimi_linear", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=per_layer[-1],
-                          heads=heads, kv=heads, hd=d, inter=inter, moe=moe, family="llama", what="", support=SUPPORT)
-    # memory/blocks_kimi_linear.py costs each layer from its own linears (the MLA layers as memory/blocks.py
-    # llama_block's latent attention: arch.mla)
-    return replace(arch, layer_linears=tuple(per_layer), dense_block_linears=per_layer[0], mla=mla)
+    arch = recurrent_arch(c, "kimi_linear", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=layers[-1],
+                          heads=heads, kv=heads, hd=c.int("head_dim", default=d), inter=inter, moe=moe, what="")
+    return kda_arch(arch, mla, layers)
+
+
+def ffn_lins(h: int, inter: int, moe: MoE) -> tuple[tuple[Linear, ...], tuple[Linear, ...]]:
+    """A dense layer's SwiGLU linears and a sparse layer's (the fused experts, then the shared expert's), as
+    memory/blocks.py sparse_moe reads them."""
+    ei, e, si = moe.expert_intermediate, moe.num_experts, moe.shared_intermediate
+    dense = (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
+    sparse = (Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e)) + (
+        (Linear("gate_proj", h, si), Linear("up_proj", h, si), Linear("down_proj", si, h)) if si else ())
+    return dense, sparse
+
+
+def kda_arch(arch: ModelArch, mla: dict, layers: list) -> ModelArch:
+    """The traced ModelArch of a KDA / MLA hybrid (Kimi Linear, Ling 3): each layer's own linears, costed by
+    memory/blocks_kimi_linear.py (llama_block with ``arch.mla`` for the full-attention layers, its KDA rule else)."""
+    sparse = [x for x in layers if any(lin.count > 1 for lin in x)]
+    return replace(arch, family="llama", gated_mlp=True, mla=mla, layer_linears=tuple(layers),
+                   block_linears=(sparse or layers)[-1], dense_block_linears=layers[0],
+                   support="exact parameter count; activations traced (memory/blocks_kimi_linear.py; "
+                           "tools/memtrace/kda_trace.py)")
 
 
 KIMI_LINEAR = {"kimi_linear": kimi_linear}

@@ -21,6 +21,7 @@ out_hidden_size, biased) and post_proj_norm.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 from .arch import Linear, ModelArch, MoE
@@ -32,6 +33,8 @@ TEXT = {"vocab_size": 202048, "hidden_size": 8192, "intermediate_size": 16384, "
         "num_local_experts": 256, "num_experts_per_tok": 8, "moe_hidden_size": 4096}
 VISION = {"patch_size": 14, "pos_emb_height": 32, "pos_emb_width": 32, "num_hidden_layers": 50, "hidden_size": 1536,
           "intermediate_size": 8960, "patch_temporal": 2}
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_muse_spark.py: output-gated attention, "
+           "residual gates, three RMSNorms, the projected MoE; tools/memtrace/more_moe_trace.py)")
 AUDIO = {"patch_sizes": [16, 6, 5, 4], "hidden_sizes": [256, 512, 1024, 2048], "depths": [2, 2, 2, 2],
          "conv_kernel_size": 7, "out_hidden_size": 8192}
 
@@ -49,6 +52,11 @@ def muse_spark_text(c: ConfigReader) -> ModelArch:
     bias = c.bool("attention_bias", False)
     b = TensorList()
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
+    att = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+           Linear("self_attn.gate_proj", h, heads * hd), Linear("o_proj", heads * hd, h))
+    sparse_lins = att + (Linear("pre_expert_proj", h, mh), Linear("gate_up_proj", mh, 2 * ei, e),
+                         Linear("down_proj", ei, mh, e), Linear("post_expert_proj", mh, h))
+    dense_lins = att + (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
     for i in range(n_layers):
         p, a = f"model.layers.{i}", f"model.layers.{i}.self_attn"
         b.qkv(a, h, heads, kv, hd, bias)
@@ -71,12 +79,14 @@ def muse_spark_text(c: ConfigReader) -> ModelArch:
         b.param(f"{p}.post_feedforward_residual_gate", "gate", h, "norm")
     b.norm("model.norm", h)
     b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = (Linear("q_proj", h, heads * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
-            Linear("gate_proj", h, heads * hd), Linear("o_proj", heads * hd, h), Linear("pre_expert_proj", h, mh),
-            Linear("gate_up_proj", mh, 2 * ei), Linear("down_proj", ei, mh))
-    return recurrent_arch(c, "muse_spark_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=False, lins=lins,
-                          heads=heads, kv=kv, hd=hd, inter=inter, moe=moe,
-                          what="gated attention, residual gates and the projected MoE are")
+    per_layer = tuple(sparse_lins if k == "sparse" else dense_lins for k in kinds)
+    arch = recurrent_arch(c, "muse_spark_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=False,
+                          lins=per_layer[-1], heads=heads, kv=kv, hd=hd, inter=inter, moe=moe, family="llama",
+                          what="", support=SUPPORT)
+    # memory/blocks_muse_spark.py costs each layer from its own linears; MuseSparkForConditionalGeneration.forward
+    # soft-caps the logits (`tanh(logits * output_multiplier / final_logit_softcapping)`, default 20.0)
+    return replace(arch, gated_mlp=True, layer_linears=per_layer, dense_block_linears=dense_lins,
+                   final_softcap=bool(c.cfg.get("final_logit_softcapping", 20.0)))
 
 
 def muse_spark_parts(cfg: Mapping, text_h: int) -> list:

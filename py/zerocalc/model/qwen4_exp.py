@@ -20,18 +20,27 @@
 then ``model.hyper_connection_mixer`` (the same without block_inject_weight; there is no final norm); lm_head untied
 by default. The composite qwen4_exp (with its vision tower) is not modelled here.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the Gated DeltaNet
-layers' linears (not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_qwen4_exp.py, traced
+(tools/memtrace/qwen4_trace.py, tests/test_qwen4_exp_blocks.py), the composite's language model too; a PLE layer
+is costed without its PLE module (not traced), which ``support`` says.
 """
 from __future__ import annotations
 
 import math
 from functools import lru_cache
 
+from dataclasses import replace
+
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
 from .moe import moe_block
 from .recurrent import recurrent_arch
+
+
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_qwen4_exp.py: the hyper connections, Gated "
+           "DeltaNet, QSA-indexed attention and Qwen2-MoE experts; tools/memtrace/qwen4_trace.py)")
+# the per-layer embedding (Qwen4ExpTextPLELayer) is not traced: said only where a config has PLE layers
+PLE_SUPPORT = "; PLE layers (ple_layer_ids) are not traced and are costed without their PLE module"
 
 
 @lru_cache(maxsize=8)
@@ -77,8 +86,10 @@ def qwen4_exp_text(c: ConfigReader) -> ModelArch:
         if combine:
             b.linear(f"{m}.block_inject_weight", wide, hc, "other")
 
+    per_layer: list[tuple[Linear, ...]] = []
     for i in range(n_layers):
         p = f"model.layers.{i}"
+        out: list[Linear] = []
         if kinds[i] == "linear_attention":
             a = f"{p}.linear_attn"
             b.matrix(f"{a}.conv1d", "weight", (2 * key + val, 1, kernel), "attention")
@@ -89,17 +100,20 @@ def qwen4_exp_text(c: ConfigReader) -> ModelArch:
             for name, d_out in (("in_proj_qkv", 2 * key + val), ("in_proj_z", val), ("in_proj_b", nv),
                                 ("in_proj_a", nv)):
                 b.linear(f"{a}.{name}", h, d_out, "attention")
+                out.append(Linear(name, h, d_out))
+            out.append(Linear("out_proj", val, h))
         else:
             a = f"{p}.self_attn"
             for name, d_in, d_out in (("q_proj", h, 2 * heads * hd), ("k_proj", h, kv * hd), ("v_proj", h, kv * hd),
                                       ("o_proj", heads * hd, h)):
                 b.linear(f"{a}.{name}", d_in, d_out, "attention", bias=bias)
+                out.append(Linear(name, d_in, d_out))
             b.norm(f"{a}.q_norm", hd)
             b.norm(f"{a}.k_norm", hd)
             b.linear(f"{a}.indexer.index_qk_proj", h, (ih + ikv) * idim, "attention")
             b.norm(f"{a}.indexer.q_layernorm", idim)
             b.norm(f"{a}.indexer.k_layernorm", idim)
-        moe_block(b, p, h, moe, "qwen2_moe", [])
+        moe_block(b, p, h, moe, "qwen2_moe", out)
         if i + 1 in ple_ids:
             j, e = ple_ids.index(i + 1), f"{p}.ple"
             base = c.int("ngram_vocab_size_base", default=20_000_000)
@@ -114,14 +128,20 @@ def qwen4_exp_text(c: ConfigReader) -> ModelArch:
             b.matrix(f"{e}.conv1d", "weight", (wide, 1, c.int("ple_conv_kernel_size", default=4)), "other")
         hyper(f"{p}.attn_hyper_connection")
         hyper(f"{p}.mlp_hyper_connection")
+        out += [Linear("input_mix_weight_down", wide, low), Linear("input_mix_weight_up", low, wide),
+                Linear("block_inject_weight", wide, hc)]
+        per_layer.append(tuple(out))
     hyper("model.hyper_connection_mixer", combine=False)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = (Linear("in_proj_qkv", h, 2 * key + val), Linear("in_proj_z", h, val), Linear("out_proj", val, h),
-            Linear("gate_up_proj", h, 2 * ei, moe.num_experts), Linear("down_proj", ei, h, moe.num_experts))
-    return recurrent_arch(c, "qwen4_exp_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
-                          heads=heads, kv=kv, hd=hd, inter=si, moe=moe,
-                          what="Gated DeltaNet, indexed attention, hyper-connection and MoE layers are")
+    arch = recurrent_arch(c, "qwen4_exp_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=per_layer[0],
+                          heads=heads, kv=kv, hd=hd, inter=si, moe=moe, family="llama",
+                          support=SUPPORT + (PLE_SUPPORT if ple_ids else ""), what="")
+    rope = c.cfg.get("rope_parameters") or {}
+    rot = int(hd * float(rope.get("partial_rotary_factor", 1.0) if isinstance(rope, dict) else 1.0))
+    # activations: memory/blocks_qwen4_exp.py (the layers; its qwen4_outside through memory/blocks_hyper.py OTHERS)
+    return replace(arch, layer_linears=tuple(per_layer), hyper={"hc_mult": hc, "lowrank": low, "rope": rot},
+                   deltanet={"key": key, "value": val, "nk": nk, "nv": nv})
 
 
 QWEN4_EXP = {"qwen4_exp_text": qwen4_exp_text}

@@ -24,19 +24,22 @@ Step3p7TextConfig.__post_init__, which this module does not redo: such a config 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 from ..errors import PlanError
-from .arch import ModelArch, MoE
+from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
 from .moe import deepseek_ffn
-from .recurrent import llama_lins, recurrent_arch
+from .recurrent import recurrent_arch
 from .vit_layers import layer_scaled_vit
 
 TEXT = {"vocab_size": 128815, "hidden_size": 4096, "intermediate_size": 11264, "num_hidden_layers": 45,
         "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "num_experts_per_tok": 8,
         "moe_intermediate_size": 1280, "n_routed_experts": 288, "share_expert_dim": 1280}
 VISION = {"hidden_size": 1536, "num_hidden_layers": 47, "num_channels": 3, "image_size": 728, "patch_size": 14}
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_step3p7.py: output-gated attention, "
+           "clamped SwiGLUs, the experts' loop; tools/memtrace/more_moe_trace.py)")
 LEGACY = ("moe_layers_enum", "attention_other_setting", "moe_layer_freq", "sparse_attention_config")
 
 
@@ -60,6 +63,9 @@ def step3p5(c: ConfigReader) -> ModelArch:
     bias, mlp_bias, tied = c.bool("attention_bias", False), c.bool("mlp_bias", False), c.bool("tie_word_embeddings", False)
     b = TensorList()
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
+    ei, si = moe.expert_intermediate, moe.shared_intermediate
+    shapes: dict = {}
+    layer_lins = []
     for i in range(n_layers):
         p, a = f"model.layers.{i}", f"model.layers.{i}.self_attn"
         lh = int(per_layer.get(i, {}).get("num_attention_heads")
@@ -71,12 +77,21 @@ def step3p5(c: ConfigReader) -> ModelArch:
         b.norm(f"{a}.k_norm", hd)
         b.linear(f"{a}.g_proj", h, lh if per_head else lh * hd, "attention")
         deepseek_ffn(b, p, h, moe, inter, mlp[i] == "sparse", "step3p5", bias=mlp_bias)
+        att = (Linear("q_proj", h, lh * hd), Linear("k_proj", h, kv * hd), Linear("v_proj", h, kv * hd),
+               Linear("o_proj", lh * hd, h), Linear("g_proj", h, lh if per_head else lh * hd))
+        ffn = ((Linear("gate_up_proj", h, 2 * ei, moe.num_experts), Linear("down_proj", ei, h, moe.num_experts),
+                Linear("gate_proj", h, si), Linear("up_proj", h, si), Linear("down_proj", si, h))
+               if mlp[i] == "sparse" else
+               (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h)))
+        layer_lins.append(shapes.setdefault(att + ffn, att + ffn))
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = llama_lins(h, heads, kv, hd, inter)
-    return recurrent_arch(c, "step3p5", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads,
-                          kv=kv, hd=hd, inter=inter, moe=moe, what="gated attention and the MoE are")
+    dense = next((x for x in layer_lins if len(x) == 8), layer_lins[0])
+    arch = recurrent_arch(c, "step3p5", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=layer_lins[-1],
+                          heads=heads, kv=kv, hd=hd, inter=inter, moe=moe, family="llama", what="", support=SUPPORT)
+    # memory/blocks_step3p7.py costs each layer from its own linears
+    return replace(arch, gated_mlp=True, qk_norm="head", layer_linears=tuple(layer_lins), dense_block_linears=dense)
 
 
 def step3p7_parts(cfg: Mapping, text_h: int) -> list:

@@ -16,9 +16,10 @@ The reference sliding window holds no parameters.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
-from .arch import ModelArch, MoE
+from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
 from .moe import deepseek_ffn
 from .recurrent import llama_lins, recurrent_arch
@@ -28,6 +29,8 @@ from .vit_layers import clip_layers
 TEXT = {"vocab_size": 129280, "hidden_size": 1280, "intermediate_size": 6848, "num_hidden_layers": 12,
         "num_attention_heads": 10, "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
         "moe_intermediate_size": 896}
+SUPPORT = ("exact parameter count; activations traced (memory/blocks.py llama_block and sparse_moe, the experts' "
+           "gradient moment in the top sparse layer, memory/expert_backward.py; tools/memtrace/more_moe_trace.py)")
 CLIP_ENCODER = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "image_size": 224,
                 "patch_size": 14}
 
@@ -41,13 +44,20 @@ def unlimited_ocr_text(c: ConfigReader) -> ModelArch:
     if not isinstance(kinds, list):
         first = c.int("first_k_dense_replace", default=1, lo=0)
         kinds = ["sparse" if i >= first else "dense" for i in range(n_layers)]
+    # UnlimitedOcrTextTopkRouter.forward: F.linear(hidden_states.type(torch.float32), self.weight.type(float32))
     moe = MoE(num_experts=c.int("n_routed_experts", "num_experts", default=TEXT["n_routed_experts"]),
               experts_per_token=g("num_experts_per_tok"), expert_intermediate=g("moe_intermediate_size"),
               shared_intermediate=g("n_shared_experts") * g("moe_intermediate_size"),
-              dense_layers=sum(1 for k in kinds if k != "sparse"))
+              dense_layers=sum(1 for k in kinds if k != "sparse"), router_fp32="cast")
     bias, mlp_bias, tied = c.bool("attention_bias", False), c.bool("mlp_bias", False), c.bool("tie_word_embeddings", False)
     b = TensorList()
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
+    ei, shared = moe.expert_intermediate, moe.shared_intermediate
+    att = llama_lins(h, heads, kv, hd, inter)[:4]
+    sparse_lins = att + (Linear("gate_up_proj", h, 2 * ei, moe.num_experts),
+                         Linear("down_proj", ei, h, moe.num_experts), Linear("gate_proj", h, shared),
+                         Linear("up_proj", h, shared), Linear("down_proj", shared, h))
+    dense_lins = llama_lins(h, heads, kv, hd, inter)
     for i in range(n_layers):
         p, a = f"model.layers.{i}", f"model.layers.{i}.self_attn"
         b.qkv(a, h, heads, kv, hd, bias)
@@ -56,9 +66,11 @@ def unlimited_ocr_text(c: ConfigReader) -> ModelArch:
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    return recurrent_arch(c, "unlimited_ocr_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied,
-                          lins=llama_lins(h, heads, kv, hd, inter), heads=heads, kv=kv, hd=hd, inter=inter, moe=moe,
-                          what="MoE layers are")
+    per_layer = tuple(sparse_lins if k == "sparse" else dense_lins for k in kinds)
+    arch = recurrent_arch(c, "unlimited_ocr_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied,
+                          lins=per_layer[-1], heads=heads, kv=kv, hd=hd, inter=inter, moe=moe, family="llama",
+                          what="", support=SUPPORT)
+    return replace(arch, gated_mlp=True, layer_linears=per_layer, dense_block_linears=dense_lins)
 
 
 def unlimited_ocr_parts(cfg: Mapping, text_h: int) -> list:

@@ -3,7 +3,9 @@ HunYuanVLVisionTransformer: vision_more.hunyuan_vl_tower) and its patch merger (
 image_newline (out_hidden_size), proj_conv (a biased Conv2d h -> h x merge^2 of kernel spatial_merge_size),
 proj_out (a biased 1x1 Conv2d -> out_hidden_size, the text width) and before_rms (an RMSNorm over h); no mlp,
 after_rms or image begin / end / sep embeddings. Defaults: HYV4VLVisionConfig over HunYuanVLVisionConfig.
-The language model is HY-V4's (HYV4VLTextModel subclasses HYV4Model; HYV4VLTextConfig's own defaults in TEXT).
+The language model is HY-V4's (HYV4VLTextModel subclasses HYV4Model; HYV4VLTextConfig's own defaults in TEXT): its
+activations are traced fed text only (memory/blocks_hy_v4.py, tools/memtrace/hy_v4_trace.py hy_v4_vl); the tower's
+are not modelled (memory/vision.py plan_support says so where a plan trains it or feeds it images).
 """
 from __future__ import annotations
 

@@ -11,14 +11,20 @@
   vectors each).
 ``model.norm``, the model's input_hidden_states_scale / bias; lm_head (lm_head_bias) tied by default.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block of the projections (the
-convolutions and the router MLP not traced), which ``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_zaya.py, traced
+(tools/memtrace/more_moe_trace.py zaya, tests/test_zaya_blocks.py).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .arch import Linear, ModelArch, MoE
 from .config import ConfigReader, TensorList
 from .recurrent import recurrent_arch
+
+
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_zaya.py: compressed convolutional attention, "
+           "the fp32 residual stream's scalings, the router MLP, grouped_mm experts; tools/memtrace/more_moe_trace.py)")
 
 
 def zaya(c: ConfigReader) -> ModelArch:
@@ -63,13 +69,17 @@ def zaya(c: ConfigReader) -> ModelArch:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     if c.bool("lm_head_bias", False):
         b.param("lm_head", "bias", vocab, "lm_head")
+    # memory/blocks_zaya.py: the router's linears under their module paths (its down_proj is not the experts')
     lins = (Linear("q_proj", h, heads * d), Linear("k_proj", h, kv * d), Linear("v_proj_current", h, kv * d // 2),
-            Linear("v_proj_delayed", h, kv * d // 2), Linear("o_proj", heads * d, h), Linear("gate_up_proj", h, 2 * ei),
-            Linear("down_proj", ei, h))
+            Linear("v_proj_delayed", h, kv * d // 2), Linear("o_proj", heads * d, h), Linear("gate.down_proj", h, rh),
+            Linear("router_mlp.fc1", rh, rh), Linear("router_mlp.fc2", rh, rh),
+            Linear("router_mlp.out_proj", rh, e + 1),
+            Linear("gate_up_proj", h, 2 * ei, e), Linear("down_proj", ei, h, e))
     moe = MoE(num_experts=e, experts_per_token=c.int("num_experts_per_tok", default=1), expert_intermediate=ei,
               shared_intermediate=0, dense_layers=0)
-    return recurrent_arch(c, "zaya", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads, kv=kv,
-                          hd=d, inter=ei, moe=moe, what="convolutional attention and MLP-routed MoE are")
+    arch = recurrent_arch(c, "zaya", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins, heads=heads, kv=kv,
+                          hd=d, inter=ei, moe=moe, family="llama", what="", support=SUPPORT)
+    return replace(arch, gated_mlp=True)
 
 
 ZAYA = {"zaya": zaya}

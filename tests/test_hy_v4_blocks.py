@@ -1,0 +1,172 @@
+"""HY-V4's hyper-connected layers (memory/blocks_hy_v4.py), held to a trace.
+
+The traced model (tools/memtrace/hy_v4_trace.py, tests/data/hy_v4_trace.json): HY-V4's layout at h = 1024, N = 4
+hyper-connection streams (no Sinkhorn), 8 heads of MLA (qk 64 nope + 32 rope, v 128; q_lora_rank 256, kv_lora_rank
+128) with the output gate and a sink per head, an indexer of 4 heads of 64 (top 32); layers: 0 dense MLP of 2048 and
+a full indexer, 1 sparse and shared, 2 sparse and full; 8 experts of I = 512, top-2, a shared expert of 512; the
+fp32 lm_head over a vocabulary of 8192; bf16, eager (the only kernel), one sequence of t = 512 tokens. The per-layer
+sums below are the trace's saved tensors to the byte (`python -m tools.memtrace PLAN --dump-saved`, grouped by the
+saving module's layer: 66,842,624 / 73,127,968 / 73,127,968; layer 0's includes the model's RoPE cos / sin,
+2*2*512*32 = 65,536 B, which the engine counts once outside the layers).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.memtrace.compare import compare, engine_breakdown, format_rows
+from tools.memtrace.hy_v4_trace import plans
+from zerocalc.memory.blocks import Ctx
+from zerocalc.memory.blocks_moe import layer_saved_bytes
+from zerocalc.memory.lora import block_linears_per_layer
+from zerocalc.model import model_from_config
+
+TRACE = json.loads((Path(__file__).parent / "data" / "hy_v4_trace.json").read_text())
+# HY-V4-VL fed text only (the same language model, a tiny frozen tower never run): hy_v4_trace.py hy_v4_vl
+VL_TRACE = json.loads((Path(__file__).parent / "data" / "hy_v4_vl_trace.json").read_text())
+T, H, N, A, NOPE, R, DV, QR, KR = 512, 1024, 4, 8, 64, 32, 128, 256, 128
+DQ = NOPE + R
+ROWS = T * 2                                            # t·k routed rows
+
+
+def _saved(layer: int) -> int:
+    arch = model_from_config(dict(plans())["hy-v4-3l-full-s512"]["model"])
+    c = Ctx(tokens=T, seq=T, batch=1, e=2, res=2, autocast=False, train_base=True, adapter_bytes=2, dropout=0.0,
+            attention="eager", first_layer=False)
+    return layer_saved_bytes(arch, c, block_linears_per_layer(arch)[layer], ())
+
+
+def norm(d: int) -> int:
+    """HYV4RMSNorm (Llama's) over a 16-bit input: the fp32 upcast, the rsqrt, the 16-bit normalised tensor (its
+    weight trains) and its output (the next linears' input)."""
+    return 4 * T * d + 4 * T + 2 * T * d + 2 * T * d
+
+
+# one hyper connection: the bf16 (t, 4·1024) stream, its fp32 copy and rsqrt, and 8·N = 32 fp32 values per token
+# (F.linear's 2N outputs, the product with the rsqrt (2N), the two sigmoids (2N), pre and post (N each))
+HC = 2 * T * N * H + 4 * T * N * H + 4 * T + 4 * T * 8 * N
+ATTENTION = (norm(H) + norm(QR) + norm(KR)              # input_layernorm, q_a_layernorm, kv_a_layernorm
+             + 2 * T * A * DQ + 2 * T * A * DQ          # the concatenated query, expand_kv's new key
+             + 2 * T * A * (NOPE + DV)                  # the value: a view of kv_b_proj's output
+             + 8 * T * A                                # the max's int64 indices
+             + 4 * A * T * (T + 1) + 2 * A * T * T      # the fp32 softmax over s + the sink, its bf16 copy
+             + 3 * 2 * T * A * DV                       # the contiguous output, sigmoid(gate), o_proj's input
+             + 4 * T * H)                               # the residual mix: the fp32 copy of o_proj's output
+DENSE = norm(H) + 4 * 2 * T * 2048 + 4 * T * H          # gate, up, SiLU, product; the mix
+SPARSE = (norm(H)
+          + 4 * T * H + 4 * T * 8 + 8 * T * 2 + 4 * T * 2 + 4 * T     # router: fp32 input, sigmoid, top-k, clone, sum
+          + ROWS * (2 * H + 2 * 512 + 2 * 1024 + 3 * 2 * 512 + 2 * H)  # gathered, product, gate_up, clamps + SiLU, down
+          + 4 * ROWS + 24 * ROWS + 4 * 8                              # fp32 weights, int64 indices, int32 offsets
+          + 4 * 2 * T * 512                                           # the shared expert
+          + 4 * T * H)                                                # the mix
+
+
+def test_dense_layer_by_hand():
+    """Layer 0 (dense MLP, full indexer: the indexer keeps nothing, @torch.no_grad)."""
+    assert 2 * HC + ATTENTION + DENSE == 66_842_624 - 65_536
+    assert _saved(0) == 66_777_088
+
+
+def test_sparse_layer_by_hand():
+    """Layers 1 (shared indexer) and 2 (full): the same saved set, 73,127,968 B."""
+    assert 2 * HC + ATTENTION + SPARSE == 73_127_968
+    assert _saved(1) == _saved(2) == 73_127_968
+
+
+def test_lora_layers_against_the_dump():
+    """LoRA on the MLA projections (fp32 adapters), the trace's saved tensors per layer: 48,054,272 / 68,540,448 /
+    68,540,448 B (layer 0's with the 65,536 B of RoPE cos / sin). Over the embedding's streams (layer 0) nothing
+    needs a gradient before the adapters: attn_hc keeps nothing, nor input_layernorm its upcast, the attention mix
+    keeps post alone (no fp32 copy of o_proj's output: post has no gradient), and the output gate keeps its sigmoid
+    but not the attention output (the frozen gate_proj's input needs no gradient)."""
+    from zerocalc.memory.activations import activations
+    from zerocalc.memory.precision import dtypes_for
+    from zerocalc.plan import parse_plan
+    plan = parse_plan(dict(plans())["hy-v4-3l-lora-attn-s512"])
+    layers = activations(plan, plan.arch, dtypes_for(plan)).layers
+    assert layers == (48_054_272 - 65_536, 68_540_448, 68_540_448)
+
+
+def test_hy_v4_reads_its_kinds_and_says_traced():
+    arch = model_from_config(dict(plans())["hy-v4-3l-full-s512"]["model"])
+    names = [{lin.name for lin in lins} for lins in block_linears_per_layer(arch)]
+    assert "gate_up_proj" not in names[0] and "gate_up_proj" in names[1] and "gate_up_proj" in names[2]
+    assert "self_attn.gate_proj" in names[0] and arch.hyper["hc_mult"] == N
+    assert "activations traced" in arch.support
+
+
+def test_fp32_parameters_by_hand():
+    """The parameters kept fp32 (_keep_in_fp32_modules_strict) on the bf16 base count 2 bytes more per element in
+    the weight, the gradient and each AdamW state (as that many more bf16 elements): lm_head (8192 x 1024), the six
+    hyper connections (8 x 4096 + 8 + 2 each), the hyper head (4 x 4096 + 4 + 1), the two routers (8 x 1024), the
+    sinks (8 per layer); the indexers' (wq_b 256 x 256, wk 64 x 1024, k_norm 2 x 64, weights_proj 4 x 1024 in layers
+    0 and 2) take no gradient (@torch.no_grad, memory/indexers.py). The logits lm_head returns are fp32."""
+    from zerocalc.memory.inputs import step_inputs
+    from zerocalc.plan import parse_plan
+    rows = dict(plans())
+    full = step_inputs(parse_plan(rows["hy-v4-3l-full-s512"]))
+    total = full.arch.total_params
+    kept = 8192 * H + 6 * (8 * 4096 + 8 + 2) + (4 * 4096 + 4 + 1) + 2 * 8 * 1024 + 3 * 8
+    indexers = 2 * (256 * 256 + 64 * 1024 + 2 * 64 + 4 * 1024)
+    assert kept == 8_618_073 and indexers == 270_592
+    assert sum(full.trainable.sizes) == total - indexers + kept
+    assert full.logits.saved == 4 * 512 * 8192                     # the fp32 log_softmax, no upcast copy
+    lora = step_inputs(parse_plan(rows["hy-v4-3l-lora-attn-s512"]))
+    assert lora.frozen_bytes == 2 * (total + kept)
+    mixed = step_inputs(parse_plan(rows["hy-v4-3l-full-mixed-s512"]))
+    assert sum(mixed.trainable.sizes) == total - indexers
+
+
+def test_mix_backward_moment_by_hand():
+    """With checkpointing the peak is the FFN residual mix's backward in a recomputed layer: the bf16 stream
+    gradient (2*512*4*1024), its fp32 upcast and the mul's two fp32 products (4*512*4*1024 each): 28 MiB."""
+    from zerocalc.memory.blocks_hyper import mix_backward_temps
+    arch = model_from_config(dict(plans())["hy-v4-3l-full-s512"]["model"])
+    c = Ctx(tokens=T, seq=T, batch=1, e=2, res=2, autocast=False, train_base=True, adapter_bytes=2, dropout=0.0,
+            attention="eager", first_layer=False)
+    assert mix_backward_temps(arch, c) == (2 + 4 + 2 * 4) * T * N * H == 29_360_128
+
+
+# full fine-tuning in bf16 without checkpointing: the peak is lm_head's backward (its fp32 logits gradient and the
+# new fp32 weight gradient beside the accumulated one), a moment the engine has no term for; full bf16-mixed with
+# checkpointing: the forward's peak at the loss, with locals the engine does not model (test_mixed_checkpointed_gap)
+GAPS = ("hy-v4-3l-full-s512", "hy-v4-3l-full-b2-s256", "hy-v4-vl-3l-full-s512", "hy-v4-3l-full-mixed-s512-ckpt")
+CASES = TRACE["cases"] + VL_TRACE["cases"]
+HELD = [c for c in CASES if c["id"] not in GAPS]
+
+
+@pytest.mark.parametrize("case", HELD, ids=[c["id"] for c in HELD])
+def test_hy_v4_step_within_3_percent_of_the_trace(case):
+    """tools/memtrace/hy_v4_trace.py on fake tensors (HY-V4, and HY-V4-VL fed text only): every component at the peak
+    and the peak within 3 %. Costed as a classic block before (memory/blocks_hy_v4.py did not exist): activations
+    -52 % (full bf16-mixed) to -95 % (LoRA with checkpointing), the fp32 head's weight, gradient and states -12.5 %."""
+    eng = engine_breakdown(case["plan"])
+    rows = compare(case, eng)
+    assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)
+
+
+@pytest.mark.parametrize("cid", GAPS[:3])
+def test_full_bf16_is_the_known_gap(cid):
+    """Full bf16 fine-tuning without checkpointing peaks in lm_head's backward mm (trace: 16 MiB of fp32 logits
+    gradient, 33 MiB of temporaries: the fp32 (8192, 1024) weight gradient before it is added into .grad), while the
+    engine's peak is the loss backward: the peak within 3 % (-0.5 %, -0.3 %, HY-V4-VL -0.5 %), activations -14 % and
+    logits +200 % at it. Held as bounds so that a change shows."""
+    case = next(c for c in CASES if c["id"] == cid)
+    rows = {r["name"]: r for r in compare(case, engine_breakdown(case["plan"]))}
+    assert -0.15 < rows["activations"]["rel"] < -0.12
+    assert 1.9 < rows["logits"]["rel"] < 2.1
+    assert rows["peak"]["ok"]
+
+
+def test_mixed_checkpointed_is_the_other_known_gap():
+    """Full bf16-mixed fine-tuning with checkpointing peaks in the forward at the loss (nll_loss_forward), where the
+    trace holds beside what the engine counts (the checkpoint inputs: streams, mask, top-k; the head; autocast's
+    cached 16-bit weights) the fp32 last hidden state (a local of HYV4ForCausalLM.forward, 2 MiB) and autocast's
+    cached copies of the no-grad indexer's and the routers' fp32 weights (0.55 MiB): activations -3.9 %, the peak
+    within 3 % (-0.4 %). Held as a bound so that a change shows."""
+    case = next(c for c in TRACE["cases"] if c["id"] == "hy-v4-3l-full-mixed-s512-ckpt")
+    rows = {r["name"]: r for r in compare(case, engine_breakdown(case["plan"]))}
+    assert -0.05 < rows["activations"]["rel"] < -0.03
+    assert rows["peak"]["ok"]
