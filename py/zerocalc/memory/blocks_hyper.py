@@ -47,10 +47,11 @@ from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, linear, rmsnorm
 from .blocks_qwen4_exp import QWEN4_HYPER
 from .blocks_hy_v4 import MODEL_TYPES as HY_V4, hy_v4_mix_temps, hy_v4_moment, hy_v4_outside
+from .blocks_glm5_next import GLM5_HYPER
 from .lora import Adapter
 
 # other hyper-connected families, each its own (hyper_outside, mix_backward_temps, hc_backward_moment)
-OTHERS = {**QWEN4_HYPER, **{t: (hy_v4_outside, hy_v4_mix_temps, hy_v4_moment) for t in HY_V4}}
+OTHERS = {**QWEN4_HYPER, **{t: (hy_v4_outside, hy_v4_mix_temps, hy_v4_moment) for t in HY_V4}, **GLM5_HYPER}
 
 
 def _later(c: Ctx) -> Ctx:

@@ -16,7 +16,10 @@ from ..model import ModelArch
 
 NO_GRAD_INDEXERS = frozenset({"deepseek_v32", "glm_moe_dsa", "mistral_large4", "mistral_large4_text",
                               "minimax_m3_vl", "minimax_m3_vl_text",
-                              "qwen4_exp", "qwen4_exp_text", "hy_v4", "hy_v4_vl"})
+                              "qwen4_exp", "qwen4_exp_text", "hy_v4", "hy_v4_vl",
+                              # modeling_glm5_next.py Glm5NextTextIndexer.forward: @torch.no_grad() (its k-pool
+                              # compress_ape / compress_gate parameters too)
+                              "glm5_next", "glm5_next_text"})
 
 
 def no_grad_tensors(arch: ModelArch) -> list:

@@ -22,11 +22,13 @@ RMSNorm norm1 / norm2, attn (qkv, proj, biased by attention_bias; per-head q_nor
 LayerNorm, a gated MLP of projection_intermediate_size, no biases); downsample (a biased Conv2d hidden ->
 out_hidden_size of spatial_merge_size^2); post_layernorm RMSNorm.
 
-The count is exact (tests/test_architectures.py). Activations: costed as a classic block (not traced), which
-``support`` says.
+The count is exact (tests/test_architectures.py). Activations: memory/blocks_glm5_next.py, each layer from its own
+linears (``layer_linears``), the hyper connections' dims in ``hyper``; traced fed text only with fla's chunk_kda,
+causal-conv1d and the no-grad indexer stood in (tools/memtrace/glm5_next_trace.py, tests/test_glm5_next_blocks.py).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 from .arch import Linear, ModelArch, MoE
@@ -43,6 +45,10 @@ TEXT = {"vocab_size": 154880, "hidden_size": 4096, "intermediate_size": 12288, "
 VISION = {"depth": 24, "hidden_size": 1024, "num_heads": 16, "in_channels": 3, "patch_size": 14,
           "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 1536, "intermediate_size": 4096,
           "projection_intermediate_size": 10240}
+
+
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_glm5_next.py: hyper connections, KDA with fla's "
+           "chunk_kda stood in, NoPE MLA under the top-k mask, clamped SwiGLU MoE; tools/memtrace/glm5_next_trace.py)")
 
 
 def _layer_types(c: ConfigReader, n: int) -> tuple[list, list, list]:
@@ -77,6 +83,20 @@ def glm5_next_text(c: ConfigReader) -> ModelArch:
               shared_intermediate=g("n_shared_experts") * ei,
               dense_layers=sum(1 for k in mlp[:n_layers] if k != "sparse"), router_fp32="cast")
     bias, tied = c.bool("attention_bias", False), c.bool("tie_word_embeddings", False)
+    nh, si = g("linear_num_heads"), moe.shared_intermediate
+    kda = (Linear("q_proj", h, lq), Linear("k_proj", h, lq), Linear("v_proj", h, lq), Linear("f_a_proj", h, ld),
+           Linear("f_b_proj", ld, lq), Linear("b_proj", h, nh), Linear("g_a_proj", h, ld), Linear("g_b_proj", ld, lq),
+           Linear("o_proj", lq, h))
+    qk = mla["qk_nope"] + mla["qk_rope"]
+    att = (Linear("q_a_proj", h, mla["q_lora_rank"]), Linear("q_b_proj", mla["q_lora_rank"], heads * qk),
+           Linear("kv_a_proj_with_mqa", h, mla["kv_lora_rank"] + mla["qk_rope"]),
+           Linear("kv_b_proj", mla["kv_lora_rank"], heads * (mla["qk_nope"] + mla["v_head"])),
+           Linear("o_proj", heads * mla["v_head"], h))
+    sparse = (Linear("gate_up_proj", h, 2 * ei, moe.num_experts), Linear("down_proj", ei, h, moe.num_experts),
+              Linear("gate_proj", h, si), Linear("up_proj", h, si), Linear("down_proj", si, h))
+    dense = (Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
+    shapes: dict = {}
+    per_layer = []
     b = TensorList()
     b.matrix("model.embed_tokens", "weight", (vocab, h), "embedding")
     for i in range(n_layers):
@@ -104,14 +124,18 @@ def glm5_next_text(c: ConfigReader) -> ModelArch:
         deepseek_ffn(b, p, h, moe, inter, mlp[i] == "sparse")
         for hc in ("attn_hc", "ffn_hc"):
             hyper_connection(b, f"{p}.{hc}", n, h)
+        lins = (kda if kinds[i] == "linear_attention" else att) + (sparse if mlp[i] == "sparse" else dense)
+        per_layer.append(shapes.setdefault(lins, lins))
     b.norm("model.norm", h)
     if not tied:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
-    lins = (Linear("q_proj", h, lq), Linear("k_proj", h, lq), Linear("v_proj", h, lq), Linear("o_proj", lq, h),
-            Linear("gate_proj", h, inter), Linear("up_proj", h, inter), Linear("down_proj", inter, h))
-    return recurrent_arch(c, "glm5_next_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied, lins=lins,
-                          heads=g("linear_num_heads"), kv=g("linear_num_heads"), hd=ld, inter=inter, moe=moe,
-                          what="linear-attention and sparse latent attention layers, hyper connections and MoE are")
+    arch = recurrent_arch(c, "glm5_next_text", b, h=h, n_layers=n_layers, vocab=vocab, tied=tied,
+                          lins=per_layer[-1], heads=heads, kv=heads, hd=mla["v_head"], inter=inter, moe=moe,
+                          family="llama", what="", support=SUPPORT)
+    # memory/blocks_glm5_next.py: each layer from its own linears; the hyper connections (memory/blocks_hyper.py's
+    # hyper_connection, the checkpointed (b, s, N, h) stream)
+    hyper = {"hc_mult": n, "sinkhorn_iters": c.int("hc_sinkhorn_iters", default=20, lo=1)}
+    return replace(arch, layer_linears=tuple(per_layer), dense_block_linears=per_layer[0], mla=mla, hyper=hyper)
 
 
 def glm5_next_visual(cfg: Mapping, text_h: int) -> list:
