@@ -205,6 +205,9 @@ def hy_v4_checkpointed(arch: ModelArch, batch: int, seq: int, res: int) -> int:
     and the int32 (b, s, min(index_topk, s)) top-k indices `prev_topk_indices`, a new tensor from each ``full``
     layer but the last, which every following layer is called with (a ``shared`` layer passes its input on).
     Traced: tools/memtrace/hy_v4_trace.py hy-v4-3l-full-mixed-s512-ckpt (the fp32 mask, 1 MiB, and layer 0's
-    indices alive at the forward's peak)."""
+    indices alive at the forward's peak). memory/activations.py's eager term already books the mask in 2 bytes
+    (its additive 16-bit mask for families outside the Llama lineage), so only what the residual dtype adds beyond
+    those is counted here (the mask counted twice was +0.5 MiB at s 512: tools/memtrace/moe_trace.py
+    hy-v4-3l-full-s512-ckpt, where the step peaks at the loss's backward with the whole stack alive)."""
     full = arch.hyper["indexer_full"][:-1]
-    return res * batch * seq * seq + sum(full) * 4 * batch * seq * min(arch.hyper["index_topk"], seq)
+    return (res - 2) * batch * seq * seq + sum(full) * 4 * batch * seq * min(arch.hyper["index_topk"], seq)
