@@ -40,6 +40,9 @@ from .lora import Adapter
 
 
 
+BERT_CROSS = ("encoder-decoder", "vision-encoder-decoder")     # memory/blocks_bert_cross.py MODEL_TYPES
+
+
 @dataclass(frozen=True)
 class EncDec:
     layers: tuple[int, ...]   # each block's saved bytes: the encoder's blocks, then the decoder's
@@ -334,6 +337,9 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     """The whole model's saved set for an encoder-decoder (None for any other model). The encoder's and the
     decoder's first block see an input that needs no gradient under LoRA (c_first); `input_grads`: LoRA under
     checkpointing, where PEFT's enable_input_require_grads makes the embedding outputs need one."""
+    if arch.model_type in BERT_CROSS:            # memory/blocks_bert_cross.py: BERT-decoder composites
+        from .blocks_bert_cross import bert_cross_stacks  # noqa: PLC0415
+        return bert_cross_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads)
     if arch.t5gemma is not None:
         return t5gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter)
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model

@@ -26,7 +26,7 @@ from typing import Mapping
 from ..errors import PlanError
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
-from .encdec import SIDES, head_as_other, rebase
+from .encdec import POST_LN_SIDES, SIDES, cross_linears, head_as_other, rebase
 from .encoders import encoder_lm
 from .vision import vit
 
@@ -138,7 +138,15 @@ def vision_encoder_decoder(cfg: Mapping) -> ModelArch:
     decoder = encoder_lm(dc, dec["model_type"])
     if h_enc != decoder.hidden_size and not dc.has("cross_attention_hidden_size"):
         b.linear("enc_to_dec_proj", h_enc, decoder.hidden_size, "other", bias=True)
-    return _whole(cfg, "vision-encoder-decoder", b, decoder, "decoder.")
+    whole = _whole(cfg, "vision-encoder-decoder", b, decoder, "decoder.")
+    if dec["model_type"] not in POST_LN_SIDES or h_enc != decoder.hidden_size:
+        return replace(whole, layer_linears=(cross_linears(decoder),) * decoder.num_layers)
+    return replace(whole, layer_linears=(cross_linears(decoder),) * decoder.num_layers, support=SUPPORT_VED)
+
+
+# the ViT encoder frozen (vision.trainable's default: it saves nothing) and a post-LayerNorm BERT decoder
+SUPPORT_VED = ("exact parameter count; activations traced (memory/blocks_bert_cross.py; "
+               "tools/memtrace/bert_cross_trace.py; a trained ViT encoder's activations not modelled)")
 
 
 def _whole(cfg: Mapping, model_type: str, tower: TensorList, text: ModelArch, prefix: str) -> ModelArch:

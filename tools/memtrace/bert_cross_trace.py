@@ -1,0 +1,120 @@
+"""The BERT-decoder composites traced on FakeTensors (issue 20, item 3): transformers 5.24's EncoderDecoderModel
+(model_type "encoder-decoder": a BertModel encoder and a BertLMHeadModel decoder with cross-attention,
+add_cross_attention) and VisionEncoderDecoderModel (model_type "vision-encoder-decoder": a ViTModel encoder, frozen
+as zerocalc's vision.trainable default leaves a tower, and the same BERT decoder). The fixtures
+(tools/memtrace/golden/bert_cross/<id>.json, the layout of tools/memtrace/bert.py's) are what
+tests/test_bert_cross_blocks.py holds the engine to (memory/blocks_bert_cross.py), within 3 %, without torch.
+
+What a training step runs (modeling_encoder_decoder.py EncoderDecoderModel.forward): the encoder over input_ids,
+decoder_input_ids = shift_tokens_right(labels), the decoder over them with encoder_hidden_states = the encoder's
+last hidden state (every decoder layer's crossattention.self.key / value read it), and the loss computed by the
+composite itself: `CrossEntropyLoss()(logits.reshape(-1, V), labels.view(-1))` on the decoder's logits in their
+own dtype (no upcast: a bf16 log-softmax in bf16-pure, fp32 under autocast). VisionEncoderDecoderModel.forward
+runs the ViT over pixel_values instead (its graph empty: frozen, pixel values need no gradient).
+
+Rows (2 + 2 layers, h 256, I 1024, 4 heads, dropout 0.1, s 256, b 2): full bf16-pure FA2, full bf16-pure FA2 with
+checkpointing, LoRA (query, value: PEFT's default for BERT, which also hits the crossattention's) bf16-mixed FA2,
+the same with checkpointing, full bf16-mixed eager.
+
+The tracer's trace() calls `model(input_ids=..., labels=...)`; this driver's worker makes the plan an
+encoder-decoder one (AutoModelForSeq2SeqLM builds EncoderDecoderModel / VisionEncoderDecoderModel) and, for the
+vision rows, feeds zero pixel_values of the plan's image size instead of input_ids (patches below, no edit of
+trace.py / plan.py).
+
+    python -m tools.memtrace.bert_cross_trace            # trace all rows and (re)write the fixtures
+    python -m tools.memtrace.bert_cross_trace encdec-    # only the ids starting with this
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from .grid import _p, write_fixtures
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "bert_cross")
+
+_DROP = {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu"}
+BERT_SMALL = {"model_type": "bert", "hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 4,
+              "num_hidden_layers": 2, "vocab_size": 8000, "max_position_embeddings": 512, "type_vocab_size": 2,
+              "pad_token_id": 0, **_DROP}
+VIT_SMALL = {"model_type": "vit", "hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 4,
+             "num_hidden_layers": 2, "image_size": 224, "patch_size": 16, "num_channels": 3,
+             "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+# the decoder's config as EncoderDecoderConfig.from_encoder_decoder_configs writes it (a bert2bert config.json)
+DEC = {**BERT_SMALL, "is_decoder": True, "add_cross_attention": True}
+CONFIGS = {
+    # google-bert/bert-base-uncased as both stacks (the EncoderDecoderModel guide's bert2bert), cut to 2 + 2 layers
+    "encdec": {"model_type": "encoder-decoder", "encoder": dict(BERT_SMALL), "decoder": DEC,
+               "decoder_start_token_id": 101, "pad_token_id": 0, "tie_word_embeddings": False},
+    # a ViT encoder (224 px, patch 16: 197 states) and a BERT decoder (the vit-bert captioners' layout)
+    "vised": {"model_type": "vision-encoder-decoder", "encoder": dict(VIT_SMALL), "decoder": DEC,
+              "decoder_start_token_id": 101, "pad_token_id": 0, "tie_word_embeddings": False},
+}
+TARGETS = ["query", "value"]
+
+
+def _plan(fam: str, suffix: str, method: str, precision: str, attention: str, seq: int, ckpt: str = "none") -> dict:
+    return _p(f"{fam}-{suffix}", dict(CONFIGS[fam]), method, precision, attention, ckpt, mb=2, seq=seq,
+              lora={"targets": TARGETS, "dropout": 0.05})
+
+
+def rows() -> list[dict]:
+    out = []
+    for fam in CONFIGS:
+        out.append(_plan(fam, "full-pure-flash-s256-b2", "full", "bf16-pure", "flash", 256))
+        out.append(_plan(fam, "full-pure-flash-gc-s256-b2", "full", "bf16-pure", "flash", 256, "full"))
+        out.append(_plan(fam, "lora-mixed-flash-s256-b2-drop", "lora", "bf16-mixed", "flash", 256))
+        out.append(_plan(fam, "lora-mixed-flash-gc-s256-b2-drop", "lora", "bf16-mixed", "flash", 256, "full"))
+        out.append(_plan(fam, "full-mixed-eager-s256-b2", "full", "bf16-mixed", "eager", 256))
+    return out
+
+
+COMPOSITES = ("encoder-decoder", "vision-encoder-decoder")
+
+
+def _patch() -> None:
+    """Make the tracer build and feed the composites (in the worker process)."""
+    import torch  # noqa: PLC0415
+
+    from . import build, plan, trace  # noqa: PLC0415
+    orig_is = plan.is_encoder_decoder
+    plan.is_encoder_decoder = lambda mt: mt in COMPOSITES or orig_is(mt)
+    orig_build = trace.build_meta_model
+
+    def build_meta(p, gc_context_fn=None):
+        model, cfg, dt = orig_build(p, gc_context_fn=gc_context_fn)
+        if cfg.model_type == "vision-encoder-decoder":
+            base = model.get_base_model() if hasattr(model, "get_base_model") else model
+            base.encoder.requires_grad_(False)            # vision.trainable "frozen": the tower takes no gradient
+            fwd = model.forward
+            v = cfg.encoder
+            px = dt["base"]
+
+            def forward(input_ids=None, labels=None, **kw):
+                pv = torch.zeros(labels.shape[0], v.num_channels, v.image_size, v.image_size, dtype=px)
+                return fwd(pixel_values=pv, labels=labels, **kw)
+            model.forward = forward
+        return model, cfg, dt
+    trace.build_meta_model = build_meta
+    del build
+
+
+def _worker(entry: dict) -> dict:
+    _patch()
+    from .grid import _worker as grid_worker  # noqa: PLC0415
+    return grid_worker(entry)
+
+
+def run(plans: list, jobs: int = 1) -> list:
+    if jobs <= 1:
+        return [_worker(p) for p in plans]
+    import concurrent.futures as cf  # noqa: PLC0415
+    import multiprocessing as mp  # noqa: PLC0415
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+        return list(ex.map(_worker, plans))
+
+
+if __name__ == "__main__":
+    prefix = sys.argv[1] if len(sys.argv) > 1 else ""
+    todo = [{**p, "quick": False} for p in rows() if p["id"].startswith(prefix)]
+    write_fixtures(run(todo), OUT)
