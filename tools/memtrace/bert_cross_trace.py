@@ -72,13 +72,33 @@ def rows() -> list[dict]:
 COMPOSITES = ("encoder-decoder", "vision-encoder-decoder")
 
 
+_PATCHED: list = []
+
+
 def _patch() -> None:
-    """Make the tracer build and feed the composites (in the worker process)."""
+    """Make the tracer build and feed the composites (in the worker process, once)."""
     import torch  # noqa: PLC0415
+    if _PATCHED:
+        return
+    _PATCHED.append(True)
 
     from . import build, plan, trace  # noqa: PLC0415
     orig_is = plan.is_encoder_decoder
     plan.is_encoder_decoder = lambda mt: mt in COMPOSITES or orig_is(mt)
+    orig_class = build.model_class
+
+    class VisionEncoderDecoder:
+        """No auto class maps VisionEncoderDecoderConfig for training from a config: the class itself."""
+        @staticmethod
+        def from_config(cfg, **kw):
+            from transformers import VisionEncoderDecoderModel  # noqa: PLC0415
+            return VisionEncoderDecoderModel._from_config(cfg, **kw)
+
+    def model_class(p):
+        if isinstance(p.model, dict) and p.model.get("model_type") == "vision-encoder-decoder":
+            return VisionEncoderDecoder
+        return orig_class(p)
+    build.model_class = model_class
     orig_build = trace.build_meta_model
 
     def build_meta(p, gc_context_fn=None):
@@ -96,7 +116,6 @@ def _patch() -> None:
             model.forward = forward
         return model, cfg, dt
     trace.build_meta_model = build_meta
-    del build
 
 
 def _worker(entry: dict) -> dict:
