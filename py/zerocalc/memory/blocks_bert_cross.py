@@ -158,6 +158,20 @@ def _kv(arch: ModelArch, c: Ctx) -> tuple[Ctx, str, int]:
     return ckv, "enc_out", 4 if c.autocast else c.res
 
 
+def _vit_graph(ss: SavedSet, c: Ctx, arch: ModelArch, t_kv: int) -> None:
+    """LoRA under checkpointing: transformers' enable_input_require_grads (PreTrainedModel, which PEFT calls) hooks
+    every input embedding, the frozen ViT's patch_embeddings too, so the ViT runs a graph: its hooked patch output
+    (patches, no class token), each checkpointed ViTLayer's input, the final layernorm's input (its fp32 copy under
+    autocast) and mean / rstd (traced: vised-lora-mixed-flash-gc)."""
+    e = 2 if c.autocast else c.e
+    h = arch.hidden_size
+    n_vit = len({tt.name.split(".")[2] for tt in arch.tensors if tt.name.startswith("encoder.layers.")})
+    ss.save("vit.patch_leaf", e * (t_kv - c.batch) * h)
+    ss.save("vit.layer_inputs", n_vit * e * t_kv * h)
+    ss.save("vit.ln_in", (4 if c.autocast else e) * t_kv * h)
+    ss.save("vit.ln_stats", 8 * t_kv)
+
+
 def bert_cross_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """memory/blocks_more.py MORE_RULES: one layer's saved bytes, the encoder states counted once outside
     (bert_cross_stacks)."""
@@ -209,6 +223,10 @@ def bert_cross_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, adapters: tuple[Ada
         cs = _stream(ce, _VAR)
         layernorm(head, cs, "enc_emb_ln", "enc_emb.sum", h)
         _dropout(head, ce, view, "enc_emb_drop", h)
+    if input_grads and n_enc:
+        head.save("enc_emb_leaf", c.res * t * h)             # the encoder's hooked word-embedding output
+    elif input_grads:
+        _vit_graph(head, c, arch, ckv.tokens)
     res = _stream(c, _VAR).res
     # checkpointing: each layer's input (fp32 under autocast: a LayerNorm's output) and the encoder states, an input
     # of every decoder layer's checkpoint

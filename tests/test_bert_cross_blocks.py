@@ -1,0 +1,101 @@
+"""The engine against the BERT-decoder composites: transformers 5.24's EncoderDecoderModel with BERT on both sides
+(model_type "encoder-decoder", bert2bert) and VisionEncoderDecoderModel with a frozen ViT encoder and a BERT decoder
+("vision-encoder-decoder"), their training step traced on fake tensors (tools/memtrace/bert_cross_trace.py: 2 + 2
+layers, h 256, I 1024, 4 heads, dropout 0.1, s 256, b 2; full bf16-pure with FA2's profile with and without
+checkpointing, LoRA on query / value (PEFT's BERT default, which also adapts the crossattention's query and value)
+bf16-mixed with and without checkpointing, full bf16-mixed eager; fixtures in tools/memtrace/golden/bert_cross/).
+Issue 20, item 3: saved activations, every component and the peak within 3 % (memory/blocks_bert_cross.py)."""
+import json
+import pathlib
+
+import pytest
+
+from tools.memtrace.compare import check_fixture
+from zerocalc import Plan, estimate
+
+GRID = pathlib.Path(__file__).resolve().parents[1] / "tools" / "memtrace" / "golden" / "bert_cross"
+ROWS = sorted(GRID.glob("*.json"))
+# rows the rule does not close, with their pinned saved-activation error (none today)
+GAPS: dict = {}
+
+
+def test_every_composite_has_its_rows():
+    ids = {p.stem for p in ROWS}
+    for fam in ("encdec", "vised"):
+        assert {f"{fam}-full-pure-flash-s256-b2", f"{fam}-full-pure-flash-gc-s256-b2",
+                f"{fam}-lora-mixed-flash-s256-b2-drop", f"{fam}-lora-mixed-flash-gc-s256-b2-drop",
+                f"{fam}-full-mixed-eager-s256-b2"} <= ids, fam
+
+
+def _saved(path):
+    """(engine, trace) saved bytes at forward end: the trace's less the loss's log-softmax (the composite's own
+    CrossEntropyLoss on the logits' dtype: b·s·V·2 in bf16-pure, ·4 under autocast), which the engine books under
+    logits, against the engine's saved activations, head activations and autocast's weight copies."""
+    row = json.loads(path.read_text())
+    plan = row["plan"]
+    lsm = 2 if plan["precision"] == "bf16-pure" else 4
+    t = plan["seq_len"] * plan["micro_batch_size"]
+    traced = row["saved_activations_forward_end"] - lsm * t * plan["model"]["decoder"]["vocab_size"]
+    detail = estimate(Plan.from_dict(plan)).to_dict()["per_gpu"]["detail"]
+    engine = detail["saved_activations"] + detail.get("head_activations", 0) + detail.get("autocast_weight_copies", 0)
+    return engine, traced
+
+
+@pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
+def test_saved_activations_within_3_percent(path):
+    engine, traced = _saved(path)
+    if path.stem in GAPS:
+        assert round((engine - traced) / traced, 3) == GAPS[path.stem]
+        return
+    assert abs(engine - traced) <= 0.03 * traced, (engine / 2**20, traced / 2**20)
+
+
+@pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
+def test_components_and_peak_within_3_percent(path):
+    ok, table = check_fixture(json.loads(path.read_text()))
+    assert ok, "\n" + table
+
+
+def _layers(row_id):
+    from tools.memtrace.bert_cross_trace import rows  # noqa: PLC0415
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == row_id)
+    plan = Plan.from_dict({k: v for k, v in row.items() if k not in ("id", "quick")})
+    return activations(plan, model_from_config(row["model"]), dtypes_for(plan)).layers
+
+
+def test_encoder_and_decoder_layers_by_hand():
+    """modeling_bert.py BertLayer on the encdec row (h 256, I 1024, 4 heads), bf16 full training with FlashAttention-2's
+    profile, b 2 x s 256 = 512 tokens, dropout 0.1. An encoder layer, per token, 16-bit: the layer input read by
+    query/key/value 256, q k v 3 x 256, the attention output read by dense 256, attention.output.LayerNorm's input
+    and output 2 x 256, output.LayerNorm's input 256: 8 x 256 x 2 = 4,096; GELU's input and output 2 x 1024 x 2 =
+    4,096; two dropout masks 512; the fp32 logsumexp 4 x 4 = 16; two LayerNorms' mean / rstd 16: 8,736 a token =
+    4,472,832. A decoder layer adds its crossattention: its query reads the attention LayerNorm's output (counted
+    above: intermediate.dense's input without cross-attention), q, k, v (512 encoder states a micro-batch, as many as
+    tokens) and FA2's output 4 x 256, its LayerNorm's input and output (intermediate.dense's input now) 2 x 256, all
+    16-bit: 6 x 256 x 2 = 3,072; its dropout mask 256, logsumexp 16, LayerNorm stats 8: 3,352 more, 12,088 a token =
+    6,189,056. The encoder states key / value read are one tensor for all decoder layers, counted outside the
+    layers."""
+    layers = _layers("encdec-full-pure-flash-s256-b2")
+    assert layers[:2] == (512 * 8_736,) * 2
+    assert layers[2:] == (512 * 12_088,) * 2
+
+
+def test_vit_states_set_the_cross_attention_width():
+    """vised: the ViT (224 px, patch 16) hands 197 states a sample to the crossattention: its k and v hold 2 x 197 =
+    394 rows, not the decoder's 512 tokens: the decoder layer's 6,189,056 less 2 x (512 - 394) x 256 x 2 =
+    120,832 bytes: 6,068,224; no encoder layers (the frozen tower keeps nothing)."""
+    assert _layers("vised-full-pure-flash-s256-b2") == (6_068_224,) * 2
+
+
+def test_cross_attention_adapters_counted():
+    """PEFT's targets query / value hit the crossattention's too: the encdec LoRA row's adapters are (2 encoder
+    layers x 2 + 2 decoder layers x 4) x r 16 x (256 + 256) = 196,608 parameters."""
+    from zerocalc.memory.lora import adapter_params  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    from tools.memtrace.bert_cross_trace import rows  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == "encdec-lora-mixed-flash-s256-b2-drop")
+    plan = Plan.from_dict({k: v for k, v in row.items() if k not in ("id", "quick")})
+    assert adapter_params(model_from_config(row["model"]), plan) == 12 * 16 * 512
