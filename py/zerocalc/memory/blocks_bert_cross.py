@@ -30,38 +30,35 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet, attention_core, linear
-from .lora import Adapter, _adapters
-
-# memory/blocks_more.py imports this module while blocks_bert / blocks_families / blocks_seq2seq are initialising
-# (blocks_families -> blocks_hrm -> blocks_more): their names are bound on first use
-
-
-def _dropout(*a):
-    from .blocks_bert import _dropout as f  # noqa: PLC0415
-    return f(*a)
+from .blocks_bert import outside_saved
+from .blocks_families import layernorm
+from .lora import Adapter
 
 
-def _later(c):
+def _later(c: Ctx) -> Ctx:
     return replace(c, first_layer=False) if c.first_layer else c
 
 
-def _positional(*a):
-    from .blocks_bert import _positional as f  # noqa: PLC0415
-    return f(*a)
-
-
-def _stream(c: Ctx, var) -> Ctx:
+def _stream(c: Ctx) -> Ctx:
     return replace(c, res=4) if c.autocast else c          # post-LayerNorm: the stream is a LayerNorm's output
 
 
-def outside_saved(*a):
-    from .blocks_bert import outside_saved as f  # noqa: PLC0415
-    return f(*a)
+def _dropout(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, d: int) -> None:
+    """memory/blocks_bert.py's: CUDA native_dropout's bool mask, none before the first trainable op."""
+    if arch.dropout > 0 and not (c.first_layer and not c.train_base):
+        ss.save(key, MASK * c.tokens * d)
 
 
-def layernorm(*a):
-    from .blocks_families import layernorm as f  # noqa: PLC0415
-    return f(*a)
+def _positional(linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> list[Adapter | None]:
+    """The adapter of each linear in order (memory/blocks_bert.py's: three linears are all named ``dense``)."""
+    pending, out = list(adapters), []
+    for lin in linears:
+        ad = next((a for a in pending if a.name == lin.name and a.d_in == lin.d_in and a.d_out == lin.d_out), None)
+        if ad is not None:
+            pending.remove(ad)
+        out.append(ad)
+    return out
+
 
 MODEL_TYPES = ("encoder-decoder", "vision-encoder-decoder")
 
@@ -115,7 +112,7 @@ def bert_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     encoder states' context (its tokens; first_layer when nothing before them needs a gradient), key and bytes."""
     arch = _view(arch)
     ss = SavedSet()
-    c = _stream(c, _VAR)
+    c = _stream(c)
     ads = _positional(linears, adapters)
     cross = len(linears) == 10
     q, k, v, o = linears[:4]
@@ -147,9 +144,6 @@ def bert_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     return ss
 
 
-_VAR = None  # memory/blocks_bert.py's POST variant: post-LayerNorm, an embedding LayerNorm (_stream above)
-
-
 def _kv(arch: ModelArch, c: Ctx) -> tuple[Ctx, str, int]:
     """The encoder states' context, key and bytes: fp32 under autocast (a LayerNorm's output), else the stream's
     dtype; the ViT's are a frozen leaf (first_layer: no LoRA dropout mask), the text encoder's need a gradient."""
@@ -172,20 +166,14 @@ def _vit_graph(ss: SavedSet, c: Ctx, arch: ModelArch, t_kv: int) -> None:
     ss.save("vit.ln_stats", 8 * t_kv)
 
 
-def bert_cross_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
-    """memory/blocks_more.py MORE_RULES: one layer's saved bytes, the encoder states counted once outside
-    (bert_cross_stacks)."""
-    ss = bert_layer(arch, c, linears, adapters, _kv(arch, c))
-    ss.items.pop("enc_out", None)
-    return ss.total
-
-
 def _decoder_adapters(arch: ModelArch, adapters: tuple[Adapter, ...], lins: tuple[Linear, ...]) -> tuple:
     """PEFT's adapters on a decoder layer, from the first layer's (its leaf names are the plan's matched targets)."""
     if not adapters:
         return ()
-    targets = tuple(sorted({a.name.rpartition(".")[2] for a in adapters}))
-    return _adapters(lins, targets, adapters[0].rank, False)
+    targets = {a.name.rpartition(".")[2] for a in adapters}
+    # memory/lora.py layer_adapters: PEFT matches a target against the module name's last segment
+    return tuple(Adapter(lin.name, lin.d_in, lin.d_out, adapters[0].rank) for lin in lins
+                 if lin.name.rpartition(".")[2] in targets)
 
 
 def bert_cross_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, adapters: tuple[Adapter, ...],
@@ -220,16 +208,15 @@ def bert_cross_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, adapters: tuple[Ada
         # the encoder's BertEmbeddings: the LayerNorm of the sum and the dropout (before its first trainable op
         # under LoRA without checkpointing)
         ce = replace(c, first_layer=not input_grads)
-        cs = _stream(ce, _VAR)
+        cs = _stream(ce)
         layernorm(head, cs, "enc_emb_ln", "enc_emb.sum", h)
         _dropout(head, ce, view, "enc_emb_drop", h)
     if input_grads and n_enc:
         head.save("enc_emb_leaf", c.res * t * h)             # the encoder's hooked word-embedding output
     elif input_grads:
         _vit_graph(head, c, arch, ckv.tokens)
-    res = _stream(c, _VAR).res
+    res = _stream(c).res
     # checkpointing: each layer's input (fp32 under autocast: a LayerNorm's output) and the encoder states, an input
     # of every decoder layer's checkpoint
     ckpt = len(lls) * res * t * h - arch.num_layers * c.res * t * h + xb * ckv.tokens * h
-    from .blocks_seq2seq import EncDec  # noqa: PLC0415
-    return EncDec(layers=tuple(layers), extra=shared.total, ckpt_extra=ckpt, head=head.total)
+    return tuple(layers), shared.total, ckpt, head.total      # memory/blocks_seq2seq.py EncDec's fields

@@ -5,7 +5,6 @@ here is used exactly where blocks_moe's own are (not for trainers running their 
 """
 from __future__ import annotations
 
-from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_layer
 from .blocks_cpmant import cpmant_head, cpmant_layer
 from .blocks_doge import doge_layer
 from .blocks_inkling import HEADS as INKLING_HEADS, RULES as INKLING_RULES
@@ -24,7 +23,6 @@ MORE_RULES: dict = {
     **{t: zaya_block for t in ZAYA},             # memory/blocks_zaya.py: ZAYA1
     **INKLING_RULES,                             # memory/blocks_inkling.py: Inkling's text model
     **INKLING2_RULES,                            # memory/blocks_inkling2.py: Inkling 2 / 2 Loop's
-    **{t: bert_cross_layer for t in BERT_CROSS},  # memory/blocks_bert_cross.py: BERT-decoder composites
 }
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
 MORE_HEADS: dict = {"cpmant": cpmant_head, **INKLING_HEADS, **INKLING2_HEADS}

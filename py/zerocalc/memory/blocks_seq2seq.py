@@ -34,13 +34,13 @@ from dataclasses import dataclass, replace
 from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, linear, rmsnorm
 from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
+from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_stacks
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
 from .lora import Adapter
 
 
 
-BERT_CROSS = ("encoder-decoder", "vision-encoder-decoder")     # memory/blocks_bert_cross.py MODEL_TYPES
 
 
 @dataclass(frozen=True)
@@ -338,8 +338,7 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     decoder's first block see an input that needs no gradient under LoRA (c_first); `input_grads`: LoRA under
     checkpointing, where PEFT's enable_input_require_grads makes the embedding outputs need one."""
     if arch.model_type in BERT_CROSS:            # memory/blocks_bert_cross.py: BERT-decoder composites
-        from .blocks_bert_cross import bert_cross_stacks  # noqa: PLC0415
-        return bert_cross_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads)
+        return EncDec(*bert_cross_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.t5gemma is not None:
         return t5gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter)
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model
