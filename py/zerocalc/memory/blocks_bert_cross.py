@@ -60,7 +60,13 @@ def _positional(linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> l
     return out
 
 
-MODEL_TYPES = ("encoder-decoder", "vision-encoder-decoder")
+MODEL_TYPES = ("encoder-decoder", "vision-encoder-decoder", "blip")
+# the decoders whose encoder states are a frozen tower's (vision.trainable's default), and the tensor holding its
+# positions (patches + 1 rows): ViTModel's (1, n, h) parameter, BlipVisionEmbeddings' (n, h)
+TOWER_POSITIONS = {"vision-encoder-decoder": ("encoder.embeddings.position_embeddings", 1),
+                   "blip": ("vision_model.embeddings.position_embedding", 0)}
+# modeling_blip_text.py BlipTextSelfAttention: its own matmul / softmax / dropout whatever attn_implementation says
+OWN_EAGER = ("blip",)
 
 
 def _view(arch: ModelArch) -> ModelArch:
@@ -70,10 +76,23 @@ def _view(arch: ModelArch) -> ModelArch:
 def kv_tokens(arch: ModelArch, c: Ctx) -> int:
     """The encoder states the crossattention reads per micro-batch: the text encoder's s·b, or the ViT's
     (patches + 1)·b (its embeddings.position_embeddings rows)."""
-    if arch.model_type == "vision-encoder-decoder":
-        n = next(tt.shape[1] for tt in arch.tensors if tt.name == "encoder.embeddings.position_embeddings")
-        return n * c.batch
+    if arch.model_type in TOWER_POSITIONS:
+        name, dim = TOWER_POSITIONS[arch.model_type]
+        return next(tt.shape[dim] for tt in arch.tensors if tt.name == name) * c.batch
     return c.tokens
+
+
+def pixel_numel(arch: ModelArch) -> int:
+    """One image's pixel_values elements, 3 x H x W, H = W = patch x sqrt(patches): the batch's input, alive the
+    whole step, in the weights' dtype (bf16-pure casts it; bf16-mixed keeps the processor's fp32 with fp32 weights)."""
+    name, dim = TOWER_POSITIONS[arch.model_type]
+    n = next(tt.shape[dim] for tt in arch.tensors if tt.name == name) - 1
+    patch_in = next(tt.shape for tt in arch.tensors if tt.name.endswith(("patch_embeddings.projection.weight",
+                                                                          "embeddings.patch_embedding.weight")))
+    per_patch = 1
+    for d in patch_in[1:]:
+        per_patch *= d                                 # channels x patch x patch: (h, c, p, p) or (h, c·p·p)
+    return n * per_patch
 
 
 def _cross_core(ss: SavedSet, c: Ctx, arch: ModelArch, t_kv: int) -> str:
@@ -110,6 +129,8 @@ def bert_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     """One post-LayerNorm BertLayer (memory/blocks_bert.py bert_block for Variant()), with the crossattention
     between the attention and the MLP where ``linears`` has its four (model/encdec.py cross_linears). ``kv``: the
     encoder states' context (its tokens; first_layer when nothing before them needs a gradient), key and bytes."""
+    if arch.model_type in OWN_EAGER:
+        c = replace(c, attention="eager")
     arch = _view(arch)
     ss = SavedSet()
     c = _stream(c)
@@ -147,7 +168,7 @@ def bert_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
 def _kv(arch: ModelArch, c: Ctx) -> tuple[Ctx, str, int]:
     """The encoder states' context, key and bytes: fp32 under autocast (a LayerNorm's output), else the stream's
     dtype; the ViT's are a frozen leaf (first_layer: no LoRA dropout mask), the text encoder's need a gradient."""
-    frozen_leaf = arch.model_type == "vision-encoder-decoder"
+    frozen_leaf = arch.model_type in TOWER_POSITIONS
     ckv = replace(c, tokens=kv_tokens(arch, c), first_layer=frozen_leaf)
     return ckv, "enc_out", 4 if c.autocast else c.res
 
@@ -211,6 +232,8 @@ def bert_cross_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, adapters: tuple[Ada
         cs = _stream(ce)
         layernorm(head, cs, "enc_emb_ln", "enc_emb.sum", h)
         _dropout(head, ce, view, "enc_emb_drop", h)
+    if arch.model_type in TOWER_POSITIONS:
+        head.save("pixel_values", c.res * c.batch * pixel_numel(arch))
     if input_grads and n_enc:
         head.save("enc_emb_leaf", c.res * t * h)             # the encoder's hooked word-embedding output
     elif input_grads:

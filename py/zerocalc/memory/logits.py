@@ -49,7 +49,7 @@ from .stack import Stack
 CHUNKS = 8
 # causal LMs whose own loss is `cross_entropy(scores.view(-1, V), y.view(-1))` on the 16-bit logits, labels not shifted
 # (XLM; modeling_cpmant.py CpmAntForCausalLM.forward: `CrossEntropyLoss()(logits.view(-1, V), labels.view(-1))`)
-NO_UPCAST = ("xlm", "cpmant", "encoder-decoder", "vision-encoder-decoder")
+NO_UPCAST = ("xlm", "cpmant", "encoder-decoder", "vision-encoder-decoder", "blip")
 # softcapped logits in fp32 (logits() below)
 FP32_SOFTCAP = ("xlstm", "beam", "inkling2_text", "inkling2", "inkling2_loop_text", "inkling2_loop")
 LITGPT_CHUNK = 128        # lm_head_chunk_size of LitGPT's finetune scripts

@@ -118,7 +118,14 @@ def blip(cfg: Mapping) -> ModelArch:
     tied = ConfigReader(cfg).bool("tie_word_embeddings", True) or ConfigReader(text).bool("tie_word_embeddings", True)
     dec = encoder_lm(ConfigReader({**BLIP_TEXT, "is_decoder": True, **text, "tie_word_embeddings": tied}),
                      "blip_text_model")
-    return _whole(cfg, "blip", b, dec, "text_decoder.")
+    whole = _whole(cfg, "blip", b, dec, "text_decoder.")
+    kv = ConfigReader({**BLIP_TEXT, **text}).int("encoder_hidden_size")
+    return replace(whole, layer_linears=(cross_linears(dec, kv),) * dec.num_layers, support=SUPPORT_BLIP)
+
+
+# the BLIP ViT frozen (vision.trainable's default: it saves nothing) and BlipTextLMHeadModel's decoder
+SUPPORT_BLIP = ("exact parameter count; activations traced (memory/blocks_bert_cross.py; "
+                "tools/memtrace/bert_cross_trace.py; a trained BLIP vision model's activations not modelled)")
 
 
 def vision_encoder_decoder(cfg: Mapping) -> ModelArch:
