@@ -59,6 +59,15 @@ CONFIGS = {
                              "max_position_embeddings": 512, "hidden_dropout_prob": 0.1,
                              "attention_probs_dropout_prob": 0.1, "pad_token_id": 0, "bos_token_id": 1,
                              "sep_token_id": 2, "eos_token_id": 2}},
+    # microsoft/git-base's layout (GitForCausalLM: a CLIP tower of 224 px, patch 16: 197 states, frozen with the
+    # visual_projection, prefixed to the text inside BERT post-LN layers), 2 layers
+    "git": {"model_type": "git", "vision_config": {"hidden_size": 256, "intermediate_size": 1024,
+                                                   "num_hidden_layers": 2, "num_attention_heads": 4,
+                                                   "image_size": 224, "patch_size": 16},
+            "vocab_size": 8000, "hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "max_position_embeddings": 512, "hidden_dropout_prob": 0.1,
+            "attention_probs_dropout_prob": 0.1, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+            "tie_word_embeddings": False},
 }
 TARGETS = ["query", "value"]
 
@@ -71,13 +80,21 @@ def _plan(fam: str, suffix: str, method: str, precision: str, attention: str, se
 def rows() -> list[dict]:
     out = []
     for fam in CONFIGS:
+        if fam == "git":
+            # GitSelfAttention is GIT's only attention class (modeling_git.py GIT_SELF_ATTENTION_CLASSES: "eager"):
+            # every row eager
+            out.append(_plan(fam, "full-pure-eager-s256-b2", "full", "bf16-pure", "eager", 256))
+            out.append(_plan(fam, "full-pure-eager-gc-s256-b2", "full", "bf16-pure", "eager", 256, "full"))
+            out.append(_plan(fam, "lora-mixed-eager-s256-b2-drop", "lora", "bf16-mixed", "eager", 256))
+            out.append(_plan(fam, "full-mixed-eager-s256-b2", "full", "bf16-mixed", "eager", 256))
+            continue
         out.append(_plan(fam, "full-pure-flash-s256-b2", "full", "bf16-pure", "flash", 256))
         out.append(_plan(fam, "full-pure-flash-gc-s256-b2", "full", "bf16-pure", "flash", 256, "full"))
         out.append(_plan(fam, "lora-mixed-flash-s256-b2-drop", "lora", "bf16-mixed", "flash", 256))
         if fam != "blip":
-            # BLIP under PEFT with checkpointing fails in transformers 5.24: enable_input_require_grads makes the
-            # word embeddings' output a leaf that requires grad, and BlipTextEmbeddings.forward's
-            # `embeddings += position_embeddings` is an in-place op on it (RuntimeError)
+            # BLIP and GIT under PEFT with checkpointing fail in transformers 5.24: enable_input_require_grads makes
+            # the word embeddings' output a leaf that requires grad, and BlipTextEmbeddings.forward's /
+            # GitEmbeddings.forward's `embeddings += position_embeddings` is an in-place op on it (RuntimeError)
             out.append(_plan(fam, "lora-mixed-flash-gc-s256-b2-drop", "lora", "bf16-mixed", "flash", 256, "full"))
         out.append(_plan(fam, "full-mixed-eager-s256-b2", "full", "bf16-mixed", "eager", 256))
     return out
@@ -87,7 +104,8 @@ COMPOSITES = ("encoder-decoder", "vision-encoder-decoder")
 # the classes a config-built step trains where no auto class maps the config for it
 CLASSES = {"vision-encoder-decoder": "VisionEncoderDecoderModel", "blip": "BlipForConditionalGeneration"}
 # what vision.trainable "frozen" freezes, and the vision sub-config feeding pixel_values
-TOWERS = {"vision-encoder-decoder": ("encoder", "encoder"), "blip": ("vision_model", "vision_config")}
+TOWERS = {"vision-encoder-decoder": (("encoder",), "encoder"), "blip": (("vision_model",), "vision_config"),
+          "git": (("git.image_encoder", "git.visual_projection"), "vision_config")}
 
 
 _PATCHED: list = []
@@ -126,10 +144,11 @@ def _patch() -> None:
         if cfg.model_type in TOWERS:
             tower, sub = TOWERS[cfg.model_type]
             base = model.get_base_model() if hasattr(model, "get_base_model") else model
-            getattr(base, tower).requires_grad_(False)    # vision.trainable "frozen": the tower takes no gradient
+            for part in tower:                            # vision.trainable "frozen": the tower takes no gradient
+                base.get_submodule(part).requires_grad_(False)
             v = getattr(cfg, sub)
             px = dt["base"]
-            text = cfg.model_type == "blip"               # BlipForConditionalGeneration reads input_ids and labels
+            text = cfg.model_type in ("blip", "git")      # their forward reads input_ids and labels
             # BLIP: its own forward, under PEFT's CAUSAL_LM wrapper (which calls it with input_ids and labels)
             owner = base if text else model
             fwd = owner.forward
