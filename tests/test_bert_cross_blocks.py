@@ -1,7 +1,8 @@
 """The engine against the BERT-decoder composites: transformers 5.24's EncoderDecoderModel with BERT on both sides
 (model_type "encoder-decoder", bert2bert), VisionEncoderDecoderModel with a frozen ViT encoder and a BERT decoder
 ("vision-encoder-decoder") and BlipForConditionalGeneration (a frozen BLIP vision model, BlipTextLMHeadModel's
-decoder with its own eager attention: "blip"), their training step traced on fake tensors (tools/memtrace/bert_cross_trace.py: 2 + 2
+decoder with its own eager attention: "blip") and GitForCausalLM (a frozen CLIP tower whose 197 image tokens are
+prefixed to the text inside BERT post-LayerNorm layers, eager only: "git"), their training step traced on fake tensors (tools/memtrace/bert_cross_trace.py: 2 + 2
 layers, h 256, I 1024, 4 heads, dropout 0.1, s 256, b 2; full bf16-pure with FA2's profile with and without
 checkpointing, LoRA on query / value (PEFT's BERT default, which also adapts the crossattention's query and value)
 bf16-mixed with and without checkpointing, full bf16-mixed eager; fixtures in tools/memtrace/golden/bert_cross/).
@@ -25,7 +26,9 @@ def test_every_composite_has_its_rows():
     for fam in ("encdec", "vised", "blip"):
         assert {f"{fam}-full-pure-flash-s256-b2", f"{fam}-full-pure-flash-gc-s256-b2",
                 f"{fam}-lora-mixed-flash-s256-b2-drop", f"{fam}-full-mixed-eager-s256-b2"} <= ids, fam
-    # BLIP under PEFT with checkpointing raises in transformers 5.24 (bert_cross_trace.rows): no such row
+    assert {"git-full-pure-eager-s256-b2", "git-full-pure-eager-gc-s256-b2", "git-lora-mixed-eager-s256-b2-drop",
+            "git-full-mixed-eager-s256-b2"} <= ids
+    # BLIP and GIT under PEFT with checkpointing raise in transformers 5.24 (bert_cross_trace.rows): no such rows
     assert {"encdec-lora-mixed-flash-gc-s256-b2-drop", "vised-lora-mixed-flash-gc-s256-b2-drop"} <= ids
 
 
@@ -35,9 +38,10 @@ def _saved(path):
     logits, against the engine's saved activations, head activations and autocast's weight copies."""
     row = json.loads(path.read_text())
     plan = row["plan"]
-    lsm = 2 if plan["precision"] == "bf16-pure" else 4
+    # GIT's loss is ForCausalLMLoss (upcast): fp32 whatever the precision
+    lsm = 2 if plan["precision"] == "bf16-pure" and plan["model"]["model_type"] != "git" else 4
     t = plan["seq_len"] * plan["micro_batch_size"]
-    vocab = (plan["model"].get("decoder") or plan["model"]["text_config"])["vocab_size"]
+    vocab = (plan["model"].get("decoder") or plan["model"].get("text_config") or plan["model"])["vocab_size"]
     traced = row["saved_activations_forward_end"] - lsm * t * vocab
     detail = estimate(Plan.from_dict(plan)).to_dict()["per_gpu"]["detail"]
     engine = detail["saved_activations"] + detail.get("head_activations", 0) + detail.get("autocast_weight_copies", 0)
@@ -123,3 +127,29 @@ def test_pixel_values_are_an_input():
     from tools.memtrace.bert_cross_trace import CONFIGS  # noqa: PLC0415
     assert pixel_numel(model_from_config(CONFIGS["blip"])) == 3 * 384 * 384
     assert pixel_numel(model_from_config(CONFIGS["vised"])) == 3 * 224 * 224
+
+
+def test_git_layer_by_hand():
+    """git: every GitLayer runs on T = 197 image tokens + 256 text tokens = 453 positions a sample (906 a micro-batch
+    of 2), GitSelfAttention's own eager attention. On the full bf16-pure row (h 256, I 1024, 4 heads): per position
+    the 16-bit layer input, q, k, v, the context read by dense, attention.output.LayerNorm's input and output,
+    output.LayerNorm's input 8 x 256 x 2 = 4,096, GELU's input and output 2 x 1024 x 2 = 4,096, two dropout masks
+    512, two LayerNorms' mean / rstd 16: 8,720 x 906 = 7,900,320; the scores 4 x 453 x 453 x 2 = 1,641,672, kept as
+    the bf16 softmax, the dropout's bool mask and its bf16 output, 5 bytes each: 8,208,360. 16,108,680."""
+    assert _layers("git-full-pure-eager-s256-b2") == (16_108_680,) * 2
+
+
+def test_git_logits_cover_the_image_rows():
+    """GitForCausalLM's output Linear runs on all 453 positions and its loss copies the text's 255 before
+    ForCausalLMLoss: the forward-end logits are the bf16 (2, 453, 8000) output and the bf16 (2, 255, 8000) copy over
+    what a text-only head keeps: 2 x 8000 x (2 x 197 + 2 x 255) = 14,464,000 bytes more."""
+    from zerocalc.memory.logits import logits  # noqa: PLC0415
+    from zerocalc.memory.inputs import effective_stack  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    from tools.memtrace.bert_cross_trace import rows  # noqa: PLC0415
+    from dataclasses import replace  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == "git-full-pure-eager-s256-b2")
+    plan = Plan.from_dict({k: v for k, v in row.items() if k not in ("id", "quick")})
+    arch = model_from_config(row["model"])
+    git, text = (logits(plan, a, 2, effective_stack(plan)) for a in (arch, replace(arch, model_type="git-text")))
+    assert git.forward_peak - text.forward_peak == 14_464_000

@@ -64,7 +64,8 @@ MODEL_TYPES = ("encoder-decoder", "vision-encoder-decoder", "blip")
 # the decoders whose encoder states are a frozen tower's (vision.trainable's default), and the tensor holding its
 # positions (patches + 1 rows): ViTModel's (1, n, h) parameter, BlipVisionEmbeddings' (n, h)
 TOWER_POSITIONS = {"vision-encoder-decoder": ("encoder.embeddings.position_embeddings", 1),
-                   "blip": ("vision_model.embeddings.position_embedding", 0)}
+                   "blip": ("vision_model.embeddings.position_embedding", 0),
+                   "git": ("git.image_encoder.vision_model.embeddings.position_embedding.weight", 0)}
 # modeling_blip_text.py BlipTextSelfAttention: its own matmul / softmax / dropout whatever attn_implementation says
 OWN_EAGER = ("blip",)
 

@@ -199,8 +199,8 @@ def git(cfg: Mapping) -> ModelArch:
                    tensors=extra + text.tensors + tuple(head.tensors), support=SUPPORT_GIT)
 
 
-SUPPORT_GIT = ("exact parameter count; activations approximate (the text layers costed as the BERT block of "
-               "memory/blocks.py, not traced; the CLIP tower's activations not modelled)")
+SUPPORT_GIT = ("exact parameter count; activations traced (memory/blocks_git.py: the image tokens inside the text "
+               "layers; tools/memtrace/bert_cross_trace.py; a trained CLIP tower's activations not modelled)")
 
 
 # Pix2StructVisionConfig / Pix2StructTextConfig (configuration_pix2struct.py)
