@@ -12,9 +12,16 @@ composite itself: `CrossEntropyLoss()(logits.reshape(-1, V), labels.view(-1))` o
 own dtype (no upcast: a bf16 log-softmax in bf16-pure, fp32 under autocast). VisionEncoderDecoderModel.forward
 runs the ViT over pixel_values instead (its graph empty: frozen, pixel values need no gradient).
 
+Also BlipForConditionalGeneration ("blip": a frozen BLIP vision model, BlipTextLMHeadModel's decoder with
+crossattention and its own eager attention, loss on `prediction_scores[:, :-1].contiguous()`) and GitForCausalLM
+("git": a frozen CLIP tower and visual_projection, the image tokens prefixed to the text inside BERT post-LN layers,
+GitSelfAttention eager only). The batch's pixel_values (zeros, the weights' dtype) are made once and kept, as
+input_ids are.
+
 Rows (2 + 2 layers, h 256, I 1024, 4 heads, dropout 0.1, s 256, b 2): full bf16-pure FA2, full bf16-pure FA2 with
 checkpointing, LoRA (query, value: PEFT's default for BERT, which also hits the crossattention's) bf16-mixed FA2,
-the same with checkpointing, full bf16-mixed eager.
+the same with checkpointing (not BLIP / GIT: PEFT + checkpointing raises there, rows() says why), full bf16-mixed
+eager; GIT's rows all eager.
 
 The tracer's trace() calls `model(input_ids=..., labels=...)`; this driver's worker makes the plan an
 encoder-decoder one (AutoModelForSeq2SeqLM builds EncoderDecoderModel / VisionEncoderDecoderModel) and, for the

@@ -3,8 +3,11 @@
 "projector") where there is one (BLIP-2 and InstructBLIP are composite.py's, vision_qformer.py), and the text side: a BERT-lineage decoder with cross-attention
 (model/encoders.py) or a language model built by model_from_config. Sub-configs are read by their own field
 names over their config classes' defaults (a config.json keeps only the fields that differ). Checked against
-the meta-device builds in tests/data/architectures.json. Activations: the text side's blocks (the BERT block
-not traced); the tower's and the Q-Former's activations are not modelled (model_support says so).
+the meta-device builds in tests/data/architectures.json. Activations: blip, vision-encoder-decoder (with a
+post-LayerNorm BERT decoder) and git are traced with their tower frozen (vision.trainable's default):
+memory/blocks_bert_cross.py (each decoder layer's ``layer_linears`` carry the crossattention's query / key / value /
+dense, so PEFT's adapters on them are counted) and memory/blocks_git.py, tools/memtrace/bert_cross_trace.py; a
+trained tower's activations are not modelled (model_support says so); pix2struct's decoder is costed, not traced.
 
 - blip (modeling_blip.py BlipForConditionalGeneration): vision_model = BlipVisionModel (class_embedding,
   patch_embedding conv with bias, position_embedding of (image_size / patch_size)² + 1 rows; layers of
