@@ -153,3 +153,22 @@ def test_git_logits_cover_the_image_rows():
     arch = model_from_config(row["model"])
     git, text = (logits(plan, a, 2, effective_stack(plan)) for a in (arch, replace(arch, model_type="git-text")))
     assert git.forward_peak - text.forward_peak == 14_464_000
+
+
+def test_git_tower_graph_under_checkpointing():
+    """gradient_checkpointing_enable hooks GitVisionModel's patch_embedding (main_input_name "input_ids"), so the
+    frozen CLIP tower (h 256, 2 layers, 197 states a sample, b 2) keeps, in bf16: the hooked patches 2 x 196 x 256,
+    pre_layrnorm's input, both layers' inputs and post_layernorm's input 4 x 2 x 197 x 256, visual_projection's
+    LayerNorm input 2 x 197 x 256 (x 2 bytes: 200,704 + 806,912 + 201,728) and three LayerNorms' mean / rstd
+    3 x 8 x 394 = 9,456: 1,218,800 bytes."""
+    from zerocalc.memory.activations import context  # noqa: PLC0415
+    from zerocalc.memory.blocks_git import image_tokens, tower_graph  # noqa: PLC0415
+    from zerocalc.memory.inputs import effective_stack  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    from tools.memtrace.bert_cross_trace import rows  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == "git-full-pure-eager-gc-s256-b2")
+    plan = Plan.from_dict({k: v for k, v in row.items() if k not in ("id", "quick")})
+    arch = model_from_config(row["model"])
+    c = context(plan, arch, dtypes_for(plan), False, effective_stack(plan))
+    assert tower_graph(arch, c, image_tokens(arch)) == 1_218_800

@@ -69,7 +69,7 @@ def tower_graph(arch: ModelArch, c: Ctx, n_img: int) -> int:
     post_layernorm's input and visual_projection's LayerNorm input, with three LayerNorms' mean / rstd (traced:
     git-full-pure-eager-gc; the 16-bit stream, fp32 under autocast as its LayerNorms make it: not traced)."""
     vh = next(tt.shape[1] for tt in arch.tensors if tt.name == POSITIONS)
-    n_vit = len({tt.name.split(".")[4] for tt in arch.tensors
+    n_vit = len({tt.name.split(".")[5] for tt in arch.tensors
                  if tt.name.startswith("git.image_encoder.vision_model.encoder.layers.")})
     e = 4 if c.autocast else c.res
     b = c.batch
