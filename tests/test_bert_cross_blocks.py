@@ -1,12 +1,14 @@
 """The engine against the BERT-decoder composites: transformers 5.24's EncoderDecoderModel with BERT on both sides
 (model_type "encoder-decoder", bert2bert), VisionEncoderDecoderModel with a frozen ViT encoder and a BERT decoder
-("vision-encoder-decoder") and BlipForConditionalGeneration (a frozen BLIP vision model, BlipTextLMHeadModel's
-decoder with its own eager attention: "blip") and GitForCausalLM (a frozen CLIP tower whose 197 image tokens are
-prefixed to the text inside BERT post-LayerNorm layers, eager only: "git"), their training step traced on fake tensors (tools/memtrace/bert_cross_trace.py: 2 + 2
-layers, h 256, I 1024, 4 heads, dropout 0.1, s 256, b 2; full bf16-pure with FA2's profile with and without
-checkpointing, LoRA on query / value (PEFT's BERT default, which also adapts the crossattention's query and value)
-bf16-mixed with and without checkpointing, full bf16-mixed eager; fixtures in tools/memtrace/golden/bert_cross/).
-Issue 20, item 3: saved activations, every component and the peak within 3 % (memory/blocks_bert_cross.py)."""
+("vision-encoder-decoder"), BlipForConditionalGeneration (a frozen BLIP vision model, BlipTextLMHeadModel's decoder
+with its own eager attention: "blip") and GitForCausalLM (a frozen CLIP tower whose 197 image tokens are prefixed to
+the text inside BERT post-LayerNorm layers, eager only: "git"), their training step traced on fake tensors
+(tools/memtrace/bert_cross_trace.py: 2 + 2 layers, h 256, I 1024, 4 heads, dropout 0.1, s 256, b 2; full bf16-pure
+with FA2's profile with and without checkpointing, LoRA on query / value (PEFT's BERT default, which also adapts the
+crossattention's query and value) bf16-mixed with and without checkpointing (not BLIP / GIT: PEFT + checkpointing
+raises there), full bf16-mixed eager; GIT's rows eager; fixtures in tools/memtrace/golden/bert_cross/).
+Issue 20, item 3: saved activations, every component and the peak within 3 % (memory/blocks_bert_cross.py,
+memory/blocks_git.py)."""
 import json
 import pathlib
 
