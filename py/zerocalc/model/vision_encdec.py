@@ -33,9 +33,9 @@ from .encdec import POST_LN_SIDES, SIDES, cross_linears, head_as_other, rebase
 from .encoders import encoder_lm
 from .vision import vit
 
-SUPPORT = ("exact parameter count; activations approximate (the text decoder costed as the BERT block of "
-           "memory/blocks.py, not traced; the vision tower's activations not modelled); LoRA adapters on the "
-           "crossattention not counted")
+SUPPORT = ("exact parameter count; activations approximate (the text decoder costed as the post-LayerNorm BertLayer "
+           "of memory/blocks_bert_cross.py, traced with a BERT decoder; this decoder's own layer or width not traced; "
+           "the vision tower's activations not modelled)")
 
 # BlipVisionConfig / BlipTextConfig (configuration_blip.py), ViTConfig (configuration_vit.py), BertConfig
 BLIP_VISION = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "image_size": 384,
