@@ -34,9 +34,13 @@ from dataclasses import dataclass, replace
 from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, linear, rmsnorm
 from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
+from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_stacks
+from .blocks_git import git_stacks
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
 from .lora import Adapter
+
+
 
 
 
@@ -334,6 +338,10 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     """The whole model's saved set for an encoder-decoder (None for any other model). The encoder's and the
     decoder's first block see an input that needs no gradient under LoRA (c_first); `input_grads`: LoRA under
     checkpointing, where PEFT's enable_input_require_grads makes the embedding outputs need one."""
+    if arch.model_type in BERT_CROSS:            # memory/blocks_bert_cross.py: BERT-decoder composites
+        return EncDec(*bert_cross_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
+    if arch.model_type == "git":                 # memory/blocks_git.py: the image tokens inside the layers
+        return EncDec(*git_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.t5gemma is not None:
         return t5gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter)
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model

@@ -43,13 +43,14 @@ from dataclasses import dataclass
 
 from ..model import ModelArch
 from ..plan import Plan
+from .blocks_git import image_tokens
 from .blocks_seq2seq import stacks
 from .stack import Stack
 
 CHUNKS = 8
 # causal LMs whose own loss is `cross_entropy(scores.view(-1, V), y.view(-1))` on the 16-bit logits, labels not shifted
 # (XLM; modeling_cpmant.py CpmAntForCausalLM.forward: `CrossEntropyLoss()(logits.view(-1, V), labels.view(-1))`)
-NO_UPCAST = ("xlm", "cpmant")
+NO_UPCAST = ("xlm", "cpmant", "encoder-decoder", "vision-encoder-decoder", "blip")
 # softcapped logits in fp32 (logits() below)
 FP32_SOFTCAP = ("xlstm", "beam", "inkling2_text", "inkling2", "inkling2_loop_text", "inkling2_loop")
 LITGPT_CHUNK = 128        # lm_head_chunk_size of LitGPT's finetune scripts
@@ -71,6 +72,10 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
     shifted = (s - 1) * b * V
     c = compute_bytes
     raw = c * n                                  # lm_head output in the compute dtype
+    if image_tokens(arch):
+        # GIT's output Linear runs on the image tokens too, and GitForCausalLM.forward's own `logits[:, n_img:-1]
+        # .contiguous()` copies the text's before the loss (memory/blocks_git.py): both alive with the raw logits
+        raw += c * b * V * image_tokens(arch) + c * shifted
     o = 4 if stack.fabric_mixed else c           # Fabric's convert_output: the model's outputs cast to fp32
     upcast = 0 if c == 4 else 4 * n              # logits.float(): a copy unless already fp32
     kept = o * n if stack.loop_keeps_output else 0

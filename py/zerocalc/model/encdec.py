@@ -6,16 +6,25 @@ hidden sizes differ and the decoder names no cross_attention_hidden_size. Modell
 the BERT lineage (model/encoders.py, and "bert" itself); any other pair is refused by name. The decoder's LM
 head follows the decoder's own tie_word_embeddings; the encoder's and decoder's embeddings are never shared
 (tie_encoder_decoder is not modelled). Checked against the meta-device build in tests/data/architectures.json.
-Activations: the decoder's BERT block for every layer of both stacks (not traced)."""
+Activations: memory/blocks_bert_cross.py, both stacks' post-LayerNorm BertLayers and the decoder's crossattention
+(each decoder layer's ``layer_linears`` adds crossattention.query/key/value/dense, so PEFT's adapters on them are
+counted), traced as EncoderDecoderModel with BERT on both sides (tools/memtrace/bert_cross_trace.py)."""
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Mapping
 
 from ..errors import PlanError
-from .arch import ModelArch, Tensor
+from .arch import Linear, ModelArch, Tensor
 from .config import ConfigReader, TensorList
 from .encoders import ENCODERS, LM_ONLY, encoder_lm
+
+# the sides whose layer is modeling_bert.py's post-LayerNorm BertLayer (memory/blocks_bert.py POST): the traced rule
+POST_LN_SIDES = ("bert", "roberta", "camembert", "xlm-roberta", "data2vec-text", "ernie", "bert-generation")
+SUPPORT_TRACED = ("exact parameter count; activations traced (memory/blocks_bert_cross.py; "
+                  "tools/memtrace/bert_cross_trace.py)")
+SUPPORT_OTHER = ("exact parameter count; activations approximate (both stacks costed as the post-LayerNorm BertLayer "
+                 "of memory/blocks_bert_cross.py, traced with BERT on both sides; this pair's own layers not traced)")
 
 SIDES = set(ENCODERS) | {"bert"}     # the BERT-lineage configs AutoModel / AutoModelForCausalLM build
 
@@ -42,8 +51,24 @@ def encoder_decoder(cfg: Mapping) -> ModelArch:
         b = TensorList()
         b.linear("enc_to_dec_proj", encoder.hidden_size, decoder.hidden_size, "other", bias=True)
         tensors += tuple(b.tensors)
+    traced = enc["model_type"] in POST_LN_SIDES and dec["model_type"] in POST_LN_SIDES \
+        and encoder.hidden_size == decoder.hidden_size
     return replace(decoder, name=top.str("name", "encoder-decoder"), model_type="encoder-decoder",
-                   num_layers=encoder.num_layers + decoder.num_layers, tensors=tensors)
+                   num_layers=encoder.num_layers + decoder.num_layers, tensors=tensors,
+                   layer_linears=(encoder.block_linears,) * encoder.num_layers
+                   + (cross_linears(decoder),) * decoder.num_layers,
+                   support=SUPPORT_TRACED if traced else SUPPORT_OTHER)
+
+
+def cross_linears(decoder: ModelArch, kv_in: int | None = None) -> tuple[Linear, ...]:
+    """A BERT decoder layer's linears with its crossattention's (BertLayer.__init__ registers crossattention after
+    attention): query, key, value, attention.output.dense, crossattention.self.query / key / value (key and value
+    read ``kv_in``, the encoder states' width), crossattention.output.dense, intermediate.dense, output.dense."""
+    q, k, v, o, up, down = decoder.block_linears
+    h = decoder.hidden_size
+    kv = h if kv_in is None else kv_in
+    return (q, k, v, o, Linear("crossattention.query", h, h), Linear("crossattention.key", kv, h),
+            Linear("crossattention.value", kv, h), Linear("crossattention.dense", h, h), up, down)
 
 
 def require_sub_configs(cfg: Mapping, model_type: str, *paths: str) -> None:

@@ -3,8 +3,11 @@
 "projector") where there is one (BLIP-2 and InstructBLIP are composite.py's, vision_qformer.py), and the text side: a BERT-lineage decoder with cross-attention
 (model/encoders.py) or a language model built by model_from_config. Sub-configs are read by their own field
 names over their config classes' defaults (a config.json keeps only the fields that differ). Checked against
-the meta-device builds in tests/data/architectures.json. Activations: the text side's blocks (the BERT block
-not traced); the tower's and the Q-Former's activations are not modelled (model_support says so).
+the meta-device builds in tests/data/architectures.json. Activations: blip, vision-encoder-decoder (with a
+post-LayerNorm BERT decoder) and git are traced with their tower frozen (vision.trainable's default):
+memory/blocks_bert_cross.py (each decoder layer's ``layer_linears`` carry the crossattention's query / key / value /
+dense, so PEFT's adapters on them are counted) and memory/blocks_git.py, tools/memtrace/bert_cross_trace.py; a
+trained tower's activations are not modelled (model_support says so); pix2struct's decoder is costed, not traced.
 
 - blip (modeling_blip.py BlipForConditionalGeneration): vision_model = BlipVisionModel (class_embedding,
   patch_embedding conv with bias, position_embedding of (image_size / patch_size)² + 1 rows; layers of
@@ -26,13 +29,13 @@ from typing import Mapping
 from ..errors import PlanError
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
-from .encdec import SIDES, head_as_other, rebase
+from .encdec import POST_LN_SIDES, SIDES, cross_linears, head_as_other, rebase
 from .encoders import encoder_lm
 from .vision import vit
 
-SUPPORT = ("exact parameter count; activations approximate (the text decoder costed as the BERT block of "
-           "memory/blocks.py, not traced; the vision tower's activations not modelled); LoRA adapters on the "
-           "crossattention not counted")
+SUPPORT = ("exact parameter count; activations approximate (the text decoder costed as the post-LayerNorm BertLayer "
+           "of memory/blocks_bert_cross.py, traced with a BERT decoder; this decoder's own layer or width not traced; "
+           "the vision tower's activations not modelled)")
 
 # BlipVisionConfig / BlipTextConfig (configuration_blip.py), ViTConfig (configuration_vit.py), BertConfig
 BLIP_VISION = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "image_size": 384,
@@ -118,7 +121,14 @@ def blip(cfg: Mapping) -> ModelArch:
     tied = ConfigReader(cfg).bool("tie_word_embeddings", True) or ConfigReader(text).bool("tie_word_embeddings", True)
     dec = encoder_lm(ConfigReader({**BLIP_TEXT, "is_decoder": True, **text, "tie_word_embeddings": tied}),
                      "blip_text_model")
-    return _whole(cfg, "blip", b, dec, "text_decoder.")
+    whole = _whole(cfg, "blip", b, dec, "text_decoder.")
+    kv = ConfigReader({**BLIP_TEXT, **text}).int("encoder_hidden_size")
+    return replace(whole, layer_linears=(cross_linears(dec, kv),) * dec.num_layers, support=SUPPORT_BLIP)
+
+
+# the BLIP ViT frozen (vision.trainable's default: it saves nothing) and BlipTextLMHeadModel's decoder
+SUPPORT_BLIP = ("exact parameter count; activations traced (memory/blocks_bert_cross.py; "
+                "tools/memtrace/bert_cross_trace.py; a trained BLIP vision model's activations not modelled)")
 
 
 def vision_encoder_decoder(cfg: Mapping) -> ModelArch:
@@ -138,7 +148,15 @@ def vision_encoder_decoder(cfg: Mapping) -> ModelArch:
     decoder = encoder_lm(dc, dec["model_type"])
     if h_enc != decoder.hidden_size and not dc.has("cross_attention_hidden_size"):
         b.linear("enc_to_dec_proj", h_enc, decoder.hidden_size, "other", bias=True)
-    return _whole(cfg, "vision-encoder-decoder", b, decoder, "decoder.")
+    whole = _whole(cfg, "vision-encoder-decoder", b, decoder, "decoder.")
+    if dec["model_type"] not in POST_LN_SIDES or h_enc != decoder.hidden_size:
+        return replace(whole, layer_linears=(cross_linears(decoder),) * decoder.num_layers)
+    return replace(whole, layer_linears=(cross_linears(decoder),) * decoder.num_layers, support=SUPPORT_VED)
+
+
+# the ViT encoder frozen (vision.trainable's default: it saves nothing) and a post-LayerNorm BERT decoder
+SUPPORT_VED = ("exact parameter count; activations traced (memory/blocks_bert_cross.py; "
+               "tools/memtrace/bert_cross_trace.py; a trained ViT encoder's activations not modelled)")
 
 
 def _whole(cfg: Mapping, model_type: str, tower: TensorList, text: ModelArch, prefix: str) -> ModelArch:
@@ -184,8 +202,8 @@ def git(cfg: Mapping) -> ModelArch:
                    tensors=extra + text.tensors + tuple(head.tensors), support=SUPPORT_GIT)
 
 
-SUPPORT_GIT = ("exact parameter count; activations approximate (the text layers costed as the BERT block of "
-               "memory/blocks.py, not traced; the CLIP tower's activations not modelled)")
+SUPPORT_GIT = ("exact parameter count; activations traced (memory/blocks_git.py: the image tokens inside the text "
+               "layers; tools/memtrace/bert_cross_trace.py; a trained CLIP tower's activations not modelled)")
 
 
 # Pix2StructVisionConfig / Pix2StructTextConfig (configuration_pix2struct.py)
