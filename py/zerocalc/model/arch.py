@@ -130,6 +130,9 @@ class ModelArch:
     # Inkling 2 / 2 Loop's layer layout (model/inkling2.py: each layer's attention shape and how many block states
     # its attention_input / mlp_input read) where memory/blocks_inkling2.py costs its layers, else None
     inkling2: Mapping | None = None
+    # a model's own attention / activation switches, read by its rule (memory/blocks_big_bird.py: BigBird's
+    # attention_type, block_size, num_random_blocks, hidden_act), else None
+    own: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:

@@ -1,0 +1,84 @@
+"""Traced steps of four models whose attention is their own (issue 20, item 3), for the CI checks that the engine
+keeps what their layers save:
+
+- ``big_bird``: BigBirdForCausalLM (modeling_big_bird.py) in its default attention_type "block_sparse" at lengths
+  above (5 + 2·num_random_blocks)·block_size (BigBirdModel.forward switches to "original_full" at or below it: the
+  -s512 row), the default config's gelu_new MLP and head transform (tests/test_big_bird_blocks.py);
+
+  python -m tools.memtrace.own_attention_trace big_bird > tests/data/big_bird_trace.json
+
+Each model's default config (tests/data/architectures.json), made small (SHRINK), gets full bf16 with and without
+checkpointing, LoRA bf16-mixed (fp32 adapters under autocast) with and without, and a bf16-mixed full row, plus the
+model's own extra rows (EXTRA). Each case keeps what tools/memtrace/compare.py compares and the plan.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .trace import trace
+
+ROOT = Path(__file__).resolve().parents[2]
+LORA = {"rank": 16, "alpha": 32, "dropout": 0.0}
+SHRINK = {
+    # google/bigbird-roberta-base's layout (BigBirdConfig's default: h 768, 12 heads of 64, I 3072, 12 layers,
+    # block_size 64, 3 random blocks, gelu_new, dropout 0.1) at h 256, 4 heads of 64, I 1024, 2 layers, the
+    # vocabulary cut to 8192; block_sparse runs above (5 + 2·3)·64 = 704 tokens
+    "big_bird": {"hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024, "num_hidden_layers": 2,
+                 "vocab_size": 8192},
+}
+SEQ = {"big_bird": 1024}
+# BigBird's attention is its own code whatever attn_implementation says (BigBirdSelfAttention's matmuls,
+# BigBirdBlockSparseAttention): the plans ask for eager
+ATTENTION = {"big_bird": "eager"}
+NO_CKPT: tuple = ()
+# PEFT's default LoRA targets (peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)
+TARGETS = {"big_bird": ["query", "value"]}
+
+
+def plans(model_type: str) -> list[tuple[str, dict]]:
+    rows = json.loads((ROOT / "tests" / "data" / "architectures.json").read_text())["rows"]
+    cfg = dict(next(r for r in rows if r["id"] == f"default:{model_type}")["config"])
+    for k, v in SHRINK[model_type].items():        # a sub-config's shrink merged into the default's
+        cfg[k] = {**cfg[k], **v} if isinstance(v, dict) and isinstance(cfg.get(k), dict) else v
+    layers = cfg.get("num_hidden_layers") or cfg.get("n_layer") or cfg["global_config"]["num_hidden_layers"]
+    s = SEQ.get(model_type, 512)
+    tag = f'{model_type.replace("_", "-")}-{layers}l'
+    base = {"model": cfg, "framework": "single", "gpus_per_node": 1, "precision": "bf16-pure", "method": "full",
+            "micro_batch_size": 1, "seq_len": s, "attention": ATTENTION.get(model_type, "flash")}
+    lora = {**base, "method": "lora", "precision": "bf16-mixed", "lora": {**LORA, "targets": TARGETS[model_type]}}
+    out = [(f"{tag}-full-s{s}", base),
+           (f"{tag}-full-s{s}-ckpt", {**base, "activation_checkpointing": "full"}),
+           (f"{tag}-lora-mixed-s{s}", lora),
+           (f"{tag}-lora-mixed-s{s}-ckpt", {**lora, "activation_checkpointing": "full"}),
+           (f"{tag}-full-mixed-s{s}", {**base, "precision": "bf16-mixed"})]
+    if model_type == "big_bird":
+        # two sequences of 2048 (rand_attn's other plan: _bigbird_block_rand_mask_with_head), and 512 tokens,
+        # below the 704 where BigBirdModel.forward runs original_full
+        out += [(f"{tag}-full-s2048-b2", {**base, "seq_len": 2048, "micro_batch_size": 2}),
+                (f"{tag}-full-s512-full-attn", {**base, "seq_len": 512})]
+    return [row for row in out if model_type not in NO_CKPT or "ckpt" not in row[0]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch  # noqa: PLC0415
+    import transformers  # noqa: PLC0415
+    args = sys.argv[1:] if argv is None else argv
+    model_type = args[0]
+    cases = []
+    for cid, plan in plans(model_type):
+        if len(args) > 1 and not cid.startswith(args[1]):
+            continue
+        r = trace(plan, steps=2)
+        cases.append({"id": cid, "plan": plan, **{k: r[k] for k in ("peak", "peak_bytes", "peak_phase", "peak_op",
+                                                                    "phase_peaks", "saved_activations_forward_end")}})
+    json.dump({"generator": f"python -m tools.memtrace.own_attention_trace {model_type}",
+               "transformers": transformers.__version__, "torch": torch.__version__.split("+")[0], "cases": cases},
+              sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
