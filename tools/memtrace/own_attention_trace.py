@@ -27,14 +27,25 @@ SHRINK = {
     # vocabulary cut to 8192; block_sparse runs above (5 + 2·3)·64 = 704 tokens
     "big_bird": {"hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024, "num_hidden_layers": 2,
                  "vocab_size": 8192},
+    # xlnet/xlnet-large-cased's layout (XLNetConfig's default: d_model 1024, 16 heads of 64, d_inner 4096, 24
+    # layers, attn_type "bi", gelu, dropout 0.1) at d_model 256, 4 heads of 64, d_inner 1024, 2 layers, the
+    # vocabulary cut to 8192
+    "xlnet": {"d_model": 256, "n_head": 4, "d_head": 64, "d_inner": 1024, "n_layer": 2, "vocab_size": 8192},
 }
 SEQ = {"big_bird": 1024}
 # BigBird's attention is its own code whatever attn_implementation says (BigBirdSelfAttention's matmuls,
 # BigBirdBlockSparseAttention): the plans ask for eager
-ATTENTION = {"big_bird": "eager"}
-NO_CKPT: tuple = ()
+ATTENTION = {"big_bird": "eager", "xlnet": "eager"}
+# no gradient checkpointing (XLNetPreTrainedModel has no supports_gradient_checkpointing)
+NO_CKPT = ("xlnet",)
+# no bf16-pure step: XLNetRelativeAttention.__init__ makes q / k / v / o / r / the biases with torch.FloatTensor,
+# fp32 whatever dtype the model is built in, so the first einsum meets bf16 hidden states ("expected scalar type
+# BFloat16 but found Float"); these models get bf16-mixed in place of the pure rows and a full fp32 row
+NO_PURE = ("xlnet",)
 # PEFT's default LoRA targets (peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)
-TARGETS = {"big_bird": ["query", "value"]}
+TARGETS = {"big_bird": ["query", "value"],
+           # XLNetRelativeAttention's q / k / v / o / r are nn.Parameters PEFT cannot wrap: the feed-forward's
+           "xlnet": ["layer_1", "layer_2"]}
 
 
 def plans(model_type: str) -> list[tuple[str, dict]]:
@@ -53,6 +64,10 @@ def plans(model_type: str) -> list[tuple[str, dict]]:
            (f"{tag}-lora-mixed-s{s}", lora),
            (f"{tag}-lora-mixed-s{s}-ckpt", {**lora, "activation_checkpointing": "full"}),
            (f"{tag}-full-mixed-s{s}", {**base, "precision": "bf16-mixed"})]
+    if model_type in NO_PURE:
+        out = [(f"{tag}-full-fp32-s{s}", {**base, "precision": "fp32"})] + [
+            row for row in out[2:] if "ckpt" not in row[0] or model_type not in NO_CKPT]
+        out.append((f"{tag}-full-mixed-s{s}-b2", {**base, "precision": "bf16-mixed", "micro_batch_size": 2}))
     if model_type == "big_bird":
         # two sequences of 2048 (rand_attn's other plan: _bigbird_block_rand_mask_with_head), and 512 tokens,
         # below the 704 where BigBirdModel.forward runs original_full

@@ -47,7 +47,11 @@ _NOT_TRACED = "exact parameter count; activations approximate (costed as the {} 
 # memory/blocks_bert.py's XLM layer (MultiHeadAttention's fp32 softmax and kept mask), traced as a causal LM
 # (tools/memtrace/bert.py xlm rows, tests/test_bert_grid.py)
 SUPPORT = {"xlm": "exact",
-           "xlnet": _NOT_TRACED.format("BERT") + "; the two-stream relative attention not modelled",
+           # memory/blocks_xlnet.py, traced (tools/memtrace/own_attention_trace.py xlnet): the one stream a step
+           # without target_mapping runs
+           "xlnet": "exact parameter count; activations traced (memory/blocks_xlnet.py; "
+                    "tools/memtrace/own_attention_trace.py) in bf16-mixed and fp32: XLNetRelativeAttention's "
+                    "torch.FloatTensor parameters stay fp32 in a 16-bit build (no bf16-pure step runs)",
            "reformer": _NOT_TRACED.format("classic") + "; reversible layers, LSH / chunked local attention not "
                                                         "modelled",
            "prophetnet": _NOT_TRACED.format("classic") + "; the n-gram streams and the kept cross-attention not "
