@@ -4,12 +4,19 @@ keeps what their layers save:
 - ``big_bird``: BigBirdForCausalLM (modeling_big_bird.py) in its default attention_type "block_sparse" at lengths
   above (5 + 2·num_random_blocks)·block_size (BigBirdModel.forward switches to "original_full" at or below it: the
   -s512 row), the default config's gelu_new MLP and head transform (tests/test_big_bird_blocks.py);
+- ``xlnet``: XLNetLMHeadModel (modeling_xlnet.py) fed input_ids and labels: the one-stream relative attention
+  (tests/test_xlnet_blocks.py);
+- ``reformer``: ReformerModelWithLMHead (modeling_reformer.py): reversible layers under no_grad, local / LSH
+  attention recomputed in backward (tests/test_reformer_blocks.py);
 
   python -m tools.memtrace.own_attention_trace big_bird > tests/data/big_bird_trace.json
+  python -m tools.memtrace.own_attention_trace xlnet > tests/data/xlnet_trace.json
+  python -m tools.memtrace.own_attention_trace reformer > tests/data/reformer_trace.json
 
 Each model's default config (tests/data/architectures.json), made small (SHRINK), gets full bf16 with and without
-checkpointing, LoRA bf16-mixed (fp32 adapters under autocast) with and without, and a bf16-mixed full row, plus the
-model's own extra rows (EXTRA). Each case keeps what tools/memtrace/compare.py compares and the plan.
+checkpointing, LoRA bf16-mixed with and without, and a bf16-mixed full row, less what the model cannot run
+(NO_CKPT, NO_PURE: a full fp32 row and a b 2 bf16-mixed row instead, NO_LORA), plus its own rows (plans). Each
+case keeps what tools/memtrace/compare.py compares and the plan.
 """
 from __future__ import annotations
 
@@ -31,21 +38,35 @@ SHRINK = {
     # layers, attn_type "bi", gelu, dropout 0.1) at d_model 256, 4 heads of 64, d_inner 1024, 2 layers, the
     # vocabulary cut to 8192
     "xlnet": {"d_model": 256, "n_head": 4, "d_head": 64, "d_inner": 1024, "n_layer": 2, "vocab_size": 8192},
+    # google/reformer-crime-and-punishment's layout is ReformerConfig's default (h 256, 12 heads of 64, feed-forward
+    # 512, local / lsh / local / lsh / local / lsh, chunks of 64, axial positions 64 x 64: training needs
+    # exactly 4096 tokens, vocabulary 320): as it is
+    "reformer": {},
 }
-SEQ = {"big_bird": 1024}
+SEQ = {"big_bird": 1024, "reformer": 4096}
 # BigBird's attention is its own code whatever attn_implementation says (BigBirdSelfAttention's matmuls,
 # BigBirdBlockSparseAttention): the plans ask for eager
-ATTENTION = {"big_bird": "eager", "xlnet": "eager"}
+ATTENTION = {"big_bird": "eager", "xlnet": "eager", "reformer": "eager"}
 # no gradient checkpointing (XLNetPreTrainedModel has no supports_gradient_checkpointing)
-NO_CKPT = ("xlnet",)
+NO_CKPT = ("xlnet", "reformer")
 # no bf16-pure step: XLNetRelativeAttention.__init__ makes q / k / v / o / r / the biases with torch.FloatTensor,
 # fp32 whatever dtype the model is built in, so the first einsum meets bf16 hidden states ("expected scalar type
-# BFloat16 but found Float"); these models get bf16-mixed in place of the pure rows and a full fp32 row
-NO_PURE = ("xlnet",)
+# BFloat16 but found Float"); AxialPositionEmbeddings' weights are made fp32 (torch.ones(dtype=torch.float32)),
+# so Reformer's stream turns fp32 at the embeddings' sum and the first LayerNorm / Linear with 16-bit weights
+# fails (checked on real CPU tensors: FakeTensors let the mixed matmul through). These models get bf16-mixed in
+# place of the pure rows and a full fp32 row
+NO_PURE = ("xlnet", "reformer")
+# no LoRA step: ReformerEncoder runs the layers inside _ReversibleFunction (under no_grad, each layer's backward
+# run by hand from the function's backward), whose only tensor input is the embedding output; with the embeddings
+# frozen it needs no gradient, so neither does the loss ("element 0 of tensors does not require grad", checked on
+# real CPU tensors with PEFT; model.enable_input_require_grads() would make it train)
+NO_LORA = ("reformer",)
 # PEFT's default LoRA targets (peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)
 TARGETS = {"big_bird": ["query", "value"],
            # XLNetRelativeAttention's q / k / v / o / r are nn.Parameters PEFT cannot wrap: the feed-forward's
-           "xlnet": ["layer_1", "layer_2"]}
+           "xlnet": ["layer_1", "layer_2"],
+           # LSHSelfAttention's shared query_key, LocalSelfAttention's query, and both's value
+           "reformer": ["query_key", "query", "value"]}
 
 
 def plans(model_type: str) -> list[tuple[str, dict]]:
@@ -73,7 +94,8 @@ def plans(model_type: str) -> list[tuple[str, dict]]:
         # below the 704 where BigBirdModel.forward runs original_full
         out += [(f"{tag}-full-s2048-b2", {**base, "seq_len": 2048, "micro_batch_size": 2}),
                 (f"{tag}-full-s512-full-attn", {**base, "seq_len": 512})]
-    return [row for row in out if model_type not in NO_CKPT or "ckpt" not in row[0]]
+    return [row for row in out if (model_type not in NO_CKPT or "ckpt" not in row[0])
+            and (model_type not in NO_LORA or "-lora-" not in row[0])]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from .blocks_inkling2 import HEADS as INKLING2_HEADS, RULES as INKLING2_RULES
 from .blocks_kimi_linear import MODEL_TYPES as KIMI_LINEAR, kimi_linear_block
 from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, muse_spark_block
 from .blocks_qwen4_exp import MODEL_TYPES as QWEN4_EXP, qwen4_exp_layer
+from .blocks_reformer import reformer_head, reformer_layer
 from .blocks_step3p7 import MODEL_TYPES as STEP3P7, step3p7_block
 from .blocks_voxtral import voxtral_layer
 from .blocks_xlnet import xlnet_head, xlnet_layer
@@ -24,6 +25,7 @@ MORE_RULES: dict = {
     "voxtral_realtime": voxtral_layer,           # memory/blocks_voxtral.py: the language model
     "doge": doge_layer,                          # memory/blocks_doge.py
     "xlnet": xlnet_layer,                        # memory/blocks_xlnet.py: one-stream relative attention
+    "reformer": reformer_layer,                  # memory/blocks_reformer.py: reversible layers keep nothing
     **{t: step3p7_block for t in STEP3P7},       # memory/blocks_step3p7.py: Step 3.7's step3p5 text model
     **{t: muse_spark_block for t in MUSE_SPARK},  # memory/blocks_muse_spark.py: Muse Spark's text model
     **{t: zaya_block for t in ZAYA},             # memory/blocks_zaya.py: ZAYA1
@@ -35,4 +37,5 @@ MORE_RULES: dict = {
     **{t: glm5_next_layer for t in GLM5_NEXT},   # memory/blocks_glm5_next.py: GLM-5.3-Flash's language model
 }
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
-MORE_HEADS: dict = {"cpmant": cpmant_head, "xlnet": xlnet_head, **INKLING_HEADS, **INKLING2_HEADS}
+MORE_HEADS: dict = {"cpmant": cpmant_head, "xlnet": xlnet_head, "reformer": reformer_head,
+                    **INKLING_HEADS, **INKLING2_HEADS}

@@ -52,8 +52,11 @@ SUPPORT = {"xlm": "exact",
            "xlnet": "exact parameter count; activations traced (memory/blocks_xlnet.py; "
                     "tools/memtrace/own_attention_trace.py) in bf16-mixed and fp32: XLNetRelativeAttention's "
                     "torch.FloatTensor parameters stay fp32 in a 16-bit build (no bf16-pure step runs)",
-           "reformer": _NOT_TRACED.format("classic") + "; reversible layers, LSH / chunked local attention not "
-                                                        "modelled",
+           # memory/blocks_reformer.py, traced (tools/memtrace/own_attention_trace.py reformer): what the reversible
+           # layers keep at forward end; the layer recomputed in backward is not modelled
+           "reformer": "exact parameter count; activations approximate (what forward keeps traced: "
+                       "memory/blocks_reformer.py; the reversible layers' recompute in backward, where the step "
+                       "peaks, not modelled)",
            "prophetnet": _NOT_TRACED.format("classic") + "; the n-gram streams and the kept cross-attention not "
                                                          "modelled",
            # memory/blocks_cpmant.py, traced (tools/memtrace/own_blocks_trace.py cpmant)
@@ -161,8 +164,10 @@ def reformer(c: ConfigReader) -> ModelArch:
     b.linear("lm_head.decoder", 2 * h, vocab, "lm_head", bias=True)
     blk = [Linear(x, h, a) for x in ("query", "key", "value")] + [Linear("dense", a, h), Linear("dense", h, ff),
                                                                  Linear("dense", ff, h)]
-    return _arch(c, "reformer", b, "gpt2", h, n, heads, hs, ff, vocab, False, max_pos, blk,
+    arch = _arch(c, "reformer", b, "gpt2", h, n, heads, hs, ff, vocab, False, max_pos, blk,
                  c.cfg.get("hidden_dropout_prob"))
+    # memory/blocks_reformer.py: the LSH layers' buckets _ReversibleFunction keeps (ctx.all_buckets)
+    return replace(arch, own={"lsh_layers": kinds.count("lsh"), "num_hashes": c.int("num_hashes", default=1)})
 
 
 def prophetnet(c: ConfigReader) -> ModelArch:
