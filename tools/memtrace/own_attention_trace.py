@@ -8,10 +8,13 @@ keeps what their layers save:
   (tests/test_xlnet_blocks.py);
 - ``reformer``: ReformerModelWithLMHead (modeling_reformer.py): reversible layers under no_grad, local / LSH
   attention recomputed in backward (tests/test_reformer_blocks.py);
+- ``blt``: BltForCausalLM (modeling_blt.py): the byte-level local encoder / decoder and their cross-attentions
+  around the global transformer over fixed patches (blt_fixed_patches; tests/test_blt_blocks.py).
 
   python -m tools.memtrace.own_attention_trace big_bird > tests/data/big_bird_trace.json
   python -m tools.memtrace.own_attention_trace xlnet > tests/data/xlnet_trace.json
   python -m tools.memtrace.own_attention_trace reformer > tests/data/reformer_trace.json
+  python -m tools.memtrace.own_attention_trace blt > tests/data/blt_trace.json
 
 Each model's default config (tests/data/architectures.json), made small (SHRINK), gets full bf16 with and without
 checkpointing, LoRA bf16-mixed with and without, and a bf16-mixed full row, less what the model cannot run
@@ -20,6 +23,7 @@ case keeps what tools/memtrace/compare.py compares and the plan.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -42,11 +46,28 @@ SHRINK = {
     # 512, local / lsh / local / lsh / local / lsh, chunks of 64, axial positions 64 x 64: training needs
     # exactly 4096 tokens, vocabulary 320): as it is
     "reformer": {},
+    # itazap/blt-1b-hf's layout is BltConfig's default (a 1-layer local encoder of h 1024, a 25-layer global
+    # transformer of h 2048, a 9-layer local decoder of h 1024 with a cross-attention in every layer, a 14-layer
+    # entropy patcher of h 768, 6 hash-embedding groups of 500002 rows, patch_size 4): local encoder h 256 (4 heads,
+    # I 512), global h 512 (4 heads of 128, I 1024, 2 layers), local decoder h 256 (4 heads, I 512, 2 layers), the
+    # patcher h 128 (1 layer; frozen, replaced by fixed patches: blt_fixed_patches), 1000 rows per hash group
+    "blt": {"encoder_hash_byte_group_vocab": 1000,
+            "patcher_config": {"hidden_size": 128, "num_hidden_layers": 1, "num_attention_heads": 2,
+                               "num_key_value_heads": 2, "intermediate_size": 256, "head_dim": 64},
+            "encoder_config": {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 4,
+                               "intermediate_size": 512, "hidden_size_global": 512},
+            "decoder_config": {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 4,
+                               "intermediate_size": 512, "num_hidden_layers": 2, "hidden_size_global": 512,
+                               "head_dim": 64},
+            "global_config": {"hidden_size": 512, "num_attention_heads": 4, "num_key_value_heads": 4,
+                              "intermediate_size": 1024, "num_hidden_layers": 2, "head_dim": 128}},
 }
 SEQ = {"big_bird": 1024, "reformer": 4096}
 # BigBird's attention is its own code whatever attn_implementation says (BigBirdSelfAttention's matmuls,
 # BigBirdBlockSparseAttention): the plans ask for eager
-ATTENTION = {"big_bird": "eager", "xlnet": "eager", "reformer": "eager"}
+ATTENTION = {"big_bird": "eager", "xlnet": "eager", "reformer": "eager",
+             # BltPreTrainedModel: _supports_flash_attn False, SDPA
+             "blt": "sdpa"}
 # no gradient checkpointing (XLNetPreTrainedModel has no supports_gradient_checkpointing)
 NO_CKPT = ("xlnet", "reformer")
 # no bf16-pure step: XLNetRelativeAttention.__init__ makes q / k / v / o / r / the biases with torch.FloatTensor,
@@ -60,13 +81,40 @@ NO_PURE = ("xlnet", "reformer")
 # run by hand from the function's backward), whose only tensor input is the embedding output; with the embeddings
 # frozen it needs no gradient, so neither does the loss ("element 0 of tensors does not require grad", checked on
 # real CPU tensors with PEFT; model.enable_input_require_grads() would make it train)
-NO_LORA = ("reformer",)
+# BLT: PEFT's model gets enable_input_require_grads, whose hook makes local_encoder.embed_tokens' output a leaf
+# that requires grad, and compute_hash_embeddings adds the hash embeddings into it in place ("a leaf Variable that
+# requires grad is being used in an in-place operation", with and without checkpointing; seen on the fake-tensor
+# trace)
+NO_LORA = ("reformer", "blt")
 # PEFT's default LoRA targets (peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)
 TARGETS = {"big_bird": ["query", "value"],
            # XLNetRelativeAttention's q / k / v / o / r are nn.Parameters PEFT cannot wrap: the feed-forward's
            "xlnet": ["layer_1", "layer_2"],
            # LSHSelfAttention's shared query_key, LocalSelfAttention's query, and both's value
-           "reformer": ["query_key", "query", "value"]}
+           "reformer": ["query_key", "query", "value"],
+           "blt": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+
+
+@contextlib.contextmanager
+def blt_fixed_patches():
+    """BLT with patches of BltConfig.patch_size bytes: BltModel.forward's entropy patching (BltPatcher.forward:
+    torch.distributions.Categorical(logits=...).entropy() validates its values, patch_lengths_from_entropies
+    slices by `patch_mask.sum(dim=1).max()`) depends on the data, which FakeTensors do not have. The patcher is
+    frozen and fed ids, so it keeps nothing for backward; BltPatcher.forward is replaced by s / patch_size patches
+    of patch_size bytes (its own forward's transients, before the model's, are left out)."""
+    import torch  # noqa: PLC0415
+    from transformers.models.blt import modeling_blt as mb  # noqa: PLC0415
+
+    def forward(self, input_ids=None, patch_size=None, **kwargs):
+        b, s = input_ids.shape
+        lengths = torch.full((b, s // patch_size), patch_size, dtype=torch.long, device=input_ids.device)
+        return None, lengths, None
+
+    fwd, mb.BltPatcher.forward = mb.BltPatcher.forward, forward
+    try:
+        yield
+    finally:
+        mb.BltPatcher.forward = fwd
 
 
 def plans(model_type: str) -> list[tuple[str, dict]]:
@@ -107,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     for cid, plan in plans(model_type):
         if len(args) > 1 and not cid.startswith(args[1]):
             continue
-        r = trace(plan, steps=2)
+        with blt_fixed_patches() if model_type == "blt" else contextlib.nullcontext():
+            r = trace(plan, steps=2)
         cases.append({"id": cid, "plan": plan, **{k: r[k] for k in ("peak", "peak_bytes", "peak_phase", "peak_op",
                                                                     "phase_peaks", "saved_activations_forward_end")}})
     json.dump({"generator": f"python -m tools.memtrace.own_attention_trace {model_type}",

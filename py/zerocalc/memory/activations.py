@@ -12,7 +12,7 @@ from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import FP32_PRODUCT_NORMS, MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs, layer_saved_bytes, never_run, outside_blocks
-from .blocks_reformer import no_grad_block
+from .blocks_more import no_autocast_copy
 from .blocks_bert import BERT, head_width as bert_head_width, outside_saved as bert_outside
 from .blocks_bert import checkpointed_inputs as bert_checkpointed_inputs
 from .blocks_families import EAGER_ONLY, LAYERNORM_HEADS, final_norm
@@ -399,7 +399,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     idle = {id(tt) for tt in (*idle_tensors(arch, plan), *(tower_tensors(arch) * (plan.vision.trainable == "frozen")))}
     if dt.autocast and plan.method == "full" and dt.weight == 4:
         copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module)
-                         and id(tt) not in idle and not no_grad_block(arch, tt))
+                         and id(tt) not in idle and not no_autocast_copy(arch, tt))
         if arch.tied_embeddings and arch.causal_lm:
             copies += 2 * arch.vocab_size * hw
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:

@@ -5,6 +5,8 @@ here is used exactly where blocks_moe's own are (not for trainers running their 
 """
 from __future__ import annotations
 
+from ..model import ModelArch, Tensor
+from .blocks_blt import blt_global_layer, blt_head
 from .blocks_cpmant import cpmant_head, cpmant_layer
 from .blocks_doge import doge_layer
 from .blocks_glm5_next import MODEL_TYPES as GLM5_NEXT, glm5_next_layer
@@ -26,6 +28,7 @@ MORE_RULES: dict = {
     "doge": doge_layer,                          # memory/blocks_doge.py
     "xlnet": xlnet_layer,                        # memory/blocks_xlnet.py: one-stream relative attention
     "reformer": reformer_layer,                  # memory/blocks_reformer.py: reversible layers keep nothing
+    "blt": blt_global_layer,                     # memory/blocks_blt.py: the global layers over the patches
     **{t: step3p7_block for t in STEP3P7},       # memory/blocks_step3p7.py: Step 3.7's step3p5 text model
     **{t: muse_spark_block for t in MUSE_SPARK},  # memory/blocks_muse_spark.py: Muse Spark's text model
     **{t: zaya_block for t in ZAYA},             # memory/blocks_zaya.py: ZAYA1
@@ -37,5 +40,15 @@ MORE_RULES: dict = {
     **{t: glm5_next_layer for t in GLM5_NEXT},   # memory/blocks_glm5_next.py: GLM-5.3-Flash's language model
 }
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
-MORE_HEADS: dict = {"cpmant": cpmant_head, "xlnet": xlnet_head, "reformer": reformer_head,
+MORE_HEADS: dict = {"cpmant": cpmant_head, "xlnet": xlnet_head, "reformer": reformer_head, "blt": blt_head,
                     **INKLING_HEADS, **INKLING2_HEADS}
+
+
+def no_autocast_copy(arch: ModelArch, tt: Tensor) -> bool:
+    """A linear weight autocast keeps no 16-bit copy of under full fine-tuning (memory/activations.py's
+    autocast_weight_copies): Reformer's layers, which run their forward under torch.no_grad (autocast caches nothing
+    there) and their recompute in backward outside autocast (memory/blocks_reformer.py; traced: the -mixed rows keep
+    lm_head's copy only); BLT's frozen patcher, whose copies die with its forward (memory/blocks_blt.py)."""
+    if arch.model_type == "reformer":
+        return bool(tt.block)
+    return arch.model_type == "blt" and tt.name.startswith("model.patcher.")

@@ -16,7 +16,7 @@ held by tests/test_reformer_blocks.py).
 """
 from __future__ import annotations
 
-from ..model import Linear, ModelArch, Tensor
+from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet
 from .lora import Adapter
 
@@ -24,13 +24,6 @@ from .lora import Adapter
 def reformer_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
     """A ReformerLayer keeps nothing at forward end (module docstring)."""
     return 0
-
-
-def no_grad_block(arch: ModelArch, tt: Tensor) -> bool:
-    """A layer weight autocast keeps no 16-bit copy of: Reformer's layers run their forward under torch.no_grad
-    (autocast caches nothing there) and their recompute in backward, outside autocast (memory/activations.py's
-    autocast_weight_copies; traced: the -mixed rows keep lm_head's copy only)."""
-    return arch.model_type == "reformer" and bool(tt.block)
 
 
 def reformer_head(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int) -> tuple[str, int]:
