@@ -9,7 +9,7 @@ without checkpointing, full bf16-mixed. No LoRA rows: PEFT's enable_input_requir
 local_encoder.embed_tokens' output a leaf that requires grad, and compute_hash_embeddings adds into it in place
 ("a leaf Variable that requires grad is being used in an in-place operation"). Before this rule (the global layers
 as Llama blocks over every byte, nothing else) saved activations were -22.3 % (full), -89.6 % (checkpointed), -11.8 %
-(mixed) of the trace.
+(mixed) of the trace; after, -0.2 %, -0.6 %, +0.6 %.
 """
 from __future__ import annotations
 
@@ -63,11 +63,8 @@ def _saved(case) -> tuple[int, int]:
             + detail.get("autocast_weight_copies", 0)), traced
 
 
-# full checkpointing: every BltTransformerLayer (local and global) is a GradientCheckpointingLayer and keeps only
-# its input, the cross-attentions keep their sets; the engine keeps the local layers' whole sets (memory/blocks_blt.py
-# books them around the blocks, where checkpointing is not seen) and each global layer's input over every byte,
-# not every patch
-GAPS = {"blt-2l-full-s512-ckpt": 1.557}
+# rows the rule does not close, with their pinned saved-activation error (none today)
+GAPS: dict = {}
 
 
 @pytest.mark.parametrize("case", TRACE["cases"], ids=[c["id"] for c in TRACE["cases"]])
@@ -81,15 +78,19 @@ def test_saved_activations_at_forward_end_within_3_percent(case):
     assert abs(engine - traced) <= 0.03 * traced, (engine, traced)
 
 
-@pytest.mark.parametrize("case", [c for c in TRACE["cases"] if c["id"] not in GAPS],
-                         ids=[c["id"] for c in TRACE["cases"] if c["id"] not in GAPS])
-def test_blt_peak_within_3_percent(case):
-    """The peak, weights and gradients within 3 %. The full bf16 row peaks inside the forward (the trace's mul),
-    the engine at the loss's backward: its activation component there is -6.7 % of the trace's (pinned)."""
+# the moments the engine does not have: the full bf16 row peaks inside the forward (the trace's mul), the engine
+# at the loss's backward, its activation component there -6.7 % of the trace's; the checkpointed row peaks in the
+# recompute of a local layer over the s bytes, the engine's recomputed layer is a global one over the P patches
+# (activations -35.7 %, peak -4.1 %)
+MOMENTS = {"blt-2l-full-s512": (-0.067, None), "blt-2l-full-s512-ckpt": (-0.357, -0.041)}
+
+
+@pytest.mark.parametrize("case", TRACE["cases"], ids=[c["id"] for c in TRACE["cases"]])
+def test_blt_step_against_the_trace(case):
+    """Weights and gradients within 3 %, the peak and activations at the peak within 3 % or pinned (MOMENTS)."""
     rows = {r["name"]: r for r in compare(case, engine_breakdown(case["plan"]))}
-    for name in ("peak", "weights", "gradients"):
+    for name in ("weights", "gradients"):
         assert rows[name]["ok"], name
-    if case["id"] == "blt-2l-full-s512":
-        assert round(rows["activations"]["rel"], 3) == -0.067
-    else:
-        assert rows["activations"]["ok"]
+    acts, peak = MOMENTS.get(case["id"], (None, None))
+    assert rows["activations"]["ok"] if acts is None else round(rows["activations"]["rel"], 3) == acts
+    assert rows["peak"]["ok"] if peak is None else round(rows["peak"]["rel"], 3) == peak

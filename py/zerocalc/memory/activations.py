@@ -12,7 +12,7 @@ from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import FP32_PRODUCT_NORMS, MASK, Ctx, SavedSet, linear, rmsnorm
 from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs, layer_saved_bytes, never_run, outside_blocks
-from .blocks_more import no_autocast_copy
+from .blocks_more import checkpointed_more, no_autocast_copy
 from .blocks_bert import BERT, head_width as bert_head_width, outside_saved as bert_outside
 from .blocks_bert import checkpointed_inputs as bert_checkpointed_inputs
 from .blocks_families import EAGER_ONLY, LAYERNORM_HEADS, final_norm
@@ -271,7 +271,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
         elif arch.model_type == "gemma3n_text":
             stack = checkpointed_streams(arch, 4 if dt.autocast else res, 2 if dt.autocast else dt.compute, t)
-        stack += checkpointed_final_norms(arch, t)      # memory/blocks_hrm.py: HRM-Text's stack final_norms
+        stack += checkpointed_final_norms(arch, t) + checkpointed_more(arch, context(plan, arch, dt, False, st))
         stack += checkpointed_topk(arch, plan.micro_batch_size, plan.seq_len, res)   # DSA indices (and HY-V4's mask)
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP

@@ -107,3 +107,17 @@ def blt_head(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int) -> tuple[str, int]
         key = f"{y}.bf16.lm_head" if c.autocast and c.res == 4 else y
         ss.save(key, (2 if c.autocast else c.res) * t * h_d)
     return y, c.res
+
+
+def blt_checkpointed(arch: ModelArch, c: Ctx) -> int:
+    """Full checkpointing (every BltTransformerLayer is a GradientCheckpointingLayer; the cross-attentions are not):
+    the correction to memory/activations.py's stack (each global layer's input over b·s tokens) and blt_head's
+    local layers (their whole saved sets): each local layer keeps its input (the stream's dtype), each global layer
+    its input over the b·P patches. Traced: blt-2l-full-s512-ckpt."""
+    own, t = arch.own, c.tokens
+    p = _patches(arch, c.seq) * c.batch
+    corr = arch.num_layers * c.res * arch.hidden_size * (p - t)
+    for side in ("encoder", "decoder"):
+        view, lins = _local(arch, side)
+        corr += own[side]["layers"] * (c.res * t * view.hidden_size - llama_block(view, c, lins, ()))
+    return corr

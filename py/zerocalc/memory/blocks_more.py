@@ -6,7 +6,8 @@ here is used exactly where blocks_moe's own are (not for trainers running their 
 from __future__ import annotations
 
 from ..model import ModelArch, Tensor
-from .blocks_blt import blt_global_layer, blt_head
+from .blocks import Ctx
+from .blocks_blt import blt_checkpointed, blt_global_layer, blt_head
 from .blocks_cpmant import cpmant_head, cpmant_layer
 from .blocks_doge import doge_layer
 from .blocks_glm5_next import MODEL_TYPES as GLM5_NEXT, glm5_next_layer
@@ -52,3 +53,10 @@ def no_autocast_copy(arch: ModelArch, tt: Tensor) -> bool:
     if arch.model_type == "reformer":
         return bool(tt.block)
     return arch.model_type == "blt" and tt.name.startswith("model.patcher.")
+
+
+def checkpointed_more(arch: ModelArch, c: Ctx) -> int:
+    """Full checkpointing beside memory/activations.py's stack of layer inputs (memory/blocks_hrm.py's HRM-Text
+    final norms besides): BLT's local layers, whose saved sets memory/blocks_blt.py books around the blocks, keep
+    only their inputs, and its global layers run over the patches (blocks_blt.blt_checkpointed)."""
+    return blt_checkpointed(arch, c) if arch.model_type == "blt" else 0

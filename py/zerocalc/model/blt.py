@@ -15,7 +15,7 @@ meta-device build in tests/data/architectures.json.
 - lm_head (decoder hidden -> vocab), the local encoder's embed_tokens tied to it under tie_word_embeddings.
 The global transformer's layers are the blocks; the local and patcher layers are counted outside them.
 Activations: memory/blocks_blt.py (the global layers as Llama blocks over s / patch_size patches, the byte-level
-stacks and the cross-attentions around them; traced without checkpointing).
+stacks and the cross-attentions around them; traced).
 """
 from __future__ import annotations
 
@@ -26,9 +26,8 @@ from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .encdec import require_sub_configs
 
-SUPPORT = ("exact parameter count; activations approximate (traced without checkpointing: memory/blocks_blt.py, "
-           "tools/memtrace/own_attention_trace.py, patches of patch_size bytes assumed; under full checkpointing the "
-           "checkpointed local layers and the global layers' patch-length inputs are not modelled)")
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_blt.py; tools/memtrace/own_attention_trace.py) "
+           "with patches of patch_size bytes assumed (entropy patching depends on the data)")
 
 
 def _sizes(c: ConfigReader) -> tuple[int, int, int, int, int]:
