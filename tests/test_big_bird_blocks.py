@@ -5,7 +5,8 @@ default (attention_type block_sparse, block_size 64, 3 random blocks, gelu_new, 
 64, I 1024, 2 layers, the vocabulary cut to 8192, BigBirdForCausalLM at 1024 tokens (block_sparse runs above
 (5 + 2·3)·64 = 704): full bf16 with and without checkpointing, LoRA on query / value bf16-mixed with and without,
 full bf16-mixed; two sequences of 2048 (the batch dims no longer fold: more copies); 512 tokens, where
-BigBirdModel.forward runs original_full. Before this rule (BigBird's original_full layer with F.gelu for every
+BigBirdModel.forward runs original_full; is_decoder at 1024 tokens (no cache is passed in training, so
+block_sparse runs, bidirectionally, as without it: the same saved bytes). Before this rule (BigBird's original_full layer with F.gelu for every
 length) saved activations were +9.9 % (full), -35.2 % (checkpointed), -10.7 % (LoRA), -40.3 % (LoRA
 checkpointed), -10.0 % (mixed), +64.0 % (b 2, s 2048), -25.3 % (s 512: gelu_new) of the trace.
 """

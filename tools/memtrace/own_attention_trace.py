@@ -141,7 +141,10 @@ def plans(model_type: str) -> list[tuple[str, dict]]:
         # two sequences of 2048 (rand_attn's other plan: _bigbird_block_rand_mask_with_head), and 512 tokens,
         # below the 704 where BigBirdModel.forward runs original_full
         out += [(f"{tag}-full-s2048-b2", {**base, "seq_len": 2048, "micro_batch_size": 2}),
-                (f"{tag}-full-s512-full-attn", {**base, "seq_len": 512})]
+                (f"{tag}-full-s512-full-attn", {**base, "seq_len": 512}),
+                # is_decoder (what BigBirdForCausalLM asks for): the step passes no cache, so BigBirdModel.forward
+                # keeps block_sparse (bidirectional) above the threshold all the same
+                (f"{tag}-full-s1024-decoder", {**base, "model": {**cfg, "is_decoder": True}})]
     return [row for row in out if (model_type not in NO_CKPT or "ckpt" not in row[0])
             and (model_type not in NO_LORA or "-lora-" not in row[0])]
 
