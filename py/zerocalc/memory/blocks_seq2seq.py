@@ -37,6 +37,7 @@ from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_stacks
 from .blocks_git import git_stacks
 from .blocks_nllb_moe import nllb_mlp
+from .blocks_prophetnet import prophetnet_stacks
 from .blocks_t5gemma2 import t5gemma2_stacks
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
@@ -345,6 +346,8 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         return EncDec(*bert_cross_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.model_type == "git":                 # memory/blocks_git.py: the image tokens inside the layers
         return EncDec(*git_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
+    if arch.prophetnet is not None:              # memory/blocks_prophetnet.py: the main and ngram streams
+        return EncDec(*prophetnet_stacks(arch, c_first, c, linears, adapters, lm_head_adapter, input_grads))
     if arch.model_type == "t5gemma2":            # memory/blocks_t5gemma2.py: the merged self + cross attention
         return EncDec(*t5gemma2_stacks(arch, c_first, c, linears, adapters, lm_head_adapter))
     if arch.t5gemma is not None:
