@@ -78,6 +78,9 @@ def rows() -> list[dict]:
         out.append(_plan(fam, "full-mixed-eager-s256-b2", "full", "bf16-mixed", "eager"))
         if fam == "k2":
             out.append(_plan(fam, "full-pure-sdpa-s256-b2", "full", "bf16-pure", "sdpa"))
+        else:
+            # eager under checkpointing: create_causal_mask's 4-D mask, a checkpoint input of every layer
+            out.append(_plan(fam, "full-pure-eager-gc-s256-b2", "full", "bf16-pure", "eager", "full"))
     return out
 
 

@@ -20,10 +20,12 @@ Around the layers (kosmos_stacks): the batch's pixel_values (Kosmos-2: its forwa
 dtype) and image_embeds_position_mask ((b, s) int64), alive the whole step; forward_embedding's
 `inputs_embeds[mask.bool()] = image_embeds` keeps the bool mask where the embedding trains; two dropouts over
 the embeddings (forward_embedding's and Kosmos2TextTransformer.forward's: two masks) where anything before them
-needs a gradient; Kosmos-2.5's segment_emb over a (b, 1) index (fed text only); the final layer_norm and lm_head's
+needs a gradient (and, PEFT under checkpointing, embed_tokens' output itself: enable_input_require_grads makes it a
+leaf the graph holds); Kosmos-2.5's segment_emb over a (b, 1) index (fed text only); the final layer_norm and lm_head's
 input. The frozen tower and projection (vision.trainable's default) keep nothing: Kosmos-2's main_input_name is
-pixel_values, so even checkpointing hooks no embedding. With checkpointing each layer keeps its input and Kosmos-2
-its (s, s) additive causal mask (_make_causal_mask, expanded over the batch as a view, in the embeddings' dtype).
+pixel_values, so even checkpointing hooks no embedding. With checkpointing each layer keeps its input and the causal mask every checkpointed layer holds as an input:
+Kosmos-2's (s, s) additive one (_make_causal_mask, expanded over the batch as a view, in the embeddings' dtype),
+Kosmos-2.5's create_causal_mask under eager ((b, 1, s, s), additive in the embeddings' dtype; none under FA2).
 """
 from __future__ import annotations
 
@@ -134,8 +136,18 @@ def kosmos_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, adapters: tuple[Adapter
         head.save("segment_ids", 8 * b)                     # segment_emb's (b, 1) index
     if arch.dropout > 0 and (c.train_base or input_grads):
         head.save("embed_drop_masks", 2 * MASK * t * h)
+    if input_grads and not c.train_base:
+        # PEFT under checkpointing (enable_input_require_grads): embed_tokens' output made a leaf that requires
+        # grad, held by its AccumulateGrad node until backward
+        head.save("embed_tokens.out", c.res * t * h)
     y, yb = _norm(head, c, "layer_norm", "resid_final", c.res, h)
     linear(head, c, y, yb, Linear("lm_head", h, arch.vocab_size), lm_head_adapter)
-    # checkpointing: Kosmos-2's (s, s) causal mask, a checkpoint input of every layer (one tensor)
-    ckpt = c.res * c.seq * c.seq if arch.kosmos["image_tokens"] else 0
+    # checkpointing: the causal mask, a checkpoint input of every layer (one tensor): Kosmos-2's (s, s) additive one
+    # expanded over the batch; Kosmos-2.5's create_causal_mask, under eager a (b, 1, s, s) additive tensor (none
+    # for FlashAttention-2 and SDPA's causal kernel)
+    ckpt = 0
+    if not arch.kosmos["segment"]:
+        ckpt = c.res * c.seq * c.seq
+    elif c.attention == "eager":
+        ckpt = c.res * b * c.seq * c.seq
     return layers, 0, ckpt, head.total

@@ -29,9 +29,10 @@ from .vision_encdec import pix2struct_vision
 SUPPORT = {"kosmos-2": "exact parameter count; activations traced (memory/blocks_kosmos.py; "
                        "tools/memtrace/kosmos_trace.py; a trained vision tower's and projection's activations not "
                        "modelled)",
-           "kosmos-2.5": "exact parameter count; activations approximate (the text decoder costed as the classic block "
-                         "of memory/blocks.py, not traced; the vision tower's and the projection's activations not "
-                         "modelled)"}
+           "kosmos-2.5": "exact parameter count; activations traced fed text only (memory/blocks_kosmos.py; "
+                         "tools/memtrace/kosmos_trace.py; fed images, the embeddings' clone and index_put, the "
+                         "segment ids and, under checkpointing, the frozen tower's graph are not modelled, nor a "
+                         "trained vision tower's and projection's activations)"}
 # Kosmos2VisionConfig / Kosmos2TextConfig, Kosmos2_5VisionConfig / Kosmos2_5TextConfig (configuration_kosmos2*.py)
 VISION = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "image_size": 224,
           "patch_size": 14, "num_channels": 3}
