@@ -130,6 +130,9 @@ class ModelArch:
     # Inkling 2 / 2 Loop's layer layout (model/inkling2.py: each layer's attention shape and how many block states
     # its attention_input / mlp_input read) where memory/blocks_inkling2.py costs its layers, else None
     inkling2: Mapping | None = None
+    # Kosmos-2 / 2.5's text decoder switches (model/kosmos.py: inner_ln, attn_dropout, act_dropout, image_tokens,
+    # segment) where memory/blocks_kosmos.py costs its layers and what the step keeps around them, else None
+    kosmos: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:
