@@ -12,7 +12,7 @@ from .exports import export_warnings
 from .knobs import knobs
 from .memory.lora import ADAPTED_EXPERTS, matched_targets
 from .memory.optimizers import is_paged
-from .model.attention_support import NO_FLASH, unsupported_attention
+from .model.class_flags import NO_CHECKPOINTING, NO_FLASH, unsupported_attention
 from .result import Estimate, Warning
 from .run import LABELS
 from .stack import OWN_MODEL_CODE
@@ -117,7 +117,7 @@ def warnings(est: Estimate) -> list[Warning]:
         out.append(_w("checkpointing-off", "info",
                       f"Activations take {_gib(comps['activations'])}.",
                       "Full activation checkpointing keeps one input per layer at the cost of ~1/3 more compute."))
-    out += _attention_warnings(est)
+    out += _attention_warnings(est) + _checkpointing_warnings(est)
     if plan.attention == "eager" and plan.seq_len >= 1024:
         out.append(_w("eager-attention", "info", "Eager attention keeps the s x s softmax per layer.",
                       "Use flash or sdpa attention."))
@@ -129,7 +129,7 @@ def warnings(est: Estimate) -> list[Warning]:
 
 
 def _attention_warnings(est: Estimate) -> list[Warning]:
-    """transformers 5 raises at load for an attention the model's class has no path for (model/attention_support.py);
+    """transformers 5 raises at load for an attention the model's class has no path for (model/class_flags.py);
     the estimate still costs the plan's attention, so the plan as given is one that cannot run."""
     plan, arch = est.plan, est.arch
     if plan.stack.trainer in OWN_MODEL_CODE or plan.stack.transformers != "5":
@@ -148,6 +148,19 @@ def _attention_warnings(est: Estimate) -> list[Warning]:
                    f"transformers' {arch.model_type} class has no SDPA attention: attn_implementation=\"sdpa\" "
                    "raises ValueError, and left unset it runs eager, which keeps the s x s scores.", fix)]
     return []
+
+
+def _checkpointing_warnings(est: Estimate) -> list[Warning]:
+    """transformers' activation_checkpointing_enable raises for a class without supports_gradient_checkpointing
+    (model/class_flags.py); the estimate still costs the checkpointed step."""
+    plan, arch = est.plan, est.arch
+    if (plan.stack.trainer in OWN_MODEL_CODE or plan.stack.transformers != "5"
+            or plan.activation_checkpointing == "none" or arch.model_type not in NO_CHECKPOINTING):
+        return []
+    return [_w("checkpointing-unsupported", "error",
+               f"transformers' {arch.model_type} class has no gradient checkpointing: gradient_checkpointing_enable "
+               "raises ValueError.", "Set activation_checkpointing none (and a smaller micro-batch if it then "
+               "does not fit).")]
 
 
 def _pcie_only(interconnect: str) -> bool:

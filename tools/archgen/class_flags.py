@@ -1,14 +1,16 @@
-"""Which attention implementations each transformers model class accepts: the class flags that
-``PreTrainedModel._check_and_adjust_attn_implementation`` reads (modeling_utils.py: ``_supports_flash_attn``
-gates every ``flash_attention_*`` request, ``_supports_sdpa`` an explicit ``"sdpa"``; both raise ValueError at
-``from_pretrained`` / ``from_config`` when False, and an unset attn_implementation falls back from sdpa to eager).
+"""What each transformers model class refuses to run, from its class flags (modeling_utils.py):
+``PreTrainedModel._check_and_adjust_attn_implementation`` reads ``_supports_flash_attn`` for every
+``flash_attention_*`` request and ``_supports_sdpa`` for an explicit ``"sdpa"`` (both raise ValueError at
+``from_pretrained`` / ``from_config`` when False; an unset attn_implementation falls back from sdpa to eager), and
+``activation_checkpointing_enable`` (``gradient_checkpointing_enable``'s target, which the HF Trainer calls for
+``gradient_checkpointing=True``) raises ValueError without ``supports_gradient_checkpointing``.
 
-    python -m tools.archgen.attention_support   (needs the tools venv: transformers 5.24.0; writes OUT)
+    python -m tools.archgen.class_flags   (needs the tools venv: transformers 5.24.0; writes OUT)
 
 One entry per model_type of tests/data/architectures.json, for the class that row was built as (the whole
 model: a composite's image-text-to-text class, whose flags can differ from its text model's: Gemma 3's
 conditional-generation class refuses FlashAttention for the bidirectional image-token mask). The engine's
-table (py/zerocalc/model/attention_support.py) is held to this file by tests/test_attention_support.py.
+table (py/zerocalc/model/class_flags.py) is held to this file by tests/test_class_flags.py.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ARCHS = ROOT / "tests" / "data" / "architectures.json"
-OUT = ROOT / "tests" / "data" / "attention_support.json"
+OUT = ROOT / "tests" / "data" / "class_flags.json"
 
 
 def flags() -> dict:
@@ -28,8 +30,9 @@ def flags() -> dict:
             continue
         cls = getattr(transformers, row["class"])
         out[row["model_type"]] = {"class": row["class"], "flash": bool(cls._supports_flash_attn),
-                                  "sdpa": bool(cls._supports_sdpa)}
-    return {"generator": "tools/archgen/attention_support.py", "transformers": transformers.__version__,
+                                  "sdpa": bool(cls._supports_sdpa),
+                                  "checkpointing": bool(cls.supports_gradient_checkpointing)}
+    return {"generator": "tools/archgen/class_flags.py", "transformers": transformers.__version__,
             "model_types": dict(sorted(out.items()))}
 
 

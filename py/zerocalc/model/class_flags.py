@@ -1,11 +1,12 @@
-"""The attention implementations transformers accepts per model_type: what a plan's ``attention`` can really run.
+"""What transformers' class for a model_type refuses to run: the plan's ``attention`` and checkpointing.
 
-transformers 5.24's ``PreTrainedModel._check_and_adjust_attn_implementation`` (modeling_utils.py) reads two class
-flags of the class a model_type is built as (the composite's, for models that see images): without
-``_supports_flash_attn`` an ``attn_implementation="flash_attention_2"`` raises ValueError at load; without
-``_supports_sdpa`` an explicit ``"sdpa"`` raises and an unset one falls back to eager. Read off the classes by
-tools/archgen/attention_support.py into tests/data/attention_support.json, which tests/test_attention_support.py
-holds these sets to. Only the transformers model code follows them (torchtune, LitGPT and torchtitan run their own).
+transformers 5.24 (modeling_utils.py) reads flags of the class a model_type is built as (the composite's, for models
+that see images): ``PreTrainedModel._check_and_adjust_attn_implementation`` raises ValueError at load for
+``attn_implementation="flash_attention_2"`` without ``_supports_flash_attn`` and for an explicit ``"sdpa"`` without
+``_supports_sdpa`` (an unset one falls back to eager); ``activation_checkpointing_enable`` (the HF Trainer's
+``gradient_checkpointing=True``) raises without ``supports_gradient_checkpointing``. Read off the classes by
+tools/archgen/class_flags.py into tests/data/class_flags.json, which tests/test_class_flags.py holds these sets to.
+Only the transformers model code follows them (torchtune, LitGPT and torchtitan run their own).
 """
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ NO_SDPA = frozenset({
     "mamba", "mamba2", "megatron-bert", "mimo_v2_flash", "mpt", "mvp", "nllb-moe", "openai-gpt", "pegasus_x",
     "pp_chart2table", "prophetnet", "reformer", "rembert", "roformer", "rwkv", "switch_transformers", "t5gemma",
     "trocr", "vaultgemma", "xglm", "xlm", "xlnet", "xlstm"
+})
+# model_types whose class has no gradient checkpointing (modeling_ctrl.py, modeling_xlnet.py, modeling_jetmoe.py ...)
+NO_CHECKPOINTING = frozenset({
+    "cpmant", "ctrl", "fsmt", "gpt_neox_japanese", "granite_speech", "granite_speech_plus", "jetmoe",
+    "openai-gpt", "pix2struct", "reformer", "xlm", "xlnet"
 })
 # no attention layer (state-space and recurrent mixers): the plan's attention is moot and no one passes it
 ATTENTION_FREE = frozenset({"falcon_mamba", "mamba", "mamba2", "rwkv", "xlstm"})

@@ -1,6 +1,6 @@
-"""The attention a plan asks for against what transformers' class for the model can run: the class flags
-(_supports_flash_attn, _supports_sdpa) read off transformers 5.24 into tests/data/attention_support.json by
-tools/archgen/attention_support.py, the engine's table (model/attention_support.py) and the warning it raises."""
+"""What a plan asks of the model against what transformers' class for it can run: the class flags (_supports_flash_attn,
+_supports_sdpa, supports_gradient_checkpointing) read off transformers 5.24 into tests/data/class_flags.json by
+tools/archgen/class_flags.py, the engine's tables (model/class_flags.py) and the warnings they raise."""
 import json
 import pathlib
 
@@ -8,10 +8,10 @@ import pytest
 
 from zerocalc import Plan, estimate
 from zerocalc.advice import warnings
-from zerocalc.model.attention_support import ATTENTION_FREE, NO_FLASH, NO_SDPA
+from zerocalc.model.class_flags import ATTENTION_FREE, NO_CHECKPOINTING, NO_FLASH, NO_SDPA
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
-FLAGS = json.loads((DATA / "attention_support.json").read_text())
+FLAGS = json.loads((DATA / "class_flags.json").read_text())
 ROWS = json.loads((DATA / "architectures.json").read_text())["rows"]
 
 
@@ -91,3 +91,27 @@ def test_readme_counts_the_flags():
     assert m, "README's attention-support sentence"
     types = FLAGS["model_types"]
     assert [int(g) for g in m.groups()] == [len(NO_FLASH), len(types), len(NO_SDPA)]
+
+
+def test_the_checkpointing_table_is_transformers_flag():
+    assert NO_CHECKPOINTING == {t for t, f in FLAGS["model_types"].items() if not f["checkpointing"]}
+
+
+def test_checkpointing_a_class_without_it_is_an_error():
+    # modeling_ctrl.py CTRLPreTrainedModel sets no supports_gradient_checkpointing: activation_checkpointing_enable
+    # raises ValueError; without checkpointing, or under torchtune's own models, nothing is said
+    plan = {"model": _config("ctrl"), "gpu": "h100-sxm-80gb", "attention": "eager", "seq_len": 256}
+    found = [w for w in warnings(estimate(Plan.from_dict({**plan, "activation_checkpointing": "full"})))
+             if w.id == "checkpointing-unsupported"]
+    assert len(found) == 1 and found[0].severity == "error" and found[0].fix.startswith("Set activation_checkpointing none")
+    assert not [w for w in warnings(estimate(Plan.from_dict({**plan, "activation_checkpointing": "none"})))
+                if w.id == "checkpointing-unsupported"]
+    llama = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "activation_checkpointing": "full"}
+    assert not [w for w in warnings(estimate(Plan.from_dict(llama))) if w.id == "checkpointing-unsupported"]
+
+
+def test_readme_counts_the_classes_without_checkpointing():
+    text = " ".join((DATA.parent.parent / "README.md").read_text().split())
+    import re  # noqa: PLC0415
+    m = re.search(r"a checkpointed plan for one of those (\d+) classes", text)
+    assert m and int(m.group(1)) == len(NO_CHECKPOINTING)
