@@ -36,6 +36,7 @@ from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, line
 from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_stacks
 from .blocks_git import git_stacks
+from .blocks_vision_seq2seq import florence2_inputs
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
 from .lora import Adapter
@@ -398,4 +399,6 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     else:                       # post-LN: the last layer's final_layer_norm output
         y, yb = "dec_last", 4 if c.autocast and arch.bart["post_ln"] else c.res
     linear(head, c, y, yb, Linear("lm_head", h, arch.vocab_size), lm_head_adapter)
-    return EncDec(layers=tuple(layers), extra=extra, ckpt_extra=ckpt_extra, head=head.total)
+    # Florence-2: the batch's pixel_values and the image tokens' scatter mask (memory/blocks_vision_seq2seq.py)
+    return EncDec(layers=tuple(layers), extra=extra, ckpt_extra=ckpt_extra,
+                  head=head.total + florence2_inputs(arch, c, input_grads))

@@ -1,0 +1,105 @@
+"""The engine against the image-to-text encoder-decoders, their vision side frozen (vision.trainable's default):
+transformers 5.24's Florence2ForConditionalGeneration (a DaViT tower and projector whose image features are
+scattered into a BART encoder's input at the image_token_id placeholders: "florence2"), their training step traced
+on fake tensors (tools/memtrace/vision_seq2seq_trace.py: 2 + 2 layers, h 256, ffn 1024, 4 heads, dropout 0.1,
+s 256, b 2; full bf16-pure with FA2's profile with and without checkpointing, LoRA bf16-mixed with and without
+checkpointing, full bf16-mixed eager; fixtures in tools/memtrace/golden/vision_seq2seq/).
+Issue 20, item 3: saved activations, every component and the peak within 3 % (memory/blocks_vision_seq2seq.py)."""
+import json
+import pathlib
+
+import pytest
+
+from tools.memtrace.compare import check_fixture
+from zerocalc import Plan, estimate
+
+GRID = pathlib.Path(__file__).resolve().parents[1] / "tools" / "memtrace" / "golden" / "vision_seq2seq"
+ROWS = sorted(GRID.glob("*.json"))
+# rows the rules do not close, with their pinned saved-activation error (rounded to 0.001), and why
+GAPS: dict = {}
+SUFFIXES = ("full-pure-flash-s256-b2", "full-pure-flash-gc-s256-b2", "lora-mixed-flash-s256-b2-drop",
+            "lora-mixed-flash-gc-s256-b2-drop", "full-mixed-eager-s256-b2")
+# each family's loss: its log-softmax's bytes an element (ForCausalLMLoss upcasts; a CrossEntropyLoss on the
+# logits keeps the logits' dtype without autocast)
+UPCAST = {"florence2": True}
+
+
+def test_every_family_has_its_rows():
+    ids = {p.stem for p in ROWS}
+    for fam in UPCAST:
+        assert {f"{fam}-{x}" for x in SUFFIXES} <= ids, fam
+
+
+def _saved(path):
+    """(engine, trace) saved bytes at forward end: the trace's less the loss's log-softmax (which the engine books
+    under logits), against the engine's saved activations, head activations and autocast's weight copies."""
+    row = json.loads(path.read_text())
+    plan = row["plan"]
+    fam = plan["model"]["model_type"]
+    lsm = 4 if UPCAST[fam] or plan["precision"] != "bf16-pure" else 2
+    t = plan["seq_len"] * plan["micro_batch_size"]
+    vocab = (plan["model"].get("text_config") or plan["model"])["vocab_size"]
+    traced = row["saved_activations_forward_end"] - lsm * t * vocab
+    detail = estimate(Plan.from_dict(plan)).to_dict()["per_gpu"]["detail"]
+    engine = detail["saved_activations"] + detail.get("head_activations", 0) + detail.get("autocast_weight_copies", 0)
+    return engine, traced
+
+
+@pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
+def test_saved_activations_within_3_percent(path):
+    engine, traced = _saved(path)
+    if path.stem in GAPS:
+        assert round((engine - traced) / traced, 3) == GAPS[path.stem]
+        return
+    assert abs(engine - traced) <= 0.03 * traced, (engine / 2**20, traced / 2**20)
+
+
+@pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
+def test_components_and_peak_within_3_percent(path):
+    if path.stem in GAPS:
+        pytest.skip("pinned in GAPS")
+    ok, table = check_fixture(json.loads(path.read_text()))
+    assert ok, "\n" + table
+
+
+def _row(row_id):
+    from tools.memtrace.vision_seq2seq_trace import rows  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == row_id)
+    plan = Plan.from_dict({k: v for k, v in row.items() if k not in ("id", "quick")})
+    return plan, model_from_config(row["model"])
+
+
+def _layers(row_id):
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    plan, arch = _row(row_id)
+    return activations(plan, arch, dtypes_for(plan)).layers
+
+
+def test_florence2_image_inputs_by_hand():
+    """Florence-2's batch beyond the text: the pixel_values of a 384 px image (3 x 384 x 384, bf16 in bf16-pure) for
+    b 2: 2 x 442,368 x 2 = 1,769,472 bytes, and masked_scatter's bool mask over the b x s = 512 embeddings (they
+    train): 512 bytes; 1,769,984. The tower's grid after its 4-2-2-2 strided convs is 12 x 12: 145 image tokens a
+    sample, placeholders inside the 256 of seq_len."""
+    from zerocalc.memory.activations import context  # noqa: PLC0415
+    from zerocalc.memory.blocks_vision_seq2seq import florence2_inputs  # noqa: PLC0415
+    from zerocalc.memory.inputs import effective_stack  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from tools.memtrace.vision_seq2seq_trace import image_tokens  # noqa: PLC0415
+    plan, arch = _row("florence2-full-pure-flash-s256-b2")
+    c = context(plan, arch, dtypes_for(plan), False, effective_stack(plan))
+    assert florence2_inputs(arch, c, False) == 1_769_984
+    assert image_tokens("florence2") == 145
+
+
+def test_florence2_layers_are_bart_layers():
+    """The BART encoder layer on the full bf16-pure FA2 row (h 256, ffn 1024, 4 heads, 512 tokens, dropout 0.1,
+    post-LN: q/k/v read the layer input), per token, 16-bit: the layer input 256, q, k, v and FA2's output (read
+    by out_proj) 4 x 256, self_attn_layer_norm's input and output (fc1's input) 2 x 256, GELU's input and fc2's
+    input 2 x 1024, final_layer_norm's input 256: (8 x 256 + 2 x 1024) x 2 = 8,192; the fp32 logsumexp 4 x 4 = 16;
+    two dropout masks 512; two LayerNorms' mean / rstd 16: 8,736 a token = 4,472,832. A decoder layer adds the
+    encoder_attn block: its q_proj reads the LayerNorm output (kept above), k_proj / v_proj read the encoder output
+    (one tensor for all layers, outside), q, k, v, output 4 x 256, its LayerNorm's input and output 2 x 256, all
+    16-bit: 3,072; a dropout mask 256, logsumexp 16, LayerNorm stats 8: 12,088 a token = 6,189,056."""
+    assert _layers("florence2-full-pure-flash-s256-b2") == (4_472_832,) * 2 + (6_189_056,) * 2
