@@ -40,11 +40,28 @@ FLORENCE2 = {"model_type": "florence2", "image_token_id": 7999, "tie_word_embedd
                              "activation_dropout": 0.0, "activation_function": "gelu", "pad_token_id": 1,
                              "bos_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 2,
                              "tie_word_embeddings": True}}
-CONFIGS = {"florence2": FLORENCE2}
-TARGETS = {"florence2": ["q_proj", "v_proj"]}
-CLASSES = {"florence2": "Florence2ForConditionalGeneration"}
+# google/pix2struct-base's layout cut down: a 2-layer vision encoder over 16 x 16 x 3 patches (768 + 2 row / column
+# features each) and a 2-layer T5-style text decoder (gated gelu_new, dropout 0.1)
+PIX2STRUCT = {"model_type": "pix2struct", "tie_word_embeddings": False,
+              "vision_config": {"hidden_size": 256, "patch_embed_hidden_size": 768, "d_ff": 1024, "d_kv": 64,
+                                "num_hidden_layers": 2, "num_attention_heads": 4, "seq_len": 4096,
+                                "dropout_rate": 0.0, "attention_dropout": 0.0, "dense_act_fn": "gelu_new"},
+              "text_config": {"vocab_size": 8000, "hidden_size": 256, "d_kv": 64, "d_ff": 1024, "num_layers": 2,
+                              "num_heads": 4, "dropout_rate": 0.1, "dense_act_fn": "gelu_new",
+                              "tie_word_embeddings": False, "pad_token_id": 0, "decoder_start_token_id": 0}}
+CONFIGS = {"florence2": FLORENCE2, "pix2struct": PIX2STRUCT}
+TARGETS = {"florence2": ["q_proj", "v_proj"], "pix2struct": ["query", "value"]}
+CLASSES = {"florence2": "Florence2ForConditionalGeneration", "pix2struct": "Pix2StructForConditionalGeneration"}
 # what vision.trainable "frozen" freezes
-TOWERS = {"florence2": ("model.vision_tower", "model.multi_modal_projector")}
+TOWERS = {"florence2": ("model.vision_tower", "model.multi_modal_projector"), "pix2struct": ("encoder",)}
+# no FlashAttention-2 path (`_supports_flash_attn = False`): every row eager
+EAGER_ONLY = ("pix2struct",)
+# Pix2StructPreTrainedModel does not set supports_gradient_checkpointing: gradient_checkpointing_enable raises
+# ("Pix2StructForConditionalGeneration does not support activation checkpointing."): no checkpointed rows
+NO_CKPT = ("pix2struct",)
+# PEFT's targets inside the text side only (the frozen vision encoder's query / value get none: memory/vision.py
+# tower_adapters)
+SCOPES = {"pix2struct": r"decoder\..*\."}
 
 
 def image_tokens(fam: str) -> int:
@@ -64,10 +81,13 @@ def _plan(fam: str, suffix: str, method: str, precision: str, attention: str, se
 def rows() -> list[dict]:
     out = []
     for fam in CONFIGS:
-        out.append(_plan(fam, "full-pure-flash-s256-b2", "full", "bf16-pure", "flash", 256))
-        out.append(_plan(fam, "full-pure-flash-gc-s256-b2", "full", "bf16-pure", "flash", 256, "full"))
-        out.append(_plan(fam, "lora-mixed-flash-s256-b2-drop", "lora", "bf16-mixed", "flash", 256))
-        out.append(_plan(fam, "lora-mixed-flash-gc-s256-b2-drop", "lora", "bf16-mixed", "flash", 256, "full"))
+        a = "eager" if fam in EAGER_ONLY else "flash"
+        out.append(_plan(fam, f"full-pure-{a}-s256-b2", "full", "bf16-pure", a, 256))
+        if fam not in NO_CKPT:
+            out.append(_plan(fam, f"full-pure-{a}-gc-s256-b2", "full", "bf16-pure", a, 256, "full"))
+        out.append(_plan(fam, f"lora-mixed-{a}-s256-b2-drop", "lora", "bf16-mixed", a, 256))
+        if fam not in NO_CKPT:
+            out.append(_plan(fam, f"lora-mixed-{a}-gc-s256-b2-drop", "lora", "bf16-mixed", a, 256, "full"))
         out.append(_plan(fam, "full-mixed-eager-s256-b2", "full", "bf16-mixed", "eager", 256))
     return out
 
@@ -100,6 +120,13 @@ def _patch() -> None:
             return Direct(CLASSES[p.model["model_type"]])
         return orig_class(p)
     build.model_class = model_class
+    orig_targets = build.lora_targets
+
+    def lora_targets(p, cfg):
+        if cfg.model_type in SCOPES:
+            return SCOPES[cfg.model_type] + "(" + "|".join(p.lora_targets) + ")"
+        return orig_targets(p, cfg)
+    build.lora_targets = lora_targets
     from transformers.models.florence2 import modeling_florence2 as mf  # noqa: PLC0415
 
     def placeholder_mask(self, input_ids, inputs_embeds, image_features):
@@ -121,6 +148,16 @@ def _patch() -> None:
 
         def forward(input_ids=None, labels=None, **kw):
             kw = {k: x for k, x in kw.items() if x is not None and k != "inputs_embeds"}
+            if cfg.model_type == "pix2struct":
+                if not batch:
+                    # the processor's flattened patches (b, n, 2 + 3·16·16: row, column, pixels), n = seq_len, and
+                    # its attention_mask of ones (float), in the weights' dtype / fp32
+                    n, width = labels.shape[1], cfg.vision_config.patch_embed_hidden_size + 2
+                    batch.append((torch.zeros(labels.shape[0], n, width, dtype=px),
+                                  torch.ones(labels.shape[0], n, dtype=torch.float32)))
+                fp, mask = batch[0]
+                kw.pop("attention_mask", None)
+                return fwd(flattened_patches=fp, attention_mask=mask, labels=labels, **kw)
             if not batch:
                 # the batch, made in the first step's forward (inside the fake mode) and kept for the whole step
                 v = cfg.vision_config

@@ -36,7 +36,7 @@ from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, line
 from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_stacks
 from .blocks_git import git_stacks
-from .blocks_vision_seq2seq import florence2_inputs
+from .blocks_vision_seq2seq import florence2_inputs, pix2struct_stacks
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
 from .lora import Adapter
@@ -343,6 +343,8 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         return EncDec(*bert_cross_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.model_type == "git":                 # memory/blocks_git.py: the image tokens inside the layers
         return EncDec(*git_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
+    if arch.model_type == "pix2struct":          # memory/blocks_vision_seq2seq.py: T5 decoder blocks, frozen encoder
+        return EncDec(*pix2struct_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads, t5_block, t5_norm))
     if arch.t5gemma is not None:
         return t5gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter)
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model

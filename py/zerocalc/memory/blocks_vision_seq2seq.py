@@ -14,8 +14,8 @@ tests/test_vision_seq2seq_blocks.py.
 """
 from __future__ import annotations
 
-from ..model import ModelArch
-from .blocks import Ctx
+from ..model import Linear, ModelArch
+from .blocks import MASK, Ctx, SavedSet, linear
 
 FLORENCE2_CONV0 = "model.vision_tower.convs.0.conv.weight"
 
@@ -29,3 +29,88 @@ def florence2_inputs(arch: ModelArch, c: Ctx, input_grads: bool) -> int:
     pixels = c.res * c.batch * channels * side * side
     mask = c.tokens if (c.train_base or input_grads) else 0
     return pixels + mask
+
+
+# Pix2Struct's text decoder names (model/vision_encdec.py pix2struct) as memory/blocks_seq2seq.py t5_block reads them
+PIX2STRUCT_PATCHES = "encoder.embeddings.patch_projection.weight"
+PIX2STRUCT_NAMES = {"query": "q", "key": "k", "value": "v", "output": "o"}
+
+
+def _t5_names(items) -> dict:
+    """{t5_block's name: item} for the self-attention's and the feed-forward's linears / adapters (the
+    encoder_decoder_attention's have the same shapes: t5_block reads them under the same names)."""
+    return {PIX2STRUCT_NAMES.get(x.name, x.name): x for x in items if "." not in x.name}
+
+
+def pix2struct_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, adapters: tuple, lm_head_adapter, input_grads: bool,
+                      t5_block, t5_norm):
+    """Pix2StructForConditionalGeneration (modeling_pix2struct.py), its vision encoder frozen (vision.trainable's
+    default: no graph) over the batch's flattened patches, n = seq_len of them a sample (the engine's one seq_len
+    for both sides, as for T5), and Pix2StructTextModel's decoder: Pix2StructTextBlock is T5's decoder block
+    (memory/blocks_seq2seq.py t5_block: Pix2StructLayerNorm is T5LayerNorm, the gated gelu_new feed-forward, eager
+    attention only: `_supports_flash_attn = False`) plus the dropouts T5's traced rows ran without (dropout_rate):
+    the attention probabilities' (a bool mask over the heads x s x s scores; without autocast its 16-bit output,
+    read by matmul(probs, V), is kept beside the softmax), each sub-layer's output dropout (t x h masks: three a
+    layer), the gated product's before wo (t x d_ff). Outside the layers: the embedding dropout's and the final
+    dropout's masks, the final norm and lm_head's input, the relative-position bucket ids (s x s int64, once),
+    the frozen encoder's output read by every cross-attention's key / value (once), the decoder_input_ids, and the
+    processor's batch: flattened_patches (b x n x (2 + patch_embed_hidden_size), the weights' dtype) and its fp32
+    attention_mask. The loss: Pix2StructTextModel's own CrossEntropyLoss on `logits.contiguous()` (no upcast:
+    memory/logits.py NO_UPCAST)."""
+    lins = _t5_names(arch.layer_linears[0] if arch.layer_linears else arch.block_linears)
+    ads = _t5_names(adapters)
+    t, h, s, b = c.tokens, arch.hidden_size, c.seq, c.batch
+    scores = arch.num_heads * s * s * b
+    ff = lins["wo"].d_in
+    layers, shared = [], 0
+    for i in range(arch.num_layers):
+        ci = c_first if i == 0 else c
+        ss = t5_block(arch, ci, lins, ads, True)
+        enc = ss.items.pop("enc_out", 0)
+        shared = max(shared, enc)
+        if not c.train_base:
+            # the frozen encoder's output needs no gradient: a LoRA dropout on it keeps no mask, and where key has
+            # no adapter its k needs none either, so matmul(q, kᵀ) keeps kᵀ (for q's gradient) but not q; so in
+            # layer 0's self-attention, whose input needs none (traced: pix2struct-lora-*)
+            for name in ("k", "v"):
+                ss.items.pop(f"enc_out.mask.{lins[name].name}", None)
+            if "k" not in ads:
+                ss.items.pop("ca.q", None)
+                if ci.first_layer:
+                    ss.items.pop("sa.q", None)
+        e = 2 if c.autocast else c.e
+        drop = arch.dropout > 0
+        if drop:
+            for key in ("sa", "ca"):
+                ss.save(f"{key}.drop_mask", MASK * scores)
+                if not c.autocast:
+                    ss.save(f"{key}.drop_out", e * scores)
+            for key in ("sa_out", "ca_out", "ff_out"):
+                ss.save(f"{key}.drop_mask", MASK * t * h)
+            ss.save("ff.drop_mask", MASK * t * ff)
+        layers.append(ss.total)
+    extra = shared + 8 * t
+    if c.autocast and c.train_base and c.res == 4:
+        # fp32 weights under autocast: the 16-bit copies of the cross-attentions' key / value weights are cached
+        # but not kept (their input, the frozen encoder's output, needs no gradient), which memory/activations.py's
+        # autocast_weight_copies counts for every trained linear: taken off here (traced: pix2struct-full-mixed)
+        extra -= 2 * arch.num_layers * (lins["k"].d_in * lins["k"].d_out + lins["v"].d_in * lins["v"].d_out)
+    if c.train_base:
+        extra += 8 * s * s                                   # the bucket ids read by relative_attention_bias
+    head = _pix2struct_head(arch, c, lm_head_adapter, t5_norm)
+    width = next(tt.shape[1] for tt in arch.tensors if tt.name == PIX2STRUCT_PATCHES) + 2   # + row, column
+    head += c.res * t * width + 4 * t                        # flattened_patches and its attention_mask
+    ckpt = extra + c.res * t * h                             # no checkpointing: gradient_checkpointing_enable raises
+    return tuple(layers), extra, ckpt, head
+
+
+def _pix2struct_head(arch: ModelArch, c: Ctx, lm_head_adapter, t5_norm) -> int:
+    head = SavedSet()
+    t, h = c.tokens, arch.hidden_size
+    if arch.dropout > 0:
+        if c.train_base:
+            head.save("emb.drop_mask", MASK * t * h)
+        head.save("final.drop_mask", MASK * t * h)
+    t5_norm(head, c, "dec_final", "dec_last", h)
+    linear(head, c, "final.drop", c.res, Linear("lm_head", h, arch.vocab_size), lm_head_adapter)
+    return head.total
