@@ -2,18 +2,20 @@
 transformers 5.24's Florence2ForConditionalGeneration (a DaViT tower and projector whose image features are
 scattered into a BART encoder's input at the image_token_id placeholders: "florence2") and
 Pix2StructForConditionalGeneration (a frozen vision encoder over flattened patches, a T5-style text decoder:
-"pix2struct"), their training step traced on fake tensors (tools/memtrace/vision_seq2seq_trace.py: 2 + 2 layers,
-h 256, ffn 1024, 4 heads, dropout 0.1, s 256, b 2; full bf16-pure with FA2's profile with and without checkpointing,
-LoRA bf16-mixed with and without checkpointing, full bf16-mixed eager; Pix2Struct eager only and without
-checkpointing, which transformers refuses for it; fixtures in tools/memtrace/golden/vision_seq2seq/).
-Issue 20, item 3: saved activations, every component and the peak within 3 % (memory/blocks_vision_seq2seq.py)."""
+"pix2struct") and UdopForConditionalGeneration (T5 stacks, the encoder over the text tokens and the page image's
+patch embeddings with 2-D layout embeddings and biases: "udop"), their training step traced on fake tensors
+(tools/memtrace/vision_seq2seq_trace.py: 2 + 2 layers, h 256, ffn 1024, 4 heads, dropout 0.1, s 256, b 2; full
+bf16-pure with FA2's profile with and without checkpointing, LoRA bf16-mixed with and without checkpointing, full
+bf16-mixed eager; Pix2Struct and UDOP eager only, Pix2Struct without checkpointing (transformers refuses it), UDOP
+without LoRA + checkpointing (it raises); fixtures in tools/memtrace/golden/vision_seq2seq/). Issue 20, item 3:
+saved activations, every component and the peak within 3 % (memory/blocks_vision_seq2seq.py)."""
 import json
 import pathlib
 
 import pytest
 
 from tools.memtrace.compare import check_fixture, compare, engine_breakdown, fixture_result
-from zerocalc import Plan, estimate
+from zerocalc import Plan
 
 GRID = pathlib.Path(__file__).resolve().parents[1] / "tools" / "memtrace" / "golden" / "vision_seq2seq"
 ROWS = sorted(GRID.glob("*.json"))
@@ -22,7 +24,16 @@ GAPS: dict = {}
 SUFFIXES = {"florence2": ("full-pure-flash-s256-b2", "full-pure-flash-gc-s256-b2", "lora-mixed-flash-s256-b2-drop",
                           "lora-mixed-flash-gc-s256-b2-drop", "full-mixed-eager-s256-b2"),
             # Pix2StructPreTrainedModel has no gradient-checkpointing support (gradient_checkpointing_enable raises)
-            "pix2struct": ("full-pure-eager-s256-b2", "lora-mixed-eager-s256-b2-drop", "full-mixed-eager-s256-b2")}
+            "pix2struct": ("full-pure-eager-s256-b2", "lora-mixed-eager-s256-b2-drop", "full-mixed-eager-s256-b2"),
+            # UDOP under PEFT with checkpointing raises in transformers 5.24 (vision_seq2seq_trace.NO_PEFT_CKPT)
+            "udop": ("full-pure-eager-s256-b2", "full-pure-eager-gc-s256-b2", "lora-mixed-eager-s256-b2-drop",
+                     "full-mixed-eager-s256-b2")}
+# rows whose peak the engine does not close, with their pinned peak error (rounded to 0.001), and why
+PEAK_GAPS: dict = {
+    "udop-full-pure-eager-gc-s256-b2": (-0.045, "the trace's peak is the recompute of the last encoder layer (452 "
+                                        "positions: text + image patches), after every decoder layer's gradient "
+                                        "exists; the engine's recompute top is the last layer's, with only the head's "
+                                        "gradients (memory/inputs.py recompute_terms): gradients -35 %, peak -4.5 %")}
 # rows whose peak the engine holds (within 3 %) but whose components it compares at another moment, and why
 MOMENT: dict = {
     "pix2struct-full-mixed-eager-s256-b2": "the trace's forward peak (inside the loss, which Pix2StructTextModel runs "
@@ -30,7 +41,7 @@ MOMENT: dict = {
     "engine's loss_bwd moment holds the peak (-0.1 %) with the backward's logits, the trace's the forward's"}
 # each family's loss: its log-softmax's bytes an element (ForCausalLMLoss upcasts; a CrossEntropyLoss on the
 # logits keeps the logits' dtype without autocast)
-UPCAST = {"florence2": True, "pix2struct": False}
+UPCAST = {"florence2": True, "pix2struct": False, "udop": False}
 
 
 def test_every_family_has_its_rows():
@@ -49,9 +60,13 @@ def _saved(path):
     t = plan["seq_len"] * plan["micro_batch_size"]
     vocab = (plan["model"].get("text_config") or plan["model"])["vocab_size"]
     traced = row["saved_activations_forward_end"] - lsm * t * vocab
-    detail = estimate(Plan.from_dict(plan)).to_dict()["per_gpu"]["detail"]
-    engine = detail["saved_activations"] + detail.get("head_activations", 0) + detail.get("autocast_weight_copies", 0)
-    return engine, traced
+    # the forward-end state (the estimate's detail is the peak phase's: a recompute top's less what it has consumed)
+    from zerocalc.memory.activations import activations  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    p = Plan.from_dict(plan)
+    acts = activations(p, model_from_config(plan["model"]), dtypes_for(p))
+    return acts.stack_saved + acts.head_saved + acts.autocast_weight_copies, traced
 
 
 @pytest.mark.parametrize("path", ROWS, ids=[p.stem for p in ROWS])
@@ -68,6 +83,11 @@ def test_components_and_peak_within_3_percent(path):
     if path.stem in GAPS:
         pytest.skip("pinned in GAPS")
     row = json.loads(path.read_text())
+    if path.stem in PEAK_GAPS:
+        res, eng = fixture_result(row), engine_breakdown(row["plan"])
+        peak = next(r for r in compare(res, eng) if r["name"] == "peak")
+        assert round(peak["rel"], 3) == PEAK_GAPS[path.stem][0], peak
+        return
     if path.stem in MOMENT:
         res, eng = fixture_result(row), engine_breakdown(row["plan"])
         peak = next(r for r in compare(res, eng) if r["name"] == "peak")
@@ -141,3 +161,17 @@ def test_pix2struct_cross_attention_adapters_counted():
     from zerocalc.memory.lora import adapter_params  # noqa: PLC0415
     plan, arch = _row("pix2struct-lora-mixed-eager-s256-b2-drop")
     assert adapter_params(arch, plan) == 8 * 16 * 512
+
+
+def test_udop_layers_by_hand():
+    """UDOP on the full bf16-pure row (h 256, d_ff 1024, ReLU, 4 heads, dropout 0.1, eager, b 2): the encoder runs on
+    T = 256 text tokens + 196 image patches (224 px / 16 px, squared) = 452 positions a sample, 904 a micro-batch.
+    An encoder block, per position: two T5 norms (fp32 copy 4 x 256, rsqrt 4, 16-bit input, cast and product
+    3 x 256 x 2) 2 x 2,564 = 5,128; q, kᵀ, v and the output read by o 4 x 256 x 2 = 2,048; ReLU's output and the
+    dropout's (wo's input) 2 x 1024 x 2 = 4,096; the masks of two residual dropouts and the hidden one 512 + 1,024:
+    12,808 x 904 = 11,578,432; the 4 x 452 x 452 scores a sample (1,634,432 a micro-batch) keep the softmax, the
+    dropout's output (2 bytes each) and its mask: 8,172,160. 19,750,592. A decoder block at 512 tokens: three norms
+    7,692, the self-attention's four 2,048, the cross's q and output 1,024, the MLP's 4,096, four masks 1,792:
+    16,652 x 512 = 8,525,824; the cross's kᵀ and v over the 904 encoder states 2 x 904 x 256 x 2 = 925,696; the
+    self scores 5 x 524,288 = 2,621,440 and the cross's 4 x 256 x 452 x 2 = 925,696 x 5 = 4,628,480: 16,701,440."""
+    assert _layers("udop-full-pure-eager-s256-b2") == (19_750_592,) * 2 + (16_701_440,) * 2

@@ -10,10 +10,20 @@ zerocalc's vision.trainable default leaves a tower:
   tokens: the plan's seq_len holds them, as it holds a LLaVA prompt's image tokens), labels (b, s), zero
   pixel_values (b, 3, H, H) in the weights' dtype, made once and kept, as input_ids are.
 
+- "pix2struct": Pix2StructForConditionalGeneration (modeling_pix2struct.py): the vision encoder frozen, fed the
+  processor's flattened patches (b, n, 2 + 3·16·16) with n = seq_len (the engine's one length for both sides) and a
+  float attention_mask of ones; Pix2StructTextModel's T5-style decoder and its own CrossEntropyLoss (no upcast).
+  PEFT's targets (query, value) scoped to the decoder (SCOPES): the frozen encoder's same-named linears get none.
+- "udop": UdopForConditionalGeneration (modeling_udop.py): T5 stacks whose encoder appends the page image's 196
+  patch embeddings to the s text tokens (combine_image_text_embeddings, made static for fake tensors: `combine`
+  below) with 2-D layout embeddings and three relative biases; fed a zero bbox (b, s, 4) fp32, pixel_values in
+  the weights' dtype and an int64 attention_mask of ones; its own CrossEntropyLoss (no upcast).
+
 Rows (2 + 2 layers, d_model 256, ffn 1024, 4 heads, dropout 0.1, s 256, b 2): full bf16-pure FA2 with and
-without checkpointing, LoRA bf16-mixed FA2 with and without checkpointing (PEFT's targets q_proj / v_proj),
-full bf16-mixed eager. Fixtures: tools/memtrace/golden/vision_seq2seq/<id>.json, held by
-tests/test_vision_seq2seq_blocks.py.
+without checkpointing, LoRA bf16-mixed FA2 with and without checkpointing (PEFT's targets q_proj / v_proj; q / v;
+query / value), full bf16-mixed eager. Pix2Struct and UDOP run eager only (`_supports_flash_attn = False`), Pix2Struct
+without checkpointing (NO_CKPT), UDOP without LoRA + checkpointing (NO_PEFT_CKPT).
+Fixtures: tools/memtrace/golden/vision_seq2seq/<id>.json, held by tests/test_vision_seq2seq_blocks.py.
 
     python -m tools.memtrace.vision_seq2seq_trace            # trace all rows and (re)write the fixtures
     python -m tools.memtrace.vision_seq2seq_trace florence2- # only the ids starting with this
@@ -49,16 +59,30 @@ PIX2STRUCT = {"model_type": "pix2struct", "tie_word_embeddings": False,
               "text_config": {"vocab_size": 8000, "hidden_size": 256, "d_kv": 64, "d_ff": 1024, "num_layers": 2,
                               "num_heads": 4, "dropout_rate": 0.1, "dense_act_fn": "gelu_new",
                               "tie_word_embeddings": False, "pad_token_id": 0, "decoder_start_token_id": 0}}
-CONFIGS = {"florence2": FLORENCE2, "pix2struct": PIX2STRUCT}
-TARGETS = {"florence2": ["q_proj", "v_proj"], "pix2struct": ["query", "value"]}
-CLASSES = {"florence2": "Florence2ForConditionalGeneration", "pix2struct": "Pix2StructForConditionalGeneration"}
+# microsoft/udop-large's layout cut down: T5 stacks of 2 + 2 blocks (ReLU, dropout 0.1), a 224 px image of 16 px
+# patches (196 patch embeddings appended to the encoder's s text tokens), the three relative biases
+UDOP = {"model_type": "udop", "vocab_size": 8000, "d_model": 256, "d_kv": 64, "d_ff": 1024, "num_layers": 2,
+        "num_decoder_layers": 2, "num_heads": 4, "relative_attention_num_buckets": 32,
+        "relative_attention_max_distance": 128, "dropout_rate": 0.1, "feed_forward_proj": "relu",
+        "max_2d_position_embeddings": 1024, "image_size": 224, "patch_size": 16, "num_channels": 3,
+        "tie_word_embeddings": True, "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0}
+CONFIGS = {"florence2": FLORENCE2, "pix2struct": PIX2STRUCT, "udop": UDOP}
+TARGETS = {"florence2": ["q_proj", "v_proj"], "pix2struct": ["query", "value"], "udop": ["q", "v"]}
+CLASSES = {"florence2": "Florence2ForConditionalGeneration", "pix2struct": "Pix2StructForConditionalGeneration",
+           "udop": "UdopForConditionalGeneration"}
 # what vision.trainable "frozen" freezes
-TOWERS = {"florence2": ("model.vision_tower", "model.multi_modal_projector"), "pix2struct": ("encoder",)}
+# (UDOP has no tower: its patch embedding is one conv of the encoder's input embeddings, trained with them)
+TOWERS = {"florence2": ("model.vision_tower", "model.multi_modal_projector"), "pix2struct": ("encoder",),
+          "udop": ()}
 # no FlashAttention-2 path (`_supports_flash_attn = False`): every row eager
-EAGER_ONLY = ("pix2struct",)
+EAGER_ONLY = ("pix2struct", "udop")
 # Pix2StructPreTrainedModel does not set supports_gradient_checkpointing: gradient_checkpointing_enable raises
 # ("Pix2StructForConditionalGeneration does not support activation checkpointing."): no checkpointed rows
 NO_CKPT = ("pix2struct",)
+# UDOP under PEFT with checkpointing raises in transformers 5.24: enable_input_require_grads makes embed_tokens'
+# output a leaf that requires grad, and combine_image_text_embeddings' `inputs_embeds += repeated_vision_embeds` is
+# an in-place op on it (RuntimeError: a leaf Variable that requires grad is being used in an in-place operation)
+NO_PEFT_CKPT = ("udop",)
 # PEFT's targets inside the text side only (the frozen vision encoder's query / value get none: memory/vision.py
 # tower_adapters)
 SCOPES = {"pix2struct": r"decoder\..*\."}
@@ -86,7 +110,7 @@ def rows() -> list[dict]:
         if fam not in NO_CKPT:
             out.append(_plan(fam, f"full-pure-{a}-gc-s256-b2", "full", "bf16-pure", a, 256, "full"))
         out.append(_plan(fam, f"lora-mixed-{a}-s256-b2-drop", "lora", "bf16-mixed", a, 256))
-        if fam not in NO_CKPT:
+        if fam not in NO_CKPT + NO_PEFT_CKPT:
             out.append(_plan(fam, f"lora-mixed-{a}-gc-s256-b2-drop", "lora", "bf16-mixed", a, 256, "full"))
         out.append(_plan(fam, "full-mixed-eager-s256-b2", "full", "bf16-mixed", "eager", 256))
     return out
@@ -133,6 +157,45 @@ def _patch() -> None:
         # Florence2Model.get_placeholder_mask less its count check (`.sum()` read back: data-dependent on fakes)
         return (input_ids == self.config.image_token_id).unsqueeze(-1)
     mf.Florence2Model.get_placeholder_mask = placeholder_mask
+    from transformers.models.udop import modeling_udop as mu  # noqa: PLC0415
+
+    def combine(image_embeddings, inputs_embeds, bbox, visual_bbox, attention_mask=None, num_patches=14, max_len=0,
+                image_size=224, patch_size=16):
+        """modeling_udop.py combine_image_text_embeddings with its data-dependent steps made static (fake tensors
+        cannot size a boolean selection): the same gather of each token's patch (its int64 index, b x s x d), the
+        zeroing of the tokens without a box (`repeated[target_seg] = 0.0`: a bool mask, here masked_fill_), the
+        in-place add, and every sample's patches (a real batch drops those its tokens cover and pads back with zeros
+        to the patch count: the same n_patches rows), indexed (an int64 index of n_patches) and stacked; bbox,
+        visual_bbox and the attention mask concatenated."""
+        n = num_patches
+        ox = torch.clip(torch.floor((bbox[:, :, 0] + bbox[:, :, 2]) / 2.0 * n).long(), 0, n - 1)
+        oy = torch.clip(torch.floor((bbox[:, :, 1] + bbox[:, :, 3]) / 2.0 * n).long(), 0, n - 1) * n
+        points = ox + oy
+        bbox = bbox.to(torch.float64)
+        target_seg = (bbox.mean(-1) == 0.0) | (bbox.mean(-1) == 1.0)
+        rep = torch.gather(image_embeddings, 1, points.unsqueeze(-1).repeat(1, 1, image_embeddings.size(-1)))
+        rep.masked_fill_(target_seg.unsqueeze(-1), 0.0)
+        inputs_embeds += rep
+        keep = torch.arange(image_embeddings.size(1), device=image_embeddings.device)
+        patches = torch.stack([image_embeddings[i][keep] for i in range(image_embeddings.size(0))])
+        if visual_bbox is None:
+            visual_bbox = mu.get_visual_bbox(image_size=image_size, patch_size=patch_size)
+            visual_bbox = visual_bbox.unsqueeze(0).repeat(image_embeddings.size(0), 1, 1).to(bbox)
+        inputs_embeds = torch.cat([inputs_embeds, patches], 1)
+        bbox = torch.cat([bbox, visual_bbox.to(bbox)], 1)
+        if attention_mask is not None:
+            attention_mask = torch.cat([attention_mask, torch.ones(attention_mask.size(0), patches.size(1),
+                                                                   dtype=attention_mask.dtype)], 1)
+        return inputs_embeds, bbox, attention_mask
+    mu.combine_image_text_embeddings = combine
+
+    def shift_right(self, input_ids):
+        # UdopPreTrainedModel._shift_right less its closing `assert torch.all(shifted >= 0).item()` (read back)
+        shifted = input_ids.new_zeros(input_ids.shape)
+        shifted[..., 1:] = input_ids[..., :-1].clone()
+        shifted[..., 0] = self.config.decoder_start_token_id
+        return shifted.masked_fill_(shifted == -100, self.config.pad_token_id)
+    mu.UdopPreTrainedModel._shift_right = shift_right
     orig_build = trace.build_meta_model
 
     def build_meta(p, gc_context_fn=None):
@@ -158,6 +221,17 @@ def _patch() -> None:
                 fp, mask = batch[0]
                 kw.pop("attention_mask", None)
                 return fwd(flattened_patches=fp, attention_mask=mask, labels=labels, **kw)
+            if cfg.model_type == "udop":
+                if not batch:
+                    # the processor's batch: a bbox (b, s, 4) of normalised floats, the page image in the weights'
+                    # dtype, an int64 attention_mask of ones
+                    b_, s_ = labels.shape
+                    batch.append((torch.zeros(b_, s_, 4), torch.zeros(b_, cfg.num_channels, cfg.image_size,
+                                                                      cfg.image_size, dtype=px),
+                                  torch.ones(b_, s_, dtype=torch.long)))
+                bbox, pv, mask = batch[0]
+                kw.pop("attention_mask", None)
+                return fwd(input_ids=input_ids, bbox=bbox, pixel_values=pv, attention_mask=mask, labels=labels, **kw)
             if not batch:
                 # the batch, made in the first step's forward (inside the fake mode) and kept for the whole step
                 v = cfg.vision_config

@@ -50,7 +50,7 @@ from .stack import Stack
 CHUNKS = 8
 # causal LMs whose own loss is `cross_entropy(scores.view(-1, V), y.view(-1))` on the 16-bit logits, labels not shifted
 # (XLM; modeling_cpmant.py CpmAntForCausalLM.forward: `CrossEntropyLoss()(logits.view(-1, V), labels.view(-1))`)
-NO_UPCAST = ("xlm", "cpmant", "encoder-decoder", "vision-encoder-decoder", "blip", "pix2struct")
+NO_UPCAST = ("xlm", "cpmant", "encoder-decoder", "vision-encoder-decoder", "blip", "pix2struct", "udop")
 # encoder-decoders whose loss is transformers' ForCausalLMLoss (logits upcast, fp32 log-softmax), not their own
 # CrossEntropyLoss: Florence2ForConditionalGeneration.forward's self.loss_function (traced:
 # tools/memtrace/golden/vision_seq2seq/florence2-*)

@@ -130,6 +130,9 @@ class ModelArch:
     # Inkling 2 / 2 Loop's layer layout (model/inkling2.py: each layer's attention shape and how many block states
     # its attention_input / mlp_input read) where memory/blocks_inkling2.py costs its layers, else None
     inkling2: Mapping | None = None
+    # image patch embeddings an encoder appends to its text tokens, a sample (UDOP: (image_size / patch_size)²,
+    # model/udop.py; memory/blocks_vision_seq2seq.py), else 0
+    image_patches: int = 0
 
     @cached_property
     def total_params(self) -> int:
