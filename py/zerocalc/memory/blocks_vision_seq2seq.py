@@ -11,6 +11,11 @@ tests/test_vision_seq2seq_blocks.py.
   batch's pixel_values (b x in_channels x H x W in the weights' dtype, alive the whole step, as input_ids are) and,
   where the embeddings need a gradient, masked_scatter's bool mask (b·s). The loss is self.loss_function
   (ForCausalLMLoss, shift_labels=labels: the logits upcast, an fp32 log-softmax; memory/logits.py UPCAST_SEQ2SEQ).
+- pix2struct (modeling_pix2struct.py): its T5-style text decoder over a frozen vision encoder's seq_len patch states
+  (pix2struct_stacks), no checkpointing (transformers refuses it).
+- udop (modeling_udop.py): T5 stacks whose encoder also runs the page image's patches, with 2-D layout embeddings
+  and biases (udop_stacks); LoRA with checkpointing raises in transformers (not traced).
+Both: T5's block (memory/blocks_seq2seq.py t5_block) plus the dropouts its traced rows ran without (t5_dropouts).
 """
 from __future__ import annotations
 
