@@ -11,6 +11,7 @@ from .blocks_glm5_next import MODEL_TYPES as GLM5_NEXT, glm5_next_layer
 from .blocks_hy_v4 import MODEL_TYPES as HY_V4, hy_v4_block
 from .blocks_inkling import HEADS as INKLING_HEADS, RULES as INKLING_RULES
 from .blocks_inkling2 import HEADS as INKLING2_HEADS, RULES as INKLING2_RULES
+from .blocks_kosmos import MODEL_TYPES as KOSMOS, kosmos_layer
 from .blocks_kimi_linear import MODEL_TYPES as KIMI_LINEAR, kimi_linear_block
 from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, muse_spark_block
 from .blocks_prophetnet import prophetnet_layer
@@ -33,6 +34,7 @@ MORE_RULES: dict = {
     **{t: kimi_linear_block for t in KIMI_LINEAR},  # memory/blocks_kimi_linear.py: KDA / MLA / MoE layers
     **{t: hy_v4_block for t in HY_V4},           # memory/blocks_hy_v4.py: HY-V4 and HY-V4-VL's language model
     **{t: glm5_next_layer for t in GLM5_NEXT},   # memory/blocks_glm5_next.py: GLM-5.3-Flash's language model
+    **{t: kosmos_layer for t in KOSMOS},         # memory/blocks_kosmos.py: Kosmos-2 / 2.5's text decoders
 }
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
 MORE_HEADS: dict = {"cpmant": cpmant_head, **INKLING_HEADS, **INKLING2_HEADS}

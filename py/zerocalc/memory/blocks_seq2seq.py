@@ -36,9 +36,11 @@ from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, line
 from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_stacks
 from .blocks_git import git_stacks
+from .blocks_kosmos import MODEL_TYPES as KOSMOS, kosmos_stacks
 from .blocks_nllb_moe import nllb_mlp
 from .blocks_prophetnet import prophetnet_stacks
 from .blocks_t5gemma2 import t5gemma2_stacks
+from .blocks_vision_seq2seq import eager_recompute, florence2_inputs, pix2struct_stacks, udop_stacks  # noqa: F401
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
 from .lora import Adapter
@@ -79,19 +81,23 @@ def t5_norm(ss: SavedSet, c: Ctx, key: str, x: str, d: int) -> str:
     return f"{key}.out"
 
 
-def t5_attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, x: str, kv_x: str, lins: dict, ads: dict) -> None:
+def t5_attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, x: str, kv_x: str, lins: dict, ads: dict,
+                 kv: int = 0) -> None:
     """modeling_t5.py T5Attention.forward + eager_attention_forward (T5 has no FA2 path: `_supports_flash_attn =
     False`, its bias is a score term): q/k/v projections, matmul(q, k^T) keeps a contiguous q and K^T, softmax
     in q's dtype (no dtype=float32; fp32 under autocast, with matmul's 16-bit copy), matmul(probs, v) keeps the
-    probabilities and a contiguous V, the output transposed and made contiguous is o's input."""
+    probabilities and a contiguous V, the output transposed and made contiguous is o's input. ``kv``: the key /
+    value states a micro-batch when they are not the queries' (UDOP's cross-attention over text + image patches)."""
     e = 2 if c.autocast else c.e
     t, q = c.tokens, arch.num_heads * arch.head_dim
+    t_kv = kv or t
+    ckv = replace(c, tokens=t_kv)
     for name, src in (("q", x), ("k", kv_x), ("v", kv_x)):
-        linear(ss, c, src, c.res, lins[name], ads.get(name))
+        linear(ss, c if name == "q" else ckv, src, c.res, lins[name], ads.get(name))
     ss.save(f"{key}.q", e * t * q)
-    ss.save(f"{key}.kT", e * t * q)
-    ss.save(f"{key}.v", e * t * q)
-    scores = arch.num_heads * c.seq * c.seq * c.batch
+    ss.save(f"{key}.kT", e * t_kv * q)
+    ss.save(f"{key}.v", e * t_kv * q)
+    scores = arch.num_heads * c.seq * t_kv
     if c.autocast:
         ss.save(f"{key}.softmax", 4 * scores)
         ss.save(f"{key}.probs", 2 * scores)
@@ -142,7 +148,8 @@ def switch_sparse_mlp(ss: SavedSet, c: Ctx, arch: ModelArch, y: str, lins: dict)
     ss.save("experts.prod", max(e, c.res) * n * h)
 
 
-def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, sparse: bool = False) -> SavedSet:
+def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, sparse: bool = False,
+             kv: int = 0) -> SavedSet:
     """modeling_t5.py T5Block: T5LayerSelfAttention (norm, attention, residual), in the decoder
     T5LayerCrossAttention (norm, attention over the encoder output), T5LayerFF (norm, DenseReluDense: wi, ReLU
     (keeps its output), `hidden_states.to(self.wo.weight.dtype)` (fp32 weights under autocast: an fp32 copy, and
@@ -155,7 +162,7 @@ def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, spar
     c2 = replace(c, first_layer=False)
     if decoder:
         y = t5_norm(ss, c2, "ln_ca", "resid_ca", h)
-        t5_attention(ss, c2, arch, "ca", y, "enc_out", lins, ads)
+        t5_attention(ss, c2, arch, "ca", y, "enc_out", lins, ads, kv)
     y = t5_norm(ss, c2, "ln_ff", "resid_ff", h)
     e = 2 if c.autocast else c.e
     inner = lins["wo"].d_in
@@ -350,6 +357,13 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         return EncDec(*prophetnet_stacks(arch, c_first, c, linears, adapters, lm_head_adapter, input_grads))
     if arch.model_type == "t5gemma2":            # memory/blocks_t5gemma2.py: the merged self + cross attention
         return EncDec(*t5gemma2_stacks(arch, c_first, c, linears, adapters, lm_head_adapter))
+    if arch.model_type in KOSMOS:                # memory/blocks_kosmos.py: Kosmos-2 / 2.5's text decoders
+        return EncDec(*kosmos_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
+    if arch.model_type == "pix2struct":          # memory/blocks_vision_seq2seq.py: T5 decoder blocks, frozen encoder
+        return EncDec(*pix2struct_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads, t5_block, t5_norm))
+    if arch.model_type == "udop":                # memory/blocks_vision_seq2seq.py: image patches in the encoder
+        return EncDec(*udop_stacks(arch, c_first, c, linears, adapters, lm_head_adapter, input_grads, t5_block,
+                                   t5_norm))
     if arch.t5gemma is not None:
         return t5gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter)
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model
@@ -406,4 +420,6 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     else:                       # post-LN: the last layer's final_layer_norm output
         y, yb = "dec_last", 4 if c.autocast and arch.bart["post_ln"] else c.res
     linear(head, c, y, yb, Linear("lm_head", h, arch.vocab_size), lm_head_adapter)
-    return EncDec(layers=tuple(layers), extra=extra, ckpt_extra=ckpt_extra, head=head.total)
+    # Florence-2: the batch's pixel_values and the image tokens' scatter mask (memory/blocks_vision_seq2seq.py)
+    return EncDec(layers=tuple(layers), extra=extra, ckpt_extra=ckpt_extra,
+                  head=head.total + florence2_inputs(arch, c, input_grads))

@@ -133,6 +133,12 @@ class ModelArch:
     # ProphetNet's decoder (model/classic_more.py prophetnet: {"ngram", "buckets", "attn_dropout", "act_dropout"}):
     # its layers run the main and ngram predicting streams (memory/blocks_prophetnet.py), lm_head the ngram ones
     prophetnet: Mapping | None = None
+    # Kosmos-2 / 2.5's text decoder switches (model/kosmos.py: inner_ln, attn_dropout, act_dropout, image_tokens,
+    # segment) where memory/blocks_kosmos.py costs its layers and what the step keeps around them, else None
+    kosmos: Mapping | None = None
+    # image patch embeddings an encoder appends to its text tokens, a sample (UDOP: (image_size / patch_size)²,
+    # model/udop.py; memory/blocks_vision_seq2seq.py), else 0
+    image_patches: int = 0
 
     @cached_property
     def total_params(self) -> int:
