@@ -76,7 +76,8 @@ def test_moshi_text_model_by_hand():
 # XLM's layer is memory/blocks_bert.py's, traced (tests/test_bert_grid.py)
 # CPM-Ant's is memory/blocks_cpmant.py's, traced (tests/test_cpmant_blocks.py)
 TRACED = {"modernbert-decoder": "exact", "moshi": "exact parameter count; activations traced", "xlm": "exact",
-          "cpmant": "exact parameter count; activations traced"}
+          "cpmant": "exact parameter count; activations traced",
+          "prophetnet": "exact parameter count; activations traced"}
 
 
 @pytest.mark.parametrize("model_type", sorted(CLASSIC_MORE))

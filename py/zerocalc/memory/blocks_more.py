@@ -14,6 +14,7 @@ from .blocks_inkling2 import HEADS as INKLING2_HEADS, RULES as INKLING2_RULES
 from .blocks_kosmos import MODEL_TYPES as KOSMOS, kosmos_layer
 from .blocks_kimi_linear import MODEL_TYPES as KIMI_LINEAR, kimi_linear_block
 from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, muse_spark_block
+from .blocks_prophetnet import prophetnet_layer
 from .blocks_qwen4_exp import MODEL_TYPES as QWEN4_EXP, qwen4_exp_layer
 from .blocks_step3p7 import MODEL_TYPES as STEP3P7, step3p7_block
 from .blocks_voxtral import voxtral_layer
@@ -23,6 +24,7 @@ MORE_RULES: dict = {
     "cpmant": cpmant_layer,                      # memory/blocks_cpmant.py
     "voxtral_realtime": voxtral_layer,           # memory/blocks_voxtral.py: the language model
     "doge": doge_layer,                          # memory/blocks_doge.py
+    "prophetnet": prophetnet_layer,              # memory/blocks_prophetnet.py: ProphetNetForCausalLM's decoder
     **{t: step3p7_block for t in STEP3P7},       # memory/blocks_step3p7.py: Step 3.7's step3p5 text model
     **{t: muse_spark_block for t in MUSE_SPARK},  # memory/blocks_muse_spark.py: Muse Spark's text model
     **{t: zaya_block for t in ZAYA},             # memory/blocks_zaya.py: ZAYA1

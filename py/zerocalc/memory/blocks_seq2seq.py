@@ -15,8 +15,8 @@ with FA2, FSMT (post-LN, ReLU, fairseq's own eager bmm attention, time-major sta
 global-token encoder layer: memory/blocks_encoder_attn.py) with FA2, full / LoRA / checkpointed. Costed with the
 same rules, not traced: a T5 plan asking flash or sdpa (T5 has no FA2 path, `_supports_flash_attn = False`, and
 SDPA takes the position bias as a float mask: costed as eager), LED with global attention (a global_attention_mask:
-costed as local only), the sparse layers of NLLB-MoE (as one dense feed-forward), UMT5's
-per-layer bias under checkpointing. Switch Transformers' sparse feed-forward (switch_sparse_mlp) is traced with its
+costed as local only), UMT5's per-layer bias under checkpointing. NLLB-MoE's feed-forwards (its sparse layers as
+transformers 5.24 runs them) are memory/blocks_nllb_moe.py's, traced (tools/memtrace/nllb_moe_trace.py). Switch Transformers' sparse feed-forward (switch_sparse_mlp) is traced with its
 real router and a balanced assignment under expert capacity (tools/memtrace/routing.py), bf16-mixed full and LoRA.
 
 Shared facts:
@@ -37,6 +37,9 @@ from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_stacks
 from .blocks_git import git_stacks
 from .blocks_kosmos import MODEL_TYPES as KOSMOS, kosmos_stacks
+from .blocks_nllb_moe import nllb_mlp
+from .blocks_prophetnet import prophetnet_stacks
+from .blocks_t5gemma2 import t5gemma2_stacks
 from .blocks_vision_seq2seq import eager_recompute, florence2_inputs, pix2struct_stacks, udop_stacks  # noqa: F401
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
@@ -187,7 +190,7 @@ def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, spar
 
 
 def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, layer: int = 0,
-               last: bool = False) -> SavedSet:
+               last: bool = False, mlp=None) -> SavedSet:
     """BART's encoder / decoder layer by the arch's switches (model/seq2seq.py switches). Pre-LN
     (modeling_m2m_100.py M2M100EncoderLayer / M2M100DecoderLayer): LayerNorm -> q/k/v -> attention -> out_proj
     -> dropout -> residual; in the decoder LayerNorm -> q_proj, k_proj/v_proj of the encoder output -> attention
@@ -196,7 +199,8 @@ def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, la
     layer input (the previous norm's output). The feed-forward and dropouts as memory/blocks_bart.py's (GELU keeps
     its input and fc2 its output, ReLU one tensor). SDPA/FA2 keep q, k, v, the output and an fp32 logsumexp
     (memory/blocks.py attention_core); eager as blocks_bart.py eager_attention. LED's encoder attention and
-    PEGASUS-X's encoder layer: memory/blocks_encoder_attn.py."""
+    PEGASUS-X's encoder layer: memory/blocks_encoder_attn.py. `mlp`: another feed-forward rule of bart_mlp's
+    signature (NLLB-MoE's: memory/blocks_nllb_moe.py)."""
     sw = arch.bart
     ss = SavedSet()
     if not decoder and sw["encoder_attn"] == "global_local":
@@ -231,7 +235,7 @@ def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, la
         linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
         _drop(ss, c2, sw, "ca_drop", h)
     y, yb = layernorm(ss, c2, ("ln_ca" if decoder else "ln_sa") if post else "ln_ff", "resid_ff", h)
-    bart_mlp(ss, c2, sw, y, yb, lins, ads)
+    (mlp or bart_mlp)(ss, c2, sw, y, yb, lins, ads)
     _drop(ss, c2, sw, "ff_drop", h, sw.get("ff_dropout", sw["dropout"]))
     if post:
         layernorm(ss, c2, "ln_ff", "resid_out", h)      # its output is the next layer's input (saved there)
@@ -349,6 +353,10 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         return EncDec(*bert_cross_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.model_type == "git":                 # memory/blocks_git.py: the image tokens inside the layers
         return EncDec(*git_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
+    if arch.prophetnet is not None:              # memory/blocks_prophetnet.py: the main and ngram streams
+        return EncDec(*prophetnet_stacks(arch, c_first, c, linears, adapters, lm_head_adapter, input_grads))
+    if arch.model_type == "t5gemma2":            # memory/blocks_t5gemma2.py: the merged self + cross attention
+        return EncDec(*t5gemma2_stacks(arch, c_first, c, linears, adapters, lm_head_adapter))
     if arch.model_type in KOSMOS:                # memory/blocks_kosmos.py: Kosmos-2 / 2.5's text decoders
         return EncDec(*kosmos_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.model_type == "pix2struct":          # memory/blocks_vision_seq2seq.py: T5 decoder blocks, frozen encoder
@@ -372,7 +380,7 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         decoder, ci = i >= n_enc, c_first if i in (0, n_enc) else c
         sparse = arch.switch is not None and arch.switch["sparse"][i]
         ss = (t5_block(arch, ci, lins, ads, decoder, sparse) if t5 else
-              bart_block(arch, ci, lins, ads, decoder, i - n_enc * decoder, i == n_enc - 1))
+              bart_block(arch, ci, lins, ads, decoder, i - n_enc * decoder, i == n_enc - 1, nllb_mlp(arch, i)))
         if "enc_out" in ss.items:               # one tensor read by every decoder layer
             shared.save("enc_out", ss.items.pop("enc_out"))
         layers.append(ss.total)

@@ -72,7 +72,9 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
     if not arch.causal_lm:
         return Logits(0, 0, 0)
     s, b, V = plan.seq_len, plan.micro_batch_size, arch.vocab_size
-    n = s * b * V
+    # ProphetNetForCausalLM: lm_head over the ngram predicting streams (memory/blocks_prophetnet.py)
+    streams = arch.prophetnet["ngram"] if arch.prophetnet is not None else 1
+    n = s * b * V * streams
     shifted = (s - 1) * b * V
     c = compute_bytes
     raw = c * n                                  # lm_head output in the compute dtype
@@ -148,6 +150,10 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
     if path == "torchtune":
         return Logits(saved=4 * n, forward_peak=max(raw + upcast, 8 * n), backward_peak=12 * n, kept_by_loop=0)
     saved = 4 * n + softcap
+    if arch.prophetnet is not None:
+        # ProphetNetForCausalLM._compute_loss: `logits.transpose(0, 1).contiguous()` (a c·n copy), then
+        # log_softmax(dtype=float32) (traced: tools/memtrace/golden/prophetnet, the step's peak at the log-softmax)
+        raw += c * n
     return Logits(saved=saved, forward_peak=raw + upcast + saved, backward_peak=saved + 8 * n, kept_by_loop=kept)
 
 

@@ -130,6 +130,9 @@ class ModelArch:
     # Inkling 2 / 2 Loop's layer layout (model/inkling2.py: each layer's attention shape and how many block states
     # its attention_input / mlp_input read) where memory/blocks_inkling2.py costs its layers, else None
     inkling2: Mapping | None = None
+    # ProphetNet's decoder (model/classic_more.py prophetnet: {"ngram", "buckets", "attn_dropout", "act_dropout"}):
+    # its layers run the main and ngram predicting streams (memory/blocks_prophetnet.py), lm_head the ngram ones
+    prophetnet: Mapping | None = None
     # Kosmos-2 / 2.5's text decoder switches (model/kosmos.py: inner_ln, attn_dropout, act_dropout, image_tokens,
     # segment) where memory/blocks_kosmos.py costs its layers and what the step keeps around them, else None
     kosmos: Mapping | None = None
