@@ -12,7 +12,7 @@ from .exports import export_warnings
 from .knobs import knobs
 from .memory.lora import ADAPTED_EXPERTS, matched_targets
 from .memory.optimizers import is_paged
-from .model.class_flags import NO_CHECKPOINTING, NO_FLASH, unsupported_attention
+from .model.class_flags import NO_CHECKPOINTING, NO_FLASH, PEFT_CHECKPOINTING_RAISES, unsupported_attention
 from .result import Estimate, Warning
 from .run import LABELS
 from .stack import OWN_MODEL_CODE
@@ -154,8 +154,15 @@ def _checkpointing_warnings(est: Estimate) -> list[Warning]:
     """transformers' activation_checkpointing_enable raises for a class without supports_gradient_checkpointing
     (model/class_flags.py); the estimate still costs the checkpointed step."""
     plan, arch = est.plan, est.arch
-    if (plan.stack.trainer in OWN_MODEL_CODE or plan.stack.transformers != "5"
-            or plan.activation_checkpointing == "none" or arch.model_type not in NO_CHECKPOINTING):
+    if plan.stack.trainer in OWN_MODEL_CODE or plan.stack.transformers != "5" or plan.activation_checkpointing == "none":
+        return []
+    if plan.method != "full" and arch.model_type in PEFT_CHECKPOINTING_RAISES:
+        return [_w("checkpointing-unsupported", "error",
+                   f"{arch.model_type} under PEFT with checkpointing raises in transformers 5.24: "
+                   "enable_input_require_grads makes the embeddings' output a leaf that requires grad, and "
+                   f"{PEFT_CHECKPOINTING_RAISES[arch.model_type].split(' (')[0]} writes into it in place.",
+                   "Set activation_checkpointing none, or train the full model.")]
+    if arch.model_type not in NO_CHECKPOINTING:
         return []
     return [_w("checkpointing-unsupported", "error",
                f"transformers' {arch.model_type} class has no gradient checkpointing: gradient_checkpointing_enable "

@@ -51,3 +51,14 @@ def unsupported_attention(model_type: str, attention: str) -> str:
     if attention == "sdpa" and model_type in NO_SDPA:
         return "sdpa"
     return ""
+
+# model_types whose LoRA / QLoRA step with checkpointing raises in transformers 5.24: enable_input_require_grads
+# (which the HF Trainer and PEFT call for checkpointed adapters) makes the word embeddings' output a leaf that
+# requires grad, and the model then writes into it in place (RuntimeError: a leaf Variable that requires grad is
+# being used in an in-place operation). Found by the traces that could not run those rows.
+PEFT_CHECKPOINTING_RAISES = {
+    "blip": "BlipTextEmbeddings.forward's `embeddings += position_embeddings` (tools/memtrace/bert_cross_trace.py)",
+    "git": "GitEmbeddings.forward's `embeddings += position_embeddings` (tools/memtrace/bert_cross_trace.py)",
+    "kosmos-2": "forward_embedding's `inputs_embeds[mask] = image_embeds` (tools/memtrace/kosmos_trace.py)",
+    "udop": "combine_image_text_embeddings' `inputs_embeds += ...` (tools/memtrace/vision_seq2seq_trace.py)",
+}
