@@ -10,8 +10,15 @@ engine keeps what their trainable parts save (tests/test_odd_composites_blocks.p
   first (its outputs made fresh each forward, no gradient, in the weights' dtype), then the assistant and
   ``self.loss_function(logits, labels, vocab_size)`` (ForCausalLMLoss, upcast) on its logits.
 
-Rows (small configs, s 256, b 2): full bf16-pure FA2 with and without checkpointing, LoRA bf16-mixed with and
-without, full bf16-mixed eager.
+- ``pi0`` (modeling_pi0.py PI0ForConditionalGeneration): π0's flow-matching step, the SigLIP tower and projector
+  frozen (vision.trainable's default): the prompt (its first n_img tokens the image token), one camera's pixel
+  values, the state, noise, a fixed time (PI0 samples it from a Beta, which fake tensors cannot) and target actions,
+  made once and kept as the batch; PaliGemma's Gemma runs the prefix with use_cache=True, the action expert the
+  chunk_size + 1 suffix tokens over the cache, F.mse_loss on the predicted velocity. PI0 has no FlashAttention
+  (PI0Model._supports_flash_attn False): SDPA rows; no checkpointing rows (NO_CKPT says why).
+
+Rows (small configs, s 256, b 2): full bf16-pure FA2 (pi0: SDPA) with and without checkpointing, LoRA bf16-mixed
+with and without, full bf16-mixed eager.
 
     python -m tools.memtrace.odd_composites_trace            # trace all rows, (re)write the fixtures
     python -m tools.memtrace.odd_composites_trace g4a-       # only the ids starting with this
@@ -36,8 +43,34 @@ CONFIGS = {
                             "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 128,
                             "per_layer_config": {"1": {"head_dim": 256}}, "max_position_embeddings": 4096,
                             "tie_word_embeddings": True, "attention_dropout": 0.0}},
+    # lerobot/pi0_base's layout (PI0Config's defaults: PaliGemma's Gemma of 18 layers, h 2048, 8 heads, 1 KV head
+    # of 256; a Gemma-300M action expert of h 1024 sharing the head layout; SigLIP 224 px / 14), cut to 2 + 2
+    # layers, VLM h 512, expert h 256, 4 heads, 1 KV head of 128, a 112 px / 14 tower of h 256 (64 image tokens),
+    # vocabulary 8000; chunk_size 50, 32-dim state / actions as the defaults
+    "pi0": {"model_type": "pi0", "chunk_size": 50, "max_state_dim": 32, "max_action_dim": 32,
+            "vlm_config": {"model_type": "paligemma", "image_token_index": 8000, "projection_dim": 512,
+                           "hidden_size": 512, "vocab_size": 8000, "tie_word_embeddings": True,
+                           "text_config": {"model_type": "gemma", "vocab_size": 8000, "hidden_size": 512,
+                                           "intermediate_size": 1024, "num_hidden_layers": 2,
+                                           "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 128,
+                                           "hidden_act": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
+                                           "use_bidirectional_attention": True, "num_image_tokens": 64},
+                           "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 256,
+                                             "intermediate_size": 512, "num_hidden_layers": 2,
+                                             "num_attention_heads": 4, "image_size": 112, "patch_size": 14,
+                                             "vision_use_head": False, "projection_dim": 512}},
+            "dit_config": {"model_type": "gemma", "vocab_size": 8000, "hidden_size": 256, "intermediate_size": 1024,
+                           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1,
+                           "head_dim": 128, "hidden_act": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
+                           "use_bidirectional_attention": True, "is_causal": True}},
 }
-TARGETS = {"g4a": ["q_proj", "o_proj"]}
+TARGETS = {"g4a": ["q_proj", "o_proj"], "pi0": ["q_proj", "v_proj"]}
+# PI0Model / PI0ForConditionalGeneration._supports_flash_attn = False (the bidirectional mask over the actions)
+ATTENTION = {"pi0": "sdpa"}
+# PI0 under gradient checkpointing fails in transformers 5.24: the checkpointed PaliGemma language model sets
+# use_cache=False (GemmaModel: "`use_cache=True` is incompatible with gradient checkpointing"), so PI0Model.forward's
+# `self.vlm(..., use_cache=True).cache` is None and `cache.get_seq_length()` raises (AttributeError)
+NO_CKPT = ("pi0",)
 
 
 def _plan(fam: str, suffix: str, method: str, precision: str, attention: str, ckpt: str = "none") -> dict:
@@ -48,10 +81,14 @@ def _plan(fam: str, suffix: str, method: str, precision: str, attention: str, ck
 def rows() -> list[dict]:
     out = []
     for fam in CONFIGS:
-        out.append(_plan(fam, "full-pure-flash", "full", "bf16-pure", "flash"))
-        out.append(_plan(fam, "full-pure-flash-gc", "full", "bf16-pure", "flash", "full"))
-        out.append(_plan(fam, "lora-mixed-flash", "lora", "bf16-mixed", "flash"))
-        out.append(_plan(fam, "lora-mixed-flash-gc", "lora", "bf16-mixed", "flash", "full"))
+        a = ATTENTION.get(fam, "flash")
+        out.append(_plan(fam, f"full-pure-{a}", "full", "bf16-pure", a))
+        out.append(_plan(fam, f"lora-mixed-{a}", "lora", "bf16-mixed", a))
+        if fam in NO_CKPT:
+            out.append(_plan(fam, "full-mixed-eager", "full", "bf16-mixed", "eager"))
+            continue
+        out.append(_plan(fam, f"full-pure-{a}-gc", "full", "bf16-pure", a, "full"))
+        out.append(_plan(fam, f"lora-mixed-{a}-gc", "lora", "bf16-mixed", a, "full"))
         out.append(_plan(fam, "full-mixed-eager", "full", "bf16-mixed", "eager"))
     return out
 
@@ -80,19 +117,73 @@ def _assistant_forward(model, cfg, dt):
     return forward
 
 
+def _pi0_forward(model, cfg, dt):
+    """PI0ForConditionalGeneration fed one training sample a row (module docstring)."""
+    import torch  # noqa: PLC0415
+    fwd = model.forward
+    vlm, v = cfg.vlm_config, cfg.vlm_config.vision_config
+    n_img = (v.image_size // v.patch_size) ** 2
+    px = dt["base"]
+    batch: dict = {}
+
+    def forward(input_ids=None, labels=None, **kw):
+        # the batch (made in the first step's forward, inside the fake mode, and kept for the whole step, as
+        # input_ids are): the prompt with its n_img image tokens first, one camera, the state, the noise, a fixed
+        # flow-matching time (PI0 samples it from a Beta, which fake tensors cannot), the target actions
+        if not batch:
+            b = labels.shape[0]
+            ids = input_ids.clone()
+            ids[:, :n_img] = vlm.image_token_id
+            batch.update(state=torch.zeros(b, cfg.max_state_dim, dtype=px),
+                         noise=torch.zeros(b, cfg.chunk_size, cfg.max_action_dim, dtype=px),
+                         timestep=torch.full((b,), 0.5, dtype=torch.float32), input_ids=ids,
+                         pixel_values=torch.zeros(b, 1, v.num_channels, v.image_size, v.image_size, dtype=px),
+                         pixel_attention_mask=torch.ones(b, 1, dtype=torch.bool),
+                         actions=torch.zeros(b, cfg.chunk_size, cfg.max_action_dim, dtype=px))
+        return fwd(**batch)
+    return forward
+
+
+CLASSES = {"pi0": "PI0ForConditionalGeneration"}
+# vision.trainable "frozen": the tower and its projector take no gradient
+TOWERS = {"pi0": ("model.vlm.vision_tower", "model.vlm.multi_modal_projector")}
+
+
 def _patch() -> None:
     """Make the tracer build and feed the composites (in the worker process, once)."""
     if _PATCHED:
         return
     _PATCHED.append(True)
-    from . import trace  # noqa: PLC0415
-    orig_build = trace.build_meta_model
+    from . import build, trace  # noqa: PLC0415
+    orig_build, orig_class = trace.build_meta_model, build.model_class
+
+    class Direct:
+        """The class itself where no auto class maps the config for training from a config."""
+        def __init__(self, name):
+            self.name = name
+
+        def from_config(self, cfg, **kw):
+            import transformers  # noqa: PLC0415
+            return getattr(transformers, self.name)._from_config(cfg, **kw)
+
+    def model_class(p):
+        if isinstance(p.model, dict) and p.model.get("model_type") in CLASSES:
+            return Direct(CLASSES[p.model["model_type"]])
+        return orig_class(p)
+    build.model_class = model_class
+    import transformers  # noqa: PLC0415
+    # PEFT's CAUSAL_LM wrapper reads the base model's prepare_inputs_for_generation, which PI0 has none of
+    transformers.PI0ForConditionalGeneration.prepare_inputs_for_generation = lambda self, *a, **k: {}
 
     def build_meta(p, gc_context_fn=None):
         model, cfg, dt = orig_build(p, gc_context_fn=gc_context_fn)
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        for part in TOWERS.get(cfg.model_type, ()):
+            base.get_submodule(part).requires_grad_(False)
         if cfg.model_type == "gemma4_unified_assistant":
             base.forward = _assistant_forward(base, cfg, dt)
+        elif cfg.model_type == "pi0":
+            base.forward = _pi0_forward(base, cfg, dt)
         return model, cfg, dt
     trace.build_meta_model = build_meta
 
