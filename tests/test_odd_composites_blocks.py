@@ -5,7 +5,10 @@
   trained behind a frozen backbone whose inputs_embeds and shared K/V it reads (memory/blocks_gemma4_assistant.py);
 - ``pi0-*``: PI0ForConditionalGeneration (model_type "pi0"), its flow-matching step with the SigLIP tower frozen:
   PaliGemma's Gemma over the prefix, the action expert over chunk_size + 1 suffix tokens reading the cache
-  (memory/blocks_pi0.py); SDPA (PI0 has no FlashAttention) and no checkpointing rows (PI0 + checkpointing raises).
+  (memory/blocks_pi0.py); SDPA (PI0 has no FlashAttention) and no checkpointing rows (PI0 + checkpointing raises);
+- ``evolla-*``: EvollaForProteinText2Text (model_type "evolla"), the SaProt protein encoder frozen, proteins of 128
+  tokens: the Llama layers with their adapters' cross-attention and the sequence-compressor resampler
+  (memory/blocks_evolla.py); SDPA (Evolla has no FlashAttention).
 
 Rows: small configs, s 256, b 2; full bf16-pure FA2 with and without checkpointing, LoRA bf16-mixed FA2 with and
 without, full bf16-mixed eager. Issue 20, item 3: saved activations, every component and the peak within 3 %."""
@@ -44,6 +47,8 @@ def test_every_composite_has_its_rows():
             "g4a-full-mixed-eager"} <= ids
     # PI0 under checkpointing raises in transformers 5.24 (odd_composites_trace.NO_CKPT): no -gc rows
     assert {"pi0-full-pure-sdpa", "pi0-lora-mixed-sdpa", "pi0-full-mixed-eager"} <= ids
+    assert {"evolla-full-pure-sdpa", "evolla-full-pure-sdpa-gc", "evolla-lora-mixed-sdpa", "evolla-lora-mixed-sdpa-gc",
+            "evolla-full-mixed-eager"} <= ids
 
 
 def _loss_bytes(plan) -> int:
@@ -138,3 +143,32 @@ def test_pi0_last_vlm_layer_is_its_kv_path():
     tensor over 512 tokens of h 512 (1,048,576 + 2,048 + 1,048,576) and the bf16 output k_proj / v_proj read
     (524,288): 2,623,488, not a whole layer's 10,760,192."""
     assert _act("pi0-full-pure-sdpa").layers[:2] == (10_760_192, 2_623_488)
+
+
+def test_evolla_adapter_by_hand():
+    """evolla layer 1 = a Llama layer (layer 0's 9,973,760 bytes) + its adapter over 512 text tokens (h 512, 4
+    heads of 128) and 2 x 64 latents, full bf16-pure: attention_norm's fp32 input copy, rsqrt, bf16 normalised
+    tensor and output 1,048,576 + 2,048 + 524,288 + 524,288; the scaled q the score matmul keeps 524,288, k's
+    transposed copy 2 x 64 x 512 x 2 = 131,072, the bool mask 512 x 64 = 32,768, the softmax 4 x 512 x 64 x 2 =
+    262,144, v's copy 131,072; out_proj's input and output 2 x 524,288, the gate's tanh 2; the feed-forward's
+    LayerNorm input 524,288 and stats 4,096, fc1's input 524,288, GELU's input and output 2 x 2,097,152, fc2's
+    output 524,288 and its gate's tanh 2: 10,000,388. (The amax of the scores is detached: no score tensor stays.)"""
+    layers = _act("evolla-full-pure-sdpa").layers
+    assert layers == (9_973_760, 9_973_760 + 10_000_388)
+
+
+def test_evolla_checkpointing_hooks_the_frozen_encoder():
+    """Under checkpointing the frozen SaProt (h 256, 2 layers, 128 tokens a sample, b 2, bf16) runs a graph: the
+    hooked embedding output and both layers' inputs 3 x 131,072, the rotary tables 2 x 2 x 128 x 64 = 32,768, the
+    masks 9 x 256 + 8 = 2,312, emb_layer_norm_after's input 131,072 and stats 2,048: 561,416 bytes."""
+    from zerocalc.memory.activations import context  # noqa: PLC0415
+    from zerocalc.memory.blocks_evolla import saprot_graph  # noqa: PLC0415
+    from zerocalc.memory.inputs import effective_stack  # noqa: PLC0415
+    from zerocalc.memory.precision import dtypes_for  # noqa: PLC0415
+    from zerocalc.model import model_from_config  # noqa: PLC0415
+    from tools.memtrace.odd_composites_trace import rows  # noqa: PLC0415
+    row = next(r for r in rows() if r["id"] == "evolla-full-pure-sdpa-gc")
+    plan = Plan.from_dict({k: v for k, v in row.items() if k not in ("id", "quick")})
+    arch = model_from_config(row["model"])
+    c = context(plan, arch, dtypes_for(plan), False, effective_stack(plan))
+    assert saprot_graph(arch, c, 128) == 561_416

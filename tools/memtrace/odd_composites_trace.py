@@ -16,6 +16,11 @@ engine keeps what their trainable parts save (tests/test_odd_composites_blocks.p
   made once and kept as the batch; PaliGemma's Gemma runs the prefix with use_cache=True, the action expert the
   chunk_size + 1 suffix tokens over the cache, F.mse_loss on the predicted velocity. PI0 has no FlashAttention
   (PI0Model._supports_flash_attn False): SDPA rows; no checkpointing rows (NO_CKPT says why).
+- ``evolla`` (modeling_evolla.py EvollaForProteinText2Text): the text and a protein of PROTEIN_TOKENS
+  structure-aware tokens a sample (an all-ones mask, kept as the batch), the SaProt encoder frozen, the resampler
+  and the adapters trained in full fine-tuning (PEFT's q_proj / v_proj are the Llama's). The adapters' forward
+  branches on `protein_kv_attn_mask.any()`, which fake tensors cannot: _aligner_always_on takes the branch.
+  EvollaPreTrainedModel has no FlashAttention: SDPA rows.
 
 Rows (small configs, s 256, b 2): full bf16-pure FA2 (pi0: SDPA) with and without checkpointing, LoRA bf16-mixed
 with and without, full bf16-mixed eager.
@@ -63,10 +68,31 @@ CONFIGS = {
                            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1,
                            "head_dim": 128, "hidden_act": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
                            "use_bidirectional_attention": True, "is_causal": True}},
+    # westlake/Evolla-10B-hf's layout (EvollaConfig's defaults: a Llama 3 8B of 32 layers with an adapter every 4th,
+    # a SaProt-650M protein encoder, a 6-deep resampler of 64 latents) cut to a Llama of h 512, GQA 4/2 of 128,
+    # I 1024, 2 layers with the adapter in layer 1 (aligner_num_add_layers 1), a SaProt of h 256, 2 layers, 4 heads,
+    # I 512, a 2-deep resampler of 4 heads of 64 and 64 latents, vocabulary 8000; proteins of 128 tokens
+    "evolla": {"model_type": "evolla", "vocab_size": 8000, "hidden_size": 512, "intermediate_size": 1024,
+               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_act": "silu",
+               "max_position_embeddings": 8192, "rms_norm_eps": 1e-05, "attention_bias": False,
+               "attention_dropout": 0.0, "mlp_bias": False, "aligner_ffn_mult": 4, "aligner_enable_bias": True,
+               "aligner_attention_probs_dropout_prob": 0.1, "aligner_num_add_layers": 1, "resampler_depth": 2,
+               "resampler_dim_head": 64, "resampler_heads": 4, "resampler_num_latents": 64, "resampler_ff_mult": 4,
+               "tie_word_embeddings": False, "pad_token_id": 0, "protein_max_length": 128,
+               "protein_encoder_config": {"vocab_size": 446, "mask_token_id": 4, "pad_token_id": 1,
+                                          "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                          "intermediate_size": 512, "hidden_dropout_prob": 0.1,
+                                          "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 1026,
+                                          "position_embedding_type": "rotary", "emb_layer_norm_before": False,
+                                          "token_dropout": True}},
 }
-TARGETS = {"g4a": ["q_proj", "o_proj"], "pi0": ["q_proj", "v_proj"]}
-# PI0Model / PI0ForConditionalGeneration._supports_flash_attn = False (the bidirectional mask over the actions)
-ATTENTION = {"pi0": "sdpa"}
+# the proteins' length a sample: EvollaProcessor's protein_max_length (1024 by default), which zerocalc reads from
+# the config's protein_max_length (model/evolla.py)
+PROTEIN_TOKENS = CONFIGS["evolla"]["protein_max_length"]
+TARGETS = {"g4a": ["q_proj", "o_proj"], "pi0": ["q_proj", "v_proj"], "evolla": ["q_proj", "v_proj"]}
+# PI0Model / PI0ForConditionalGeneration._supports_flash_attn = False (the bidirectional mask over the actions);
+# EvollaPreTrainedModel._supports_flash_attn = False (the resampler)
+ATTENTION = {"pi0": "sdpa", "evolla": "sdpa"}
 # PI0 under gradient checkpointing fails in transformers 5.24: the checkpointed PaliGemma language model sets
 # use_cache=False (GemmaModel: "`use_cache=True` is incompatible with gradient checkpointing"), so PI0Model.forward's
 # `self.vlm(..., use_cache=True).cache` is None and `cache.get_seq_length()` raises (AttributeError)
@@ -144,9 +170,55 @@ def _pi0_forward(model, cfg, dt):
     return forward
 
 
-CLASSES = {"pi0": "PI0ForConditionalGeneration"}
-# vision.trainable "frozen": the tower and its projector take no gradient
-TOWERS = {"pi0": ("model.vlm.vision_tower", "model.vlm.multi_modal_projector")}
+def _evolla_forward(model, cfg, dt):
+    """EvollaForProteinText2Text fed a protein beside the text: PROTEIN_TOKENS structure-aware tokens a sample, an
+    all-ones protein mask, kept as the batch."""
+    import torch  # noqa: PLC0415
+    fwd = model.forward
+    batch: dict = {}
+
+    def forward(input_ids=None, labels=None, **kw):
+        if not batch:
+            b = labels.shape[0]
+            batch.update(protein_input_ids=torch.full((b, PROTEIN_TOKENS), 5, dtype=torch.long),
+                         protein_attention_mask=torch.ones(b, PROTEIN_TOKENS, dtype=torch.long))
+        kw = {k: x for k, x in kw.items() if x is not None and k != "inputs_embeds"}
+        return fwd(input_ids=input_ids, labels=labels, **batch, **kw)
+    return forward
+
+
+def _aligner_always_on() -> None:
+    """EvollaSequenceAlignerCrossAttention.forward runs its cross-attention only `if protein_kv_attn_mask.any()`, a
+    data-dependent branch fake tensors cannot take: the same forward, protein states only, with the branch taken
+    (a protein in every sample, as the batch has)."""
+    import torch  # noqa: PLC0415
+    from transformers.models.evolla import modeling_evolla as me  # noqa: PLC0415
+
+    def forward(self, query_states, protein_kv_states, structure_kv_states, msa_kv_states, query_attn_mask,
+                protein_kv_attn_mask=None, structure_kv_attn_mask=None, msa_kv_attn_mask=None,
+                protein_batch_mask=None, structure_batch_mask=None, msa_batch_mask=None, cache=None):
+        bs, protein_kv_seq_len, dim = protein_kv_states.shape
+        if protein_kv_attn_mask is None:
+            protein_kv_attn_mask = (torch.ones(bs, protein_kv_seq_len).to(protein_batch_mask.device)
+                                    * protein_batch_mask.expand(size=(protein_kv_seq_len, bs)).T
+                                    ).to(protein_kv_states.device)
+        residual = query_states
+        hidden_states = self.cross_attention(
+            query_states=query_states, protein_key_value_states=protein_kv_states, structure_key_value_states=None,
+            msa_key_value_states=None, query_attn_mask=query_attn_mask, protein_kv_attn_mask=protein_kv_attn_mask,
+            structure_kv_attn_mask=None, msa_kv_attn_mask=None)
+        hidden_states = torch.tanh(self.gate_attention) * hidden_states
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.ff(hidden_states) * torch.tanh(self.gate_ffw)
+        return residual + hidden_states
+    me.EvollaSequenceAlignerCrossAttention.forward = forward
+
+
+CLASSES = {"pi0": "PI0ForConditionalGeneration", "evolla": "EvollaForProteinText2Text"}
+# vision.trainable "frozen": the tower and its projector take no gradient (Evolla: the SaProt protein encoder)
+TOWERS = {"pi0": ("model.vlm.vision_tower", "model.vlm.multi_modal_projector"),
+          "evolla": ("model.protein_encoder.model",)}
 
 
 def _patch() -> None:
@@ -174,6 +246,7 @@ def _patch() -> None:
     import transformers  # noqa: PLC0415
     # PEFT's CAUSAL_LM wrapper reads the base model's prepare_inputs_for_generation, which PI0 has none of
     transformers.PI0ForConditionalGeneration.prepare_inputs_for_generation = lambda self, *a, **k: {}
+    _aligner_always_on()
 
     def build_meta(p, gc_context_fn=None):
         model, cfg, dt = orig_build(p, gc_context_fn=gc_context_fn)
@@ -184,6 +257,8 @@ def _patch() -> None:
             base.forward = _assistant_forward(base, cfg, dt)
         elif cfg.model_type == "pi0":
             base.forward = _pi0_forward(base, cfg, dt)
+        elif cfg.model_type == "evolla":
+            base.forward = _evolla_forward(base, cfg, dt)
         return model, cfg, dt
     trace.build_meta_model = build_meta
 

@@ -66,7 +66,7 @@ def kv_path(arch: ModelArch, c: Ctx, adapters: tuple[Adapter, ...]) -> int:
 def pi0_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, adapters: tuple[Adapter, ...],
                lm_head_adapter: Adapter | None, input_grads: bool):
     """memory/blocks_seq2seq.py EncDec's fields (layers, extra, ckpt_extra, head) for π0 (module docstring)."""
-    chunk = arch.action_chunk
+    chunk = arch.side_tokens
     n, t, b, s, h = chunk + 1, c.tokens, c.batch, c.seq, arch.hidden_size
     e = 2 if c.autocast else c.e
     ex, elins = expert(arch)

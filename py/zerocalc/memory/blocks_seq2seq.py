@@ -36,6 +36,7 @@ from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, line
 from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_stacks
 from .blocks_git import git_stacks
+from .blocks_evolla import MODEL_TYPE as EVOLLA, evolla_stacks
 from .blocks_pi0 import MODEL_TYPE as PI0, pi0_stacks
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
@@ -343,8 +344,9 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         return EncDec(*bert_cross_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.model_type == "git":                 # memory/blocks_git.py: the image tokens inside the layers
         return EncDec(*git_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
-    if arch.model_type == PI0:                   # memory/blocks_pi0.py: the VLM prefix and the action expert
-        return EncDec(*pi0_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
+    if arch.model_type in (PI0, EVOLLA):         # memory/blocks_pi0.py, memory/blocks_evolla.py
+        stacks_of = pi0_stacks if arch.model_type == PI0 else evolla_stacks
+        return EncDec(*stacks_of(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.t5gemma is not None:
         return t5gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter)
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model

@@ -8,7 +8,7 @@ lm_head, whatever their tie_word_embeddings. There is no next-token loss (flow m
 Checked against the meta-device build in tests/data/architectures.json.
 Activations: memory/blocks_pi0.py (the VLM's Gemma blocks over the prefix, its last layer's K/V path, the action
 expert's blocks over chunk_size + 1 suffix tokens reading the cache, the action embedding and the MSE loss), traced
-with the tower frozen (tools/memtrace/odd_composites_trace.py pi0 rows); ``action_chunk`` carries chunk_size.
+with the tower frozen (tools/memtrace/odd_composites_trace.py pi0 rows); ``side_tokens`` carries chunk_size.
 """
 from __future__ import annotations
 
@@ -40,6 +40,6 @@ def pi0(cfg: Mapping, build) -> ModelArch:
     tower = rebase(tuple(paligemma_parts(vlm, lm.hidden_size)), "model.", "model.vlm.")
     outside = tuple(replace(t, block="", layer=None) for t in rebase(expert.tensors, "model.", "model.dit."))
     return replace(lm, model_type="pi0", causal_lm=False, support=SUPPORT,
-                   action_chunk=c.int("chunk_size", default=50),
+                   side_tokens=c.int("chunk_size", default=50),
                    tensors=outside + tuple(replace(t, block="", layer=None) for t in tower)
                    + rebase(lm.tensors, "model.", "model.vlm.language_model.") + tuple(b.tensors))
