@@ -22,7 +22,8 @@ from .gemma4 import gemma4_text
 
 SUPPORT = ("exact parameter count; activations traced (memory/blocks_gemma4_assistant.py; "
            "tools/memtrace/odd_composites_trace.py), as a drafter behind a frozen backbone whose inputs_embeds and "
-           "shared K/V it reads")
+           "shared K/V it reads; full bf16-mixed counts autocast copies of pre_projection / post_projection the step "
+           "does not keep")
 
 
 def gemma4_unified_assistant(c: ConfigReader) -> ModelArch:
