@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from .blocks_cpmant import cpmant_head, cpmant_layer
 from .blocks_doge import doge_layer
+from .blocks_evolla import RULES as EVOLLA_RULES
+from .blocks_gemma4_assistant import HEADS as G4A_HEADS, RULES as G4A_RULES
 from .blocks_glm5_next import MODEL_TYPES as GLM5_NEXT, glm5_next_layer
 from .blocks_hy_v4 import MODEL_TYPES as HY_V4, hy_v4_block
 from .blocks_inkling import HEADS as INKLING_HEADS, RULES as INKLING_RULES
@@ -35,6 +37,8 @@ MORE_RULES: dict = {
     **{t: hy_v4_block for t in HY_V4},           # memory/blocks_hy_v4.py: HY-V4 and HY-V4-VL's language model
     **{t: glm5_next_layer for t in GLM5_NEXT},   # memory/blocks_glm5_next.py: GLM-5.3-Flash's language model
     **{t: kosmos_layer for t in KOSMOS},         # memory/blocks_kosmos.py: Kosmos-2 / 2.5's text decoders
+    **G4A_RULES,                                 # memory/blocks_gemma4_assistant.py: Gemma 4's MTP assistant
+    **EVOLLA_RULES,                              # memory/blocks_evolla.py: the Llama layers and their adapters
 }
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
-MORE_HEADS: dict = {"cpmant": cpmant_head, **INKLING_HEADS, **INKLING2_HEADS}
+MORE_HEADS: dict = {"cpmant": cpmant_head, **INKLING_HEADS, **INKLING2_HEADS, **G4A_HEADS}

@@ -41,6 +41,8 @@ from .blocks_nllb_moe import nllb_mlp
 from .blocks_prophetnet import prophetnet_stacks
 from .blocks_t5gemma2 import t5gemma2_stacks
 from .blocks_vision_seq2seq import eager_recompute, florence2_inputs, pix2struct_stacks, udop_stacks  # noqa: F401
+from .blocks_evolla import MODEL_TYPE as EVOLLA, evolla_stacks
+from .blocks_pi0 import MODEL_TYPE as PI0, pi0_stacks
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
 from .lora import Adapter
@@ -364,6 +366,9 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     if arch.model_type == "udop":                # memory/blocks_vision_seq2seq.py: image patches in the encoder
         return EncDec(*udop_stacks(arch, c_first, c, linears, adapters, lm_head_adapter, input_grads, t5_block,
                                    t5_norm))
+    if arch.model_type in (PI0, EVOLLA):         # memory/blocks_pi0.py, memory/blocks_evolla.py
+        stacks_of = pi0_stacks if arch.model_type == PI0 else evolla_stacks
+        return EncDec(*stacks_of(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.t5gemma is not None:
         return t5gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter)
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model

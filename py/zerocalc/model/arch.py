@@ -127,6 +127,9 @@ class ModelArch:
     # tokens the model itself prepends to every sequence, run by every layer and dropped before the head (CPM-Ant's
     # prompt_length: model/classic_more.py cpmant; memory/blocks_cpmant.py), else 0
     prompt_tokens: int = 0
+    # a composite's second input, its tokens a sample: π0's action chunk (model/pi0.py chunk_size; the action expert
+    # runs chunk_size + 1 suffix tokens, memory/blocks_pi0.py), Evolla's protein tokens (model/evolla.py), else 0
+    side_tokens: int = 0
     # Inkling 2 / 2 Loop's layer layout (model/inkling2.py: each layer's attention shape and how many block states
     # its attention_input / mlp_input read) where memory/blocks_inkling2.py costs its layers, else None
     inkling2: Mapping | None = None
