@@ -129,3 +129,13 @@ def test_peft_with_checkpointing_where_the_trace_could_not_run(model_type):
     assert "checkpointing-unsupported" in ids({**plan, "activation_checkpointing": "full"})
     assert "checkpointing-unsupported" not in ids({**plan, "activation_checkpointing": "none"})
     assert "checkpointing-unsupported" not in ids({**plan, "method": "full", "activation_checkpointing": "full"})
+
+
+def test_pi0_checkpointed_raises_whatever_the_method():
+    # PI0's class allows checkpointing, but its action expert reads the prefix cache the checkpointed Gemma drops
+    assert FLAGS["model_types"]["pi0"]["checkpointing"] is True
+    plan = {"model": _config("pi0"), "gpu": "h100-sxm-80gb", "attention": "sdpa", "seq_len": 256, "method": "full"}
+    def ids(p):
+        return [w.id for w in warnings(estimate(Plan.from_dict(p)))]
+    assert "checkpointing-unsupported" in ids({**plan, "activation_checkpointing": "full"})
+    assert "checkpointing-unsupported" not in ids({**plan, "activation_checkpointing": "none"})

@@ -12,7 +12,8 @@ from .exports import export_warnings
 from .knobs import knobs
 from .memory.lora import ADAPTED_EXPERTS, matched_targets
 from .memory.optimizers import is_paged
-from .model.class_flags import NO_CHECKPOINTING, NO_FLASH, PEFT_CHECKPOINTING_RAISES, unsupported_attention
+from .model.class_flags import (CHECKPOINTING_RAISES, NO_CHECKPOINTING, NO_FLASH, PEFT_CHECKPOINTING_RAISES,
+                                unsupported_attention)
 from .result import Estimate, Warning
 from .run import LABELS
 from .stack import OWN_MODEL_CODE
@@ -162,6 +163,10 @@ def _checkpointing_warnings(est: Estimate) -> list[Warning]:
                    "enable_input_require_grads makes the embeddings' output a leaf that requires grad, and "
                    f"{PEFT_CHECKPOINTING_RAISES[arch.model_type].split(' (')[0]} writes into it in place.",
                    "Set activation_checkpointing none, or train the full model.")]
+    if arch.model_type in CHECKPOINTING_RAISES:
+        return [_w("checkpointing-unsupported", "error",
+                   f"{arch.model_type} with checkpointing raises in transformers 5.24: "
+                   f"{CHECKPOINTING_RAISES[arch.model_type].split(' (')[0]}.", "Set activation_checkpointing none.")]
     if arch.model_type not in NO_CHECKPOINTING:
         return []
     return [_w("checkpointing-unsupported", "error",
