@@ -155,6 +155,7 @@ post-fidelity:
 # the meta device (tools/archgen) -> tests/data/architectures.json (tests/test_architectures.py reads it).
 archgen: tools-venv
 	$(PY) -m tools.archgen
+	$(PY) -m tools.archgen.class_flags
 
 allocator-cache: tools-venv
 	$(PY) scripts/allocator_cache.py

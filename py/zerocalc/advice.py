@@ -12,8 +12,11 @@ from .exports import export_warnings
 from .knobs import knobs
 from .memory.lora import ADAPTED_EXPERTS, matched_targets
 from .memory.optimizers import is_paged
+from .model.class_flags import (CHECKPOINTING_RAISES, NO_CHECKPOINTING, NO_FLASH, PEFT_CHECKPOINTING_RAISES,
+                                unsupported_attention)
 from .result import Estimate, Warning
 from .run import LABELS
+from .stack import OWN_MODEL_CODE
 from .units import gib_text as _gib
 
 
@@ -115,6 +118,7 @@ def warnings(est: Estimate) -> list[Warning]:
         out.append(_w("checkpointing-off", "info",
                       f"Activations take {_gib(comps['activations'])}.",
                       "Full activation checkpointing keeps one input per layer at the cost of ~1/3 more compute."))
+    out += _attention_warnings(est) + _checkpointing_warnings(est)
     if plan.attention == "eager" and plan.seq_len >= 1024:
         out.append(_w("eager-attention", "info", "Eager attention keeps the s x s softmax per layer.",
                       "Use flash or sdpa attention."))
@@ -123,6 +127,52 @@ def warnings(est: Estimate) -> list[Warning]:
                       "DDP keeps the full weights, gradients, optimizer states and a gradient bucket copy on "
                       "every GPU.", "ZeRO-1/2 or FSDP shard the optimizer states and gradients."))
     return out + post_warnings(est)
+
+
+def _attention_warnings(est: Estimate) -> list[Warning]:
+    """transformers 5 raises at load for an attention the model's class has no path for (model/class_flags.py);
+    the estimate still costs the plan's attention, so the plan as given is one that cannot run."""
+    plan, arch = est.plan, est.arch
+    if plan.stack.trainer in OWN_MODEL_CODE or plan.stack.transformers != "5":
+        return []
+    missing = unsupported_attention(arch.model_type, plan.attention)
+    if missing == "flash":
+        return [_w("attention-unsupported", "error",
+                   f"transformers' {arch.model_type} class does not support FlashAttention: loading it with "
+                   "attn_implementation=\"flash_attention_2\" raises ValueError.",
+                   "Use attention sdpa." if unsupported_attention(arch.model_type, "sdpa") == "" else
+                   "Use attention eager (this class has no SDPA path either).")]
+    if missing == "sdpa":
+        fix = ("Use attention flash, or eager for what it runs with attn_implementation unset."
+               if arch.model_type not in NO_FLASH else "Use attention eager (this class has no FlashAttention either).")
+        return [_w("attention-unsupported", "error",
+                   f"transformers' {arch.model_type} class has no SDPA attention: attn_implementation=\"sdpa\" "
+                   "raises ValueError, and left unset it runs eager, which keeps the s x s scores.", fix)]
+    return []
+
+
+def _checkpointing_warnings(est: Estimate) -> list[Warning]:
+    """transformers' activation_checkpointing_enable raises for a class without supports_gradient_checkpointing
+    (model/class_flags.py); the estimate still costs the checkpointed step."""
+    plan, arch = est.plan, est.arch
+    if plan.stack.trainer in OWN_MODEL_CODE or plan.stack.transformers != "5" or plan.activation_checkpointing == "none":
+        return []
+    if plan.method != "full" and arch.model_type in PEFT_CHECKPOINTING_RAISES:
+        return [_w("checkpointing-unsupported", "error",
+                   f"{arch.model_type} under PEFT with checkpointing raises in transformers 5.24: "
+                   "enable_input_require_grads makes the embeddings' output a leaf that requires grad, and "
+                   f"{PEFT_CHECKPOINTING_RAISES[arch.model_type].split(' (')[0]} writes into it in place.",
+                   "Set activation_checkpointing none, or train the full model.")]
+    if arch.model_type in CHECKPOINTING_RAISES:
+        return [_w("checkpointing-unsupported", "error",
+                   f"{arch.model_type} with checkpointing raises in transformers 5.24: "
+                   f"{CHECKPOINTING_RAISES[arch.model_type].split(' (')[0]}.", "Set activation_checkpointing none.")]
+    if arch.model_type not in NO_CHECKPOINTING:
+        return []
+    return [_w("checkpointing-unsupported", "error",
+               f"transformers' {arch.model_type} class has no gradient checkpointing: gradient_checkpointing_enable "
+               "raises ValueError.", "Set activation_checkpointing none (and a smaller micro-batch if it then "
+               "does not fit).")]
 
 
 def _pcie_only(interconnect: str) -> bool:

@@ -19,7 +19,7 @@ from .blocks_families import EAGER_ONLY, LAYERNORM_HEADS, final_norm
 from .blocks_modernbert import modernbert_outside
 from .blocks_moe import RULES as FAMILY_RULES
 from .blocks_moe import beam_recompute_moment, longcat_consumed
-from .blocks_seq2seq import encoder_decoder
+from .blocks_seq2seq import eager_recompute, encoder_decoder
 from .ssm_blocks import checkpointed_inputs, ssm_final_norm
 from .logits import LITGPT_CHUNK
 from .blocks_gemma3n import checkpointed_streams, gemma3n_outside
@@ -283,8 +283,8 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             flash = layer_saved_bytes(arch, context(plan.with_changes(attention="flash"), arch, dt, False, st),
                                       per_layer_linears[-1], layer_adapters(arch, plan, per_layer_linears[-1])
                                       if plan.method != "full" else ())
-            scores = arch.num_heads * plan.seq_len * plan.seq_len * plan.micro_batch_size
-            recompute = max(flash, 12 * scores + 8 * (2 if dt.autocast else dt.compute) * t * h)
+            e_r = 2 if dt.autocast else dt.compute      # over UDOP's text + image patches (blocks_vision_seq2seq.py)
+            recompute = max(flash, eager_recompute(arch, plan.seq_len, plan.micro_batch_size, e_r))
         if arch.moe:
             # the peak of a recomputed MoE layer is inside the experts' backward: the weighted outputs
             # and the down-projection input are consumed, and the gradients of gate/up/product are in

@@ -128,6 +128,14 @@ def never_run(arch: ModelArch, module: str) -> bool:
     never run without an encoder (modeling_bart.py BartDecoderLayer: `if encoder_hidden_states is not None`), so it
     gets no gradient, no optimizer state, and autocast casts none of its weights (traced:
     tools/memtrace/golden/bart)."""
+    if arch.prophetnet is not None:
+        # ProphetNetForCausalLM: ProphetNetDecoderLayer runs cross_attn only with encoder states (traced:
+        # tools/memtrace/golden/prophetnet)
+        return ".cross_attn" in module
+    if arch.bart is not None and arch.bart.get("nllb") and ".ffn.experts.expert_" in module:
+        # NLLB-MoE: transformers 5.24's NllbMoeExperts.forward runs only expert_0 and expert_1
+        # (memory/blocks_nllb_moe.py): the others take no gradient either (traced: tools/memtrace/golden/nllb_moe)
+        return int(module.split(".ffn.experts.expert_")[1].split(".")[0]) >= 2
     return arch.bart is not None and arch.bart["decoder_only"] and ".encoder_attn" in module
 
 

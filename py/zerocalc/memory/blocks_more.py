@@ -10,12 +10,16 @@ from .blocks import Ctx
 from .blocks_blt import blt_checkpointed, blt_global_layer, blt_head
 from .blocks_cpmant import cpmant_head, cpmant_layer
 from .blocks_doge import doge_layer
+from .blocks_evolla import RULES as EVOLLA_RULES
+from .blocks_gemma4_assistant import HEADS as G4A_HEADS, RULES as G4A_RULES
 from .blocks_glm5_next import MODEL_TYPES as GLM5_NEXT, glm5_next_layer
 from .blocks_hy_v4 import MODEL_TYPES as HY_V4, hy_v4_block
 from .blocks_inkling import HEADS as INKLING_HEADS, RULES as INKLING_RULES
 from .blocks_inkling2 import HEADS as INKLING2_HEADS, RULES as INKLING2_RULES
+from .blocks_kosmos import MODEL_TYPES as KOSMOS, kosmos_layer
 from .blocks_kimi_linear import MODEL_TYPES as KIMI_LINEAR, kimi_linear_block
 from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, muse_spark_block
+from .blocks_prophetnet import prophetnet_layer
 from .blocks_qwen4_exp import MODEL_TYPES as QWEN4_EXP, qwen4_exp_layer
 from .blocks_reformer import reformer_head, reformer_layer
 from .blocks_step3p7 import MODEL_TYPES as STEP3P7, step3p7_block
@@ -30,6 +34,7 @@ MORE_RULES: dict = {
     "xlnet": xlnet_layer,                        # memory/blocks_xlnet.py: one-stream relative attention
     "reformer": reformer_layer,                  # memory/blocks_reformer.py: reversible layers keep nothing
     "blt": blt_global_layer,                     # memory/blocks_blt.py: the global layers over the patches
+    "prophetnet": prophetnet_layer,              # memory/blocks_prophetnet.py: ProphetNetForCausalLM's decoder
     **{t: step3p7_block for t in STEP3P7},       # memory/blocks_step3p7.py: Step 3.7's step3p5 text model
     **{t: muse_spark_block for t in MUSE_SPARK},  # memory/blocks_muse_spark.py: Muse Spark's text model
     **{t: zaya_block for t in ZAYA},             # memory/blocks_zaya.py: ZAYA1
@@ -39,10 +44,13 @@ MORE_RULES: dict = {
     **{t: kimi_linear_block for t in KIMI_LINEAR},  # memory/blocks_kimi_linear.py: KDA / MLA / MoE layers
     **{t: hy_v4_block for t in HY_V4},           # memory/blocks_hy_v4.py: HY-V4 and HY-V4-VL's language model
     **{t: glm5_next_layer for t in GLM5_NEXT},   # memory/blocks_glm5_next.py: GLM-5.3-Flash's language model
+    **{t: kosmos_layer for t in KOSMOS},         # memory/blocks_kosmos.py: Kosmos-2 / 2.5's text decoders
+    **G4A_RULES,                                 # memory/blocks_gemma4_assistant.py: Gemma 4's MTP assistant
+    **EVOLLA_RULES,                              # memory/blocks_evolla.py: the Llama layers and their adapters
 }
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
 MORE_HEADS: dict = {"cpmant": cpmant_head, "xlnet": xlnet_head, "reformer": reformer_head, "blt": blt_head,
-                    **INKLING_HEADS, **INKLING2_HEADS}
+                    **INKLING_HEADS, **INKLING2_HEADS, **G4A_HEADS}
 
 
 def no_autocast_copy(arch: ModelArch, tt: Tensor) -> bool:

@@ -15,8 +15,8 @@ with FA2, FSMT (post-LN, ReLU, fairseq's own eager bmm attention, time-major sta
 global-token encoder layer: memory/blocks_encoder_attn.py) with FA2, full / LoRA / checkpointed. Costed with the
 same rules, not traced: a T5 plan asking flash or sdpa (T5 has no FA2 path, `_supports_flash_attn = False`, and
 SDPA takes the position bias as a float mask: costed as eager), LED with global attention (a global_attention_mask:
-costed as local only), the sparse layers of NLLB-MoE (as one dense feed-forward), UMT5's
-per-layer bias under checkpointing. Switch Transformers' sparse feed-forward (switch_sparse_mlp) is traced with its
+costed as local only), UMT5's per-layer bias under checkpointing. NLLB-MoE's feed-forwards (its sparse layers as
+transformers 5.24 runs them) are memory/blocks_nllb_moe.py's, traced (tools/memtrace/nllb_moe_trace.py). Switch Transformers' sparse feed-forward (switch_sparse_mlp) is traced with its
 real router and a balanced assignment under expert capacity (tools/memtrace/routing.py), bf16-mixed full and LoRA.
 
 Shared facts:
@@ -36,6 +36,13 @@ from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, line
 from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_stacks
 from .blocks_git import git_stacks
+from .blocks_kosmos import MODEL_TYPES as KOSMOS, kosmos_stacks
+from .blocks_nllb_moe import nllb_mlp
+from .blocks_prophetnet import prophetnet_stacks
+from .blocks_t5gemma2 import t5gemma2_stacks
+from .blocks_vision_seq2seq import eager_recompute, florence2_inputs, pix2struct_stacks, udop_stacks  # noqa: F401
+from .blocks_evolla import MODEL_TYPE as EVOLLA, evolla_stacks
+from .blocks_pi0 import MODEL_TYPE as PI0, pi0_stacks
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
 from .lora import Adapter
@@ -76,19 +83,23 @@ def t5_norm(ss: SavedSet, c: Ctx, key: str, x: str, d: int) -> str:
     return f"{key}.out"
 
 
-def t5_attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, x: str, kv_x: str, lins: dict, ads: dict) -> None:
+def t5_attention(ss: SavedSet, c: Ctx, arch: ModelArch, key: str, x: str, kv_x: str, lins: dict, ads: dict,
+                 kv: int = 0) -> None:
     """modeling_t5.py T5Attention.forward + eager_attention_forward (T5 has no FA2 path: `_supports_flash_attn =
     False`, its bias is a score term): q/k/v projections, matmul(q, k^T) keeps a contiguous q and K^T, softmax
     in q's dtype (no dtype=float32; fp32 under autocast, with matmul's 16-bit copy), matmul(probs, v) keeps the
-    probabilities and a contiguous V, the output transposed and made contiguous is o's input."""
+    probabilities and a contiguous V, the output transposed and made contiguous is o's input. ``kv``: the key /
+    value states a micro-batch when they are not the queries' (UDOP's cross-attention over text + image patches)."""
     e = 2 if c.autocast else c.e
     t, q = c.tokens, arch.num_heads * arch.head_dim
+    t_kv = kv or t
+    ckv = replace(c, tokens=t_kv)
     for name, src in (("q", x), ("k", kv_x), ("v", kv_x)):
-        linear(ss, c, src, c.res, lins[name], ads.get(name))
+        linear(ss, c if name == "q" else ckv, src, c.res, lins[name], ads.get(name))
     ss.save(f"{key}.q", e * t * q)
-    ss.save(f"{key}.kT", e * t * q)
-    ss.save(f"{key}.v", e * t * q)
-    scores = arch.num_heads * c.seq * c.seq * c.batch
+    ss.save(f"{key}.kT", e * t_kv * q)
+    ss.save(f"{key}.v", e * t_kv * q)
+    scores = arch.num_heads * c.seq * t_kv
     if c.autocast:
         ss.save(f"{key}.softmax", 4 * scores)
         ss.save(f"{key}.probs", 2 * scores)
@@ -139,7 +150,8 @@ def switch_sparse_mlp(ss: SavedSet, c: Ctx, arch: ModelArch, y: str, lins: dict)
     ss.save("experts.prod", max(e, c.res) * n * h)
 
 
-def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, sparse: bool = False) -> SavedSet:
+def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, sparse: bool = False,
+             kv: int = 0) -> SavedSet:
     """modeling_t5.py T5Block: T5LayerSelfAttention (norm, attention, residual), in the decoder
     T5LayerCrossAttention (norm, attention over the encoder output), T5LayerFF (norm, DenseReluDense: wi, ReLU
     (keeps its output), `hidden_states.to(self.wo.weight.dtype)` (fp32 weights under autocast: an fp32 copy, and
@@ -152,7 +164,7 @@ def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, spar
     c2 = replace(c, first_layer=False)
     if decoder:
         y = t5_norm(ss, c2, "ln_ca", "resid_ca", h)
-        t5_attention(ss, c2, arch, "ca", y, "enc_out", lins, ads)
+        t5_attention(ss, c2, arch, "ca", y, "enc_out", lins, ads, kv)
     y = t5_norm(ss, c2, "ln_ff", "resid_ff", h)
     e = 2 if c.autocast else c.e
     inner = lins["wo"].d_in
@@ -180,7 +192,7 @@ def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, spar
 
 
 def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, layer: int = 0,
-               last: bool = False) -> SavedSet:
+               last: bool = False, mlp=None) -> SavedSet:
     """BART's encoder / decoder layer by the arch's switches (model/seq2seq.py switches). Pre-LN
     (modeling_m2m_100.py M2M100EncoderLayer / M2M100DecoderLayer): LayerNorm -> q/k/v -> attention -> out_proj
     -> dropout -> residual; in the decoder LayerNorm -> q_proj, k_proj/v_proj of the encoder output -> attention
@@ -189,7 +201,8 @@ def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, la
     layer input (the previous norm's output). The feed-forward and dropouts as memory/blocks_bart.py's (GELU keeps
     its input and fc2 its output, ReLU one tensor). SDPA/FA2 keep q, k, v, the output and an fp32 logsumexp
     (memory/blocks.py attention_core); eager as blocks_bart.py eager_attention. LED's encoder attention and
-    PEGASUS-X's encoder layer: memory/blocks_encoder_attn.py."""
+    PEGASUS-X's encoder layer: memory/blocks_encoder_attn.py. `mlp`: another feed-forward rule of bart_mlp's
+    signature (NLLB-MoE's: memory/blocks_nllb_moe.py)."""
     sw = arch.bart
     ss = SavedSet()
     if not decoder and sw["encoder_attn"] == "global_local":
@@ -224,7 +237,7 @@ def bart_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, la
         linear(ss, c2, out, e, lins["out_proj"], ads.get("out_proj"))
         _drop(ss, c2, sw, "ca_drop", h)
     y, yb = layernorm(ss, c2, ("ln_ca" if decoder else "ln_sa") if post else "ln_ff", "resid_ff", h)
-    bart_mlp(ss, c2, sw, y, yb, lins, ads)
+    (mlp or bart_mlp)(ss, c2, sw, y, yb, lins, ads)
     _drop(ss, c2, sw, "ff_drop", h, sw.get("ff_dropout", sw["dropout"]))
     if post:
         layernorm(ss, c2, "ln_ff", "resid_out", h)      # its output is the next layer's input (saved there)
@@ -342,6 +355,20 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         return EncDec(*bert_cross_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.model_type == "git":                 # memory/blocks_git.py: the image tokens inside the layers
         return EncDec(*git_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
+    if arch.prophetnet is not None:              # memory/blocks_prophetnet.py: the main and ngram streams
+        return EncDec(*prophetnet_stacks(arch, c_first, c, linears, adapters, lm_head_adapter, input_grads))
+    if arch.model_type == "t5gemma2":            # memory/blocks_t5gemma2.py: the merged self + cross attention
+        return EncDec(*t5gemma2_stacks(arch, c_first, c, linears, adapters, lm_head_adapter))
+    if arch.model_type in KOSMOS:                # memory/blocks_kosmos.py: Kosmos-2 / 2.5's text decoders
+        return EncDec(*kosmos_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
+    if arch.model_type == "pix2struct":          # memory/blocks_vision_seq2seq.py: T5 decoder blocks, frozen encoder
+        return EncDec(*pix2struct_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads, t5_block, t5_norm))
+    if arch.model_type == "udop":                # memory/blocks_vision_seq2seq.py: image patches in the encoder
+        return EncDec(*udop_stacks(arch, c_first, c, linears, adapters, lm_head_adapter, input_grads, t5_block,
+                                   t5_norm))
+    if arch.model_type in (PI0, EVOLLA):         # memory/blocks_pi0.py, memory/blocks_evolla.py
+        stacks_of = pi0_stacks if arch.model_type == PI0 else evolla_stacks
+        return EncDec(*stacks_of(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.t5gemma is not None:
         return t5gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter)
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model
@@ -358,7 +385,7 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         decoder, ci = i >= n_enc, c_first if i in (0, n_enc) else c
         sparse = arch.switch is not None and arch.switch["sparse"][i]
         ss = (t5_block(arch, ci, lins, ads, decoder, sparse) if t5 else
-              bart_block(arch, ci, lins, ads, decoder, i - n_enc * decoder, i == n_enc - 1))
+              bart_block(arch, ci, lins, ads, decoder, i - n_enc * decoder, i == n_enc - 1, nllb_mlp(arch, i)))
         if "enc_out" in ss.items:               # one tensor read by every decoder layer
             shared.save("enc_out", ss.items.pop("enc_out"))
         layers.append(ss.total)
@@ -398,4 +425,6 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     else:                       # post-LN: the last layer's final_layer_norm output
         y, yb = "dec_last", 4 if c.autocast and arch.bart["post_ln"] else c.res
     linear(head, c, y, yb, Linear("lm_head", h, arch.vocab_size), lm_head_adapter)
-    return EncDec(layers=tuple(layers), extra=extra, ckpt_extra=ckpt_extra, head=head.total)
+    # Florence-2: the batch's pixel_values and the image tokens' scatter mask (memory/blocks_vision_seq2seq.py)
+    return EncDec(layers=tuple(layers), extra=extra, ckpt_extra=ckpt_extra,
+                  head=head.total + florence2_inputs(arch, c, input_grads))

@@ -61,7 +61,8 @@ def step_inputs(plan: Plan) -> StepInputs:
         # BART-lineage causal decoder's never-run cross-attention gets no gradient, so no optimizer state either
         # (torch AdamW skips a parameter whose .grad is None; traced: tools/memtrace/golden/bart/*-full-*)
         idle = list(tower) if tower and plan.vision.trainable == "frozen" else []
-        if arch.bart is not None and arch.bart["decoder_only"]:
+        if arch.prophetnet is not None or (arch.bart is not None and (arch.bart["decoder_only"] or
+                                                                     arch.bart.get("nllb"))):   # NLLB-MoE: experts 2+
             idle += [t for t in arch.tensors if never_run(arch, t.module)]
         idle += idle_tensors(arch, plan)         # memory/blocks_cross.py: Mllama's skipped cross-attention layers
         idle += no_grad_tensors(arch)            # memory/indexers.py: sparse-attention indexers take no gradient

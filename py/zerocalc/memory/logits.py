@@ -50,7 +50,11 @@ from .stack import Stack
 CHUNKS = 8
 # causal LMs whose own loss is `cross_entropy(scores.view(-1, V), y.view(-1))` on the 16-bit logits, labels not shifted
 # (XLM; modeling_cpmant.py CpmAntForCausalLM.forward: `CrossEntropyLoss()(logits.view(-1, V), labels.view(-1))`)
-NO_UPCAST = ("xlm", "cpmant", "encoder-decoder", "vision-encoder-decoder", "blip")
+NO_UPCAST = ("xlm", "cpmant", "encoder-decoder", "vision-encoder-decoder", "blip", "pix2struct", "udop")
+# encoder-decoders whose loss is transformers' ForCausalLMLoss (logits upcast, fp32 log-softmax), not their own
+# CrossEntropyLoss: Florence2ForConditionalGeneration.forward's self.loss_function (traced:
+# tools/memtrace/golden/vision_seq2seq/florence2-*)
+UPCAST_SEQ2SEQ = ("florence2",)
 # softcapped logits in fp32 (logits() below)
 FP32_SOFTCAP = ("xlstm", "beam", "inkling2_text", "inkling2", "inkling2_loop_text", "inkling2_loop")
 LITGPT_CHUNK = 128        # lm_head_chunk_size of LitGPT's finetune scripts
@@ -68,7 +72,9 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
     if not arch.causal_lm:
         return Logits(0, 0, 0)
     s, b, V = plan.seq_len, plan.micro_batch_size, arch.vocab_size
-    n = s * b * V
+    # ProphetNetForCausalLM: lm_head over the ngram predicting streams (memory/blocks_prophetnet.py)
+    streams = arch.prophetnet["ngram"] if arch.prophetnet is not None else 1
+    n = s * b * V * streams
     shifted = (s - 1) * b * V
     c = compute_bytes
     raw = c * n                                  # lm_head output in the compute dtype
@@ -120,7 +126,8 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
         fwd = max(returning, o * n + o * shifted) - kept
         return Logits(saved=o * shifted, forward_peak=fwd, backward_peak=o * shifted + 2 * o * chunk,
                       kept_by_loop=kept)
-    if ((stacks(arch) is not None or arch.model_type in NO_UPCAST) and not plan.precision.endswith("-mixed")
+    if ((stacks(arch) is not None or arch.model_type in NO_UPCAST) and arch.model_type not in UPCAST_SEQ2SEQ
+            and not plan.precision.endswith("-mixed")
             and c != 4 and path != "torchtune"):
         # encoder-decoders (T5, M2M100 ... *ForConditionalGeneration.forward: `CrossEntropyLoss()(lm_logits.view(-1,
         # V), labels.view(-1))`, no upcast, labels not shifted): without autocast the log-softmax is kept in the
@@ -143,6 +150,10 @@ def logits(plan: Plan, arch: ModelArch, compute_bytes: int, stack: Stack) -> Log
     if path == "torchtune":
         return Logits(saved=4 * n, forward_peak=max(raw + upcast, 8 * n), backward_peak=12 * n, kept_by_loop=0)
     saved = 4 * n + softcap
+    if arch.prophetnet is not None:
+        # ProphetNetForCausalLM._compute_loss: `logits.transpose(0, 1).contiguous()` (a c·n copy), then
+        # log_softmax(dtype=float32) (traced: tools/memtrace/golden/prophetnet, the step's peak at the log-softmax)
+        raw += c * n
     return Logits(saved=saved, forward_peak=raw + upcast + saved, backward_peak=saved + 8 * n, kept_by_loop=kept)
 
 

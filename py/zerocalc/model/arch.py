@@ -127,9 +127,21 @@ class ModelArch:
     # tokens the model itself prepends to every sequence, run by every layer and dropped before the head (CPM-Ant's
     # prompt_length: model/classic_more.py cpmant; memory/blocks_cpmant.py), else 0
     prompt_tokens: int = 0
+    # a composite's second input, its tokens a sample: π0's action chunk (model/pi0.py chunk_size; the action expert
+    # runs chunk_size + 1 suffix tokens, memory/blocks_pi0.py), Evolla's protein tokens (model/evolla.py), else 0
+    side_tokens: int = 0
     # Inkling 2 / 2 Loop's layer layout (model/inkling2.py: each layer's attention shape and how many block states
     # its attention_input / mlp_input read) where memory/blocks_inkling2.py costs its layers, else None
     inkling2: Mapping | None = None
+    # ProphetNet's decoder (model/classic_more.py prophetnet: {"ngram", "buckets", "attn_dropout", "act_dropout"}):
+    # its layers run the main and ngram predicting streams (memory/blocks_prophetnet.py), lm_head the ngram ones
+    prophetnet: Mapping | None = None
+    # Kosmos-2 / 2.5's text decoder switches (model/kosmos.py: inner_ln, attn_dropout, act_dropout, image_tokens,
+    # segment) where memory/blocks_kosmos.py costs its layers and what the step keeps around them, else None
+    kosmos: Mapping | None = None
+    # image patch embeddings an encoder appends to its text tokens, a sample (UDOP: (image_size / patch_size)²,
+    # model/udop.py; memory/blocks_vision_seq2seq.py), else 0
+    image_patches: int = 0
     # a model's own attention / activation switches, read by its rule (memory/blocks_big_bird.py: BigBird's
     # attention_type, block_size, num_random_blocks, hidden_act), else None
     own: Mapping | None = None

@@ -57,8 +57,10 @@ SUPPORT = {"xlm": "exact",
            "reformer": "exact parameter count; activations approximate (what forward keeps traced: "
                        "memory/blocks_reformer.py; the reversible layers' recompute in backward, where the step "
                        "peaks, not modelled)",
-           "prophetnet": _NOT_TRACED.format("classic") + "; the n-gram streams and the kept cross-attention not "
-                                                         "modelled",
+           # memory/blocks_prophetnet.py, traced (tools/memtrace/prophetnet_trace.py)
+           "prophetnet": "exact parameter count; activations traced (memory/blocks_prophetnet.py; "
+                         "tools/memtrace/prophetnet_trace.py), eager (its own einsum attention); the never-run "
+                         "cross_attn takes no gradient, and LoRA adapters PEFT puts on it are not counted",
            # memory/blocks_cpmant.py, traced (tools/memtrace/own_blocks_trace.py cpmant)
            "cpmant": "exact parameter count; activations traced (memory/blocks_cpmant.py; "
                      "tools/memtrace/own_blocks_trace.py)",
@@ -198,8 +200,11 @@ def prophetnet(c: ConfigReader) -> ModelArch:
         b.matrix("lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     blk = [Linear(x, h, h) for x in ("key_proj", "value_proj", "query_proj", "out_proj")] + \
           [Linear("intermediate", h, ffn), Linear("output", ffn, h)]
-    return _arch(c, "prophetnet", b, "gpt2", h, n, heads, h // heads, ffn, vocab, tied, max_pos, blk,
-                 c.cfg.get("dropout"))
+    pn = {"ngram": c.int("ngram", default=2), "buckets": buckets,
+          "attn_dropout": float(c.cfg.get("attention_dropout", 0.1) or 0.0),
+          "act_dropout": float(c.cfg.get("activation_dropout", 0.1) or 0.0)}
+    return replace(_arch(c, "prophetnet", b, "gpt2", h, n, heads, h // heads, ffn, vocab, tied, max_pos, blk,
+                         c.cfg.get("dropout")), prophetnet=pn)
 
 
 def cpmant(c: ConfigReader) -> ModelArch:

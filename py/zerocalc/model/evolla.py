@@ -9,22 +9,27 @@ attention.LayerNorm, intermediate / output and the layer LayerNorm; emb_layer_no
 sequence-compressor resampler (latents, resampler_depth layers of norm_media / norm_latents / to_q / to_kv /
 to_out and a feed-forward of resampler_ff_mult, protein_projector to hidden, a LayerNorm). Checked against the
 meta-device build in tests/data/architectures.json.
-Activations: the Llama blocks as modelled (not the adapters'); the protein encoder's not modelled.
+The SaProt encoder's tensors are filed under "vision": the tower vision.trainable freezes (frozen by default).
+Activations: memory/blocks_evolla.py (the Llama blocks with their adapters' cross-attention, each adapter layer's
+linears in ``layer_linears``; the resampler; the frozen encoder keeps nothing), traced over proteins of
+``side_tokens`` tokens a sample (EvollaProcessor's protein_max_length, 1024, or the config's protein_max_length):
+tools/memtrace/odd_composites_trace.py evolla rows.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Mapping
 
-from .arch import ModelArch
+from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .encdec import require_sub_configs
 
 # SaProtConfig's defaults (configuration_evolla.py), EvollaConfig's adapter / resampler defaults
 SAPROT = {"vocab_size": 446, "hidden_size": 1280, "num_hidden_layers": 33, "intermediate_size": 5120,
           "max_position_embeddings": 1026, "position_embedding_type": "rotary", "emb_layer_norm_before": False}
-SUPPORT = ("exact parameter count; activations approximate (the Llama blocks as modelled, without the protein "
-           "adapters' cross-attention; the protein encoder's and resampler's activations not modelled)")
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_evolla.py; tools/memtrace/odd_composites_trace.py), "
+           "with the SaProt protein encoder frozen, over proteins of protein_max_length tokens (1024 unless the "
+           "config says)")
 
 
 def evolla(cfg: Mapping, build) -> ModelArch:
@@ -77,8 +82,13 @@ def evolla(cfg: Mapping, build) -> ModelArch:
         _feed_forward(t, f"{r}.layers.{j}.1", ph, c.int("resampler_ff_mult", default=4), "other")
     t.norm(f"{r}.norm", h, bias=True, component="other")
     t.linear(f"{r}.protein_projector", ph, h, "other", bias=True)
-    encoder = tuple(replace(x, block="", layer=None) for x in t.tensors)
-    return replace(lm, model_type="evolla", tensors=encoder + lm.tensors + tuple(b.tensors), support=SUPPORT)
+    encoder = tuple(replace(x, block="", layer=None, component="vision" if x.name.startswith(e) else x.component)
+                    for x in t.tensors)
+    ada = tuple(Linear(f"adapter.{name}", h, d_out) for name, d_out in (("query", h), ("out_proj", h),
+                                                                         ("ff.fc1", h * mult)))
+    layers = tuple(lm.block_linears + (ada if not (i + 1) % every else ()) for i in range(n))
+    return replace(lm, model_type="evolla", tensors=encoder + lm.tensors + tuple(b.tensors), support=SUPPORT,
+                   layer_linears=layers, side_tokens=c.int("protein_max_length", default=1024))
 
 
 def _feed_forward(b: TensorList, p: str, dim: int, mult: int, component: str) -> None:

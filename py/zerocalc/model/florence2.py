@@ -14,8 +14,9 @@ tests/data/architectures.json (and an untied variant).
 - language_model: BartModel (shared, positions of max + 2 rows, layernorm_embedding) under
   model.language_model, its embed_tokens tied to shared by the text config's tie_word_embeddings; lm_head at
   the top, tied to shared by the top-level tie_word_embeddings.
-Activations: the BART layers by memory/blocks_seq2seq.py bart_block (arch.bart: post-LN, layernorm_embedding; the
-rule traced on M2M100 / LED, not on Florence-2); the tower's and projector's by memory/vision_davit.py (traced).
+Activations: the BART layers by memory/blocks_seq2seq.py bart_block (arch.bart: post-LN, layernorm_embedding), the
+pixel_values and the image tokens' scatter mask by memory/blocks_vision_seq2seq.py, traced on Florence-2 with its
+tower frozen (tools/memtrace/vision_seq2seq_trace.py); a trained tower's and projector's by memory/vision_davit.py.
 """
 from __future__ import annotations
 
@@ -37,9 +38,9 @@ IMAGE_SIZE = 768
 BART = {"vocab_size": 50265, "max_position_embeddings": 1024, "encoder_layers": 12, "encoder_ffn_dim": 4096,
         "encoder_attention_heads": 16, "decoder_layers": 12, "decoder_ffn_dim": 4096, "decoder_attention_heads": 16,
         "d_model": 1024}
-SUPPORT = ("exact parameter count; activations approximate (the BART language model by memory/blocks_seq2seq.py's "
-           "BART-layer rule, post-LN with layernorm_embedding, traced on M2M100 / LED / the BART-lineage decoders, "
-           "not on Florence-2's encoder-decoder; the DaViT tower's traced: memory/vision_davit.py)")
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_vision_seq2seq.py with memory/blocks_seq2seq.py's "
+           "BART layer; tools/memtrace/vision_seq2seq_trace.py; the image tokens inside seq_len; a trained DaViT "
+           "tower's by memory/vision_davit.py)")
 
 
 def davit_tower_spec(v: Mapping) -> dict:

@@ -6,22 +6,30 @@ tie_word_embeddings, default True), pre_projection (2 x backbone_hidden_size -> 
 (h -> backbone_hidden_size), no biases; with use_ordered_embeddings the masked embedder's centroids
 (h -> num_centroids; token_ordering is a buffer).
 
-The count is exact (tests/test_architectures.py). Activations: each layer is costed as a classic block of its linears (the
-last layer's: q_proj, o_proj and the MLP; memory/blocks.py's Gemma block needs a k_proj), not traced, which
-``support`` says.
+The count is exact (tests/test_architectures.py). Activations: Gemma 4's layer rule, layer by layer
+(memory/blocks_gemma4.py gemma4_block over ``layer_linears``), and around the layers the backbone's inputs
+(memory/blocks_gemma4_assistant.py), traced as a drafter behind a frozen backbone
+(tools/memtrace/odd_composites_trace.py g4a rows).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 from .arch import ModelArch
 from .config import ConfigReader, TensorList
 from .gemma4 import gemma4_text
-from .recurrent import recurrent_arch
+
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_gemma4_assistant.py; "
+           "tools/memtrace/odd_composites_trace.py), as a drafter behind a frozen backbone whose inputs_embeds and "
+           "shared K/V it reads; full bf16-mixed counts autocast copies of pre_projection / post_projection the step "
+           "does not keep")
 
 
 def gemma4_unified_assistant(c: ConfigReader) -> ModelArch:
-    text = c.cfg.get("text_config") if isinstance(c.cfg.get("text_config"), Mapping) else {}
+    text = dict(c.cfg.get("text_config")) if isinstance(c.cfg.get("text_config"), Mapping) else {}
+    # Gemma4UnifiedAssistantConfig.__post_init__: every layer reuses the backbone's K/V unless the config says
+    text["num_kv_shared_layers"] = text.get("num_kv_shared_layers") or text.get("num_hidden_layers", 30)
     tied = c.bool("tie_word_embeddings", True)
     arch = gemma4_text(ConfigReader({**text, "name": c.str("name", "gemma4_unified_assistant")}),
                        "gemma4_unified_assistant", tied, unified=True)
@@ -31,11 +39,7 @@ def gemma4_unified_assistant(c: ConfigReader) -> ModelArch:
     b.linear("post_projection", h, back, "other")
     if c.bool("use_ordered_embeddings", False):
         b.linear("masked_embedding.centroids", h, c.int("num_centroids", default=2048), "other")
-    b.tensors[:0] = arch.tensors
-    return recurrent_arch(c, "gemma4_unified_assistant", b, h=h, n_layers=arch.num_layers, vocab=arch.vocab_size,
-                          tied=tied, lins=arch.block_linears, heads=arch.num_heads, kv=arch.num_kv_heads,
-                          hd=arch.head_dim, inter=arch.intermediate_size,
-                          what="layers, which read their K/V from the backbone, are")
+    return replace(arch, tensors=arch.tensors + tuple(b.tensors), support=SUPPORT)
 
 
 GEMMA4_ASSISTANT = {"gemma4_unified_assistant": gemma4_unified_assistant}

@@ -12,7 +12,8 @@ tests/data/architectures.json.
   tower (vision_encdec.py:pix2struct_vision with its intermediate_size / head_dim / max_num_patches).
 - image_to_text_projection: latent_query (latent_query_num x embed_dim), dense (vision width -> embed_dim),
   x_attn k/v/q/out_proj (biased, no inner LayerNorm).
-Activations: the text blocks as the classic block of memory/blocks.py (not traced); the tower's not modelled.
+Activations: the text decoder and what the step keeps around it by memory/blocks_kosmos.py (traced:
+tools/memtrace/kosmos_trace.py); the tower's and the projection's not modelled (frozen by default: no graph).
 """
 from __future__ import annotations
 
@@ -25,8 +26,13 @@ from .config import ConfigReader, TensorList
 from .vision import vit
 from .vision_encdec import pix2struct_vision
 
-SUPPORT = ("exact parameter count; activations approximate (the text decoder costed as the classic block of "
-           "memory/blocks.py, not traced; the vision tower's and the projection's activations not modelled)")
+SUPPORT = {"kosmos-2": "exact parameter count; activations traced (memory/blocks_kosmos.py; "
+                       "tools/memtrace/kosmos_trace.py; a trained vision tower's and projection's activations not "
+                       "modelled)",
+           "kosmos-2.5": "exact parameter count; activations traced fed text only (memory/blocks_kosmos.py; "
+                         "tools/memtrace/kosmos_trace.py; fed images, the embeddings' clone and index_put, the "
+                         "segment ids and, under checkpointing, the frozen tower's graph are not modelled, nor a "
+                         "trained vision tower's and projection's activations)"}
 # Kosmos2VisionConfig / Kosmos2TextConfig, Kosmos2_5VisionConfig / Kosmos2_5TextConfig (configuration_kosmos2*.py)
 VISION = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "image_size": 224,
           "patch_size": 14, "num_channels": 3}
@@ -87,6 +93,8 @@ def kosmos(cfg: Mapping) -> ModelArch:
     blk = tuple(Linear(x, e, e) for x in ("k_proj", "v_proj", "q_proj", "out_proj")) + (Linear("fc1", e, ffn),
                                                                                        Linear("fc2", ffn, e))
     drop = text.get("dropout", 0.1)
+    rates = {k: float(v) if isinstance(v := text.get(k, default), (int, float)) and not isinstance(v, bool) else 0.0
+             for k, default in (("attention_dropout", 0.0 if two_five else 0.1), ("activation_dropout", 0.0))}
     return ModelArch(
         name=ConfigReader(cfg).str("name", model_type), model_type=model_type, family="gpt2", hidden_size=e,
         num_layers=n, num_heads=heads, num_kv_heads=heads, head_dim=e // heads, intermediate_size=ffn,
@@ -94,7 +102,10 @@ def kosmos(cfg: Mapping) -> ModelArch:
         norm="layernorm", norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False,
         final_softcap=False, dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool)
         else 0.0, tensors=tuple(replace(x, block="", layer=None) for x in tower.tensors) + tuple(b.tensors),
-        block_linears=blk, dense_block_linears=blk, support=SUPPORT)
+        block_linears=blk, dense_block_linears=blk, support=SUPPORT[model_type],
+        kosmos={"inner_ln": not two_five, "attn_dropout": rates["attention_dropout"],
+                "act_dropout": rates["activation_dropout"], "segment": two_five,
+                "image_tokens": 0 if two_five else ConfigReader(cfg).int("latent_query_num", default=LATENT[model_type])})
 
 
 KOSMOS = ("kosmos-2", "kosmos-2.5")

@@ -6,7 +6,9 @@ action_time_mlp_in 2·width -> width, action_time_mlp_out, all biased) and actio
 max_action_dim, biased). Both Gemma models are built by model_from_config (``build``) as their AutoModel: no
 lm_head, whatever their tie_word_embeddings. There is no next-token loss (flow matching on actions): no logits.
 Checked against the meta-device build in tests/data/architectures.json.
-Activations: the VLM's Gemma blocks as modelled; the action expert's and the tower's activations not modelled.
+Activations: memory/blocks_pi0.py (the VLM's Gemma blocks over the prefix, its last layer's K/V path, the action
+expert's blocks over chunk_size + 1 suffix tokens reading the cache, the action embedding and the MSE loss), traced
+with the tower frozen (tools/memtrace/odd_composites_trace.py pi0 rows); ``side_tokens`` carries chunk_size.
 """
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ from .config import ConfigReader, TensorList
 from .encdec import rebase, require_sub_configs
 from .vision import paligemma_parts
 
-SUPPORT = ("exact parameter count; activations approximate (the PaliGemma language model's Gemma blocks; the "
-           "action expert's and the SigLIP tower's activations not modelled)")
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_pi0.py; tools/memtrace/odd_composites_trace.py), "
+           "with the SigLIP tower frozen; a trained tower's activations are not modelled")
 
 
 def pi0(cfg: Mapping, build) -> ModelArch:
@@ -38,5 +40,6 @@ def pi0(cfg: Mapping, build) -> ModelArch:
     tower = rebase(tuple(paligemma_parts(vlm, lm.hidden_size)), "model.", "model.vlm.")
     outside = tuple(replace(t, block="", layer=None) for t in rebase(expert.tensors, "model.", "model.dit."))
     return replace(lm, model_type="pi0", causal_lm=False, support=SUPPORT,
+                   side_tokens=c.int("chunk_size", default=50),
                    tensors=outside + tuple(replace(t, block="", layer=None) for t in tower)
                    + rebase(lm.tensors, "model.", "model.vlm.language_model.") + tuple(b.tensors))

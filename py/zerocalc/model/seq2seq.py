@@ -20,8 +20,8 @@ field names. Sources, each checked against the meta-device build in tests/data/a
   layer names (ffn_layer_norm), sinusoidal position buffers, hidden_size for d_model; the speech encoder, the
   text-to-unit model and the vocoder are not in the text-to-text class.
 Activations: memory/blocks_seq2seq.py by the switches `switches` reads (traced: M2M100, FSMT, LED, PEGASUS-X,
-SeamlessM4T(v2); tools/memtrace/seq2seq.py); a sparse layer's activations are costed as one dense feed-forward (top-k routing and
-expert capacity are not modelled)."""
+SeamlessM4T(v2); tools/memtrace/seq2seq.py); NLLB-MoE's feed-forwards by memory/blocks_nllb_moe.py (traced:
+tools/memtrace/nllb_moe_trace.py)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -47,13 +47,12 @@ SUPPORT = ("exact parameter count; activations approximate (BART's layer of memo
 # transformers 5.24's NllbMoeSparseMLP hands the router's (tokens, E) top-1 dispatch mask to NllbMoeExperts.forward,
 # which one-hot encodes it again (`one_hot(router_mask, num_classes=E)`): the 0/1 values name experts 0 and 1, so
 # expert_0 runs on every (token, expert) pair the mask leaves 0 and expert_1 on the kept top-1 tokens, the other
-# experts never (checked on a real 2 x 16-token step at E = 8: expert_0 224 rows, expert_1 32)
-NLLB_MOE_SUPPORT = ("exact parameter count; activations approximate (BART's layer of memory/blocks_seq2seq.py, a "
-                    "sparse layer costed as one dense feed-forward; transformers 5.24's NllbMoeExperts.forward "
-                    "one-hot encodes the router's dispatch mask again, so expert_0 runs on about (E - 1) x the "
-                    "tokens and expert_1 on the top-1 kept ones: a sparse layer keeps up to E times the dense "
-                    "feed-forward's activations, not modelled); LoRA adapters counted on one BART layer per block "
-                    "(not on the cross-attention nor on each expert)")
+# experts never (memory/blocks_nllb_moe.py: t·E rows a sparse layer; the others no gradient, no optimizer state)
+NLLB_MOE_SUPPORT = ("exact parameter count; activations traced (memory/blocks_nllb_moe.py; tools/memtrace/"
+                    "nllb_moe_trace.py), eager only (the model has no FA2 / SDPA path), transformers 5.24's routing "
+                    "(NllbMoeExperts.forward one-hot encodes the top-1 dispatch mask again: expert_0 and expert_1 "
+                    "run over t·E rows, experts 2+ never, without gradient or optimizer state); LoRA adapters "
+                    "counted on one BART layer per block (not on the cross-attention nor on each expert)")
 
 _BART_NAMES = ("encoder_attn", "fc1", "fc2", "final_layer_norm")
 _SEAMLESS = {"base": "", "stacks": ("text_encoder", "text_decoder"),
@@ -174,4 +173,13 @@ def switches(c: ConfigReader, model_type: str, row: dict) -> dict:
     elif row["encoder_attn"] == "global_local":
         sw.update(block=c.int("block_size", default=512), globals=c.int("num_global_tokens", default=32),
                   stagger=c.bool("stagger_local_blocks", True))
+    if row["sparse"]:
+        # NllbMoeConfig: the sparse layers ((i + 1) % <side>_sparse_step == 0), E and moe_token_dropout, for
+        # memory/blocks_nllb_moe.py
+        steps = [c.int(f"{side}_sparse_step", default=4, lo=0) for side in ("encoder", "decoder")]
+        sw["nllb"] = {"experts": c.int("num_experts", default=128),
+                      "token_dropout": float(c.cfg.get("moe_token_dropout", 0.2) or 0.0),
+                      "sparse": tuple(bool(st) and (i + 1) % st == 0
+                                      for st, side in zip(steps, ("encoder", "decoder"))
+                                      for i in range(c.int(f"{side}_layers")))}
     return sw

@@ -7,7 +7,8 @@ are T5Gemma2's (its pre/post self-attention and feed-forward RMSNorms carry Gemm
 embeddings (T5Gemma2TextScaledWordEmbedding) add an eoi_embedding vector; the decoder's embed_tokens and the
 lm_head (lm_head.out_proj) are the encoder's under tie_word_embeddings (T5Gemma2Model / ...ForConditional-
 Generation _tied_weights_keys). Checked against the meta-device build in tests/data/architectures.json.
-Activations: the decoder's Gemma blocks for both stacks (not traced); the tower's not modelled.
+Activations: memory/blocks_t5gemma2.py (Gemma 3 layers, the decoder's merged self + cross attention), traced on text
+batches with the tower frozen (tools/memtrace/t5gemma2_trace.py).
 """
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from .config import ConfigReader, TensorList
 from .encdec import rebase, require_sub_configs
 from .vision import gemma3_parts
 
-SUPPORT = ("exact parameter count; activations approximate (both stacks costed as Gemma decoder blocks of "
-           "memory/blocks.py, not traced; the decoder's attention to the encoder and the SigLIP tower's "
-           "activations not modelled)")
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_t5gemma2.py; tools/memtrace/t5gemma2_trace.py) "
+           "for text batches, eager attention (the model has no FA2 path; SDPA costed as a kernel over the merged "
+           "keys, not traced); the SigLIP tower frozen and fed no image: an image's tokens and the tower's "
+           "activations not modelled")
 
 
 def t5gemma2(cfg: Mapping, build) -> ModelArch:
@@ -53,4 +55,15 @@ def t5gemma2(cfg: Mapping, build) -> ModelArch:
         head.matrix("lm_head.out_proj", "weight", (lm.vocab_size, lm.hidden_size), "lm_head", "out_proj")
         out += head.tensors
     return replace(lm, name=top.str("name", "t5gemma2"), model_type="t5gemma2", tied_embeddings=tied,
-                   num_layers=stacks["encoder"].num_layers + lm.num_layers, tensors=tuple(out), support=SUPPORT)
+                   num_layers=stacks["encoder"].num_layers + lm.num_layers, tensors=tuple(out), support=SUPPORT,
+                   t5gemma={"encoder_layers": stacks["encoder"].num_layers,
+                            "kinds": {side: sorted(set(_kinds(sub))) for side, sub in (("encoder", enc["text_config"]),
+                                                                                     ("decoder", dec))}})
+
+
+def _kinds(c: Mapping) -> list:
+    """A stack's layer_types, or T5Gemma2TextConfig / T5Gemma2DecoderConfig.__post_init__'s default (sliding
+    but every sliding_window_pattern-th (6) layer)."""
+    n, every = int(c.get("num_hidden_layers", 0)), int(c.get("sliding_window_pattern", 6))
+    return list(c.get("layer_types") or ["sliding_attention" if (i + 1) % every else "full_attention"
+                                         for i in range(n)])

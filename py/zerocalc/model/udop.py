@@ -13,7 +13,9 @@ tests/data/architectures.json (and untied / gated variants).
 - lm_head tied to shared.
 Every tie above is one of UdopForConditionalGeneration._tied_weights_keys, which transformers 5 applies only
 under tie_word_embeddings: untied, each is a parameter of its own.
-Activations: T5 blocks of memory/blocks.py (not traced); the patch and layout embeddings not modelled.
+Activations: memory/blocks_vision_seq2seq.py udop_stacks (T5 blocks, the encoder over seq_len text tokens + the
+(image_size / patch_size)² image patches, ModelArch.image_patches; the layout embeddings and biases), traced
+(tools/memtrace/vision_seq2seq_trace.py).
 """
 from __future__ import annotations
 
@@ -22,8 +24,9 @@ from typing import Mapping
 from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 
-SUPPORT = ("exact parameter count; activations approximate (costed as T5 blocks of memory/blocks.py, not traced; "
-           "the image patches and 2-D layout embeddings not modelled)")
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_vision_seq2seq.py: T5 blocks, the encoder over "
+           "seq_len text tokens + the image patches, the 2-D layout embeddings and biases; "
+           "tools/memtrace/vision_seq2seq_trace.py; eager only)")
 DEFAULT_BIASES = ({"type": "1d"}, {"type": "horizontal"}, {"type": "vertical"})
 
 
@@ -92,4 +95,5 @@ def udop(cfg: Mapping) -> ModelArch:
         tied_embeddings=tied, max_positions=None, gated_mlp=gated, norm="rmsnorm", norms_per_layer=2, qk_norm="",
         causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
-        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk, support=SUPPORT)
+        tensors=tuple(b.tensors), block_linears=blk, dense_block_linears=blk, support=SUPPORT,
+        image_patches=(c.int("image_size", default=224) // patch) ** 2)

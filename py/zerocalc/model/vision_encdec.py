@@ -7,7 +7,8 @@ the meta-device builds in tests/data/architectures.json. Activations: blip, visi
 post-LayerNorm BERT decoder) and git are traced with their tower frozen (vision.trainable's default):
 memory/blocks_bert_cross.py (each decoder layer's ``layer_linears`` carry the crossattention's query / key / value /
 dense, so PEFT's adapters on them are counted) and memory/blocks_git.py, tools/memtrace/bert_cross_trace.py; a
-trained tower's activations are not modelled (model_support says so); pix2struct's decoder is costed, not traced.
+trained tower's activations are not modelled (model_support says so); pix2struct's decoder is traced with its vision
+encoder frozen (memory/blocks_vision_seq2seq.py, tools/memtrace/vision_seq2seq_trace.py).
 
 - blip (modeling_blip.py BlipForConditionalGeneration): vision_model = BlipVisionModel (class_embedding,
   patch_embedding conv with bias, position_embedding of (image_size / patch_size)² + 1 rows; layers of
@@ -274,6 +275,10 @@ def pix2struct(cfg: Mapping) -> ModelArch:
         d.matrix("decoder.lm_head", "weight", (vocab, h), "lm_head", "lm_head")
     blk = (Linear("query", h, inner), Linear("key", h, inner), Linear("value", h, inner), Linear("output", inner, h),
            Linear("wi_0", h, ff), Linear("wi_1", h, ff), Linear("wo", ff, h))
+    # each layer's linears for PEFT: the self_attention's, the encoder_decoder_attention's (the same leaf names, so
+    # the same targets adapt them) and the gated MLP's
+    cross = tuple(Linear(f"encoder_decoder_attention.{x.name}", x.d_in, x.d_out) for x in blk[:4])
+    layer = blk[:4] + cross + blk[4:]
     drop = text.get("dropout_rate", 0.1)
     return ModelArch(
         name=ConfigReader(cfg).str("name", "pix2struct"), model_type="pix2struct", family="gpt2", hidden_size=h,
@@ -282,13 +287,13 @@ def pix2struct(cfg: Mapping) -> ModelArch:
         norms_per_layer=3, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool) else 0.0,
         tensors=tuple(replace(x, block="", layer=None) for x in b.tensors) + tuple(d.tensors), block_linears=blk,
-        dense_block_linears=blk, support=SUPPORT_PIX2STRUCT)
+        dense_block_linears=blk, layer_linears=(layer,) * n, support=SUPPORT_PIX2STRUCT)
 
 
-SUPPORT_PIX2STRUCT = ("exact parameter count; activations approximate (the decoder costed as the classic block "
-                      "of memory/blocks.py (its T5 path reads T5's q/k/v/o names), not traced; the vision "
-                      "encoder's activations not modelled); LoRA adapters on the encoder_decoder_attention and the "
-                      "vision encoder not counted")
+SUPPORT_PIX2STRUCT = ("exact parameter count; activations traced (memory/blocks_vision_seq2seq.py: T5 decoder "
+                      "blocks over seq_len flattened patches; tools/memtrace/vision_seq2seq_trace.py; eager only, no "
+                      "checkpointing in transformers; a trained vision encoder's activations not modelled); LoRA "
+                      "adapters PEFT's target names also put on the vision encoder not counted")
 
 
 VISION_ENCDEC = {"blip": blip, "vision-encoder-decoder": vision_encoder_decoder, "git": git,
