@@ -8,7 +8,8 @@ held by tests/test_reformer_blocks.py).
   AxialPositionEmbeddings' fp32 weights promote the embedding sum) and each LSH layer's buckets (ctx.all_buckets:
   int64 (b, heads, num_hashes · s)). Its backward rebuilds each layer's input from its output and runs the
   layer's forward and backward again (ReformerLayer.backward_pass): that recompute, where the step peaks, is not
-  modelled here (tests/test_reformer_blocks.py pins the gap).
+  modelled here (tests/test_reformer_blocks.py pins the gap). Under autocast the layers keep no 16-bit weight
+  copies either (memory/blocks_more.py no_autocast_copy).
 - Around them (reformer_head): the word embedding's dropout mask (ReformerEmbeddings.forward), the (b, s, 2h)
   concatenation encoder.layer_norm keeps (fp32) and its mean/rstd, the dropout after it (mask; its output is
   lm_head.decoder's input, 2·h wide: memory/activations.py books lm_head over hidden_size, this module the other
