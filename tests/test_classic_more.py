@@ -77,6 +77,7 @@ def test_moshi_text_model_by_hand():
 # CPM-Ant's is memory/blocks_cpmant.py's, traced (tests/test_cpmant_blocks.py)
 TRACED = {"modernbert-decoder": "exact", "moshi": "exact parameter count; activations traced", "xlm": "exact",
           "cpmant": "exact parameter count; activations traced",
+          "xlnet": "exact parameter count; activations traced",
           "prophetnet": "exact parameter count; activations traced"}
 
 

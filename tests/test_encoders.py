@@ -38,7 +38,7 @@ def test_every_encoder_plans(model_type):
         est = estimate(Plan.from_dict({"model": cfg, "seq_len": 512, "method": method,
                                        "lora": {"targets": ["query", "value"]}})).to_dict()
         # memory/blocks_bert.py's layers, traced on these (tests/test_bert_grid.py); the others keep the BERT block
-        if model_type in TRACED and model_type != "big_bird":    # BigBird's default is block_sparse
+        if model_type in TRACED:
             assert est["model_support"] == "exact"
             assert "model-approximate" not in {w["id"] for w in est["warnings"]}
         else:
@@ -188,9 +188,12 @@ def test_seamless_m4t_text_to_text_by_hand():
         assert arch.tensors[0].name == "shared.weight"
 
 
-def test_big_bird_is_exact_in_the_traced_attention_type():
-    """tools/memtrace/bert.py traced BigBird in attention_type original_full; its default block_sparse (run by
-    transformers above (5 + 2·num_random_blocks)·block_size tokens) stays approximate."""
+def test_big_bird_is_exact_in_both_attention_types():
+    """tools/memtrace/bert.py traced BigBird in attention_type original_full, tools/memtrace/own_attention_trace.py
+    its default block_sparse (run by transformers above (5 + 2·num_random_blocks)·block_size tokens) and gelu_new
+    (tests/test_big_bird_blocks.py)."""
     cfg = ROWS["default:big_bird"]["config"]
-    assert "block_sparse" in model_from_config(cfg).support
+    assert model_from_config(cfg).support == "exact"
+    assert model_from_config(cfg).own == {"block_sparse": True, "block_size": 64, "random_blocks": 3,
+                                          "act": "gelu_new"}
     assert model_from_config({**cfg, "attention_type": "original_full"}).support == "exact"

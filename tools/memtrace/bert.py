@@ -12,7 +12,8 @@ Variants (4 layers, the real checkpoints' field names and dropout 0.1):
 - electra: google/electra-small-generator's embeddings of embedding_size 128 projected to hidden_size 256, and the
   generator head back to embedding_size;
 - ernie, bertgen (bert-generation): the BertLayer with other embeddings; bigbird: BigBird's own self-attention in
-  its "original_full" mode (block_sparse is not traced); megatron (megatron-bert), xlmrxl (xlm-roberta-xl): pre-LayerNorm
+  its "original_full" mode (block_sparse: own_attention_trace.py big_bird); megatron (megatron-bert), xlmrxl
+  (xlm-roberta-xl): pre-LayerNorm
   layers without an embedding LayerNorm; rembert: embeddings of input_embedding_size mapped to hidden_size, a head of
   output_embedding_size, its own eager attention; rocbert (roc_bert): map_inputs_layer over the concatenated word,
   shape and pronunciation embeddings; xmod: XLM-RoBERTa's layer with a bottleneck adapter per language after

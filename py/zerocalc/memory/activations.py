@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from ..model import Linear, ModelArch
 from ..plan import Plan
 from .blocks import FP32_PRODUCT_NORMS, MASK, Ctx, SavedSet, linear, rmsnorm
-from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs
-from .blocks_bart import layer_saved_bytes, never_run, outside_blocks
+from .blocks_bart import checkpointed_inputs as bart_checkpointed_inputs, layer_saved_bytes, never_run, outside_blocks
+from .blocks_more import checkpointed_more, no_autocast_copy
 from .blocks_bert import BERT, head_width as bert_head_width, outside_saved as bert_outside
 from .blocks_bert import checkpointed_inputs as bert_checkpointed_inputs
 from .blocks_families import EAGER_ONLY, LAYERNORM_HEADS, final_norm
@@ -271,7 +271,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
             stack += checkpointed_kv(arch, 2 if dt.autocast else dt.compute, t)
         elif arch.model_type == "gemma3n_text":
             stack = checkpointed_streams(arch, 4 if dt.autocast else res, 2 if dt.autocast else dt.compute, t)
-        stack += checkpointed_final_norms(arch, t)      # memory/blocks_hrm.py: HRM-Text's stack final_norms
+        stack += checkpointed_final_norms(arch, t) + checkpointed_more(arch, context(plan, arch, dt, False, st))
         stack += checkpointed_topk(arch, plan.micro_batch_size, plan.seq_len, res)   # DSA indices (and HY-V4's mask)
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
@@ -399,7 +399,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
     idle = {id(tt) for tt in (*idle_tensors(arch, plan), *(tower_tensors(arch) * (plan.vision.trainable == "frozen")))}
     if dt.autocast and plan.method == "full" and dt.weight == 4:
         copies = 2 * sum(tt.numel for tt in arch.tensors if tt.linear and not never_run(arch, tt.module)
-                         and id(tt) not in idle)
+                         and id(tt) not in idle and not no_autocast_copy(arch, tt))
         if arch.tied_embeddings and arch.causal_lm:
             copies += 2 * arch.vocab_size * hw
     elif dt.autocast and plan.method != "full" and dt.adapter == 4:

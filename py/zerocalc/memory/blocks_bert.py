@@ -21,7 +21,8 @@ tools/memtrace/golden/bert/, held within 3 % by tests/test_bert_grid.py).
   output: dense1 -> activation -> dense2 on the language's rows, dropout, the residual, output.LayerNorm again
   (_xmod_adapter).
 - Attention: those that call ALL_ATTENTION_FUNCTIONS keep FA2's / SDPA's q, k, v, output and logsumexp; RemBERT
-  (RemBertSelfAttention), BigBird (BigBirdSelfAttention in "original_full"; block_sparse is not modelled), RoFormer
+  (RemBertSelfAttention), BigBird (BigBirdSelfAttention in "original_full"; block_sparse and gelu_new:
+  memory/blocks_big_bird.py), RoFormer
   (RoFormerSelfAttention: rotary on q and k, then matmul) and Megatron-BERT (MegatronBertSelfAttention) run their
   own eager matmul / softmax / dropout whatever the plan asks: q, k, v, the softmax output, the dropout mask and
   its output (memory/blocks.py attention_core, classic eager rule); XLM's MultiHeadAttention keeps an fp32 softmax
@@ -38,6 +39,7 @@ from dataclasses import dataclass, replace
 
 from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet, attention_core, linear
+from .blocks_big_bird import band_mask, block_sparse, block_sparse_attention, gelu_new, gelu_new_saved
 from .blocks_families import layernorm
 from .lora import Adapter
 
@@ -152,19 +154,27 @@ def bert_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
         y, yb = "resid", c.res                                   # the previous LayerNorm's output
     for lin, ad in ((q, aq), (k, ak), (v, av)):
         linear(ss, c, y, yb, lin, ad)
+    out_b = e
     if var.xlm:
         out = _xlm_attention(ss, c2, arch)
+    elif block_sparse(arch, c):
+        key_grad = not (c.first_layer and not c.train_base) or ak is not None
+        out, out_b = block_sparse_attention(ss, c, arch, key_grad)   # memory/blocks_big_bird.py
     else:
         out = attention_core(ss, c2, arch, "attn", arch.q_dim, arch.q_dim)
-    linear(ss, c2, out, e, o, ao)
+    linear(ss, c2, out, out_b, o, ao)
     _dropout(ss, c2, arch, "attn_drop", h)
     if pre_ln:
         y2, yb2 = layernorm(ss, c2, "ln_mlp", "resid2", h)
     else:
         y2, yb2 = layernorm(ss, c2, "ln1", "sum1", h)
     linear(ss, c2, y2, yb2, up, aup)
-    ss.save("gelu.in", e * t * up.d_out)                         # F.gelu keeps its input
-    linear(ss, c2, "gelu.out", e, down, adown)
+    if gelu_new(arch):
+        act_b = gelu_new_saved(ss, c2, "mlp", t * up.d_out)      # memory/blocks_big_bird.py
+    else:
+        ss.save("gelu.in", e * t * up.d_out)                     # F.gelu keeps its input
+        act_b = e
+    linear(ss, c2, "gelu.out", act_b, down, adown)
     if var.mlp_dropout:
         _dropout(ss, c2, arch, "mlp_drop", h)
     if not pre_ln:
@@ -234,12 +244,17 @@ def outside_saved(ss: SavedSet, c: Ctx, arch: ModelArch, head_adapter: Adapter |
     # to output_embedding_size); BertGeneration's head is the decoder alone
     if head:
         linear(ss, c2, y, yb, Linear("head_dense", h, head), None)
-        ss.save("head.gelu.in", e * t * head)
+        if gelu_new(arch):
+            gelu_new_saved(ss, c2, "head", t * head)              # memory/blocks_big_bird.py
+        else:
+            ss.save("head.gelu.in", e * t * head)
         y, yb = layernorm(ss, c2, "head_ln", "head.gelu.out", head)
     linear(ss, c2, y, yb, Linear("lm_head", head or h, arch.vocab_size), head_adapter)
 
 
 def checkpointed_inputs(arch: ModelArch, c: Ctx) -> int:
     """Full checkpointing keeps each layer's input: fp32 under autocast where a LayerNorm made the stream fp32
-    (_stream), else in the weights' dtype (traced: the *-gc-* rows)."""
-    return arch.num_layers * _stream(c, BERT[arch.model_type]).res * c.tokens * arch.hidden_size
+    (_stream), else in the weights' dtype (traced: the *-gc-* rows); BigBird's block_sparse band mask with them
+    (memory/blocks_big_bird.py band_mask)."""
+    kept = band_mask(arch, c) if block_sparse(arch, c) else 0
+    return arch.num_layers * _stream(c, BERT[arch.model_type]).res * c.tokens * arch.hidden_size + kept

@@ -142,6 +142,9 @@ class ModelArch:
     # image patch embeddings an encoder appends to its text tokens, a sample (UDOP: (image_size / patch_size)²,
     # model/udop.py; memory/blocks_vision_seq2seq.py), else 0
     image_patches: int = 0
+    # a model's own attention / activation switches, read by its rule (memory/blocks_big_bird.py: BigBird's
+    # attention_type, block_size, num_random_blocks, hidden_act), else None
+    own: Mapping | None = None
 
     @cached_property
     def total_params(self) -> int:

@@ -14,7 +14,8 @@ meta-device build in tests/data/architectures.json.
 - the patcher when patch_in_forward (layers, embed_tokens, norm, lm_head; frozen in BltModel);
 - lm_head (decoder hidden -> vocab), the local encoder's embed_tokens tied to it under tie_word_embeddings.
 The global transformer's layers are the blocks; the local and patcher layers are counted outside them.
-Activations: the global layers as Llama blocks (not traced); the byte-level stacks' not modelled.
+Activations: memory/blocks_blt.py (the global layers as Llama blocks over s / patch_size patches, the byte-level
+stacks and the cross-attentions around them; traced).
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from .arch import Linear, ModelArch
 from .config import ConfigReader, TensorList
 from .encdec import require_sub_configs
 
-SUPPORT = ("exact parameter count; activations approximate (the global transformer's layers as Llama blocks of "
-           "memory/blocks.py, not traced; the byte-level encoder, decoder and patcher not modelled)")
+SUPPORT = ("exact parameter count; activations traced (memory/blocks_blt.py; tools/memtrace/own_attention_trace.py) "
+           "with patches of patch_size bytes assumed (entropy patching depends on the data)")
 
 
 def _sizes(c: ConfigReader) -> tuple[int, int, int, int, int]:
@@ -82,8 +83,8 @@ def blt(cfg: Mapping) -> ModelArch:
     if eh * k != gh:
         b.linear("model.global_transformer.token_embedding_projection", eh * k, gh, "other")
     groups = cfg.get("encoder_hash_byte_group_size") or [3, 4, 5, 6, 7, 8]
-    rows = top.int("encoder_hash_byte_group_vocab", default=500002) \
-        * top.int("encoder_hash_byte_group_nb_functions", default=1) * len(groups)
+    rows_per = top.int("encoder_hash_byte_group_vocab", default=500002)
+    rows = rows_per * top.int("encoder_hash_byte_group_nb_functions", default=1) * len(groups)
     local.matrix("model.encoder_hash_tok_embedding", "weight", (rows, eh), "embedding")
     if top.bool("patch_in_forward", True):
         ph = pat.int("hidden_size")
@@ -105,4 +106,15 @@ def blt(cfg: Mapping) -> ModelArch:
         max_positions=top.int("max_position_embeddings", default=4096), gated_mlp=True, norm="rmsnorm",
         norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False, final_softcap=False,
         dropout=0.0, tensors=tuple(replace(t, block="", layer=None) for t in local.tensors) + tuple(b.tensors),
-        block_linears=blk, dense_block_linears=blk, support=SUPPORT)
+        block_linears=blk, dense_block_linears=blk, support=SUPPORT,
+        # BltModel.__init__: `for param in self.patcher.parameters(): param.requires_grad = False`
+        config_frozen=tuple(t.name for t in local.tensors if t.name.startswith("model.patcher.")),
+        own={"patch_size": top.int("patch_size", default=4), "cross_attn_k": k, "hash_lookups": rows // rows_per,
+             "encoder": _stack(enc, False), "decoder": _stack(dec, True)})
+
+
+def _stack(c: ConfigReader, all_default: bool) -> dict:
+    """A local stack's dims for memory/blocks_blt.py: (h, heads, kv heads, head_dim, I), its layers and how many
+    of them have a cross-attention (every one under cross_attn_all_layers, else one)."""
+    n = c.int("num_hidden_layers")
+    return {"dims": _sizes(c), "layers": n, "cross_layers": n if c.bool("cross_attn_all_layers", all_default) else 1}

@@ -47,9 +47,16 @@ _NOT_TRACED = "exact parameter count; activations approximate (costed as the {} 
 # memory/blocks_bert.py's XLM layer (MultiHeadAttention's fp32 softmax and kept mask), traced as a causal LM
 # (tools/memtrace/bert.py xlm rows, tests/test_bert_grid.py)
 SUPPORT = {"xlm": "exact",
-           "xlnet": _NOT_TRACED.format("BERT") + "; the two-stream relative attention not modelled",
-           "reformer": _NOT_TRACED.format("classic") + "; reversible layers, LSH / chunked local attention not "
-                                                        "modelled",
+           # memory/blocks_xlnet.py, traced (tools/memtrace/own_attention_trace.py xlnet): the one stream a step
+           # without target_mapping runs
+           "xlnet": "exact parameter count; activations traced (memory/blocks_xlnet.py; "
+                    "tools/memtrace/own_attention_trace.py) in bf16-mixed and fp32: XLNetRelativeAttention's "
+                    "torch.FloatTensor parameters stay fp32 in a 16-bit build (no bf16-pure step runs)",
+           # memory/blocks_reformer.py, traced (tools/memtrace/own_attention_trace.py reformer): what the reversible
+           # layers keep at forward end; the layer recomputed in backward is not modelled
+           "reformer": "exact parameter count; activations approximate (what forward keeps traced: "
+                       "memory/blocks_reformer.py; the reversible layers' recompute in backward, where the step "
+                       "peaks, not modelled)",
            # memory/blocks_prophetnet.py, traced (tools/memtrace/prophetnet_trace.py)
            "prophetnet": "exact parameter count; activations traced (memory/blocks_prophetnet.py; "
                          "tools/memtrace/prophetnet_trace.py), eager (its own einsum attention); the never-run "
@@ -159,8 +166,10 @@ def reformer(c: ConfigReader) -> ModelArch:
     b.linear("lm_head.decoder", 2 * h, vocab, "lm_head", bias=True)
     blk = [Linear(x, h, a) for x in ("query", "key", "value")] + [Linear("dense", a, h), Linear("dense", h, ff),
                                                                  Linear("dense", ff, h)]
-    return _arch(c, "reformer", b, "gpt2", h, n, heads, hs, ff, vocab, False, max_pos, blk,
+    arch = _arch(c, "reformer", b, "gpt2", h, n, heads, hs, ff, vocab, False, max_pos, blk,
                  c.cfg.get("hidden_dropout_prob"))
+    # memory/blocks_reformer.py: the LSH layers' buckets _ReversibleFunction keeps (ctx.all_buckets)
+    return replace(arch, own={"lsh_layers": kinds.count("lsh"), "num_hashes": c.int("num_hashes", default=1)})
 
 
 def prophetnet(c: ConfigReader) -> ModelArch:

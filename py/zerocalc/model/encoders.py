@@ -22,11 +22,9 @@ TRACED = ("roberta", "camembert", "xlm-roberta", "data2vec-text", "ernie", "bert
           "roformer", "roberta-prelayernorm", "xlm-roberta-xl", "megatron-bert", "rembert", "roc_bert", "xmod")
 # exact: nothing for advice.py's model-approximate warning to say
 TRACED_SUPPORT = "exact"
-# BigBird's traced layer is attention_type "original_full"; modeling_big_bird.py BigBirdModel.forward runs block_sparse
-# (bidirectional, its own blocked tensors) when seq_length > (5 + 2·num_random_blocks)·block_size, else switches
-BIG_BIRD_SPARSE = ("exact parameter count; activations approximate (attention_type block_sparse costed as "
-                   "original_full, the traced layer; transformers runs original_full itself up to "
-                   "(5 + 2·num_random_blocks)·block_size tokens)")
+# BigBird: both attention types traced (original_full: tools/memtrace/bert.py; block_sparse, which
+# modeling_big_bird.py BigBirdModel.forward runs above (5 + 2·num_random_blocks)·block_size tokens, and the default
+# gelu_new: tools/memtrace/own_attention_trace.py big_bird, memory/blocks_big_bird.py)
 
 _ROBERTA_EMB = ("word", "token_type", "ln", "position")
 _BERT_EMB = ("word", "position", "token_type", "ln")
@@ -195,14 +193,23 @@ def encoder_lm(c: ConfigReader, model_type: str, *, base_model: bool = False) ->
         norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False,
         final_softcap=False, dropout=float(c.cfg.get("hidden_dropout_prob", 0.1) or 0.0), tensors=tuple(b.tensors),
         block_linears=blk, dense_block_linears=blk,
-        support=_support(c, model_type, cross))
+        support=_support(c, model_type, cross), own=_own(c, model_type, cross))
+
+
+def _own(c: ConfigReader, model_type: str, cross: bool) -> dict | None:
+    """BigBird's switches for memory/blocks_big_bird.py (BigBirdConfig's defaults): block_sparse unless
+    add_cross_attention (BigBirdModel.__init__ sets original_full then), block_size, num_random_blocks, hidden_act
+    (gelu_new by default: the layers' and the head transform's activation)."""
+    if model_type != "big_bird":
+        return None
+    sparse = c.str("attention_type", "block_sparse") == "block_sparse" and not cross
+    return {"block_sparse": sparse, "block_size": c.int("block_size", default=64),
+            "random_blocks": c.int("num_random_blocks", default=3), "act": c.str("hidden_act", "gelu_new")}
 
 
 def _support(c: ConfigReader, model_type: str, cross: bool) -> str:
     if cross:
         return SUPPORT + "; LoRA adapters on the crossattention not counted"
-    if model_type == "big_bird" and c.str("attention_type", "block_sparse") != "original_full":
-        return BIG_BIRD_SPARSE
     if model_type == "xmod" and (c.bool("pre_norm", False) or not (c.bool("adapter_reuse_layer_norm", True)
                                                                     or c.bool("adapter_layer_norm", False))):
         # traced: the post-LayerNorm layer with a LayerNorm before the adapter (memory/blocks_bert.py _xmod_adapter)
