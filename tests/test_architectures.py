@@ -107,7 +107,7 @@ def test_readme_counts_the_traced_defaults():
     model_support either "exact" or naming its trace ("activations traced"), the rest costed as the nearest block."""
     import re
     readme = (Path(__file__).parent.parent / "README.md").read_text()
-    m = re.search(r"Of the (\d+) default configs, (\d+) have their activations traced and (\d+) are still",
+    m = re.search(r"Of the (\d+) default configs, (\d+) have their activations traced and (\d+) (?:is|are) still",
                   " ".join(readme.split()))
     assert m, "README lost its sentence on the traced default configs"
     traced = approximate = 0
