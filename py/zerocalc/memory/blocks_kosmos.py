@@ -22,7 +22,9 @@ dtype) and image_embeds_position_mask ((b, s) int64), alive the whole step; forw
 the embeddings (forward_embedding's and Kosmos2TextTransformer.forward's: two masks) where anything before them
 needs a gradient (and, PEFT under checkpointing, embed_tokens' output itself: enable_input_require_grads makes it a
 leaf the graph holds); Kosmos-2.5's segment_emb over a (b, 1) index (fed text only); the final layer_norm and lm_head's
-input. The frozen tower and projection (vision.trainable's default) keep nothing: Kosmos-2's main_input_name is
+input. Kosmos-2.5 fed images (vision.images_per_sample, which kosmos_stacks cannot see: memory/vision.py
+tower_saved_bytes asks kosmos25_images, below, through model/kosmos.py's tower spec) adds its batch, index_put's
+and segment_emb's (b, s) indices and, under checkpointing, the hooked frozen tower's graph. The frozen tower and projection (vision.trainable's default) keep nothing: Kosmos-2's main_input_name is
 pixel_values, so even checkpointing hooks no embedding. With checkpointing each layer keeps its input and the causal mask every checkpointed layer holds as an input:
 Kosmos-2's (s, s) additive one (_make_causal_mask, expanded over the batch as a view, in the embeddings' dtype),
 Kosmos-2.5's create_causal_mask under eager ((b, 1, s, s), additive in the embeddings' dtype; none under FA2).
@@ -32,8 +34,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..model import Linear, ModelArch
+from ..plan import Plan
 from .blocks import MASK, Ctx, SavedSet, attention_core, linear
 from .lora import Adapter
+from .precision import dtypes_for
 
 MODEL_TYPES = ("kosmos-2", "kosmos-2.5")
 POSITIONS = "vision_model.model.embeddings.position_embedding.weight"
@@ -151,3 +155,65 @@ def kosmos_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, adapters: tuple[Adapter
     elif c.attention == "eager":
         ckpt = c.res * b * c.seq * c.seq
     return layers, 0, ckpt, head.total
+
+
+def kosmos25_images(plan: Plan, arch: ModelArch) -> int:
+    """Kosmos-2.5 fed images (vision.images_per_sample; the tower and image_to_text_projection frozen, trained ones
+    are not modelled: memory/vision.py tower_untraced), beyond what its text-only step keeps (kosmos_stacks: the
+    (b, 1) zero segment index there, taken back here). Read off the k25i rows of tools/memtrace/kosmos_trace.py.
+
+    The batch (alive the whole step): flattened_patches, (b, max_num_patches, 2 + patch_embed_hidden_size) in the
+    weights' dtype (Kosmos2_5ImageProcessor pads every image to max_patches rows: the config's max_num_patches, the
+    row / column embedders' rows, taken as the processor's), and image_embeds_position_mask ((b, s) int64).
+    Kosmos2_5TextTransformer.forward: `inputs_embeds.clone()` (keeps nothing) and `inputs_embeds[mask == 1] =
+    image_embeds` keep the (b, s) bool index where the embeddings need a gradient (full fine-tuning, or PEFT's
+    enable_input_require_grads under checkpointing); `segment_emb(mask.ne(0).long())` keeps its (b, s) int64 index
+    where segment_emb trains.
+
+    Under checkpointing the frozen tower has a graph: activation_checkpointing_enable calls
+    enable_input_require_grads (main_input_name is input_ids), which hooks Kosmos2_5VisionModel's
+    get_input_embeddings, patch_projection. Kept over n = b·patches: the hooked patch_projection output (a leaf),
+    each checkpointed Kosmos2_5VisionLayer's input and the (b, 1, P, P) additive mask (one tensor), the final
+    Kosmos2_5LayerNorm's input, fp32 upcast (not over a fp32 stream), rsqrt and output (normalize's input),
+    normalize's norm and clamp ((b, P, 1) each); the frozen projection's dense / k / v / q / out_proj keep no inputs
+    (frozen weights; fp32 ones under autocast keep the 16-bit copies of dense's, k's, v's and out_proj's), its
+    x_attn's attention over the L latent queries (they need no gradient) and the P + L key_value_states keeps,
+    under FA2 / SDPA, the scaled q, k, v, its output and the fp32 logsumexp; under eager (eager_attention_forward)
+    q, V, softmax's fp32 output (its dtype=torch.float32) and the 16-bit copy the second matmul reads."""
+    spec, images = arch.tower, plan.vision.images_per_sample * plan.micro_batch_size
+    if spec is None or spec["kind"] != "kosmos25" or not images:
+        return 0
+    dt = dtypes_for(plan)
+    res = dt.weight if plan.method == "full" else dt.frozen      # the weights' dtype (the tower's: frozen)
+    full, ckpt = plan.method == "full", plan.activation_checkpointing == "full"
+    b, t = plan.micro_batch_size, plan.micro_batch_size * plan.seq_len
+    p, vh, e, lat = spec["patches"], spec["hidden"], arch.hidden_size, spec["latent"]
+    total = res * images * p * (spec["patch_dim"] + 2) + 8 * t
+    if full or (ckpt and plan.method != "full"):
+        total += t                                   # index_put's bool index
+    if full:
+        total += 8 * t - 8 * b                       # segment_emb's (b, s) index, not the text-only (b, 1) one
+    if not ckpt:
+        return total
+    n, x = images * p, 2 if dt.autocast else res     # the tower's tokens; its linears' outputs' dtype
+    # the hooked patch_projection output (a linear's: x), each layer's input (the stream: res, the row / column
+    # embeddings' dtype) and the mask; the final LayerNorm's fp32 upcast (none over a fp32 stream), rsqrt, input and
+    # output; normalize's norm and clamp
+    total += x * n * vh + spec["layers"] * res * n * vh + res * images * p * p
+    total += (4 * n * vh if res != 4 else 0) + 4 * n + 2 * res * n * vh + 2 * res * n
+    if dt.autocast and res == 4:
+        # fp32 weights under autocast: the 16-bit copies of the frozen dense, k_proj, v_proj and out_proj weights
+        # their input gradients read (q_proj's input, the latent queries, needs none)
+        total += 2 * (e * vh + 3 * e * e)
+    kv = images * (p + lat) * e
+    q = x * images * lat * e
+    if plan.attention == "eager":
+        # the query needs no gradient (q_proj over the frozen latent_query): matmul keeps q, not K^T; softmax's
+        # fp32 output (dtype=torch.float32), its 16-bit copy and V
+        scores = arch.num_heads * images * lat * (p + lat)
+        total += q + x * kv + (4 + x) * scores
+        if arch.kosmos["attn_dropout"] > 0:
+            total += (MASK + x) * scores
+        return total
+    # FA2 / SDPA keep q, k, v, the output and the fp32 logsumexp
+    return total + 2 * q + 2 * x * kv + 4 * arch.num_heads * images * lat

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from ..model import ModelArch
 from ..plan import Plan
+from .blocks_kosmos import kosmos25_images
 from .ernie_vl import fed_support
 from .vision_audio import audio_saved_bytes
 from .vision_siglip2 import lfm2_vl_saved_bytes
@@ -57,7 +58,10 @@ UNTRACED_TOWER = ("activations approximate (the {} tower's activations are not m
 def tower_untraced(arch: ModelArch, plan: Plan) -> bool:
     """Whether the step runs a tower whose activations have no rule: a composite's tower / projector / audio
     tensors without a tower_spec (composite.tower_spec), trained (``vision.trainable`` not frozen) or fed
-    images. A frozen tower saves nothing (no graph), so its zero is exact."""
+    images. A frozen tower saves nothing (no graph), so its zero is exact. A spec marked frozen_only (Kosmos-2.5:
+    memory/blocks_kosmos.py kosmos25_images) models a frozen tower fed images, not a trained one."""
+    if arch.tower is not None and arch.tower.get("frozen_only"):
+        return plan.vision.trainable != "frozen"
     return (arch.tower is None and (plan.vision.trainable != "frozen" or plan.vision.images_per_sample > 0)
             and bool(tower_tensors(arch)))
 
@@ -92,6 +96,8 @@ def tower_adapters(arch: ModelArch, plan: Plan) -> list[tuple[int, int]]:
 def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
     """Bytes the tower and projector keep from forward to their backward (the module docstring's rules)."""
     spec, images = arch.tower, plan.vision.images_per_sample * plan.micro_batch_size
+    if spec is not None and spec["kind"] == "kosmos25":
+        return kosmos25_images(plan, arch)   # fed images, the tower frozen (memory/blocks_kosmos.py)
     if spec is None or not images or plan.vision.trainable == "frozen":
         return 0
     if spec["kind"] == "qwen":      # dynamic resolution: the patches are the image tokens times merge^2

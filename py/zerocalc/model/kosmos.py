@@ -13,7 +13,9 @@ tests/data/architectures.json.
 - image_to_text_projection: latent_query (latent_query_num x embed_dim), dense (vision width -> embed_dim),
   x_attn k/v/q/out_proj (biased, no inner LayerNorm).
 Activations: the text decoder and what the step keeps around it by memory/blocks_kosmos.py (traced:
-tools/memtrace/kosmos_trace.py); the tower's and the projection's not modelled (frozen by default: no graph).
+tools/memtrace/kosmos_trace.py); a trained tower's and projection's not modelled (frozen by default: no graph but,
+Kosmos-2.5 fed images under checkpointing, the hooked one's: memory/blocks_kosmos.py kosmos25_images, reached through
+the tower spec below and memory/vision.py tower_saved_bytes, which read vision.images_per_sample).
 """
 from __future__ import annotations
 
@@ -29,10 +31,10 @@ from .vision_encdec import pix2struct_vision
 SUPPORT = {"kosmos-2": "exact parameter count; activations traced (memory/blocks_kosmos.py; "
                        "tools/memtrace/kosmos_trace.py; a trained vision tower's and projection's activations not "
                        "modelled)",
-           "kosmos-2.5": "exact parameter count; activations traced fed text only (memory/blocks_kosmos.py; "
-                         "tools/memtrace/kosmos_trace.py; fed images, the embeddings' clone and index_put, the "
-                         "segment ids and, under checkpointing, the frozen tower's graph are not modelled, nor a "
-                         "trained vision tower's and projection's activations)"}
+           "kosmos-2.5": "exact parameter count; activations traced, fed text or images (memory/blocks_kosmos.py; "
+                         "tools/memtrace/kosmos_trace.py; fed images, the tower frozen: the batch's flattened_patches, "
+                         "the position mask, index_put's index, the segment ids and, under checkpointing, the hooked "
+                         "frozen tower's graph; a trained vision tower's and projection's activations not modelled)"}
 # Kosmos2VisionConfig / Kosmos2TextConfig, Kosmos2_5VisionConfig / Kosmos2_5TextConfig (configuration_kosmos2*.py)
 VISION = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24, "image_size": 224,
           "patch_size": 14, "num_channels": 3}
@@ -53,10 +55,16 @@ def kosmos(cfg: Mapping) -> ModelArch:
         raise PlanError("model.vision_config", f"model_type {model_type!r} needs mapping vision_config / text_config")
     t = ConfigReader({**(TEXT_2_5 if two_five else TEXT), **text})
     e, n, ffn, vocab = t.int("embed_dim"), t.int("layers"), t.int("ffn_dim"), t.int("vocab_size")
-    tower = TensorList()
+    tower, spec = TensorList(), None
     if two_five:
         vh = pix2struct_vision(tower, "vision_model", vision, "vision", VISION_2_5,
                                ("intermediate_size", "head_dim", "max_num_patches"))
+        vr = ConfigReader({**VISION_2_5, **vision})
+        # fed images (vision.images_per_sample): memory/blocks_kosmos.py kosmos25_images, the frozen tower only
+        spec = {"kind": "kosmos25", "frozen_only": True, "patches": vr.int("max_num_patches"),
+                "patch_dim": vr.int("patch_embed_hidden_size"), "hidden": vh, "layers": vr.int("num_hidden_layers"),
+                "heads": vr.int("num_attention_heads"), "latent": ConfigReader(cfg).int("latent_query_num",
+                                                                                        default=LATENT[model_type])}
     else:
         vh = vit(tower, "vision_model.model", ConfigReader({**VISION, **vision}), "clip_vision_model")
     p = "image_to_text_projection"
@@ -102,10 +110,11 @@ def kosmos(cfg: Mapping) -> ModelArch:
         norm="layernorm", norms_per_layer=2, qk_norm="", causal_lm=True, moe=None, mla=None, attn_softcap=False,
         final_softcap=False, dropout=float(drop) if isinstance(drop, (int, float)) and not isinstance(drop, bool)
         else 0.0, tensors=tuple(replace(x, block="", layer=None) for x in tower.tensors) + tuple(b.tensors),
-        block_linears=blk, dense_block_linears=blk, support=SUPPORT[model_type],
+        block_linears=blk, dense_block_linears=blk, support=SUPPORT[model_type], tower=spec,
         kosmos={"inner_ln": not two_five, "attn_dropout": rates["attention_dropout"],
                 "act_dropout": rates["activation_dropout"], "segment": two_five,
-                "image_tokens": 0 if two_five else ConfigReader(cfg).int("latent_query_num", default=LATENT[model_type])})
+                "image_tokens": 0 if two_five else ConfigReader(cfg).int("latent_query_num",
+                                                                         default=LATENT[model_type])})
 
 
 KOSMOS = ("kosmos-2", "kosmos-2.5")
