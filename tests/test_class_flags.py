@@ -117,7 +117,7 @@ def test_readme_counts_the_classes_without_checkpointing():
     assert m and int(m.group(1)) == len(NO_CHECKPOINTING)
 
 
-@pytest.mark.parametrize("model_type", ["blip", "git", "kosmos-2", "udop"])
+@pytest.mark.parametrize("model_type", ["blip", "git", "kosmos-2", "udop", "blt"])
 def test_peft_with_checkpointing_where_the_trace_could_not_run(model_type):
     # the trace tools leave these rows out because transformers 5.24 raises (each tool's rows() says where)
     from zerocalc.model.class_flags import PEFT_CHECKPOINTING_RAISES  # noqa: PLC0415
@@ -151,3 +151,15 @@ def test_flan_t5_head_tied_in_transformers_5_untied_in_4():
     assert Plan.from_dict(plan).arch.total_params == hf5 == 222_903_552
     old = Plan.from_dict({**plan, "stack": {"transformers": "4.46"}}).arch
     assert old.total_params == hf5 + 32128 * 768 == 247_577_856
+
+
+def test_steps_the_traces_found_failing():
+    # own_attention_trace.py NO_PURE / NO_LORA, checked on real CPU tensors
+    def ids(model_type, **kw):
+        plan = {"model": _config(model_type), "gpu": "h100-sxm-80gb", "attention": "eager", "seq_len": 256, **kw}
+        return [w.id for w in warnings(estimate(Plan.from_dict(plan)))]
+    assert "precision-unsupported" in ids("xlnet", precision="bf16-pure")
+    assert "precision-unsupported" not in ids("xlnet", precision="bf16-mixed")
+    assert "method-unsupported" in ids("reformer", precision="bf16-mixed", method="lora",
+                                       lora={"targets": ["query_key", "value"]})
+    assert "method-unsupported" not in ids("reformer", precision="bf16-mixed")

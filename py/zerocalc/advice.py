@@ -13,7 +13,7 @@ from .knobs import knobs
 from .memory.lora import ADAPTED_EXPERTS, matched_targets
 from .memory.optimizers import is_paged
 from .model.class_flags import (CHECKPOINTING_RAISES, NO_CHECKPOINTING, NO_FLASH, PEFT_CHECKPOINTING_RAISES,
-                                unsupported_attention)
+                                STEP_RAISES, unsupported_attention)
 from .result import Estimate, Warning
 from .run import LABELS
 from .stack import OWN_MODEL_CODE
@@ -118,7 +118,7 @@ def warnings(est: Estimate) -> list[Warning]:
         out.append(_w("checkpointing-off", "info",
                       f"Activations take {_gib(comps['activations'])}.",
                       "Full activation checkpointing keeps one input per layer at the cost of ~1/3 more compute."))
-    out += _attention_warnings(est) + _checkpointing_warnings(est)
+    out += _attention_warnings(est) + _checkpointing_warnings(est) + _step_raises(est)
     if plan.attention == "eager" and plan.seq_len >= 1024:
         out.append(_w("eager-attention", "info", "Eager attention keeps the s x s softmax per layer.",
                       "Use flash or sdpa attention."))
@@ -173,6 +173,17 @@ def _checkpointing_warnings(est: Estimate) -> list[Warning]:
                f"transformers' {arch.model_type} class has no gradient checkpointing: gradient_checkpointing_enable "
                "raises ValueError.", "Set activation_checkpointing none (and a smaller micro-batch if it then "
                "does not fit).")]
+
+
+def _step_raises(est: Estimate) -> list[Warning]:
+    """A precision or method whose step fails in transformers 5.24 for this model (model/class_flags.py STEP_RAISES)."""
+    plan, arch = est.plan, est.arch
+    if plan.stack.trainer in OWN_MODEL_CODE or plan.stack.transformers != "5":
+        return []
+    return [_w(f"{field}-unsupported", "error",
+               f"{arch.model_type} with {field} {getattr(plan, field)} fails in transformers 5.24: {why}.",
+               "Use bf16-mixed or fp32." if field == "precision" else "Train the full model.")
+            for field, values, why in STEP_RAISES.get(arch.model_type, ()) if getattr(plan, field) in values]
 
 
 def _pcie_only(interconnect: str) -> bool:

@@ -61,10 +61,22 @@ PEFT_CHECKPOINTING_RAISES = {
     "git": "GitEmbeddings.forward's `embeddings += position_embeddings` (tools/memtrace/bert_cross_trace.py)",
     "kosmos-2": "forward_embedding's `inputs_embeds[mask] = image_embeds` (tools/memtrace/kosmos_trace.py)",
     "udop": "combine_image_text_embeddings' `inputs_embeds += ...` (tools/memtrace/vision_seq2seq_trace.py)",
+    "blt": "compute_hash_embeddings' in-place add of the hash embeddings (tools/memtrace/own_attention_trace.py)",
 }
 # model_types whose checkpointed step raises in transformers 5.24 whatever the method, though the class allows it
 CHECKPOINTING_RAISES = {
     # the Gemma language model turns use_cache off under checkpointing, so PI0Model.forward's
     # `self.vlm(..., use_cache=True).cache` is None and `cache.get_seq_length()` raises AttributeError
     "pi0": "the prefix cache the action expert reads is None under checkpointing (tools/memtrace/odd_composites_trace.py)",
+}
+# steps that fail in transformers 5.24 for a precision or a method, checked on real CPU tensors by the traces
+# (tools/memtrace/own_attention_trace.py NO_PURE, NO_LORA): (plan field, values, why)
+STEP_RAISES = {
+    "xlnet": (("precision", ("bf16-pure",), "XLNetRelativeAttention makes its q / k / v / o / r weights with "
+               "torch.FloatTensor, fp32 whatever the model's dtype, and the first einsum meets bf16 states"),),
+    "reformer": (("precision", ("bf16-pure",), "AxialPositionEmbeddings' weights are fp32, so the stream turns fp32 "
+                  "and the first 16-bit LayerNorm / Linear fails"),
+                 ("method", ("lora", "qlora"), "the reversible layers' only input is the frozen embeddings' output, "
+                  "so the loss needs no gradient (\"element 0 of tensors does not require grad\") unless "
+                  "enable_input_require_grads is called")),
 }
