@@ -141,18 +141,6 @@ def test_pi0_checkpointed_raises_whatever_the_method():
     assert "checkpointing-unsupported" not in ids({**plan, "activation_checkpointing": "none"})
 
 
-def test_flan_t5_head_tied_in_transformers_5_untied_in_4():
-    # google/flan-t5-base: d 768, 12 + 12 layers, gated-gelu, vocab 32128, tie_word_embeddings false.
-    # transformers 5.24 forces the tie (configuration_t5.py __post_init__): the checkpoint row of
-    # tests/data/architectures.json counts 222,903,552; 4.x keeps the lm_head: + 32128 x 768 = 24,674,304
-    cfg = next(r["config"] for r in ROWS if r["id"] == "checkpoint:flan-t5-base")
-    hf5 = next(r["hf_params"] for r in ROWS if r["id"] == "checkpoint:flan-t5-base")
-    plan = {"model": cfg, "gpu": "a100-sxm4-80gb", "framework": "single", "gpus_per_node": 1, "attention": "eager"}
-    assert Plan.from_dict(plan).arch.total_params == hf5 == 222_903_552
-    old = Plan.from_dict({**plan, "stack": {"transformers": "4.46"}}).arch
-    assert old.total_params == hf5 + 32128 * 768 == 247_577_856
-
-
 def test_steps_the_traces_found_failing():
     # own_attention_trace.py NO_PURE / NO_LORA, checked on real CPU tensors
     def ids(model_type, **kw):

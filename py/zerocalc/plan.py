@@ -120,7 +120,7 @@ class Plan:
     @cached_property
     def arch(self) -> ModelArch:
         """The model's tensor inventory (zerocalc.model), built once per plan (and memoised across plans)."""
-        return resolve_model(self.model, self.stack.transformers)
+        return resolve_model(self.model)
 
     @cached_property
     def gpu_spec(self) -> GpuSpec:

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from ..errors import PlanError
 from ..presets import MODELS
 from .arch import Linear, ModelArch, MoE, Tensor
-from .classic import FORCED_TIE, classic, t5
+from .classic import classic, t5
 from .classic_more import CLASSIC_MORE
 from .config import ConfigReader
 from .composite import COMPOSITES, composite, is_composite
@@ -57,14 +57,12 @@ WHOLE = set(VISION_ENCDEC) | set(KOSMOS) | {"udop", "florence2", "pi0", "t5gemma
 SUPPORTED_MODEL_TYPES = tuple(sorted(MODELLED_TEXT | set(COMPOSITES) | GEMMA4 | WHOLE))
 
 
-def model_from_config(cfg: Mapping, transformers: str = "5") -> ModelArch:
+def model_from_config(cfg: Mapping) -> ModelArch:
     """A Hugging Face config.json (as a mapping) -> ModelArch. Raises PlanError naming the field.
 
     A missing ``model_type`` is read as a Llama-style decoder (the most common custom case); a model_type
     the engine does not model is refused by name, never built as another architecture (a GPT-BigCode model
-    built as a Llama gets a third too many parameters). ``transformers`` is the plan's stack era (stack.py): the
-    counts are transformers 5.24's, but for the T5 family's head, which 5 ties whatever the config says and 4.x
-    unties under tie_word_embeddings false (model/classic.py t5)."""
+    built as a Llama gets a third too many parameters)."""
     if not isinstance(cfg, Mapping):
         raise PlanError("model", "must be a preset id or a config.json object")
     c = ConfigReader(cfg)
@@ -101,7 +99,7 @@ def model_from_config(cfg: Mapping, transformers: str = "5") -> ModelArch:
     if model_type in CLASSIC:
         return classic(c, model_type)
     if model_type in T5:
-        return t5(c, model_type, transformers)
+        return t5(c, model_type)
     if model_type in SSM:
         return SSM[model_type](c)
     if model_type == "dbrx":
@@ -120,16 +118,13 @@ def model_from_config(cfg: Mapping, transformers: str = "5") -> ModelArch:
     return llama_like(c, model_type)
 
 
-def resolve_model(model: Any, transformers: str = "5") -> ModelArch:
+def resolve_model(model: Any) -> ModelArch:
     """plan.model (preset id or config mapping) -> ModelArch, memoised: presets by id, custom configs by
-    their canonical JSON (building DeepSeek-V3's inventory takes milliseconds; a page request asks often).
-    ``transformers``: the stack era, which only the T5 family's head depends on (model_from_config)."""
+    their canonical JSON (building DeepSeek-V3's inventory takes milliseconds; a page request asks often)."""
     if isinstance(model, str):
         return _preset(model)
     if not isinstance(model, Mapping):
         raise PlanError("model", "must be a preset id or a config.json object")
-    if transformers != "5" and model.get("model_type") in FORCED_TIE:
-        return _custom_era(json.dumps(_thaw(model), sort_keys=True, default=str), transformers)
     return _custom(json.dumps(_thaw(model), sort_keys=True, default=str))
 
 
@@ -142,11 +137,6 @@ def _preset(model_id: str) -> ModelArch:
 @lru_cache(maxsize=64)
 def _custom(canonical: str) -> ModelArch:
     return model_from_config(json.loads(canonical))
-
-
-@lru_cache(maxsize=16)
-def _custom_era(canonical: str, transformers: str) -> ModelArch:
-    return model_from_config(json.loads(canonical), transformers)
 
 
 def _thaw(v):

@@ -178,10 +178,7 @@ def _sparse_step(c: ConfigReader, side: str, n: int) -> int:
     return n // k if k > 0 else n
 
 
-FORCED_TIE = ("t5", "mt5", "umt5", "longt5")
-
-
-def t5(c: ConfigReader, model_type: str, transformers: str = "5") -> ModelArch:
+def t5(c: ConfigReader, model_type: str) -> ModelArch:
     """T5 / mT5 / UMT5 / LongT5 encoder-decoder (modeling_t5.py, modeling_umt5.py, modeling_longt5.py with its
     default local attention, whose LocalSelfAttention has T5's tensors): no biases, RMS-style LayerNorm,
     gated-gelu for v1.1/mT5/T0. num_layers counts encoder + decoder blocks. Switch Transformers
@@ -200,12 +197,7 @@ def t5(c: ConfigReader, model_type: str, transformers: str = "5") -> ModelArch:
     d_ff = c.int("d_ff", "intermediate_size")
     vocab = c.int("vocab_size")
     gated = c.str("feed_forward_proj", "relu").startswith("gated")
-    # transformers 5.24 ties T5's, mT5's, UMT5's and LongT5's head whatever the config says (configuration_t5.py
-    # __post_init__: "we tie weights always and force it to be `True`"; a v1.1 / Flan-T5 config's False only turns
-    # off the decoder-output scaling): no lm_head of its own. 4.x (stack.transformers 4.46 / 4.45) read the field,
-    # as Switch Transformers still does.
-    forced = model_type in FORCED_TIE and transformers == "5"
-    tied = True if forced else c.bool("tie_word_embeddings", True)
+    tied = c.bool("tie_word_embeddings", True)
     inner = heads * d_kv
     experts = c.int("num_experts", default=8)
     b = TensorList()

@@ -39,7 +39,7 @@ def udop(cfg: Mapping) -> ModelArch:
     vocab, buckets = c.int("vocab_size", default=33201), c.int("relative_attention_num_buckets", default=32)
     patch, ch = c.int("patch_size", default=16), c.int("num_channels", default=3)
     gated = c.bool("is_gated_act", c.str("feed_forward_proj", "relu").startswith("gated"))
-    tied = True     # configuration_udop.py __post_init__ pops tie_word_embeddings and forces True (5.24)
+    tied = c.bool("tie_word_embeddings", True)
     inner = heads * d_kv
     biases = cfg.get("relative_bias_args") or DEFAULT_BIASES
     b = TensorList()
