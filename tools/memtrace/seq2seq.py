@@ -16,6 +16,9 @@ checkpointing rows, the class has none; full also in fp32, where layer 0 copies 
 PEGASUS-X each full bf16-pure, LoRA (every block linear) bf16-mixed and full bf16-pure with checkpointing at s 512,
 b 2; T5
 v1.1's gated feed-forward full and LoRA (q, v) in fp32 at s 128, b 8 (PEFT's T0 / mT0 examples) and LoRA bf16-mixed.
+T5 v1.0 and v1.1 (Flan-T5's layout) again with the shipped dropout_rate 0.1 (t5drop-, t5v11drop-: full bf16-pure with
+and without checkpointing, LoRA (q, v: PEFT's default, key without an adapter) bf16-mixed with and without, full
+bf16-mixed), mT5 and UMT5 (mt5drop-, umt5drop-: full bf16-pure with and without checkpointing, LoRA bf16-mixed).
 
     python -m tools.memtrace.seq2seq            # trace all rows and (re)write the fixtures
     python -m tools.memtrace.seq2seq t5-        # only the ids starting with this

@@ -10,14 +10,16 @@ Sequence lengths: the plan's one seq_len is the encoder's and the decoder's (the
 and labels (b, s), decoder_input_ids = shift_right(labels)), so every block runs at s·b tokens and a
 cross-attention's scores are s × s.
 
-Traced: T5 (ReLU, t5-small's layout) and T5 v1.1 (gated-gelu) with eager attention, M2M100 (BART's pre-LN layer)
+Traced: T5 (ReLU, t5-small's layout) and T5 v1.1 (gated-gelu) with eager attention, with dropout 0 and with the
+shipped dropout_rate 0.1 (t5_layer; v1.0, v1.1, mT5, UMT5), M2M100 (BART's pre-LN layer)
 with FA2, FSMT (post-LN, ReLU, fairseq's own eager bmm attention, time-major stacks) with eager, LED (post-LN, GELU, Longformer encoder attention) with eager, PEGASUS-X (pre-LN, GELU, block-local +
 global-token encoder layer: memory/blocks_encoder_attn.py) with FA2, full / LoRA / checkpointed. Costed with the
 same rules, not traced: a T5 plan asking flash or sdpa (T5 has no FA2 path, `_supports_flash_attn = False`, and
 SDPA takes the position bias as a float mask: costed as eager), LED with global attention (a global_attention_mask:
-costed as local only), the sparse layers of NLLB-MoE (as one dense feed-forward), UMT5's
-per-layer bias under checkpointing. Switch Transformers' sparse feed-forward (switch_sparse_mlp) is traced with its
-real router and a balanced assignment under expert capacity (tools/memtrace/routing.py), bf16-mixed full and LoRA.
+costed as local only), the sparse layers of NLLB-MoE (as one dense feed-forward), Switch's dropouts
+(t5_layer's, the sparse feed-forward's over every token), LongT5's local attention (as T5's). Switch Transformers'
+sparse feed-forward (switch_sparse_mlp) is traced with its real router and a balanced assignment under expert
+capacity (tools/memtrace/routing.py), bf16-mixed full and LoRA.
 
 Shared facts:
 - the encoder output (the encoder's final norm output) is one tensor that every decoder layer's cross-attention
@@ -37,7 +39,8 @@ from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_stacks
 from .blocks_git import git_stacks
 from .blocks_kosmos import MODEL_TYPES as KOSMOS, kosmos_stacks
-from .blocks_vision_seq2seq import eager_recompute, florence2_inputs, pix2struct_stacks, udop_stacks  # noqa: F401
+from .blocks_vision_seq2seq import (eager_recompute, florence2_inputs, pix2struct_stacks,  # noqa: F401
+                                    t5_dropouts, udop_stacks)
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
 from .lora import Adapter
@@ -183,6 +186,18 @@ def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, spar
         ss.save("act.out", act * n)
         ss.save("wi_1.out", e * n)
         linear(ss, c2, "act.prod", act, lins["wo"], ads.get("wo"))
+    return ss
+
+
+def t5_layer(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, sparse: bool = False) -> SavedSet:
+    """t5_block plus its dropouts (dropout_rate: 0.1 in the shipped T5 / mT5 / UMT5 / Flan-T5 configs;
+    memory/blocks_vision_seq2seq.py t5_dropouts). Under LoRA with no adapter on key, the first block's self-attention
+    (its input needs no gradient) keeps no q: k needs none, so matmul(q, kᵀ) keeps kᵀ only. Traced:
+    tools/memtrace/golden/seq2seq/*drop-*."""
+    ss = t5_block(arch, c, lins, ads, decoder, sparse)
+    if not c.train_base and c.first_layer and "k" not in ads:
+        ss.items.pop("sa.q", None)
+    t5_dropouts(ss, c, arch, lins["wo"].d_in, decoder, c.seq)
     return ss
 
 
@@ -371,15 +386,18 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     for i in range(n_enc + n_dec):
         decoder, ci = i >= n_enc, c_first if i in (0, n_enc) else c
         sparse = arch.switch is not None and arch.switch["sparse"][i]
-        ss = (t5_block(arch, ci, lins, ads, decoder, sparse) if t5 else
+        ss = (t5_layer(arch, ci, lins, ads, decoder, sparse) if t5 else
               bart_block(arch, ci, lins, ads, decoder, i - n_enc * decoder, i == n_enc - 1))
         if "enc_out" in ss.items:               # one tensor read by every decoder layer
             shared.save("enc_out", ss.items.pop("enc_out"))
         layers.append(ss.total)
     # the encoder's final norm (T5LayerNorm / nn.LayerNorm) over its last block's output, kept for backward
     fin = SavedSet()
+    drop = MASK * t * h if t5 and arch.dropout > 0 else 0   # T5Stack.forward's dropout masks (blocks_seq2seq t5_layer)
     if t5:
         t5_norm(fin, c, "enc_final", "enc_last", h)
+        fin.save("enc_final.drop_mask", drop)             # the encoder's final dropout (its output is enc_out)
+        fin.save("emb.drop_masks", 2 * drop * (c.train_base or input_grads))   # each stack's embedding dropout
     else:
         if arch.bart["final_ln"]:
             layernorm(fin, c, "enc_final", "enc_last", h)
@@ -402,11 +420,15 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         a, s2 = arch.num_heads, c.seq * c.seq
         if not per_layer:
             ckpt_extra += c.res * a * s2 * ((n_enc > 1) + (n_dec > 1))
-        ckpt_extra += c.res * c.batch * s2 + (e * a * s2 if n_dec > 1 else 0)
+        # (UMT5: each cross-attention makes its own zero bias, no checkpoint input; traced: umt5drop-full-pure-eager-gc)
+        ckpt_extra += c.res * c.batch * s2 + (e * a * s2 if n_dec > 1 and not per_layer else 0)
+        # enable_input_require_grads' leaves (each stack's embedding output) beside their dropouts' outputs
+        ckpt_extra += 2 * c.res * t * h * bool(input_grads and drop)
     # the decoder's final norm and lm_head (T5 tied: `sequence_output * model_dim**-0.5` is lm_head's input)
     head = SavedSet()
     if t5:
         y, yb = t5_norm(head, c, "dec_final", "dec_last", h), c.res
+        head.save("dec_final.drop_mask", drop)            # lm_head reads its output (scaled when tied, v1.0)
     elif arch.bart["final_ln"]:
         y, yb = layernorm(head, c, "dec_final", "dec_last", h)
     else:                       # post-LN: the last layer's final_layer_norm output

@@ -15,7 +15,7 @@ tests/test_vision_seq2seq_blocks.py.
   (pix2struct_stacks), no checkpointing (transformers refuses it).
 - udop (modeling_udop.py): T5 stacks whose encoder also runs the page image's patches, with 2-D layout embeddings
   and biases (udop_stacks); LoRA with checkpointing raises in transformers (not traced).
-Both: T5's block (memory/blocks_seq2seq.py t5_block) plus the dropouts its traced rows ran without (t5_dropouts).
+Both: T5's block (memory/blocks_seq2seq.py t5_block) plus its dropouts (t5_dropouts, as blocks_seq2seq.py t5_layer).
 """
 from __future__ import annotations
 
@@ -115,8 +115,8 @@ def _pix2struct_head(arch: ModelArch, c: Ctx, lm_head_adapter, t5_norm) -> int:
 
 
 def t5_dropouts(ss: SavedSet, c: Ctx, arch: ModelArch, ff: int, decoder: bool, kv_seq: int) -> None:
-    """What T5's block keeps for its dropouts (dropout_rate), which memory/blocks_seq2seq.py t5_block leaves out (the
-    T5 rows were traced without): each attention's probabilities' bool mask (heads x s x s_kv a sample) and, without
+    """What T5's block keeps for its dropouts (dropout_rate), beside memory/blocks_seq2seq.py t5_block's (t5_layer
+    adds them for T5's own stacks; traced: tools/memtrace/golden/seq2seq/*drop-*): each attention's probabilities' bool mask (heads x s x s_kv a sample) and, without
     autocast, the 16-bit dropout output matmul(probs, V) reads beside the softmax (under autocast it reads its own
     16-bit copy, counted); the masks of each sub-layer's output dropout (t x h) and of the feed-forward's hidden
     dropout (t x d_ff); DenseActDense's wo then reads the dropout's output, not ReLU's (a 16-bit tensor of its own
