@@ -127,7 +127,10 @@ CONFIGS = {
 CONFIGS.update({"t5drop": {**CONFIGS["t5"], "dropout_rate": 0.1},
                 "t5v11drop": {**CONFIGS["t5v11"], "dropout_rate": 0.1},
                 "mt5drop": {**CONFIGS["t5v11"], "model_type": "mt5", "dropout_rate": 0.1},
-                "umt5drop": {**CONFIGS["t5v11"], "model_type": "umt5", "dropout_rate": 0.1}})
+                "umt5drop": {**CONFIGS["t5v11"], "model_type": "umt5", "dropout_rate": 0.1},
+                # t5-base's layout whole (d_model 768, 12 heads, d_ff 3072, 12 + 12 blocks), dropout 0.1
+                "t5basedrop": {**CONFIGS["t5"], "d_model": 768, "d_ff": 3072, "num_heads": 12, "num_layers": 12,
+                               "num_decoder_layers": 12, "dropout_rate": 0.1}})
 TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "led": ["query", "key", "value", "output", "q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -144,7 +147,7 @@ TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
 # eager); PEGASUS-X's decoder attention supports FA2 (`_supports_flash_attn = True`), its encoder's is its own
 # FSMT's Attention is fairseq's own bmm / softmax / bmm (modeling_fsmt.py Attention.forward): eager only
 ATTENTION = {"m4t": "flash", "m4tv2": "flash", "t5gemma": "flash", "switch": "eager", "t5": "eager", "t5v11": "eager", "t5drop": "eager",
-             "t5v11drop": "eager", "mt5drop": "eager", "umt5drop": "eager", "m2m": "flash", "led": "eager", "pegx": "flash", "fsmt": "eager"}
+             "t5v11drop": "eager", "mt5drop": "eager", "umt5drop": "eager", "t5basedrop": "eager", "m2m": "flash", "led": "eager", "pegx": "flash", "fsmt": "eager"}
 
 
 def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none", lora_dropout: float = 0.0
@@ -212,6 +215,10 @@ def rows() -> list[dict]:
             out.append({"id": f"{fam}-lora-mixed-eager-gc-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512,
                                                                             "full", lora_dropout=0.05)})
             out.append({"id": f"{fam}-full-mixed-eager-s512-b2", **_plan(fam, "full", "bf16-mixed", 2, 512)})
+    # t5-base's layout checkpointed at s 1024, b 4: the peak is the recompute of decoder layer 0, beside the later
+    # decoder layers' gradients (memory/inputs.py decoder_bottom_terms), not the loss
+    out.append({"id": "t5basedrop-full-pure-eager-gc-s1024-b4", **_plan("t5basedrop", "full", "bf16-pure", 4, 1024,
+                                                                         "full")})
     return out
 
 

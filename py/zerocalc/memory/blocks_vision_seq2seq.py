@@ -215,10 +215,16 @@ def udop_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple, adapters:
     return tuple(layers), extra, ckpt, head.total + batch
 
 
-def eager_recompute(arch: ModelArch, s: int, b: int, e: int) -> int:
+def eager_recompute(arch: ModelArch, s: int, b: int, e: int, layer: int = 0) -> int:
     """A checkpointed eager layer's recompute peak (memory/activations.py): the softmax backward's fp32 softmax
     output, its gradient and its output, 12·a·n²·b, and 8 e-byte n·b x h tensors, over the longest stack's n
     positions a sample: the plan's seq_len, or UDOP's encoder with its image patches (traced:
-    udop-full-pure-eager-gc)."""
+    udop-full-pure-eager-gc). T5's blocks with dropout (each attention's mask and dropped-out probabilities beside
+    the softmax): the recompute forward's end, the whole `layer` saved again beside the incoming gradient, is the
+    larger (traced: a t5-base layout, 12 + 12 blocks, s 1024, b 4: the recompute's peak at a decoder layer's last
+    native_dropout, the recomputed layer 749 MiB against the softmax backward's 624)."""
     n = s + arch.image_patches
-    return 12 * arch.num_heads * n * n * b + 8 * e * n * b * arch.hidden_size
+    softmax_bwd = 12 * arch.num_heads * n * n * b + 8 * e * n * b * arch.hidden_size
+    if arch.family != "t5" or arch.dropout <= 0:
+        return softmax_bwd
+    return max(softmax_bwd, layer + e * n * b * arch.hidden_size)
