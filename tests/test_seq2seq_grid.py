@@ -17,8 +17,12 @@ ROWS = sorted(GRID.glob("*.json"))
 KNOWN_SAVED: dict[str, str] = {}
 # the peak's components that miss for a reason outside the blocks' activations (a strict xfail: a fix shows as XPASS)
 _TIED = ("T5Config forces tie_word_embeddings = True in transformers 5.24 (configuration_t5.py __post_init__: "
-         "`self.tie_word_embeddings = True`; the False of a v1.1 config only turns off the decoder-output scaling), "
-         "while model/classic.py t5 adds an untied lm_head: +vocab x d_model weights (and optimizer states)")
+         "`self.tie_word_embeddings = True`; the False of a v1.1 config only turns off the decoder-output scaling), so "
+         "the tracer's model, built from the config, ties lm_head to shared; from_pretrained on a v1.1 / Flan-T5 / "
+         "mT5 checkpoint, which holds both with different values, does not tie them (modeling_utils.py tie_weights: "
+         "'both are present in the checkpoints with different values, so we will NOT tie them'), which is what "
+         "model/classic.py t5 counts: the engine's untied lm_head, +vocab x d_model weights (and optimizer states), "
+         "is the real run's")
 _MOMENT = ("the peak's moment: the trace's at the loss (forward end, logits alive), the engine's at the end of "
            "backward (all gradients), 2.271 vs 2.294 GiB (+1 %): the totals hold, the components are two moments'")
 KNOWN_PEAK: dict[str, str] = {
