@@ -18,7 +18,9 @@ b 2; T5
 v1.1's gated feed-forward full and LoRA (q, v) in fp32 at s 128, b 8 (PEFT's T0 / mT0 examples) and LoRA bf16-mixed.
 T5 v1.0 and v1.1 (Flan-T5's layout) again with the shipped dropout_rate 0.1 (t5drop-, t5v11drop-: full bf16-pure with
 and without checkpointing, LoRA (q, v: PEFT's default, key without an adapter) bf16-mixed with and without, full
-bf16-mixed), mT5 and UMT5 (mt5drop-, umt5drop-: full bf16-pure with and without checkpointing, LoRA bf16-mixed).
+bf16-mixed), mT5 and UMT5 (mt5drop-, umt5drop-: full bf16-pure with and without checkpointing, LoRA bf16-mixed),
+Switch (switchdrop-: as the Switch rows), and t5-base's whole layout checkpointed at s 1024, b 4 (t5basedrop-: its
+peak is decoder layer 0's recompute, memory/inputs.py decoder_bottom_terms).
 
     python -m tools.memtrace.seq2seq            # trace all rows and (re)write the fixtures
     python -m tools.memtrace.seq2seq t5-        # only the ids starting with this
@@ -128,6 +130,8 @@ CONFIGS.update({"t5drop": {**CONFIGS["t5"], "dropout_rate": 0.1},
                 "t5v11drop": {**CONFIGS["t5v11"], "dropout_rate": 0.1},
                 "mt5drop": {**CONFIGS["t5v11"], "model_type": "mt5", "dropout_rate": 0.1},
                 "umt5drop": {**CONFIGS["t5v11"], "model_type": "umt5", "dropout_rate": 0.1},
+                # Switch's layout with dropout_rate 0.1 (google/switch-base-8 ships it): the experts' hidden dropout
+                "switchdrop": {**CONFIGS["switch"], "dropout_rate": 0.1},
                 # t5-base's layout whole (d_model 768, 12 heads, d_ff 3072, 12 + 12 blocks), dropout 0.1
                 "t5basedrop": {**CONFIGS["t5"], "d_model": 768, "d_ff": 3072, "num_heads": 12, "num_layers": 12,
                                "num_decoder_layers": 12, "dropout_rate": 0.1}})
@@ -142,12 +146,12 @@ TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "t5gemma": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
            "fsmt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            # PEFT's default for the T5 family (q, v): key has no adapter
-           **{f: ["q", "v"] for f in ("t5drop", "t5v11drop", "mt5drop", "umt5drop")}}
+           **{f: ["q", "v"] for f in ("t5drop", "t5v11drop", "mt5drop", "umt5drop", "switchdrop")}}
 # LED has no attention interface (modeling_led.py: LEDEncoderSelfAttention's own chunked matmuls, LEDDecoderAttention
 # eager); PEGASUS-X's decoder attention supports FA2 (`_supports_flash_attn = True`), its encoder's is its own
 # FSMT's Attention is fairseq's own bmm / softmax / bmm (modeling_fsmt.py Attention.forward): eager only
 ATTENTION = {"m4t": "flash", "m4tv2": "flash", "t5gemma": "flash", "switch": "eager", "t5": "eager", "t5v11": "eager", "t5drop": "eager",
-             "t5v11drop": "eager", "mt5drop": "eager", "umt5drop": "eager", "t5basedrop": "eager", "m2m": "flash", "led": "eager", "pegx": "flash", "fsmt": "eager"}
+             "t5v11drop": "eager", "mt5drop": "eager", "umt5drop": "eager", "t5basedrop": "eager", "switchdrop": "eager", "m2m": "flash", "led": "eager", "pegx": "flash", "fsmt": "eager"}
 
 
 def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none", lora_dropout: float = 0.0
@@ -215,6 +219,11 @@ def rows() -> list[dict]:
             out.append({"id": f"{fam}-lora-mixed-eager-gc-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512,
                                                                             "full", lora_dropout=0.05)})
             out.append({"id": f"{fam}-full-mixed-eager-s512-b2", **_plan(fam, "full", "bf16-mixed", 2, 512)})
+    # Switch with dropout_rate 0.1: full and LoRA (q, v) bf16-mixed at s 512, full at s 1024 (half over capacity)
+    out.append({"id": "switchdrop-full-mixed-eager-s512-b2", **_plan("switchdrop", "full", "bf16-mixed", 2, 512)})
+    out.append({"id": "switchdrop-lora-mixed-eager-s512-b2", **_plan("switchdrop", "lora", "bf16-mixed", 2, 512,
+                                                                      lora_dropout=0.05)})
+    out.append({"id": "switchdrop-full-mixed-eager-s1024-b1", **_plan("switchdrop", "full", "bf16-mixed", 1, 1024)})
     # t5-base's layout checkpointed at s 1024, b 4: the peak is the recompute of decoder layer 0, beside the later
     # decoder layers' gradients (memory/inputs.py decoder_bottom_terms), not the loss
     out.append({"id": "t5basedrop-full-pure-eager-gc-s1024-b4", **_plan("t5basedrop", "full", "bf16-pure", 4, 1024,

@@ -11,15 +11,16 @@ and labels (b, s), decoder_input_ids = shift_right(labels)), so every block runs
 cross-attention's scores are s × s.
 
 Traced: T5 (ReLU, t5-small's layout) and T5 v1.1 (gated-gelu) with eager attention, with dropout 0 and with the
-shipped dropout_rate 0.1 (t5_layer; v1.0, v1.1, mT5, UMT5), M2M100 (BART's pre-LN layer)
-with FA2, FSMT (post-LN, ReLU, fairseq's own eager bmm attention, time-major stacks) with eager, LED (post-LN, GELU, Longformer encoder attention) with eager, PEGASUS-X (pre-LN, GELU, block-local +
+shipped dropout_rate 0.1 (t5_layer; v1.0, v1.1, mT5, UMT5, Switch, t5-base's layout checkpointed), M2M100 (BART's
+pre-LN layer) with FA2, FSMT (post-LN, ReLU, fairseq's own eager bmm attention, time-major stacks) with eager, LED (post-LN, GELU, Longformer encoder attention) with eager, PEGASUS-X (pre-LN, GELU, block-local +
 global-token encoder layer: memory/blocks_encoder_attn.py) with FA2, full / LoRA / checkpointed. Costed with the
 same rules, not traced: a T5 plan asking flash or sdpa (T5 has no FA2 path, `_supports_flash_attn = False`, and
 SDPA takes the position bias as a float mask: costed as eager), LED with global attention (a global_attention_mask:
-costed as local only), the sparse layers of NLLB-MoE (as one dense feed-forward), Switch's dropouts
-(t5_layer's, the sparse feed-forward's over every token), LongT5's local attention (as T5's). Switch Transformers'
-sparse feed-forward (switch_sparse_mlp) is traced with its real router and a balanced assignment under expert
-capacity (tools/memtrace/routing.py), bf16-mixed full and LoRA.
+costed as local only), the sparse layers of NLLB-MoE (as one dense feed-forward), LongT5's local attention (as
+T5's). Switch's sparse feed-forward's hidden dropout is counted over every token, not the routed rows (traced within
+0.4 % at half the tokens over capacity). Switch Transformers' sparse feed-forward (switch_sparse_mlp) is traced
+with its real router and a balanced assignment under expert capacity (tools/memtrace/routing.py), bf16-mixed full
+and LoRA.
 
 Shared facts:
 - the encoder output (the encoder's final norm output) is one tensor that every decoder layer's cross-attention
