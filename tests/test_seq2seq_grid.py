@@ -309,3 +309,17 @@ def test_v11_rows_with_the_tracers_tie(row_id):
     row["plan"]["model"]["tie_word_embeddings"] = True
     ok, table = check_fixture(row)
     assert ok, "\n" + table
+
+
+def test_decoder_bottom_terms_by_hand():
+    """t5basedrop-full-pure-eager-gc-s1024-b4 (d 768, 12 heads, d_ff 3072, 12 + 12 blocks, bf16, s 1024, b 4):
+    a decoder block holds 4·768² twice (self- and cross-attention), 2·768·3072 and three norms, 9,439,488
+    parameters; blocks 1-11's bf16 gradients are 11 x 2 x 9,439,488 = 207,668,736 bytes (the trace's 198.0 MiB);
+    their freed checkpoint inputs 11 x 2·s·b·h = 69,206,016; layer 0's bias recompute and the bias gradients:
+    8·s² + 2 x 2·a·s·2s + 2·s·b·h = 8,388,608 + 100,663,296 + 6,291,456."""
+    from zerocalc.memory.inputs import decoder_bottom_terms
+    row = json.loads((GRID / "t5basedrop-full-pure-eager-gc-s1024-b4.json").read_text())
+    plan = Plan.from_dict(row["plan"])
+    terms = {t.name: t.nbytes for t in decoder_bottom_terms(plan, step_inputs(plan))}
+    assert terms == {"later_decoder_grads": 207_668_736,
+                     "later_decoder_inputs_freed": 8_388_608 + 100_663_296 + 6_291_456 - 69_206_016}
