@@ -29,11 +29,9 @@ SUFFIXES = {"florence2": ("full-pure-flash-s256-b2", "full-pure-flash-gc-s256-b2
             "udop": ("full-pure-eager-s256-b2", "full-pure-eager-gc-s256-b2", "lora-mixed-eager-s256-b2-drop",
                      "full-mixed-eager-s256-b2")}
 # rows whose peak the engine does not close, with their pinned peak error (rounded to 0.001), and why
-PEAK_GAPS: dict = {
-    "udop-full-pure-eager-gc-s256-b2": (-0.045, "the trace's peak is the recompute of the last encoder layer (452 "
-                                        "positions: text + image patches), after every decoder layer's gradient "
-                                        "exists; the engine's recompute top is the last layer's, with only the head's "
-                                        "gradients (memory/inputs.py recompute_terms): gradients -35 %, peak -4.5 %")}
+# (udop-full-pure-eager-gc: its peak, decoder layer 0's recompute beside layer 1's gradients, is held by memory/inputs.py
+# decoder_bottom_terms: -4.5 % -> +1.7 %)
+PEAK_GAPS: dict = {}
 # rows whose peak the engine holds (within 3 %) but whose components it compares at another moment, and why
 MOMENT: dict = {
     "pix2struct-full-mixed-eager-s256-b2": "the trace's forward peak (inside the loss, which Pix2StructTextModel runs "

@@ -16,6 +16,11 @@ checkpointing rows, the class has none; full also in fp32, where layer 0 copies 
 PEGASUS-X each full bf16-pure, LoRA (every block linear) bf16-mixed and full bf16-pure with checkpointing at s 512,
 b 2; T5
 v1.1's gated feed-forward full and LoRA (q, v) in fp32 at s 128, b 8 (PEFT's T0 / mT0 examples) and LoRA bf16-mixed.
+T5 v1.0 and v1.1 (Flan-T5's layout) again with the shipped dropout_rate 0.1 (t5drop-, t5v11drop-: full bf16-pure with
+and without checkpointing, LoRA (q, v: PEFT's default, key without an adapter) bf16-mixed with and without, full
+bf16-mixed), mT5 and UMT5 (mt5drop-, umt5drop-: full bf16-pure with and without checkpointing, LoRA bf16-mixed),
+Switch (switchdrop-: as the Switch rows), and t5-base's whole layout checkpointed at s 1024, b 4 (t5basedrop-: its
+peak is decoder layer 0's recompute, memory/inputs.py decoder_bottom_terms).
 
     python -m tools.memtrace.seq2seq            # trace all rows and (re)write the fixtures
     python -m tools.memtrace.seq2seq t5-        # only the ids starting with this
@@ -116,6 +121,20 @@ CONFIGS = {
              "scale_embedding": True, "pad_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 2,
              "tie_word_embeddings": False},
 }
+# the same layouts with the shipped dropout_rate 0.1 (t5-base, google/t5-v1_1-*, google/flan-t5-*, google/mt5-*,
+# google/umt5-* all ship it): every sub-layer's output, the feed-forward's hidden state, the attention probabilities,
+# each stack's embedding and final outputs (modeling_t5.py T5LayerFF / T5LayerSelfAttention / T5DenseActDense /
+# eager_attention_forward / T5Stack.forward); mT5 and UMT5 (a relative_attention_bias in every self-attention) on
+# v1.1's gated layout
+CONFIGS.update({"t5drop": {**CONFIGS["t5"], "dropout_rate": 0.1},
+                "t5v11drop": {**CONFIGS["t5v11"], "dropout_rate": 0.1},
+                "mt5drop": {**CONFIGS["t5v11"], "model_type": "mt5", "dropout_rate": 0.1},
+                "umt5drop": {**CONFIGS["t5v11"], "model_type": "umt5", "dropout_rate": 0.1},
+                # Switch's layout with dropout_rate 0.1 (google/switch-base-8 ships it): the experts' hidden dropout
+                "switchdrop": {**CONFIGS["switch"], "dropout_rate": 0.1},
+                # t5-base's layout whole (d_model 768, 12 heads, d_ff 3072, 12 + 12 blocks), dropout 0.1
+                "t5basedrop": {**CONFIGS["t5"], "d_model": 768, "d_ff": 3072, "num_heads": 12, "num_layers": 12,
+                               "num_decoder_layers": 12, "dropout_rate": 0.1}})
 TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "m2m": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "led": ["query", "key", "value", "output", "q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
@@ -125,20 +144,24 @@ TARGETS = {"t5": ["q", "k", "v", "o", "wi", "wo"], "t5v11": ["q", "v"],
            "m4t": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "m4tv2": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
            "t5gemma": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-           "fsmt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"]}
+           "fsmt": ["q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"],
+           # PEFT's default for the T5 family (q, v): key has no adapter
+           **{f: ["q", "v"] for f in ("t5drop", "t5v11drop", "mt5drop", "umt5drop", "switchdrop")}}
 # LED has no attention interface (modeling_led.py: LEDEncoderSelfAttention's own chunked matmuls, LEDDecoderAttention
 # eager); PEGASUS-X's decoder attention supports FA2 (`_supports_flash_attn = True`), its encoder's is its own
 # FSMT's Attention is fairseq's own bmm / softmax / bmm (modeling_fsmt.py Attention.forward): eager only
-ATTENTION = {"m4t": "flash", "m4tv2": "flash", "t5gemma": "flash", "switch": "eager", "t5": "eager", "t5v11": "eager", "m2m": "flash", "led": "eager", "pegx": "flash", "fsmt": "eager"}
+ATTENTION = {"m4t": "flash", "m4tv2": "flash", "t5gemma": "flash", "switch": "eager", "t5": "eager", "t5v11": "eager", "t5drop": "eager",
+             "t5v11drop": "eager", "mt5drop": "eager", "umt5drop": "eager", "t5basedrop": "eager", "switchdrop": "eager", "m2m": "flash", "led": "eager", "pegx": "flash", "fsmt": "eager"}
 
 
-def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none") -> dict:
+def _plan(fam: str, method: str, precision: str, mb: int, seq: int, ckpt: str = "none", lora_dropout: float = 0.0
+          ) -> dict:
     d = {"schema": 1, "model": dict(CONFIGS[fam]), "gpu": GPU, "framework": "single", "gpus_per_node": 1,
          "nodes": 1, "zero_stage": 0, "precision": precision, "optimizer": "adamw", "micro_batch_size": mb,
          "gradient_accumulation_steps": 1, "seq_len": seq, "activation_checkpointing": ckpt,
          "attention": ATTENTION[fam], "loss": "standard", "method": method}
     if method == "lora":
-        d["lora"] = {"rank": 16, "alpha": 32, "dropout": 0.0, "targets": TARGETS[fam]}
+        d["lora"] = {"rank": 16, "alpha": 32, "dropout": lora_dropout, "targets": TARGETS[fam]}
     return d
 
 
@@ -185,6 +208,26 @@ def rows() -> list[dict]:
                                                                      ckpt="full")})
     out.append({"id": "switch-full-mixed-eager-gc-s512-b2", **_plan("switch", "full", "bf16-mixed", 2, 512,
                                                                      ckpt="full")})
+    # T5 with dropout_rate 0.1 (eager: no FA2 path): full bf16 with and without checkpointing, LoRA (q, v; lora_dropout
+    # 0.05) bf16-mixed with and without, full bf16-mixed; mT5 / UMT5 full bf16, LoRA, full bf16 checkpointed
+    for fam in ("t5drop", "t5v11drop", "mt5drop", "umt5drop"):
+        out.append({"id": f"{fam}-full-pure-eager-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512)})
+        out.append({"id": f"{fam}-full-pure-eager-gc-s512-b2", **_plan(fam, "full", "bf16-pure", 2, 512, "full")})
+        out.append({"id": f"{fam}-lora-mixed-eager-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512,
+                                                                     lora_dropout=0.05)})
+        if fam in ("t5drop", "t5v11drop"):
+            out.append({"id": f"{fam}-lora-mixed-eager-gc-s512-b2", **_plan(fam, "lora", "bf16-mixed", 2, 512,
+                                                                            "full", lora_dropout=0.05)})
+            out.append({"id": f"{fam}-full-mixed-eager-s512-b2", **_plan(fam, "full", "bf16-mixed", 2, 512)})
+    # Switch with dropout_rate 0.1: full and LoRA (q, v) bf16-mixed at s 512, full at s 1024 (half over capacity)
+    out.append({"id": "switchdrop-full-mixed-eager-s512-b2", **_plan("switchdrop", "full", "bf16-mixed", 2, 512)})
+    out.append({"id": "switchdrop-lora-mixed-eager-s512-b2", **_plan("switchdrop", "lora", "bf16-mixed", 2, 512,
+                                                                      lora_dropout=0.05)})
+    out.append({"id": "switchdrop-full-mixed-eager-s1024-b1", **_plan("switchdrop", "full", "bf16-mixed", 1, 1024)})
+    # t5-base's layout checkpointed at s 1024, b 4: the peak is the recompute of decoder layer 0, beside the later
+    # decoder layers' gradients (memory/inputs.py decoder_bottom_terms), not the loss
+    out.append({"id": "t5basedrop-full-pure-eager-gc-s1024-b4", **_plan("t5basedrop", "full", "bf16-pure", 4, 1024,
+                                                                         "full")})
     return out
 
 

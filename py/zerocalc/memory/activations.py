@@ -284,7 +284,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
                                       per_layer_linears[-1], layer_adapters(arch, plan, per_layer_linears[-1])
                                       if plan.method != "full" else ())
             e_r = 2 if dt.autocast else dt.compute      # over UDOP's text + image patches (blocks_vision_seq2seq.py)
-            recompute = max(flash, eager_recompute(arch, plan.seq_len, plan.micro_batch_size, e_r))
+            recompute = max(flash, eager_recompute(arch, plan.seq_len, plan.micro_batch_size, e_r, full_layer))
         if arch.moe:
             # the peak of a recomputed MoE layer is inside the experts' backward: the weighted outputs
             # and the down-projection input are consumed, and the gradients of gate/up/product are in

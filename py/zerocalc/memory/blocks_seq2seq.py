@@ -10,14 +10,16 @@ Sequence lengths: the plan's one seq_len is the encoder's and the decoder's (the
 and labels (b, s), decoder_input_ids = shift_right(labels)), so every block runs at s·b tokens and a
 cross-attention's scores are s × s.
 
-Traced: T5 (ReLU, t5-small's layout) and T5 v1.1 (gated-gelu) with eager attention, M2M100 (BART's pre-LN layer)
-with FA2, FSMT (post-LN, ReLU, fairseq's own eager bmm attention, time-major stacks) with eager, LED (post-LN, GELU, Longformer encoder attention) with eager, PEGASUS-X (pre-LN, GELU, block-local +
+Traced: T5 (ReLU, t5-small's layout) and T5 v1.1 (gated-gelu) with eager attention, with dropout 0 and with the
+shipped dropout_rate 0.1 (t5_layer; v1.0, v1.1, mT5, UMT5, Switch, t5-base's layout checkpointed), M2M100 (BART's
+pre-LN layer) with FA2, FSMT (post-LN, ReLU, fairseq's own eager bmm attention, time-major stacks) with eager, LED (post-LN, GELU, Longformer encoder attention) with eager, PEGASUS-X (pre-LN, GELU, block-local +
 global-token encoder layer: memory/blocks_encoder_attn.py) with FA2, full / LoRA / checkpointed. Costed with the
 same rules, not traced: a T5 plan asking flash or sdpa (T5 has no FA2 path, `_supports_flash_attn = False`, and
 SDPA takes the position bias as a float mask: costed as eager), LED with global attention (a global_attention_mask:
-costed as local only), UMT5's per-layer bias under checkpointing. NLLB-MoE's feed-forwards (its sparse layers as
-transformers 5.24 runs them) are memory/blocks_nllb_moe.py's, traced (tools/memtrace/nllb_moe_trace.py). Switch Transformers' sparse feed-forward (switch_sparse_mlp) is traced with its
-real router and a balanced assignment under expert capacity (tools/memtrace/routing.py), bf16-mixed full and LoRA.
+costed as local only), UMT5's per-layer bias under checkpointing, LongT5's local attention (as T5's). NLLB-MoE's
+feed-forwards are memory/blocks_nllb_moe.py's (traced). Switch's sparse feed-forward (switch_sparse_mlp) is traced
+with its real router and a balanced assignment under capacity (tools/memtrace/routing.py), bf16-mixed full and LoRA;
+its hidden dropout is counted over every token, not the routed rows (+0.4 % at half the tokens over capacity).
 
 Shared facts:
 - the encoder output (the encoder's final norm output) is one tensor that every decoder layer's cross-attention
@@ -40,15 +42,13 @@ from .blocks_kosmos import MODEL_TYPES as KOSMOS, kosmos_stacks
 from .blocks_nllb_moe import nllb_mlp
 from .blocks_prophetnet import prophetnet_stacks
 from .blocks_t5gemma2 import t5gemma2_stacks
-from .blocks_vision_seq2seq import eager_recompute, florence2_inputs, pix2struct_stacks, udop_stacks  # noqa: F401
+from .blocks_vision_seq2seq import (eager_recompute, florence2_inputs, pix2struct_stacks,  # noqa: F401
+                                    t5_dropouts, udop_stacks)
 from .blocks_evolla import MODEL_TYPE as EVOLLA, evolla_stacks
 from .blocks_pi0 import MODEL_TYPE as PI0, pi0_stacks
 from .blocks_encoder_attn import global_local_layer, longformer
 from .blocks_families import layernorm
 from .lora import Adapter
-
-
-
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,18 @@ def t5_block(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, spar
         ss.save("act.out", act * n)
         ss.save("wi_1.out", e * n)
         linear(ss, c2, "act.prod", act, lins["wo"], ads.get("wo"))
+    return ss
+
+
+def t5_layer(arch: ModelArch, c: Ctx, lins: dict, ads: dict, decoder: bool, sparse: bool = False) -> SavedSet:
+    """t5_block plus its dropouts (dropout_rate: 0.1 in the shipped T5 / mT5 / UMT5 / Flan-T5 configs;
+    memory/blocks_vision_seq2seq.py t5_dropouts). Under LoRA with no adapter on key, the first block's self-attention
+    (its input needs no gradient) keeps no q: k needs none, so matmul(q, kᵀ) keeps kᵀ only. Traced:
+    tools/memtrace/golden/seq2seq/*drop-*."""
+    ss = t5_block(arch, c, lins, ads, decoder, sparse)
+    if not c.train_base and c.first_layer and "k" not in ads:
+        ss.items.pop("sa.q", None)
+    t5_dropouts(ss, c, arch, lins["wo"].d_in, decoder, c.seq)
     return ss
 
 
@@ -345,30 +357,29 @@ def t5gemma_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear,
                   ckpt_extra=fin.total + c.res * t * h + 8 * t, head=head.total)
 
 
+# composites whose stacks are their own module's (memory/blocks_<family>.py), all called alike
+OWN_STACKS = {**{t: bert_cross_stacks for t in BERT_CROSS}, "git": git_stacks, **{t: kosmos_stacks for t in KOSMOS},
+              PI0: pi0_stacks, EVOLLA: evolla_stacks}
+
+
 def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear, ...],
                     adapters: tuple[Adapter, ...], lm_head_adapter: Adapter | None = None,
                     input_grads: bool = False) -> EncDec | None:
     """The whole model's saved set for an encoder-decoder (None for any other model). The encoder's and the
     decoder's first block see an input that needs no gradient under LoRA (c_first); `input_grads`: LoRA under
     checkpointing, where PEFT's enable_input_require_grads makes the embedding outputs need one."""
-    if arch.model_type in BERT_CROSS:            # memory/blocks_bert_cross.py: BERT-decoder composites
-        return EncDec(*bert_cross_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
-    if arch.model_type == "git":                 # memory/blocks_git.py: the image tokens inside the layers
-        return EncDec(*git_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
+    own = OWN_STACKS.get(arch.model_type)
+    if own is not None:
+        return EncDec(*own(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.prophetnet is not None:              # memory/blocks_prophetnet.py: the main and ngram streams
         return EncDec(*prophetnet_stacks(arch, c_first, c, linears, adapters, lm_head_adapter, input_grads))
     if arch.model_type == "t5gemma2":            # memory/blocks_t5gemma2.py: the merged self + cross attention
         return EncDec(*t5gemma2_stacks(arch, c_first, c, linears, adapters, lm_head_adapter))
-    if arch.model_type in KOSMOS:                # memory/blocks_kosmos.py: Kosmos-2 / 2.5's text decoders
-        return EncDec(*kosmos_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.model_type == "pix2struct":          # memory/blocks_vision_seq2seq.py: T5 decoder blocks, frozen encoder
         return EncDec(*pix2struct_stacks(arch, c_first, c, adapters, lm_head_adapter, input_grads, t5_block, t5_norm))
     if arch.model_type == "udop":                # memory/blocks_vision_seq2seq.py: image patches in the encoder
         return EncDec(*udop_stacks(arch, c_first, c, linears, adapters, lm_head_adapter, input_grads, t5_block,
                                    t5_norm))
-    if arch.model_type in (PI0, EVOLLA):         # memory/blocks_pi0.py, memory/blocks_evolla.py
-        stacks_of = pi0_stacks if arch.model_type == PI0 else evolla_stacks
-        return EncDec(*stacks_of(arch, c_first, c, adapters, lm_head_adapter, input_grads))
     if arch.t5gemma is not None:
         return t5gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter)
     if arch.family not in ("t5", "gpt2"):       # before the name scan: it reads every tensor of the model
@@ -384,15 +395,18 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     for i in range(n_enc + n_dec):
         decoder, ci = i >= n_enc, c_first if i in (0, n_enc) else c
         sparse = arch.switch is not None and arch.switch["sparse"][i]
-        ss = (t5_block(arch, ci, lins, ads, decoder, sparse) if t5 else
+        ss = (t5_layer(arch, ci, lins, ads, decoder, sparse) if t5 else
               bart_block(arch, ci, lins, ads, decoder, i - n_enc * decoder, i == n_enc - 1, nllb_mlp(arch, i)))
         if "enc_out" in ss.items:               # one tensor read by every decoder layer
             shared.save("enc_out", ss.items.pop("enc_out"))
         layers.append(ss.total)
     # the encoder's final norm (T5LayerNorm / nn.LayerNorm) over its last block's output, kept for backward
     fin = SavedSet()
+    drop = MASK * t * h if t5 and arch.dropout > 0 else 0   # T5Stack.forward's dropout masks (blocks_seq2seq t5_layer)
     if t5:
         t5_norm(fin, c, "enc_final", "enc_last", h)
+        fin.save("enc_final.drop_mask", drop)             # the encoder's final dropout (its output is enc_out)
+        fin.save("emb.drop_masks", 2 * drop * (c.train_base or input_grads))   # each stack's embedding dropout
     else:
         if arch.bart["final_ln"]:
             layernorm(fin, c, "enc_final", "enc_last", h)
@@ -415,11 +429,15 @@ def encoder_decoder(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
         a, s2 = arch.num_heads, c.seq * c.seq
         if not per_layer:
             ckpt_extra += c.res * a * s2 * ((n_enc > 1) + (n_dec > 1))
-        ckpt_extra += c.res * c.batch * s2 + (e * a * s2 if n_dec > 1 else 0)
+        # (UMT5: each cross-attention makes its own zero bias, no checkpoint input; traced: umt5drop-full-pure-eager-gc)
+        ckpt_extra += c.res * c.batch * s2 + (e * a * s2 if n_dec > 1 and not per_layer else 0)
+        # enable_input_require_grads' leaves (each stack's embedding output) beside their dropouts' outputs
+        ckpt_extra += 2 * c.res * t * h * bool(input_grads and drop)
     # the decoder's final norm and lm_head (T5 tied: `sequence_output * model_dim**-0.5` is lm_head's input)
     head = SavedSet()
     if t5:
         y, yb = t5_norm(head, c, "dec_final", "dec_last", h), c.res
+        head.save("dec_final.drop_mask", drop)            # lm_head reads its output (scaled when tied, v1.0)
     elif arch.bart["final_ln"]:
         y, yb = layernorm(head, c, "dec_final", "dec_last", h)
     else:                       # post-LN: the last layer's final_layer_norm output

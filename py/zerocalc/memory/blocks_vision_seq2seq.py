@@ -15,7 +15,7 @@ tests/test_vision_seq2seq_blocks.py.
   (pix2struct_stacks), no checkpointing (transformers refuses it).
 - udop (modeling_udop.py): T5 stacks whose encoder also runs the page image's patches, with 2-D layout embeddings
   and biases (udop_stacks); LoRA with checkpointing raises in transformers (not traced).
-Both: T5's block (memory/blocks_seq2seq.py t5_block) plus the dropouts its traced rows ran without (t5_dropouts).
+Both: T5's block (memory/blocks_seq2seq.py t5_block) plus its dropouts (t5_dropouts, as blocks_seq2seq.py t5_layer).
 """
 from __future__ import annotations
 
@@ -115,8 +115,8 @@ def _pix2struct_head(arch: ModelArch, c: Ctx, lm_head_adapter, t5_norm) -> int:
 
 
 def t5_dropouts(ss: SavedSet, c: Ctx, arch: ModelArch, ff: int, decoder: bool, kv_seq: int) -> None:
-    """What T5's block keeps for its dropouts (dropout_rate), which memory/blocks_seq2seq.py t5_block leaves out (the
-    T5 rows were traced without): each attention's probabilities' bool mask (heads x s x s_kv a sample) and, without
+    """What T5's block keeps for its dropouts (dropout_rate), beside memory/blocks_seq2seq.py t5_block's (t5_layer
+    adds them for T5's own stacks; traced: tools/memtrace/golden/seq2seq/*drop-*): each attention's probabilities' bool mask (heads x s x s_kv a sample) and, without
     autocast, the 16-bit dropout output matmul(probs, V) reads beside the softmax (under autocast it reads its own
     16-bit copy, counted); the masks of each sub-layer's output dropout (t x h) and of the feed-forward's hidden
     dropout (t x d_ff); DenseActDense's wo then reads the dropout's output, not ReLU's (a 16-bit tensor of its own
@@ -215,10 +215,16 @@ def udop_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple, adapters:
     return tuple(layers), extra, ckpt, head.total + batch
 
 
-def eager_recompute(arch: ModelArch, s: int, b: int, e: int) -> int:
+def eager_recompute(arch: ModelArch, s: int, b: int, e: int, layer: int = 0) -> int:
     """A checkpointed eager layer's recompute peak (memory/activations.py): the softmax backward's fp32 softmax
     output, its gradient and its output, 12·a·n²·b, and 8 e-byte n·b x h tensors, over the longest stack's n
     positions a sample: the plan's seq_len, or UDOP's encoder with its image patches (traced:
-    udop-full-pure-eager-gc)."""
+    udop-full-pure-eager-gc). T5's blocks with dropout (each attention's mask and dropped-out probabilities beside
+    the softmax): the recompute forward's end, the whole `layer` saved again beside the incoming gradient, is the
+    larger (traced: a t5-base layout, 12 + 12 blocks, s 1024, b 4: the recompute's peak at a decoder layer's last
+    native_dropout, the recomputed layer 749 MiB against the softmax backward's 624)."""
     n = s + arch.image_patches
-    return 12 * arch.num_heads * n * n * b + 8 * e * n * b * arch.hidden_size
+    softmax_bwd = 12 * arch.num_heads * n * n * b + 8 * e * n * b * arch.hidden_size
+    if arch.family != "t5" or arch.dropout <= 0:
+        return softmax_bwd
+    return max(softmax_bwd, layer + e * n * b * arch.hidden_size)

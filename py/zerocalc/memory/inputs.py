@@ -7,6 +7,7 @@ activation and logits figures in the phases where they are alive.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..model import ModelArch
@@ -178,6 +179,8 @@ def dequant_phases(plan: Plan, stack: Stack) -> frozenset:
 
 
 # model_type -> how many sinusoidal position buffers it registers (one per stack; model_buffer_terms)
+# an encoder-decoder's blocks (T5's encoder.block.N, BART's model.decoder.layers.N)
+_STACK_BLOCK = re.compile(r"\.(encoder|decoder)\.(?:block|layers)\.([0-9]+)$")
 SINUSOIDAL_BUFFERS = {"xglm": 1, "m2m_100": 2, "nllb-moe": 2, "seamless_m4t": 2, "seamless_m4t_v2": 2}
 # the (max_positions, max_positions) causal masks a model registers as non-persistent buffers (moved to the GPU with
 # the model): (per layer or once, bytes per element; 0: the weights' dtype, `torch.ones` made under the load dtype).
@@ -305,6 +308,31 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
     return t
 
 
+def decoder_bottom_terms(plan: Plan, si: StepInputs) -> list[Term]:
+    """An encoder-decoder's decoder layer 0 is recomputed (the encoder's layers run after it) once every later
+    decoder layer's gradients exist and their checkpoint inputs are gone: where those gradients outweigh the
+    inputs, that moment, not the top layer's, is the decoder stack's highest (traced: a t5-base layout, 12 + 12
+    blocks, s 1024, b 4, full bf16 checkpointed: the peak in decoder layer 0's recompute beside layers 1-11's
+    gradients; udop-full-pure-eager-gc). Kept in recompute_top, as the gradients and the freed inputs. T5's layer 0
+    also recomputes the stack's relative position bias (the int64 (s, s) bucket ids, the (s, s, heads) bias and
+    the cross-attention's zero bias, heads x s x s_kv), while the gradients of the two biases handed to every layer
+    and of the encoder output accumulate (traced, the t5-base row: 56 + 54 MiB)."""
+    blocks = {x.block: m.groups() for x in si.arch.tensors if x.block and (m := _STACK_BLOCK.search("." + x.block))}
+    later = {b for b, (side, i) in blocks.items() if side == "decoder" and i != "0"}
+    if not later or all(side == "decoder" for side, _ in blocks.values()):
+        return []
+    grads = si.dt.grad * sum(x.numel for x in si.arch.tensors if x.block in later)
+    s, b, h, a = plan.seq_len, plan.micro_batch_size, si.arch.hidden_size, si.arch.num_heads
+    inputs = len(later) * si.dt.weight * s * b * h
+    bias, e, kv = 0, 2 if si.dt.autocast else si.dt.compute, s + si.arch.image_patches
+    if si.arch.family == "t5" and si.arch.model_type != "umt5":   # UMT5: a bias in every layer, none handed on
+        bias = 8 * s * s + e * a * s * (s + kv) + e * a * s * (s + kv) + e * kv * b * h
+    if grads + bias <= inputs:
+        return []
+    return [gpu("later_decoder_grads", "gradients", grads, {RECOMPUTE_TOP}),
+            gpu("later_decoder_inputs_freed", "activations", bias - inputs, {RECOMPUTE_TOP})]
+
+
 def recompute_terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Full checkpointing: during backward each layer is recomputed and back-propagated in turn,
     on top of nearly all gradients (the end-of-backward state)."""
@@ -322,6 +350,7 @@ def recompute_terms(plan: Plan, si: StepInputs) -> list[Term]:
         if arch.tied_embeddings:
             head += arch.vocab_size * arch.hidden_size
         t.append(gpu("grads_at_top_recompute", "gradients", si.dt.grad * head, {RECOMPUTE_TOP}))
+        t += decoder_bottom_terms(plan, si)
     if replicated and plan.method == "full" and not plan.optimizer_in_backward:
         # the last recompute (layer 0) runs before layer 0's and the embedding's gradients exist
         first = arch.numel_where(layer=0, exclude=("embedding",))
