@@ -5,8 +5,10 @@ The traced model (tools/memtrace/own_attention_trace.py reformer, tests/data/ref
 default (google/reformer-crime-and-punishment's layout: h 256, 12 heads of 64, local / lsh x 3, chunks of 64, axial
 positions 64 x 64, so training needs exactly 4096 tokens; dropout 0.05; vocabulary 320), ReformerModelWithLMHead.
 Rows: full fp32, full bf16-mixed at b 1 and 2; and four other layouts for the recompute: local layers only (chunks of
-128), lsh / local / lsh / local (LSH chunks of 128, local of 32) at b 2 bf16-mixed and with 2 hashes in fp32, and
-local / lsh (the LSH layer on top, chunks of 256). No bf16-pure rows (AxialPositionEmbeddings' fp32 weights turn the
+128), lsh / local / lsh / local (LSH chunks of 128, local of 32) at b 2 bf16-mixed and with 2 hashes in fp32,
+local / lsh (the LSH layer on top, chunks of 256), a feed-forward of 8192 with 2 heads (its recompute the peak),
+whole in fp32 and in chunks of 512 (chunk_size_feed_forward) in bf16-mixed, and dropout only in the LSH
+attention's probabilities. No bf16-pure rows (AxialPositionEmbeddings' fp32 weights turn the
 stream fp32 and the first LayerNorm / Linear with 16-bit weights fails), no LoRA rows (the reversible function's
 only input, the frozen embeddings' output, needs no gradient: "element 0 of tensors does not require grad"), no
 checkpointing (ReformerPreTrainedModel does not support it; the reversible layers recompute anyway). Before the

@@ -84,6 +84,29 @@ def _attention_moment(own: dict, kind: str, b: int, a: int, d: int, s: int) -> i
     return saved + 4 * (4 * big + e * w // c) + 4 * row
 
 
+def _feed_forward_moment(arch: ModelArch, b: int, s: int) -> int:
+    """One recomputed ChunkReformerFeedForward inside its own backward, at the activation's backward
+    (threshold_backward for relu), fp32: its saved set (the LayerNorm's output and mean / rstd, 4·t·h + 8·t;
+    ReformerFeedForwardDense's dropout mask, t·f where hidden_dropout_prob > 0, and the activation's output, 4·t·f,
+    output.dense's input; ReformerFeedForwardOutput's output, 4·t·h, and dropout mask, t·h) and in flight the
+    activation's output gradient and its own backward's (2 x 4·t·f). With chunk_size_feed_forward
+    (apply_chunking_to_forward: the chunks' outputs concatenated, each chunk back-propagated in turn) the saved set
+    is the same in total, the two gradients are one chunk's, and beside them the feed-forward's weight and bias
+    gradients summed over the chunks (4·(2·h·f + f + h)) and the input gradients of all but two of the chunks.
+    Traced: layer 4 of the default config with feed_forward_size 8192 and 2 heads, unchunked and in chunks of 512
+    (tests/data/reformer_trace.json), and of 1024 (8 and 4 chunks: 6 and 2 input gradients pending)."""
+    own, t, h, f = arch.own or {}, b * s, arch.hidden_size, arch.intermediate_size
+    drop = arch.dropout is not None and arch.dropout > 0
+    chunk = min(s, own.get("ff_chunk") or s)
+    chunks, rows = -(-s // chunk), b * chunk
+    out = 4 * t * h + 8 * t + (t * f if drop else 0) + 4 * t * f + 4 * t * h + (t * h if drop else 0) + 8 * rows * f
+    if chunks > 1:
+        # the chunks' weight gradients summed in autograd's input buffers before AccumulateGrad (dense.dense and
+        # output.dense, weights and biases) and the input gradients of all but two chunks, pending for the split
+        out += 4 * (2 * h * f + f + h) + (chunks - 2) * 4 * rows * h
+    return out
+
+
 def reversible_backward_moment(arch: ModelArch, batch: int, seq: int) -> int:
     """Where the step peaks: _ReversibleFunction.backward's loop over the layers, top down, each
     ReformerLayer.backward_pass re-running the layer's feed-forward and attention under torch.enable_grad and
@@ -97,15 +120,20 @@ def reversible_backward_moment(arch: ModelArch, batch: int, seq: int) -> int:
       output where hidden_dropout_prob > 0) and the dropout's mask (t·h);
     - what forward kept that is not consumed yet: ctx's two halves (2 x 4·t·h), every LSH layer's buckets, the
       embeddings' dropout mask, the ids (8·t).
+    Or, where it is larger, a feed-forward's moment (_feed_forward_moment): it runs first in backward_pass, before
+    X_2 is rebuilt, beside the previous layer's output only.
     The gradients exist whole at that moment in the trace (memory/inputs.py books it at the end of backward)."""
     own, t, h = arch.own or {}, batch * seq, arch.hidden_size
     a, d = arch.num_heads, arch.head_dim
     kinds = own.get("kinds", ())
     drop = arch.dropout is not None and arch.dropout > 0
     fixed = 8 * t * h + 8 * own.get("lsh_layers", 0) * batch * a * own.get("num_hashes", 1) * seq + 8 * t
-    fixed += (t * h if drop else 0) + 8 * t * h + 4 * t * h + 8 * t + 4 * t * h + (t * h if drop else 0)
+    fixed += (t * h if drop else 0) + 8 * t * h
+    attention_extra = 4 * t * h + 8 * t + 4 * t * h + (t * h if drop else 0)
+    ff = _feed_forward_moment(arch, batch, seq)
     moment = 0
     for i, kind in enumerate(kinds):
-        streams = 8 * t * h + (0 if i == len(kinds) - 1 else 16 * t * h)
-        moment = max(moment, streams + _attention_moment(own, kind, batch, a, d, seq))
+        above = 0 if i == len(kinds) - 1 else 16 * t * h          # the previous layer's ReformerBackwardOutput
+        moment = max(moment, above + 8 * t * h + attention_extra + _attention_moment(own, kind, batch, a, d, seq),
+                     above + ff)
     return fixed + moment if kinds else 0

@@ -176,7 +176,8 @@ def reformer(c: ConfigReader) -> ModelArch:
                        float(c.cfg.get(f"{kind}_attention_probs_dropout_prob", 0.05 if kind == "local" else 0.0)
                              or 0.0)) for kind in ("local", "lsh")}
     return replace(arch, own={"lsh_layers": kinds.count("lsh"), "num_hashes": c.int("num_hashes", default=1),
-                              "kinds": tuple(kinds), **chunking})
+                              "kinds": tuple(kinds), "ff_chunk": c.int("chunk_size_feed_forward", default=0, lo=0),
+                              **chunking})
 
 
 def prophetnet(c: ConfigReader) -> ModelArch:
