@@ -93,4 +93,4 @@ def test_components_and_peak_within_3_percent(case):
     assert case["id"] not in GAPS
     rows = compare(case, engine_breakdown(case["plan"]))
     assert all(r["ok"] for r in rows), [(r["name"], round(r["rel"], 4)) for r in rows if not r["ok"]]
-    assert case["peak_phase"] == "backward" and engine_breakdown(case["plan"])["peak_phase"] == "bwd_end"
+    assert case["peak_phase"] == "backward" and engine_breakdown(case["plan"])["peak_phase"] == "bwd_top"

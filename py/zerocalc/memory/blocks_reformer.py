@@ -8,7 +8,7 @@ held by tests/test_reformer_blocks.py).
   AxialPositionEmbeddings' fp32 weights promote the embedding sum) and each LSH layer's buckets (ctx.all_buckets:
   int64 (b, heads, num_hashes · s)). Its backward rebuilds each layer's input from its output and runs the
   layer's forward and backward again (ReformerLayer.backward_pass): that recompute, where the step peaks, is
-  reversible_backward_moment (booked by memory/inputs.py at the end of backward). Under autocast the layers keep
+  reversible_backward_moment (booked by memory/inputs.py as a backward moment). Under autocast the layers keep
   no 16-bit weight copies either (memory/blocks_more.py no_autocast_copy).
 - Around them (reformer_head): the word embedding's dropout mask (ReformerEmbeddings.forward), the (b, s, 2h)
   concatenation encoder.layer_norm keeps (fp32) and its mean/rstd, the dropout after it (mask; its output is
@@ -122,7 +122,8 @@ def reversible_backward_moment(arch: ModelArch, batch: int, seq: int) -> int:
       embeddings' dropout mask, the ids (8·t).
     Or, where it is larger, a feed-forward's moment (_feed_forward_moment): it runs first in backward_pass, before
     X_2 is rebuilt, beside the previous layer's output only.
-    The gradients exist whole at that moment in the trace (memory/inputs.py books it at the end of backward)."""
+    memory/inputs.py books it as a backward moment of its own (bwd_top), where the gradients are those the stack
+    keeps: whole in the traced plans (their step keeps `.grad` across steps), as at that moment in the trace."""
     own, t, h = arch.own or {}, batch * seq, arch.hidden_size
     a, d = arch.num_heads, arch.head_dim
     kinds = own.get("kinds", ())

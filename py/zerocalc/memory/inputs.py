@@ -293,10 +293,10 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
     # the gradients in flight inside the layer being back-propagated (the last one is layer 0)
     t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, BWD_END))
     if si.arch.model_type == "reformer":
-        # the reversible layers' recompute in backward, beside every gradient (memory/blocks_reformer.py), of which
+        # the reversible layers' recompute inside backward (memory/blocks_reformer.py), a moment of its own, of which
         # the gradient between layers above is part
         moment = reversible_backward_moment(si.arch, plan.micro_batch_size, plan.seq_len)
-        t.append(gpu("reversible_recompute", "activations", max(0, moment - a.layer_backward_temp), {"bwd_end"}))
+        t.append(gpu("reversible_recompute", "activations", max(0, moment - a.layer_backward_temp), TOP_ONLY))
     if a.autocast_weight_copies:
         t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies, FWD_IN | {"loss_bwd"}))
     if a.autocast_cache_forward:
