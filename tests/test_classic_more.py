@@ -74,11 +74,13 @@ def test_moshi_text_model_by_hand():
 # traced in tools/memtrace/families.py: ModernBERT-decoder exact; Moshi's activations traced, its note on the
 # depth decoder and codec kept (so still warned)
 # XLM's layer is memory/blocks_bert.py's, traced (tests/test_bert_grid.py)
-# CPM-Ant's is memory/blocks_cpmant.py's, traced (tests/test_cpmant_blocks.py)
+# CPM-Ant's is memory/blocks_cpmant.py's, traced (tests/test_cpmant_blocks.py); Reformer's memory/blocks_reformer.py's
+# (tests/test_reformer_blocks.py)
 TRACED = {"modernbert-decoder": "exact", "moshi": "exact parameter count; activations traced", "xlm": "exact",
           "cpmant": "exact parameter count; activations traced",
           "xlnet": "exact parameter count; activations traced",
-          "prophetnet": "exact parameter count; activations traced"}
+          "prophetnet": "exact parameter count; activations traced",
+          "reformer": "exact parameter count; activations traced"}
 
 
 @pytest.mark.parametrize("model_type", sorted(CLASSIC_MORE))

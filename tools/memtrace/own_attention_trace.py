@@ -145,6 +145,34 @@ def plans(model_type: str) -> list[tuple[str, dict]]:
                 # is_decoder (what BigBirdForCausalLM asks for): the step passes no cache, so BigBirdModel.forward
                 # keeps block_sparse (bidirectional) above the threshold all the same
                 (f"{tag}-full-s1024-decoder", {**base, "model": {**cfg, "is_decoder": True}})]
+    if model_type == "reformer":
+        # the backward's recompute (memory/blocks_reformer.py reversible_backward_moment) on other layouts: local
+        # layers only (chunks of 128), lsh / local / lsh / local (LSH chunks of 128, local of 32; 1 and 2 hashes),
+        # and local / lsh, whose LSH layer is the top one (chunks of 256); then the feed-forward's recompute
+        mix = {"attn_layers": ["lsh", "local", "lsh", "local"], "num_hidden_layers": 4, "lsh_attn_chunk_length": 128,
+               "local_attn_chunk_length": 32}
+        out += [("reformer-4l-local-c128-full-fp32-s4096",
+                 {**base, "precision": "fp32", "model": {**cfg, "attn_layers": ["local"] * 4, "num_hidden_layers": 4,
+                                                         "local_attn_chunk_length": 128}}),
+                ("reformer-4l-mixed-layers-full-mixed-s4096-b2",
+                 {**base, "precision": "bf16-mixed", "micro_batch_size": 2, "model": {**cfg, **mix}}),
+                ("reformer-4l-mixed-layers-2-hashes-full-fp32-s4096",
+                 {**base, "precision": "fp32", "model": {**cfg, **mix, "num_hashes": 2}}),
+                ("reformer-2l-lsh-on-top-c256-full-fp32-s4096",
+                 {**base, "precision": "fp32", "model": {**cfg, "attn_layers": ["local", "lsh"], "num_hidden_layers": 2,
+                                                         "lsh_attn_chunk_length": 256}}),
+                # a feed-forward wider than the attention (8192 wide, 2 heads): its recompute is the peak, whole
+                # and in chunks of 512 (chunk_size_feed_forward); dropout only in the LSH attention's probabilities
+                ("reformer-6l-wide-ff-full-fp32-s4096",
+                 {**base, "precision": "fp32", "model": {**cfg, "feed_forward_size": 8192, "num_attention_heads": 2}}),
+                ("reformer-6l-wide-ff-chunks-512-full-mixed-s4096",
+                 {**base, "precision": "bf16-mixed", "model": {**cfg, "feed_forward_size": 8192,
+                                                               "num_attention_heads": 2,
+                                                               "chunk_size_feed_forward": 512}}),
+                ("reformer-6l-lsh-dropout-only-full-fp32-s4096",
+                 {**base, "precision": "fp32", "model": {**cfg, "hidden_dropout_prob": 0.0,
+                                                         "local_attention_probs_dropout_prob": 0.0,
+                                                         "lsh_attention_probs_dropout_prob": 0.1}})]
     return [row for row in out if (model_type not in NO_CKPT or "ckpt" not in row[0])
             and (model_type not in NO_LORA or "-lora-" not in row[0])]
 

@@ -17,6 +17,7 @@ from .activations import Activations, activations
 from .blocks_bart import never_run
 from .blocks_cross import idle_tensors, skipped_layers
 from .blocks_hy_v4 import fp32_head_numel
+from .blocks_reformer import reversible_backward_moment
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .indexers import no_grad_tensors
 from .logits import Logits, chunked_head_grads, logits
@@ -294,6 +295,11 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         t.append(gpu("moe_top_weight_grad", "activations", a.expert_grad_top, TOP_ONLY))
     # the gradients in flight inside the layer being back-propagated (the last one is layer 0)
     t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, BWD_END))
+    if si.arch.model_type == "reformer":
+        # the reversible layers' recompute inside backward (memory/blocks_reformer.py), a moment of its own, of which
+        # the gradient between layers above is part
+        moment = reversible_backward_moment(si.arch, plan.micro_batch_size, plan.seq_len)
+        t.append(gpu("reversible_recompute", "activations", max(0, moment - a.layer_backward_temp), TOP_ONLY))
     if a.autocast_weight_copies:
         t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies, FWD_IN | {"loss_bwd"}))
     if a.autocast_cache_forward:

@@ -53,10 +53,10 @@ SUPPORT = {"xlm": "exact",
                     "tools/memtrace/own_attention_trace.py) in bf16-mixed and fp32: XLNetRelativeAttention's "
                     "torch.FloatTensor parameters stay fp32 in a 16-bit build (no bf16-pure step runs)",
            # memory/blocks_reformer.py, traced (tools/memtrace/own_attention_trace.py reformer): what the reversible
-           # layers keep at forward end; the layer recomputed in backward is not modelled
-           "reformer": "exact parameter count; activations approximate (what forward keeps traced: "
-                       "memory/blocks_reformer.py; the reversible layers' recompute in backward, where the step "
-                       "peaks, not modelled)",
+           # layers keep at forward end and the layer recomputed in backward, where the step peaks
+           "reformer": "exact parameter count; activations traced (memory/blocks_reformer.py; "
+                       "tools/memtrace/own_attention_trace.py) in fp32 and bf16-mixed full fine-tuning, with the "
+                       "reversible layers' recompute in backward (no bf16-pure, LoRA or checkpointing step runs)",
            # memory/blocks_prophetnet.py, traced (tools/memtrace/prophetnet_trace.py)
            "prophetnet": "exact parameter count; activations traced (memory/blocks_prophetnet.py; "
                          "tools/memtrace/prophetnet_trace.py), eager (its own einsum attention); the never-run "
@@ -169,7 +169,15 @@ def reformer(c: ConfigReader) -> ModelArch:
     arch = _arch(c, "reformer", b, "gpt2", h, n, heads, hs, ff, vocab, False, max_pos, blk,
                  c.cfg.get("hidden_dropout_prob"))
     # memory/blocks_reformer.py: the LSH layers' buckets _ReversibleFunction keeps (ctx.all_buckets)
-    return replace(arch, own={"lsh_layers": kinds.count("lsh"), "num_hashes": c.int("num_hashes", default=1)})
+    # and the layer recomputed in backward (reversible_backward_moment): each kind's chunking and dropout
+    chunking = {kind: (c.int(f"{kind}_attn_chunk_length", default=64),
+                       c.int(f"{kind}_num_chunks_before", default=1, lo=0),
+                       c.int(f"{kind}_num_chunks_after", default=0, lo=0),
+                       float(c.cfg.get(f"{kind}_attention_probs_dropout_prob", 0.05 if kind == "local" else 0.0)
+                             or 0.0)) for kind in ("local", "lsh")}
+    return replace(arch, own={"lsh_layers": kinds.count("lsh"), "num_hashes": c.int("num_hashes", default=1),
+                              "kinds": tuple(kinds), "ff_chunk": c.int("chunk_size_feed_forward", default=0, lo=0),
+                              **chunking})
 
 
 def prophetnet(c: ConfigReader) -> ModelArch:
