@@ -17,6 +17,7 @@ from .activations import Activations, activations
 from .blocks_bart import never_run
 from .blocks_cross import idle_tensors, skipped_layers
 from .blocks_hy_v4 import fp32_head_numel
+from .expert_backward import copies_at_expert_moment
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .indexers import no_grad_tensors
 from .logits import Logits, chunked_head_grads, logits
@@ -296,6 +297,9 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
     t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, BWD_END))
     if a.autocast_weight_copies:
         t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies, FWD_IN | {"loss_bwd"}))
+    if a.autocast_weight_copies and a.expert_grad_top:   # at the experts' moment (memory/expert_backward.py)
+        top = copies_at_expert_moment(si.arch, a.autocast_weight_copies)
+        t.append(gpu("autocast_weight_copies_top", "activations", top, TOP_ONLY))
     if a.autocast_cache_forward:
         # cached until the autocast context exits at the end of forward, not kept by checkpointed layers
         t.append(gpu("autocast_cache_forward", "activations", a.autocast_cache_forward, FWD_IN))
