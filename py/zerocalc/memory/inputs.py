@@ -18,6 +18,7 @@ from .blocks_bart import never_run
 from .blocks_cross import idle_tensors, skipped_layers
 from .blocks_hy_v4 import fp32_head_numel
 from .expert_backward import copies_at_expert_moment
+from .head_backward import head_backward_moment
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .indexers import no_grad_tensors
 from .logits import Logits, chunked_head_grads, logits
@@ -26,7 +27,8 @@ from .lora import (adapters_per_block, largest_quantized_matrix, modules_to_save
 from .precision import Dtypes, dtypes_for, module_dtypes
 from .stack import Stack, effective_stack
 from .vision import tower_adapters, tower_saved_bytes, tower_tensors
-from .terms import ALL, BWD_END, FWD_BWD, FWD_IN, FWD_TOP, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, TOP_ONLY, Term, gpu
+from .terms import (ALL, BWD_END, FWD_BWD, FWD_IN, FWD_TOP, HEAD_BWD, HEAD_ONLY, HOST_PAGEABLE, RECOMPUTE,
+                    RECOMPUTE_TOP, TOP_BWD, TOP_ONLY, Term, gpu)
 
 
 @dataclass(frozen=True)
@@ -270,8 +272,8 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Saved activations (kept to their layer's backward), the head's, logits, backward temporaries."""
     a, lg = si.acts, si.logits
     t = [
-        gpu("saved_activations", "activations", a.stack_saved, FWD_IN | {"loss_bwd"} | TOP_BWD),
-        gpu("head_activations", "activations", a.head_saved, {"fwd", "loss_bwd"}),
+        gpu("saved_activations", "activations", a.stack_saved, FWD_IN | {"loss_bwd", HEAD_BWD} | TOP_BWD),
+        gpu("head_activations", "activations", a.head_saved, {"fwd", "loss_bwd", HEAD_BWD}),
         gpu("logits_forward", "logits", lg.forward_peak, {"fwd"}),
         gpu("logits_backward", "logits", lg.backward_peak, {"loss_bwd"}),
         gpu("head_chunk_grads", "gradients", chunked_head_grads(plan, si.arch, 2 if si.dt.autocast else si.dt.compute,
@@ -296,7 +298,12 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
     # the gradients in flight inside the layer being back-propagated (the last one is layer 0)
     t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, BWD_END))
     if a.autocast_weight_copies:
-        t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies, FWD_IN | {"loss_bwd"}))
+        t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies,
+                     FWD_IN | {"loss_bwd", HEAD_BWD}))
+    head_logits, head_grads = head_backward_moment(plan, si.arch, si.dt)     # memory/head_backward.py
+    if head_grads:
+        t += [gpu("head_backward_logits", "logits", head_logits, HEAD_ONLY),
+              gpu("head_backward_grads", "activations", head_grads, HEAD_ONLY)]
     if a.autocast_weight_copies and a.expert_grad_top:   # at the experts' moment (memory/expert_backward.py)
         top = copies_at_expert_moment(si.arch, a.autocast_weight_copies)
         t.append(gpu("autocast_weight_copies_top", "activations", top, TOP_ONLY))
