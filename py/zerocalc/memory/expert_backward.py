@@ -40,6 +40,8 @@ def expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int,
     token) has the moment in its top sparse layer (traced: llama4-text-4l-full-s512, layers 1 and 3 sparse: the
     16·2048·4096 bf16 gradient, the gate_up output's and the input's gradients, 0.348 GiB of temporaries)."""
     moe = arch.moe
+    if moe is not None and plan.method != "full" and arch.model_type in TOP_SPARSE_MOMENT:
+        return unpermute_moment(arch, dt, t) if plan.framework in ("single", "ddp") else 0
     if moe is None or plan.method != "full" or plan.framework not in ("single", "ddp"):
         return 0
     ie, h = moe.expert_intermediate, arch.hidden_size
@@ -143,3 +145,19 @@ def copies_at_expert_moment(arch: ModelArch, copies: int) -> int:
     consumed = sum(tt.numel for tt in arch.tensors if tt.linear and tt.layer == top
                    and any(k in f".{tt.module}." for k in TOP_CONSUMED))
     return max(0, copies - 2 * head - 2 * consumed)
+
+
+def unpermute_moment(arch: ModelArch, dt: Dtypes, t: int) -> int:
+    """Frozen experts (adapters elsewhere): the sparse layer's backward peaks at the un-permute's index backward
+    (transformers 5.24 integrations/moe.py `weighted_out[inv_perm]`). The routing weights are fp32 (the router's
+    softmax, never cast: modeling_unlimited_ocr.py's DeepSeek-V2 gate), so the weighted expert output and its
+    gradient are fp32 (t·k, h): sum's expanded gradient made contiguous, the new_zeros and index_put's result, beside
+    a second 16-bit t·h gradient in flight; the shared experts' backward (they run beside the routed ones) has
+    consumed their saved gate/up outputs and SiLU's (3·t·I_shared). Traced: unlimited-ocr-2l-lora-attn-s512-ckpt,
+    3 x 15 MiB of fp32 temporaries at index_put beside the recomputed layer (tools/memtrace/more_moe_trace.py; before
+    this moment activations -35.1 %, the peak -4.7 %). memory/activations.py subtracts its default tail (the
+    grouped-matmul moment's) from this value, so it is added back here."""
+    moe, h, e = arch.moe, arch.hidden_size, 2 if dt.autocast else dt.compute
+    rows = routed_rows(arch, t)
+    moment = 3 * 4 * rows * h + e * t * h - 3 * e * t * moe.shared_intermediate
+    return moment + e * rows * (4 * moe.expert_intermediate + h)
