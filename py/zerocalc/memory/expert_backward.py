@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..model import ModelArch
 from ..plan import Plan
 from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, post_expert_norm_moment
+from .head_backward import copies_before_head
 from .lora import layer_adapters
 from .precision import Dtypes
 from .stack import Stack
@@ -139,12 +140,10 @@ def copies_at_expert_moment(arch: ModelArch, copies: int) -> int:
     longcat-flash-2l-full-mixed-s512 47 MiB (tools/memtrace/moe_trace.py); before this term the engine booked none
     there: activations -7.2 %, -7.8 % (with the fp32 grouped_mm rows of expert_grad_temp), -6.6 %, -7.4 %; now -2.3 %,
     +0.7 %, +0.1 %, +2.2 %."""
-    head = next((tt.numel for tt in arch.tensors if tt.name == "lm_head.weight"),
-                arch.vocab_size * arch.hidden_size if arch.tied_embeddings and arch.causal_lm else 0)
     top = arch.num_layers - 1
     consumed = sum(tt.numel for tt in arch.tensors if tt.linear and tt.layer == top
                    and any(k in f".{tt.module}." for k in TOP_CONSUMED))
-    return max(0, copies - 2 * head - 2 * consumed)
+    return max(0, copies_before_head(arch, copies) - 2 * consumed)
 
 
 def unpermute_moment(arch: ModelArch, dt: Dtypes, t: int) -> int:

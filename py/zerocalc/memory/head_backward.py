@@ -38,3 +38,11 @@ def head_backward_moment(plan: Plan, arch: ModelArch, dt: Dtypes) -> tuple[int, 
     t, v, h = plan.seq_len * plan.micro_batch_size, arch.vocab_size, head.numel // arch.vocab_size
     e = 4 if fp32_head_numel(arch, plan.framework, dt.compute) else dt.compute
     return e * t * v, max(e, dt.grad) * v * h + e * t * h
+
+
+def copies_before_head(arch: ModelArch, copies: int) -> int:
+    """The autocast weight copies (memory/activations.py) less lm_head's: what exists before the head runs (inside the
+    top layer's forward) or after its backward (memory/expert_backward.py copies_at_expert_moment)."""
+    head = next((tt.numel for tt in arch.tensors if tt.name == "lm_head.weight"),
+                arch.vocab_size * arch.hidden_size if arch.tied_embeddings and arch.causal_lm else 0)
+    return max(0, copies - 2 * head)

@@ -16,9 +16,10 @@ from . import deepspeed as ds
 from .activations import Activations, activations
 from .blocks_bart import never_run
 from .blocks_cross import idle_tensors, skipped_layers
+from .blocks_doge import cdmoe_forward_locals
 from .blocks_hy_v4 import fp32_head_numel
 from .expert_backward import copies_at_expert_moment
-from .head_backward import head_backward_moment
+from .head_backward import copies_before_head, head_backward_moment
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .indexers import no_grad_tensors
 from .logits import Logits, chunked_head_grads, logits
@@ -297,9 +298,19 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         t.append(gpu("moe_top_weight_grad", "activations", a.expert_grad_top, TOP_ONLY))
     # the gradients in flight inside the layer being back-propagated (the last one is layer 0)
     t.append(gpu("layer_backward_temps", "activations", a.layer_backward_temp, BWD_END))
+    e, ckpt = 2 if si.dt.autocast else si.dt.compute, plan.activation_checkpointing == "full"
+    full_fp32 = plan.method == "full" and si.dt.autocast and si.dt.weight == 4
+    cdmoe = cdmoe_forward_locals(si.arch, full_fp32, e, plan.seq_len * plan.micro_batch_size)
+    if cdmoe:              # memory/blocks_doge.py: at a CDMoE layer's forward end (the top one's, or the recomputed)
+        t.append(gpu("cdmoe_forward_locals", "activations", cdmoe, {RECOMPUTE, RECOMPUTE_TOP} if ckpt else {FWD_TOP}))
     if a.autocast_weight_copies:
+        # inside the top layer's forward (a CDMoE's moment) lm_head's copy is not cast yet: it is cast at the head
+        split = bool(cdmoe) and not ckpt and full_fp32
         t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies,
-                     FWD_IN | {"loss_bwd", HEAD_BWD}))
+                     {"fwd", "loss_bwd", HEAD_BWD} | (set() if split else {FWD_TOP})))
+        if split:
+            t.append(gpu("autocast_weight_copies_fwd_top", "activations",
+                         copies_before_head(si.arch, a.autocast_weight_copies), {FWD_TOP}))
     head_logits, head_grads = head_backward_moment(plan, si.arch, si.dt)     # memory/head_backward.py
     if head_grads:
         t += [gpu("head_backward_logits", "logits", head_logits, HEAD_ONLY),
