@@ -17,7 +17,7 @@ from .activations import Activations, activations
 from .blocks_bart import never_run
 from .blocks_cross import idle_tensors, skipped_layers
 from .blocks_doge import cdmoe_forward_locals
-from .blocks_hy_v4 import fp32_head_numel
+from .blocks_hy_v4 import fp32_head_numel, last_hidden_local
 from .expert_backward import copies_at_expert_moment
 from .head_backward import copies_before_head, head_backward_moment
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
@@ -303,6 +303,9 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
     cdmoe = cdmoe_forward_locals(si.arch, full_fp32, e, plan.seq_len * plan.micro_batch_size)
     if cdmoe:              # memory/blocks_doge.py: at a CDMoE layer's forward end (the top one's, or the recomputed)
         t.append(gpu("cdmoe_forward_locals", "activations", cdmoe, {RECOMPUTE, RECOMPUTE_TOP} if ckpt else {FWD_TOP}))
+    last = last_hidden_local(si.arch, full_fp32, plan.seq_len * plan.micro_batch_size)    # memory/blocks_hy_v4.py
+    if last:
+        t.append(gpu("last_hidden_local", "activations", last, {"fwd"}))
     if a.autocast_weight_copies:
         # inside the top layer's forward (a CDMoE's moment) lm_head's copy is not cast yet: it is cast at the head
         split = bool(cdmoe) and not ckpt and full_fp32
