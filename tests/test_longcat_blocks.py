@@ -56,7 +56,7 @@ def test_layer_by_hand():
     assert layer_saved_bytes(arch, c, block_linears_per_layer(arch)[1], ()) == 75_767_808
 
 
-GAPS = ("longcat-flash-2l-lora-attn-s512-ckpt", "longcat-flash-2l-full-mixed-s512")
+GAPS = ("longcat-flash-2l-lora-attn-s512-ckpt",)
 HELD = [c for c in TRACE["cases"] if c["id"] not in GAPS]
 
 
@@ -65,7 +65,8 @@ def test_longcat_step_within_3_percent_of_the_trace(case):
     """Every component at the peak and the peak within 3 %. Full fine-tuning peaks in the top layer's expert loop
     backward (select_backward: the whole (24, 1024, 1024) gate_up buffer twice and the down_proj one,
     memory/expert_backward.py expert_grad_temp); before it (a classic block of one MLA's and one MLP's linears)
-    activations were -32.9 %."""
+    activations were -32.9 %. bf16-mixed: the autocast copies alive at that moment (memory/expert_backward.py
+    copies_at_expert_moment) moved it from -7.4 % to +2.2 %."""
     eng = engine_breakdown(case["plan"])
     rows = compare(case, eng)
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)
@@ -78,15 +79,4 @@ def test_lora_with_checkpointing_is_the_known_gap():
     case = next(c for c in TRACE["cases"] if c["id"] == "longcat-flash-2l-lora-attn-s512-ckpt")
     rows = {r["name"]: r for r in compare(case, engine_breakdown(case["plan"]))}
     assert -0.12 < rows["activations"]["rel"] < -0.05
-    assert rows["peak"]["ok"]
-
-
-def test_bf16_mixed_full_is_the_other_known_gap():
-    """bf16-mixed full fine-tuning (fp32 weights): each real expert's F.linear keeps autocast's 16-bit copies of its
-    weight slices and rows (memory/blocks_moe.py longcat_moe; without them activations were -28.6 %), but what the
-    top layer has consumed at the select_backward moment is counted as in bf16: activations -7.4 %, the peak
-    within 3 %. Held as a bound so that a change shows."""
-    case = next(c for c in TRACE["cases"] if c["id"] == "longcat-flash-2l-full-mixed-s512")
-    rows = {r["name"]: r for r in compare(case, engine_breakdown(case["plan"]))}
-    assert -0.10 < rows["activations"]["rel"] < -0.05
     assert rows["peak"]["ok"]

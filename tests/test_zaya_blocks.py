@@ -50,35 +50,17 @@ def test_layer_by_hand():
     assert layer_saved_bytes(arch, c, block_linears_per_layer(arch)[1], ()) == 31_283_200
 
 
-GAPS = ("zaya-2l-lora-attn-s512-ckpt", "zaya-2l-full-mixed-s512")
+GAPS: tuple = ()
 HELD = [c for c in TRACE["cases"] if c["id"] not in GAPS]
 
 
 @pytest.mark.parametrize("case", HELD, ids=[c["id"] for c in HELD])
 def test_zaya_step_within_3_percent_of_the_trace(case):
-    """Every component at the peak and the peak within 3 %."""
+    """Every component at the peak and the peak within 3 %. bf16-mixed full fine-tuning (fp32 weights): the autocast
+    copies still alive at the experts' weight-gradient moment (memory/expert_backward.py copies_at_expert_moment; the
+    fp32 grouped_mm rows there: expert_grad_temp) moved it from -7.2 % to -2.3 %. LoRA with checkpointing: the
+    fp32 stream and router states the checkpoints keep and PEFT's leaf embedding output (memory/ckpt_inputs.py)
+    moved it from -42.3 % to +1.7 %."""
     eng = engine_breakdown(case["plan"])
     rows = compare(case, eng)
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, eng, rows)
-
-
-def test_lora_with_checkpointing_is_the_known_gap():
-    """LoRA with checkpointing peaks at the loss with the checkpointed layers' inputs alone: ZAYA's are the fp32
-    residual stream (ZayaModel.forward `.to(torch.float32)`) and the router states handed to the next layer, which
-    memory/activations.py's checkpointed stack books at the 16-bit residual dtype and without the router states:
-    activations -42 % of a small total (7.7 MB), the peak within 3 %. Held as a bound so that a change shows."""
-    case = next(c for c in TRACE["cases"] if c["id"] == "zaya-2l-lora-attn-s512-ckpt")
-    rows = {r["name"]: r for r in compare(case, engine_breakdown(case["plan"]))}
-    assert -0.45 < rows["activations"]["rel"] < -0.39
-    assert rows["peak"]["ok"]
-
-
-def test_bf16_mixed_full_is_the_other_known_gap():
-    """bf16-mixed full fine-tuning (fp32 weights, fp32 grouped_mm experts) peaks at the fp32 expert weight
-    gradient's allocation (new_empty) in the top layer's backward; what the layer has consumed then and the
-    autocast copies there are not modelled for fp32 experts: activations -7.2 %, the peak within 3 %. Held as a
-    bound so that a change shows."""
-    case = next(c for c in TRACE["cases"] if c["id"] == "zaya-2l-full-mixed-s512")
-    rows = {r["name"]: r for r in compare(case, engine_breakdown(case["plan"]))}
-    assert -0.10 < rows["activations"]["rel"] < -0.05
-    assert rows["peak"]["ok"]

@@ -25,7 +25,7 @@ RUN_KEYS = {"eval": "run.eval", "generate": "run.eval.generate", "save": "run.sa
             "resume": "run.resume or run.load_best_at_end", "merge": "run.merge_at_end"}
 # log phase -> the engine phases (estimate()["per_gpu"]["phases"]) that cover it
 PHASE_MAP = {"forward": ("fwd", "fwd_top"), "loss": ("loss_bwd",),
-             "backward": ("loss_bwd", "bwd_end", "recompute", "recompute_top", "bwd_top"),
+             "backward": ("loss_bwd", "bwd_end", "recompute", "recompute_top", "bwd_top", "head_bwd"),
              "step": ("step", "step_norm")}
 
 

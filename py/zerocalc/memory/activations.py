@@ -272,7 +272,7 @@ def activations(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack | None = N
         elif arch.model_type == "gemma3n_text":
             stack = checkpointed_streams(arch, 4 if dt.autocast else res, 2 if dt.autocast else dt.compute, t)
         stack += checkpointed_final_norms(arch, t) + checkpointed_more(arch, context(plan, arch, dt, False, st))
-        stack += checkpointed_topk(arch, plan.micro_batch_size, plan.seq_len, res)   # DSA indices (and HY-V4's mask)
+        stack += checkpointed_topk(arch, plan.micro_batch_size, plan.seq_len, res, plan.method != "full")  # DSA, ...
         if st.kbit_bf16_ends:
             # layer 0's input is the bf16 embedding output (TRL's cast); the fp32 stream starts at layer 0's MLP
             stack -= (res - 2) * t * h

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..model import Linear, ModelArch
 from .blocks import MASK, Ctx, SavedSet, linear, llama_block
-from .lora import Adapter
+from .lora import Adapter, block_linears_per_layer
 
 
 def doge_layer(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...]) -> int:
@@ -68,3 +68,25 @@ def _cdmoe(ss: SavedSet, c: Ctx, arch: ModelArch, router: Linear, k: int, ads: d
     if c.autocast:
         ss.save("cdmoe.hidden16", 2 * t * h)
     ss.save("cdmoe.weights", 4 * e * t * k)
+
+
+def cdmoe_forward_locals(arch: ModelArch, full_fp32: bool, e: int, t: int) -> int:
+    """A moment at the end of a CDMoE layer's forward (DogeCDMoE.forward's `hidden_states + experts_states`), where
+    its locals are still alive beside the layer's saved set: the product-key sums over every key pair, all_scores
+    (t, keys², the router's dtype e) and the int64 all_indices, both referenced until the forward returns; and under
+    bf16-mixed over fp32 weights (`full_fp32`: full fine-tuning, fp32 master weights) down_embed(indices) and
+    up_embed(indices), fp32 (t, k, h) lookups of the fp32 embeddings beside the 16-bit copies autocast makes of them
+    for the two matmuls (which those keep: _cdmoe's cdmoe.embeds). Without checkpointing in the top layer's forward
+    (memory/terms.py fwd_top: every layer's saved set, no logits yet), with it in the recomputed layer's forward.
+    Traced (tools/memtrace/own_blocks_trace.py doge): doge-4l-moe-full-mixed-s512 peaks there in the forward (two
+    fp32 128 MiB lookups, the 64 MiB int64 indices, the 16 MiB scores), doge-4l-moe-full-s512-ckpt in the recompute
+    (indices and scores); before this moment the engine peaked at the loss's backward: activations -25.4 % and
+    -96.6 %, logits +0.188 GiB."""
+    if arch.model_type != "doge":
+        return 0
+    k = {lin.name: lin.d_out // 2 for lins in block_linears_per_layer(arch) for lin in lins
+         if lin.name in ("retrieval_experts", "router_gate")}
+    if "retrieval_experts" not in k:
+        return 0
+    keys = k["router_gate"]
+    return (8 + e) * t * keys * keys + (2 * 4 * t * k["retrieval_experts"] * arch.hidden_size if full_fp32 else 0)

@@ -34,6 +34,7 @@ from dataclasses import replace
 from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, attention_core, gated_mlp, linear, rmsnorm, sparse_moe
 from .blocks_hy_v4 import MODEL_TYPES as HY_V4, hy_v4_checkpointed
+from .ckpt_inputs import checkpointed_beyond
 from .lora import Adapter
 
 
@@ -56,11 +57,16 @@ def sparse_mask_bytes(c: Ctx) -> int:
 MODEL_TYPES = ("mistral_large4", "mistral_large4_text")
 
 
-def checkpointed_topk(arch: ModelArch, batch: int, seq: int, res: int = 2) -> int:
+def checkpointed_topk(arch: ModelArch, batch: int, seq: int, res: int = 2, lora: bool = False) -> int:
     """Under full activation checkpointing: every layer after the first is called with the previous layer's
     top-k indices (MistralLarge4TextModel.forward `prev_topk_indices=topk_indices`, int32 (b, s, min(index_topk,
     s))), which the non-reentrant checkpoint keeps as an input until that layer's backward: (L - 1) of them.
-    Without checkpointing each dies when the next layer has built its mask (nothing saves it)."""
+    Without checkpointing each dies when the next layer has built its mask (nothing saves it). Plus what other
+    families' checkpoints keep beyond their stream (memory/ckpt_inputs.py; `lora`: adapters only)."""
+    return _topk(arch, batch, seq, res) + checkpointed_beyond(arch, batch, seq, res, lora)
+
+
+def _topk(arch: ModelArch, batch: int, seq: int, res: int) -> int:
     if arch.model_type in HY_V4:
         return hy_v4_checkpointed(arch, batch, seq, res)     # memory/blocks_hy_v4.py: its mask and shared top-k
     if arch.model_type not in MODEL_TYPES or not arch.mla:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..model import ModelArch
 from ..plan import Plan
 from .blocks_muse_spark import MODEL_TYPES as MUSE_SPARK, post_expert_norm_moment
+from .head_backward import copies_before_head
 from .lora import layer_adapters
 from .precision import Dtypes
 from .stack import Stack
@@ -40,6 +41,8 @@ def expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int,
     token) has the moment in its top sparse layer (traced: llama4-text-4l-full-s512, layers 1 and 3 sparse: the
     16·2048·4096 bf16 gradient, the gate_up output's and the input's gradients, 0.348 GiB of temporaries)."""
     moe = arch.moe
+    if moe is not None and plan.method != "full" and arch.model_type in TOP_SPARSE_MOMENT:
+        return unpermute_moment(arch, dt, t) if plan.framework in ("single", "ddp") else 0
     if moe is None or plan.method != "full" or plan.framework not in ("single", "ddp"):
         return 0
     ie, h = moe.expert_intermediate, arch.hidden_size
@@ -80,8 +83,14 @@ def expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int,
         return 0
     if plan.gradient_accumulation_steps == 1 and not st.grads_kept:
         return 0
-    e = 2 if dt.autocast else dt.compute
-    return dt.grad * moe.num_experts * 2 * ie * h + e * routed_rows(arch, t) * (2 * ie + h)
+    e, rows = 2 if dt.autocast else dt.compute, routed_rows(arch, t)
+    # grouped_mm is not autocast-enabled: the experts run in their weights' dtype (memory/blocks.py sparse_moe), fp32
+    # under bf16-mixed over fp32 weights, so the two gradients and what the layer has consumed (memory/activations.py
+    # subtracts it at 16 bits: its default tail) are fp32 (traced: unlimited-ocr-2l-full-mixed-s512's (t·k, 2I) and
+    # (t·k, h) fp32 gradients at new_empty; zaya-2l-full-mixed-s512's)
+    ex = 4 if dt.autocast and dt.weight == 4 and arch.model_type not in EVERY_EXPERT else e
+    consumed = rows * ((7 if arch.model_type == "gpt_oss" else 4) * ie + h)
+    return dt.grad * moe.num_experts * 2 * ie * h + ex * rows * (2 * ie + h) - (ex - e) * consumed
 
 
 def expert_loop_moment(arch: ModelArch, dt: Dtypes, t: int) -> int:
@@ -112,3 +121,42 @@ def experts_trained(plan: Plan, arch: ModelArch, st: Stack, per_layer_linears) -
     then do the grouped matmuls keep the product (memory/blocks.py sparse_moe)."""
     return plan.method == "full" or st.fsdp_adapters_in_units or any(ad.name.startswith("experts.") for lins in per_layer_linears
                                         for ad in layer_adapters(arch, plan, lins))
+
+
+# the top layer's modules whose backward comes before its experts' (their autocast copies consumed by then)
+TOP_CONSUMED = (".shared_experts.", ".mlps.", ".self_attn.1.")
+
+
+def copies_at_expert_moment(arch: ModelArch, copies: int) -> int:
+    """The autocast weight copies (memory/activations.py: 16-bit copies of the fp32 linear weights, full fine-tuning
+    in bf16-mixed) still alive at the top layer's expert weight-gradient moment (expert_grad_temp, the `bwd_top`
+    phase without checkpointing): every lower layer's, whose matmuls keep them for their backward, and the top
+    layer's whose backward comes after its experts': its attention, its router. Gone by then: lm_head's (the
+    head's backward ran first) and the top layer's modules that run after or beside the experts: the shared experts
+    (modeling_deepseek_v2.py-style `moe(x) + shared_experts(x)`; Step 3.7's), LongCat-Flash's second sublayer and
+    dense MLPs (modeling_longcat_flash.py LongcatFlashDecoderLayer: the shortcut MoE reads the first attention's
+    output, its sum joins at the layer's end). Traced at the moment: zaya-2l-full-mixed-s512 12.3 MiB of copies,
+    unlimited-ocr-2l-full-mixed-s512 75 MiB, step3p7-2l-full-mixed-s512 22 MiB (tools/memtrace/more_moe_trace.py),
+    longcat-flash-2l-full-mixed-s512 47 MiB (tools/memtrace/moe_trace.py); before this term the engine booked none
+    there: activations -7.2 %, -7.8 % (with the fp32 grouped_mm rows of expert_grad_temp), -6.6 %, -7.4 %; now -2.3 %,
+    +0.7 %, +0.1 %, +2.2 %."""
+    top = arch.num_layers - 1
+    consumed = sum(tt.numel for tt in arch.tensors if tt.linear and tt.layer == top
+                   and any(k in f".{tt.module}." for k in TOP_CONSUMED))
+    return max(0, copies_before_head(arch, copies) - 2 * consumed)
+
+
+def unpermute_moment(arch: ModelArch, dt: Dtypes, t: int) -> int:
+    """Frozen experts (adapters elsewhere): the sparse layer's backward peaks at the un-permute's index backward
+    (transformers 5.24 integrations/moe.py `weighted_out[inv_perm]`). The routing weights are fp32 (the router's
+    softmax, never cast: modeling_unlimited_ocr.py's DeepSeek-V2 gate), so the weighted expert output and its
+    gradient are fp32 (t·k, h): sum's expanded gradient made contiguous, the new_zeros and index_put's result, beside
+    a second 16-bit t·h gradient in flight; the shared experts' backward (they run beside the routed ones) has
+    consumed their saved gate/up outputs and SiLU's (3·t·I_shared). Traced: unlimited-ocr-2l-lora-attn-s512-ckpt,
+    3 x 15 MiB of fp32 temporaries at index_put beside the recomputed layer (tools/memtrace/more_moe_trace.py; before
+    this moment activations -35.1 %, the peak -4.7 %). memory/activations.py subtracts its default tail (the
+    grouped-matmul moment's) from this value, so it is added back here."""
+    moe, h, e = arch.moe, arch.hidden_size, 2 if dt.autocast else dt.compute
+    rows = routed_rows(arch, t)
+    moment = 3 * 4 * rows * h + e * t * h - 3 * e * t * moe.shared_intermediate
+    return moment + e * rows * (4 * moe.expert_intermediate + h)

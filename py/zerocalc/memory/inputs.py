@@ -16,8 +16,11 @@ from . import deepspeed as ds
 from .activations import Activations, activations
 from .blocks_bart import never_run
 from .blocks_cross import idle_tensors, skipped_layers
-from .blocks_hy_v4 import fp32_head_numel
+from .blocks_doge import cdmoe_forward_locals
+from .blocks_hy_v4 import fp32_head_numel, last_hidden_local
 from .blocks_reformer import reversible_backward_moment
+from .expert_backward import copies_at_expert_moment
+from .head_backward import copies_before_head, head_backward_moment
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .indexers import no_grad_tensors
 from .logits import Logits, chunked_head_grads, logits
@@ -26,7 +29,8 @@ from .lora import (adapters_per_block, largest_quantized_matrix, modules_to_save
 from .precision import Dtypes, dtypes_for, module_dtypes
 from .stack import Stack, effective_stack
 from .vision import tower_adapters, tower_saved_bytes, tower_tensors
-from .terms import ALL, BWD_END, FWD_BWD, FWD_IN, FWD_TOP, HOST_PAGEABLE, RECOMPUTE, RECOMPUTE_TOP, TOP_BWD, TOP_ONLY, Term, gpu
+from .terms import (ALL, BWD_END, FWD_BWD, FWD_IN, FWD_TOP, HEAD_BWD, HEAD_ONLY, HOST_PAGEABLE, RECOMPUTE,
+                    RECOMPUTE_TOP, TOP_BWD, TOP_ONLY, Term, gpu)
 
 
 @dataclass(frozen=True)
@@ -270,8 +274,8 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
     """Saved activations (kept to their layer's backward), the head's, logits, backward temporaries."""
     a, lg = si.acts, si.logits
     t = [
-        gpu("saved_activations", "activations", a.stack_saved, FWD_IN | {"loss_bwd"} | TOP_BWD),
-        gpu("head_activations", "activations", a.head_saved, {"fwd", "loss_bwd"}),
+        gpu("saved_activations", "activations", a.stack_saved, FWD_IN | {"loss_bwd", HEAD_BWD} | TOP_BWD),
+        gpu("head_activations", "activations", a.head_saved, {"fwd", "loss_bwd", HEAD_BWD}),
         gpu("logits_forward", "logits", lg.forward_peak, {"fwd"}),
         gpu("logits_backward", "logits", lg.backward_peak, {"loss_bwd"}),
         gpu("head_chunk_grads", "gradients", chunked_head_grads(plan, si.arch, 2 if si.dt.autocast else si.dt.compute,
@@ -300,8 +304,29 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
         # the gradient between layers above is part
         moment = reversible_backward_moment(si.arch, plan.micro_batch_size, plan.seq_len)
         t.append(gpu("reversible_recompute", "activations", max(0, moment - a.layer_backward_temp), TOP_ONLY))
+    e, ckpt = 2 if si.dt.autocast else si.dt.compute, plan.activation_checkpointing == "full"
+    full_fp32 = plan.method == "full" and si.dt.autocast and si.dt.weight == 4
+    cdmoe = cdmoe_forward_locals(si.arch, full_fp32, e, plan.seq_len * plan.micro_batch_size)
+    if cdmoe:              # memory/blocks_doge.py: at a CDMoE layer's forward end (the top one's, or the recomputed)
+        t.append(gpu("cdmoe_forward_locals", "activations", cdmoe, {RECOMPUTE, RECOMPUTE_TOP} if ckpt else {FWD_TOP}))
+    last = last_hidden_local(si.arch, full_fp32, plan.seq_len * plan.micro_batch_size)    # memory/blocks_hy_v4.py
+    if last:
+        t.append(gpu("last_hidden_local", "activations", last, {"fwd"}))
     if a.autocast_weight_copies:
-        t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies, FWD_IN | {"loss_bwd"}))
+        # inside the top layer's forward (a CDMoE's moment) lm_head's copy is not cast yet: it is cast at the head
+        split = bool(cdmoe) and not ckpt and full_fp32
+        t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies,
+                     {"fwd", "loss_bwd", HEAD_BWD} | (set() if split else {FWD_TOP})))
+        if split:
+            t.append(gpu("autocast_weight_copies_fwd_top", "activations",
+                         copies_before_head(si.arch, a.autocast_weight_copies), {FWD_TOP}))
+    head_logits, head_grads = head_backward_moment(plan, si.arch, si.dt)     # memory/head_backward.py
+    if head_grads:
+        t += [gpu("head_backward_logits", "logits", head_logits, HEAD_ONLY),
+              gpu("head_backward_grads", "activations", head_grads, HEAD_ONLY)]
+    if a.autocast_weight_copies and a.expert_grad_top:   # at the experts' moment (memory/expert_backward.py)
+        top = copies_at_expert_moment(si.arch, a.autocast_weight_copies)
+        t.append(gpu("autocast_weight_copies_top", "activations", top, TOP_ONLY))
     if a.autocast_cache_forward:
         # cached until the autocast context exits at the end of forward, not kept by checkpointed layers
         t.append(gpu("autocast_cache_forward", "activations", a.autocast_cache_forward, FWD_IN))

@@ -13,7 +13,8 @@ Layer-by-layer backward moments, evaluated where they exist (``phases_of``): ``r
 ``recompute_top`` with full checkpointing (the bottom / top layer recomputed), ``bwd_top`` for FSDP
 without it (the top layer's backward, whose units are gathered one by one); ``fwd_top``, inside the top
 layer's forward (every layer's saved activations, the head and logits not yet), where a term lives there and
-not at the end of forward: torchtune's NF4 weight dequantized for one matmul (memory/inputs.py dequant_bytes).
+not at the end of forward: torchtune's NF4 weight dequantized for one matmul (memory/inputs.py dequant_bytes);
+``head_bwd``, lm_head's backward after the loss's, where a term lives there alone (memory/head_backward.py).
 A term is the same size in every phase it lives in; transients are terms that live in one phase.
 """
 from __future__ import annotations
@@ -26,17 +27,19 @@ RECOMPUTE = "recompute"          # checkpointing: the last layer recomputed, nea
 RECOMPUTE_TOP = "recompute_top"  # checkpointing: the first layer recomputed, every checkpoint input alive
 BWD_TOP = "bwd_top"              # FSDP without checkpointing: the top layer's backward, all activations alive
 FWD_TOP = "fwd_top"              # inside the top layer's forward: saved activations of every layer, no logits yet
+HEAD_BWD = "head_bwd"            # lm_head's backward, after the loss's (memory/head_backward.py)
 PHASES = (FWD, LOSS_BWD, BWD_END_PHASE, STEP_PHASE, STEP_NORM)
 MID_BWD = frozenset((RECOMPUTE, RECOMPUTE_TOP, BWD_TOP))   # layer-by-layer backward moments
 TOP_BWD = frozenset((RECOMPUTE_TOP, BWD_TOP))              # the top layer's backward (with / without checkpointing)
 TOP_ONLY = frozenset((BWD_TOP,))                          # a term there alone makes the moment exist (phases_of)
+HEAD_ONLY = frozenset((HEAD_BWD,))                        # likewise lm_head's backward (memory/head_backward.py)
 
 # Lifetimes, as sets of phases. "Backward" includes its layer-by-layer moments.
 FWD_IN = frozenset((FWD, FWD_TOP))                         # alive through forward (from its start or its first layer)
-ALL = frozenset(PHASES) | MID_BWD | {FWD_TOP}              # allocated before the step and never freed
+ALL = frozenset(PHASES) | MID_BWD | {FWD_TOP, HEAD_BWD}    # allocated before the step and never freed
 STEP = frozenset((STEP_PHASE, STEP_NORM))                  # the whole optimizer step
 BWD_END = frozenset((BWD_END_PHASE,)) | MID_BWD            # during backward, until its end
-BWD = BWD_END | {LOSS_BWD}                                 # from the loss gradient to the end of backward
+BWD = BWD_END | {LOSS_BWD, HEAD_BWD}                       # from the loss gradient to the end of backward
 FWD_BWD = BWD | FWD_IN                                     # from forward to the end of backward
 AFTER_BWD = BWD_END | STEP                                 # produced in backward, used by the step
 
@@ -85,6 +88,7 @@ def phases_of(plan, ts=()) -> tuple[str, ...]:
     term lives there alone: an MoE layer's expert weight gradient), and the top layer's forward where a term lives
     there and not at the end of forward (a forward-time transient)."""
     fwd_top = (FWD_TOP,) if any(FWD_TOP in t.phases and FWD not in t.phases for t in ts) else ()
+    fwd_top += (HEAD_BWD,) if any(t.phases == HEAD_ONLY for t in ts) else ()
     if plan.activation_checkpointing == "full":
         return PHASES + (RECOMPUTE, RECOMPUTE_TOP) + fwd_top
     top = plan.framework == "fsdp" or any(t.phases == TOP_ONLY for t in ts)
