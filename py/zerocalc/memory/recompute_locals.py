@@ -1,0 +1,43 @@
+"""Moments inside a checkpointed layer's recompute forward that exceed memory/activations.py's recompute_layer (the
+recomputed saved set or a backward moment inside it): the forward's locals still alive beside the saved tensors
+rebuilt so far, and the gradients the layer's backward made before its first unpack started the recompute. Booked by
+memory/inputs.py recompute_terms as the excess over recompute_layer at the top layer's recompute (RECOMPUTE_TOP).
+
+- Inkling (modeling_inkling.py InklingDecoderLayer / InklingMoE / InklingSharedExperts, transformers 5.24): the
+  top (sparse) layer's backward first runs mlp_sconv's `out.to(hidden_states.dtype)` and `[:, :, :seq_len]`
+  backwards, which need nothing saved: an fp32 (t, h) gradient and slice_backward's fp32 (b, h, s + k - 1), k the
+  conv kernel, both alive when the conv's backward unpacks its input and the recompute starts. The recompute then
+  peaks at the shared experts' `down.float().sum(dim=0)`: mlp_sconv's fp32 input is not made yet (4·t·h less than
+  the saved set); alive as locals are the decoder layer's `residual` (the post-attention stream), InklingMoE's
+  input (the norm's output, saved only when the shared experts train), the routed experts' output, down's bmm
+  output (e·t·h each), `* gammas` (down's input, e·t·S·I, saved only when down trains), `down.float()` (4·S·t·h)
+  and the sum's fp32 output (4·t·h). Traced (tools/memtrace/inkling_trace.py):
+  inkling-text-3l-lora-attn-s512-eager-ckpt peaks there (6.8 MB of locals and 4.2 MB of gradients beside the
+  50.4 MB recomputed set: activations -17.7 % before); under full fine-tuning the experts' backward moment
+  (67.7 MB) stays above it.
+"""
+from __future__ import annotations
+
+from ..model import ModelArch
+
+INKLING = ("inkling_text", "inkling_mm_model")
+
+
+def _shape(arch: ModelArch, suffix: str) -> tuple[int, ...] | None:
+    top = f"layers.{arch.num_layers - 1}."
+    return next((tt.shape for tt in arch.tensors if top in tt.name and tt.name.endswith(suffix)), None)
+
+
+def recompute_forward_moment(arch: ModelArch, top_saved: int, batch: int, seq: int, e: int, train_base: bool) -> int:
+    """The top layer's recompute-forward moment (module docstring), 0 where none is modelled; `top_saved`: the top
+    layer's saved set (memory/activations.py Activations.layers[-1]), `e`: the 16-bit compute dtype's bytes."""
+    if arch.model_type not in INKLING:
+        return 0
+    shared, conv = _shape(arch, "mlp.shared_experts.gate_proj"), _shape(arch, "mlp_sconv.conv1d.weight")
+    if shared is None or conv is None:
+        return 0                                   # a dense top layer: not traced at its recompute
+    t, h, (s_exp, inter) = batch * seq, arch.hidden_size, shared[:2]
+    grads = 4 * t * h + 4 * batch * h * (seq + conv[-1] - 1)
+    locals_ = (3 + (0 if train_base else 1)) * e * t * h + (0 if train_base else e * t * s_exp * inter) \
+        + 4 * s_exp * t * h + 4 * t * h
+    return top_saved - 4 * t * h + locals_ + grads
