@@ -15,12 +15,24 @@ memory/inputs.py recompute_terms as the excess over recompute_layer at the top l
   inkling-text-3l-lora-attn-s512-eager-ckpt peaks there (6.8 MB of locals and 4.2 MB of gradients beside the
   50.4 MB recomputed set: activations -17.7 % before); under full fine-tuning the experts' backward moment
   (67.7 MB) stays above it.
+- LongCat-Flash (modeling_longcat_flash.py LongcatFlashDecoderLayer / LongcatFlashMLA), LoRA on the MLAs (the MLPs
+  and experts frozen): the recompute peaks at the second MLA's o_proj, in PEFT's `lora_B(lora_A(x)) * scaling`
+  (lora/layer.py Linear.forward). post_attention_layernorm[1] (fp32 upcast, rsqrt) and mlps[1] (gate, up, SiLU:
+  3·e·t·I) are not rebuilt yet; alive as locals are the shortcut MoE's output, the second sublayer's residual and
+  input_layernorm[1]'s output (e·t·h each), the MLA's compressed_kv and its scaled / rotated k halves
+  (2·e·t·(kv_lora + rope)), q_states and its scaled / rotated halves (2·e·t·a·(nope + rope)), kv_b_proj's output
+  (e·t·a·(nope + v), value_states a view of it), the attention output's contiguous copy (o_proj's input) and
+  o_proj's base output, lora_B's output and its scaled copy (the adapter dtype, t·h each). Traced
+  (tools/memtrace/moe_trace.py longcat_flash): longcat-flash-2l-lora-attn-s512-ckpt, 15,859,712 bytes of unsaved
+  locals beside 59.3 MB recomputed there (activations -9.7 % before).
 """
 from __future__ import annotations
 
 from ..model import ModelArch
+from .lora import block_linears_per_layer
 
 INKLING = ("inkling_text", "inkling_mm_model")
+LONGCAT = ("longcat_flash",)
 
 
 def _shape(arch: ModelArch, suffix: str) -> tuple[int, ...] | None:
@@ -28,9 +40,14 @@ def _shape(arch: ModelArch, suffix: str) -> tuple[int, ...] | None:
     return next((tt.shape for tt in arch.tensors if top in tt.name and tt.name.endswith(suffix)), None)
 
 
-def recompute_forward_moment(arch: ModelArch, top_saved: int, batch: int, seq: int, e: int, train_base: bool) -> int:
+def recompute_forward_moment(arch: ModelArch, top_saved: int, batch: int, seq: int, e: int, train_base: bool,
+                             adapter: int = 4, adapted: tuple[str, ...] = ()) -> int:
     """The top layer's recompute-forward moment (module docstring), 0 where none is modelled; `top_saved`: the top
-    layer's saved set (memory/activations.py Activations.layers[-1]), `e`: the 16-bit compute dtype's bytes."""
+    layer's saved set (memory/activations.py Activations.layers[-1]), `e`: the 16-bit compute dtype's bytes,
+    `adapter`: the LoRA adapters' bytes, `adapted`: the top layer's adapted linears (memory/lora.py Adapter.name)."""
+    if arch.model_type in LONGCAT:
+        mlp = any(n.startswith(("mlps.", "mlp.")) or n in ("gate_up_proj", "down_proj") for n in adapted)
+        return 0 if train_base or mlp else _longcat(arch, top_saved, batch * seq, e, adapter)
     if arch.model_type not in INKLING:
         return 0
     shared, conv = _shape(arch, "mlp.shared_experts.gate_proj"), _shape(arch, "mlp_sconv.conv1d.weight")
@@ -41,3 +58,15 @@ def recompute_forward_moment(arch: ModelArch, top_saved: int, batch: int, seq: i
     locals_ = (3 + (0 if train_base else 1)) * e * t * h + (0 if train_base else e * t * s_exp * inter) \
         + 4 * s_exp * t * h + 4 * t * h
     return top_saved - 4 * t * h + locals_ + grads
+
+
+def _longcat(arch: ModelArch, top_saved: int, t: int, e: int, adapter: int) -> int:
+    """LongCat-Flash's moment at the second MLA's o_proj LoRA (module docstring), frozen MLPs and experts."""
+    lin = {x.name: x for x in block_linears_per_layer(arch)[-1] if x.name.startswith(("self_attn.1.", "mlps.1."))}
+    if "self_attn.1.o_proj" not in lin or "mlps.1.gate_proj" not in lin:
+        return 0
+    h = arch.hidden_size
+    not_yet = 4 * t * h + 4 * t + 3 * e * t * lin["mlps.1.gate_proj"].d_out
+    mla = (2 * lin["self_attn.1.kv_a_proj_with_mqa"].d_out + 2 * lin["self_attn.1.q_b_proj"].d_out
+           + lin["self_attn.1.kv_b_proj"].d_out + lin["self_attn.1.o_proj"].d_in)
+    return top_saved - not_yet + 3 * e * t * h + e * t * mla + e * t * h + 2 * adapter * t * h
