@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, gated_mlp, linear, rmsnorm, sparse_moe
-from .blocks_axk2 import eager_latent_attention
+from .blocks_axk2 import eager_latent_attention, rmsnorm_head
 from .lora import Adapter
 
 
@@ -65,15 +65,5 @@ def dots3_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
     return ss.total
 
 
-def dots3_head(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int) -> tuple[str, int]:
-    """Around the layers (modeling_dots3_note.py Dots3NoteTextModel.forward's `self.norm`): model.norm is a
-    Dots3NoteRMSNorm, Llama's (the fp32 upcast and rsqrt whenever its input needs a gradient, the 16-bit
-    `hidden_states.to(input_dtype)` when its weight trains), not the LayerNorm head memory/activations.py gives
-    the other types of its family; lm_head reads its 16-bit output. Traced (tools/memtrace/dots3_trace.py): the
-    4 MiB fp32 upcast and the 2 MiB 16-bit cast beside lm_head's input at the loss's backward (before: -4 MiB,
-    activations -36.4 % with checkpointing, -2.5 % without). Returns lm_head's input and its bytes."""
-    return rmsnorm(ss, c, "final_norm", "resid_final", arch.hidden_size), c.res
-
-
 DOTS3_RULES = {"dots3_note_text": dots3_block}
-DOTS3_HEADS = {"dots3_note_text": dots3_head}
+DOTS3_HEADS = {"dots3_note_text": rmsnorm_head}     # model.norm: Dots3NoteRMSNorm, Llama's
