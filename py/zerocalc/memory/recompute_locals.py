@@ -25,6 +25,19 @@ memory/inputs.py recompute_terms as the excess over recompute_layer at the top l
   o_proj's base output, lora_B's output and its scaled copy (the adapter dtype, t·h each). Traced
   (tools/memtrace/moe_trace.py longcat_flash): longcat-flash-2l-lora-attn-s512-ckpt, 15,859,712 bytes of unsaved
   locals beside 59.3 MB recomputed there (activations -9.7 % before).
+- Inkling 2 (modeling_inkling2.py Inkling2DecoderLayer, integrations/moe.py's grouped_mm experts): the top layer's
+  backward first runs the model's final_input backward, a 16-bit gradient for each of the final block states
+  (e·t·final_states·h, the layer output's among them), its fp32 (t, h) `div` gradient, and post_mlp_convolution's
+  `.to` / slice backwards (as Inkling's); the recompute then peaks at the experts' `weighted_out[inv_perm]`:
+  post_mlp_convolution's fp32 input is not made yet; alive as locals are the fp32 `residual`, at a block boundary
+  the new block_states (`torch.cat`, e·t·(mlp_states - 1)·h), post_attention_layernorm's 16-bit cast, the router's
+  fp32 logits (4·t·E), the gathered rows when the experts are frozen (e·t·k·h; saved when they train), the fp32
+  routing-weighted rows and their un-permuted copy (2·4·t·k·h). Under full fine-tuning embed_norm's saved set
+  (memory/blocks_inkling2.py inkling2_head: fp32 input, rsqrt, fp32 product), which memory/inputs.py's head term
+  books only until lm_head's backward, is alive too: the embedding's gradient comes last. Traced
+  (tools/memtrace/inkling_trace.py inkling2_text): both checkpointed rows peak there (13.6 / 15.7 MB of unsaved
+  locals, 8.4 MB of gradients; with memory/ckpt_inputs.py's relative_distance, -10.4 % / -20.8 % before, -0.6 %
+  each after). Not Inkling 2 Loop, whose rows peak in a loop layer (tests/test_inkling_blocks.py pins them).
 """
 from __future__ import annotations
 
@@ -48,6 +61,8 @@ def recompute_forward_moment(arch: ModelArch, top_saved: int, batch: int, seq: i
     if arch.model_type in LONGCAT:
         mlp = any(n.startswith(("mlps.", "mlp.")) or n in ("gate_up_proj", "down_proj") for n in adapted)
         return 0 if train_base or mlp else _longcat(arch, top_saved, batch * seq, e, adapter)
+    if arch.inkling2 is not None:
+        return _inkling2(arch, top_saved, batch, seq, e, train_base)
     if arch.model_type not in INKLING:
         return 0
     shared, conv = _shape(arch, "mlp.shared_experts.gate_proj"), _shape(arch, "mlp_sconv.conv1d.weight")
@@ -70,3 +85,18 @@ def _longcat(arch: ModelArch, top_saved: int, t: int, e: int, adapter: int) -> i
     mla = (2 * lin["self_attn.1.kv_a_proj_with_mqa"].d_out + 2 * lin["self_attn.1.q_b_proj"].d_out
            + lin["self_attn.1.kv_b_proj"].d_out + lin["self_attn.1.o_proj"].d_in)
     return top_saved - not_yet + 3 * e * t * h + e * t * mla + e * t * h + 2 * adapter * t * h
+
+
+def _inkling2(arch: ModelArch, top_saved: int, batch: int, seq: int, e: int, train_base: bool) -> int:
+    """Inkling 2's moment at the top layer's experts' un-permute (module docstring); 0 for a dense top layer."""
+    top, moe = arch.inkling2["layers"][-1], arch.moe
+    if moe is None or "loop" in arch.model_type:
+        return 0           # Inkling 2 Loop peaks in a loop layer's backward or recompute (not modelled here)
+    t, h, k = batch * seq, arch.hidden_size, moe.experts_per_token
+    grads = e * t * arch.inkling2["final_states"] * h - e * t * h + 2 * 4 * t * h \
+        + 4 * batch * h * (seq + top["kernel"] - 1)
+    block = e * t * (top["mlp_states"] - 1) * h if top["boundary"] else 0
+    locals_ = 4 * t * h + block + e * t * h + 4 * t * moe.num_experts + (0 if train_base else e * t * k * h) \
+        + 2 * 4 * t * k * h
+    embed_norm = 8 * t * h + 4 * t if train_base else 0
+    return top_saved - 4 * t * h + locals_ + grads + embed_norm
