@@ -10,7 +10,7 @@ loss is the standard one only: the tracer does not emulate a chunked loss for th
 
   python -m tools.memtrace.head_bwd_trace [ID-PREFIX]    # writes tools/memtrace/golden/head_bwd/<id>.json
 
-About 5 s a row on 2 cores (tests/test_head_bwd_llama.py checks the fixtures against the engine).
+About 5 s a small row, 1-2 min a full-size one, on 2 cores (tests/test_head_bwd_llama.py checks the fixtures against the engine).
 """
 from __future__ import annotations
 
@@ -31,8 +31,9 @@ QWEN3 = {"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "inte
          "layer_types": ["full_attention"] * 2}
 
 
-def _row(rid: str, model: dict, seq: int, ga: int = 2, precision: str = "bf16-pure", tied: bool = False) -> dict:
-    return {"id": rid, "schema": 1, "model": {**model, "tie_word_embeddings": tied}, "framework": "single",
+def _row(rid: str, model: dict | str, seq: int, ga: int = 2, precision: str = "bf16-pure", tied: bool = False) -> dict:
+    model = model if isinstance(model, str) else {**model, "tie_word_embeddings": tied}     # a preset as it is
+    return {"id": rid, "schema": 1, "model": model, "gpu": "h200-sxm-141gb", "framework": "single",
             "gpus_per_node": 1, "nodes": 1, "zero_stage": 0, "precision": precision, "optimizer": "adamw",
             "micro_batch_size": 1, "gradient_accumulation_steps": ga, "seq_len": seq,
             "activation_checkpointing": "none", "attention": "flash", "loss": "standard", "method": "full"}
@@ -48,6 +49,9 @@ ROWS = [
     _row("qwen3-2l-h1024-pure-s512-ga2", QWEN3, 512),
     _row("qwen3-2l-h1024-tied-pure-s128-ga2", QWEN3, 128, tied=True),
     _row("qwen3-2l-h1024-tied-pure-s512-ga2", QWEN3, 512, tied=True),
+    # the presets at full size: Llama 3.1 8B (h 4096, V 128256) at s 256, Qwen2.5 7B (h 3584, V 152064) bf16-mixed
+    _row("llama8b-full-pure-s256-ga2", "llama-3.1-8b", 256),
+    _row("qwen25-7b-full-mixed-s512-ga2", "qwen2.5-7b", 512, precision="bf16-mixed"),
 ]
 
 
