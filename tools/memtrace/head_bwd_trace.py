@@ -10,7 +10,8 @@ loss is the standard one only: the tracer does not emulate a chunked loss for th
 
   python -m tools.memtrace.head_bwd_trace [ID-PREFIX]    # writes tools/memtrace/golden/head_bwd/<id>.json
 
-About 5 s a small row, 1-2 min a full-size one, on 2 cores (tests/test_head_bwd_llama.py checks the fixtures against the engine).
+About 5 s a small row, 10 s a full-size one, on 2 cores (tests/test_head_bwd_llama.py checks the fixtures against
+the engine).
 """
 from __future__ import annotations
 
@@ -31,18 +32,20 @@ QWEN3 = {"model_type": "qwen3", "vocab_size": 151936, "hidden_size": 1024, "inte
          "layer_types": ["full_attention"] * 2}
 
 
-def _row(rid: str, model: dict | str, seq: int, ga: int = 2, precision: str = "bf16-pure", tied: bool = False) -> dict:
+def _row(rid: str, model: dict | str, seq: int, ga: int = 2, precision: str = "bf16-pure", tied: bool = False,
+         ckpt: str = "none") -> dict:
     model = model if isinstance(model, str) else {**model, "tie_word_embeddings": tied}     # a preset as it is
     return {"id": rid, "schema": 1, "model": model, "gpu": "h200-sxm-141gb", "framework": "single",
             "gpus_per_node": 1, "nodes": 1, "zero_stage": 0, "precision": precision, "optimizer": "adamw",
             "micro_batch_size": 1, "gradient_accumulation_steps": ga, "seq_len": seq,
-            "activation_checkpointing": "none", "attention": "flash", "loss": "standard", "method": "full"}
+            "activation_checkpointing": ckpt, "attention": "flash", "loss": "standard", "method": "full"}
 
 
 ROWS = [
     _row("llama3-2l-h1024-pure-s128-ga2", LLAMA3, 128),
     _row("llama3-2l-h1024-pure-s512-ga2", LLAMA3, 512),
     _row("llama3-2l-h1024-pure-s128-ga1", LLAMA3, 128, ga=1),
+    _row("llama3-2l-h1024-pure-s128-ga2-ckpt", LLAMA3, 128, ckpt="full"),
     _row("llama3-2l-h1024-tied-pure-s128-ga2", LLAMA3, 128, tied=True),
     _row("llama3-2l-h1024-mixed-s128-ga2", LLAMA3, 128, precision="bf16-mixed"),
     _row("qwen3-2l-h1024-pure-s128-ga2", QWEN3, 128),

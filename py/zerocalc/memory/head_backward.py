@@ -5,7 +5,7 @@ accumulated `.grad` under gradient accumulation: autograd adds it in afterwards;
 saved activation and the head's own (its input). Where the loss's backward holds only a few t·V tensors (a 16-bit
 loss, or an fp32 head whose logits need no upcast) and V·h is large beside t·V, this moment is the step's peak.
 
-Counted for the traced types only (HEAD_MOMENT), full fine-tuning in pure 16 bits on one GPU or DDP:
+Counted for these types (HEAD_MOMENT), full fine-tuning in pure 16 bits on one GPU or DDP:
 - CPM-Ant (modeling_cpmant.py CpmAntForCausalLM: an untied lm_head, the loss on the 16-bit logits): the trace
   peaks in lm_head's backward mm with the 16-bit logits' gradient (2·t·V), the (30720, 1024) bf16 weight gradient
   and the (t, h) input gradient (tools/memtrace/own_blocks_trace.py cpmant-2l-full-s512: 30 + 60 + 1 MiB);
@@ -26,6 +26,9 @@ chunking, compiling or LitGPT / torchtune loss), on one GPU or DDP (llama_like_h
   weight gradient 2·V·h and its fp32 cast 4·V·h exist beside the input gradient (llama3-2l-h1024-mixed-s128-ga2:
   the peak op _to_copy, 734 MiB of temporaries; the engine was -5.9 %). Booked as 6·V·h + 2·t·h with the autocast
   copies less lm_head's (head_copy_freed, memory/inputs.py).
+Traced with and without full checkpointing, Llama 3 and Qwen3 shapes at 2 layers and Llama 3.1 8B / Qwen2.5 7B at
+full size (tests/test_head_bwd_llama.py), single GPU only (DDP's, the same autograd order, is not traced); the gate
+takes the whole "llama" activation family less the heads of their own (NO_UPCAST, softcaps, looped, ProphetNet, GIT).
 Traced not to peak there: s 512 at h 1024 (the loss's backward, 12·t·V, stays larger), gradient accumulation 1 (the
 new weight gradient is the `.grad`, and the end of backward holds every gradient), and a tied lm_head (the
 embedding's backward holds its gradient beside lm_head's pending contribution, memory/frameworks.py, which is more).
@@ -36,6 +39,7 @@ from ..model import ModelArch
 from ..plan import Plan
 from .blocks_git import image_tokens
 from .blocks_hy_v4 import fp32_head_numel
+from .logits import NO_UPCAST
 from .precision import Dtypes
 from .stack import Stack
 
@@ -45,11 +49,11 @@ HEAD_MOMENT = ("cpmant", "hy_v4", "hy_v4_vl")
 def llama_like_head(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> bool:
     """Whether the Llama-like moment applies (module docstring): family "llama", an untied lm_head, the plain
     transformers 5 loss, gradient accumulation, 16-bit compute (bf16-pure, or bf16-mixed with fp32 gradients)."""
-    return (arch.family == "llama" and not arch.tied_embeddings and plan.gradient_accumulation_steps > 1
-            and plan.loss == "standard" and stack.loss_path == "hf5" and stack.compile == "none"
+    return (arch.family == "llama" and arch.model_type not in NO_UPCAST + HEAD_MOMENT and not arch.tied_embeddings
+            and plan.gradient_accumulation_steps > 1 and plan.loss == "standard" and stack.loss_path == "hf5"
+            and stack.compile == "none"
             and not stack.loop_keeps_output and dt.compute == 2 and (not dt.autocast or dt.grad == 4)
-            and not arch.final_softcap and arch.prophetnet is None and arch.looped is None and not image_tokens(arch)
-            and arch.model_type not in HEAD_MOMENT)
+            and not arch.final_softcap and arch.prophetnet is None and arch.looped is None and not image_tokens(arch))
 
 
 def head_copy_freed(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> bool:
