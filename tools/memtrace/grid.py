@@ -170,3 +170,15 @@ def write_fixtures(results: list[dict], out: str) -> None:
             json.dump(row, f, indent=1)
             f.write("\n")
         print(r["id"], f"{r['peak_bytes'] / 2**30:.3f} GiB {r['peak_phase']} {r['wall_s']} s")
+
+
+def trace_main(rows: list[dict], out: str, patch=None) -> None:
+    """The trace tools' command line, ``python -m tools.memtrace.<tool> [PREFIX]``: trace the rows whose id starts
+    with PREFIX (every row without one) at full size, one after another in this process after ``patch()`` (the
+    tool's stand-ins for what fake tensors cannot run), and write their fixtures to ``out``."""
+    import sys  # noqa: PLC0415
+    if patch is not None:
+        patch()
+    prefix = sys.argv[1] if len(sys.argv) > 1 else ""
+    write_fixtures([_worker({**p, "quick": False}) for p in rows if p["id"].startswith(prefix)], out)
+

@@ -29,9 +29,8 @@ bf16-mixed; and full bf16-mixed at expert_capacity 64 (half the top-1 tokens dro
 from __future__ import annotations
 
 import os
-import sys
 
-from .grid import _p, write_fixtures
+from .grid import _p, trace_main
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "nllb_moe")
 
@@ -144,13 +143,5 @@ def _patch() -> None:
     trace.build_meta_model = build_meta
 
 
-def _worker(entry: dict) -> dict:
-    _patch()
-    from .grid import _worker as grid_worker  # noqa: PLC0415
-    return grid_worker(entry)
-
-
 if __name__ == "__main__":
-    prefix = sys.argv[1] if len(sys.argv) > 1 else ""
-    todo = [{**p, "quick": False} for p in rows() if p["id"].startswith(prefix)]
-    write_fixtures([_worker(p) for p in todo], OUT)
+    trace_main(rows(), OUT, _patch)

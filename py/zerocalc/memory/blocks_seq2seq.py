@@ -34,14 +34,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..model import Linear, ModelArch
-from .blocks import MASK, Ctx, SavedSet, attention_core, block_saved_bytes, linear, rmsnorm
+from .blocks import MASK, Ctx, SavedSet, attention_core, linear, rmsnorm
 from .blocks_bart import bart_mlp, checkpointed_inputs, eager_attention
 from .blocks_bert_cross import MODEL_TYPES as BERT_CROSS, bert_cross_stacks
 from .blocks_git import git_stacks
 from .blocks_kosmos import MODEL_TYPES as KOSMOS, kosmos_stacks
 from .blocks_nllb_moe import nllb_mlp
 from .blocks_prophetnet import prophetnet_stacks
-from .blocks_t5gemma2 import t5gemma2_stacks
+from .blocks_t5gemma2 import gemma_stacks, t5gemma2_stacks
 from .blocks_vision_seq2seq import (eager_recompute, florence2_inputs, pix2struct_stacks,  # noqa: F401
                                     t5_dropouts, udop_stacks)
 from .blocks_evolla import MODEL_TYPE as EVOLLA, evolla_stacks
@@ -334,27 +334,9 @@ def t5gemma_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear,
     does), each decoder layer with t5gemma_cross; the encoder's final norm and its output (read by every
     cross-attention's k_proj / v_proj), the decoder's final norm and lm_head's input. Traced:
     tools/memtrace/golden/seq2seq/t5gemma-*."""
-    n_enc = arch.t5gemma["encoder_layers"]
-    lins, ads = _names(arch, linears, adapters)
     h, t = arch.hidden_size, c.tokens
-    layers, shared = [], SavedSet()
-    for i in range(arch.num_layers):
-        ci = c_first if i in (0, n_enc) else c
-        n = block_saved_bytes(arch, ci, linears, adapters)
-        if i >= n_enc:
-            ss = SavedSet()
-            t5gemma_cross(ss, replace(ci, first_layer=False), arch, lins, ads)
-            if "enc_out" in ss.items:
-                shared.save("enc_out", ss.items.pop("enc_out"))
-            n += ss.total
-        layers.append(n)
-    fin = SavedSet()
-    rmsnorm(fin, c, "enc_final", "enc_last", h, gemma=True)
-    head = SavedSet()
-    y = rmsnorm(head, c, "dec_final", "dec_last", h, gemma=True)
-    linear(head, c, y, c.res, Linear("lm_head", h, arch.vocab_size), lm_head_adapter)
-    return EncDec(layers=tuple(layers), extra=fin.total + shared.total + 8 * t,
-                  ckpt_extra=fin.total + c.res * t * h + 8 * t, head=head.total)
+    layers, fin, shared, head = gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter, t5gemma_cross)
+    return EncDec(layers=layers, extra=fin + shared + 8 * t, ckpt_extra=fin + c.res * t * h + 8 * t, head=head)
 
 
 # composites whose stacks are their own module's (memory/blocks_<family>.py), all called alike

@@ -53,27 +53,37 @@ def t5gemma2_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear
     output, which the decoder layers' k_proj / v_proj read (kept once); the decoder's input ids (shift_right's new
     int64 tensor); the decoder's final norm and lm_head's input. Under full checkpointing the stack keeps each
     layer's input (activations.py) and, besides, the encoder's final norm, its output and the decoder's ids."""
+    h, t = arch.hidden_size, c.tokens
+    layers, fin, shared, head = gemma_stacks(arch, c_first, c, linears, adapters, lm_head_adapter, merged_cross)
+    ckpt = fin + c.res * t * h + 8 * t + 2 * 8 * c.seq + checkpointed_masks(arch, c)
+    return layers, fin + shared + 8 * t, ckpt, head
+
+
+def gemma_stacks(arch: ModelArch, c_first: Ctx, c: Ctx, linears: tuple[Linear, ...], adapters: tuple[Adapter, ...],
+                 lm_head_adapter: Adapter | None, cross) -> tuple:
+    """(layers, encoder final norm, shared, head) of T5Gemma's and T5Gemma 2's stacks: every layer llama_block's
+    Gemma layer, each decoder layer with `cross` (T5Gemma's cross-attention block, T5Gemma 2's merged attention),
+    whose encoder output ("enc_out") is kept once for every decoder layer; the encoder's final norm; the decoder's
+    final norm and lm_head over its output."""
     n_enc = arch.t5gemma["encoder_layers"]
     lins, ads = {x.name: x for x in linears}, {x.name: x for x in adapters}
-    h, t = arch.hidden_size, c.tokens
     layers, shared = [], SavedSet()
     for i in range(arch.num_layers):
         ci = c_first if i in (0, n_enc) else c
         n = block_saved_bytes(arch, ci, linears, adapters)
         if i >= n_enc:
             ss = SavedSet()
-            merged_cross(ss, replace(ci, first_layer=False), arch, lins, ads)
+            cross(ss, replace(ci, first_layer=False), arch, lins, ads)
             if "enc_out" in ss.items:
                 shared.save("enc_out", ss.items.pop("enc_out"))
             n += ss.total
         layers.append(n)
     fin = SavedSet()
-    rmsnorm(fin, c, "enc_final", "enc_last", h, gemma=True)
+    rmsnorm(fin, c, "enc_final", "enc_last", arch.hidden_size, gemma=True)
     head = SavedSet()
-    y = rmsnorm(head, c, "dec_final", "dec_last", h, gemma=True)
-    linear(head, c, y, c.res, Linear("lm_head", h, arch.vocab_size), lm_head_adapter)
-    ckpt = fin.total + c.res * t * h + 8 * t + 2 * 8 * c.seq + checkpointed_masks(arch, c)
-    return tuple(layers), fin.total + shared.total + 8 * t, ckpt, head.total
+    y = rmsnorm(head, c, "dec_final", "dec_last", arch.hidden_size, gemma=True)
+    linear(head, c, y, c.res, Linear("lm_head", arch.hidden_size, arch.vocab_size), lm_head_adapter)
+    return tuple(layers), fin.total, shared.total, head.total
 
 
 def checkpointed_masks(arch: ModelArch, c: Ctx) -> int:

@@ -20,7 +20,7 @@ from .blocks_doge import cdmoe_forward_locals
 from .blocks_hy_v4 import fp32_head_numel, last_hidden_local
 from .blocks_reformer import reversible_backward_moment
 from .expert_backward import copies_at_expert_moment
-from .head_backward import copies_before_head, head_backward_moment
+from .head_backward import copies_before_head, head_backward_moment, head_copy_freed
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .indexers import no_grad_tensors
 from .logits import Logits, chunked_head_grads, logits
@@ -314,14 +314,19 @@ def activation_terms(plan: Plan, si: StepInputs) -> list[Term]:
     if last:
         t.append(gpu("last_hidden_local", "activations", last, {"fwd"}))
     if a.autocast_weight_copies:
-        # inside the top layer's forward (a CDMoE's moment) lm_head's copy is not cast yet: it is cast at the head
+        # inside the top layer's forward (a CDMoE's moment) lm_head's copy is not cast yet: it is cast at the head;
+        # inside its cast's backward (bf16-mixed Llama-likes, memory/head_backward.py) it is freed
         split = bool(cdmoe) and not ckpt and full_fp32
+        freed = head_copy_freed(plan, si.arch, si.dt, si.stack)
         t.append(gpu("autocast_weight_copies", "activations", a.autocast_weight_copies,
-                     {"fwd", "loss_bwd", HEAD_BWD} | (set() if split else {FWD_TOP})))
+                     {"fwd", "loss_bwd"} | (set() if freed else {HEAD_BWD}) | (set() if split else {FWD_TOP})))
+        if freed:
+            t.append(gpu("autocast_weight_copies_head", "activations",
+                         copies_before_head(si.arch, a.autocast_weight_copies), HEAD_ONLY))
         if split:
             t.append(gpu("autocast_weight_copies_fwd_top", "activations",
                          copies_before_head(si.arch, a.autocast_weight_copies), {FWD_TOP}))
-    head_logits, head_grads = head_backward_moment(plan, si.arch, si.dt)     # memory/head_backward.py
+    head_logits, head_grads = head_backward_moment(plan, si.arch, si.dt, si.stack)     # memory/head_backward.py
     if head_grads:
         t += [gpu("head_backward_logits", "logits", head_logits, HEAD_ONLY),
               gpu("head_backward_grads", "activations", head_grads, HEAD_ONLY)]
