@@ -72,18 +72,21 @@ def test_attention_always_costed_as_eager():
     assert "eager" in est["model_support"] and "activations traced" in est["model_support"]
 
 
-@pytest.mark.parametrize("case", [FULL, LORA], ids=lambda c: c["id"])
+@pytest.mark.parametrize("case", [FULL, LORA, CKPT], ids=lambda c: c["id"])
 def test_step_within_3_percent_of_the_trace(case):
     """Every component at the peak and the peak within 3 % (tools/memtrace/compare.py): full fine-tuning (before
-    memory/blocks_dots3.py, a classic block of layer 0's linears) and LoRA on the latent attention's projections."""
+    memory/blocks_dots3.py, a classic block of layer 0's linears), LoRA on the latent attention's projections and
+    full checkpointing (before memory/blocks_dots3.py dots3_head, Llama's RMSNorm as model.norm, -36.4 %)."""
     rows = compare(case, engine_breakdown(case["plan"]))
     assert all(r["ok"] for r in rows), "\n" + format_rows(case["id"], case, engine_breakdown(case["plan"]), rows)
 
 
 def test_checkpointed_step():
-    """Full checkpointing: the peak is the loss backward's in both, within 3 %. The activations at it are two
-    layer inputs and the head, 13 MiB traced; the engine's head (memory/activations.py, not this module's) leaves
-    out model.norm's fp32 upcast (4*512*2048 B), so that small component misses in relative terms: pinned."""
+    """Full checkpointing: the peak is the loss backward's, within 3 %. The activations at it are two layer inputs
+    and the head, 13.4 MiB traced: model.norm's fp32 upcast (4·512·2048 B) and its 16-bit cast beside lm_head's input
+    (memory/blocks_dots3.py dots3_head; the LayerNorm head before: -4 MiB, -36.4 %). What is left, -0.9 MiB (-6.5 %,
+    inside compare's 2 MiB floor), is the eager masks: the trace keeps two bf16 (1, 1, s, s) masks (1 MiB) where the
+    engine keeps one bool, and fp32 cos / sin."""
     rows = {r["name"]: r for r in compare(CKPT, engine_breakdown(CKPT["plan"]))}
-    assert rows["peak"]["ok"]
-    assert -6 * 2**20 < rows["activations"]["diff"] < 0
+    assert rows["peak"]["ok"] and rows["activations"]["ok"]
+    assert -2**20 < rows["activations"]["diff"] < 0

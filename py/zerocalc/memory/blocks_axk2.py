@@ -82,4 +82,16 @@ def axk2_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: t
     return ss.total
 
 
+def rmsnorm_head(ss: SavedSet, c: Ctx, arch: ModelArch, seq: int) -> tuple[str, int]:
+    """Around the layers of AXK2 and dots3 (modeling_axk2.py Axk2Model.forward / modeling_dots3_note.py
+    Dots3NoteTextModel.forward, `self.norm`): model.norm is Llama's RMSNorm (Axk2RMSNorm / Dots3NoteRMSNorm: the
+    fp32 upcast and rsqrt whenever its input needs a gradient, the 16-bit `hidden_states.to(input_dtype)` when its
+    weight trains), not the LayerNorm head memory/activations.py gives the other types of their family; lm_head reads
+    its 16-bit output (memory/blocks_more.py MORE_HEADS). Traced (tools/memtrace/dots3_trace.py, axk2_trace.py): the
+    4 MiB fp32 upcast and the 2 MiB 16-bit cast beside lm_head's input at the loss's backward (before: -4 MiB, dots3
+    with checkpointing -36.4 %, without -2.5 %; axk2 full -1.5 %). Returns lm_head's input and its bytes."""
+    return rmsnorm(ss, c, "final_norm", "resid_final", arch.hidden_size), c.res
+
+
 AXK2_RULES = {"axk2": axk2_block}
+AXK2_HEADS = {"axk2": rmsnorm_head}                # model.norm: Axk2RMSNorm, Llama's

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from ..model import Linear, ModelArch
 from .blocks import Ctx, SavedSet, gated_mlp, linear, rmsnorm, sparse_moe
-from .blocks_axk2 import eager_latent_attention
+from .blocks_axk2 import eager_latent_attention, rmsnorm_head
 from .lora import Adapter
 
 
@@ -66,3 +66,4 @@ def dots3_block(arch: ModelArch, c: Ctx, linears: tuple[Linear, ...], adapters: 
 
 
 DOTS3_RULES = {"dots3_note_text": dots3_block}
+DOTS3_HEADS = {"dots3_note_text": rmsnorm_head}     # model.norm: Dots3NoteRMSNorm, Llama's

@@ -10,6 +10,8 @@ from .blocks import Ctx
 from .blocks_blt import blt_checkpointed, blt_global_layer, blt_head
 from .blocks_cpmant import cpmant_head, cpmant_layer
 from .blocks_doge import doge_layer
+from .blocks_axk2 import AXK2_HEADS
+from .blocks_dots3 import DOTS3_HEADS
 from .blocks_evolla import RULES as EVOLLA_RULES
 from .blocks_gemma4_assistant import HEADS as G4A_HEADS, RULES as G4A_RULES
 from .blocks_glm5_next import MODEL_TYPES as GLM5_NEXT, glm5_next_layer
@@ -50,7 +52,8 @@ MORE_RULES: dict = {
 }
 # memory/blocks_hrm.py ONEOFF_HEADS (memory/activations.py _head_saved): what these keep around their layers
 MORE_HEADS: dict = {"cpmant": cpmant_head, "xlnet": xlnet_head, "reformer": reformer_head, "blt": blt_head,
-                    **INKLING_HEADS, **INKLING2_HEADS, **G4A_HEADS}
+                    **INKLING_HEADS, **INKLING2_HEADS, **G4A_HEADS,
+                    **AXK2_HEADS, **DOTS3_HEADS}   # memory/blocks_axk2.py rmsnorm_head: model.norm is Llama's RMSNorm
 
 
 def no_autocast_copy(arch: ModelArch, tt: Tensor) -> bool:

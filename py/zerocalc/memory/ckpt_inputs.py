@@ -14,6 +14,11 @@ checkpointed_topk, the checkpointed stack's per-type hook).
   (`(...).to(torch.float32)`) and, after layer 0, the previous layer's (b, s, r) router states (the router's
   down_proj output, 16-bit), both checkpoint inputs (traced: zaya-2l-lora-attn-s512-ckpt at the loss's backward:
   two fp32 (1, 512, 1024) inputs and one bf16 (1, 512, 256) state; -42 % of the activations before).
+- Inkling 2 / 2 Loop (modeling_inkling2.py Inkling2TextModel.forward): every layer is called with
+  `relative_distance`, the int64 (s, s) position difference the attention's relative logits clamp, one of the two
+  the model always builds (relative_distance_mapping: full_attention and sliding_attention; traced at b = 1:
+  tools/memtrace/inkling_trace.py inkling2_text, two (512, 512) `sub`s, 4 MiB, alive at the checkpointed rows'
+  peaks).
 """
 from __future__ import annotations
 
@@ -28,6 +33,8 @@ def checkpointed_beyond(arch: ModelArch, batch: int, seq: int, res: int, lora: b
     if arch.model_type in ZAYA:
         r = next(tt.shape[0] for tt in arch.tensors if tt.name.endswith("mlp.gate.down_proj.weight"))
         extra += arch.num_layers * (4 - res) * t * h + (arch.num_layers - 1) * 2 * t * r
+    if arch.inkling2 is not None:
+        extra += 2 * 8 * seq * seq    # both relative_distance tensors, checkpoint inputs of the layers
     if lora and (arch.hyper is not None or arch.model_type in ZAYA):
         extra += res * t * h          # the embedding output, in the (frozen) embedding's dtype
     return extra

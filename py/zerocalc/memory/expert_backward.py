@@ -45,6 +45,11 @@ def expert_grad_temp(plan: Plan, arch: ModelArch, dt: Dtypes, st: Stack, t: int,
         return unpermute_moment(arch, dt, t) if plan.framework in ("single", "ddp") else 0
     if moe is None or plan.method != "full" or plan.framework not in ("single", "ddp"):
         return 0
+    if arch.model_type == "axk2":
+        # AXK2's sigmoid router keeps fp32 routing weights: the un-permute's fp32 index backward (unpermute_moment)
+        # is its sparse layer's moment under full fine-tuning too (traced: axk2-2l-full-s512-eager-ckpt, 3 x 32 MiB
+        # of fp32 temporaries at index_put in the recomputed layer; activations -95.0 -> +0.9 %)
+        return unpermute_moment(arch, dt, t)
     ie, h = moe.expert_intermediate, arch.hidden_size
     if arch.model_type == "dbrx":
         # modeling_dbrx.py DbrxExperts: `self.mlp.w1.view(-1, I, h)[expert_idx]` is a select, whose backward

@@ -12,6 +12,11 @@ Counted for these types (HEAD_MOMENT), full fine-tuning in pure 16 bits on one G
 - HY-V4 and HY-V4-VL (the fp32 lm_head kept by _keep_in_fp32_modules_strict, memory/blocks_hy_v4.py
   fp32_head_numel): the fp32 logits' gradient (4·t·V), the fp32 weight gradient and the fp32 input gradient
   (tools/memtrace/hy_v4_trace.py hy-v4-3l-full-s512: 16 + 32 + 2 MiB).
+- AXK2 under bf16-mixed over fp32 weights (MIXED_HEAD_MOMENT): the peak is the cast of lm_head's 16-bit weight
+  gradient to the fp32 parameter's dtype, both (V, h) alive, with the input's gradient cast to the fp32 stream
+  (4·t·h), lm_head's autocast copy (head_copy_freed) and the logits' gradient already freed, gradient accumulation
+  1 included (tools/memtrace/axk2_trace.py axk2-2l-full-mixed-s512-eager: 125 + 250 + 4 MiB of temporaries;
+  activations -30.7 % before, +0.1 % after).
 Before this moment the engine peaked at the loss's backward with the same total (within 0.5 %) but booked
 activations -44 % (CPM-Ant) and -14 % (HY-V4), logits +200 %.
 
@@ -44,6 +49,7 @@ from .precision import Dtypes
 from .stack import Stack
 
 HEAD_MOMENT = ("cpmant", "hy_v4", "hy_v4_vl")
+MIXED_HEAD_MOMENT = ("axk2",)
 
 
 def llama_like_head(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> bool:
@@ -58,7 +64,11 @@ def llama_like_head(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> bo
 
 def head_copy_freed(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) -> bool:
     """bf16-mixed, the Llama-like moment: lm_head's autocast copy is freed before it (module docstring)."""
-    return dt.autocast and _gate(plan, arch) and llama_like_head(plan, arch, dt, stack)
+    return dt.autocast and _gate(plan, arch) and (llama_like_head(plan, arch, dt, stack) or _mixed(arch, dt))
+
+
+def _mixed(arch: ModelArch, dt: Dtypes) -> bool:
+    return dt.autocast and dt.weight == 4 and arch.model_type in MIXED_HEAD_MOMENT
 
 
 def _gate(plan: Plan, arch: ModelArch) -> bool:
@@ -77,6 +87,8 @@ def head_backward_moment(plan: Plan, arch: ModelArch, dt: Dtypes, stack: Stack) 
         if dt.autocast:        # inside the cast's backward: the bf16 weight gradient and its fp32 copy
             return 0, (dt.compute + dt.grad) * v * h + dt.compute * t * h
         return dt.compute * t * v, dt.compute * v * h + dt.compute * t * h
+    if _mixed(arch, dt):        # AXK2: the same cast's backward, the input gradient cast to the fp32 stream
+        return 0, (dt.compute + 4) * v * h + 4 * t * h
     if arch.model_type not in HEAD_MOMENT or dt.autocast:
         return 0, 0
     e = 4 if fp32_head_numel(arch, plan.framework, dt.compute) else dt.compute

@@ -24,9 +24,10 @@ from .head_backward import copies_before_head, head_backward_moment, head_copy_f
 from .frameworks import ddp_terms, fsdp2_reduce_bytes, fsdp_terms, single_terms
 from .indexers import no_grad_tensors
 from .logits import Logits, chunked_head_grads, logits
-from .lora import (adapters_per_block, largest_quantized_matrix, modules_to_save_numel, trl_bf16_numel,
-                   qlora_base_bytes, quantized_linear_bytes)
+from .lora import (adapters_per_block, adapters_per_layer, largest_quantized_matrix, modules_to_save_numel,
+                   trl_bf16_numel, qlora_base_bytes, quantized_linear_bytes)
 from .precision import Dtypes, dtypes_for, module_dtypes
+from .recompute_locals import recompute_forward_moment
 from .stack import Stack, effective_stack
 from .vision import tower_adapters, tower_saved_bytes, tower_tensors
 from .terms import (ALL, BWD_END, FWD_BWD, FWD_IN, FWD_TOP, HEAD_BWD, HEAD_ONLY, HOST_PAGEABLE, RECOMPUTE,
@@ -376,6 +377,12 @@ def recompute_terms(plan: Plan, si: StepInputs) -> list[Term]:
     if plan.activation_checkpointing != "full":
         return []
     t = [gpu("recomputed_layer", "activations", a.recompute_layer, {RECOMPUTE, RECOMPUTE_TOP})]
+    adapted = () if plan.method == "full" else tuple(ad.name for ad in adapters_per_layer(arch, plan)[-1])
+    fwd = recompute_forward_moment(arch, a.layers[-1], plan.micro_batch_size, plan.seq_len,
+                                   2 if si.dt.autocast else si.dt.compute, plan.method == "full", si.dt.adapter,
+                                   adapted)
+    if fwd > a.recompute_layer:        # memory/recompute_locals.py: the top layer's recompute forward, beyond it
+        t.append(gpu("recompute_forward_locals", "activations", fwd - a.recompute_layer, {RECOMPUTE_TOP}))
     # gradients kept from the previous step (torch 1.x zero_grad) or from earlier micro-steps (accumulating)
     # exist whole at every recompute already (single_terms)
     replicated = (plan.framework in ("single", "ddp") and not si.stack.grads_kept

@@ -76,8 +76,7 @@ def longcat_flash(c: ConfigReader) -> ModelArch:
                    block_linears=sublayers + experts, dense_block_linears=sublayers + experts,
                    support="exact parameter count; activations traced (tools/memtrace/moe_trace.py longcat_flash, "
                            "the zero-compute experts' share of the routed slots as a balanced router gives it: "
-                           "Z / (E + Z); memory/blocks_moe.py longcat_block); LoRA with checkpointing about 10 % "
-                           "and bf16-mixed full fine-tuning about 7 % low on activations")
+                           "Z / (E + Z); memory/blocks_moe.py longcat_block, memory/recompute_locals.py)")
 
 
 LONGCAT = {"longcat_flash": longcat_flash}
