@@ -13,11 +13,11 @@ REF = pathlib.Path(__file__).resolve().parents[1] / "data" / "reference"
 OWN = pathlib.Path(__file__).resolve().parents[1] / "data" / "presets" / "checkpoints.json"
 ARCHS = pathlib.Path(__file__).resolve().parent / "data" / "architectures.json"
 OWN_IDS = ["qwen3-vl-8b-instruct", "llama-4-scout-17b-16e", "llama-4-maverick-17b-128e", "glm-4.5", "glm-4.5-air",
-           "gemma-3-4b-it", "qwen3.5-27b", "mistral-small-3-24b"]
+           "qwen2.5-vl-7b-instruct", "gemma-3-4b-it", "qwen3.5-27b", "mistral-small-3-24b"]
 
 
 def test_all_presets_present():
-    assert len(MODELS) == 47          # 39 from the reference + 8 from data/presets/checkpoints.json
+    assert len(MODELS) == 48          # 39 from the reference + 9 from data/presets/checkpoints.json
     assert list(MODELS)[39:] == OWN_IDS
     assert len(GPUS) == 31
 
@@ -82,7 +82,7 @@ def test_own_presets_match_their_file_and_transformers():
         hf = m["params"]["transformers_5_24"]
         assert p.params_total == hf
         assert rows[f"preset:{m['id']}"]["hf_params"] == hf
-        if f"checkpoint:{m['id']}" in rows:          # the six typed in tools/archgen/checkpoints.json
+        if f"checkpoint:{m['id']}" in rows:          # the seven typed in tools/archgen/checkpoints.json
             assert rows[f"checkpoint:{m['id']}"]["hf_params"] == hf
         arch = resolve_model(m["id"])
         assert arch.total_params == hf
@@ -93,7 +93,7 @@ def test_composite_presets_count_their_towers():
     # the vision presets count whole: tower + projector + language model, as transformers builds them
     rows = {r["id"]: r for r in json.loads(ARCHS.read_text())["rows"]}
     for pid in ("qwen3-vl-8b-instruct", "llama-4-scout-17b-16e", "llama-4-maverick-17b-128e", "gemma-3-4b-it",
-                "qwen3.5-27b"):
+                "qwen2.5-vl-7b-instruct", "qwen3.5-27b"):
         parts = rows[f"preset:{pid}"]["parts"]
         assert parts.get("vision", 0) > 0
         comp = resolve_model(pid).params_by_component()
