@@ -18,7 +18,8 @@ from zerocalc.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-# Ids of data/reference/models.json and gpus.json (the contract's preset lists), written out here.
+# Ids of data/reference/models.json and gpus.json (the contract's preset lists) and data/presets/checkpoints.json,
+# written out here.
 MODEL_IDS = [
     "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-2-7b", "llama-2-13b",
     "llama-2-70b", "mistral-7b-v0.3", "mixtral-8x7b", "mistral-nemo-12b", "qwen2.5-0.5b", "qwen2.5-1.5b",
@@ -26,6 +27,9 @@ MODEL_IDS = [
     "qwen3-32b", "qwen3-30b-a3b", "gemma-2-2b", "gemma-2-9b", "gemma-2-27b", "gemma-3-1b", "gemma-3-4b",
     "gemma-3-12b", "gemma-3-27b", "phi-3-mini-4k", "phi-4", "deepseek-v3", "gpt-oss-20b", "gpt-oss-120b",
     "olmo-2-7b", "falcon-7b", "gpt2", "bert-base-uncased",
+    # data/presets/checkpoints.json, appended after the reference's
+    "qwen3-vl-8b-instruct", "llama-4-scout-17b-16e", "llama-4-maverick-17b-128e", "glm-4.5", "glm-4.5-air",
+    "qwen2.5-vl-7b-instruct", "gemma-3-4b-it", "qwen3.5-27b", "mistral-small-3-24b",
 ]
 GPU_IDS = [
     "v100-sxm2-16gb", "v100-sxm2-32gb", "v100-pcie-16gb", "v100-pcie-32gb", "t4", "a100-sxm4-40gb", "a100-sxm4-80gb",
@@ -197,11 +201,11 @@ def test_set_json_values_and_strings(capsys):
 # --- presets -------------------------------------------------------------------------------------------
 
 
-def test_presets_models_lists_all_39(capsys):
+def test_presets_models_lists_all_48(capsys):
     rc, out, err = run(capsys, "presets", "models")
     assert rc == 0 and err == ""
     ids = [ln.split()[0] for ln in out.splitlines() if ln.strip()]
-    assert len(MODEL_IDS) == 39
+    assert len(MODEL_IDS) == 48
     assert ids == MODEL_IDS
 
 

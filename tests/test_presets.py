@@ -9,10 +9,16 @@ from zerocalc.presets import GPUS, MODELS
 
 # The full reference files, copied into the repository by scripts/build_presets.py (data/README.md).
 REF = pathlib.Path(__file__).resolve().parents[1] / "data" / "reference"
+# The repository's own presets (current checkpoints, cross-checked configs), appended by scripts/build_presets.py.
+OWN = pathlib.Path(__file__).resolve().parents[1] / "data" / "presets" / "checkpoints.json"
+ARCHS = pathlib.Path(__file__).resolve().parent / "data" / "architectures.json"
+OWN_IDS = ["qwen3-vl-8b-instruct", "llama-4-scout-17b-16e", "llama-4-maverick-17b-128e", "glm-4.5", "glm-4.5-air",
+           "qwen2.5-vl-7b-instruct", "gemma-3-4b-it", "qwen3.5-27b", "mistral-small-3-24b"]
 
 
 def test_all_presets_present():
-    assert len(MODELS) == 39
+    assert len(MODELS) == 48          # 39 from the reference + 9 from data/presets/checkpoints.json
+    assert list(MODELS)[39:] == OWN_IDS
     assert len(GPUS) == 31
 
 
@@ -25,7 +31,7 @@ def test_parameter_count_matches_reference(model_id):
 
 def test_slim_copy_matches_reference():
     ref = json.loads((REF / "models.json").read_text())["models"]
-    assert [m["id"] for m in ref] == list(MODELS)
+    assert [m["id"] for m in ref] == list(MODELS)[:len(ref)]
     for m in ref:
         assert MODELS[m["id"]].params_total == m["params"]["computed_total"]
         assert dict(MODELS[m["id"]].config) == m["config"]
@@ -60,3 +66,37 @@ def test_largest_tensor_and_module():
     moe = resolve_model("mixtral-8x7b")
     # fused experts: gate_up (8, 2*14336, 4096) + down (8, 4096, 14336) in one module
     assert moe.largest_module == 8 * 3 * 14336 * 4096
+
+
+def test_own_presets_match_their_file_and_transformers():
+    """Each repository preset: its source and cross-check said, its config as in the file, and the engine's count
+    equal to transformers 5.24's meta-device count of the same config (tests/data/architectures.json), exactly."""
+    own = json.loads(OWN.read_text())["models"]
+    assert [m["id"] for m in own] == OWN_IDS
+    rows = {r["id"]: r for r in json.loads(ARCHS.read_text())["rows"]}
+    for m in own:
+        assert m["source"].startswith("https://huggingface.co/" + m["hf_repo"] + "/")
+        assert m["cross_checked"]
+        p = MODELS[m["id"]]
+        assert dict(p.config) == m["config"] and p.model_type == m["model_type"]
+        hf = m["params"]["transformers_5_24"]
+        assert p.params_total == hf
+        assert rows[f"preset:{m['id']}"]["hf_params"] == hf
+        if f"checkpoint:{m['id']}" in rows:          # the seven typed in tools/archgen/checkpoints.json
+            assert rows[f"checkpoint:{m['id']}"]["hf_params"] == hf
+        arch = resolve_model(m["id"])
+        assert arch.total_params == hf
+        assert arch.params_by_component() == m["params"]["breakdown"]
+
+
+def test_composite_presets_count_their_towers():
+    # the vision presets count whole: tower + projector + language model, as transformers builds them
+    rows = {r["id"]: r for r in json.loads(ARCHS.read_text())["rows"]}
+    for pid in ("qwen3-vl-8b-instruct", "llama-4-scout-17b-16e", "llama-4-maverick-17b-128e", "gemma-3-4b-it",
+                "qwen2.5-vl-7b-instruct", "qwen3.5-27b"):
+        parts = rows[f"preset:{pid}"]["parts"]
+        assert parts.get("vision", 0) > 0
+        comp = resolve_model(pid).params_by_component()
+        assert comp["vision"] + comp.get("projector", 0) == parts["vision"] + parts.get("projector", 0)
+    # Gemma 3 4B IT = the text-only gemma-3-4b preset + the SigLIP tower (416,866,032) + the projector (2,950,272)
+    assert MODELS["gemma-3-4b-it"].params_total == MODELS["gemma-3-4b"].params_total + 416_866_032 + 2_950_272
