@@ -1,0 +1,61 @@
+"""Gemma 4 with its vision tower (transformers 5.24 modeling_gemma4.py Gemma4ForConditionalGeneration whose
+vision_config is set and audio_config null, as the Gemma 4 31B / 26B-A4B releases): Gemma4Model's
+``vision_tower`` (Gemma4VisionModel, Gemma4VisionConfig's defaults) and ``embed_vision``
+(Gemma4MultimodalEmbedder), beside the language model of gemma4.py, the head tied by the top-level flag
+(Gemma4Config.tie_word_embeddings, default True).
+
+The tower (component "vision"):
+- Gemma4VisionPatchEmbedder: input_proj (3·patch_size² -> hidden, no bias) and position_embedding_table
+  (2 x position_embedding_size x hidden, the x and y tables);
+- per Gemma4VisionEncoderLayer: Gemma4VisionAttention's q/k/v/o (Gemma4ClippableLinear: one unbiased
+  linear; its clip bounds are buffers) over head_dim (default hidden / heads) with num_key_value_heads,
+  q_norm and k_norm of head_dim (v_norm has no weight), Gemma4VisionMLP's gate/up/down, four RMSNorms;
+- Gemma4VisionPooler has no weights; standardize's std_bias / std_scale are buffers.
+The projector (component "projector"): embed_vision.embedding_projection (vision hidden -> text hidden, no
+bias); its pre-projection RMSNorm has no weight (with_scale=False).
+
+What the trained tower saves is not modelled (no tower_spec): frozen by default (``vision.trainable``
+"frozen" saves nothing, exact); trained, memory/vision.py's UNTRACED_TOWER marks the step approximate.
+An audio tower (Gemma4AudioModel, the E2B / E4B releases) and Gemma 4 Unified's towers are not modelled:
+refused by name (model/__init__.py)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Mapping
+
+from .arch import ModelArch
+from .config import ConfigReader, TensorList
+from .gemma4 import gemma4_without_towers
+
+
+def gemma4_vision_parts(cfg: Mapping, text_h: int) -> list:
+    v = ConfigReader(cfg["vision_config"])
+    h, inter = v.int("hidden_size", default=768), v.int("intermediate_size", default=3072)
+    n, heads = v.int("num_hidden_layers", default=16), v.int("num_attention_heads", default=12)
+    kv, patch = v.int("num_key_value_heads", default=12), v.int("patch_size", default=16)
+    hd = v.int("head_dim", default=64)
+    b = TensorList()
+    p = "model.vision_tower"
+    b.linear(f"{p}.patch_embedder.input_proj", 3 * patch * patch, h, "vision")
+    b.matrix(f"{p}.patch_embedder", "position_embedding_table",
+             (2, v.int("position_embedding_size", default=10 * 1024), h), "vision")
+    for i in range(n):
+        q = f"{p}.encoder.layers.{i}"
+        for name, d_in, d_out in (("q_proj", h, heads * hd), ("k_proj", h, kv * hd), ("v_proj", h, kv * hd),
+                                  ("o_proj", heads * hd, h)):
+            b.linear(f"{q}.self_attn.{name}.linear", d_in, d_out, "vision")
+        b.norm(f"{q}.self_attn.q_norm", hd, component="vision")
+        b.norm(f"{q}.self_attn.k_norm", hd, component="vision")
+        for name, d_in, d_out in (("gate_proj", h, inter), ("up_proj", h, inter), ("down_proj", inter, h)):
+            b.linear(f"{q}.mlp.{name}.linear", d_in, d_out, "vision")
+        for name in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                     "post_feedforward_layernorm"):
+            b.norm(f"{q}.{name}", h, component="vision")
+    b.linear("model.embed_vision.embedding_projection", h, text_h, "projector")
+    return b.tensors
+
+
+def gemma4_with_vision(cfg: Mapping) -> ModelArch:
+    arch = gemma4_without_towers(cfg)
+    extra = [replace(t, block="", layer=None) for t in gemma4_vision_parts(cfg, arch.hidden_size)]
+    return replace(arch, tensors=tuple(extra) + arch.tensors, tower=None)
