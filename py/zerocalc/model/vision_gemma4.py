@@ -14,8 +14,8 @@ The tower (component "vision"):
 The projector (component "projector"): embed_vision.embedding_projection (vision hidden -> text hidden, no
 bias); its pre-projection RMSNorm has no weight (with_scale=False).
 
-What the trained tower saves is not modelled (no tower_spec): frozen by default (``vision.trainable``
-"frozen" saves nothing, exact); trained, memory/vision.py's UNTRACED_TOWER marks the step approximate.
+What the trained tower saves: memory/vision_gemma4.py, from ``gemma4_tower_spec`` (traced:
+tools/memtrace/gemma4_vision_trace.py); frozen (the default ``vision.trainable``) it saves nothing.
 An audio tower (Gemma4AudioModel, the E2B / E4B releases) and Gemma 4 Unified's towers are not modelled:
 refused by name (model/__init__.py)."""
 from __future__ import annotations
@@ -55,7 +55,20 @@ def gemma4_vision_parts(cfg: Mapping, text_h: int) -> list:
     return b.tensors
 
 
+def gemma4_tower_spec(cfg: Mapping) -> dict:
+    """The activation shape of the tower (memory/vision_gemma4.py), Gemma4VisionConfig's names and defaults; the
+    soft tokens an image from the top-level vision_soft_tokens_per_image (Gemma4ImageProcessor's max_soft_tokens,
+    280), every layer run (get_image_features reads last_hidden_state)."""
+    v = ConfigReader(cfg["vision_config"])
+    tokens = ConfigReader(cfg).int("vision_soft_tokens_per_image", default=v.int("default_output_length", default=280))
+    return {"kind": "gemma4", "hidden": v.int("hidden_size", default=768),
+            "inter": v.int("intermediate_size", default=3072), "heads": v.int("num_attention_heads", default=12),
+            "head_dim": v.int("head_dim", default=64), "layers_run": v.int("num_hidden_layers", default=16),
+            "patch": v.int("patch_size", default=16), "pooling": v.int("pooling_kernel_size", default=3),
+            "standardize": v.bool("standardize", False), "tokens_per_image": tokens}
+
+
 def gemma4_with_vision(cfg: Mapping) -> ModelArch:
     arch = gemma4_without_towers(cfg)
     extra = [replace(t, block="", layer=None) for t in gemma4_vision_parts(cfg, arch.hidden_size)]
-    return replace(arch, tensors=tuple(extra) + arch.tensors, tower=None)
+    return replace(arch, tensors=tuple(extra) + arch.tensors, tower=gemma4_tower_spec(cfg))
