@@ -1,6 +1,6 @@
 """Gemma 4 with its vision tower (py/zerocalc/model/vision_gemma4.py; transformers 5.24 modeling_gemma4.py
 Gemma4VisionModel + Gemma4MultimodalEmbedder): the count by hand on the 31B release, the top-level tie flag
-deciding, an audio tower refused by name; the trained tower's saved activations (memory/vision_gemma4.py) against
+deciding, the audio tower counted (its activations untraced); the trained tower's saved activations (memory/vision_gemma4.py) against
 every traced case (tools/memtrace/gemma4_vision_trace.py, tests/data/gemma4_vision_trace.json) within 3 %, one
 case by hand."""
 import json
@@ -87,7 +87,16 @@ def test_one_case_by_hand():
     assert 2 * layer + once == case["saved_bytes"] - 4       # the trace's 4 more bytes: one fp32 scalar
 
 
-def test_audio_tower_refused_by_name():
+def test_audio_tower_counted_its_activations_untraced():
+    """An audio tower (Gemma4AudioModel) is counted (the variant rows hold it exactly); with it the step's trained
+    towers are approximate (no tower_spec), a frozen one exact; a tower of another model_type is refused."""
+    row = ROWS["variant:gemma4-vision-audio-defaults"]
+    arch = model_from_config(row["config"])
+    assert arch.tower is None and _parts(row["config"])["audio"] == row["parts"]["audio"]
     cfg = {**ROW["config"], "audio_config": {"model_type": "gemma4_audio"}}
+    frozen = estimate(Plan.from_dict({"model": cfg, "seq_len": 512})).to_dict()
+    assert frozen["model_support"] == "exact"
+    trained = estimate(Plan.from_dict({"model": cfg, "seq_len": 512, "vision": {"trainable": "full"}})).to_dict()
+    assert "activations approximate" in trained["model_support"]
     with pytest.raises(PlanError, match="gemma4"):
-        model_from_config(cfg)
+        model_from_config({**ROW["config"], "vision_config": {"model_type": "siglip_vision_model"}})
