@@ -29,7 +29,7 @@ MODEL_IDS = [
     "olmo-2-7b", "falcon-7b", "gpt2", "bert-base-uncased",
     # data/presets/checkpoints.json, appended after the reference's
     "qwen3-vl-8b-instruct", "llama-4-scout-17b-16e", "llama-4-maverick-17b-128e", "glm-4.5", "glm-4.5-air",
-    "qwen2.5-vl-7b-instruct", "gemma-3-4b-it", "qwen3.5-27b", "mistral-small-3-24b",
+    "qwen2.5-vl-7b-instruct", "gemma-3-4b-it", "qwen3.5-27b", "mistral-small-3-24b", "gemma-4-31b-it",
 ]
 GPU_IDS = [
     "v100-sxm2-16gb", "v100-sxm2-32gb", "v100-pcie-16gb", "v100-pcie-32gb", "t4", "a100-sxm4-40gb", "a100-sxm4-80gb",
@@ -201,11 +201,11 @@ def test_set_json_values_and_strings(capsys):
 # --- presets -------------------------------------------------------------------------------------------
 
 
-def test_presets_models_lists_all_48(capsys):
+def test_presets_models_lists_all_49(capsys):
     rc, out, err = run(capsys, "presets", "models")
     assert rc == 0 and err == ""
     ids = [ln.split()[0] for ln in out.splitlines() if ln.strip()]
-    assert len(MODEL_IDS) == 48
+    assert len(MODEL_IDS) == 49
     assert ids == MODEL_IDS
 
 

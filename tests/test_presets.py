@@ -13,11 +13,11 @@ REF = pathlib.Path(__file__).resolve().parents[1] / "data" / "reference"
 OWN = pathlib.Path(__file__).resolve().parents[1] / "data" / "presets" / "checkpoints.json"
 ARCHS = pathlib.Path(__file__).resolve().parent / "data" / "architectures.json"
 OWN_IDS = ["qwen3-vl-8b-instruct", "llama-4-scout-17b-16e", "llama-4-maverick-17b-128e", "glm-4.5", "glm-4.5-air",
-           "qwen2.5-vl-7b-instruct", "gemma-3-4b-it", "qwen3.5-27b", "mistral-small-3-24b"]
+           "qwen2.5-vl-7b-instruct", "gemma-3-4b-it", "qwen3.5-27b", "mistral-small-3-24b", "gemma-4-31b-it"]
 
 
 def test_all_presets_present():
-    assert len(MODELS) == 48          # 39 from the reference + 9 from data/presets/checkpoints.json
+    assert len(MODELS) == 49          # 39 from the reference + 10 from data/presets/checkpoints.json
     assert list(MODELS)[39:] == OWN_IDS
     assert len(GPUS) == 31
 

@@ -389,7 +389,7 @@ def _check_vision(plan: Plan) -> None:
                         "Qwen2.5-VL, Qwen3-VL, Qwen3.5, HyperCLOVA X Vision V2, EXAONE 4.5 and GLM-4.1V / 4.6V towers; "
                         "InternVL's InternViT; the Pixtral towers of Mistral 3, Mistral Large 4 and LightOnOCR; BLIP-2's ViT and "
                         "Q-Former, InstructBLIP's with its instruction tokens; Fuyu's patch linear; "
-                        "GOT-OCR 2.0's SAM ViT; Florence-2's DaViT; LFM2-VL's SigLIP 2; the audio encoders of Qwen2-Audio and Voxtral, "
+                        "GOT-OCR 2.0's SAM ViT; Florence-2's DaViT; LFM2-VL's SigLIP 2; Gemma 4's tower; the audio encoders of Qwen2-Audio and Voxtral, "
                         "a 30 s clip an image); set 0 to leave them out")
     if (v.images_per_sample and arch.tower["kind"] in ("qwen", "glm4v", "pixtral", "fuyu", "lfm2_vl")
             and not v.tokens_per_sample):

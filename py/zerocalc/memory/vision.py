@@ -22,7 +22,7 @@ token). SigLIP towers (Gemma 3, PaliGemma, Cohere2 Vision, Aya Vision, DeepSeek-
 modeling_cohere2_vision.py Cohere2VisionMultiModalProjector), whose projector's own rule is below. Pixtral
 (Mistral 3, Mistral Large 4, LightOnOCR): memory/vision_pixtral.py; BLIP-2's ViT and Q-Former: memory/vision_qformer.py; Qwen2-Audio's and Voxtral's audio encoders
 (images_per_sample: their 30 s clips): memory/vision_audio.py; LFM2-VL's SigLIP 2 NaFlex tower:
-memory/vision_siglip2.py; Idefics2's connector: memory/vision_perceiver.py.
+memory/vision_siglip2.py; Gemma 4's tower: memory/vision_gemma4.py; Idefics2's connector: memory/vision_perceiver.py.
 GOT-OCR 2.0's SAM ViTDet: memory/vision_sam.py; Florence-2's DaViT: memory/vision_davit.py. Fuyu has no tower: its one patch linear keeps the batch's patches (nothing more) or, under autocast, their
 16-bit copy. The Qwen-VL towers and GLM-4.1V / 4.6V's: memory/vision_qwen.py; InternVL's
 InternViT: memory/vision_internvl.py. Layers after the selected feature layer
@@ -36,6 +36,7 @@ from ..plan import Plan
 from .blocks_kosmos import kosmos25_images
 from .ernie_vl import fed_support
 from .vision_audio import audio_saved_bytes
+from .vision_gemma4 import gemma4_vision_saved_bytes
 from .vision_siglip2 import lfm2_vl_saved_bytes
 from .vision_davit import davit_saved_bytes
 from .vision_internvl import internvit_saved_bytes
@@ -131,6 +132,8 @@ def tower_saved_bytes(plan: Plan, arch: ModelArch, e: int) -> int:
         return lfm2_vl_saved_bytes(spec, n, e, plan.activation_checkpointing == "full")
     if spec["kind"] == "audio":     # images_per_sample: the 30 s clips (memory/vision_audio.py)
         return audio_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
+    if spec["kind"] == "gemma4":    # every image padded to its max patches (memory/vision_gemma4.py)
+        return gemma4_vision_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     if spec["kind"] == "internvit":
         return internvit_saved_bytes(spec, images, e, plan.activation_checkpointing == "full")
     h, inter, heads, layers = spec["hidden"], spec["inter"], spec["heads"], spec["layers_run"]

@@ -36,6 +36,7 @@ from .blt import blt
 from .gptlike import GPTLIKE, gptlike
 from .t5gemma import t5gemma
 from .gemma4 import gemma4_text, gemma4_unified_text, gemma4_without_towers
+from .vision_gemma4 import gemma4_with_towers
 from .hybrid import lfm2, lfm2_moe
 from .ssm import bamba, falcon_h1, granitemoehybrid, jamba, mamba, mamba2, nemotron_h
 from .textmodels import TEXT_MODELS
@@ -50,7 +51,7 @@ SSM = {"mamba": mamba, "mamba2": mamba2, "nemotron_h": nemotron_h, "granitemoehy
        **TEXT_MODELS,   # textmodels.py: text builders outside the Llama rows, one module per family
        **CLASSIC_MORE}  # classic_more.py: XLM, XLNet, Reformer, ProphetNet, CPM-Ant, ModernBERT decoder
 TOWERS = ("vision_config", "audio_config")
-GEMMA4 = {"gemma4", "gemma4_unified"}   # modelled without their towers only
+GEMMA4 = {"gemma4", "gemma4_unified"}   # without towers; Gemma 4's vision / audio towers (vision_gemma4.py)
 MODELLED_TEXT = LLAMA_LIKE | CLASSIC | T5 | set(SSM) | {"dbrx"} | set(ENCODERS) | set(DECODERS) | set(SEQ2SEQ) | set(GPTLIKE) | {"t5gemma", "encoder-decoder"}
 # whole models of their own modules (towers + text), dispatched in model_from_config ahead of composite.py
 WHOLE = set(VISION_ENCDEC) | set(KOSMOS) | {"udop", "florence2", "pi0", "t5gemma2", "pp_formulanet", "evolla", "blt"}
@@ -68,6 +69,11 @@ def model_from_config(cfg: Mapping) -> ModelArch:
     c = ConfigReader(cfg)
     if cfg.get("model_type") in GEMMA4 and not any(isinstance(cfg.get(k), Mapping) for k in TOWERS):
         return gemma4_without_towers(cfg)
+    if cfg.get("model_type") == "gemma4" and all(
+            cfg[k].get("model_type", kind) == kind for k, kind in (("vision_config", "gemma4_vision"),
+                                                                   ("audio_config", "gemma4_audio"))
+            if isinstance(cfg.get(k), Mapping)):
+        return gemma4_with_towers(cfg)
     if cfg.get("model_type") == "t5gemma":
         return t5gemma(cfg)
     if cfg.get("model_type") == "encoder-decoder":
