@@ -72,6 +72,7 @@ class PostTracker(RunTracker):
         super().__init__(**kw)
         self.windows: dict = {}
         self.open: list = []
+        self.half_labels = False
 
     @contextlib.contextmanager
     def window(self, name: str, replay_phase: bool = False):
@@ -92,11 +93,14 @@ class PostTracker(RunTracker):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         """Boolean-mask indexing has a data-dependent shape a FakeTensor cannot give (aten.nonzero). TRL's
         metrics index by the completion masks after the loss (`chosen_mean_logits[chosen_mask.bool()]`); every
-        mask of a traced batch is all ones, so the answer is every position: a leading-dims mask flattens them."""
+        mask of a traced batch is all ones, so the answer is every position: a leading-dims mask flattens them.
+        KTO's 1-D labels alternate desirable / undesirable (kto_batch): with `half_labels`, `nonzero(labels)` and
+        `nonzero(~labels)` each select half the rows, as `chosen_idx` / `rejected_idx` do in a real batch."""
         if func is torch.ops.aten.nonzero.default:
             t = args[0]
+            n = t.numel() // 2 if self.half_labels and t.dim() == 1 else t.numel()
             return super().__torch_dispatch__(torch.ops.aten.empty.memory_format, types,
-                                              ((t.numel(), t.dim()),), {"dtype": torch.long, "device": t.device})
+                                              ((n, t.dim()),), {"dtype": torch.long, "device": t.device})
         if func is torch.ops.aten.index.Tensor:
             t, idx = args[0], list(args[1])
             if len(idx) == 1 and idx[0] is not None and idx[0].dtype == torch.bool:
@@ -183,6 +187,15 @@ def _build_trainer(spec, plan, model, ref, tok, tmp, dt):
         ds = Dataset.from_dict({"prompt": ["w2 w3"] * 4, "chosen": ["w4"] * 4, "rejected": ["w5"] * 4})
         return DPOTrainer(model=model, ref_model=ref, args=args, train_dataset=ds, processing_class=tok,
                           peft_config=pc)
+    if pt["method"] == "kto":
+        from trl import KTOConfig, KTOTrainer  # noqa: PLC0415
+        # loss_type "kto" (the default) estimates the KL term: calculate_KL, B > 1, sequential sampling
+        args = _args(KTOConfig, plan, pt, tmp, dt, {"max_length": pt["prompt_len"] + pt["completion_len"],
+                                                   "beta": 0.1})
+        ds = Dataset.from_dict({"prompt": ["w2 w3"] * 4, "completion": ["w4"] * 4,
+                                "label": [True, False] * 2})
+        return KTOTrainer(model=model, ref_model=ref, args=args, train_dataset=ds, processing_class=tok,
+                          peft_config=pc)
     from trl import GRPOConfig, GRPOTrainer  # noqa: PLC0415
     import trl.trainer.grpo_trainer as grpo_mod  # noqa: PLC0415
     G = pt["num_generations"]
@@ -218,6 +231,17 @@ def dpo_batch(rows: int, s: int) -> dict:
             "completion_mask": torch.ones(rows, s, dtype=torch.long)}
 
 
+def kto_batch(b: int, s: int) -> dict:
+    """DataCollatorForUnpairedPreference's output (trl/trainer/kto_trainer.py `torch_call`): B rows of
+    (prompt + completion) and B mismatched `KL_` rows (the completions cycled by one within the batch), each
+    right-padded to one length (all tokens real here, s = prompt_len + completion_len), and the B labels."""
+    out = {}
+    for pre in ("", "KL_"):
+        out.update(dpo_batch(b, s) if not pre else {pre + k: v for k, v in dpo_batch(b, s).items()})
+    out["label"] = torch.tensor([i % 2 == 0 for i in range(b)])
+    return out
+
+
 def grpo_batch(b: int, p: int, c: int) -> dict:
     """What `_generate_and_score_completions` hands the update step for B completions (the reference
     log-probs are added by the traced score pass)."""
@@ -251,7 +275,8 @@ def trace_post(spec: dict) -> dict:
     ref = None
     # DPO's reference: TRL's default (auto) is a model for full fine-tuning; GRPO's only when asked (beta != 0)
     ref_kind = pt.get("reference", "auto")
-    needs_ref = plan.method == "full" and (ref_kind == "model" or (ref_kind == "auto" and pt["method"] == "dpo"))
+    offline = pt["method"] in ("dpo", "kto")
+    needs_ref = plan.method == "full" and (ref_kind == "model" or (ref_kind == "auto" and offline))
     if needs_ref:       # TRL builds the reference with the policy's model_init_kwargs: same class, same dtype
         ref, _, _ = build_meta_model(from_dict({**{k: v for k, v in spec["plan"].items()
                                                    if k not in ("run", "post_training")},
@@ -264,10 +289,12 @@ def trace_post(spec: dict) -> dict:
     rows = 2 * b if pt["method"] == "dpo" else b
     s = P + C
     tr = PostTracker(logits_numel=rows * s * V, vocab=V)
+    tr.half_labels = pt["method"] == "kto"
     tmp = tempfile.mkdtemp(prefix="memtrace-post-")
     import trl.trainer.dpo_trainer as dpo_mod  # noqa: PLC0415
     import trl.trainer.grpo_trainer as grpo_mod  # noqa: PLC0415
-    mod = dpo_mod if pt["method"] == "dpo" else grpo_mod
+    import trl.trainer.kto_trainer as kto_mod  # noqa: PLC0415
+    mod = {"dpo": dpo_mod, "kto": kto_mod}.get(pt["method"], grpo_mod)
     with hf_patches(), cuda_like_dropout(), grouped_mm_any_dtype(), \
             cuda_autocast_policy(dt["autocast"] is not None), fake_storage_ids(), module_to_dtype_in_place(), \
             one_process_padding(), cuda_fused_head():
@@ -287,6 +314,7 @@ def trace_post(spec: dict) -> dict:
         tr.leave("load")
         running.start(tr)
         tok = tiny_tokenizer()
+        _log_forwards(tr, model, ref)
         with fm, tr:
             tr.enter("init")
             tr.set_phase("setup")
@@ -309,6 +337,8 @@ def trace_post(spec: dict) -> dict:
             with _score_windows(tr, trainer, mod):
                 if pt["method"] == "dpo":
                     batch = dpo_batch(rows, s)
+                elif pt["method"] == "kto":
+                    batch = kto_batch(b, s)
                 else:
                     batch = grpo_batch(b, P, C)
                     tr.enter("score")
@@ -339,7 +369,24 @@ def trace_post(spec: dict) -> dict:
     alloc = replay(tr.events)
     rep = _report(spec, tr, alloc, cfg, params, resident, {"build": round(t1 - t0, 2), "run": round(t2 - t1, 2)})
     rep["ref_model_kwargs"] = getattr(trainer, "_traced_ref_kwargs", None)
+    rep["forwards"] = tr.forwards
     return rep
+
+
+def _log_forwards(tr, model, ref) -> None:
+    """Each decoder forward inside the step, in order: [model, grad enabled, rows, tokens] (`forwards` in the
+    fixture): which model runs each pass, with or without autograd, over how many rows."""
+    tr.forwards = []
+    for name, m in (("policy", model), ("reference", ref)):
+        dec = getattr(m, "model", None) if m is not None else None
+        if dec is None:
+            continue
+
+        def pre(mod, args, kwargs, name=name):
+            ids = kwargs.get("input_ids", args[0] if args else None)
+            if "step" in tr.open and ids is not None:
+                tr.forwards.append([name, torch.is_grad_enabled(), *map(int, ids.shape)])
+        dec.register_forward_pre_hook(pre, with_kwargs=True)
 
 
 def _traced_step(trainer, opt, batch, tr, method):
@@ -356,7 +403,7 @@ def _traced_step(trainer, opt, batch, tr, method):
     tr.set_phase("forward")
     with tr.window("step"):
         nib = batch.get("num_items_in_batch")
-        if method == "dpo":
+        if method in ("dpo", "kto"):
             trainer.training_step(trainer.model_wrapped, batch)
         else:
             Trainer.training_step(trainer, trainer.model_wrapped, batch, nib)
@@ -386,8 +433,8 @@ def _report(spec, tr, alloc, cfg, params, resident, seconds) -> dict:
     aph = alloc["phases"]
     step_alloc = dict(aph.get("step", {}))
     sc = aph.get("score", {})
-    if spec["plan"]["post_training"]["method"] == "dpo":
-        # DPO's score window is nested in the step: the step's replay peaks are the larger of the two
+    if spec["plan"]["post_training"]["method"] in ("dpo", "kto"):
+        # DPO's and KTO's score window is nested in the step: the step's replay peaks are the larger of the two
         step_alloc = {k: max(step_alloc.get(k) or 0, sc.get(k) or 0) for k in ("peak_allocated", "peak_reserved")} \
             | {"end_reserved": step_alloc.get("end_reserved")}
     phases = {"step": _window(tr, "step", step_alloc), "score": _window(tr, "score", sc)}

@@ -1,4 +1,4 @@
-"""The post-training grid: TRL's real DPO step and GRPO update step on fake tensors (tools/memtrace/post.py), one
+"""The post-training grid: TRL's real DPO and KTO steps and GRPO update step on fake tensors (tools/memtrace/post.py), one
 fixture each in golden/post/<id>.json, which tests/test_post_trace.py holds (docs/tracer.md §11).
 
   .venv-trl/bin/python -m tools.memtrace.postgrid [--only ID,...]        (make trace-post; about a minute a trace)
@@ -36,10 +36,18 @@ def _p(rid, post, **kw):
 DPO = {"method": "dpo", "prompt_len": 256, "completion_len": 256, "num_generations": 1}
 # GRPO: 4 completions of one prompt per device (num_generations 4 = per_device_train_batch_size) with a reference
 # (the trainer runs beta 0.04; TRL's default beta 0.0 loads none): a full-model replica, or the adapter disabled
+# KTO: B = 2 unpaired examples, one desirable, one not (KTOTrainer refuses B = 1 when it estimates the KL term)
+# -> 2 trained rows and 2 mismatched KL rows of 32 + 480 tokens; the same models as DPO (fp32 full policy + fp32
+# reference, or LoRA). A fake batch's completion_mask has no values, so boolean indexing by it selects all s - 1
+# positions (PostTracker): a short prompt keeps that near the C positions a real mask selects (TRL < 1.15's
+# `chosen_logits[chosen_mask.bool()]`)
+KTO = {"method": "kto", "prompt_len": 32, "completion_len": 480, "num_generations": 1}
 GRPO = {"method": "grpo", "prompt_len": 128, "completion_len": 384, "num_generations": 4}
 RUNS = [
     _p("dpo-l1b-full-s512", DPO, method="full", micro_batch_size=1, seq_len=512),
     _p("dpo-l1b-lora-s512", DPO, method="lora", micro_batch_size=1, seq_len=512),
+    _p("kto-l1b-full-b2-s512", KTO, method="full", micro_batch_size=2, seq_len=512),
+    _p("kto-l1b-lora-b2-s512", KTO, method="lora", micro_batch_size=2, seq_len=512),
     _p("grpo-l1b-full-g4-s512", {**GRPO, "reference": "model"}, method="full", micro_batch_size=4, seq_len=512),
     _p("grpo-l1b-lora-g4-s512", {**GRPO, "reference": "adapter-disabled"}, method="lora", micro_batch_size=4,
        seq_len=512),

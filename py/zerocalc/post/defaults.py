@@ -197,7 +197,7 @@ def resolve(plan: Plan) -> Post | None:
     prompt, completion = lengths(pt)
     b = plan.micro_batch_size
     offline = pt.method not in ONLINE
-    rows = 2 * b if offline else b
+    rows = b if pt.method == "kto" or not offline else 2 * b
     length = prompt + completion
     positions = completion + 1 if pt.method in GROUPED and pt.trainer in ("trl", "ms-swift") else length
     ref = reference_source(plan, pt)
