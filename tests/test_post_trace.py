@@ -1,4 +1,4 @@
-"""Post-training ground truth: the checked-in traces of TRL's real DPO step and GRPO update step on fake tensors
+"""Post-training ground truth: the checked-in traces of TRL's real DPO and KTO steps and GRPO update step on fake tensors
 (tools/memtrace/golden/post/*-trl*.json, written by tools/memtrace/postgrid.py) and TRL's ZeRO reference on CPU
 ranks (golden/post/ds-ref-model.json, tools/dsprobe/refmodel.py); docs/tracer.md §11.
 
@@ -52,11 +52,11 @@ def _ids():
 
 
 def test_fixtures_exist_with_versions_and_command():
-    assert len(TRACES) >= 8
+    assert len(TRACES) >= 12
     for path in TRACES:
         fx = _load(path)
         pt = fx["plan"]["post_training"]
-        assert pt["trainer"] == "trl" and pt["method"] in ("dpo", "grpo")
+        assert pt["trainer"] == "trl" and pt["method"] in ("dpo", "grpo", "kto")
         assert pt["trainer_version"] == fx["versions"]["trl"]
         assert fx["id"].endswith("trl" + "".join(fx["versions"]["trl"].split(".")[:2]))
         assert "postgrid --only" in fx["command"]
@@ -168,6 +168,53 @@ def test_trl_114_grpo_scores_only_the_completion():
         assert ([B, C, V], "float32", grad) in _logits(step), kind
 
 
+@pytest.mark.parametrize("ver", ["trl116", "trl114"])
+@pytest.mark.parametrize("kind", ["full", "lora"])
+def test_kto_forwards_b_rows_and_its_kl_rows_without_grad(kind, ver):
+    """TRL's KTOTrainer `_compute_loss`: the policy's KL forward under no_grad (`_compute_kl_logps`), the trained
+    forward of the B = 2 matched rows, then the reference's KL and matched forwards under no_grad (the reference
+    model, or the policy with its adapter disabled): four decoder forwards of 2 x 512, one with autograd; never
+    the 2·B = 4 rows the engine used to count."""
+    fx = _fx(f"kto-l1b-{kind}-b2-s512-{ver}")
+    ref = "reference" if kind == "full" else "policy"
+    assert fx["forwards"] == [["policy", False, 2, 512], ["policy", True, 2, 512], [ref, False, 2, 512],
+                              [ref, False, 2, 512]]
+
+
+@pytest.mark.parametrize("kind", ["full", "lora"])
+def test_trl_116_kto_of_2_examples_is_dpo_of_1_pair(kind):
+    """With the fused head (no logits) KTO's B = 2 examples train the same 2 rows x 512 tokens as DPO's one pair
+    (2·B = 2 rows): the KL forwards add no moment (the policy's meets only the resident state, the reference's
+    two are sequential and free their activations layer by layer), so the phases' peaks agree to 0.1 %."""
+    for phase in ("step", "score"):
+        kto = _fx(f"kto-l1b-{kind}-b2-s512-trl116")["phases"][phase]["peak_allocated_bytes"]
+        dpo = _fx(f"dpo-l1b-{kind}-s512-trl116")["phases"][phase]["peak_allocated_bytes"]
+        assert kto == pytest.approx(dpo, rel=0.001), phase
+
+
+def test_trl_114_kto_metrics_copies_after_the_loss():
+    """TRL 1.14 KTO, after the loss: `shift_logits.detach().index_select(0, chosen_idx)` and the rejected rows'
+    (one row each of B = 2: fp32 (1, 511, V), 4·511·V = 262,155,264 B apiece), then `chosen_logits[chosen_mask.
+    bool()]`, a (511, V) fp32 copy (the traced mask selects every shifted position), its `.mean(-1)` the step's
+    peak; alive beside them the policy's fp32 logits (saved by the kernel) and the reference's `ref_outputs.
+    logits`, 2 x 4·2·512·V = 2 x 525,336,576 B. The LoRA score peak is the reference's copy (both fp32 copies and
+    its bf16 logits, 2·512·V·2 = 262,668,288 B): the step is above it by the three copies less the bf16 logits,
+    3·262,155,264 - 262,668,288 = 523,797,504 B (+ a few small tensors)."""
+    row = 4 * 511 * V
+    fp32 = 4 * 2 * 512 * V
+    bf16 = 2 * 2 * 512 * V
+    assert (row, fp32, bf16) == (262_155_264, 525_336_576, 262_668_288)
+    for kind in ("full", "lora"):
+        step = _fx(f"kto-l1b-{kind}-b2-s512-trl114")["phases"]["step"]
+        assert step["at"] == {"op": "mean", "step_phase": "forward"}, kind
+        assert sorted(n for _, _, n in _logits(step)) == [fp32, fp32], kind
+        assert step["components"]["activations"] >= 3 * row, kind
+    fx = _fx("kto-l1b-lora-b2-s512-trl114")
+    d = fx["phases"]["step"]["peak_bytes"] - fx["phases"]["score"]["peak_bytes"]
+    assert 3 * row - bf16 == 523_797_504
+    assert 0 <= d - (3 * row - bf16) < 2**16
+
+
 def test_dpo_score_runs_inside_the_step_and_grpo_score_before_it():
     """DPO's reference forward runs inside `_compute_loss`, over the policy forward's saved activations: its
     window starts above the resident bytes. GRPO scores before the update (`_generate_and_score_completions`):
@@ -175,7 +222,7 @@ def test_dpo_score_runs_inside_the_step_and_grpo_score_before_it():
     for path in TRACES:
         fx = _load(path)
         sc = fx["phases"]["score"]
-        if fx["plan"]["post_training"]["method"] == "dpo":
+        if fx["plan"]["post_training"]["method"] in ("dpo", "kto"):
             assert sc["start_bytes"] > fx["resident_bytes"] + 10 * 2**20, fx["id"]
             assert sc["peak_bytes"] <= fx["phases"]["step"]["peak_bytes"], fx["id"]
         else:

@@ -1,4 +1,4 @@
-"""TRL's real DPOTrainer step and GRPOTrainer update step on FakeTensors, per post-training phase: the peak of
+"""TRL's real DPOTrainer and KTOTrainer steps and GRPOTrainer update step on FakeTensors, per post-training phase: the peak of
 live storages, the allocator replay's allocated / reserved peaks and what is resident (docs/tracer.md §11).
 
 What runs (TRL pinned in tools/memtrace/requirements-trl.txt, from .venv-trl):
@@ -10,6 +10,11 @@ What runs (TRL pinned in tools/memtrace/requirements-trl.txt, from .venv-trl):
         The reference forward runs inside `_compute_loss` under no_grad (trl/trainer/dpo_trainer.py
         `_compute_loss`: `self.ref_model(...)`, or `use_adapter(model, None)` = `disable_adapter()` with PEFT);
         its window is the `score` phase, nested in `step`.
+  KTO   `trl.KTOTrainer(model, ref_model, args=KTOConfig(...), train_dataset, processing_class)` the same way, on
+        `DataCollatorForUnpairedPreference`'s shape (B rows and B mismatched `KL_` rows, the labels alternating):
+        `_compute_loss` runs the policy's KL forward under no_grad, the trained forward of B rows, then the
+        reference's KL and matched forwards under no_grad (the `score` window, nested in `step`). `forwards` in
+        the fixture lists each decoder forward of the step (model, grad enabled, rows, tokens).
   GRPO  `trl.GRPOTrainer(model, reward_funcs, args=GRPOConfig(use_vllm=False, beta>0, ...))`; generation is not
         traced: vLLM cannot run on CPU, and TRL's HF `generate` path (`_generate_single_turn`) on fake tensors did
         not finish 384 decode steps of a 1B model in 15 min on the shared 2 cores; the completions are a fake batch
@@ -190,10 +195,8 @@ def _build_trainer(spec, plan, model, ref, tok, tmp, dt):
     if pt["method"] == "kto":
         from trl import KTOConfig, KTOTrainer  # noqa: PLC0415
         # loss_type "kto" (the default) estimates the KL term: calculate_KL, B > 1, sequential sampling
-        args = _args(KTOConfig, plan, pt, tmp, dt, {"max_length": pt["prompt_len"] + pt["completion_len"],
-                                                   "beta": 0.1})
-        ds = Dataset.from_dict({"prompt": ["w2 w3"] * 4, "completion": ["w4"] * 4,
-                                "label": [True, False] * 2})
+        args = _args(KTOConfig, plan, pt, tmp, dt, {"max_length": pt["prompt_len"] + pt["completion_len"]})
+        ds = Dataset.from_dict({"prompt": ["w2 w3"] * 4, "completion": ["w4"] * 4, "label": [True, False] * 2})
         return KTOTrainer(model=model, ref_model=ref, args=args, train_dataset=ds, processing_class=tok,
                           peft_config=pc)
     from trl import GRPOConfig, GRPOTrainer  # noqa: PLC0415
@@ -235,11 +238,8 @@ def kto_batch(b: int, s: int) -> dict:
     """DataCollatorForUnpairedPreference's output (trl/trainer/kto_trainer.py `torch_call`): B rows of
     (prompt + completion) and B mismatched `KL_` rows (the completions cycled by one within the batch), each
     right-padded to one length (all tokens real here, s = prompt_len + completion_len), and the B labels."""
-    out = {}
-    for pre in ("", "KL_"):
-        out.update(dpo_batch(b, s) if not pre else {pre + k: v for k, v in dpo_batch(b, s).items()})
-    out["label"] = torch.tensor([i % 2 == 0 for i in range(b)])
-    return out
+    kl = {"KL_" + k: v for k, v in dpo_batch(b, s).items()}
+    return {**dpo_batch(b, s), **kl, "label": torch.tensor([i % 2 == 0 for i in range(b)])}
 
 
 def grpo_batch(b: int, p: int, c: int) -> dict:
@@ -378,7 +378,7 @@ def _log_forwards(tr, model, ref) -> None:
     fixture): which model runs each pass, with or without autograd, over how many rows."""
     tr.forwards = []
     for name, m in (("policy", model), ("reference", ref)):
-        dec = getattr(m, "model", None) if m is not None else None
+        dec = getattr(m, "model", None)
         if dec is None:
             continue
 

@@ -11,8 +11,9 @@ post-training.md; the TRL ones read at trl@f2cd577).
 - Rows. DPO and its family concatenate chosen and rejected into one forward of 2·B rows padded to one length
   (TRL `DataCollatorForPreference`, OpenRLHF / LLaMA-Factory `concatenated_forward`); a reward model stacks the
   pairs the same way (TRL reward_trainer.py: "the first half ... chosen_ids and the second half ...
-  rejected_ids"); KTO's batch carries a mismatched "KL" completion per example (TRL kto_trainer.py
-  `KL_input_ids`), counted as 2·B rows. GRPO / RLOO / PPO update on ``micro_batch_size`` completions of
+  rejected_ids"); KTO trains on its B examples: the mismatched "KL" completions (TRL kto_trainer.py
+  `KL_input_ids`; LLaMA-Factory, ms-swift alike) run separate no-grad forwards of B rows (post/kto.py), but
+  OpenRLHF's (v0.9.5 kto_trainer.py) run with autograd and keep their graph to backward: 2·B rows there. GRPO / RLOO / PPO update on ``micro_batch_size`` completions of
   prompt + completion tokens (TRL `per_device_train_batch_size` counts completions).
 - Logit positions. TRL's GRPO computes logits for the completion only (`logits_to_keep + 1`,
   grpo_trainer.py `_get_per_token_logps_and_entropies`); everything else over the whole row.
@@ -59,6 +60,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..plan import Plan
+from .kto import METRICS_COPIES_AFTER_LOSS_SINCE
 from ..postplan import (GROUPED, NO_REFERENCE, ONLINE, TRL_NEWEST, Generator, PostTraining, RoleModel,
                         default_generations, version_tuple)
 
@@ -112,6 +114,7 @@ class Post:
     reward: object               # RoleModel or None
     no_dropout: bool = False     # the trainer sets every dropout to p = 0 (disable_dropout)
     rpo_nll: bool = False        # TRL <= 0.28 DPO's rpo_alpha: a cross-entropy over the chosen rows' logits
+    kto_copies: str = ""         # TRL < 1.15 KTO's logits metrics copies: before_ref (< 1.9) | after_loss (post/kto.py)
 
     @property
     def online(self) -> bool:
@@ -197,7 +200,8 @@ def resolve(plan: Plan) -> Post | None:
     prompt, completion = lengths(pt)
     b = plan.micro_batch_size
     offline = pt.method not in ONLINE
-    rows = b if pt.method == "kto" or not offline else 2 * b
+    # KTO's KL rows: a no-grad forward of their own, except OpenRLHF's (post/kto.py)
+    rows = b if (pt.method == "kto" and pt.trainer != "openrlhf") or not offline else 2 * b
     length = prompt + completion
     positions = completion + 1 if pt.method in GROUPED and pt.trainer in ("trl", "ms-swift") else length
     ref = reference_source(plan, pt)
@@ -221,7 +225,15 @@ def resolve(plan: Plan) -> Post | None:
                 reference=ref, ref_sharded=ref == "model" and shards, shards_models=shards,
                 ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
-                critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt))
+                critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt),
+                kto_copies=kto_copies(pt, version, fused))
+
+
+def kto_copies(pt: PostTraining, version: tuple, fused: bool) -> str:
+    """Which of TRL's KTO logits copies the step makes (post/kto.py): none from 1.15 (the fused head)."""
+    if pt.method != "kto" or pt.trainer != "trl" or fused:
+        return ""
+    return "after_loss" if version >= METRICS_COPIES_AFTER_LOSS_SINCE else "before_ref"
 
 
 def rpo_cross_entropy(pt: PostTraining) -> bool:

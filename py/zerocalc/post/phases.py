@@ -12,6 +12,7 @@ from ..run.phase import Phase, phase
 from ..run.view import RunView
 from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy
+from .kto import KTO_METRICS
 from .generator import (hf_kv_cache_bytes, hf_kv_dtypes, kv_bytes_per_token, ppo_rollout_gathered_bytes,
                         ppo_rollout_scores_bytes, sleep_host_bytes, sync_gather_bytes, sync_gathers_whole_model,
                         vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
@@ -142,6 +143,8 @@ def in_step_score_phase(post: Post, step_terms) -> Phase | None:
     comps: dict = {}
     transient = 0
     for t in step_terms:
+        if t.name == KTO_METRICS:      # TRL 1.9-1.14 KTO: after the reference's forward (post/kto.py)
+            continue
         b = t.live("fwd") if t.where == "allocator" else 0
         if b:
             comps[t.component] = comps.get(t.component, 0) + b

@@ -9,6 +9,7 @@ besides the policy (the reference, a reward model, PPO's critic, a colocated vLL
   `compute_reference_log_probs` after `concatenated_forward` too. So its logits meet the policy's saved
   activations and logits at the end of forward (`reference_logits`, phase ``fwd``). Online methods score in
   a phase of their own (post/phases.py).
+- KTO (post/kto.py): B trained rows; TRL < 1.15's copies of the logits for its metrics (`kto_logit_terms`).
 - TRL's fp32 default (post/defaults.py `load_bytes`) reaches the step where nothing casts the model: a LoRA base
   without DeepSpeed stays fp32 (and so does the residual stream it computes, as with
   `prepare_model_for_kbit_training`), as does a DDP reference.
@@ -25,6 +26,7 @@ from ..memory.terms import ALL, DRIVER, FWD, Term, gpu, host
 from ..plan import Plan
 from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy, with_copy
+from .kto import KTO_METRICS, copies_before_reference, metrics_moment
 from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes
 from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
                        policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes, upcast_buffers)
@@ -74,6 +76,19 @@ def policy_buffers(sp: Plan, si: StepInputs, post: Post) -> Logits:
     return lg
 
 
+def kto_logit_terms(si: StepInputs, post: Post, ref_logits: int) -> list[Term]:
+    """TRL < 1.15 KTO's copies of the logits for its metrics (post/kto.py), in the logits' dtype as the loss reads
+    them; the 1.9-1.14 moment after the loss as what it holds above the end of forward (policy + reference)."""
+    v = si.arch.vocab_size
+    c = 4 if casts_outputs(post, si, False) else logits_bytes(si)
+    if post.kto_copies == "before_ref":
+        return [gpu("kto_logits_copies", "logits", copies_before_reference(c, post.rows, post.length, v), {FWD})]
+    kept = c * post.rows * post.length * v if post.reference in ("model", "adapter", "cpu") else 0
+    moment = metrics_moment(c, post.rows, post.length, post.completion, v, kept, si.logits.saved)
+    extra = moment - si.logits.forward_peak - ref_logits
+    return [gpu(KTO_METRICS, "logits", extra, {FWD})] if extra > 0 else []
+
+
 def update_inputs(sp: Plan, si: StepInputs, post: Post | None) -> StepInputs:
     """The step's inputs with the trainer's log-probability buffers, and TRL's fp32 LoRA base."""
     if post is None:
@@ -118,6 +133,8 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
             ref = max(0, policy_buffers(sp, si, post).forward_peak
                       + no_grad_with_copy(ref, post.rows * post.length * v) - si.logits.forward_peak)
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
+    if post.kto_copies and si.arch.causal_lm and sp.loss != "chunked":
+        out += kto_logit_terms(si, post, sum(t.nbytes for t in out if t.name == "reference_logits"))
     out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world)
     out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
     g = post.gen

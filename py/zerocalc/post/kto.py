@@ -1,0 +1,56 @@
+"""TRL's KTOTrainer step, as its source runs it (contract plan-v1, Extension 7, method ``kto``).
+
+- Rows (post/defaults.py `resolve`): the trained forward sees the B examples of the micro-batch, not 2·B. The KL
+  term's mismatched completions (`KL_input_ids`, the completions cycled by one within the batch:
+  `add_kl_completion_ids`, trl/trainer/kto_trainer.py 1.16.0) run a forward of their own under `torch.no_grad()`
+  (`_compute_kl_logps`, called first in `_compute_loss`; in 0.x `forward` opens with the same no-grad block), and
+  the reference runs its KL and its matched forward, B rows each, under no_grad after the policy's forward
+  (`ref_KL_logps = self._compute_kl_logps(self.ref_model, batch)`, then `ref_outputs = self.ref_model(...)`, or
+  both inside `use_adapter(...)` with PEFT). Read in the 1.16.0 and 1.14.2 wheels and at v0.9.6, v0.19.0, v1.5.0,
+  v1.8.0 and v1.9.0. The policy's KL forward meets only the resident state (nothing of the step is saved yet), so
+  it is never the step's moment; the reference's two B-row forwards are the in-step ``score`` window, as DPO's one
+  forward of 2·B rows is. `loss_type="apo_zero_unpaired"` (`calculate_KL = False`) skips both KL forwards; it
+  moves no moment here. Traced (tools/memtrace/post.py, golden/post/kto-*): the decoder forwards of the step are
+  [policy no-grad B, policy grad B, reference no-grad B, reference no-grad B]. LLaMA-Factory's CustomKTOTrainer
+  (train/kto/trainer.py `concatenated_forward`: `with torch.no_grad(): ... self.forward(model, batch,
+  prefix="kl_")`, after the trained forward) and ms-swift's (swift/rlhf_trainers/kto_trainer.py
+  `_compute_kl_logps` under no_grad, at 3602360) train B rows too. OpenRLHF's (openrlhf/trainer/kto_trainer.py
+  `compute_model_logps_with_KL` at v0.9.5, the module removed after it) splits a batch of 2·B rows and runs the
+  KL half with autograd; its result stays referenced to backward (the loss detaches only the mean): 2·B rows.
+- The logits' metrics copies, TRL < 1.15 (`trainer_version`; from 1.15 the fused head returns no logits and the
+  metric reads `outputs.mean_logits`, (B, s)):
+  - before 1.9.0: `chosen_logits = outputs.logits.index_select(0, chosen_idx)` and `rejected_logits` (1.6-1.8,
+    before the reference's forward in `_compute_loss`; up to 1.5 and in 0.x `completion_logits[chosen_idx, ...]`
+    in `forward`, returned to `get_batch_loss_metrics` and alive through the reference's `forward`): a copy of the
+    B rows' logits, c·B·s·V, beside the reference's forward until the loss returns (`kto_logits_copies`, in the
+    step's end-of-forward moment and in ``score``). Not traced (read only).
+  - 1.9.0-1.14.x: after the loss, `shift_logits.detach().index_select(0, chosen_idx)` and the rejected rows'
+    (c·B·(s-1)·V together), then `chosen_logits[chosen_mask.bool()].mean(-1)`: a boolean-mask copy of the
+    chosen rows' completion positions (c·⌈B/2⌉·C·V; the rejected rows' comes after it dies), while
+    `ref_outputs.logits` (the reference's logits as returned: accelerate's fp32 copy, post/fp32out.py) and what
+    the policy's log-prob code saved are alive; the reference's 16-bit logits died at its copy. That moment is
+    after the reference's window, so it is a term of the step only (`kto_logits_metrics`: what it holds above
+    the end-of-forward moment), not of ``score``. Traced for 1.14.2 (kto-l1b-{full,lora}-b2-s512-trl114: the
+    step's peak at the `mean`, two fp32 (1, 511, V) `index_select` and a (511, V) `clone` beside two fp32
+    (2, 512, V) `_to_copy`).
+  c is the logits' dtype as the loss reads them (4 with accelerate's output cast, else the compute dtype).
+"""
+from __future__ import annotations
+
+METRICS_COPIES_AFTER_LOSS_SINCE = (1, 9, 0)   # `shift_logits.detach().index_select` after the loss (v1.9.0)
+
+KTO_METRICS = "kto_logits_metrics"            # the step's term that the in-step score window leaves out
+
+
+def copies_before_reference(c: int, rows: int, length: int, vocab: int) -> int:
+    """TRL < 1.9: the chosen and rejected rows' logits copied before the reference's forward, c·B·s·V."""
+    return c * rows * length * vocab
+
+
+def metrics_moment(c: int, rows: int, length: int, completion: int, vocab: int, ref_kept: int, saved: int) -> int:
+    """TRL 1.9-1.14: the logits bytes alive at `chosen_logits[chosen_mask.bool()].mean(-1)`: what the policy's
+    log-prob code saved, the reference's returned logits (``ref_kept``), the B shifted rows' index_select copies
+    and the chosen rows' masked copy of their completion positions (half the batch, rounded up)."""
+    copies = c * rows * max(length - 1, 1) * vocab
+    masked = c * -(-rows // 2) * completion * vocab
+    return saved + ref_kept + copies + masked

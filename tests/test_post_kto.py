@@ -1,0 +1,75 @@
+"""TRL's KTOTrainer step in the engine (post/kto.py): B trained rows, not 2·B, and TRL < 1.15's copies of the
+logits for its metrics, version-gated by `trainer_version`. The traces (golden/post/kto-*) are held by
+tests/test_post_trace.py; here the engine's arithmetic is written out."""
+from __future__ import annotations
+
+import pytest
+
+from zerocalc import Plan, estimate
+from zerocalc.post.defaults import resolve
+from zerocalc.post.kto import copies_before_reference, metrics_moment
+
+V = 128_256      # Llama 3.2 1B's vocabulary
+
+
+def _plan(method, b, version, kind="lora", trainer="trl"):
+    return Plan.from_dict({
+        "schema": 1, "model": "llama-3.2-1b", "gpu": "h100-sxm-80gb", "gpus_per_node": 1, "nodes": 1,
+        "framework": "single", "optimizer": "adamw", "gradient_accumulation_steps": 1, "attention": "flash",
+        "precision": "bf16-mixed", "activation_checkpointing": "none", "method": kind, "micro_batch_size": b,
+        "seq_len": 512, "run": {"load": {"dtype": "fp32" if kind == "full" else "bf16"}},
+        "post_training": {"trainer": trainer, "reference": "auto", "method": method, "prompt_len": 256,
+                          "completion_len": 256, "trainer_version": version}})
+
+
+def _peaks(plan):
+    ph = estimate(plan).to_dict()["run"]["phases"]
+    return ph["step"]["peak_allocated_bytes"], ph["score"]["peak_allocated_bytes"]
+
+
+def test_kto_trains_b_rows_dpo_2b():
+    """KTO's KL completions are no-grad forwards of their own (TRL, LLaMA-Factory, ms-swift): the update step's
+    rows are the B examples; OpenRLHF's KL half runs with autograd, 2·B rows."""
+    assert resolve(_plan("kto", 4, "1.16.0")).rows == 4
+    assert resolve(_plan("kto", 4, None, trainer="llamafactory")).rows == 4
+    assert resolve(_plan("kto", 4, None, trainer="ms-swift")).rows == 4
+    assert resolve(_plan("kto", 4, None, trainer="openrlhf")).rows == 8
+    assert resolve(_plan("dpo", 4, "1.16.0")).rows == 8
+
+
+@pytest.mark.parametrize("kind", ["full", "lora"])
+def test_fused_head_kto_of_two_examples_is_dpo_of_one_pair(kind):
+    """TRL >= 1.15: no logits, no copies; 2 KTO examples and 1 DPO pair are both 2 rows x 512 (as traced)."""
+    assert _peaks(_plan("kto", 2, "1.16.0", kind)) == _peaks(_plan("dpo", 1, "1.16.0", kind))
+
+
+@pytest.mark.parametrize("kind", ["full", "lora"])
+def test_before_1_9_the_copies_meet_the_reference_forward(kind):
+    """TRL < 1.9 copies the chosen and rejected rows' logits (accelerate's fp32 copy under bf16 autocast) before
+    the reference's forward: the in-step score moment is DPO's of the same rows plus 4·B·s·V = 4·2·512·V."""
+    extra = copies_before_reference(4, 2, 512, V)
+    assert extra == 4 * 2 * 512 * V == 525_336_576
+    kto, dpo = _peaks(_plan("kto", 2, "1.8.0", kind))[1], _peaks(_plan("dpo", 1, "1.8.0", kind))[1]
+    assert kto - dpo == extra
+
+
+def test_metrics_moment_arithmetic():
+    """TRL 1.9-1.14, B = 2, s = 512, C = 256, fp32 logits: the kernel's saved logits 4·2·512·V + 16 B per
+    position, the reference's returned logits 4·2·512·V, the shifted rows' copies 4·2·511·V and the chosen row's
+    masked completion 4·1·256·V."""
+    saved = 4 * 2 * 512 * V + 16 * 1024
+    kept = 4 * 2 * 512 * V
+    got = metrics_moment(4, 2, 512, 256, V, kept, saved)
+    assert got == saved + kept + 4 * 2 * 511 * V + 4 * 256 * V == 1_706_334_208
+    assert metrics_moment(4, 3, 512, 256, V, 0, 0) == 4 * 3 * 511 * V + 4 * 2 * 256 * V   # ⌈3/2⌉ chosen rows
+
+
+@pytest.mark.parametrize("version,want", [("1.16.0", ""), ("1.15.0", ""), ("1.14.2", "after_loss"),
+                                          ("1.9.0", "after_loss"), ("1.8.0", "before_ref"), ("0.19.0", "before_ref")])
+def test_copies_are_version_gated(version, want):
+    assert resolve(_plan("kto", 2, version)).kto_copies == want
+
+
+def test_other_trainers_make_no_trl_copies():
+    assert resolve(_plan("kto", 2, None, trainer="llamafactory")).kto_copies == ""
+    assert resolve(_plan("dpo", 2, "1.14.2")).kto_copies == ""
