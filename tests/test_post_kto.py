@@ -70,6 +70,18 @@ def test_copies_are_version_gated(version, want):
     assert resolve(_plan("kto", 2, version)).kto_copies == want
 
 
-def test_other_trainers_make_no_trl_copies():
-    assert resolve(_plan("kto", 2, None, trainer="llamafactory")).kto_copies == ""
+def test_other_trainers_copies():
+    """LLaMA-Factory copies its fp32 chosen / rejected logits before the reference (as TRL < 1.9); ms-swift
+    indexes per-row sums and OpenRLHF per-row log-probs: no copy; DPO none."""
+    assert resolve(_plan("kto", 2, None, trainer="llamafactory")).kto_copies == "before_ref"
+    for trainer in ("ms-swift", "openrlhf"):
+        assert resolve(_plan("kto", 2, None, trainer=trainer)).kto_copies == ""
     assert resolve(_plan("dpo", 2, "1.14.2")).kto_copies == ""
+
+
+def test_llamafactory_copies_are_fp32_through_the_reference():
+    """LLaMA-Factory's KTO score moment is its DPO's of the same rows plus 4·B·s·V (its `.to(torch.float32)`
+    logits copied by the boolean masks): B = 2 rows of s = 256 + 256 tokens, 4·2·512·V = 525,336,576 B."""
+    kto = _peaks(_plan("kto", 2, None, trainer="llamafactory"))[1]
+    dpo = _peaks(_plan("dpo", 1, None, trainer="llamafactory"))[1]
+    assert kto - dpo == copies_before_reference(4, 2, 512, V) == 525_336_576

@@ -230,7 +230,10 @@ def resolve(plan: Plan) -> Post | None:
 
 
 def kto_copies(pt: PostTraining, version: tuple, fused: bool) -> str:
-    """Which of TRL's KTO logits copies the step makes (post/kto.py): none from 1.15 (the fused head)."""
+    """Which KTO logits copies the step makes (post/kto.py): TRL's, none from 1.15 (the fused head);
+    LLaMA-Factory's chosen / rejected logits before the reference; none in ms-swift (per-row sums) or OpenRLHF."""
+    if pt.method == "kto" and pt.trainer == "llamafactory":
+        return "before_ref"
     if pt.method != "kto" or pt.trainer != "trl" or fused:
         return ""
     return "after_loss" if version >= METRICS_COPIES_AFTER_LOSS_SINCE else "before_ref"

@@ -33,7 +33,14 @@
     the end-of-forward moment), not of ``score``. Traced for 1.14.2 (kto-l1b-{full,lora}-b2-s512-trl114: the
     step's peak at the `mean`, two fp32 (1, 511, V) `index_select` and a (511, V) `clone` beside two fp32
     (2, 512, V) `_to_copy`).
-  c is the logits' dtype as the loss reads them (4 with accelerate's output cast, else the compute dtype).
+  - LLaMA-Factory's CustomKTOTrainer (train/kto/trainer.py `concatenated_forward`, at ff6d4d12e):
+    `chosen_logits = target_logits[batch["kto_tags"]]` and `rejected_logits = target_logits[~...]`, boolean-mask
+    copies of its fp32 logits (`forward`: `.logits.to(torch.float32)`), 4·B·s·V, returned to
+    `get_batch_loss_metrics` and alive through its no-grad KL and reference forwards until the loss returns:
+    the same term as TRL < 1.9's. Read, not traced. ms-swift's `forward` (swift/rlhf_trainers/kto_trainer.py)
+    indexes per-row logit sums (`get_per_token_logps(..., reduction='sum')`): no copy.
+  c is the logits' dtype as the loss reads them (4 with accelerate's output cast or LLaMA-Factory's fp32 cast,
+  else the compute dtype).
 """
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def kto_logit_terms(si: StepInputs, post: Post, ref_logits: int) -> list[Term]:
     """TRL < 1.15 KTO's copies of the logits for its metrics (post/kto.py), in the logits' dtype as the loss reads
     them; the 1.9-1.14 moment after the loss as what it holds above the end of forward (policy + reference)."""
     v = si.arch.vocab_size
-    c = 4 if casts_outputs(post, si, False) else logits_bytes(si)
+    c = 4 if post.trainer == "llamafactory" or casts_outputs(post, si, False) else logits_bytes(si)
     if post.kto_copies == "before_ref":
         return [gpu("kto_logits_copies", "logits", copies_before_reference(c, post.rows, post.length, v), {FWD})]
     kept = c * post.rows * post.length * v if post.reference in ("model", "adapter", "cpu") else 0
