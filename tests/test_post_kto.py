@@ -12,13 +12,13 @@ from zerocalc.post.kto import copies_before_reference, metrics_moment
 V = 128_256      # Llama 3.2 1B's vocabulary
 
 
-def _plan(method, b, version, kind="lora", trainer="trl"):
+def _plan(method, b, version, kind="lora", trainer="trl", reference="auto"):
     return Plan.from_dict({
         "schema": 1, "model": "llama-3.2-1b", "gpu": "h100-sxm-80gb", "gpus_per_node": 1, "nodes": 1,
         "framework": "single", "optimizer": "adamw", "gradient_accumulation_steps": 1, "attention": "flash",
         "precision": "bf16-mixed", "activation_checkpointing": "none", "method": kind, "micro_batch_size": b,
         "seq_len": 512, "run": {"load": {"dtype": "fp32" if kind == "full" else "bf16"}},
-        "post_training": {"trainer": trainer, "reference": "auto", "method": method, "prompt_len": 256,
+        "post_training": {"trainer": trainer, "reference": reference, "method": method, "prompt_len": 256,
                           "completion_len": 256, "trainer_version": version}})
 
 
@@ -85,3 +85,13 @@ def test_llamafactory_copies_are_fp32_through_the_reference():
     kto = _peaks(_plan("kto", 2, None, trainer="llamafactory"))[1]
     dpo = _peaks(_plan("dpo", 1, None, trainer="llamafactory"))[1]
     assert kto - dpo == copies_before_reference(4, 2, 512, V) == 525_336_576
+
+
+@pytest.mark.parametrize("version,extra", [("1.14.2", 4 * 2 * 512 * V), ("0.19.0", 4 * 2 * 512 * V), ("1.16.0", 0)])
+def test_precompute_keeps_the_first_logits_through_the_kl_forward(version, extra):
+    """TRL < 1.15's `compute_ref_log_probs` holds the matched forward's logits while the KL forward runs: the
+    precompute pass (score) of 2 KTO examples is DPO's of 1 pair (the same 2 rows) plus 4·2·512·V =
+    525,336,576 B (accelerate's fp32 copy under bf16 autocast); nothing from 1.15 (log-probabilities only)."""
+    kto = _peaks(_plan("kto", 2, version, reference="precomputed"))[1]
+    dpo = _peaks(_plan("dpo", 1, version, reference="precomputed"))[1]
+    assert kto - dpo == extra

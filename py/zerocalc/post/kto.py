@@ -39,6 +39,11 @@
     `get_batch_loss_metrics` and alive through its no-grad KL and reference forwards until the loss returns:
     the same term as TRL < 1.9's. Read, not traced. ms-swift's `forward` (swift/rlhf_trainers/kto_trainer.py)
     indexes per-row logit sums (`get_per_token_logps(..., reduction='sum')`): no copy.
+  - TRL < 1.15's precompute pass (`reference: precomputed`; `compute_ref_log_probs`, 1.14.2 wheel, v0.19.0):
+    `completion_logits = model(...).logits`, then `KL_logits = model(...).logits`, then both scored: the first
+    forward's logits, c·B·s·V, are alive through the KL forward (post/phases.py `score_phase`); from 1.15 both
+    passes return per-token log-probabilities (B, s-1) only. Read, not traced (the tracer's data set is a few
+    tokens long, and the precompute runs on it while the trainer is built).
   c is the logits' dtype as the loss reads them (4 with accelerate's output cast or LLaMA-Factory's fp32 cast,
   else the compute dtype).
 """

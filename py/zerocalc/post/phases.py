@@ -125,6 +125,9 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
         logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, c)
     if cast and arch.causal_lm:
         logits = no_grad_with_copy(logits, rows * positions * arch.vocab_size)
+    if post.kto_copies and post.trainer == "trl" and not post.online and arch.causal_lm:
+        # TRL < 1.15 KTO's precompute: the matched forward's logits kept through the KL forward (post/kto.py)
+        logits += c * rows * post.length * arch.vocab_size
     peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length)) + kept
     base = _forward_resident(v)
     if not post.online:
