@@ -43,14 +43,35 @@ def test_fused_head_kto_of_two_examples_is_dpo_of_one_pair(kind):
     assert _peaks(_plan("kto", 2, "1.16.0", kind)) == _peaks(_plan("dpo", 1, "1.16.0", kind))
 
 
+# B = 2 rows of 512 tokens, accelerate's fp32 copy of the logits (bf16 autocast): one copy of the B rows' logits
+N_B = 4 * 2 * 512 * V
+# the reference's own no-grad moment before TRL 1.11 (no kernel): its fp32 logits and one row's log_softmax,
+# 4·2·512·V + 4·512·V, which is also the copy's moment L16 + L32 = 6·2·512·V
+REF_OWN = N_B + 4 * 512 * V
+
+
 @pytest.mark.parametrize("kind", ["full", "lora"])
-def test_before_1_9_the_copies_meet_the_reference_forward(kind):
-    """TRL < 1.9 copies the chosen and rejected rows' logits (accelerate's fp32 copy under bf16 autocast) before
-    the reference's forward: the in-step score moment is DPO's of the same rows plus 4·B·s·V = 4·2·512·V."""
-    extra = copies_before_reference(4, 2, 512, V)
-    assert extra == 4 * 2 * 512 * V == 525_336_576
-    kto, dpo = _peaks(_plan("kto", 2, "1.8.0", kind))[1], _peaks(_plan("dpo", 1, "1.8.0", kind))[1]
+@pytest.mark.parametrize("version,extra", [
+    ("1.8.0", N_B),                            # 1.6-1.8: the policy's copies beside the reference's forward
+    ("0.19.0", 3 * N_B - REF_OWN),             # 0.17-1.5: at the reference's end its logits + its and our copies
+    ("0.16.0", 4 * N_B - REF_OWN),             # <= 0.16: and its KL logits, a local of `forward`
+])
+def test_before_1_9_the_copies_meet_the_reference_forward(kind, version, extra):
+    """TRL < 1.9 (post/kto.py): the in-step score moment is DPO's of the same rows (1 pair = 2 KTO examples)
+    plus what the copies add: 1.8.0 one n_B = 525,336,576 B; 0.19.0 3·n_B - (n_B + 4·512·V) = 788,004,864 B;
+    0.16.0 4·n_B less the same = 1,313,341,440 B (above its 2·n_B during the reference's forward)."""
+    assert (N_B, 3 * N_B - REF_OWN, 4 * N_B - REF_OWN) == (525_336_576, 788_004_864, 1_313_341_440)
+    assert REF_OWN == 6 * 2 * 512 * V
+    kto, dpo = _peaks(_plan("kto", 2, version, kind))[1], _peaks(_plan("dpo", 1, version, kind))[1]
     assert kto - dpo == extra
+    assert copies_before_reference(resolve(_plan("kto", 2, version)).kto_copies, N_B, REF_OWN) == extra
+
+
+def test_copies_without_a_reference_in_the_step():
+    """Precomputed reference log-probs: the policy's copies alone (up to 0.16 its KL logits too)."""
+    assert copies_before_reference("policy_copied", N_B, None) == N_B
+    assert copies_before_reference("both_copied", N_B, None) == N_B
+    assert copies_before_reference("kl_kept", N_B, None) == 2 * N_B
 
 
 def test_metrics_moment_arithmetic():
@@ -65,29 +86,33 @@ def test_metrics_moment_arithmetic():
 
 
 @pytest.mark.parametrize("version,want", [("1.16.0", ""), ("1.15.0", ""), ("1.14.2", "after_loss"),
-                                          ("1.9.0", "after_loss"), ("1.8.0", "before_ref"), ("0.19.0", "before_ref")])
+                                          ("1.9.0", "after_loss"), ("1.8.0", "policy_copied"),
+                                          ("1.6.0", "policy_copied"), ("1.5.0", "both_copied"),
+                                          ("0.17.0", "both_copied"), ("0.16.0", "kl_kept"), ("0.9.6", "kl_kept")])
 def test_copies_are_version_gated(version, want):
     assert resolve(_plan("kto", 2, version)).kto_copies == want
 
 
 def test_other_trainers_copies():
-    """LLaMA-Factory copies its fp32 chosen / rejected logits before the reference (as TRL < 1.9); ms-swift
-    indexes per-row sums and OpenRLHF per-row log-probs: no copy; DPO none."""
-    assert resolve(_plan("kto", 2, None, trainer="llamafactory")).kto_copies == "before_ref"
+    """LLaMA-Factory copies its fp32 chosen / rejected logits; ms-swift indexes per-row sums and OpenRLHF
+    per-row log-probs: no copy; DPO none."""
+    assert resolve(_plan("kto", 2, None, trainer="llamafactory")).kto_copies == "llamafactory"
     for trainer in ("ms-swift", "openrlhf"):
         assert resolve(_plan("kto", 2, None, trainer=trainer)).kto_copies == ""
     assert resolve(_plan("dpo", 2, "1.14.2")).kto_copies == ""
 
 
 def test_llamafactory_copies_are_fp32_through_the_reference():
-    """LLaMA-Factory's KTO score moment is its DPO's of the same rows plus 4·B·s·V (its `.to(torch.float32)`
-    logits copied by the boolean masks): B = 2 rows of s = 256 + 256 tokens, 4·2·512·V = 525,336,576 B."""
+    """LLaMA-Factory's KTO score moment is its DPO's of the same rows (B = 2 rows of 256 + 256 tokens) plus, beside
+    the reference's no-grad KL forward, the policy's fp32 copies and the reference's matched fp32 logits:
+    2·4·2·512·V = 1,050,673,152 B (its own moment, the fp32 logits and their fp32 log_softmax 8·2·512·V, is
+    the same size: at its end 3·n_B less that is smaller)."""
     kto = _peaks(_plan("kto", 2, None, trainer="llamafactory"))[1]
     dpo = _peaks(_plan("dpo", 1, None, trainer="llamafactory"))[1]
-    assert kto - dpo == copies_before_reference(4, 2, 512, V) == 525_336_576
+    assert kto - dpo == 2 * N_B == 1_050_673_152
 
 
-@pytest.mark.parametrize("version,extra", [("1.14.2", 4 * 2 * 512 * V), ("0.19.0", 4 * 2 * 512 * V), ("1.16.0", 0)])
+@pytest.mark.parametrize("version,extra", [("1.14.2", N_B), ("0.19.0", N_B), ("1.16.0", 0)])
 def test_precompute_keeps_the_first_logits_through_the_kl_forward(version, extra):
     """TRL < 1.15's `compute_ref_log_probs` holds the matched forward's logits while the KL forward runs: the
     precompute pass (score) of 2 KTO examples is DPO's of 1 pair (the same 2 rows) plus 4·2·512·V =

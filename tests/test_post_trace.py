@@ -1,5 +1,5 @@
-"""Post-training ground truth: the checked-in traces of TRL's real DPO and KTO steps and GRPO update step on fake tensors
-(tools/memtrace/golden/post/*-trl*.json, written by tools/memtrace/postgrid.py) and TRL's ZeRO reference on CPU
+"""Post-training ground truth: the checked-in traces of TRL's real DPO and KTO steps and GRPO update step on fake
+tensors (tools/memtrace/golden/post/*-trl*.json, written by tools/memtrace/postgrid.py) and TRL's ZeRO reference on CPU
 ranks (golden/post/ds-ref-model.json, tools/dsprobe/refmodel.py); docs/tracer.md §11.
 
 Pure Python: no TRL, torch or DeepSpeed at test time. Two kinds of checks:

@@ -1,5 +1,5 @@
-"""TRL's real DPOTrainer and KTOTrainer steps and GRPOTrainer update step on FakeTensors, per post-training phase: the peak of
-live storages, the allocator replay's allocated / reserved peaks and what is resident (docs/tracer.md §11).
+"""TRL's real DPOTrainer and KTOTrainer steps and GRPOTrainer update step on FakeTensors, per post-training phase:
+the peak of live storages, the allocator replay's allocated / reserved peaks and what is resident (docs/tracer.md §11).
 
 What runs (TRL pinned in tools/memtrace/requirements-trl.txt, from .venv-trl):
   DPO   `trl.DPOTrainer(model, ref_model, args=DPOConfig(...), train_dataset, processing_class)` built inside the

@@ -13,8 +13,8 @@ post-training.md; the TRL ones read at trl@f2cd577).
   pairs the same way (TRL reward_trainer.py: "the first half ... chosen_ids and the second half ...
   rejected_ids"); KTO trains on its B examples: the mismatched "KL" completions (TRL kto_trainer.py
   `KL_input_ids`; LLaMA-Factory, ms-swift alike) run separate no-grad forwards of B rows (post/kto.py), but
-  OpenRLHF's (v0.9.5 kto_trainer.py) run with autograd and keep their graph to backward: 2·B rows there. GRPO / RLOO / PPO update on ``micro_batch_size`` completions of
-  prompt + completion tokens (TRL `per_device_train_batch_size` counts completions).
+  OpenRLHF's (v0.9.5 kto_trainer.py) run with autograd and keep their graph to backward: 2·B rows there.
+  GRPO / RLOO / PPO update on ``micro_batch_size`` completions of prompt + completion tokens (TRL `per_device_train_batch_size` counts completions).
 - Logit positions. TRL's GRPO computes logits for the completion only (`logits_to_keep + 1`,
   grpo_trainer.py `_get_per_token_logps_and_entropies`); everything else over the whole row.
 - The reference (``auto``): none for ORPO / SimPO / CPO / RM, none for TRL's GRPO from 0.19 (`beta` 0.0: "the
@@ -60,7 +60,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..plan import Plan
-from .kto import METRICS_COPIES_AFTER_LOSS_SINCE
+from .kto import copies_variant
 from ..postplan import (GROUPED, NO_REFERENCE, ONLINE, TRL_NEWEST, Generator, PostTraining, RoleModel,
                         default_generations, version_tuple)
 
@@ -114,7 +114,7 @@ class Post:
     reward: object               # RoleModel or None
     no_dropout: bool = False     # the trainer sets every dropout to p = 0 (disable_dropout)
     rpo_nll: bool = False        # TRL <= 0.28 DPO's rpo_alpha: a cross-entropy over the chosen rows' logits
-    kto_copies: str = ""         # TRL < 1.15 KTO's logits metrics copies: before_ref (< 1.9) | after_loss (post/kto.py)
+    kto_copies: str = ""         # KTO's logits copies for its metrics, by trainer and release (post/kto.py)
 
     @property
     def online(self) -> bool:
@@ -230,13 +230,11 @@ def resolve(plan: Plan) -> Post | None:
 
 
 def kto_copies(pt: PostTraining, version: tuple, fused: bool) -> str:
-    """Which KTO logits copies the step makes (post/kto.py): TRL's, none from 1.15 (the fused head);
-    LLaMA-Factory's chosen / rejected logits before the reference; none in ms-swift (per-row sums) or OpenRLHF."""
-    if pt.method == "kto" and pt.trainer == "llamafactory":
-        return "before_ref"
-    if pt.method != "kto" or pt.trainer != "trl" or fused:
+    """Which KTO logits copies the step makes (post/kto.py): TRL's by release, none from 1.15 (the fused head);
+    LLaMA-Factory's; none in ms-swift (per-row sums) or OpenRLHF."""
+    if pt.method != "kto" or fused:
         return ""
-    return "after_loss" if version >= METRICS_COPIES_AFTER_LOSS_SINCE else "before_ref"
+    return copies_variant(pt.trainer, version)
 
 
 def rpo_cross_entropy(pt: PostTraining) -> bool:

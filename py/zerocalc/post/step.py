@@ -76,14 +76,16 @@ def policy_buffers(sp: Plan, si: StepInputs, post: Post) -> Logits:
     return lg
 
 
-def kto_logit_terms(si: StepInputs, post: Post, ref_logits: int) -> list[Term]:
-    """TRL < 1.15 KTO's copies of the logits for its metrics (post/kto.py), in the logits' dtype as the loss reads
-    them; the 1.9-1.14 moment after the loss as what it holds above the end of forward (policy + reference)."""
+def kto_logit_terms(si: StepInputs, post: Post, ref_logits: int, ref_own: int | None) -> list[Term]:
+    """KTO's copies of the logits for its metrics (post/kto.py), in the logits' dtype as the loss reads them:
+    before TRL 1.9 (and LLaMA-Factory's) alive through the reference's forward, in TRL 1.9-1.14 a moment after
+    the loss, as what it holds above the end of forward (the policy's and the reference's terms)."""
     v = si.arch.vocab_size
     c = 4 if post.trainer == "llamafactory" or casts_outputs(post, si, False) else logits_bytes(si)
-    if post.kto_copies == "before_ref":
-        return [gpu("kto_logits_copies", "logits", copies_before_reference(c, post.rows, post.length, v), {FWD})]
-    kept = c * post.rows * post.length * v if post.reference in ("model", "adapter", "cpu") else 0
+    n_b = c * post.rows * post.length * v
+    if post.kto_copies != "after_loss":
+        return [gpu("kto_logits_copies", "logits", copies_before_reference(post.kto_copies, n_b, ref_own), {FWD})]
+    kept = n_b if ref_own is not None else 0
     moment = metrics_moment(c, post.rows, post.length, post.completion, v, kept, si.logits.saved)
     extra = moment - si.logits.forward_peak - ref_logits
     return [gpu(KTO_METRICS, "logits", extra, {FWD})] if extra > 0 else []
@@ -111,6 +113,7 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
         return []
     arch, world = plan.arch, plan.world_size
     out = reference_weight_terms(post.reference, post.ref_sharded, post.ref_bytes, arch, world)
+    ref_own = None                # the reference's own no-grad logits moment, where it runs inside the step
     if not post.online and post.reference in ("model", "adapter", "cpu") and si.arch.causal_lm:
         v, h, c = arch.vocab_size, arch.hidden_size, logits_bytes(si)
         cast = casts_outputs(post, si, sp.loss == "chunked")
@@ -128,13 +131,13 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
             ref = reference_forward_bytes(post.trainer, post.rows, post.length, v, c, fused=sp.loss == "chunked")
             if post.rpo_nll and sp.loss != "chunked":
                 ref = reference_chosen_nll(ref, post.rows // 2, post.length, v, c)
+        ref_own = no_grad_with_copy(ref, post.rows * post.length * v) if cast else ref
         if cast:
             # the policy's L16 died at its copy: the reference meets what the policy's forward ends with
-            ref = max(0, policy_buffers(sp, si, post).forward_peak
-                      + no_grad_with_copy(ref, post.rows * post.length * v) - si.logits.forward_peak)
+            ref = max(0, policy_buffers(sp, si, post).forward_peak + ref_own - si.logits.forward_peak)
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
     if post.kto_copies and si.arch.causal_lm and sp.loss != "chunked":
-        out += kto_logit_terms(si, post, sum(t.nbytes for t in out if t.name == "reference_logits"))
+        out += kto_logit_terms(si, post, sum(t.nbytes for t in out if t.name == "reference_logits"), ref_own)
     out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world)
     out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
     g = post.gen
