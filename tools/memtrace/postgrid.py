@@ -1,5 +1,6 @@
 """The post-training grid: TRL's real DPO and KTO steps and GRPO update step on fake tensors
-(tools/memtrace/post.py), one fixture each in golden/post/<id>.json, which tests/test_post_trace.py holds (docs/tracer.md §11).
+(tools/memtrace/post.py), one fixture each in golden/post/<id>.json, which tests/test_post_trace.py holds
+(docs/tracer.md §11).
 
   .venv-trl/bin/python -m tools.memtrace.postgrid [--only ID,...]        (make trace-post; about a minute a trace)
 

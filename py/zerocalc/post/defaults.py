@@ -14,7 +14,8 @@ post-training.md; the TRL ones read at trl@f2cd577).
   rejected_ids"); KTO trains on its B examples: the mismatched "KL" completions (TRL kto_trainer.py
   `KL_input_ids`; LLaMA-Factory, ms-swift alike) run separate no-grad forwards of B rows (post/kto.py), but
   OpenRLHF's (v0.9.5 kto_trainer.py) run with autograd and keep their graph to backward: 2·B rows there.
-  GRPO / RLOO / PPO update on ``micro_batch_size`` completions of prompt + completion tokens (TRL `per_device_train_batch_size` counts completions).
+  GRPO / RLOO / PPO update on ``micro_batch_size`` completions of prompt + completion tokens (TRL
+  `per_device_train_batch_size` counts completions).
 - Logit positions. TRL's GRPO computes logits for the completion only (`logits_to_keep + 1`,
   grpo_trainer.py `_get_per_token_logps_and_entropies`); everything else over the whole row.
 - The reference (``auto``): none for ORPO / SimPO / CPO / RM, none for TRL's GRPO from 0.19 (`beta` 0.0: "the
