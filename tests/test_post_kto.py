@@ -120,3 +120,16 @@ def test_precompute_keeps_the_first_logits_through_the_kl_forward(version, extra
     kto = _peaks(_plan("kto", 2, version, reference="precomputed"))[1]
     dpo = _peaks(_plan("dpo", 1, version, reference="precomputed"))[1]
     assert kto - dpo == extra
+
+
+def test_fused_head_reference_meets_what_the_policy_saved():
+    """TRL >= 1.15 (DPO and KTO alike): the policy's tile and statistics die as its head's forward returns, so the
+    in-step score moment holds the policy's saved head tensors (its bf16 compact hidden copy 2·N·h and fp32
+    log-normaliser 4·N) and the reference's no-grad head (its copy, one bf16 tile 2·min(N, 4096)·32768 and the
+    fp32 statistics 4·7·N): N = 2 rows x 256 completion positions = 512, h = 2048."""
+    n, h = 2 * 256, 2048
+    saved = 2 * n * h + 4 * n
+    ref_own = 2 * n * h + 2 * n * 32768 + 4 * 7 * n
+    assert (saved, ref_own) == (2_099_200, 35_665_920)
+    ph = estimate(_plan("kto", 2, "1.16.0")).to_dict()["run"]["phases"]["score"]
+    assert ph["components"]["logits"] == saved + ref_own == 37_765_120

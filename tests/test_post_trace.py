@@ -52,7 +52,7 @@ def _ids():
 
 
 def test_fixtures_exist_with_versions_and_command():
-    assert len(TRACES) >= 12
+    assert len(TRACES) >= 16
     for path in TRACES:
         fx = _load(path)
         pt = fx["plan"]["post_training"]
@@ -169,14 +169,14 @@ def test_trl_114_grpo_scores_only_the_completion():
 
 
 @pytest.mark.parametrize("ver", ["trl116", "trl114"])
-@pytest.mark.parametrize("kind", ["full", "lora"])
+@pytest.mark.parametrize("kind", ["full", "lora", "full-ckpt", "lora-ckpt"])
 def test_kto_forwards_b_rows_and_its_kl_rows_without_grad(kind, ver):
     """TRL's KTOTrainer `_compute_loss`: the policy's KL forward under no_grad (`_compute_kl_logps`), the trained
     forward of the B = 2 matched rows, then the reference's KL and matched forwards under no_grad (the reference
     model, or the policy with its adapter disabled): four decoder forwards of 2 x 512, one with autograd; never
     the 2·B = 4 rows the engine used to count."""
-    fx = _fx(f"kto-l1b-{kind}-b2-s512-{ver}")
-    ref = "reference" if kind == "full" else "policy"
+    fx = _fx(f"kto-l1b-{kind.replace('-ckpt', '')}-b2-s512{'-ckpt' if 'ckpt' in kind else ''}-{ver}")
+    ref = "reference" if kind.startswith("full") else "policy"
     assert fx["forwards"] == [["policy", False, 2, 512], ["policy", True, 2, 512], [ref, False, 2, 512],
                               [ref, False, 2, 512]]
 
@@ -213,6 +213,18 @@ def test_trl_114_kto_metrics_copies_after_the_loss():
     d = fx["phases"]["step"]["peak_bytes"] - fx["phases"]["score"]["peak_bytes"]
     assert 3 * row - bf16 == 523_797_504
     assert 0 <= d - (3 * row - bf16) < 2**16
+
+
+def test_checkpointed_kto_reference_meets_no_autocast_cache():
+    """KTOConfig's default gradient checkpointing, full fine-tuning of the fp32 policy under bf16 autocast: the
+    checkpointed layers keep only their inputs, and autocast's cache of bf16 weight copies (2P, which the engine
+    holds during the policy's forward: `autocast_cache_forward`) is cleared as the policy's autocast-wrapped
+    forward returns, so the reference's window starts from the resident state plus the checkpoint inputs (and
+    the head's), under resident + 2P / 8, and peaks under resident + 2P / 4: far below the 2P cache."""
+    fx = _fx("kto-l1b-full-b2-s512-ckpt-trl116")
+    sc = fx["phases"]["score"]
+    assert sc["start_bytes"] - fx["resident_bytes"] < 2 * P_1B // 8
+    assert sc["peak_bytes"] - fx["resident_bytes"] < 2 * P_1B // 4
 
 
 def test_dpo_score_runs_inside_the_step_and_grpo_score_before_it():

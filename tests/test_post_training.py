@@ -137,7 +137,12 @@ def test_trl_fused_head_by_hand():
     assert t["logits_forward"].nbytes == 2 * n * h + 4 * n + tile + 4 * 7 * n
     # backward: fp32 grad_hidden (4·N·h) and, the head being trained (full fine-tune), fp32 grad_weight 4·V·h
     assert t["logits_backward"].nbytes == 2 * n * h + 4 * n + 4 * n * h + tile + 4 * V * h
-    assert t["reference_logits"].nbytes == 2 * n * h + tile + 4 * 7 * n
+    # the reference's own head moment (its copy 2·N·h, a tile, the statistics) meets what the policy saved (its
+    # tile and statistics died as its head's forward returned): carried as what it adds to the policy's forward
+    # moment, (2·N·h + 4N) + (2·N·h + tile + 28N) - (2·N·h + 4N + tile + 28N) = 2·N·h
+    assert t["reference_logits"].nbytes == 2 * n * h == 8_388_608
+    assert t["logits_forward"].nbytes + t["reference_logits"].nbytes == (2 * n * h + 4 * n) + (
+        2 * n * h + tile + 4 * 7 * n)
     lora = _terms(plan({"method": "dpo", "prompt_len": 512, "completion_len": 512}, method="lora"))
     assert lora["logits_backward"].nbytes == 2 * n * h + 4 * n + 4 * n * h + tile       # the head is frozen
 

@@ -49,6 +49,11 @@ RUNS = [
     _p("dpo-l1b-lora-s512", DPO, method="lora", micro_batch_size=1, seq_len=512),
     _p("kto-l1b-full-b2-s512", KTO, method="full", micro_batch_size=2, seq_len=512),
     _p("kto-l1b-lora-b2-s512", KTO, method="lora", micro_batch_size=2, seq_len=512),
+    # KTOConfig's own default (1.16 base_config.py: gradient_checkpointing True): checkpointed layers
+    _p("kto-l1b-full-b2-s512-ckpt", KTO, method="full", micro_batch_size=2, seq_len=512,
+       activation_checkpointing="full"),
+    _p("kto-l1b-lora-b2-s512-ckpt", KTO, method="lora", micro_batch_size=2, seq_len=512,
+       activation_checkpointing="full"),
     _p("grpo-l1b-full-g4-s512", {**GRPO, "reference": "model"}, method="full", micro_batch_size=4, seq_len=512),
     _p("grpo-l1b-lora-g4-s512", {**GRPO, "reference": "adapter-disabled"}, method="lora", micro_batch_size=4,
        seq_len=512),

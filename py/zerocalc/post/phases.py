@@ -146,7 +146,10 @@ def in_step_score_phase(post: Post, step_terms) -> Phase | None:
     comps: dict = {}
     transient = 0
     for t in step_terms:
-        if t.name == KTO_METRICS:      # TRL 1.9-1.14 KTO: after the reference's forward (post/kto.py)
+        if t.name in (KTO_METRICS, "autocast_cache_forward"):
+            # TRL 1.9-1.14 KTO's metrics copies come after the reference's forward (post/kto.py); autocast's
+            # cache of checkpointed layers' 16-bit weights is cleared as the policy's forward exits its autocast
+            # context (accelerate prepare_model wraps `forward`), before the reference runs
             continue
         b = t.live("fwd") if t.where == "allocator" else 0
         if b:

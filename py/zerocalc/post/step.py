@@ -135,6 +135,10 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
         if cast:
             # the policy's L16 died at its copy: the reference meets what the policy's forward ends with
             ref = max(0, policy_buffers(sp, si, post).forward_peak + ref_own - si.logits.forward_peak)
+        elif post.fused_head:
+            # the policy's tile and running statistics are locals of its head's forward, dead when the
+            # reference runs (trl/kernels/chunked_logprob.py): it meets what the policy saved
+            ref = max(0, si.logits.saved + ref_own - si.logits.forward_peak)
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
     if post.kto_copies and si.arch.causal_lm and sp.loss != "chunked":
         out += kto_logit_terms(si, post, sum(t.nbytes for t in out if t.name == "reference_logits"), ref_own)
