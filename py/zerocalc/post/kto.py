@@ -1,4 +1,5 @@
-"""TRL's KTOTrainer step, as its source runs it (contract plan-v1, Extension 7, method ``kto``).
+"""KTO's update step as the trainers' source runs it (contract plan-v1, Extension 7, method ``kto``): TRL's
+KTOTrainer, LLaMA-Factory's, ms-swift's and OpenRLHF's.
 
 - Rows (post/defaults.py `resolve`): the trained forward sees the B examples of the micro-batch, not 2·B. The KL
   term's mismatched completions (`KL_input_ids`, the completions cycled by one within the batch:
@@ -11,7 +12,8 @@
   it is never the step's moment; the reference's two B-row forwards are the in-step ``score`` window, as DPO's one
   forward of 2·B rows is. `loss_type="apo_zero_unpaired"` (`calculate_KL = False`) skips both KL forwards; it
   moves no moment here. Traced (tools/memtrace/post.py, golden/post/kto-*): the decoder forwards of the step are
-  [policy no-grad B, policy grad B, reference no-grad B, reference no-grad B]. LLaMA-Factory's CustomKTOTrainer
+  [policy no-grad B, policy grad B, reference no-grad B, reference no-grad B], with and without KTOConfig's
+  default gradient checkpointing (golden/post/kto-*-ckpt-*). LLaMA-Factory's CustomKTOTrainer
   (train/kto/trainer.py `concatenated_forward`: `with torch.no_grad(): ... self.forward(model, batch,
   prefix="kl_")`, after the trained forward) and ms-swift's (swift/rlhf_trainers/kto_trainer.py
   `_compute_kl_logps` under no_grad, at 3602360) train B rows too. OpenRLHF's (openrlhf/trainer/kto_trainer.py
@@ -47,8 +49,8 @@
     copies of its fp32 logits (`forward`: `.logits.to(torch.float32)`), 4·B·s·V, returned to
     `get_batch_loss_metrics` and alive through the reference's `concatenated_forward`, whose matched logits are
     alive through its no-grad KL forward (2·n_B), then copied (3·n_B at its end). Read, not traced.
-    ms-swift's `forward` (swift/rlhf_trainers/kto_trainer.py)
-    indexes per-row logit sums (`get_per_token_logps(..., reduction='sum')`): no copy.
+    ms-swift's `forward` (swift/rlhf_trainers/kto_trainer.py) indexes per-row logit sums
+    (`get_per_token_logps(..., reduction='sum')`): no copy.
   - TRL < 1.15's precompute pass (`reference: precomputed`; `compute_ref_log_probs`, 1.14.2 wheel, v0.19.0):
     `completion_logits = model(...).logits`, then `KL_logits = model(...).logits`, then both scored: the first
     forward's logits, c·B·s·V, are alive through the KL forward (post/phases.py `score_phase`); from 1.15 both
