@@ -85,6 +85,7 @@ class Gen:
     tp: int
     sleep: int
     cuda_graphs: bool
+    in_process: bool = True      # vLLM's workers in the training process: torch's counters see its pool
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,18 @@ def _generator(pt: PostTraining) -> Gen | None:
             g = Generator(engine="hf")
     util = 0.0 if g.engine == "hf" else (g.gpu_memory_utilization if g.gpu_memory_utilization is not None
                                          else VLLM_UTILIZATION[pt.trainer])
-    return Gen(g.engine, g.mode, util, g.tensor_parallel_size, g.sleep, g.engine == "vllm" and not g.enforce_eager)
+    return Gen(g.engine, g.mode, util, g.tensor_parallel_size, g.sleep, g.engine == "vllm" and not g.enforce_eager,
+               generator_in_process(pt.trainer, g.mode))
+
+
+def generator_in_process(trainer: str, mode: str) -> bool:
+    """Whether a colocated vLLM's GPU memory belongs to the training process (so torch's counters there see it):
+    TRL's and ms-swift's colocate mode build `LLM(..., distributed_executor_backend="external_launcher")` in the
+    trainer; verl's hybrid engine runs vLLM's worker in each training worker (up to 0.6 `vllm_rollout_spmd.py`
+    `LLM(...)`; from 0.7 `vllm_rollout.py` vLLMAsyncRollout, "a thin wrapper of WorkerWrapperBase, which is engine
+    in single worker process", the server process only schedules). OpenRLHF's vLLM engines are Ray actors of their
+    own (`LLMRayActor`), colocated or not; a server is another process by definition."""
+    return mode == "colocate" and trainer != "openrlhf"
 
 
 def resolve(plan: Plan) -> Post | None:

@@ -58,7 +58,8 @@ def generate_phase(v: RunView, post: Post) -> Phase | None:
         # a sleeping vLLM maps its CuMemAllocator pool back for the rollout and unmaps it after: those bytes are
         # never left in torch's cache; what the sync left cached stays (TRL calls no empty_cache before waking
         # the KV cache)
-        return phase("generate", _resident(v), extra, note=note, outside=budget if g.sleep else 0)
+        return phase("generate", _resident(v), extra, note=note, outside=budget if g.sleep else 0,
+                     uncounted=0 if g.in_process or not g.sleep else budget)
     dt = v.si.dt
     kv = hf_kv_cache_bytes(arch, post.gen_rows, length,
                            *hf_kv_dtypes(dt.weight if plan.method == "full" else dt.frozen, dt.autocast))
@@ -93,7 +94,8 @@ def sync_phase(v: RunView, post: Post) -> Phase | None:
     what = "the whole 16-bit model gathered (PEFT on sharded weights)" if whole else "one parameter at a time"
     return phase("sync", _resident(v), extra, transient=gathered, note=f"weights to vLLM: {what}",
                  host=sleep_host_bytes(g.sleep, arch, g.tp) if g.mode == "colocate" else 0,
-                 outside=woken, empties_cache_before=bool(woken) and post.trainer in ("trl", "ms-swift"))
+                 outside=woken, empties_cache_before=bool(woken) and post.trainer in ("trl", "ms-swift"),
+                 uncounted=0 if g.in_process else woken)
 
 
 def score_phase(v: RunView, post: Post) -> Phase | None:

@@ -1,6 +1,7 @@
 """The post-training update step: the SFT step's terms (memory/) on the rows and length the method trains on,
 with the trainer's log-probability buffers instead of the cross-entropy's logits, plus what post-training keeps
-besides the policy (the reference, a reward model, PPO's critic, a colocated vLLM that does not sleep).
+besides the policy (the reference, a reward model, PPO's critic, a colocated vLLM that does not sleep, and the pool
+of one that sleeps in the training process, which torch's counters keep: post/generator.py `vllm_pool_bytes`).
 
 - Rows and length (post/defaults.py): DPO's 2·B rows of prompt + completion; GRPO's B completions.
 - The reference's forward: TRL's DPO runs it inside `compute_loss`, after the policy's forward and its
@@ -21,11 +22,11 @@ from ..memory.activations import activations
 from ..memory.inputs import StepInputs
 from ..memory.logits import Logits
 from ..memory.precision import module_dtypes
-from ..memory.terms import ALL, DRIVER, FWD, Term, gpu, host
+from ..memory.terms import ALL, ALLOCATOR, COUNTED, DRIVER, FWD, Term, gpu, host
 from ..plan import Plan
 from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy, with_copy
-from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes
+from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes, vllm_pool_bytes
 from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
                        policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes, upcast_buffers)
 from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch
@@ -123,8 +124,12 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
     g = post.gen
     if g is not None and g.engine == "vllm" and g.mode == "colocate":
         if g.sleep == 0:
+            # another process's vLLM (OpenRLHF's Ray actors) holds the GPU outside this process's allocator
             out.append(gpu("vllm_budget", "generator", vllm_budget_bytes(g.utilization, plan.gpu_spec.capacity_bytes),
-                           ALL))
+                           ALL, where=ALLOCATOR if g.in_process else DRIVER))
+        elif g.in_process:
+            out.append(gpu("vllm_sleeping_pool", "generator",
+                           vllm_pool_bytes(g.utilization, plan.gpu_spec.capacity_bytes, arch, g.tp), ALL, where=COUNTED))
         if g.cuda_graphs:
             out.append(gpu("vllm_cuda_graphs", "generator", cuda_graph_bytes(True), ALL, where=DRIVER))
         if sleep_host_bytes(g.sleep, arch, g.tp):
