@@ -868,3 +868,36 @@ def test_trl_ppo_scores_the_rollout_in_forward_batches_beside_its_scores_by_hand
     rows, t, h = 8, 768, 2048
     logits = 2 * rows * t * V + 2 * t * V + 2 * rows * t * h
     assert est.run.phases["score"].components["logits"] == logits + 4 * rows * 256 * V
+
+
+
+N, N1 = 4 * 1024 * V, 4 * 1023 * V          # n = R·T·V, n' = R·(T - 1)·V for R = 4 rows, T = 1024
+
+
+@pytest.mark.parametrize("version, fwd, bwd, ref", [
+    # up to v0.5.5: F.log_softmax of the bf16 logits' shifted slice, its output saved (2n'); the logits die when
+    # concatenated_forward returns, so the reference (2n + 2n') meets only the policy's saved 2n': the term
+    # beyond the policy's forward moment is 2n' + (2n + 2n') - (2n + 2n') = 2n'
+    ("0.3.7", 2 * N + 2 * N1, 6 * N1, 2 * N1),
+    ("0.5.5", 2 * N + 2 * N1, 6 * N1, 2 * N1),
+    # v0.5.6-v0.5.x: the fp32 copy of the logits (2n + 4n at the cast), then the fp32 log_softmax beside it
+    # (4n + 4n', the larger), 4n' saved; backward: gather's zeros, the saved output, log_softmax's backward output
+    # (12n'); the reference: 4n' + (4n + 4n') - (4n + 4n') = 4n'
+    ("0.5.6", 4 * N + 4 * N1, 12 * N1, 4 * N1),
+    # v0.6.x: the fp32 copy kept by the per-row logsumexp (4n saved), TRL's fp32 backward 4n + 8n'; the reference
+    # 4n + (2n + 4n) - (2n + 4n) = 4n
+    ("0.6.0", 2 * N + 4 * N, 4 * N + 8 * N1, 4 * N),
+    # from v0.7.0 (and the default, v0.11): flash-attn's cross_entropy_loss over the fp32 copy, as before
+    ("0.7.0", 2 * N + 4 * N, 8 * N + 2 * N, 2 * N + 4 * N),
+    (None, 2 * N + 4 * N, 8 * N + 2 * N, 2 * N + 4 * N),
+])
+def test_openrlhf_logprob_code_follows_the_release_by_hand(version, fwd, bwd, ref):
+    """OpenRLHF's DPO log-probabilities as each release computes them (post/logprobs.py; read at 6a13d95,
+    v0.5.5, v0.5.6, v0.6.0, v0.7.0): DPO micro 2 -> R = 4 rows x T = 1024 under bf16."""
+    pt = {"method": "dpo", "trainer": "openrlhf", "prompt_len": 512, "completion_len": 512}
+    if version is not None:
+        pt["trainer_version"] = version
+    t = _terms(plan(pt))
+    assert t["logits_forward"].nbytes == fwd
+    assert t["logits_backward"].nbytes == bwd
+    assert t["reference_logits"].nbytes == ref

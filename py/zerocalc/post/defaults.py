@@ -66,8 +66,9 @@ TRL_LIKE = ("trl", "ms-swift", "llamafactory")       # built on TRL's trainers /
 DEFAULT_LENGTHS = {"llamafactory": (1024, 1024)}     # cutoff_len 2048
 VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, "llamafactory": 0.9}
 LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-NEWEST = {"trl": TRL_NEWEST, "ms-swift": (4, 6, 0)}   # the newest release each trainer's rules were read in
-#                                                      (ms-swift: 3602360, swift/version.py 4.6.0.dev0)
+NEWEST = {"trl": TRL_NEWEST, "ms-swift": (4, 6, 0), "openrlhf": (0, 11, 0)}   # the newest release each trainer's
+#                                  rules were read in (ms-swift: 3602360, swift/version.py 4.6.0.dev0; OpenRLHF v0.11.0)
+OPENRLHF_LOGITS = (((0, 5, 6), "16bit"), ((0, 6, 0), "fp32-log-softmax"), ((0, 7, 0), "fp32-logsumexp"))
 SWIFT_NLL_ALWAYS_SINCE = (3, 5, 0)                   # ms-swift DPO: get_nll_loss runs whatever rpo_alpha says
 SWIFT_NLL_FROM_LOGPS_SINCE = (3, 6, 0)               # ms-swift DPO: the NLL from the per-token log-probs
 GROUPED_COMPLETION_512_SINCE = (1, 10, 0)            # TRL GRPO/RLOO max_completion_length: 256 before, 512 from
@@ -112,6 +113,7 @@ class Post:
     critic: object               # RoleModel or None
     reward: object               # RoleModel or None
     no_dropout: bool = False     # the trainer sets every dropout to p = 0 (disable_dropout)
+    logits_path: str = ""        # OpenRLHF's log-prob code of its release (openrlhf_logits); "" = the newest
     rpo_nll: bool = False        # TRL <= 0.28 DPO's rpo_alpha: a cross-entropy over the chosen rows' logits
 
     @property
@@ -233,7 +235,20 @@ def resolve(plan: Plan) -> Post | None:
                 reference=ref, ref_sharded=ref == "model" and shards, shards_models=shards,
                 ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
-                critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt))
+                critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt),
+                logits_path=openrlhf_logits(pt))
+
+
+def openrlhf_logits(pt: PostTraining) -> str:
+    """Which of OpenRLHF's log-prob codes its release runs (post/logprobs.py): "16bit" up to v0.5.5 (no cast,
+    `F.log_softmax` of the 16-bit logits: dpo_trainer.py `_get_batch_logps`, models/utils.py at 6a13d95 /
+    v0.5.5), "fp32-log-softmax" in v0.5.6 - v0.5.x (actor.py `output["logits"].to(torch.float32)`, 86827444),
+    "fp32-logsumexp" in v0.6.x (models/utils.py `log_probs_from_logits` at v0.6.0), "" from v0.7.0 (flash-attn's
+    `cross_entropy_loss`)."""
+    if pt.trainer != "openrlhf":
+        return ""
+    version = version_tuple(pt.trainer_version, NEWEST["openrlhf"])
+    return next((path for until, path in OPENRLHF_LOGITS if version < until), "")
 
 
 def rpo_cross_entropy(pt: PostTraining) -> bool:

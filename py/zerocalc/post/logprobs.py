@@ -19,9 +19,23 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   CPU runs listed `new_zeros`, `scatter_add` and `stack` of (rows, s-1, V) fp32: 4n + 12n'). A real run has no
   dispatch mode: checked on CPU eager with torch 2.13's profiler, TRL 0.17's branch on (4, 64, 8192) fp32
   logits peaks 3 x 4·R·T·V above its input in eager and 4x under a pass-through TorchDispatchMode.
-- OpenRLHF: `output["logits"].to(torch.float32)` (openrlhf/models/actor.py) then `log_probs_from_logits`
+- OpenRLHF from v0.7.0: `output["logits"].to(torch.float32)` (openrlhf/models/actor.py) then `log_probs_from_logits`
   (flash-attn's fused cross-entropy, which saves its fp32 input): forward c·n + 4n, saved 4n, backward 4n + 4n
-  (the fp32 gradient) + c·n (its cast back).
+  (the fp32 gradient) + c·n (its cast back). Older releases (`trainer_version`, post/defaults.py
+  `openrlhf_logits`), read at OpenRLHF's tags:
+  - up to v0.5.5 (`16bit`; 6a13d95 = 0.3.7.post3, v0.4.0, v0.5.5): no cast; DPO's `_get_batch_logps`
+    (trainer/dpo_trainer.py) and `log_probs_from_logits` (models/utils.py) run `F.log_softmax` over the shifted
+    slice `logits[:, :-1, :]` in the logits' dtype, then `gather`. The log_softmax output (c·n') is saved; the
+    logits die when `concatenated_forward` returns (nothing saves them: the slice is a view, lm_head saves its
+    input). Forward c·n + c·n'; backward: gather's zero-filled gradient, the saved output and log_softmax's
+    backward output (3c·n'), then the slice's zero-filled c·n beside the c·n' gradient. (Up to v0.4.4
+    `Actor.forward` also ran `log_probs_from_logits` and dropped the result when `return_output`: the same
+    c·n + c·n', one after the other.)
+  - v0.5.6 - v0.5.x (`fp32-log-softmax`; 86827444 "Fix logits dtype"): `output["logits"] = output["logits"]
+    .to(torch.float32)` replaces the 16-bit logits (c·n + 4n at the cast), then the same log_softmax in fp32:
+    saved 4n', forward max(c·n + 4n, 4n + 4n'), backward 12n' (the three fp32 tensors above).
+  - v0.6.x (`fp32-logsumexp`): the cast, then `gather` and a per-row `logsumexp` (models/utils.py at v0.6.0,
+    TRL's fp32 branch below): saved 4n, forward c·n + 4n, backward 4n + 8n'.
 - LLaMA-Factory: `.logits.to(torch.float32)` (train/dpo/trainer.py `concatenated_forward`) then
   `torch.gather(logits.log_softmax(-1), ...)` (train/trainer_utils.py `get_batch_logps`): the fp32 copy and the
   fp32 log_softmax (8n) at the end of forward; backward: the saved log_softmax, gather's zero-filled fp32
@@ -134,7 +148,7 @@ def fused_head_no_grad(labelled: int, vocab: int, hidden: int, c: int) -> int:
 
 
 def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, c: int,
-                           fused: bool = False) -> Logits:
+                           fused: bool = False, path: str = "") -> Logits:
     """The log-probability buffers of the policy's update forward and backward (see the module docstring)."""
     n = rows * positions * vocab
     shifted = rows * max(positions - 1, 1) * vocab
@@ -147,6 +161,14 @@ def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, 
         return Logits(saved=c * shifted, forward_peak=c * n + c * shifted, backward_peak=c * n + 2 * c * shifted)
     if trainer == "openrlhf":
         cast = 0 if c == 4 else c * n
+        if path == "16bit":
+            return Logits(saved=c * shifted, forward_peak=c * n + c * shifted,
+                          backward_peak=max(3 * c * shifted, c * n + c * shifted))
+        if path == "fp32-log-softmax":
+            return Logits(saved=4 * shifted, forward_peak=max(cast + 4 * n, 4 * n + 4 * shifted),
+                          backward_peak=max(12 * shifted, 4 * n + cast))
+        if path == "fp32-logsumexp":
+            return Logits(saved=4 * n, forward_peak=cast + 4 * n, backward_peak=4 * n + 8 * shifted)
         return Logits(saved=4 * n, forward_peak=cast + 4 * n, backward_peak=8 * n + cast)
     if trainer == "llamafactory":
         cast = 0 if c == 4 else c * n
@@ -154,11 +176,12 @@ def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, 
     return Logits(saved=c * n, forward_peak=c * n, backward_peak=2 * c * n)          # verl
 
 
-def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int, c: int, fused: bool = False) -> int:
+def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int, c: int, fused: bool = False,
+                            path: str = "") -> int:
     """The reference's no-grad logits while it scores the batch: TRL keeps its logits (c·n) and one row's
     log_softmax at a time (`selective_log_softmax` under `torch.no_grad()`, dpo_trainer.py `compute_loss`);
-    OpenRLHF its fp32 copy beside them; LLaMA-Factory the fp32 copy and the fp32 log_softmax
-    (`compute_reference_log_probs` -> `concatenated_forward`)."""
+    OpenRLHF its fp32 copy beside them (up to v0.5.5 its 16-bit log_softmax); LLaMA-Factory the fp32 copy and
+    the fp32 log_softmax (`compute_reference_log_probs` -> `concatenated_forward`)."""
     n = rows * positions * vocab
     row = positions * vocab
     if fused:
@@ -166,6 +189,11 @@ def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int,
     if trainer in ("trl", "ms-swift"):
         return c * n + c * row
     if trainer == "openrlhf":
+        shifted = rows * max(positions - 1, 1) * vocab
+        if path == "16bit":
+            return c * n + c * shifted            # the logits and the log_softmax output (see above)
+        if path == "fp32-log-softmax":
+            return max((0 if c == 4 else c * n) + 4 * n, 4 * n + 4 * shifted)
         return (0 if c == 4 else c * n) + 4 * n
     if trainer == "llamafactory":
         return max((0 if c == 4 else c * n) + 4 * n, 8 * n)

@@ -123,7 +123,7 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     elif post.loss_kernel and not post.torch_kernels:
         logits = kernel_buffers(rows, positions, arch.vocab_size, c).forward_peak
     else:
-        logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, c)
+        logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, c, path=post.logits_path)
     if cast and arch.causal_lm:
         logits = no_grad_with_copy(logits, rows * positions * arch.vocab_size)
     peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length)) + kept

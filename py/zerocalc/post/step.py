@@ -69,7 +69,8 @@ def policy_buffers(sp: Plan, si: StepInputs, post: Post) -> Logits:
     elif post.loss_kernel and sp.loss != "chunked":
         lg = kernel_buffers(post.rows, post.logit_positions, v, c)
     else:
-        lg = policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c, fused=sp.loss == "chunked")
+        lg = policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c, fused=sp.loss == "chunked",
+                                    path=post.logits_path)
     if (post.method in CHOSEN_NLL or post.rpo_nll) and post.trainer in ("trl", "ms-swift") and sp.loss != "chunked":
         lg = chosen_nll(lg, post.rows // 2, post.logit_positions, v, c)
     return lg
@@ -111,9 +112,15 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
         elif post.loss_kernel and sp.loss != "chunked":
             ref = kernel_buffers(post.rows, post.length, v, c).forward_peak
         else:
-            ref = reference_forward_bytes(post.trainer, post.rows, post.length, v, c, fused=sp.loss == "chunked")
+            ref = reference_forward_bytes(post.trainer, post.rows, post.length, v, c, fused=sp.loss == "chunked",
+                                          path=post.logits_path)
             if post.rpo_nll and sp.loss != "chunked":
                 ref = reference_chosen_nll(ref, post.rows // 2, post.length, v, c)
+            elif post.logits_path and sp.loss != "chunked":
+                # OpenRLHF up to v0.6 (dpo_trainer.py `concatenated_forward` at 6a13d95, v0.5.6, v0.6.0): only the
+                # log-probs come back, so the policy's logits die before the reference's forward, which meets
+                # what the policy saved (post/logprobs.py)
+                ref = max(0, si.logits.saved + ref - si.logits.forward_peak)
         if cast:
             # the policy's L16 died at its copy: the reference meets what the policy's forward ends with
             ref = max(0, policy_buffers(sp, si, post).forward_peak
