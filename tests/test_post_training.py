@@ -901,3 +901,25 @@ def test_openrlhf_logprob_code_follows_the_release_by_hand(version, fwd, bwd, re
     assert t["logits_forward"].nbytes == fwd
     assert t["logits_backward"].nbytes == bwd
     assert t["reference_logits"].nbytes == ref
+
+
+def test_llamafactory_reward_model_is_the_causal_lm_with_a_value_head_by_hand():
+    """LLaMA-Factory's stage rm loads TRL's AutoModelForCausalLMWithValueHead (train/rm/workflow.py
+    add_valuehead=True): the whole causal LM runs, its bf16 logits meet their fp32 copy as the forward returns
+    (2n + 4n, n = R·T·V) and none reaches backward (PairwiseTrainer keeps only the values); ValueHead's
+    Dropout(0.1) saves its mask and bf16 output (3 bytes x R·T·h). TRL's RewardTrainer is the sequence classifier:
+    no logits. Llama 3.2 1B, micro 2 -> R = 4 rows x T = 1024."""
+    pt = {"method": "rm", "prompt_len": 512, "completion_len": 512}
+    lf = _terms(plan({**pt, "trainer": "llamafactory"}))
+    trl = _terms(plan({**pt, "trainer": "trl"}))
+    n = 4 * 1024 * V
+    assert lf["logits_forward"].nbytes == 2 * n + 4 * n
+    assert lf["logits_backward"].nbytes == 0
+    assert lf["value_head_dropout"].nbytes == 3 * 4 * 1024 * 2048
+    assert trl["logits_forward"].nbytes == 0 and "value_head_dropout" not in trl
+    # the parameters: the tied 1B keeps its embedding either way; v_head.summary is h + 1, score h
+    assert lf["flat_16bit_params"].nbytes - trl["flat_16bit_params"].nbytes == 2 * 1
+    # an untied model keeps its lm_head too (Llama 3.1 8B: V x h = 128,256 x 4,096), all of it trained
+    lf8 = _terms(plan({**pt, "trainer": "llamafactory"}, model="llama-3.1-8b"))
+    trl8 = _terms(plan({**pt, "trainer": "trl"}, model="llama-3.1-8b"))
+    assert lf8["flat_16bit_params"].nbytes - trl8["flat_16bit_params"].nbytes == 2 * (128_256 * 4096 + 1)

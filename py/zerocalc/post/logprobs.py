@@ -88,7 +88,15 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   moment c·n + c·n' + 2e (e the output) stays under its backward peak + e, so only the saved output is counted.
   The reference's `concatenated_forward` (under no_grad, `is_ref_model=True`, not guarded) runs it too: the
   copy and the output beside its logits, c·n + 2e, where the per-row loop's one row has died.
-A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero.
+A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero. Except
+LLaMA-Factory's reward model (post/models.py `value_head_arch`): TRL's `AutoModelForCausalLMWithValueHead.forward`
+(trl/models/modeling_value_head.py, the same at v0.9.6, v0.18.0 and v0.24.0) runs the whole causal LM with
+`output_hidden_states=True`, takes `base_model_output.logits` and `if lm_logits.dtype != torch.float32:
+lm_logits = lm_logits.float()` before returning `(lm_logits, loss, value)`; PairwiseTrainer.compute_loss keeps
+only the values (`_, _, values = model(...)`, train/rm/trainer.py). So the 16-bit logits and their fp32 copy
+meet as the forward returns (c·n + 4n; 4n when the logits are fp32 already), and nothing of them is saved or
+reaches backward (`value_head_logits`). The value head's `nn.Dropout(summary_dropout_prob)` (0.1 when the
+config has none) keeps its mask and output beside the final hidden state (post/step.py).
 """
 from __future__ import annotations
 
@@ -198,6 +206,12 @@ def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int,
     if trainer == "llamafactory":
         return max((0 if c == 4 else c * n) + 4 * n, 8 * n)
     return c * n
+
+
+def value_head_logits(rows: int, positions: int, vocab: int, c: int) -> Logits:
+    """LLaMA-Factory's reward model: the logits it computes and drops (see the module docstring)."""
+    n = rows * positions * vocab
+    return Logits(saved=0, forward_peak=c * n + (0 if c == 4 else 4 * n), backward_peak=0)
 
 
 def reference_chosen_nll(ref: int, pairs: int, positions: int, vocab: int, c: int) -> int:

@@ -22,14 +22,15 @@ from ..memory.activations import activations
 from ..memory.inputs import StepInputs
 from ..memory.logits import Logits
 from ..memory.precision import module_dtypes
-from ..memory.terms import ALL, ALLOCATOR, COUNTED, DRIVER, FWD, Term, gpu, host
+from ..memory.terms import ALL, ALLOCATOR, COUNTED, DRIVER, FWD, FWD_BWD, Term, gpu, host
 from ..plan import Plan
 from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy, with_copy
 from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes, vllm_pool_bytes
 from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
-                       policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes, upcast_buffers)
-from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch
+                       policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes, upcast_buffers,
+                       value_head_logits)
+from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch, value_head_arch
 
 
 def update_plan(plan: Plan, post: Post | None) -> Plan:
@@ -41,7 +42,9 @@ def update_plan(plan: Plan, post: Post | None) -> Plan:
     sp = replace(plan, micro_batch_size=post.rows, seq_len=post.length)
     if post.no_dropout:           # disable_dropout (post/defaults.py): the LoRA and the model's dropouts at p = 0
         sp = replace(sp, lora=replace(sp.lora, dropout=0.0))
-    arch = scalar_head_arch(plan.arch) if post.method == "rm" else plan.arch
+    arch = plan.arch
+    if post.method == "rm":       # LLaMA-Factory: TRL's causal LM with a value head (post/models.py)
+        arch = value_head_arch(plan.arch) if post.trainer == "llamafactory" else scalar_head_arch(plan.arch)
     if post.no_dropout and arch.dropout:
         arch = replace(arch, dropout=0.0)
     if arch is not plan.arch:
@@ -86,6 +89,8 @@ def update_inputs(sp: Plan, si: StepInputs, post: Post | None) -> StepInputs:
                      acts=activations(sp, si.arch, module_dtypes(sp, dt), si.stack))
     if not si.arch.causal_lm:
         return si
+    if post.method == "rm":       # LLaMA-Factory's value-head model: its logits, already fp32 for accelerate
+        return replace(si, logits=value_head_logits(post.rows, post.length, si.arch.vocab_size, logits_bytes(si)))
     lg = policy_buffers(sp, si, post)
     if casts_outputs(post, si, sp.loss == "chunked"):
         lg = with_copy(lg, post.rows * post.logit_positions * si.arch.vocab_size)
@@ -126,6 +131,11 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
             ref = max(0, policy_buffers(sp, si, post).forward_peak
                       + no_grad_with_copy(ref, post.rows * post.length * v) - si.logits.forward_peak)
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
+    if post.method == "rm" and si.arch.causal_lm:
+        # LLaMA-Factory's ValueHead: nn.Dropout(0.1) on the last hidden state, its mask and output saved for
+        # backward (the summary Linear's input), beside the hidden state lm_head saves anyway
+        t = post.rows * post.length * arch.hidden_size
+        out.append(gpu("value_head_dropout", "activations", (1 + logits_bytes(si)) * t, FWD_BWD))
     out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world)
     out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
     g = post.gen
