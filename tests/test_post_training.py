@@ -923,3 +923,28 @@ def test_llamafactory_reward_model_is_the_causal_lm_with_a_value_head_by_hand():
     lf8 = _terms(plan({**pt, "trainer": "llamafactory"}, model="llama-3.1-8b"))
     trl8 = _terms(plan({**pt, "trainer": "trl"}, model="llama-3.1-8b"))
     assert lf8["flat_16bit_params"].nbytes - trl8["flat_16bit_params"].nbytes == 2 * (128_256 * 4096 + 1)
+
+
+@pytest.mark.parametrize("version, saved, bwd", [
+    # up to v0.5.5: the saved bf16 log_softmax (2n') and the output's bf16 logits (2n) that training_step_actor
+    # holds; backward: max(6n', 2n + 2n') + 2n
+    ("0.5.0", 2 * N1 + 2 * N, max(6 * N1, 2 * N + 2 * N1) + 2 * N),
+    # v0.5.6-v0.5.x: the fp32 log_softmax (4n') and the output's fp32 copy (4n); backward max(12n', 4n + 2n) + 4n
+    ("0.5.6", 4 * N1 + 4 * N, max(12 * N1, 6 * N) + 4 * N),
+    # v0.6.x: the logsumexp saves the fp32 logits already: as DPO's
+    ("0.6.0", 4 * N, 4 * N + 8 * N1),
+])
+def test_openrlhf_ppo_actor_keeps_its_output_by_hand(version, saved, bwd):
+    """OpenRLHF's PPOTrainer.training_step_actor (v0.3.8-v0.6.0) keeps `output` from
+    `self.actor(..., return_output=True)` through backward. PPO micro 4 -> R = 4 completions x T = 1024."""
+    t = _terms(plan({"method": "ppo", "trainer": "openrlhf", "prompt_len": 512, "completion_len": 512,
+                     "trainer_version": version}, micro_batch_size=4, gradient_accumulation_steps=1))
+    assert t["logits_backward"].nbytes == bwd
+    kept = saved - (2 * N1 if version == "0.5.0" else 4 * N1)       # the output's logits alone
+    if version == "0.6.0":
+        assert "actor_output_logits" not in t
+    else:
+        # alive through the layer-by-layer backward and the optimizer step, after the loss's backward moment
+        assert t["actor_output_logits"].nbytes == kept == (2 * N if version == "0.5.0" else 4 * N)
+        assert {"recompute_top", "step"} <= set(t["actor_output_logits"].phases)
+        assert "fwd" not in t["actor_output_logits"].phases and "loss_bwd" not in t["actor_output_logits"].phases

@@ -36,6 +36,11 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
     saved 4n', forward max(c·n + 4n, 4n + 4n'), backward 12n' (the three fp32 tensors above).
   - v0.6.x (`fp32-logsumexp`): the cast, then `gather` and a per-row `logsumexp` (models/utils.py at v0.6.0,
     TRL's fp32 branch below): saved 4n, forward c·n + 4n, backward 4n + 8n'.
+  The policy update of PPO / GRPO (online) up to v0.5.x keeps the model output besides: `action_log_probs,
+  output = self.actor(..., return_output=True)` in PPOTrainer.training_step_actor (trainer/ppo_trainer.py at
+  v0.3.8, v0.4.0, v0.5.0, v0.5.6) holds `output` (its logits: c·n, or the fp32 4n from v0.5.6) through backward,
+  where DPO's `concatenated_forward` drops it: saved and backward gain that tensor (v0.6's logsumexp saves the
+  logits anyway).
 - LLaMA-Factory: `.logits.to(torch.float32)` (train/dpo/trainer.py `concatenated_forward`) then
   `torch.gather(logits.log_softmax(-1), ...)` (train/trainer_utils.py `get_batch_logps`): the fp32 copy and the
   fp32 log_softmax (8n) at the end of forward; backward: the saved log_softmax, gather's zero-filled fp32
@@ -156,7 +161,7 @@ def fused_head_no_grad(labelled: int, vocab: int, hidden: int, c: int) -> int:
 
 
 def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, c: int,
-                           fused: bool = False, path: str = "") -> Logits:
+                           fused: bool = False, path: str = "", keeps_output: bool = False) -> Logits:
     """The log-probability buffers of the policy's update forward and backward (see the module docstring)."""
     n = rows * positions * vocab
     shifted = rows * max(positions - 1, 1) * vocab
@@ -170,11 +175,13 @@ def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, 
     if trainer == "openrlhf":
         cast = 0 if c == 4 else c * n
         if path == "16bit":
-            return Logits(saved=c * shifted, forward_peak=c * n + c * shifted,
-                          backward_peak=max(3 * c * shifted, c * n + c * shifted))
+            kept = c * n if keeps_output else 0          # PPO's training_step_actor holds `output`
+            return Logits(saved=c * shifted + kept, forward_peak=c * n + c * shifted,
+                          backward_peak=max(3 * c * shifted, c * n + c * shifted) + kept)
         if path == "fp32-log-softmax":
-            return Logits(saved=4 * shifted, forward_peak=max(cast + 4 * n, 4 * n + 4 * shifted),
-                          backward_peak=max(12 * shifted, 4 * n + cast))
+            kept = 4 * n if keeps_output else 0
+            return Logits(saved=4 * shifted + kept, forward_peak=max(cast + 4 * n, 4 * n + 4 * shifted),
+                          backward_peak=max(12 * shifted, 4 * n + cast) + kept)
         if path == "fp32-logsumexp":
             return Logits(saved=4 * n, forward_peak=cast + 4 * n, backward_peak=4 * n + 8 * shifted)
         return Logits(saved=4 * n, forward_peak=cast + 4 * n, backward_peak=8 * n + cast)

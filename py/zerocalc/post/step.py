@@ -22,7 +22,7 @@ from ..memory.activations import activations
 from ..memory.inputs import StepInputs
 from ..memory.logits import Logits
 from ..memory.precision import module_dtypes
-from ..memory.terms import ALL, ALLOCATOR, COUNTED, DRIVER, FWD, FWD_BWD, Term, gpu, host
+from ..memory.terms import ALL, ALLOCATOR, BWD, COUNTED, DRIVER, FWD, FWD_BWD, LOSS_BWD, STEP, Term, gpu, host
 from ..plan import Plan
 from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy, with_copy
@@ -31,6 +31,9 @@ from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no
                        policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes, upcast_buffers,
                        value_head_logits)
 from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch, value_head_arch
+
+
+KEPT_OUTPUT = ("16bit", "fp32-log-softmax")     # OpenRLHF releases whose PPO actor step holds its output
 
 
 def update_plan(plan: Plan, post: Post | None) -> Plan:
@@ -73,7 +76,7 @@ def policy_buffers(sp: Plan, si: StepInputs, post: Post) -> Logits:
         lg = kernel_buffers(post.rows, post.logit_positions, v, c)
     else:
         lg = policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c, fused=sp.loss == "chunked",
-                                    path=post.logits_path)
+                                    path=post.logits_path, keeps_output=post.online)
     if (post.method in CHOSEN_NLL or post.rpo_nll) and post.trainer in ("trl", "ms-swift") and sp.loss != "chunked":
         lg = chosen_nll(lg, post.rows // 2, post.logit_positions, v, c)
     return lg
@@ -131,6 +134,13 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
             ref = max(0, policy_buffers(sp, si, post).forward_peak
                       + no_grad_with_copy(ref, post.rows * post.length * v) - si.logits.forward_peak)
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
+    if post.online and post.logits_path in KEPT_OUTPUT and si.arch.causal_lm and sp.loss != "chunked":
+        # OpenRLHF up to v0.5.x: training_step_actor holds the actor's `output` (its logits, 16-bit or the fp32
+        # copy) through backward and the optimizer step (post/logprobs.py; the loss-backward moment has it in
+        # logits_backward)
+        c = logits_bytes(si) if post.logits_path == "16bit" else 4
+        kept = c * post.rows * post.logit_positions * arch.vocab_size
+        out.append(gpu("actor_output_logits", "logits", kept, (BWD - {LOSS_BWD}) | STEP))
     if post.method == "rm" and si.arch.causal_lm:
         # LLaMA-Factory's ValueHead: nn.Dropout(0.1) on the last hidden state, its mask and output saved for
         # backward (the summary Linear's input), beside the hidden state lm_head saves anyway
