@@ -948,3 +948,18 @@ def test_openrlhf_ppo_actor_keeps_its_output_by_hand(version, saved, bwd):
         assert t["actor_output_logits"].nbytes == kept == (2 * N if version == "0.5.0" else 4 * N)
         assert {"recompute_top", "step"} <= set(t["actor_output_logits"].phases)
         assert "fwd" not in t["actor_output_logits"].phases and "loss_bwd" not in t["actor_output_logits"].phases
+
+
+def test_llamafactory_ppo_critic_is_the_policys_value_head():
+    """LLaMA-Factory's PPO trains TRL's AutoModelForCausalLMWithValueHead (train/ppo/trainer.py:
+    `logits, _, values = model(...)`): no critic model; LoRA's default reward_model_type lora is an adapter on the
+    same base, a full fine-tune's reward a model of its own (the policy's shape, a replica at ZeRO-2)."""
+    pt = {"method": "ppo", "trainer": "llamafactory", "prompt_len": 512, "completion_len": 512}
+    lora = _terms(plan(pt, method="lora"))
+    full = _terms(plan(pt))
+    assert not any(k.startswith("critic") for k in lora) and not any(k.startswith("critic") for k in full)
+    assert "reward_model_weights" not in lora
+    # the reward model: LLaMA-Factory's value-head model of Llama 3.2 1B (tied lm_head), plus v_head (h + 1), bf16
+    assert full["reward_model_weights"].nbytes == 2 * (P1B + 2048 + 1)
+    trl = _terms(plan({**pt, "trainer": "trl"}))
+    assert "critic_state" in trl

@@ -223,6 +223,13 @@ def resolve(plan: Plan) -> Post | None:
         own = RoleModel(placement="own-gpus" if pt.trainer == "openrlhf" else "same-gpus")
         critic = pt.value_model or own
         reward = pt.reward_model or own
+        if pt.trainer == "llamafactory":
+            # LLaMA-Factory (train/ppo/workflow.py, trainer.py at ff6d4d1): the policy is TRL's
+            # AutoModelForCausalLMWithValueHead, whose value head is the critic (`logits, _, values = model(...)`
+            # in batched_forward_pass): no critic model; reward_model_type lora (the default, LoRA only) loads the
+            # reward as an adapter on the same base (create_reward_model), full a model of its own
+            critic = pt.value_model
+            reward = pt.reward_model or (own if plan.method == "full" else None)
     elif pt.reward_model is not None:
         reward = pt.reward_model
     version = version_tuple(pt.trainer_version, NEWEST["trl"])

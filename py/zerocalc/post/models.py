@@ -76,10 +76,14 @@ def reference_weight_terms(source: str, sharded: bool, nbytes: int, arch: ModelA
                           "cpu" if source == "cpu" else "same-gpus")
 
 
-def reward_weight_terms(role, policy: ModelArch, nbytes: int, sharded: bool, world: int) -> list[Term]:
+def reward_weight_terms(role, policy: ModelArch, nbytes: int, sharded: bool, world: int,
+                        value_head: bool = False) -> list[Term]:
+    """A reward model's weights: the sequence classifier, or (``value_head``: LLaMA-Factory's PPO reward model,
+    `load_model(..., add_valuehead=True)` in train/trainer_utils.py create_reward_model) the causal LM with its
+    value head."""
     if role is None:
         return []
-    a = scalar_head_arch(role_arch(role, policy))
+    a = (value_head_arch if value_head else scalar_head_arch)(role_arch(role, policy))
     layer = max(a.layer_sizes, default=a.largest_tensor)
     return placed_weights("reward_model", a.total_params, nbytes, sharded, world, layer, role.placement)
 

@@ -146,7 +146,8 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
         # backward (the summary Linear's input), beside the hidden state lm_head saves anyway
         t = post.rows * post.length * arch.hidden_size
         out.append(gpu("value_head_dropout", "activations", (1 + logits_bytes(si)) * t, FWD_BWD))
-    out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world)
+    out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world,
+                               value_head=post.trainer == "llamafactory")
     out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
     g = post.gen
     if g is not None and g.engine == "vllm" and g.mode == "colocate":
