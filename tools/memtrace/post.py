@@ -47,8 +47,10 @@ from .optim import label_grads, state_tensors, warm_up
 from .plan import from_dict
 from .run import RunTracker, fake_storage_ids, one_process_padding
 from .trace import snap_dict
+from . import trl0
 from .trl_cuda import cuda_fused_head, module_to_dtype_in_place, stub_triton_for_trl_before_115
 
+trl0.import_shims()                   # TRL 0.x on transformers 5 (tools/memtrace/trl0.py), before TRL is imported
 stub_triton_for_trl_before_115()      # before TRL is imported (see its docstring)
 GRPO_BETA = 0.04     # a reference is used when beta != 0 (TRL's default beta 0.0 loads none, grpo_config.py)
 VOCAB_WORDS = 64     # the tokenizer's own vocabulary (the model's vocab_size is the plan's)
@@ -176,6 +178,7 @@ def _build_trainer(spec, plan, model, ref, tok, tmp, dt):
     from datasets import Dataset  # noqa: PLC0415
     pt = spec["post_training"]
     pc = _peft_config(plan)
+    trl0.model_shim(model)
     if pt["method"] == "dpo":
         from trl import DPOConfig, DPOTrainer  # noqa: PLC0415
         args = _args(DPOConfig, plan, pt, tmp, dt, {"max_length": pt["prompt_len"] + pt["completion_len"],
@@ -186,11 +189,16 @@ def _build_trainer(spec, plan, model, ref, tok, tmp, dt):
     from trl import GRPOConfig, GRPOTrainer  # noqa: PLC0415
     import trl.trainer.grpo_trainer as grpo_mod  # noqa: PLC0415
     G = pt["num_generations"]
+    ds = Dataset.from_dict({"prompt": ["w2 w3"] * 8})
+    kw = {"num_generations": G, "max_completion_length": pt["completion_len"], "use_vllm": False,
+          "beta": 0.0 if pt.get("reference", "auto") in ("auto", "none") else GRPO_BETA}
+    if trl0.is_trl0():
+        return trl0.build_grpo(GRPOTrainer, lambda **k: _args(GRPOConfig, plan, pt, tmp, dt, k), kw, model, ref,
+                               tok, ds, pc)
     args = _args(GRPOConfig, plan, pt, tmp, dt, {
         "num_generations": G, "max_completion_length": pt["completion_len"],
         "beta": 0.0 if pt.get("reference", "auto") in ("auto", "none") else GRPO_BETA,
         "use_vllm": False, "generation_batch_size": plan.micro_batch_size})
-    ds = Dataset.from_dict({"prompt": ["w2 w3"] * 8})
     # GRPOTrainer builds its reference itself: create_model_from_path(model id, dtype=self.model.dtype,
     # attn_implementation=...); nothing is downloaded, so the call returns the reference built here on meta and
     # fakeified (the same class and dtype), and the kwargs TRL asked for are kept for the fixture
@@ -306,17 +314,21 @@ def trace_post(spec: dict) -> dict:
             tr.set_phase("setup")
             resident = tr.snapshot()
             t1 = time.perf_counter()
-            with _score_windows(tr, trainer, mod):
+            old = trl0.is_trl0()
+            with (_score_windows(tr, trainer, mod) if not old else
+                  trl0.dpo_score_window(tr, trainer) if pt["method"] == "dpo" else contextlib.nullcontext()):
                 if pt["method"] == "dpo":
-                    batch = dpo_batch(rows, s)
+                    batch = trl0.dpo_batch(b, P, C) if old else dpo_batch(rows, s)
                 else:
                     batch = grpo_batch(b, P, C)
                     tr.enter("score")
                     tr.set_phase("forward")
-                    with torch.no_grad():
+                    with torch.no_grad(), (tr.window("score") if old else contextlib.nullcontext()):
                         ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
                         am = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-                        if trainer.ref_model is not None:
+                        if old:
+                            rl = trl0.grpo_score(trainer, ids, am, C)
+                        elif trainer.ref_model is not None:
                             rl, _, _ = trainer._get_per_token_logps_and_entropies(
                                 trainer.ref_model, ids, am, C, batch_size=trainer.args.per_device_train_batch_size)
                         else:
