@@ -714,6 +714,26 @@ def test_trl_grpo_reference_by_version():
         assert resolve(p).reference == ref and "reference_weights" not in _terms(p)
 
 
+@pytest.mark.parametrize("method, version, copies", [
+    ("grpo", "0.15", False), ("grpo", "0.16", True), ("grpo", "0.17", True), ("grpo", "0.29", True),
+    ("grpo", "1.0", False), ("rloo", "0.21", False), ("rloo", "0.22", True), ("rloo", "1.0", False),
+])
+def test_trl_grpo_temperature_copy_by_version(method, version, copies):
+    # TRL GRPO v0.16.0-v0.29.x (GRPO-style RLOO v0.22.0-v0.29.x): `logits = logits / self.temperature` out of
+    # place, beside accelerate's fp32 copy of the logits (DDP bf16: native_amp). micro 2 completions of the
+    # 256-token default (0.x) + 512 prompt: n = 2·257·V (logits_to_keep + 1), n' = 2·256·V. The fp32 copy and
+    # its quotient: 4n + 4n' = 8·513·V, above the copy's own moment (bf16 + fp32 logits, 6n = 12·257·V); the
+    # no-grad score pass meets the same moment. v1.0.0 divides in place (#5254): only the copy's moment.
+    from zerocalc.post.defaults import resolve
+    p = plan({"method": method, "num_generations": 2, "trainer_version": version}, framework="ddp", zero_stage=0)
+    assert resolve(p).temperature_copy is copies
+    fwd = _terms(p)["logits_forward"].nbytes
+    assert fwd == (4 * 2 * 257 * V + 4 * 2 * 256 * V if copies else 6 * 2 * 257 * V)
+    # the score's logits figure adds the last hidden state, bf16 2 rows x 768 tokens x 2048
+    score = estimate(p).to_dict()["run"]["phases"]["score"]["components"]["logits"]
+    assert score == fwd + 2 * 2 * 768 * 2048
+
+
 @pytest.mark.parametrize("method, version, completion", [
     ("grpo", "0.17", 256), ("grpo", "1.9.1", 256), ("grpo", "1.10", 512), ("grpo", None, 512),
     ("rloo", "1.0", 256), ("rloo", "1.16", 512),

@@ -74,6 +74,8 @@ GROUPED_COMPLETION_512_SINCE = (1, 10, 0)            # TRL GRPO/RLOO max_complet
 GRPO_BETA_ZERO_SINCE = (0, 19, 0)                    # TRL GRPOConfig.beta: 0.04 up to 0.18.x, 0.0 from 0.19.0
 FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
 LOSS_KERNEL_SINCE = (1, 11, 0)                       # TRL: the Triton log-prob kernel (seen in 1.14.2, not 1.10)
+TEMPERATURE_COPY = {"grpo": (0, 16, 0), "rloo": (0, 22, 0)}   # TRL: `logits = logits / self.temperature` from ...
+TEMPERATURE_IN_PLACE_SINCE = (1, 0, 0)               # ... up to 0.29.x; `logits.div_(self.temperature)` from 1.0.0
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ class Post:
     reward: object               # RoleModel or None
     no_dropout: bool = False     # the trainer sets every dropout to p = 0 (disable_dropout)
     rpo_nll: bool = False        # TRL <= 0.28 DPO's rpo_alpha: a cross-entropy over the chosen rows' logits
+    temperature_copy: bool = False   # TRL 0.16-0.29 GRPO (0.22-0.29 RLOO): logits / temperature out of place
 
     @property
     def online(self) -> bool:
@@ -221,7 +224,17 @@ def resolve(plan: Plan) -> Post | None:
                 reference=ref, ref_sharded=ref == "model" and shards, shards_models=shards,
                 ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
-                critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt))
+                critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt),
+                temperature_copy=temperature_copy(pt))
+
+
+def temperature_copy(pt: PostTraining) -> bool:
+    """TRL's `_get_per_token_logps` dividing the logits by the temperature out of place (post/logprobs.py):
+    GRPO v0.16.0-v0.29.x, the GRPO-style RLOO v0.22.0-v0.29.x (grpo_trainer.py / rloo_trainer.py at those tags);
+    in place from v1.0.0 (#5254)."""
+    if pt.trainer != "trl" or pt.method not in TEMPERATURE_COPY:
+        return False
+    return TEMPERATURE_COPY[pt.method] <= version_tuple(pt.trainer_version, NEWEST["trl"]) < TEMPERATURE_IN_PLACE_SINCE
 
 
 def rpo_cross_entropy(pt: PostTraining) -> bool:

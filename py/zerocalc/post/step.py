@@ -27,7 +27,8 @@ from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy, with_copy
 from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes
 from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
-                       policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes, upcast_buffers)
+                       policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes, temperature_copy_bytes,
+                       upcast_buffers)
 from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch
 
 
@@ -85,8 +86,13 @@ def update_inputs(sp: Plan, si: StepInputs, post: Post | None) -> StepInputs:
     if not si.arch.causal_lm:
         return si
     lg = policy_buffers(sp, si, post)
-    if casts_outputs(post, si, sp.loss == "chunked"):
+    cast = casts_outputs(post, si, sp.loss == "chunked")
+    if cast:
         lg = with_copy(lg, post.rows * post.logit_positions * si.arch.vocab_size)
+    if post.temperature_copy and sp.loss != "chunked":     # TRL 0.16-0.29 GRPO: logits / temperature (logprobs.py)
+        c = 4 if cast else logits_bytes(si)
+        lg = replace(lg, forward_peak=max(lg.forward_peak, temperature_copy_bytes(
+            post.rows, post.logit_positions, si.arch.vocab_size, c)))
     return replace(si, logits=lg)
 
 
