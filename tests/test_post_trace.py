@@ -80,7 +80,7 @@ def test_full_dpo_resident_is_fp32_policy_fp32_reference_and_adamw(ver):
 
 
 @pytest.mark.parametrize("rid", ["dpo-l1b-lora-s512", "grpo-l1b-lora-g4-s512"])
-@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017"])
+@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017", "trl018"])
 def test_lora_reference_costs_no_weights(rid, ver):
     """With PEFT the reference is the base with the adapter disabled (`use_adapter(model, None)`): no second
     copy. Resident: the bf16 base 2P, the fp32 adapters 4·N, their AdamW moments 8·N."""
@@ -95,7 +95,7 @@ def test_lora_reference_costs_no_weights(rid, ver):
         assert ph["components"]["reference_weights"] == 0
 
 
-@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017"])
+@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017", "trl018"])
 def test_grpo_full_reference_is_a_replica_in_the_policy_dtype(ver):
     """GRPOTrainer builds the reference itself (create_model_from_path with dtype = self.model.dtype): an fp32
     replica beside the fp32 policy."""
@@ -189,6 +189,23 @@ def test_trl_017_grpo_divides_the_logits_by_the_temperature_out_of_place():
             _logits(step), kind
 
 
+def test_trl_018_grpo_scores_the_reference_inside_the_step():
+    """TRL 0.18 GRPO: `_compute_loss` runs the policy's `_get_per_token_logps` (its quotient, 788,004,864 B, saved
+    by the per-row logsumexp; its fp32 copy died), then the reference's under no_grad: at the reference's
+    division the step holds every saved activation, the policy's quotient, the reference's fp32 copy of
+    (4, 385, V), 790,056,960 B, and its own quotient: 2,366,066,688 B of logits-sized tensors, the step's peak."""
+    B, C = 4, 384
+    copy, quotient = B * (C + 1) * V * 4, B * C * V * 4
+    for kind in ("full", "lora"):
+        fx = _fx(f"grpo-l1b-{kind}-g4-s512-trl018")
+        sc, step = fx["phases"]["score"], fx["phases"]["step"]
+        assert sc["components"]["logits"] == copy + 2 * quotient == 2_366_066_688, kind
+        assert sc["components"]["activations"] > 4 * 2**30, kind
+        assert sc["peak_bytes"] == step["peak_bytes"], kind
+        old = _fx(f"grpo-l1b-{kind}-g4-s512-trl017")
+        assert sc["peak_bytes"] - old["phases"]["score"]["peak_bytes"] > 4 * 2**30, kind
+
+
 def test_trl_017_dpo_keeps_the_fp32_copy_of_the_whole_rows():
     """TRL 0.17 DPO `concatenated_forward`: `selective_log_softmax(logits, labels)` over the whole rows (labels
     rolled, no slice): the fp32 copy of the (2, 512, V) logits, 525,336,576 B, is what the per-row logsumexp
@@ -210,12 +227,13 @@ def test_trl_017_dpo_keeps_the_fp32_copy_of_the_whole_rows():
 
 def test_dpo_score_runs_inside_the_step_and_grpo_score_before_it():
     """DPO's reference forward runs inside `_compute_loss`, over the policy forward's saved activations: its
-    window starts above the resident bytes. GRPO scores before the update (`_generate_and_score_completions`):
-    its window starts at the resident bytes (+ the batch's ids)."""
+    window starts above the resident bytes; so does TRL 0.18 GRPO's (`_compute_loss`, after the policy's
+    `_get_per_token_logps`). GRPO otherwise scores before the update (`_generate_and_score_completions`): its
+    window starts at the resident bytes (+ the batch's ids)."""
     for path in TRACES:
         fx = _load(path)
         sc = fx["phases"]["score"]
-        if fx["plan"]["post_training"]["method"] == "dpo":
+        if fx["plan"]["post_training"]["method"] == "dpo" or fx["versions"]["trl"].startswith("0.18."):
             assert sc["start_bytes"] > fx["resident_bytes"] + 10 * 2**20, fx["id"]
             assert sc["peak_bytes"] <= fx["phases"]["step"]["peak_bytes"], fx["id"]
         else:

@@ -734,6 +734,25 @@ def test_trl_grpo_temperature_copy_by_version(method, version, copies):
     assert score == fwd + 2 * 2 * 768 * 2048
 
 
+def test_trl_018_grpo_reference_inside_the_step_by_hand():
+    # TRL 0.18.x GRPO scores the reference in `_compute_loss` after the policy's forward (grpo_trainer.py v0.18.0
+    # 1332-1345): its no-grad logits meet the end of the policy's forward, as DPO's do. DDP bf16 (native_amp's
+    # fp32 copies), micro 2 completions of 256 (+ 512 prompt), n = 2·257·V, n' = 2·256·V. The reference's moment:
+    # its fp32 copy and quotient, 4n + 4n' (temperature division), beside the policy's 4n (its fp32 branch keeps
+    # the logits), less the step's logits_forward 4n + 4n' already counted at that moment: 4n = 4·2·257·V. No
+    # pre-step score pass (one iteration, no old log-probs): the score phase is the step's end of forward.
+    grpo = {"method": "grpo", "num_generations": 2}
+    p = plan({**grpo, "trainer_version": "0.18"}, framework="ddp", zero_stage=0)
+    t = _terms(p)
+    assert t["reference_logits"].nbytes == 4 * 2 * 257 * V
+    assert t["logits_forward"].nbytes == 4 * 2 * 257 * V + 4 * 2 * 256 * V
+    assert "inside the step" in estimate(p).to_dict()["run"]["phases"]["score"]["note"]
+    for v in ("0.17", "0.19"):      # scored before the step (0.19: beta 0.0 by default, so give a reference)
+        q = plan({**grpo, "trainer_version": v, "reference": "model"}, framework="ddp", zero_stage=0)
+        assert "reference_logits" not in _terms(q)
+        assert "inside the step" not in estimate(q).to_dict()["run"]["phases"]["score"]["note"]
+
+
 @pytest.mark.parametrize("method, version, completion", [
     ("grpo", "0.17", 256), ("grpo", "1.9.1", 256), ("grpo", "1.10", 512), ("grpo", None, 512),
     ("rloo", "1.0", 256), ("rloo", "1.16", 512),

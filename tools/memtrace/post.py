@@ -315,31 +315,15 @@ def trace_post(spec: dict) -> dict:
             resident = tr.snapshot()
             t1 = time.perf_counter()
             old = trl0.is_trl0()
-            with (_score_windows(tr, trainer, mod) if not old else
-                  trl0.dpo_score_window(tr, trainer) if pt["method"] == "dpo" else contextlib.nullcontext()):
+            with _score_windows(tr, trainer, mod) if not old else trl0.score_window(tr, trainer, pt["method"]):
                 if pt["method"] == "dpo":
                     batch = trl0.dpo_batch(b, P, C) if old else dpo_batch(rows, s)
                 else:
                     batch = grpo_batch(b, P, C)
-                    tr.enter("score")
-                    tr.set_phase("forward")
-                    with torch.no_grad(), (tr.window("score") if old else contextlib.nullcontext()):
-                        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
-                        am = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-                        if old:
-                            rl = trl0.grpo_score(trainer, ids, am, C)
-                        elif trainer.ref_model is not None:
-                            rl, _, _ = trainer._get_per_token_logps_and_entropies(
-                                trainer.ref_model, ids, am, C, batch_size=trainer.args.per_device_train_batch_size)
-                        else:
-                            unwrapped = trainer.accelerator.unwrap_model(trainer.model)
-                            with mod.use_adapter(unwrapped, None):
-                                rl, _, _ = trainer._get_per_token_logps_and_entropies(
-                                    trainer.model, ids, am, C, batch_size=trainer.args.per_device_train_batch_size)
-                    del ids, am
-                    batch["ref_per_token_logps"] = rl
-                    del rl
-                    tr.leave("score")
+                    if old:     # 0.18+: `_generate_and_score_completions` returns it (None with one iteration)
+                        batch["old_per_token_logps"] = None
+                    if not (old and trl0.grpo_ref_in_step()):      # TRL 0.18 scores inside _compute_loss
+                        batch["ref_per_token_logps"] = _grpo_score(tr, trainer, batch, C, mod, old)
                     trainer._prepare_inputs = lambda inputs: inputs
                 tr.enter("step")
                 tr.begin_step()
@@ -352,6 +336,28 @@ def trace_post(spec: dict) -> dict:
     rep = _report(spec, tr, alloc, cfg, params, resident, {"build": round(t1 - t0, 2), "run": round(t2 - t1, 2)})
     rep["ref_model_kwargs"] = getattr(trainer, "_traced_ref_kwargs", None)
     return rep
+
+
+def _grpo_score(tr, trainer, batch, C, mod, old):
+    """The reference pass of `_generate_and_score_completions` as the run phase `score`, under no_grad."""
+    tr.enter("score")
+    tr.set_phase("forward")
+    with torch.no_grad():
+        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        am = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        if old:
+            rl = trl0.grpo_score(tr, trainer, ids, am, C)
+        elif trainer.ref_model is not None:
+            rl, _, _ = trainer._get_per_token_logps_and_entropies(
+                trainer.ref_model, ids, am, C, batch_size=trainer.args.per_device_train_batch_size)
+        else:
+            unwrapped = trainer.accelerator.unwrap_model(trainer.model)
+            with mod.use_adapter(unwrapped, None):
+                rl, _, _ = trainer._get_per_token_logps_and_entropies(
+                    trainer.model, ids, am, C, batch_size=trainer.args.per_device_train_batch_size)
+    del ids, am
+    tr.leave("score")
+    return rl
 
 
 def _traced_step(trainer, opt, batch, tr, method):
@@ -398,8 +404,8 @@ def _report(spec, tr, alloc, cfg, params, resident, seconds) -> dict:
     aph = alloc["phases"]
     step_alloc = dict(aph.get("step", {}))
     sc = aph.get("score", {})
-    if spec["plan"]["post_training"]["method"] == "dpo":
-        # DPO's score window is nested in the step: the step's replay peaks are the larger of the two
+    if spec["plan"]["post_training"]["method"] == "dpo" or trl0.grpo_ref_in_step():
+        # DPO's (and TRL 0.18 GRPO's) score window is nested in the step: the step's replay peaks are the larger of the two
         step_alloc = {k: max(step_alloc.get(k) or 0, sc.get(k) or 0) for k in ("peak_allocated", "peak_reserved")} \
             | {"end_reserved": step_alloc.get("end_reserved")}
     phases = {"step": _window(tr, "step", step_alloc), "score": _window(tr, "score", sc)}

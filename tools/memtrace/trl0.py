@@ -67,28 +67,80 @@ def is_trl0() -> bool:
 
 
 def build_grpo(grpo_cls, cfg_cls, args_kw, model, ref, tok, ds, pc):
-    """GRPOTrainer 0.x: its reference is `create_reference_model(model)`; the one built on meta and fakeified
-    by the tracer (the same class and dtype as the policy) is returned instead of a deepcopy of fake tensors."""
+    """GRPOTrainer 0.x: its reference is `create_reference_model(model)` (a deepcopy of the policy: 0.17, 0.18)
+    or `AutoModelForCausalLM.from_pretrained(model_id, **model_init_kwargs)` (0.19: `model_init_kwargs` is {}
+    for a model passed built, so transformers 4's default fp32); the one built on meta and fakeified by the
+    tracer (the policy's class and dtype) is returned instead."""
+    import types  # noqa: PLC0415
     import trl.trainer.grpo_trainer as grpo_mod  # noqa: PLC0415
-    args_kw.pop("generation_batch_size", None)     # not a 0.17 GRPOConfig field
-    made = grpo_mod.create_reference_model
-    grpo_mod.create_reference_model = lambda m, *a, **k: ref
+    args_kw.pop("generation_batch_size", None)     # not a 0.17 GRPOConfig field (0.18+: None = B x steps)
+    asked = {}
+
+    def from_pretrained(path, **kw):
+        asked.update({"from_pretrained": str(path), **{k: str(v) for k, v in kw.items()}})
+        return ref
+
+    def create_reference_model(m, *a, **k):
+        asked["create_reference_model"] = "deepcopy of the policy"
+        return ref
+    saved = grpo_mod.create_reference_model, grpo_mod.AutoModelForCausalLM
+    grpo_mod.create_reference_model = create_reference_model
+    grpo_mod.AutoModelForCausalLM = types.SimpleNamespace(from_pretrained=from_pretrained)
     try:
         tr = grpo_cls(model=model, reward_funcs=[lambda completions, **k: [0.0] * len(completions)],
                       args=cfg_cls(**args_kw), train_dataset=ds, processing_class=tok, peft_config=pc)
     finally:
-        grpo_mod.create_reference_model = made
-    tr._traced_ref_kwargs = {"create_reference_model": "deepcopy of the policy"}
+        grpo_mod.create_reference_model, grpo_mod.AutoModelForCausalLM = saved
+    tr._traced_ref_kwargs = asked
     return tr
 
 
-def grpo_score(trainer, ids, am, C):
-    """The reference pass of `_generate_and_score_completions` (0.17.0), under no_grad."""
-    bs = trainer.args.per_device_train_batch_size
-    if trainer.ref_model is not None:
-        return trainer._get_per_token_logps(trainer.ref_model, ids, am, C, bs)
-    with trainer.accelerator.unwrap_model(trainer.model).disable_adapter():
-        return trainer._get_per_token_logps(trainer.model, ids, am, C, bs)
+def version() -> tuple[int, int]:
+    import trl  # noqa: PLC0415
+    return tuple(int(x) for x in trl.__version__.split(".")[:2])
+
+
+def grpo_ref_in_step() -> bool:
+    """TRL 0.18.x GRPO computes the reference log-probabilities in `_compute_loss`, after the policy's
+    `_get_per_token_logps` and under no_grad (grpo_trainer.py v0.18.0 lines 1332-1345, the same at v0.18.2), not
+    in `_generate_and_score_completions` as 0.17 and 0.19 do."""
+    return is_trl0() and version() == (0, 18)
+
+
+def grpo_score(tr, trainer, ids, am, C):
+    """The reference pass of `_generate_and_score_completions`, under no_grad, as the `score` window: 0.17 in
+    chunks of per_device_train_batch_size, 0.19 over the whole generation batch at once (no batch_size)."""
+    bs = trainer.args.per_device_train_batch_size if version() < (0, 18) else None
+    with tr.window("score"):
+        if trainer.ref_model is not None:
+            return trainer._get_per_token_logps(trainer.ref_model, ids, am, C, bs)
+        with trainer.accelerator.unwrap_model(trainer.model).disable_adapter():
+            return trainer._get_per_token_logps(trainer.model, ids, am, C, bs)
+
+
+@contextlib.contextmanager
+def score_window(tr, trainer, method):
+    """The `score` window nested in the step: DPO's `compute_ref_log_probs`, TRL 0.18 GRPO's no-grad
+    `_get_per_token_logps` in `_compute_loss`; else nothing (0.17 / 0.19 GRPO score before the step)."""
+    if method == "dpo":
+        with dpo_score_window(tr, trainer):
+            yield
+        return
+    if not grpo_ref_in_step():
+        yield
+        return
+    gpl = trainer._get_per_token_logps
+
+    def get_per_token_logps(*a, **k):
+        if torch.is_grad_enabled():
+            return gpl(*a, **k)
+        with tr.window("score", replay_phase=tr.run_phase == "step"):
+            return gpl(*a, **k)
+    trainer._get_per_token_logps = get_per_token_logps
+    try:
+        yield
+    finally:
+        del trainer._get_per_token_logps
 
 
 def dpo_batch(b: int, p: int, c: int) -> dict:

@@ -75,6 +75,7 @@ GRPO_BETA_ZERO_SINCE = (0, 19, 0)                    # TRL GRPOConfig.beta: 0.04
 FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
 LOSS_KERNEL_SINCE = (1, 11, 0)                       # TRL: the Triton log-prob kernel (seen in 1.14.2, not 1.10)
 TEMPERATURE_COPY = {"grpo": (0, 16, 0), "rloo": (0, 22, 0)}   # TRL: `logits = logits / self.temperature` from ...
+GRPO_REF_IN_LOSS = ((0, 18, 0), (0, 19, 0))          # TRL GRPO: the reference scored inside _compute_loss
 TEMPERATURE_IN_PLACE_SINCE = (1, 0, 0)               # ... up to 0.29.x; `logits.div_(self.temperature)` from 1.0.0
 
 
@@ -115,6 +116,7 @@ class Post:
     no_dropout: bool = False     # the trainer sets every dropout to p = 0 (disable_dropout)
     rpo_nll: bool = False        # TRL <= 0.28 DPO's rpo_alpha: a cross-entropy over the chosen rows' logits
     temperature_copy: bool = False   # TRL 0.16-0.29 GRPO (0.22-0.29 RLOO): logits / temperature out of place
+    ref_in_step: bool = False        # TRL 0.18 GRPO: the reference's no-grad pass inside the update step
 
     @property
     def online(self) -> bool:
@@ -225,7 +227,16 @@ def resolve(plan: Plan) -> Post | None:
                 ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
                 critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt),
-                temperature_copy=temperature_copy(pt))
+                temperature_copy=temperature_copy(pt),
+                ref_in_step=ref in ("model", "adapter") and reference_in_loss(pt))
+
+
+def reference_in_loss(pt: PostTraining) -> bool:
+    """TRL 0.18.x GRPO scores the reference in `_compute_loss`, after the policy's `_get_per_token_logps` and
+    under no_grad, on the update's micro-batch (grpo_trainer.py v0.18.0 lines 1332-1345, v0.18.2 1340-1353), like
+    DPO's reference (post/step.py); 0.17 and 0.19 score it in `_generate_and_score_completions`, before the step."""
+    lo, hi = GRPO_REF_IN_LOSS
+    return pt.trainer == "trl" and pt.method == "grpo" and lo <= version_tuple(pt.trainer_version, NEWEST["trl"]) < hi
 
 
 def temperature_copy(pt: PostTraining) -> bool:

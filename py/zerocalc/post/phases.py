@@ -105,6 +105,9 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     arch = v.plan.arch
     if not post.online and post.reference != "precomputed":
         return None
+    if post.ref_in_step and post.reward is None and post.gen_rows <= v.plan.micro_batch_size * \
+            v.plan.gradient_accumulation_steps:
+        return None     # TRL 0.18 GRPO: the reference inside the step, no old log-probs at one iteration
     trl_ppo = post.method == "ppo" and post.trainer in ("trl", "ms-swift")
     # TRL PPO scores the rollout in chunks of local_rollout_forward_batch_size, beside the generation's fp32 scores
     rows = min(post.gen_rows, ROLLOUT_FORWARD_BATCH) if trl_ppo else post.rows
@@ -140,7 +143,7 @@ def in_step_score_phase(post: Post, step_terms) -> Phase | None:
     """The offline methods' reference forward, inside the update step: TRL's and LLaMA-Factory's `compute_loss`
     run it under no_grad after the policy's forward, before backward (post/step.py), so its window is the step's
     end-of-forward moment (``fwd``: the policy's saved activations and logits plus `reference_logits`)."""
-    if post.online or post.reference not in ("model", "adapter", "cpu"):
+    if (post.online and not post.ref_in_step) or post.reference not in ("model", "adapter", "cpu"):
         return None
     comps: dict = {}
     transient = 0

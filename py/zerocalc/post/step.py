@@ -9,6 +9,10 @@ besides the policy (the reference, a reward model, PPO's critic, a colocated vLL
   `compute_reference_log_probs` after `concatenated_forward` too. So its logits meet the policy's saved
   activations and logits at the end of forward (`reference_logits`, phase ``fwd``). Online methods score in
   a phase of their own (post/phases.py).
+- TRL 0.18.x GRPO (post/defaults.py `reference_in_loss`) scores its reference the same way, inside
+  `_compute_loss` after the policy's `_get_per_token_logps`, on the completion's positions: the same term.
+  Traced: golden/post/grpo-l1b-*-trl018.json (the reference's fp32 copy and quotient beside the policy's
+  saved quotient and activations at the step's peak).
 - TRL's fp32 default (post/defaults.py `load_bytes`) reaches the step where nothing casts the model: a LoRA base
   without DeepSpeed stays fp32 (and so does the residual stream it computes, as with
   `prepare_model_for_kbit_training`), as does a DDP reference.
@@ -102,27 +106,30 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
         return []
     arch, world = plan.arch, plan.world_size
     out = reference_weight_terms(post.reference, post.ref_sharded, post.ref_bytes, arch, world)
-    if not post.online and post.reference in ("model", "adapter", "cpu") and si.arch.causal_lm:
+    if (not post.online or post.ref_in_step) and post.reference in ("model", "adapter", "cpu") and si.arch.causal_lm:
         v, h, c = arch.vocab_size, arch.hidden_size, logits_bytes(si)
+        length = post.logit_positions if post.online else post.length    # TRL 0.18 GRPO: logits_to_keep + 1
         cast = casts_outputs(post, si, sp.loss == "chunked")
         if cast:
             c = 4                 # the reference is prepared too: its logits come back as an fp32 copy
         if post.fused_head and post.torch_kernels:
-            ref = fused_head_torch(post.rows * (post.length - 1), v, h, c, False).forward_peak
+            ref = fused_head_torch(post.rows * (length - 1), v, h, c, False).forward_peak
         elif post.fused_head:
             ref = fused_head_no_grad(post.rows * post.labelled, v, h, c)
         elif post.loss_kernel and sp.loss != "chunked" and post.torch_kernels:
-            ref = upcast_buffers(post.rows, post.length, v, c).forward_peak
+            ref = upcast_buffers(post.rows, length, v, c).forward_peak
         elif post.loss_kernel and sp.loss != "chunked":
-            ref = kernel_buffers(post.rows, post.length, v, c).forward_peak
+            ref = kernel_buffers(post.rows, length, v, c).forward_peak
         else:
-            ref = reference_forward_bytes(post.trainer, post.rows, post.length, v, c, fused=sp.loss == "chunked")
+            ref = reference_forward_bytes(post.trainer, post.rows, length, v, c, fused=sp.loss == "chunked")
             if post.rpo_nll and sp.loss != "chunked":
-                ref = reference_chosen_nll(ref, post.rows // 2, post.length, v, c)
+                ref = reference_chosen_nll(ref, post.rows // 2, length, v, c)
+        if post.temperature_copy and sp.loss != "chunked":    # its own logits / temperature (logprobs.py)
+            ref = max(ref, temperature_copy_bytes(post.rows, length, v, c))
         if cast:
             # the policy's L16 died at its copy: the reference meets what the policy's forward ends with
             ref = max(0, policy_buffers(sp, si, post).forward_peak
-                      + no_grad_with_copy(ref, post.rows * post.length * v) - si.logits.forward_peak)
+                      + no_grad_with_copy(ref, post.rows * length * v) - si.logits.forward_peak)
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
     out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world)
     out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
