@@ -67,7 +67,7 @@ def test_fixtures_exist_with_versions_and_command():
             assert ph["peak_bytes"] >= fx["resident_bytes"]
 
 
-@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017"])
+@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017", "trl018", "trl019"])
 def test_full_dpo_resident_is_fp32_policy_fp32_reference_and_adamw(ver):
     """TRL builds models in fp32 unless model_init_kwargs says otherwise, and the reference with the policy's
     kwargs: 4P + 4P of weights (+ the 256 B rotary buffer each), and fused AdamW's two fp32 moments 8P (+ a 4 B
@@ -80,7 +80,7 @@ def test_full_dpo_resident_is_fp32_policy_fp32_reference_and_adamw(ver):
 
 
 @pytest.mark.parametrize("rid", ["dpo-l1b-lora-s512", "grpo-l1b-lora-g4-s512"])
-@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017", "trl018"])
+@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017", "trl018", "trl019"])
 def test_lora_reference_costs_no_weights(rid, ver):
     """With PEFT the reference is the base with the adapter disabled (`use_adapter(model, None)`): no second
     copy. Resident: the bf16 base 2P, the fp32 adapters 4·N, their AdamW moments 8·N."""
@@ -95,7 +95,7 @@ def test_lora_reference_costs_no_weights(rid, ver):
         assert ph["components"]["reference_weights"] == 0
 
 
-@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017", "trl018"])
+@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017", "trl018", "trl019"])
 def test_grpo_full_reference_is_a_replica_in_the_policy_dtype(ver):
     """GRPOTrainer builds the reference itself (create_model_from_path with dtype = self.model.dtype): an fp32
     replica beside the fp32 policy."""
@@ -223,6 +223,20 @@ def test_trl_017_dpo_keeps_the_fp32_copy_of_the_whole_rows():
         assert not any(op in ("scatter_add", "new_zeros") for op, *_ in step["logits_at_peak"]), kind
     lora = _fx("dpo-l1b-lora-s512-trl017")["phases"]["score"]
     assert lora["components"]["logits"] == 2 * 4 * n + 4 * n // 2
+
+
+def test_trl_019_dpo_reference_returns_every_hidden_state():
+    """TRL 0.19 DPO `concatenated_forward` sets output_hidden_states=True: the reference's no-grad forward keeps
+    the embedding output and the 16 layers' outputs, 17 x (2, 512, 2048), to its logits moment. LoRA (bf16 base):
+    bf16 and accelerate's fp32 copy of each, 17·2·512·2048·6 = 213,909,504 B more activations than 0.18 at the
+    score's peak; full fine-tuning (fp32 residual stream, no copies): 16 of 17·2·512·2048·4 (the last is the
+    lm_head's input, alive anyway), 134,217,728 B. Same logits, same step peak (backward)."""
+    for kind, extra in (("lora", 17 * 2 * 512 * 2048 * 6), ("full", 16 * 2 * 512 * 2048 * 4)):
+        new, old = (_fx(f"dpo-l1b-{kind}-s512-{v}")["phases"] for v in ("trl019", "trl018"))
+        grown = new["score"]["components"]["activations"] - old["score"]["components"]["activations"]
+        assert grown == pytest.approx(extra, abs=2**16), kind      # a few small tensors besides
+        assert new["score"]["components"]["logits"] == old["score"]["components"]["logits"], kind
+        assert new["step"]["peak_bytes"] == old["step"]["peak_bytes"], kind
 
 
 def test_dpo_score_runs_inside_the_step_and_grpo_score_before_it():

@@ -753,6 +753,23 @@ def test_trl_018_grpo_reference_inside_the_step_by_hand():
         assert "inside the step" not in estimate(q).to_dict()["run"]["phases"]["score"]["note"]
 
 
+def test_trl_dpo_019_to_028_reference_keeps_its_hidden_states_by_hand():
+    # TRL DPO 0.19.0-0.28.x: concatenated_forward asks for output_hidden_states=True (dpo_trainer.py v0.19.0 line
+    # 1482): the reference's no-grad forward returns the embedding output and 16 layer outputs, 17 x (R, T, h).
+    # DDP LoRA (bf16 base loaded as bf16, native_amp): bf16 residual stream and accelerate's fp32 copy of each:
+    # 17·4·1024·2048·(2 + 4) B more in the reference's logits term (micro 2 pairs -> R = 4 rows of T = 1024);
+    # full fine-tuning (TRL's fp32 default, the reference fp32): 17·4·1024·2048·4, no copies.
+    pt = {"method": "dpo", "prompt_len": 512, "completion_len": 512}
+    for method, extra in (("lora", 17 * 4 * 1024 * 2048 * 6), ("full", 17 * 4 * 1024 * 2048 * 4)):
+        kw = {"framework": "ddp", "zero_stage": 0, "method": method}
+        if method == "lora":
+            kw["run"] = {"load": {"dtype": "bf16"}}
+        before = _terms(plan({**pt, "trainer_version": "0.18"}, **kw))["reference_logits"].nbytes
+        for v in ("0.19", "0.28"):
+            assert _terms(plan({**pt, "trainer_version": v}, **kw))["reference_logits"].nbytes == before + extra
+        assert _terms(plan({**pt, "trainer_version": "0.29"}, **kw))["reference_logits"].nbytes == before
+
+
 @pytest.mark.parametrize("method, version, completion", [
     ("grpo", "0.17", 256), ("grpo", "1.9.1", 256), ("grpo", "1.10", 512), ("grpo", None, 512),
     ("rloo", "1.0", 256), ("rloo", "1.16", 512),
@@ -801,6 +818,7 @@ def test_rpo_alpha_trl_028_cross_entropy_by_hand():
     dpo_fwd = 2 * 4 * 1024 * V + 2 * 4 * 1023 * V
     dpo_bwd = 2 * 4 * 1024 * V + 2 * 2 * 4 * 1023 * V
     nll = 2 * 2 * 1023 * V
+    hidden = 17 * 4 * 1024 * 2048 * 2
     without = _terms(plan(base))
     assert without["logits_forward"].nbytes == dpo_fwd
     for alpha in (0.1, 0.0):          # `is not None`: 0.0 still runs the cross-entropy
@@ -808,9 +826,10 @@ def test_rpo_alpha_trl_028_cross_entropy_by_hand():
         assert t["logits_forward"].nbytes == dpo_fwd + nll
         assert t["logits_backward"].nbytes == dpo_bwd + nll
         # the reference (adapter off: LoRA; here a full model) runs it too under no_grad: its logits 2·4·1024·V,
-        # the flattened chosen slice and its log_softmax, 2 x 2·2·1023·V (the per-row loop's row has died)
-        assert t["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * nll
-    assert without["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V
+        # the flattened chosen slice and its log_softmax, 2 x 2·2·1023·V (the per-row loop's row has died),
+        # beside the 17 hidden states 0.19-0.28 return (output_hidden_states=True), bf16 under DeepSpeed
+        assert t["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * nll + hidden
+    assert without["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V + hidden
 
 
 def test_rpo_alpha_costs_nothing_in_ms_swift_and_llamafactory():

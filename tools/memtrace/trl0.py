@@ -83,14 +83,17 @@ def build_grpo(grpo_cls, cfg_cls, args_kw, model, ref, tok, ds, pc):
     def create_reference_model(m, *a, **k):
         asked["create_reference_model"] = "deepcopy of the policy"
         return ref
-    saved = grpo_mod.create_reference_model, grpo_mod.AutoModelForCausalLM
+    saved = {k: getattr(grpo_mod, k) for k in ("create_reference_model", "AutoModelForCausalLM") if hasattr(grpo_mod, k)}
     grpo_mod.create_reference_model = create_reference_model
     grpo_mod.AutoModelForCausalLM = types.SimpleNamespace(from_pretrained=from_pretrained)
     try:
         tr = grpo_cls(model=model, reward_funcs=[lambda completions, **k: [0.0] * len(completions)],
                       args=cfg_cls(**args_kw), train_dataset=ds, processing_class=tok, peft_config=pc)
     finally:
-        grpo_mod.create_reference_model, grpo_mod.AutoModelForCausalLM = saved
+        for k, f in saved.items():
+            setattr(grpo_mod, k, f)
+        if "create_reference_model" not in saved:
+            del grpo_mod.create_reference_model
     tr._traced_ref_kwargs = asked
     return tr
 

@@ -76,6 +76,7 @@ FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_
 LOSS_KERNEL_SINCE = (1, 11, 0)                       # TRL: the Triton log-prob kernel (seen in 1.14.2, not 1.10)
 TEMPERATURE_COPY = {"grpo": (0, 16, 0), "rloo": (0, 22, 0)}   # TRL: `logits = logits / self.temperature` from ...
 GRPO_REF_IN_LOSS = ((0, 18, 0), (0, 19, 0))          # TRL GRPO: the reference scored inside _compute_loss
+DPO_HIDDEN_STATES = ((0, 19, 0), (0, 29, 0))         # TRL DPO: output_hidden_states=True in concatenated_forward
 TEMPERATURE_IN_PLACE_SINCE = (1, 0, 0)               # ... up to 0.29.x; `logits.div_(self.temperature)` from 1.0.0
 
 
@@ -117,6 +118,7 @@ class Post:
     rpo_nll: bool = False        # TRL <= 0.28 DPO's rpo_alpha: a cross-entropy over the chosen rows' logits
     temperature_copy: bool = False   # TRL 0.16-0.29 GRPO (0.22-0.29 RLOO): logits / temperature out of place
     ref_in_step: bool = False        # TRL 0.18 GRPO: the reference's no-grad pass inside the update step
+    hidden_states: bool = False      # TRL 0.19-0.28 DPO: every layer's hidden state returned by the forward
 
     @property
     def online(self) -> bool:
@@ -228,7 +230,17 @@ def resolve(plan: Plan) -> Post | None:
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
                 critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt),
                 temperature_copy=temperature_copy(pt),
-                ref_in_step=ref in ("model", "adapter") and reference_in_loss(pt))
+                ref_in_step=ref in ("model", "adapter") and reference_in_loss(pt),
+                hidden_states=returns_hidden_states(pt))
+
+
+def returns_hidden_states(pt: PostTraining) -> bool:
+    """TRL's DPOTrainer 0.19.0-0.28.x sets `model_kwargs["output_hidden_states"] = True` in
+    `concatenated_forward` (dpo_trainer.py v0.19.0 line 1482, v0.28.0 1641; absent at v0.18.2 and v0.29.0), for the
+    policy and the reference alike (post/logprobs.py `hidden_states_bytes`)."""
+    lo, hi = DPO_HIDDEN_STATES
+    return pt.trainer == "trl" and pt.method in ("dpo", "ipo") and \
+        lo <= version_tuple(pt.trainer_version, NEWEST["trl"]) < hi
 
 
 def reference_in_loss(pt: PostTraining) -> bool:

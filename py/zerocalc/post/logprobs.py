@@ -84,6 +84,14 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   v1.0.0 divides in place (`logits.div_(self.temperature)`, #5254, c49f3753e), 1.11+ inside the kernel; v0.15
   and before do not divide. Traced: golden/post/grpo-l1b-*-trl017.json (`div` (4, 384, V) fp32 beside the
   `_to_copy` (4, 385, V) at the score peak).
+- TRL's DPO 0.19.0-0.28.x (post/defaults.py `returns_hidden_states`): `concatenated_forward` asks the model for
+  `output_hidden_states=True` (dpo_trainer.py v0.19.0 line 1482), so the forward returns the embedding output and
+  every layer's output, L + 1 tensors of (R, T, h) in the residual stream's dtype r, and accelerate's
+  `convert_outputs_to_fp32` (post/fp32out.py) copies each 16-bit one to fp32. In the reference's no-grad pass
+  they would have died layer by layer; now all are alive at its logits moment: (L + 1)·R·T·h·(r + 4 if the
+  copy is made, else r). (The policy's are its saved layer inputs already; their fp32 copies die with
+  `outputs` when `concatenated_forward` returns, before the reference runs.) Traced: golden/post/
+  dpo-l1b-lora-s512-trl019.json's score window, 17 x (2, 512, 2048) bf16 and fp32 more than at 0.18.
 A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero.
 """
 from __future__ import annotations
@@ -193,6 +201,11 @@ def temperature_copy_bytes(rows: int, positions: int, vocab: int, c: int) -> int
     """TRL 0.16-0.29 GRPO's out-of-place temperature division (see the module docstring): the logits and their
     shifted quotient, c·n + c·n'."""
     return c * rows * positions * vocab + c * rows * max(positions - 1, 1) * vocab
+
+
+def hidden_states_bytes(layers: int, rows: int, positions: int, hidden: int, residual: int, cast: bool) -> int:
+    """TRL 0.19-0.28 DPO's returned hidden states in a no-grad pass (see the module docstring)."""
+    return (layers + 1) * rows * positions * hidden * (residual + (4 if cast and residual < 4 else 0))
 
 
 def chosen_nll(lg: Logits, pairs: int, positions: int, vocab: int, c: int) -> Logits:

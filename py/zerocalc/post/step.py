@@ -31,8 +31,8 @@ from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy, with_copy
 from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes
 from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
-                       policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes, temperature_copy_bytes,
-                       upcast_buffers)
+                       hidden_states_bytes, policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes,
+                       temperature_copy_bytes, upcast_buffers)
 from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch
 
 
@@ -130,6 +130,9 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
             # the policy's L16 died at its copy: the reference meets what the policy's forward ends with
             ref = max(0, policy_buffers(sp, si, post).forward_peak
                       + no_grad_with_copy(ref, post.rows * length * v) - si.logits.forward_peak)
+        if post.hidden_states:    # TRL 0.19-0.28 DPO: output_hidden_states=True (post/logprobs.py)
+            residual = post.ref_bytes if post.reference == "model" else si.dt.frozen
+            ref += hidden_states_bytes(arch.num_layers, post.rows, length, h, residual, cast)
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
     out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world)
     out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
