@@ -405,7 +405,8 @@ def _report(spec, tr, alloc, cfg, params, resident, seconds) -> dict:
     step_alloc = dict(aph.get("step", {}))
     sc = aph.get("score", {})
     if spec["plan"]["post_training"]["method"] == "dpo" or trl0.grpo_ref_in_step():
-        # DPO's (and TRL 0.18 GRPO's) score window is nested in the step: the step's replay peaks are the larger of the two
+        # DPO's (and TRL 0.18 GRPO's) score window is nested in the step: the step's replay peaks are the larger
+        # of the two
         step_alloc = {k: max(step_alloc.get(k) or 0, sc.get(k) or 0) for k in ("peak_allocated", "peak_reserved")} \
             | {"end_reserved": step_alloc.get("end_reserved")}
     phases = {"step": _window(tr, "step", step_alloc), "score": _window(tr, "score", sc)}

@@ -4,7 +4,8 @@ fixture each in golden/post/<id>.json, which tests/test_post_trace.py holds (doc
   .venv-trl/bin/python -m tools.memtrace.postgrid [--only ID,...]        (make trace-post; about a minute a trace)
 
 TRL is not in the shared venv: .venv-trl is made by `make .venv-trl/.ok` (tools/memtrace/requirements-trl.txt).
-Each id carries the TRL version that wrote it (`trl116`, `trl114`): the fixture keeps the plan with its
+Each id carries the TRL version that wrote it (`trl116`, `trl114`; `trl017`, `trl018`, `trl019` from the 0.x
+wheels unpacked first on the path, tools/memtrace/trl0.py): the fixture keeps the plan with its
 Extension 7 `post_training` block, per phase (`step`, `score`) the traced peak of live storages, the allocator
 replay's `peak_allocated_bytes` / `peak_reserved_bytes`, the components at the peak, what is resident before the
 step (`resident`), the versions and the command.

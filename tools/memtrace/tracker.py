@@ -201,7 +201,8 @@ class StorageTracker(TorchDispatchMode):
         take_over = None
         if self.inplace_accum and self.phase in ("backward", "recompute") and func is torch.ops.aten.add.Tensor:
             take_over = self._inplace_candidate(args)
-        elif self.inplace_accum and self.phase in ("backward", "recompute") and func is torch.ops.aten.scatter_add.default:
+        elif self.inplace_accum and self.phase in ("backward", "recompute") \
+                and func is torch.ops.aten.scatter_add.default:
             take_over = self._scatter_into_zeros(args)
         out = func(*args, **kwargs)
         if self.ops is not None:

@@ -1,5 +1,6 @@
-"""TRL 0.x (traced at 0.17.0) in the post-training tracer (tools/memtrace/post.py, docs/tracer.md §11): what the
-published runs of 2025 used. The wheel is unpacked first on the path, over .venv-trl's transformers 5.24:
+"""TRL 0.x (traced at 0.17.0, 0.18.2, 0.19.1) in the post-training tracer (tools/memtrace/post.py, docs/tracer.md
+§11): what the published runs of 2025 used. Each wheel is unpacked first on the path, over .venv-trl's
+transformers 5.24 (DPO's dpo_trainer.py is 0.16.0's but for the copyright line, so 0.17 stands for 0.16):
 
   pip install --no-deps --target .venv-trl-017 trl==0.17.0
   PYTHONPATH=.venv-trl-017:py:. .venv-trl/bin/python -m tools.memtrace.postgrid
@@ -18,15 +19,16 @@ the identity on the (2·B, s) id / mask tensors, whose clones it returns (its ow
 
 What differs from 1.x, read in the 0.17.0 wheel:
 - GRPO: the reference is `create_reference_model(model)` (a deepcopy of the policy, grpo_trainer.py
-  `__init__` when beta != 0 and no PEFT; beta defaults to 0.04 in grpo_config.py), prepared with
+  `__init__` when beta != 0 and no PEFT; beta defaults to 0.04 up to 0.18; 0.19 `from_pretrained`), prepared with
   `accelerator.prepare_model(ref, evaluation_mode=True)`; scoring is `_get_per_token_logps(model, ids, mask,
   logits_to_keep, batch_size)`: `model(..., logits_to_keep=C + 1).logits[:, :-1]`, `/ self.temperature`,
   `selective_log_softmax` (the per-row logsumexp loop of fp32 logits); with PEFT the reference pass runs under
-  `unwrap_model(model).disable_adapter()` (`_generate_and_score_completions`).
+  `unwrap_model(model).disable_adapter()` (`_generate_and_score_completions`; 0.18 in `_compute_loss`, after
+  the policy's pass: `grpo_ref_in_step`; 0.19 without batch_size).
 - DPO: the batch is `DataCollatorForPreference`'s prompt / chosen / rejected ids and masks; `concatenated_forward`
   builds the 2·B rows, `selective_log_softmax(logits, labels)` over the whole rows; the reference runs after the
   policy's forward in `get_batch_loss_metrics` -> `compute_ref_log_probs` (no_grad; `null_ref_context` =
-  `disable_adapter()` with PEFT), which is the `score` window here.
+  `disable_adapter()` with PEFT), which is the `score` window here; 0.19 asks for `output_hidden_states=True`.
 """
 from __future__ import annotations
 
@@ -83,7 +85,8 @@ def build_grpo(grpo_cls, cfg_cls, args_kw, model, ref, tok, ds, pc):
     def create_reference_model(m, *a, **k):
         asked["create_reference_model"] = "deepcopy of the policy"
         return ref
-    saved = {k: getattr(grpo_mod, k) for k in ("create_reference_model", "AutoModelForCausalLM") if hasattr(grpo_mod, k)}
+    saved = {k: getattr(grpo_mod, k) for k in ("create_reference_model", "AutoModelForCausalLM")
+             if hasattr(grpo_mod, k)}
     grpo_mod.create_reference_model = create_reference_model
     grpo_mod.AutoModelForCausalLM = types.SimpleNamespace(from_pretrained=from_pretrained)
     try:

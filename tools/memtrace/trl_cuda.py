@@ -24,7 +24,8 @@ def stub_triton_for_trl_before_115() -> None:
         major, minor = (int(x) for x in md.version("trl").split(".")[:2])
     except (md.PackageNotFoundError, ValueError):
         return
-    if (major, minor) >= (1, 15) or (major, minor) < (1, 11) or importlib.util.find_spec("triton") is not None or "trl" in sys.modules:
+    if not (1, 11) <= (major, minor) < (1, 15) or importlib.util.find_spec("triton") is not None \
+            or "trl" in sys.modules:
         return
 
     class _Lang(types.ModuleType):
