@@ -225,6 +225,21 @@ def test_trl_017_dpo_keeps_the_fp32_copy_of_the_whole_rows():
     assert lora["components"]["logits"] == 2 * 4 * n + 4 * n // 2
 
 
+def test_trl_019_grpo_scores_the_reference_over_the_whole_generation_batch():
+    """TRL 0.19 GRPO calls the reference's `_get_per_token_logps` without batch_size: with GA 2 (steps_per_
+    generation 2) the 8 completions of the generation batch go through one forward, fp32 copy of (8, 385, V) and
+    quotient (8, 384, V): 8·385·V·4 + 8·384·V·4 = 3,156,123,648 B, twice the GA 1 trace's. The update runs two
+    micro-steps of 4: the second's backward peak holds the first's fp32 gradients, 4P."""
+    fx = _fx("grpo-l1b-full-g4-ga2-s512-trl019")
+    assert fx["plan"]["gradient_accumulation_steps"] == 2
+    sc = fx["phases"]["score"]
+    assert sc["components"]["logits"] == 8 * 385 * V * 4 + 8 * 384 * V * 4 == 3_156_123_648
+    assert sc["components"]["logits"] == 2 * _fx("grpo-l1b-full-g4-s512-trl019")["phases"]["score"]["components"][
+        "logits"]
+    step = fx["phases"]["step"]
+    assert 4 * P_1B <= step["components"]["gradients"] <= 4 * P_1B + SCALARS
+
+
 def test_trl_019_dpo_reference_returns_every_hidden_state():
     """TRL 0.19 DPO `concatenated_forward` sets output_hidden_states=True: the reference's no-grad forward keeps
     the embedding output and the 16 layers' outputs, 17 x (2, 512, 2048), to its logits moment. LoRA (bf16 base):

@@ -753,6 +753,19 @@ def test_trl_018_grpo_reference_inside_the_step_by_hand():
         assert "inside the step" not in estimate(q).to_dict()["run"]["phases"]["score"]["note"]
 
 
+def test_trl_019_grpo_reference_scores_the_generation_batch_at_once_by_hand():
+    # TRL 0.19 GRPO: the reference's _get_per_token_logps takes no batch_size (grpo_trainer.py v0.19.1 1224-1231),
+    # so it scores the whole generation batch, micro 2 x steps_per_generation (GA 4) = 8 completions, in one
+    # forward; 0.17 and 0.20 in chunks of the micro-batch. DDP bf16, 512 + 256 tokens, n = R·257·V: the fp32
+    # copy and its quotient, 4·R·257·V + 4·R·256·V, plus the last hidden state 2·R·768·2048, for R = 8 vs 2
+    def score(v):
+        p = plan({"method": "grpo", "num_generations": 2, "trainer_version": v, "reference": "model"},
+                 framework="ddp", zero_stage=0)
+        return estimate(p).to_dict()["run"]["phases"]["score"]["components"]["logits"]
+    for v, rows in (("0.17", 2), ("0.19", 8), ("0.20", 2)):
+        assert score(v) == 4 * rows * 257 * V + 4 * rows * 256 * V + 2 * rows * 768 * 2048, v
+
+
 def test_trl_dpo_019_to_028_reference_keeps_its_hidden_states_by_hand():
     # TRL DPO 0.19.0-0.28.x: concatenated_forward asks for output_hidden_states=True (dpo_trainer.py v0.19.0 line
     # 1482): the reference's no-grad forward returns the embedding output and 16 layer outputs, 17 x (R, T, h).

@@ -158,7 +158,8 @@ def _trl_version() -> str:
 
 def _args(cls, plan, pt, tmp, dt, extra):
     ckpt = plan.activation_checkpointing in ("full", "selective")
-    return cls(output_dir=tmp, per_device_train_batch_size=plan.micro_batch_size, gradient_accumulation_steps=1,
+    ga = extra.pop("gradient_accumulation_steps", 1)
+    return cls(output_dir=tmp, per_device_train_batch_size=plan.micro_batch_size, gradient_accumulation_steps=ga,
                learning_rate=1e-5, bf16=dt["autocast"] is not None, use_cpu=True, report_to=[],
                logging_strategy="no", save_strategy="no", eval_strategy="no", disable_tqdm=True,
                dataloader_pin_memory=False, gradient_checkpointing=ckpt,
@@ -193,6 +194,8 @@ def _build_trainer(spec, plan, model, ref, tok, tmp, dt):
     kw = {"num_generations": G, "max_completion_length": pt["completion_len"], "use_vllm": False,
           "beta": 0.0 if pt.get("reference", "auto") in ("auto", "none") else GRPO_BETA}
     if trl0.is_trl0():
+        # GA: the generation batch is B x steps_per_generation (default GA) rows from 0.18 (GRPOConfig)
+        kw["gradient_accumulation_steps"] = plan.gradient_accumulation_steps
         return trl0.build_grpo(GRPOTrainer, lambda **k: _args(GRPOConfig, plan, pt, tmp, dt, k), kw, model, ref,
                                tok, ds, pc)
     args = _args(GRPOConfig, plan, pt, tmp, dt, {
@@ -323,11 +326,15 @@ def trace_post(spec: dict) -> dict:
                     if old:     # 0.18+: `_generate_and_score_completions` returns it (None with one iteration)
                         batch["old_per_token_logps"] = None
                     if not (old and trl0.grpo_ref_in_step()):      # TRL 0.18 scores inside _compute_loss
-                        batch["ref_per_token_logps"] = _grpo_score(tr, trainer, batch, C, mod, old)
+                        # the generation batch (B x GA rows when GA > 1) is scored, the first B update the step
+                        gen = grpo_batch(b * plan.gradient_accumulation_steps, P, C) \
+                            if plan.gradient_accumulation_steps > 1 else batch
+                        batch["ref_per_token_logps"] = _grpo_score(tr, trainer, gen, C, mod, old)[:b]
+                        del gen
                     trainer._prepare_inputs = lambda inputs: inputs
                 tr.enter("step")
                 tr.begin_step()
-                _traced_step(trainer, opt, batch, tr, pt["method"])
+                _traced_step(trainer, opt, batch, tr, pt["method"], plan.gradient_accumulation_steps)
                 tr.enter("end")
                 tr.leave("end")
         running.stop()
@@ -360,9 +367,10 @@ def _grpo_score(tr, trainer, batch, C, mod, old):
     return rl
 
 
-def _traced_step(trainer, opt, batch, tr, method):
-    """Trainer.training_step (the real compute_loss; accelerator.backward labelled `backward`), then the
-    optimizer step and zero_grad(set_to_none=True), as Trainer's inner loop does."""
+def _traced_step(trainer, opt, batch, tr, method, ga=1):
+    """Trainer.training_step (the real compute_loss; accelerator.backward labelled `backward`) once per
+    micro-step (GA > 1: the later ones accumulate into the gradients the first left), then the optimizer step
+    and zero_grad(set_to_none=True), as Trainer's inner loop does."""
     from transformers import Trainer  # noqa: PLC0415
     backward = trainer.accelerator.backward
 
@@ -374,10 +382,12 @@ def _traced_step(trainer, opt, batch, tr, method):
     tr.set_phase("forward")
     with tr.window("step"):
         nib = batch.get("num_items_in_batch")
-        if method == "dpo":
-            trainer.training_step(trainer.model_wrapped, batch)
-        else:
-            Trainer.training_step(trainer, trainer.model_wrapped, batch, nib)
+        for _ in range(ga):
+            tr.set_phase("forward")
+            if method == "dpo":
+                trainer.training_step(trainer.model_wrapped, batch)
+            else:
+                Trainer.training_step(trainer, trainer.model_wrapped, batch, nib)
         tr.set_phase("step")
         opt.step()
         for t in state_tensors(opt):

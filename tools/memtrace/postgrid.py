@@ -44,6 +44,10 @@ RUNS = [
     _p("grpo-l1b-full-g4-s512", {**GRPO, "reference": "model"}, method="full", micro_batch_size=4, seq_len=512),
     _p("grpo-l1b-lora-g4-s512", {**GRPO, "reference": "adapter-disabled"}, method="lora", micro_batch_size=4,
        seq_len=512),
+    # two micro-steps per generation (GRPOConfig steps_per_generation defaults to GA from 0.18): 8 completions
+    # scored, 4 per update (traced for TRL 0.19, whose reference pass takes no batch_size)
+    _p("grpo-l1b-full-g4-ga2-s512", {**GRPO, "reference": "model"}, method="full", micro_batch_size=4, seq_len=512,
+       gradient_accumulation_steps=2),
 ]
 
 

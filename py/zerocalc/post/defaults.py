@@ -76,6 +76,7 @@ FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_
 LOSS_KERNEL_SINCE = (1, 11, 0)                       # TRL: the Triton log-prob kernel (seen in 1.14.2, not 1.10)
 TEMPERATURE_COPY = {"grpo": (0, 16, 0), "rloo": (0, 22, 0)}   # TRL: `logits = logits / self.temperature` from ...
 GRPO_REF_IN_LOSS = ((0, 18, 0), (0, 19, 0))          # TRL GRPO: the reference scored inside _compute_loss
+GRPO_REF_UNCHUNKED = ((0, 19, 0), (0, 20, 0))        # TRL GRPO: the reference pass without batch_size
 DPO_HIDDEN_STATES = ((0, 19, 0), (0, 29, 0))         # TRL DPO: output_hidden_states=True in concatenated_forward
 TEMPERATURE_IN_PLACE_SINCE = (1, 0, 0)               # ... up to 0.29.x; `logits.div_(self.temperature)` from 1.0.0
 
@@ -119,6 +120,7 @@ class Post:
     temperature_copy: bool = False   # TRL 0.16-0.29 GRPO (0.22-0.29 RLOO): logits / temperature out of place
     ref_in_step: bool = False        # TRL 0.18 GRPO: the reference's no-grad pass inside the update step
     hidden_states: bool = False      # TRL 0.19-0.28 DPO: every layer's hidden state returned by the forward
+    ref_unchunked: bool = False      # TRL 0.19 GRPO: the reference scores the whole generation batch at once
 
     @property
     def online(self) -> bool:
@@ -231,7 +233,19 @@ def resolve(plan: Plan) -> Post | None:
                 critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt),
                 temperature_copy=temperature_copy(pt),
                 ref_in_step=ref in ("model", "adapter") and reference_in_loss(pt),
-                hidden_states=returns_hidden_states(pt))
+                hidden_states=returns_hidden_states(pt),
+                ref_unchunked=ref in ("model", "adapter") and reference_unchunked(pt))
+
+
+def reference_unchunked(pt: PostTraining) -> bool:
+    """TRL 0.19.x GRPO's `_generate_and_score_completions` calls `_get_per_token_logps(self.ref_model |
+    self.model, prompt_completion_ids, attention_mask, logits_to_keep)` without `batch_size` (grpo_trainer.py
+    v0.19.0 lines 1216-1223, v0.19.1 1224-1231; the old log-probs keep `batch_size`), so `batch_size or
+    input_ids.size(0)` is the whole generation batch: per_device_train_batch_size x steps_per_generation rows
+    (GRPOConfig: `generation_batch_size`, steps_per_generation defaulting to GA) in one forward. 0.17 passes
+    `batch_size`, 0.18 scores in `_compute_loss` (`reference_in_loss`), 0.20 passes `batch_size=batch_size`."""
+    lo, hi = GRPO_REF_UNCHUNKED
+    return pt.trainer == "trl" and pt.method == "grpo" and lo <= version_tuple(pt.trainer_version, NEWEST["trl"]) < hi
 
 
 def returns_hidden_states(pt: PostTraining) -> bool:

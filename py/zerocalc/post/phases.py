@@ -111,6 +111,8 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     trl_ppo = post.method == "ppo" and post.trainer in ("trl", "ms-swift")
     # TRL PPO scores the rollout in chunks of local_rollout_forward_batch_size, beside the generation's fp32 scores
     rows = min(post.gen_rows, ROLLOUT_FORWARD_BATCH) if trl_ppo else post.rows
+    if post.ref_unchunked:        # TRL 0.19 GRPO: the reference over the whole generation batch (defaults.py)
+        rows = post.gen_rows
     kept = ppo_rollout_scores_bytes(post.gen_rows, post.completion, arch.vocab_size) // 2 if trl_ppo else 0
     positions = post.logit_positions if post.online else post.length
     e = 2 if v.si.dt.autocast else v.si.dt.compute
