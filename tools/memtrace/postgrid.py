@@ -45,9 +45,10 @@ RUNS = [
     _p("grpo-l1b-lora-g4-s512", {**GRPO, "reference": "adapter-disabled"}, method="lora", micro_batch_size=4,
        seq_len=512),
     # two micro-steps per generation (GRPOConfig steps_per_generation defaults to GA from 0.18): 8 completions
-    # scored, 4 per update (traced for TRL 0.19, whose reference pass takes no batch_size)
-    _p("grpo-l1b-full-g4-ga2-s512", {**GRPO, "reference": "model"}, method="full", micro_batch_size=4, seq_len=512,
-       gradient_accumulation_steps=2),
+    # scored, 4 per update (traced for TRL 0.x only: 0.19's reference pass takes no batch_size; post.py gives
+    # 1.x's GRPOConfig generation_batch_size = B, one micro-step per generation)
+    {**_p("grpo-l1b-full-g4-ga2-s512", {**GRPO, "reference": "model"}, method="full", micro_batch_size=4,
+          seq_len=512, gradient_accumulation_steps=2), "trl": "0."},
 ]
 
 
@@ -68,6 +69,9 @@ def main(argv=None) -> int:
     for e in RUNS:
         rid = f"{e['id']}-{tag}"
         if only and e["id"] not in only and rid not in only:
+            continue
+        import trl  # noqa: PLC0415
+        if not trl.__version__.startswith(e.get("trl", "")):
             continue
         import trl  # noqa: PLC0415
         e = {**e, "plan": {**e["plan"], "post_training": {**e["plan"]["post_training"], "trainer_version": trl.__version__}}}
