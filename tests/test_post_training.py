@@ -714,6 +714,75 @@ def test_trl_grpo_reference_by_version():
         assert resolve(p).reference == ref and "reference_weights" not in _terms(p)
 
 
+@pytest.mark.parametrize("method, version, copies", [
+    ("grpo", "0.15", False), ("grpo", "0.16", True), ("grpo", "0.17", True), ("grpo", "0.29", True),
+    ("grpo", "1.0", False), ("rloo", "0.21", False), ("rloo", "0.22", True), ("rloo", "1.0", False),
+])
+def test_trl_grpo_temperature_copy_by_version(method, version, copies):
+    # TRL GRPO v0.16.0-v0.29.x (GRPO-style RLOO v0.22.0-v0.29.x): `logits = logits / self.temperature` out of
+    # place, beside accelerate's fp32 copy of the logits (DDP bf16: native_amp). micro 2 completions of the
+    # 256-token default (0.x) + 512 prompt: n = 2·257·V (logits_to_keep + 1), n' = 2·256·V. The fp32 copy and
+    # its quotient: 4n + 4n' = 8·513·V, above the copy's own moment (bf16 + fp32 logits, 6n = 12·257·V); the
+    # no-grad score pass meets the same moment. v1.0.0 divides in place (#5254): only the copy's moment.
+    from zerocalc.post.defaults import resolve
+    p = plan({"method": method, "num_generations": 2, "trainer_version": version}, framework="ddp", zero_stage=0)
+    assert resolve(p).temperature_copy is copies
+    fwd = _terms(p)["logits_forward"].nbytes
+    assert fwd == (4 * 2 * 257 * V + 4 * 2 * 256 * V if copies else 6 * 2 * 257 * V)
+    # the score's logits figure adds the last hidden state, bf16 2 rows x 768 tokens x 2048
+    score = estimate(p).to_dict()["run"]["phases"]["score"]["components"]["logits"]
+    assert score == fwd + 2 * 2 * 768 * 2048
+
+
+def test_trl_018_grpo_reference_inside_the_step_by_hand():
+    # TRL 0.18.x GRPO scores the reference in `_compute_loss` after the policy's forward (grpo_trainer.py v0.18.0
+    # 1332-1345): its no-grad logits meet the end of the policy's forward, as DPO's do. DDP bf16 (native_amp's
+    # fp32 copies), micro 2 completions of 256 (+ 512 prompt), n = 2·257·V, n' = 2·256·V. The reference's moment:
+    # its fp32 copy and quotient, 4n + 4n' (temperature division), beside the policy's 4n (its fp32 branch keeps
+    # the logits), less the step's logits_forward 4n + 4n' already counted at that moment: 4n = 4·2·257·V. No
+    # pre-step score pass (one iteration, no old log-probs): the score phase is the step's end of forward.
+    grpo = {"method": "grpo", "num_generations": 2}
+    p = plan({**grpo, "trainer_version": "0.18"}, framework="ddp", zero_stage=0)
+    t = _terms(p)
+    assert t["reference_logits"].nbytes == 4 * 2 * 257 * V
+    assert t["logits_forward"].nbytes == 4 * 2 * 257 * V + 4 * 2 * 256 * V
+    assert "inside the step" in estimate(p).to_dict()["run"]["phases"]["score"]["note"]
+    for v in ("0.17", "0.19"):      # scored before the step (0.19: beta 0.0 by default, so give a reference)
+        q = plan({**grpo, "trainer_version": v, "reference": "model"}, framework="ddp", zero_stage=0)
+        assert "reference_logits" not in _terms(q)
+        assert "inside the step" not in estimate(q).to_dict()["run"]["phases"]["score"]["note"]
+
+
+def test_trl_019_grpo_reference_scores_the_generation_batch_at_once_by_hand():
+    # TRL 0.19 GRPO: the reference's _get_per_token_logps takes no batch_size (grpo_trainer.py v0.19.1 1224-1231),
+    # so it scores the whole generation batch, micro 2 x steps_per_generation (GA 4) = 8 completions, in one
+    # forward; 0.17 and 0.20 in chunks of the micro-batch. DDP bf16, 512 + 256 tokens, n = R·257·V: the fp32
+    # copy and its quotient, 4·R·257·V + 4·R·256·V, plus the last hidden state 2·R·768·2048, for R = 8 vs 2
+    def score(v):
+        p = plan({"method": "grpo", "num_generations": 2, "trainer_version": v, "reference": "model"},
+                 framework="ddp", zero_stage=0)
+        return estimate(p).to_dict()["run"]["phases"]["score"]["components"]["logits"]
+    for v, rows in (("0.17", 2), ("0.19", 8), ("0.20", 2)):
+        assert score(v) == 4 * rows * 257 * V + 4 * rows * 256 * V + 2 * rows * 768 * 2048, v
+
+
+def test_trl_dpo_019_to_028_reference_keeps_its_hidden_states_by_hand():
+    # TRL DPO 0.19.0-0.28.x: concatenated_forward asks for output_hidden_states=True (dpo_trainer.py v0.19.0 line
+    # 1482): the reference's no-grad forward returns the embedding output and 16 layer outputs, 17 x (R, T, h).
+    # DDP LoRA (bf16 base loaded as bf16, native_amp): bf16 residual stream and accelerate's fp32 copy of each:
+    # 17·4·1024·2048·(2 + 4) B more in the reference's logits term (micro 2 pairs -> R = 4 rows of T = 1024);
+    # full fine-tuning (TRL's fp32 default, the reference fp32): 17·4·1024·2048·4, no copies.
+    pt = {"method": "dpo", "prompt_len": 512, "completion_len": 512}
+    for method, extra in (("lora", 17 * 4 * 1024 * 2048 * 6), ("full", 17 * 4 * 1024 * 2048 * 4)):
+        kw = {"framework": "ddp", "zero_stage": 0, "method": method}
+        if method == "lora":
+            kw["run"] = {"load": {"dtype": "bf16"}}
+        before = _terms(plan({**pt, "trainer_version": "0.18"}, **kw))["reference_logits"].nbytes
+        for v in ("0.19", "0.28"):
+            assert _terms(plan({**pt, "trainer_version": v}, **kw))["reference_logits"].nbytes == before + extra
+        assert _terms(plan({**pt, "trainer_version": "0.29"}, **kw))["reference_logits"].nbytes == before
+
+
 @pytest.mark.parametrize("method, version, completion", [
     ("grpo", "0.17", 256), ("grpo", "1.9.1", 256), ("grpo", "1.10", 512), ("grpo", None, 512),
     ("rloo", "1.0", 256), ("rloo", "1.16", 512),
@@ -762,6 +831,7 @@ def test_rpo_alpha_trl_028_cross_entropy_by_hand():
     dpo_fwd = 2 * 4 * 1024 * V + 2 * 4 * 1023 * V
     dpo_bwd = 2 * 4 * 1024 * V + 2 * 2 * 4 * 1023 * V
     nll = 2 * 2 * 1023 * V
+    hidden = 17 * 4 * 1024 * 2048 * 2
     without = _terms(plan(base))
     assert without["logits_forward"].nbytes == dpo_fwd
     for alpha in (0.1, 0.0):          # `is not None`: 0.0 still runs the cross-entropy
@@ -769,9 +839,10 @@ def test_rpo_alpha_trl_028_cross_entropy_by_hand():
         assert t["logits_forward"].nbytes == dpo_fwd + nll
         assert t["logits_backward"].nbytes == dpo_bwd + nll
         # the reference (adapter off: LoRA; here a full model) runs it too under no_grad: its logits 2·4·1024·V,
-        # the flattened chosen slice and its log_softmax, 2 x 2·2·1023·V (the per-row loop's row has died)
-        assert t["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * nll
-    assert without["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V
+        # the flattened chosen slice and its log_softmax, 2 x 2·2·1023·V (the per-row loop's row has died),
+        # beside the 17 hidden states 0.19-0.28 return (output_hidden_states=True), bf16 under DeepSpeed
+        assert t["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * nll + hidden
+    assert without["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V + hidden
 
 
 def test_rpo_alpha_costs_nothing_in_ms_swift_and_llamafactory():

@@ -75,6 +75,11 @@ GROUPED_COMPLETION_512_SINCE = (1, 10, 0)            # TRL GRPO/RLOO max_complet
 GRPO_BETA_ZERO_SINCE = (0, 19, 0)                    # TRL GRPOConfig.beta: 0.04 up to 0.18.x, 0.0 from 0.19.0
 FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
 LOSS_KERNEL_SINCE = (1, 11, 0)                       # TRL: the Triton log-prob kernel (seen in 1.14.2, not 1.10)
+TEMPERATURE_COPY = {"grpo": (0, 16, 0), "rloo": (0, 22, 0)}   # TRL: `logits = logits / self.temperature` from ...
+GRPO_REF_IN_LOSS = ((0, 18, 0), (0, 19, 0))          # TRL GRPO: the reference scored inside _compute_loss
+GRPO_REF_UNCHUNKED = ((0, 19, 0), (0, 20, 0))        # TRL GRPO: the reference pass without batch_size
+DPO_HIDDEN_STATES = ((0, 19, 0), (0, 29, 0))         # TRL DPO: output_hidden_states=True in concatenated_forward
+TEMPERATURE_IN_PLACE_SINCE = (1, 0, 0)               # ... up to 0.29.x; `logits.div_(self.temperature)` from 1.0.0
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,10 @@ class Post:
     no_dropout: bool = False     # the trainer sets every dropout to p = 0 (disable_dropout)
     logits_path: str = ""        # OpenRLHF's log-prob code of its release (openrlhf_logits); "" = the newest
     rpo_nll: bool = False        # TRL <= 0.28 DPO's rpo_alpha: a cross-entropy over the chosen rows' logits
+    temperature_copy: bool = False   # TRL 0.16-0.29 GRPO (0.22-0.29 RLOO): logits / temperature out of place
+    ref_in_step: bool = False        # TRL 0.18 GRPO: the reference's no-grad pass inside the update step
+    hidden_states: bool = False      # TRL 0.19-0.28 DPO: every layer's hidden state returned by the forward
+    ref_unchunked: bool = False      # TRL 0.19 GRPO: the reference scores the whole generation batch at once
 
     @property
     def online(self) -> bool:
@@ -243,7 +252,11 @@ def resolve(plan: Plan) -> Post | None:
                 ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
                 critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt),
-                logits_path=openrlhf_logits(pt))
+                logits_path=openrlhf_logits(pt),
+                temperature_copy=temperature_copy(pt),
+                ref_in_step=ref in ("model", "adapter") and reference_in_loss(pt),
+                hidden_states=returns_hidden_states(pt),
+                ref_unchunked=ref in ("model", "adapter") and reference_unchunked(pt))
 
 
 def openrlhf_logits(pt: PostTraining) -> str:
@@ -256,6 +269,43 @@ def openrlhf_logits(pt: PostTraining) -> str:
         return ""
     version = version_tuple(pt.trainer_version, NEWEST["openrlhf"])
     return next((path for until, path in OPENRLHF_LOGITS if version < until), "")
+
+
+def reference_unchunked(pt: PostTraining) -> bool:
+    """TRL 0.19.x GRPO's `_generate_and_score_completions` calls `_get_per_token_logps(self.ref_model |
+    self.model, prompt_completion_ids, attention_mask, logits_to_keep)` without `batch_size` (grpo_trainer.py
+    v0.19.0 lines 1216-1223, v0.19.1 1224-1231; the old log-probs keep `batch_size`), so `batch_size or
+    input_ids.size(0)` is the whole generation batch: per_device_train_batch_size x steps_per_generation rows
+    (GRPOConfig: `generation_batch_size`, steps_per_generation defaulting to GA) in one forward. 0.17 passes
+    `batch_size`, 0.18 scores in `_compute_loss` (`reference_in_loss`), 0.20 passes `batch_size=batch_size`."""
+    lo, hi = GRPO_REF_UNCHUNKED
+    return pt.trainer == "trl" and pt.method == "grpo" and lo <= version_tuple(pt.trainer_version, NEWEST["trl"]) < hi
+
+
+def returns_hidden_states(pt: PostTraining) -> bool:
+    """TRL's DPOTrainer 0.19.0-0.28.x sets `model_kwargs["output_hidden_states"] = True` in
+    `concatenated_forward` (dpo_trainer.py v0.19.0 line 1482, v0.28.0 1641; absent at v0.18.2 and v0.29.0), for the
+    policy and the reference alike (post/logprobs.py `hidden_states_bytes`)."""
+    lo, hi = DPO_HIDDEN_STATES
+    return pt.trainer == "trl" and pt.method in ("dpo", "ipo") and \
+        lo <= version_tuple(pt.trainer_version, NEWEST["trl"]) < hi
+
+
+def reference_in_loss(pt: PostTraining) -> bool:
+    """TRL 0.18.x GRPO scores the reference in `_compute_loss`, after the policy's `_get_per_token_logps` and
+    under no_grad, on the update's micro-batch (grpo_trainer.py v0.18.0 lines 1332-1345, v0.18.2 1340-1353), like
+    DPO's reference (post/step.py); 0.17 and 0.19 score it in `_generate_and_score_completions`, before the step."""
+    lo, hi = GRPO_REF_IN_LOSS
+    return pt.trainer == "trl" and pt.method == "grpo" and lo <= version_tuple(pt.trainer_version, NEWEST["trl"]) < hi
+
+
+def temperature_copy(pt: PostTraining) -> bool:
+    """TRL's `_get_per_token_logps` dividing the logits by the temperature out of place (post/logprobs.py):
+    GRPO v0.16.0-v0.29.x, the GRPO-style RLOO v0.22.0-v0.29.x (grpo_trainer.py / rloo_trainer.py at those tags);
+    in place from v1.0.0 (#5254)."""
+    if pt.trainer != "trl" or pt.method not in TEMPERATURE_COPY:
+        return False
+    return TEMPERATURE_COPY[pt.method] <= version_tuple(pt.trainer_version, NEWEST["trl"]) < TEMPERATURE_IN_PLACE_SINCE
 
 
 def rpo_cross_entropy(pt: PostTraining) -> bool:

@@ -93,6 +93,24 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   moment c·n + c·n' + 2e (e the output) stays under its backward peak + e, so only the saved output is counted.
   The reference's `concatenated_forward` (under no_grad, `is_ref_model=True`, not guarded) runs it too: the
   copy and the output beside its logits, c·n + 2e, where the per-row loop's one row has died.
+- TRL's GRPO from v0.16.0 and its GRPO-style RLOO from v0.22.0, up to v0.29.x (`trainer_version`; post/defaults.py
+  `temperature_copy`): `_get_per_token_logps` divides the shifted completion logits by the sampling temperature
+  out of place, `logits = logits / self.temperature` (grpo_trainer.py v0.16.0 line 598, v0.19.1 line 872, still
+  at v0.29.0; rloo_trainer.py v0.22.0 line 758), before `selective_log_softmax`: a c·n' tensor made while the
+  (fp32 copy of the) logits c·n are alive (c·n + c·n'), with autograd or under no_grad (the reference and old
+  log-probabilities); then the logits die (a division by a number saves nothing), and the per-row loop reads the
+  quotient, so the backward is the one above with the quotient saved instead of the logits (c·n' for c·n).
+  v1.0.0 divides in place (`logits.div_(self.temperature)`, #5254, c49f3753e), 1.11+ inside the kernel; v0.15
+  and before do not divide. Traced: golden/post/grpo-l1b-*-trl017.json (`div` (4, 384, V) fp32 beside the
+  `_to_copy` (4, 385, V) at the score peak).
+- TRL's DPO 0.19.0-0.28.x (post/defaults.py `returns_hidden_states`): `concatenated_forward` asks the model for
+  `output_hidden_states=True` (dpo_trainer.py v0.19.0 line 1482), so the forward returns the embedding output and
+  every layer's output, L + 1 tensors of (R, T, h) in the residual stream's dtype r, and accelerate's
+  `convert_outputs_to_fp32` (post/fp32out.py) copies each 16-bit one to fp32. In the reference's no-grad pass
+  they would have died layer by layer; now all are alive at its logits moment: (L + 1)·R·T·h·(r + 4 if the
+  copy is made, else r). (The policy's are its saved layer inputs already; their fp32 copies die with
+  `outputs` when `concatenated_forward` returns, before the reference runs.) Traced: golden/post/
+  dpo-l1b-lora-s512-trl019.json's score window, 17 x (2, 512, 2048) bf16 and fp32 more than at 0.18.
 A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero. Except
 LLaMA-Factory's reward model (post/models.py `value_head_arch`): TRL's `AutoModelForCausalLMWithValueHead.forward`
 (trl/models/modeling_value_head.py, the same at v0.9.6, v0.18.0 and v0.24.0) runs the whole causal LM with
@@ -226,6 +244,17 @@ def reference_chosen_nll(ref: int, pairs: int, positions: int, vocab: int, c: in
     docstring): its logits beside the chosen rows' flattened copy and their log_softmax, or ``ref`` if larger."""
     extra = c * pairs * max(positions - 1, 1) * vocab
     return max(ref, c * 2 * pairs * positions * vocab + 2 * extra)
+
+
+def temperature_copy_bytes(rows: int, positions: int, vocab: int, c: int) -> int:
+    """TRL 0.16-0.29 GRPO's out-of-place temperature division (see the module docstring): the logits and their
+    shifted quotient, c·n + c·n'."""
+    return c * rows * positions * vocab + c * rows * max(positions - 1, 1) * vocab
+
+
+def hidden_states_bytes(layers: int, rows: int, positions: int, hidden: int, residual: int, cast: bool) -> int:
+    """TRL 0.19-0.28 DPO's returned hidden states in a no-grad pass (see the module docstring)."""
+    return (layers + 1) * rows * positions * hidden * (residual + (4 if cast and residual < 4 else 0))
 
 
 def chosen_nll(lg: Logits, pairs: int, positions: int, vocab: int, c: int) -> Logits:

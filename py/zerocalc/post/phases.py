@@ -22,7 +22,8 @@ from .models import role_arch, scalar_head_arch
 # `for i in range(0, queries.shape[0], args.local_rollout_forward_batch_size)`), while `logitss`, the generation's
 # padded fp32 scores (utils.py `batch_generation`: `pad(logitss)`), stay alive until the loop ends
 ROLLOUT_FORWARD_BATCH = 64
-from .logprobs import fused_head_no_grad, fused_head_torch, kernel_buffers, reference_forward_bytes
+from .logprobs import (fused_head_no_grad, fused_head_torch, kernel_buffers, reference_forward_bytes,
+                       temperature_copy_bytes)
 
 
 def _resident(v: RunView) -> dict:
@@ -106,9 +107,14 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     arch = v.plan.arch
     if not post.online and post.reference != "precomputed":
         return None
+    if post.ref_in_step and post.reward is None and post.gen_rows <= v.plan.micro_batch_size * \
+            v.plan.gradient_accumulation_steps:
+        return None     # TRL 0.18 GRPO: the reference inside the step, no old log-probs at one iteration
     trl_ppo = post.method == "ppo" and post.trainer in ("trl", "ms-swift")
     # TRL PPO scores the rollout in chunks of local_rollout_forward_batch_size, beside the generation's fp32 scores
     rows = min(post.gen_rows, ROLLOUT_FORWARD_BATCH) if trl_ppo else post.rows
+    if post.ref_unchunked:        # TRL 0.19 GRPO: the reference over the whole generation batch (defaults.py)
+        rows = post.gen_rows
     kept = ppo_rollout_scores_bytes(post.gen_rows, post.completion, arch.vocab_size) // 2 if trl_ppo else 0
     positions = post.logit_positions if post.online else post.length
     e = 2 if v.si.dt.autocast else v.si.dt.compute
@@ -126,6 +132,8 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
         logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, c, path=post.logits_path)
     if cast and arch.causal_lm:
         logits = no_grad_with_copy(logits, rows * positions * arch.vocab_size)
+    if post.temperature_copy and arch.causal_lm and v.plan.loss != "chunked":
+        logits = max(logits, temperature_copy_bytes(rows, positions, arch.vocab_size, c))   # logits / temperature
     peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length)) + kept
     base = _forward_resident(v)
     if not post.online:
@@ -139,7 +147,7 @@ def in_step_score_phase(post: Post, step_terms) -> Phase | None:
     """The offline methods' reference forward, inside the update step: TRL's and LLaMA-Factory's `compute_loss`
     run it under no_grad after the policy's forward, before backward (post/step.py), so its window is the step's
     end-of-forward moment (``fwd``: the policy's saved activations and logits plus `reference_logits`)."""
-    if post.online or post.reference not in ("model", "adapter", "cpu"):
+    if (post.online and not post.ref_in_step) or post.reference not in ("model", "adapter", "cpu"):
         return None
     comps: dict = {}
     transient = 0

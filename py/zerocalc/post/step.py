@@ -10,6 +10,10 @@ of one that sleeps in the training process, which torch's counters keep: post/ge
   `compute_reference_log_probs` after `concatenated_forward` too. So its logits meet the policy's saved
   activations and logits at the end of forward (`reference_logits`, phase ``fwd``). Online methods score in
   a phase of their own (post/phases.py).
+- TRL 0.18.x GRPO (post/defaults.py `reference_in_loss`) scores its reference the same way, inside
+  `_compute_loss` after the policy's `_get_per_token_logps`, on the completion's positions: the same term.
+  Traced: golden/post/grpo-l1b-*-trl018.json (the reference's fp32 copy and quotient beside the policy's
+  saved quotient and activations at the step's peak).
 - TRL's fp32 default (post/defaults.py `load_bytes`) reaches the step where nothing casts the model: a LoRA base
   without DeepSpeed stays fp32 (and so does the residual stream it computes, as with
   `prepare_model_for_kbit_training`), as does a DDP reference.
@@ -28,8 +32,8 @@ from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy, with_copy
 from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes, vllm_pool_bytes
 from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
-                       policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes, upcast_buffers,
-                       value_head_logits)
+                       hidden_states_bytes, policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes,
+                       temperature_copy_bytes, upcast_buffers, value_head_logits)
 from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch, value_head_arch
 
 
@@ -95,8 +99,13 @@ def update_inputs(sp: Plan, si: StepInputs, post: Post | None) -> StepInputs:
     if post.method == "rm":       # LLaMA-Factory's value-head model: its logits, already fp32 for accelerate
         return replace(si, logits=value_head_logits(post.rows, post.length, si.arch.vocab_size, logits_bytes(si)))
     lg = policy_buffers(sp, si, post)
-    if casts_outputs(post, si, sp.loss == "chunked"):
+    cast = casts_outputs(post, si, sp.loss == "chunked")
+    if cast:
         lg = with_copy(lg, post.rows * post.logit_positions * si.arch.vocab_size)
+    if post.temperature_copy and sp.loss != "chunked":     # TRL 0.16-0.29 GRPO: logits / temperature (logprobs.py)
+        c = 4 if cast else logits_bytes(si)
+        lg = replace(lg, forward_peak=max(lg.forward_peak, temperature_copy_bytes(
+            post.rows, post.logit_positions, si.arch.vocab_size, c)))
     return replace(si, logits=lg)
 
 
@@ -106,33 +115,39 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
         return []
     arch, world = plan.arch, plan.world_size
     out = reference_weight_terms(post.reference, post.ref_sharded, post.ref_bytes, arch, world)
-    if not post.online and post.reference in ("model", "adapter", "cpu") and si.arch.causal_lm:
+    if (not post.online or post.ref_in_step) and post.reference in ("model", "adapter", "cpu") and si.arch.causal_lm:
         v, h, c = arch.vocab_size, arch.hidden_size, logits_bytes(si)
+        length = post.logit_positions if post.online else post.length    # TRL 0.18 GRPO: logits_to_keep + 1
         cast = casts_outputs(post, si, sp.loss == "chunked")
         if cast:
             c = 4                 # the reference is prepared too: its logits come back as an fp32 copy
         if post.fused_head and post.torch_kernels:
-            ref = fused_head_torch(post.rows * (post.length - 1), v, h, c, False).forward_peak
+            ref = fused_head_torch(post.rows * (length - 1), v, h, c, False).forward_peak
         elif post.fused_head:
             ref = fused_head_no_grad(post.rows * post.labelled, v, h, c)
         elif post.loss_kernel and sp.loss != "chunked" and post.torch_kernels:
-            ref = upcast_buffers(post.rows, post.length, v, c).forward_peak
+            ref = upcast_buffers(post.rows, length, v, c).forward_peak
         elif post.loss_kernel and sp.loss != "chunked":
-            ref = kernel_buffers(post.rows, post.length, v, c).forward_peak
+            ref = kernel_buffers(post.rows, length, v, c).forward_peak
         else:
-            ref = reference_forward_bytes(post.trainer, post.rows, post.length, v, c, fused=sp.loss == "chunked",
+            ref = reference_forward_bytes(post.trainer, post.rows, length, v, c, fused=sp.loss == "chunked",
                                           path=post.logits_path)
             if post.rpo_nll and sp.loss != "chunked":
-                ref = reference_chosen_nll(ref, post.rows // 2, post.length, v, c)
+                ref = reference_chosen_nll(ref, post.rows // 2, length, v, c)
             elif post.logits_path and sp.loss != "chunked":
                 # OpenRLHF up to v0.6 (dpo_trainer.py `concatenated_forward` at 6a13d95, v0.5.6, v0.6.0): only the
                 # log-probs come back, so the policy's logits die before the reference's forward, which meets
                 # what the policy saved (post/logprobs.py)
                 ref = max(0, si.logits.saved + ref - si.logits.forward_peak)
+        if post.temperature_copy and sp.loss != "chunked":    # its own logits / temperature (logprobs.py)
+            ref = max(ref, temperature_copy_bytes(post.rows, length, v, c))
         if cast:
             # the policy's L16 died at its copy: the reference meets what the policy's forward ends with
             ref = max(0, policy_buffers(sp, si, post).forward_peak
-                      + no_grad_with_copy(ref, post.rows * post.length * v) - si.logits.forward_peak)
+                      + no_grad_with_copy(ref, post.rows * length * v) - si.logits.forward_peak)
+        if post.hidden_states:    # TRL 0.19-0.28 DPO: output_hidden_states=True (post/logprobs.py)
+            residual = post.ref_bytes if post.reference == "model" else si.dt.frozen
+            ref += hidden_states_bytes(arch.num_layers, post.rows, length, h, residual, cast)
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
     if post.online and post.logits_path in KEPT_OUTPUT and si.arch.causal_lm and sp.loss != "chunked":
         # OpenRLHF up to v0.5.x: training_step_actor holds the actor's `output` (its logits, 16-bit or the fp32
