@@ -914,7 +914,9 @@ def test_swift_dpo_nll_cross_entropy_up_to_3_5_by_hand():
     """ms-swift's DPOTrainer up to 3.5.x runs get_nll_loss: the chosen rows' shifted logits made contiguous into
     nn.CrossEntropyLoss, whose log_softmax output is saved for backward (under rpo_alpha in 3.4.1, always in 3.5.0);
     from 3.6.0 the NLL comes from the per-token log-probs. Single GPU under bf16 autocast: accelerate's fp32 copy of
-    the logits, so 4 bytes x 1 pair x (512 - 1) positions x V at the backward peak."""
+    the logits, so 4 bytes x 1 pair x (512 - 1) positions x V at the backward peak. rpo_alpha left out at 3.4 is
+    RLHFArguments' default `rpo_alpha: float = 1.` (swift/llm/argument/rlhf_args.py v3.0.0-v3.7.x; None from v3.8.0),
+    which passes 3.4.1's `is not None`: the same cross-entropy as an explicit 0.1."""
     def peak(version, rpo):
         pt = {"method": "dpo", "trainer": "ms-swift", "prompt_len": 256, "completion_len": 256,
               "trainer_version": version}
@@ -926,7 +928,9 @@ def test_swift_dpo_nll_cross_entropy_up_to_3_5_by_hand():
     nll = 4 * 1 * (512 - 1) * V
     assert peak("3.4", 0.1) - peak("3.6", 0.1) == nll
     assert peak("3.5", None) - peak("3.6", None) == nll
-    assert peak("3.4", None) == peak("3.6", 0.1) == peak("4.6", 0.1)
+    assert peak("3.4", None) - peak("3.6", None) == nll
+    assert peak("3.4", None) == peak("3.4", 0.1) == peak("3.5", None)
+    assert peak("3.6", None) == peak("3.6", 0.1) == peak("4.6", 0.1) == peak("4.6", None)
 
 
 def test_trl_ppo_scores_the_rollout_in_forward_batches_beside_its_scores_by_hand():

@@ -69,7 +69,6 @@ LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 NEWEST = {"trl": TRL_NEWEST, "ms-swift": (4, 6, 0), "openrlhf": (0, 11, 0)}   # the newest release each trainer's
 #                                  rules were read in (ms-swift: 3602360, swift/version.py 4.6.0.dev0; OpenRLHF v0.11.0)
 OPENRLHF_LOGITS = (((0, 5, 6), "16bit"), ((0, 6, 0), "fp32-log-softmax"), ((0, 7, 0), "fp32-logsumexp"))
-SWIFT_NLL_ALWAYS_SINCE = (3, 5, 0)                   # ms-swift DPO: get_nll_loss runs whatever rpo_alpha says
 SWIFT_NLL_FROM_LOGPS_SINCE = (3, 6, 0)               # ms-swift DPO: the NLL from the per-token log-probs
 GROUPED_COMPLETION_512_SINCE = (1, 10, 0)            # TRL GRPO/RLOO max_completion_length: 256 before, 512 from
 GRPO_BETA_ZERO_SINCE = (0, 19, 0)                    # TRL GRPOConfig.beta: 0.04 up to 0.18.x, 0.0 from 0.19.0
@@ -315,7 +314,12 @@ def rpo_cross_entropy(pt: PostTraining) -> bool:
     `logits[..., :-1, :].contiguous()` into `nn.CrossEntropyLoss` (swift/trainers/rlhf_trainer/dpo_trainer.py:
     under `if self.args.rpo_alpha is not None` in v3.4.1, unconditional in v3.5.0, gone from v3.6.0, where
     `concatenated_forward` takes the NLL from the per-token log-probs it has, as at 3602360); not LLaMA-Factory's
-    `pref_ftx` (`sft_loss = -policy_chosen_logps_avg`)."""
+    `pref_ftx` (`sft_loss = -policy_chosen_logps_avg`). ms-swift's ``rpo_alpha`` left out (null) is its own default:
+    `rpo_alpha: float = 1.` in RLHFArguments (swift/llm/argument/rlhf_args.py, v3.0.0 to v3.7.x), `Optional[float] =
+    None` from v3.8.0 (8ae0ade71, '[dpo] Update rpo alpha'), so the 3.4.1 guard passes whether or not a value is given
+    (a float field: the command line cannot give None), and every 3.x release before 3.6 runs the cross-entropy
+    (v3.0.x, before ms-swift had a concatenated_forward of its own, through TRL 0.11's, trl>=0.11,<0.12, whose
+    `cross_entropy_loss(all_logits[:len_chosen], ...)` is unconditional: trl/trainer/dpo_trainer.py v0.11.4)."""
     if pt.method != "dpo" and pt.method != "ipo":
         return pt.rpo_alpha is not None and pt.trainer == "trl"
     if pt.trainer == "trl":
@@ -325,4 +329,4 @@ def rpo_cross_entropy(pt: PostTraining) -> bool:
     version = version_tuple(pt.trainer_version, NEWEST["ms-swift"])
     if version >= SWIFT_NLL_FROM_LOGPS_SINCE:
         return False
-    return version >= SWIFT_NLL_ALWAYS_SINCE or pt.rpo_alpha is not None
+    return True         # 3.5.x unconditionally; up to 3.4.x `rpo_alpha is not None`, which its default 1. passes
