@@ -125,10 +125,15 @@ trace-run: tools-venv .venv-torchtune/.ok .venv-litgpt/.ok
 	  "$$(.venv-trl/bin/python -c 'import site; print(site.getsitepackages()[0])')/tools-venv.pth"
 	.venv-trl/bin/pip install -q --no-deps -r tools/memtrace/requirements-trl.txt
 	.venv-trl/bin/pip install -q --no-deps --target .venv-trl-114 trl==1.14.2
+	for v in 017:0.17.0 018:0.18.2 019:0.19.1; do \
+	  .venv-trl/bin/pip install -q --no-deps --target .venv-trl-$${v%%:*} trl==$${v#*:} || exit 1; done
 	touch $@
 trace-post: .venv-trl/.ok
 	PYTHONPATH=$(CURDIR)/py:$(CURDIR) .venv-trl/bin/python -m tools.memtrace.postgrid
 	PYTHONPATH=$(CURDIR)/.venv-trl-114:$(CURDIR)/py:$(CURDIR) .venv-trl/bin/python -m tools.memtrace.postgrid
+	for v in 017 018 019; do \
+	  PYTHONPATH=$(CURDIR)/.venv-trl-$$v:$(CURDIR)/py:$(CURDIR) .venv-trl/bin/python -m tools.memtrace.postgrid \
+	  || exit 1; done
 	PYTHONPATH=$(CURDIR)/py:$(CURDIR) .venv-trl/bin/python -m tools.dsprobe.refmodel --json tools/memtrace/golden/post/ds-ref-model.json
 
 dsprobe: tools-venv

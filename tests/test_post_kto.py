@@ -53,12 +53,12 @@ REF_OWN = N_B + 4 * 512 * V
 @pytest.mark.parametrize("kind", ["full", "lora"])
 @pytest.mark.parametrize("version,extra", [
     ("1.8.0", N_B),                            # 1.6-1.8: the policy's copies beside the reference's forward
-    ("0.19.0", 3 * N_B - REF_OWN),             # 0.17-1.5: at the reference's end its logits + its and our copies
+    ("0.18.0", 3 * N_B - REF_OWN),             # 0.17-1.5: at the reference's end its logits + its and our copies
     ("0.16.0", 4 * N_B - REF_OWN),             # <= 0.16: and its KL logits, a local of `forward`
 ])
 def test_before_1_9_the_copies_meet_the_reference_forward(kind, version, extra):
     """TRL < 1.9 (post/kto.py): the in-step score moment is DPO's of the same rows (1 pair = 2 KTO examples)
-    plus what the copies add: 1.8.0 one n_B = 525,336,576 B; 0.19.0 3·n_B - (n_B + 4·512·V) = 788,004,864 B;
+    plus what the copies add: 1.8.0 one n_B = 525,336,576 B; 0.18.0 3·n_B - (n_B + 4·512·V) = 788,004,864 B;
     0.16.0 4·n_B less the same = 1,313,341,440 B (above its 2·n_B during the reference's forward)."""
     assert (N_B, 3 * N_B - REF_OWN, 4 * N_B - REF_OWN) == (525_336_576, 788_004_864, 1_313_341_440)
     assert REF_OWN == 6 * 2 * 512 * V

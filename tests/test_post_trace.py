@@ -67,7 +67,7 @@ def test_fixtures_exist_with_versions_and_command():
             assert ph["peak_bytes"] >= fx["resident_bytes"]
 
 
-@pytest.mark.parametrize("ver", ["trl116", "trl114"])
+@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017", "trl018", "trl019"])
 def test_full_dpo_resident_is_fp32_policy_fp32_reference_and_adamw(ver):
     """TRL builds models in fp32 unless model_init_kwargs says otherwise, and the reference with the policy's
     kwargs: 4P + 4P of weights (+ the 256 B rotary buffer each), and fused AdamW's two fp32 moments 8P (+ a 4 B
@@ -80,7 +80,7 @@ def test_full_dpo_resident_is_fp32_policy_fp32_reference_and_adamw(ver):
 
 
 @pytest.mark.parametrize("rid", ["dpo-l1b-lora-s512", "grpo-l1b-lora-g4-s512"])
-@pytest.mark.parametrize("ver", ["trl116", "trl114"])
+@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017", "trl018", "trl019"])
 def test_lora_reference_costs_no_weights(rid, ver):
     """With PEFT the reference is the base with the adapter disabled (`use_adapter(model, None)`): no second
     copy. Resident: the bf16 base 2P, the fp32 adapters 4·N, their AdamW moments 8·N."""
@@ -95,7 +95,7 @@ def test_lora_reference_costs_no_weights(rid, ver):
         assert ph["components"]["reference_weights"] == 0
 
 
-@pytest.mark.parametrize("ver", ["trl116", "trl114"])
+@pytest.mark.parametrize("ver", ["trl116", "trl114", "trl017", "trl018", "trl019"])
 def test_grpo_full_reference_is_a_replica_in_the_policy_dtype(ver):
     """GRPOTrainer builds the reference itself (create_model_from_path with dtype = self.model.dtype): an fp32
     replica beside the fp32 policy."""
@@ -227,14 +227,101 @@ def test_checkpointed_kto_reference_meets_no_autocast_cache():
     assert sc["peak_bytes"] - fx["resident_bytes"] < 2 * P_1B // 4
 
 
+def test_trl_017_grpo_divides_the_logits_by_the_temperature_out_of_place():
+    """TRL 0.17 GRPO `_get_per_token_logps`: `model(..., logits_to_keep=C + 1).logits` (accelerate's fp32 copy,
+    4·385·V·4 = 790,056,960 B), `[:, :-1]`, then `logits / self.temperature`, a new fp32 (4, 384, V),
+    788,004,864 B, made while the copy is alive: the score's peak holds both, 1,578,061,824 B (1.14 holds the
+    copy and its bf16 source, 1,185,085,440 B). The copy then dies (nothing saves it), and the update step's
+    backward peak holds the quotient (saved by the per-row logsumexp) and the stacked per-row gradients, two
+    fp32 (4, 384, V), beside one more of gather's gradient (a temporary here)."""
+    B, C = 4, 384
+    copy, quotient = B * (C + 1) * V * 4, B * C * V * 4
+    assert (copy, quotient) == (790_056_960, 788_004_864)
+    for kind in ("full", "lora"):
+        fx = _fx(f"grpo-l1b-{kind}-g4-s512-trl017")
+        sc = fx["phases"]["score"]
+        assert sc["components"]["logits"] == copy + quotient == 1_578_061_824, kind
+        assert sorted(_logits(sc)) == sorted([([B, C + 1, V], "float32", copy), ([B, C, V], "float32", quotient)])
+        step = fx["phases"]["step"]
+        assert step["components"]["logits"] == 2 * quotient, kind
+        assert ([B, C, V], "float32", quotient) in _logits(step) and ([B, C + 1, V], "float32", copy) not in \
+            _logits(step), kind
+
+
+def test_trl_018_grpo_scores_the_reference_inside_the_step():
+    """TRL 0.18 GRPO: `_compute_loss` runs the policy's `_get_per_token_logps` (its quotient, 788,004,864 B, saved
+    by the per-row logsumexp; its fp32 copy died), then the reference's under no_grad: at the reference's
+    division the step holds every saved activation, the policy's quotient, the reference's fp32 copy of
+    (4, 385, V), 790,056,960 B, and its own quotient: 2,366,066,688 B of logits-sized tensors, the step's peak."""
+    B, C = 4, 384
+    copy, quotient = B * (C + 1) * V * 4, B * C * V * 4
+    for kind in ("full", "lora"):
+        fx = _fx(f"grpo-l1b-{kind}-g4-s512-trl018")
+        sc, step = fx["phases"]["score"], fx["phases"]["step"]
+        assert sc["components"]["logits"] == copy + 2 * quotient == 2_366_066_688, kind
+        assert sc["components"]["activations"] > 4 * 2**30, kind
+        assert sc["peak_bytes"] == step["peak_bytes"], kind
+        old = _fx(f"grpo-l1b-{kind}-g4-s512-trl017")
+        assert sc["peak_bytes"] - old["phases"]["score"]["peak_bytes"] > 4 * 2**30, kind
+
+
+def test_trl_017_dpo_keeps_the_fp32_copy_of_the_whole_rows():
+    """TRL 0.17 DPO `concatenated_forward`: `selective_log_softmax(logits, labels)` over the whole rows (labels
+    rolled, no slice): the fp32 copy of the (2, 512, V) logits, 525,336,576 B, is what the per-row logsumexp
+    saves. Backward peak: that copy plus the per-row backward of one row's logsumexp and of the gather, four
+    fp32 (512, V) tensors, 4 x 262,668,288 B: 12·2·512·V in all = 1,576,009,728 B, the engine's 4n + 8n'
+    for n = n' (post/logprobs.py) with gather_backward's zeros filled in place (tracker.py `_scatter_into_zeros`).
+    The reference pass (score) holds the policy's saved copy, its own, and the metrics' boolean-mask copy of the
+    chosen rows' logits, (512, V) fp32."""
+    n = 2 * 512 * V
+    for kind in ("full", "lora"):
+        fx = _fx(f"dpo-l1b-{kind}-s512-trl017")
+        step = fx["phases"]["step"]
+        assert ([2, 512, V], "float32", 4 * n) in _logits(step), kind
+        assert step["components"]["logits"] == 12 * n == 1_576_009_728, kind
+        assert not any(op in ("scatter_add", "new_zeros") for op, *_ in step["logits_at_peak"]), kind
+    lora = _fx("dpo-l1b-lora-s512-trl017")["phases"]["score"]
+    assert lora["components"]["logits"] == 2 * 4 * n + 4 * n // 2
+
+
+def test_trl_019_grpo_scores_the_reference_over_the_whole_generation_batch():
+    """TRL 0.19 GRPO calls the reference's `_get_per_token_logps` without batch_size: with GA 2 (steps_per_
+    generation 2) the 8 completions of the generation batch go through one forward, fp32 copy of (8, 385, V) and
+    quotient (8, 384, V): 8·385·V·4 + 8·384·V·4 = 3,156,123,648 B, twice the GA 1 trace's. The update runs two
+    micro-steps of 4: the second's backward peak holds the first's fp32 gradients, 4P."""
+    fx = _fx("grpo-l1b-full-g4-ga2-s512-trl019")
+    assert fx["plan"]["gradient_accumulation_steps"] == 2
+    sc = fx["phases"]["score"]
+    assert sc["components"]["logits"] == 8 * 385 * V * 4 + 8 * 384 * V * 4 == 3_156_123_648
+    assert sc["components"]["logits"] == 2 * _fx("grpo-l1b-full-g4-s512-trl019")["phases"]["score"]["components"][
+        "logits"]
+    step = fx["phases"]["step"]
+    assert 4 * P_1B <= step["components"]["gradients"] <= 4 * P_1B + SCALARS
+
+
+def test_trl_019_dpo_reference_returns_every_hidden_state():
+    """TRL 0.19 DPO `concatenated_forward` sets output_hidden_states=True: the reference's no-grad forward keeps
+    the embedding output and the 16 layers' outputs, 17 x (2, 512, 2048), to its logits moment. LoRA (bf16 base):
+    bf16 and accelerate's fp32 copy of each, 17·2·512·2048·6 = 213,909,504 B more activations than 0.18 at the
+    score's peak; full fine-tuning (fp32 residual stream, no copies): 16 of 17·2·512·2048·4 (the last is the
+    lm_head's input, alive anyway), 134,217,728 B. Same logits, same step peak (backward)."""
+    for kind, extra in (("lora", 17 * 2 * 512 * 2048 * 6), ("full", 16 * 2 * 512 * 2048 * 4)):
+        new, old = (_fx(f"dpo-l1b-{kind}-s512-{v}")["phases"] for v in ("trl019", "trl018"))
+        grown = new["score"]["components"]["activations"] - old["score"]["components"]["activations"]
+        assert grown == pytest.approx(extra, abs=2**16), kind      # a few small tensors besides
+        assert new["score"]["components"]["logits"] == old["score"]["components"]["logits"], kind
+        assert new["step"]["peak_bytes"] == old["step"]["peak_bytes"], kind
+
+
 def test_dpo_score_runs_inside_the_step_and_grpo_score_before_it():
     """DPO's reference forward runs inside `_compute_loss`, over the policy forward's saved activations: its
-    window starts above the resident bytes. GRPO scores before the update (`_generate_and_score_completions`):
-    its window starts at the resident bytes (+ the batch's ids)."""
+    window starts above the resident bytes; so does TRL 0.18 GRPO's (`_compute_loss`, after the policy's
+    `_get_per_token_logps`). GRPO otherwise scores before the update (`_generate_and_score_completions`): its
+    window starts at the resident bytes (+ the batch's ids)."""
     for path in TRACES:
         fx = _load(path)
         sc = fx["phases"]["score"]
-        if fx["plan"]["post_training"]["method"] in ("dpo", "kto"):
+        if fx["plan"]["post_training"]["method"] in ("dpo", "kto") or fx["versions"]["trl"].startswith("0.18."):
             assert sc["start_bytes"] > fx["resident_bytes"] + 10 * 2**20, fx["id"]
             assert sc["peak_bytes"] <= fx["phases"]["step"]["peak_bytes"], fx["id"]
         else:

@@ -719,6 +719,75 @@ def test_trl_grpo_reference_by_version():
         assert resolve(p).reference == ref and "reference_weights" not in _terms(p)
 
 
+@pytest.mark.parametrize("method, version, copies", [
+    ("grpo", "0.15", False), ("grpo", "0.16", True), ("grpo", "0.17", True), ("grpo", "0.29", True),
+    ("grpo", "1.0", False), ("rloo", "0.21", False), ("rloo", "0.22", True), ("rloo", "1.0", False),
+])
+def test_trl_grpo_temperature_copy_by_version(method, version, copies):
+    # TRL GRPO v0.16.0-v0.29.x (GRPO-style RLOO v0.22.0-v0.29.x): `logits = logits / self.temperature` out of
+    # place, beside accelerate's fp32 copy of the logits (DDP bf16: native_amp). micro 2 completions of the
+    # 256-token default (0.x) + 512 prompt: n = 2·257·V (logits_to_keep + 1), n' = 2·256·V. The fp32 copy and
+    # its quotient: 4n + 4n' = 8·513·V, above the copy's own moment (bf16 + fp32 logits, 6n = 12·257·V); the
+    # no-grad score pass meets the same moment. v1.0.0 divides in place (#5254): only the copy's moment.
+    from zerocalc.post.defaults import resolve
+    p = plan({"method": method, "num_generations": 2, "trainer_version": version}, framework="ddp", zero_stage=0)
+    assert resolve(p).temperature_copy is copies
+    fwd = _terms(p)["logits_forward"].nbytes
+    assert fwd == (4 * 2 * 257 * V + 4 * 2 * 256 * V if copies else 6 * 2 * 257 * V)
+    # the score's logits figure adds the last hidden state, bf16 2 rows x 768 tokens x 2048
+    score = estimate(p).to_dict()["run"]["phases"]["score"]["components"]["logits"]
+    assert score == fwd + 2 * 2 * 768 * 2048
+
+
+def test_trl_018_grpo_reference_inside_the_step_by_hand():
+    # TRL 0.18.x GRPO scores the reference in `_compute_loss` after the policy's forward (grpo_trainer.py v0.18.0
+    # 1332-1345): its no-grad logits meet the end of the policy's forward, as DPO's do. DDP bf16 (native_amp's
+    # fp32 copies), micro 2 completions of 256 (+ 512 prompt), n = 2·257·V, n' = 2·256·V. The reference's moment:
+    # its fp32 copy and quotient, 4n + 4n' (temperature division), beside the policy's 4n (its fp32 branch keeps
+    # the logits), less the step's logits_forward 4n + 4n' already counted at that moment: 4n = 4·2·257·V. No
+    # pre-step score pass (one iteration, no old log-probs): the score phase is the step's end of forward.
+    grpo = {"method": "grpo", "num_generations": 2}
+    p = plan({**grpo, "trainer_version": "0.18"}, framework="ddp", zero_stage=0)
+    t = _terms(p)
+    assert t["reference_logits"].nbytes == 4 * 2 * 257 * V
+    assert t["logits_forward"].nbytes == 4 * 2 * 257 * V + 4 * 2 * 256 * V
+    assert "inside the step" in estimate(p).to_dict()["run"]["phases"]["score"]["note"]
+    for v in ("0.17", "0.19"):      # scored before the step (0.19: beta 0.0 by default, so give a reference)
+        q = plan({**grpo, "trainer_version": v, "reference": "model"}, framework="ddp", zero_stage=0)
+        assert "reference_logits" not in _terms(q)
+        assert "inside the step" not in estimate(q).to_dict()["run"]["phases"]["score"]["note"]
+
+
+def test_trl_019_grpo_reference_scores_the_generation_batch_at_once_by_hand():
+    # TRL 0.19 GRPO: the reference's _get_per_token_logps takes no batch_size (grpo_trainer.py v0.19.1 1224-1231),
+    # so it scores the whole generation batch, micro 2 x steps_per_generation (GA 4) = 8 completions, in one
+    # forward; 0.17 and 0.20 in chunks of the micro-batch. DDP bf16, 512 + 256 tokens, n = R·257·V: the fp32
+    # copy and its quotient, 4·R·257·V + 4·R·256·V, plus the last hidden state 2·R·768·2048, for R = 8 vs 2
+    def score(v):
+        p = plan({"method": "grpo", "num_generations": 2, "trainer_version": v, "reference": "model"},
+                 framework="ddp", zero_stage=0)
+        return estimate(p).to_dict()["run"]["phases"]["score"]["components"]["logits"]
+    for v, rows in (("0.17", 2), ("0.19", 8), ("0.20", 2)):
+        assert score(v) == 4 * rows * 257 * V + 4 * rows * 256 * V + 2 * rows * 768 * 2048, v
+
+
+def test_trl_dpo_019_to_028_reference_keeps_its_hidden_states_by_hand():
+    # TRL DPO 0.19.0-0.28.x: concatenated_forward asks for output_hidden_states=True (dpo_trainer.py v0.19.0 line
+    # 1482): the reference's no-grad forward returns the embedding output and 16 layer outputs, 17 x (R, T, h).
+    # DDP LoRA (bf16 base loaded as bf16, native_amp): bf16 residual stream and accelerate's fp32 copy of each:
+    # 17·4·1024·2048·(2 + 4) B more in the reference's logits term (micro 2 pairs -> R = 4 rows of T = 1024);
+    # full fine-tuning (TRL's fp32 default, the reference fp32): 17·4·1024·2048·4, no copies.
+    pt = {"method": "dpo", "prompt_len": 512, "completion_len": 512}
+    for method, extra in (("lora", 17 * 4 * 1024 * 2048 * 6), ("full", 17 * 4 * 1024 * 2048 * 4)):
+        kw = {"framework": "ddp", "zero_stage": 0, "method": method}
+        if method == "lora":
+            kw["run"] = {"load": {"dtype": "bf16"}}
+        before = _terms(plan({**pt, "trainer_version": "0.18"}, **kw))["reference_logits"].nbytes
+        for v in ("0.19", "0.28"):
+            assert _terms(plan({**pt, "trainer_version": v}, **kw))["reference_logits"].nbytes == before + extra
+        assert _terms(plan({**pt, "trainer_version": "0.29"}, **kw))["reference_logits"].nbytes == before
+
+
 @pytest.mark.parametrize("method, version, completion", [
     ("grpo", "0.17", 256), ("grpo", "1.9.1", 256), ("grpo", "1.10", 512), ("grpo", None, 512),
     ("rloo", "1.0", 256), ("rloo", "1.16", 512),
@@ -767,6 +836,7 @@ def test_rpo_alpha_trl_028_cross_entropy_by_hand():
     dpo_fwd = 2 * 4 * 1024 * V + 2 * 4 * 1023 * V
     dpo_bwd = 2 * 4 * 1024 * V + 2 * 2 * 4 * 1023 * V
     nll = 2 * 2 * 1023 * V
+    hidden = 17 * 4 * 1024 * 2048 * 2
     without = _terms(plan(base))
     assert without["logits_forward"].nbytes == dpo_fwd
     for alpha in (0.1, 0.0):          # `is not None`: 0.0 still runs the cross-entropy
@@ -774,9 +844,10 @@ def test_rpo_alpha_trl_028_cross_entropy_by_hand():
         assert t["logits_forward"].nbytes == dpo_fwd + nll
         assert t["logits_backward"].nbytes == dpo_bwd + nll
         # the reference (adapter off: LoRA; here a full model) runs it too under no_grad: its logits 2·4·1024·V,
-        # the flattened chosen slice and its log_softmax, 2 x 2·2·1023·V (the per-row loop's row has died)
-        assert t["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * nll
-    assert without["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V
+        # the flattened chosen slice and its log_softmax, 2 x 2·2·1023·V (the per-row loop's row has died),
+        # beside the 17 hidden states 0.19-0.28 return (output_hidden_states=True), bf16 under DeepSpeed
+        assert t["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * nll + hidden
+    assert without["reference_logits"].nbytes == 2 * 4 * 1024 * V + 2 * 1024 * V + hidden
 
 
 def test_rpo_alpha_costs_nothing_in_ms_swift_and_llamafactory():
@@ -848,7 +919,9 @@ def test_swift_dpo_nll_cross_entropy_up_to_3_5_by_hand():
     """ms-swift's DPOTrainer up to 3.5.x runs get_nll_loss: the chosen rows' shifted logits made contiguous into
     nn.CrossEntropyLoss, whose log_softmax output is saved for backward (under rpo_alpha in 3.4.1, always in 3.5.0);
     from 3.6.0 the NLL comes from the per-token log-probs. Single GPU under bf16 autocast: accelerate's fp32 copy of
-    the logits, so 4 bytes x 1 pair x (512 - 1) positions x V at the backward peak."""
+    the logits, so 4 bytes x 1 pair x (512 - 1) positions x V at the backward peak. rpo_alpha left out at 3.4 is
+    RLHFArguments' default `rpo_alpha: float = 1.` (swift/llm/argument/rlhf_args.py v3.0.0-v3.7.x; None from v3.8.0),
+    which passes 3.4.1's `is not None`: the same cross-entropy as an explicit 0.1."""
     def peak(version, rpo):
         pt = {"method": "dpo", "trainer": "ms-swift", "prompt_len": 256, "completion_len": 256,
               "trainer_version": version}
@@ -860,7 +933,9 @@ def test_swift_dpo_nll_cross_entropy_up_to_3_5_by_hand():
     nll = 4 * 1 * (512 - 1) * V
     assert peak("3.4", 0.1) - peak("3.6", 0.1) == nll
     assert peak("3.5", None) - peak("3.6", None) == nll
-    assert peak("3.4", None) == peak("3.6", 0.1) == peak("4.6", 0.1)
+    assert peak("3.4", None) - peak("3.6", None) == nll
+    assert peak("3.4", None) == peak("3.4", 0.1) == peak("3.5", None)
+    assert peak("3.6", None) == peak("3.6", 0.1) == peak("4.6", 0.1) == peak("4.6", None)
 
 
 def test_trl_ppo_scores_the_rollout_in_forward_batches_beside_its_scores_by_hand():
@@ -873,3 +948,98 @@ def test_trl_ppo_scores_the_rollout_in_forward_batches_beside_its_scores_by_hand
     rows, t, h = 8, 768, 2048
     logits = 2 * rows * t * V + 2 * t * V + 2 * rows * t * h
     assert est.run.phases["score"].components["logits"] == logits + 4 * rows * 256 * V
+
+
+
+N, N1 = 4 * 1024 * V, 4 * 1023 * V          # n = R·T·V, n' = R·(T - 1)·V for R = 4 rows, T = 1024
+
+
+@pytest.mark.parametrize("version, fwd, bwd, ref", [
+    # up to v0.5.5: F.log_softmax of the bf16 logits' shifted slice, its output saved (2n'); the logits die when
+    # concatenated_forward returns, so the reference (2n + 2n') meets only the policy's saved 2n': the term
+    # beyond the policy's forward moment is 2n' + (2n + 2n') - (2n + 2n') = 2n'
+    ("0.3.7", 2 * N + 2 * N1, 6 * N1, 2 * N1),
+    ("0.5.5", 2 * N + 2 * N1, 6 * N1, 2 * N1),
+    # v0.5.6-v0.5.x: the fp32 copy of the logits (2n + 4n at the cast), then the fp32 log_softmax beside it
+    # (4n + 4n', the larger), 4n' saved; backward: gather's zeros, the saved output, log_softmax's backward output
+    # (12n'); the reference: 4n' + (4n + 4n') - (4n + 4n') = 4n'
+    ("0.5.6", 4 * N + 4 * N1, 12 * N1, 4 * N1),
+    # v0.6.x: the fp32 copy kept by the per-row logsumexp (4n saved), TRL's fp32 backward 4n + 8n'; the reference
+    # 4n + (2n + 4n) - (2n + 4n) = 4n
+    ("0.6.0", 2 * N + 4 * N, 4 * N + 8 * N1, 4 * N),
+    # from v0.7.0 (and the default, v0.11): flash-attn's cross_entropy_loss over the fp32 copy, as before
+    ("0.7.0", 2 * N + 4 * N, 8 * N + 2 * N, 2 * N + 4 * N),
+    (None, 2 * N + 4 * N, 8 * N + 2 * N, 2 * N + 4 * N),
+])
+def test_openrlhf_logprob_code_follows_the_release_by_hand(version, fwd, bwd, ref):
+    """OpenRLHF's DPO log-probabilities as each release computes them (post/logprobs.py; read at 6a13d95,
+    v0.5.5, v0.5.6, v0.6.0, v0.7.0): DPO micro 2 -> R = 4 rows x T = 1024 under bf16."""
+    pt = {"method": "dpo", "trainer": "openrlhf", "prompt_len": 512, "completion_len": 512}
+    if version is not None:
+        pt["trainer_version"] = version
+    t = _terms(plan(pt))
+    assert t["logits_forward"].nbytes == fwd
+    assert t["logits_backward"].nbytes == bwd
+    assert t["reference_logits"].nbytes == ref
+
+
+def test_llamafactory_reward_model_is_the_causal_lm_with_a_value_head_by_hand():
+    """LLaMA-Factory's stage rm loads TRL's AutoModelForCausalLMWithValueHead (train/rm/workflow.py
+    add_valuehead=True): the whole causal LM runs, its bf16 logits meet their fp32 copy as the forward returns
+    (2n + 4n, n = R·T·V) and none reaches backward (PairwiseTrainer keeps only the values); ValueHead's
+    Dropout(0.1) saves its mask and bf16 output (3 bytes x R·T·h). TRL's RewardTrainer is the sequence classifier:
+    no logits. Llama 3.2 1B, micro 2 -> R = 4 rows x T = 1024."""
+    pt = {"method": "rm", "prompt_len": 512, "completion_len": 512}
+    lf = _terms(plan({**pt, "trainer": "llamafactory"}))
+    trl = _terms(plan({**pt, "trainer": "trl"}))
+    n = 4 * 1024 * V
+    assert lf["logits_forward"].nbytes == 2 * n + 4 * n
+    assert lf["logits_backward"].nbytes == 0
+    assert lf["value_head_dropout"].nbytes == 3 * 4 * 1024 * 2048
+    assert trl["logits_forward"].nbytes == 0 and "value_head_dropout" not in trl
+    # the parameters: the tied 1B keeps its embedding either way; v_head.summary is h + 1, score h
+    assert lf["flat_16bit_params"].nbytes - trl["flat_16bit_params"].nbytes == 2 * 1
+    # an untied model keeps its lm_head too (Llama 3.1 8B: V x h = 128,256 x 4,096), all of it trained
+    lf8 = _terms(plan({**pt, "trainer": "llamafactory"}, model="llama-3.1-8b"))
+    trl8 = _terms(plan({**pt, "trainer": "trl"}, model="llama-3.1-8b"))
+    assert lf8["flat_16bit_params"].nbytes - trl8["flat_16bit_params"].nbytes == 2 * (128_256 * 4096 + 1)
+
+
+@pytest.mark.parametrize("version, saved, bwd", [
+    # up to v0.5.5: the saved bf16 log_softmax (2n') and the output's bf16 logits (2n) that training_step_actor
+    # holds; backward: max(6n', 2n + 2n') + 2n
+    ("0.5.0", 2 * N1 + 2 * N, max(6 * N1, 2 * N + 2 * N1) + 2 * N),
+    # v0.5.6-v0.5.x: the fp32 log_softmax (4n') and the output's fp32 copy (4n); backward max(12n', 4n + 2n) + 4n
+    ("0.5.6", 4 * N1 + 4 * N, max(12 * N1, 6 * N) + 4 * N),
+    # v0.6.x: the logsumexp saves the fp32 logits already: as DPO's
+    ("0.6.0", 4 * N, 4 * N + 8 * N1),
+])
+def test_openrlhf_ppo_actor_keeps_its_output_by_hand(version, saved, bwd):
+    """OpenRLHF's PPOTrainer.training_step_actor (v0.3.8-v0.6.0) keeps `output` from
+    `self.actor(..., return_output=True)` through backward. PPO micro 4 -> R = 4 completions x T = 1024."""
+    t = _terms(plan({"method": "ppo", "trainer": "openrlhf", "prompt_len": 512, "completion_len": 512,
+                     "trainer_version": version}, micro_batch_size=4, gradient_accumulation_steps=1))
+    assert t["logits_backward"].nbytes == bwd
+    kept = saved - (2 * N1 if version == "0.5.0" else 4 * N1)       # the output's logits alone
+    if version == "0.6.0":
+        assert "actor_output_logits" not in t
+    else:
+        # alive through the layer-by-layer backward and the optimizer step, after the loss's backward moment
+        assert t["actor_output_logits"].nbytes == kept == (2 * N if version == "0.5.0" else 4 * N)
+        assert {"recompute_top", "step"} <= set(t["actor_output_logits"].phases)
+        assert "fwd" not in t["actor_output_logits"].phases and "loss_bwd" not in t["actor_output_logits"].phases
+
+
+def test_llamafactory_ppo_critic_is_the_policys_value_head():
+    """LLaMA-Factory's PPO trains TRL's AutoModelForCausalLMWithValueHead (train/ppo/trainer.py:
+    `logits, _, values = model(...)`): no critic model; LoRA's default reward_model_type lora is an adapter on the
+    same base, a full fine-tune's reward a model of its own (the policy's shape, a replica at ZeRO-2)."""
+    pt = {"method": "ppo", "trainer": "llamafactory", "prompt_len": 512, "completion_len": 512}
+    lora = _terms(plan(pt, method="lora"))
+    full = _terms(plan(pt))
+    assert not any(k.startswith("critic") for k in lora) and not any(k.startswith("critic") for k in full)
+    assert "reward_model_weights" not in lora
+    # the reward model: LLaMA-Factory's value-head model of Llama 3.2 1B (tied lm_head), plus v_head (h + 1), bf16
+    assert full["reward_model_weights"].nbytes == 2 * (P1B + 2048 + 1)
+    trl = _terms(plan({**pt, "trainer": "trl"}))
+    assert "critic_state" in trl

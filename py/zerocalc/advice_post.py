@@ -31,6 +31,14 @@ def post_warnings(est: Estimate) -> list[Warning]:
                                f"vLLM's KV cache holds {tokens:,} tokens; one generation round needs {need:,}: "
                                "it preempts and recomputes sequences (slower, not out of memory).",
                                "Raise gpu_memory_utilization if the update step leaves room (zerocalc fit)."))
+    counted = est.per_gpu.counted
+    if counted:
+        out.append(Warning("vllm-pool-counted", "info",
+                           f"torch.cuda.memory_allocated / _reserved keep counting the sleeping vLLM's "
+                           f"{_gib(counted)} of weights and KV cache (its CuMemAllocator pool is unmapped behind "
+                           "PyTorch's allocator), so peak allocated and reserved here are torch's counters and "
+                           "exceed what the GPU holds; nvidia-smi (device used) is the figure that must fit.",
+                           "Read torch.cuda.mem_get_info() for the device's free memory while vLLM sleeps."))
     if g is not None and g.mode == "server":
         out.append(Warning("generator-elsewhere", "info",
                            "The vLLM server runs on GPUs outside the plan; their memory is not in this estimate.",

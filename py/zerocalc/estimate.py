@@ -21,7 +21,7 @@ from .memory.fragmentation import over_steps
 from .memory.vision import plan_support
 from .memory.runtime import (PINNED_PER_TRANSIENT, allocator_cache_bytes, allocator_reserve, lazy_state_cache,
                              runtime_terms, stream_cache)
-from .memory.terms import (ALLOCATOR, COMPONENTS, DRIVER, HOST_PINNED, MANAGED, ON_GPU, STREAM_CACHE, Term,
+from .memory.terms import (ALLOCATOR, COMPONENTS, COUNTED, DRIVER, HOST_PINNED, MANAGED, ON_GPU, STREAM_CACHE, Term,
                            phases_of)
 from .plan import Plan
 from .post import post_phases, post_step_terms, update_inputs, update_plan
@@ -133,11 +133,14 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
     comps = {c: 0 for c in COMPONENTS}     # post-training adds "generator" (a colocated vLLM) where it has one
     detail: dict[str, int] = {}
     host_detail: dict[str, int] = {}
-    paged = evicted = 0
+    paged = evicted = counted = 0
     driver = []
     for t in ts:
         w = t.where
-        if w == ALLOCATOR or w == MANAGED:
+        if w == COUNTED:
+            counted += t.nbytes
+            detail[t.name] = detail.get(t.name, 0) + t.nbytes
+        elif w == ALLOCATOR or w == MANAGED:
             b = t.nbytes if peak_phase in t.phases else 0
             if b and w == MANAGED:
                 resident = min(b, room)
@@ -166,8 +169,8 @@ def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = N
     logit_terms = [t for t in ts if t.where == ALLOCATOR and t.component == "logits"]
     logits_step = max((sum(t.nbytes for t in logit_terms if ph in t.phases) for ph in phases_of(plan, ts)), default=0)
     return PerGpu(phase=peak_phase, phase_allocated=MappingProxyType(alloc), components=MappingProxyType(comps),
-                  detail=MappingProxyType(detail), peak_allocated=peak_alloc, peak_reserved=reserved,
-                  device_used=reserved + outside + paged, host_per_rank=sum(host_detail.values()),
+                  detail=MappingProxyType(detail), peak_allocated=peak_alloc + counted, peak_reserved=reserved + counted,
+                  device_used=reserved + outside + paged, counted=counted, host_per_rank=sum(host_detail.values()),
                   host_detail=MappingProxyType(host_detail), deepspeed_buffers=MappingProxyType(ds_buffers),
                   logits_step=logits_step)
 
@@ -181,8 +184,8 @@ def whole_run(plan: Plan, si: StepInputs, spec: GpuSpec) -> tuple[PerGpu, object
 def _run_of(sp: Plan, si: StepInputs, spec: GpuSpec, post, ts: list[Term], pg: PerGpu) -> tuple[PerGpu, object, object]:
     """whole_run from the step plan, its terms and their per_gpu."""
     step = PhasePeak("step", pg.peak_allocated, pg.peak_reserved, pg.device_used, pg.components, pg.host_per_rank,
-                     "the steady training step" if post is None else f"the {post.method} update step")
-    view = run_view(sp, si, ts, spec.capacity_bytes, pg.peak_reserved)
+                     "the steady training step" if post is None else f"the {post.method} update step", pg.counted)
+    view = run_view(sp, si, ts, spec.capacity_bytes, pg.peak_reserved - pg.counted)
     return pg, view, run_peaks(view, step, post_phases(view, post, ts))
 
 
@@ -209,16 +212,21 @@ def _over_steps(plan: Plan, pg: PerGpu, spec: GpuSpec, beside: int = 0) -> dict:
     d, a = plan.data, plan.allocator
     out = _steps_of(plan, pg, spec, d, a)
     if beside:
-        cap = spec.capacity_bytes - (pg.device_used - pg.peak_reserved)
+        cap = spec.capacity_bytes - (pg.device_used - pg.peak_reserved + pg.counted) + pg.counted
         out["reserved_after_steps"] = {n: max(r, min(r + beside, cap)) for n, r in out["reserved_after_steps"].items()}
     return out
 
 
 def _steps_of(plan: Plan, pg: PerGpu, spec: GpuSpec, d, a) -> dict:
-    return over_steps(d.lengths, d.mean_len, d.p99_len, d.histogram, plan.micro_batch_size, plan.seq_len,
-                      pg.peak_allocated, pg.peak_reserved, pg.components["activations"] + pg.components["logits"],
-                      pg.logits_step, spec.capacity_bytes - (pg.device_used - pg.peak_reserved), expandable(a, plan.stack.trainer),
-                      a.max_split_size_mb, a.empty_cache_every)
+    """The steps over the device's own bytes; torch's counters add what they count off the device (pg.counted)."""
+    alloc, reserved = pg.peak_allocated - pg.counted, pg.peak_reserved - pg.counted
+    out = over_steps(d.lengths, d.mean_len, d.p99_len, d.histogram, plan.micro_batch_size, plan.seq_len,
+                     alloc, reserved, pg.components["activations"] + pg.components["logits"],
+                     pg.logits_step, spec.capacity_bytes - (pg.device_used - reserved), expandable(a, plan.stack.trainer),
+                     a.max_split_size_mb, a.empty_cache_every)
+    if pg.counted:
+        out["reserved_after_steps"] = {n: r + pg.counted for n, r in out["reserved_after_steps"].items()}
+    return out
 
 
 def _host_per_node(plan: Plan, si: StepInputs, pg: PerGpu) -> int:

@@ -38,6 +38,7 @@ class PerGpu:
     host_detail: Mapping
     deepspeed_buffers: Mapping        # DeepSpeed buffer -> bytes on this rank (sizes, any phase)
     logits_step: int = 0              # the step's logits bytes at their largest moment (memory/fragmentation.py)
+    counted: int = 0                  # in peak_allocated / peak_reserved but not on the device (memory/terms COUNTED)
 
 
 @dataclass(frozen=True)

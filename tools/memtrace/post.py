@@ -10,11 +10,8 @@ What runs (TRL pinned in tools/memtrace/requirements-trl.txt, from .venv-trl):
         The reference forward runs inside `_compute_loss` under no_grad (trl/trainer/dpo_trainer.py
         `_compute_loss`: `self.ref_model(...)`, or `use_adapter(model, None)` = `disable_adapter()` with PEFT);
         its window is the `score` phase, nested in `step`.
-  KTO   `trl.KTOTrainer(model, ref_model, args=KTOConfig(...), train_dataset, processing_class)` the same way, on
-        `DataCollatorForUnpairedPreference`'s shape (B rows and B mismatched `KL_` rows, the labels alternating):
-        `_compute_loss` runs the policy's KL forward under no_grad, the trained forward of B rows, then the
-        reference's KL and matched forwards under no_grad (the `score` window, nested in `step`). `forwards` in
-        the fixture lists each decoder forward of the step (model, grad enabled, rows, tokens).
+  KTO   `trl.KTOTrainer(...)` the same way (tools/memtrace/post_kto.py): the reference's KL and matched forwards are
+        the `score` window, nested in `step`.
   GRPO  `trl.GRPOTrainer(model, reward_funcs, args=GRPOConfig(use_vllm=False, beta>0, ...))`; generation is not
         traced: vLLM cannot run on CPU, and TRL's HF `generate` path (`_generate_single_turn`) on fake tensors did
         not finish 384 decode steps of a 1B model in 15 min on the shared 2 cores; the completions are a fake batch
@@ -50,10 +47,13 @@ from .build import build_meta_model, cuda_like_dropout, fakeify, grouped_mm_any_
 from .cuda_autocast import cuda_autocast_policy
 from .optim import label_grads, state_tensors, warm_up
 from .plan import from_dict
+from .post_kto import build_kto, kto_batch, log_forwards
 from .run import RunTracker, fake_storage_ids, one_process_padding
 from .trace import snap_dict
+from . import trl0
 from .trl_cuda import cuda_fused_head, module_to_dtype_in_place, stub_triton_for_trl_before_115
 
+trl0.import_shims()                   # TRL 0.x on transformers 5 (tools/memtrace/trl0.py), before TRL is imported
 stub_triton_for_trl_before_115()      # before TRL is imported (see its docstring)
 GRPO_BETA = 0.04     # a reference is used when beta != 0 (TRL's default beta 0.0 loads none, grpo_config.py)
 VOCAB_WORDS = 64     # the tokenizer's own vocabulary (the model's vocab_size is the plan's)
@@ -165,7 +165,8 @@ def _trl_version() -> str:
 
 def _args(cls, plan, pt, tmp, dt, extra):
     ckpt = plan.activation_checkpointing in ("full", "selective")
-    return cls(output_dir=tmp, per_device_train_batch_size=plan.micro_batch_size, gradient_accumulation_steps=1,
+    ga = extra.pop("gradient_accumulation_steps", 1)
+    return cls(output_dir=tmp, per_device_train_batch_size=plan.micro_batch_size, gradient_accumulation_steps=ga,
                learning_rate=1e-5, bf16=dt["autocast"] is not None, use_cpu=True, report_to=[],
                logging_strategy="no", save_strategy="no", eval_strategy="no", disable_tqdm=True,
                dataloader_pin_memory=False, gradient_checkpointing=ckpt,
@@ -185,6 +186,7 @@ def _build_trainer(spec, plan, model, ref, tok, tmp, dt):
     from datasets import Dataset  # noqa: PLC0415
     pt = spec["post_training"]
     pc = _peft_config(plan)
+    trl0.model_shim(model)
     if pt["method"] == "dpo":
         from trl import DPOConfig, DPOTrainer  # noqa: PLC0415
         args = _args(DPOConfig, plan, pt, tmp, dt, {"max_length": pt["prompt_len"] + pt["completion_len"],
@@ -193,20 +195,23 @@ def _build_trainer(spec, plan, model, ref, tok, tmp, dt):
         return DPOTrainer(model=model, ref_model=ref, args=args, train_dataset=ds, processing_class=tok,
                           peft_config=pc)
     if pt["method"] == "kto":
-        from trl import KTOConfig, KTOTrainer  # noqa: PLC0415
-        # loss_type "kto" (the default) estimates the KL term: calculate_KL, B > 1, sequential sampling
-        args = _args(KTOConfig, plan, pt, tmp, dt, {"max_length": pt["prompt_len"] + pt["completion_len"]})
-        ds = Dataset.from_dict({"prompt": ["w2 w3"] * 4, "completion": ["w4"] * 4, "label": [True, False] * 2})
-        return KTOTrainer(model=model, ref_model=ref, args=args, train_dataset=ds, processing_class=tok,
-                          peft_config=pc)
+        return build_kto(lambda cls: _args(cls, plan, pt, tmp, dt, {"max_length": pt["prompt_len"]
+                                                                    + pt["completion_len"]}), model, ref, tok, pc)
     from trl import GRPOConfig, GRPOTrainer  # noqa: PLC0415
     import trl.trainer.grpo_trainer as grpo_mod  # noqa: PLC0415
     G = pt["num_generations"]
+    ds = Dataset.from_dict({"prompt": ["w2 w3"] * 8})
+    kw = {"num_generations": G, "max_completion_length": pt["completion_len"], "use_vllm": False,
+          "beta": 0.0 if pt.get("reference", "auto") in ("auto", "none") else GRPO_BETA}
+    if trl0.is_trl0():
+        # GA: the generation batch is B x steps_per_generation (default GA) rows from 0.18 (GRPOConfig)
+        kw["gradient_accumulation_steps"] = plan.gradient_accumulation_steps
+        return trl0.build_grpo(GRPOTrainer, lambda **k: _args(GRPOConfig, plan, pt, tmp, dt, k), kw, model, ref,
+                               tok, ds, pc)
     args = _args(GRPOConfig, plan, pt, tmp, dt, {
         "num_generations": G, "max_completion_length": pt["completion_len"],
         "beta": 0.0 if pt.get("reference", "auto") in ("auto", "none") else GRPO_BETA,
         "use_vllm": False, "generation_batch_size": plan.micro_batch_size})
-    ds = Dataset.from_dict({"prompt": ["w2 w3"] * 8})
     # GRPOTrainer builds its reference itself: create_model_from_path(model id, dtype=self.model.dtype,
     # attn_implementation=...); nothing is downloaded, so the call returns the reference built here on meta and
     # fakeified (the same class and dtype), and the kwargs TRL asked for are kept for the fixture
@@ -232,14 +237,6 @@ def dpo_batch(rows: int, s: int) -> dict:
     ids = torch.zeros(rows, s, dtype=torch.long)
     return {"input_ids": ids, "attention_mask": torch.ones(rows, s, dtype=torch.long),
             "completion_mask": torch.ones(rows, s, dtype=torch.long)}
-
-
-def kto_batch(b: int, s: int) -> dict:
-    """DataCollatorForUnpairedPreference's output (trl/trainer/kto_trainer.py `torch_call`): B rows of
-    (prompt + completion) and B mismatched `KL_` rows (the completions cycled by one within the batch), each
-    right-padded to one length (all tokens real here, s = prompt_len + completion_len), and the B labels."""
-    kl = {"KL_" + k: v for k, v in dpo_batch(b, s).items()}
-    return {**dpo_batch(b, s), **kl, "label": torch.tensor([i % 2 == 0 for i in range(b)])}
 
 
 def grpo_batch(b: int, p: int, c: int) -> dict:
@@ -314,7 +311,7 @@ def trace_post(spec: dict) -> dict:
         tr.leave("load")
         running.start(tr)
         tok = tiny_tokenizer()
-        _log_forwards(tr, model, ref)
+        log_forwards(tr, model, ref)
         with fm, tr:
             tr.enter("init")
             tr.set_phase("setup")
@@ -334,34 +331,26 @@ def trace_post(spec: dict) -> dict:
             tr.set_phase("setup")
             resident = tr.snapshot()
             t1 = time.perf_counter()
-            with _score_windows(tr, trainer, mod):
+            old = trl0.is_trl0()
+            with _score_windows(tr, trainer, mod) if not old else trl0.score_window(tr, trainer, pt["method"]):
                 if pt["method"] == "dpo":
-                    batch = dpo_batch(rows, s)
+                    batch = trl0.dpo_batch(b, P, C) if old else dpo_batch(rows, s)
                 elif pt["method"] == "kto":
-                    batch = kto_batch(b, s)
+                    batch = kto_batch(b, s, dpo_batch)
                 else:
                     batch = grpo_batch(b, P, C)
-                    tr.enter("score")
-                    tr.set_phase("forward")
-                    with torch.no_grad():
-                        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
-                        am = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-                        if trainer.ref_model is not None:
-                            rl, _, _ = trainer._get_per_token_logps_and_entropies(
-                                trainer.ref_model, ids, am, C, batch_size=trainer.args.per_device_train_batch_size)
-                        else:
-                            unwrapped = trainer.accelerator.unwrap_model(trainer.model)
-                            with mod.use_adapter(unwrapped, None):
-                                rl, _, _ = trainer._get_per_token_logps_and_entropies(
-                                    trainer.model, ids, am, C, batch_size=trainer.args.per_device_train_batch_size)
-                    del ids, am
-                    batch["ref_per_token_logps"] = rl
-                    del rl
-                    tr.leave("score")
+                    if old:     # 0.18+: `_generate_and_score_completions` returns it (None with one iteration)
+                        batch["old_per_token_logps"] = None
+                    if not (old and trl0.grpo_ref_in_step()):      # TRL 0.18 scores inside _compute_loss
+                        # the generation batch (B x GA rows when GA > 1) is scored, the first B update the step
+                        gen = grpo_batch(b * plan.gradient_accumulation_steps, P, C) \
+                            if plan.gradient_accumulation_steps > 1 else batch
+                        batch["ref_per_token_logps"] = _grpo_score(tr, trainer, gen, C, mod, old)[:b]
+                        del gen
                     trainer._prepare_inputs = lambda inputs: inputs
                 tr.enter("step")
                 tr.begin_step()
-                _traced_step(trainer, opt, batch, tr, pt["method"])
+                _traced_step(trainer, opt, batch, tr, pt["method"], plan.gradient_accumulation_steps)
                 tr.enter("end")
                 tr.leave("end")
         running.stop()
@@ -373,25 +362,32 @@ def trace_post(spec: dict) -> dict:
     return rep
 
 
-def _log_forwards(tr, model, ref) -> None:
-    """Each decoder forward inside the step, in order: [model, grad enabled, rows, tokens] (`forwards` in the
-    fixture): which model runs each pass, with or without autograd, over how many rows."""
-    tr.forwards = []
-    for name, m in (("policy", model), ("reference", ref)):
-        dec = getattr(m, "model", None)
-        if dec is None:
-            continue
+def _grpo_score(tr, trainer, batch, C, mod, old):
+    """The reference pass of `_generate_and_score_completions` as the run phase `score`, under no_grad."""
+    tr.enter("score")
+    tr.set_phase("forward")
+    with torch.no_grad():
+        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        am = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        if old:
+            rl = trl0.grpo_score(tr, trainer, ids, am, C)
+        elif trainer.ref_model is not None:
+            rl, _, _ = trainer._get_per_token_logps_and_entropies(
+                trainer.ref_model, ids, am, C, batch_size=trainer.args.per_device_train_batch_size)
+        else:
+            unwrapped = trainer.accelerator.unwrap_model(trainer.model)
+            with mod.use_adapter(unwrapped, None):
+                rl, _, _ = trainer._get_per_token_logps_and_entropies(
+                    trainer.model, ids, am, C, batch_size=trainer.args.per_device_train_batch_size)
+    del ids, am
+    tr.leave("score")
+    return rl
 
-        def pre(mod, args, kwargs, name=name):
-            ids = kwargs.get("input_ids", args[0] if args else None)
-            if "step" in tr.open and ids is not None:
-                tr.forwards.append([name, torch.is_grad_enabled(), *map(int, ids.shape)])
-        dec.register_forward_pre_hook(pre, with_kwargs=True)
 
-
-def _traced_step(trainer, opt, batch, tr, method):
-    """Trainer.training_step (the real compute_loss; accelerator.backward labelled `backward`), then the
-    optimizer step and zero_grad(set_to_none=True), as Trainer's inner loop does."""
+def _traced_step(trainer, opt, batch, tr, method, ga=1):
+    """Trainer.training_step (the real compute_loss; accelerator.backward labelled `backward`) once per
+    micro-step (GA > 1: the later ones accumulate into the gradients the first left), then the optimizer step
+    and zero_grad(set_to_none=True), as Trainer's inner loop does."""
     from transformers import Trainer  # noqa: PLC0415
     backward = trainer.accelerator.backward
 
@@ -403,10 +399,12 @@ def _traced_step(trainer, opt, batch, tr, method):
     tr.set_phase("forward")
     with tr.window("step"):
         nib = batch.get("num_items_in_batch")
-        if method in ("dpo", "kto"):
-            trainer.training_step(trainer.model_wrapped, batch)
-        else:
-            Trainer.training_step(trainer, trainer.model_wrapped, batch, nib)
+        for _ in range(ga):
+            tr.set_phase("forward")
+            if method in ("dpo", "kto"):
+                trainer.training_step(trainer.model_wrapped, batch)
+            else:
+                Trainer.training_step(trainer, trainer.model_wrapped, batch, nib)
         tr.set_phase("step")
         opt.step()
         for t in state_tensors(opt):
@@ -433,8 +431,9 @@ def _report(spec, tr, alloc, cfg, params, resident, seconds) -> dict:
     aph = alloc["phases"]
     step_alloc = dict(aph.get("step", {}))
     sc = aph.get("score", {})
-    if spec["plan"]["post_training"]["method"] in ("dpo", "kto"):
-        # DPO's and KTO's score window is nested in the step: the step's replay peaks are the larger of the two
+    if spec["plan"]["post_training"]["method"] in ("dpo", "kto") or trl0.grpo_ref_in_step():
+        # DPO's and KTO's (and TRL 0.18 GRPO's) score window is nested in the step: the step's replay peaks are
+        # the larger of the two
         step_alloc = {k: max(step_alloc.get(k) or 0, sc.get(k) or 0) for k in ("peak_allocated", "peak_reserved")} \
             | {"end_reserved": step_alloc.get("end_reserved")}
     phases = {"step": _window(tr, "step", step_alloc), "score": _window(tr, "score", sc)}

@@ -5,7 +5,8 @@
   .venv-trl/bin/python -m tools.memtrace.postgrid [--only ID,...]        (make trace-post; about a minute a trace)
 
 TRL is not in the shared venv: .venv-trl is made by `make .venv-trl/.ok` (tools/memtrace/requirements-trl.txt).
-Each id carries the TRL version that wrote it (`trl116`, `trl114`): the fixture keeps the plan with its
+Each id carries the TRL version that wrote it (`trl116`, `trl114`; `trl017`, `trl018`, `trl019` from the 0.x
+wheels unpacked first on the path, tools/memtrace/trl0.py): the fixture keeps the plan with its
 Extension 7 `post_training` block, per phase (`step`, `score`) the traced peak of live storages, the allocator
 replay's `peak_allocated_bytes` / `peak_reserved_bytes`, the components at the peak, what is resident before the
 step (`resident`), the versions and the command.
@@ -57,6 +58,11 @@ RUNS = [
     _p("grpo-l1b-full-g4-s512", {**GRPO, "reference": "model"}, method="full", micro_batch_size=4, seq_len=512),
     _p("grpo-l1b-lora-g4-s512", {**GRPO, "reference": "adapter-disabled"}, method="lora", micro_batch_size=4,
        seq_len=512),
+    # two micro-steps per generation (GRPOConfig steps_per_generation defaults to GA from 0.18): 8 completions
+    # scored, 4 per update (traced for TRL 0.x only: 0.19's reference pass takes no batch_size; post.py gives
+    # 1.x's GRPOConfig generation_batch_size = B, one micro-step per generation)
+    {**_p("grpo-l1b-full-g4-ga2-s512", {**GRPO, "reference": "model"}, method="full", micro_batch_size=4,
+          seq_len=512, gradient_accumulation_steps=2), "trl": "0."},
 ]
 
 
@@ -77,6 +83,9 @@ def main(argv=None) -> int:
     for e in RUNS:
         rid = f"{e['id']}-{tag}"
         if only and e["id"] not in only and rid not in only:
+            continue
+        import trl  # noqa: PLC0415
+        if not trl.__version__.startswith(e.get("trl", "")):
             continue
         import trl  # noqa: PLC0415
         e = {**e, "plan": {**e["plan"], "post_training": {**e["plan"]["post_training"], "trainer_version": trl.__version__}}}

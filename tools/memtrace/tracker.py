@@ -201,6 +201,9 @@ class StorageTracker(TorchDispatchMode):
         take_over = None
         if self.inplace_accum and self.phase in ("backward", "recompute") and func is torch.ops.aten.add.Tensor:
             take_over = self._inplace_candidate(args)
+        elif self.inplace_accum and self.phase in ("backward", "recompute") \
+                and func is torch.ops.aten.scatter_add.default:
+            take_over = self._scatter_into_zeros(args)
         out = func(*args, **kwargs)
         if self.ops is not None:
             self._log_op(func, args, kwargs, out)
@@ -248,6 +251,22 @@ class StorageTracker(TorchDispatchMode):
                 and _dense(a) and a.untyped_storage().nbytes() == a.numel() * a.element_size():
             return ra
         return None
+
+
+    def _scatter_into_zeros(self, args):
+        """aten `gather_backward` (TensorAdvancedIndexing.cpp): `result = grad.new_zeros(self.sizes())`, then
+        `result.scatter_add_(dim, index, grad)` in place, unless `areAnyTensorSubclassLike({index, grad})`, which
+        is true for every tensor while a dispatch mode is active (ATen/TensorSubclassLikeUtils.h:
+        `c10::impl::dispatch_mode_enabled()`), so under this tracer it takes the out-of-place `scatter_add`, a
+        second tensor a real run does not make. The zeros made by the same backward node hand their bytes to
+        the output, as the in-place call would (post-training's fp32 `selective_log_softmax`, TRL 0.x)."""
+        if not args or not isinstance(args[0], torch.Tensor):
+            return None
+        rec = self.live.get(id(args[0].untyped_storage()))
+        node = torch._C._current_autograd_node()
+        if rec is None or node is None or rec.op != "new_zeros" or rec.node != id(node):
+            return None
+        return rec
 
 
 _VIEW_BACKWARDS = ("TBackward0", "TransposeBackward0", "PermuteBackward0", "ViewBackward0", "UnsafeViewBackward0",

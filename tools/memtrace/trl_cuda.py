@@ -14,8 +14,8 @@ def stub_triton_for_trl_before_115() -> None:
     per-row torch loop a CPU runs. Its module imports triton at import time, which a CPU build lacks, so before
     TRL is imported a stub triton (`jit` returns the function, `language` answers any name) lets the module load
     (the stub is taken out of sys.modules again right after);
-    `cuda_fused_head` then launches its kernels as no-ops. Only for TRL < 1.15 (its own version metadata), and
-    only without a real triton."""
+    `cuda_fused_head` then launches its kernels as no-ops. Only for TRL 1.11-1.14 (its own version metadata; 0.x
+    has no kernels module), and only without a real triton."""
     import importlib.metadata as md  # noqa: PLC0415
     import importlib.util  # noqa: PLC0415
     import sys  # noqa: PLC0415
@@ -24,7 +24,8 @@ def stub_triton_for_trl_before_115() -> None:
         major, minor = (int(x) for x in md.version("trl").split(".")[:2])
     except (md.PackageNotFoundError, ValueError):
         return
-    if (major, minor) >= (1, 15) or importlib.util.find_spec("triton") is not None or "trl" in sys.modules:
+    if not (1, 11) <= (major, minor) < (1, 15) or importlib.util.find_spec("triton") is not None \
+            or "trl" in sys.modules:
         return
 
     class _Lang(types.ModuleType):

@@ -5,7 +5,8 @@ From LLaMA-Factory (hiyouga/LLaMA-Factory@ff6d4d1) ``src/llamafactory/hparams/fi
 hinge, ...) picks the objective, and orpo / simpo use no reference (`use_ref_model = stage == "dpo" and
 pref_loss not in ["orpo", "simpo"]`); ``ref_model`` names a separate reference, else LoRA disables its adapter
 and a full fine-tune copies the model (train/trainer_utils.py `create_ref_model`); PPO's ``reward_model_type``
-lora loads the reward head as an adapter on the same base (no weights of its own), full a model, api none; PPO
+lora loads the reward head as an adapter on the same base (no weights of its own), full a model, api none, and
+the critic is the policy's own value head (no value_model); PPO
 generates with HF `generate` up to ``max_new_tokens`` (generating_args, default 1024) after prompts of
 ``cutoff_len``. The preference pair's prompt and response share ``cutoff_len`` (data/processor
 `infer_seqlen`): taken as half each.
@@ -46,8 +47,6 @@ def llamafactory_post_keys(b: Builder, cfg: dict, take) -> bool:
         else:
             b.skip("reward_model_type", rtype, NO_EFFECT + (" (an adapter on the policy's base)" if rtype == "lora"
                                                             else " (an API)"))
-        b.set("reward_model_type", "post_training.value_model", {"model": None, "placement": "same-gpus"},
-              default=True)
     else:
         b.set("cutoff_len", "post_training.prompt_len", total // 2, default=True)
         b.set("cutoff_len", "post_training.completion_len", total - total // 2, default=True)

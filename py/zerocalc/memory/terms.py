@@ -52,6 +52,8 @@ MANAGED = "managed"              # GPU, CUDA managed (paged) memory: resident as
 STREAM_CACHE = "stream_cache"    # GPU, blocks the allocator keeps for another stream: reserved, no tensor
 RESERVE = "reserve"              # GPU, reserved by the allocator beyond the live tensors (cache, rounding)
 DRIVER = "driver"                # GPU, outside the allocator: CUDA context, NCCL buffers
+COUNTED = "counted"              # not on the GPU, yet in torch's allocated / reserved counters (a sleeping vLLM's
+#                                  CuMemAllocator pool, unmapped behind the caching allocator's back)
 HOST_PINNED = "host_pinned"      # host, page-locked through PyTorch (rounded to a power of two)
 HOST_PAGEABLE = "host_pageable"  # host, ordinary memory
 ON_GPU = frozenset((ALLOCATOR, MANAGED, STREAM_CACHE, RESERVE, DRIVER))

@@ -69,14 +69,19 @@ TRL_LIKE = ("trl", "ms-swift", "llamafactory")       # built on TRL's trainers /
 DEFAULT_LENGTHS = {"llamafactory": (1024, 1024)}     # cutoff_len 2048
 VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, "llamafactory": 0.9}
 LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-NEWEST = {"trl": TRL_NEWEST, "ms-swift": (4, 6, 0)}   # the newest release each trainer's rules were read in
-#                                                      (ms-swift: 3602360, swift/version.py 4.6.0.dev0)
-SWIFT_NLL_ALWAYS_SINCE = (3, 5, 0)                   # ms-swift DPO: get_nll_loss runs whatever rpo_alpha says
+NEWEST = {"trl": TRL_NEWEST, "ms-swift": (4, 6, 0), "openrlhf": (0, 11, 0)}   # the newest release each trainer's
+#                                  rules were read in (ms-swift: 3602360, swift/version.py 4.6.0.dev0; OpenRLHF v0.11.0)
+OPENRLHF_LOGITS = (((0, 5, 6), "16bit"), ((0, 6, 0), "fp32-log-softmax"), ((0, 7, 0), "fp32-logsumexp"))
 SWIFT_NLL_FROM_LOGPS_SINCE = (3, 6, 0)               # ms-swift DPO: the NLL from the per-token log-probs
 GROUPED_COMPLETION_512_SINCE = (1, 10, 0)            # TRL GRPO/RLOO max_completion_length: 256 before, 512 from
 GRPO_BETA_ZERO_SINCE = (0, 19, 0)                    # TRL GRPOConfig.beta: 0.04 up to 0.18.x, 0.0 from 0.19.0
 FUSED_HEAD_SINCE = (1, 15, 0)                        # TRL: model(..., fused_lm_head=True) in every trainer
 LOSS_KERNEL_SINCE = (1, 11, 0)                       # TRL: the Triton log-prob kernel (seen in 1.14.2, not 1.10)
+TEMPERATURE_COPY = {"grpo": (0, 16, 0), "rloo": (0, 22, 0)}   # TRL: `logits = logits / self.temperature` from ...
+GRPO_REF_IN_LOSS = ((0, 18, 0), (0, 19, 0))          # TRL GRPO: the reference scored inside _compute_loss
+GRPO_REF_UNCHUNKED = ((0, 19, 0), (0, 20, 0))        # TRL GRPO: the reference pass without batch_size
+DPO_HIDDEN_STATES = ((0, 19, 0), (0, 29, 0))         # TRL DPO: output_hidden_states=True in concatenated_forward
+TEMPERATURE_IN_PLACE_SINCE = (1, 0, 0)               # ... up to 0.29.x; `logits.div_(self.temperature)` from 1.0.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,7 @@ class Gen:
     tp: int
     sleep: int
     cuda_graphs: bool
+    in_process: bool = True      # vLLM's workers in the training process: torch's counters see its pool
 
 
 @dataclass(frozen=True)
@@ -114,8 +120,13 @@ class Post:
     critic: object               # RoleModel or None
     reward: object               # RoleModel or None
     no_dropout: bool = False     # the trainer sets every dropout to p = 0 (disable_dropout)
+    logits_path: str = ""        # OpenRLHF's log-prob code of its release (openrlhf_logits); "" = the newest
     rpo_nll: bool = False        # TRL <= 0.28 DPO's rpo_alpha: a cross-entropy over the chosen rows' logits
     kto_copies: str = ""         # KTO's logits copies for its metrics, by trainer and release (post/kto.py)
+    temperature_copy: bool = False   # TRL 0.16-0.29 GRPO (0.22-0.29 RLOO): logits / temperature out of place
+    ref_in_step: bool = False        # TRL 0.18 GRPO: the reference's no-grad pass inside the update step
+    hidden_states: bool = False      # TRL 0.19-0.28 DPO: every layer's hidden state returned by the forward
+    ref_unchunked: bool = False      # TRL 0.19 GRPO: the reference scores the whole generation batch at once
 
     @property
     def online(self) -> bool:
@@ -191,7 +202,18 @@ def _generator(pt: PostTraining) -> Gen | None:
             g = Generator(engine="hf")
     util = 0.0 if g.engine == "hf" else (g.gpu_memory_utilization if g.gpu_memory_utilization is not None
                                          else VLLM_UTILIZATION[pt.trainer])
-    return Gen(g.engine, g.mode, util, g.tensor_parallel_size, g.sleep, g.engine == "vllm" and not g.enforce_eager)
+    return Gen(g.engine, g.mode, util, g.tensor_parallel_size, g.sleep, g.engine == "vllm" and not g.enforce_eager,
+               generator_in_process(pt.trainer, g.mode))
+
+
+def generator_in_process(trainer: str, mode: str) -> bool:
+    """Whether a colocated vLLM's GPU memory belongs to the training process (so torch's counters there see it):
+    TRL's and ms-swift's colocate mode build `LLM(..., distributed_executor_backend="external_launcher")` in the
+    trainer; verl's hybrid engine runs vLLM's worker in each training worker (up to 0.6 `vllm_rollout_spmd.py`
+    `LLM(...)`; from 0.7 `vllm_rollout.py` vLLMAsyncRollout, "a thin wrapper of WorkerWrapperBase, which is engine
+    in single worker process", the server process only schedules). OpenRLHF's vLLM engines are Ray actors of their
+    own (`LLMRayActor`), colocated or not; a server is another process by definition."""
+    return mode == "colocate" and trainer != "openrlhf"
 
 
 def resolve(plan: Plan) -> Post | None:
@@ -214,6 +236,13 @@ def resolve(plan: Plan) -> Post | None:
         own = RoleModel(placement="own-gpus" if pt.trainer == "openrlhf" else "same-gpus")
         critic = pt.value_model or own
         reward = pt.reward_model or own
+        if pt.trainer == "llamafactory":
+            # LLaMA-Factory (train/ppo/workflow.py, trainer.py at ff6d4d1): the policy is TRL's
+            # AutoModelForCausalLMWithValueHead, whose value head is the critic (`logits, _, values = model(...)`
+            # in batched_forward_pass): no critic model; reward_model_type lora (the default, LoRA only) loads the
+            # reward as an adapter on the same base (create_reward_model), full a model of its own
+            critic = pt.value_model
+            reward = pt.reward_model or (own if plan.method == "full" else None)
     elif pt.reward_model is not None:
         reward = pt.reward_model
     version = version_tuple(pt.trainer_version, NEWEST["trl"])
@@ -227,6 +256,11 @@ def resolve(plan: Plan) -> Post | None:
                 ref_bytes=reference_bytes(plan, pt),
                 policy_load_bytes=load_bytes(plan, pt), gen=_generator(pt), gen_rows=b * steps,
                 critic=critic, reward=reward, no_dropout=disables_dropout(pt), rpo_nll=rpo_cross_entropy(pt),
+                logits_path=openrlhf_logits(pt),
+                temperature_copy=temperature_copy(pt),
+                ref_in_step=ref in ("model", "adapter") and reference_in_loss(pt),
+                hidden_states=returns_hidden_states(pt),
+                ref_unchunked=ref in ("model", "adapter") and reference_unchunked(pt),
                 kto_copies=kto_copies(pt, version, fused))
 
 
@@ -238,6 +272,56 @@ def kto_copies(pt: PostTraining, version: tuple, fused: bool) -> str:
     return copies_variant(pt.trainer, version)
 
 
+
+def openrlhf_logits(pt: PostTraining) -> str:
+    """Which of OpenRLHF's log-prob codes its release runs (post/logprobs.py): "16bit" up to v0.5.5 (no cast,
+    `F.log_softmax` of the 16-bit logits: dpo_trainer.py `_get_batch_logps`, models/utils.py at 6a13d95 /
+    v0.5.5), "fp32-log-softmax" in v0.5.6 - v0.5.x (actor.py `output["logits"].to(torch.float32)`, 86827444),
+    "fp32-logsumexp" in v0.6.x (models/utils.py `log_probs_from_logits` at v0.6.0), "" from v0.7.0 (flash-attn's
+    `cross_entropy_loss`)."""
+    if pt.trainer != "openrlhf":
+        return ""
+    version = version_tuple(pt.trainer_version, NEWEST["openrlhf"])
+    return next((path for until, path in OPENRLHF_LOGITS if version < until), "")
+
+
+def reference_unchunked(pt: PostTraining) -> bool:
+    """TRL 0.19.x GRPO's `_generate_and_score_completions` calls `_get_per_token_logps(self.ref_model |
+    self.model, prompt_completion_ids, attention_mask, logits_to_keep)` without `batch_size` (grpo_trainer.py
+    v0.19.0 lines 1216-1223, v0.19.1 1224-1231; the old log-probs keep `batch_size`), so `batch_size or
+    input_ids.size(0)` is the whole generation batch: per_device_train_batch_size x steps_per_generation rows
+    (GRPOConfig: `generation_batch_size`, steps_per_generation defaulting to GA) in one forward. 0.17 passes
+    `batch_size`, 0.18 scores in `_compute_loss` (`reference_in_loss`), 0.20 passes `batch_size=batch_size`."""
+    lo, hi = GRPO_REF_UNCHUNKED
+    return pt.trainer == "trl" and pt.method == "grpo" and lo <= version_tuple(pt.trainer_version, NEWEST["trl"]) < hi
+
+
+def returns_hidden_states(pt: PostTraining) -> bool:
+    """TRL's DPOTrainer 0.19.0-0.28.x sets `model_kwargs["output_hidden_states"] = True` in
+    `concatenated_forward` (dpo_trainer.py v0.19.0 line 1482, v0.28.0 1641; absent at v0.18.2 and v0.29.0), for the
+    policy and the reference alike (post/logprobs.py `hidden_states_bytes`)."""
+    lo, hi = DPO_HIDDEN_STATES
+    return pt.trainer == "trl" and pt.method in ("dpo", "ipo") and \
+        lo <= version_tuple(pt.trainer_version, NEWEST["trl"]) < hi
+
+
+def reference_in_loss(pt: PostTraining) -> bool:
+    """TRL 0.18.x GRPO scores the reference in `_compute_loss`, after the policy's `_get_per_token_logps` and
+    under no_grad, on the update's micro-batch (grpo_trainer.py v0.18.0 lines 1332-1345, v0.18.2 1340-1353), like
+    DPO's reference (post/step.py); 0.17 and 0.19 score it in `_generate_and_score_completions`, before the step."""
+    lo, hi = GRPO_REF_IN_LOSS
+    return pt.trainer == "trl" and pt.method == "grpo" and lo <= version_tuple(pt.trainer_version, NEWEST["trl"]) < hi
+
+
+def temperature_copy(pt: PostTraining) -> bool:
+    """TRL's `_get_per_token_logps` dividing the logits by the temperature out of place (post/logprobs.py):
+    GRPO v0.16.0-v0.29.x, the GRPO-style RLOO v0.22.0-v0.29.x (grpo_trainer.py / rloo_trainer.py at those tags);
+    in place from v1.0.0 (#5254)."""
+    if pt.trainer != "trl" or pt.method not in TEMPERATURE_COPY:
+        return False
+    return TEMPERATURE_COPY[pt.method] <= version_tuple(pt.trainer_version, NEWEST["trl"]) < TEMPERATURE_IN_PLACE_SINCE
+
+
 def rpo_cross_entropy(pt: PostTraining) -> bool:
     """Whether DPO runs a cross-entropy of its own over the chosen rows' logits (post/logprobs.py `chosen_nll`):
     TRL's DPOTrainer up to 0.28 with ``rpo_alpha`` (`if self.args.rpo_alpha is not None`: 0.0 counts); ms-swift's
@@ -245,7 +329,12 @@ def rpo_cross_entropy(pt: PostTraining) -> bool:
     `logits[..., :-1, :].contiguous()` into `nn.CrossEntropyLoss` (swift/trainers/rlhf_trainer/dpo_trainer.py:
     under `if self.args.rpo_alpha is not None` in v3.4.1, unconditional in v3.5.0, gone from v3.6.0, where
     `concatenated_forward` takes the NLL from the per-token log-probs it has, as at 3602360); not LLaMA-Factory's
-    `pref_ftx` (`sft_loss = -policy_chosen_logps_avg`)."""
+    `pref_ftx` (`sft_loss = -policy_chosen_logps_avg`). ms-swift's ``rpo_alpha`` left out (null) is its own default:
+    `rpo_alpha: float = 1.` in RLHFArguments (swift/llm/argument/rlhf_args.py, v3.0.0 to v3.7.x), `Optional[float] =
+    None` from v3.8.0 (8ae0ade71, '[dpo] Update rpo alpha'), so the 3.4.1 guard passes whether or not a value is given
+    (a float field: the command line cannot give None), and every 3.x release before 3.6 runs the cross-entropy
+    (v3.0.x, before ms-swift had a concatenated_forward of its own, through TRL 0.11's, trl>=0.11,<0.12, whose
+    `cross_entropy_loss(all_logits[:len_chosen], ...)` is unconditional: trl/trainer/dpo_trainer.py v0.11.4)."""
     if pt.method != "dpo" and pt.method != "ipo":
         return pt.rpo_alpha is not None and pt.trainer == "trl"
     if pt.trainer == "trl":
@@ -255,4 +344,4 @@ def rpo_cross_entropy(pt: PostTraining) -> bool:
     version = version_tuple(pt.trainer_version, NEWEST["ms-swift"])
     if version >= SWIFT_NLL_FROM_LOGPS_SINCE:
         return False
-    return version >= SWIFT_NLL_ALWAYS_SINCE or pt.rpo_alpha is not None
+    return True         # 3.5.x unconditionally; up to 3.4.x `rpo_alpha is not None`, which its default 1. passes

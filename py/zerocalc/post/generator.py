@@ -88,6 +88,18 @@ def vllm_kv_tokens(utilization: float, capacity: int, arch: ModelArch, tp: int) 
     return free // kv_bytes_per_token(arch, tp)
 
 
+def vllm_pool_bytes(utilization: float, capacity: int, arch: ModelArch, tp: int) -> int:
+    """What a sleeping vLLM still counts in the training process's torch counters: its weights and KV cache,
+    allocated inside `CuMemAllocator.use_memory_pool` (vllm/device_allocator/cumem.py: a `torch.cuda.memory.MemPool`
+    of a `CUDAPluggableAllocator`, so the caching allocator books every block), and released at sleep by
+    `unmap_and_release` in C, behind the allocator's back. So `torch.cuda.memory_allocated()` stays put across
+    sleep and wake (vllm#17117: 28,294.25 MB before sleep, after wake_up and after sleep(level=2), while
+    mem_get_info's free bytes move by 25 GB), and with verl `max_memory_reserved` reads 199 GB on a 140 GB H200
+    (vllm#33625). The profiling forward's workspace is freed back to torch's own cache, not the pool."""
+    kv = max(0, vllm_kv_tokens(utilization, capacity, arch, tp)) * kv_bytes_per_token(arch, tp)
+    return vllm_weight_bytes(arch, tp) + kv
+
+
 def cuda_graph_bytes(cuda_graphs: bool) -> int:
     return CUDA_GRAPH_BYTES if cuda_graphs else 0
 

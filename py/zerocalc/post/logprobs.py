@@ -19,9 +19,28 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   CPU runs listed `new_zeros`, `scatter_add` and `stack` of (rows, s-1, V) fp32: 4n + 12n'). A real run has no
   dispatch mode: checked on CPU eager with torch 2.13's profiler, TRL 0.17's branch on (4, 64, 8192) fp32
   logits peaks 3 x 4·R·T·V above its input in eager and 4x under a pass-through TorchDispatchMode.
-- OpenRLHF: `output["logits"].to(torch.float32)` (openrlhf/models/actor.py) then `log_probs_from_logits`
+- OpenRLHF from v0.7.0: `output["logits"].to(torch.float32)` (openrlhf/models/actor.py) then `log_probs_from_logits`
   (flash-attn's fused cross-entropy, which saves its fp32 input): forward c·n + 4n, saved 4n, backward 4n + 4n
-  (the fp32 gradient) + c·n (its cast back).
+  (the fp32 gradient) + c·n (its cast back). Older releases (`trainer_version`, post/defaults.py
+  `openrlhf_logits`), read at OpenRLHF's tags:
+  - up to v0.5.5 (`16bit`; 6a13d95 = 0.3.7.post3, v0.4.0, v0.5.5): no cast; DPO's `_get_batch_logps`
+    (trainer/dpo_trainer.py) and `log_probs_from_logits` (models/utils.py) run `F.log_softmax` over the shifted
+    slice `logits[:, :-1, :]` in the logits' dtype, then `gather`. The log_softmax output (c·n') is saved; the
+    logits die when `concatenated_forward` returns (nothing saves them: the slice is a view, lm_head saves its
+    input). Forward c·n + c·n'; backward: gather's zero-filled gradient, the saved output and log_softmax's
+    backward output (3c·n'), then the slice's zero-filled c·n beside the c·n' gradient. (Up to v0.4.4
+    `Actor.forward` also ran `log_probs_from_logits` and dropped the result when `return_output`: the same
+    c·n + c·n', one after the other.)
+  - v0.5.6 - v0.5.x (`fp32-log-softmax`; 86827444 "Fix logits dtype"): `output["logits"] = output["logits"]
+    .to(torch.float32)` replaces the 16-bit logits (c·n + 4n at the cast), then the same log_softmax in fp32:
+    saved 4n', forward max(c·n + 4n, 4n + 4n'), backward 12n' (the three fp32 tensors above).
+  - v0.6.x (`fp32-logsumexp`): the cast, then `gather` and a per-row `logsumexp` (models/utils.py at v0.6.0,
+    TRL's fp32 branch below): saved 4n, forward c·n + 4n, backward 4n + 8n'.
+  The policy update of PPO / GRPO (online) up to v0.5.x keeps the model output besides: `action_log_probs,
+  output = self.actor(..., return_output=True)` in PPOTrainer.training_step_actor (trainer/ppo_trainer.py at
+  v0.3.8, v0.4.0, v0.5.0, v0.5.6) holds `output` (its logits: c·n, or the fp32 4n from v0.5.6) through backward,
+  where DPO's `concatenated_forward` drops it: saved and backward gain that tensor (v0.6's logsumexp saves the
+  logits anyway).
 - LLaMA-Factory: `.logits.to(torch.float32)` (train/dpo/trainer.py `concatenated_forward`) then
   `torch.gather(logits.log_softmax(-1), ...)` (train/trainer_utils.py `get_batch_logps`): the fp32 copy and the
   fp32 log_softmax (8n) at the end of forward; backward: the saved log_softmax, gather's zero-filled fp32
@@ -74,7 +93,33 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   moment c·n + c·n' + 2e (e the output) stays under its backward peak + e, so only the saved output is counted.
   The reference's `concatenated_forward` (under no_grad, `is_ref_model=True`, not guarded) runs it too: the
   copy and the output beside its logits, c·n + 2e, where the per-row loop's one row has died.
-A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero.
+- TRL's GRPO from v0.16.0 and its GRPO-style RLOO from v0.22.0, up to v0.29.x (`trainer_version`; post/defaults.py
+  `temperature_copy`): `_get_per_token_logps` divides the shifted completion logits by the sampling temperature
+  out of place, `logits = logits / self.temperature` (grpo_trainer.py v0.16.0 line 598, v0.19.1 line 872, still
+  at v0.29.0; rloo_trainer.py v0.22.0 line 758), before `selective_log_softmax`: a c·n' tensor made while the
+  (fp32 copy of the) logits c·n are alive (c·n + c·n'), with autograd or under no_grad (the reference and old
+  log-probabilities); then the logits die (a division by a number saves nothing), and the per-row loop reads the
+  quotient, so the backward is the one above with the quotient saved instead of the logits (c·n' for c·n).
+  v1.0.0 divides in place (`logits.div_(self.temperature)`, #5254, c49f3753e), 1.11+ inside the kernel; v0.15
+  and before do not divide. Traced: golden/post/grpo-l1b-*-trl017.json (`div` (4, 384, V) fp32 beside the
+  `_to_copy` (4, 385, V) at the score peak).
+- TRL's DPO 0.19.0-0.28.x (post/defaults.py `returns_hidden_states`): `concatenated_forward` asks the model for
+  `output_hidden_states=True` (dpo_trainer.py v0.19.0 line 1482), so the forward returns the embedding output and
+  every layer's output, L + 1 tensors of (R, T, h) in the residual stream's dtype r, and accelerate's
+  `convert_outputs_to_fp32` (post/fp32out.py) copies each 16-bit one to fp32. In the reference's no-grad pass
+  they would have died layer by layer; now all are alive at its logits moment: (L + 1)·R·T·h·(r + 4 if the
+  copy is made, else r). (The policy's are its saved layer inputs already; their fp32 copies die with
+  `outputs` when `concatenated_forward` returns, before the reference runs.) Traced: golden/post/
+  dpo-l1b-lora-s512-trl019.json's score window, 17 x (2, 512, 2048) bf16 and fp32 more than at 0.18.
+A reward model (scalar head) and a critic have no vocabulary-wide tensor: their logits terms are zero. Except
+LLaMA-Factory's reward model (post/models.py `value_head_arch`): TRL's `AutoModelForCausalLMWithValueHead.forward`
+(trl/models/modeling_value_head.py, the same at v0.9.6, v0.18.0 and v0.24.0) runs the whole causal LM with
+`output_hidden_states=True`, takes `base_model_output.logits` and `if lm_logits.dtype != torch.float32:
+lm_logits = lm_logits.float()` before returning `(lm_logits, loss, value)`; PairwiseTrainer.compute_loss keeps
+only the values (`_, _, values = model(...)`, train/rm/trainer.py). So the 16-bit logits and their fp32 copy
+meet as the forward returns (c·n + 4n; 4n when the logits are fp32 already), and nothing of them is saved or
+reaches backward (`value_head_logits`). The value head's `nn.Dropout(summary_dropout_prob)` (0.1 when the
+config has none) keeps its mask and output beside the final hidden state (post/step.py).
 """
 from __future__ import annotations
 
@@ -134,7 +179,7 @@ def fused_head_no_grad(labelled: int, vocab: int, hidden: int, c: int) -> int:
 
 
 def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, c: int,
-                           fused: bool = False) -> Logits:
+                           fused: bool = False, path: str = "", keeps_output: bool = False) -> Logits:
     """The log-probability buffers of the policy's update forward and backward (see the module docstring)."""
     n = rows * positions * vocab
     shifted = rows * max(positions - 1, 1) * vocab
@@ -147,6 +192,16 @@ def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, 
         return Logits(saved=c * shifted, forward_peak=c * n + c * shifted, backward_peak=c * n + 2 * c * shifted)
     if trainer == "openrlhf":
         cast = 0 if c == 4 else c * n
+        if path == "16bit":
+            kept = c * n if keeps_output else 0          # PPO's training_step_actor holds `output`
+            return Logits(saved=c * shifted + kept, forward_peak=c * n + c * shifted,
+                          backward_peak=max(3 * c * shifted, c * n + c * shifted) + kept)
+        if path == "fp32-log-softmax":
+            kept = 4 * n if keeps_output else 0
+            return Logits(saved=4 * shifted + kept, forward_peak=max(cast + 4 * n, 4 * n + 4 * shifted),
+                          backward_peak=max(12 * shifted, 4 * n + cast) + kept)
+        if path == "fp32-logsumexp":
+            return Logits(saved=4 * n, forward_peak=cast + 4 * n, backward_peak=4 * n + 8 * shifted)
         return Logits(saved=4 * n, forward_peak=cast + 4 * n, backward_peak=8 * n + cast)
     if trainer == "llamafactory":
         cast = 0 if c == 4 else c * n
@@ -154,11 +209,12 @@ def policy_logprob_buffers(trainer: str, rows: int, positions: int, vocab: int, 
     return Logits(saved=c * n, forward_peak=c * n, backward_peak=2 * c * n)          # verl
 
 
-def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int, c: int, fused: bool = False) -> int:
+def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int, c: int, fused: bool = False,
+                            path: str = "") -> int:
     """The reference's no-grad logits while it scores the batch: TRL keeps its logits (c·n) and one row's
     log_softmax at a time (`selective_log_softmax` under `torch.no_grad()`, dpo_trainer.py `compute_loss`);
-    OpenRLHF its fp32 copy beside them; LLaMA-Factory the fp32 copy and the fp32 log_softmax
-    (`compute_reference_log_probs` -> `concatenated_forward`)."""
+    OpenRLHF its fp32 copy beside them (up to v0.5.5 its 16-bit log_softmax); LLaMA-Factory the fp32 copy and
+    the fp32 log_softmax (`compute_reference_log_probs` -> `concatenated_forward`)."""
     n = rows * positions * vocab
     row = positions * vocab
     if fused:
@@ -166,10 +222,21 @@ def reference_forward_bytes(trainer: str, rows: int, positions: int, vocab: int,
     if trainer in ("trl", "ms-swift"):
         return c * n + c * row
     if trainer == "openrlhf":
+        shifted = rows * max(positions - 1, 1) * vocab
+        if path == "16bit":
+            return c * n + c * shifted            # the logits and the log_softmax output (see above)
+        if path == "fp32-log-softmax":
+            return max((0 if c == 4 else c * n) + 4 * n, 4 * n + 4 * shifted)
         return (0 if c == 4 else c * n) + 4 * n
     if trainer == "llamafactory":
         return max((0 if c == 4 else c * n) + 4 * n, 8 * n)
     return c * n
+
+
+def value_head_logits(rows: int, positions: int, vocab: int, c: int) -> Logits:
+    """LLaMA-Factory's reward model: the logits it computes and drops (see the module docstring)."""
+    n = rows * positions * vocab
+    return Logits(saved=0, forward_peak=c * n + (0 if c == 4 else 4 * n), backward_peak=0)
 
 
 def reference_chosen_nll(ref: int, pairs: int, positions: int, vocab: int, c: int) -> int:
@@ -177,6 +244,17 @@ def reference_chosen_nll(ref: int, pairs: int, positions: int, vocab: int, c: in
     docstring): its logits beside the chosen rows' flattened copy and their log_softmax, or ``ref`` if larger."""
     extra = c * pairs * max(positions - 1, 1) * vocab
     return max(ref, c * 2 * pairs * positions * vocab + 2 * extra)
+
+
+def temperature_copy_bytes(rows: int, positions: int, vocab: int, c: int) -> int:
+    """TRL 0.16-0.29 GRPO's out-of-place temperature division (see the module docstring): the logits and their
+    shifted quotient, c·n + c·n'."""
+    return c * rows * positions * vocab + c * rows * max(positions - 1, 1) * vocab
+
+
+def hidden_states_bytes(layers: int, rows: int, positions: int, hidden: int, residual: int, cast: bool) -> int:
+    """TRL 0.19-0.28 DPO's returned hidden states in a no-grad pass (see the module docstring)."""
+    return (layers + 1) * rows * positions * hidden * (residual + (4 if cast and residual < 4 else 0))
 
 
 def chosen_nll(lg: Logits, pairs: int, positions: int, vocab: int, c: int) -> Logits:

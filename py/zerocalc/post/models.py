@@ -14,7 +14,11 @@ reward model's own shape (a scalar head instead of the language-model head).
   weights, gradients and optimizer states scale the policy's model state by the parameter ratio; its forward
   runs with the policy's and saves activations in the same proportion (no vocabulary-wide tensor: a value head).
 - A reward model trained as such (`method: rm`) is `AutoModelForSequenceClassification`: the language-model
-  head is replaced by a `score` linear of one output (transformers `LlamaForSequenceClassification`).
+  head is replaced by a `score` linear of one output (transformers `LlamaForSequenceClassification`). Not in
+  LLaMA-Factory: `stage: rm` loads `load_model(..., add_valuehead=True)` (train/rm/workflow.py, the same at v0.8.3,
+  v0.9.0 and ff6d4d1), i.e. TRL's `AutoModelForCausalLMWithValueHead` around the causal LM (model/loader.py): the
+  language-model head stays, trained with the rest, and a `v_head.summary` Linear(h, 1) is added
+  (`value_head_arch`); its forward's full logits are post/logprobs.py `value_head_logits`.
 """
 from __future__ import annotations
 
@@ -32,6 +36,15 @@ def scalar_head_arch(arch: ModelArch) -> ModelArch:
     kept = tuple(t for t in arch.tensors if t.component != "lm_head")
     score = Tensor("score.weight", arch.hidden_size, "other", "score", "", (1, arch.hidden_size))
     return replace(arch, tensors=kept + (score,), causal_lm=False, name=arch.name + " (reward model)")
+
+
+def value_head_arch(arch: ModelArch) -> ModelArch:
+    """TRL's AutoModelForCausalLMWithValueHead of a causal LM (LLaMA-Factory's reward model): every tensor of the
+    model, lm_head included, plus ValueHead's `summary` Linear(hidden_size, 1) (trl/models/modeling_value_head.py)."""
+    h = arch.hidden_size
+    head = (Tensor("v_head.summary.weight", h, "other", "v_head.summary", "", (1, h)),
+            Tensor("v_head.summary.bias", 1, "other", "v_head.summary"))
+    return replace(arch, tensors=arch.tensors + head, name=arch.name + " (value head)")
 
 
 def role_arch(role, policy: ModelArch) -> ModelArch:
@@ -63,10 +76,14 @@ def reference_weight_terms(source: str, sharded: bool, nbytes: int, arch: ModelA
                           "cpu" if source == "cpu" else "same-gpus")
 
 
-def reward_weight_terms(role, policy: ModelArch, nbytes: int, sharded: bool, world: int) -> list[Term]:
+def reward_weight_terms(role, policy: ModelArch, nbytes: int, sharded: bool, world: int,
+                        value_head: bool = False) -> list[Term]:
+    """A reward model's weights: the sequence classifier, or (``value_head``: LLaMA-Factory's PPO reward model,
+    `load_model(..., add_valuehead=True)` in train/trainer_utils.py create_reward_model) the causal LM with its
+    value head."""
     if role is None:
         return []
-    a = scalar_head_arch(role_arch(role, policy))
+    a = (value_head_arch if value_head else scalar_head_arch)(role_arch(role, policy))
     layer = max(a.layer_sizes, default=a.largest_tensor)
     return placed_weights("reward_model", a.total_params, nbytes, sharded, world, layer, role.placement)
 

@@ -23,7 +23,8 @@ from .models import role_arch, scalar_head_arch
 # `for i in range(0, queries.shape[0], args.local_rollout_forward_batch_size)`), while `logitss`, the generation's
 # padded fp32 scores (utils.py `batch_generation`: `pad(logitss)`), stay alive until the loop ends
 ROLLOUT_FORWARD_BATCH = 64
-from .logprobs import fused_head_no_grad, fused_head_torch, kernel_buffers, reference_forward_bytes
+from .logprobs import (fused_head_no_grad, fused_head_torch, kernel_buffers, reference_forward_bytes,
+                       temperature_copy_bytes)
 
 
 def _resident(v: RunView) -> dict:
@@ -59,7 +60,8 @@ def generate_phase(v: RunView, post: Post) -> Phase | None:
         # a sleeping vLLM maps its CuMemAllocator pool back for the rollout and unmaps it after: those bytes are
         # never left in torch's cache; what the sync left cached stays (TRL calls no empty_cache before waking
         # the KV cache)
-        return phase("generate", _resident(v), extra, note=note, outside=budget if g.sleep else 0)
+        return phase("generate", _resident(v), extra, note=note, outside=budget if g.sleep else 0,
+                     uncounted=0 if g.in_process or not g.sleep else budget)
     dt = v.si.dt
     kv = hf_kv_cache_bytes(arch, post.gen_rows, length,
                            *hf_kv_dtypes(dt.weight if plan.method == "full" else dt.frozen, dt.autocast))
@@ -94,7 +96,8 @@ def sync_phase(v: RunView, post: Post) -> Phase | None:
     what = "the whole 16-bit model gathered (PEFT on sharded weights)" if whole else "one parameter at a time"
     return phase("sync", _resident(v), extra, transient=gathered, note=f"weights to vLLM: {what}",
                  host=sleep_host_bytes(g.sleep, arch, g.tp) if g.mode == "colocate" else 0,
-                 outside=woken, empties_cache_before=bool(woken) and post.trainer in ("trl", "ms-swift"))
+                 outside=woken, empties_cache_before=bool(woken) and post.trainer in ("trl", "ms-swift"),
+                 uncounted=0 if g.in_process else woken)
 
 
 def score_phase(v: RunView, post: Post) -> Phase | None:
@@ -105,9 +108,14 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     arch = v.plan.arch
     if not post.online and post.reference != "precomputed":
         return None
+    if post.ref_in_step and post.reward is None and post.gen_rows <= v.plan.micro_batch_size * \
+            v.plan.gradient_accumulation_steps:
+        return None     # TRL 0.18 GRPO: the reference inside the step, no old log-probs at one iteration
     trl_ppo = post.method == "ppo" and post.trainer in ("trl", "ms-swift")
     # TRL PPO scores the rollout in chunks of local_rollout_forward_batch_size, beside the generation's fp32 scores
     rows = min(post.gen_rows, ROLLOUT_FORWARD_BATCH) if trl_ppo else post.rows
+    if post.ref_unchunked:        # TRL 0.19 GRPO: the reference over the whole generation batch (defaults.py)
+        rows = post.gen_rows
     kept = ppo_rollout_scores_bytes(post.gen_rows, post.completion, arch.vocab_size) // 2 if trl_ppo else 0
     positions = post.logit_positions if post.online else post.length
     e = 2 if v.si.dt.autocast else v.si.dt.compute
@@ -122,9 +130,11 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     elif post.loss_kernel and not post.torch_kernels:
         logits = kernel_buffers(rows, positions, arch.vocab_size, c).forward_peak
     else:
-        logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, c)
+        logits = reference_forward_bytes(post.trainer, rows, positions, arch.vocab_size, c, path=post.logits_path)
     if cast and arch.causal_lm:
         logits = no_grad_with_copy(logits, rows * positions * arch.vocab_size)
+    if post.temperature_copy and arch.causal_lm and v.plan.loss != "chunked":
+        logits = max(logits, temperature_copy_bytes(rows, positions, arch.vocab_size, c))   # logits / temperature
     if post.kto_copies and post.trainer == "trl" and not post.online and arch.causal_lm:
         # TRL < 1.15 KTO's precompute: the matched forward's logits kept through the KL forward (post/kto.py)
         logits += c * rows * post.length * arch.vocab_size
@@ -141,7 +151,7 @@ def in_step_score_phase(post: Post, step_terms) -> Phase | None:
     """The offline methods' reference forward, inside the update step: TRL's and LLaMA-Factory's `compute_loss`
     run it under no_grad after the policy's forward, before backward (post/step.py), so its window is the step's
     end-of-forward moment (``fwd``: the policy's saved activations and logits plus `reference_logits`)."""
-    if post.online or post.reference not in ("model", "adapter", "cpu"):
+    if (post.online and not post.ref_in_step) or post.reference not in ("model", "adapter", "cpu"):
         return None
     comps: dict = {}
     transient = 0

@@ -1,6 +1,7 @@
 """The post-training update step: the SFT step's terms (memory/) on the rows and length the method trains on,
 with the trainer's log-probability buffers instead of the cross-entropy's logits, plus what post-training keeps
-besides the policy (the reference, a reward model, PPO's critic, a colocated vLLM that does not sleep).
+besides the policy (the reference, a reward model, PPO's critic, a colocated vLLM that does not sleep, and the pool
+of one that sleeps in the training process, which torch's counters keep: post/generator.py `vllm_pool_bytes`).
 
 - Rows and length (post/defaults.py): DPO's 2·B rows of prompt + completion; GRPO's B completions.
 - The reference's forward: TRL's DPO runs it inside `compute_loss`, after the policy's forward and its
@@ -10,6 +11,10 @@ besides the policy (the reference, a reward model, PPO's critic, a colocated vLL
   activations and logits at the end of forward (`reference_logits`, phase ``fwd``). Online methods score in
   a phase of their own (post/phases.py).
 - KTO (post/kto.py): B trained rows; TRL < 1.15's copies of the logits for its metrics (`kto_logit_terms`).
+- TRL 0.18.x GRPO (post/defaults.py `reference_in_loss`) scores its reference the same way, inside
+  `_compute_loss` after the policy's `_get_per_token_logps`, on the completion's positions: the same term.
+  Traced: golden/post/grpo-l1b-*-trl018.json (the reference's fp32 copy and quotient beside the policy's
+  saved quotient and activations at the step's peak).
 - TRL's fp32 default (post/defaults.py `load_bytes`) reaches the step where nothing casts the model: a LoRA base
   without DeepSpeed stays fp32 (and so does the residual stream it computes, as with
   `prepare_model_for_kbit_training`), as does a DDP reference.
@@ -22,15 +27,19 @@ from ..memory.activations import activations
 from ..memory.inputs import StepInputs
 from ..memory.logits import Logits
 from ..memory.precision import module_dtypes
-from ..memory.terms import ALL, DRIVER, FWD, Term, gpu, host
+from ..memory.terms import ALL, ALLOCATOR, BWD, COUNTED, DRIVER, FWD, FWD_BWD, LOSS_BWD, STEP, Term, gpu, host
 from ..plan import Plan
 from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy, with_copy
 from .kto import KTO_METRICS, copies_before_reference, metrics_moment
-from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes
+from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes, vllm_pool_bytes
 from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
-                       policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes, upcast_buffers)
-from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch
+                       hidden_states_bytes, policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes,
+                       temperature_copy_bytes, upcast_buffers, value_head_logits)
+from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch, value_head_arch
+
+
+KEPT_OUTPUT = ("16bit", "fp32-log-softmax")     # OpenRLHF releases whose PPO actor step holds its output
 
 
 def update_plan(plan: Plan, post: Post | None) -> Plan:
@@ -42,7 +51,9 @@ def update_plan(plan: Plan, post: Post | None) -> Plan:
     sp = replace(plan, micro_batch_size=post.rows, seq_len=post.length)
     if post.no_dropout:           # disable_dropout (post/defaults.py): the LoRA and the model's dropouts at p = 0
         sp = replace(sp, lora=replace(sp.lora, dropout=0.0))
-    arch = scalar_head_arch(plan.arch) if post.method == "rm" else plan.arch
+    arch = plan.arch
+    if post.method == "rm":       # LLaMA-Factory: TRL's causal LM with a value head (post/models.py)
+        arch = value_head_arch(plan.arch) if post.trainer == "llamafactory" else scalar_head_arch(plan.arch)
     if post.no_dropout and arch.dropout:
         arch = replace(arch, dropout=0.0)
     if arch is not plan.arch:
@@ -70,7 +81,8 @@ def policy_buffers(sp: Plan, si: StepInputs, post: Post) -> Logits:
     elif post.loss_kernel and sp.loss != "chunked":
         lg = kernel_buffers(post.rows, post.logit_positions, v, c)
     else:
-        lg = policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c, fused=sp.loss == "chunked")
+        lg = policy_logprob_buffers(post.trainer, post.rows, post.logit_positions, v, c, fused=sp.loss == "chunked",
+                                    path=post.logits_path, keeps_output=post.online)
     if (post.method in CHOSEN_NLL or post.rpo_nll) and post.trainer in ("trl", "ms-swift") and sp.loss != "chunked":
         lg = chosen_nll(lg, post.rows // 2, post.logit_positions, v, c)
     return lg
@@ -101,9 +113,16 @@ def update_inputs(sp: Plan, si: StepInputs, post: Post | None) -> StepInputs:
                      acts=activations(sp, si.arch, module_dtypes(sp, dt), si.stack))
     if not si.arch.causal_lm:
         return si
+    if post.method == "rm":       # LLaMA-Factory's value-head model: its logits, already fp32 for accelerate
+        return replace(si, logits=value_head_logits(post.rows, post.length, si.arch.vocab_size, logits_bytes(si)))
     lg = policy_buffers(sp, si, post)
-    if casts_outputs(post, si, sp.loss == "chunked"):
+    cast = casts_outputs(post, si, sp.loss == "chunked")
+    if cast:
         lg = with_copy(lg, post.rows * post.logit_positions * si.arch.vocab_size)
+    if post.temperature_copy and sp.loss != "chunked":     # TRL 0.16-0.29 GRPO: logits / temperature (logprobs.py)
+        c = 4 if cast else logits_bytes(si)
+        lg = replace(lg, forward_peak=max(lg.forward_peak, temperature_copy_bytes(
+            post.rows, post.logit_positions, si.arch.vocab_size, c)))
     return replace(si, logits=lg)
 
 
@@ -114,24 +133,33 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
     arch, world = plan.arch, plan.world_size
     out = reference_weight_terms(post.reference, post.ref_sharded, post.ref_bytes, arch, world)
     ref_own = None                # the reference's own no-grad logits moment, where it runs inside the step
-    if not post.online and post.reference in ("model", "adapter", "cpu") and si.arch.causal_lm:
+    if (not post.online or post.ref_in_step) and post.reference in ("model", "adapter", "cpu") and si.arch.causal_lm:
         v, h, c = arch.vocab_size, arch.hidden_size, logits_bytes(si)
+        length = post.logit_positions if post.online else post.length    # TRL 0.18 GRPO: logits_to_keep + 1
         cast = casts_outputs(post, si, sp.loss == "chunked")
         if cast:
             c = 4                 # the reference is prepared too: its logits come back as an fp32 copy
         if post.fused_head and post.torch_kernels:
-            ref = fused_head_torch(post.rows * (post.length - 1), v, h, c, False).forward_peak
+            ref = fused_head_torch(post.rows * (length - 1), v, h, c, False).forward_peak
         elif post.fused_head:
             ref = fused_head_no_grad(post.rows * post.labelled, v, h, c)
         elif post.loss_kernel and sp.loss != "chunked" and post.torch_kernels:
-            ref = upcast_buffers(post.rows, post.length, v, c).forward_peak
+            ref = upcast_buffers(post.rows, length, v, c).forward_peak
         elif post.loss_kernel and sp.loss != "chunked":
-            ref = kernel_buffers(post.rows, post.length, v, c).forward_peak
+            ref = kernel_buffers(post.rows, length, v, c).forward_peak
         else:
-            ref = reference_forward_bytes(post.trainer, post.rows, post.length, v, c, fused=sp.loss == "chunked")
+            ref = reference_forward_bytes(post.trainer, post.rows, length, v, c, fused=sp.loss == "chunked",
+                                          path=post.logits_path)
             if post.rpo_nll and sp.loss != "chunked":
-                ref = reference_chosen_nll(ref, post.rows // 2, post.length, v, c)
-        ref_own = no_grad_with_copy(ref, post.rows * post.length * v) if cast else ref
+                ref = reference_chosen_nll(ref, post.rows // 2, length, v, c)
+            elif post.logits_path and sp.loss != "chunked":
+                # OpenRLHF up to v0.6 (dpo_trainer.py `concatenated_forward` at 6a13d95, v0.5.6, v0.6.0): only the
+                # log-probs come back, so the policy's logits die before the reference's forward, which meets
+                # what the policy saved (post/logprobs.py)
+                ref = max(0, si.logits.saved + ref - si.logits.forward_peak)
+        if post.temperature_copy and sp.loss != "chunked":    # its own logits / temperature (logprobs.py)
+            ref = max(ref, temperature_copy_bytes(post.rows, length, v, c))
+        ref_own = no_grad_with_copy(ref, post.rows * length * v) if cast else ref
         if cast:
             # the policy's L16 died at its copy: the reference meets what the policy's forward ends with
             ref = max(0, policy_buffers(sp, si, post).forward_peak + ref_own - si.logits.forward_peak)
@@ -139,16 +167,36 @@ def post_step_terms(plan: Plan, sp: Plan, si: StepInputs, post: Post | None, ste
             # the policy's tile and running statistics are locals of its head's forward, dead when the
             # reference runs (trl/kernels/chunked_logprob.py): it meets what the policy saved
             ref = max(0, si.logits.saved + ref_own - si.logits.forward_peak)
+        if post.hidden_states:    # TRL 0.19-0.28 DPO: output_hidden_states=True (post/logprobs.py)
+            residual = post.ref_bytes if post.reference == "model" else si.dt.frozen
+            ref += hidden_states_bytes(arch.num_layers, post.rows, length, h, residual, cast)
         out.append(gpu("reference_logits", "logits", ref, {FWD}))
     if post.kto_copies and si.arch.causal_lm and sp.loss != "chunked":
         out += kto_logit_terms(si, post, sum(t.nbytes for t in out if t.name == "reference_logits"), ref_own)
-    out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world)
+    if post.online and post.logits_path in KEPT_OUTPUT and si.arch.causal_lm and sp.loss != "chunked":
+        # OpenRLHF up to v0.5.x: training_step_actor holds the actor's `output` (its logits, 16-bit or the fp32
+        # copy) through backward and the optimizer step (post/logprobs.py; the loss-backward moment has it in
+        # logits_backward)
+        c = logits_bytes(si) if post.logits_path == "16bit" else 4
+        kept = c * post.rows * post.logit_positions * arch.vocab_size
+        out.append(gpu("actor_output_logits", "logits", kept, (BWD - {LOSS_BWD}) | STEP))
+    if post.method == "rm" and si.arch.causal_lm:
+        # LLaMA-Factory's ValueHead: nn.Dropout(0.1) on the last hidden state, its mask and output saved for
+        # backward (the summary Linear's input), beside the hidden state lm_head saves anyway
+        t = post.rows * post.length * arch.hidden_size
+        out.append(gpu("value_head_dropout", "activations", (1 + logits_bytes(si)) * t, FWD_BWD))
+    out += reward_weight_terms(post.reward, arch, post.ref_bytes, post.shards_models, world,
+                               value_head=post.trainer == "llamafactory")
     out += critic_terms(post.critic, arch, step_terms, si.acts.stack_saved)
     g = post.gen
     if g is not None and g.engine == "vllm" and g.mode == "colocate":
         if g.sleep == 0:
+            # another process's vLLM (OpenRLHF's Ray actors) holds the GPU outside this process's allocator
             out.append(gpu("vllm_budget", "generator", vllm_budget_bytes(g.utilization, plan.gpu_spec.capacity_bytes),
-                           ALL))
+                           ALL, where=ALLOCATOR if g.in_process else DRIVER))
+        elif g.in_process:
+            out.append(gpu("vllm_sleeping_pool", "generator",
+                           vllm_pool_bytes(g.utilization, plan.gpu_spec.capacity_bytes, arch, g.tp), ALL, where=COUNTED))
         if g.cuda_graphs:
             out.append(gpu("vllm_cuda_graphs", "generator", cuda_graph_bytes(True), ALL, where=DRIVER))
         if sleep_host_bytes(g.sleep, arch, g.tp):

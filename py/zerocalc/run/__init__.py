@@ -37,6 +37,8 @@ class PhasePeak:
     components: Mapping
     host: int
     note: str = ""
+    counted: int = 0             # torch's counters less the device's own bytes (a sleeping vLLM's pool: +; another
+                                 # process's vLLM on this GPU: -); allocated and reserved are the counters
 
     def to_dict(self) -> dict:
         return {"peak_allocated_bytes": self.allocated, "peak_reserved_bytes": self.reserved,
@@ -91,7 +93,18 @@ def _peak(view: RunView, ph: Phase, carried: int) -> PhasePeak:
     if ph.fresh is not None:
         fresh = ph.fresh if carried else 0
     reserved = max(own, min(carried + fresh, view.capacity - view.driver - ph.outside) + ph.outside)
-    return PhasePeak(ph.name, ph.allocated, reserved, reserved + view.driver, ph.components, ph.host, ph.note)
+    counted = counted_off_device(view, ph)
+    return PhasePeak(ph.name, ph.allocated + counted, reserved + counted, reserved + view.driver, ph.components,
+                     ph.host, ph.note, counted)
+
+
+def counted_off_device(view: RunView, ph: Phase) -> int:
+    """What torch's counters hold beyond (or short of) the phase's bytes on the device: a sleeping colocated vLLM's
+    pool from the trainer's build on (post/generator.py `vllm_pool_bytes`; the load comes first), less what of it the
+    phase has mapped (its `generator` component: the rollout's budget, the weights woken for the sync); minus the
+    phase's bytes that another process holds (Phase.uncounted)."""
+    pool = view.counted if ph.name != "load" else 0
+    return max(0, pool - ph.components.get("generator", 0)) - ph.uncounted
 
 
 def run_peaks(view: RunView, step: PhasePeak, before: tuple = ()) -> RunPeaks:
@@ -103,20 +116,20 @@ def run_peaks(view: RunView, step: PhasePeak, before: tuple = ()) -> RunPeaks:
     for name, fn in PHASES:
         if fn is None:
             # steady state: each step's moments before its update follow the previous update step's segments
-            carried = max(carried, step.reserved) if before else carried
+            carried = max(carried, step.reserved - step.counted) if before else carried
             for bname, ph in before:
                 carried = 0 if ph.empties_cache_before else carried
                 pk = _peak(view, ph, carried)
-                carried = 0 if ph.empties_cache else max(carried, pk.reserved - ph.outside)
+                carried = 0 if ph.empties_cache else max(carried, pk.reserved - pk.counted - ph.outside)
                 out[bname] = pk
             pk = _beside(view, step, stranded)
-            carried = max(carried, pk.reserved)
+            carried = max(carried, pk.reserved - pk.counted)
         else:
             ph = fn(view)
             if ph is None:
                 continue
             pk = _peak(view, ph, carried)
-            carried = 0 if ph.empties_cache else max(carried, pk.reserved)
+            carried = 0 if ph.empties_cache else max(carried, pk.reserved - pk.counted)
             stranded = 0 if ph.empties_cache else stranded + ph.stranded
         if name in out and out[name].device_used >= pk.device_used:
             continue
@@ -135,9 +148,10 @@ def _beside(view: RunView, step: PhasePeak, stranded: int) -> PhasePeak:
     if not stranded:
         return step
     reuse = min(stranded, step.components.get("activations", 0) + step.components.get("logits", 0))
-    reserved = max(step.reserved, min(step.reserved + stranded - reuse, view.capacity - view.driver))
-    return PhasePeak(step.name, step.allocated, reserved, step.device_used + reserved - step.reserved,
-                     step.components, step.host, step.note + ", beside the build's cached segments")
+    own = step.reserved - step.counted
+    reserved = max(own, min(own + stranded - reuse, view.capacity - view.driver))
+    return PhasePeak(step.name, step.allocated, reserved + step.counted, step.device_used + reserved - own,
+                     step.components, step.host, step.note + ", beside the build's cached segments", step.counted)
 
 
 def run_fits(view: RunView, step_device_used: int, before: tuple = ()) -> bool:

@@ -22,6 +22,8 @@ class Phase:
     empties_cache_before: bool = False   # torch.cuda.empty_cache() at its start (TRL before waking vLLM's weights)
     stranded: int = 0            # bytes of segments it leaves cached that the steps' requests cannot use, so the
                                  # steps' reserve sits beside them (run/load.py on-device build before FSDP)
+    uncounted: int = 0           # bytes of the components another process holds (OpenRLHF's vLLM actors): on the
+                                 # device, not in this process's torch counters
     fresh: int | None = None     # bytes of new segments it opens beside the cached ones, where the software's order
                                  # says so (LitGPT's validation: run/evaluate.py); None: the `largest` rule
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..memory.inputs import StepInputs
-from ..memory.terms import ALLOCATOR, DRIVER, FWD, STEP_PHASE, Term
+from ..memory.terms import ALLOCATOR, COUNTED, DRIVER, FWD, STEP_PHASE, Term
 from ..plan import Plan
 from .defaults import Run, resolve
 
@@ -32,6 +32,7 @@ class RunView:
     step_reserved: int
     step_largest: int            # the largest tensor the step frees and allocates again (its cached blocks' size)
     kept_grads: tuple = ()       # of Term: gradients zero_grad leaves allocated (FSDP1's flat gradient shards)
+    counted: int = 0             # bytes torch's counters hold off the device (memory/terms COUNTED)
 
     def state_bytes(self, *components: str) -> int:
         return sum(t.nbytes for t in self.state if not components or t.component in components)
@@ -71,8 +72,9 @@ def run_view(plan: Plan, si: StepInputs, terms: list, capacity: int, step_reserv
     extra = tuple(t for t in alloc if FWD in t.phases and STEP_PHASE not in t.phases
                   and t.component not in ("activations", "logits") and not _freed_by_zero_grad(plan, si, t))
     driver = sum(t.nbytes for t in terms if t.where == DRIVER)
+    counted = sum(t.nbytes for t in terms if t.where == COUNTED)
     return RunView(plan, si, resolve(plan, si.stack), state, extra, driver, capacity, step_reserved,
-                   step_largest_block(plan, si), kept_flat_grads(plan, si, terms))
+                   step_largest_block(plan, si), kept_flat_grads(plan, si, terms), counted)
 
 
 def step_largest_block(plan: Plan, si: StepInputs) -> int:
