@@ -168,15 +168,14 @@ def test_trl_114_grpo_scores_only_the_completion():
         assert ([B, C, V], "float32", grad) in _logits(step), kind
 
 
-@pytest.mark.parametrize("ver", ["trl116", "trl114"])
-@pytest.mark.parametrize("kind", ["full", "lora", "full-ckpt", "lora-ckpt"])
-def test_kto_forwards_b_rows_and_its_kl_rows_without_grad(kind, ver):
+@pytest.mark.parametrize("rid", [i for i in _ids() if i.startswith("kto-")])
+def test_kto_forwards_b_rows_and_its_kl_rows_without_grad(rid):
     """TRL's KTOTrainer `_compute_loss`: the policy's KL forward under no_grad (`_compute_kl_logps`), the trained
     forward of the B = 2 matched rows, then the reference's KL and matched forwards under no_grad (the reference
     model, or the policy with its adapter disabled): four decoder forwards of 2 x 512, one with autograd; never
     the 2·B = 4 rows the engine used to count."""
-    fx = _fx(f"kto-l1b-{kind.replace('-ckpt', '')}-b2-s512{'-ckpt' if 'ckpt' in kind else ''}-{ver}")
-    ref = "reference" if kind.startswith("full") else "policy"
+    fx = _fx(rid)
+    ref = "reference" if rid.startswith("kto-l1b-full") else "policy"
     assert fx["forwards"] == [["policy", False, 2, 512], ["policy", True, 2, 512], [ref, False, 2, 512],
                               [ref, False, 2, 512]]
 
@@ -213,6 +212,25 @@ def test_trl_114_kto_metrics_copies_after_the_loss():
     d = fx["phases"]["step"]["peak_bytes"] - fx["phases"]["score"]["peak_bytes"]
     assert 3 * row - bf16 == 523_797_504
     assert 0 <= d - (3 * row - bf16) < 2**16
+
+
+@pytest.mark.parametrize("kind", ["full", "lora"])
+def test_trl_0x_kto_copies_of_the_logits(kind):
+    """TRL 0.17-0.19 KTO `forward` ends with `completion_logits[chosen_idx, ...]` and the rejected rows' (list
+    indexing: a copy, one fp32 (1, 512, V) row each of B = 2, 4·512·V = 262,668,288 B), for the policy and for
+    the reference (`self.forward(self.ref_model, batch)`): the step's peak is the reference's copies, beside both
+    models' fp32 logits (accelerate's copy, 4·2·512·V = 525,336,576 B each) and the policy's copies:
+    2 x 525,336,576 + 4 x 262,668,288 = 2,101,346,304 B. Up to 0.16 `forward` also keeps the KL forward's logits
+    (a local until it returns): the reference's, one more 525,336,576 B at the same moment."""
+    row, fp32 = 4 * 512 * V, 4 * 2 * 512 * V
+    assert (row, fp32, 2 * fp32 + 4 * row) == (262_668_288, 525_336_576, 2_101_346_304)
+    for ver, whole in (("trl017", 2), ("trl018", 2), ("trl019", 2), ("trl016", 3)):
+        step = _fx(f"kto-l1b-{kind}-b2-s512-{ver}")["phases"]["step"]
+        assert step["at"] == {"op": "index", "step_phase": "forward"}, ver
+        assert sorted(n for _, _, n in _logits(step)) == [row] * 4 + [fp32] * whole, ver
+    d = (_fx(f"kto-l1b-{kind}-b2-s512-trl016")["phases"]["step"]["peak_bytes"]
+         - _fx(f"kto-l1b-{kind}-b2-s512-trl017")["phases"]["step"]["peak_bytes"])
+    assert abs(d - fp32) < 2**16          # a few small tensors either way
 
 
 def test_checkpointed_kto_reference_meets_no_autocast_cache():

@@ -195,8 +195,9 @@ def _build_trainer(spec, plan, model, ref, tok, tmp, dt):
         return DPOTrainer(model=model, ref_model=ref, args=args, train_dataset=ds, processing_class=tok,
                           peft_config=pc)
     if pt["method"] == "kto":
-        return build_kto(lambda cls: _args(cls, plan, pt, tmp, dt, {"max_length": pt["prompt_len"]
-                                                                    + pt["completion_len"]}), model, ref, tok, pc)
+        return build_kto(lambda cls, x: _args(cls, plan, pt, tmp, dt, {"max_length": pt["prompt_len"]
+                                                                       + pt["completion_len"], **x}),
+                         model, ref, tok, pc, pt["prompt_len"], pt["completion_len"])
     from trl import GRPOConfig, GRPOTrainer  # noqa: PLC0415
     import trl.trainer.grpo_trainer as grpo_mod  # noqa: PLC0415
     G = pt["num_generations"]
@@ -336,7 +337,7 @@ def trace_post(spec: dict) -> dict:
                 if pt["method"] == "dpo":
                     batch = trl0.dpo_batch(b, P, C) if old else dpo_batch(rows, s)
                 elif pt["method"] == "kto":
-                    batch = kto_batch(b, s, dpo_batch)
+                    batch = kto_batch(b, P, C, dpo_batch)
                 else:
                     batch = grpo_batch(b, P, C)
                     if old:     # 0.18+: `_generate_and_score_completions` returns it (None with one iteration)

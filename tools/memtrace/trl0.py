@@ -29,6 +29,8 @@ What differs from 1.x, read in the 0.17.0 wheel:
   builds the 2·B rows, `selective_log_softmax(logits, labels)` over the whole rows; the reference runs after the
   policy's forward in `get_batch_loss_metrics` -> `compute_ref_log_probs` (no_grad; `null_ref_context` =
   `disable_adapter()` with PEFT), which is the `score` window here; 0.19 asks for `output_hidden_states=True`.
+- KTO (tools/memtrace/post_kto.py): `get_batch_loss_metrics` -> `forward` (KL forward under no_grad, then the
+  B matched rows), the reference's `forward` in the `score` window; 0.16.1 traced too (its KL logits kept).
 """
 from __future__ import annotations
 
@@ -128,8 +130,9 @@ def grpo_score(tr, trainer, ids, am, C):
 def score_window(tr, trainer, method):
     """The `score` window nested in the step: DPO's `compute_ref_log_probs`, TRL 0.18 GRPO's no-grad
     `_get_per_token_logps` in `_compute_loss`; else nothing (0.17 / 0.19 GRPO score before the step)."""
-    if method == "dpo":
-        with dpo_score_window(tr, trainer):
+    if method in ("dpo", "kto"):
+        from .post_kto import score_window0  # noqa: PLC0415
+        with dpo_score_window(tr, trainer) if method == "dpo" else score_window0(tr, trainer):
             yield
         return
     if not grpo_ref_in_step():

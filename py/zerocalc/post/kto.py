@@ -21,8 +21,8 @@ KTOTrainer, LLaMA-Factory's, ms-swift's and OpenRLHF's.
   KL half with autograd; its result stays referenced to backward (the loss detaches only the mean): 2·B rows.
 - The logits' metrics copies, TRL < 1.15 (`trainer_version`; from 1.15 the fused head returns no logits and the
   metric reads `outputs.mean_logits`, (B, s)):
-  - before 1.9.0 (read at v0.9.6, v0.10.1, v0.16.0, v0.17.0, v0.19.0, v1.5.0, v1.6.0, v1.8.0; not traced): copies of
-    the B rows' logits, c·B·s·V each (n_B below), alive through the reference's forward until the loss returns
+  - before 1.9.0 (read at v0.9.6, v0.10.1, v0.16.0, v0.17.0, v0.19.0, v1.5.0, v1.6.0, v1.8.0): copies of the B rows'
+    logits, c·B·s·V each (n_B below), alive through the reference's forward until the loss returns
     (`kto_logits_copies`, in the step's end-of-forward moment and in ``score``), as many as the release keeps:
     - up to 0.16.x `forward` makes the KL forward's logits a local (`KL_logits = model(...).logits` under
       no_grad, then the trained forward), so they live until `forward` returns, and ends with
@@ -33,7 +33,9 @@ KTOTrainer, LLaMA-Factory's, ms-swift's and OpenRLHF's.
     - 0.17-1.5.x: `_compute_kl_logps` frees the KL logits as it returns; the copies stay: 1·n_B during the
       reference's forward, 3·n_B at its end (its logits, its copies, the policy's);
     - 1.6-1.8.x: `_compute_loss` copies only the policy's (`outputs.logits.index_select(0, chosen_idx)`, before
-      the reference's forward): 1·n_B.
+      the reference's forward): 1·n_B (read only).
+    Traced at 0.16.1 and 0.17.0 / 0.18.2 / 0.19.1 (golden/post/kto-*-trl016 ... trl019: the step's peak at the
+    reference's `index` copies, with three / two fp32 (2, 512, V) logits and four (1, 512, V) copies alive).
     The term is what the moment holds above the reference's own no-grad logits (post/step.py).
   - 1.9.0-1.14.x: after the loss, `shift_logits.detach().index_select(0, chosen_idx)` and the rejected rows'
     (c·B·(s-1)·V together), then `chosen_logits[chosen_mask.bool()].mean(-1)`: a boolean-mask copy of the
