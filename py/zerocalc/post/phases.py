@@ -150,7 +150,9 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
 def in_step_score_phase(post: Post, step_terms) -> Phase | None:
     """The offline methods' reference forward, inside the update step: TRL's and LLaMA-Factory's `compute_loss`
     run it under no_grad after the policy's forward, before backward (post/step.py), so its window is the step's
-    end-of-forward moment (``fwd``: the policy's saved activations and logits plus `reference_logits`)."""
+    end-of-forward moment (``fwd``: the policy's saved activations and logits plus `reference_logits`), less what
+    dies as the policy's forward returns (autocast's cache of checkpointed layers' weights) or comes after the
+    reference (TRL 1.9-1.14 KTO's metrics copies)."""
     if (post.online and not post.ref_in_step) or post.reference not in ("model", "adapter", "cpu"):
         return None
     comps: dict = {}
