@@ -14,7 +14,8 @@ from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy
 from .generator import (hf_kv_cache_bytes, hf_kv_dtypes, kv_bytes_per_token, ppo_rollout_gathered_bytes,
                         ppo_rollout_scores_bytes, sleep_host_bytes, sync_gather_bytes, sync_gathers_whole_model,
-                        vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
+                        verl_layered_unit_numel, verl_sync_bytes, vllm_budget_bytes, vllm_kv_tokens,
+                        vllm_weight_bytes)
 from .models import role_arch, scalar_head_arch
 
 # TRL's OnPolicyConfig / ms-swift's RLHFArguments local_rollout_forward_batch_size (64): the rows each of PPO's
@@ -86,13 +87,22 @@ def sync_phase(v: RunView, post: Post) -> Phase | None:
     arch = v.plan.arch
     peft = v.plan.method != "full"
     numel = v.si.trainable.numel + (v.si.frozen_numel if peft else 0)
-    whole = sync_gathers_whole_model(peft, v.plan.framework, v.plan.zero_stage, post.trainer)
-    gathered = sync_gather_bytes(whole, numel, arch.largest_tensor)
+    verl = post.trainer == "verl"
+    whole = sync_gathers_whole_model(peft, v.plan.framework, v.plan.zero_stage, post.trainer,
+                                     v.si.stack.fsdp_version, g.layered_summon)
+    nbytes = verl_sync_bytes(post.policy_load_bytes) if verl else 2
+    if verl and peft and g.layered_summon:
+        unit = verl_layered_unit_numel(arch.layer_sizes, v.si.trainable.numel, arch.num_layers)
+        gathered = nbytes * unit
+        what = "one FSDP layer at a time (verl layered_summon)"
+    else:
+        gathered = sync_gather_bytes(whole, numel, arch.largest_tensor, nbytes)
+        what = (f"the whole {8 * nbytes}-bit model gathered (PEFT on sharded weights)" if whole
+                else "one parameter at a time")
     extra = {"weights": gathered}
     woken = vllm_weight_bytes(arch, g.tp) if g.mode == "colocate" and g.sleep else 0
     if woken:
         extra["generator"] = woken      # TRL sync_weights: empty_cache(), then llm.wake_up(tags=["weights"])
-    what = "the whole 16-bit model gathered (PEFT on sharded weights)" if whole else "one parameter at a time"
     return phase("sync", _resident(v), extra, transient=gathered, note=f"weights to vLLM: {what}",
                  host=sleep_host_bytes(g.sleep, arch, g.tp) if g.mode == "colocate" else 0,
                  outside=woken, empties_cache_before=bool(woken) and post.trainer in ("trl", "ms-swift"),

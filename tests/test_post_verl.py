@@ -1,0 +1,117 @@
+"""verl's post-training mechanisms read in verl's source (tags v0.4.1 ... v0.7.0, HEAD b178a3c), each against
+arithmetic written here (no figure copied from the code under test)."""
+from __future__ import annotations
+
+import pytest
+
+from zerocalc.plan import Plan, PlanError
+
+# Llama 3.2 1B: 1,235,814,400 parameters, 16 layers, hidden 2048, intermediate 8192, 8 KV heads x 64,
+# vocabulary 128,256 (tied embedding: the largest tensor, 128,256 x 2048)
+P1B, V, H = 1_235_814_400, 128_256, 2048
+# one decoder layer: q, o 2048 x 2048; k, v 512 x 2048; gate, up, down 8192 x 2048; two norms of 2048
+LAYER = 2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 8192 * 2048 + 2 * 2048          # 60,821,504
+# LoRA r16 on the 7 linears: 16 x (4096 + 2560 + 2560 + 4096 + 3 x 10240) = 704,512 per layer, x 16
+ADAPTERS = 16 * 704_512                                                         # 11,272,192
+
+
+def verl_plan(gen=None, method="lora", version=None, **kw) -> Plan:
+    pt = {"method": "grpo", "trainer": "verl", "num_generations": 8, "prompt_len": 256, "completion_len": 768}
+    if gen is not None:
+        pt["generator"] = gen
+    if version is not None:
+        pt["trainer_version"] = version
+    d = {"model": "llama-3.2-1b", "gpu": "a100-sxm4-80gb", "gpus_per_node": 4, "framework": "fsdp",
+         "zero_stage": 3, "micro_batch_size": 2, "gradient_accumulation_steps": 4, "seq_len": 1024,
+         "activation_checkpointing": "full", "method": method, "post_training": pt}
+    d.update(kw)
+    return Plan.from_dict(d)
+
+
+def phases(p: Plan) -> dict:
+    from zerocalc.estimate import step_inputs_for, whole_run
+    from zerocalc.post import post_phases, resolve
+    view = whole_run(p, step_inputs_for(p), p.gpu_spec)[1]
+    return dict(post_phases(view, resolve(p)))
+
+
+def test_layer_arithmetic():
+    assert 16 * LAYER + V * H + H == P1B
+
+
+# --- 1. the LoRA weight sync -------------------------------------------------------------------------------
+
+def test_verl_lora_fsdp1_sync_gathers_the_whole_fp32_model():
+    # fsdp_utils.py collect_lora_params: FSDP.summon_full_params(module) of the whole actor; verl builds the actor
+    # in fp32 and FSDP1 summons the full-precision flat parameter (FlatParamHandle._force_full_precision):
+    # 4 B x (base + adapters) = 4 x (1,235,814,400 + 11,272,192) = 4,988,346,368
+    ph = phases(verl_plan({"engine": "vllm", "sleep": 1}))["sync"]
+    assert ph.transient == 4 * (P1B + ADAPTERS) == 4_988_346_368
+    assert "whole 32-bit model" in ph.note
+
+
+def test_verl_layered_summon_gathers_one_fp32_layer():
+    # layered_summon_lora_params: summon_full_params(one decoder layer) then empty_cache():
+    # 4 B x (60,821,504 + 11,272,192 / 16) = 4 x 61,526,016 = 246,104,064
+    ph = phases(verl_plan({"engine": "vllm", "sleep": 1, "layered_summon": True}))["sync"]
+    assert ph.transient == 4 * (LAYER + ADAPTERS // 16) == 246_104_064
+    assert "layered_summon" in ph.note
+
+
+def test_verl_fsdp2_and_full_sync_one_fp32_tensor():
+    # FSDP2: summon_full_params finds no FSDP1 state; each DTensor's full_tensor(): 4 x 128,256 x 2048
+    fsdp2 = phases(verl_plan({"engine": "vllm", "sleep": 1}, stack={"fsdp_version": 2}))["sync"]
+    assert fsdp2.transient == 4 * V * H == 1_050_673_152
+    # without LoRA: the sharded state dict, param.to(device).full_tensor() one by one, fp32 shards
+    full = phases(verl_plan({"engine": "vllm", "sleep": 1}, method="full"))["sync"]
+    assert full.transient == 4 * V * H
+
+
+def test_verl_lora_base_is_fp32_and_reference_bf16():
+    # fsdp_workers.py: torch.float32 if self._is_actor else torch.bfloat16: the LoRA actor's frozen base is fp32
+    from zerocalc.estimate import step_inputs_for
+    from zerocalc.post import resolve
+    from zerocalc.post.step import update_inputs
+    p = verl_plan({"engine": "vllm", "sleep": 1})
+    post = resolve(p)
+    assert post.policy_load_bytes == 4 and post.ref_bytes == 2
+    si = update_inputs(p, step_inputs_for(p), post)
+    assert si.frozen_numel == P1B and si.frozen_bytes == 4 * P1B == 4_943_257_600
+
+
+@pytest.mark.parametrize("bad", [
+    {"trainer": "trl"},                                      # TRL has no layered_summon
+    {"method": "full"},                                      # a full actor syncs tensor by tensor anyway
+    {"framework": "deepspeed"},
+])
+def test_layered_summon_is_verl_lora_fsdp_only(bad):
+    kw = {}
+    if "trainer" in bad:
+        with pytest.raises(PlanError, match="layered_summon"):
+            Plan.from_dict({"model": "llama-3.2-1b", "gpu": "a100-sxm4-80gb", "gpus_per_node": 4,
+                            "framework": "fsdp", "zero_stage": 3, "method": "lora",
+                            "post_training": {"method": "grpo", "trainer": "trl", "num_generations": 8,
+                                              "generator": {"engine": "vllm", "layered_summon": True}}})
+        return
+    kw.update(bad)
+    if kw.get("framework") == "deepspeed":
+        kw["zero_stage"] = 3
+    with pytest.raises(PlanError, match="layered_summon"):
+        verl_plan({"engine": "vllm", "sleep": 1, "layered_summon": True}, **kw)
+
+
+def test_layered_summon_round_trips_and_is_omitted_when_off():
+    p = verl_plan({"engine": "vllm", "sleep": 1, "layered_summon": True})
+    assert Plan.from_dict(p.to_dict()) == p
+    assert p.to_dict()["post_training"]["generator"]["layered_summon"] is True
+    assert "layered_summon" not in verl_plan({"engine": "vllm", "sleep": 1}).to_dict()["post_training"]["generator"]
+
+
+# --- 3. the sleep level ----------------------------------------------------------------------------------
+
+def test_verl_default_sleep_level_by_version():
+    from zerocalc.post import resolve
+    # 0.5: sleep(level=1) written out (sharding_manager/fsdp_vllm.py); 0.6+: VLLM_SLEEP_LEVEL, 2 on vLLM >= 0.8.5
+    assert resolve(verl_plan(version="0.5.0")).gen.sleep == 1
+    assert resolve(verl_plan(version="0.6")).gen.sleep == 2
+    assert resolve(verl_plan()).gen.sleep == 2                       # newest read: 0.7.0
