@@ -115,3 +115,24 @@ def test_verl_default_sleep_level_by_version():
     assert resolve(verl_plan(version="0.5.0")).gen.sleep == 1
     assert resolve(verl_plan(version="0.6")).gen.sleep == 2
     assert resolve(verl_plan()).gen.sleep == 2                       # newest read: 0.7.0
+
+
+# --- 2. entropy in the old-log-prob pass -------------------------------------------------------------------
+
+def test_verl_old_log_prob_pass_computes_the_entropy_from_0_4():
+    # 2 rows of 256 + 768 tokens; 16-bit logits of every position: 2 B x 2 x 1024 x 128,256 = 525,336,576, and
+    # the hidden states beside them 2 x 2 x 1024 x 2048 = 8,388,608 (the MLP moment, 2 x 2 x 1024 x (3 x 8192
+    # + 2 x 2048) = 117,440,512, is smaller)
+    old = phases(verl_plan({"engine": "vllm", "sleep": 1}, version="0.3.1"))["score"]
+    assert old.transient == 2 * 2 * 1024 * V + 2 * 2 * 1024 * H == 533_725_184
+    # from 0.4.0 compute_log_prob(calculate_entropy=True): entropy_from_logits under bf16 autocast holds the fp32
+    # softmax and the fp32 product over the response slice: 2 x 4 B x 2 rows x 768 x 128,256 = 1,576,009,728 more
+    new = phases(verl_plan({"engine": "vllm", "sleep": 1}))["score"]
+    assert new.transient - old.transient == 2 * 4 * 2 * 768 * V == 1_576_009_728
+
+
+def test_trl_score_has_no_verl_entropy():
+    from zerocalc.post import resolve
+    p = Plan.from_dict({"model": "llama-3.2-1b", "gpu": "a100-sxm4-80gb", "gpus_per_node": 4,
+                        "post_training": {"method": "grpo", "num_generations": 8}})
+    assert not resolve(p).score_entropy

@@ -33,7 +33,8 @@ NOT_MODELLED_KEYS = (A + "model.use_remove_padding", A + "actor.use_dynamic_bsz"
                      A + "actor.entropy_checkpointing", A + "rollout.max_num_batched_tokens",
                      A + "actor.ppo_max_token_len_per_gpu", "critic.ppo_micro_batch_size_per_gpu",
                      "critic.forward_micro_batch_size_per_gpu", A + "model.use_fused_kernels",
-                     A + "rollout.cudagraph_capture_sizes", A + "actor.fsdp_config.offload_policy")
+                     A + "rollout.cudagraph_capture_sizes", A + "actor.fsdp_config.offload_policy",
+                     A + "actor.calculate_entropy")
 READ_ONLY = {
     A + "ref.fsdp_config.param_offload": "read: verl forces the reference to CPU offload whatever this says "
                                          "(fsdp_workers.py)",
@@ -41,7 +42,7 @@ READ_ONLY = {
     A + "rollout.mode": "read: sync and async rollouts hold the same engine",
     A + "rollout.load_format": NO_EFFECT, A + "model.use_shm": NO_EFFECT,
     A + "actor.kl_loss_coef": NO_EFFECT, A + "actor.kl_loss_type": NO_EFFECT,
-    A + "actor.entropy_coeff": NO_EFFECT, "algorithm.kl_ctrl.kl_coef": NO_EFFECT,
+    "algorithm.kl_ctrl.kl_coef": NO_EFFECT,
     "trainer.critic_warmup": NO_EFFECT, "data.filter_overlong_prompts": NO_EFFECT, "data.truncation": NO_EFFECT,
 }
 
@@ -187,6 +188,14 @@ def import_verl(cfg: dict, plan, loader=None, cmd=None):
               role_model(b, "reward_model.model.path", rp, path, "same-gpus"))
     _rollout(b, flat, take, world)
     not_modelled_flags(b, flat, take, NOT_MODELLED_KEYS)
+    # the update step computes the entropy under autograd only when entropy_coeff != 0 (dp_actor.py update_policy:
+    # `if entropy_coeff != 0: calculate_entropy = True`, v0.4.1 / v0.5.0; v0.7.0 `self.config.calculate_entropy or
+    # (entropy_coeff != 0)`); default 0 from v0.4 (0.001 before #1100), not in the estimate's update step
+    ec = take(A + "actor.entropy_coeff")
+    if ec is not None:
+        on = as_number(A + "actor.entropy_coeff", ec, minimum=float("-inf")) != 0
+        b.skip(A + "actor.entropy_coeff", ec, NOT_MODELLED + " (the update step's entropy under autograd, "
+               "dp_actor.py update_policy)" if on else NO_EFFECT + " (0: the update computes no entropy)")
     for k, why in READ_ONLY.items():
         if k in flat:
             b.skip(k, take(k), why)

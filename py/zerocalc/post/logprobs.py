@@ -263,3 +263,17 @@ def chosen_nll(lg: Logits, pairs: int, positions: int, vocab: int, c: int) -> Lo
     extra = c * pairs * max(positions - 1, 1) * vocab
     return Logits(saved=lg.saved + extra, forward_peak=lg.forward_peak + extra,
                   backward_peak=lg.backward_peak + extra, kept_by_loop=lg.kept_by_loop)
+
+
+def verl_entropy_bytes(rows: int, completion: int, vocab: int) -> int:
+    """verl's entropy beside the logits in the actor's old-log-prob pass (fsdp_workers.py `compute_log_prob`:
+    `self.actor.compute_log_prob(data=data, calculate_entropy=True)` from v0.4.0, #1100 "Move entropy to compute
+    log probs", 25b0f22; v0.7.0 / b178a3c `calculate_entropy = not is_lora`, false only for the LoRA reference
+    pass). Without remove-padding, dp_actor.py `_forward_micro_batch` calls `verl_F.entropy_from_logits(logits)`
+    eagerly on the response slice (rows, completion, V) inside `torch.autocast(dtype=torch.bfloat16)`
+    (torch_functional.py: `pd = softmax(logits)`; `logsumexp(logits) - sum(pd * logits)`): softmax, logsumexp and
+    sum are on autocast's fp32 list, so pd is fp32 and `pd * logits` promotes to fp32: two fp32 tensors of the
+    slice at once (logsumexp's fp32 cast and its `self - maxes` before them are as large). The remove-padding
+    path runs `torch.compile(entropy_from_logits)` (use_torch_compile, default true), fused: nothing of that size
+    (not counted; the plan cannot say remove-padding)."""
+    return 2 * 4 * rows * completion * vocab

@@ -24,7 +24,7 @@ from .models import role_arch, scalar_head_arch
 # padded fp32 scores (utils.py `batch_generation`: `pad(logitss)`), stay alive until the loop ends
 ROLLOUT_FORWARD_BATCH = 64
 from .logprobs import (fused_head_no_grad, fused_head_torch, kernel_buffers, reference_forward_bytes,
-                       temperature_copy_bytes)
+                       temperature_copy_bytes, verl_entropy_bytes)
 
 
 def _resident(v: RunView) -> dict:
@@ -144,6 +144,8 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
         logits = no_grad_with_copy(logits, rows * positions * arch.vocab_size)
     if post.temperature_copy and arch.causal_lm and v.plan.loss != "chunked":
         logits = max(logits, temperature_copy_bytes(rows, positions, arch.vocab_size, c))   # logits / temperature
+    if post.score_entropy and arch.causal_lm:
+        logits += verl_entropy_bytes(rows, post.completion, arch.vocab_size)      # the actor's old-log-prob pass
     peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length)) + kept
     base = _forward_resident(v)
     if not post.online:
