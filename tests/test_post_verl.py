@@ -53,18 +53,33 @@ def test_verl_lora_fsdp1_sync_gathers_the_whole_fp32_model():
 def test_verl_layered_summon_gathers_one_fp32_layer():
     # layered_summon_lora_params: summon_full_params(one decoder layer) then empty_cache():
     # 4 B x (60,821,504 + 11,272,192 / 16) = 4 x 61,526,016 = 246,104,064
+    from zerocalc.post.generator import verl_layered_unit_numel
+    arch = verl_plan().arch
+    assert 4 * verl_layered_unit_numel(arch.layer_sizes, ADAPTERS, 16) == 4 * (LAYER + ADAPTERS // 16) == 246_104_064
+    # that gather ends (empty_cache) before vLLM's weights wake: 2 x 1,235,814,400 / TP 1 = 2,471,628,800 is the
+    # sync's moment, the LoRA tensors coming from the CPU
     ph = phases(verl_plan({"engine": "vllm", "sleep": 1, "layered_summon": True}))["sync"]
-    assert ph.transient == 4 * (LAYER + ADAPTERS // 16) == 246_104_064
-    assert "layered_summon" in ph.note
+    assert ph.transient == 0 and ph.components["generator"] == 2 * P1B == 2_471_628_800
+    assert "layered_summon" in ph.note and ph.empties_cache_before and ph.empties_cache
+
+
+def test_verl_gather_and_woken_weights_never_meet():
+    # FSDP1, not layered: the whole fp32 gather 4,988,346,368 > the woken 16-bit weights 2 x P1B / 4 = 617,907,200:
+    # the sync's moment is the gather alone (no generator component), emptied at both ends
+    ph = phases(verl_plan({"engine": "vllm", "sleep": 1, "tensor_parallel_size": 4}))["sync"]
+    assert ph.transient == 4 * (P1B + ADAPTERS) and "generator" not in ph.components
+    assert ph.empties_cache_before and ph.empties_cache
 
 
 def test_verl_fsdp2_and_full_sync_one_fp32_tensor():
-    # FSDP2: summon_full_params finds no FSDP1 state; each DTensor's full_tensor(): 4 x 128,256 x 2048
-    fsdp2 = phases(verl_plan({"engine": "vllm", "sleep": 1}, stack={"fsdp_version": 2}))["sync"]
+    # FSDP2: summon_full_params finds no FSDP1 state; each DTensor's full_tensor(): 4 x 128,256 x 2048 =
+    # 1,050,673,152, more than the woken weights at TP 4 (617,907,200): the gather's moment
+    fsdp2 = phases(verl_plan({"engine": "vllm", "sleep": 1, "tensor_parallel_size": 4},
+                             stack={"fsdp_version": 2}))["sync"]
     assert fsdp2.transient == 4 * V * H == 1_050_673_152
-    # without LoRA: the sharded state dict, param.to(device).full_tensor() one by one, fp32 shards
+    # without LoRA: the sharded state dict, param.to(device).full_tensor() one by one after the weights wake
     full = phases(verl_plan({"engine": "vllm", "sleep": 1}, method="full"))["sync"]
-    assert full.transient == 4 * V * H
+    assert full.transient == 4 * V * H and full.components["generator"] == 2 * P1B
 
 
 def test_verl_lora_base_is_fp32_and_reference_bf16():

@@ -101,12 +101,22 @@ def sync_phase(v: RunView, post: Post) -> Phase | None:
                 else "one parameter at a time")
     extra = {"weights": gathered}
     woken = vllm_weight_bytes(arch, g.tp) if g.mode == "colocate" and g.sleep else 0
+    host = sleep_host_bytes(g.sleep, arch, g.tp) if g.mode == "colocate" else 0
+    if verl and peft and gathered >= woken:
+        # verl collects a LoRA actor's weights to the CPU (`.detach().cpu()` inside summon_full_params, then
+        # empty_cache()) before `wake_up(tags=["weights"])` / `resume(tags=["weights"])`: the gather and the woken
+        # weights never meet (sharding_manager/fsdp_vllm.py `__enter__` v0.5.0; fsdp_workers.py `rollout_mode`
+        # v0.6.0 / v0.7.0), and the sync starts and ends with empty_cache()
+        return phase("sync", _resident(v), extra, transient=gathered, note=f"weights to vLLM: {what}", host=host,
+                     empties_cache_before=True, empties_cache=True)
+    if verl and peft:
+        extra = {}                      # the LoRA tensors reach vLLM from the CPU
     if woken:
         extra["generator"] = woken      # TRL sync_weights: empty_cache(), then llm.wake_up(tags=["weights"])
-    return phase("sync", _resident(v), extra, transient=gathered, note=f"weights to vLLM: {what}",
-                 host=sleep_host_bytes(g.sleep, arch, g.tp) if g.mode == "colocate" else 0,
-                 outside=woken, empties_cache_before=bool(woken) and post.trainer in ("trl", "ms-swift"),
-                 uncounted=0 if g.in_process else woken)
+    return phase("sync", _resident(v), extra, transient=extra.get("weights", 0), note=f"weights to vLLM: {what}",
+                 host=host, outside=woken,
+                 empties_cache_before=verl or (bool(woken) and post.trainer in ("trl", "ms-swift")),
+                 empties_cache=verl, uncounted=0 if g.in_process else woken)
 
 
 def score_phase(v: RunView, post: Post) -> Phase | None:
