@@ -134,16 +134,33 @@ def test_verl_default_sleep_level_by_version():
 
 # --- 2. entropy in the old-log-prob pass -------------------------------------------------------------------
 
-def test_verl_old_log_prob_pass_computes_the_entropy_from_0_4():
-    # 2 rows of 256 + 768 tokens; 16-bit logits of every position: 2 B x 2 x 1024 x 128,256 = 525,336,576, and
-    # the hidden states beside them 2 x 2 x 1024 x 2048 = 8,388,608 (the MLP moment, 2 x 2 x 1024 x (3 x 8192
-    # + 2 x 2048) = 117,440,512, is smaller)
-    old = phases(verl_plan({"engine": "vllm", "sleep": 1}, version="0.3.1"))["score"]
-    assert old.transient == 2 * 2 * 1024 * V + 2 * 2 * 1024 * H == 533_725_184
-    # from 0.4.0 compute_log_prob(calculate_entropy=True): entropy_from_logits under bf16 autocast holds the fp32
-    # softmax and the fp32 product over the response slice: 2 x 4 B x 2 rows x 768 x 128,256 = 1,576,009,728 more
-    new = phases(verl_plan({"engine": "vllm", "sleep": 1}))["score"]
-    assert new.transient - old.transient == 2 * 4 * 2 * 768 * V == 1_576_009_728
+def test_verl_old_log_prob_pass_computes_the_entropy():
+    # 2 rows of 256 + 768 tokens; 16-bit logits of every position: 2 B x 2 x 1024 x 128,256 = 525,336,576, the
+    # hidden states beside them 2 x 2 x 1024 x 2048 = 8,388,608 (the MLP moment, 2 x 2 x 1024 x (3 x 8192
+    # + 2 x 2048) = 117,440,512, is smaller), and entropy_from_logits under bf16 autocast: the fp32 softmax and
+    # the fp32 product over the response slice, 2 x 4 B x 2 rows x 768 x 128,256 = 1,576,009,728
+    for version in ("0.3.0", None):            # 0.3.x: _forward_micro_batch always; 0.4+: calculate_entropy=True
+        ph = phases(verl_plan({"engine": "vllm", "sleep": 1}, version=version))["score"]
+        assert ph.transient == 2 * 2 * 1024 * V + 2 * 2 * 1024 * H + 2 * 4 * 2 * 768 * V == 2_109_734_912
+
+
+def test_verl_update_step_entropy_up_to_0_3():
+    # the update step's entropy under autograd: 0.3.x always, 0.4+ only with entropy_coeff != 0 (default 0).
+    # n = 2 rows x 768 x 128,256 = 197,001,216: 8n saved and at the end of forward, 26n more at backward's peak
+    from zerocalc.estimate import step_inputs_for
+    from zerocalc.post import resolve
+    from zerocalc.post.step import update_inputs, update_plan
+
+    def lg(version):
+        p = verl_plan({"engine": "vllm", "sleep": 1}, version=version)
+        post = resolve(p)
+        sp = update_plan(p, post)
+        return update_inputs(sp, step_inputs_for(sp), post).logits
+    old, new = lg("0.3.0"), lg(None)
+    n = 2 * 768 * V
+    assert old.saved - new.saved == 8 * n == 1_576_009_728
+    assert old.forward_peak - new.forward_peak == 8 * n
+    assert old.backward_peak - new.backward_peak == 26 * n == 5_122_031_616
 
 
 def test_trl_score_has_no_verl_entropy():

@@ -73,7 +73,7 @@ NEWEST = {"trl": TRL_NEWEST, "ms-swift": (4, 6, 0), "openrlhf": (0, 11, 0),   # 
           "verl": (0, 7, 0)}       # rules were read in (ms-swift: 3602360, swift/version.py 4.6.0.dev0; OpenRLHF
 #                                  v0.11.0; verl v0.7.0, HEAD b178a3c reads the same)
 OPENRLHF_LOGITS = (((0, 5, 6), "16bit"), ((0, 6, 0), "fp32-log-softmax"), ((0, 7, 0), "fp32-logsumexp"))
-VERL_SCORE_ENTROPY_SINCE = (0, 4, 0)                 # verl: compute_log_prob(calculate_entropy=True) (#1100)
+VERL_ENTROPY_COEFF_ONLY_SINCE = (0, 4, 0)            # verl: the update's entropy only if entropy_coeff != 0 (#1100)
 VERL_SLEEP_LEVEL_SINCE = (0, 6, 0)                   # verl: VLLM_SLEEP_LEVEL (2 on vLLM >= 0.8.5); 0.5: level=1
 SWIFT_NLL_FROM_LOGPS_SINCE = (3, 6, 0)               # ms-swift DPO: the NLL from the per-token log-probs
 GROUPED_COMPLETION_512_SINCE = (1, 10, 0)            # TRL GRPO/RLOO max_completion_length: 256 before, 512 from
@@ -130,7 +130,8 @@ class Post:
     ref_in_step: bool = False        # TRL 0.18 GRPO: the reference's no-grad pass inside the update step
     hidden_states: bool = False      # TRL 0.19-0.28 DPO: every layer's hidden state returned by the forward
     ref_unchunked: bool = False      # TRL 0.19 GRPO: the reference scores the whole generation batch at once
-    score_entropy: bool = False  # verl >= 0.4: the old-log-prob pass computes the entropy beside the logits
+    score_entropy: bool = False  # verl: the old-log-prob pass computes the entropy beside the logits
+    update_entropy: bool = False # verl < 0.4: the update step computes the entropy under autograd
 
     @property
     def online(self) -> bool:
@@ -279,8 +280,9 @@ def resolve(plan: Plan) -> Post | None:
                 ref_in_step=ref in ("model", "adapter") and reference_in_loss(pt),
                 hidden_states=returns_hidden_states(pt),
                 ref_unchunked=ref in ("model", "adapter") and reference_unchunked(pt),
-                score_entropy=pt.trainer == "verl" and not offline
-                and version_tuple(pt.trainer_version, NEWEST["verl"]) >= VERL_SCORE_ENTROPY_SINCE)
+                score_entropy=pt.trainer == "verl" and not offline,
+                update_entropy=pt.trainer == "verl" and not offline
+                and version_tuple(pt.trainer_version, NEWEST["verl"]) < VERL_ENTROPY_COEFF_ONLY_SINCE)
 
 
 def openrlhf_logits(pt: PostTraining) -> str:
