@@ -302,6 +302,10 @@ def test_verl_sleep_level_and_layered_summon():
     lora = base.replace("\n", " actor_rollout_ref.model.lora_rank=32 actor_rollout_ref.rollout.layered_summon=True\n")
     g = import_config(lora, {}).plan["post_training"]["generator"]
     assert g["layered_summon"] is True and g["sleep"] == 1        # vLLMRollout: layered_summon keeps level 1
+    # with rollout.yaml's load_format dummy verl refuses layered_summon (collect_lora_params): said, not hidden
+    assert any(w["id"] == "verl-layered-summon" for w in import_config(lora, {}).warnings)
+    ok = lora.replace("\n", " actor_rollout_ref.rollout.load_format=safetensors\n")
+    assert not any(w["id"] == "verl-layered-summon" for w in import_config(ok, {}).warnings)
     # without LoRA layered_summon changes nothing: reported, not written
     res = import_config(base.replace("\n", " actor_rollout_ref.rollout.layered_summon=True\n"), {})
     assert "layered_summon" not in res.plan["post_training"]["generator"]

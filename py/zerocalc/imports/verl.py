@@ -244,6 +244,12 @@ def _rollout(b: Builder, flat: dict, take, world: int) -> None:
     layered = ls is not None and as_bool(A + "rollout.layered_summon", ls)
     if layered and b.plan.get("method") != "full" and b.plan.get("framework") == "fsdp":
         b.set(A + "rollout.layered_summon", g + "layered_summon", True)
+        fmt = flat.get(A + "rollout.load_format")
+        if not isinstance(fmt, str) or "dummy" in fmt:
+            # fsdp_utils.py collect_lora_params / fsdp_vllm.py __enter__: layered_summon needs the base in vLLM
+            b.warn("verl-layered-summon", f"rollout.layered_summon with load_format {fmt or 'dummy (default)'}: "
+                                          "verl raises 'To use layered_summon, you must make sure base-model is "
+                                          "preloaded in vllm' (set rollout.load_format=safetensors)")
     elif ls is not None:
         b.skip(A + "rollout.layered_summon", ls, NO_EFFECT + " (verl reads it for a LoRA actor on FSDP only)"
                if layered else NO_EFFECT + " (false: the default)")
