@@ -54,8 +54,8 @@ post-training.md; the TRL ones read at trl@f2cd577).
 - The generator. TRL / ms-swift / LLaMA-Factory generate with HF `generate` unless `use_vllm`; colocated vLLM
   `gpu_memory_utilization` defaults: TRL 0.3 (`vllm_gpu_memory_utilization`), verl 0.5 (rollout.yaml),
   OpenRLHF 0.95 (`--vllm.gpu_memory_utilization`), ms-swift 0.9; verl always runs vLLM in its hybrid engine and
-  frees it between rollouts (`free_cache_engine`: sleep level 1 up to 0.5, 2 from 0.6: `verl_sleep_level`); OpenRLHF's vLLM engines have GPUs of their
-  own unless `--train.colocate_all`.
+  frees it between rollouts (`free_cache_engine`: sleep level 1 up to 0.5, 2 from 0.6: `verl_sleep_level`);
+  OpenRLHF's vLLM engines have GPUs of their own unless `--train.colocate_all`.
 """
 from __future__ import annotations
 
