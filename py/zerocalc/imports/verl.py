@@ -8,8 +8,9 @@ grpo and said so), ``data.max_prompt_length`` / ``max_response_length`` 512 / 51
 ``rollout.gpu_memory_utilization`` 0.5, ``rollout.tensor_model_parallel_size`` 2, ``rollout.free_cache_engine``
 true (sleep level 2: the newest verl's `VLLM_SLEEP_LEVEL` on vLLM >= 0.8.5, verl 0.6+; level 1 with
 ``rollout.layered_summon``, and in verl 0.5, post/defaults.py `verl_sleep_level`), ``rollout.layered_summon`` false
-(a LoRA actor on FSDP syncs one layer at a time), ``rollout.enforce_eager`` false, ``actor.ppo_mini_batch_size`` 256 prompts (per GPU:
-× rollout.n ÷ world; accumulation = that ÷ ``ppo_micro_batch_size_per_gpu``), ``actor.strategy`` fsdp,
+(a LoRA actor on FSDP syncs one layer at a time), ``rollout.enforce_eager`` false, ``actor.ppo_mini_batch_size``
+256 prompts (per data-parallel group: × rollout.n ÷ (world ÷ ``actor.ulysses_sequence_parallel_size``);
+accumulation = that ÷ ``ppo_micro_batch_size_per_gpu``), ``actor.strategy`` fsdp,
 ``model.enable_gradient_checkpointing`` true, ``model.lora_rank`` 0 / ``lora_alpha`` 16 /
 ``target_modules all-linear``, ``trainer.n_gpus_per_node`` 8, ``trainer.nnodes`` 1. A reference exists only
 with ``actor.use_kl_loss`` or ``algorithm.use_kl_in_reward`` (ray_trainer ``need_reference_policy``); verl
