@@ -77,9 +77,29 @@ def test_verl_fsdp2_and_full_sync_one_fp32_tensor():
     fsdp2 = phases(verl_plan({"engine": "vllm", "sleep": 1, "tensor_parallel_size": 4},
                              stack={"fsdp_version": 2}))["sync"]
     assert fsdp2.transient == 4 * V * H == 1_050_673_152
-    # without LoRA: the sharded state dict, param.to(device).full_tensor() one by one after the weights wake
+
+
+def test_verl_full_fsdp1_sync_keeps_the_state_dicts_shard_copies():
+    # without LoRA, FSDP1: state_dict() (SHARDED_STATE_DICT, DTensor: _create_chunk_dtensor clones each full
+    # parameter, then its shard) keeps 4 B x P / 4 GPUs = 1,235,814,400 of shard copies until `del params`.
+    # While it runs: the root unit (embedding + final norm: 1,235,814,400 - 16 x 60,821,504 = 262,670,336), one
+    # layer (60,821,504) and one whole-parameter clone (the embedding, 262,668,288) in fp32 beside them:
+    # 1,235,814,400 + 4 x 586,160,128 = 3,580,454,912. After vLLM's weights wake: the copies and one
+    # full_tensor() of the largest parameter, 1,235,814,400 + 1,050,673,152 = 2,286,487,552
+    root = P1B - 16 * LAYER
+    assert root == 262_670_336
+    during = 4 * P1B // 4 + 4 * (root + LAYER + V * H)
+    after = 4 * P1B // 4 + 4 * V * H
+    assert (during, after) == (3_580_454_912, 2_286_487_552)
+    # TP 1: the woken 2 x P1B = 2,471,628,800 beside `after` (4,758,116,352) is the larger moment
     full = phases(verl_plan({"engine": "vllm", "sleep": 1}, method="full"))["sync"]
-    assert full.transient == 4 * V * H and full.components["generator"] == 2 * P1B
+    assert full.transient == after and full.components["generator"] == 2 * P1B
+    # TP 4: woken 617,907,200 + after = 2,904,394,752 < during: the state_dict() moment, before the wake
+    tp4 = phases(verl_plan({"engine": "vllm", "sleep": 1, "tensor_parallel_size": 4}, method="full"))["sync"]
+    assert tp4.transient == during and "generator" not in tp4.components
+    # FSDP2's state_dict() hands out the sharded DTensors themselves: one fp32 tensor, 1,050,673,152
+    f2 = phases(verl_plan({"engine": "vllm", "sleep": 1}, method="full", stack={"fsdp_version": 2}))["sync"]
+    assert f2.transient == 4 * V * H
 
 
 def test_verl_lora_base_is_fp32_and_reference_bf16():

@@ -166,6 +166,23 @@ def verl_layered_unit_numel(layer_sizes, adapter_numel: int, num_layers: int) ->
     return layer + -(-adapter_numel // max(1, num_layers))
 
 
+def verl_state_dict_moments(nbytes: int, numel: int, world: int, root_numel: int, layer_numel: int,
+                            largest_tensor: int) -> tuple[int, int]:
+    """(while `state_dict()` runs, after vLLM's weights wake) bytes of verl's full-parameter sync on FSDP1
+    (fsdp_workers.py `rollout_mode` v0.6.0 / v0.7.0: `params = self.actor_module_fsdp.state_dict()`, kept until
+    `del params` after `update_weights`; sharding_manager/fsdp_vllm.py `__enter__` v0.5.0 the same). verl sets
+    SHARDED_STATE_DICT (FULL_STATE_DICT on one GPU) and FSDP1 built with a device mesh turns `_use_dtensor` on
+    (torch fsdp/_state_dict_utils.py `_set_use_dtensor`): each FSDP unit is unsharded in full precision in its
+    pre-state-dict hook (`_common_unshard_pre_state_dict_hook`, the root unit's while its children run), and
+    each parameter is `tensor.detach().clone()`d whole then redistributed to its shard, cloned again
+    (fsdp/_shard_utils.py `_create_chunk_dtensor`; tensor/placement_types.py `_replicate_to_shard` clone=True):
+    the shards' copies, ``nbytes`` x numel / world, live through the sync. Then each `param.to(device).
+    full_tensor()` gathers one full-precision tensor beside vLLM's woken weights."""
+    clones = nbytes * numel // world
+    during = clones + nbytes * (root_numel + layer_numel + largest_tensor)
+    return during, clones + nbytes * largest_tensor
+
+
 def ppo_rollout_scores_bytes(rows: int, completion: int, vocab: int) -> int:
     """TRL PPO's rollout logits (see the module docstring): the per-step fp32 scores and their torch.stack."""
     return 2 * 4 * rows * completion * vocab

@@ -14,7 +14,7 @@ from .defaults import Post
 from .fp32out import casts_outputs, no_grad_with_copy
 from .generator import (hf_kv_cache_bytes, hf_kv_dtypes, kv_bytes_per_token, ppo_rollout_gathered_bytes,
                         ppo_rollout_scores_bytes, sleep_host_bytes, sync_gather_bytes, sync_gathers_whole_model,
-                        verl_layered_unit_numel, verl_sync_bytes, vllm_budget_bytes, vllm_kv_tokens,
+                        verl_layered_unit_numel, verl_state_dict_moments, verl_sync_bytes, vllm_budget_bytes, vllm_kv_tokens,
                         vllm_weight_bytes)
 from .models import role_arch, scalar_head_arch
 
@@ -111,6 +111,16 @@ def sync_phase(v: RunView, post: Post) -> Phase | None:
                      empties_cache_before=True, empties_cache=True)
     if verl and peft:
         extra = {}                      # the LoRA tensors reach vLLM from the CPU
+    elif verl and v.si.stack.fsdp_version == 1 and v.plan.framework == "fsdp":
+        during, after = verl_state_dict_moments(nbytes, numel, v.plan.world_size,
+                                                arch.total_params - sum(arch.layer_sizes),
+                                                max(arch.layer_sizes, default=0), arch.largest_tensor)
+        if during > after + woken:      # state_dict() before the wake, the shard copies then kept beside it
+            return phase("sync", _resident(v), {"weights": during}, transient=during, host=host,
+                         note="weights to vLLM: FSDP1 sharded state dict, one unit unsharded at a time",
+                         empties_cache_before=True, empties_cache=True)
+        extra = {"weights": after}
+        what = "FSDP1 sharded state dict kept, one tensor gathered at a time"
     if woken:
         extra["generator"] = woken      # TRL sync_weights: empty_cache(), then llm.wake_up(tags=["weights"])
     return phase("sync", _resident(v), extra, transient=extra.get("weights", 0), note=f"weights to vLLM: {what}",
