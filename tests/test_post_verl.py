@@ -188,3 +188,22 @@ def test_trl_score_has_no_verl_entropy():
     p = Plan.from_dict({"model": "llama-3.2-1b", "gpu": "a100-sxm4-80gb", "gpus_per_node": 4,
                         "post_training": {"method": "grpo", "num_generations": 8}})
     assert not resolve(p).score_entropy
+
+
+def test_verl_param_offload_loads_the_shard_for_the_sync():
+    # load_fsdp_model_to_gpu before collecting: the fp32 shard 4 x (P + adapters) / 4 GPUs = 1,247,086,592 beside the
+    # whole-model gather 4,988,346,368 = 6,235,432,960 (every release)
+    shard = 4 * (P1B + ADAPTERS) // 4
+    assert shard == 1_247_086_592
+    for version in ("0.5.0", None):
+        ph = phases(verl_plan({"engine": "vllm", "sleep": 1}, version=version, offload_params="cpu",
+                              offload_optimizer="cpu"))["sync"]
+        assert ph.components["weights"] == 4 * (P1B + ADAPTERS) + shard == 6_235_432_960
+    # layered_summon: the wake is the larger moment; up to 0.5 the shard stays through it (offloaded after
+    # update_params), from 0.6 it is offloaded before resume(tags=["weights"])
+    old = phases(verl_plan({"engine": "vllm", "sleep": 1, "layered_summon": True}, version="0.5.0",
+                           offload_params="cpu", offload_optimizer="cpu"))["sync"]
+    assert old.components["generator"] == 2 * P1B and old.components["weights"] == shard
+    new = phases(verl_plan({"engine": "vllm", "sleep": 1, "layered_summon": True}, offload_params="cpu",
+                           offload_optimizer="cpu"))["sync"]
+    assert new.components["generator"] == 2 * P1B and "weights" not in new.components

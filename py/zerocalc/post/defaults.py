@@ -132,6 +132,7 @@ class Post:
     ref_unchunked: bool = False      # TRL 0.19 GRPO: the reference scores the whole generation batch at once
     score_entropy: bool = False  # verl: the old-log-prob pass computes the entropy beside the logits
     update_entropy: bool = False # verl < 0.4: the update step computes the entropy under autograd
+    offload_before_wake: bool = False  # verl >= 0.6: an offloaded actor goes back to the CPU before vLLM wakes
 
     @property
     def online(self) -> bool:
@@ -282,7 +283,9 @@ def resolve(plan: Plan) -> Post | None:
                 ref_unchunked=ref in ("model", "adapter") and reference_unchunked(pt),
                 score_entropy=pt.trainer == "verl" and not offline,
                 update_entropy=pt.trainer == "verl" and not offline
-                and version_tuple(pt.trainer_version, NEWEST["verl"]) < VERL_ENTROPY_COEFF_ONLY_SINCE)
+                and version_tuple(pt.trainer_version, NEWEST["verl"]) < VERL_ENTROPY_COEFF_ONLY_SINCE,
+                offload_before_wake=pt.trainer == "verl"
+                and version_tuple(pt.trainer_version, NEWEST["verl"]) >= VERL_SLEEP_LEVEL_SINCE)
 
 
 def openrlhf_logits(pt: PostTraining) -> str:
