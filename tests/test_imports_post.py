@@ -316,3 +316,9 @@ def test_verl_entropy_coeff_reported_when_on():
     res = import_config(VERL.replace("\n", " actor_rollout_ref.actor.entropy_coeff=0.001\n"), {})
     r = {n["key"]: n["reason"] for n in res.not_represented}["actor_rollout_ref.actor.entropy_coeff"]
     assert "entropy" in r and r.startswith(NOT_MODELLED)
+
+
+def test_verl_sleep_level_assumption_is_warned():
+    base = VERL.replace("actor_rollout_ref.rollout.free_cache_engine=False ", "")
+    assert any(w["id"] == "verl-sleep-level" for w in import_config(base, {}).warnings)
+    assert not any(w["id"] == "verl-sleep-level" for w in import_config(VERL, {}).warnings)   # engine kept

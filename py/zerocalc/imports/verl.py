@@ -260,5 +260,8 @@ def _rollout(b: Builder, flat: dict, take, world: int) -> None:
     on = fce is None or as_bool(A + "rollout.free_cache_engine", fce)
     b.set(A + "rollout.free_cache_engine", g + "sleep", verl_sleep_level(None, layered) if on else 0,
           default=fce is None)
+    if on and not layered:
+        b.warn("verl-sleep-level", "free_cache_engine: sleep level 2 as verl >= 0.6 on vLLM >= 0.8.5 sleeps "
+                                   "(VLLM_SLEEP_LEVEL); verl <= 0.5 sleeps at level 1: set generator.sleep 1 for it")
     b.set(A + "rollout.enforce_eager", g + "enforce_eager",
           False if ee is None else as_bool(A + "rollout.enforce_eager", ee), default=ee is None)
