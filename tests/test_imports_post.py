@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from zerocalc.imports import ConfigImportError, import_config
 from zerocalc.imports.cmdline import looks_like_command, parse_command, typed
+from zerocalc.imports.builder import NOT_MODELLED
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REAL = os.path.join(HERE, "data", "configs", "real")
@@ -274,3 +275,50 @@ def test_mangled_commands_refuse_with_a_key_or_import(name, data):
         assert e.key and "\n" not in str(e)
         return
     assert res.report["format"] == res.format
+
+
+def test_verl_ulysses_normalizes_by_data_parallel_groups_and_is_reported():
+    # fsdp_workers.py: ppo_mini_batch_size * n // (world // sp); ppo_micro_batch_size // (world // sp).
+    # 4 GPUs, sp 2: 2 DP groups; 32 prompts x 8 / 2 = 128 rollouts per group, / 16 per micro = 8 steps
+    res = import_config(VERL.replace("\n", " actor_rollout_ref.actor.ulysses_sequence_parallel_size=2\n"), {})
+    assert res.plan["micro_batch_size"] == 16 and res.plan["gradient_accumulation_steps"] == 8
+    keys = {n["key"]: n["reason"] for n in res.not_represented}
+    assert "sequence" in keys["actor_rollout_ref.actor.ulysses_sequence_parallel_size"].lower()
+    assert any(w["id"] == "verl-ulysses" for w in res.warnings)
+    # the global micro-batch: 64 // (4 // 2) = 32 rollouts per DP group
+    glob = VERL.replace("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+                        "actor_rollout_ref.actor.ppo_micro_batch_size=64")
+    res = import_config(glob.replace("\n", " actor_rollout_ref.actor.ulysses_sequence_parallel_size=2\n"), {})
+    assert res.plan["micro_batch_size"] == 32 and res.plan["gradient_accumulation_steps"] == 4   # 128 / 32
+    with pytest.raises(ConfigImportError) as e:
+        import_config(VERL.replace("\n", " actor_rollout_ref.actor.ulysses_sequence_parallel_size=3\n"), {})
+    assert e.value.key == "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
+
+
+def test_verl_sleep_level_and_layered_summon():
+    base = VERL.replace("actor_rollout_ref.rollout.free_cache_engine=False ", "")
+    # free_cache_engine on (default): verl >= 0.6 VLLM_SLEEP_LEVEL, 2 on vLLM >= 0.8.5
+    assert import_config(base, {}).plan["post_training"]["generator"]["sleep"] == 2
+    lora = base.replace("\n", " actor_rollout_ref.model.lora_rank=32 actor_rollout_ref.rollout.layered_summon=True\n")
+    g = import_config(lora, {}).plan["post_training"]["generator"]
+    assert g["layered_summon"] is True and g["sleep"] == 1        # vLLMRollout: layered_summon keeps level 1
+    # with rollout.yaml's load_format dummy verl refuses layered_summon (collect_lora_params): said, not hidden
+    assert any(w["id"] == "verl-layered-summon" for w in import_config(lora, {}).warnings)
+    ok = lora.replace("\n", " actor_rollout_ref.rollout.load_format=safetensors\n")
+    assert not any(w["id"] == "verl-layered-summon" for w in import_config(ok, {}).warnings)
+    # without LoRA layered_summon changes nothing: reported, not written
+    res = import_config(base.replace("\n", " actor_rollout_ref.rollout.layered_summon=True\n"), {})
+    assert "layered_summon" not in res.plan["post_training"]["generator"]
+    assert res.plan["post_training"]["generator"]["sleep"] == 2
+
+
+def test_verl_entropy_coeff_reported_when_on():
+    res = import_config(VERL.replace("\n", " actor_rollout_ref.actor.entropy_coeff=0.001\n"), {})
+    r = {n["key"]: n["reason"] for n in res.not_represented}["actor_rollout_ref.actor.entropy_coeff"]
+    assert "entropy" in r and r.startswith(NOT_MODELLED)
+
+
+def test_verl_sleep_level_assumption_is_warned():
+    base = VERL.replace("actor_rollout_ref.rollout.free_cache_engine=False ", "")
+    assert any(w["id"] == "verl-sleep-level" for w in import_config(base, {}).warnings)
+    assert not any(w["id"] == "verl-sleep-level" for w in import_config(VERL, {}).warnings)   # engine kept

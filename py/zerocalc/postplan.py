@@ -64,6 +64,8 @@ class Generator:
     sleep: int = 0                          # vLLM sleep level after each generation (0: stays resident)
     enforce_eager: bool = False             # no CUDA graphs
     gpus: Any = None                        # server: the GPUs it runs on, outside the plan
+    layered_summon: bool = False            # verl rollout.layered_summon: a LoRA actor's FSDP units gathered one
+                                            # at a time for the sync (left out of the plan's dict when false)
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,8 @@ def _parse_generator(v: Any) -> Any:
                                        obj.get("tensor_parallel_size", d.tensor_parallel_size), 1, 1024),
         sleep=check_choice(f"{key}.sleep", check_int(f"{key}.sleep", obj.get("sleep", d.sleep), 0, 2), SLEEP_LEVELS),
         enforce_eager=check_bool(f"{key}.enforce_eager", obj.get("enforce_eager", d.enforce_eager)),
-        gpus=_opt_int(f"{key}.gpus", obj.get("gpus"), 1, MAX_SERVER_GPUS))
+        gpus=_opt_int(f"{key}.gpus", obj.get("gpus"), 1, MAX_SERVER_GPUS),
+        layered_summon=check_bool(f"{key}.layered_summon", obj.get("layered_summon", d.layered_summon)))
 
 
 def parse_post_training(value: Any) -> Any:
@@ -276,6 +279,11 @@ def _check_generator(plan, pt: PostTraining) -> None:
                             f"{plan.world_size} training GPUs, got {g.tensor_parallel_size}")
     if pt.trainer == "verl" and g.mode == "server":
         raise PlanError(f"{k}.mode", "verl's hybrid engine colocates the rollout with the actor")
+    if g.layered_summon and (pt.trainer != "verl" or g.engine != "vllm" or plan.method == "full"
+                             or plan.framework != "fsdp"):
+        raise PlanError(f"{k}.layered_summon", "is verl's rollout.layered_summon: a LoRA actor on FSDP syncing "
+                                               "vLLM unit by unit (trainer verl, engine vllm, a LoRA method, "
+                                               "framework fsdp)")
 
 
 def post_training_to_dict(pt: Any) -> Any:
@@ -286,7 +294,8 @@ def post_training_to_dict(pt: Any) -> Any:
     for f in fields(pt):
         v = getattr(pt, f.name)
         if isinstance(v, (Generator, RoleModel)):
-            v = {g.name: thaw(getattr(v, g.name)) for g in fields(v)}
+            v = {g.name: thaw(getattr(v, g.name)) for g in fields(v)
+                 if not (g.name == "layered_summon" and not getattr(v, g.name))}
         out[f.name] = v
     return out
 

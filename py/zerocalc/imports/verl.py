@@ -6,8 +6,11 @@ actor/actor.yaml, model/hf_model.yaml): ``algorithm.adv_estimator`` gae (PPO wit
 critic for gae only, every other estimator updates the actor alone, as GRPO: grpo/rloo named, the rest read as
 grpo and said so), ``data.max_prompt_length`` / ``max_response_length`` 512 / 512, ``rollout.n`` 1,
 ``rollout.gpu_memory_utilization`` 0.5, ``rollout.tensor_model_parallel_size`` 2, ``rollout.free_cache_engine``
-true (sleep level 1), ``rollout.enforce_eager`` false, ``actor.ppo_mini_batch_size`` 256 prompts (per GPU:
-× rollout.n ÷ world; accumulation = that ÷ ``ppo_micro_batch_size_per_gpu``), ``actor.strategy`` fsdp,
+true (sleep level 2: the newest verl's `VLLM_SLEEP_LEVEL` on vLLM >= 0.8.5, verl 0.6+; level 1 with
+``rollout.layered_summon``, and in verl 0.5, post/defaults.py `verl_sleep_level`), ``rollout.layered_summon`` false
+(a LoRA actor on FSDP syncs one layer at a time), ``rollout.enforce_eager`` false, ``actor.ppo_mini_batch_size``
+256 prompts (per data-parallel group: × rollout.n ÷ (world ÷ ``actor.ulysses_sequence_parallel_size``);
+accumulation = that ÷ ``ppo_micro_batch_size_per_gpu``), ``actor.strategy`` fsdp,
 ``model.enable_gradient_checkpointing`` true, ``model.lora_rank`` 0 / ``lora_alpha`` 16 /
 ``target_modules all-linear``, ``trainer.n_gpus_per_node`` 8, ``trainer.nnodes`` 1. A reference exists only
 with ``actor.use_kl_loss`` or ``algorithm.use_kl_in_reward`` (ray_trainer ``need_reference_policy``); verl
@@ -18,29 +21,29 @@ from __future__ import annotations
 
 from .builder import EMPTY, NO_EFFECT, NOT_MODELLED, Builder, ConfigImportError, as_bool, as_int, as_number, \
     no_effect_reason, set_model
+from ..post.defaults import verl_sleep_level
 from .post_common import not_modelled_flags, role_model, set_lora
 
 A = "actor_rollout_ref."
 ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo"}
 LENGTH_KEYS = ("data.max_prompt_length", "data.max_response_length")
 NOT_MODELLED_KEYS = (A + "model.use_remove_padding", A + "actor.use_dynamic_bsz",
-                     A + "actor.ulysses_sequence_parallel_size", A + "rollout.log_prob_micro_batch_size_per_gpu",
+                     A + "rollout.log_prob_micro_batch_size_per_gpu",
                      A + "rollout.log_prob_micro_batch_size", A + "ref.log_prob_micro_batch_size_per_gpu",
                      A + "ref.log_prob_micro_batch_size", A + "actor.fsdp_config.grad_offload",
                      A + "actor.entropy_checkpointing", A + "rollout.max_num_batched_tokens",
                      A + "actor.ppo_max_token_len_per_gpu", "critic.ppo_micro_batch_size_per_gpu",
                      "critic.forward_micro_batch_size_per_gpu", A + "model.use_fused_kernels",
-                     A + "rollout.cudagraph_capture_sizes", A + "actor.fsdp_config.offload_policy")
+                     A + "rollout.cudagraph_capture_sizes", A + "actor.fsdp_config.offload_policy",
+                     A + "actor.calculate_entropy")
 READ_ONLY = {
     A + "ref.fsdp_config.param_offload": "read: verl forces the reference to CPU offload whatever this says "
                                          "(fsdp_workers.py)",
-    A + "rollout.layered_summon": "read: a LoRA actor on FSDP hands vLLM its weights module by module "
-                                  "(the estimate's sync phase does so)",
     "data.train_batch_size": "read: prompts per step; the update step's rows are the actor's micro-batch",
     A + "rollout.mode": "read: sync and async rollouts hold the same engine",
     A + "rollout.load_format": NO_EFFECT, A + "model.use_shm": NO_EFFECT,
     A + "actor.kl_loss_coef": NO_EFFECT, A + "actor.kl_loss_type": NO_EFFECT,
-    A + "actor.entropy_coeff": NO_EFFECT, "algorithm.kl_ctrl.kl_coef": NO_EFFECT,
+    "algorithm.kl_ctrl.kl_coef": NO_EFFECT,
     "trainer.critic_warmup": NO_EFFECT, "data.filter_overlong_prompts": NO_EFFECT, "data.truncation": NO_EFFECT,
 }
 
@@ -101,7 +104,23 @@ def import_verl(cfg: dict, plan, loader=None, cmd=None):
         b.set(k, pk, v, default=d)
     n, d = num(A + "rollout.n", 1)
     b.set(A + "rollout.n", "post_training.num_generations", n, default=d)
-    # --- actor batch: micro per GPU, accumulation from the mini-batch
+    # --- actor batch: micro per GPU, accumulation from the mini-batch. verl normalizes both batch sizes by the
+    # data-parallel size world // ulysses_sequence_parallel_size (fsdp_workers.py ActorRolloutRefWorker.__init__:
+    # `ppo_mini_batch_size //= self.device_mesh.size() // self.ulysses_sequence_parallel_size`, the same for
+    # ppo_micro_batch_size; v0.4.1 ... b178a3c): the GPUs of one SP group share their micro-batch's rows, each
+    # holding 1/sp of every sequence (dp_actor.py `ulysses_pad_and_slice_inputs`). The plan has no sequence
+    # parallelism, so the key is reported and the estimate holds whole sequences on each GPU (sp x the tokens)
+    sp = take(A + "actor.ulysses_sequence_parallel_size")
+    sp = 1 if sp is None else as_int(A + "actor.ulysses_sequence_parallel_size", sp, minimum=1)
+    if world % sp:
+        raise ConfigImportError(A + "actor.ulysses_sequence_parallel_size", f"{sp} does not divide the {world} GPUs")
+    dp = world // sp
+    if sp > 1:
+        b.skip(A + "actor.ulysses_sequence_parallel_size", sp,
+               NOT_MODELLED + f" (Ulysses sequence parallelism: each GPU holds 1/{sp} of every sequence; the plan "
+                              f"cannot split a sequence, so the estimate holds whole ones: an upper bound)")
+        b.warn("verl-ulysses", f"ulysses_sequence_parallel_size {sp}: batches normalized over {dp} data-parallel "
+                               f"groups as verl does, but each GPU is estimated with whole sequences, not 1/{sp}")
     micro = take(A + "actor.ppo_micro_batch_size_per_gpu")
     glob = take(A + "actor.ppo_micro_batch_size")
     if micro is not None:
@@ -109,9 +128,10 @@ def import_verl(cfg: dict, plan, loader=None, cmd=None):
         b.set(A + "actor.ppo_micro_batch_size_per_gpu", "micro_batch_size", micro)
     elif glob is not None:
         g = as_int(A + "actor.ppo_micro_batch_size", glob)
-        if g % world:
-            raise ConfigImportError(A + "actor.ppo_micro_batch_size", f"{g} is not a multiple of the {world} GPUs")
-        micro = g // world                  # fsdp_workers.py: ppo_micro_batch_size //= world_size
+        if g % dp:
+            raise ConfigImportError(A + "actor.ppo_micro_batch_size", f"{g} is not a multiple of the {dp} "
+                                                                      "data-parallel groups")
+        micro = g // dp                     # fsdp_workers.py: ppo_micro_batch_size //= world // sp
         b.set(A + "actor.ppo_micro_batch_size", "micro_batch_size", micro)
     else:
         b.skip(A + "actor.ppo_micro_batch_size_per_gpu", None, "empty: verl requires it (or use_dynamic_bsz); "
@@ -119,11 +139,11 @@ def import_verl(cfg: dict, plan, loader=None, cmd=None):
         micro = b.plan["micro_batch_size"]
     mini, d = num(A + "actor.ppo_mini_batch_size", 256)
     per_gpu = mini * n
-    if per_gpu % world == 0 and (per_gpu // world) % micro == 0:
-        b.set(A + "actor.ppo_mini_batch_size", "gradient_accumulation_steps", per_gpu // world // micro, default=d)
+    if per_gpu % dp == 0 and (per_gpu // dp) % micro == 0:
+        b.set(A + "actor.ppo_mini_batch_size", "gradient_accumulation_steps", per_gpu // dp // micro, default=d)
     else:
-        b.skip(A + "actor.ppo_mini_batch_size", mini, f"not mapped: {mini} prompts x {n} over {world} GPUs is not "
-                                                      f"a multiple of the micro-batch {micro}")
+        b.skip(A + "actor.ppo_mini_batch_size", mini, f"not mapped: {mini} prompts x {n} over {dp} data-parallel "
+                                                      f"groups is not a multiple of the micro-batch {micro}")
     # --- FSDP, offload, checkpointing
     strat = take(A + "actor.strategy") or "fsdp"
     if strat in ("fsdp", "fsdp2"):
@@ -169,6 +189,14 @@ def import_verl(cfg: dict, plan, loader=None, cmd=None):
               role_model(b, "reward_model.model.path", rp, path, "same-gpus"))
     _rollout(b, flat, take, world)
     not_modelled_flags(b, flat, take, NOT_MODELLED_KEYS)
+    # the update step computes the entropy under autograd only when entropy_coeff != 0 (dp_actor.py update_policy:
+    # `if entropy_coeff != 0: calculate_entropy = True`, v0.4.1 / v0.5.0; v0.7.0 `self.config.calculate_entropy or
+    # (entropy_coeff != 0)`); default 0 from v0.4 (0.001 before #1100), not in the estimate's update step
+    ec = take(A + "actor.entropy_coeff")
+    if ec is not None:
+        on = as_number(A + "actor.entropy_coeff", ec, minimum=float("-inf")) != 0
+        b.skip(A + "actor.entropy_coeff", ec, NOT_MODELLED + " (the update step's entropy under autograd, "
+               "dp_actor.py update_policy)" if on else NO_EFFECT + " (0: the update computes no entropy)")
     for k, why in READ_ONLY.items():
         if k in flat:
             b.skip(k, take(k), why)
@@ -213,7 +241,27 @@ def _rollout(b: Builder, flat: dict, take, world: int) -> None:
           0.5 if u is None else as_number(A + "rollout.gpu_memory_utilization", u), default=u is None)
     b.set(A + "rollout.tensor_model_parallel_size", g + "tensor_parallel_size", tp,
           default=A + "rollout.tensor_model_parallel_size" not in flat)
-    b.set(A + "rollout.free_cache_engine", g + "sleep",
-          1 if fce is None or as_bool(A + "rollout.free_cache_engine", fce) else 0, default=fce is None)
+    ls = take(A + "rollout.layered_summon")
+    layered = ls is not None and as_bool(A + "rollout.layered_summon", ls)
+    if layered and b.plan.get("method") != "full" and b.plan.get("framework") == "fsdp":
+        b.set(A + "rollout.layered_summon", g + "layered_summon", True)
+        fmt = flat.get(A + "rollout.load_format")
+        if not isinstance(fmt, str) or "dummy" in fmt:
+            # fsdp_utils.py collect_lora_params / fsdp_vllm.py __enter__: layered_summon needs the base in vLLM
+            b.warn("verl-layered-summon", f"rollout.layered_summon with load_format {fmt or 'dummy (default)'}: "
+                                          "verl raises 'To use layered_summon, you must make sure base-model is "
+                                          "preloaded in vllm' (set rollout.load_format=safetensors)")
+    elif ls is not None:
+        b.skip(A + "rollout.layered_summon", ls, NO_EFFECT + " (verl reads it for a LoRA actor on FSDP only)"
+               if layered else NO_EFFECT + " (false: the default)")
+        layered = False
+    # verl >= 0.6 sleeps at VLLM_SLEEP_LEVEL (2 on vLLM >= 0.8.5) unless layered_summon; the config names no verl
+    # release, so the newest read (0.7.0) is taken
+    on = fce is None or as_bool(A + "rollout.free_cache_engine", fce)
+    b.set(A + "rollout.free_cache_engine", g + "sleep", verl_sleep_level(None, layered) if on else 0,
+          default=fce is None)
+    if on and not layered:
+        b.warn("verl-sleep-level", "free_cache_engine: sleep level 2 as verl >= 0.6 on vLLM >= 0.8.5 sleeps "
+                                   "(VLLM_SLEEP_LEVEL); verl <= 0.5 sleeps at level 1: set generator.sleep 1 for it")
     b.set(A + "rollout.enforce_eager", g + "enforce_eager",
           False if ee is None else as_bool(A + "rollout.enforce_eager", ee), default=ee is None)

@@ -31,7 +31,10 @@ post-training.md; the TRL ones read at trl@f2cd577).
   (trl/trainer/utils.py `create_model_from_path`: "If not explicitly set, `dtype` defaults to `'float32'`"),
   the reference with the same kwargs; DeepSpeed then casts what it wraps to 16 bits (`engine.
   _configure_distributed_model`), so the fp32 default shows without DeepSpeed (a LoRA base, a DDP reference).
-  ``run.load.dtype`` overrides it (Extension 5). The others load in the 16-bit compute dtype (ms-swift
+  ``run.load.dtype`` overrides it (Extension 5). verl builds its actor in fp32 and every other role (the
+  reference, the critic's is its own config) in bf16 (verl/workers/fsdp_workers.py `_build_model_optimizer`:
+  `torch_dtype = torch.float32 if self._is_actor else torch.bfloat16` unless `fsdp_config.model_dtype`, v0.4.1 ...
+  b178a3c), so a LoRA actor's frozen base is fp32 too. The others load in the 16-bit compute dtype (ms-swift
   `ModelArguments.torch_dtype` None: "read from the 'config.json' file").
 - TRL's version (`trainer_version`, default the newest read, 1.16): from 1.15.0 its trainers score through a
   fused, chunked LM head (post/logprobs.py); 1.11-1.14 a Triton log-prob kernel over the full logits; before,
@@ -53,8 +56,8 @@ post-training.md; the TRL ones read at trl@f2cd577).
 - The generator. TRL / ms-swift / LLaMA-Factory generate with HF `generate` unless `use_vllm`; colocated vLLM
   `gpu_memory_utilization` defaults: TRL 0.3 (`vllm_gpu_memory_utilization`), verl 0.5 (rollout.yaml),
   OpenRLHF 0.95 (`--vllm.gpu_memory_utilization`), ms-swift 0.9; verl always runs vLLM in its hybrid engine and
-  frees it between rollouts (`free_cache_engine`: sleep level 1); OpenRLHF's vLLM engines have GPUs of their
-  own unless `--train.colocate_all`.
+  frees it between rollouts (`free_cache_engine`: sleep level 1 up to 0.5, 2 from 0.6: `verl_sleep_level`);
+  OpenRLHF's vLLM engines have GPUs of their own unless `--train.colocate_all`.
 """
 from __future__ import annotations
 
@@ -69,9 +72,12 @@ TRL_LIKE = ("trl", "ms-swift", "llamafactory")       # built on TRL's trainers /
 DEFAULT_LENGTHS = {"llamafactory": (1024, 1024)}     # cutoff_len 2048
 VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, "llamafactory": 0.9}
 LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-NEWEST = {"trl": TRL_NEWEST, "ms-swift": (4, 6, 0), "openrlhf": (0, 11, 0)}   # the newest release each trainer's
-#                                  rules were read in (ms-swift: 3602360, swift/version.py 4.6.0.dev0; OpenRLHF v0.11.0)
+NEWEST = {"trl": TRL_NEWEST, "ms-swift": (4, 6, 0), "openrlhf": (0, 11, 0),   # the newest release each trainer's
+          "verl": (0, 7, 0)}       # rules were read in (ms-swift: 3602360, swift/version.py 4.6.0.dev0; OpenRLHF
+#                                  v0.11.0; verl v0.7.0, HEAD b178a3c reads the same)
 OPENRLHF_LOGITS = (((0, 5, 6), "16bit"), ((0, 6, 0), "fp32-log-softmax"), ((0, 7, 0), "fp32-logsumexp"))
+VERL_ENTROPY_COEFF_ONLY_SINCE = (0, 4, 0)            # verl: the update's entropy only if entropy_coeff != 0 (#1100)
+VERL_SLEEP_LEVEL_SINCE = (0, 6, 0)                   # verl: VLLM_SLEEP_LEVEL (2 on vLLM >= 0.8.5); 0.5: level=1
 SWIFT_NLL_FROM_LOGPS_SINCE = (3, 6, 0)               # ms-swift DPO: the NLL from the per-token log-probs
 GROUPED_COMPLETION_512_SINCE = (1, 10, 0)            # TRL GRPO/RLOO max_completion_length: 256 before, 512 from
 GRPO_BETA_ZERO_SINCE = (0, 19, 0)                    # TRL GRPOConfig.beta: 0.04 up to 0.18.x, 0.0 from 0.19.0
@@ -94,6 +100,7 @@ class Gen:
     sleep: int
     cuda_graphs: bool
     in_process: bool = True      # vLLM's workers in the training process: torch's counters see its pool
+    layered_summon: bool = False # verl: the LoRA sync gathers one FSDP unit at a time
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,9 @@ class Post:
     ref_in_step: bool = False        # TRL 0.18 GRPO: the reference's no-grad pass inside the update step
     hidden_states: bool = False      # TRL 0.19-0.28 DPO: every layer's hidden state returned by the forward
     ref_unchunked: bool = False      # TRL 0.19 GRPO: the reference scores the whole generation batch at once
+    score_entropy: bool = False  # verl: the old-log-prob pass computes the entropy beside the logits
+    update_entropy: bool = False # verl < 0.4: the update step computes the entropy under autograd
+    offload_before_wake: bool = False  # verl >= 0.6: an offloaded actor goes back to the CPU before vLLM wakes
 
     @property
     def online(self) -> bool:
@@ -146,8 +156,8 @@ def load_bytes(plan: Plan, pt: PostTraining) -> int:
     """Bytes per parameter as the trainer builds the model (before DeepSpeed casts it)."""
     if plan.run.load.dtype != "auto":
         return LOAD_BYTES[plan.run.load.dtype]
-    if plan.precision == "fp32" or pt.trainer == "trl":
-        return 4                  # TRL create_model_from_path: dtype defaults to float32
+    if plan.precision == "fp32" or pt.trainer in ("trl", "verl"):
+        return 4                  # TRL create_model_from_path: dtype defaults to float32; verl's actor: fp32
     return 2                      # ms-swift ModelArguments.torch_dtype None: config.json's; the others 16-bit
 
 
@@ -179,6 +189,8 @@ def reference_bytes(plan: Plan, pt: PostTraining) -> int:
     built (TRL: fp32 by default)."""
     if plan.framework == "deepspeed" and plan.precision != "fp32":
         return 2
+    if pt.trainer == "verl" and plan.precision != "fp32":
+        return 2                  # verl fsdp_workers.py: `torch.float32 if self._is_actor else torch.bfloat16`
     return load_bytes(plan, pt)
 
 
@@ -195,7 +207,7 @@ def _generator(pt: PostTraining) -> Gen | None:
     g = pt.generator
     if g is None:
         if pt.trainer == "verl":
-            g = Generator(engine="vllm", mode="colocate", sleep=1)
+            g = Generator(engine="vllm", mode="colocate", sleep=verl_sleep_level(pt.trainer_version, False))
         elif pt.trainer == "openrlhf":
             g = Generator(engine="vllm", mode="server", gpus=1)
         else:
@@ -203,7 +215,20 @@ def _generator(pt: PostTraining) -> Gen | None:
     util = 0.0 if g.engine == "hf" else (g.gpu_memory_utilization if g.gpu_memory_utilization is not None
                                          else VLLM_UTILIZATION[pt.trainer])
     return Gen(g.engine, g.mode, util, g.tensor_parallel_size, g.sleep, g.engine == "vllm" and not g.enforce_eager,
-               generator_in_process(pt.trainer, g.mode))
+               generator_in_process(pt.trainer, g.mode), g.layered_summon)
+
+
+def verl_sleep_level(trainer_version, layered_summon: bool) -> int:
+    """The level verl's rollout sleeps at with ``free_cache_engine`` (its default). Up to 0.5 `sleep(level=1)`
+    is written out (verl/workers/sharding_manager/fsdp_vllm.py `__exit__` and vllm_rollout_spmd.py at v0.4.1 and
+    v0.5.0). From 0.6 the rollout takes `VLLM_SLEEP_LEVEL` (verl/third_party/vllm/__init__.py at v0.6.0 / v0.7.0:
+    1, set to 2 when vLLM >= 0.8.5; verl 0.6 pins vllm>=0.7.3,<=0.9.1, 0.7 vllm>=0.8.5: level 2 taken), except
+    with ``rollout.layered_summon`` (and expert parallelism on an old vLLM), which keep level 1 (v0.6.0
+    vllm_rollout_spmd.py `vLLMRollout.__init__`: `if config.layered_summon: self.sleep_level = 1`; v0.7.0 /
+    b178a3c vllm_rollout.py the same)."""
+    if layered_summon or version_tuple(trainer_version, NEWEST["verl"]) < VERL_SLEEP_LEVEL_SINCE:
+        return 1
+    return 2
 
 
 def generator_in_process(trainer: str, mode: str) -> bool:
@@ -261,7 +286,12 @@ def resolve(plan: Plan) -> Post | None:
                 ref_in_step=ref in ("model", "adapter") and reference_in_loss(pt),
                 hidden_states=returns_hidden_states(pt),
                 ref_unchunked=ref in ("model", "adapter") and reference_unchunked(pt),
-                kto_copies=kto_copies(pt, version, fused))
+                kto_copies=kto_copies(pt, version, fused),
+                score_entropy=pt.trainer == "verl" and not offline,
+                update_entropy=pt.trainer == "verl" and not offline
+                and version_tuple(pt.trainer_version, NEWEST["verl"]) < VERL_ENTROPY_COEFF_ONLY_SINCE,
+                offload_before_wake=pt.trainer == "verl"
+                and version_tuple(pt.trainer_version, NEWEST["verl"]) >= VERL_SLEEP_LEVEL_SINCE)
 
 
 def kto_copies(pt: PostTraining, version: tuple, fused: bool) -> str:

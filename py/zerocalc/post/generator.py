@@ -122,21 +122,65 @@ def hf_kv_cache_bytes(arch: ModelArch, rows: int, length: int, key_bytes: int = 
     return arch.num_layers * arch.kv_dim * rows * (length - 1) * (key_bytes + value_bytes)
 
 
-def sync_gathers_whole_model(peft: bool, framework: str, zero_stage: int, trainer: str) -> bool:
+def sync_gathers_whole_model(peft: bool, framework: str, zero_stage: int, trainer: str,
+                             fsdp_version: int = 1, layered: bool = False) -> bool:
     """Whether the sync gathers the whole model at once: TRL with PEFT under ZeRO-3 (`gather_params(list(
     model.parameters()))` then `merge_adapter()`; under FSDP that gather "is a no-op" and
-    `_sync_fsdp_params_to_vllm` walks the modules in post-order), verl with LoRA on FSDP
-    (`summon_full_params` of the whole module unless `layered_summon`)."""
+    `_sync_fsdp_params_to_vllm` walks the modules in post-order), verl with LoRA on FSDP1 (`summon_full_params` of
+    the whole module unless `layered_summon`: verl/workers/sharding_manager/fsdp_vllm.py `__enter__` at v0.4.1 /
+    v0.5.0, verl/utils/fsdp_utils.py `collect_lora_params` at v0.6.0 / v0.7.0 / b178a3c). On FSDP2 torch's
+    `FSDP.summon_full_params` finds no FSDP1 state (`_get_fsdp_states_with_modules`) and does nothing: the
+    parameters are DTensors gathered one by one (`param.full_tensor().detach().cpu()`)."""
     if not peft:
         return False
     if framework == "deepspeed" and zero_stage == 3:
         return True
-    return trainer == "verl" and framework == "fsdp"
+    return trainer == "verl" and framework == "fsdp" and fsdp_version == 1 and not layered
 
 
-def sync_gather_bytes(whole: bool, model_numel: int, largest_tensor: int) -> int:
-    """The 16-bit weights gathered at once to hand the policy to vLLM: the whole model, or one parameter."""
-    return 2 * model_numel if whole else 2 * largest_tensor
+def sync_gather_bytes(whole: bool, model_numel: int, largest_tensor: int, nbytes: int = 2) -> int:
+    """The weights gathered at once to hand the policy to vLLM: the whole model, or one parameter, at ``nbytes``
+    per element (16-bit, or verl's full-precision actor: `verl_sync_bytes`)."""
+    return nbytes * model_numel if whole else nbytes * largest_tensor
+
+
+def verl_sync_bytes(load_bytes: int) -> int:
+    """Bytes per element of verl's sync gather: the actor's own dtype. verl builds the actor in fp32
+    (fsdp_workers.py `_build_model_optimizer`: `torch_dtype = torch.float32 if self._is_actor else
+    torch.bfloat16`, unless `fsdp_config.model_dtype`; v0.4.1 ... b178a3c), and FSDP1's `summon_full_params`
+    gathers the full-precision flat parameter although `MixedPrecision(param_dtype=bf16)` is set (torch
+    distributed/fsdp/_flat_param.py `FlatParamHandle._force_full_precision`: true in
+    `HandleTrainingState.SUMMON_FULL_PARAMS`; `_get_unflat_views` then reads `_full_prec_full_param_padded`);
+    without LoRA, FSDP2, or layered, each `param.to(device).full_tensor()` of the sharded state dict is the
+    fp32 shard's gather too (fsdp_workers.py `rollout_mode` at v0.6.0 / v0.7.0; fsdp_vllm.py at v0.5.0)."""
+    return load_bytes
+
+
+def verl_layered_unit_numel(layer_sizes, adapter_numel: int, num_layers: int) -> int:
+    """verl's ``layered_summon`` (fsdp_utils.py `layered_summon_lora_params`, v0.4.1 ... b178a3c): each FSDP
+    submodule under `base_model.model.model.layers.` is summoned on its own (`summon_full_params(submodule)`),
+    its LoRA state copied to the CPU, then `empty_cache()`: one decoder layer with its adapters (the largest
+    layer, the adapters spread evenly over the layers) is the most gathered at once. The root unit's embedding
+    and head are not FSDP submodules of their own and are not summoned."""
+    layer = max(layer_sizes) if layer_sizes else 0
+    return layer + -(-adapter_numel // max(1, num_layers))
+
+
+def verl_state_dict_moments(nbytes: int, numel: int, world: int, root_numel: int, layer_numel: int,
+                            largest_tensor: int) -> tuple[int, int]:
+    """(while `state_dict()` runs, after vLLM's weights wake) bytes of verl's full-parameter sync on FSDP1
+    (fsdp_workers.py `rollout_mode` v0.6.0 / v0.7.0: `params = self.actor_module_fsdp.state_dict()`, kept until
+    `del params` after `update_weights`; sharding_manager/fsdp_vllm.py `__enter__` v0.5.0 the same). verl sets
+    SHARDED_STATE_DICT (FULL_STATE_DICT on one GPU) and FSDP1 built with a device mesh turns `_use_dtensor` on
+    (torch fsdp/_state_dict_utils.py `_set_use_dtensor`): each FSDP unit is unsharded in full precision in its
+    pre-state-dict hook (`_common_unshard_pre_state_dict_hook`, the root unit's while its children run), and
+    each parameter is `tensor.detach().clone()`d whole then redistributed to its shard, cloned again
+    (fsdp/_shard_utils.py `_create_chunk_dtensor`; tensor/placement_types.py `_replicate_to_shard` clone=True):
+    the shards' copies, ``nbytes`` x numel / world, live through the sync. Then each `param.to(device).
+    full_tensor()` gathers one full-precision tensor beside vLLM's woken weights."""
+    clones = nbytes * numel // world
+    during = clones + nbytes * (root_numel + layer_numel + largest_tensor)
+    return during, clones + nbytes * largest_tensor
 
 
 def ppo_rollout_scores_bytes(rows: int, completion: int, vocab: int) -> int:

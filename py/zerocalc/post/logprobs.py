@@ -263,3 +263,35 @@ def chosen_nll(lg: Logits, pairs: int, positions: int, vocab: int, c: int) -> Lo
     extra = c * pairs * max(positions - 1, 1) * vocab
     return Logits(saved=lg.saved + extra, forward_peak=lg.forward_peak + extra,
                   backward_peak=lg.backward_peak + extra, kept_by_loop=lg.kept_by_loop)
+
+
+def verl_entropy_bytes(rows: int, completion: int, vocab: int) -> int:
+    """verl's entropy beside the logits in the actor's old-log-prob pass, in every release read: up to 0.3.x
+    `_forward_micro_batch` always computes it (dp_actor.py v0.3.0.post1; `compute_log_prob` drops it:
+    `_, log_probs = ...`); from 0.4.0 fsdp_workers.py `compute_log_prob` asks for it,
+    `self.actor.compute_log_prob(data=data, calculate_entropy=True)` (#1100 "Move entropy to compute log probs",
+    25b0f22; v0.7.0 / b178a3c `calculate_entropy = not is_lora`, false only for the LoRA reference pass). Without remove-padding, dp_actor.py `_forward_micro_batch` calls `verl_F.entropy_from_logits(logits)`
+    eagerly on the response slice (rows, completion, V) inside `torch.autocast(dtype=torch.bfloat16)`
+    (torch_functional.py: `pd = softmax(logits)`; `logsumexp(logits) - sum(pd * logits)`): softmax, logsumexp and
+    sum are on autocast's fp32 list, so pd is fp32 and `pd * logits` promotes to fp32: two fp32 tensors of the
+    slice at once (logsumexp's fp32 cast and its `self - maxes` before them are as large). The remove-padding
+    path runs `torch.compile(entropy_from_logits)` (use_torch_compile, default true), fused: nothing of that size
+    (not counted; the plan cannot say remove-padding)."""
+    return 2 * 4 * rows * completion * vocab
+
+
+def verl_update_entropy(lg: Logits, rows: int, completion: int, vocab: int) -> Logits:
+    """verl's entropy in the update step, under autograd: up to 0.3.x always (dp_actor.py v0.3.0.post1
+    `_forward_micro_batch` returns `entropy, log_probs` whatever `entropy_coeff`, default 0.001, and
+    `update_policy` backpropagates `pg_loss - entropy_loss * entropy_coeff`); from 0.4.0 only with
+    `entropy_coeff != 0` (v0.4.1 `if entropy_coeff != 0: calculate_entropy = True`; v0.7.0 also
+    `actor.calculate_entropy`), default 0, which the plan cannot say. `entropy_from_logits` on the bf16 response
+    slice under autocast, n = rows x completion x V; traced on FakeTensors with CUDA's autocast lists
+    (tools/memtrace/cuda_autocast.py): it saves the fp32 softmax output and logsumexp's fp32 input (8n, kept
+    to backward), its forward peaks at 12n (the fp32 product beside them), and its backward holds 18n of fp32
+    / bf16 temporaries beside the 8n saved before the slice's gradient is formed. Counted as 8n saved and at the
+    end of forward, and 26n on top of the log-probabilities' own backward peak (the two branches' order is
+    autograd's: an upper bound)."""
+    n = rows * completion * vocab
+    return Logits(saved=lg.saved + 8 * n, forward_peak=lg.forward_peak + 8 * n,
+                  backward_peak=lg.backward_peak + 26 * n, kept_by_loop=lg.kept_by_loop)

@@ -15,7 +15,8 @@ from .fp32out import casts_outputs, no_grad_with_copy
 from .kto import KTO_METRICS
 from .generator import (hf_kv_cache_bytes, hf_kv_dtypes, kv_bytes_per_token, ppo_rollout_gathered_bytes,
                         ppo_rollout_scores_bytes, sleep_host_bytes, sync_gather_bytes, sync_gathers_whole_model,
-                        vllm_budget_bytes, vllm_kv_tokens, vllm_weight_bytes)
+                        verl_layered_unit_numel, verl_state_dict_moments, verl_sync_bytes, vllm_budget_bytes,
+                        vllm_kv_tokens, vllm_weight_bytes)
 from .models import role_arch, scalar_head_arch
 
 # TRL's OnPolicyConfig / ms-swift's RLHFArguments local_rollout_forward_batch_size (64): the rows each of PPO's
@@ -24,7 +25,7 @@ from .models import role_arch, scalar_head_arch
 # padded fp32 scores (utils.py `batch_generation`: `pad(logitss)`), stay alive until the loop ends
 ROLLOUT_FORWARD_BATCH = 64
 from .logprobs import (fused_head_no_grad, fused_head_torch, kernel_buffers, reference_forward_bytes,
-                       temperature_copy_bytes)
+                       temperature_copy_bytes, verl_entropy_bytes)
 
 
 def _resident(v: RunView) -> dict:
@@ -87,17 +88,53 @@ def sync_phase(v: RunView, post: Post) -> Phase | None:
     arch = v.plan.arch
     peft = v.plan.method != "full"
     numel = v.si.trainable.numel + (v.si.frozen_numel if peft else 0)
-    whole = sync_gathers_whole_model(peft, v.plan.framework, v.plan.zero_stage, post.trainer)
-    gathered = sync_gather_bytes(whole, numel, arch.largest_tensor)
+    verl = post.trainer == "verl"
+    whole = sync_gathers_whole_model(peft, v.plan.framework, v.plan.zero_stage, post.trainer,
+                                     v.si.stack.fsdp_version, g.layered_summon)
+    nbytes = verl_sync_bytes(post.policy_load_bytes) if verl else 2
+    if verl and peft and g.layered_summon:
+        unit = verl_layered_unit_numel(arch.layer_sizes, v.si.trainable.numel, arch.num_layers)
+        gathered = nbytes * unit
+        what = "one FSDP layer at a time (verl layered_summon)"
+    else:
+        gathered = sync_gather_bytes(whole, numel, arch.largest_tensor, nbytes)
+        what = (f"the whole {8 * nbytes}-bit model gathered (PEFT on sharded weights)" if whole
+                else "one parameter at a time")
     extra = {"weights": gathered}
     woken = vllm_weight_bytes(arch, g.tp) if g.mode == "colocate" and g.sleep else 0
+    host = sleep_host_bytes(g.sleep, arch, g.tp) if g.mode == "colocate" else 0
+    # verl with param_offload loads the actor's shard to the GPU for the sync (`load_fsdp_model_to_gpu`) and
+    # offloads it after vLLM's update up to 0.5 (sharding_manager/fsdp_vllm.py `__enter__` v0.4.1 / v0.5.0), before
+    # vLLM's weights wake from 0.6 (fsdp_workers.py `rollout_mode` v0.6.0 / v0.7.0)
+    shard = nbytes * numel // v.plan.world_size if verl and v.plan.offload_params == "cpu" else 0
+    kept = 0 if post.offload_before_wake else shard
+    if verl and peft and gathered + shard >= woken + kept:
+        # verl collects a LoRA actor's weights to the CPU (`.detach().cpu()` inside summon_full_params, then
+        # empty_cache()) before `wake_up(tags=["weights"])` / `resume(tags=["weights"])`: the gather and the woken
+        # weights never meet (sharding_manager/fsdp_vllm.py `__enter__` v0.5.0; fsdp_workers.py `rollout_mode`
+        # v0.6.0 / v0.7.0), and the sync starts and ends with empty_cache()
+        return phase("sync", _resident(v), {"weights": gathered + shard}, transient=gathered + shard, host=host,
+                     note=f"weights to vLLM: {what}", empties_cache_before=True, empties_cache=True)
+    if verl and peft:
+        extra = {"weights": kept}       # the LoRA tensors reach vLLM from the CPU
+    elif verl and v.si.stack.fsdp_version == 1 and v.plan.framework == "fsdp":
+        during, after = verl_state_dict_moments(nbytes, numel, v.plan.world_size,
+                                                arch.total_params - sum(arch.layer_sizes),
+                                                max(arch.layer_sizes, default=0), arch.largest_tensor)
+        if during + shard > after + kept + woken:   # state_dict() before the wake, its shard copies kept beside it
+            return phase("sync", _resident(v), {"weights": during + shard}, transient=during + shard, host=host,
+                         note="weights to vLLM: FSDP1 sharded state dict, one unit unsharded at a time",
+                         empties_cache_before=True, empties_cache=True)
+        extra = {"weights": after + kept}
+        what = "FSDP1 sharded state dict kept, one tensor gathered at a time"
+    elif verl:
+        extra = {"weights": gathered + kept}
     if woken:
         extra["generator"] = woken      # TRL sync_weights: empty_cache(), then llm.wake_up(tags=["weights"])
-    what = "the whole 16-bit model gathered (PEFT on sharded weights)" if whole else "one parameter at a time"
-    return phase("sync", _resident(v), extra, transient=gathered, note=f"weights to vLLM: {what}",
-                 host=sleep_host_bytes(g.sleep, arch, g.tp) if g.mode == "colocate" else 0,
-                 outside=woken, empties_cache_before=bool(woken) and post.trainer in ("trl", "ms-swift"),
-                 uncounted=0 if g.in_process else woken)
+    return phase("sync", _resident(v), extra, transient=extra.get("weights", 0), note=f"weights to vLLM: {what}",
+                 host=host, outside=woken,
+                 empties_cache_before=verl or (bool(woken) and post.trainer in ("trl", "ms-swift")),
+                 empties_cache=verl, uncounted=0 if g.in_process else woken)
 
 
 def score_phase(v: RunView, post: Post) -> Phase | None:
@@ -138,6 +175,8 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     if post.kto_copies and post.trainer == "trl" and not post.online and arch.causal_lm:
         # TRL < 1.15 KTO's precompute: the matched forward's logits kept through the KL forward (post/kto.py)
         logits += c * rows * post.length * arch.vocab_size
+    if post.score_entropy and arch.causal_lm:
+        logits += verl_entropy_bytes(rows, post.completion, arch.vocab_size)      # the actor's old-log-prob pass
     peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length)) + kept
     base = _forward_resident(v)
     if not post.online:

@@ -35,7 +35,8 @@ from .kto import KTO_METRICS, copies_before_reference, metrics_moment
 from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes, vllm_pool_bytes
 from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
                        hidden_states_bytes, policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes,
-                       temperature_copy_bytes, upcast_buffers, value_head_logits)
+                       temperature_copy_bytes, upcast_buffers, value_head_logits,
+                       verl_update_entropy)
 from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch, value_head_arch
 
 
@@ -85,6 +86,8 @@ def policy_buffers(sp: Plan, si: StepInputs, post: Post) -> Logits:
                                     path=post.logits_path, keeps_output=post.online)
     if (post.method in CHOSEN_NLL or post.rpo_nll) and post.trainer in ("trl", "ms-swift") and sp.loss != "chunked":
         lg = chosen_nll(lg, post.rows // 2, post.logit_positions, v, c)
+    if post.update_entropy:
+        lg = verl_update_entropy(lg, post.rows, post.completion, v)
     return lg
 
 

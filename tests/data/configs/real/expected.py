@@ -178,21 +178,25 @@ EXPECTED.update({
     # ---------------------------------------------------------------- verl (python3 -m verl.trainer.main_ppo ...)
     # adv_estimator grpo; n 5; 8 GPUs; micro 40 per GPU; accumulation = 256 prompts x 5 / 8 GPUs / 40 = 4;
     # use_kl_loss True, no LoRA -> a reference verl forces to the CPU; rollout vLLM TP 2 at 0.6, free_cache_engine
-    # (rollout.yaml default true) -> sleep 1; gradient checkpointing on; FSDP full shard
+    # (rollout.yaml default true) -> sleep 2 (the newest verl read, 0.7.0: VLLM_SLEEP_LEVEL 2 on vLLM >= 0.8.5;
+    # post/defaults.py verl_sleep_level; the script's own commit 3f38806 still slept at level 1, which the
+    # command line cannot tell: the importer warns, verl-sleep-level); gradient checkpointing on; FSDP full shard
     "verl__grpo_trainer__run_qwen2-7b.sh": ("verl", {
         PT + "method": "grpo", PT + "trainer": "verl", PT + "prompt_len": 512, PT + "completion_len": 1024,
         PT + "num_generations": 5, PT + "reference": "cpu", G + "engine": "vllm", G + "mode": "colocate",
-        G + "gpu_memory_utilization": 0.6, G + "tensor_parallel_size": 2, G + "sleep": 1, G + "enforce_eager": False,
+        G + "gpu_memory_utilization": 0.6, G + "tensor_parallel_size": 2, G + "sleep": 2, G + "enforce_eager": False,
         "gpus_per_node": 8, "nodes": 1, "framework": "fsdp", "zero_stage": 3, "method": "full",
         "micro_batch_size": 40, "gradient_accumulation_steps": 4, "activation_checkpointing": "full",
         "offload_params": "none", "offload_optimizer": "none"}),
     # LoRA rank 64 alpha 32 (targets: verl's all-linear default); 2 GPUs; 16 prompts x 5 / 2 / 40 = 1;
-    # use_kl_loss with LoRA -> the actor without its adapter (ref_in_actor)
+    # use_kl_loss with LoRA -> the actor without its adapter (ref_in_actor); layered_summon True (load_format
+    # safetensors) -> the sync one layer at a time, and sleep level 1 (vLLMRollout: layered_summon keeps level 1)
     "verl__grpo_trainer__run_qwen2_5-3b_gsm8k_grpo_lora.sh": ("verl", {
         PT + "method": "grpo", PT + "num_generations": 5, PT + "reference": "adapter-disabled",
         PT + "prompt_len": 512, PT + "completion_len": 1024, "method": "lora", "lora.rank": 64, "lora.alpha": 32,
         "lora.targets": ALL7, "gpus_per_node": 2, "micro_batch_size": 40, "gradient_accumulation_steps": 1,
-        G + "gpu_memory_utilization": 0.6, G + "tensor_parallel_size": 2, G + "sleep": 1}),
+        G + "gpu_memory_utilization": 0.6, G + "tensor_parallel_size": 2, G + "sleep": 1,
+        G + "layered_summon": True}),
 
     # ---------------------------------------------------------------- OpenRLHF
     # torchrun --nproc-per-node ${NPROC_PER_NODE:-8} -> 8 GPUs; accumulation 256 / (1 x 8) = 32; max_len 8192 as
