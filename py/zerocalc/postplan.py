@@ -11,6 +11,13 @@ Validation follows the trainers' own checks where they have one:
   reward model; `precompute_ref_log_probs` exists for the offline methods only (TRL DPOConfig, KTOConfig);
 - TRL's Liger DPO loss (`loss: chunked`) "does not support precomputing reference log probabilities";
 - disabling the adapter as the reference needs an adapter (TRL `use_adapter`, LLaMA-Factory `disable_adapter`);
+- ``offload_between_updates`` (the training state moved to the host outside the update step, not FSDP's or
+  ZeRO's CPU offload, which keeps it there through the step) exists where the trainer has it: verl's
+  `actor.fsdp_config.param_offload` / `optimizer_offload` (FSDP workers only; `offload_policy`, FSDP2's real
+  CPUOffloadPolicy, turns both off: fsdp_workers.py v0.5.0 `_build_model_optimizer`), ms-swift's `offload_model` /
+  `offload_optimizer` (around colocated vLLM's rollout: rollout_mixin.py `enable_offload` v4.5.2) and OpenRLHF's
+  `--deepspeed_enable_sleep` (DeepSpeed states only, never the 16-bit weights, ZeRO-3: deepspeed_utils.py
+  `offload_deepspeed_states` v0.9.5); an offline method has no phase outside its update step;
 - a vLLM ``server`` runs on GPUs outside the plan's world (TRL `trl vllm-serve`, OpenRLHF's own vLLM engines),
   so it needs their count; colocated vLLM's tensor-parallel groups split the training world (TRL
   `vllm_tensor_parallel_size`: "world_size must be divisible by it").
@@ -76,6 +83,14 @@ class RoleModel:
 
 
 @dataclass(frozen=True)
+class Offload:
+    """What the trainer moves to the host between update steps (post/offload.py says in which phases)."""
+    weights: bool = False                   # the training model's parameters (verl param_offload, ms-swift offload_model)
+    optimizer: bool = False                 # its optimizer states (verl optimizer_offload, ms-swift offload_optimizer,
+                                            # OpenRLHF deepspeed_enable_sleep: with DeepSpeed's fp32 and grad buffers)
+
+
+@dataclass(frozen=True)
 class PostTraining:
     method: str = "dpo"
     trainer: str = "trl"
@@ -91,6 +106,7 @@ class PostTraining:
     generator: Any = None                   # Generator or None (HF generate where the method generates)
     rpo_alpha: Any = None                   # DPO's NLL weight on the chosen rows (TRL / ms-swift rpo_alpha,
                                             # LLaMA-Factory pref_ftx), or None = no NLL term
+    offload_between_updates: Any = None     # Offload or None (nothing moved: everything stays on the GPU)
 
 
 def _opt_int(key: str, v: Any, lo: int, hi: int) -> Any:
@@ -156,6 +172,16 @@ def _parse_generator(v: Any) -> Any:
         layered_summon=check_bool(f"{key}.layered_summon", obj.get("layered_summon", d.layered_summon)))
 
 
+def _parse_offload(v: Any) -> Any:
+    if v is None:
+        return None
+    key = "post_training.offload_between_updates"
+    obj = check_mapping(key, v)
+    reject_unknown(key, obj, tuple(f.name for f in fields(Offload)))
+    return Offload(weights=check_bool(f"{key}.weights", obj.get("weights", False)),
+                   optimizer=check_bool(f"{key}.optimizer", obj.get("optimizer", False)))
+
+
 def parse_post_training(value: Any) -> Any:
     """plan-v1 ``post_training`` mapping (or null) -> PostTraining; PlanError names the dotted key."""
     if value is None:
@@ -178,7 +204,8 @@ def parse_post_training(value: Any) -> Any:
         value_model=_parse_role(f"{key}.value_model", obj.get("value_model")),
         generator=_parse_generator(obj.get("generator")),
         rpo_alpha=None if obj.get("rpo_alpha") is None else check_number(f"{key}.rpo_alpha", obj["rpo_alpha"], 0.0,
-                                                                           1e6))
+                                                                           1e6),
+        offload_between_updates=_parse_offload(obj.get("offload_between_updates")))
 
 
 def default_generations(pt: PostTraining) -> int:
@@ -231,6 +258,7 @@ def check_post_training(plan) -> None:
                             f"{batch} completions), got {g}")
     _check_rpo(pt)
     _check_generator(plan, pt)
+    _check_offload(plan, pt)
 
 
 TRL_NEWEST = (1, 16, 0)          # the newest TRL release whose rules were read (post/defaults.py NEWEST)
@@ -286,6 +314,37 @@ def _check_generator(plan, pt: PostTraining) -> None:
                                                "framework fsdp)")
 
 
+def _check_offload(plan, pt: PostTraining) -> None:
+    """offload_between_updates where the trainer's code has it (the module docstring names each site)."""
+    o, k = pt.offload_between_updates, "post_training.offload_between_updates"
+    if o is None:
+        return
+    if pt.method in OFFLINE:
+        raise PlanError(k, f"{pt.method} runs nothing but its update step (no rollout); remove it (null)")
+    if pt.trainer not in ("verl", "ms-swift", "openrlhf"):
+        raise PlanError(k, f"{pt.trainer} moves nothing to the host between updates (verl param_offload / "
+                           "optimizer_offload, ms-swift offload_model / offload_optimizer, OpenRLHF "
+                           "deepspeed_enable_sleep do)")
+    if pt.trainer == "verl":
+        if plan.framework != "fsdp":
+            raise PlanError(k, "verl's param_offload / optimizer_offload are its FSDP workers'; use framework fsdp")
+        if plan.offload_params != "none" or plan.offload_optimizer != "none":
+            raise PlanError(k, "verl's offload_policy (FSDP2 CPUOffloadPolicy: offload_params / offload_optimizer "
+                               "cpu) turns param_offload and optimizer_offload off (fsdp_workers.py)")
+    elif pt.trainer == "ms-swift":
+        g = pt.generator
+        if g is None or g.engine != "vllm" or g.mode != "colocate":
+            raise PlanError(k, "ms-swift offloads the model and optimizer around colocated vLLM's rollout only: "
+                               "give generator engine vllm, mode colocate")
+    else:
+        if o.weights:
+            raise PlanError(f"{k}.weights", "OpenRLHF's deepspeed_enable_sleep keeps the 16-bit weights on the GPU "
+                                            "(offload_deepspeed_states: lp_params left out)")
+        if plan.framework != "deepspeed" or plan.zero_stage != 3:
+            raise PlanError(k, "OpenRLHF's deepspeed_enable_sleep offloads ZeRO-3 states (offload_deepspeed_states: "
+                               "\"Only Zero stage 3 is currently supported\"); use deepspeed zero_stage 3")
+
+
 def post_training_to_dict(pt: Any) -> Any:
     """PostTraining -> the plan's ``post_training`` object (every key; defaults left unsaid stay null)."""
     if pt is None:
@@ -293,12 +352,12 @@ def post_training_to_dict(pt: Any) -> Any:
     out = {}
     for f in fields(pt):
         v = getattr(pt, f.name)
-        if isinstance(v, (Generator, RoleModel)):
+        if isinstance(v, (Generator, RoleModel, Offload)):
             v = {g.name: thaw(getattr(v, g.name)) for g in fields(v)
                  if not (g.name == "layered_summon" and not getattr(v, g.name))}
         out[f.name] = v
     return out
 
 
-__all__ = ["PostTraining", "Generator", "RoleModel", "parse_post_training", "post_training_to_dict",
+__all__ = ["PostTraining", "Generator", "RoleModel", "Offload", "parse_post_training", "post_training_to_dict",
            "check_post_training", "default_generations", "version_tuple", "METHODS", "TRAINERS", "OFFLINE", "ONLINE", "GROUPED"]

@@ -30,10 +30,28 @@ ESTIMATORS = {"gae": "ppo", "group_norm": "grpo", "dr_grpo": "grpo", "rloo": "rl
               "reinforce_baseline": "grpo"}
 PPO_ONLY = ("prompt_data", "n_samples_per_prompt", "advantage_estimator", "vllm_num_engines", "actor_num_gpus_per_node",
             "reward_pretrain", "rollout_batch_size", "generate_max_len", "init_kl_coef")
-NOT_MODELLED_KEYS = ("packing_samples", "deepspeed_enable_sleep", "use_dynamic_batch", "ring_attn_size",
+NOT_MODELLED_KEYS = ("packing_samples", "use_dynamic_batch", "ring_attn_size",
                      "ds_tensor_parallel_size", "micro_rollout_batch_size", "colocate_critic_reward",
                      "enable_prefix_caching", "zpg", "grad_accum_dtype", "deepcompile",
                      "async_train")
+
+
+def _ds_sleep(b: Builder, v, online: bool, stage: int, adam: bool) -> None:
+    """``--deepspeed_enable_sleep`` (0.11: ``--ds.enable_sleep``): the actor's (and critic's) ZeRO-3 optimizer
+    states, fp32 master and gradient buffers on the host outside `fit`, the 16-bit weights kept (openrlhf/utils/
+    deepspeed/deepspeed_utils.py `offload_deepspeed_states`, ppo_trainer.py `_run_sleep`, v0.9.5 and v0.11.0)."""
+    key = "deepspeed_enable_sleep"
+    if not v:
+        b.skip(key, v, "OpenRLHF's default (nothing moved between updates)")
+    elif not online:
+        b.skip(key, v, NO_EFFECT + " (the PPO-family trainer's; this program has no rollout)")
+    elif adam:
+        b.skip(key, v, NO_EFFECT + " (offload_deepspeed_states returns at once with adam_offload)")
+    elif stage != 3:
+        b.skip(key, v, f"not mapped: offload_deepspeed_states supports ZeRO-3 only up to DeepSpeed 0.17.5 "
+                       f"(\"Only Zero stage 3 is currently supported\"), the plan runs stage {stage}")
+    else:
+        b.set(key, "post_training.offload_between_updates", {"weights": False, "optimizer": True})
 
 
 def openrlhf_method(text: str, opt: dict) -> str:
@@ -149,8 +167,11 @@ def import_openrlhf(opt: dict, plan, cmd=None, text: str = ""):
     # --- DeepSpeed
     zs = take("zero_stage")
     set_deepspeed(b, "zero_stage", 2 if zs is None else as_int("zero_stage", zs, minimum=0), default=zs is None)
-    if flag(opt, take, "adam_offload"):
+    adam = flag(opt, take, "adam_offload")
+    if adam:
         b.set("adam_offload", "offload_optimizer", "cpu")
+    if "deepspeed_enable_sleep" in opt:
+        _ds_sleep(b, flag(opt, take, "deepspeed_enable_sleep"), online, 2 if zs is None else as_int("zero_stage", zs), adam)
     if not online and (cmd is None or cmd.launcher_gpus is None):
         b.warn("openrlhf-gpus", f"the launcher's GPU count is not in the text (deepspeed without --num_gpus uses "
                                 f"every visible GPU): the plan keeps {b.plan['gpus_per_node']} GPUs per node")

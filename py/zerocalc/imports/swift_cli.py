@@ -6,7 +6,7 @@ swift/rlhf_trainers/args_mixin.py `RolloutTrainerArgumentsMixin`, swift/argument
 `rlhf_type` dpo (default) / orpo / simpo / kto / cpo / rm / ppo / grpo (gkd is not modelled); `beta` None ->
 0.04 for GRPO (a reference model, or the disabled adapter under LoRA), `max_completion_length` 512,
 `num_generations` 8, `use_vllm` false, `vllm_mode` colocate, `sleep_level` 0, `offload_model` /
-`offload_optimizer` / `move_model_batches` (not modelled); `torch_dtype` None = config.json's; `train_type`
+`offload_optimizer` false (post_training.offload_between_updates), `move_model_batches` (not modelled); `torch_dtype` None = config.json's; `train_type`
 lora (default) or full, `lora_rank` 8, `lora_alpha` 32, `target_modules` all-linear; `quant_bits` 4 -> QLoRA;
 `deepspeed` zero0 ... zero3_offload (the configs ms-swift ships); `NPROC_PER_NODE` / `NNODES` the cluster.
 """
@@ -133,6 +133,28 @@ def _generator(b: Builder, cfg: dict, take) -> None:
           default=s is None)
 
 
+def _offloads(b: Builder, cfg: dict, take) -> None:
+    """`offload_model` / `offload_optimizer`: the training model (and the reference) and the optimizer's states on
+    the host while colocated vLLM generates (swift/rlhf_trainers/rollout_mixin.py v4.5.2 `enable_offload`, set in
+    the colocate branch only; `_fast_infer` enters `offload_context` after `_move_model_to_vllm`)."""
+    vals = {k: as_bool(k, take(k)) for k in ("offload_model", "offload_optimizer") if k in cfg}
+    pt = b.plan.get("post_training") or {}
+    g = pt.get("generator") or {}
+    live = pt.get("method") == "grpo" and g.get("engine") == "vllm" and g.get("mode", "colocate") == "colocate"
+    if not any(vals.values()):
+        for k, v in vals.items():
+            b.skip(k, v, "ms-swift's default (nothing moved between updates)")
+        return
+    if not live:
+        for k, v in vals.items():
+            b.skip(k, v, NO_EFFECT + " (ms-swift offloads around colocated vLLM's GRPO rollout only)")
+        return
+    key = "post_training.offload_between_updates."
+    b.set("offload_model", key + "weights", vals.get("offload_model", False), default="offload_model" not in vals)
+    b.set("offload_optimizer", key + "optimizer", vals.get("offload_optimizer", False),
+          default="offload_optimizer" not in vals)
+
+
 def _post_training(b: Builder, cfg: dict, take) -> None:
     kind = take("rlhf_type") or "dpo"
     if kind not in RLHF_TYPES:
@@ -164,8 +186,8 @@ def _post_training(b: Builder, cfg: dict, take) -> None:
             b.set("rpo_alpha", "post_training.rpo_alpha", as_number("rpo_alpha", rpo))
         else:
             b.skip("rpo_alpha", rpo, NO_EFFECT + f" (DPO's; rlhf_type {kind})")
-    for k in ("offload_model", "offload_optimizer", "move_model_batches", "padding_free", "packing",
-              "sequence_parallel_size"):
+    _offloads(b, cfg, take)
+    for k in ("move_model_batches", "padding_free", "packing", "sequence_parallel_size"):
         if k in cfg:
             b.skip(k, take(k), NOT_MODELLED)
 

@@ -34,8 +34,7 @@ NOT_MODELLED_KEYS = (A + "model.use_remove_padding", A + "actor.use_dynamic_bsz"
                      A + "actor.entropy_checkpointing", A + "rollout.max_num_batched_tokens",
                      A + "actor.ppo_max_token_len_per_gpu", "critic.ppo_micro_batch_size_per_gpu",
                      "critic.forward_micro_batch_size_per_gpu", A + "model.use_fused_kernels",
-                     A + "rollout.cudagraph_capture_sizes", A + "actor.fsdp_config.offload_policy",
-                     A + "actor.calculate_entropy")
+                     A + "rollout.cudagraph_capture_sizes", A + "actor.calculate_entropy")
 READ_ONLY = {
     A + "ref.fsdp_config.param_offload": "read: verl forces the reference to CPU offload whatever this says "
                                          "(fsdp_workers.py)",
@@ -46,6 +45,38 @@ READ_ONLY = {
     "algorithm.kl_ctrl.kl_coef": NO_EFFECT,
     "trainer.critic_warmup": NO_EFFECT, "data.filter_overlong_prompts": NO_EFFECT, "data.truncation": NO_EFFECT,
 }
+
+
+def _offloads(b: Builder, take, strat: str) -> None:
+    """The actor's ``fsdp_config``: ``param_offload`` / ``optimizer_offload`` move the FSDP shards / the Adam moments
+    to the host between updates (post_training.offload_between_updates; fsdp_workers.py v0.5.0 `update_actor`,
+    `compute_log_prob`, fsdp_utils.py `offload_fsdp_model_to_cpu` / `offload_fsdp_optimizer`: the actor never gets
+    FSDP's CPUOffload, "it causes incorrect results when using grad accumulation"). ``offload_policy`` (FSDP2
+    only) is CPUOffloadPolicy(pin_memory=True), the real CPU offload through the step, and turns both flags off."""
+    f = A + "actor.fsdp_config."
+    po, oo, pol = take(f + "param_offload"), take(f + "optimizer_offload"), take(f + "offload_policy")
+    policy = pol is not None and as_bool(f + "offload_policy", pol)
+    if policy and strat == "fsdp2":
+        b.set(f + "offload_policy", "offload_params", "cpu")
+        b.set(f + "offload_policy", "offload_optimizer", "cpu")
+        for k, v in ((f + "param_offload", po), (f + "optimizer_offload", oo)):
+            if v is not None:
+                b.skip(k, v, NO_EFFECT + " (offload_policy turns it off: fsdp_workers.py)")
+        return
+    if pol is not None:
+        b.skip(f + "offload_policy", pol, NO_EFFECT + (" (FSDP2's; the actor runs FSDP1)" if policy else ""))
+    b.set("(verl actor: no FSDP CPUOffload)", "offload_params", "none", default=True)
+    b.set("(verl actor: no FSDP CPUOffload)", "offload_optimizer", "none", default=True)
+    w = po is not None and as_bool(f + "param_offload", po)
+    o = oo is not None and as_bool(f + "optimizer_offload", oo)
+    if w or o:
+        key = "post_training.offload_between_updates."
+        b.set(f + "param_offload", key + "weights", w, default=po is None)
+        b.set(f + "optimizer_offload", key + "optimizer", o, default=oo is None)
+    else:
+        for k, v in ((f + "param_offload", po), (f + "optimizer_offload", oo)):
+            if v is not None:
+                b.skip(k, v, "verl's default (nothing moved between updates)")
 
 
 def flatten(cfg: dict, prefix: str = "") -> dict:
@@ -153,13 +184,7 @@ def import_verl(cfg: dict, plan, loader=None, cmd=None):
     else:
         b.skip(A + "actor.strategy", strat, NOT_MODELLED + " (verl's Megatron workers); the estimate is FSDP's")
         b.warn("verl-megatron", f"actor.strategy {strat}: verl's Megatron backend is not modelled, the plan runs FSDP")
-    po = take(A + "actor.fsdp_config.param_offload")
-    oo = take(A + "actor.fsdp_config.optimizer_offload")
-    b.set(A + "actor.fsdp_config.param_offload", "offload_params",
-          "cpu" if po is not None and as_bool(A + "actor.fsdp_config.param_offload", po) else "none", default=po is None)
-    b.set(A + "actor.fsdp_config.optimizer_offload", "offload_optimizer",
-          "cpu" if oo is not None and as_bool(A + "actor.fsdp_config.optimizer_offload", oo) else "none",
-          default=oo is None)
+    _offloads(b, take, strat)
     gc = take(A + "model.enable_gradient_checkpointing")
     on = True if gc is None else as_bool(A + "model.enable_gradient_checkpointing", gc)
     b.set(A + "model.enable_gradient_checkpointing", "activation_checkpointing", "full" if on else "none",

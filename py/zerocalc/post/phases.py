@@ -2,7 +2,7 @@
 (the rollout), ``sync`` (the policy's weights handed to vLLM, before each generation) and ``score`` (the no-grad forwards that give the
 old, reference, reward and value figures), each over the state the update step leaves resident (run/view.py:
 weights, optimizer states, DeepSpeed's flat buffers, the reference, a reward model, a vLLM that does not
-sleep). A DPO-family run with ``precomputed`` reference log-probabilities adds the precompute pass as
+sleep), less what the trainer moves to the host there (``offload_between_updates``: post/offload.py). A DPO-family run with ``precomputed`` reference log-probabilities adds the precompute pass as
 ``score`` (TRL `_precompute_ref_logps`, once before training, at `precompute_ref_batch_size`, by default the
 training batch). Every mechanism and its code site is in post/generator.py and post/logprobs.py.
 """
@@ -18,6 +18,7 @@ from .generator import (hf_kv_cache_bytes, hf_kv_dtypes, kv_bytes_per_token, ppo
                         verl_layered_unit_numel, verl_state_dict_moments, verl_sync_bytes, vllm_budget_bytes,
                         vllm_kv_tokens, vllm_weight_bytes)
 from .models import role_arch, scalar_head_arch
+from . import offload
 
 # TRL's OnPolicyConfig / ms-swift's RLHFArguments local_rollout_forward_batch_size (64): the rows each of PPO's
 # rollout forwards (policy scores, reference, value, reward) takes at once (trl/trainer/ppo_trainer.py v0.19.0
@@ -28,12 +29,18 @@ from .logprobs import (fused_head_no_grad, fused_head_torch, kernel_buffers, ref
                        temperature_copy_bytes, verl_entropy_bytes)
 
 
-def _resident(v: RunView) -> dict:
-    return v.by_component(v.state)
+def _resident(v: RunView, post: Post, name: str) -> dict:
+    return v.by_component(offload.resident(v, post, name, v.state))
 
 
-def _forward_resident(v: RunView) -> dict:
-    return v.by_component(v.state + v.forward_extra)
+def _forward_resident(v: RunView, post: Post, name: str) -> dict:
+    return v.by_component(offload.resident(v, post, name, v.state + v.forward_extra))
+
+
+def _offload_kw(v: RunView, post: Post, name: str, host: int = 0, before: bool = False) -> dict:
+    """The phase's host bytes and cache release with what the trainer offloads there (post/offload.py)."""
+    return {"host": host + offload.host_bytes(v, post, name),
+            "empties_cache_before": before or offload.empties_cache_before(v, post, name)}
 
 
 def _layer_moment(v: RunView, rows: int, length: int) -> int:
@@ -61,8 +68,8 @@ def generate_phase(v: RunView, post: Post) -> Phase | None:
         # a sleeping vLLM maps its CuMemAllocator pool back for the rollout and unmaps it after: those bytes are
         # never left in torch's cache; what the sync left cached stays (TRL calls no empty_cache before waking
         # the KV cache)
-        return phase("generate", _resident(v), extra, note=note, outside=budget if g.sleep else 0,
-                     uncounted=0 if g.in_process or not g.sleep else budget)
+        return phase("generate", _resident(v, post, "generate"), extra, note=note, outside=budget if g.sleep else 0,
+                     uncounted=0 if g.in_process or not g.sleep else budget, **_offload_kw(v, post, "generate"))
     dt = v.si.dt
     kv = hf_kv_cache_bytes(arch, post.gen_rows, length,
                            *hf_kv_dtypes(dt.weight if plan.method == "full" else dt.frozen, dt.autocast))
@@ -77,7 +84,8 @@ def generate_phase(v: RunView, post: Post) -> Phase | None:
             critic = scalar_head_arch(role_arch(post.critic, arch)).total_params
             extra["weights"] += ppo_rollout_gathered_bytes(critic)
             note += " with the critic (TRL PolicyAndValueWrapper)"
-    return phase("generate", _forward_resident(v), extra, transient=kv, note=note)
+    return phase("generate", _forward_resident(v, post, "generate"), extra, transient=kv, note=note,
+                 **_offload_kw(v, post, "generate"))
 
 
 def sync_phase(v: RunView, post: Post) -> Phase | None:
@@ -106,15 +114,16 @@ def sync_phase(v: RunView, post: Post) -> Phase | None:
     # verl with param_offload loads the actor's shard to the GPU for the sync (`load_fsdp_model_to_gpu`) and
     # offloads it after vLLM's update up to 0.5 (sharding_manager/fsdp_vllm.py `__enter__` v0.4.1 / v0.5.0), before
     # vLLM's weights wake from 0.6 (fsdp_workers.py `rollout_mode` v0.6.0 / v0.7.0)
-    shard = nbytes * numel // v.plan.world_size if verl and v.plan.offload_params == "cpu" else 0
+    # (post_training.offload_between_updates.weights: the resident state omits the shard here, post/offload.py)
+    shard = offload.loaded_for_sync(v, post)
     kept = 0 if post.offload_before_wake else shard
     if verl and peft and gathered + shard >= woken + kept:
         # verl collects a LoRA actor's weights to the CPU (`.detach().cpu()` inside summon_full_params, then
         # empty_cache()) before `wake_up(tags=["weights"])` / `resume(tags=["weights"])`: the gather and the woken
         # weights never meet (sharding_manager/fsdp_vllm.py `__enter__` v0.5.0; fsdp_workers.py `rollout_mode`
         # v0.6.0 / v0.7.0), and the sync starts and ends with empty_cache()
-        return phase("sync", _resident(v), {"weights": gathered + shard}, transient=gathered + shard, host=host,
-                     note=f"weights to vLLM: {what}", empties_cache_before=True, empties_cache=True)
+        return phase("sync", _resident(v, post, "sync"), {"weights": gathered + shard}, transient=gathered + shard,
+                     note=f"weights to vLLM: {what}", empties_cache=True, **_offload_kw(v, post, "sync", host, True))
     if verl and peft:
         extra = {"weights": kept}       # the LoRA tensors reach vLLM from the CPU
     elif verl and v.si.stack.fsdp_version == 1 and v.plan.framework == "fsdp":
@@ -122,19 +131,19 @@ def sync_phase(v: RunView, post: Post) -> Phase | None:
                                                 arch.total_params - sum(arch.layer_sizes),
                                                 max(arch.layer_sizes, default=0), arch.largest_tensor)
         if during + shard > after + kept + woken:   # state_dict() before the wake, its shard copies kept beside it
-            return phase("sync", _resident(v), {"weights": during + shard}, transient=during + shard, host=host,
+            return phase("sync", _resident(v, post, "sync"), {"weights": during + shard}, transient=during + shard,
                          note="weights to vLLM: FSDP1 sharded state dict, one unit unsharded at a time",
-                         empties_cache_before=True, empties_cache=True)
+                         empties_cache=True, **_offload_kw(v, post, "sync", host, True))
         extra = {"weights": after + kept}
         what = "FSDP1 sharded state dict kept, one tensor gathered at a time"
     elif verl:
         extra = {"weights": gathered + kept}
     if woken:
         extra["generator"] = woken      # TRL sync_weights: empty_cache(), then llm.wake_up(tags=["weights"])
-    return phase("sync", _resident(v), extra, transient=extra.get("weights", 0), note=f"weights to vLLM: {what}",
-                 host=host, outside=woken,
-                 empties_cache_before=verl or (bool(woken) and post.trainer in ("trl", "ms-swift")),
-                 empties_cache=verl, uncounted=0 if g.in_process else woken)
+    return phase("sync", _resident(v, post, "sync"), extra, transient=extra.get("weights", 0),
+                 note=f"weights to vLLM: {what}", outside=woken, empties_cache=verl,
+                 uncounted=0 if g.in_process else woken,
+                 **_offload_kw(v, post, "sync", host, verl or (bool(woken) and post.trainer in ("trl", "ms-swift"))))
 
 
 def score_phase(v: RunView, post: Post) -> Phase | None:
@@ -178,12 +187,12 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
     if post.score_entropy and arch.causal_lm:
         logits += verl_entropy_bytes(rows, post.completion, arch.vocab_size)      # the actor's old-log-prob pass
     peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length)) + kept
-    base = _forward_resident(v)
+    base = _forward_resident(v, post, "score")
     if not post.online:
         base = {k: b for k, b in base.items() if k in ("weights", "lora_adapters", "buffers")}
     what = "old/reference/reward log-probabilities" if post.online else "reference log-probabilities precomputed"
     return phase("score", base, {"logits": peak}, transient=peak - kept,
-                 note=f"{what}, {rows} rows x {post.length} tokens")
+                 note=f"{what}, {rows} rows x {post.length} tokens", **_offload_kw(v, post, "score"))
 
 
 def in_step_score_phase(post: Post, step_terms) -> Phase | None:
