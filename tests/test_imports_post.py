@@ -119,7 +119,9 @@ def test_verl_overrides():
     assert res.plan["micro_batch_size"] == 16 and res.plan["gradient_accumulation_steps"] == 4
     assert pt["reference"] == "none"                      # neither use_kl_loss nor use_kl_in_reward
     assert pt["generator"]["sleep"] == 0 and pt["generator"]["tensor_parallel_size"] == 2   # rollout.yaml TP 2
-    assert res.plan["offload_params"] == "cpu" and res.plan["framework"] == "fsdp"
+    # param_offload is verl's offload between updates, not FSDP CPUOffload (fsdp_workers.py v0.5.0)
+    assert res.plan["offload_params"] == "none" and res.plan["framework"] == "fsdp"
+    assert pt["offload_between_updates"] == {"weights": True, "optimizer": False}
 
 
 def test_verl_yaml_layout_detected():

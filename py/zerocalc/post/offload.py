@@ -30,6 +30,9 @@ trainer's code does it:
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ..run.phase import Phase
 from ..run.view import RunView
 from ..units import next_pow2
 from .defaults import Post
@@ -117,4 +120,11 @@ def empties_cache_before(v: RunView, post: Post, phase: str) -> bool:
                                                                        and v.plan.offload_optimizer != "none"))
 
 
-__all__ = ["offloaded", "resident", "host_bytes", "empties_cache_before"]
+def noted(v: RunView, post: Post, phase: str, ph: Phase) -> Phase:
+    """``ph`` with what is on the host in it named in its note."""
+    names = [t.name for t in offloaded(v, post, phase)]
+    return replace(ph, note=f"{ph.note}; on the host ({post.trainer} offload between updates): "
+                            f"{', '.join(names)}") if names else ph
+
+
+__all__ = ["offloaded", "resident", "host_bytes", "empties_cache_before", "noted"]

@@ -229,7 +229,7 @@ def post_phases(v: RunView, post: Post | None, step_terms=()) -> tuple:
     for name, fn in (("sync", sync_phase), ("generate", generate_phase), ("score", score_phase)):
         ph = fn(v, post)
         if ph is not None:
-            out.append((name, ph))
+            out.append((name, offload.noted(v, post, name, ph)))
     inside = in_step_score_phase(post, step_terms)
     if inside is not None and not any(n == "score" for n, _ in out):
         out.append(("score", inside))

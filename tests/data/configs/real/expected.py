@@ -229,7 +229,9 @@ EXPECTED.update({
         PT + "method": "ppo", PT + "value_model": {"model": None, "placement": "same-gpus"},
         PT + "reward_model": {"model": None, "placement": "same-gpus"}, G + "gpu_memory_utilization": 0.5,
         G + "tensor_parallel_size": 2, G + "sleep": 1, "gpus_per_node": 8, "micro_batch_size": 8,
-        "gradient_accumulation_steps": 2, "zero_stage": 3, "offload_optimizer": "none"}),
+        "gradient_accumulation_steps": 2, "zero_stage": 3, "offload_optimizer": "none",
+        # --deepspeed_enable_sleep at ZeRO-3: offload_deepspeed_states outside fit, the 16-bit weights kept
+        PT + "offload_between_updates": {"weights": False, "optimizer": True}}),
 
     # ---------------------------------------------------------------- ms-swift (swift rlhf ...)
     # CUDA_VISIBLE_DEVICES=6 -> 1 GPU (no DeepSpeed: one process); LoRA 8/32, all-linear; max_length 2048 as
