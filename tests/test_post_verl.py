@@ -15,8 +15,10 @@ LAYER = 2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 8192 * 2048 + 2 * 2048          #
 ADAPTERS = 16 * 704_512                                                         # 11,272,192
 
 
-def verl_plan(gen=None, method="lora", version=None, **kw) -> Plan:
+def verl_plan(gen=None, method="lora", version=None, offload=None, **kw) -> Plan:
     pt = {"method": "grpo", "trainer": "verl", "num_generations": 8, "prompt_len": 256, "completion_len": 768}
+    if offload is not None:
+        pt["offload_between_updates"] = offload
     if gen is not None:
         pt["generator"] = gen
     if version is not None:
@@ -190,20 +192,23 @@ def test_trl_score_has_no_verl_entropy():
     assert not resolve(p).score_entropy
 
 
+# actor.fsdp_config.param_offload / optimizer_offload: verl's offload between updates (post/offload.py), not FSDP's
+# CPUOffload (the actor never has it: fsdp_workers.py)
+OFFLOAD = {"weights": True, "optimizer": True}
+
+
 def test_verl_param_offload_loads_the_shard_for_the_sync():
     # load_fsdp_model_to_gpu before collecting: the fp32 shard 4 x (P + adapters) / 4 GPUs = 1,247,086,592 beside the
     # whole-model gather 4,988,346,368 = 6,235,432,960 (every release)
     shard = 4 * (P1B + ADAPTERS) // 4
     assert shard == 1_247_086_592
     for version in ("0.5.0", None):
-        ph = phases(verl_plan({"engine": "vllm", "sleep": 1}, version=version, offload_params="cpu",
-                              offload_optimizer="cpu"))["sync"]
+        ph = phases(verl_plan({"engine": "vllm", "sleep": 1}, version=version, offload=OFFLOAD))["sync"]
         assert ph.components["weights"] == 4 * (P1B + ADAPTERS) + shard == 6_235_432_960
     # layered_summon: the wake is the larger moment; up to 0.5 the shard stays through it (offloaded after
     # update_params), from 0.6 it is offloaded before resume(tags=["weights"])
     old = phases(verl_plan({"engine": "vllm", "sleep": 1, "layered_summon": True}, version="0.5.0",
-                           offload_params="cpu", offload_optimizer="cpu"))["sync"]
+                           offload=OFFLOAD))["sync"]
     assert old.components["generator"] == 2 * P1B and old.components["weights"] == shard
-    new = phases(verl_plan({"engine": "vllm", "sleep": 1, "layered_summon": True}, offload_params="cpu",
-                           offload_optimizer="cpu"))["sync"]
+    new = phases(verl_plan({"engine": "vllm", "sleep": 1, "layered_summon": True}, offload=OFFLOAD))["sync"]
     assert new.components["generator"] == 2 * P1B and "weights" not in new.components
