@@ -107,6 +107,17 @@ class PostTraining:
     rpo_alpha: Any = None                   # DPO's NLL weight on the chosen rows (TRL / ms-swift rpo_alpha,
                                             # LLaMA-Factory pref_ftx), or None = no NLL term
     offload_between_updates: Any = None     # Offload or None (nothing moved: everything stays on the GPU)
+    packing: Any = None                     # Packing or None (verl: padded micro-batches of micro_batch_size rows)
+
+
+@dataclass(frozen=True)
+class Packing:
+    """verl's remove-padding and dynamic batch sizes (``actor_rollout_ref.model.use_remove_padding``,
+    ``actor.use_dynamic_bsz`` / ``ppo_max_token_len_per_gpu``, ``rollout`` / ``ref.log_prob_use_dynamic_bsz`` /
+    ``log_prob_max_token_len_per_gpu``); the engine's reading is post/defaults.py `packed_shape`."""
+    remove_padding: bool = False            # the micro-batch's real tokens as one row (flash-attn varlen)
+    update_max_tokens: Any = None           # the update step's token budget per GPU, or None = micro_batch_size rows
+    score_max_tokens: Any = None            # the log-prob (score) passes' budget, or None = as the update's rows
 
 
 def _opt_int(key: str, v: Any, lo: int, hi: int) -> Any:
@@ -205,7 +216,19 @@ def parse_post_training(value: Any) -> Any:
         generator=_parse_generator(obj.get("generator")),
         rpo_alpha=None if obj.get("rpo_alpha") is None else check_number(f"{key}.rpo_alpha", obj["rpo_alpha"], 0.0,
                                                                            1e6),
-        offload_between_updates=_parse_offload(obj.get("offload_between_updates")))
+        offload_between_updates=_parse_offload(obj.get("offload_between_updates")),
+        packing=_parse_packing(obj.get("packing")))
+
+
+def _parse_packing(v: Any) -> Any:
+    if v is None:
+        return None
+    key = "post_training.packing"
+    obj = check_mapping(key, v)
+    reject_unknown(key, obj, tuple(f.name for f in fields(Packing)))
+    return Packing(remove_padding=check_bool(f"{key}.remove_padding", obj.get("remove_padding", False)),
+                   update_max_tokens=_opt_int(f"{key}.update_max_tokens", obj.get("update_max_tokens"), 1, MAX_LEN),
+                   score_max_tokens=_opt_int(f"{key}.score_max_tokens", obj.get("score_max_tokens"), 1, MAX_LEN))
 
 
 def default_generations(pt: PostTraining) -> int:
@@ -259,6 +282,31 @@ def check_post_training(plan) -> None:
     _check_rpo(pt)
     _check_generator(plan, pt)
     _check_offload(plan, pt)
+    _check_packing(plan, pt)
+
+
+def _check_packing(plan, pt: PostTraining) -> None:
+    """verl's own checks: `rearrange_micro_batches` (verl/utils/seqlen_balancing.py, v0.4.1 ... v0.7.0) asserts
+    "max_token_len must be greater than the sequence length" (`max_token_len >= attention_mask.shape[-1]`, the
+    padded prompt + response); the FSDP actor loads the model with `attn_implementation="flash_attention_2"`
+    (fsdp_workers.py, v0.4.1 ... v0.7.0) and the remove-padding forward passes `attention_mask=None` with the
+    packed position ids, which only flash-attn's varlen kernel separates (eager or SDPA would attend across the
+    packed sequences)."""
+    pk, k = pt.packing, "post_training.packing"
+    if pk is None:
+        return
+    if pt.trainer != "verl":
+        raise PlanError(k, f"is verl's remove-padding / dynamic batch size; {pt.trainer} has none")
+    if pk.remove_padding and plan.attention != "flash":
+        raise PlanError(f"{k}.remove_padding", f"verl's remove-padding forward runs flash-attn's varlen kernel "
+                                               f"(attention flash), not attention {plan.attention}")
+    p, c = (pt.prompt_len or 512), (pt.completion_len or 512)       # verl's data.max_*_length defaults
+    for name in ("update_max_tokens", "score_max_tokens"):
+        budget = getattr(pk, name)
+        if budget is not None and budget < p + c:
+            raise PlanError(f"{k}.{name}", f"verl asserts a token budget of at least one row's prompt + completion "
+                                           f"({p} + {c} = {p + c}; seqlen_balancing.py rearrange_micro_batches), "
+                                           f"got {budget}")
 
 
 TRL_NEWEST = (1, 16, 0)          # the newest TRL release whose rules were read (post/defaults.py NEWEST)
@@ -352,12 +400,14 @@ def post_training_to_dict(pt: Any) -> Any:
     out = {}
     for f in fields(pt):
         v = getattr(pt, f.name)
-        if isinstance(v, (Generator, RoleModel, Offload)):
+        if f.name == "packing" and v is None:
+            continue              # left out when unsaid: plans from before the key read the same
+        if isinstance(v, (Generator, RoleModel, Offload, Packing)):
             v = {g.name: thaw(getattr(v, g.name)) for g in fields(v)
                  if not (g.name == "layered_summon" and not getattr(v, g.name))}
         out[f.name] = v
     return out
 
 
-__all__ = ["PostTraining", "Generator", "RoleModel", "Offload", "parse_post_training", "post_training_to_dict",
+__all__ = ["PostTraining", "Generator", "RoleModel", "Offload", "Packing", "parse_post_training", "post_training_to_dict",
            "check_post_training", "default_generations", "version_tuple", "METHODS", "TRAINERS", "OFFLINE", "ONLINE", "GROUPED"]

@@ -27,12 +27,11 @@ from .post_common import not_modelled_flags, role_model, set_lora
 A = "actor_rollout_ref."
 ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo"}
 LENGTH_KEYS = ("data.max_prompt_length", "data.max_response_length")
-NOT_MODELLED_KEYS = (A + "model.use_remove_padding", A + "actor.use_dynamic_bsz",
-                     A + "rollout.log_prob_micro_batch_size_per_gpu",
+NOT_MODELLED_KEYS = (A + "rollout.log_prob_micro_batch_size_per_gpu",
                      A + "rollout.log_prob_micro_batch_size", A + "ref.log_prob_micro_batch_size_per_gpu",
                      A + "ref.log_prob_micro_batch_size", A + "actor.fsdp_config.grad_offload",
                      A + "actor.entropy_checkpointing", A + "rollout.max_num_batched_tokens",
-                     A + "actor.ppo_max_token_len_per_gpu", "critic.ppo_micro_batch_size_per_gpu",
+                     "critic.ppo_micro_batch_size_per_gpu",
                      "critic.forward_micro_batch_size_per_gpu", A + "model.use_fused_kernels",
                      A + "rollout.cudagraph_capture_sizes", A + "actor.calculate_entropy")
 READ_ONLY = {
@@ -164,12 +163,18 @@ def import_verl(cfg: dict, plan, loader=None, cmd=None):
                                                                       "data-parallel groups")
         micro = g // dp                     # fsdp_workers.py: ppo_micro_batch_size //= world // sp
         b.set(A + "actor.ppo_micro_batch_size", "micro_batch_size", micro)
-    else:
+    mini, d = num(A + "actor.ppo_mini_batch_size", 256)
+    per_gpu = mini * n
+    dyn = _flag(flat, take, A + "actor.use_dynamic_bsz")
+    if micro is None and dyn and per_gpu % dp == 0:
+        # use_dynamic_bsz: dp_actor.py update_policy splits each mini-batch by tokens and never reads the
+        # micro-batch size; the plan's micro-batch is then the DP group's mini-batch (one step of accumulation)
+        micro = per_gpu // dp
+        b.set(A + "actor.use_dynamic_bsz", "micro_batch_size", micro)
+    elif micro is None:
         b.skip(A + "actor.ppo_micro_batch_size_per_gpu", None, "empty: verl requires it (or use_dynamic_bsz); "
                                                                f"the plan keeps micro_batch_size {b.plan['micro_batch_size']}")
         micro = b.plan["micro_batch_size"]
-    mini, d = num(A + "actor.ppo_mini_batch_size", 256)
-    per_gpu = mini * n
     if per_gpu % dp == 0 and (per_gpu // dp) % micro == 0:
         b.set(A + "actor.ppo_mini_batch_size", "gradient_accumulation_steps", per_gpu // dp // micro, default=d)
     else:
@@ -213,6 +218,7 @@ def import_verl(cfg: dict, plan, loader=None, cmd=None):
         b.set("reward_model.enable", "post_training.reward_model",
               role_model(b, "reward_model.model.path", rp, path, "same-gpus"))
     _rollout(b, flat, take, world)
+    _packing(b, flat, take, sp, dyn, need_ref)
     not_modelled_flags(b, flat, take, NOT_MODELLED_KEYS)
     # the update step computes the entropy under autograd only when entropy_coeff != 0 (dp_actor.py update_policy:
     # `if entropy_coeff != 0: calculate_entropy = True`, v0.4.1 / v0.5.0; v0.7.0 `self.config.calculate_entropy or
@@ -227,6 +233,72 @@ def import_verl(cfg: dict, plan, loader=None, cmd=None):
             b.skip(k, take(k), why)
     _rest(b, flat, seen)
     return b.result()
+
+
+def _flag(flat: dict, take, key: str, default: bool = False) -> bool:
+    v = take(key)
+    return default if v is None else as_bool(key, v)
+
+
+BUDGET = 16384      # actor.ppo_max_token_len_per_gpu (actor.yaml / ppo_trainer.yaml, v0.4.1 ... v0.7.0)
+
+
+def _packing(b: Builder, flat: dict, take, sp: int, dyn: bool, need_ref: bool) -> None:
+    """``post_training.packing`` from verl's ``model.use_remove_padding`` (default false), ``actor.use_dynamic_bsz``
+    (false) with ``actor.ppo_max_token_len_per_gpu`` (16384), and the log-prob passes' own
+    ``rollout`` / ``ref.log_prob_use_dynamic_bsz`` (default: the actor's) with ``log_prob_max_token_len_per_gpu``
+    (default: the actor's budget; ppo_trainer.yaml v0.4.1 `${actor_rollout_ref.actor...}`, rollout.yaml / ref.yaml
+    v0.5.0+ `oc.select`). dp_actor.py multiplies each budget by ``ulysses_sequence_parallel_size`` (the SP group's
+    budget, `max_token_len * self.ulysses_sequence_parallel_size`); the plan holds the group's whole sequences on
+    one GPU (see the batch above), so it takes budget x sp. The score pass takes the larger of the rollout's (the
+    old log-probs) and, where a reference runs, the reference's budget."""
+    rp_key, t_key = A + "model.use_remove_padding", A + "actor.ppo_max_token_len_per_gpu"
+    rp_v = flat.get(rp_key)
+    rp = _flag(flat, take, rp_key)
+    t_v = take(t_key)
+    budget = BUDGET if t_v is None else as_int(t_key, t_v, minimum=1)
+    length = b.plan["post_training"]["prompt_len"] + b.plan["post_training"]["completion_len"]
+    scores = []
+    for role in ("rollout", "ref"):
+        dk, tk = A + f"{role}.log_prob_use_dynamic_bsz", A + f"{role}.log_prob_max_token_len_per_gpu"
+        on = _flag(flat, take, dk, dyn)
+        tv = take(tk)
+        t = budget if tv is None else as_int(tk, tv, minimum=1)
+        if role == "ref" and not need_ref:
+            for k in (dk, tk):
+                if k in flat:
+                    b.skip(k, flat[k], NO_EFFECT + " (no reference: neither use_kl_loss nor use_kl_in_reward)")
+            continue
+        if on:
+            scores.append((t * sp, tk, tv is None and t_v is None))
+        elif tv is not None:
+            b.skip(tk, tv, NO_EFFECT + f" ({dk} false: the pass splits by log_prob_micro_batch_size_per_gpu)")
+    for tokens, key, _ in ([(budget * sp, t_key, False)] if dyn else []) + scores:
+        if tokens < length:
+            # seqlen_balancing.py rearrange_micro_batches: "max_token_len must be greater than the sequence length"
+            raise ConfigImportError(key, f"{tokens} tokens{f' (x ulysses {sp})' if sp > 1 else ''} is less than "
+                                         f"one sequence, data.max_prompt_length + max_response_length = {length}: "
+                                         "verl asserts max_token_len >= the sequence length")
+    if not (rp or dyn or scores):
+        if rp_v is not None:
+            b.skip(rp_key, rp_v, NO_EFFECT + " (false: the default, padded micro-batches)")
+        if t_v is not None:
+            b.skip(t_key, t_v, NO_EFFECT + " (use_dynamic_bsz false: the micro-batch size splits the batch)")
+        return
+    k = "post_training.packing."
+    b.set(rp_key, k + "remove_padding", rp, default=rp_v is None)
+    if dyn:
+        b.set(t_key, k + "update_max_tokens", budget * sp, default=t_v is None)
+    elif t_v is not None and not scores:
+        b.skip(t_key, t_v, NO_EFFECT + " (use_dynamic_bsz false: the micro-batch size splits the batch)")
+    if scores:
+        tokens, key, dflt = max(scores)
+        b.set(key, k + "score_max_tokens", tokens, default=dflt)
+    if (dyn or scores) and not rp:
+        b.warn("verl-dynamic-bsz-padded", "use_dynamic_bsz without use_remove_padding: each micro-batch is padded to "
+                                          "prompt + response, and how many rows it packs depends on the real "
+                                          "lengths; the estimate takes full-length rows (budget // length), not an "
+                                          "upper bound")
 
 
 def _rest(b: Builder, flat: dict, seen) -> None:

@@ -137,6 +137,9 @@ class Post:
     score_entropy: bool = False  # verl: the old-log-prob pass computes the entropy beside the logits
     update_entropy: bool = False # verl < 0.4: the update step computes the entropy under autograd
     offload_before_wake: bool = False  # verl >= 0.6: an offloaded actor goes back to the CPU before vLLM wakes
+    packed: bool = False         # verl use_remove_padding: rows are one packed row of real tokens (packed_shape)
+    score_rows: int = 0          # the score pass's rows and tokens per row where they differ from the update's
+    score_length: int = 0        # (verl's log-prob budgets; 0 = rows / length)
 
     @property
     def online(self) -> bool:
@@ -241,6 +244,27 @@ def generator_in_process(trainer: str, mode: str) -> bool:
     return mode == "colocate" and trainer != "openrlhf"
 
 
+def packed_shape(remove_padding: bool, budget, micro: int, mini: int, length: int) -> tuple[int, int]:
+    """(rows, tokens per row) of one verl micro-batch under ``post_training.packing`` (read at v0.4.1, v0.5.0,
+    v0.6.0, v0.7.0). Without a budget the micro-batch is ``micro`` rows of prompt + completion
+    (`data.split(micro_batch_size)`); with ``use_remove_padding`` dp_actor.py `_forward_micro_batch` unpads them
+    (`unpad_input`) to one row of their real tokens, at worst all of them: (1, micro x length). A token budget
+    (`use_dynamic_bsz`: `prepare_dynamic_batch` -> seqlen_balancing.py `rearrange_micro_batches`) splits the ``mini``
+    rows into k = ceil(real tokens / budget) micro-batches balanced by Karmarkar-Karp
+    (`get_seqlen_balanced_partitions(..., equal_size=False)`), which does not cap a partition: its merge keeps
+    the spread between the largest and smallest partition at most the largest sequence, so the largest holds at
+    most mean + spread <= budget + length - 1 real tokens (all of them, when k = 1: mini x length). Packed: one
+    row of that bound. Padded (no remove-padding) every row keeps the full length and the rows it takes depend on
+    the real lengths: taken as full-length sequences, bound // length rows (shorter ones put more padded rows in
+    a micro-batch: not an upper bound)."""
+    if budget is None:
+        return (1, micro * length) if remove_padding else (micro, length)
+    bound = min(mini * length, budget + length - 1)
+    if remove_padding:
+        return 1, bound
+    return min(mini, max(1, bound // length)), length
+
+
 def resolve(plan: Plan) -> Post | None:
     pt = plan.post_training
     if pt is None:
@@ -255,6 +279,12 @@ def resolve(plan: Plan) -> Post | None:
     ref = reference_source(plan, pt)
     shards = plan.framework == "fsdp" or (plan.framework == "deepspeed" and plan.zero_stage == 3)
     steps = pt.steps_per_generation or plan.gradient_accumulation_steps
+    pk, score_rows, score_length = pt.packing, 0, 0
+    if pk is not None and not offline:
+        rows, length = packed_shape(pk.remove_padding, pk.update_max_tokens, b, b * steps, prompt + completion)
+        positions = length        # verl's logits cover every (packed) position: logits_rmpad / output.logits
+        score_rows, score_length = packed_shape(pk.remove_padding, pk.score_max_tokens, b, b * steps,
+                                                prompt + completion)
     critic = reward = None
     if pt.method == "ppo":
         # OpenRLHF's critic and reward model are Ray actor groups of their own (train_ppo_ray.py), unless colocated
@@ -291,7 +321,8 @@ def resolve(plan: Plan) -> Post | None:
                 update_entropy=pt.trainer == "verl" and not offline
                 and version_tuple(pt.trainer_version, NEWEST["verl"]) < VERL_ENTROPY_COEFF_ONLY_SINCE,
                 offload_before_wake=pt.trainer == "verl"
-                and version_tuple(pt.trainer_version, NEWEST["verl"]) >= VERL_SLEEP_LEVEL_SINCE)
+                and version_tuple(pt.trainer_version, NEWEST["verl"]) >= VERL_SLEEP_LEVEL_SINCE,
+                packed=pk is not None and pk.remove_padding, score_rows=score_rows, score_length=score_length)
 
 
 def kto_copies(pt: PostTraining, version: tuple, fused: bool) -> str:

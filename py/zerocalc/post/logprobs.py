@@ -47,6 +47,17 @@ dtype (2 under bf16 autocast or a 16-bit module, 4 in fp32).
   gradient and log_softmax's backward output (12n), then the 16-bit cast.
 - verl: `logprobs_from_logits` on flash-attn's fused cross-entropy (verl/utils/torch_functional.py): the
   logits kept (c·n), their gradient (c·n).
+  With ``packing.remove_padding`` (`use_remove_padding`, dp_actor.py `_forward_micro_batch` at v0.4.1 ...
+  v0.7.0) the micro-batch is one packed row of N real tokens and `logits_rmpad = output.logits.squeeze(0)`
+  (N, V) covers every one of them, prompt included (not only the response slice); `div_(temperature)` in place,
+  then `logprobs_from_logits(logits_rmpad, input_ids_rmpad_rolled, inplace_backward=not calculate_entropy)`:
+  the logits are contiguous, so flash-attn's `cross_entropy_loss` saves them as they are (`ctx.save_for_backward
+  (logits, lse, labels)`) and its backward writes the gradient into them (`dlogits = logits if
+  ctx.inplace_backward else torch.empty_like(logits)`, flash_attn/ops/triton/cross_entropy.py): c·N·V saved, at
+  the end of forward and at the backward peak (`verl_packed_buffers`); with the update's entropy (verl < 0.4,
+  `calculate_entropy`) the gradient is a tensor of its own, c·N·V more. The padded path makes the response
+  slice (a view of the whole logits) and keeps the numbers above. The per-token fp32 losses and lse (8N bytes)
+  are left out.
 - Fused (``loss: chunked``): Liger's fused linear preference and GRPO losses (TRL `use_liger_kernel`:
   `LigerFusedLinearDPOLoss`, `LigerFusedLinearGRPOLoss`) run lm_head and the log-softmax chunk by chunk and
   never hold the whole logits: one chunk's 16-bit logits and fp32 log-softmax (and, in backward, its gradient)
@@ -276,8 +287,15 @@ def verl_entropy_bytes(rows: int, completion: int, vocab: int) -> int:
     sum are on autocast's fp32 list, so pd is fp32 and `pd * logits` promotes to fp32: two fp32 tensors of the
     slice at once (logsumexp's fp32 cast and its `self - maxes` before them are as large). The remove-padding
     path runs `torch.compile(entropy_from_logits)` (use_torch_compile, default true), fused: nothing of that size
-    (not counted; the plan cannot say remove-padding)."""
+    (not counted: ``packing.remove_padding``, post/phases.py)."""
     return 2 * 4 * rows * completion * vocab
+
+
+def verl_packed_buffers(tokens: int, vocab: int, c: int, inplace: bool = True) -> Logits:
+    """verl's remove-padding log-probs over one packed row of ``tokens`` (see the module docstring): the logits
+    saved by flash-attn's cross-entropy, their gradient written in place (``inplace``) or beside them."""
+    n = tokens * vocab
+    return Logits(saved=c * n, forward_peak=c * n, backward_peak=c * n if inplace else 2 * c * n)
 
 
 def verl_update_entropy(lg: Logits, rows: int, completion: int, vocab: int) -> Logits:

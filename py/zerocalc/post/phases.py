@@ -159,18 +159,19 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
         return None     # TRL 0.18 GRPO: the reference inside the step, no old log-probs at one iteration
     trl_ppo = post.method == "ppo" and post.trainer in ("trl", "ms-swift")
     # TRL PPO scores the rollout in chunks of local_rollout_forward_batch_size, beside the generation's fp32 scores
-    rows = min(post.gen_rows, ROLLOUT_FORWARD_BATCH) if trl_ppo else post.rows
+    rows = min(post.gen_rows, ROLLOUT_FORWARD_BATCH) if trl_ppo else (post.score_rows or post.rows)
+    length = post.score_length or post.length     # verl's log-prob budgets (post/defaults.py packed_shape)
     if post.ref_unchunked:        # TRL 0.19 GRPO: the reference over the whole generation batch (defaults.py)
         rows = post.gen_rows
     kept = ppo_rollout_scores_bytes(post.gen_rows, post.completion, arch.vocab_size) // 2 if trl_ppo else 0
-    positions = post.logit_positions if post.online else post.length
+    positions = (post.score_length or post.logit_positions) if post.online else length
     e = 2 if v.si.dt.autocast else v.si.dt.compute
     cast = casts_outputs(post, v.si, v.plan.loss == "chunked")
     c = 4 if cast else e          # accelerate's fp32 copy of the logits (post/fp32out.py)
     if not arch.causal_lm:
         logits = 0
     elif post.fused_head and post.torch_kernels:
-        logits = fused_head_torch(rows * (post.length - 1), arch.vocab_size, arch.hidden_size, e, False).forward_peak
+        logits = fused_head_torch(rows * (length - 1), arch.vocab_size, arch.hidden_size, e, False).forward_peak
     elif post.fused_head:
         logits = fused_head_no_grad(rows * post.labelled, arch.vocab_size, arch.hidden_size, e)
     elif post.loss_kernel and not post.torch_kernels:
@@ -183,16 +184,16 @@ def score_phase(v: RunView, post: Post) -> Phase | None:
         logits = max(logits, temperature_copy_bytes(rows, positions, arch.vocab_size, c))   # logits / temperature
     if post.kto_copies and post.trainer == "trl" and not post.online and arch.causal_lm:
         # TRL < 1.15 KTO's precompute: the matched forward's logits kept through the KL forward (post/kto.py)
-        logits += c * rows * post.length * arch.vocab_size
-    if post.score_entropy and arch.causal_lm:
+        logits += c * rows * length * arch.vocab_size
+    if post.score_entropy and arch.causal_lm and not post.packed:     # packed: torch.compile'd, fused (logprobs.py)
         logits += verl_entropy_bytes(rows, post.completion, arch.vocab_size)      # the actor's old-log-prob pass
-    peak = max(logits + e * rows * post.length * arch.hidden_size, _layer_moment(v, rows, post.length)) + kept
+    peak = max(logits + e * rows * length * arch.hidden_size, _layer_moment(v, rows, length)) + kept
     base = _forward_resident(v, post, "score")
     if not post.online:
         base = {k: b for k, b in base.items() if k in ("weights", "lora_adapters", "buffers")}
     what = "old/reference/reward log-probabilities" if post.online else "reference log-probabilities precomputed"
     return phase("score", base, {"logits": peak}, transient=peak - kept,
-                 note=f"{what}, {rows} rows x {post.length} tokens", **_offload_kw(v, post, "score"))
+                 note=f"{what}, {rows} rows x {length} tokens", **_offload_kw(v, post, "score"))
 
 
 def in_step_score_phase(post: Post, step_terms) -> Phase | None:

@@ -36,7 +36,7 @@ from .generator import cuda_graph_bytes, sleep_host_bytes, vllm_budget_bytes, vl
 from .logprobs import (CHOSEN_NLL, chosen_nll, fused_head_buffers, fused_head_no_grad, fused_head_torch, kernel_buffers,
                        hidden_states_bytes, policy_logprob_buffers, reference_chosen_nll, reference_forward_bytes,
                        temperature_copy_bytes, upcast_buffers, value_head_logits,
-                       verl_update_entropy)
+                       verl_packed_buffers, verl_update_entropy)
 from .models import critic_terms, reference_weight_terms, reward_weight_terms, scalar_head_arch, value_head_arch
 
 
@@ -72,6 +72,9 @@ def policy_buffers(sp: Plan, si: StepInputs, post: Post) -> Logits:
     v, h, c = si.arch.vocab_size, si.arch.hidden_size, logits_bytes(si)
     if casts_outputs(post, si, sp.loss == "chunked"):
         c = 4
+    if post.packed:               # verl use_remove_padding: one packed row (post/logprobs.py verl_packed_buffers)
+        lg = verl_packed_buffers(post.length, v, c, inplace=not post.update_entropy)
+        return verl_update_entropy(lg, 1, post.length, v) if post.update_entropy else lg
     if post.fused_head:
         head_trains = sp.method == "full" or "lm_head" in sp.lora.targets
         return (fused_head_torch(post.rows * (post.length - 1), v, h, c, head_trains) if post.torch_kernels
