@@ -324,3 +324,61 @@ def test_verl_sleep_level_assumption_is_warned():
     base = VERL.replace("actor_rollout_ref.rollout.free_cache_engine=False ", "")
     assert any(w["id"] == "verl-sleep-level" for w in import_config(base, {}).warnings)
     assert not any(w["id"] == "verl-sleep-level" for w in import_config(VERL, {}).warnings)   # engine kept
+
+
+# verl's examples/grpo_trainer/run_qwen2-7b_seq_balance.sh (v0.5.0), rollout vLLM: remove-padding and
+# use_dynamic_bsz with a 24,000-token budget
+SEQ_BALANCE = ("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo data.train_batch_size=1024 "
+               "data.max_prompt_length=512 data.max_response_length=1024 "
+               "actor_rollout_ref.model.path=Qwen/Qwen2-7B-Instruct actor_rollout_ref.model.use_remove_padding=True "
+               "actor_rollout_ref.actor.ppo_mini_batch_size=256 actor_rollout_ref.actor.use_dynamic_bsz=True "
+               "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24000 actor_rollout_ref.actor.use_kl_loss=True "
+               "actor_rollout_ref.rollout.tensor_model_parallel_size=2 actor_rollout_ref.rollout.name=vllm "
+               "actor_rollout_ref.rollout.gpu_memory_utilization=0.6 actor_rollout_ref.rollout.n=5 "
+               "actor_rollout_ref.ref.fsdp_config.param_offload=True trainer.n_gpus_per_node=8 trainer.nnodes=1\n")
+
+
+def test_verl_remove_padding_and_dynamic_bsz():
+    res = import_config(SEQ_BALANCE, {})
+    pk = res.plan["post_training"]["packing"]
+    # the log-prob passes default to the actor's switch and budget (rollout.yaml / ref.yaml oc.select): 24,000
+    assert pk == {"remove_padding": True, "update_max_tokens": 24000, "score_max_tokens": 24000}
+    # no ppo_micro_batch_size_per_gpu (dp_actor.py never reads it with use_dynamic_bsz): the micro-batch is the DP
+    # group's mini-batch, 256 prompts x 5 / 8 GPUs = 160 rows, one accumulation step
+    assert res.plan["micro_batch_size"] == 160 and res.plan["gradient_accumulation_steps"] == 1
+    keys = {n["key"] for n in res.not_represented}
+    assert not keys & {"actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.actor.use_dynamic_bsz",
+                       "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"}
+    assert not any(w["id"] == "verl-dynamic-bsz-padded" for w in res.warnings)
+    from zerocalc.plan import Plan
+    from zerocalc.post import resolve
+    post = resolve(Plan.from_dict(res.plan))
+    assert (post.rows, post.length) == (1, 24000 + 1536 - 1)          # the Karmarkar-Karp bound (post/defaults.py)
+
+
+def test_verl_log_prob_budgets_sp_and_bad_budget():
+    # the reference's own budget, larger than the rollout's: the score pass takes the larger
+    res = import_config(SEQ_BALANCE.replace("\n", " actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=48000\n"), {})
+    assert res.plan["post_training"]["packing"]["score_max_tokens"] == 48000
+    # Ulysses sp 2: dp_actor.py `ppo_max_token_len_per_gpu * ulysses_sequence_parallel_size` per SP group, held
+    # whole on one GPU by the plan: 48,000
+    res = import_config(SEQ_BALANCE.replace("\n", " actor_rollout_ref.actor.ulysses_sequence_parallel_size=2\n"), {})
+    assert res.plan["post_training"]["packing"]["update_max_tokens"] == 48000
+    # a budget under one sequence (512 + 1,024): verl asserts max_token_len >= the sequence length
+    with pytest.raises(ConfigImportError) as e:
+        import_config(SEQ_BALANCE.replace("ppo_max_token_len_per_gpu=24000", "ppo_max_token_len_per_gpu=1024"), {})
+    assert e.value.key == "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+
+
+def test_verl_dynamic_bsz_without_remove_padding_is_warned_and_off_is_today():
+    padded = SEQ_BALANCE.replace("use_remove_padding=True", "use_remove_padding=False")
+    res = import_config(padded, {})
+    assert res.plan["post_training"]["packing"]["remove_padding"] is False
+    assert any(w["id"] == "verl-dynamic-bsz-padded" for w in res.warnings)
+    # neither switch on: no packing key, as before
+    off = VERL.replace("\n", " actor_rollout_ref.model.use_remove_padding=False "
+                             "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384\n")
+    res = import_config(off, {})
+    assert "packing" not in res.plan["post_training"]
+    reasons = {n["key"]: n["reason"] for n in res.not_represented}
+    assert not reasons["actor_rollout_ref.model.use_remove_padding"].startswith(NOT_MODELLED)
