@@ -16,6 +16,9 @@ accumulation = that ÷ ``ppo_micro_batch_size_per_gpu``), ``actor.strategy`` fsd
 with ``actor.use_kl_loss`` or ``algorithm.use_kl_in_reward`` (ray_trainer ``need_reference_policy``); verl
 forces it to CPU offload (fsdp_workers.py "We force reference policy to use CPUOffload"), with LoRA it is the
 actor without its adapter (``ref_in_actor``). FSDP keeps bf16 compute over an fp32 actor (bf16-mixed).
+``model.use_remove_padding`` (false), ``actor.use_dynamic_bsz`` (false) with ``ppo_max_token_len_per_gpu`` (16384)
+and the log-prob passes' ``log_prob_use_dynamic_bsz`` / ``log_prob_max_token_len_per_gpu`` (the actor's) give
+``post_training.packing`` (`_packing`; the engine's reading: post/defaults.py `packed_shape`).
 """
 from __future__ import annotations
 

@@ -53,6 +53,8 @@ post-training.md; the TRL ones read at trl@f2cd577).
   [loss_mask[:num_examples]].mean()`, policy only, computed whether or not rpo_alpha is set; used at 383-384) and
   LLaMA-Factory (train/dpo/trainer.py `get_batch_loss_metrics`: `sft_loss = -policy_chosen_logps_avg`, added when
   `ftx_gamma > 1e-6`) reuse the per-token log-probabilities they already hold: no buffer of their own.
+- verl's ``packing`` (`use_remove_padding`, `use_dynamic_bsz` and the token budgets): the update step's and
+  the score pass's micro-batch as one packed row of real tokens, or the rows a budget admits (`packed_shape`).
 - The generator. TRL / ms-swift / LLaMA-Factory generate with HF `generate` unless `use_vllm`; colocated vLLM
   `gpu_memory_utilization` defaults: TRL 0.3 (`vllm_gpu_memory_utilization`), verl 0.5 (rollout.yaml),
   OpenRLHF 0.95 (`--vllm.gpu_memory_utilization`), ms-swift 0.9; verl always runs vLLM in its hybrid engine and
