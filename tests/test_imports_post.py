@@ -382,3 +382,22 @@ def test_verl_dynamic_bsz_without_remove_padding_is_warned_and_off_is_today():
     assert "packing" not in res.plan["post_training"]
     reasons = {n["key"]: n["reason"] for n in res.not_represented}
     assert not reasons["actor_rollout_ref.model.use_remove_padding"].startswith(NOT_MODELLED)
+
+
+def test_verl_log_prob_micro_batch_sizes():
+    # no dynamic batch: the old-log-prob pass splits by rollout.log_prob_micro_batch_size_per_gpu (data.split), a
+    # full reference by its own; the score pass takes the larger (8 vs 24 -> 24)
+    base = VERL.replace("\n", " actor_rollout_ref.actor.use_kl_loss=True "
+                              "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8 "
+                              "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=24\n")
+    res = import_config(base, {})
+    assert res.plan["post_training"]["packing"] == {"remove_padding": False, "score_micro_batch_size": 24}
+    # the global form is divided by the data-parallel groups (fsdp_workers.py `//= world // sp`): 64 / 4 GPUs = 16
+    res = import_config(VERL.replace("\n", " actor_rollout_ref.rollout.log_prob_micro_batch_size=64\n"), {})
+    assert res.plan["post_training"]["packing"]["score_micro_batch_size"] == 16
+    # with LoRA the reference is the actor's compute_log_prob on the rollout's settings: ref.* has no effect
+    lora = base.replace("\n", " actor_rollout_ref.model.lora_rank=16\n")
+    res = import_config(lora, {})
+    assert res.plan["post_training"]["packing"]["score_micro_batch_size"] == 8
+    reasons = {n["key"]: n["reason"] for n in res.not_represented}
+    assert "compute_log_prob" in reasons["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"]

@@ -101,11 +101,27 @@ def test_score_pass_has_its_own_budget_and_no_eager_entropy():
     assert padded.transient == 2 * 4 * 2048 * V + 8 * 4 * 1024 * V + 2 * 4 * 2048 * H
 
 
+def test_score_micro_batch_size_and_the_larger_pass():
+    # log_prob_micro_batch_size_per_gpu 16 (data.split(16)), remove-padding: one row of 16 x 2,048 = 32,768 tokens
+    from zerocalc.post import resolve
+    post = resolve(verl_plan({"remove_padding": True, "score_micro_batch_size": 16}))
+    assert (post.score_rows, post.score_length) == (1, 32768) and (post.rows, post.length) == (1, 8192)
+    # padded: 16 rows of 2,048
+    assert resolve(verl_plan({"score_micro_batch_size": 16})).score_rows == 16
+    # a budget (one pass, 8,192 -> 8,192 + 2,047 = 10,239 tokens) beside a micro-batch (the other, 32,768): the
+    # larger pass sets the score phase
+    post = resolve(verl_plan({"remove_padding": True, "score_max_tokens": 8192, "score_micro_batch_size": 16}))
+    assert post.score_length == 32768
+    post = resolve(verl_plan({"remove_padding": True, "score_max_tokens": 8192, "score_micro_batch_size": 2}))
+    assert post.score_length == 10239                                     # 2 x 2,048 = 4,096 < 10,239
+
+
 @pytest.mark.parametrize("packing, key", [
     ({"remove_padding": True, "update_max_tokens": 2047}, "post_training.packing.update_max_tokens"),
     ({"score_max_tokens": 1000}, "post_training.packing.score_max_tokens"),
     ({"remove_padding": "yes"}, "post_training.packing.remove_padding"),
     ({"pad": True}, "post_training.packing.pad"),
+    ({"score_micro_batch_size": 0}, "post_training.packing.score_micro_batch_size"),
 ])
 def test_bad_packing_names_the_key(packing, key):
     # verl's rearrange_micro_batches asserts max_token_len >= attention_mask.shape[-1] (1,024 + 1,024 = 2,048)
@@ -128,5 +144,6 @@ def test_packing_is_verls_and_needs_flash_attention():
 def test_packing_round_trips():
     p = verl_plan({"remove_padding": True, "update_max_tokens": 16384})
     d = p.to_dict()["post_training"]["packing"]
-    assert d == {"remove_padding": True, "update_max_tokens": 16384, "score_max_tokens": None}
+    assert d == {"remove_padding": True, "update_max_tokens": 16384, "score_max_tokens": None,
+                 "score_micro_batch_size": None}
     assert Plan.from_dict(p.to_dict()).to_dict() == p.to_dict()

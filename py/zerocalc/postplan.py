@@ -118,6 +118,8 @@ class Packing:
     remove_padding: bool = False            # the micro-batch's real tokens as one row (flash-attn varlen)
     update_max_tokens: Any = None           # the update step's token budget per GPU, or None = micro_batch_size rows
     score_max_tokens: Any = None            # the log-prob (score) passes' budget, or None = as the update's rows
+    score_micro_batch_size: Any = None      # their rows without a budget (log_prob_micro_batch_size_per_gpu), or
+                                            # None = micro_batch_size
 
 
 def _opt_int(key: str, v: Any, lo: int, hi: int) -> Any:
@@ -228,7 +230,9 @@ def _parse_packing(v: Any) -> Any:
     reject_unknown(key, obj, tuple(f.name for f in fields(Packing)))
     return Packing(remove_padding=check_bool(f"{key}.remove_padding", obj.get("remove_padding", False)),
                    update_max_tokens=_opt_int(f"{key}.update_max_tokens", obj.get("update_max_tokens"), 1, MAX_LEN),
-                   score_max_tokens=_opt_int(f"{key}.score_max_tokens", obj.get("score_max_tokens"), 1, MAX_LEN))
+                   score_max_tokens=_opt_int(f"{key}.score_max_tokens", obj.get("score_max_tokens"), 1, MAX_LEN),
+                   score_micro_batch_size=_opt_int(f"{key}.score_micro_batch_size", obj.get("score_micro_batch_size"),
+                                                   1, 1 << 20))
 
 
 def default_generations(pt: PostTraining) -> int:

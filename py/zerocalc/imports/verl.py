@@ -17,7 +17,8 @@ with ``actor.use_kl_loss`` or ``algorithm.use_kl_in_reward`` (ray_trainer ``need
 forces it to CPU offload (fsdp_workers.py "We force reference policy to use CPUOffload"), with LoRA it is the
 actor without its adapter (``ref_in_actor``). FSDP keeps bf16 compute over an fp32 actor (bf16-mixed).
 ``model.use_remove_padding`` (false), ``actor.use_dynamic_bsz`` (false) with ``ppo_max_token_len_per_gpu`` (16384)
-and the log-prob passes' ``log_prob_use_dynamic_bsz`` / ``log_prob_max_token_len_per_gpu`` (the actor's) give
+and the log-prob passes' ``log_prob_use_dynamic_bsz`` / ``log_prob_max_token_len_per_gpu`` (the actor's) or
+``log_prob_micro_batch_size_per_gpu`` give
 ``post_training.packing`` (`_packing`; the engine's reading: post/defaults.py `packed_shape`).
 """
 from __future__ import annotations
@@ -30,9 +31,7 @@ from .post_common import not_modelled_flags, role_model, set_lora
 A = "actor_rollout_ref."
 ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo"}
 LENGTH_KEYS = ("data.max_prompt_length", "data.max_response_length")
-NOT_MODELLED_KEYS = (A + "rollout.log_prob_micro_batch_size_per_gpu",
-                     A + "rollout.log_prob_micro_batch_size", A + "ref.log_prob_micro_batch_size_per_gpu",
-                     A + "ref.log_prob_micro_batch_size", A + "actor.fsdp_config.grad_offload",
+NOT_MODELLED_KEYS = (A + "actor.fsdp_config.grad_offload",
                      A + "actor.entropy_checkpointing", A + "rollout.max_num_batched_tokens",
                      "critic.ppo_micro_batch_size_per_gpu",
                      "critic.forward_micro_batch_size_per_gpu", A + "model.use_fused_kernels",
@@ -221,7 +220,7 @@ def import_verl(cfg: dict, plan, loader=None, cmd=None):
         b.set("reward_model.enable", "post_training.reward_model",
               role_model(b, "reward_model.model.path", rp, path, "same-gpus"))
     _rollout(b, flat, take, world)
-    _packing(b, flat, take, sp, dyn, need_ref)
+    _packing(b, flat, take, sp, dp, dyn, need_ref and not lora)
     not_modelled_flags(b, flat, take, NOT_MODELLED_KEYS)
     # the update step computes the entropy under autograd only when entropy_coeff != 0 (dp_actor.py update_policy:
     # `if entropy_coeff != 0: calculate_entropy = True`, v0.4.1 / v0.5.0; v0.7.0 `self.config.calculate_entropy or
@@ -246,43 +245,59 @@ def _flag(flat: dict, take, key: str, default: bool = False) -> bool:
 BUDGET = 16384      # actor.ppo_max_token_len_per_gpu (actor.yaml / ppo_trainer.yaml, v0.4.1 ... v0.7.0)
 
 
-def _packing(b: Builder, flat: dict, take, sp: int, dyn: bool, need_ref: bool) -> None:
+def _packing(b: Builder, flat: dict, take, sp: int, dp: int, dyn: bool, ref_own: bool) -> None:
     """``post_training.packing`` from verl's ``model.use_remove_padding`` (default false), ``actor.use_dynamic_bsz``
     (false) with ``actor.ppo_max_token_len_per_gpu`` (16384), and the log-prob passes' own
     ``rollout`` / ``ref.log_prob_use_dynamic_bsz`` (default: the actor's) with ``log_prob_max_token_len_per_gpu``
     (default: the actor's budget; ppo_trainer.yaml v0.4.1 `${actor_rollout_ref.actor...}`, rollout.yaml / ref.yaml
-    v0.5.0+ `oc.select`). dp_actor.py multiplies each budget by ``ulysses_sequence_parallel_size`` (the SP group's
-    budget, `max_token_len * self.ulysses_sequence_parallel_size`); the plan holds the group's whole sequences on
-    one GPU (see the batch above), so it takes budget x sp. The score pass takes the larger of the rollout's (the
-    old log-probs) and, where a reference runs, the reference's budget."""
+    v0.5.0+ `oc.select`), or ``log_prob_micro_batch_size_per_gpu`` (a global ``log_prob_micro_batch_size`` is
+    divided by world // sp: fsdp_workers.py `ActorRolloutRefWorker.__init__`). dp_actor.py multiplies each budget by
+    ``ulysses_sequence_parallel_size`` (the SP group's budget); the plan holds the group's whole sequences on one
+    GPU (see the batch above), so it takes budget x sp. The reference's keys count for a full reference only: with
+    LoRA `compute_ref_log_prob` runs the actor's `compute_log_prob`, on the rollout's settings (fsdp_workers.py
+    v0.5.0). The score pass takes the larger pass (post/defaults.py `score_shape`)."""
     rp_key, t_key = A + "model.use_remove_padding", A + "actor.ppo_max_token_len_per_gpu"
     rp_v = flat.get(rp_key)
     rp = _flag(flat, take, rp_key)
     t_v = take(t_key)
     budget = BUDGET if t_v is None else as_int(t_key, t_v, minimum=1)
     length = b.plan["post_training"]["prompt_len"] + b.plan["post_training"]["completion_len"]
-    scores = []
+    scores, micros = [], []
     for role in ("rollout", "ref"):
-        dk, tk = A + f"{role}.log_prob_use_dynamic_bsz", A + f"{role}.log_prob_max_token_len_per_gpu"
-        on = _flag(flat, take, dk, dyn)
-        tv = take(tk)
-        t = budget if tv is None else as_int(tk, tv, minimum=1)
-        if role == "ref" and not need_ref:
-            for k in (dk, tk):
-                if k in flat:
-                    b.skip(k, flat[k], NO_EFFECT + " (no reference: neither use_kl_loss nor use_kl_in_reward)")
+        r = A + role + "."
+        keys = [r + k for k in ("log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu",
+                                "log_prob_micro_batch_size_per_gpu", "log_prob_micro_batch_size")]
+        vals = [take(k) for k in keys]
+        if role == "ref" and not ref_own:
+            for k, v in zip(keys, vals):
+                if v is not None:
+                    b.skip(k, v, NO_EFFECT + " (no reference of its own: none runs, or with LoRA the actor's "
+                                             "compute_log_prob on the rollout's settings)")
             continue
+        on = dyn if vals[0] is None else as_bool(keys[0], vals[0])
         if on:
-            scores.append((t * sp, tk, tv is None and t_v is None))
-        elif tv is not None:
-            b.skip(tk, tv, NO_EFFECT + f" ({dk} false: the pass splits by log_prob_micro_batch_size_per_gpu)")
+            t = budget if vals[1] is None else as_int(keys[1], vals[1], minimum=1)
+            scores.append((t * sp, keys[1], vals[1] is None and t_v is None))
+            for k, v in zip(keys[2:], vals[2:]):
+                if v is not None:
+                    b.skip(k, v, NO_EFFECT + f" ({keys[0]}: the pass splits by tokens)")
+            continue
+        if vals[1] is not None:
+            b.skip(keys[1], vals[1], NO_EFFECT + f" ({keys[0]} false: the pass splits by its micro-batch size)")
+        if vals[2] is not None:
+            micros.append((as_int(keys[2], vals[2], minimum=1), keys[2]))
+        elif vals[3] is not None:
+            g = as_int(keys[3], vals[3], minimum=1)
+            if g < dp:
+                raise ConfigImportError(keys[3], f"{g} is less than one row per data-parallel group ({dp})")
+            micros.append((g // dp, keys[3]))          # fsdp_workers.py: log_prob_micro_batch_size //= world // sp
     for tokens, key, _ in ([(budget * sp, t_key, False)] if dyn else []) + scores:
         if tokens < length:
             # seqlen_balancing.py rearrange_micro_batches: "max_token_len must be greater than the sequence length"
             raise ConfigImportError(key, f"{tokens} tokens{f' (x ulysses {sp})' if sp > 1 else ''} is less than "
                                          f"one sequence, data.max_prompt_length + max_response_length = {length}: "
                                          "verl asserts max_token_len >= the sequence length")
-    if not (rp or dyn or scores):
+    if not (rp or dyn or scores or micros):
         if rp_v is not None:
             b.skip(rp_key, rp_v, NO_EFFECT + " (false: the default, padded micro-batches)")
         if t_v is not None:
@@ -297,6 +312,9 @@ def _packing(b: Builder, flat: dict, take, sp: int, dyn: bool, need_ref: bool) -
     if scores:
         tokens, key, dflt = max(scores)
         b.set(key, k + "score_max_tokens", tokens, default=dflt)
+    if micros:
+        rows, key = max(micros)
+        b.set(key, k + "score_micro_batch_size", rows)
     if (dyn or scores) and not rp:
         b.warn("verl-dynamic-bsz-padded", "use_dynamic_bsz without use_remove_padding: each micro-batch is padded to "
                                           "prompt + response, and how many rows it packs depends on the real "

@@ -267,6 +267,17 @@ def packed_shape(remove_padding: bool, budget, micro: int, mini: int, length: in
     return min(mini, max(1, bound // length)), length
 
 
+def score_shape(pk, micro: int, mini: int, length: int) -> tuple[int, int]:
+    """The score pass's (rows, tokens per row): the larger of verl's log-prob passes, the old log-probs'
+    (`compute_log_prob`: rollout.log_prob_*) and a full reference's (`compute_ref_log_prob`: ref.log_prob_*), each
+    split by its token budget (`use_dynamic_bsz`) or by its micro-batch size (`data.split(micro_batch_size)`)."""
+    shapes = [packed_shape(pk.remove_padding, pk.score_max_tokens, micro, mini, length)] \
+        if pk.score_max_tokens is not None else []
+    if pk.score_micro_batch_size is not None or not shapes:
+        shapes.append(packed_shape(pk.remove_padding, None, pk.score_micro_batch_size or micro, mini, length))
+    return max(shapes, key=lambda s: s[0] * s[1])
+
+
 def resolve(plan: Plan) -> Post | None:
     pt = plan.post_training
     if pt is None:
@@ -285,8 +296,7 @@ def resolve(plan: Plan) -> Post | None:
     if pk is not None and not offline:
         rows, length = packed_shape(pk.remove_padding, pk.update_max_tokens, b, b * steps, prompt + completion)
         positions = length        # verl's logits cover every (packed) position: logits_rmpad / output.logits
-        score_rows, score_length = packed_shape(pk.remove_padding, pk.score_max_tokens, b, b * steps,
-                                                prompt + completion)
+        score_rows, score_length = score_shape(pk, b, b * steps, prompt + completion)
     critic = reward = None
     if pt.method == "ppo":
         # OpenRLHF's critic and reward model are Ray actor groups of their own (train_ppo_ray.py), unless colocated

@@ -187,9 +187,11 @@ EXPECTED.update({
         G + "gpu_memory_utilization": 0.6, G + "tensor_parallel_size": 2, G + "sleep": 2, G + "enforce_eager": False,
         "gpus_per_node": 8, "nodes": 1, "framework": "fsdp", "zero_stage": 3, "method": "full",
         "micro_batch_size": 40, "gradient_accumulation_steps": 4, "activation_checkpointing": "full",
-        "offload_params": "none", "offload_optimizer": "none", PT + "packing.remove_padding": True}),
+        "offload_params": "none", "offload_optimizer": "none", PT + "packing.remove_padding": True,
+        PT + "packing.score_micro_batch_size": 40}),
     # use_remove_padding=True in both scripts: the micro-batch packed into one row (post/defaults.py packed_shape);
-    # no use_dynamic_bsz, so no token budget (the log-prob passes' micro-batch sizes are not modelled)
+    # no use_dynamic_bsz, so no token budget; the 7B's log-prob passes (rollout and its full reference) split by
+    # log_prob_micro_batch_size_per_gpu 40 each; the LoRA one's reference is the actor's pass (rollout's settings)
     # LoRA rank 64 alpha 32 (targets: verl's all-linear default); 2 GPUs; 16 prompts x 5 / 2 / 40 = 1;
     # use_kl_loss with LoRA -> the actor without its adapter (ref_in_actor); layered_summon True (load_format
     # safetensors) -> the sync one layer at a time, and sleep level 1 (vLLMRollout: layered_summon keeps level 1)
@@ -198,7 +200,7 @@ EXPECTED.update({
         PT + "prompt_len": 512, PT + "completion_len": 1024, "method": "lora", "lora.rank": 64, "lora.alpha": 32,
         "lora.targets": ALL7, "gpus_per_node": 2, "micro_batch_size": 40, "gradient_accumulation_steps": 1,
         G + "gpu_memory_utilization": 0.6, G + "tensor_parallel_size": 2, G + "sleep": 1,
-        G + "layered_summon": True, PT + "packing.remove_padding": True}),
+        G + "layered_summon": True, PT + "packing.remove_padding": True, PT + "packing.score_micro_batch_size": 40}),
 
     # ---------------------------------------------------------------- OpenRLHF
     # torchrun --nproc-per-node ${NPROC_PER_NODE:-8} -> 8 GPUs; accumulation 256 / (1 x 8) = 32; max_len 8192 as
