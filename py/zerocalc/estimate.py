@@ -21,8 +21,8 @@ from .memory.fragmentation import over_steps
 from .memory.vision import plan_support
 from .memory.runtime import (PINNED_PER_TRANSIENT, allocator_cache_bytes, allocator_reserve, lazy_state_cache,
                              runtime_terms, stream_cache)
-from .memory.terms import (ALLOCATOR, COMPONENTS, COUNTED, DRIVER, HOST_PINNED, MANAGED, ON_GPU, STREAM_CACHE, Term,
-                           phases_of)
+from .memory.terms import (ALL, ALLOCATOR, COMPONENTS, COUNTED, DRIVER, HOST_PINNED, MANAGED, ON_GPU, RESERVE, STREAM_CACHE,
+                           Term, phases_of)
 from .plan import Plan
 from .post import post_phases, post_step_terms, update_inputs, update_plan
 from .post import resolve as resolve_post
@@ -111,6 +111,13 @@ def _sums(plan: Plan, ts: list[Term], spec: GpuSpec) -> tuple:
         extra = max(extra, min(lazy, max(int(moving[peak_phase] * PINNED_PER_TRANSIENT["saved"]), room - peak_alloc)))
     reserve = [Term(cache.name, cache.component, extra, cache.phases, cache.where)] + streams
     reserved = peak_alloc + sum(t.nbytes for t in reserve)
+    if plan.framework == "deepspeed" and plan.zero_stage in (1, 2) and plan.offload_optimizer == "none":
+        # the step's own segments beside what the forward / backward keep (memory/deepspeed.py)
+        fb = max((alloc[ph] + cache_at[ph] for ph in phases if not ph.startswith("step")), default=0)
+        seg = min(ds.zero12_step_reserved(ts, fb), room)
+        if seg > reserved:
+            reserve.append(Term("zero_step_segments", "runtime", seg - reserved, ALL, RESERVE))
+            reserved = seg
     managed = sum(t.nbytes for t in ts if t.where == MANAGED and peak_phase in t.phases)
     return alloc, peak_phase, peak_alloc, reserve, reserved, outside, managed
 

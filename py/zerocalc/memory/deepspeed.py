@@ -331,3 +331,39 @@ def host_loading_bytes(plan: Plan, arch: ModelArch) -> int:
 
 __all__ = ["zero_terms", "Trainable", "host_loading_bytes", "partition_overlap", "padded_partition",
            "persistent_numel", "stage3_partition"]
+
+
+def zero12_step_reserved(ts: list[Term], fb_reserved: int) -> int:
+    """The steady ZeRO-1/2 step's reserved bytes counted segment by segment (DeepSpeed 0.19.8,
+    runtime/zero/stage_1_and_2.py, no optimizer offload, 16-bit weights with an fp32 master), or 0 where the
+    terms are not those of that wrapper. ``fb_reserved``: the most the forward / backward moments take,
+    allocated plus their cache. Each request over 10 MiB opens a segment of its own size and best fit never
+    merges across segments (c10/cuda/CUDACachingAllocator.cpp get_allocation_size, get_free_block), and
+    nothing calls empty_cache after __init__, so the steady step keeps:
+    - the persistent tensors (16-bit flat params, fp32 master, Adam states, the cuBLAS workspace);
+    - the module's own 16-bit params (``build`` = the flat buffer's bytes): __init__ flattens them on the
+      device (flatten_dense_tensors_aligned) and frees the originals, per-parameter blocks;
+    - the bf16 partition's `.detach().clone()` that __init__ casts to the fp32 master (``clone`` = gb x
+      partition); the step's flat 16-bit gradient (`flatten(averaged_gradients)`, the same size) reuses it;
+    - two step segments: the fp64 norm copy of the largest slice (get_grad_norm_direct, ``F``) and the fp32
+      cast of the flat gradient (`.to(fp32)`, ``C``) run one after the other in a segment of max(F, C), while
+      the backward's grads_in_partition (``G``) takes the smallest free step segment that fits it: F's own
+      segment where F >= G, otherwise a second C-sized one (traced: tools/dsprobe/steptrace.py,
+      tests/data/dsprobe_step_reserve.json);
+    - what the forward / backward needs beyond ``build`` + ``clone``, which they serve first (the first
+      forward runs before any step segment exists)."""
+    by: dict = {}
+    persistent = 0
+    for t in ts:
+        if t.where == ALLOCATOR:
+            by[t.name] = by.get(t.name, 0) + t.nbytes
+            if "fwd" in t.phases and "step" in t.phases:
+                persistent += t.nbytes
+    need = ("flat_16bit_params", "fp32_master", "step_transient", "fp64_norm_copy", "grad_partition")
+    if any(not by.get(n) for n in need) or by["step_transient"] <= by["fp32_master"]:
+        return 0
+    build, c, f, g = by["flat_16bit_params"], by["fp32_master"], by["fp64_norm_copy"], by["grad_partition"]
+    clone = by["step_transient"] - c
+    second = f if f >= g else c
+    fb = max(0, fb_reserved - persistent - build - clone)
+    return persistent + build + clone + max(f, c) + second + fb
