@@ -333,7 +333,7 @@ __all__ = ["zero_terms", "Trainable", "host_loading_bytes", "partition_overlap",
            "persistent_numel", "stage3_partition"]
 
 
-def zero12_step_reserved(ts: list[Term], fb_reserved: int) -> int:
+def zero12_step_reserved(ts: list[Term], fb_reserved: int, largest_param: int = 0, buffers: int = 1) -> int:
     """The steady ZeRO-1/2 step's reserved bytes counted segment by segment (DeepSpeed 0.19.8,
     runtime/zero/stage_1_and_2.py, no optimizer offload, 16-bit weights with an fp32 master), or 0 where the
     terms are not those of that wrapper. ``fb_reserved``: the most the forward / backward moments take,
@@ -351,7 +351,9 @@ def zero12_step_reserved(ts: list[Term], fb_reserved: int) -> int:
       segment where F >= G, otherwise a second C-sized one (traced: tools/dsprobe/steptrace.py,
       tests/data/dsprobe_step_reserve.json);
     - what the forward / backward needs beyond ``build`` + ``clone``, which they serve first (the first
-      forward runs before any step segment exists)."""
+      forward runs before any step segment exists); the ipg buckets (setup_buckets: ``buffers`` requests of
+      reduce_bucket_size each, two with overlap_comm) only where each is at most ``largest_param`` (the largest
+      per-parameter block, bytes): a larger bucket fits no such block and opens segments of its own."""
     by: dict = {}
     persistent = 0
     for t in ts:
@@ -365,5 +367,7 @@ def zero12_step_reserved(ts: list[Term], fb_reserved: int) -> int:
     build, c, f, g = by["flat_16bit_params"], by["fp32_master"], by["fp64_norm_copy"], by["grad_partition"]
     clone = by["step_transient"] - c
     second = f if f >= g else c
-    fb = max(0, fb_reserved - persistent - build - clone)
+    own = by.get("ipg_bucket", 0)
+    own = own if own > largest_param * max(1, buffers) else 0
+    fb = max(0, fb_reserved - own - persistent - build - clone) + own
     return persistent + build + clone + max(f, c) + second + fb
