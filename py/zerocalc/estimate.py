@@ -21,8 +21,8 @@ from .memory.fragmentation import over_steps
 from .memory.vision import plan_support
 from .memory.runtime import (PINNED_PER_TRANSIENT, allocator_cache_bytes, allocator_reserve, lazy_state_cache,
                              runtime_terms, stream_cache)
-from .memory.terms import (ALLOCATOR, COMPONENTS, COUNTED, DRIVER, HOST_PINNED, MANAGED, ON_GPU, STREAM_CACHE, Term,
-                           phases_of)
+from .memory.terms import (ALL, ALLOCATOR, COMPONENTS, COUNTED, DRIVER, HOST_PINNED, MANAGED, ON_GPU, RESERVE, STREAM_CACHE,
+                           Term, phases_of)
 from .plan import Plan
 from .post import post_phases, post_step_terms, update_inputs, update_plan
 from .post import resolve as resolve_post
@@ -55,7 +55,7 @@ def step_inputs_for(plan: Plan) -> StepInputs:
     return update_inputs(sp, step_inputs(sp), post)
 
 
-def _sums(plan: Plan, ts: list[Term], spec: GpuSpec) -> tuple:
+def _sums(plan: Plan, ts: list[Term], spec: GpuSpec, largest_param: int = 0) -> tuple:
     """One pass over the terms: the allocated bytes of each phase, the peak phase, the allocator's reserve
     terms, reserved, the bytes outside the allocator and the managed bytes alive at the peak. Terms that share
     a lifetime are summed together first (a plan has a few distinct lifetimes and dozens of terms)."""
@@ -111,8 +111,21 @@ def _sums(plan: Plan, ts: list[Term], spec: GpuSpec) -> tuple:
         extra = max(extra, min(lazy, max(int(moving[peak_phase] * PINNED_PER_TRANSIENT["saved"]), room - peak_alloc)))
     reserve = [Term(cache.name, cache.component, extra, cache.phases, cache.where)] + streams
     reserved = peak_alloc + sum(t.nbytes for t in reserve)
+    if plan.framework == "deepspeed" and plan.zero_stage in (1, 2) and plan.offload_optimizer == "none":
+        # the step's own segments beside what the forward / backward keep (memory/deepspeed.py)
+        fb = max((alloc[ph] + cache_at[ph] for ph in phases if not ph.startswith("step")), default=0)
+        buffers = 2 if ds.knobs(plan).overlap_comm else 1
+        seg = min(ds.zero12_step_reserved(ts, fb, largest_param, buffers), room)
+        if seg > reserved:
+            reserve.append(Term("zero_step_segments", "runtime", seg - reserved, ALL, RESERVE))
+            reserved = seg
     managed = sum(t.nbytes for t in ts if t.where == MANAGED and peak_phase in t.phases)
     return alloc, peak_phase, peak_alloc, reserve, reserved, outside, managed
+
+
+def _largest_param(plan: Plan, si: StepInputs) -> int:
+    """Bytes of the largest trainable tensor in the 16-bit dtype: the largest block ZeRO-1/2's flatten frees."""
+    return 2 * si.trainable.largest
 
 
 def _lazy_states(plan: Plan) -> bool:
@@ -126,7 +139,7 @@ def _lazy_states(plan: Plan) -> bool:
 
 def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = None) -> PerGpu:
     ts = terms(plan, si) if ts is None else ts
-    alloc, peak_phase, peak_alloc, reserve, reserved, outside, _ = _sums(plan, ts, spec)
+    alloc, peak_phase, peak_alloc, reserve, reserved, outside, _ = _sums(plan, ts, spec, _largest_param(plan, si))
     # Paged (CUDA managed) memory sits on the GPU only as far as the rest leaves room; the driver
     # evicts the remainder to host RAM instead of failing, so it never causes an out-of-memory.
     room = max(0, spec.capacity_bytes - reserved - outside)
@@ -192,7 +205,7 @@ def _run_of(sp: Plan, si: StepInputs, spec: GpuSpec, post, ts: list[Term], pg: P
 def _step_device_used(plan: Plan, si: StepInputs, spec: GpuSpec) -> tuple:
     """(step plan, post-training settings, terms, reserved, device_used) of the steady step of ``plan``."""
     sp, post, ts = step_terms(plan, si)
-    _, _, _, _, reserved, outside, managed = _sums(sp, ts, spec)
+    _, _, _, _, reserved, outside, managed = _sums(sp, ts, spec, _largest_param(sp, si))
     return sp, post, ts, reserved, reserved + outside + min(managed, max(0, spec.capacity_bytes - reserved - outside))
 
 

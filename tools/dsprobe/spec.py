@@ -117,7 +117,7 @@ def build_spec(plan: dict, *, steps: int = 3, seq_len: int = 128, micro_batch: i
         "world": world, "stage": stage, "precision": precision, "method": method, "lora": lora,
         "offload_optimizer": off_opt, "offload_params": off_par, "zero_init": zero_init, "run": run,
         "gas": gas, "steps": steps, "seq_len": seq_len, "micro_batch": micro_batch,
-        "ds_config": cfg, "model": mcfg, "notes": [note] if note else [],
+        "ds_config": cfg, "model": mcfg, "checkpointing": plan.get("activation_checkpointing", "none") == "full", "notes": [note] if note else [],
     }
 
 

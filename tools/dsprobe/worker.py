@@ -39,6 +39,11 @@ def _build_model(spec, torch, deepspeed):
             model = make()
     else:
         model = make()
+    if spec.get("checkpointing"):
+        # HF Trainer's gradient_checkpointing=True: PreTrainedModel.gradient_checkpointing_enable (non-reentrant
+        # here, so the embedding output needs no requires_grad hook)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
     if spec["method"] == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -95,6 +100,17 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str, ext_dir: str) -> Non
     t0 = time.perf_counter()
     tr = StorageTracker()
     watch(tr)
+    if os.environ.get("DSPROBE_EVENTS"):
+        # where DeepSpeed calls empty_cache (runtime/utils.py empty_cache -> accelerator.empty_cache): on a GPU
+        # release_cached_blocks frees every wholly free segment there; the CPU accelerator's is a no-op
+        tr.empties = []
+        orig_empty = acc.empty_cache
+
+        def empty_cache(*a, **k):
+            tr.empties.append(len(tr.events))
+            return orig_empty(*a, **k)
+
+        acc.empty_cache = empty_cache
     timings = {}
     run = spec.get("run")
     with tr:
@@ -162,6 +178,8 @@ def run_rank(rank: int, spec: dict, port: int, outdir: str, ext_dir: str) -> Non
     res = analyse(tr, steady_from=2 if spec["steps"] >= 2 else 1)
     if os.environ.get("DSPROBE_ALLOCATOR"):
         res["allocator_phases"] = allocator_phases(tr)
+    if os.environ.get("DSPROBE_EVENTS"):
+        res["events"] = event_log(tr)
     if run:
         from .host import run_phases
         res["run_phases"] = run_phases(tr)
@@ -193,3 +211,11 @@ def allocator_phases(tr) -> dict:
         events.append((rec.key, rec.nbytes if sign > 0 else 0))
     events += [(PHASE, name) for name in marks.get(len(tr.events), ())]
     return replay(events).get("phases", {})
+
+
+def event_log(tr) -> dict:
+    """DSPROBE_EVENTS=1: the rank's storage log as it happened, for a block-level allocator replay
+    (tools/dsprobe/steptrace.py): events [[+1|-1, key, nbytes, label, site], ...], marks [[index, phase], ...],
+    empty_cache [index, ...] (DeepSpeed's empty_cache calls, before the event of that index)."""
+    return {"events": [[s, r.key, r.nbytes, r.label, r.site] for s, r in tr.events],
+            "marks": [[i, n] for i, n in tr.marks], "empty_cache": list(getattr(tr, "empties", []))}

@@ -331,3 +331,52 @@ def host_loading_bytes(plan: Plan, arch: ModelArch) -> int:
 
 __all__ = ["zero_terms", "Trainable", "host_loading_bytes", "partition_overlap", "padded_partition",
            "persistent_numel", "stage3_partition"]
+
+
+def zero12_step_reserved(ts: list[Term], fb_reserved: int, largest_param: int = 0, buffers: int = 1) -> int:
+    """The steady ZeRO-1/2 step's reserved bytes counted segment by segment (DeepSpeed 0.19.8,
+    runtime/zero/stage_1_and_2.py, no optimizer offload, 16-bit weights with an fp32 master), or 0 where the
+    terms are not those of that wrapper. ``fb_reserved``: the most the forward / backward moments take,
+    allocated plus their cache. Each request over 10 MiB opens a segment of its own size and best fit never
+    merges across segments (c10/cuda/CUDACachingAllocator.cpp get_allocation_size, get_free_block), and
+    nothing calls empty_cache after __init__, so the steady step keeps:
+    - the persistent tensors (16-bit flat params, fp32 master, Adam states, the cuBLAS workspace);
+    - the module's own 16-bit params (``build`` = the flat buffer's bytes): __init__ flattens them on the
+      device (flatten_dense_tensors_aligned) and frees the originals, per-parameter blocks;
+    - the bf16 partition's `.detach().clone()` that __init__ casts to the fp32 master (``clone`` = gb x
+      partition), a segment of its own unless the largest parameter's freed block holds it; the step's flat
+      16-bit gradient (`flatten(averaged_gradients)`, the same size) reuses it;
+    - two step segments: the fp64 norm copy of the largest slice (get_grad_norm_direct, ``F``) and the fp32
+      cast of the flat gradient (`.to(fp32)`, ``C``) run one after the other in a segment of max(F, C), while
+      the backward's grads_in_partition (``G``) takes the smallest free step segment that fits it: F's own
+      segment where F >= G, otherwise a second C-sized one (traced: tools/dsprobe/steptrace.py,
+      tests/data/dsprobe_step_reserve.json). torch AdamW makes its two states in the first step (`_init_group`;
+      0.19.8's initialize_optimizer_states runs no step): the first takes the zero gradient's freed
+      partition-sized block, the second, where F's segment has room for it beside C (and then for G), stays
+      there, and that segment is not counted twice;
+    - what the forward / backward needs beyond ``build`` + ``clone``, which they serve first (the first
+      forward runs before any step segment exists); the ipg buckets (setup_buckets: ``buffers`` requests of
+      reduce_bucket_size each, two with overlap_comm) only where each is at most ``largest_param`` (the largest
+      per-parameter block, bytes): a larger bucket fits no such block and opens segments of its own."""
+    by: dict = {}
+    persistent = 0
+    for t in ts:
+        if t.where == ALLOCATOR:
+            by[t.name] = by.get(t.name, 0) + t.nbytes
+            if "fwd" in t.phases and "step" in t.phases:
+                persistent += t.nbytes
+    need = ("flat_16bit_params", "fp32_master", "step_transient", "fp64_norm_copy", "grad_partition")
+    if any(not by.get(n) for n in need) or by["step_transient"] <= by["fp32_master"]:
+        return 0
+    build, c, f, g = by["flat_16bit_params"], by["fp32_master"], by["fp64_norm_copy"], by["grad_partition"]
+    clone = by["step_transient"] - c
+    if clone <= largest_param:
+        clone = 0            # the clone (and the step's flat 16-bit grad) fit a block the flatten just freed
+    second = f if f >= g else c
+    state = by.get("optimizer_states", 0) // 2
+    if f >= g and f - c >= state and f - state >= g:
+        second -= state      # the second lazily made Adam state sits in F's first segment beside C, then G
+    own = by.get("ipg_bucket", 0)
+    own = own if own > largest_param * max(1, buffers) else 0
+    fb = max(0, fb_reserved - own - persistent - build - clone) + own
+    return persistent + build + clone + max(f, c) + second + fb
