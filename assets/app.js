@@ -41,6 +41,7 @@ const framed = window.parent !== window;   // the runtime could not start: the f
 function valueOf(el) {
   const kind = el.dataset.type;
   if (kind === "bool") return el.checked;
+  if (kind === "flag") return el.checked ? true : undefined;   // post-training checkboxes: unticked = the key's default
   if (kind === "tribool") return el.value === "" ? undefined : el.value === "true";
   // "auto" and named values (stack.kbit_prepare "trl-bf16") stay strings; "true" / "false" are booleans
   if (kind === "autobool") return el.value === "true" ? true : el.value === "false" ? false : el.value;
@@ -489,6 +490,22 @@ function setField(name, value) {
   return true;
 }
 
+// post_training's sub-blocks whose keys have fields of their own (the reward / critic blocks are one JSON field each)
+const POST_BLOCKS = ["generator", "packing", "offload_between_updates"];
+
+// The post-training fields that only one trainer reads ([data-when]) are shown where they apply, and wherever they
+// hold a value (a share link's, or one kept after the trainer changed), so the engine's message on it stays in view.
+function syncPostVisibility() {
+  const val = (n) => (form.elements[n] && form.elements[n].value) || "";
+  const trainer = val("post_training.trainer"), gen = val("post_training.generator.engine");
+  const when = { verl: trainer === "verl", offload: ["verl", "ms-swift", "openrlhf"].includes(trainer),
+                 layered: trainer === "verl" && gen !== "hf" && form.elements.method.value !== "full" };
+  for (const box of $$("[data-when]", form)) {
+    const held = $$("input", box).some((i) => (i.type === "checkbox" ? i.checked : i.value.trim() !== ""));
+    box.hidden = !(when[box.dataset.when] || held);
+  }
+}
+
 function loadShareLink() {
   const m = location.hash.match(/^#plan=(.*)$/s);
   if (!m) return false;
@@ -513,9 +530,9 @@ function loadShareLink() {
     }
     if (key === "run") { setField("run", value); continue; }   // one JSON field holds the whole run block
     if (key === "post_training" && value && typeof value === "object" && !Array.isArray(value)) {
-      for (const [k2, v2] of Object.entries(value)) {      // one level deeper: post_training.generator.*
-        if (v2 && typeof v2 === "object" && !Array.isArray(v2) && k2 === "generator") {
-          for (const [k3, v3] of Object.entries(v2)) if (!setField(`post_training.generator.${k3}`, v3) && v3 !== null) unknown.push(`post_training.generator.${k3}`);
+      for (const [k2, v2] of Object.entries(value)) {      // one level deeper: post_training.generator.* and the like
+        if (v2 && typeof v2 === "object" && !Array.isArray(v2) && POST_BLOCKS.includes(k2)) {
+          for (const [k3, v3] of Object.entries(v2)) if (!setField(`post_training.${k2}.${k3}`, v3) && v3 !== null) unknown.push(`post_training.${k2}.${k3}`);
         } else if (!setField(`post_training.${k2}`, v2) && v2 !== null) unknown.push(`post_training.${k2}`);
       }
       continue;
@@ -531,6 +548,7 @@ function loadShareLink() {
   prevModel = $("#f-model").value === "custom" ? prevModel : $("#f-model").value;
   prevGpu = $("#f-gpu").value === "custom" ? prevGpu : $("#f-gpu").value;
   syncCustomVisibility();
+  syncPostVisibility();
   document.body.dataset.method = form.elements.method.value;
   return true;
 }
@@ -645,11 +663,13 @@ form.addEventListener("input", (e) => {
   if (name === "model") onModelSelect();
   if (name === "gpu") onGpuSelect();
   if (name === "method") document.body.dataset.method = e.target.value;
+  if (name === "method" || name.startsWith("post_training.")) syncPostVisibility();
   if (name === PASTE && !onPaste()) { renderErrors(clientErrors); return; }
   request();
 });
 
 const shared = loadShareLink();
+syncPostVisibility();
 showShare(location.hash.startsWith("#plan=") ? location.hash : $("#share-url").value.replace(/^[^#]*/, ""));
 syncCustomVisibility();
 if (shared) { document.body.dataset.stale = "true"; status("loading", "Starting the engine… computing the shared plan."); }
@@ -697,6 +717,7 @@ window.addEventListener("hashchange", () => {
   prevGpu = $("#f-gpu").value;
   loadShareLink();                    // ... then the link's keys on top
   syncCustomVisibility();
+  syncPostVisibility();
   document.body.dataset.method = form.elements.method.value;
   renderErrors(clientErrors);
   request();

@@ -114,3 +114,118 @@ def test_drop_box_reads_a_verl_command_and_fills_the_panel(offline_page):
     expect(page.locator("[name='post_training.generator.gpu_memory_utilization']")).to_have_value("0.6")
     expect(page.locator("[name='post_training.trainer']")).to_have_value("verl")
     assert page.js_errors == [] and page.blocked == []
+
+
+def _verl_lora_command():
+    """The real verl LoRA GRPO script (tests/data/configs/real, SOURCES.md) with the actor's param_offload on and
+    use_dynamic_bsz with a 6144-token budget in place of its ppo_micro_batch_size_per_gpu: it then sets every
+    key of post_training.packing and offload_between_updates the page has fields for, and layered_summon."""
+    import os
+    path = os.path.join(os.path.dirname(__file__), "data", "configs", "real",
+                        "verl__grpo_trainer__run_qwen2_5-3b_gsm8k_grpo_lora.sh")
+    text = open(path, encoding="utf-8").read()
+    text = text.replace("actor.fsdp_config.param_offload=False", "actor.fsdp_config.param_offload=True")
+    return text.replace("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=40 \\",
+                        "actor_rollout_ref.actor.use_dynamic_bsz=True \\\n"
+                        "    actor_rollout_ref.actor.ppo_max_token_len_per_gpu=6144 \\")
+
+
+def test_drop_box_fills_packing_offload_and_layered_summon(offline_page):
+    """use_remove_padding, use_dynamic_bsz + ppo_max_token_len_per_gpu, param_offload and rollout.layered_summon
+    land in their fields (shown: trainer verl, vLLM, LoRA), and the figures are the engine's for the imported plan."""
+    from playwright.sync_api import expect
+    from app.importer import import_view
+    page = offline_page
+    open_app(page)
+    assert page.locator("[data-field='post_training.packing']").is_hidden()       # trainer TRL: not shown
+    assert page.locator("[data-field='post_training.generator.layered_summon']").is_hidden()
+    text = _verl_lora_command()
+    want = json.loads(unquote(import_view({"text": text, "plan": {}})["hash"].split("#plan=", 1)[1]))
+    assert want["post_training"]["packing"] == {"remove_padding": True, "update_max_tokens": 6144,
+                                                "score_max_tokens": 6144, "score_micro_batch_size": None}
+    page.fill("#import-text", text)
+    page.click("#import-run")
+    expect(page.locator("#import-status")).to_have_attribute("data-state", "ok", timeout=30_000)
+    n = int(page.get_attribute("html", "data-updates") or 0)
+    page.click("#import-apply")
+    expect(page.locator("[name='post_training.trainer']")).to_have_value("verl", timeout=30_000)
+    from test_page_browser import settle
+    settle(page, n)
+    assert page.is_checked("[name='post_training.packing.remove_padding']")
+    assert page.input_value("[name='post_training.packing.update_max_tokens']") == "6144"
+    assert page.input_value("[name='post_training.packing.score_max_tokens']") == "6144"
+    assert page.input_value("[name='post_training.packing.score_micro_batch_size']") == ""
+    assert page.is_checked("[name='post_training.offload_between_updates.weights']")
+    assert not page.is_checked("[name='post_training.offload_between_updates.optimizer']")
+    assert page.is_checked("[name='post_training.generator.layered_summon']")
+    for f in ("post_training.packing", "post_training.offload_between_updates", "post_training.generator.layered_summon"):
+        assert page.locator(f"[data-field='{f}']").is_visible(), f
+    assert page.locator("[data-error-for='plan']").is_hidden()                  # nothing in the link was ignored
+    assert_shows(page, {k: v for k, v in want.items() if k != "schema"})
+    pt = _shared(page)["post_training"]
+    assert (pt["packing"], pt["offload_between_updates"]) == (want["post_training"]["packing"],
+                                                             want["post_training"]["offload_between_updates"])
+    assert pt["generator"]["layered_summon"] is True
+    # a bad budget (below prompt 512 + completion 1024) is named at its field; the other settings stay
+    change(page, lambda: page.fill("[name='post_training.packing.update_max_tokens']", "1000"))
+    err = page.locator("[data-error-for='post_training.packing.update_max_tokens']")
+    err.wait_for(state="visible")
+    assert "1536" in err.inner_text()
+    assert_shows(page, {k: v for k, v in want.items() if k != "schema"})        # the last good plan's figures
+    change(page, lambda: page.fill("[name='post_training.packing.update_max_tokens']", "<i>x</i>"))
+    assert page.locator("[data-error-for='post_training.packing.update_max_tokens'] i").count() == 0
+    assert page.js_errors == [] and page.blocked == []
+
+
+def test_a_share_link_with_packing_and_offload_reproduces_the_plan(offline_page):
+    page = offline_page
+    shared = {"schema": 1, "framework": "fsdp", "method": "lora",
+              "post_training": {"method": "grpo", "trainer": "verl", "num_generations": 4,
+                                "generator": {"engine": "vllm", "layered_summon": True},
+                                "offload_between_updates": {"weights": False, "optimizer": True},
+                                "packing": {"remove_padding": True, "update_max_tokens": 8192,
+                                            "score_max_tokens": None, "score_micro_batch_size": 16}}}
+    open_app(page, "#plan=" + quote(json.dumps(shared)))
+    assert page.locator("[data-error-for='plan']").is_hidden()                  # every key has its field
+    assert page.is_checked("[name='post_training.packing.remove_padding']")
+    assert page.input_value("[name='post_training.packing.update_max_tokens']") == "8192"
+    assert page.input_value("[name='post_training.packing.score_micro_batch_size']") == "16"
+    assert page.is_checked("[name='post_training.offload_between_updates.optimizer']")
+    assert not page.is_checked("[name='post_training.offload_between_updates.weights']")
+    assert page.is_checked("[name='post_training.generator.layered_summon']")
+    plan = {k: v for k, v in shared.items() if k != "schema"}
+    assert_shows(page, plan)
+    pt = _shared(page)["post_training"]
+    assert pt["packing"] == shared["post_training"]["packing"]
+    assert pt["offload_between_updates"] == shared["post_training"]["offload_between_updates"]
+    assert pt["generator"]["layered_summon"] is True
+    # the page's own link, opened afresh, is the same plan
+    link = page.input_value("#share-url").split("#", 1)[1]
+    open_app(page, "#" + link)
+    assert _shared(page) == json.loads(unquote(link.split("plan=", 1)[1]))
+    assert_shows(page, plan)
+    # another trainer: the verl-only fields that hold values stay in view, the first one the engine refuses
+    # (the generator is checked first) with its message, and the figures stay the last good plan's
+    change(page, lambda: page.select_option("[name='post_training.trainer']", "trl"))
+    err = page.locator("[data-error-for='post_training.generator.layered_summon']")
+    err.wait_for(state="visible")
+    assert "verl" in err.inner_text()
+    for f in ("post_training.packing", "post_training.offload_between_updates", "post_training.generator.layered_summon"):
+        assert page.locator(f"[data-field='{f}']").is_visible(), f
+    assert_shows(page, plan)
+    change(page, lambda: page.select_option("[name='post_training.trainer']", "verl"))
+    assert err.is_hidden()
+    assert_shows(page, plan)
+    # unticking the boxes and emptying the budgets sends no block: the plan without them
+    for name in ("packing.remove_padding", "offload_between_updates.optimizer", "generator.layered_summon"):
+        change(page, lambda n=name: page.uncheck(f"[name='post_training.{n}']"))
+    for name in ("update_max_tokens", "score_micro_batch_size"):
+        change(page, lambda n=name: page.fill(f"[name='post_training.packing.{n}']", ""))
+    pt = _shared(page)["post_training"]
+    assert "packing" not in pt and pt["offload_between_updates"] is None and "layered_summon" not in pt["generator"]
+    plain = json.loads(json.dumps(plan))
+    for k in ("packing", "offload_between_updates"):
+        del plain["post_training"][k]
+    del plain["post_training"]["generator"]["layered_summon"]
+    assert_shows(page, plain)
+    assert page.js_errors == [] and page.blocked == []

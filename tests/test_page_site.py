@@ -127,9 +127,11 @@ def _plan_keys():
     keys |= {f"stack.{f.name}" for f in fields(StackSettings)}
     keys |= {"network.gbps_per_gpu", "network.kind"}
     keys |= {f"data.{f.name}" for f in fields(DataSettings)} | {f"allocator.{f.name}" for f in fields(AllocatorSettings)}
-    from zerocalc.postplan import Generator, PostTraining      # plan-v1 Extension 7
+    from zerocalc.postplan import Generator, Offload, Packing, PostTraining      # plan-v1 Extension 7
     keys |= {f"post_training.{f.name}" for f in fields(PostTraining)}
     keys |= {f"post_training.generator.{f.name}" for f in fields(Generator)}
+    keys |= {f"post_training.offload_between_updates.{f.name}" for f in fields(Offload)}
+    keys |= {f"post_training.packing.{f.name}" for f in fields(Packing)}
     return keys
 
 

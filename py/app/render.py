@@ -378,8 +378,36 @@ def section_post(p: dict) -> str:
                      _select("post_training.generator.enforce_eager",
                              [("", "captured (default)"), ("false", "captured"), ("true", "none (enforce_eager)")],
                              "", "tribool"))
+            + _flag("post_training.generator.layered_summon", "Layered summon (verl rollout.layered_summon)",
+                    "a LoRA actor on FSDP syncs vLLM one FSDP layer at a time", "layered")
             + '</div><p class="err" data-error-for="post_training.generator" role="alert" hidden></p></fieldset>'
+            + '<fieldset class="generator" data-field="post_training.offload_between_updates" data-when="offload" hidden>'
+              '<legend>Offload between updates (verl, ms-swift, OpenRLHF)</legend><div class="grid">'
+            + _flag("post_training.offload_between_updates.weights", "Weights to the host",
+                    "verl actor param_offload, ms-swift offload_model")
+            + _flag("post_training.offload_between_updates.optimizer", "Optimizer states to the host",
+                    "verl optimizer_offload, ms-swift offload_optimizer, OpenRLHF deepspeed_enable_sleep")
+            + '</div><p class="err" data-error-for="post_training.offload_between_updates" role="alert" hidden></p>'
+              '</fieldset><fieldset class="generator" data-field="post_training.packing" data-when="verl" hidden>'
+              '<legend>Packing and token budgets (verl)</legend><div class="grid">'
+            + _flag("post_training.packing.remove_padding", "Remove padding (use_remove_padding)",
+                    "each micro-batch packed into one row of its real tokens (attention flash)")
+            + _field("post_training.packing.update_max_tokens", "Update token budget per GPU",
+                     num("packing.update_max_tokens", ph="none"),
+                     "use_dynamic_bsz + ppo_max_token_len_per_gpu; empty: micro_batch_size rows")
+            + _field("post_training.packing.score_max_tokens", "Log-prob token budget per GPU",
+                     num("packing.score_max_tokens", ph="none"), "log_prob_max_token_len_per_gpu")
+            + _field("post_training.packing.score_micro_batch_size", "Log-prob micro-batch (rows)",
+                     num("packing.score_micro_batch_size", ph="none"), "log_prob_micro_batch_size_per_gpu")
+            + '</div><p class="err" data-error-for="post_training.packing" role="alert" hidden></p></fieldset>'
             + '<p class="err" data-error-for="post_training" role="alert" hidden></p>')
+
+
+def _flag(name: str, label: str, hint: str = "", when: str = "") -> str:
+    """A post-training checkbox that sends true when ticked and nothing when not (the key's default, false), so
+    an unticked box adds no block; ``when`` names the condition assets/app.js shows it under (data-when)."""
+    field = _check(name, label, False, hint).replace('data-type="bool"', 'data-type="flag"', 1)
+    return field.replace('<div class="field check"', f'<div class="field check" data-when="{e(when)}" hidden', 1) if when else field
 
 
 def targets_html(available, chosen) -> str:
