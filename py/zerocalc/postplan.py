@@ -144,11 +144,19 @@ def version_tuple(v: Any, newest: tuple) -> tuple:
     return tuple(parts + [0] * (3 - len(parts)))
 
 
-def _parse_role(key: str, v: Any) -> Any:
+def _nested(key: str, v: Any, names: tuple) -> Any:
+    """A nested mapping whose keys must be ``names`` (unknown ones refused, naming ``key``), or None for null."""
     if v is None:
         return None
     obj = check_mapping(key, v)
-    reject_unknown(key, obj, ("model", "placement"))
+    reject_unknown(key, obj, names)
+    return obj
+
+
+def _parse_role(key: str, v: Any) -> Any:
+    obj = _nested(key, v, ("model", "placement"))
+    if obj is None:
+        return None
     model = obj.get("model")
     if isinstance(model, str):
         if model not in MODELS:
@@ -164,11 +172,10 @@ def _parse_role(key: str, v: Any) -> Any:
 
 
 def _parse_generator(v: Any) -> Any:
-    if v is None:
-        return None
     key = "post_training.generator"
-    obj = check_mapping(key, v)
-    reject_unknown(key, obj, tuple(f.name for f in fields(Generator)))
+    obj = _nested(key, v, tuple(f.name for f in fields(Generator)))
+    if obj is None:
+        return None
     d = Generator()
     util = obj.get("gpu_memory_utilization")
     if util is not None:
@@ -186,11 +193,10 @@ def _parse_generator(v: Any) -> Any:
 
 
 def _parse_offload(v: Any) -> Any:
-    if v is None:
-        return None
     key = "post_training.offload_between_updates"
-    obj = check_mapping(key, v)
-    reject_unknown(key, obj, tuple(f.name for f in fields(Offload)))
+    obj = _nested(key, v, tuple(f.name for f in fields(Offload)))
+    if obj is None:
+        return None
     return Offload(weights=check_bool(f"{key}.weights", obj.get("weights", False)),
                    optimizer=check_bool(f"{key}.optimizer", obj.get("optimizer", False)))
 
@@ -223,11 +229,10 @@ def parse_post_training(value: Any) -> Any:
 
 
 def _parse_packing(v: Any) -> Any:
-    if v is None:
-        return None
     key = "post_training.packing"
-    obj = check_mapping(key, v)
-    reject_unknown(key, obj, tuple(f.name for f in fields(Packing)))
+    obj = _nested(key, v, tuple(f.name for f in fields(Packing)))
+    if obj is None:
+        return None
     return Packing(remove_padding=check_bool(f"{key}.remove_padding", obj.get("remove_padding", False)),
                    update_max_tokens=_opt_int(f"{key}.update_max_tokens", obj.get("update_max_tokens"), 1, MAX_LEN),
                    score_max_tokens=_opt_int(f"{key}.score_max_tokens", obj.get("score_max_tokens"), 1, MAX_LEN),
