@@ -394,7 +394,8 @@ def parser() -> argparse.ArgumentParser:
     x = sub.add_parser("export", help="write ds_config / HF / PEFT / accelerate / launch settings for a plan")
     _add_plan_args(x)
     x.add_argument("--to", required=True, choices=("ds", "hf", "peft", "accelerate", "launch", "axolotl",
-                                                   "llamafactory", "torchtune", "litgpt", "torchtitan", "trl"))
+                                                   "llamafactory", "torchtune", "litgpt", "torchtitan", "trl",
+                                                   "verl"))
     x.add_argument("--style", choices=("explicit", "auto"), default="explicit",
                    help="ds_config with numbers, or with the keys the HF integration fills left as auto")
     x.set_defaults(fn=_cmd_export)

@@ -18,9 +18,10 @@ from .launchers import litgpt_command, torchtitan_toml
 from .trainers import TRAINER_TARGETS, trainer_yaml
 from .peft import bnb_config_kwargs, lora_config_kwargs, peft_snippet
 from .trl import trl_config_kwargs, trl_snippet
+from .verl import verl_command, verl_overrides
 
 HF_TARGETS = ("ds", "hf", "peft", "accelerate", "launch")
-TARGETS = HF_TARGETS + TRAINER_TARGETS + ("litgpt", "torchtitan", "trl")
+TARGETS = HF_TARGETS + TRAINER_TARGETS + ("litgpt", "torchtitan", "trl", "verl")
 STYLES = ("explicit", "auto")
 
 
@@ -28,7 +29,8 @@ def run_export(plan, target: str, style: str = "explicit") -> str:
     """The text for ``zerocalc export --plan FILE --to TARGET [--style explicit|auto]``.
 
     ds: the ds_config JSON (style explicit or auto); trl: the TRL config of a post-training plan (DPOConfig,
-    GRPOConfig, ...); hf: TrainingArguments snippet (pair it with the auto
+    GRPOConfig, ...); verl: the
+    ``python3 -m verl.trainer.main_ppo`` overrides of an online post-training plan; hf: TrainingArguments snippet (pair it with the auto
     ds_config); peft: LoraConfig (+ BitsAndBytesConfig for QLoRA); accelerate: YAML; launch: commands.
     Raises ExportError (``.key`` names the plan key) when the plan cannot be written in that format."""
     if target not in TARGETS:
@@ -43,6 +45,8 @@ def run_export(plan, target: str, style: str = "explicit") -> str:
         return trainer_yaml(plan, target)
     if target == "trl":
         return trl_snippet(plan)
+    if target == "verl":
+        return verl_command(plan)
     if target == "litgpt":
         return litgpt_command(plan)
     if target == "torchtitan":
@@ -73,5 +77,6 @@ def export_warnings(plan) -> list:
 __all__ = ["run_export", "export_warnings", "ExportError", "ds_config", "ds_key_notes", "ds_warnings",
            "placeholders", "check_expressible", "training_arguments_kwargs", "training_arguments_snippet",
            "lora_config_kwargs", "bnb_config_kwargs", "peft_snippet", "accelerate_config", "accelerate_yaml",
-           "launch_commands", "launch_text", "litgpt_command", "torchtitan_toml", "trainer_yaml", "trl_config_kwargs", "trl_snippet", "TARGETS",
+           "launch_commands", "launch_text", "litgpt_command", "torchtitan_toml", "trainer_yaml", "trl_config_kwargs", "trl_snippet",
+           "verl_command", "verl_overrides", "TARGETS",
            "STYLES"]

@@ -160,8 +160,11 @@ def as_bool(key, v):
 
 
 def as_list(key, v):
-    """A list of names: a YAML list, or a comma-separated string (LLaMA-Factory, HF)."""
+    """A list of names: a YAML list, or a comma-separated string (LLaMA-Factory, HF), or a Hydra list override
+    ``[q_proj,v_proj]`` (verl's command line; items may be quoted)."""
     if isinstance(v, str):
+        if len(v) >= 2 and v.startswith("[") and v.endswith("]"):
+            return [s.strip().strip("'\"") for s in v[1:-1].split(",") if s.strip().strip("'\"")]
         return [s.strip() for s in v.split(",") if s.strip()]
     if isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v):
         return list(v)
