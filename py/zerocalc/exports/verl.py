@@ -23,8 +23,8 @@ run as planned raises ExportError naming the key.
 from __future__ import annotations
 
 from ..plan import Plan, as_plan
-from ..postplan import ONLINE, Generator, default_generations, version_tuple
-from ..post.defaults import NEWEST, VLLM_UTILIZATION, VERL_SLEEP_LEVEL_SINCE, lengths, reference_source, \
+from ..postplan import ONLINE, default_generations, version_tuple
+from ..post.defaults import NEWEST, VLLM_UTILIZATION, VERL_SLEEP_LEVEL_SINCE, lengths, reference_source, resolve, \
     verl_sleep_level
 from ..presets import MODELS
 from .ds_config import ExportError
@@ -168,62 +168,68 @@ def _reference(plan: Plan, out: _Out, micro: int) -> None:
         out.set(A + "ref.log_prob_micro_batch_size_per_gpu", micro)
 
 
-def _rollout(plan: Plan, out: _Out) -> None:
-    pt = plan.post_training
-    g = pt.generator
-    if g is None:
-        g = Generator(engine="vllm", sleep=verl_sleep_level(pt.trainer_version, False)) if pt.trainer == "verl" \
-            else Generator(engine="hf")
+def _rollout(plan: Plan, out: _Out, post) -> None:
+    """The generator as the estimate resolved it (post/defaults.py: the plan's, or the trainer's default)."""
+    pt, g = plan.post_training, post.gen
     old = version_tuple(pt.trainer_version, NEWEST["verl"]) < VERL_SLEEP_LEVEL_SINCE
-    if g.engine == "hf":
+    engine, mode, util, tp, sleep, eager, layered = g.engine, g.mode, g.utilization, g.tp, g.sleep, \
+        not g.cuda_graphs, g.layered_summon
+    if engine == "hf":
         if old:                  # verl <= 0.5: fsdp_workers.py `rollout_name == "hf"` builds HFRollout
             out.set(A + "rollout.name", "hf")
             return
         out.cannot("post_training.generator.engine", "verl 0.6 and 0.7 roll out with vLLM or SGLang only (rollout/"
-                                                     "base.py _ROLLOUT_REGISTRY); HF generate is verl <= 0.5's "
-                                                     "(trainer_version 0.5)")
-        g = Generator(engine="vllm", sleep=verl_sleep_level(pt.trainer_version, False))
-        out.notes.append("written: vLLM at verl's defaults")
-    if g.mode == "server":
-        out.cannot("post_training.generator.mode", "verl's hybrid engine colocates vLLM with the actor")
-    util = g.gpu_memory_utilization if g.gpu_memory_utilization is not None else VLLM_UTILIZATION[pt.trainer]
+                                                     "base.py _ROLLOUT_REGISTRY; HF generate is verl <= 0.5's, "
+                                                     "trainer_version 0.5): vLLM written at verl's defaults")
+        util, tp, sleep, eager = VLLM_UTILIZATION["verl"], 1, verl_sleep_level(pt.trainer_version, False), False
+    if mode == "server":
+        out.cannot("post_training.generator.mode", "verl's hybrid engine colocates vLLM with the actor: written "
+                                                   "colocated")
+        sleep = 0
     out.set(A + "rollout.name", "vllm")
     out.set(A + "rollout.gpu_memory_utilization", util)
-    out.set(A + "rollout.tensor_model_parallel_size", g.tensor_parallel_size)
-    level = verl_sleep_level(pt.trainer_version, g.layered_summon)
-    if g.sleep not in (0, level):
+    out.set(A + "rollout.tensor_model_parallel_size", tp)
+    level = verl_sleep_level(pt.trainer_version, layered)
+    if sleep not in (0, level):
         out.cannot("post_training.generator.sleep", f"verl frees vLLM at level {level} here (free_cache_engine; "
                                                     "VLLM_SLEEP_LEVEL by vLLM's version, 1 with layered_summon "
                                                     "or verl <= 0.5) or not at all (0)")
-    out.set(A + "rollout.free_cache_engine", g.sleep != 0)
-    out.set(A + "rollout.enforce_eager", g.enforce_eager)
-    if g.layered_summon:
+    out.set(A + "rollout.free_cache_engine", sleep != 0)
+    out.set(A + "rollout.enforce_eager", eager)
+    if layered:
         out.set(A + "rollout.layered_summon", True)
         # fsdp_utils.py collect_lora_params: layered_summon needs the base model preloaded in vLLM (not dummy)
         out.set(A + "rollout.load_format", "safetensors")
 
 
-def _roles(plan: Plan, out: _Out, path: str, micro: int) -> None:
+def _role_path(m, path: str) -> str:
+    return MODELS[m].hf_repo if isinstance(m, str) and m in MODELS and MODELS[m].hf_repo else path
+
+
+def _roles(plan: Plan, out: _Out, post, path: str, micro: int) -> None:
+    """PPO's critic (verl builds one for gae: ray_trainer `use_critic`) and a reward model the plan names."""
     pt = plan.post_training
     fsdp2 = plan.stack.fsdp_version == 2
     if pt.method == "ppo":
-        vm = pt.value_model
-        if vm is not None and vm.placement != "same-gpus":
-            out.cannot("post_training.value_model.placement", "verl's critic shares the actor's GPUs here")
-        m = vm.model if vm is not None else None
-        cpath = MODELS[m].hf_repo if isinstance(m, str) and m in MODELS else path
+        c = post.critic
+        if c is None:            # LLaMA-Factory: the value head on the policy is the critic
+            out.notes.append(f"does not carry over: {pt.trainer}'s critic is a value head on the policy; verl's "
+                             "is a model of its own (the policy's here)")
+        elif c.placement != "same-gpus":
+            out.cannot("post_training.value_model.placement", f"verl's critic shares the actor's GPUs, not "
+                                                              f"{c.placement}")
+        m = c.model if c is not None else None
         if m is not None and not isinstance(m, str):
-            out.notes.append("post_training.value_model: a config mapping; critic.model.path is the policy's")
-        out.set("critic.model.path", cpath)
+            out.notes.append("post_training.value_model is a config mapping: critic.model.path is the policy's")
+        out.set("critic.model.path", _role_path(m, path))
         out.set("critic.strategy", "fsdp2" if fsdp2 else "fsdp")
         out.set("critic.ppo_micro_batch_size_per_gpu", micro)
     rm = pt.reward_model
     if rm is not None:
         if rm.placement != "same-gpus":
-            out.cannot("post_training.reward_model.placement", "written on the actor's GPUs")
-        m = rm.model
+            out.cannot("post_training.reward_model.placement", f"written on the actor's GPUs, not {rm.placement}")
         out.set("reward_model.enable", True)
-        out.set("reward_model.model.path", MODELS[m].hf_repo if isinstance(m, str) and m in MODELS else path)
+        out.set("reward_model.model.path", _role_path(rm.model, path))
 
 
 def verl_overrides(plan) -> tuple[list, list, list]:
@@ -253,8 +259,9 @@ def verl_overrides(plan) -> tuple[list, list, list]:
     micro = _batch(plan, out, n)
     out.set(A + "rollout.n", n)
     _reference(plan, out, micro)
-    _rollout(plan, out)
-    _roles(plan, out, path, micro)
+    post = resolve(plan)
+    _rollout(plan, out, post)
+    _roles(plan, out, post, path, micro)
     if plan.attention != "flash":
         out.notes.append(f"attention {plan.attention}: verl loads flash_attention_2 unless model.override_config "
                          "says otherwise")
@@ -272,5 +279,6 @@ def verl_command(plan) -> str:
              "val_files and the reward function are the run's own"]
     lines += [f"# {n}" for n in notes]
     lines += env
-    body = [PROGRAM] + [f"{k}={_value(v)}" for k, v in kv]
+    # a Hydra list is quoted: [ and ] are shell glob characters
+    body = [PROGRAM] + [f"'{k}={_value(v)}'" if isinstance(v, (list, tuple)) else f"{k}={_value(v)}" for k, v in kv]
     return "\n".join(lines + [" \\\n  ".join(body)]) + "\n"
