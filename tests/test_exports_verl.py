@@ -135,7 +135,7 @@ def test_export_to_verl_then_import_gives_the_plan_back(method, prompt, completi
     assert {k for k, _ in verl_overrides(p)[0]} <= VERL_070_KEYS
     res = import_config(text, {})
     q = _plan(res.plan)
-    # everything the command says comes back: the post-training block and the plan keys it maps
+    # everything the command says comes back: the post-training block, the plan keys it maps, the whole plan
     assert q.post_training == p.post_training
     for k in ("model", "gpus_per_node", "nodes", "framework", "zero_stage", "micro_batch_size",
               "gradient_accumulation_steps", "activation_checkpointing", "method", "offload_params",
@@ -143,6 +143,7 @@ def test_export_to_verl_then_import_gives_the_plan_back(method, prompt, completi
         assert getattr(q, k) == getattr(p, k), k
     assert q.stack.fsdp_version == p.stack.fsdp_version
     assert resolve(q) == resolve(p)
+    assert q.to_dict() == p.to_dict()
 
 
 def test_another_trainers_plan_is_written_with_what_does_not_carry_over():
