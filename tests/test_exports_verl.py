@@ -5,7 +5,7 @@ import json
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from zerocalc import Plan
+from zerocalc import Plan, estimate
 from zerocalc.cli import main
 from zerocalc.exports import ExportError, run_export, verl_overrides
 from zerocalc.imports import import_config
@@ -21,6 +21,9 @@ VERL_070_KEYS = {
     A + "actor.strategy", A + "actor.ppo_mini_batch_size", A + "actor.ppo_micro_batch_size_per_gpu",
     A + "actor.use_kl_loss", A + "actor.fsdp_config.param_offload", A + "actor.fsdp_config.optimizer_offload",
     A + "actor.fsdp_config.offload_policy", A + "ref.log_prob_micro_batch_size_per_gpu",
+    A + "actor.use_dynamic_bsz", A + "actor.ppo_max_token_len_per_gpu", A + "rollout.log_prob_use_dynamic_bsz",
+    A + "rollout.log_prob_max_token_len_per_gpu", A + "ref.log_prob_use_dynamic_bsz",
+    A + "ref.log_prob_max_token_len_per_gpu",
     A + "rollout.log_prob_micro_batch_size_per_gpu", A + "rollout.n", A + "rollout.name",
     A + "rollout.gpu_memory_utilization", A + "rollout.tensor_model_parallel_size", A + "rollout.free_cache_engine",
     A + "rollout.enforce_eager", A + "rollout.layered_summon", A + "rollout.load_format",
@@ -38,7 +41,8 @@ PPO = {"model": "llama-3.2-1b", "gpus_per_node": 4, "framework": "fsdp", "zero_s
 
 # the mini-batch: 2 rows x 4 steps x 4 GPUs = 32 completions per update = 32 / rollout.n 2 = 16 prompts
 # (verl: 16 x 2 // (4 GPUs // sp 1) = 8 per GPU = 4 micro-batches of 2); train_batch_size one mini-batch;
-# reference cpu = use_kl_loss on a full actor; sleep 2 = free_cache_engine at verl 0.7.0 (VLLM_SLEEP_LEVEL 2)
+# reference cpu = use_kl_loss on a full actor; sleep 2 = free_cache_engine at verl 0.7.0 (VLLM_SLEEP_LEVEL 2);
+# no packing: padded rows (use_remove_padding False, verl 0.7.0's default is True), log-prob passes of 2 rows
 PPO_COMMAND = """\
 # verl 0.7.0 (python3 -m verl.trainer.main_ppo): the plan's memory settings; data.train_files / val_files and the reward function are the run's own
 python3 -m verl.trainer.main_ppo \\
@@ -50,14 +54,14 @@ python3 -m verl.trainer.main_ppo \\
   actor_rollout_ref.actor.fsdp_config.param_offload=True \\
   actor_rollout_ref.actor.fsdp_config.optimizer_offload=False \\
   actor_rollout_ref.model.enable_gradient_checkpointing=True \\
-  actor_rollout_ref.model.use_remove_padding=False \\
   actor_rollout_ref.model.lora_rank=0 \\
   data.train_batch_size=16 \\
   actor_rollout_ref.actor.ppo_mini_batch_size=16 \\
+  actor_rollout_ref.model.use_remove_padding=False \\
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 \\
-  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2 \\
   actor_rollout_ref.rollout.n=2 \\
   actor_rollout_ref.actor.use_kl_loss=True \\
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2 \\
   actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2 \\
   actor_rollout_ref.rollout.name=vllm \\
   actor_rollout_ref.rollout.gpu_memory_utilization=0.4 \\
@@ -100,16 +104,17 @@ def _plan(d: dict) -> Plan:
     return Plan.from_dict(d)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(method=st.sampled_from(["ppo", "grpo", "rloo"]), prompt=st.integers(16, 4096), completion=st.integers(16, 8192),
        n=st.sampled_from([1, 2, 4, 8]), util=st.sampled_from([0.3, 0.5, 0.85]), tp=st.sampled_from([1, 2]),
        sleep=st.booleans(), eager=st.booleans(), gpus=st.sampled_from([2, 4, 8]), nodes=st.sampled_from([1, 2]),
        micro=st.integers(1, 4), accum=st.integers(1, 4), lora=st.booleans(), layered=st.booleans(),
        all_linear=st.booleans(), offload=st.sampled_from(["none", "weights", "optimizer", "both", "fsdp2-cpu"]),
-       ref=st.booleans(), model=st.sampled_from(["llama-3.2-1b", "qwen2.5-7b"]), ckpt=st.booleans())
+       ref=st.booleans(), model=st.sampled_from(["llama-3.2-1b", "qwen2.5-7b"]), ckpt=st.booleans(),
+       packing=st.sampled_from([None, "rmpad", "update", "score", "both", "score-rows"]))
 def test_export_to_verl_then_import_gives_the_plan_back(method, prompt, completion, n, util, tp, sleep, eager, gpus,
                                                         nodes, micro, accum, lora, layered, all_linear, offload, ref,
-                                                        model, ckpt):
+                                                        model, ckpt, packing):
     assume(micro * accum * gpus * nodes % n == 0)
     layered = layered and lora
     d = {"model": model, "gpus_per_node": gpus, "nodes": nodes, "framework": "fsdp", "zero_stage": 3,
@@ -130,20 +135,35 @@ def test_export_to_verl_then_import_gives_the_plan_back(method, prompt, completi
                                          "optimizer": offload in ("optimizer", "both")}
     if method == "ppo":
         pt["value_model"] = {"model": model, "placement": "same-gpus"}
+    length = prompt + completion
+    pk = {None: None, "rmpad": {"remove_padding": True},
+          "update": {"update_max_tokens": 2 * length},
+          "score": {"remove_padding": True, "score_max_tokens": 3 * length},
+          "both": {"remove_padding": True, "update_max_tokens": 2 * length, "score_max_tokens": 4 * length},
+          "score-rows": {"score_micro_batch_size": 2 * micro}}[packing]
+    if pk is not None:
+        pt["packing"] = pk
     p = _plan({**d, "post_training": pt})
+    if pk and "update_max_tokens" in pk and accum != 1:
+        with pytest.raises(ExportError) as e:       # use_dynamic_bsz: the mini-batch is split by tokens only
+            run_export(p, "verl")
+        assert e.value.key == "gradient_accumulation_steps"
+        return
     text = run_export(p, "verl")
     assert {k for k, _ in verl_overrides(p)[0]} <= VERL_070_KEYS
-    res = import_config(text, {})
-    q = _plan(res.plan)
-    # everything the command says comes back: the post-training block, the plan keys it maps, the whole plan
-    assert q.post_training == p.post_training
-    for k in ("model", "gpus_per_node", "nodes", "framework", "zero_stage", "micro_batch_size",
-              "gradient_accumulation_steps", "activation_checkpointing", "method", "offload_params",
-              "offload_optimizer", "precision", "lora"):
-        assert getattr(q, k) == getattr(p, k), k
-    assert q.stack.fsdp_version == p.stack.fsdp_version
-    assert resolve(q) == resolve(p)
-    assert q.to_dict() == p.to_dict()
+    q = _plan(import_config(text, {}).plan)
+    # what the import reads back: verl requires the log-prob passes' rows (log_prob_micro_batch_size_per_gpu)
+    # unless they split by tokens, so the plan's packing comes back with them said (None = micro_batch_size)
+    pk = dict(pk or {})
+    if "score_max_tokens" not in pk:
+        pk.setdefault("score_micro_batch_size", micro)
+    want = {**d, "post_training": {**pt, "packing": pk}}
+    assert q.to_dict() == _plan(want).to_dict()
+    # and the estimate is the plan's
+    assert estimate(q, search_min_gpus=False).per_gpu.device_used == \
+        estimate(p, search_min_gpus=False).per_gpu.device_used
+    if packing is None:
+        assert resolve(q).gen == resolve(p).gen and resolve(q).reference == resolve(p).reference
 
 
 def test_another_trainers_plan_is_written_with_what_does_not_carry_over():

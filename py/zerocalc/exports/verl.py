@@ -13,8 +13,10 @@ verl's validate_config asks `train_batch_size * rollout.n` to divide by the GPUs
 mini-batch (verl/utils/config.py, workers/config/actor.py `validate`). Without ``use_dynamic_bsz`` verl also
 requires the scoring passes' micro-batches (``rollout.log_prob_micro_batch_size_per_gpu``, the reference's, the
 critic's): the actor's micro-batch is written, the rows the estimate's scoring pass holds (post/phases.py).
-verl 0.7.0's ``model.use_remove_padding`` defaults to true; the export writes false and leaves
-``use_dynamic_bsz`` off, as the plan's rows are padded to prompt + completion.
+``post_training.packing`` (verl's remove-padding and token budgets, post/defaults.py `packed_shape`) is written as
+imports/verl.py `_packing` reads it; without it the plan's rows are padded to prompt + completion, so
+``model.use_remove_padding`` (true by default in verl 0.7.0's hf_model.yaml) is written false and
+``use_dynamic_bsz`` is left off.
 
 A plan for another trainer (TRL, OpenRLHF, ms-swift) is written with its own resolved numbers (lengths,
 generations, vLLM fraction) and a comment for each setting that does not carry over; a verl plan that verl cannot
@@ -106,7 +108,6 @@ def _actor(plan: Plan, out: _Out) -> None:
     out.set(A + "model.enable_gradient_checkpointing", plan.activation_checkpointing == "full")
     if plan.activation_offloading:
         out.set(A + "model.enable_activation_offload", True)
-    out.set(A + "model.use_remove_padding", False)      # the plan's rows are padded (module docstring)
     if plan.method == "qlora":
         out.cannot("method", "verl's LoRA actor has no quantized base")
     if plan.method == "full":
@@ -124,7 +125,10 @@ def _actor(plan: Plan, out: _Out) -> None:
         out.cannot("lora.modules_to_save", "verl's LoraConfig has no modules_to_save")
 
 
-def _batch(plan: Plan, out: _Out, n: int) -> int:
+def _batch(plan: Plan, out: _Out, n: int) -> None:
+    """The mini-batch in prompts, and the update step's split: ``ppo_micro_batch_size_per_gpu`` rows, or with
+    ``post_training.packing.update_max_tokens`` verl's token budget (``use_dynamic_bsz``, which never reads the
+    micro-batch size: dp_actor.py update_policy), where the plan's micro x accumulation rows are one mini-batch."""
     world = plan.world_size
     micro, accum = plan.micro_batch_size, plan.gradient_accumulation_steps
     rows = micro * accum * world              # completions per update over the world
@@ -133,18 +137,49 @@ def _batch(plan: Plan, out: _Out, n: int) -> int:
                           f"{micro} x {accum} steps x {world} GPUs = {rows} completions is not a multiple of "
                           f"rollout.n {n}")
     mini = rows // n
+    pk = plan.post_training.packing
     out.set("data.train_batch_size", mini)
     out.set(A + "actor.ppo_mini_batch_size", mini)
-    out.set(A + "actor.ppo_micro_batch_size_per_gpu", micro)
-    out.set(A + "rollout.log_prob_micro_batch_size_per_gpu", micro)
+    out.set(A + "model.use_remove_padding", bool(pk and pk.remove_padding))
+    if pk is not None and pk.update_max_tokens is not None:
+        if accum != 1:
+            # imports/verl.py reads a use_dynamic_bsz mini-batch as one micro-batch of its rows
+            out.cannot("gradient_accumulation_steps", "under use_dynamic_bsz verl splits each mini-batch by tokens, "
+                                                      "never by micro_batch_size: give the mini-batch's rows as "
+                                                      "micro_batch_size with gradient_accumulation_steps 1")
+        out.set(A + "actor.use_dynamic_bsz", True)
+        out.set(A + "actor.ppo_max_token_len_per_gpu", pk.update_max_tokens)
+    else:
+        out.set(A + "actor.ppo_micro_batch_size_per_gpu", micro)
     pt = plan.post_training
     if pt.steps_per_generation:
         out.notes.append(f"does not carry over: post_training.steps_per_generation {pt.steps_per_generation}: "
                          "verl generates data.train_batch_size prompts per step, one mini-batch here")
-    return micro
 
 
-def _reference(plan: Plan, out: _Out, micro: int) -> None:
+def _scoring(plan: Plan, out: _Out, roles) -> None:
+    """The log-prob passes (old log-probs: rollout.*, a reference: ref.*): split by tokens with
+    ``packing.score_max_tokens`` (log_prob_use_dynamic_bsz, written: its default follows the actor's), else by
+    ``score_micro_batch_size`` or the actor's micro-batch. verl's validate_config (verl/utils/config.py v0.7.0)
+    asks for ``log_prob_micro_batch_size_per_gpu`` whenever the actor's use_dynamic_bsz is off, for the reference
+    too when one runs (a LoRA one included): written there, unread by verl where the pass splits by tokens."""
+    pk = plan.post_training.packing
+    smax = pk.score_max_tokens if pk else None
+    smicro = pk.score_micro_batch_size if pk else None
+    dyn = bool(pk and pk.update_max_tokens is not None)
+    if smax is not None and smicro is not None:
+        out.cannot("post_training.packing.score_micro_batch_size", "verl's log-prob passes split by tokens "
+                                                                   "(score_max_tokens) or by rows, not both")
+    for r in roles:
+        if smax is not None or dyn:
+            out.set(A + r + ".log_prob_use_dynamic_bsz", smax is not None)
+        if smax is not None:
+            out.set(A + r + ".log_prob_max_token_len_per_gpu", smax)
+        if smax is None or not dyn:
+            out.set(A + r + ".log_prob_micro_batch_size_per_gpu", smicro or plan.micro_batch_size)
+
+
+def _reference(plan: Plan, out: _Out) -> bool:
     """verl loads a reference only for the KL loss or the in-reward KL (ray_trainer need_reference_policy): with
     LoRA the actor without its adapter (ref_in_actor), else a bf16 copy forced to CPU offload (fsdp_workers.py).
     The plan's reference as the estimate resolved it (post/defaults.py reference_source) decides use_kl_loss."""
@@ -164,8 +199,7 @@ def _reference(plan: Plan, out: _Out, micro: int) -> None:
         out.notes.append(f"post_training.reference auto: the estimate loads a reference ({src}): use_kl_loss True")
     use = src != "none"
     out.set(A + "actor.use_kl_loss", use)
-    if use:
-        out.set(A + "ref.log_prob_micro_batch_size_per_gpu", micro)
+    return use
 
 
 def _rollout(plan: Plan, out: _Out, post) -> None:
@@ -206,7 +240,7 @@ def _role_path(m, path: str) -> str:
     return MODELS[m].hf_repo if isinstance(m, str) and m in MODELS and MODELS[m].hf_repo else path
 
 
-def _roles(plan: Plan, out: _Out, post, path: str, micro: int) -> None:
+def _roles(plan: Plan, out: _Out, post, path: str) -> None:
     """PPO's critic (verl builds one for gae: ray_trainer `use_critic`) and a reward model the plan names."""
     pt = plan.post_training
     fsdp2 = plan.stack.fsdp_version == 2
@@ -223,7 +257,9 @@ def _roles(plan: Plan, out: _Out, post, path: str, micro: int) -> None:
             out.notes.append("post_training.value_model is a config mapping: critic.model.path is the policy's")
         out.set("critic.model.path", _role_path(m, path))
         out.set("critic.strategy", "fsdp2" if fsdp2 else "fsdp")
-        out.set("critic.ppo_micro_batch_size_per_gpu", micro)
+        pk = pt.packing
+        if pk is None or pk.update_max_tokens is None:     # else critic.use_dynamic_bsz follows the actor's
+            out.set("critic.ppo_micro_batch_size_per_gpu", plan.micro_batch_size)
     rm = pt.reward_model
     if rm is not None:
         if rm.placement != "same-gpus":
@@ -256,12 +292,12 @@ def verl_overrides(plan) -> tuple[list, list, list]:
     path = _model_path(plan, out)
     out.set(A + "model.path", path)
     _actor(plan, out)
-    micro = _batch(plan, out, n)
+    _batch(plan, out, n)
     out.set(A + "rollout.n", n)
-    _reference(plan, out, micro)
+    _scoring(plan, out, ["rollout", "ref"] if _reference(plan, out) else ["rollout"])
     post = resolve(plan)
     _rollout(plan, out, post)
-    _roles(plan, out, post, path, micro)
+    _roles(plan, out, post, path)
     if plan.attention != "flash":
         out.notes.append(f"attention {plan.attention}: verl loads flash_attention_2 unless model.override_config "
                          "says otherwise")
