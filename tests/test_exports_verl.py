@@ -225,3 +225,22 @@ def test_lora_targets_are_a_quoted_hydra_list():
     text = run_export(lora, "verl")
     assert "'actor_rollout_ref.model.target_modules=[q_proj,v_proj]'" in text
     assert import_config(text, {}).plan["lora"]["targets"] == ["q_proj", "v_proj"]
+
+
+def test_packing_is_written_as_verl_reads_it():
+    # remove-padding with token budgets: no ppo_micro_batch_size_per_gpu (use_dynamic_bsz never reads it), the
+    # log-prob passes split by their own budget, for the reference too (a full one: ref.*); the micro-batch is the
+    # mini-batch's rows: 8 rows x 1 step x 4 GPUs = 32 completions / n 2 = 16 prompts
+    d = {**PPO, "micro_batch_size": 8, "gradient_accumulation_steps": 1,
+         "post_training": {**PPO["post_training"],
+                           "packing": {"remove_padding": True, "update_max_tokens": 4096, "score_max_tokens": 8192}}}
+    lines = run_export(d, "verl").splitlines()
+    for want in ("actor_rollout_ref.actor.ppo_mini_batch_size=16", "actor_rollout_ref.model.use_remove_padding=True",
+                 "actor_rollout_ref.actor.use_dynamic_bsz=True", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4096",
+                 "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+                 "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=8192",
+                 "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=8192"):
+        assert f"  {want} \\" in lines, want
+    assert not any("micro_batch_size_per_gpu" in line for line in lines)
+    assert import_config("\n".join(lines), {}).plan["post_training"]["packing"] == \
+        {"remove_padding": True, "update_max_tokens": 4096, "score_max_tokens": 8192}
