@@ -401,3 +401,13 @@ def test_verl_log_prob_micro_batch_sizes():
     assert res.plan["post_training"]["packing"]["score_micro_batch_size"] == 8
     reasons = {n["key"]: n["reason"] for n in res.not_represented}
     assert "compute_log_prob" in reasons["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"]
+
+
+def test_llamafactory_pref_loss_that_is_not_a_name_is_refused_naming_it():
+    # found by test_imports_detect's mangled real files: a list as pref_loss raised TypeError (unhashable)
+    from zerocalc.imports import import_config
+    from zerocalc.imports.builder import ConfigImportError
+    with pytest.raises(ConfigImportError) as e:
+        import_config({"stage": "dpo", "pref_loss": ["sigmoid"], "model_name_or_path": "meta-llama/Llama-3.1-8B",
+                       "finetuning_type": "lora"}, {})
+    assert e.value.key == "pref_loss"

@@ -13,7 +13,7 @@ generates with HF `generate` up to ``max_new_tokens`` (generating_args, default 
 """
 from __future__ import annotations
 
-from .builder import NO_EFFECT, NOT_MODELLED, Builder, as_int, as_number
+from .builder import NO_EFFECT, NOT_MODELLED, Builder, ConfigImportError, as_int, as_number
 
 PREF_LOSSES = {"sigmoid": "dpo", "ipo": "ipo", "orpo": "orpo", "simpo": "simpo"}
 POST_STAGES = ("dpo", "kto", "rm", "ppo")
@@ -29,6 +29,8 @@ def llamafactory_post_keys(b: Builder, cfg: dict, take) -> bool:
     method = stage
     if stage == "dpo":
         loss = take("pref_loss") or "sigmoid"
+        if not isinstance(loss, str):
+            raise ConfigImportError("pref_loss", f"expected a loss name, got {loss!r}")
         method = PREF_LOSSES.get(loss, "dpo")
         if loss not in PREF_LOSSES:
             b.skip("pref_loss", loss, NO_EFFECT + " (a DPO-family loss: memory as sigmoid DPO)")
