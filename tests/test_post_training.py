@@ -242,8 +242,14 @@ def test_reference_none_for_orpo_and_precomputed_for_dpo():
 
 
 def test_verl_reference_in_host_memory():
-    t = _terms(plan({"method": "ppo", "trainer": "verl", "generator": {"engine": "vllm", "sleep": 1}},
-                    framework="fsdp", zero_stage=3))
+    # verl loads a reference only with actor.use_kl_loss or algorithm.use_kl_in_reward (both false by default):
+    # auto is none; the importer writes cpu when one is on
+    pt = {"method": "ppo", "trainer": "verl", "generator": {"engine": "vllm", "sleep": 1}}
+    none = _terms(plan(pt, framework="fsdp", zero_stage=3))
+    assert "reference_weights_host" not in none and "reference_weights" not in none
+    # nor a reward model unless reward_model.enable: a rule-based reward function
+    assert "reward_model_weights" not in none
+    t = _terms(plan({**pt, "reference": "cpu"}, framework="fsdp", zero_stage=3))
     assert t["reference_weights_host"].nbytes == 2 * P1B and not t["reference_weights_host"].on_gpu
 
 

@@ -173,8 +173,13 @@ def reference_source(plan: Plan, pt: PostTraining) -> str:
         return {"adapter-disabled": "adapter"}.get(r, r)
     if pt.method in NO_REFERENCE:
         return "none"
-    if pt.method in GROUPED and pt.trainer in ("trl", "verl") and not _trl_grpo_beta_default(pt):
-        return "none"             # TRL GRPOConfig.beta 0.0 (from 0.19); verl actor.use_kl_loss false
+    if pt.trainer == "verl":
+        # actor.use_kl_loss and algorithm.use_kl_in_reward both default to false (actor.yaml, ppo_trainer.yaml at
+        # v0.4.1-v0.7.0: "Reference model will be enabled when actor.use_kl_loss or/and algorithm.use_kl_in_reward
+        # is/are True"), for PPO as for GRPO
+        return "none"
+    if pt.method in GROUPED and pt.trainer == "trl" and not _trl_grpo_beta_default(pt):
+        return "none"             # TRL GRPOConfig.beta 0.0 (from 0.19)
     if pt.method in ONLINE and pt.trainer == "openrlhf":
         return "elsewhere"        # train_ppo_ray.py: the reference is a Ray actor group of its own
     if plan.method != "full" and pt.trainer != "openrlhf":
@@ -302,7 +307,9 @@ def resolve(plan: Plan) -> Post | None:
         # OpenRLHF's critic and reward model are Ray actor groups of their own (train_ppo_ray.py), unless colocated
         own = RoleModel(placement="own-gpus" if pt.trainer == "openrlhf" else "same-gpus")
         critic = pt.value_model or own
-        reward = pt.reward_model or own
+        # verl scores with a rule-based reward function unless reward_model.enable (False in reward_model.yaml,
+        # v0.4.1-v0.7.0: ray_trainer.py `use_rm = Role.RewardModel in role_worker_mapping`)
+        reward = pt.reward_model or (None if pt.trainer == "verl" else own)
         if pt.trainer == "llamafactory":
             # LLaMA-Factory (train/ppo/workflow.py, trainer.py at ff6d4d1): the policy is TRL's
             # AutoModelForCausalLMWithValueHead, whose value head is the critic (`logits, _, values = model(...)`
