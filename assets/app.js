@@ -498,12 +498,44 @@ const POST_BLOCKS = ["generator", "packing", "offload_between_updates"];
 function syncPostVisibility() {
   const val = (n) => (form.elements[n] && form.elements[n].value) || "";
   const trainer = val("post_training.trainer"), gen = val("post_training.generator.engine");
+  const method = val("post_training.method"), version = releaseOf(val("post_training.trainer_version"));
+  // rpo_alpha: DPOTrainer's (dpo, ipo) in TRL up to 0.28 (a version must be given: the default is the newest),
+  // ms-swift and LLaMA-Factory (pref_ftx): postplan.py _check_rpo
+  const rpo = ["dpo", "ipo"].includes(method) && (["ms-swift", "llamafactory"].includes(trainer) ||
+              (["", "trl"].includes(trainer) && version !== null && older(version, [0, 29, 0])));
   const when = { verl: trainer === "verl", offload: ["verl", "ms-swift", "openrlhf"].includes(trainer),
-                 layered: trainer === "verl" && gen !== "hf" && form.elements.method.value !== "full" };
+                 layered: trainer === "verl" && gen !== "hf" && form.elements.method.value !== "full", rpo };
   for (const box of $$("[data-when]", form)) {
     const held = $$("input", box).some((i) => (i.type === "checkbox" ? i.checked : i.value.trim() !== ""));
     box.hidden = !(when[box.dataset.when] || held);
   }
+  syncSleepDefault(trainer, version);
+}
+
+// "1.14" -> [1, 14, 0]; null when it is no release number (the engine names it)
+function releaseOf(text) {
+  const t = text.trim();
+  return /^\d{1,4}(\.\d{1,4}){0,2}$/.test(t) ? [...t.split(".").map(Number), 0, 0].slice(0, 3) : null;
+}
+function older(v, than) {
+  for (let i = 0; i < 3; i++) if (v[i] !== than[i]) return v[i] < than[i];
+  return false;
+}
+
+// The sleep level's empty option says what the engine takes for it (py/app/render.py SLEEP_DEFAULTS): verl's own
+// level (1 up to 0.5, 2 from 0.6) while no generator block is sent, 0 once another generator field is set.
+function syncSleepDefault(trainer, version) {
+  const sleep = form.elements["post_training.generator.sleep"];
+  if (!sleep || !sleep.dataset.defaults) return;
+  let labels;
+  try { labels = JSON.parse(sleep.dataset.defaults); } catch { return; }
+  let key = trainer || "trl";
+  if (trainer === "verl") {
+    const block = [...form.elements].some((i) => i !== sleep && i.name.startsWith("post_training.generator.") &&
+                                                 ![undefined, ""].includes(valueOf(i)));
+    key = block ? "verl-block" : version !== null && older(version, [0, 6, 0]) ? "verl-1" : "verl-2";
+  }
+  if (labels[key]) sleep.options[0].textContent = labels[key];
 }
 
 function loadShareLink() {

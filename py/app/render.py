@@ -320,8 +320,22 @@ POST_LABELS = {
     "kernels": {"": "triton (default, a CUDA GPU)", "triton": "triton", "torch": "torch (no Triton)"},
     "generator.mode": {"": "colocate (default)", "colocate": "colocate (shares the training GPUs)",
                        "server": "server (GPUs of its own)"},
-    "generator.sleep": {"": "0 (default: stays resident)", "0": "0: stays resident",
+    "generator.sleep": {"": "0 (default: vllm_enable_sleep_mode off, stays resident)", "0": "0: stays resident",
                         "1": "1: weights to host, KV cache freed", "2": "2: weights and KV cache freed"},
+}
+# What the engine takes for an empty sleep level, trainer by trainer (the empty option's text; assets/app.js picks
+# one as the trainer, its version and the other generator fields change). TRL `vllm_enable_sleep_mode` False,
+# ms-swift `sleep_level` 0, OpenRLHF `--vllm_enable_sleep` off: level 0. verl without a generator block: its
+# rollout frees vLLM between rollouts (`free_cache_engine`) at level 1 up to 0.5, 2 from 0.6
+# (post/defaults.py `verl_sleep_level`); a generator block that leaves sleep unsaid reads as 0 (postplan.Generator).
+SLEEP_DEFAULTS = {
+    "trl": POST_LABELS["generator.sleep"][""],
+    "ms-swift": "0 (default: sleep_level 0, stays resident)",
+    "llamafactory": "0 (default: stays resident)",
+    "openrlhf": "0 (default: --vllm_enable_sleep off, stays resident)",
+    "verl-1": "1 (verl's default up to 0.5: free_cache_engine, weights to host)",
+    "verl-2": "2 (verl's default from 0.6: free_cache_engine, weights and KV cache freed)",
+    "verl-block": "0 (unsaid in a generator block: stays resident; verl's own default is 1 up to 0.5, 2 from 0.6)",
 }
 
 
@@ -354,6 +368,9 @@ def section_post(p: dict) -> str:
                      'data-type="str" autocomplete="off" spellcheck="false" value="" placeholder="newest modelled">',
                      "e.g. 1.14 (TRL's log-prob code changed at 1.11 and 1.15)")
             + _field("post_training.kernels", "Log-prob kernels", _opt_select("kernels", PT.KERNELS))
+            + _when(_field("post_training.rpo_alpha", "RPO alpha (DPO's NLL term)", num("rpo_alpha", "num", "none"),
+                           "the chosen rows' NLL weight: TRL up to 0.28 and ms-swift rpo_alpha, LLaMA-Factory "
+                           "pref_ftx (DPO, IPO); empty: no NLL term"), "rpo")
             + _field("post_training.reward_model", "Reward model (JSON)",
                      '<textarea id="f-post_training.reward_model" name="post_training.reward_model" data-type="json" '
                      'rows="1" spellcheck="false" placeholder=\'{"model": null, "placement": "same-gpus"}\'></textarea>',
@@ -370,7 +387,8 @@ def section_post(p: dict) -> str:
                      num("generator.gpu_memory_utilization", "num", "default"),
                      "the fraction of each GPU vLLM takes (TRL 0.3, verl 0.5, OpenRLHF 0.95)")
             + _field("post_training.generator.sleep", "vLLM sleep level",
-                     _opt_select("generator.sleep", PT.SLEEP_LEVELS, "int"))
+                     _opt_select("generator.sleep", PT.SLEEP_LEVELS, "int").replace(
+                         "<select ", f"<select data-defaults=\"{e(json.dumps(SLEEP_DEFAULTS))}\" ", 1))
             + _field("post_training.generator.gpus", "Server GPUs", num("generator.gpus", ph="mode server only"))
             + _field("post_training.generator.tensor_parallel_size", "vLLM tensor parallel",
                      num("generator.tensor_parallel_size", ph="1"))
@@ -401,6 +419,11 @@ def section_post(p: dict) -> str:
                      num("packing.score_micro_batch_size", ph="none"), "log_prob_micro_batch_size_per_gpu")
             + '</div><p class="err" data-error-for="post_training.packing" role="alert" hidden></p></fieldset>'
             + '<p class="err" data-error-for="post_training" role="alert" hidden></p>')
+
+
+def _when(field: str, when: str) -> str:
+    """A post-training field shown only under ``when`` (data-when, assets/app.js) or while it holds a value."""
+    return field.replace('<div class="field ', f'<div data-when="{e(when)}" hidden class="field ', 1)
 
 
 def _flag(name: str, label: str, hint: str = "", when: str = "") -> str:
