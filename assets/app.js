@@ -523,7 +523,7 @@ function older(v, than) {
 }
 
 // The sleep level's empty option says what the engine takes for it (py/app/render.py SLEEP_DEFAULTS): verl's own
-// level (1 up to 0.5, 2 from 0.6) while no generator block is sent, 0 once another generator field is set.
+// level (1 up to 0.5 and with layered_summon, 2 from 0.6; postplan.verl_sleep_level), 0 for the others.
 function syncSleepDefault(trainer, version) {
   const sleep = form.elements["post_training.generator.sleep"];
   if (!sleep || !sleep.dataset.defaults) return;
@@ -531,9 +531,9 @@ function syncSleepDefault(trainer, version) {
   try { labels = JSON.parse(sleep.dataset.defaults); } catch { return; }
   let key = trainer || "trl";
   if (trainer === "verl") {
-    const block = [...form.elements].some((i) => i !== sleep && i.name.startsWith("post_training.generator.") &&
-                                                 ![undefined, ""].includes(valueOf(i)));
-    key = block ? "verl-block" : version !== null && older(version, [0, 6, 0]) ? "verl-1" : "verl-2";
+    const layered = form.elements["post_training.generator.layered_summon"];
+    key = layered && layered.checked ? "verl-layered"
+      : version !== null && older(version, [0, 6, 0]) ? "verl-1" : "verl-2";
   }
   if (labels[key]) sleep.options[0].textContent = labels[key];
 }

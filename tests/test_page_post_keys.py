@@ -142,10 +142,10 @@ def test_the_sleep_default_says_what_the_engine_takes(offline_page):
         est = assert_shows(page, {"post_training": pt})
         written = expected_figures({"post_training": {**pt, "generator": {"engine": "vllm", "sleep": level}}})[1]
         assert est["per_gpu"] == written["per_gpu"]                           # the label's level is the engine's
-    # another generator field sends a block: an unsaid sleep is then 0, and the label says so
+    # another generator field sends a block: an unsaid sleep is still verl's own level (postplan.verl_sleep_level)
     change(page, lambda: page.fill("[name='post_training.generator.gpu_memory_utilization']", "0.6"))
-    assert _sleep_label(page) == SLEEP_DEFAULTS["verl-block"] and SLEEP_DEFAULTS["verl-block"].startswith("0")
-    assert _shared(page)["post_training"]["generator"]["sleep"] == 0
+    assert _sleep_label(page) == SLEEP_DEFAULTS["verl-2"]
+    assert _shared(page)["post_training"]["generator"].get("sleep", 2) == 2
     change(page, lambda: page.fill("[name='post_training.generator.gpu_memory_utilization']", ""))
     assert _sleep_label(page) == SLEEP_DEFAULTS["verl-2"]
     for trainer in ("openrlhf", "ms-swift"):

@@ -212,3 +212,21 @@ def test_verl_param_offload_loads_the_shard_for_the_sync():
     assert old.components["generator"] == 2 * P1B and old.components["weights"] == shard
     new = phases(verl_plan({"engine": "vllm", "sleep": 1, "layered_summon": True}, offload=OFFLOAD))["sync"]
     assert new.components["generator"] == 2 * P1B and "weights" not in new.components
+
+
+def test_an_unsaid_sleep_in_a_verl_generator_block_is_verls_own_level():
+    # verl's free_cache_engine is on by default: a generator block that leaves `sleep` out sleeps as verl does
+    # (2 from 0.6, 1 up to 0.5 and with layered_summon), not 0; a stated 0 stays 0, and other trainers' default is 0
+    from zerocalc.plan import Plan
+
+    def sleep(pt, **kw):
+        d = {"model": "llama-3.2-1b", "framework": "fsdp", "zero_stage": 3, "post_training": pt, **kw}
+        return Plan.from_dict(d).post_training.generator.sleep
+
+    block = {"engine": "vllm", "gpu_memory_utilization": 0.6}
+    assert sleep({"method": "grpo", "trainer": "verl", "generator": block}) == 2
+    assert sleep({"method": "grpo", "trainer": "verl", "trainer_version": "0.5", "generator": block}) == 1
+    assert sleep({"method": "grpo", "trainer": "verl", "generator": {**block, "layered_summon": True}},
+                 method="lora") == 1
+    assert sleep({"method": "grpo", "trainer": "verl", "generator": {**block, "sleep": 0}}) == 0
+    assert sleep({"method": "grpo", "trainer": "trl", "generator": block}) == 0

@@ -335,7 +335,7 @@ SLEEP_DEFAULTS = {
     "openrlhf": "0 (default: --vllm_enable_sleep off, stays resident)",
     "verl-1": "1 (verl's default up to 0.5: free_cache_engine, weights to host)",
     "verl-2": "2 (verl's default from 0.6: free_cache_engine, weights and KV cache freed)",
-    "verl-block": "0 (unsaid in a generator block: stays resident; verl's own default is 1 up to 0.5, 2 from 0.6)",
+    "verl-layered": "1 (verl's default with layered_summon: weights to host)",
 }
 
 

@@ -153,6 +153,12 @@ def _nested(key: str, v: Any, names: tuple) -> Any:
     return obj
 
 
+def _given(obj: Mapping, name: str, default: Any) -> Any:
+    """``obj[name]``, or ``default`` where it is absent or null."""
+    v = obj.get(name)
+    return default if v is None else v
+
+
 def _parse_role(key: str, v: Any) -> Any:
     obj = _nested(key, v, ("model", "placement"))
     if obj is None:
@@ -171,12 +177,16 @@ def _parse_role(key: str, v: Any) -> Any:
                                                          PLACEMENTS))
 
 
-def _parse_generator(v: Any) -> Any:
+def _parse_generator(v: Any, trainer: Any = None, version: Any = None) -> Any:
     key = "post_training.generator"
     obj = _nested(key, v, tuple(f.name for f in fields(Generator)))
     if obj is None:
         return None
     d = Generator()
+    if trainer == "verl" and obj.get("sleep") is None and obj.get("engine", d.engine) == "vllm" \
+            and obj.get("mode", d.mode) == "colocate":
+        # unsaid: verl's own level (free_cache_engine is on by default), not 0, which verl never runs
+        d = Generator(sleep=verl_sleep_level(version, obj.get("layered_summon") is True))
     util = obj.get("gpu_memory_utilization")
     if util is not None:
         util = check_number(f"{key}.gpu_memory_utilization", util, 0.01, 1.0)
@@ -186,7 +196,8 @@ def _parse_generator(v: Any) -> Any:
         gpu_memory_utilization=util,
         tensor_parallel_size=check_int(f"{key}.tensor_parallel_size",
                                        obj.get("tensor_parallel_size", d.tensor_parallel_size), 1, 1024),
-        sleep=check_choice(f"{key}.sleep", check_int(f"{key}.sleep", obj.get("sleep", d.sleep), 0, 2), SLEEP_LEVELS),
+        sleep=check_choice(f"{key}.sleep", check_int(f"{key}.sleep", _given(obj, "sleep", d.sleep), 0, 2),
+                           SLEEP_LEVELS),
         enforce_eager=check_bool(f"{key}.enforce_eager", obj.get("enforce_eager", d.enforce_eager)),
         gpus=_opt_int(f"{key}.gpus", obj.get("gpus"), 1, MAX_SERVER_GPUS),
         layered_summon=check_bool(f"{key}.layered_summon", obj.get("layered_summon", d.layered_summon)))
@@ -221,7 +232,7 @@ def parse_post_training(value: Any) -> Any:
         reference=check_choice(f"{key}.reference", obj.get("reference", d.reference), REFERENCES),
         reward_model=_parse_role(f"{key}.reward_model", obj.get("reward_model")),
         value_model=_parse_role(f"{key}.value_model", obj.get("value_model")),
-        generator=_parse_generator(obj.get("generator")),
+        generator=_parse_generator(obj.get("generator"), obj.get("trainer", d.trainer), obj.get("trainer_version")),
         rpo_alpha=None if obj.get("rpo_alpha") is None else check_number(f"{key}.rpo_alpha", obj["rpo_alpha"], 0.0,
                                                                            1e6),
         offload_between_updates=_parse_offload(obj.get("offload_between_updates")),
@@ -319,6 +330,22 @@ def _check_packing(plan, pt: PostTraining) -> None:
 
 
 TRL_NEWEST = (1, 16, 0)          # the newest TRL release whose rules were read (post/defaults.py NEWEST)
+VERL_NEWEST = (0, 7, 0)          # the newest verl release whose rules were read (post/defaults.py NEWEST)
+VERL_SLEEP_LEVEL_SINCE = (0, 6, 0)   # verl: VLLM_SLEEP_LEVEL (2 on vLLM >= 0.8.5); 0.5: level=1
+
+
+def verl_sleep_level(trainer_version, layered_summon: bool) -> int:
+    """The level verl's rollout sleeps at with ``free_cache_engine`` (its default). Up to 0.5 `sleep(level=1)`
+    is written out (verl/workers/sharding_manager/fsdp_vllm.py `__exit__` and vllm_rollout_spmd.py at v0.4.1 and
+    v0.5.0). From 0.6 the rollout takes `VLLM_SLEEP_LEVEL` (verl/third_party/vllm/__init__.py at v0.6.0 / v0.7.0:
+    1, set to 2 when vLLM >= 0.8.5; verl 0.6 pins vllm>=0.7.3,<=0.9.1, 0.7 vllm>=0.8.5: level 2 taken), except
+    with ``rollout.layered_summon`` (and expert parallelism on an old vLLM), which keep level 1 (v0.6.0
+    vllm_rollout_spmd.py `vLLMRollout.__init__`: `if config.layered_summon: self.sleep_level = 1`; v0.7.0 /
+    b178a3c vllm_rollout.py the same)."""
+    if layered_summon or version_tuple(trainer_version, VERL_NEWEST) < VERL_SLEEP_LEVEL_SINCE:
+        return 1
+    return 2
+
 RPO_TRAINERS = ("trl", "ms-swift", "llamafactory")
 RPO_REMOVED = (0, 29, 0)         # TRL 0.29's DPOConfig has no rpo_alpha (0.28: "Deprecated ... add 'sft'")
 

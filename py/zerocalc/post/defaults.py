@@ -67,19 +67,18 @@ from dataclasses import dataclass
 
 from ..plan import Plan
 from .kto import copies_variant
-from ..postplan import (GROUPED, NO_REFERENCE, ONLINE, TRL_NEWEST, Generator, PostTraining, RoleModel,
-                        default_generations, version_tuple)
+from ..postplan import (GROUPED, NO_REFERENCE, ONLINE, TRL_NEWEST, VERL_NEWEST, VERL_SLEEP_LEVEL_SINCE, Generator,
+                        PostTraining, RoleModel, default_generations, verl_sleep_level, version_tuple)
 
 TRL_LIKE = ("trl", "ms-swift", "llamafactory")       # built on TRL's trainers / the HF Trainer
 DEFAULT_LENGTHS = {"llamafactory": (1024, 1024)}     # cutoff_len 2048
 VLLM_UTILIZATION = {"trl": 0.3, "verl": 0.5, "openrlhf": 0.95, "ms-swift": 0.9, "llamafactory": 0.9}
 LOAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 NEWEST = {"trl": TRL_NEWEST, "ms-swift": (4, 6, 0), "openrlhf": (0, 11, 0),   # the newest release each trainer's
-          "verl": (0, 7, 0)}       # rules were read in (ms-swift: 3602360, swift/version.py 4.6.0.dev0; OpenRLHF
+          "verl": VERL_NEWEST}     # rules were read in (ms-swift: 3602360, swift/version.py 4.6.0.dev0; OpenRLHF
 #                                  v0.11.0; verl v0.7.0, HEAD b178a3c reads the same)
 OPENRLHF_LOGITS = (((0, 5, 6), "16bit"), ((0, 6, 0), "fp32-log-softmax"), ((0, 7, 0), "fp32-logsumexp"))
 VERL_ENTROPY_COEFF_ONLY_SINCE = (0, 4, 0)            # verl: the update's entropy only if entropy_coeff != 0 (#1100)
-VERL_SLEEP_LEVEL_SINCE = (0, 6, 0)                   # verl: VLLM_SLEEP_LEVEL (2 on vLLM >= 0.8.5); 0.5: level=1
 SWIFT_NLL_FROM_LOGPS_SINCE = (3, 6, 0)               # ms-swift DPO: the NLL from the per-token log-probs
 GROUPED_COMPLETION_512_SINCE = (1, 10, 0)            # TRL GRPO/RLOO max_completion_length: 256 before, 512 from
 GRPO_BETA_ZERO_SINCE = (0, 19, 0)                    # TRL GRPOConfig.beta: 0.04 up to 0.18.x, 0.0 from 0.19.0
@@ -226,19 +225,6 @@ def _generator(pt: PostTraining) -> Gen | None:
                                          else VLLM_UTILIZATION[pt.trainer])
     return Gen(g.engine, g.mode, util, g.tensor_parallel_size, g.sleep, g.engine == "vllm" and not g.enforce_eager,
                generator_in_process(pt.trainer, g.mode), g.layered_summon)
-
-
-def verl_sleep_level(trainer_version, layered_summon: bool) -> int:
-    """The level verl's rollout sleeps at with ``free_cache_engine`` (its default). Up to 0.5 `sleep(level=1)`
-    is written out (verl/workers/sharding_manager/fsdp_vllm.py `__exit__` and vllm_rollout_spmd.py at v0.4.1 and
-    v0.5.0). From 0.6 the rollout takes `VLLM_SLEEP_LEVEL` (verl/third_party/vllm/__init__.py at v0.6.0 / v0.7.0:
-    1, set to 2 when vLLM >= 0.8.5; verl 0.6 pins vllm>=0.7.3,<=0.9.1, 0.7 vllm>=0.8.5: level 2 taken), except
-    with ``rollout.layered_summon`` (and expert parallelism on an old vLLM), which keep level 1 (v0.6.0
-    vllm_rollout_spmd.py `vLLMRollout.__init__`: `if config.layered_summon: self.sleep_level = 1`; v0.7.0 /
-    b178a3c vllm_rollout.py the same)."""
-    if layered_summon or version_tuple(trainer_version, NEWEST["verl"]) < VERL_SLEEP_LEVEL_SINCE:
-        return 1
-    return 2
 
 
 def generator_in_process(trainer: str, mode: str) -> bool:
