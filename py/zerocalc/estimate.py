@@ -55,7 +55,7 @@ def step_inputs_for(plan: Plan) -> StepInputs:
     return update_inputs(sp, step_inputs(sp), post)
 
 
-def _sums(plan: Plan, ts: list[Term], spec: GpuSpec, largest_param: int = 0) -> tuple:
+def _sums(plan: Plan, ts: list[Term], spec: GpuSpec, largest_param: int = 0, ranks: tuple = ()) -> tuple:
     """One pass over the terms: the allocated bytes of each phase, the peak phase, the allocator's reserve
     terms, reserved, the bytes outside the allocator and the managed bytes alive at the peak. Terms that share
     a lifetime are summed together first (a plan has a few distinct lifetimes and dozens of terms)."""
@@ -115,7 +115,7 @@ def _sums(plan: Plan, ts: list[Term], spec: GpuSpec, largest_param: int = 0) -> 
         # the step's own segments beside what the forward / backward keep (memory/deepspeed.py)
         fb = max((alloc[ph] + cache_at[ph] for ph in phases if not ph.startswith("step")), default=0)
         buffers = 2 if ds.knobs(plan).overlap_comm else 1
-        seg = min(ds.zero12_step_reserved(ts, fb, largest_param, buffers), room)
+        seg = min(ds.zero12_step_reserved(ts, fb, largest_param, buffers, ranks), room)
         if seg > reserved:
             reserve.append(Term("zero_step_segments", "runtime", seg - reserved, ALL, RESERVE))
             reserved = seg
@@ -126,6 +126,14 @@ def _sums(plan: Plan, ts: list[Term], spec: GpuSpec, largest_param: int = 0) -> 
 def _largest_param(plan: Plan, si: StepInputs) -> int:
     """Bytes of the largest trainable tensor in the 16-bit dtype: the largest block ZeRO-1/2's flatten frees."""
     return 2 * si.trainable.largest
+
+
+def _zero12_ranks(plan: Plan, si: StepInputs) -> tuple:
+    """ZeRO-1/2: (grads_in_partition, fp64 norm copy) bytes of each distinct rank (memory/deepspeed.py)."""
+    if plan.framework != "deepspeed" or plan.zero_stage not in (1, 2):
+        return ()
+    wbytes = si.dt.weight if plan.method == "full" else si.dt.adapter   # as inputs.framework_state_terms
+    return ds.zero12_rank_bytes(tuple(si.trainable.sizes), plan.world_size, wbytes)
 
 
 def _lazy_states(plan: Plan) -> bool:
@@ -139,7 +147,8 @@ def _lazy_states(plan: Plan) -> bool:
 
 def per_gpu(plan: Plan, si: StepInputs, spec: GpuSpec, ts: list[Term] | None = None) -> PerGpu:
     ts = terms(plan, si) if ts is None else ts
-    alloc, peak_phase, peak_alloc, reserve, reserved, outside, _ = _sums(plan, ts, spec, _largest_param(plan, si))
+    alloc, peak_phase, peak_alloc, reserve, reserved, outside, _ = _sums(plan, ts, spec, _largest_param(plan, si),
+                                                                         _zero12_ranks(plan, si))
     # Paged (CUDA managed) memory sits on the GPU only as far as the rest leaves room; the driver
     # evicts the remainder to host RAM instead of failing, so it never causes an out-of-memory.
     room = max(0, spec.capacity_bytes - reserved - outside)
@@ -205,7 +214,7 @@ def _run_of(sp: Plan, si: StepInputs, spec: GpuSpec, post, ts: list[Term], pg: P
 def _step_device_used(plan: Plan, si: StepInputs, spec: GpuSpec) -> tuple:
     """(step plan, post-training settings, terms, reserved, device_used) of the steady step of ``plan``."""
     sp, post, ts = step_terms(plan, si)
-    _, _, _, _, reserved, outside, managed = _sums(sp, ts, spec, _largest_param(sp, si))
+    _, _, _, _, reserved, outside, managed = _sums(sp, ts, spec, _largest_param(sp, si), _zero12_ranks(sp, si))
     return sp, post, ts, reserved, reserved + outside + min(managed, max(0, spec.capacity_bytes - reserved - outside))
 
 

@@ -73,7 +73,24 @@ def engine_bytes(eng: dict, name: str) -> int:
     """A buffer's bytes on one rank in the engine's table: GPU part + "host.<name>" part."""
     if name == "param_grads_16bit":
         return sum(eng.get(a, 0) for a in GRAD_ALIASES)
+    if name == "grad_partition":
+        # ZeRO-1/2: one real rank's grads_in_partition plus what a busier rank holds outside the step
+        # (memory/deepspeed.py _stage12): the largest over the ranks, as busiest() reports it
+        return eng.get(name, 0) + eng.get("grad_partition_other_rank", 0) + eng.get("host." + name, 0)
     return eng.get(name, 0) + eng.get("host." + name, 0)
+
+
+def _engine_rank(probe_busiest: dict, eng: dict | None) -> int | None:
+    """ZeRO-1/2: the probe rank the engine's grads_in_partition is (one whose fp64 norm copy is the engine's
+    too, where there is one), whose fp64 norm copy the engine's must then equal: the engine models one real
+    rank for the two (memory/deepspeed.py rank_partitions), not the maximum of each, which no rank holds where
+    the rank with the most straddling parameters is not the one inside the embedding. None without them."""
+    g, f = (eng or {}).get("grad_partition"), (eng or {}).get("fp64_norm_copy")
+    gp, fp = probe_busiest.get("grad_partition"), probe_busiest.get("fp64_norm_copy")
+    if not g or f is None or gp is None or fp is None:
+        return None
+    same = [r for r, a in enumerate(gp["per_rank"]) if a == g]
+    return next((r for r in same if fp["per_rank"][r] == f), same[0] if same else None)
 
 
 def compare(probe_busiest: dict, eng: dict | None, config: str = "") -> list[dict]:
@@ -83,8 +100,11 @@ def compare(probe_busiest: dict, eng: dict | None, config: str = "") -> list[dic
     names = [n for n in EXACT if n in probe_busiest or n in known or "host." + n in known]
     names += [n for n in INFO if n in probe_busiest]
     rows = []
+    own = _engine_rank(probe_busiest, eng)
     for n in names:
         p = probe_busiest.get(n, {}).get("bytes", 0)
+        if n == "fp64_norm_copy" and own is not None:
+            p = probe_busiest[n]["per_rank"][own]
         e = None if eng is None else engine_bytes(eng, n)
         known = (config, n) in KNOWN
         rows.append({"name": n, "probe": p, "engine": e, "dev": None if e is None else e - p,

@@ -19,7 +19,7 @@ from ..model import ModelArch
 from ..plan import Plan
 from ..units import ceil_div
 from .optimizers import is_paged, sharded_states
-from .terms import AFTER_BWD, ALL, ALLOCATOR, BWD, BWD_END, FWD_BWD, FWD_IN, MANAGED, STEP_NORM, Term, gpu, host
+from .terms import AFTER_BWD, ALL, ALLOCATOR, BWD, BWD_END, FWD_BWD, FWD_IN, MANAGED, STEP, STEP_NORM, Term, gpu, host
 
 ALLREDUCE_BUCKET = 500_000_000      # engine.MEMORY_OPT_ALLREDUCE_SIZE, hard-coded (stage 0)
 NORM_CHUNK = 250_000_000            # stage3 _constant_buffered_norm2 chunk (offload)
@@ -38,14 +38,27 @@ def padded_partition(total: int, world: int) -> int:
     return padded // world
 
 
-@lru_cache(maxsize=512)
 def partition_overlap(sizes: tuple[int, ...], world: int) -> tuple[int, int]:
-    """(max over ranks of the numel of params that overlap the rank's partition, the largest slice of
-    one param inside one partition). The gradient partition (`grads_in_partition`) is sized by the first
-    (docs/deepspeed-cpu.md §3.2: 'exact overlap formula'), the fp64 norm copy by the second.
+    """(max over ranks of the numel of params that overlap the rank's partition, the largest slice of one
+    param inside one partition), each the maximum over the ranks on its own (rank_partitions gives the
+    pairs; the two maxima are seldom on the same rank)."""
+    pairs = rank_partitions(sizes, world)
+    return max(q[0] for q in pairs), max(q[1] for q in pairs)
 
-    Only ranks whose partition holds a parameter boundary can overlap several params; every other rank
-    lies inside one param. So O(T log T) in the tensor count, whatever the world size."""
+
+@lru_cache(maxsize=512)
+def rank_partitions(sizes: tuple[int, ...], world: int) -> tuple[tuple[int, int], ...]:
+    """Every distinct (grads_in_partition numel, largest slice of one param) pair over the ranks, in rank order.
+
+    stage_1_and_2.py (0.19.8) get_partition_info: a param is in rank r's partition [r*part, (r+1)*part) when it
+    starts inside it or straddles its start; copy_grads_in_partition then sizes grads_in_partition as the whole
+    numel of those params (`total_size += param_in_partition.numel()`), and get_grad_norm_direct casts each of
+    the rank's slices to fp64 one at a time. The two belong to the same rank: the rank with the largest
+    overlap (params straddling both its ends) is seldom the one with the largest slice (one inside a big
+    embedding), so the busiest rank is one of these pairs, not the maximum of each. Ranks without a param
+    boundary lie inside one param (numel n, slice part); the neighbours of each param's first and last rank
+    cover every distinct pair, so O(T log T) whatever the world size (round_robin_gradients off, the
+    default; parameter_alignment off, the default: no per-param padding)."""
     from bisect import bisect_right
     part = padded_partition(sum(sizes), world)
     starts, ends, acc = [], [], 0
@@ -53,37 +66,25 @@ def partition_overlap(sizes: tuple[int, ...], world: int) -> tuple[int, int]:
         starts.append(acc)
         acc += n
         ends.append(acc)
-    prefix = [0]
-    for n in sizes:
-        prefix.append(prefix[-1] + n)
-
-    def overlap(rank: int) -> int:
-        lo, hi = rank * part, (rank + 1) * part
+    cand = set()
+    for a, b in zip(starts, ends):
+        if b > a:
+            for r in (a // part, a // part + 1, (b - 1) // part - 1, (b - 1) // part):
+                if 0 <= r < world:
+                    cand.add(r)
+    out = []
+    for r in sorted(cand):
+        lo, hi = r * part, (r + 1) * part
         i = bisect_right(ends, lo)                 # first param ending after lo
         j = bisect_right(starts, hi - 1) - 1       # last param starting before hi
-        return prefix[j + 1] - prefix[i] if j >= i else 0
-
-    best = 0
-    ranks = {min(world - 1, a // part) for a in starts} | {min(world - 1, (b - 1) // part) for b in ends if b > 0}
-    for r in ranks:
-        best = max(best, overlap(r))
-    largest_slice = 0
-    for a, b in zip(starts, ends):
-        n = b - a
-        if n == 0:
-            continue
-        first_cut = ceil_div(a, part) * part if a % part else a + part
-        if first_cut >= b:
-            sl = n
-        else:
-            last_cut = ((b - 1) // part) * part
-            sl = max(first_cut - a, b - last_cut, part if last_cut - first_cut >= part else 0)
-            inner = first_cut - a == 0
-            if inner:
-                sl = max(sl, min(part, n))
-            best = max(best, n if (last_cut > first_cut or (a % part == 0 and b - a >= part)) else 0)
-        largest_slice = max(largest_slice, min(sl, part))
-    return best, largest_slice
+        over = sl = 0
+        for k in range(i, j + 1):
+            if ends[k] > starts[k]:
+                over += ends[k] - starts[k]
+                sl = max(sl, min(ends[k], hi) - max(starts[k], lo))
+        if (over, sl) not in out:
+            out.append((over, sl))
+    return tuple(out) or ((0, 0),)
 
 
 # --- terms per stage ----------------------------------------------------------------------------------
@@ -167,7 +168,6 @@ def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, 
              master: int = 4, state: int = 4) -> list[Term]:
     p = tr.numel
     part = padded_partition(p, n)
-    overlap, max_slice = partition_overlap(tuple(tr.sizes), n)
     gb = 4 if fp32 else 2
     ipg = gb * k.reduce_bucket_size * (2 if k.overlap_comm else 1) if k.contiguous_gradients else 0
     t: list[Term] = []
@@ -183,22 +183,31 @@ def _stage12(plan: Plan, tr: Trainable, frozen: int, wb: int, n: int, k: Knobs, 
             gpu("ipg_bucket", "buffers", ipg, BWD),                     # setup_buckets, freed after backward
         ]
         grad_live = _grad_phases(gas) if plan.zero_stage == 2 else AFTER_BWD
+        # step: flat 16-bit copy of the partition grads (2P/N) then its fp32 copy (4P/N); before that,
+        # the norm: an fp64 copy of each grad slice (get_grad_norm_direct, `g.to(float64)`, even with
+        # gradient_clipping 0) - the two are never alive together
+        step = (0 if fp32 else gb * part) + (0 if master == gb else master * part)
+        # one real rank (rank_partitions): the one whose step holds the most, grads_in_partition beside the
+        # larger of its fp64 norm copy and the step transient; a rank with a larger grads_in_partition (and a
+        # smaller slice) is busier only outside the step: the difference is kept for those phases
+        pairs = rank_partitions(tuple(tr.sizes), n)
+        overlap, max_slice = max(pairs, key=lambda q: (gb * q[0] + max(8 * q[1], step), q[1], q[0]))
         t.append(gpu("grad_partition", tr.grad_component, gb * overlap, grad_live))
+        other = gb * (max(q[0] for q in pairs) - overlap)
+        if other and grad_live - STEP:
+            t.append(gpu("grad_partition_other_rank", tr.grad_component, other, grad_live - STEP))
         if plan.zero_stage == 1:
             # stage 1 reduces only at the accumulation boundary: every 16-bit grad is kept until then
             t.append(gpu("bit16_grads", tr.grad_component, gb * p, (ALL - {"step"}) if gas > 1 else BWD_END))
         elif tr.largest > k.reduce_bucket_size:
             t.append(gpu("unbucketed_grad", "buffers", gb * tr.largest, BWD_END))
-        # step: flat 16-bit copy of the partition grads (2P/N) then its fp32 copy (4P/N); before that,
-        # the norm: an fp64 copy of each grad slice (get_grad_norm_direct, `g.to(float64)`, even with
-        # gradient_clipping 0) - the two are never alive together
-        step = (0 if fp32 else gb * part) + (0 if master == gb else master * part)
         t.append(gpu("step_transient", "buffers", step, {"step"}))
         t.append(gpu("fp64_norm_copy", "buffers", 8 * max_slice, {STEP_NORM}))
         return t
     # ZeRO-Offload (stage 1/2 keep nvme as cpu): the GPU keeps the 16-bit params, the bucket and a
     # staging buffer of the largest param; the host keeps master, grads and states.
     L = tr.largest
+    max_slice = max(q[1] for q in rank_partitions(tuple(tr.sizes), n))   # backward-only: the max over ranks
     t += [
         gpu("ipg_bucket", "buffers", ipg, BWD),
         gpu("offload_temp_grad_buffers", "buffers", gb * L),            # temp_grad_buffer_for_gpu_offload
@@ -330,10 +339,18 @@ def host_loading_bytes(plan: Plan, arch: ModelArch) -> int:
 
 
 __all__ = ["zero_terms", "Trainable", "host_loading_bytes", "partition_overlap", "padded_partition",
-           "persistent_numel", "stage3_partition"]
+           "persistent_numel", "stage3_partition", "rank_partitions"]
 
 
-def zero12_step_reserved(ts: list[Term], fb_reserved: int, largest_param: int = 0, buffers: int = 1) -> int:
+def zero12_rank_bytes(sizes: tuple[int, ...], world: int, wbytes: int) -> tuple[tuple[int, int], ...]:
+    """(grads_in_partition bytes, fp64 norm copy bytes) of each distinct rank (rank_partitions): the step
+    segments below are counted for each, the busiest being the one with the most."""
+    gb = 4 if wbytes == 4 else 2
+    return tuple((gb * o, 8 * s) for o, s in rank_partitions(sizes, world))
+
+
+def zero12_step_reserved(ts: list[Term], fb_reserved: int, largest_param: int = 0, buffers: int = 1,
+                         ranks: tuple[tuple[int, int], ...] = ()) -> int:
     """The steady ZeRO-1/2 step's reserved bytes counted segment by segment (DeepSpeed 0.19.8,
     runtime/zero/stage_1_and_2.py, no optimizer offload, 16-bit weights with an fp32 master), or 0 where the
     terms are not those of that wrapper. ``fb_reserved``: the most the forward / backward moments take,
@@ -357,7 +374,9 @@ def zero12_step_reserved(ts: list[Term], fb_reserved: int, largest_param: int = 
     - what the forward / backward needs beyond ``build`` + ``clone``, which they serve first (the first
       forward runs before any step segment exists); the ipg buckets (setup_buckets: ``buffers`` requests of
       reduce_bucket_size each, two with overlap_comm) only where each is at most ``largest_param`` (the largest
-      per-parameter block, bytes): a larger bucket fits no such block and opens segments of its own."""
+      per-parameter block, bytes): a larger bucket fits no such block and opens segments of its own.
+    ``ranks``: (G, F) bytes of every distinct rank (zero12_rank_bytes); the result is the largest rank's
+    (the terms' own G / F are one rank's, memory/deepspeed.py _stage12)."""
     by: dict = {}
     persistent = 0
     for t in ts:
@@ -368,7 +387,16 @@ def zero12_step_reserved(ts: list[Term], fb_reserved: int, largest_param: int = 
     need = ("flat_16bit_params", "fp32_master", "step_transient", "fp64_norm_copy", "grad_partition")
     if any(not by.get(n) for n in need) or by["step_transient"] <= by["fp32_master"]:
         return 0
-    build, c, f, g = by["flat_16bit_params"], by["fp32_master"], by["fp64_norm_copy"], by["grad_partition"]
+    if len(ranks) > 1:
+        return max(_step_segments(by, persistent, fb_reserved, largest_param, buffers, g, f) for g, f in ranks)
+    return _step_segments(by, persistent, fb_reserved, largest_param, buffers, by["grad_partition"],
+                          by["fp64_norm_copy"])
+
+
+def _step_segments(by: dict, persistent: int, fb_reserved: int, largest_param: int, buffers: int, g: int,
+                   f: int) -> int:
+    """zero12_step_reserved for one rank: its grads_in_partition ``g`` and fp64 norm copy ``f``."""
+    build, c = by["flat_16bit_params"], by["fp32_master"]
     clone = by["step_transient"] - c
     if clone <= largest_param:
         clone = 0            # the clone (and the step's flat 16-bit grad) fit a block the flatten just freed
