@@ -250,7 +250,7 @@ KEY_NOTES = {
     "zero_optimization.overlap_comm": ("overlap gradient reduction with backward; stages 1-2 keep a second IPG bucket",
                                        ["b:ipg_bucket"]),
     "zero_optimization.contiguous_gradients": ("copy gradients into one contiguous partition buffer as they are reduced",
-                                               ["b:grad_partition"]),
+                                               ["b:grad_partition", "b:grad_partition_other_rank"]),
     "zero_optimization.stage3_prefetch_bucket_size": ("elements of parameters gathered ahead of use",
                                                       ["b:gathered_params", "b:gathered_params_bwd"]),
     "zero_optimization.stage3_param_persistence_threshold": ("parameters smaller than this stay whole on every GPU",
