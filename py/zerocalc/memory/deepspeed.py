@@ -387,24 +387,27 @@ def zero12_step_reserved(ts: list[Term], fb_reserved: int, largest_param: int = 
     need = ("flat_16bit_params", "fp32_master", "step_transient", "fp64_norm_copy", "grad_partition")
     if any(not by.get(n) for n in need) or by["step_transient"] <= by["fp32_master"]:
         return 0
-    if len(ranks) > 1:
-        return max(_step_segments(by, persistent, fb_reserved, largest_param, buffers, g, f) for g, f in ranks)
-    return _step_segments(by, persistent, fb_reserved, largest_param, buffers, by["grad_partition"],
-                          by["fp64_norm_copy"])
+    ranks = ranks if len(ranks) > 1 else ((by["grad_partition"], by["fp64_norm_copy"]),)
+    return _step_segments(by, persistent, fb_reserved, largest_param, buffers, ranks)
 
 
-def _step_segments(by: dict, persistent: int, fb_reserved: int, largest_param: int, buffers: int, g: int,
-                   f: int) -> int:
-    """zero12_step_reserved for one rank: its grads_in_partition ``g`` and fp64 norm copy ``f``."""
+def _step_segments(by: dict, persistent: int, fb_reserved: int, largest_param: int, buffers: int,
+                   ranks: tuple) -> int:
+    """zero12_step_reserved at its largest over ``ranks``, (grads_in_partition ``g``, fp64 norm copy ``f``) each:
+    only the two step segments differ by rank (min_gpus asks this for every world size, so the loop is kept to
+    them)."""
     build, c = by["flat_16bit_params"], by["fp32_master"]
     clone = by["step_transient"] - c
     if clone <= largest_param:
         clone = 0            # the clone (and the step's flat 16-bit grad) fit a block the flatten just freed
-    second = f if f >= g else c
     state = by.get("optimizer_states", 0) // 2
-    if f >= g and f - c >= state and f - state >= g:
-        second -= state      # the second lazily made Adam state sits in F's first segment beside C, then G
     own = by.get("ipg_bucket", 0)
     own = own if own > largest_param * max(1, buffers) else 0
     fb = max(0, fb_reserved - own - persistent - build - clone) + own
-    return persistent + build + clone + max(f, c) + second + fb
+    steps = 0
+    for g, f in ranks:
+        second = f if f >= g else c
+        if f >= g and f - c >= state and f - state >= g:
+            second -= state  # the second lazily made Adam state sits in F's first segment beside C, then G
+        steps = max(steps, max(f, c) + second)
+    return persistent + build + clone + steps + fb
